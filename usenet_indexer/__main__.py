@@ -1,0 +1,3 @@
+from usenet_indexer.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,42 @@
+"""The one error hierarchy of uidx.
+
+    UidxError
+    ├── ConfigError          a setting is missing or wrong (names the key)
+    ├── InputError           an input file cannot be read as overview data
+    └── ProtocolError        a peer or a wire format broke the rules
+        ├── LocalProtocolError   we were about to break them (our bug)
+        └── RemoteProtocolError  the peer (or the bytes it sent) broke them
+
+Malformed overview lines are not errors: the indexer counts and skips them.
+"""
+
+from __future__ import annotations
+
+
+class UidxError(Exception):
+    """Base of every error uidx raises on purpose."""
+
+
+class ConfigError(UidxError):
+    """A setting is missing or has a wrong value; the message names the key."""
+
+    def __init__(self, key: str, problem: str) -> None:
+        super().__init__(f"{key}: {problem}")
+        self.key = key
+        self.problem = problem
+
+
+class InputError(UidxError):
+    """An input file cannot be read at all (not a line of it: the whole file)."""
+
+
+class ProtocolError(UidxError):
+    """A wire format or a peer broke the rules."""
+
+
+class LocalProtocolError(ProtocolError):
+    """We were about to send something the format does not allow."""
+
+
+class RemoteProtocolError(ProtocolError):
+    """The peer sent something the format does not allow."""
