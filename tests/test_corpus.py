@@ -30,10 +30,8 @@ COUNTER = re.compile(r"\((\d+)/(\d+)\)")
 
 
 @pytest.fixture(scope="module")
-def corpus() -> list[tuple[str, Nzb]]:
-    if CORPUS is None:
-        pytest.skip("real-data corpus (corpus/nzb) not found")
-    return load_corpus(CORPUS / "nzb")
+def corpus(corpus_dir: Path) -> list[tuple[str, Nzb]]:
+    return load_corpus(corpus_dir / "nzb")
 
 
 @pytest.fixture(scope="module")

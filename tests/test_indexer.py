@@ -1,0 +1,330 @@
+"""The RangeIndexer: grouping, batches, rules, probes and bad input."""
+
+from __future__ import annotations
+
+import random
+
+import attrs
+import pytest
+
+from usenet_indexer.batch import Batch
+from usenet_indexer.indexer import RangeIndexer
+from usenet_indexer.merge import CatalogRelease, ReleaseMerger
+from usenet_indexer.rules import ExecutableRule, NamePatternRule, rule_from_wire
+
+GROUP = "alt.binaries.test"
+BASE = 2**32 + 10  # article numbers need 64 bits
+DATE = "Mon, 30 Nov 2026 10:19:15 +0000"
+
+
+def line(
+    number: int,
+    subject: str,
+    message_id: str,
+    *,
+    poster: str = "poster <p@example.com>",
+    size: int = 700_000,
+    references: str = "",
+    xref: str | None = None,
+) -> str:
+    xref_field = xref if xref is not None else f"Xref: news.example.com {GROUP}:{number}"
+    return "\t".join(
+        [
+            str(number),
+            subject,
+            poster,
+            DATE,
+            f"<{message_id}>",
+            references,
+            str(size),
+            str(size // 128),
+            xref_field,
+        ]
+    )
+
+
+def upload(
+    first: int,
+    head: str,
+    files: list[tuple[str, int]],
+    *,
+    poster: str = "poster <p@example.com>",
+    shuffle: random.Random | None = None,
+    tag: str = "",
+) -> list[str]:
+    """Overview lines of one upload: (file name, segments) each, files interleaved."""
+    segments = [
+        (i, name, k, total)
+        for i, (name, total) in enumerate(files, start=1)
+        for k in range(1, total + 1)
+    ]
+    if shuffle is not None:
+        shuffle.shuffle(segments)
+    lines = []
+    for offset, (i, name, k, total) in enumerate(segments):
+        subject = f'{head} [{i}/{len(files)}] - "{name}" yEnc ({k}/{total})'
+        lines.append(line(first + offset, subject, f"{tag}{name}.{k}@ex", poster=poster))
+    return lines
+
+
+def index(lines: list[str], *, batch_every: int | None = None, **options: object) -> list[Batch]:
+    indexer = RangeIndexer(group=GROUP, first=BASE, **options)  # type: ignore[arg-type]
+    batches = []
+    for position, text in enumerate(lines, start=1):
+        number = (
+            int(text.split("\t", 1)[0])
+            if text.split("\t", 1)[0].isdigit()
+            else indexer.resume_point
+        )
+        indexer.add_text(text + "\n", max(indexer.resume_point, number + 1))
+        if batch_every and position % batch_every == 0:
+            batches.append(indexer.take())
+    batches.append(indexer.finish())
+    return batches
+
+
+def merged(batches: list[Batch]) -> list[CatalogRelease]:
+    merger = ReleaseMerger()
+    for batch in batches:
+        merger.add_all(batch.releases)
+        for candidate in batch.probe_candidates:
+            merger.mark_probe(candidate.release_key)
+    return list(merger.releases())
+
+
+def skipped(batches: list[Batch]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for batch in batches:
+        for reason, count in batch.skipped:
+            counts[reason] = counts.get(reason, 0) + count
+    return counts
+
+
+def test_segments_group_into_files_and_files_into_one_release() -> None:
+    lines = upload(
+        BASE,
+        "Some.Release.2024",
+        [("some.release.part1.rar", 5), ("some.release.par2", 1)],
+        shuffle=random.Random(3),
+    )
+    [release] = merged(index(lines))
+    assert release.name == "Some.Release.2024"
+    assert release.files_announced == 2
+    assert release.complete == 1.0
+    assert release.groups == (GROUP,)
+    assert [f.name for f in release.files] == ["some.release.part1.rar", "some.release.par2"]
+    rar = release.files[0]
+    assert [s[0] for s in rar.segments] == [1, 2, 3, 4, 5]
+    assert [s[1] for s in rar.segments] == [f"some.release.part1.rar.{k}@ex" for k in range(1, 6)]
+    assert rar.subject == 'Some.Release.2024 [1/2] - "some.release.part1.rar" yEnc (1/5)'
+    assert release.bytes == 6 * 700_000
+    assert release.posted == 1_796_033_955
+
+
+def test_feeding_whole_or_line_by_line_gives_the_same_batch() -> None:
+    lines = upload(BASE, "A", [("a.rar", 3), ("a.par2", 2)]) + upload(
+        BASE + 5, "B", [("b.rar", 4)], poster="other"
+    )
+    whole = RangeIndexer(group=GROUP, first=BASE)
+    whole.add_text("\n".join(lines) + "\n", BASE + len(lines))
+    by_line = index(lines)
+    assert whole.take() == by_line[0]
+
+
+def test_a_release_across_batches_merges_into_one() -> None:
+    lines = upload(
+        BASE,
+        "Big.Release",
+        [(f"big.part{i:02}.rar", 20) for i in range(1, 6)],
+        shuffle=random.Random(1),
+    )
+    batches = index(lines, batch_every=17)
+    assert len(batches) > 5
+    assert all(len(b.releases) <= 1 for b in batches)
+    keys = {b.releases[0].key for b in batches if b.releases}
+    assert len(keys) == 1
+    [across] = merged(batches)
+    [whole] = merged(index(lines))
+    assert across.chunks == len(batches)
+    assert whole.chunks == 1
+    assert attrs.evolve(across, chunks=1) == whole
+
+
+def test_batches_move_the_resume_point() -> None:
+    lines = upload(BASE, "R", [("r.rar", 10)])
+    indexer = RangeIndexer(group=GROUP, first=BASE)
+    indexer.add_text("\n".join(lines[:4]), BASE + 4)
+    first = indexer.take()
+    indexer.add_text("\n".join(lines[4:]), BASE + 12)
+    second = indexer.finish()
+    assert (first.first, first.next, second.first, second.next) == (
+        BASE,
+        BASE + 4,
+        BASE + 4,
+        BASE + 12,
+    )
+    assert first.lines == 4
+    assert second.lines == 6
+    with pytest.raises(ValueError, match="finish"):
+        indexer.add_text("", BASE + 20)
+
+
+def test_next_article_may_not_go_back() -> None:
+    indexer = RangeIndexer(group=GROUP, first=BASE)
+    indexer.add_text("", BASE + 10)
+    with pytest.raises(ValueError, match="below the resume point"):
+        indexer.add_text("", BASE + 5)
+
+
+def test_out_of_order_and_repeated_segments() -> None:
+    lines = upload(BASE, "R", [("r.rar", 6)], shuffle=random.Random(7))
+    repeat = line(BASE + 6, 'R [1/1] - "r.rar" yEnc (3/6)', "repost-of-3@ex")
+    [release] = merged(index([*lines, repeat]))
+    segments = release.files[0].segments
+    assert [s[0] for s in segments] == [1, 2, 3, 4, 5, 6]
+    assert segments[2][1] == "r.rar.3@ex"  # the first post of a segment wins
+    assert release.complete == 1.0
+
+
+def test_missing_segments_make_a_release_incomplete() -> None:
+    lines = upload(BASE, "R", [("r.rar", 10)])
+    del lines[3]
+    [release] = merged(index(lines))
+    assert release.complete == pytest.approx(0.9)
+
+
+def test_same_subject_by_two_posters_is_two_releases() -> None:
+    a = upload(BASE, "Same.Name", [("same.rar", 3)], poster="one")
+    b = upload(BASE + 3, "Same.Name", [("same.rar", 3)], poster="two", tag="b")
+    interleaved = [x for pair in zip(a, b, strict=True) for x in pair]
+    releases = merged(index(interleaved))
+    assert sorted(r.poster for r in releases) == ["one", "two"]
+    assert all(len(r.files[0].segments) == 3 for r in releases)
+
+
+def test_crossposts_are_one_release_with_every_group() -> None:
+    xref = "Xref: news.example.com alt.binaries.test:{n} alt.binaries.misc:77"
+    lines = [
+        line(
+            BASE + k,
+            f'X [1/1] - "x.rar" yEnc ({k + 1}/2)',
+            f"x{k}@ex",
+            xref=xref.format(n=BASE + k),
+        )
+        for k in range(2)
+    ]
+    [release] = merged(index(lines))
+    assert release.groups == ("alt.binaries.misc", "alt.binaries.test")
+
+
+def test_replies_and_text_posts_are_not_releases() -> None:
+    lines = [
+        line(BASE, 'Re: Some.Release [1/1] - "a.rar" yEnc (1/1)', "r1@ex", references="<orig@ex>"),
+        line(BASE + 1, "Looking for a good release of something", "t1@ex"),
+        line(BASE + 2, "Re: question (1/2)", "r2@ex"),
+    ]
+    batches = index(lines)
+    assert merged(batches) == []
+    assert skipped(batches) == {"reply": 2, "text_post": 1}
+
+
+def test_malformed_lines_are_counted_and_skipped() -> None:
+    good = upload(BASE, "Good", [("good.rar", 3)])
+    n = BASE + 3
+    bad = [
+        f"{n}\tonly\tthree",
+        line(n + 1, 'Good [1/1] - "good.rar" yEnc (2/3)', "x@ex").replace(str(n + 1), "12x", 1),
+        line(n + 2, 'Other [1/1] - "o.rar" yEnc (1/2)', "o1@ex").replace("\t700000\t", "\tlots\t"),
+        line(n + 3, 'Other [1/1] - "o\x00.rar" yEnc (1/2)', "o2@ex"),
+        line(n + 4, 'Forged [1/1] - "f.rar" yEnc (1000000/1)', "f1@ex"),
+        line(n + 5, 'Forged [1/1] - "f.rar" yEnc (5/3)', "f2@ex"),
+        line(n + 6, 'Other [1/1] - "o.rar" yEnc (2/2)', "o3@ex").replace("<o3@ex>", "no-brackets"),
+        # A forged counter on a file that is open: caught when the batch is taken.
+        line(n + 7, 'Good [1/1] - "good.rar" yEnc (9/3)', "g9@ex"),
+    ]
+    batches = index([*good[:2], *bad, good[2]])
+    assert skipped(batches) == {
+        "too_few_fields": 1,
+        "bad_number": 1,
+        "bad_bytes": 1,
+        "nul_byte": 1,
+        "forged_counter": 3,
+        "bad_message_id": 1,
+    }
+    [release] = merged(batches)
+    assert [s[0] for s in release.files[0].segments] == [1, 2, 3]
+
+
+def test_invalid_utf8_falls_back_to_latin1() -> None:
+    raw = line(BASE, 'Caf\xe9 [1/1] - "caf\xe9.rar" yEnc (1/1)', "c@ex").encode("latin-1")
+    indexer = RangeIndexer(group=GROUP, first=BASE)
+    indexer.add_data(raw, BASE + 1)
+    [release] = merged([indexer.finish()])
+    assert release.name == "Caf\xe9"
+    assert release.files[0].name == "caf\xe9.rar"
+
+
+def test_utf8_names_survive() -> None:
+    lines = upload(BASE, "你好世界", [("你好世界.part01.rar", 2)])
+    [release] = merged(index(lines))
+    assert release.name == "你好世界"
+
+
+def test_executable_floods_are_dropped_and_counted() -> None:
+    flood = upload(BASE, "Movie.2024.1080p.WEB-DL", [("Movie.2024.1080p.WEB-DL.exe", 3)])
+    flood2 = upload(BASE + 3, "Game.2024", [("setup.scr", 1), ("game.nfo", 1)], poster="x")
+    legit = upload(BASE + 5, "Tool.2024", [("tool.rar", 2), ("setup.exe", 1)], poster="y")
+    batches = index(flood + flood2 + legit)
+    assert [r.name for r in merged(batches)] == ["Tool.2024"]
+    counts = {(c.rule, c.key): (c.releases, c.segments) for b in batches for c in b.rule_counts}
+    assert counts == {("executable", "exe"): (1, 3), ("executable", "scr"): (1, 2)}
+    kept = merged(index(flood + flood2 + legit, keep_dropped=True))
+    assert sorted((r.name, r.dropped) for r in kept) == [
+        ("Game.2024", "executable"),
+        ("Movie.2024.1080p.WEB-DL", "executable"),
+        ("Tool.2024", None),
+    ]
+
+
+def test_rules_are_data() -> None:
+    rules = [
+        rule_from_wire(r.to_wire())
+        for r in (ExecutableRule(), NamePatternRule(name="spam", pattern=r"casino"))
+    ]
+    lines = upload(BASE, "Best.Casino.Bonus", [("casino.rar", 1)]) + upload(
+        BASE + 1, "Fine", [("fine.rar", 1)], poster="z"
+    )
+    batches = index(lines, rules=rules)
+    assert [r.name for r in merged(batches)] == ["Fine"]
+    assert [(c.rule, c.key, c.releases) for c in batches[0].rule_counts] == [("spam", "", 1)]
+
+
+def test_obfuscated_releases_with_par2_are_probe_candidates() -> None:
+    name = "xqJc9cLkzgbVTTSlQflzdiuWtCWE2O6n2"
+    lines = upload(
+        BASE,
+        "",
+        [(f"{name}.part1.rar", 3), (f"{name}.vol00+01.par2", 2), (f"{name}.par2", 1)],
+        poster="rnd@ngPost.com",
+    )
+    batches = index(lines)
+    [candidate] = batches[0].probe_candidates
+    assert candidate.file_name == f"{name}.par2"  # the index par2 lists every name
+    assert candidate.message_id == f"{name}.par2.1@ex"
+    [release] = merged(batches)
+    assert release.probe_candidate
+    assert release.name == name
+    plain = upload(BASE, "", [("Readable.Name.part1.rar", 1), ("Readable.Name.par2", 1)])
+    assert index(plain)[0].probe_candidates == ()
+
+
+def test_keys_do_not_depend_on_batching_or_order() -> None:
+    lines = upload(BASE, "K", [("k.rar", 4), ("k.par2", 1)])
+    one = index(lines)[0].releases[0]
+    rng = random.Random(5)
+    shuffled = lines[:]
+    rng.shuffle(shuffled)
+    renumbered = [f"{BASE + i}\t{text.split(chr(9), 1)[1]}" for i, text in enumerate(shuffled)]
+    other = index(renumbered)[0].releases[0]
+    assert one.key == other.key
+    assert {f.key for f in one.files} == {f.key for f in other.files}

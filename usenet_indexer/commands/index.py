@@ -1,0 +1,244 @@
+"""`uidx index`: index overview dumps offline, exactly as an edge indexes a range.
+
+For trying rules on a dump, re-indexing, or checking a provider's data: the
+RangeIndexer runs over the input in batches of --batch-articles articles,
+the release chunks merge with the coordinator's merge code, and every
+release is written as one JSON object per line (optionally as NZB files).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+import attrs
+import orjson
+
+from usenet_indexer.batch import Batch
+from usenet_indexer.errors import InputError
+from usenet_indexer.indexer import MALFORMED, RangeIndexer
+from usenet_indexer.merge import CatalogRelease, ReleaseMerger
+from usenet_indexer.overview_io import last_article, read_blocks
+from usenet_indexer.rules import DEFAULT_RULES, Rule
+
+# Seconds between progress lines on stderr.
+PROGRESS_SECONDS = 2.0
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "index",
+        help="index overview dumps offline into releases (JSONL, NZB)",
+        description=__doc__,
+    )
+    parser.add_argument(
+        "files", nargs="+", type=Path, metavar="FILE", help="overview lines: plain, gzip or zlib"
+    )
+    parser.add_argument(
+        "--out",
+        required=True,
+        type=Path,
+        help="releases, one JSON object per line ('-' for stdout)",
+    )
+    parser.add_argument("--group", default="", help="the group, for lines without an Xref field")
+    parser.add_argument(
+        "--batch-articles",
+        type=_positive,
+        default=500_000,
+        help="articles per batch (default 500000)",
+    )
+    parser.add_argument(
+        "--include-dropped", action="store_true", help="also write releases that a rule dropped"
+    )
+    parser.add_argument("--nzb-dir", type=Path, help="write one NZB file per kept release here")
+    parser.add_argument("--quiet", action="store_true", help="no progress lines")
+    parser.set_defaults(run=run)
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, not {value}")
+    return value
+
+
+@attrs.define(eq=False)
+class IndexStats:
+    """What an offline index run did, for its summary."""
+
+    lines: int = 0
+    batches: int = 0
+    release_chunks: int = 0
+    probe_candidates: int = 0
+    skipped: Counter[str] = attrs.field(factory=Counter)
+    drops: Counter[tuple[str, str]] = attrs.field(factory=Counter)
+    drop_segments: Counter[tuple[str, str]] = attrs.field(factory=Counter)
+
+    def add(self, batch: Batch) -> None:
+        self.lines += batch.lines
+        self.batches += 1
+        self.release_chunks += sum(1 for r in batch.releases if r.dropped is None)
+        self.probe_candidates += len(batch.probe_candidates)
+        self.skipped.update(dict(batch.skipped))
+        for count in batch.rule_counts:
+            self.drops[count.rule, count.key] += count.releases
+            self.drop_segments[count.rule, count.key] += count.segments
+
+
+def index_files(
+    paths: Sequence[Path],
+    *,
+    group: str = "",
+    batch_articles: int = 500_000,
+    rules: Sequence[Rule] = DEFAULT_RULES,
+    include_dropped: bool = False,
+    progress: TextIO | None = None,
+) -> tuple[ReleaseMerger, IndexStats]:
+    """Index overview dumps the way edges index ranges, and merge the chunks.
+
+    Each file is one range: its lines must be in article order, as a server
+    sends them.
+
+    Raises:
+        InputError: a file cannot be read.
+    """
+    merger = ReleaseMerger()
+    stats = IndexStats()
+    started = last_report = time.monotonic()
+    for path in paths:
+        indexer = RangeIndexer(group=group, first=0, rules=rules, keep_dropped=include_dropped)
+        for block in read_blocks(path):
+            number = last_article(block)
+            next_article = max(indexer.resume_point, number + 1 if number is not None else 0)
+            indexer.add_data(block, next_article)
+            if indexer.pending_articles >= batch_articles:
+                _absorb(indexer.take(), merger, stats)
+            now = time.monotonic()
+            if progress is not None and now - last_report >= PROGRESS_SECONDS:
+                last_report = now
+                lines = stats.lines + indexer.pending_lines
+                print(
+                    f"uidx index: {path.name}: {lines:,} lines, {lines / (now - started):,.0f} lines/s, "
+                    f"{stats.batches} batches, {len(merger):,} releases",
+                    file=progress,
+                    flush=True,
+                )
+        _absorb(indexer.finish(), merger, stats)
+    return merger, stats
+
+
+def _absorb(batch: Batch, merger: ReleaseMerger, stats: IndexStats) -> None:
+    stats.add(batch)
+    merger.add_all(batch.releases)
+    for candidate in batch.probe_candidates:
+        merger.mark_probe(candidate.release_key)
+
+
+def write_releases(releases: Sequence[CatalogRelease], out: Path) -> None:
+    """Write releases as JSON lines to a file ('-' is stdout)."""
+    stream = sys.stdout.buffer if str(out) == "-" else out.open("wb")
+    try:
+        for release in releases:
+            stream.write(orjson.dumps(release.to_json()))
+            stream.write(b"\n")
+    finally:
+        if stream is not sys.stdout.buffer:
+            stream.close()
+
+
+def write_nzbs(releases: Sequence[CatalogRelease], folder: Path) -> int:
+    """One NZB file per kept release; returns how many were written."""
+    from usenet_indexer.nzb import nzb_filename, write_nzb
+
+    folder.mkdir(parents=True, exist_ok=True)
+    used: set[str] = set()
+    written = 0
+    for release in releases:
+        if release.dropped is not None:
+            continue
+        name = nzb_filename(release.name or release.key.hex())
+        if name in used:
+            name = f"{name[:-4]}.{release.key.hex()[:8]}.nzb"
+        used.add(name)
+        (folder / name).write_bytes(write_nzb(release.to_json()))
+        written += 1
+    return written
+
+
+def summary(
+    stats: IndexStats, releases: Sequence[CatalogRelease], seconds: float
+) -> dict[str, object]:
+    """The figures of a run, as printed at its end."""
+    kept = [r for r in releases if r.dropped is None]
+    files = sum(len(r.files) for r in kept)
+    malformed = {k: v for k, v in sorted(stats.skipped.items()) if k in MALFORMED}
+    other = {k: v for k, v in sorted(stats.skipped.items()) if k not in MALFORMED}
+    return {
+        "lines": stats.lines,
+        "malformed_skipped": sum(malformed.values()),
+        "malformed_by_reason": malformed,
+        "not_binary_or_repaired": other,
+        "files": files,
+        "releases": len(kept),
+        "release_chunks": stats.release_chunks,
+        "chunks_per_release": round(stats.release_chunks / len(kept), 3) if kept else 0.0,
+        "dropped": {f"{rule}:{key}": n for (rule, key), n in sorted(stats.drops.items())},
+        "dropped_segments": {
+            f"{rule}:{key}": n for (rule, key), n in sorted(stats.drop_segments.items())
+        },
+        "probe_candidates": sum(1 for r in kept if r.probe_candidate),
+        "batches": stats.batches,
+        "seconds": round(seconds, 3),
+        "lines_per_s": round(stats.lines / seconds) if seconds > 0 else 0,
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    started = time.monotonic()
+    progress = None if args.quiet else sys.stderr
+    for path in args.files:
+        if not path.is_file():
+            raise InputError(f"{path}: no such file")
+    merger, stats = index_files(
+        args.files,
+        group=args.group,
+        batch_articles=args.batch_articles,
+        include_dropped=args.include_dropped,
+        progress=progress,
+    )
+    releases = list(merger.releases())
+    write_releases(releases, args.out)
+    if args.nzb_dir is not None:
+        written = write_nzbs(releases, args.nzb_dir)
+        print(f"uidx index: {written:,} NZB files in {args.nzb_dir}", file=sys.stderr)
+    figures = summary(stats, releases, time.monotonic() - started)
+    _print_summary(figures)
+    return 0
+
+
+def _print_summary(figures: dict[str, object]) -> None:
+    out = sys.stderr
+    print(
+        f"uidx index: {figures['lines']:,} lines in {figures['seconds']} s ({figures['lines_per_s']:,} lines/s), "
+        f"{figures['batches']} batches",
+        file=out,
+    )
+    print(
+        f"  malformed lines skipped: {figures['malformed_skipped']:,} {figures['malformed_by_reason']}",
+        file=out,
+    )
+    print(f"  not binary / repaired:   {figures['not_binary_or_repaired']}", file=out)
+    print(
+        f"  releases: {figures['releases']:,} with {figures['files']:,} files; "
+        f"{figures['release_chunks']:,} release chunks ({figures['chunks_per_release']} per release)",
+        file=out,
+    )
+    print(f"  dropped by rule:key (releases): {figures['dropped']}", file=out)
+    print(f"  dropped by rule:key (segments): {figures['dropped_segments']}", file=out)
+    print(f"  probe candidates: {figures['probe_candidates']:,}", file=out)
+    print(orjson.dumps({"summary": "index", **figures}).decode(), file=out)

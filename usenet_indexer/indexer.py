@@ -1,0 +1,511 @@
+"""The RangeIndexer: overview lines in, batches of release chunks out.
+
+Theory of operation
+-------------------
+An edge feeds the overview data of a range in article order
+(`add_data(data, next_article)`: every line of `data` is an article below
+`next_article`, and `next_article` becomes the resume point), takes a batch
+every so many articles (`take()`), and calls `finish()` at the end of the
+range. No I/O and no clock: the indexer is fed and it answers.
+
+Speed comes from doing per line only what changes per line, on bytes (a
+line is decoded only when it opens a file). Every segment of a file has the
+same subject except for the segment counter `(k/N)`, so the fast path
+
+    split the line on tabs -> rpartition the subject at its last "(" ->
+    look the text before it up in a dict of open files -> append k,
+    message-id and bytes, unconverted, to that file's lists
+
+runs no regular expression and converts nothing. Everything else (a new
+file, a reply, a line without a counter, anything malformed) goes to
+`_slow_line`, which parses the subject once per file (cached), or counts the
+line by reason and skips it. `take()` converts and checks each file's lists
+with whole-list operations (map(int), join, count) and falls back to a
+per-segment check only for a file that fails them (forged counters, bad
+message-ids or sizes, repeats).
+
+The caller guarantees the article range: lines are not checked against it
+one by one (a chunk of the spool holds the articles it says it holds).
+
+Keys: a file's key and its release's key are digests of what every batch
+and edge sees the same way (poster, release basis, subject, N), so the
+chunks of one release merge into one release wherever they were indexed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from array import array
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from email.utils import mktime_tz, parsedate_tz
+from operator import itemgetter
+
+import attrs
+
+from usenet_indexer.batch import Batch, FileChunk, ProbeCandidate, ReleaseChunk, RuleCount
+from usenet_indexer.naming import probe_file_rank, release_name
+from usenet_indexer.rules import DEFAULT_RULES, Rule
+from usenet_indexer.subject import (
+    MAX_SEGMENTS,
+    FileSubject,
+    last_match,
+    looks_obfuscated,
+    parse_file_subject,
+)
+
+# Overview fields (RFC 3977 8.3.2): number, subject, from, date, message-id,
+# references, bytes, lines, then optional fields such as Xref.
+_MIN_FIELDS = 8
+
+# Cached subject parses: enough for every file in flight in a busy group; the
+# cache is dropped when it grows past this (it refills at one parse per file).
+_SUBJECT_CACHE_MAX = 200_000
+
+# Sizes are kept as uint32: no segment comes near 4 GB (they are ~0.7 MB).
+_MAX_SIZE = (1 << 32) - 1
+
+# Reasons a line (or a segment) is skipped: malformed data, and articles that
+# are simply not segments of a binary upload.
+MALFORMED = frozenset(
+    {"too_few_fields", "bad_number", "bad_bytes", "nul_byte", "forged_counter", "bad_message_id"}
+)
+NOT_BINARY = frozenset({"reply", "text_post"})
+
+_COUNTER = re.compile(rb"\((\d{1,7})/(\d{1,7})\)")
+
+
+@attrs.define(eq=False, slots=True)
+class _OpenFile:
+    """A file being gathered in the current batch; fields stay bytes until take()."""
+
+    key: bytes
+    release_key: bytes
+    poster: bytes
+    after: bytes  # what follows "(" + k + "/" in the subject: "N) tail"
+    total: int
+    subject: str
+    info: FileSubject
+    date: bytes
+    xref: bytes
+    ks: list[bytes] = attrs.field(factory=list)
+    mids: list[bytes] = attrs.field(factory=list)
+    sizes: list[bytes] = attrs.field(factory=list)
+
+
+@attrs.define(eq=False)
+class RangeIndexer:
+    """Indexes the overview lines of one range of one group.
+
+    Args:
+        group: the group the range belongs to (used when a line has no Xref).
+        first: the first article to index (the range's resume point).
+        rules: the rules applied to each release chunk, in order.
+        keep_dropped: keep dropped release chunks in batches, marked with the
+            rule's name (for `uidx index --include-dropped`); else they only
+            count.
+    """
+
+    group: str
+    first: int
+    rules: Sequence[Rule] = DEFAULT_RULES
+    keep_dropped: bool = False
+    finished: bool = attrs.field(init=False, default=False)
+    _next: int = attrs.field(init=False)
+    _batch_first: int = attrs.field(init=False)
+    _lines: int = attrs.field(init=False, default=0)
+    # Every open file by (prefix, poster, N); _fast holds, per prefix, the one
+    # the fast path tries first (the last one that got a segment).
+    _open: dict[tuple[bytes, bytes, int], _OpenFile] = attrs.field(init=False, factory=dict)
+    _fast: dict[bytes, _OpenFile] = attrs.field(init=False, factory=dict)
+    _subjects: dict[bytes, FileSubject] = attrs.field(init=False, factory=dict)
+    _skipped: Counter[str] = attrs.field(init=False, factory=Counter)
+
+    def __attrs_post_init__(self) -> None:
+        self._next = self.first
+        self._batch_first = self.first
+
+    @property
+    def resume_point(self) -> int:
+        """The first article not fed yet."""
+        return self._next
+
+    @property
+    def pending_lines(self) -> int:
+        """Overview lines fed since the last batch was taken."""
+        return self._lines
+
+    @property
+    def pending_articles(self) -> int:
+        """Articles fed since the last batch was taken."""
+        return self._next - self._batch_first
+
+    def add_text(self, text: str, next_article: int) -> None:
+        """Feed overview lines as text; see `add_data`."""
+        self.add_data(text.encode("utf-8", "surrogateescape"), next_article)
+
+    def add_data(self, data: bytes, next_article: int) -> None:
+        """Feed overview lines ("\\n"-separated) of the articles below `next_article`.
+
+        Args:
+            data: overview lines, each `number\\tsubject\\tfrom\\t...`, as the
+                server sent them (any encoding: names are decoded as UTF-8
+                with a Latin-1 fallback when a file is opened). A "\\r"
+                before "\\n" and an empty last line are fine.
+            next_article: the article after the last one this data covers;
+                it becomes the resume point.
+
+        Raises:
+            ValueError: `next_article` goes backwards, or the range is finished.
+        """
+        if self.finished:
+            raise ValueError("add_data after finish()")
+        if next_article < self._next:
+            raise ValueError(f"next_article {next_article} is below the resume point {self._next}")
+        if b"\r" in data:
+            data = data.replace(b"\r", b"")
+        lines = data.split(b"\n")
+        if b"\x00" in data:
+            kept = [line for line in lines if b"\x00" not in line]
+            self._skipped["nul_byte"] += len(lines) - len(kept)
+            lines = kept
+        fast = self._fast
+        slow = self._slow_line
+        count = 0
+        for line in lines:
+            fields = line.split(b"\t")
+            try:
+                prefix, _, rest = fields[1].rpartition(b"(")
+                k, _, after = rest.partition(b"/")
+                open_file = fast.get(prefix)
+                if (
+                    open_file is not None
+                    and open_file.poster == fields[2]
+                    and open_file.after == after
+                    and not fields[5]
+                    and fields[0].isdigit()
+                ):
+                    open_file.ks.append(k)
+                    open_file.mids.append(fields[4])
+                    open_file.sizes.append(fields[6])
+                    count += 1
+                    continue
+            except IndexError:
+                pass
+            if line:
+                count += 1
+                slow(fields)
+        self._lines += count
+        self._next = next_article
+
+    def _slow_line(self, fields: list[bytes]) -> None:
+        """A line the fast path did not take: a new file, or one to count and skip."""
+        reason = _classify(fields)
+        if reason is not None:
+            self._skipped[reason] += 1
+            return
+        subject = fields[1]
+        counter = find_segment_counter(subject)
+        assert counter is not None  # _classify checked it
+        p, q, _, total = counter
+        prefix = subject[:p]
+        poster = fields[2]
+        open_file = self._open.get((prefix, poster, total))
+        if open_file is None:
+            open_file = self._open[prefix, poster, total] = self._open_file(fields, p, q, total)
+        if subject.rfind(b"(") == p:
+            # The fast path finds this file by its prefix from now on.
+            self._fast[prefix] = open_file
+        open_file.ks.append(subject[p + 1 : q].partition(b"/")[0])
+        open_file.mids.append(fields[4])
+        open_file.sizes.append(fields[6])
+
+    def _open_file(self, fields: list[bytes], p: int, q: int, total: int) -> _OpenFile:
+        subject = fields[1]
+        prefix = subject[:p]
+        info = self._subjects.get(prefix)
+        if info is None:
+            if len(self._subjects) >= _SUBJECT_CACHE_MAX:
+                self._subjects.clear()
+            info = self._subjects[prefix] = parse_file_subject(decode(prefix))
+        poster = fields[2]
+        counter = subject[p + 1 : q]
+        # The subject as the file's first segment has it: (1/N), zero padded
+        # the way the poster pads: (01/17).
+        width = counter.find(b"/") if counter.startswith(b"0") else 1
+        text = f"{decode(prefix)}({'1'.zfill(width)}/{total}){decode(subject[q + 1 :])}"
+        return _OpenFile(
+            key=_digest(b"f", poster, prefix, str(total).encode()),
+            release_key=_digest(
+                b"r",
+                poster if info.keyed_by_poster else b"",
+                info.release_basis.encode("utf-8", "surrogatepass"),
+            ),
+            poster=poster,
+            after=subject[p + 1 :].partition(b"/")[2],
+            total=total,
+            subject=text,
+            info=info,
+            date=fields[3],
+            xref=fields[8] if len(fields) > _MIN_FIELDS else b"",
+        )
+
+    def take(self) -> Batch:
+        """Hand over everything indexed since the last batch and start a new one."""
+        by_release: defaultdict[bytes, list[_OpenFile]] = defaultdict(list)
+        for open_file in self._open.values():
+            by_release[open_file.release_key].append(open_file)
+        releases: list[ReleaseChunk] = []
+        candidates: list[ProbeCandidate] = []
+        drops: Counter[tuple[str, str]] = Counter()
+        drop_segments: Counter[tuple[str, str]] = Counter()
+        for release_key, members in by_release.items():
+            chunk = self._release_chunk(release_key, members)
+            if chunk is None:
+                continue
+            name = release_name(chunk.head_name, ((f.name, f.total_segments) for f in chunk.files))
+            file_names = [f.name for f in chunk.files]
+            dropped_by = None
+            for rule in self.rules:
+                key = rule.verdict(name, file_names)
+                if key is not None:
+                    drops[rule.name, key] += 1
+                    drop_segments[rule.name, key] += sum(len(f.numbers) for f in chunk.files)
+                    dropped_by = rule.name
+                    break
+            if dropped_by is not None:
+                if self.keep_dropped:
+                    releases.append(attrs.evolve(chunk, dropped=dropped_by))
+                continue
+            releases.append(chunk)
+            candidate = _probe_candidate(name, chunk)
+            if candidate is not None:
+                candidates.append(candidate)
+        batch = Batch(
+            group=self.group,
+            first=self._batch_first,
+            next=self._next,
+            releases=tuple(releases),
+            rule_counts=tuple(
+                RuleCount(rule=rule, key=key, releases=n, segments=drop_segments[rule, key])
+                for (rule, key), n in sorted(drops.items())
+            ),
+            probe_candidates=tuple(candidates),
+            lines=self._lines,
+            skipped=tuple(sorted(self._skipped.items())),
+        )
+        self._open = {}
+        self._fast = {}
+        self._skipped = Counter()
+        self._lines = 0
+        self._batch_first = self._next
+        return batch
+
+    def finish(self) -> Batch:
+        """The last batch of the range; the indexer takes no more data after it."""
+        batch = self.take()
+        self.finished = True
+        return batch
+
+    def _release_chunk(self, release_key: bytes, members: list[_OpenFile]) -> ReleaseChunk | None:
+        chunks = (_file_chunk(m, self._skipped) for m in members)
+        files = tuple(sorted((c for c in chunks if c is not None), key=_file_order))
+        if not files:
+            return None
+        groups: set[str] = set()
+        for member in members:
+            groups.update(_xref_groups(member.xref))
+        first = members[0]
+        return ReleaseChunk(
+            key=release_key,
+            head_name=first.info.head_name,
+            poster=decode(first.poster),
+            groups=tuple(sorted(groups)) or ((self.group,) if self.group else ()),
+            files_announced=first.info.files_announced,
+            files=files,
+        )
+
+
+def _classify(fields: list[bytes]) -> str | None:
+    """Why a line is skipped, or None when it is a segment of a binary."""
+    if len(fields) < _MIN_FIELDS:
+        return "too_few_fields"
+    if not fields[0].isdigit():
+        return "bad_number"
+    if not fields[6].isdigit() or int(fields[6]) > _MAX_SIZE:
+        return "bad_bytes"
+    message_id = fields[4]
+    if not _good_message_id(message_id):
+        return "bad_message_id"
+    subject = fields[1]
+    if fields[5] or subject[:3].lower() == b"re:":
+        return "reply"
+    counter = find_segment_counter(subject)
+    if counter is None:
+        return "text_post"
+    _, _, k, total = counter
+    if not 0 < k <= total <= MAX_SEGMENTS:
+        return "forged_counter"
+    return None
+
+
+def _good_message_id(message_id: bytes) -> bool:
+    return (
+        len(message_id) > 2
+        and message_id[:1] == b"<"
+        and message_id[-1:] == b">"
+        and message_id.count(b"<") == 1
+        and message_id.count(b">") == 1
+    )
+
+
+def find_segment_counter(subject: bytes) -> tuple[int, int, int, int] | None:
+    """The last segment counter `(k/N)` of a subject: (start, end, k, N), or None.
+
+    `start` is the index of "(", `end` the index of ")".
+    """
+    p = subject.rfind(b"(")
+    q = subject.find(b")", p)
+    if p >= 0 and q > p:
+        k_text, slash, n_text = subject[p + 1 : q].partition(b"/")
+        if slash and k_text.isdigit() and n_text.isdigit():
+            return p, q, int(k_text), int(n_text)
+    found = last_match(_COUNTER, subject)
+    if found is None:
+        return None
+    return found.start(), found.end() - 1, int(found.group(1)), int(found.group(2))
+
+
+def _file_chunk(open_file: _OpenFile, skipped: Counter[str]) -> FileChunk | None:
+    """The file's segments of this batch, converted and checked; None if none is good.
+
+    The common case (unique numbers within 1..N, good message-ids and sizes)
+    is checked and sorted with whole-list operations; anything else is sorted
+    out segment by segment.
+    """
+    count = len(open_file.ks)
+    try:
+        numbers = list(map(int, open_file.ks))
+        sizes = list(map(int, open_file.sizes))
+    except ValueError:
+        return _file_chunk_slow(open_file, skipped)
+    mids = open_file.mids
+    blob = b"\n".join(mids)
+    if not (
+        min(numbers) >= 1
+        and max(numbers) <= open_file.total
+        and max(sizes) <= _MAX_SIZE
+        and min(sizes) >= 0
+        and blob[:1] == b"<"
+        and blob[-1:] == b">"
+        and blob.count(b"<") == count
+        and blob.count(b">") == count
+        and blob.count(b">\n<") == count - 1
+        and len(set(numbers)) == count
+    ):
+        return _file_chunk_slow(open_file, skipped)
+    if count > 1 and numbers != sorted(numbers):
+        # Posters with many connections get segments to the server out of order.
+        pick = itemgetter(*sorted(range(count), key=numbers.__getitem__))
+        numbers, sizes = list(pick(numbers)), list(pick(sizes))
+        blob = b"\n".join(pick(mids))
+    return _make_file_chunk(
+        open_file, array("I", numbers), blob[1:-1].replace(b">\n<", b"\n"), array("I", sizes)
+    )
+
+
+def _file_chunk_slow(open_file: _OpenFile, skipped: Counter[str]) -> FileChunk | None:
+    """Segment by segment: forged numbers, bad sizes and message-ids out, repeats once."""
+    good: dict[int, tuple[bytes, int]] = {}
+    for k_text, message_id, size_text in zip(
+        open_file.ks, open_file.mids, open_file.sizes, strict=True
+    ):
+        k = int(k_text) if k_text.isdigit() else 0
+        if not 0 < k <= open_file.total:
+            skipped["forged_counter"] += 1
+        elif not size_text.isdigit() or int(size_text) > _MAX_SIZE:
+            skipped["bad_bytes"] += 1
+        elif not _good_message_id(message_id):
+            skipped["bad_message_id"] += 1
+        elif k in good:
+            skipped["repeated_segment"] += 1
+        else:
+            good[k] = (message_id[1:-1], int(size_text))
+    if not good:
+        return None
+    numbers = sorted(good)
+    return _make_file_chunk(
+        open_file,
+        array("I", numbers),
+        b"\n".join(good[k][0] for k in numbers),
+        array("I", (good[k][1] for k in numbers)),
+    )
+
+
+def _make_file_chunk(
+    open_file: _OpenFile, numbers: array[int], message_ids: bytes, sizes: array[int]
+) -> FileChunk:
+    return FileChunk(
+        key=open_file.key,
+        name=open_file.info.file_name,
+        subject=open_file.subject,
+        index=open_file.info.file_index,
+        total_segments=open_file.total,
+        posted=parse_date(decode(open_file.date)),
+        numbers=numbers,
+        message_ids=decode(message_ids),
+        sizes=sizes,
+    )
+
+
+def _file_order(chunk: FileChunk) -> tuple[int, str]:
+    return (chunk.index if chunk.index is not None else 1 << 30, chunk.name)
+
+
+def _probe_candidate(name: str, chunk: ReleaseChunk) -> ProbeCandidate | None:
+    """A probe for a release whose name is random, if a par2 or nfo of it was seen."""
+    if not looks_obfuscated(name):
+        return None
+    best: tuple[int, str, FileChunk] | None = None
+    for file in chunk.files:
+        rank = probe_file_rank(file.name)
+        if rank is not None and (best is None or (rank, file.name) < best[:2]):
+            best = (rank, file.name, file)
+    if best is None:
+        return None
+    file = best[2]
+    return ProbeCandidate(
+        release_key=chunk.key, message_id=file.first_message_id, file_name=file.name
+    )
+
+
+def _xref_groups(xref: bytes) -> Iterable[str]:
+    """Groups of an `Xref: host group:number ...` field (b'' gives none)."""
+    if xref[:5].lower() != b"xref:":
+        return ()
+    return [decode(part.rpartition(b":")[0]) for part in xref[5:].split()[1:] if b":" in part]
+
+
+def decode(data: bytes) -> str:
+    """Header bytes as text: UTF-8, else Latin-1 (every byte is a character)."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data.decode("latin-1")
+
+
+def parse_date(text: str) -> int:
+    """Unix seconds of an RFC 5322 date, 0 when it cannot be read."""
+    parsed = parsedate_tz(text)
+    if parsed is None:
+        return 0
+    try:
+        return int(mktime_tz(parsed))
+    except (OverflowError, ValueError):
+        return 0
+
+
+def _digest(kind: bytes, *parts: bytes) -> bytes:
+    """16-byte key of what every edge sees alike (never Python's salted hash)."""
+    return hashlib.blake2b(b"\x00".join((kind, *parts)), digest_size=16).digest()

@@ -1,0 +1,302 @@
+"""What a binary post's subject says about its file and its release.
+
+Theory of operation
+-------------------
+A binary article's subject carries, in the styles of the posting tools
+(Nyuu, ngPost, PowerPost, JBinUp, GoPostStuff, newsposts of the
+#a.b.teevee@EFNet kind, WtFnZb obfuscation):
+
+    [head] [file counter [i/M]] - "file name" yEnc [size] (k/N) [size]
+
+The segment counter `(k/N)` is split off by the indexer's fast path (it is the
+only part that changes from article to article); everything here works on the
+text *before* it, once per file, and is cached by the caller.
+
+From that text this module finds:
+
+- the file name: the quoted name, else a bracketed name with an extension
+  (WtFnZb), else what follows the file counter;
+- the file counter `[i/M]` or `(i/M)`: the last one before the file name, else
+  the first one after it (but before `yEnc`);
+- the head: the text before the file name and the file counter, which is the
+  same for every file of an upload;
+- the release basis: what the release key is built from: the head (with the
+  poster), else the file name's stem (without it: obfuscating tools give
+  every file a poster of its own), and M when there is a file counter. It
+  never contains anything that differs between the files of one upload, so
+  every file, batch and edge agrees on the key.
+
+No I/O, no clock: pure functions over strings.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import AnyStr
+
+import attrs
+
+# A file counter: [i/M] or (i/M). Five digits: no real upload has 100k files,
+# and longer numbers are sizes or dates.
+_FILE_COUNTER = re.compile(r"[\[(](\d{1,5})/(\d{1,5})[\])]")
+
+# What posting tools put between the file name and the segment counter:
+# "yEnc", "yEnc.", a size in bytes.
+_YENC_TAIL = re.compile(r"(?:^|\s+)yEnc\.?(?:\s+\d+)?\s*$", re.IGNORECASE)
+
+# A bracketed file name, as WtFnZb posts carry it: [name.ext]
+_BRACKET_NAME = re.compile(r"\[([^\[\]]*\.[A-Za-z0-9]{2,5})\]")
+
+# Suffixes stripped from a file name to get the release stem, repeatedly:
+# multi-part archives, par2 volumes, index files.
+_STEM_SUFFIX = re.compile(
+    r"""\.(?:
+        part\d{1,4}\.rar | vol\d{1,5}[+-]\d{1,5}\.par2 | par2 | r\d{2,3} | s\d{2,3}
+      | 7z\.\d{3} | zip\.\d{3} | rar\.\d{3} | z\d{2} | \d{3}
+      | rar | zip | 7z | nfo | sfv | nzb | md5 | srr | srs | nzb
+      | mkv | mp4 | avi | m4v | wmv | mpg | ts | iso | img | bin | cue
+      | mp3 | flac | m4a | m4b | ogg | epub | mobi | azw3 | pdf | cbz | cbr
+      | exe | scr | com | bat | msi | cmd | jpg | png | txt
+    )$""",
+    re.IGNORECASE | re.VERBOSE,
+)
+
+# Tags in the head that name the poster's crew or channel, not the release.
+_HEAD_TAG = re.compile(
+    r"^(?:\d+|FULL|PRiVATE|WtFnZb|N3wZ|REQ|#.*|a\.b\..*|.*@efnet|part \d+ of \d+)$", re.IGNORECASE
+)
+_HEAD_EDGES = " \t-_.:|\\/[](){}<>\"'"
+
+# WtFnZb bracket groups that are not the file name: tags, numbers, counters.
+_WTF_SKIP = re.compile(r"^(?:\d+|\d+[/_]\d+|PRiVATE|WtFnZb|EnCrYpTnZb|N3wZ|)$", re.IGNORECASE)
+_HAS_EXTENSION = re.compile(r"\.[A-Za-z0-9]{2,5}$")
+
+_OBFUSCATED_HEX = re.compile(r"^[0-9a-fA-F]{16,}$")
+_OBFUSCATED_UUID = re.compile(
+    r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+)
+_OBFUSCATED_TOKEN = re.compile(r"^[A-Za-z0-9]{12,}$")
+
+# File kinds the rules and probes care about.
+PAR2_SUFFIX = re.compile(r"\.par2$", re.IGNORECASE)
+PAR2_VOLUME = re.compile(r"\.vol\d+[+-]\d+\.par2$", re.IGNORECASE)
+NFO_SUFFIX = re.compile(r"\.nfo$", re.IGNORECASE)
+
+# Largest file counter M and segment counter N taken as real; above that the
+# counter is forged (a 50 GB file in 100 kB segments has 500k segments).
+MAX_FILES = 99_999
+MAX_SEGMENTS = 500_000
+
+
+@attrs.frozen
+class FileSubject:
+    """What the subject of one file says, without its segment counter.
+
+    Attributes:
+        file_name: the file's name, as best the subject tells it.
+        head: the text before the file name and file counter (release part).
+        file_index: i of the file counter [i/M], or None.
+        files_announced: M of the file counter, or None.
+        release_basis: the text the release key is built from (with the poster).
+        head_name: the release name the head gives, or None when the head is
+            empty or only tags (then the release is named after its files).
+        keyed_by_poster: whether the poster is part of the release key (not
+            when there is no head: then the file stem links the files).
+    """
+
+    file_name: str
+    head: str
+    file_index: int | None
+    files_announced: int | None
+    release_basis: str
+    head_name: str | None
+    keyed_by_poster: bool
+
+
+def parse_file_subject(before_counter: str) -> FileSubject:
+    """Parse the subject text before the segment counter.
+
+    Args:
+        before_counter: the subject up to (not including) the segment counter
+            `(k/N)`, e.g. `[1/9] - "name.part01.rar" yEnc `.
+
+    Returns:
+        The file's name, counter, head and release basis.
+    """
+    text = _YENC_TAIL.sub("", before_counter.rstrip())
+    if text[:4].lower() == "re: ":
+        text = text[4:]
+    name, name_start, name_end = _find_file_name(text)
+    counter = _find_file_counter(text, name_start, name_end)
+    file_index: int | None = None
+    files_announced: int | None = None
+    cut = name_start
+    if counter is not None:
+        index, total, start, end = counter
+        if index <= total <= MAX_FILES:
+            file_index, files_announced = index, total
+        cut = min(cut, start) if name_start >= 0 else start
+        if name_start < 0:
+            # No quoted or bracketed name: the name is what follows the counter.
+            name = text[end:].strip(" -") or text.strip()
+    if cut < 0:
+        cut = 0 if name else len(text)
+    head = text[:cut]
+    head_key = _squash(head)
+    # Without a head, the file names are what links the files of an upload:
+    # tools that obfuscate give each file a poster of its own, so the poster
+    # cannot be part of such a release's key.
+    basis = head_key or "\x1e" + file_stem(name).lower()
+    if files_announced is not None:
+        basis = f"{basis}\x1f{files_announced}"
+    return FileSubject(
+        file_name=name,
+        head=head,
+        file_index=file_index,
+        files_announced=files_announced,
+        release_basis=basis,
+        head_name=head_release_name(head),
+        keyed_by_poster=bool(head_key),
+    )
+
+
+def _find_file_name(text: str) -> tuple[str, int, int]:
+    """The file name and its span in `text`; span (-1, -1) when none is marked."""
+    first = text.find('"')
+    last = text.rfind('"')
+    if first >= 0 and last > first:
+        name = text[first + 1 : last].strip('" ')
+        if name:
+            return name, first, last + 1
+    if "]-[" in text:
+        found = _wtfnzb_name(text)
+        if found is not None:
+            return found
+    bracketed = last_match(_BRACKET_NAME, text)
+    if bracketed is not None:
+        return bracketed.group(1).strip(), bracketed.start(), bracketed.end()
+    if first >= 0 and last > first:
+        # Empty quotes ("" in WtFnZb posts) mark where the name would be.
+        return "", first, last + 1
+    return text.strip(), -1, -1
+
+
+def _wtfnzb_name(text: str) -> tuple[str, int, int] | None:
+    """The name in a `[PRiVATE]-[WtFnZb]-[name.ext]-[1/23] - ""` subject, with its span.
+
+    The name may hold brackets of its own (`[TAoE].mkv`), a counter
+    (`[1/series.mkv]`) or a path (`[/a.mkv-WtF[nZb]/b.mkv]`).
+    """
+    parts = text.split("]-[")
+    best = None
+    offset = len(parts[0]) + 3
+    for part in parts[1:]:
+        start = offset
+        offset += len(part) + 3
+        candidate = part.split("] ", 1)[0].rstrip("]") if part is parts[-1] else part
+        if _WTF_SKIP.match(candidate):
+            continue
+        best = (candidate, start, start + len(candidate))
+    if best is None:
+        return None
+    name, start, end = best
+    if "/" in name:
+        pieces = [p for p in name.split("/") if p]
+        with_ext = [p for p in pieces if _HAS_EXTENSION.search(p.replace("-WtF[nZb]", ""))]
+        name = (with_ext or pieces or [name])[0].replace("-WtF[nZb]", "")
+    return name, start, end
+
+
+def last_match(pattern: re.Pattern[AnyStr], text: AnyStr) -> re.Match[AnyStr] | None:
+    """The last non-overlapping match of `pattern` in `text`, or None."""
+    found = None
+    for found in pattern.finditer(text):  # noqa: B007 - the loop keeps the last one
+        pass
+    return found
+
+
+def _find_file_counter(
+    text: str, name_start: int, name_end: int
+) -> tuple[int, int, int, int] | None:
+    """The file counter (i, M, start, end): the last one before the name, else after it."""
+    before = None
+    after = None
+    for match in _FILE_COUNTER.finditer(text):
+        if name_start >= 0 and match.start() >= name_start and match.end() <= name_end:
+            continue
+        if name_start < 0 or match.end() <= name_start:
+            before = match
+        elif after is None:
+            after = match
+    found = before or after
+    if found is None:
+        return None
+    return int(found.group(1)), int(found.group(2)), found.start(), found.end()
+
+
+def _squash(text: str) -> str:
+    """Text reduced to what identifies it: trimmed, inner space collapsed, lower case."""
+    return " ".join(text.strip(_HEAD_EDGES).split()).lower()
+
+
+def head_release_name(head: str) -> str | None:
+    """The release name that a subject's head gives, or None for an uninformative head.
+
+    `[108505]-[FULL]-[#a.b.teevee@EFNet]-[ Show.S05E04.x264-FQM ]-` gives
+    `Show.S05E04.x264-FQM`; `[PRiVATE]-[WtFnZb]-[` gives None (tags only).
+    """
+    if "[" in head:
+        parts = [p.strip(_HEAD_EDGES) for p in re.split(r"[\[\]]", head)]
+        candidates = [p for p in parts if len(p) >= 3 and not _HEAD_TAG.match(p)]
+        if not candidates:
+            return None
+        name = max(candidates, key=len)
+        return " ".join(name.split()) if sum(c.isalnum() for c in name) >= 3 else None
+    name = head.strip(_HEAD_EDGES)
+    if sum(c.isalnum() for c in name) < 3 or _HEAD_TAG.match(name):
+        return None
+    return " ".join(name.split())
+
+
+def file_stem(name: str) -> str:
+    """A file name without its archive, par2, index and media suffixes.
+
+    `Ubuntu 8.10 desktop i386.part02.rar` -> `Ubuntu 8.10 desktop i386`;
+    `x.rar.vol0+1.PAR2` -> `x`.
+    """
+    stem = name.strip()
+    for _ in range(3):
+        shorter = _STEM_SUFFIX.sub("", stem)
+        if shorter == stem or not shorter:
+            break
+        stem = shorter
+    return stem
+
+
+def extension(name: str) -> str:
+    """The last suffix of a file name, lower case, without the dot ('' if none)."""
+    dot = name.rfind(".")
+    if dot < 0 or dot == len(name) - 1 or len(name) - dot > 6:
+        return ""
+    return name[dot + 1 :].lower()
+
+
+def looks_obfuscated(name: str) -> bool:
+    """True for names that are random strings rather than words.
+
+    Hex strings of 16+ digits, UUIDs, and 12+ letters and digits with no
+    separator that mix digits with letters of both cases (ngPost's and
+    Nyuu's obfuscated names) are random; real names have separators or words.
+    """
+    name = name.strip()
+    if _OBFUSCATED_HEX.match(name) or _OBFUSCATED_UUID.match(name):
+        return True
+    if not _OBFUSCATED_TOKEN.match(name):
+        return False
+    digits = sum(c.isdigit() for c in name)
+    upper = sum(c.isupper() for c in name)
+    lower = sum(c.islower() for c in name)
+    if digits and upper and lower:
+        return True
+    # Long single-case strings with many digits (base36-style ids).
+    return digits >= 3 and (upper == 0 or lower == 0) and len(name) >= 16
