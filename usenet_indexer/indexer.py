@@ -40,13 +40,14 @@ from array import array
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from email.utils import mktime_tz, parsedate_tz
+from functools import partial
 from operator import itemgetter
 
 import attrs
 
 from usenet_indexer.batch import Batch, FileChunk, ProbeCandidate, ReleaseChunk, RuleCount
 from usenet_indexer.naming import probe_file_rank, release_name
-from usenet_indexer.rules import DEFAULT_RULES, Rule
+from usenet_indexer.rules import DEFAULT_RULES, ReleaseView, Rule
 from usenet_indexer.subject import (
     MAX_SEGMENTS,
     FileSubject,
@@ -78,20 +79,30 @@ _COUNTER = re.compile(rb"\((\d{1,7})/(\d{1,7})\)")
 
 @attrs.define(eq=False, slots=True)
 class _OpenFile:
-    """A file being gathered in the current batch; fields stay bytes until take()."""
+    """A file being gathered in the current batch; fields stay bytes until take().
 
-    key: bytes
-    release_key: bytes
+    Keys and the subject text are made in take(), for kept releases only:
+    most new files belong to executable floods that are dropped.
+    """
+
+    release: tuple[bytes, str]  # (poster or b"", release basis): what the release key digests
     poster: bytes
+    prefix: bytes  # the subject before "(k/N)"
     after: bytes  # what follows "(" + k + "/" in the subject: "N) tail"
+    counter: bytes  # "k/N" of the first segment seen
+    tail: bytes  # the subject after "(k/N)"
     total: int
-    subject: str
     info: FileSubject
     date: bytes
     xref: bytes
     ks: list[bytes] = attrs.field(factory=list)
     mids: list[bytes] = attrs.field(factory=list)
     sizes: list[bytes] = attrs.field(factory=list)
+
+    def subject(self) -> str:
+        """The subject as the file's first segment has it: (1/N), zero padded as the poster pads."""
+        width = self.counter.find(b"/") if self.counter.startswith(b"0") else 1
+        return f"{decode(self.prefix)}({'1'.zfill(width)}/{self.total}){decode(self.tail)}"
 
 
 @attrs.define(eq=False)
@@ -121,6 +132,8 @@ class RangeIndexer:
     _fast: dict[bytes, _OpenFile] = attrs.field(init=False, factory=dict)
     _subjects: dict[bytes, FileSubject] = attrs.field(init=False, factory=dict)
     _skipped: Counter[str] = attrs.field(init=False, factory=Counter)
+    # Parsed dates: many articles share a second, and parsing is slow.
+    _dates: dict[bytes, int] = attrs.field(init=False, factory=dict)
 
     def __attrs_post_init__(self) -> None:
         self._next = self.first
@@ -201,14 +214,12 @@ class RangeIndexer:
 
     def _slow_line(self, fields: list[bytes]) -> None:
         """A line the fast path did not take: a new file, or one to count and skip."""
-        reason = _classify(fields)
-        if reason is not None:
-            self._skipped[reason] += 1
+        counter = _segment_counter_or_reason(fields)
+        if isinstance(counter, str):
+            self._skipped[counter] += 1
             return
         subject = fields[1]
-        counter = find_segment_counter(subject)
-        assert counter is not None  # _classify checked it
-        p, q, _, total = counter
+        p, q, total = counter
         prefix = subject[:p]
         poster = fields[2]
         open_file = self._open.get((prefix, poster, total))
@@ -230,22 +241,14 @@ class RangeIndexer:
                 self._subjects.clear()
             info = self._subjects[prefix] = parse_file_subject(decode(prefix))
         poster = fields[2]
-        counter = subject[p + 1 : q]
-        # The subject as the file's first segment has it: (1/N), zero padded
-        # the way the poster pads: (01/17).
-        width = counter.find(b"/") if counter.startswith(b"0") else 1
-        text = f"{decode(prefix)}({'1'.zfill(width)}/{total}){decode(subject[q + 1 :])}"
         return _OpenFile(
-            key=_digest(b"f", poster, prefix, str(total).encode()),
-            release_key=_digest(
-                b"r",
-                poster if info.keyed_by_poster else b"",
-                info.release_basis.encode("utf-8", "surrogatepass"),
-            ),
+            release=(poster if info.keyed_by_poster else b"", info.release_basis),
             poster=poster,
+            prefix=prefix,
             after=subject[p + 1 :].partition(b"/")[2],
+            counter=subject[p + 1 : q],
+            tail=subject[q + 1 :],
             total=total,
-            subject=text,
             info=info,
             date=fields[3],
             xref=fields[8] if len(fields) > _MIN_FIELDS else b"",
@@ -253,33 +256,33 @@ class RangeIndexer:
 
     def take(self) -> Batch:
         """Hand over everything indexed since the last batch and start a new one."""
-        by_release: defaultdict[bytes, list[_OpenFile]] = defaultdict(list)
+        by_release: defaultdict[tuple[bytes, str], list[_OpenFile]] = defaultdict(list)
         for open_file in self._open.values():
-            by_release[open_file.release_key].append(open_file)
+            by_release[open_file.release].append(open_file)
         releases: list[ReleaseChunk] = []
         candidates: list[ProbeCandidate] = []
         drops: Counter[tuple[str, str]] = Counter()
         drop_segments: Counter[tuple[str, str]] = Counter()
-        for release_key, members in by_release.items():
-            chunk = self._release_chunk(release_key, members)
-            if chunk is None:
-                continue
-            name = release_name(chunk.head_name, ((f.name, f.total_segments) for f in chunk.files))
-            file_names = [f.name for f in chunk.files]
+        for release, members in by_release.items():
+            view = ReleaseView([m.info.file_name for m in members], partial(_members_name, members))
             dropped_by = None
             for rule in self.rules:
-                key = rule.verdict(name, file_names)
+                key = rule.verdict(view)
                 if key is not None:
                     drops[rule.name, key] += 1
-                    drop_segments[rule.name, key] += sum(len(f.numbers) for f in chunk.files)
+                    drop_segments[rule.name, key] += sum(len(m.ks) for m in members)
                     dropped_by = rule.name
                     break
+            if dropped_by is not None and not self.keep_dropped:
+                continue  # counted; never converted
+            chunk = self._release_chunk(_release_key(*release), members)
+            if chunk is None:
+                continue
             if dropped_by is not None:
-                if self.keep_dropped:
-                    releases.append(attrs.evolve(chunk, dropped=dropped_by))
+                releases.append(attrs.evolve(chunk, dropped=dropped_by))
                 continue
             releases.append(chunk)
-            candidate = _probe_candidate(name, chunk)
+            candidate = _probe_candidate(view.name, chunk)
             if candidate is not None:
                 candidates.append(candidate)
         batch = Batch(
@@ -298,6 +301,7 @@ class RangeIndexer:
         self._open = {}
         self._fast = {}
         self._skipped = Counter()
+        self._dates = {}
         self._lines = 0
         self._batch_first = self._next
         return batch
@@ -309,7 +313,7 @@ class RangeIndexer:
         return batch
 
     def _release_chunk(self, release_key: bytes, members: list[_OpenFile]) -> ReleaseChunk | None:
-        chunks = (_file_chunk(m, self._skipped) for m in members)
+        chunks = (_file_chunk(m, self._skipped, self._dates) for m in members)
         files = tuple(sorted((c for c in chunks if c is not None), key=_file_order))
         if not files:
             return None
@@ -327,16 +331,23 @@ class RangeIndexer:
         )
 
 
-def _classify(fields: list[bytes]) -> str | None:
-    """Why a line is skipped, or None when it is a segment of a binary."""
+def _release_key(poster: bytes, basis: str) -> bytes:
+    return _digest(b"r", poster, basis.encode("utf-8", "surrogatepass"))
+
+
+def _members_name(members: list[_OpenFile]) -> str:
+    return release_name(members[0].info.head_name, ((m.info.file_name, m.total) for m in members))
+
+
+def _segment_counter_or_reason(fields: list[bytes]) -> tuple[int, int, int] | str:
+    """The segment counter (start, end, N) of a binary's segment, or why the line is skipped."""
     if len(fields) < _MIN_FIELDS:
         return "too_few_fields"
     if not fields[0].isdigit():
         return "bad_number"
     if not fields[6].isdigit() or int(fields[6]) > _MAX_SIZE:
         return "bad_bytes"
-    message_id = fields[4]
-    if not _good_message_id(message_id):
+    if not _good_message_id(fields[4]):
         return "bad_message_id"
     subject = fields[1]
     if fields[5] or subject[:3].lower() == b"re:":
@@ -344,10 +355,10 @@ def _classify(fields: list[bytes]) -> str | None:
     counter = find_segment_counter(subject)
     if counter is None:
         return "text_post"
-    _, _, k, total = counter
+    p, q, k, total = counter
     if not 0 < k <= total <= MAX_SEGMENTS:
         return "forged_counter"
-    return None
+    return p, q, total
 
 
 def _good_message_id(message_id: bytes) -> bool:
@@ -377,7 +388,9 @@ def find_segment_counter(subject: bytes) -> tuple[int, int, int, int] | None:
     return found.start(), found.end() - 1, int(found.group(1)), int(found.group(2))
 
 
-def _file_chunk(open_file: _OpenFile, skipped: Counter[str]) -> FileChunk | None:
+def _file_chunk(
+    open_file: _OpenFile, skipped: Counter[str], dates: dict[bytes, int]
+) -> FileChunk | None:
     """The file's segments of this batch, converted and checked; None if none is good.
 
     The common case (unique numbers within 1..N, good message-ids and sizes)
@@ -389,7 +402,7 @@ def _file_chunk(open_file: _OpenFile, skipped: Counter[str]) -> FileChunk | None
         numbers = list(map(int, open_file.ks))
         sizes = list(map(int, open_file.sizes))
     except ValueError:
-        return _file_chunk_slow(open_file, skipped)
+        return _file_chunk_slow(open_file, skipped, dates)
     mids = open_file.mids
     blob = b"\n".join(mids)
     if not (
@@ -404,18 +417,20 @@ def _file_chunk(open_file: _OpenFile, skipped: Counter[str]) -> FileChunk | None
         and blob.count(b">\n<") == count - 1
         and len(set(numbers)) == count
     ):
-        return _file_chunk_slow(open_file, skipped)
+        return _file_chunk_slow(open_file, skipped, dates)
     if count > 1 and numbers != sorted(numbers):
         # Posters with many connections get segments to the server out of order.
         pick = itemgetter(*sorted(range(count), key=numbers.__getitem__))
         numbers, sizes = list(pick(numbers)), list(pick(sizes))
         blob = b"\n".join(pick(mids))
     return _make_file_chunk(
-        open_file, array("I", numbers), blob[1:-1].replace(b">\n<", b"\n"), array("I", sizes)
+        open_file, dates, array("I", numbers), blob[1:-1].replace(b">\n<", b"\n"), array("I", sizes)
     )
 
 
-def _file_chunk_slow(open_file: _OpenFile, skipped: Counter[str]) -> FileChunk | None:
+def _file_chunk_slow(
+    open_file: _OpenFile, skipped: Counter[str], dates: dict[bytes, int]
+) -> FileChunk | None:
     """Segment by segment: forged numbers, bad sizes and message-ids out, repeats once."""
     good: dict[int, tuple[bytes, int]] = {}
     for k_text, message_id, size_text in zip(
@@ -437,6 +452,7 @@ def _file_chunk_slow(open_file: _OpenFile, skipped: Counter[str]) -> FileChunk |
     numbers = sorted(good)
     return _make_file_chunk(
         open_file,
+        dates,
         array("I", numbers),
         b"\n".join(good[k][0] for k in numbers),
         array("I", (good[k][1] for k in numbers)),
@@ -444,15 +460,22 @@ def _file_chunk_slow(open_file: _OpenFile, skipped: Counter[str]) -> FileChunk |
 
 
 def _make_file_chunk(
-    open_file: _OpenFile, numbers: array[int], message_ids: bytes, sizes: array[int]
+    open_file: _OpenFile,
+    dates: dict[bytes, int],
+    numbers: array[int],
+    message_ids: bytes,
+    sizes: array[int],
 ) -> FileChunk:
+    posted = dates.get(open_file.date)
+    if posted is None:
+        posted = dates[open_file.date] = parse_date(decode(open_file.date))
     return FileChunk(
-        key=open_file.key,
+        key=_digest(b"f", open_file.poster, open_file.prefix, str(open_file.total).encode()),
         name=open_file.info.file_name,
-        subject=open_file.subject,
+        subject=open_file.subject(),
         index=open_file.info.file_index,
         total_segments=open_file.total,
-        posted=parse_date(decode(open_file.date)),
+        posted=posted,
         numbers=numbers,
         message_ids=decode(message_ids),
         sizes=sizes,

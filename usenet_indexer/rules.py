@@ -15,7 +15,7 @@ archive, so a release whose content is only .exe/.scr/... is dropped.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 import attrs
@@ -48,13 +48,34 @@ EXECUTABLE_EXTENSIONS = frozenset(
 COMPANION_EXTENSIONS = frozenset({"nfo", "sfv", "par2", "nzb", "txt", "jpg", "png", "md5", "url"})
 
 
+class ReleaseView:
+    """What a rule sees of a release chunk: its file names, and its name when asked.
+
+    The name is worked out only for a rule that needs it: most releases of a
+    binary group are executable floods, dropped on their file names alone.
+    """
+
+    __slots__ = ("_name", "_name_of", "file_names")
+
+    def __init__(self, file_names: Sequence[str], name_of: Callable[[], str]) -> None:
+        self.file_names = file_names
+        self._name_of = name_of
+        self._name: str | None = None
+
+    @property
+    def name(self) -> str:
+        if self._name is None:
+            self._name = self._name_of()
+        return self._name
+
+
 class Rule(Protocol):
     """A rule: a name, a verdict on a release chunk, and a wire form."""
 
     @property
     def name(self) -> str: ...
 
-    def verdict(self, release_name: str, file_names: Sequence[str]) -> str | None:
+    def verdict(self, release: ReleaseView) -> str | None:
         """None to keep the release, else the key the drop is counted under."""
         ...
 
@@ -72,9 +93,9 @@ class ExecutableRule:
     extensions: frozenset[str] = EXECUTABLE_EXTENSIONS
     companions: frozenset[str] = COMPANION_EXTENSIONS
 
-    def verdict(self, release_name: str, file_names: Sequence[str]) -> str | None:
+    def verdict(self, release: ReleaseView) -> str | None:
         found = ""
-        for file_name in file_names:
+        for file_name in release.file_names:
             ext = extension(file_name)
             if ext in self.extensions:
                 found = found or ext
@@ -106,8 +127,8 @@ class NamePatternRule:
     def __attrs_post_init__(self) -> None:
         object.__setattr__(self, "_compiled", re.compile(self.pattern, re.IGNORECASE))
 
-    def verdict(self, release_name: str, file_names: Sequence[str]) -> str | None:
-        return "" if self._compiled.search(release_name) else None
+    def verdict(self, release: ReleaseView) -> str | None:
+        return "" if self._compiled.search(release.name) else None
 
     def to_wire(self) -> dict[str, Any]:
         return {"kind": "name_pattern", "name": self.name, "pattern": self.pattern}

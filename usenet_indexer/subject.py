@@ -20,11 +20,12 @@ From that text this module finds:
   the first one after it (but before `yEnc`);
 - the head: the text before the file name and the file counter, which is the
   same for every file of an upload;
-- the release basis: what the release key is built from: the head (with the
-  poster), else the file name's stem (without it: obfuscating tools give
-  every file a poster of its own), and M when there is a file counter. It
-  never contains anything that differs between the files of one upload, so
-  every file, batch and edge agrees on the key.
+- the release basis: what the release key is built from: the head and M
+  (with the poster); without a head, the file name's stem (without the
+  poster: obfuscating tools give every file a poster of its own), or, when
+  the stem is random, only M (with the poster). It never contains anything
+  that differs between the files of one upload, so every file, batch and
+  edge agrees on the key.
 
 No I/O, no clock: pure functions over strings.
 """
@@ -40,9 +41,8 @@ import attrs
 # and longer numbers are sizes or dates.
 _FILE_COUNTER = re.compile(r"[\[(](\d{1,5})/(\d{1,5})[\])]")
 
-# What posting tools put between the file name and the segment counter:
-# "yEnc", "yEnc.", a size in bytes.
-_YENC_TAIL = re.compile(r"(?:^|\s+)yEnc\.?(?:\s+\d+)?\s*$", re.IGNORECASE)
+# At least three letters or digits: less is no name.
+_THREE_ALNUM = re.compile(r"[^\W_].*?[^\W_].*?[^\W_]", re.DOTALL)
 
 # A bracketed file name, as WtFnZb posts carry it: [name.ext]
 _BRACKET_NAME = re.compile(r"\[([^\[\]]*\.[A-Za-z0-9]{2,5})\]")
@@ -123,7 +123,7 @@ def parse_file_subject(before_counter: str) -> FileSubject:
     Returns:
         The file's name, counter, head and release basis.
     """
-    text = _YENC_TAIL.sub("", before_counter.rstrip())
+    text = _strip_yenc_tail(before_counter)
     if text[:4].lower() == "re: ":
         text = text[4:]
     name, name_start, name_end = _find_file_name(text)
@@ -143,12 +143,18 @@ def parse_file_subject(before_counter: str) -> FileSubject:
         cut = 0 if name else len(text)
     head = text[:cut]
     head_key = _squash(head)
-    # Without a head, the file names are what links the files of an upload:
-    # tools that obfuscate give each file a poster of its own, so the poster
-    # cannot be part of such a release's key.
-    basis = head_key or "\x1e" + file_stem(name).lower()
-    if files_announced is not None:
-        basis = f"{basis}\x1f{files_announced}"
+    if head_key:
+        keyed_by_poster = True
+        basis = f"{head_key}\x1f{files_announced}"
+    else:
+        # Without a head, the file names link the files of an upload, whoever
+        # posts them (some tools give each file a poster of its own; a separate
+        # [1/1] post of the .nfo belongs with them) -- unless the names are
+        # random: then each file has its own, and only the poster and M link
+        # them.
+        stem = file_stem(name)
+        keyed_by_poster = looks_obfuscated(stem)
+        basis = f"\x1e\x1f{files_announced}" if keyed_by_poster else "\x1e" + stem.lower()
     return FileSubject(
         file_name=name,
         head=head,
@@ -156,8 +162,20 @@ def parse_file_subject(before_counter: str) -> FileSubject:
         files_announced=files_announced,
         release_basis=basis,
         head_name=head_release_name(head),
-        keyed_by_poster=bool(head_key),
+        keyed_by_poster=keyed_by_poster,
     )
+
+
+def _strip_yenc_tail(text: str) -> str:
+    """The text without what tools put before the counter: "yEnc", "yEnc.", a size."""
+    text = text.rstrip()
+    at = text.rfind("yEnc")
+    if at < 0:
+        at = text.lower().rfind("yenc")
+    if at < 0 or (at > 0 and not text[at - 1].isspace()):
+        return text
+    rest = text[at + 4 :].lstrip(".").strip()
+    return text[:at].rstrip() if not rest or rest.isdigit() else text
 
 
 def _find_file_name(text: str) -> tuple[str, int, int]:
@@ -251,9 +269,9 @@ def head_release_name(head: str) -> str | None:
         if not candidates:
             return None
         name = max(candidates, key=len)
-        return " ".join(name.split()) if sum(c.isalnum() for c in name) >= 3 else None
+        return " ".join(name.split()) if _THREE_ALNUM.search(name) else None
     name = head.strip(_HEAD_EDGES)
-    if sum(c.isalnum() for c in name) < 3 or _HEAD_TAG.match(name):
+    if not _THREE_ALNUM.search(name) or _HEAD_TAG.match(name):
         return None
     return " ".join(name.split())
 
@@ -284,9 +302,10 @@ def extension(name: str) -> str:
 def looks_obfuscated(name: str) -> bool:
     """True for names that are random strings rather than words.
 
-    Hex strings of 16+ digits, UUIDs, and 12+ letters and digits with no
-    separator that mix digits with letters of both cases (ngPost's and
-    Nyuu's obfuscated names) are random; real names have separators or words.
+    Hex strings of 16+ digits, UUIDs, 12+ letters and digits with no
+    separator that mix digits with letters of both cases, and 16+ letters of
+    which 30-70% are upper case (ngPost's and Nyuu's obfuscated names) are
+    random; real names have separators or words.
     """
     name = name.strip()
     if _OBFUSCATED_HEX.match(name) or _OBFUSCATED_UUID.match(name):
@@ -298,5 +317,7 @@ def looks_obfuscated(name: str) -> bool:
     lower = sum(c.islower() for c in name)
     if digits and upper and lower:
         return True
-    # Long single-case strings with many digits (base36-style ids).
-    return digits >= 3 and (upper == 0 or lower == 0) and len(name) >= 16
+    if digits >= 3 and (upper == 0 or lower == 0) and len(name) >= 16:
+        return True  # long single-case strings with many digits (base36-style ids)
+    # Random letters are about half upper case; CamelCase words far fewer.
+    return len(name) >= 16 and 0.3 <= upper / len(name) <= 0.7
