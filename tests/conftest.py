@@ -9,6 +9,9 @@ import pytest
 
 from usenet_indexer.testing.corpus import find_corpus
 
+# A private PostgreSQL for the session, a fresh database per test (tests/pg_fixtures.py).
+pytest_plugins = ["pg_fixtures"]
+
 
 @pytest.fixture(scope="session")
 def corpus_dir() -> Path:

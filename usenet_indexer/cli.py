@@ -16,7 +16,7 @@ from typing import Protocol
 from usenet_indexer.errors import UidxError
 
 # Subcommands, in the order `uidx --help` lists them.
-COMMANDS = ("index", "generate")
+COMMANDS = ("index", "generate", "db")
 
 
 class _Command(Protocol):

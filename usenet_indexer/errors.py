@@ -3,6 +3,7 @@
     UidxError
     ├── ConfigError          a setting is missing or wrong (names the key)
     ├── InputError           an input file cannot be read as overview data
+    ├── DatabaseError        PostgreSQL cannot be run, reached or migrated
     └── ProtocolError        a peer or a wire format broke the rules
         ├── LocalProtocolError   we were about to break them (our bug)
         └── RemoteProtocolError  the peer (or the bytes it sent) broke them
@@ -28,6 +29,10 @@ class ConfigError(UidxError):
 
 class InputError(UidxError):
     """An input file cannot be read at all (not a line of it: the whole file)."""
+
+
+class DatabaseError(UidxError):
+    """The database cannot be run, reached or migrated; the message says what to do."""
 
 
 class ProtocolError(UidxError):

@@ -1,0 +1,138 @@
+"""Schema migrations and the fresh-database-per-test fixtures, on a real PostgreSQL."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg.rows import TupleRow
+
+from usenet_indexer.errors import DatabaseError
+from usenet_indexer.migrate import Migration, load_migrations, migrate
+
+# Seconds a test waits for its threads; far above what they need.
+THREAD_DEADLINE_SECONDS = 30
+
+
+def _applied(url: str) -> list[tuple[int, str]]:
+    with psycopg.connect(url) as conn:
+        rows = conn.execute("SELECT version, name FROM schema_migrations ORDER BY version")
+        return [(version, name) for version, name in rows]
+
+
+def _exists(conn: psycopg.Connection[TupleRow], table: str) -> bool:
+    row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (table,)).fetchone()
+    assert row is not None
+    return bool(row[0])
+
+
+def test_uidx_migrations_ship_with_the_package() -> None:
+    migrations = load_migrations()
+    assert migrations[0] == Migration(1, "0001_core.sql", migrations[0].sql)
+    assert [m.version for m in migrations] == sorted({m.version for m in migrations})
+
+
+def test_migrate_from_empty_then_again(pg_empty_url: str) -> None:
+    with psycopg.connect(pg_empty_url, autocommit=True) as conn:
+        assert migrate(conn) == [m.name for m in load_migrations()]
+        assert migrate(conn) == []
+        for table in ("groups", "nodes", "ranges", "schema_migrations"):
+            assert _exists(conn, table)
+    assert _applied(pg_empty_url) == [(m.version, m.name) for m in load_migrations()]
+
+
+def test_migrate_works_on_a_connection_without_autocommit(pg_empty_url: str) -> None:
+    with psycopg.connect(pg_empty_url) as conn:
+        assert migrate(conn) == [m.name for m in load_migrations()]
+    assert len(_applied(pg_empty_url)) == len(load_migrations())
+
+
+def test_concurrent_migrators_apply_each_file_once(pg_empty_url: str) -> None:
+    # The slow file keeps the first migrator inside its transaction while the
+    # second one arrives; without the lock both would apply it.
+    migrations = (
+        *load_migrations(),
+        Migration.from_file("9001_slow.sql", "SELECT pg_sleep(0.3); CREATE TABLE slow (a int);"),
+    )
+    both_ready = threading.Barrier(2, timeout=THREAD_DEADLINE_SECONDS)
+
+    def migrator() -> list[str]:
+        with psycopg.connect(pg_empty_url, autocommit=True) as conn:
+            both_ready.wait()
+            return migrate(conn, migrations)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures = [pool.submit(migrator) for _ in range(2)]
+        results = [future.result(timeout=THREAD_DEADLINE_SECONDS) for future in futures]
+    assert sorted(results[0] + results[1]) == sorted(m.name for m in migrations)
+    assert _applied(pg_empty_url) == [(m.version, m.name) for m in migrations]
+
+
+def test_failing_migration_rolls_back_whole(pg_empty_url: str) -> None:
+    core = load_migrations()
+    broken = Migration.from_file("9001_broken.sql", "CREATE TABLE half_done (a int); SELECT 1/0;")
+    with psycopg.connect(pg_empty_url, autocommit=True) as conn:
+        with pytest.raises(DatabaseError, match=r"9001_broken\.sql .*division by zero"):
+            migrate(conn, (*core, broken))
+        assert not _exists(conn, "half_done")
+        assert _exists(conn, "groups")  # the files before it stay applied
+        assert _applied(pg_empty_url) == [(m.version, m.name) for m in core]
+
+        fixed = Migration.from_file("9001_broken.sql", "CREATE TABLE half_done (a int);")
+        assert migrate(conn, (*core, fixed)) == ["9001_broken.sql"]
+        assert _exists(conn, "half_done")
+
+
+def test_migrate_refuses_a_connection_inside_a_transaction(pg_empty_url: str) -> None:
+    with psycopg.connect(pg_empty_url) as conn:
+        conn.execute("SELECT 1")  # opens a transaction (no autocommit)
+        with pytest.raises(ValueError, match="outside a transaction"):
+            migrate(conn)
+
+
+def test_load_migrations_from_a_folder(tmp_path: Path) -> None:
+    (tmp_path / "0002_second.sql").write_text("SELECT 2;")
+    (tmp_path / "0001_first.sql").write_text("SELECT 1;")
+    (tmp_path / "README.txt").write_text("not a migration")
+    assert load_migrations(tmp_path) == (
+        Migration(1, "0001_first.sql", "SELECT 1;"),
+        Migration(2, "0002_second.sql", "SELECT 2;"),
+    )
+    (tmp_path / "0002_again.sql").write_text("SELECT 2;")
+    with pytest.raises(DatabaseError, match="share version 2"):
+        load_migrations(tmp_path)
+
+
+@pytest.mark.parametrize("name", ["1_short.sql", "0001-dash.sql", "0001_Upper.sql", "0001_.sql"])
+def test_misnamed_migration_is_refused(name: str) -> None:
+    with pytest.raises(DatabaseError, match=r"0001_some_name\.sql"):
+        Migration.from_file(name, "SELECT 1;")
+
+
+# Both runs write the same unique row: they pass only if each test has a
+# database of its own.
+@pytest.mark.parametrize("run", [1, 2])
+def test_each_test_gets_a_fresh_migrated_database(
+    pg_conn: psycopg.Connection[TupleRow], run: int
+) -> None:
+    assert _applied(pg_conn.info.dsn) == [(m.version, m.name) for m in load_migrations()]
+    pg_conn.execute("INSERT INTO groups (name) VALUES ('alt.binaries.test')")
+    assert pg_conn.execute("SELECT count(*) FROM groups").fetchone() == (1,)
+
+
+def test_ranges_keep_their_resume_point_inside_the_range(
+    pg_conn: psycopg.Connection[TupleRow],
+) -> None:
+    group = pg_conn.execute("INSERT INTO groups (name) VALUES ('a.b') RETURNING id").fetchone()
+    assert group is not None
+    insert = (
+        "INSERT INTO ranges (group_id, first_article, last_article, resume) VALUES (%s, 10, 20, %s)"
+    )
+    pg_conn.execute(insert, (group[0], 21))  # one past the end: the range is done
+    with pytest.raises(psycopg.errors.CheckViolation):
+        pg_conn.execute(insert, (group[0], 22))
+    row = pg_conn.execute("SELECT state, epoch, batches, headers FROM ranges").fetchone()
+    assert row == ("planned", 0, 0, 0)

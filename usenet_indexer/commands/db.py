@@ -1,0 +1,201 @@
+"""`uidx db`: the embedded PostgreSQL cluster and the schema migrations.
+
+Without DATABASE_URL, uidx keeps its own PostgreSQL cluster in
+`<uidx home>/postgres`, reached through a unix socket only (see
+`usenet_indexer.pgcluster`). `start`, `stop` and `status` act on that
+cluster; `psql` and `migrate` use DATABASE_URL when it is set, else the
+cluster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import attrs
+import psycopg
+
+from usenet_indexer.errors import DatabaseError
+from usenet_indexer.migrate import migrate
+from usenet_indexer.pgcluster import Cluster, ClusterStatus, database_url
+
+DEFAULT_HOME = "~/.local/share/uidx"
+# The exit status of `uidx db status` when the server does not run, as
+# pg_ctl status and systemctl status have it.
+NOT_RUNNING = 3
+
+
+@attrs.frozen
+class Locations:
+    """Where uidx keeps its data, and the database server to use."""
+
+    home: Path
+    database_url: str | None  # DATABASE_URL; None for the embedded cluster
+
+
+def resolve_locations(args: argparse.Namespace) -> Locations:
+    """The uidx home (--home, else $UIDX_HOME, else ~/.local/share/uidx) and DATABASE_URL.
+
+    The only place this module reads the environment (until the settings
+    object takes this over).
+
+    Args:
+        args: parsed arguments (home).
+
+    Returns:
+        The locations.
+    """
+    home: Path = args.home or Path(os.environ.get("UIDX_HOME") or DEFAULT_HOME).expanduser()
+    return Locations(home=home.absolute(), database_url=os.environ.get("DATABASE_URL") or None)
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register `uidx db` and its subcommands.
+
+    Args:
+        subparsers: the `uidx` subcommand registry.
+    """
+    parser = subparsers.add_parser(
+        "db", help="the embedded PostgreSQL cluster and migrations", description=__doc__
+    )
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--home",
+        type=Path,
+        help=f"the uidx home folder (default: $UIDX_HOME, else {DEFAULT_HOME})",
+    )
+    actions = parser.add_subparsers(dest="db_command", required=True, metavar="ACTION")
+    _add(actions, common, "start", _start, "make the cluster if needed and start it")
+    actions.choices["start"].add_argument(
+        "--timeout", type=float, default=60.0, help="seconds to wait for it (default 60)"
+    )
+    _add(actions, common, "stop", _stop, "stop the cluster")
+    actions.choices["stop"].add_argument(
+        "--mode",
+        choices=("smart", "fast", "immediate"),
+        default="fast",
+        help="fast (default) ends open sessions, smart waits for them, immediate crashes it",
+    )
+    _add(
+        actions,
+        common,
+        "status",
+        _status,
+        f"show the cluster's state (exit {NOT_RUNNING}: stopped)",
+    )
+    _add(actions, common, "psql", _psql, "run psql on the uidx database")
+    actions.choices["psql"].add_argument(
+        "psql_args", nargs=argparse.REMAINDER, help="arguments for psql (after --)"
+    )
+    _add(actions, common, "migrate", _migrate, "apply the schema migrations not applied yet")
+    parser.set_defaults(run=run)
+
+
+def _add(
+    actions: argparse._SubParsersAction[argparse.ArgumentParser],
+    common: argparse.ArgumentParser,
+    name: str,
+    action: Callable[[argparse.Namespace, Locations], int],
+    help_text: str,
+) -> None:
+    parser = actions.add_parser(name, parents=[common], help=help_text, description=help_text)
+    parser.set_defaults(db_action=action)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run one `uidx db` subcommand.
+
+    Args:
+        args: parsed arguments (db_action and its options).
+
+    Returns:
+        The exit status: 0, or 3 from `status` when the cluster does not run.
+
+    Raises:
+        ConfigError: the PostgreSQL binaries are not installed.
+        DatabaseError: the server cannot be started, stopped or reached, or a
+            migration failed.
+    """
+    action: Callable[[argparse.Namespace, Locations], int] = args.db_action
+    return action(args, resolve_locations(args))
+
+
+def _cluster(locations: Locations) -> Cluster:
+    return Cluster(locations.home / "postgres")
+
+
+def _start(args: argparse.Namespace, locations: Locations) -> int:
+    cluster = _cluster(locations)
+    cluster.start(timeout_seconds=args.timeout)
+    print(_describe(cluster.status()))
+    return 0
+
+
+def _stop(args: argparse.Namespace, locations: Locations) -> int:
+    cluster = _cluster(locations)
+    cluster.stop(mode=args.mode)
+    print(_describe(cluster.status()))
+    return 0
+
+
+def _status(args: argparse.Namespace, locations: Locations) -> int:
+    status = _cluster(locations).status()
+    print(_describe(status))
+    return 0 if status.running else NOT_RUNNING
+
+
+def _describe(status: ClusterStatus) -> str:
+    state = f"running (pid {status.pid})" if status.running else status.state
+    version = f"PostgreSQL {status.data_version}" if status.data_version else "-"
+    return "\n".join(
+        [
+            f"state:       {state}",
+            f"data folder: {status.data_dir}",
+            f"socket:      {status.socket_dir}",
+            f"version:     {version}",
+            f"binaries:    {status.bindir or '-'}",
+        ]
+    )
+
+
+def _psql(args: argparse.Namespace, locations: Locations) -> int:
+    url, cluster = database_url(locations.database_url, locations.home)
+    if cluster is None:
+        argv = ["psql", url]
+    elif not cluster.status().running:
+        raise DatabaseError(f"the cluster in {cluster.data_dir} does not run: uidx db start")
+    else:
+        argv = cluster.psql_args()
+    extra: list[str] = args.psql_args
+    argv += extra[1:] if extra[:1] == ["--"] else extra
+    sys.stdout.flush()
+    try:
+        os.execvp(argv[0], argv)  # replaces this process: psql owns the terminal
+    except OSError as error:
+        raise DatabaseError(f"cannot run {argv[0]}: {error}") from error
+
+
+def _migrate(args: argparse.Namespace, locations: Locations) -> int:
+    url, cluster = database_url(locations.database_url, locations.home)
+    # A stopped embedded cluster runs just for this and is stopped again.
+    started = cluster is not None and not cluster.status().running
+    if cluster is not None and started:
+        cluster.start()
+    try:
+        applied = _apply(url)
+    finally:
+        if cluster is not None and started:
+            cluster.stop()
+    print("\n".join(f"applied {name}" for name in applied) or "nothing to apply")
+    return 0
+
+
+def _apply(url: str) -> list[str]:
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            return migrate(conn)
+    except psycopg.Error as error:
+        raise DatabaseError(f"cannot migrate the database: {error}") from error
