@@ -11,6 +11,7 @@ import logging
 import sys
 from collections.abc import Sequence
 from importlib import import_module
+from pathlib import Path
 from typing import Protocol
 
 from usenet_indexer.errors import UidxError
@@ -32,6 +33,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="uidx", description="A distributed usenet binary indexer."
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    parser.add_argument(
+        "--config", type=Path, help="settings file (default: $UIDX_HOME/uidx.toml if it exists)"
+    )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
         module: _Command = import_module(f"usenet_indexer.commands.{name}")

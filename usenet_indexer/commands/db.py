@@ -18,11 +18,11 @@ from pathlib import Path
 import attrs
 import psycopg
 
+from usenet_indexer.config import from_process
 from usenet_indexer.errors import DatabaseError
 from usenet_indexer.migrate import migrate
 from usenet_indexer.pgcluster import Cluster, ClusterStatus, database_url
 
-DEFAULT_HOME = "~/.local/share/uidx"
 # The exit status of `uidx db status` when the server does not run, as
 # pg_ctl status and systemctl status have it.
 NOT_RUNNING = 3
@@ -37,19 +37,17 @@ class Locations:
 
 
 def resolve_locations(args: argparse.Namespace) -> Locations:
-    """The uidx home (--home, else $UIDX_HOME, else ~/.local/share/uidx) and DATABASE_URL.
-
-    The only place this module reads the environment (until the settings
-    object takes this over).
+    """The uidx home (--home, else the settings' home) and DATABASE_URL.
 
     Args:
-        args: parsed arguments (home).
+        args: parsed arguments (home, config).
 
     Returns:
         The locations.
     """
-    home: Path = args.home or Path(os.environ.get("UIDX_HOME") or DEFAULT_HOME).expanduser()
-    return Locations(home=home.absolute(), database_url=os.environ.get("DATABASE_URL") or None)
+    settings = from_process(args.config)
+    home: Path = args.home or settings.home
+    return Locations(home=home.absolute(), database_url=settings.database_url or None)
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -65,7 +63,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     common.add_argument(
         "--home",
         type=Path,
-        help=f"the uidx home folder (default: $UIDX_HOME, else {DEFAULT_HOME})",
+        help="the uidx home folder (default: the settings' home: $UIDX_HOME, else /var/lib/uidx as root, else ~/.local/share/uidx)",
     )
     actions = parser.add_subparsers(dest="db_command", required=True, metavar="ACTION")
     _add(actions, common, "start", _start, "make the cluster if needed and start it")

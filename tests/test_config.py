@@ -1,0 +1,76 @@
+"""Settings: defaults, TOML, environment, and loud mistakes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import attrs
+import pytest
+
+from usenet_indexer.config import Settings, load
+from usenet_indexer.errors import ConfigError
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "systemd" / "uidx.toml.example"
+
+
+def test_defaults_and_home(tmp_path: Path) -> None:
+    assert load({"UIDX_HOME": str(tmp_path)}).home == tmp_path
+    assert load({}, is_root=True).home == Path("/var/lib/uidx")
+    settings = load({"UIDX_HOME": str(tmp_path)})
+    assert settings.listen_host_port == ("127.0.0.1", 8750)
+    assert settings.lease_ttl_seconds == 900.0
+
+
+def test_environment_wins_over_the_file(tmp_path: Path) -> None:
+    (tmp_path / "uidx.toml").write_text(
+        'listen = "0.0.0.0:9000"\nlease_ttl_seconds = 30\nnntp = ["nntp://a", "nntp://b"]\n'
+    )
+    settings = load(
+        {"UIDX_HOME": str(tmp_path), "UIDX_LISTEN": "127.0.0.1:8751", "UIDX_PROCESSES": "4"}
+    )
+    assert settings.listen == "127.0.0.1:8751"
+    assert settings.lease_ttl_seconds == 30.0
+    assert settings.processes == 4
+    assert settings.nntp == ("nntp://a", "nntp://b")
+    assert load({"UIDX_HOME": str(tmp_path), "UIDX_NNTP": "nntp://x nntps://y"}).nntp == (
+        "nntp://x",
+        "nntps://y",
+    )
+
+
+@pytest.mark.parametrize(
+    ("env", "file", "key"),
+    [
+        ({"UIDX_LEASE_TTL": "5"}, "", "UIDX_LEASE_TTL"),
+        ({}, "lease_ttl = 5\n", "lease_ttl"),
+        ({"UIDX_PROCESSES": "many"}, "", "processes"),
+        ({}, 'batch_articles = "lots"\n', "batch_articles"),
+        ({}, "lease_ttl_seconds = -1\n", "lease_ttl_seconds"),
+        ({}, "processes = true\n", "processes"),
+        ({}, "listen = [\n", "uidx.toml"),
+    ],
+)
+def test_mistakes_name_the_key(tmp_path: Path, env: dict[str, str], file: str, key: str) -> None:
+    if file:
+        (tmp_path / "uidx.toml").write_text(file)
+    with pytest.raises(ConfigError, match=key):
+        load({"UIDX_HOME": str(tmp_path), **env})
+
+
+def test_a_named_config_file_must_exist(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot be read"):
+        load({"UIDX_HOME": str(tmp_path)}, config_file=tmp_path / "missing.toml")
+
+
+def test_the_example_documents_every_key_and_loads(tmp_path: Path) -> None:
+    text = EXAMPLE.read_text()
+    for field in attrs.fields(Settings):
+        assert f"\n{field.name} = " in text, field.name
+    settings = load({}, config_file=EXAMPLE)
+    assert settings == Settings(home=Path("/var/lib/uidx"))
+
+
+def test_the_token_is_not_in_the_repr(tmp_path: Path) -> None:
+    settings = load({"UIDX_HOME": str(tmp_path), "NODE_TOKEN": "s3cret-token"})
+    assert settings.node_token == "s3cret-token"
+    assert "s3cret-token" not in repr(settings)

@@ -1,0 +1,205 @@
+"""Settings: read once, typed, and loud about mistakes.
+
+Sources, later ones winning: the defaults below, a TOML file (`--config`,
+default `$UIDX_HOME/uidx.toml`, absent is fine unless named), then the
+environment: `DATABASE_URL`, `UIDX_HOME`, `UIDX_LISTEN`, `UIDX_NNTP`,
+`COORDINATOR_URL`, `NODE_TOKEN`, and `UIDX_<KEY>` for every other key (for
+example `UIDX_LEASE_TTL_SECONDS=60`). An unknown key in the file or an
+unknown `UIDX_` variable is an error that names it; so is a value of the
+wrong type. This is the one module that reads `os.environ`: `load` takes the
+environment as an argument, and callers pass `os.environ` once.
+
+systemd/uidx.toml.example documents every key.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from usenet_indexer.errors import ConfigError
+
+# Where uidx keeps its data when UIDX_HOME is not set. As root the home of
+# a user's ~ is unreachable for the unprivileged user that runs the embedded
+# PostgreSQL, so a system install lives in /var/lib/uidx.
+USER_HOME = "~/.local/share/uidx"
+SYSTEM_HOME = "/var/lib/uidx"
+
+# Environment variables with names of their own (the rest are UIDX_<KEY>).
+_NAMED_ENV = {
+    "DATABASE_URL": "database_url",
+    "UIDX_HOME": "home",
+    "UIDX_LISTEN": "listen",
+    "UIDX_NNTP": "nntp",
+    "COORDINATOR_URL": "coordinator_url",
+    "NODE_TOKEN": "node_token",
+}
+
+
+@attrs.frozen
+class Settings:
+    """Every setting of every role. Units are in the names.
+
+    Attributes:
+        home: the data folder (embedded PostgreSQL, spool).
+        database_url: the coordinator's PostgreSQL; empty for the embedded cluster.
+        listen: host:port of the coordinator's HTTP side.
+        nntp: NNTP server URLs (`nntps://user:pass@host:563?connections=20`).
+        coordinator_url: where an edge finds the coordinator.
+        node_token: an edge's bearer token (never logged).
+        processes: worker processes of a daemon (0 = one per core).
+        lease_ttl_seconds: a lease without a batch or heartbeat for this long
+            passes to the next node.
+        batch_articles: articles per batch an edge posts.
+        max_body_bytes: the largest compressed batch body the coordinator reads.
+        max_inflated_bytes: the most a batch body may inflate to.
+        statement_timeout_seconds: PostgreSQL statement_timeout of the coordinator's sessions.
+        idle_in_transaction_timeout_seconds: PostgreSQL idle_in_transaction_session_timeout.
+        range_articles: articles per planned range (`uidx ranges plan --size`).
+        idle_seconds: how long an edge waits after a 204 before asking again.
+    """
+
+    home: Path
+    database_url: str = ""
+    listen: str = "127.0.0.1:8750"
+    nntp: tuple[str, ...] = ()
+    coordinator_url: str = ""
+    node_token: str = attrs.field(default="", repr=False)
+    processes: int = 1
+    lease_ttl_seconds: float = 900.0
+    batch_articles: int = 500_000
+    max_body_bytes: int = 256 << 20
+    max_inflated_bytes: int = 2 << 30
+    statement_timeout_seconds: float = 60.0
+    idle_in_transaction_timeout_seconds: float = 60.0
+    range_articles: int = 5_000_000
+    idle_seconds: float = 30.0
+
+    @property
+    def listen_host_port(self) -> tuple[str, int]:
+        """`listen` split into host and port."""
+        host, _, port = self.listen.rpartition(":")
+        return host.strip("[]"), int(port)
+
+
+def default_home(env: Mapping[str, str], is_root: bool) -> Path:
+    """UIDX_HOME, else /var/lib/uidx as root, else ~/.local/share/uidx."""
+    if env.get("UIDX_HOME"):
+        return Path(env["UIDX_HOME"]).expanduser()
+    return Path(SYSTEM_HOME if is_root else USER_HOME).expanduser()
+
+
+def load(
+    env: Mapping[str, str], *, config_file: Path | None = None, is_root: bool = False
+) -> Settings:
+    """Read the settings once: defaults, then the TOML file, then the environment.
+
+    Args:
+        env: the environment (pass `os.environ`).
+        config_file: the TOML file named with --config (must exist); None for
+            `$UIDX_HOME/uidx.toml` if it exists.
+        is_root: whether uidx runs as root (decides the default home).
+
+    Returns:
+        The settings.
+
+    Raises:
+        ConfigError: an unknown key, a value of the wrong type, a file that
+            cannot be read; the message names the key or file.
+    """
+    home = default_home(env, is_root)
+    values: dict[str, Any] = {}
+    path = config_file if config_file is not None else home / "uidx.toml"
+    if config_file is not None or path.is_file():
+        values.update(_read_toml(path))
+    values.update(_from_env(env))
+    values.setdefault("home", str(home))
+    return _build(values)
+
+
+def from_process(config_file: Path | None = None) -> Settings:
+    """The settings of this process: its environment, its user, the named file.
+
+    The one place uidx reads `os.environ`.
+    """
+    return load(os.environ, config_file=config_file, is_root=os.geteuid() == 0)
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as stream:
+            data = tomllib.load(stream)
+    except OSError as error:
+        raise ConfigError(str(path), f"cannot be read: {error.strerror or error}") from error
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(str(path), f"is not valid TOML: {error}") from error
+    return data
+
+
+def _from_env(env: Mapping[str, str]) -> dict[str, Any]:
+    fields = _field_names()
+    values: dict[str, Any] = {}
+    for name, value in env.items():
+        if name in _NAMED_ENV:
+            values[_NAMED_ENV[name]] = value
+        elif name.startswith("UIDX_"):
+            key = name[5:].lower()
+            if key not in fields or key in _NAMED_ENV.values():
+                raise ConfigError(name, "is not a uidx setting (see systemd/uidx.toml.example)")
+            values[key] = value
+    return values
+
+
+def _field_names() -> set[str]:
+    return {field.name for field in attrs.fields(Settings)}
+
+
+def _build(values: dict[str, Any]) -> Settings:
+    fields = {field.name: field for field in attrs.fields(Settings)}
+    typed: dict[str, Any] = {}
+    for key, value in values.items():
+        if key not in fields:
+            raise ConfigError(key, "is not a uidx setting (see systemd/uidx.toml.example)")
+        typed[key] = _convert(key, fields[key].default, value)
+    return Settings(**typed)
+
+
+def _convert(key: str, default: object, value: object) -> object:
+    """A raw value (TOML or environment string) as the type of the key's default."""
+    try:
+        if key == "home":
+            return Path(str(value)).expanduser()
+        if key == "nntp":
+            if isinstance(value, str):
+                return tuple(value.split())
+            if isinstance(value, list) and all(isinstance(v, str) for v in value):
+                return tuple(value)
+            raise TypeError("a list of URLs (or, in the environment, URLs separated by spaces)")
+        if isinstance(default, bool) or isinstance(value, bool):
+            raise TypeError("booleans are not settings")
+        if isinstance(default, int):
+            converted = int(value) if isinstance(value, (int, str)) else _refuse(value)
+            if converted < 0:
+                raise ValueError("must not be negative")
+            return converted
+        if isinstance(default, float):
+            converted_float = (
+                float(value) if isinstance(value, (int, float, str)) else _refuse(value)
+            )
+            if converted_float <= 0:
+                raise ValueError("must be positive")
+            return converted_float
+        if isinstance(value, str):
+            return value
+        raise TypeError("must be a string")
+    except (TypeError, ValueError) as error:
+        raise ConfigError(key, f"{value!r}: {error}") from error
+
+
+def _refuse(value: object) -> int:
+    raise TypeError(f"must be a number, not {type(value).__name__}")
