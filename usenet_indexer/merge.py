@@ -185,7 +185,12 @@ class ReleaseMerger:
         ]
         seen = sum(len(f.segments) for f in built)
         announced = sum(f.total_segments for f in built)
-        size = sum(sum(c.sizes) for f in files for c in f.chunks)
+        # Bytes of the segments kept: a segment posted again (a repost in a
+        # later batch) counts once, like it does in the segment list.
+        size = sum(
+            sum(f.chunks[0].sizes) if len(f.chunks) == 1 else sum(s for _, _, s in b.segments)
+            for f, b in zip(files, built, strict=True)
+        )
         counted = sum(1 for f in built if f.index)  # index 0 is the .nzb, outside M
         if release.files_announced and counted and counted < release.files_announced:
             # Files not seen at all: assume they are as big as the ones seen.

@@ -1,0 +1,238 @@
+"""Storing a batch: one transaction, fenced by a compare-and-set on the range.
+
+Theory of operation
+-------------------
+The first statement of the transaction moves the range's resume point from
+the batch's first article to its next, only if the caller holds the range
+with the batch's epoch and the resume point is exactly the batch's first
+article. If it does not match, nothing is written: either this exact batch
+was stored before (a retry whose reply was lost: answered "already stored"
+from the `batches` row), or the caller is stale (409). Everything else of
+the batch is written in the same transaction, so a batch is stored whole and
+once, or not at all.
+
+Rows are written set-wise: each table gets one INSERT ... SELECT FROM
+unnest(arrays), the arrays built per release chunk (never per segment):
+releases merge by key (ON CONFLICT DO UPDATE: counters add up, groups
+union), file details go in once (DO NOTHING), and each release chunk's
+segments go in as one packed fragment (fragments.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import attrs
+from psycopg import Connection
+from psycopg_pool import ConnectionPool
+
+from usenet_indexer import fragments
+from usenet_indexer.batch import Batch, ReleaseChunk
+from usenet_indexer.batchwire import WireBatch
+from usenet_indexer.errors import UidxError
+from usenet_indexer.naming import release_name
+
+_ADVANCE = """
+    UPDATE ranges
+    SET resume = %(next)s, deadline = now() + make_interval(secs => %(ttl)s),
+        batches = batches + 1, headers = headers + %(lines)s
+    WHERE id = %(range)s AND epoch = %(epoch)s AND holder = %(node)s AND state = 'leased'
+      AND resume = %(first)s AND %(next)s <= last_article + 1
+    RETURNING group_id
+"""
+_ALREADY = """
+    SELECT release_chunks, segments FROM batches
+    WHERE range_id = %(range)s AND batch_first = %(first)s AND batch_next = %(next)s
+      AND node_id = %(node)s AND epoch = %(epoch)s
+"""
+_HELD_AT = """
+    SELECT last_article FROM ranges
+    WHERE id = %(range)s AND epoch = %(epoch)s AND holder = %(node)s AND state = 'leased'
+      AND resume = %(first)s
+"""
+_BATCH = """
+    INSERT INTO batches (range_id, batch_first, batch_next, node_id, epoch, lines,
+                         release_chunks, segments, body_bytes)
+    VALUES (%(range)s, %(first)s, %(next)s, %(node)s, %(epoch)s, %(lines)s,
+            %(chunks)s, %(segments)s, %(body)s)
+"""
+_RELEASES = """
+    INSERT INTO releases AS r (key, name, head_name, poster, groups, posted, files_announced,
+                               chunks, segments, bytes)
+    SELECT k, n, h, p, string_to_array(g, E'\\n'), d, m, 1, s, b
+    FROM unnest(%s::bytea[], %s::text[], %s::text[], %s::text[], %s::text[], %s::int8[],
+                %s::int4[], %s::int8[], %s::int8[]) AS t(k, n, h, p, g, d, m, s, b)
+    ON CONFLICT (key) DO UPDATE SET
+        groups = ARRAY(SELECT DISTINCT x FROM unnest(r.groups || excluded.groups) AS x ORDER BY 1),
+        posted = CASE WHEN r.posted = 0 THEN excluded.posted
+                      WHEN excluded.posted = 0 THEN r.posted
+                      ELSE least(r.posted, excluded.posted) END,
+        head_name = coalesce(r.head_name, excluded.head_name),
+        chunks = r.chunks + 1,
+        segments = r.segments + excluded.segments,
+        bytes = r.bytes + excluded.bytes,
+        updated_at = now()
+"""
+_FILES = """
+    INSERT INTO files (key, release_key, name, subject, file_index, total_segments, posted)
+    SELECT * FROM unnest(%s::bytea[], %s::bytea[], %s::text[], %s::text[], %s::int4[],
+                         %s::int4[], %s::int8[])
+    ON CONFLICT (key) DO NOTHING
+"""
+_FRAGMENTS = """
+    INSERT INTO fragments (release_key, range_id, batch_first, files, segments, packed)
+    SELECT k, %s, %s, f, s, p FROM unnest(%s::bytea[], %s::int4[], %s::int4[], %s::bytea[])
+        AS t(k, f, s, p)
+"""
+_RULE_COUNTS = """
+    INSERT INTO rule_counts (range_id, batch_first, rule, key, releases, segments)
+    SELECT %s, %s, * FROM unnest(%s::text[], %s::text[], %s::int4[], %s::int8[])
+"""
+_PROBES = """
+    INSERT INTO probe_candidates (release_key, message_id, file_name)
+    SELECT * FROM unnest(%s::bytea[], %s::text[], %s::text[])
+    ON CONFLICT (release_key) DO NOTHING
+"""
+
+
+class LeaseLost(UidxError):
+    """The caller does not hold the range with that epoch at that resume point (409)."""
+
+
+class BatchRejected(UidxError):
+    """The batch cannot belong to the range it names (422)."""
+
+
+@attrs.frozen
+class Stored:
+    """What storing a batch did."""
+
+    already: bool
+    release_chunks: int
+    segments: int
+
+
+@attrs.define(eq=False)
+class BatchStore:
+    pool: ConnectionPool
+
+    def store(self, node_id: int, wire: WireBatch, body_bytes: int, ttl_seconds: float) -> Stored:
+        """Store one batch, fenced; idempotent for a retry of a stored batch.
+
+        Raises:
+            LeaseLost: the node does not hold the range with that epoch at the
+                batch's first article (and this batch was not stored before).
+            BatchRejected: the batch runs past the range's end.
+        """
+        batch = wire.batch
+        kept = [r for r in batch.releases if r.dropped is None]
+        segments = sum(len(f.numbers) for r in kept for f in r.files)
+        args: dict[str, object] = {
+            "range": wire.range_id,
+            "epoch": wire.epoch,
+            "node": node_id,
+            "first": batch.first,
+            "next": batch.next,
+            "lines": batch.lines,
+            "ttl": ttl_seconds,
+            "chunks": len(kept),
+            "segments": segments,
+            "body": body_bytes,
+        }
+        with self.pool.connection() as conn, conn.transaction():
+            if conn.execute(_ADVANCE, args).fetchone() is None:
+                return _not_advanced(conn, args)
+            conn.execute(_BATCH, args)
+            _write_catalog(conn, wire.range_id, batch, kept)
+        return Stored(already=False, release_chunks=len(kept), segments=segments)
+
+
+def _not_advanced(conn: Connection[tuple[object, ...]], args: Mapping[str, object]) -> Stored:
+    """Why the fence did not move: a stored retry, a batch past the end, or a lost lease."""
+    row = conn.execute(_ALREADY, args).fetchone()
+    if row is not None:
+        chunks, segments = row
+        assert isinstance(chunks, int)
+        assert isinstance(segments, int)
+        return Stored(already=True, release_chunks=chunks, segments=segments)
+    held = conn.execute(_HELD_AT, args).fetchone()
+    if held is not None:
+        raise BatchRejected(f"the batch runs to {args['next']}, past the range's end {held[0]}")
+    raise LeaseLost(
+        f"range {args['range']}: not held with epoch {args['epoch']} at {args['first']}"
+    )
+
+
+def _write_catalog(
+    conn: Connection[tuple[object, ...]], range_id: int, batch: Batch, kept: list[ReleaseChunk]
+) -> None:
+    first = batch.first
+    if kept:
+        _write_releases(conn, range_id, first, kept)
+    if batch.rule_counts:
+        counts = batch.rule_counts
+        conn.execute(
+            _RULE_COUNTS,
+            (
+                range_id,
+                first,
+                [c.rule for c in counts],
+                [c.key for c in counts],
+                [c.releases for c in counts],
+                [c.segments for c in counts],
+            ),
+        )
+    if batch.probe_candidates:
+        probes = batch.probe_candidates
+        conn.execute(
+            _PROBES,
+            (
+                [p.release_key for p in probes],
+                [p.message_id for p in probes],
+                [p.file_name for p in probes],
+            ),
+        )
+
+
+def _write_releases(
+    conn: Connection[tuple[object, ...]], range_id: int, first: int, kept: list[ReleaseChunk]
+) -> None:
+    keys: list[bytes] = []
+    names: list[str] = []
+    heads: list[str | None] = []
+    posters: list[str] = []
+    groups: list[str] = []
+    posted: list[int] = []
+    announced: list[int | None] = []
+    counts: list[int] = []
+    sizes: list[int] = []
+    file_rows: tuple[list[object], ...] = tuple([] for _ in range(7))
+    fragment_files: list[int] = []
+    fragment_segments: list[int] = []
+    packed: list[bytes] = []
+    for chunk in kept:
+        files = chunk.files
+        segments = sum(len(f.numbers) for f in files)
+        dated = [f.posted for f in files if f.posted]
+        keys.append(chunk.key)
+        names.append(release_name(chunk.head_name, ((f.name, f.total_segments) for f in files)))
+        heads.append(chunk.head_name)
+        posters.append(chunk.poster)
+        groups.append("\n".join(chunk.groups))
+        posted.append(min(dated) if dated else 0)
+        announced.append(chunk.files_announced)
+        counts.append(segments)
+        sizes.append(sum(sum(f.sizes) for f in files))
+        for f in files:
+            for column, value in zip(
+                file_rows,
+                (f.key, chunk.key, f.name, f.subject, f.index, f.total_segments, f.posted),
+                strict=True,
+            ):
+                column.append(value)
+        fragment_files.append(len(files))
+        fragment_segments.append(segments)
+        packed.append(fragments.pack(files))
+    conn.execute(_RELEASES, (keys, names, heads, posters, groups, posted, announced, counts, sizes))
+    conn.execute(_FILES, file_rows)
+    conn.execute(_FRAGMENTS, (range_id, first, keys, fragment_files, fragment_segments, packed))

@@ -1,0 +1,66 @@
+"""Reading the catalog back: stored fragments merged into releases by the merge code.
+
+The same `merge.ReleaseMerger` that `uidx index` uses puts the stored chunks
+together, so a catalog export and an offline index of the same lines agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import attrs
+from psycopg_pool import ConnectionPool
+
+from usenet_indexer import fragments
+from usenet_indexer.batch import FileChunk, ReleaseChunk
+from usenet_indexer.merge import CatalogRelease, ReleaseMerger
+
+_RELEASES = "SELECT key, head_name, poster, groups, files_announced FROM releases"
+_FILES = "SELECT key, name, subject, file_index, total_segments, posted FROM files"
+_FRAGMENTS = "SELECT release_key, packed FROM fragments ORDER BY range_id, batch_first"
+_PROBED = "SELECT release_key FROM probe_candidates"
+_SIZES = """
+    SELECT coalesce(sum(pg_total_relation_size(c)), 0)::bigint,
+           (SELECT coalesce(sum(segments), 0)::bigint FROM fragments)
+    FROM unnest(ARRAY['releases', 'files', 'fragments']::regclass[]) AS c
+"""
+
+
+@attrs.define(eq=False)
+class CatalogStore:
+    pool: ConnectionPool
+
+    def chunks(self) -> Iterator[ReleaseChunk]:
+        """Every stored release chunk, rebuilt from its fragment."""
+        with self.pool.connection() as conn:
+            releases = {bytes(r[0]): r for r in conn.execute(_RELEASES).fetchall()}
+            files = {bytes(f[0]): f for f in conn.execute(_FILES).fetchall()}
+            rows = conn.execute(_FRAGMENTS).fetchall()
+        for release_key, packed in rows:
+            key = bytes(release_key)
+            _, head_name, poster, groups, announced = releases[key]
+            chunk_files = []
+            for file_key, numbers, sizes, message_ids in fragments.unpack(bytes(packed)):
+                _, name, subject, index, total, posted = files[file_key]
+                chunk_files.append(
+                    FileChunk(
+                        file_key, name, subject, index, total, posted, numbers, message_ids, sizes
+                    )
+                )
+            yield ReleaseChunk(key, head_name, poster, tuple(groups), announced, tuple(chunk_files))
+
+    def export(self) -> list[CatalogRelease]:
+        """The catalog as merged releases, oldest first."""
+        merger = ReleaseMerger()
+        merger.add_all(self.chunks())
+        with self.pool.connection() as conn:
+            for (key,) in conn.execute(_PROBED).fetchall():
+                merger.mark_probe(bytes(key))
+        return list(merger.releases())
+
+    def bytes_per_segment(self) -> tuple[int, int]:
+        """(bytes of the catalog tables with their indexes and TOAST, segments stored)."""
+        with self.pool.connection() as conn:
+            row = conn.execute(_SIZES).fetchone()
+        assert row is not None
+        return int(row[0]), int(row[1])

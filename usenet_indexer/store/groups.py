@@ -1,0 +1,82 @@
+"""The groups the coordinator indexes."""
+
+from __future__ import annotations
+
+import attrs
+import psycopg
+from psycopg_pool import ConnectionPool
+
+from usenet_indexer.errors import UidxError
+
+_ADD = "INSERT INTO groups (name, backfill_days, low, high) VALUES (%s, %s, %s, %s) RETURNING id"
+_BY_NAME = "SELECT id FROM groups WHERE name = %s"
+_LIST = """
+    SELECT g.name, g.backfill_days, g.low, g.high,
+           count(r.id), count(r.id) FILTER (WHERE r.state = 'done'),
+           coalesce(sum(r.resume - r.first_article), 0),
+           coalesce(sum(r.last_article - r.first_article + 1), 0)
+    FROM groups g LEFT JOIN ranges r ON r.group_id = g.id
+    GROUP BY g.id ORDER BY g.name
+"""
+
+
+class GroupExists(UidxError):
+    """A group of that name exists already."""
+
+
+class UnknownGroup(UidxError):
+    """No group of that name."""
+
+
+@attrs.frozen
+class GroupRow:
+    """A group as `uidx groups list` shows it."""
+
+    name: str
+    backfill_days: int | None
+    low: int | None
+    high: int | None
+    ranges: int
+    ranges_done: int
+    articles_indexed: int
+    articles_planned: int
+
+
+@attrs.define(eq=False)
+class GroupStore:
+    pool: ConnectionPool
+
+    def add(
+        self,
+        name: str,
+        *,
+        backfill_days: int | None = None,
+        low: int | None = None,
+        high: int | None = None,
+    ) -> int:
+        """Add a group; returns its id.
+
+        Raises:
+            GroupExists: the group is there already.
+        """
+        try:
+            with self.pool.connection() as conn:
+                row = conn.execute(_ADD, (name, backfill_days, low, high)).fetchone()
+        except psycopg.errors.UniqueViolation as error:
+            raise GroupExists(f"group {name!r} exists already") from error
+        assert row is not None
+        group_id: int = row[0]
+        return group_id
+
+    def id_of(self, name: str) -> int:
+        """Raises UnknownGroup when there is no such group."""
+        with self.pool.connection() as conn:
+            row = conn.execute(_BY_NAME, (name,)).fetchone()
+        if row is None:
+            raise UnknownGroup(f"no group {name!r} (uidx groups add {name})")
+        group_id: int = row[0]
+        return group_id
+
+    def list(self) -> list[GroupRow]:
+        with self.pool.connection() as conn:
+            return [GroupRow(*row) for row in conn.execute(_LIST).fetchall()]

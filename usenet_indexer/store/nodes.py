@@ -1,0 +1,88 @@
+"""Edge nodes and their bearer tokens (kept as SHA-256 hashes, never as tokens)."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+
+import attrs
+import psycopg
+from psycopg_pool import ConnectionPool
+
+from usenet_indexer.errors import UidxError
+
+# 32 random bytes: a token cannot be guessed, so a plain hash (no salt, no
+# slow KDF) is enough to keep a stolen table from giving tokens away.
+TOKEN_BYTES = 32
+
+_CREATE = "INSERT INTO nodes (name, token_hash) VALUES (%s, %s) RETURNING id"
+_BY_HASH = "SELECT id, token_hash FROM nodes WHERE token_hash = %s AND revoked_at IS NULL"
+_SEEN = "UPDATE nodes SET last_seen = now() WHERE id = %s"
+_REVOKE = "UPDATE nodes SET revoked_at = now() WHERE name = %s AND revoked_at IS NULL"
+_LIST = """
+    SELECT n.name, n.created_at, n.revoked_at, n.last_seen,
+           (SELECT count(*) FROM ranges r WHERE r.holder = n.id AND r.state = 'leased')
+    FROM nodes n ORDER BY n.name
+"""
+
+
+class NodeExists(UidxError):
+    """A node of that name exists already."""
+
+
+@attrs.frozen
+class NodeRow:
+    """A node as `uidx nodes list` shows it."""
+
+    name: str
+    created_at: object
+    revoked_at: object
+    last_seen: object
+    leases: int
+
+
+def token_hash(token: str) -> bytes:
+    """The stored form of a token."""
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
+
+
+@attrs.define(eq=False)
+class NodeStore:
+    """Creates, revokes and authenticates edge nodes."""
+
+    pool: ConnectionPool
+
+    def create(self, name: str) -> str:
+        """Create a node; returns its token, which is shown once and never stored.
+
+        Raises:
+            NodeExists: the name is taken.
+        """
+        token = secrets.token_urlsafe(TOKEN_BYTES)
+        try:
+            with self.pool.connection() as conn:
+                conn.execute(_CREATE, (name, token_hash(token)))
+        except psycopg.errors.UniqueViolation as error:
+            raise NodeExists(f"a node named {name!r} exists already") from error
+        return token
+
+    def authenticate(self, token: str) -> int | None:
+        """The id of the node the token belongs to; None for an unknown or revoked token."""
+        digest = token_hash(token)
+        with self.pool.connection() as conn:
+            row = conn.execute(_BY_HASH, (digest,)).fetchone()
+            if row is None or not hmac.compare_digest(bytes(row[1]), digest):
+                return None
+            conn.execute(_SEEN, (row[0],))
+        node_id: int = row[0]
+        return node_id
+
+    def revoke(self, name: str) -> bool:
+        """Revoke a node's token; False when there is no such live node."""
+        with self.pool.connection() as conn:
+            return conn.execute(_REVOKE, (name,)).rowcount == 1
+
+    def list(self) -> list[NodeRow]:
+        with self.pool.connection() as conn:
+            return [NodeRow(*row) for row in conn.execute(_LIST).fetchall()]

@@ -1,0 +1,42 @@
+"""The coordinator's connection pool, with the session settings every connection gets."""
+
+from __future__ import annotations
+
+import psycopg
+from psycopg_pool import ConnectionPool
+
+from usenet_indexer.config import Settings
+
+# Connections kept open: one per worker thread of the API and a few for
+# operator commands; PostgreSQL itself is the limit, not the pool.
+POOL_MAX = 16
+
+
+def open_pool(url: str, settings: Settings, *, max_size: int = POOL_MAX) -> ConnectionPool:
+    """A pool whose sessions cannot pin a range: statement and idle-in-transaction timeouts set.
+
+    Args:
+        url: the conninfo or URL of the database.
+        settings: statement_timeout_seconds and idle_in_transaction_timeout_seconds.
+        max_size: the most connections open at once.
+
+    Returns:
+        An open pool (close it, or use it as a context manager).
+    """
+    statement_ms = int(settings.statement_timeout_seconds * 1000)
+    idle_ms = int(settings.idle_in_transaction_timeout_seconds * 1000)
+
+    def configure(conn: psycopg.Connection[tuple[object, ...]]) -> None:
+        conn.execute(f"SET statement_timeout = {statement_ms}")
+        conn.execute(f"SET idle_in_transaction_session_timeout = {idle_ms}")
+        conn.commit()
+
+    return ConnectionPool(
+        url,
+        min_size=1,
+        max_size=max_size,
+        configure=configure,
+        open=True,
+        name="uidx",
+        kwargs={"application_name": "uidx"},
+    )

@@ -1,0 +1,186 @@
+"""Planned article ranges and their fenced leases.
+
+Theory of operation
+-------------------
+A range is planned, leased, or done. A lease goes to the oldest plan that is
+not done and not held by a live lease (`FOR UPDATE SKIP LOCKED`, so
+concurrent nodes never wait on each other nor get the same range), and
+raises the range's epoch: every later call of the holder names the epoch,
+and a call naming an older one (a node that lost its lease while stopped,
+or slowed down past its deadline) changes nothing and gets 409. Deadlines
+use the database's clock, never a node's. A lease with no batch or
+heartbeat until its deadline passes to the next node, which resumes at the
+resume point (the last stored batch's end).
+"""
+
+from __future__ import annotations
+
+import enum
+
+import attrs
+from psycopg_pool import ConnectionPool
+
+from usenet_indexer.errors import UidxError
+
+_PLAN = """
+    INSERT INTO ranges (group_id, first_article, last_article, resume)
+    SELECT %(group)s, f, least(f + %(size)s - 1, %(last)s), f
+    FROM generate_series(%(first)s::bigint, %(last)s::bigint, %(size)s::bigint) AS f
+    RETURNING id
+"""
+_OVERLAP = """
+    SELECT id, first_article, last_article FROM ranges
+    WHERE group_id = %(group)s AND first_article <= %(last)s AND last_article >= %(first)s
+    LIMIT 1
+"""
+_LEASE = """
+    WITH candidate AS (
+        SELECT id FROM ranges
+        WHERE state <> 'done' AND (state = 'planned' OR deadline < now())
+        ORDER BY planned_at, id
+        LIMIT 1
+        FOR UPDATE SKIP LOCKED
+    )
+    UPDATE ranges r
+    SET state = 'leased', holder = %(node)s, epoch = r.epoch + 1,
+        deadline = now() + make_interval(secs => %(ttl)s)
+    FROM candidate, groups g
+    WHERE r.id = candidate.id AND g.id = r.group_id
+    RETURNING r.id, g.name, g.id, r.first_article, r.last_article, r.resume, r.epoch
+"""
+_HEARTBEAT = """
+    UPDATE ranges SET deadline = now() + make_interval(secs => %(ttl)s)
+    WHERE id = %(range)s AND epoch = %(epoch)s AND holder = %(node)s AND state = 'leased'
+"""
+_FINISH = """
+    UPDATE ranges SET state = 'done', finished_at = now(), deadline = NULL
+    WHERE id = %(range)s AND epoch = %(epoch)s AND holder = %(node)s AND state = 'leased'
+      AND resume > last_article
+"""
+_HELD_BY = """
+    SELECT r.resume > r.last_article FROM ranges r
+    WHERE id = %(range)s AND epoch = %(epoch)s AND holder = %(node)s AND state = 'leased'
+"""
+_RELEASE = """
+    UPDATE ranges SET state = 'planned', holder = NULL, deadline = NULL
+    WHERE id = %(range)s AND epoch = %(epoch)s AND holder = %(node)s AND state = 'leased'
+"""
+_HELD = """
+    SELECT r.id, g.name, g.id, r.first_article, r.last_article, r.resume, r.epoch
+    FROM ranges r JOIN groups g ON g.id = r.group_id
+    WHERE r.id = %(range)s AND r.holder = %(node)s AND r.state = 'leased'
+"""
+_STATES = """
+    SELECT g.name, r.state, count(*), coalesce(sum(r.resume - r.first_article), 0),
+           coalesce(sum(r.last_article - r.first_article + 1), 0),
+           count(*) FILTER (WHERE r.state = 'leased' AND r.deadline < now())
+    FROM ranges r JOIN groups g ON g.id = r.group_id
+    GROUP BY g.name, r.state ORDER BY g.name, r.state
+"""
+
+
+class PlanOverlap(UidxError):
+    """A planned range would overlap one planned before."""
+
+
+class Finish(enum.Enum):
+    """What a finish call did."""
+
+    OK = "ok"
+    LOST = "lost"  # not the holder, or a stale epoch: 409
+    INCOMPLETE = "incomplete"  # the resume point is not past the range's end: 409
+
+
+@attrs.frozen
+class Lease:
+    """A range granted to a node, from its resume point (`next`)."""
+
+    range_id: int
+    group: str
+    group_id: int
+    first: int
+    last: int
+    next: int
+    epoch: int
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "id": self.range_id,
+            "group": self.group,
+            "first": self.first,
+            "last": self.last,
+            "next": self.next,
+            "epoch": self.epoch,
+        }
+
+
+@attrs.frozen
+class RangeStateRow:
+    """Ranges of one group in one state, for `uidx status`."""
+
+    group: str
+    state: str
+    ranges: int
+    articles_indexed: int
+    articles: int
+    expired: int
+
+
+@attrs.define(eq=False)
+class RangeStore:
+    pool: ConnectionPool
+
+    def plan(self, group_id: int, first: int, last: int, size: int) -> list[int]:
+        """Plan [first, last] as ranges of `size` articles; returns their ids, oldest first.
+
+        Raises:
+            PlanOverlap: part of [first, last] is planned already.
+            ValueError: first > last or size < 1.
+        """
+        if first > last or size < 1 or first < 0:
+            raise ValueError(f"cannot plan {first}..{last} in ranges of {size}")
+        args = {"group": group_id, "first": first, "last": last, "size": size}
+        with self.pool.connection() as conn, conn.transaction():
+            # One planner at a time per group: the overlap check then holds.
+            conn.execute("SELECT pg_advisory_xact_lock(1, %s::int)", (group_id % (1 << 31),))
+            clash = conn.execute(_OVERLAP, args).fetchone()
+            if clash is not None:
+                raise PlanOverlap(f"range {clash[0]} ({clash[1]}..{clash[2]}) is planned already")
+            return [row[0] for row in conn.execute(_PLAN, args).fetchall()]
+
+    def lease(self, node_id: int, ttl_seconds: float) -> Lease | None:
+        """The oldest range nobody holds, leased to this node with a new epoch; None if none."""
+        with self.pool.connection() as conn:
+            row = conn.execute(_LEASE, {"node": node_id, "ttl": ttl_seconds}).fetchone()
+        return Lease(*row) if row is not None else None
+
+    def heartbeat(self, node_id: int, range_id: int, epoch: int, ttl_seconds: float) -> bool:
+        """Move the lease's deadline; False when the lease is lost."""
+        args = {"node": node_id, "range": range_id, "epoch": epoch, "ttl": ttl_seconds}
+        with self.pool.connection() as conn:
+            return conn.execute(_HEARTBEAT, args).rowcount == 1
+
+    def finish(self, node_id: int, range_id: int, epoch: int) -> Finish:
+        """Mark the range done; it must be held with this epoch and indexed to its end."""
+        args = {"node": node_id, "range": range_id, "epoch": epoch}
+        with self.pool.connection() as conn:
+            if conn.execute(_FINISH, args).rowcount == 1:
+                return Finish.OK
+            held = conn.execute(_HELD_BY, args).fetchone()
+        return Finish.LOST if held is None else Finish.INCOMPLETE
+
+    def release(self, node_id: int, range_id: int, epoch: int) -> bool:
+        """Give the range back (planned again, resume point kept); False when the lease is lost."""
+        args = {"node": node_id, "range": range_id, "epoch": epoch}
+        with self.pool.connection() as conn:
+            return conn.execute(_RELEASE, args).rowcount == 1
+
+    def held(self, node_id: int, range_id: int) -> Lease | None:
+        """The lease if this node holds the range now."""
+        with self.pool.connection() as conn:
+            row = conn.execute(_HELD, {"node": node_id, "range": range_id}).fetchone()
+        return Lease(*row) if row is not None else None
+
+    def states(self) -> list[RangeStateRow]:
+        with self.pool.connection() as conn:
+            return [RangeStateRow(*row) for row in conn.execute(_STATES).fetchall()]
