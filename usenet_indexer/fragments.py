@@ -7,11 +7,16 @@ files of a release seen in one batch), compressed in one call:
     version (1 byte: 1)
     deflate of:
         file count        u32 little-endian
-        per file          16-byte file key, u32 LE segment count
+        per file          16-byte file key, u32 LE segment count, u32 LE index + 1
+                          (0: none), u32 LE total segments, i64 LE posted
         numbers           u32 LE each, file after file, ascending within a file
         sizes             u32 LE each, in the same order
         message-ids       UTF-8, "\\n"-joined, file after file, without <>
+        names             UTF-8, "\\n"-joined
+        subjects          UTF-8, "\\n"-joined
 
+A file's details ride with its segments: a file seen in two batches has its
+details twice, which costs less than a row per file (and its index) would.
 Numbers and sizes are nearly constant runs and deflate to almost nothing;
 what remains is the random part of the message-ids. No per-segment Python:
 the arrays go in and out as bytes. Pure code: bytes in, bytes out.
@@ -39,11 +44,9 @@ LEVEL = 1
 MAX_SEGMENTS = 2_000_000
 MAX_FILES = 100_000
 _U32 = struct.Struct("<I")
-_ENTRY = struct.Struct("<16sI")
-
-FragmentFile = tuple[
-    bytes, "array[int]", "array[int]", str
-]  # (file key, numbers, sizes, message-ids)
+_ENTRY = struct.Struct("<16sIIIq")
+# Sections after the arrays, each "\n"-joined, "\0" between them.
+_SECTIONS = 3
 
 
 class BadFragment(RemoteProtocolError):
@@ -58,18 +61,34 @@ def _little(values: array[int]) -> bytes:
     return swapped.tobytes()
 
 
+def _line(text: str) -> str:
+    # Names come from one header line and hold no newline; a hostile edge's
+    # might, and must not shift the sections.
+    return text.replace("\n", " ") if "\n" in text else text
+
+
 def pack(files: Sequence[FileChunk]) -> bytes:
-    """Pack the segments of a release chunk's files."""
+    """Pack a release chunk's files: their details and segments."""
     parts = [_U32.pack(len(files))]
-    parts.extend(_ENTRY.pack(f.key, len(f.numbers)) for f in files)
+    parts.extend(
+        _ENTRY.pack(
+            f.key, len(f.numbers), 0 if f.index is None else f.index + 1, f.total_segments, f.posted
+        )
+        for f in files
+    )
     parts.extend(_little(f.numbers) for f in files)
     parts.extend(_little(f.sizes) for f in files)
-    parts.append("\n".join(f.message_ids for f in files).encode())
+    text = (
+        "\n".join(f.message_ids for f in files),
+        "\n".join(_line(f.name) for f in files),
+        "\n".join(_line(f.subject) for f in files),
+    )
+    parts.append("\x00".join(text).encode("utf-8", "surrogatepass"))
     return bytes((VERSION,)) + isal_zlib.compress(b"".join(parts), LEVEL)
 
 
-def unpack(data: bytes) -> list[FragmentFile]:
-    """The files of a packed release chunk: (key, numbers, sizes, message-ids joined by "\\n").
+def unpack(data: bytes) -> list[FileChunk]:
+    """The files of a packed release chunk, with their segments.
 
     Raises:
         BadFragment: the data is not a fragment of this version.
@@ -87,7 +106,7 @@ def unpack(data: bytes) -> list[FragmentFile]:
     if count > MAX_FILES or len(raw) < at:
         raise BadFragment(f"fragment claims {count} files in {len(raw)} bytes")
     entries = [_ENTRY.unpack_from(raw, 4 + _ENTRY.size * i) for i in range(count)]
-    total = sum(n for _, n in entries)
+    total = sum(e[1] for e in entries)
     if total > MAX_SEGMENTS or len(raw) < at + 8 * total:
         raise BadFragment(f"fragment claims {total} segments in {len(raw)} bytes")
     numbers = array("I", raw[at : at + 4 * total])
@@ -95,18 +114,29 @@ def unpack(data: bytes) -> list[FragmentFile]:
     if sys.byteorder != "little":
         numbers.byteswap()
         sizes.byteswap()
-    message_ids = raw[at + 8 * total :].decode().split("\n") if total else []
-    if len(message_ids) != total:
-        raise BadFragment("fragment's message-ids do not match its segment count")
-    files: list[FragmentFile] = []
+    sections = raw[at + 8 * total :].decode("utf-8", "surrogatepass").split("\x00")
+    if len(sections) != _SECTIONS:
+        raise BadFragment("fragment's text sections are damaged")
+    message_ids = sections[0].split("\n") if total else []
+    names, subjects = sections[1].split("\n"), sections[2].split("\n")
+    if len(message_ids) != total or len(names) != count or len(subjects) != count:
+        raise BadFragment("fragment's names do not match its counts")
+    files: list[FileChunk] = []
     start = 0
-    for key, n in entries:
+    for (key, n, index, total_segments, posted), name, subject in zip(
+        entries, names, subjects, strict=True
+    ):
         files.append(
-            (
-                key,
-                numbers[start : start + n],
-                sizes[start : start + n],
-                "\n".join(message_ids[start : start + n]),
+            FileChunk(
+                key=key,
+                name=name,
+                subject=subject,
+                index=index - 1 if index else None,
+                total_segments=total_segments,
+                posted=posted,
+                numbers=numbers[start : start + n],
+                message_ids="\n".join(message_ids[start : start + n]),
+                sizes=sizes[start : start + n],
             )
         )
         start += n

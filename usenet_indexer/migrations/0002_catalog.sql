@@ -54,20 +54,9 @@ CREATE TABLE releases (
 );
 CREATE INDEX releases_posted ON releases (posted);
 
--- A file's details, once; its segments are in fragments.
-CREATE TABLE files (
-    key bytea PRIMARY KEY CHECK (length(key) = 16),
-    release_key bytea NOT NULL,
-    name text NOT NULL,
-    subject text NOT NULL,
-    file_index int,
-    total_segments int NOT NULL,
-    posted bigint NOT NULL
-);
-CREATE INDEX files_release ON files (release_key);
-
--- The segments of a release chunk (its files seen in one batch), packed in
--- one value (see fragments.py): never one row per segment, nor per file.
+-- The files of a release chunk (seen in one batch), their details and
+-- segments packed in one value (see fragments.py): never one row per
+-- segment, nor per file.
 CREATE TABLE fragments (
     release_key bytea NOT NULL,
     range_id bigint NOT NULL,

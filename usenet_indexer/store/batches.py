@@ -14,8 +14,9 @@ once, or not at all.
 Rows are written set-wise: each table gets one INSERT ... SELECT FROM
 unnest(arrays), the arrays built per release chunk (never per segment):
 releases merge by key (ON CONFLICT DO UPDATE: counters add up, groups
-union), file details go in once (DO NOTHING), and each release chunk's
-segments go in as one packed fragment (fragments.py).
+union), and each release chunk's files, with their details and segments, go
+in as one packed fragment (fragments.py). Bytea arrays go as binary
+parameters: hex-encoding megabytes of packed data costs more than storing it.
 """
 
 from __future__ import annotations
@@ -73,15 +74,9 @@ _RELEASES = """
         bytes = r.bytes + excluded.bytes,
         updated_at = now()
 """
-_FILES = """
-    INSERT INTO files (key, release_key, name, subject, file_index, total_segments, posted)
-    SELECT * FROM unnest(%s::bytea[], %s::bytea[], %s::text[], %s::text[], %s::int4[],
-                         %s::int4[], %s::int8[])
-    ON CONFLICT (key) DO NOTHING
-"""
 _FRAGMENTS = """
     INSERT INTO fragments (release_key, range_id, batch_first, files, segments, packed)
-    SELECT k, %s, %s, f, s, p FROM unnest(%s::bytea[], %s::int4[], %s::int4[], %s::bytea[])
+    SELECT k, %b, %b, f, s, p FROM unnest(%b::bytea[], %b::int4[], %b::int4[], %b::bytea[])
         AS t(k, f, s, p)
 """
 _RULE_COUNTS = """
@@ -206,7 +201,6 @@ def _write_releases(
     announced: list[int | None] = []
     counts: list[int] = []
     sizes: list[int] = []
-    file_rows: tuple[list[object], ...] = tuple([] for _ in range(7))
     fragment_files: list[int] = []
     fragment_segments: list[int] = []
     packed: list[bytes] = []
@@ -223,16 +217,8 @@ def _write_releases(
         announced.append(chunk.files_announced)
         counts.append(segments)
         sizes.append(sum(sum(f.sizes) for f in files))
-        for f in files:
-            for column, value in zip(
-                file_rows,
-                (f.key, chunk.key, f.name, f.subject, f.index, f.total_segments, f.posted),
-                strict=True,
-            ):
-                column.append(value)
         fragment_files.append(len(files))
         fragment_segments.append(segments)
         packed.append(fragments.pack(files))
     conn.execute(_RELEASES, (keys, names, heads, posters, groups, posted, announced, counts, sizes))
-    conn.execute(_FILES, file_rows)
     conn.execute(_FRAGMENTS, (range_id, first, keys, fragment_files, fragment_segments, packed))

@@ -12,17 +12,16 @@ import attrs
 from psycopg_pool import ConnectionPool
 
 from usenet_indexer import fragments
-from usenet_indexer.batch import FileChunk, ReleaseChunk
+from usenet_indexer.batch import ReleaseChunk
 from usenet_indexer.merge import CatalogRelease, ReleaseMerger
 
 _RELEASES = "SELECT key, head_name, poster, groups, files_announced FROM releases"
-_FILES = "SELECT key, name, subject, file_index, total_segments, posted FROM files"
 _FRAGMENTS = "SELECT release_key, packed FROM fragments ORDER BY range_id, batch_first"
 _PROBED = "SELECT release_key FROM probe_candidates"
 _SIZES = """
     SELECT coalesce(sum(pg_total_relation_size(c)), 0)::bigint,
            (SELECT coalesce(sum(segments), 0)::bigint FROM fragments)
-    FROM unnest(ARRAY['releases', 'files', 'fragments']::regclass[]) AS c
+    FROM unnest(ARRAY['releases', 'fragments']::regclass[]) AS c
 """
 
 
@@ -34,20 +33,12 @@ class CatalogStore:
         """Every stored release chunk, rebuilt from its fragment."""
         with self.pool.connection() as conn:
             releases = {bytes(r[0]): r for r in conn.execute(_RELEASES).fetchall()}
-            files = {bytes(f[0]): f for f in conn.execute(_FILES).fetchall()}
             rows = conn.execute(_FRAGMENTS).fetchall()
         for release_key, packed in rows:
             key = bytes(release_key)
             _, head_name, poster, groups, announced = releases[key]
-            chunk_files = []
-            for file_key, numbers, sizes, message_ids in fragments.unpack(bytes(packed)):
-                _, name, subject, index, total, posted = files[file_key]
-                chunk_files.append(
-                    FileChunk(
-                        file_key, name, subject, index, total, posted, numbers, message_ids, sizes
-                    )
-                )
-            yield ReleaseChunk(key, head_name, poster, tuple(groups), announced, tuple(chunk_files))
+            files = tuple(fragments.unpack(bytes(packed)))
+            yield ReleaseChunk(key, head_name, poster, tuple(groups), announced, files)
 
     def export(self) -> list[CatalogRelease]:
         """The catalog as merged releases, oldest first."""

@@ -1,0 +1,558 @@
+"""The batch wire format: round trips of real batches, bodies, and hostile input."""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import gzip
+import struct
+import tracemalloc
+import zlib
+from array import array
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import attrs
+import msgpack
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from isal import isal_zlib
+
+import usenet_indexer.batchwire
+from usenet_indexer.batch import Batch, FileChunk, ProbeCandidate, ReleaseChunk, RuleCount
+from usenet_indexer.batchwire import (
+    BatchLimits,
+    BodyTooLarge,
+    CorruptBody,
+    MalformedBatch,
+    UnsupportedEncoding,
+    WireBatch,
+    compress_body,
+    decode_batch,
+    decode_body,
+    encode_batch,
+)
+from usenet_indexer.errors import LocalProtocolError, RemoteProtocolError
+from usenet_indexer.indexer import RangeIndexer
+from usenet_indexer.rules import ExecutableRule, NamePatternRule
+
+GROUP = "alt.binaries.test"
+BASE = 2**32 + 10  # article numbers need 64 bits
+DATE = "Mon, 30 Nov 2026 10:19:15 +0000"
+MB = 1 << 20
+
+
+def overview_line(number: int, subject: str, message_id: str, poster: str) -> str:
+    fields = [str(number), subject, poster, DATE, f"<{message_id}>", "", "700000", "5468"]
+    return "\t".join([*fields, f"Xref: news.example.com {GROUP}:{number} alt.binaries.x:1"])
+
+
+def upload(first: int, head: str, files: list[tuple[str, int]], poster: str) -> list[str]:
+    """Overview lines of one upload, its segments in reverse order (as they often come)."""
+    lines: list[str] = []
+    for i, (name, total) in enumerate(files, start=1):
+        for k in range(total, 0, -1):
+            subject = f'{head} [{i}/{len(files)}] - "{name}" yEnc ({k}/{total})'
+            number = first + len(lines)
+            lines.append(overview_line(number, subject, f"{name}.{k}@{poster}", poster))
+    return lines
+
+
+def real_batches() -> list[Batch]:
+    """Batches from the real RangeIndexer: kept, dropped, probed, UTF-8, across two takes."""
+    obfuscated = "xqJc9cLkzgbVTTSlQflzdiuWtCWE2O6n2"
+    lines = (
+        upload(BASE, "Some.Release.2024", [("some.part1.rar", 5), ("some.par2", 2)], "a@x")
+        + upload(BASE + 7, "你好世界", [("你好世界.part01.rar", 3)], "b@x")
+        + upload(BASE + 10, "Movie.2024", [("Movie.2024.exe", 3)], "c@x")
+        + upload(BASE + 13, "Best.Casino", [("casino.rar", 1)], "d@x")
+        + upload(BASE + 14, "", [(f"{obfuscated}.rar", 2), (f"{obfuscated}.par2", 1)], "e@x")
+        + ["garbage line", f"{BASE + 18}\tRe: a question\tf@x\t{DATE}\t<q@x>\t<r@x>\t10\t1"]
+    )
+    rules = (ExecutableRule(), NamePatternRule(name="spam", pattern="casino"))
+    indexer = RangeIndexer(group=GROUP, first=BASE, rules=rules, keep_dropped=True)
+    indexer.add_text("\n".join(lines[:9]) + "\n", BASE + 9)
+    first = indexer.take()
+    indexer.add_text("\n".join(lines[9:]) + "\n", BASE + 30)
+    return [first, indexer.finish()]
+
+
+def round_trip(batch: Batch, *, range_id: int = 7, epoch: int = 3) -> WireBatch:
+    body = compress_body(encode_batch(batch, range_id=range_id, epoch=epoch))
+    data = decode_body(body, content_encoding="gzip", max_body_bytes=MB, max_inflated_bytes=MB)
+    return decode_batch(data)
+
+
+def test_real_batches_round_trip() -> None:
+    batches = real_batches()
+    second = batches[1]
+    # The batches carry what the format must keep: all kinds of values.
+    assert {c.key for c in second.rule_counts} == {"", "exe"}
+    assert any(r.dropped for r in second.releases)
+    assert second.probe_candidates
+    assert second.skipped
+    assert any(f.index is None or r.head_name is None for r in second.releases for f in r.files)
+    for batch in batches:
+        decoded = round_trip(batch, range_id=2**63 - 1, epoch=0)
+        assert decoded == WireBatch(range_id=2**63 - 1, epoch=0, batch=batch)
+        file = decoded.batch.releases[0].files[0]
+        assert file.numbers.typecode == "I"
+        assert file.numbers.itemsize == 4
+
+
+def empty_strings_batch() -> Batch:
+    file = FileChunk(
+        key=bytes(16),
+        name="",
+        subject="",
+        index=0,
+        total_segments=3,
+        posted=-(2**63),
+        numbers=array("I", [1, 3]),
+        message_ids="a@b\nc@d",
+        sizes=array("I", [0, 2**32 - 1]),
+    )
+    release = ReleaseChunk(
+        key=bytes(range(16)),
+        head_name="",
+        poster="",
+        groups=(),
+        files_announced=0,
+        files=(file,),
+        dropped="",
+    )
+    return Batch(
+        group="",
+        first=2**63 - 1,
+        next=2**63 - 1,
+        releases=(release,),
+        rule_counts=(RuleCount(rule="", key="", releases=0, segments=0),),
+        probe_candidates=(ProbeCandidate(release.key, "x y@z", ""),),
+        lines=2,
+        skipped=(("", 0),),
+    )
+
+
+def test_empty_strings_and_extreme_values_survive() -> None:
+    batch = empty_strings_batch()
+    assert round_trip(batch).batch == batch
+
+
+def test_numbers_and_sizes_are_little_endian_uint32() -> None:
+    [release, *_] = real_batches()[0].releases
+    wire = msgpack.unpackb(encode_batch(real_batches()[0], range_id=1, epoch=1))
+    file = wire["releases"][0]["files"][0]
+    chunk = release.files[0]
+    assert wire["v"] == 1
+    assert file["numbers"] == struct.pack(f"<{len(chunk.numbers)}I", *chunk.numbers)
+    assert file["sizes"] == struct.pack(f"<{len(chunk.sizes)}I", *chunk.sizes)
+    assert file["message_ids"] == chunk.message_ids
+    assert isinstance(file["key"], bytes)
+
+
+def test_compressed_bodies_are_plain_gzip() -> None:
+    body = encode_batch(real_batches()[0], range_id=1, epoch=1)
+    compressed = compress_body(body)
+    assert gzip.decompress(compressed) == body
+    assert zlib.decompress(compressed, 31) == body
+    assert compress_body(body) == compressed  # no timestamp in the header
+    assert len(compressed) < len(body)
+
+
+def test_encoding_what_msgpack_cannot_carry_is_our_error() -> None:
+    batch = attrs.evolve(real_batches()[0], group="bad \udcff")
+    with pytest.raises(LocalProtocolError, match="cannot be encoded"):
+        encode_batch(batch, range_id=1, epoch=1)
+
+
+# --- bodies -------------------------------------------------------------------------
+
+
+def body(data: bytes, encoding: str | None, *, max_body: int = MB, max_inflated: int = MB) -> bytes:
+    return decode_body(
+        data, content_encoding=encoding, max_body_bytes=max_body, max_inflated_bytes=max_inflated
+    )
+
+
+@pytest.mark.parametrize("encoding", [None, "", "identity", " Identity "])
+def test_identity_bodies(encoding: str | None) -> None:
+    assert body(b"abc", encoding) == b"abc"
+
+
+@pytest.mark.parametrize("encoding", ["gzip", " GZIP ", "x-gzip", "Gzip\t"])
+def test_gzip_bodies(encoding: str) -> None:
+    assert body(gzip.compress(b"abc" * 1000), encoding) == b"abc" * 1000
+
+
+@pytest.mark.parametrize(
+    "encoding", ["br", "deflate", "compress", "zstd", "gzip, gzip", "gzip,identity", "gzip;q=1"]
+)
+def test_other_encodings_are_refused(encoding: str) -> None:
+    with pytest.raises(UnsupportedEncoding, match="not supported") as caught:
+        body(gzip.compress(b"abc"), encoding)
+    assert caught.value.http_status == 415
+
+
+def test_bodies_over_the_caps_are_refused() -> None:
+    data = gzip.compress(bytes(1000))
+    assert body(bytes(100), None, max_body=100, max_inflated=100) == bytes(100)
+    assert body(data, "gzip", max_body=len(data), max_inflated=1000) == bytes(1000)
+    cases: list[tuple[bytes, str | None, int, int]] = [
+        (bytes(101), None, 100, 1000),  # identity over the body cap
+        (bytes(101), None, 1000, 100),  # identity over the inflated cap
+        (data, "gzip", len(data) - 1, 1000),  # compressed over the body cap
+        (data, "gzip", len(data), 999),  # inflates one byte over
+    ]
+    for data_, encoding, max_body, max_inflated in cases:
+        with pytest.raises(BodyTooLarge) as caught:
+            body(data_, encoding, max_body=max_body, max_inflated=max_inflated)
+        assert caught.value.http_status == 413
+
+
+def gzip_bomb(size: int) -> bytes:
+    """`size` zero bytes gzipped, built a megabyte at a time (never whole in memory)."""
+    compressor = isal_zlib.compressobj(1, isal_zlib.DEFLATED, 31)
+    zeros = bytes(MB)
+    parts = [compressor.compress(zeros) for _ in range(size // MB)]
+    return b"".join([*parts, compressor.flush()])
+
+
+def test_a_gzip_bomb_is_refused_in_bounded_memory() -> None:
+    bomb = gzip_bomb(1 << 30)
+    assert len(bomb) < 2 * MB
+    tracemalloc.start()
+    try:
+        with pytest.raises(BodyTooLarge, match="inflates to over"):
+            body(bomb, "gzip", max_body=4 * MB, max_inflated=64 * MB)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 100 * MB  # the 64 MB cap and change, not the 1 GB
+
+
+def test_corrupt_gzip_is_a_bad_request() -> None:
+    good = gzip.compress(b"some batch" * 100)
+    flipped = bytearray(good)
+    flipped[len(good) // 2] ^= 0xFF
+    bad_crc = good[:-8] + bytes(4) + good[-4:]
+    cases = {
+        "truncated": good[:-5],
+        "header only": good[:10],
+        "corrupt": bytes(flipped),
+        "bad crc": bad_crc,
+        "not gzip": b"not gzip at all",
+        "zlib, not gzip": zlib.compress(b"abc"),
+        "two members": good + gzip.compress(b"more"),
+        "trailing bytes": good + b"\x00",
+        "empty": b"",
+    }
+    for name, data in cases.items():
+        with pytest.raises(CorruptBody) as caught:
+            body(data, "gzip")
+        assert caught.value.http_status == 400, name
+        assert isinstance(caught.value, MalformedBatch)
+
+
+def test_errors_belong_to_the_hierarchy() -> None:
+    for error in (BodyTooLarge, UnsupportedEncoding, MalformedBatch, CorruptBody):
+        assert issubclass(error, RemoteProtocolError)
+    assert MalformedBatch.http_status == 422
+
+
+# --- hostile documents ---------------------------------------------------------------
+
+Wire = dict[str, Any]
+
+
+def good_wire() -> Wire:
+    """A valid document as plain Python data, to break one value at a time."""
+    batch = real_batches()[1]
+    wire: Wire = msgpack.unpackb(encode_batch(batch, range_id=5, epoch=9))
+    return wire
+
+
+def first_file(wire: Wire) -> Wire:
+    file: Wire = wire["releases"][0]["files"][0]
+    return file
+
+
+def set_top(key: str, value: object) -> Callable[[Wire], None]:
+    return lambda wire: wire.__setitem__(key, value)
+
+
+def set_release(key: str, value: object) -> Callable[[Wire], None]:
+    return lambda wire: wire["releases"][0].__setitem__(key, value)
+
+
+def set_file(key: str, value: object) -> Callable[[Wire], None]:
+    return lambda wire: first_file(wire).__setitem__(key, value)
+
+
+def u32(*values: int) -> bytes:
+    return struct.pack(f"<{len(values)}I", *values)
+
+
+def segments(numbers: tuple[int, ...], ids: str) -> Callable[[Wire], None]:
+    def change(wire: Wire) -> None:
+        file = first_file(wire)
+        file["numbers"], file["sizes"], file["message_ids"] = u32(*numbers), u32(*numbers), ids
+
+    return change
+
+
+def duplicate(key: str) -> Callable[[Wire], None]:
+    return lambda wire: wire[key].append(wire[key][0])
+
+
+BAD: dict[str, tuple[Callable[[Wire], None], str]] = {
+    "version 2": (set_top("v", 2), "version 2 is not supported"),
+    "version as text": (set_top("v", "1"), "version '1' is not supported"),
+    "version as bool": (set_top("v", True), r"v: expected an integer, got a boolean"),
+    "no version": (lambda w: w.pop("v"), "version None"),
+    "unknown key": (set_top("extra", 1), "batch: unknown 'extra'"),
+    "missing key": (lambda w: w.pop("lines"), "batch: missing lines"),
+    "negative range": (set_top("range", -1), "range: -1 is out of range"),
+    "range over bigint": (set_top("range", 2**63), "range: 9223372036854775808"),
+    "negative epoch": (set_top("epoch", -5), "epoch: -5"),
+    "negative first": (set_top("first", -1), "first: -1 is out of range"),
+    "next over bigint": (set_top("next", 2**64 - 1), "next: 18446744073709551615"),
+    "next before first": (set_top("next", BASE - 1), "next: 4294967305 is out of range"),
+    "float lines": (set_top("lines", 1.5), "lines: expected an integer, got a float"),
+    "bool lines": (set_top("lines", False), "lines: expected an integer, got a boolean"),
+    "group as bin": (set_top("group", b"abc"), "group: expected a string, got binary"),
+    "NUL in group": (set_top("group", "a\x00b"), "group: holds a NUL"),
+    "long group": (set_top("group", "g" * 5000), "group: 5000 characters, over the cap"),
+    "skipped not array": (set_top("skipped", {}), "skipped: expected an array, got a map"),
+    "skipped triple": (set_top("skipped", [["a", 1, 2]]), r"skipped\[0\]: expected \[reason"),
+    "skipped negative": (set_top("skipped", [["a", -1]]), r"skipped\[0\]: -1 is out of range"),
+    "skipped twice": (duplicate("skipped"), "skipped: two entries have the reason"),
+    "rule count unknown key": (
+        lambda w: w["rule_counts"][0].update(x=1),
+        r"rule_counts\[0\]: unknown 'x'",
+    ),
+    "rule count twice": (duplicate("rule_counts"), r"two entries have the \(rule, key\)"),
+    "rule count negative": (
+        lambda w: w["rule_counts"][0].update(segments=-2),
+        r"rule_counts\[0\].segments: -2",
+    ),
+    "probe for another release": (
+        lambda w: w["probe_candidates"][0].update(release_key=bytes(16)),
+        "not a release of this batch",
+    ),
+    "probe id in brackets": (
+        lambda w: w["probe_candidates"][0].update(message_id="<a@b>"),
+        r"probe_candidates\[0\].message_id\[0\]: a message-id holds '<'",
+    ),
+    "probe with two ids": (
+        lambda w: w["probe_candidates"][0].update(message_id="a@b\nc@d"),
+        "2 message-ids for 1 segments",
+    ),
+    "probe without id": (
+        lambda w: w["probe_candidates"][0].update(message_id=""),
+        "an empty message-id",
+    ),
+    "short release key": (set_release("key", bytes(15)), r"releases\[0\].key: 15 bytes, not 16"),
+    "release key as text": (set_release("key", "k" * 16), "expected binary, got a string"),
+    "release twice": (duplicate("releases"), "releases: two entries have the key"),
+    "head name as int": (set_release("head_name", 3), "head_name: expected a string or nil"),
+    "groups not array": (set_release("groups", "a.b"), r"releases\[0\].groups: expected an"),
+    "group as int": (set_release("groups", [1]), r"groups\[0\]: expected a string"),
+    "group twice": (set_release("groups", ["a", "a"]), "two entries have the name 'a'"),
+    "no files": (set_release("files", []), "at least one file"),
+    "files announced over": (set_release("files_announced", 10**5), "files_announced: 100000"),
+    "NUL in dropped": (set_release("dropped", "\x00"), "dropped: holds a NUL"),
+    "file unknown key": (set_file("extra", 1), r"files\[0\]: unknown 'extra'"),
+    "file missing key": (lambda w: first_file(w).pop("sizes"), r"files\[0\]: missing sizes"),
+    "file key long": (set_file("key", bytes(17)), r"files\[0\].key: 17 bytes"),
+    "file twice": (
+        lambda w: w["releases"][0]["files"].append(first_file(w)),
+        r"files: two entries have the key",
+    ),
+    "1 MB name": (set_file("name", "n" * MB), "name: 1048576 characters, over the cap of 4096"),
+    "NUL in name": (set_file("name", "a\x00.rar"), "name: holds a NUL"),
+    "long subject": (set_file("subject", "s" * 4097), "subject: 4097 characters"),
+    "negative index": (set_file("index", -1), "index: -1 is out of range"),
+    "no segment total": (set_file("total_segments", 0), "total_segments: 0 is out of range"),
+    "segment total over": (set_file("total_segments", 500_001), "total_segments: 500001"),
+    "posted over": (set_file("posted", 2**63), "posted: .* out of the 64-bit range"),
+    "numbers as list": (set_file("numbers", [1, 2]), "numbers: expected binary, got an array"),
+    "numbers odd length": (set_file("numbers", b"\x01\x00\x00"), "3 bytes, not a multiple of 4"),
+    "sizes odd length": (set_file("sizes", b"\x01"), "sizes: 1 bytes, not a multiple of 4"),
+    "sizes short": (
+        lambda w: first_file(w).update(numbers=u32(1, 2), message_ids="a\nb", sizes=u32(1)),
+        "sizes: 1 sizes for 2 segment numbers",
+    ),
+    "ids as bin": (set_file("message_ids", b"a@b"), "message_ids: expected a string"),
+    "no segments": (segments((), ""), "at least one segment"),
+    "segment 0": (segments((0, 1), "a\nb"), "segment number 0"),
+    "segment over total": (segments((1, 9), "a\nb"), "segment 9 of a file of"),
+    "segments descending": (
+        segments((2, 1), "a\nb"),
+        r"not strictly ascending at \[1\] \(1 after 2\)",
+    ),
+    "segment repeated": (
+        segments((1, 1), "a\nb"),
+        r"not strictly ascending at \[1\] \(1 after 1\)",
+    ),
+    "too few ids": (segments((1, 2), "a"), "1 message-ids for 2 segments"),
+    "too many ids": (segments((1, 2), "a\nb\nc"), "3 message-ids for 2 segments"),
+    "empty id": (segments((1, 2, 3), "a\n\nb"), "an empty message-id"),
+    "leading newline": (segments((1, 2), "\na"), "an empty message-id"),
+    "id with >": (segments((1, 2), "a\nb>"), r"message_ids\[1\]: a message-id holds '>'"),
+    "id with CR": (segments((1, 2), "a\rx\nb"), r"message_ids\[0\]: a message-id holds '\\r'"),
+    "id with NUL": (segments((1, 2), "a\nb\x00"), "holds '\\\\x00'"),
+    "more segments than lines": (set_top("lines", 1), "segments from only 1 lines"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD))
+def test_hostile_documents_are_refused(name: str) -> None:
+    change, message = BAD[name]
+    wire = good_wire()
+    change(wire)
+    with pytest.raises(MalformedBatch, match=message) as caught:
+        decode_batch(msgpack.packb(wire))
+    assert caught.value.http_status == 422
+
+
+def test_the_good_document_is_accepted() -> None:
+    decoded = decode_batch(msgpack.packb(good_wire()))
+    assert decoded.batch == real_batches()[1]
+
+
+LIMITED: dict[str, tuple[BatchLimits, str]] = {
+    "releases": (BatchLimits(max_releases=1), r"releases: \d+ items, over the cap of 1"),
+    "files": (BatchLimits(max_files=2), "over the cap of 2 files per batch"),
+    "segments": (BatchLimits(max_segments=3), "over the cap of 3 segments per batch"),
+    "groups": (BatchLimits(max_groups=1), r"groups: 2 items, over the cap of 1"),
+    "text": (BatchLimits(max_text_chars=10), "characters, over the cap of 10"),
+    "probes": (BatchLimits(max_probe_candidates=0), "probe_candidates: 1 items"),
+    "rule counts": (BatchLimits(max_rule_counts=1), "rule_counts: 2 items"),
+    "skipped": (BatchLimits(max_skipped=1), "skipped: 2 items"),
+    "message-ids": (BatchLimits(max_message_ids_chars=25), "characters, over the cap of 25"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LIMITED))
+def test_caps_are_arguments(name: str) -> None:
+    limits, message = LIMITED[name]
+    with pytest.raises(MalformedBatch, match=message):
+        decode_batch(msgpack.packb(good_wire()), limits=limits)
+
+
+def test_limits_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="max_files must be 0 or more"):
+        BatchLimits(max_files=-1)
+
+
+def test_msgpack_level_garbage_is_malformed() -> None:
+    good = msgpack.packb(good_wire())
+    group = msgpack.packb(GROUP)
+    surrogate = group[:1] + b"alt.binaries.t\xed\xa0\x80"  # same length, U+D800 encoded
+    assert len(surrogate) == len(group)
+    cases = {
+        "empty": b"",
+        "truncated": good[:-1],
+        "trailing data": good + b"\x00",
+        "an array": msgpack.packb([1, 2]),
+        "a lone surrogate": good.replace(group, surrogate),
+        "invalid UTF-8": good.replace(group, group[:1] + b"\xff" * (len(group) - 1)),
+        "a huge array header": b"\xdd\xff\xff\xff\xff",
+        "a huge map header": b"\xdf\xff\xff\xff\xff",
+        "a huge str header": b"\xdb\xff\xff\xff\xff",
+        "an int map key": msgpack.packb({1: 2}),
+        "a repeated key": b"\x82\xa1v\x01\xa1v\x01",
+        "an ext type": msgpack.packb(msgpack.ExtType(1, b"abc")),
+        "deep nesting": b"\x91" * 100_000,
+        "reserved byte": b"\xc1",
+    }
+    for name, data in cases.items():
+        with pytest.raises(MalformedBatch):
+            decode_batch(data)
+        assert name
+
+
+@settings(max_examples=300, deadline=1000)
+@given(st.binary(max_size=2000))
+def test_arbitrary_bytes_give_only_malformed_batch(data: bytes) -> None:
+    with contextlib.suppress(MalformedBatch):
+        decode_batch(data)
+
+
+msgpack_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**63), max_value=2**64 - 1)
+    | st.floats()
+    | st.text(max_size=20)
+    | st.binary(max_size=20),
+    lambda children: (
+        st.lists(children, max_size=5) | st.dictionaries(st.text(max_size=10), children, max_size=5)
+    ),
+    max_leaves=15,
+)
+
+
+@settings(max_examples=100, deadline=1000)
+@given(msgpack_values)
+def test_arbitrary_documents_give_only_malformed_batch(value: object) -> None:
+    with contextlib.suppress(MalformedBatch):
+        decode_batch(msgpack.packb(value))
+
+
+def slots(value: object) -> list[tuple[Any, Any]]:
+    """Every (container, key or index) of a document, to put something else in."""
+    if isinstance(value, dict):
+        items: list[tuple[Any, Any]] = list(value.items())
+    elif isinstance(value, list):
+        items = list(enumerate(value))
+    else:
+        return []
+    return [(value, key) for key, _ in items] + [s for _, v in items for s in slots(v)]
+
+
+@settings(
+    max_examples=100, deadline=1000, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.data())
+def test_documents_with_a_value_replaced_give_a_batch_or_malformed_batch(
+    good_body: bytes, data: st.DataObject
+) -> None:
+    wire = msgpack.unpackb(good_body)
+    container, key = data.draw(st.sampled_from(slots(wire)))
+    container[key] = data.draw(msgpack_values)
+    with contextlib.suppress(MalformedBatch):
+        decode_batch(msgpack.packb(wire))
+
+
+@pytest.fixture(scope="module")
+def good_body() -> bytes:
+    return encode_batch(real_batches()[1], range_id=1, epoch=1)
+
+
+@settings(
+    max_examples=300, deadline=1000, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.data())
+def test_mutated_bodies_give_a_batch_or_malformed_batch(
+    good_body: bytes, data: st.DataObject
+) -> None:
+    mutated = bytearray(good_body)
+    for _ in range(data.draw(st.integers(1, 4))):
+        at = data.draw(st.integers(0, len(mutated) - 1))
+        mutated[at] = data.draw(st.integers(0, 255))
+    try:
+        decoded = decode_batch(bytes(mutated))
+    except MalformedBatch:
+        return
+    assert isinstance(decoded.batch, Batch)
+
+
+def test_the_codec_is_pure() -> None:
+    tree = ast.parse(Path(str(usenet_indexer.batchwire.__file__)).read_text())
+    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    roots = {name.split(".")[0] for name in imported}
+    assert not roots & {"trio", "httpx", "psycopg", "socket", "os", "time", "asyncio"}

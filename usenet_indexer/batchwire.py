@@ -1,0 +1,803 @@
+"""The batch wire format: what an edge POSTs to `ranges/{id}/batches`.
+
+Theory of operation
+-------------------
+A batch travels as one msgpack document, gzip-compressed
+(`Content-Encoding: gzip`). The edge calls `encode_batch` then
+`compress_body`; the coordinator calls `decode_body` (size caps, inflate)
+then `decode_batch` (parse and check everything), and maps the errors below
+to HTTP statuses through their `http_status`.
+
+The format is explicit and versioned (version 1): a map whose keys are the
+attribute names of `usenet_indexer.batch`, with fixed key sets everywhere (a
+missing, unknown or repeated key is refused, so a version 2 needs a new "v").
+File details go once per file; a file's segments go as three packed values,
+not one msgpack object per segment, which is what keeps both ends fast:
+
+    {"v": 1, "range": uint, "epoch": uint, "group": str,
+     "first": uint, "next": uint, "lines": uint,       # articles [first, next)
+     "skipped": [[reason: str, count: uint], ...],
+     "rule_counts": [{"rule": str, "key": str, "releases": uint,
+                      "segments": uint}, ...],
+     "probe_candidates": [{"release_key": bin16, "message_id": str,
+                           "file_name": str}, ...],
+     "releases": [{"key": bin16, "head_name": str|nil, "poster": str,
+                   "groups": [str, ...], "files_announced": uint|nil,
+                   "dropped": str|nil,
+                   "files": [{"key": bin16, "name": str, "subject": str,
+                              "index": uint|nil, "total_segments": uint,
+                              "posted": int,
+                              "numbers": bin (uint32 little-endian each),
+                              "message_ids": str ("\\n"-joined),
+                              "sizes": bin (uint32 little-endian each)},
+                             ...]},
+                  ...]}
+
+Encoding is per file, never per segment: `array.tobytes()` (after a byteswap
+on a big-endian host) for numbers and sizes, and the message-ids are already
+one string. Decoding is the same in reverse (`array.frombytes`); its checks of
+a file's segments are whole-string and C-level iterations (str.count, `in`,
+map over the array), so a 500k-segment batch is checked without a Python
+loop per segment.
+
+What `decode_batch` refuses (a node may be broken or hostile): anything not
+of the layout above, a version other than 1, bools where ints belong, ints
+out of range (article numbers, counts and ids in 0..2**63-1), `next < first`,
+keys that are not 16 bytes, NUL in any text (PostgreSQL text cannot hold it),
+text over `BatchLimits.max_text_chars`, invalid UTF-8 (so lone surrogates:
+msgpack str must be UTF-8 and PostgreSQL could not store them either; they
+are refused, not repaired), packed arrays whose lengths do not agree,
+segment numbers not strictly ascending in 1..total_segments, message-ids
+that are empty or hold "<", ">", NUL, CR, LF or TAB (they are sent to NNTP
+servers and written into NZB files), repeated release, file, reason or
+(rule, key) entries, probe candidates for releases not in the batch, more
+segments than overview lines, and more of anything than `BatchLimits` allows.
+
+Bodies: identity or a single gzip member. Concatenated gzip members (legal
+in RFC 1952, never sent by our edge) and anything after the member are
+refused as malformed: one member means one checksum covers the whole batch.
+Inflating is incremental with an output cap, so a gzip bomb costs at most
+`max_inflated_bytes` of memory and stops as soon as it passes the cap.
+
+Errors::
+
+    RemoteProtocolError
+    └── BatchWireError            http_status
+        ├── BodyTooLarge            413  body or inflated body over its cap
+        ├── UnsupportedEncoding     415  Content-Encoding not identity/gzip
+        └── MalformedBatch          422  the document breaks the format
+            └── CorruptBody         400  truncated or corrupt gzip
+"""
+
+from __future__ import annotations
+
+import sys
+from array import array
+from collections.abc import Callable
+from itertools import islice, product
+from operator import itemgetter, lt
+from typing import Any, ClassVar, Final, NoReturn, cast
+
+import attrs
+import msgpack
+from isal import isal_zlib
+
+from usenet_indexer.batch import Batch, FileChunk, ProbeCandidate, ReleaseChunk, RuleCount
+from usenet_indexer.errors import LocalProtocolError, RemoteProtocolError
+from usenet_indexer.subject import MAX_FILES, MAX_SEGMENTS
+
+WIRE_VERSION: Final = 1
+
+# Article numbers, counts and ids go into PostgreSQL bigint columns.
+MAX_BIGINT: Final = 2**63 - 1
+MIN_BIGINT: Final = -(2**63)
+
+# Release and file keys are 16-byte blake2b digests (see indexer._digest).
+KEY_BYTES: Final = 16
+
+# isal level 1: about as fast as inflating (~450 MB/s here) and still small;
+# the bulk of a batch is message-ids, which compress well at any level.
+COMPRESS_LEVEL: Final = 1
+
+# zlib's wbits for a gzip container (16 + a 32 KiB window), nothing else:
+# wbits 47 would also accept a zlib stream, which is not what the header says.
+_GZIP_WBITS: Final = 31
+
+# isal's stubs declare `error` as an instance; it is the exception class.
+_INFLATE_ERROR: Final = cast("type[Exception]", isal_zlib.error)
+
+# The array typecode with 4-byte items (typecode "I" everywhere we run).
+_U32: Final = "I" if array("I").itemsize == 4 else "L"
+_BIG_ENDIAN_HOST: Final = sys.byteorder == "big"
+
+# Characters a message-id may not hold: the angle brackets are stripped
+# (a bracket inside would break `<...>` in NNTP commands and NZB files), the
+# rest are separators or cannot be stored. One `in` test per character is a
+# C-level scan; a regex over the joined string is three times slower.
+_MESSAGE_ID_FORBIDDEN: Final = ("<", ">", "\x00", "\r", "\t")
+
+
+class BatchWireError(RemoteProtocolError):
+    """A batch body the coordinator refuses; `http_status` is the answer to send."""
+
+    http_status: ClassVar[int] = 400
+
+
+class BodyTooLarge(BatchWireError):
+    """The body, or what it inflates to, is over its cap."""
+
+    http_status: ClassVar[int] = 413
+
+
+class UnsupportedEncoding(BatchWireError):
+    """The Content-Encoding is neither identity nor a single gzip."""
+
+    http_status: ClassVar[int] = 415
+
+
+class MalformedBatch(BatchWireError):
+    """The batch breaks the wire format; the message says what and where."""
+
+    http_status: ClassVar[int] = 422
+
+
+class CorruptBody(MalformedBatch):
+    """The gzip stream is truncated or corrupt (the bytes, not the batch, are bad)."""
+
+    http_status: ClassVar[int] = 400
+
+
+def _not_negative(instance: object, attribute: attrs.Attribute[int], value: int) -> None:
+    if value < 0:
+        raise ValueError(f"{attribute.name} must be 0 or more, not {value}")
+
+
+@attrs.frozen
+class BatchLimits:
+    """How much one batch may carry; beyond it `decode_batch` refuses the batch.
+
+    The defaults leave room for batches of 8x the default 500k articles;
+    a batch is also bounded by the coordinator's `max_inflated_bytes`.
+
+    Attributes:
+        max_releases: release chunks per batch.
+        max_files: file chunks per batch, over all releases.
+        max_segments: segments per batch, over all files.
+        max_text_chars: characters of one name, subject, poster, group, rule
+            key or message-id (the longest real subject we have seen is 655).
+        max_groups: groups one release is posted to (Xref).
+        max_rule_counts: (rule, key) entries per batch.
+        max_probe_candidates: probe candidates per batch.
+        max_skipped: skip reasons per batch.
+        max_message_ids_chars: characters of one file's joined message-ids
+            (MAX_SEGMENTS ids of up to ~250 characters each).
+    """
+
+    max_releases: int = attrs.field(default=1_000_000, validator=_not_negative)
+    max_files: int = attrs.field(default=2_000_000, validator=_not_negative)
+    max_segments: int = attrs.field(default=4_000_000, validator=_not_negative)
+    max_text_chars: int = attrs.field(default=4096, validator=_not_negative)
+    max_groups: int = attrs.field(default=1024, validator=_not_negative)
+    max_rule_counts: int = attrs.field(default=65_536, validator=_not_negative)
+    max_probe_candidates: int = attrs.field(default=1_000_000, validator=_not_negative)
+    max_skipped: int = attrs.field(default=256, validator=_not_negative)
+    max_message_ids_chars: int = attrs.field(default=MAX_SEGMENTS * 256, validator=_not_negative)
+
+
+DEFAULT_LIMITS: Final = BatchLimits()
+
+
+@attrs.frozen
+class WireBatch:
+    """A decoded batch body: which lease it is for, and the batch.
+
+    Attributes:
+        range_id: the range the batch belongs to.
+        epoch: the lease epoch the edge holds (the fencing token).
+        batch: the batch, exactly as the edge's RangeIndexer made it.
+    """
+
+    range_id: int
+    epoch: int
+    batch: Batch
+
+
+# --- encoding ------------------------------------------------------------------
+
+
+def encode_batch(batch: Batch, *, range_id: int, epoch: int) -> bytes:
+    """The msgpack body (uncompressed) for one batch.
+
+    Values are not checked here beyond what msgpack needs (the batch is our
+    own RangeIndexer's); the coordinator checks everything on arrival.
+
+    Args:
+        batch: the batch to send.
+        range_id: the leased range it belongs to.
+        epoch: the lease's epoch.
+
+    Returns:
+        The msgpack document (version 1, see the module docstring).
+
+    Raises:
+        LocalProtocolError: a value cannot be encoded (a lone surrogate in a
+            text, an int beyond 64 bits, a segment number beyond uint32).
+    """
+    try:
+        return msgpack.packb(_batch_to_wire(batch, range_id, epoch), use_bin_type=True)
+    except (TypeError, ValueError, OverflowError) as exc:
+        # UnicodeEncodeError is a ValueError: msgpack text must be UTF-8.
+        raise LocalProtocolError(
+            f"batch [{batch.first}, {batch.next}) of {batch.group} for range {range_id} "
+            f"cannot be encoded: {exc}"
+        ) from exc
+
+
+def compress_body(body: bytes) -> bytes:
+    """Gzip a body with isal (fast; plain zlib and gzip read the result).
+
+    Args:
+        body: the bytes to send, e.g. from `encode_batch`.
+
+    Returns:
+        One gzip member (mtime 0, so equal bodies compress to equal bytes).
+    """
+    return isal_zlib.compress(body, COMPRESS_LEVEL, wbits=_GZIP_WBITS)
+
+
+def _batch_to_wire(batch: Batch, range_id: int, epoch: int) -> dict[str, Any]:
+    return {
+        "v": WIRE_VERSION,
+        "range": range_id,
+        "epoch": epoch,
+        "group": batch.group,
+        "first": batch.first,
+        "next": batch.next,
+        "lines": batch.lines,
+        "skipped": [[reason, count] for reason, count in batch.skipped],
+        "rule_counts": [
+            {"rule": c.rule, "key": c.key, "releases": c.releases, "segments": c.segments}
+            for c in batch.rule_counts
+        ],
+        "probe_candidates": [
+            {"release_key": p.release_key, "message_id": p.message_id, "file_name": p.file_name}
+            for p in batch.probe_candidates
+        ],
+        "releases": [_release_to_wire(r) for r in batch.releases],
+    }
+
+
+def _release_to_wire(release: ReleaseChunk) -> dict[str, Any]:
+    return {
+        "key": release.key,
+        "head_name": release.head_name,
+        "poster": release.poster,
+        "groups": list(release.groups),
+        "files_announced": release.files_announced,
+        "dropped": release.dropped,
+        "files": [_file_to_wire(f) for f in release.files],
+    }
+
+
+def _file_to_wire(file: FileChunk) -> dict[str, Any]:
+    return {
+        "key": file.key,
+        "name": file.name,
+        "subject": file.subject,
+        "index": file.index,
+        "total_segments": file.total_segments,
+        "posted": file.posted,
+        "numbers": _u32_le(file.numbers),
+        "message_ids": file.message_ids,
+        "sizes": _u32_le(file.sizes),
+    }
+
+
+def _u32_le(values: array[int]) -> bytes:
+    """The values as little-endian uint32s, whatever the array's type and the host."""
+    if values.typecode != _U32:
+        values = array(_U32, values)  # OverflowError for a value beyond uint32
+    elif _BIG_ENDIAN_HOST:
+        values = array(_U32, values)  # a copy: the batch is frozen, its arrays stay as they are
+    if _BIG_ENDIAN_HOST:
+        values.byteswap()
+    return values.tobytes()
+
+
+# --- the body --------------------------------------------------------------------
+
+
+def decode_body(
+    data: bytes, *, content_encoding: str | None, max_body_bytes: int, max_inflated_bytes: int
+) -> bytes:
+    """The msgpack document of a request body, inflated with caps.
+
+    Args:
+        data: the request body as received.
+        content_encoding: the Content-Encoding header, or None. "gzip" (any
+            case, surrounding whitespace) or "x-gzip" inflates; None, "" and
+            "identity" leave the body as it is.
+        max_body_bytes: the largest body accepted as received.
+        max_inflated_bytes: the largest body accepted after inflating (also
+            applies to an identity body).
+
+    Returns:
+        The body, inflated.
+
+    Raises:
+        UnsupportedEncoding: any other encoding, or a list of encodings
+            ("gzip, gzip"): one layer of gzip is all an edge sends.
+        BodyTooLarge: the body or its inflated form is over its cap; a gzip
+            bomb stops at `max_inflated_bytes` + 1 bytes of output.
+        CorruptBody: the gzip stream is truncated, corrupt, or followed by
+            anything (a second member included).
+    """
+    encoding = (content_encoding or "").strip().lower()
+    if encoding not in {"", "identity", "gzip", "x-gzip"}:
+        raise UnsupportedEncoding(
+            f"Content-Encoding {content_encoding!r} is not supported (identity or gzip only)"
+        )
+    if len(data) > max_body_bytes:
+        raise BodyTooLarge(f"the body has {len(data)} bytes, over the cap of {max_body_bytes}")
+    if encoding in {"", "identity"}:
+        if len(data) > max_inflated_bytes:
+            raise BodyTooLarge(
+                f"the body has {len(data)} bytes, over the cap of {max_inflated_bytes}"
+            )
+        return data
+    return _gunzip(data, max_inflated_bytes)
+
+
+def _gunzip(data: bytes, max_inflated_bytes: int) -> bytes:
+    """Inflate one gzip member, producing at most max_inflated_bytes + 1 bytes.
+
+    One call with `max_length` is incremental inside zlib: it stops when the
+    output reaches the limit, so a bomb never allocates past the cap. Asking
+    for one byte more than the cap tells "exactly at the cap" from "over".
+    """
+    inflater = isal_zlib.decompressobj(wbits=_GZIP_WBITS)
+    try:
+        inflated = inflater.decompress(data, max_inflated_bytes + 1)
+    except _INFLATE_ERROR as exc:
+        raise CorruptBody(f"the gzip body is corrupt: {exc}") from exc
+    if len(inflated) > max_inflated_bytes:
+        raise BodyTooLarge(f"the gzip body inflates to over {max_inflated_bytes} bytes")
+    if not inflater.eof:
+        raise CorruptBody(
+            f"the gzip body is truncated ({len(data)} bytes inflate to {len(inflated)} "
+            "without reaching the end of the stream)"
+        )
+    if inflater.unused_data:
+        raise CorruptBody(
+            f"{len(inflater.unused_data)} bytes follow the gzip stream "
+            "(concatenated gzip members are not accepted)"
+        )
+    return inflated
+
+
+# --- decoding --------------------------------------------------------------------
+
+_NONE: Final = type(None)
+
+# The numbers 0..65535 as packed on the wire. Most files' segments in a batch
+# are a run first..last, which one slice comparison (a memcmp) then proves
+# strictly ascending; 256 KiB covers files of up to 65535 segments.
+_RUN_LE: Final = _u32_le(array(_U32, range(1 << 16)))
+
+
+@attrs.frozen
+class _Shape:
+    """One map of the format: its keys in order and the types each value may have.
+
+    `allowed` holds every tuple of value types a good record can have (a few,
+    from the optional fields), so one set lookup checks a whole record, and
+    `get` (an itemgetter) takes its values in one call: a file is decoded
+    without a Python loop over its fields.
+    """
+
+    names: tuple[str, ...]
+    types: tuple[tuple[type[object], ...], ...]
+    allowed: frozenset[tuple[type[object], ...]]
+    get: Callable[[dict[Any, Any]], tuple[Any, ...]]
+
+    @classmethod
+    def of(cls, **fields: type[object] | tuple[type[object], ...]) -> _Shape:
+        types = tuple(t if isinstance(t, tuple) else (t,) for t in fields.values())
+        return cls(tuple(fields), types, frozenset(product(*types)), itemgetter(*fields))
+
+    def values(self, wire: object, where: str) -> tuple[Any, ...]:
+        """The record's values in key order, after checking its keys and their types."""
+        if type(wire) is not dict:
+            raise MalformedBatch(f"{where}: expected a map, got {_kind(wire)}")
+        try:
+            values: tuple[Any, ...] | None = self.get(wire)
+        except KeyError:
+            values = None
+        if values is None or len(values) != len(wire):
+            # A key missing, or one more than the format has.
+            missing = ", ".join(name for name in self.names if name not in wire)
+            unknown = ", ".join(sorted(repr(key) for key in wire if key not in self.names))
+            problems = [f"missing {missing}"] if missing else []
+            problems += [f"unknown {unknown}"] if unknown else []
+            raise MalformedBatch(f"{where}: {'; '.join(problems)}")
+        if tuple(map(type, values)) not in self.allowed:
+            for name, value, types in zip(self.names, values, self.types, strict=True):
+                if type(value) not in types:
+                    expected = " or ".join(_TYPE_NAMES[t] for t in types)
+                    raise MalformedBatch(f"{where}.{name}: expected {expected}, got {_kind(value)}")
+        return values
+
+
+_TOP: Final = _Shape.of(
+    v=int,
+    range=int,
+    epoch=int,
+    group=str,
+    first=int,
+    next=int,
+    lines=int,
+    skipped=list,
+    rule_counts=list,
+    probe_candidates=list,
+    releases=list,
+)
+_RULE_COUNT: Final = _Shape.of(rule=str, key=str, releases=int, segments=int)
+_PROBE_CANDIDATE: Final = _Shape.of(release_key=bytes, message_id=str, file_name=str)
+_RELEASE: Final = _Shape.of(
+    key=bytes,
+    head_name=(str, _NONE),
+    poster=str,
+    groups=list,
+    files_announced=(int, _NONE),
+    dropped=(str, _NONE),
+    files=list,
+)
+_FILE: Final = _Shape.of(
+    key=bytes,
+    name=str,
+    subject=str,
+    index=(int, _NONE),
+    total_segments=int,
+    posted=int,
+    numbers=bytes,
+    message_ids=str,
+    sizes=bytes,
+)
+# No map of the format is half as large: msgpack refuses a bigger map header
+# before building anything; a few unknown keys still get a message naming them.
+_MAX_MAP_LEN: Final = 2 * max(
+    len(s.names) for s in (_TOP, _RULE_COUNT, _PROBE_CANDIDATE, _RELEASE, _FILE)
+)
+
+# Exact types only: msgpack's true and false are bools, and bool is an int.
+_TYPE_NAMES: Final = {
+    dict: "a map",
+    list: "an array",
+    str: "a string",
+    bytes: "binary",
+    int: "an integer",
+    bool: "a boolean",
+    float: "a float",
+    _NONE: "nil",
+}
+
+
+def decode_batch(body: bytes, *, limits: BatchLimits = DEFAULT_LIMITS) -> WireBatch:
+    """Parse and check a batch document from an edge.
+
+    Args:
+        body: the msgpack document (from `decode_body`).
+        limits: how much a batch may carry.
+
+    Returns:
+        The range, epoch and batch, the batch equal to the one encoded.
+
+    Raises:
+        MalformedBatch: anything in the document breaks the format (see the
+            module docstring); the message names the value, e.g.
+            "releases[3].files[0].numbers: not strictly ascending at [7] (12 after 12)".
+    """
+    try:
+        wire = msgpack.unpackb(
+            body,
+            raw=False,
+            strict_map_key=True,
+            object_pairs_hook=_map_without_repeats,
+            # The largest legal object of each kind (UTF-8 takes up to 4
+            # bytes a character): a header beyond it is refused before
+            # msgpack allocates for it.
+            max_str_len=4 * max(limits.max_message_ids_chars, limits.max_text_chars),
+            max_bin_len=MAX_SEGMENTS * 4,
+            max_array_len=max(
+                limits.max_releases,
+                limits.max_files,
+                limits.max_probe_candidates,
+                limits.max_rule_counts,
+                limits.max_groups,
+                limits.max_skipped,
+            ),
+            max_map_len=_MAX_MAP_LEN,
+            max_ext_len=0,
+        )
+    except MalformedBatch:
+        raise
+    except (ValueError, msgpack.UnpackException) as exc:
+        # FormatError, StackError, ExtraData, UnicodeDecodeError (invalid
+        # UTF-8, lone surrogates included), incomplete input and the limits
+        # are all ValueErrors or UnpackExceptions.
+        raise MalformedBatch(f"not a msgpack batch document: {exc}") from exc
+    return _wire_batch(wire, limits)
+
+
+def _map_without_repeats(pairs: list[tuple[Any, Any]]) -> dict[Any, Any]:
+    # msgpack would keep the last of two equal keys; a repeated key is refused
+    # instead, so no two readers of a body can see different values.
+    found = dict(pairs)
+    if len(found) != len(pairs):
+        keys = [key for key, _ in pairs]
+        repeated = next(key for key in keys if keys.count(key) > 1)
+        raise MalformedBatch(f"a map repeats the key {repeated!r}")
+    return found
+
+
+def _wire_batch(wire: object, limits: BatchLimits) -> WireBatch:
+    if type(wire) is dict and wire.get("v") != WIRE_VERSION:
+        raise MalformedBatch(
+            f"v: version {wire.get('v')!r} is not supported (only version {WIRE_VERSION})"
+        )
+    _, range_id, epoch, group, first, next_, lines, skipped, counts, candidates, releases = (
+        _TOP.values(wire, "batch")
+    )
+    for name, value in (("range", range_id), ("epoch", epoch), ("first", first), ("lines", lines)):
+        _check_uint(value, "", name)
+    if not first <= next_ <= MAX_BIGINT:
+        raise MalformedBatch(f"next: {next_} is out of range {first} (first)..{MAX_BIGINT}")
+    _check_text(group, "", "group", limits)
+    kept = _releases(releases, lines, limits)
+    batch = Batch(
+        group=group,
+        first=first,
+        next=next_,
+        releases=kept,
+        rule_counts=_rule_counts(counts, limits),
+        probe_candidates=_probe_candidates(candidates, {r.key for r in kept}, limits),
+        lines=lines,
+        skipped=_skipped(skipped, limits),
+    )
+    return WireBatch(range_id=range_id, epoch=epoch, batch=batch)
+
+
+def _skipped(wire: list[Any], limits: BatchLimits) -> tuple[tuple[str, int], ...]:
+    items = _list(wire, "skipped", limits.max_skipped)
+    for i, item in enumerate(items):
+        where = f"skipped[{i}]"
+        if not (
+            type(item) is list and len(item) == 2 and type(item[0]) is str and type(item[1]) is int
+        ):
+            raise MalformedBatch(f"{where}: expected [reason: string, count: integer]")
+        _check_text(item[0], where, "", limits)
+        _check_uint(item[1], where, "")
+    pairs = tuple((reason, count) for reason, count in items)
+    _check_unique([reason for reason, _ in pairs], "skipped", "reason")
+    return pairs
+
+
+def _rule_counts(wire: list[Any], limits: BatchLimits) -> tuple[RuleCount, ...]:
+    items = _list(wire, "rule_counts", limits.max_rule_counts)
+    counts = []
+    for i, item in enumerate(items):
+        where = f"rule_counts[{i}]"
+        rule, key, releases, segments = _RULE_COUNT.values(item, where)
+        _check_text(rule, where, "rule", limits)
+        _check_text(key, where, "key", limits)  # '' is a key like any other
+        _check_uint(releases, where, "releases")
+        _check_uint(segments, where, "segments")
+        counts.append(RuleCount(rule=rule, key=key, releases=releases, segments=segments))
+    _check_unique([(c.rule, c.key) for c in counts], "rule_counts", "(rule, key)")
+    return tuple(counts)
+
+
+def _probe_candidates(
+    wire: list[Any], release_keys: set[bytes], limits: BatchLimits
+) -> tuple[ProbeCandidate, ...]:
+    items = _list(wire, "probe_candidates", limits.max_probe_candidates)
+    candidates = []
+    for i, item in enumerate(items):
+        where = f"probe_candidates[{i}]"
+        release_key, message_id, file_name = _PROBE_CANDIDATE.values(item, where)
+        if release_key not in release_keys:
+            # Probes make the prefetcher fetch bodies: only for releases sent here.
+            raise MalformedBatch(f"{where}.release_key: not a release of this batch")
+        _check_message_ids(message_id, 1, where, "message_id", limits)
+        _check_text(file_name, where, "file_name", limits)
+        candidates.append(ProbeCandidate(release_key, message_id, file_name))
+    return tuple(candidates)
+
+
+def _releases(wire: list[Any], lines: int, limits: BatchLimits) -> tuple[ReleaseChunk, ...]:
+    items = _list(wire, "releases", limits.max_releases)
+    releases = []
+    files = segments = 0
+    for i, item in enumerate(items):
+        where = f"releases[{i}]"
+        release = _release(item, where, limits)
+        files += len(release.files)
+        if files > limits.max_files:
+            raise MalformedBatch(f"{where}: over the cap of {limits.max_files} files per batch")
+        segments += sum(len(f.numbers) for f in release.files)
+        if segments > limits.max_segments:
+            raise MalformedBatch(
+                f"{where}: over the cap of {limits.max_segments} segments per batch"
+            )
+        releases.append(release)
+    if segments > lines:
+        # Every segment is one overview line of the batch.
+        raise MalformedBatch(f"releases: {segments} segments from only {lines} lines")
+    _check_unique([r.key for r in releases], "releases", "key")
+    return tuple(releases)
+
+
+def _release(wire: object, where: str, limits: BatchLimits) -> ReleaseChunk:
+    key, head_name, poster, groups, files_announced, dropped, files = _RELEASE.values(wire, where)
+    _check_key(key, where, "key")
+    if head_name is not None:
+        _check_text(head_name, where, "head_name", limits)
+    _check_text(poster, where, "poster", limits)
+    if files_announced is not None:
+        _check_uint(files_announced, where, "files_announced", MAX_FILES)
+    if dropped is not None:
+        _check_text(dropped, where, "dropped", limits)
+    groups = _list(groups, f"{where}.groups", limits.max_groups)
+    for k, group in enumerate(groups):
+        if type(group) is not str:
+            raise MalformedBatch(f"{where}.groups[{k}]: expected a string, got {_kind(group)}")
+        _check_text(group, where, f"groups[{k}]", limits)
+    _check_unique(groups, f"{where}.groups", "name")
+    files = _list(files, f"{where}.files", limits.max_files)
+    if not files:
+        raise MalformedBatch(f"{where}.files: a release chunk has at least one file")
+    chunks = tuple(_file(item, f"{where}.files[{j}]", limits) for j, item in enumerate(files))
+    _check_unique([f.key for f in chunks], f"{where}.files", "key")
+    return ReleaseChunk(
+        key=key,
+        head_name=head_name,
+        poster=poster,
+        groups=tuple(groups),
+        files_announced=files_announced,
+        files=chunks,
+        dropped=dropped,
+    )
+
+
+def _file(wire: object, where: str, limits: BatchLimits) -> FileChunk:
+    key, name, subject, index, total, posted, numbers, message_ids, sizes = _FILE.values(
+        wire, where
+    )
+    _check_key(key, where, "key")
+    _check_text(name, where, "name", limits)
+    _check_text(subject, where, "subject", limits)
+    if index is not None:
+        _check_uint(index, where, "index", MAX_FILES)
+    if not 1 <= total <= MAX_SEGMENTS:
+        raise MalformedBatch(f"{where}.total_segments: {total} is out of range 1..{MAX_SEGMENTS}")
+    if not MIN_BIGINT <= posted <= MAX_BIGINT:
+        raise MalformedBatch(f"{where}.posted: {posted} is out of the 64-bit range")
+    if len(numbers) % 4 or len(sizes) != len(numbers) or not numbers:
+        _packed_error(numbers, sizes, where)
+    numbers_array = _u32_array(numbers)
+    _check_numbers(numbers_array, numbers, total, where)
+    _check_message_ids(message_ids, len(numbers_array), where, "message_ids", limits)
+    return FileChunk(
+        key, name, subject, index, total, posted, numbers_array, message_ids, _u32_array(sizes)
+    )
+
+
+def _packed_error(numbers: bytes, sizes: bytes, where: str) -> NoReturn:
+    for field, packed in (("numbers", numbers), ("sizes", sizes)):
+        if len(packed) % 4:
+            raise MalformedBatch(
+                f"{where}.{field}: {len(packed)} bytes, not a multiple of 4 (uint32 each)"
+            )
+    if not numbers:
+        raise MalformedBatch(f"{where}.numbers: a file chunk has at least one segment")
+    raise MalformedBatch(
+        f"{where}.sizes: {len(sizes) // 4} sizes for {len(numbers) // 4} segment numbers"
+    )
+
+
+def _list(wire: object, where: str, cap: int) -> list[Any]:
+    if type(wire) is not list:
+        raise MalformedBatch(f"{where}: expected an array, got {_kind(wire)}")
+    if len(wire) > cap:
+        raise MalformedBatch(f"{where}: {len(wire)} items, over the cap of {cap}")
+    return wire
+
+
+def _u32_array(packed: bytes) -> array[int]:
+    values = array(_U32)
+    values.frombytes(packed)
+    if _BIG_ENDIAN_HOST:
+        values.byteswap()
+    return values
+
+
+def _kind(wire: object) -> str:
+    return _TYPE_NAMES.get(type(wire), type(wire).__name__)
+
+
+def _at(where: str, field: str) -> str:
+    # Paths are only formatted when a check fails: the good path stays cheap.
+    return f"{where}.{field}" if where and field else where or field
+
+
+def _check_numbers(numbers: array[int], packed: bytes, total: int, where: str) -> None:
+    first, last, count = numbers[0], numbers[-1], len(numbers)
+    if first < 1:
+        raise MalformedBatch(f"{where}.numbers: segment number 0 (they count from 1)")
+    if last > total:
+        raise MalformedBatch(f"{where}.numbers: segment {last} of a file of {total} segments")
+    if last - first == count - 1 and packed == _RUN_LE[4 * first : 4 * last + 4]:
+        return  # a run first..last, the common case: one memcmp
+    # A C-level pairwise comparison: no Python loop per segment unless it fails.
+    if count > 1 and not all(map(lt, numbers, islice(numbers, 1, None))):
+        at = next(i for i in range(1, count) if numbers[i] <= numbers[i - 1])
+        raise MalformedBatch(
+            f"{where}.numbers: not strictly ascending at [{at}] "
+            f"({numbers[at]} after {numbers[at - 1]})"
+        )
+
+
+def _check_message_ids(
+    joined: str, count: int, where: str, field: str, limits: BatchLimits
+) -> None:
+    """`count` message-ids joined by "\\n", each non-empty and free of forbidden characters."""
+    if len(joined) > limits.max_message_ids_chars:
+        raise MalformedBatch(
+            f"{_at(where, field)}: {len(joined)} characters, "
+            f"over the cap of {limits.max_message_ids_chars}"
+        )
+    separators = joined.count("\n")
+    if separators != count - 1:
+        raise MalformedBatch(
+            f"{_at(where, field)}: {separators + 1} message-ids for {count} segments"
+        )
+    if not joined or joined[0] == "\n" or joined[-1] == "\n" or "\n\n" in joined:
+        raise MalformedBatch(f"{_at(where, field)}: an empty message-id")
+    for char in _MESSAGE_ID_FORBIDDEN:
+        if char in joined:
+            at = joined.count("\n", 0, joined.index(char))
+            raise MalformedBatch(f"{_at(where, field)}[{at}]: a message-id holds {char!r}")
+    if count == 1 and len(joined) > limits.max_text_chars:
+        raise MalformedBatch(
+            f"{_at(where, field)}: {len(joined)} characters, "
+            f"over the cap of {limits.max_text_chars}"
+        )
+
+
+def _check_uint(value: int, where: str, field: str, maximum: int = MAX_BIGINT) -> None:
+    if not 0 <= value <= maximum:
+        raise MalformedBatch(f"{_at(where, field)}: {value} is out of range 0..{maximum}")
+
+
+def _check_key(key: bytes, where: str, field: str) -> None:
+    if len(key) != KEY_BYTES:
+        raise MalformedBatch(f"{_at(where, field)}: {len(key)} bytes, not {KEY_BYTES}")
+
+
+def _check_text(text: str, where: str, field: str, limits: BatchLimits) -> None:
+    if len(text) > limits.max_text_chars:
+        raise MalformedBatch(
+            f"{_at(where, field)}: {len(text)} characters, over the cap of {limits.max_text_chars}"
+        )
+    if "\x00" in text:
+        # PostgreSQL text cannot hold NUL.
+        raise MalformedBatch(f"{_at(where, field)}: holds a NUL character")
+
+
+def _check_unique(items: list[Any], where: str, what: str) -> None:
+    if len(set(items)) != len(items):
+        seen: set[Any] = set()
+        for item in items:
+            if item in seen:
+                raise MalformedBatch(f"{where}: two entries have the {what} {item!r}")
+            seen.add(item)
