@@ -110,9 +110,10 @@ def run(args: argparse.Namespace) -> int:
     truth_path: Path = args.truth or default_truth_path(args.out)
     generator = OverviewGenerator(config)
     started = time.monotonic()
-    # The generator keeps millions of small tuples (the truth) alive to the
-    # end; the cyclic collector would rescan them again and again for no
-    # garbage at all (a fifth of the run time). This process only generates.
+    # The run builds ~100k long-lived objects (uploads, files, their lists)
+    # and frees nothing worth a cycle collection until it ends; the collector
+    # rescanning them costs 10-25% of the run. This command does nothing else.
+    collecting = gc.isenabled()
     gc.disable()
     try:
         with _atomic_output(args.out, "--out") as stream:
@@ -122,7 +123,8 @@ def run(args: argparse.Namespace) -> int:
         with _atomic_output(truth_path, "--truth") as stream:
             truth.dump(stream)
     finally:
-        gc.enable()
+        if collecting:
+            gc.enable()
     print(_summary(truth, args.out, truth_path, elapsed))
     return 0
 

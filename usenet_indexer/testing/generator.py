@@ -41,7 +41,7 @@ import random
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import attrs
 
@@ -70,6 +70,7 @@ DEFAULT_GROUP = "alt.binaries.test"
 # 32 bits break at once.
 DEFAULT_FIRST_ARTICLE = 2**32 + 1000
 XREF_SERVER = "news.example.com"
+_T = TypeVar("_T")
 
 # Groups that crossposts also go to (the generated group is left out of a pick).
 _OTHER_GROUPS = (
@@ -252,6 +253,8 @@ _RESOLUTIONS = ("720p", "1080p", "2160p")
 _SOURCES = ("HDTV", "WEB-DL", "WEB", "BluRay")
 _CODECS = ("x264", "x265", "H.264")
 _EXE_EXTENSIONS = (".exe", ".scr", ".com", ".bat", ".msi")
+# Tags that tell two uploads of one title apart.
+_NAME_TAGS = ("REPACK", "PROPER", "iNTERNAL", "DUBBED")
 
 _LETTERS = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 _ALNUM = _LETTERS + b"0123456789"
@@ -261,6 +264,16 @@ _LETTER_TABLE = bytes(_LETTERS[i % len(_LETTERS)] for i in range(256))
 _ALNUM_TABLE = bytes(_ALNUM[i % len(_ALNUM)] for i in range(256))
 _DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+
+
+def _pick(rng: random.Random, items: Sequence[_T]) -> _T:
+    # rng.choice and rng.randint go through three Python-level calls each;
+    # these are one, and planning ~60k uploads per million articles adds up.
+    return items[int(rng.random() * len(items))]
+
+
+def _between(rng: random.Random, low: int, high: int) -> int:
+    return low + int(rng.random() * (high - low + 1))
 
 
 def _letters(rng: random.Random, length: int) -> str:
@@ -299,41 +312,41 @@ def _rfc5322_date(unix_time: int) -> str:
 
 
 def _title(rng: random.Random, low: int, high: int, joiner: str = ".") -> str:
-    return joiner.join(rng.sample(_WORDS, rng.randint(low, high)))
+    return joiner.join(rng.sample(_WORDS, _between(rng, low, high)))
 
 
 def _tv_name(rng: random.Random) -> str:
     return (
-        f"{_title(rng, 1, 3)}.S{rng.randint(1, 12):02}E{rng.randint(1, 24):02}."
-        f"{rng.choice(_RESOLUTIONS)}.{rng.choice(_SOURCES)}.{rng.choice(_CODECS)}-{rng.choice(_SCENE_GROUPS)}"
+        f"{_title(rng, 1, 3)}.S{_between(rng, 1, 12):02}E{_between(rng, 1, 24):02}."
+        f"{_pick(rng, _RESOLUTIONS)}.{_pick(rng, _SOURCES)}.{_pick(rng, _CODECS)}-{_pick(rng, _SCENE_GROUPS)}"
     )
 
 
 def _movie_name(rng: random.Random) -> str:
     return (
-        f"{_title(rng, 1, 4)}.{rng.randint(1970, 2026)}.{rng.choice(_RESOLUTIONS)}."
-        f"{rng.choice(_SOURCES)}.{rng.choice(_CODECS)}-{rng.choice(_SCENE_GROUPS)}"
+        f"{_title(rng, 1, 4)}.{_between(rng, 1970, 2026)}.{_pick(rng, _RESOLUTIONS)}."
+        f"{_pick(rng, _SOURCES)}.{_pick(rng, _CODECS)}-{_pick(rng, _SCENE_GROUPS)}"
     )
 
 
 def _software_name(rng: random.Random) -> str:
     if rng.random() < 0.3:
-        return f"ubuntu-{rng.randint(8, 26)}.{rng.choice(('04', '10'))}-desktop-{rng.choice(('i386', 'amd64'))}"
+        return f"ubuntu-{_between(rng, 8, 26)}.{_pick(rng, ('04', '10'))}-desktop-{_pick(rng, ('i386', 'amd64'))}"
     return (
-        f"{rng.choice(_VENDORS)}.{rng.choice(_PRODUCTS)}.{rng.randint(2010, 2026)}.v{rng.randint(1, 30)}."
-        f"{rng.randint(0, 9)}.{rng.choice(('x64', 'x86', 'Multilingual'))}-{rng.choice(_SCENE_GROUPS)}"
+        f"{_pick(rng, _VENDORS)}.{_pick(rng, _PRODUCTS)}.{_between(rng, 2010, 2026)}.v{_between(rng, 1, 30)}."
+        f"{_between(rng, 0, 9)}.{_pick(rng, ('x64', 'x86', 'Multilingual'))}-{_pick(rng, _SCENE_GROUPS)}"
     )
 
 
 def _ebook_name(rng: random.Random) -> str:
-    return f"{rng.choice(_AUTHORS)} - {_title(rng, 1, 4, ' ')} ({rng.randint(1950, 2026)})"
+    return f"{_pick(rng, _AUTHORS)} - {_title(rng, 1, 4, ' ')} ({_between(rng, 1950, 2026)})"
 
 
 def _music_name(rng: random.Random) -> str:
-    artist = rng.choice(_ARTISTS).replace(" ", "_")
+    artist = _pick(rng, _ARTISTS).replace(" ", "_")
     return (
-        f"{artist}-{_title(rng, 1, 3, '_')}-(CAT{rng.randint(1, 999):03})-WEB-"
-        f"{rng.randint(1990, 2026)}-{rng.choice(_SCENE_GROUPS)}"
+        f"{artist}-{_title(rng, 1, 3, '_')}-(CAT{_between(rng, 1, 999):03})-WEB-"
+        f"{_between(rng, 1990, 2026)}-{_pick(rng, _SCENE_GROUPS)}"
     )
 
 
@@ -341,12 +354,12 @@ def _exe_name(rng: random.Random) -> str:
     roll = rng.random()
     if roll < 0.5:
         return (
-            f"{_title(rng, 1, 3)}.{rng.randint(2015, 2026)}.{rng.choice(_RESOLUTIONS)}."
-            f"{rng.choice(_SOURCES)}.{rng.choice(_CODECS)}"
+            f"{_title(rng, 1, 3)}.{_between(rng, 2015, 2026)}.{_pick(rng, _RESOLUTIONS)}."
+            f"{_pick(rng, _SOURCES)}.{_pick(rng, _CODECS)}"
         )
     if roll < 0.8:
-        return f"{rng.choice(_VENDORS)}.{rng.choice(_PRODUCTS)}.{rng.randint(2018, 2026)}.v{rng.randint(1, 30)}.x64"
-    return f"{_title(rng, 1, 2)}-{rng.choice(_SCENE_GROUPS)}"
+        return f"{_pick(rng, _VENDORS)}.{_pick(rng, _PRODUCTS)}.{_between(rng, 2018, 2026)}.v{_between(rng, 1, 30)}.x64"
+    return f"{_title(rng, 1, 2)}-{_pick(rng, _SCENE_GROUPS)}"
 
 
 def _obfuscated_base(rng: random.Random) -> str:
@@ -354,15 +367,15 @@ def _obfuscated_base(rng: random.Random) -> str:
     if roll < 0.4:
         return _hex(rng, 32)
     if roll < 0.8:
-        return _alnum(rng, rng.randint(20, 30))
+        return _alnum(rng, _between(rng, 20, 30))
     value = _hex(rng, 32)
     return f"{value[:8]}-{value[8:12]}-{value[12:16]}-{value[16:20]}-{value[20:]}"
 
 
 def _human_poster(rng: random.Random) -> str:
-    name = rng.choice(_FIRST_NAMES)
-    user = f"{name}{rng.randint(1, 9999)}"
-    domain = rng.choice(_DOMAINS)
+    name = _pick(rng, _FIRST_NAMES)
+    user = f"{name}{_between(rng, 1, 9999)}"
+    domain = _pick(rng, _DOMAINS)
     roll = rng.random()
     if roll < 0.4:
         return f"{name.title()} <{user}@{domain}>"
@@ -371,9 +384,13 @@ def _human_poster(rng: random.Random) -> str:
     return f"{user}@{domain}"
 
 
+def _ngpost_poster(rng: random.Random) -> str:
+    return f"{_alnum(rng, 13)}@ngPost.com"
+
+
 def _random_poster(rng: random.Random) -> str:
     # The throwaway posters of obfuscated uploads and floods.
-    return f"{_alnum(rng, rng.randint(10, 25))}@{_alnum(rng, 8)}.{_letters(rng, 3).upper()}"
+    return f"{_alnum(rng, _between(rng, 10, 25))}@{_alnum(rng, 8)}.{_letters(rng, 3).upper()}"
 
 
 # --------------------------------------------------------------------------
@@ -458,13 +475,15 @@ def _parts(base: str, count: int, style: str) -> list[str]:
 def _split(
     rng: random.Random, base: str, segments: int, style: str, article: int
 ) -> list[_FileSpec]:
-    part = rng.choice((15, 20, 50, 71, 100, 143, 200, 286, 400))
-    part = max(part, math.ceil(segments / 50))  # 50 data files at most, as real posts
+    part = _pick(rng, (15, 20, 50, 71, 100, 143, 200, 286, 400))
+    # At most 45 data files, so that with par2, nfo and sfv a release stays
+    # within the 60 files of real posts.
+    part = max(part, math.ceil(segments / 45))
     count = math.ceil(segments / part)
     names = _parts(base, count, style)
     specs = [_FileSpec(name, part, article, "data") for name in names[:-1]]
     last = segments - part * (count - 1)
-    specs.append(_FileSpec(names[-1], last, rng.randint(article // 10, article), "data"))
+    specs.append(_FileSpec(names[-1], last, _between(rng, article // 10, article), "data"))
     return specs
 
 
@@ -472,30 +491,30 @@ def _data_files(
     rng: random.Random, content: str, base: str, segments: int, article: int, tracks: bool
 ) -> list[_FileSpec]:
     if content == "ebook":
-        extension = rng.choice((".epub", ".pdf", ".mobi"))
+        extension = _pick(rng, (".epub", ".pdf", ".mobi"))
         return [
-            _FileSpec(f"{base}{extension}", segments, rng.randint(article // 10, article), "data")
+            _FileSpec(f"{base}{extension}", segments, _between(rng, article // 10, article), "data")
         ]
     if content == "music" and tracks:
-        count = rng.randint(6, 16)
+        count = _between(rng, 6, 16)
         per_track = max(1, segments // count)
         artist = base.split("-", 1)[0].lower()
         return [
             _FileSpec(
                 f"{i:02}-{artist}-{_title(rng, 1, 3, '_').lower()}.flac",
                 per_track,
-                rng.randint(1, article),
+                _between(rng, 1, article),
                 "data",
             )
             for i in range(1, count + 1)
         ]
     if content in ("tv", "movie") and segments <= 1500 and rng.random() < 0.35:
-        extension = rng.choice((".mkv", ".mp4"))
+        extension = _pick(rng, (".mkv", ".mp4"))
         return [
-            _FileSpec(f"{base}{extension}", segments, rng.randint(article // 10, article), "data")
+            _FileSpec(f"{base}{extension}", segments, _between(rng, article // 10, article), "data")
         ]
     if segments <= 60 and rng.random() < 0.4:
-        return [_FileSpec(f"{base}.zip", segments, rng.randint(article // 10, article), "data")]
+        return [_FileSpec(f"{base}.zip", segments, _between(rng, article // 10, article), "data")]
     style = rng.choices(("rar5", "rar4", "7z"), (0.6, 0.25, 0.15))[0]
     return _split(rng, base, segments, style, article)
 
@@ -503,7 +522,7 @@ def _data_files(
 def _par2_files(rng: random.Random, base: str, data_segments: int, article: int) -> list[_FileSpec]:
     # The usual ladder: vol00+01, vol01+02, vol03+04, vol07+08, ... up to the
     # recovery size, each recovery block about one article.
-    specs = [_FileSpec(f"{base}.par2", 1, rng.randint(2_000, 60_000), "par2")]
+    specs = [_FileSpec(f"{base}.par2", 1, _between(rng, 2_000, 60_000), "par2")]
     recovery = max(1, round(data_segments * rng.uniform(0.03, 0.15)))
     width = max(2, len(str(recovery)))
     start, count = 0, 1
@@ -518,7 +537,7 @@ def _par2_files(rng: random.Random, base: str, data_segments: int, article: int)
 
 
 def _small_file(rng: random.Random, name: str, role: str, low: int, high: int) -> _FileSpec:
-    return _FileSpec(name, 1, rng.randint(low, high), role)
+    return _FileSpec(name, 1, _between(rng, low, high), role)
 
 
 def _with_extras(
@@ -618,7 +637,7 @@ def _counter(i: int, total: int, pad: int) -> str:
 
 
 def _style(rng: random.Random, tool: str, name: str, total: int, content: str) -> _Style:
-    pad = rng.choice((1, max(2, len(str(total)))))
+    pad = _pick(rng, (1, max(2, len(str(total)))))
     if tool == "nyuu":
         prefix = f"{name} " if rng.random() < 0.2 else ""
         before = rng.random() < 0.25
@@ -641,8 +660,8 @@ def _style(rng: random.Random, tool: str, name: str, total: int, content: str) -
     if tool == "powerpost":
         if rng.random() < 0.5:
             who, post_id = (
-                rng.choice(_FIRST_NAMES) + str(rng.randint(10, 9999)),
-                rng.randint(100_000, 999_999),
+                _pick(rng, _FIRST_NAMES) + str(_between(rng, 10, 9999)),
+                _between(rng, 100_000, 999_999),
             )
             return _Style(
                 lambda i, file, _size: (
@@ -659,7 +678,7 @@ def _style(rng: random.Random, tool: str, name: str, total: int, content: str) -
             True,
         )
     if tool == "teevee":
-        post_id, channel = rng.randint(10_000, 999_999), _CHANNELS[content]
+        post_id, channel = _between(rng, 10_000, 999_999), _CHANNELS[content]
         return _Style(
             lambda i, file, _size: (
                 f'[{post_id}]-[FULL]-[{channel}]-[ {name} ]-[{_counter(i, total, 2)}] - "{file}" yEnc '
@@ -724,7 +743,7 @@ def _message_ids(rng: random.Random, tool: str, serial: Iterator[int], base_ms: 
             f"{text[:8]}$0${next(serial)}$c3e8da3${text[8:]}@news.astraweb.com"
             for text in _hexes(rng, 16, len(ks))
         ]
-    host = f"fx{rng.randint(1, 99):02}.{rng.choice(('am4', 'iad', 'ams1'))}"
+    host = f"fx{_between(rng, 1, 99):02}.{_pick(rng, ('am4', 'iad', 'ams1'))}"
     return lambda ks, _n: [
         f"{text}.{next(serial)}@{host}" for text in _texts(rng, _ALNUM_TABLE, 16, len(ks))
     ]
@@ -843,7 +862,7 @@ class OverviewGenerator:
             last_article = number
             number += 1
             if random() < gap_probability:
-                number += rng.randint(1, 5)
+                number += _between(rng, 1, 5)
         self._written, self._last_article = config.articles, last_article
         for upload, _post in slots:
             upload.truncated = True
@@ -953,7 +972,9 @@ class OverviewGenerator:
             if group == self._config.group:
                 parts.append(f"{group}:{number}")
             else:
-                other = self._other_numbers.get(group) or self._rng.randint(1_000_000, 900_000_000)
+                other = self._other_numbers.get(group) or _between(
+                    self._rng, 1_000_000, 900_000_000
+                )
                 self._other_numbers[group] = other + 1
                 parts.append(f"{group}:{other}")
         return f"Xref: {XREF_SERVER} {' '.join(parts)}"
@@ -967,7 +988,7 @@ class OverviewGenerator:
         if kind == "obfuscated":
             return self._obfuscated_upload()
         if kind == "repost" and self._repostable:
-            return self._repost(self._rng.choice(self._repostable))
+            return self._repost(_pick(self._rng, self._repostable))
         return self._legit_upload()
 
     def _register(self, upload: _Upload) -> _Upload:
@@ -979,7 +1000,7 @@ class OverviewGenerator:
         if rng.random() >= self._config.crosspost_probability:
             return (self._config.group,)
         others = [group for group in _OTHER_GROUPS if group != self._config.group]
-        groups = [self._config.group, *rng.sample(others, rng.randint(1, 2))]
+        groups = [self._config.group, *rng.sample(others, _between(rng, 1, 2))]
         rng.shuffle(groups)
         return tuple(groups)
 
@@ -988,7 +1009,7 @@ class OverviewGenerator:
         # to any indexer; names are kept unique so the truth is unambiguous.
         name = make(self._rng)
         while name in self._names:
-            name = f"{make(self._rng)}.{self._rng.choice(('REPACK', 'PROPER', 'iNTERNAL', 'READ.NFO'))}"
+            name = f"{make(self._rng)}.{_pick(self._rng, _NAME_TAGS)}"
         self._names.add(name)
         return name
 
@@ -1005,12 +1026,13 @@ class OverviewGenerator:
         if tool == "powerpost" and content in ("tv", "movie"):
             name = name.replace(".", " ")  # PowerPost posters wrote names with spaces
         base = name.lower() if tool == "teevee" else name
-        article = rng.choice(_ARTICLE_BYTES[tool])
+        article = _pick(rng, _ARTICLE_BYTES[tool])
         segments = data_segments or _log_uniform(rng, low, high)
         tracks = content == "music" and tool in _NAMED_TOOLS and rng.random() < 0.6
         data = _data_files(rng, content, base, segments, article, tracks)
         specs = _with_extras(rng, base, data, article, par2=0.85, nfo=0.6, sfv=0.2, nzb=0.08)
-        poster = _random_poster(rng) if tool == "ngpost" else rng.choice(self._posters)
+        # ngPost makes up a poster for every post unless told otherwise.
+        poster = _ngpost_poster(rng) if tool == "ngpost" else _pick(rng, self._posters)
         upload = self._plan(
             kind="legit",
             name=name,
@@ -1029,8 +1051,8 @@ class OverviewGenerator:
         # Video and software, in the proportions of legit uploads.
         content, _weight, low, high = rng.choices(_CONTENT[:3], [c[1] for c in _CONTENT[:3]])[0]
         real_name = self._unique_name(_CONTENT_NAMES[content])
-        tool = rng.choice(("nyuu", "ngpost"))
-        article = rng.choice(_ARTICLE_BYTES[tool])
+        tool = _pick(rng, ("nyuu", "ngpost"))
+        article = _pick(rng, _ARTICLE_BYTES[tool])
         base = _obfuscated_base(rng)
         data = _data_files(rng, content, base, _log_uniform(rng, low, high), article, tracks=False)
         specs = _with_extras(rng, base, data, article, par2=1.0, nfo=0.4, sfv=0.0, nzb=0.0)
@@ -1047,11 +1069,10 @@ class OverviewGenerator:
                 for s in specs
             ]
             name = next(s.name for s in specs if s.role == "par2").removesuffix(".par2")
-        poster = (
-            _random_poster(rng)
-            if tool == "ngpost" or rng.random() < 0.5
-            else rng.choice(self._posters)
-        )
+        if tool == "ngpost":
+            poster = _ngpost_poster(rng)
+        else:
+            poster = _random_poster(rng) if rng.random() < 0.5 else _pick(rng, self._posters)
         upload = self._plan(
             kind="obfuscated",
             name=name,
@@ -1068,13 +1089,16 @@ class OverviewGenerator:
     def _exe_upload(self) -> _Upload:
         rng = self._rng
         name = _exe_name(rng)
-        article = rng.choice(_ARTICLE_BYTES["exe"])
-        extensions = [rng.choice(_EXE_EXTENSIONS)]
+        article = _pick(rng, _ARTICLE_BYTES["exe"])
+        extensions = [_pick(rng, _EXE_EXTENSIONS)]
         if rng.random() < 0.2:
-            extensions.append(rng.choice([e for e in _EXE_EXTENSIONS if e != extensions[0]]))
+            extensions.append(_pick(rng, [e for e in _EXE_EXTENSIONS if e != extensions[0]]))
         specs = [
             _FileSpec(
-                f"{name}{extension}", rng.randint(1, 5), rng.randint(article // 10, article), "data"
+                f"{name}{extension}",
+                _between(rng, 1, 5),
+                _between(rng, article // 10, article),
+                "data",
             )
             for extension in extensions
         ]
@@ -1165,18 +1189,18 @@ class OverviewGenerator:
         xref = f"Xref: {XREF_SERVER} {self._config.group}:{number}"
         if kind in MALFORMED_KINDS:
             return _malformed_line(rng, kind, number, date, mid, xref)
-        references, size = "", rng.randint(800, 6_000)
+        references, size = "", _between(rng, 800, 6_000)
         if kind == "text" or (kind == "reply" and not self._text_posts):
             subject = _text_subject(rng, self._config.group)
             self._text_posts.append((subject, mid))
         elif kind == "reply":
-            subject, parent = rng.choice(self._text_posts)
+            subject, parent = _pick(rng, self._text_posts)
             subject, references = f"Re: {subject.removeprefix('Re: ')}", f"<{parent}>"
             self._text_posts.append((subject, mid))
         elif kind == "spam":
             subject = _spam_subject(rng)
         else:
-            subject, size = _forged_subject(rng), rng.randint(100_000, 800_000)
+            subject, size = _forged_subject(rng), _between(rng, 100_000, 800_000)
         line = f"{number}\t{subject}\t{_human_poster(rng)}\t{date}\t<{mid}>\t{references}\t{size}\t{size >> 7}\t{xref}"
         return line.encode()
 
@@ -1199,7 +1223,7 @@ def _missing_segments(
     weights = [file.total for file in files]
     missing = set()
     for file in rng.choices(files, weights, k=count):
-        missing.add((file.index, rng.randint(1, file.total)))
+        missing.add((file.index, _between(rng, 1, file.total)))
     return frozenset(missing)
 
 
@@ -1246,47 +1270,47 @@ def _post(upload: _Upload, rng: random.Random, duplicate_probability: float) -> 
 def _text_subject(rng: random.Random, group: str) -> str:
     templates = (
         f"Looking for {_title(rng, 1, 3, ' ')} - anyone?",
-        f"REQ: {_title(rng, 1, 3, ' ')} ({rng.randint(1980, 2026)})",
+        f"REQ: {_title(rng, 1, 3, ' ')} ({_between(rng, 1980, 2026)})",
         f"{group} FAQ and posting rules",
-        f"Is anyone else having trouble with {rng.choice(_PROVIDERS)} today?",
+        f"Is anyone else having trouble with {_pick(rng, _PROVIDERS)} today?",
         "test post, please ignore",
         f"Thanks for the {_title(rng, 1, 2, ' ')} post!",
         "Café au lait - über alles? ça va",
     )
-    return rng.choice(templates)
+    return _pick(rng, templates)
 
 
 def _spam_subject(rng: random.Random) -> str:
-    site = f"www.{_letters(rng, 8).lower()}.{rng.choice(('info', 'biz', 'ru', 'top'))}"
+    site = f"www.{_letters(rng, 8).lower()}.{_pick(rng, ('info', 'biz', 'ru', 'top'))}"
     templates = (
         f"$$$ MAKE MONEY FAST $$$ {site}",
-        f"Free premium {rng.choice(_PROVIDERS)} account!!! {site}",
+        f"Free premium {_pick(rng, _PROVIDERS)} account!!! {site}",
         f"Cheap meds, no prescription - {site}",
         f"★ Download {_title(rng, 1, 3, ' ')} full version free ★ {site}",
     )
-    return rng.choice(templates)
+    return _pick(rng, templates)
 
 
 def _forged_subject(rng: random.Random) -> str:
-    name = f"{_title(rng, 1, 3)}.{rng.randint(2000, 2026)}"
+    name = f"{_title(rng, 1, 3)}.{_between(rng, 2000, 2026)}"
     if rng.random() < 0.5:
         return f'[1/1] - "{name}.rar" yEnc (1000000/1)'
-    return f'"{name}.zip" yEnc ({rng.randint(4, 9)}/3)'
+    return f'"{name}.zip" yEnc ({_between(rng, 4, 9)}/3)'
 
 
 def _malformed_line(
     rng: random.Random, kind: str, number: int, date: str, mid: str, xref: str
 ) -> bytes:
     # Each looks like a binary segment, so only the broken field keeps it out of a release.
-    subject = f'[1/1] - "{_title(rng, 1, 3)}.{rng.randint(2000, 2026)}.part1.rar" yEnc (1/2)'
-    poster, size = _human_poster(rng), rng.randint(100_000, 800_000)
+    subject = f'[1/1] - "{_title(rng, 1, 3)}.{_between(rng, 2000, 2026)}.part1.rar" yEnc (1/2)'
+    poster, size = _human_poster(rng), _between(rng, 100_000, 800_000)
     fields = [str(number), subject, poster, date, f"<{mid}>", "", str(size), str(size >> 7), xref]
     if kind == "too_few_fields":
-        return "\t".join(fields[: rng.choice((5, 6, 7))]).encode()
+        return "\t".join(fields[: _pick(rng, (5, 6, 7))]).encode()
     if kind == "bad_number":
-        fields[0] = rng.choice((f"{number}x", "abc", "", f"{number}.0"))
+        fields[0] = _pick(rng, (f"{number}x", "abc", "", f"{number}.0"))
     elif kind == "bad_bytes":
-        fields[6] = rng.choice(("abc", "12,345", "7.5e5", "0x1f00"))
+        fields[6] = _pick(rng, ("abc", "12,345", "7.5e5", "0x1f00"))
     elif kind == "nul_subject":
         fields[1] = subject.replace(" yEnc", "\x00 yEnc")
     else:
