@@ -1,0 +1,72 @@
+"""Operator commands against a real database: groups, ranges, nodes, status."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from usenet_indexer.cli import main
+
+
+@pytest.fixture
+def env(pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DATABASE_URL", pg_url)
+    monkeypatch.setenv("UIDX_HOME", str(tmp_path))
+
+
+@pytest.mark.usefixtures("env")
+def test_an_operator_plans_a_group_and_sees_it(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["groups", "add", "alt.binaries.test"]) == 0
+    assert (
+        main(
+            [
+                "ranges",
+                "plan",
+                "alt.binaries.test",
+                "--from",
+                "5000000000",
+                "--to",
+                "5000024999",
+                "--size",
+                "10000",
+            ]
+        )
+        == 0
+    )
+    assert "planned 3 ranges" in capsys.readouterr().out
+    assert main(["nodes", "create", "edge-1"]) == 0
+    token = capsys.readouterr().out.splitlines()[0]
+    assert len(token) >= 40
+    assert main(["status"]) == 0
+    status = capsys.readouterr().out
+    assert "alt.binaries.test" in status
+    assert "planned        3" in status
+    assert "edge-1" in status
+    assert token not in status
+    assert main(["groups", "list"]) == 0
+    assert "25,000" in capsys.readouterr().out
+
+
+@pytest.mark.usefixtures("env")
+def test_mistakes_are_clear_and_change_nothing(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["ranges", "plan", "alt.binaries.none", "--from", "1", "--to", "9"]) == 2
+    assert "no group 'alt.binaries.none'" in capsys.readouterr().err
+    assert main(["groups", "add", "g"]) == 0
+    assert main(["ranges", "plan", "g", "--from", "1", "--to", "100"]) == 0
+    assert main(["ranges", "plan", "g", "--from", "50", "--to", "150"]) == 2
+    assert "planned already" in capsys.readouterr().err
+    assert main(["ranges", "plan", "g", "--from", "9", "--to", "1"]) == 2
+    assert main(["nodes", "create", "e"]) == 0
+    assert main(["nodes", "create", "e"]) == 2
+    assert main(["nodes", "revoke", "e"]) == 0
+    assert main(["nodes", "revoke", "e"]) == 1
+
+
+def test_an_unknown_setting_is_named(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("UIDX_HOME", str(tmp_path))
+    monkeypatch.setenv("UIDX_LEASE_TTL", "5")
+    assert main(["status"]) == 2
+    assert "UIDX_LEASE_TTL" in capsys.readouterr().err

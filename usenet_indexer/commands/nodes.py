@@ -1,0 +1,45 @@
+"""`uidx nodes create|list|revoke`: the edge nodes and their tokens."""
+
+from __future__ import annotations
+
+import argparse
+
+from usenet_indexer.config import from_process
+from usenet_indexer.store.database import opened
+from usenet_indexer.store.nodes import NodeStore
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser("nodes", help="create, list and revoke edge nodes")
+    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    create = actions.add_parser("create", help="create a node and print its token (shown once)")
+    create.add_argument("name")
+    actions.add_parser("list", help="the nodes, when they were last seen, what they hold")
+    revoke = actions.add_parser("revoke", help="revoke a node's token")
+    revoke.add_argument("name")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    with opened(from_process(args.config)) as pool:
+        store = NodeStore(pool)
+        if args.action == "create":
+            token = store.create(args.name)
+            print(token)
+            print(
+                f"(the token of {args.name}; it is shown this once: give it to the edge as NODE_TOKEN)"
+            )
+            return 0
+        if args.action == "revoke":
+            if not store.revoke(args.name):
+                print(f"no live node named {args.name}")
+                return 1
+            print(f"revoked {args.name}")
+            return 0
+        rows = store.list()
+    print(f"{'node':24} {'leases':>6}  {'last seen':32} {'revoked'}")
+    for row in rows:
+        print(
+            f"{row.name:24} {row.leases:>6}  {row.last_seen or 'never'!s:32} {row.revoked_at or ''}"
+        )
+    return 0

@@ -1,0 +1,40 @@
+"""Opening the coordinator's database for a command: resolve, start, migrate, pool."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import psycopg
+from psycopg_pool import ConnectionPool
+
+from usenet_indexer.config import Settings
+from usenet_indexer.migrate import migrate
+from usenet_indexer.pgcluster import database_url
+from usenet_indexer.store.pool import open_pool
+
+log = logging.getLogger(__name__)
+
+
+@contextmanager
+def opened(settings: Settings, *, max_size: int = 4) -> Iterator[ConnectionPool]:
+    """A pool on the coordinator's database, migrated.
+
+    With no DATABASE_URL the embedded cluster under the uidx home is used;
+    an operator command starts it when it is not running and leaves it
+    running (`uidx db stop` stops it), since the coordinator shares it.
+
+    Raises:
+        DatabaseError, ConfigError: the cluster cannot start or migrate.
+    """
+    url, cluster = database_url(settings.database_url, settings.home)
+    if cluster is not None and not cluster.status().running:
+        log.info("starting the embedded PostgreSQL in %s (uidx db stop stops it)", cluster.data_dir)
+        cluster.start()
+    with psycopg.connect(url, autocommit=True) as conn:
+        applied = migrate(conn)
+    if applied:
+        log.info("applied migrations: %s", ", ".join(applied))
+    with open_pool(url, settings, max_size=max_size) as pool:
+        yield pool
