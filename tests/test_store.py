@@ -252,14 +252,12 @@ def test_the_catalog_equals_an_offline_index_of_the_same_lines(
         lease = stores.ranges.lease(node_id, TTL)
         assert lease is not None
         lines = [
-            line
-            for line in generated.lines
-            if _number(line) is not None and lease.first <= _number(line) <= lease.last
-        ]  # type: ignore[operator]
+            line for line in generated.lines if lease.first <= (_number(line) or -1) <= lease.last
+        ]
         indexer = RangeIndexer(group=lease.group, first=lease.next)
         for start in range(0, len(lines), 3_000):
             part = lines[start : start + 3_000]
-            end = lease.last + 1 if start + 3_000 >= len(lines) else _number(part[-1]) + 1  # type: ignore[operator]
+            end = lease.last + 1 if start + 3_000 >= len(lines) else (_number(part[-1]) or 0) + 1
             indexer.add_data(b"\n".join(part), end)
             batch = indexer.finish() if end == lease.last + 1 else indexer.take()
             stores.batches.store(node_id, WireBatch(lease.range_id, lease.epoch, batch), 0, TTL)
