@@ -10,6 +10,9 @@ from usenet_indexer.config import Settings
 # Connections kept open: one per worker thread of the API and a few for
 # operator commands; PostgreSQL itself is the limit, not the pool.
 POOL_MAX = 16
+# How long a caller waits for a connection: past it a request gets 503 rather
+# than hanging while the database is down (psycopg_pool's default is 30 s).
+GET_TIMEOUT_SECONDS = 5.0
 
 
 def open_pool(url: str, settings: Settings, *, max_size: int = POOL_MAX) -> ConnectionPool:
@@ -37,6 +40,7 @@ def open_pool(url: str, settings: Settings, *, max_size: int = POOL_MAX) -> Conn
         max_size=max_size,
         configure=configure,
         open=True,
+        timeout=GET_TIMEOUT_SECONDS,
         name="uidx",
         kwargs={"application_name": "uidx"},
     )

@@ -1,0 +1,873 @@
+"""The node API end to end: real PostgreSQL, real hypercorn on 127.0.0.1:0, httpx.
+
+Every test runs under pytest-trio with a deadline. Nothing waits on a real
+sleep: streams are driven by what the test reads (a keepalive arrives, then
+the test lands the chunk), with keepalive and poll intervals of milliseconds.
+"""
+
+from __future__ import annotations
+
+import gzip
+import logging
+import os
+import re
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tracemalloc
+import zlib
+from collections.abc import AsyncIterator, Iterator
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import attrs
+import httpx
+import msgpack
+import psycopg
+import pytest
+import trio
+from psycopg_pool import ConnectionPool
+
+from usenet_indexer.batch import Batch
+from usenet_indexer.batchwire import compress_body, encode_batch
+from usenet_indexer.config import Settings
+from usenet_indexer.coordinator.server import serve
+from usenet_indexer.coordinator.stores import Stores
+from usenet_indexer.coordinator.stream import StreamTiming
+from usenet_indexer.frames import CLOSED, Codec, Frame, FrameDecoder, FrameKind
+from usenet_indexer.indexer import RangeIndexer
+from usenet_indexer.nodeapi import INCOMPLETE, ApiOptions
+from usenet_indexer.pgcluster import Cluster
+from usenet_indexer.rules import DEFAULT_RULES, rule_from_wire
+from usenet_indexer.store.groups import GroupStore
+from usenet_indexer.store.pool import open_pool
+from usenet_indexer.store.ranges import RangeStore
+from usenet_indexer.store.spool import SpoolChunk
+from usenet_indexer.testing.generator import GeneratorConfig, generate
+from usenet_indexer.testing.postgres import scratch_dir
+
+# A refused body is answered at once and its connection closed: httpcore
+# then stops sending, leaving httpx's body generator unfinished, and trio
+# warns when it is collected. That is the client's business, not a leak here.
+pytestmark = pytest.mark.filterwarnings(
+    r"ignore:Async generator 'httpx\._content\.\w+\.__aiter__' was garbage collected"
+    ":ResourceWarning"
+)
+
+# Far above what each test needs (well under a second, most of them).
+DEADLINE_SECONDS = 30
+# initdb and two starts of a durable cluster on a slow disk.
+CLUSTER_DEADLINE_SECONDS = 180
+GROUP = "alt.binaries.test"
+
+# Streams in tests poll and keep alive every few milliseconds.
+FAST_STREAM = StreamTiming(keepalive_seconds=0.01, poll_seconds=0.005)
+
+
+# --- fixtures and helpers ---------------------------------------------------------
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return Settings(home=tmp_path, listen="127.0.0.1:0")
+
+
+@pytest.fixture
+def pool(pg_url: str, settings: Settings) -> Iterator[ConnectionPool]:
+    with open_pool(pg_url, settings) as opened:
+        yield opened
+
+
+@pytest.fixture
+def stores(pool: ConnectionPool) -> Stores:
+    return Stores.from_pool(pool)
+
+
+@pytest.fixture
+def group_id(pool: ConnectionPool) -> int:
+    return GroupStore(pool).add(GROUP)
+
+
+@pytest.fixture
+def token(stores: Stores) -> str:
+    return stores.nodes.create("edge-1")
+
+
+@pytest.fixture
+def other_token(stores: Stores) -> str:
+    return stores.nodes.create("edge-2")
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+async def start_api(
+    nursery: trio.Nursery, settings: Settings, stores: Stores, options: ApiOptions | None = None
+) -> str:
+    """The base URL of the node API served in `nursery` (cancelled with the test)."""
+    host, port = await nursery.start(partial(serve, settings, stores, options=options))
+    return f"http://{host}:{port}/api/v1/node/"
+
+
+def plan(pool: ConnectionPool, group_id: int, first: int, last: int) -> int:
+    (range_id,) = RangeStore(pool).plan(group_id, first, last, last - first + 1)
+    return range_id
+
+
+def add_chunk(
+    stores: Stores, spool: Path, group_id: int, lines: list[bytes], first: int, last: int
+) -> bytes:
+    """Write a zlib chunk file and index it, as the prefetcher does; returns its bytes."""
+    spool.mkdir(parents=True, exist_ok=True)
+    data = zlib.compress(b"".join(line + b"\n" for line in lines))
+    path = spool / f"{group_id}-{first}.zz"
+    path.write_bytes(data)
+    chunk = SpoolChunk(first, last, Codec.ZLIB, path.name, len(lines))
+    stores.spool.add(group_id, chunk, len(data))
+    return data
+
+
+def add_gap(stores: Stores, group_id: int, first: int, last: int) -> None:
+    stores.spool.add(group_id, SpoolChunk(first, last, Codec.NONE, None, 0), 0)
+
+
+def snapshot(url: str, *, but: tuple[str, ...] = ()) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row of every table (but those named), to show that nothing changed."""
+    with psycopg.connect(url) as conn:
+        tables = [
+            row[0]
+            for row in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
+            if row[0] not in but
+        ]
+        assert "ranges" in tables
+        return {t: conn.execute(f"SELECT * FROM {t} ORDER BY {t}::text").fetchall() for t in tables}
+
+
+def count(url: str, sql: str) -> int:
+    with psycopg.connect(url) as conn:
+        row = conn.execute(sql).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+@attrs.define
+class FrameReader:
+    """Reads a stream response frame by frame."""
+
+    raw: AsyncIterator[bytes]
+    decoder: FrameDecoder = attrs.field(factory=lambda: FrameDecoder(max_payload_bytes=1 << 26))
+
+    async def next(self) -> Frame:
+        while True:
+            got = self.decoder.next_frame()
+            if isinstance(got, Frame):
+                return got
+            assert got is not CLOSED, "the stream ended"
+            data = await anext(self.raw, None)
+            if data is None:
+                self.decoder.receive_eof()
+            else:
+                self.decoder.receive_data(data)
+
+    async def rest(self) -> list[Frame]:
+        """The frames up to END or ERROR; the stream must then end cleanly."""
+        frames = [await self.next()]
+        while frames[-1].kind not in {FrameKind.END, FrameKind.ERROR}:
+            frames.append(await self.next())
+        async for data in self.raw:
+            self.decoder.receive_data(data)
+        self.decoder.receive_eof()
+        assert self.decoder.next_frame() is CLOSED
+        return frames
+
+
+def overview(articles: int, first: int) -> list[bytes]:
+    """Generated overview lines, mostly real releases (few executable floods)."""
+    config = GeneratorConfig(
+        articles=articles, first_article=first, group=GROUP, seed=7, exe_flood_weight=0.3
+    )
+    return list(generate(config).lines)
+
+
+def article_of(line: bytes) -> int:
+    return int(line.split(b"\t", 1)[0])
+
+
+def batch_body(batch: Batch, range_id: int, epoch: int) -> bytes:
+    return compress_body(encode_batch(batch, range_id=range_id, epoch=epoch))
+
+
+def empty_batch(first: int = 1000, next_: int = 1500, group: str = GROUP) -> Batch:
+    return Batch(
+        group=group,
+        first=first,
+        next=next_,
+        releases=(),
+        rule_counts=(),
+        probe_candidates=(),
+        lines=0,
+        skipped=(),
+    )
+
+
+GZIP: dict[str, str] = {"Content-Encoding": "gzip"}
+
+
+# --- the round trip ------------------------------------------------------------------
+
+
+@pytest.mark.trio
+async def test_lease_stream_batches_finish_round_trip(
+    nursery: trio.Nursery,
+    settings: Settings,
+    stores: Stores,
+    pool: ConnectionPool,
+    group_id: int,
+    token: str,
+    pg_url: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    lines = overview(600, 1000)
+    last = article_of(lines[-1])
+    range_id = plan(pool, group_id, 1000, last)
+    head = [line for line in lines if article_of(line) < 1200]
+    tail = [line for line in lines if article_of(line) >= 1250]
+    spool = settings.home / "spool"
+    payload_a = add_chunk(stores, spool, group_id, head, 1000, 1199)
+    add_gap(stores, group_id, 1200, 1249)
+    payload_b = add_chunk(stores, spool, group_id, tail, 1250, last)
+
+    with trio.fail_after(DEADLINE_SECONDS):
+        url = await start_api(nursery, settings, stores)
+        async with httpx.AsyncClient(base_url=url, headers=bearer(token)) as client:
+            leased = await client.post("lease")
+            assert leased.status_code == 200
+            lease = leased.json()
+            assert lease["range"] == {
+                "id": range_id, "group": GROUP, "first": 1000, "last": last, "next": 1000,
+                "epoch": 1,
+            }  # fmt: skip
+            assert lease["rules"] == [rule.to_wire() for rule in DEFAULT_RULES]
+
+            async with client.stream("GET", f"ranges/{range_id}/stream") as response:
+                assert response.status_code == 200
+                assert response.headers["content-type"] == "application/octet-stream"
+                frames = await FrameReader(response.aiter_raw()).rest()
+            assert frames == [
+                Frame.chunk(1000, 1199, payload_a, codec=Codec.ZLIB),
+                Frame.gap(1200, 1249),
+                Frame.chunk(1250, last, payload_b, codec=Codec.ZLIB),
+                Frame.end(last),
+            ]
+
+            rules = [rule_from_wire(rule) for rule in lease["rules"]]
+            indexer = RangeIndexer(GROUP, 1000, rules)
+            indexer.add_data(zlib.decompress(frames[0].payload), 1200)
+            indexer.add_data(b"", 1250)  # the gap
+            first_batch = indexer.take()
+            indexer.add_data(zlib.decompress(frames[2].payload), last + 1)
+            second_batch = indexer.finish()
+            epoch = lease["range"]["epoch"]
+
+            stored = await client.post(
+                f"ranges/{range_id}/batches",
+                content=batch_body(first_batch, range_id, epoch),
+                headers=GZIP,
+            )
+            assert stored.status_code == 200
+            assert stored.json()["stored"] is True
+            assert stored.json()["already"] is False
+
+            early = await client.post(f"ranges/{range_id}/finish", json={"epoch": epoch})
+            assert (early.status_code, early.json()) == (409, {"error": INCOMPLETE})
+            beat = await client.post(f"ranges/{range_id}/heartbeat", json={"epoch": epoch})
+            assert (beat.status_code, beat.json()) == (200, {})
+
+            second = batch_body(second_batch, range_id, epoch)
+            stored = await client.post(f"ranges/{range_id}/batches", content=second, headers=GZIP)
+            assert stored.status_code == 200
+            answer = stored.json()
+            assert answer["already"] is False
+            assert answer["release_chunks"] > 0
+            assert answer["segments"] > 0
+            before_retry = snapshot(pg_url, but=("nodes",))
+
+            # The reply was lost: the edge sends the same batch again.
+            retried = await client.post(f"ranges/{range_id}/batches", content=second, headers=GZIP)
+            assert retried.status_code == 200
+            assert retried.json() == {**answer, "already": True}
+            assert snapshot(pg_url, but=("nodes",)) == before_retry
+
+            done = await client.post(f"ranges/{range_id}/finish", json={"epoch": epoch})
+            assert (done.status_code, done.json()) == (200, {})
+            again = await client.post(f"ranges/{range_id}/finish", json={"epoch": epoch})
+            assert again.status_code == 409
+
+    assert count(pg_url, f"SELECT count(*) FROM ranges WHERE id = {range_id} AND state = 'done'")
+    assert count(pg_url, "SELECT count(*) FROM batches") == 2
+    assert count(pg_url, "SELECT sum(chunks) FROM releases") >= answer["release_chunks"]
+    assert token not in caplog.text
+    assert f"stored batch 1250..{last} of range {range_id} epoch 1" in caplog.text
+
+
+@pytest.mark.trio
+async def test_lease_without_work_is_204(
+    nursery: trio.Nursery, settings: Settings, stores: Stores, token: str
+) -> None:
+    with trio.fail_after(DEADLINE_SECONDS):
+        url = await start_api(nursery, settings, stores)
+        async with httpx.AsyncClient(base_url=url, headers=bearer(token)) as client:
+            response = await client.post("lease")
+    assert (response.status_code, response.content) == (204, b"")
+
+
+# --- who may call --------------------------------------------------------------------
+
+
+@pytest.mark.trio
+async def test_bad_missing_and_revoked_tokens_are_401_and_change_nothing(
+    nursery: trio.Nursery,
+    settings: Settings,
+    stores: Stores,
+    pool: ConnectionPool,
+    group_id: int,
+    token: str,
+    pg_url: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    range_id = plan(pool, group_id, 1, 100)
+    revoked = stores.nodes.create("edge-revoked")
+    assert stores.nodes.revoke("edge-revoked")
+    unknown = token[:-4] + ("AAAA" if not token.endswith("AAAA") else "BBBB")
+    headers: list[dict[str, str]] = [
+        {},
+        {"Authorization": ""},
+        {"Authorization": f"Basic {token}"},
+        {"Authorization": "Bearer"},
+        {"Authorization": "Bearer not a token"},
+        {"Authorization": "Bearer " + "x" * 5000},
+        bearer(unknown),
+        bearer(revoked),
+    ]
+    calls = [
+        ("POST", "lease", b""),
+        ("GET", f"ranges/{range_id}/stream", b""),
+        ("POST", f"ranges/{range_id}/batches", compress_body(b"\x80")),
+        ("POST", f"ranges/{range_id}/heartbeat", b'{"epoch": 1}'),
+        ("POST", f"ranges/{range_id}/finish", b'{"epoch": 1}'),
+        ("POST", f"ranges/{range_id}/release", b'{"epoch": 1}'),
+    ]
+    before = snapshot(pg_url)
+    with trio.fail_after(DEADLINE_SECONDS):
+        url = await start_api(nursery, settings, stores)
+        async with httpx.AsyncClient(base_url=url) as client:
+            for header in headers:
+                for method, path, body in calls:
+                    response = await client.request(method, path, headers=header, content=body)
+                    assert response.status_code == 401, (header, path)
+                    assert response.headers["www-authenticate"].startswith("Bearer")
+                    assert "error" in response.json()
+    assert snapshot(pg_url) == before
+    assert token[:-4] not in caplog.text
+    assert revoked not in caplog.text
+
+
+@pytest.mark.trio
+async def test_another_nodes_range_is_409_and_changes_nothing(
+    nursery: trio.Nursery,
+    settings: Settings,
+    stores: Stores,
+    pool: ConnectionPool,
+    group_id: int,
+    token: str,
+    other_token: str,
+    pg_url: str,
+) -> None:
+    range_id = plan(pool, group_id, 1000, 1999)
+    add_chunk(stores, settings.home / "spool", group_id, overview(50, 1000), 1000, 1999)
+    with trio.fail_after(DEADLINE_SECONDS):
+        url = await start_api(nursery, settings, stores)
+        async with (
+            httpx.AsyncClient(base_url=url, headers=bearer(token)) as mine,
+            httpx.AsyncClient(base_url=url, headers=bearer(other_token)) as theirs,
+        ):
+            epoch = (await mine.post("lease")).json()["range"]["epoch"]
+            batch = empty_batch()
+            before = snapshot(pg_url, but=("nodes",))
+            stream = await theirs.get(f"ranges/{range_id}/stream")
+            assert stream.status_code == 409
+            assert stream.json() == {"error": f"range {range_id} is not leased to this node"}
+            for action in ("heartbeat", "finish", "release"):
+                response = await theirs.post(f"ranges/{range_id}/{action}", json={"epoch": epoch})
+                assert response.status_code == 409, action
+                assert "error" in response.json()
+            body = batch_body(batch, range_id, epoch)
+            response = await theirs.post(f"ranges/{range_id}/batches", content=body, headers=GZIP)
+            assert response.status_code == 409
+            assert snapshot(pg_url, but=("nodes",)) == before
+            # And the holder still can.
+            response = await mine.post(f"ranges/{range_id}/batches", content=body, headers=GZIP)
+            assert response.status_code == 200
+
+
+@pytest.mark.trio
+async def test_a_stale_epoch_batch_is_409_and_stores_nothing(
+    nursery: trio.Nursery,
+    settings: Settings,
+    stores: Stores,
+    pool: ConnectionPool,
+    group_id: int,
+    token: str,
+    other_token: str,
+    pg_url: str,
+) -> None:
+    range_id = plan(pool, group_id, 1000, 1999)
+    lines = overview(200, 1000)
+    indexer = RangeIndexer(GROUP, 1000)
+    indexer.add_data(b"\n".join(lines), article_of(lines[-1]) + 1)
+    batch = indexer.take()
+    assert batch.releases
+    with trio.fail_after(DEADLINE_SECONDS):
+        url = await start_api(nursery, settings, stores)
+        async with (
+            httpx.AsyncClient(base_url=url, headers=bearer(token)) as slow,
+            httpx.AsyncClient(base_url=url, headers=bearer(other_token)) as next_node,
+        ):
+            old_epoch = (await slow.post("lease")).json()["range"]["epoch"]
+            # The slow node's lease expires; the next node takes the range over.
+            with psycopg.connect(pg_url) as conn:
+                conn.execute("UPDATE ranges SET deadline = now() - interval '1 second'")
+            takeover = (await next_node.post("lease")).json()["range"]
+            assert (takeover["id"], takeover["epoch"]) == (range_id, old_epoch + 1)
+            before = snapshot(pg_url, but=("nodes",))
+            body = batch_body(batch, range_id, old_epoch)
+            response = await slow.post(f"ranges/{range_id}/batches", content=body, headers=GZIP)
+            assert response.status_code == 409
+            assert "error" in response.json()
+            for action in ("heartbeat", "finish", "release"):
+                stale = await slow.post(f"ranges/{range_id}/{action}", json={"epoch": old_epoch})
+                assert stale.status_code == 409, action
+            stream = await slow.get(f"ranges/{range_id}/stream")
+            assert stream.status_code == 409
+    assert snapshot(pg_url, but=("nodes",)) == before
+
+
+# --- bad bodies -------------------------------------------------------------------------
+
+
+@pytest.fixture
+def leased(stores: Stores, pool: ConnectionPool, group_id: int, token: str) -> tuple[int, int]:
+    """(range id, epoch) of a range 1000..1999 leased to the `token` node."""
+    range_id = plan(pool, group_id, 1000, 1999)
+    node_id = stores.nodes.authenticate(token)
+    assert node_id is not None
+    lease = stores.ranges.lease(node_id, 60)
+    assert lease is not None
+    return range_id, lease.epoch
+
+
+def gzip_bomb() -> bytes:
+    """One gzip member of 1 GiB of zeros, in about 1 MB, built in milliseconds.
+
+    A full flush ends each piece on a byte boundary with no reference to
+    what came before, so repeating one compressed MiB gives valid deflate
+    data for any number of MiB.
+    """
+    compressor = zlib.compressobj(9, zlib.DEFLATED, -15)
+    piece = compressor.compress(bytes(1 << 20)) + compressor.flush(zlib.Z_FULL_FLUSH)
+    final_block = zlib.compressobj(9, zlib.DEFLATED, -15).flush()
+    # zlib.crc32 over 1 GiB of zeros (0.7 s to compute; the value does not change).
+    trailer = struct.pack("<II", 0x5B64C2B0, (1 << 30) & 0xFFFFFFFF)
+    header = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"
+    return header + piece * 1024 + final_block + trailer
+
+
+@pytest.mark.trio
+async def test_bad_batch_bodies_get_4xx_and_store_nothing(
+    nursery: trio.Nursery,
+    settings: Settings,
+    stores: Stores,
+    token: str,
+    leased: tuple[int, int],
+    pg_url: str,
+) -> None:
+    range_id, epoch = leased
+    settings = attrs.evolve(settings, max_body_bytes=2_000_000, max_inflated_bytes=1 << 20)
+    good = encode_batch(empty_batch(), range_id=range_id, epoch=epoch)
+    nul_group = encode_batch(empty_batch(group="a\x00b"), range_id=range_id, epoch=epoch)
+    cases: list[tuple[int, bytes, dict[str, str], str]] = [
+        (413, gzip.compress(bytes(2_500_000), compresslevel=0), GZIP, "over the cap of 2000000"),
+        (413, gzip_bomb(), GZIP, "inflates to over 1048576"),
+        (415, compress_body(good), {"Content-Encoding": "br"}, "not supported"),
+        (415, compress_body(good), {"Content-Encoding": "gzip, gzip"}, "not supported"),
+        (400, compress_body(good)[:-20], GZIP, "truncated"),
+        (400, b"\x1f\x8b not gzip at all", GZIP, "corrupt"),
+        (422, b"\xc1\xc1\xc1", {}, "not a msgpack batch"),
+        (422, msgpack.packb({"v": 1}), {}, "missing"),
+        (422, msgpack.packb([1, 2, 3]), {}, "expected a map"),
+        (422, nul_group, {}, "NUL"),
+        (422, encode_batch(empty_batch(), range_id=range_id + 1, epoch=epoch), {}, "range"),
+        (422, encode_batch(empty_batch(1000, 2500), range_id=range_id, epoch=epoch), {}, "past"),
+    ]
+    before = snapshot(pg_url, but=("nodes",))
+    with trio.fail_after(DEADLINE_SECONDS):
+        url = await start_api(nursery, settings, stores)
+        async with httpx.AsyncClient(base_url=url, headers=bearer(token)) as client:
+            tracemalloc.start()
+            try:
+                for status, body, headers, message in cases:
+                    path = f"ranges/{range_id}/batches"
+                    response = await client.post(path, content=body, headers=headers)
+                    assert response.status_code == status, (message, response.text)
+                    assert message in response.json()["error"]
+                _, peak = tracemalloc.get_traced_memory()
+            finally:
+                tracemalloc.stop()
+    # The bomb inflates to at most the 1 MiB cap (+1 byte) in the server.
+    assert peak < 16 << 20
+    assert snapshot(pg_url, but=("nodes",)) == before
+
+
+@pytest.mark.trio
+async def test_a_body_over_the_cap_is_refused_without_reading_it(
+    nursery: trio.Nursery,
+    settings: Settings,
+    stores: Stores,
+    token: str,
+    leased: tuple[int, int],
+) -> None:
+    range_id, _ = leased
+    settings = attrs.evolve(settings, max_body_bytes=1000)
+
+    async def chunked() -> AsyncIterator[bytes]:
+        # No Content-Length: the server counts what arrives.
+        for _ in range(3):
+            yield bytes(600)
+
+    with trio.fail_after(DEADLINE_SECONDS):
+        url = await start_api(nursery, settings, stores)
+        async with httpx.AsyncClient(base_url=url, headers=bearer(token)) as client:
+            path = f"ranges/{range_id}/batches"
+            announced = await client.post(path, content=bytes(5000), headers=GZIP)
+            assert announced.status_code == 413
+            assert "over the cap of 1000" in announced.json()["error"]
+            streamed = await client.post(path, content=chunked(), headers=GZIP)
+            assert streamed.status_code == 413
+
+
+@pytest.mark.trio
+async def test_bad_control_bodies_are_400_or_422(
+    nursery: trio.Nursery, settings: Settings, stores: Stores, token: str, leased: tuple[int, int]
+) -> None:
+    range_id, epoch = leased
+    cases: list[tuple[int, bytes]] = [
+        (400, b""),
+        (400, b"{epoch: 1}"),
+        (422, b"[1]"),
+        (422, b"{}"),
+        (422, b'{"epoch": "1"}'),
+        (422, b'{"epoch": true}'),
+        (422, b'{"epoch": 1.0}'),
+        (422, b'{"epoch": -1}'),
+        (422, b'{"epoch": 100000000000000000000000}'),
+        (422, b'{"epoch": 1, "node": 2}'),
+        (413, b'{"epoch": 1, "pad": "' + b"x" * 5000 + b'"}'),
+    ]
+    with trio.fail_after(DEADLINE_SECONDS):
+        url = await start_api(nursery, settings, stores)
+        async with httpx.AsyncClient(base_url=url, headers=bearer(token)) as client:
+            for action in ("heartbeat", "finish", "release"):
+                for status, body in cases:
+                    response = await client.post(f"ranges/{range_id}/{action}", content=body)
+                    assert response.status_code == status, (action, body[:40])
+                    assert "error" in response.json()
+            ok = await client.post(f"ranges/{range_id}/heartbeat", json={"epoch": epoch})
+            assert ok.status_code == 200
+
+
+@pytest.mark.trio
+async def test_unknown_paths_are_404_and_wrong_methods_405(
+    nursery: trio.Nursery, settings: Settings, stores: Stores, token: str
+) -> None:
+    with trio.fail_after(DEADLINE_SECONDS):
+        url = await start_api(nursery, settings, stores)
+        async with httpx.AsyncClient(base_url=url, headers=bearer(token)) as client:
+            for path in (
+                "/",
+                "/api/v1/node",
+                "/api/v1/node/",
+                "/api/v1/node/lease/",
+                "/api/v1/node/ranges/1",
+                "/api/v1/node/ranges/1/explode",
+                "/api/v1/node/ranges/x/stream",
+                "/api/v1/node/ranges/-1/stream",
+                "/api/v1/node/ranges/%D9%A1/stream",  # an Arabic-Indic digit one
+                "/api/v1/node/ranges/99999999999999999999/stream",
+            ):
+                response = await client.get(path)
+                assert response.status_code == 404, path
+                assert "error" in response.json()
+            for method, path, allowed in (
+                ("GET", "lease", "POST"),
+                ("POST", "ranges/1/stream", "GET"),
+                ("GET", "ranges/1/batches", "POST"),
+                ("PUT", "ranges/1/finish", "POST"),
+            ):
+                response = await client.request(method, path)
+                assert response.status_code == 405, path
+                assert response.headers["allow"] == allowed
+                assert "error" in response.json()
+
+
+# --- the stream ----------------------------------------------------------------------------
+
+
+@pytest.mark.trio
+async def test_the_stream_keeps_alive_until_the_chunk_lands(
+    nursery: trio.Nursery,
+    settings: Settings,
+    stores: Stores,
+    group_id: int,
+    token: str,
+    leased: tuple[int, int],
+) -> None:
+    range_id, _ = leased
+    options = attrs.evolve(ApiOptions.from_settings(settings), stream=FAST_STREAM)
+    lines = overview(50, 1000)
+    with trio.fail_after(DEADLINE_SECONDS):
+        url = await start_api(nursery, settings, stores, options)
+        async with (
+            httpx.AsyncClient(base_url=url, headers=bearer(token)) as client,
+            client.stream("GET", f"ranges/{range_id}/stream") as response,
+        ):
+            assert response.status_code == 200
+            reader = FrameReader(response.aiter_raw())
+            assert await reader.next() == Frame.keepalive()
+            assert await reader.next() == Frame.keepalive()
+            # The prefetcher lands the chunk (the whole range) now.
+            payload = await trio.to_thread.run_sync(
+                add_chunk, stores, settings.home / "spool", group_id, lines, 1000, 1999
+            )
+            frames = await reader.rest()
+    assert set(frames[:-2]) <= {Frame.keepalive()}
+    assert frames[-2:] == [Frame.chunk(1000, 1999, payload, codec=Codec.ZLIB), Frame.end(1999)]
+
+
+@pytest.mark.trio
+async def test_the_stream_stops_with_an_error_frame_when_the_lease_is_lost(
+    nursery: trio.Nursery,
+    settings: Settings,
+    stores: Stores,
+    group_id: int,
+    token: str,
+    leased: tuple[int, int],
+) -> None:
+    range_id, epoch = leased
+    options = attrs.evolve(ApiOptions.from_settings(settings), stream=FAST_STREAM)
+    add_chunk(stores, settings.home / "spool", group_id, overview(50, 1000), 1000, 1499)
+    with trio.fail_after(DEADLINE_SECONDS):
+        url = await start_api(nursery, settings, stores, options)
+        async with (
+            httpx.AsyncClient(base_url=url, headers=bearer(token)) as client,
+            client.stream("GET", f"ranges/{range_id}/stream") as response,
+        ):
+            reader = FrameReader(response.aiter_raw())
+            assert (await reader.next()).kind == FrameKind.CHUNK
+            assert await reader.next() == Frame.keepalive()  # 1500.. is not spooled yet
+            released = await client.post(f"ranges/{range_id}/release", json={"epoch": epoch})
+            assert released.status_code == 200
+            frames = await reader.rest()
+    assert set(frames[:-1]) <= {Frame.keepalive()}
+    assert frames[-1] == Frame.error(f"the lease of range {range_id} is lost")
+
+
+@pytest.mark.trio
+async def test_a_stream_of_a_fully_indexed_range_is_just_end(
+    nursery: trio.Nursery,
+    settings: Settings,
+    stores: Stores,
+    token: str,
+    leased: tuple[int, int],
+    pg_url: str,
+) -> None:
+    range_id, _ = leased
+    with psycopg.connect(pg_url) as conn:
+        conn.execute("UPDATE ranges SET resume = last_article + 1")
+    with trio.fail_after(DEADLINE_SECONDS):
+        url = await start_api(nursery, settings, stores)
+        async with (
+            httpx.AsyncClient(base_url=url, headers=bearer(token)) as client,
+            client.stream("GET", f"ranges/{range_id}/stream") as response,
+        ):
+            assert await FrameReader(response.aiter_raw()).rest() == [Frame.end(1999)]
+
+
+# --- the database down -------------------------------------------------------------------
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+@pytest.mark.trio
+async def test_the_database_down_is_503_with_retry_after(
+    nursery: trio.Nursery, settings: Settings
+) -> None:
+    conninfo = f"host=127.0.0.1 port={closed_port()} dbname=uidx connect_timeout=1"
+    # A short pool timeout: the default waits 30 s for a connection.
+    with ConnectionPool(conninfo, min_size=1, timeout=0.2, open=True) as down:
+        stores = Stores.from_pool(down)
+        with trio.fail_after(DEADLINE_SECONDS):
+            url = await start_api(nursery, settings, stores)
+            async with httpx.AsyncClient(base_url=url, headers=bearer("a" * 43)) as client:
+                for method, path, body in (
+                    ("POST", "lease", b""),
+                    ("GET", "ranges/1/stream", b""),
+                    ("POST", "ranges/1/batches", compress_body(b"\x80")),
+                    ("POST", "ranges/1/heartbeat", b'{"epoch": 1}'),
+                ):
+                    response = await client.request(method, path, content=body, headers=GZIP)
+                    assert response.status_code == 503, path
+                    assert response.headers["retry-after"].isdigit()
+                    assert "unavailable" in response.json()["error"]
+
+
+# --- slow clients ------------------------------------------------------------------------
+
+
+async def answer_to(url: str, data: bytes) -> bytes:
+    """Everything the server sends on a raw connection after `data`, until it closes."""
+    address = httpx.URL(url)
+    assert address.port is not None
+    stream = await trio.open_tcp_stream(address.host, address.port)
+    async with stream:
+        await stream.send_all(data)
+        answer = b""
+        while chunk := await stream.receive_some():
+            answer += chunk
+    return answer
+
+
+@pytest.mark.trio
+async def test_slow_heads_and_bodies_are_cut(
+    nursery: trio.Nursery, settings: Settings, stores: Stores, token: str, leased: tuple[int, int]
+) -> None:
+    range_id, _ = leased
+    options = attrs.evolve(
+        ApiOptions.from_settings(settings), body_timeout_seconds=0.2, idle_timeout_seconds=0.2
+    )
+    head = (
+        f"POST /api/v1/node/ranges/{range_id}/heartbeat HTTP/1.1\r\nHost: uidx\r\n"
+        f"Authorization: Bearer {token}\r\nContent-Length: 100\r\n\r\n"
+    ).encode()
+    with trio.fail_after(DEADLINE_SECONDS):
+        url = await start_api(nursery, settings, stores, options)
+        # The body stops after 8 of its 100 bytes: 408, and the connection closes.
+        answer = await answer_to(url, head + b'{"epoch"')
+        assert answer.startswith(b"HTTP/1.1 408")
+        assert b"connection: close" in answer
+        assert answer.endswith(b'{"error":"the request body did not arrive in time"}')
+        # The head stops halfway: closed without an answer.
+        assert await answer_to(url, head[:40]) == b""
+
+
+# --- uidx coordinator ------------------------------------------------------------------------
+
+# Runs the subcommand as cli.py will: through its add_parser and run, with
+# cli.main's handling of errors.
+COORDINATOR = """
+import argparse, logging, sys
+from usenet_indexer.commands import coordinator
+from usenet_indexer.errors import UidxError
+logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
+parser = argparse.ArgumentParser()
+coordinator.add_parser(parser.add_subparsers())
+args = parser.parse_args(["coordinator"])
+args.config = None
+try:
+    sys.exit(args.run(args))
+except UidxError as error:
+    print(f"uidx coordinator: {error}", file=sys.stderr)
+    sys.exit(2)
+"""
+
+
+def coordinator_env(pg_url: str, home: Path, listen: str = "127.0.0.1:0") -> dict[str, str]:
+    """This environment without uidx settings, plus the coordinator's ("" for no DATABASE_URL)."""
+    mine = {"DATABASE_URL", "COORDINATOR_URL", "NODE_TOKEN"}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("UIDX_") and k not in mine}
+    return {**env, "DATABASE_URL": pg_url, "UIDX_HOME": str(home), "UIDX_LISTEN": listen}
+
+
+@pytest.mark.trio
+async def test_uidx_coordinator_says_when_it_cannot_listen(tmp_path: Path, pg_url: str) -> None:
+    with socket.socket() as taken, trio.fail_after(DEADLINE_SECONDS):
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        listen = f"127.0.0.1:{taken.getsockname()[1]}"
+        done = await trio.run_process(
+            [sys.executable, "-c", COORDINATOR],
+            env=coordinator_env(pg_url, tmp_path, listen),
+            capture_stderr=True,
+            check=False,
+        )
+    assert done.returncode == 2
+    assert f"uidx coordinator: listen: cannot listen on {listen}" in done.stderr.decode()
+
+
+async def serve_until_sigterm(env: dict[str, str], token: str | None) -> str:
+    """Run `uidx coordinator`, call it (as `token`, and without a token), stop it; its log."""
+    process = await trio.lowlevel.open_process(
+        [sys.executable, "-c", COORDINATOR], env=env, stderr=subprocess.PIPE
+    )
+    assert process.stderr is not None
+    log = b""
+    try:
+        while (found := re.search(rb"listening on (http://\S+)", log)) is None:
+            chunk = await process.stderr.receive_some()
+            assert chunk, log.decode()
+            log += chunk
+        async with httpx.AsyncClient(base_url=found[1].decode()) as client:
+            if token is not None:
+                assert (await client.post("lease", headers=bearer(token))).status_code == 204
+            assert (await client.post("lease")).status_code == 401
+        process.send_signal(signal.SIGTERM)
+        while chunk := await process.stderr.receive_some():
+            log += chunk
+        assert await process.wait() == 0, log.decode()
+    finally:
+        if process.returncode is None:
+            process.kill()
+    return log.decode()
+
+
+@pytest.mark.trio
+async def test_uidx_coordinator_serves_until_sigterm(
+    tmp_path: Path, pg_url: str, stores: Stores
+) -> None:
+    token = stores.nodes.create("edge-1")
+    with trio.fail_after(DEADLINE_SECONDS):
+        log = await serve_until_sigterm(coordinator_env(pg_url, tmp_path), token)
+    assert "SIGTERM: shutting down" in log
+
+
+@pytest.mark.slow
+@pytest.mark.trio
+async def test_uidx_coordinator_starts_and_stops_the_embedded_cluster() -> None:
+    # Not tmp_path: as root the server runs as another user, who cannot
+    # pass pytest's 0700 folders.
+    with scratch_dir() as home:
+        env = coordinator_env("", home)
+        with trio.fail_after(CLUSTER_DEADLINE_SECONDS):
+            log = await serve_until_sigterm(env, None)
+        assert "embedded PostgreSQL" in log
+        assert not Cluster(home / "postgres").status().running

@@ -1,0 +1,58 @@
+"""`uidx coordinator`: the node API on the coordinator's PostgreSQL catalog.
+
+Uses DATABASE_URL when it is set, else the embedded cluster (started for
+the run and stopped after it, unless `uidx db start` started it), applies the
+migrations, and serves the node API on UIDX_LISTEN until SIGINT or SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import trio
+
+from usenet_indexer.config import from_process
+from usenet_indexer.coordinator.daemon import run_coordinator
+from usenet_indexer.coordinator.server import sole_error
+from usenet_indexer.errors import UidxError
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register `uidx coordinator`.
+
+    Args:
+        subparsers: the `uidx` subcommand registry.
+    """
+    parser = subparsers.add_parser(
+        "coordinator",
+        help="serve the node API on the PostgreSQL catalog",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the coordinator until SIGINT or SIGTERM.
+
+    Args:
+        args: parsed arguments (config).
+
+    Returns:
+        0 after a clean shutdown.
+
+    Raises:
+        ConfigError: bad settings, the listen address cannot be bound, or no
+            DATABASE_URL and no PostgreSQL binaries.
+        DatabaseError: the database cannot be started, reached or migrated.
+    """
+    settings = from_process(args.config)
+    try:
+        trio.run(run_coordinator, settings)
+    except BaseExceptionGroup as group:
+        # A start-up error comes out of the nurseries wrapped: report it bare.
+        error = sole_error(group)
+        if isinstance(error, UidxError):
+            raise error from group
+        raise
+    return 0

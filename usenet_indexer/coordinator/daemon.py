@@ -1,0 +1,94 @@
+"""The coordinator process: database, migrations, pool, the node API, signals.
+
+Start-up runs in order and fails loudly: the database (the embedded cluster
+is started when DATABASE_URL is not set, and stopped on exit if this process
+started it), the migrations, the pool, then the node API. SIGINT or SIGTERM
+stops accepting, lets requests in flight finish (server.GRACEFUL_SECONDS),
+and then closes the pool and the cluster, shielded and time-limited, so a
+second signal or a hung server cannot leave the cluster running.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+from functools import partial
+
+import psycopg
+import trio
+
+from usenet_indexer.config import Settings
+from usenet_indexer.coordinator.server import serve
+from usenet_indexer.coordinator.stores import Stores
+from usenet_indexer.errors import DatabaseError
+from usenet_indexer.migrate import migrate
+from usenet_indexer.pgcluster import Cluster, database_url
+from usenet_indexer.store.pool import open_pool
+
+logger = logging.getLogger(__name__)
+
+# Closing the pool waits for its connections; stopping the cluster for
+# PostgreSQL's fast shutdown. Either taking longer means something hangs.
+CLOSE_POOL_SECONDS = 10.0
+STOP_CLUSTER_SECONDS = 60.0
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+async def run_coordinator(settings: Settings) -> None:
+    """Run the coordinator until SIGINT or SIGTERM.
+
+    Args:
+        settings: the coordinator's settings.
+
+    Raises:
+        ConfigError: no DATABASE_URL and no PostgreSQL binaries; the listen
+            address cannot be bound (this one inside exception groups, from
+            the nurseries: see `server.sole_error`).
+        DatabaseError: the database cannot be started, reached or migrated.
+    """
+    url, cluster = database_url(settings.database_url, settings.home)
+    started = await _start_cluster(cluster)
+    try:
+        await trio.to_thread.run_sync(_migrate, url)
+        pool = await trio.to_thread.run_sync(open_pool, url, settings)
+        try:
+            await _serve_until_signal(settings, Stores.from_pool(pool))
+        finally:
+            with trio.move_on_after(CLOSE_POOL_SECONDS, shield=True):
+                await trio.to_thread.run_sync(pool.close)
+    finally:
+        if started is not None:
+            with trio.move_on_after(STOP_CLUSTER_SECONDS, shield=True):
+                await trio.to_thread.run_sync(started.stop)
+                logger.info("embedded PostgreSQL in %s stopped", started.data_dir)
+
+
+async def _start_cluster(cluster: Cluster | None) -> Cluster | None:
+    # The cluster this process started (and so stops), if any: one started
+    # by `uidx db start` is the operator's and keeps running.
+    if cluster is None or (await trio.to_thread.run_sync(cluster.status)).running:
+        return None
+    await trio.to_thread.run_sync(cluster.start)
+    logger.info("embedded PostgreSQL in %s started", cluster.data_dir)
+    return cluster
+
+
+def _migrate(url: str) -> None:
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            migrate(conn)
+    except psycopg.Error as error:
+        raise DatabaseError(f"cannot migrate the database: {error}") from error
+
+
+async def _serve_until_signal(settings: Settings, stores: Stores) -> None:
+    shutdown = trio.Event()
+    # Opened before serving, so a signal during start-up is not lost.
+    with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(partial(serve, settings, stores, shutdown=shutdown))
+            async for signum in signals:
+                logger.info("%s: shutting down", signal.Signals(signum).name)
+                break
+            shutdown.set()

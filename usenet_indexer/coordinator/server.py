@@ -1,0 +1,128 @@
+"""The node API served by hypercorn's trio worker."""
+
+from __future__ import annotations
+
+import logging
+from functools import partial
+from urllib.parse import urlsplit
+
+import trio
+from hypercorn.config import Config
+from hypercorn.trio import serve as hypercorn_serve
+
+from usenet_indexer.config import Settings
+from usenet_indexer.coordinator.stores import Stores
+from usenet_indexer.errors import ConfigError
+from usenet_indexer.nodeapi import PREFIX, ApiOptions, NodeApi
+
+logger = logging.getLogger(__name__)
+
+# Request heads of the node API are a request line and a few short headers;
+# h11 refuses a head that grows past this before it ends.
+MAX_HEAD_BYTES = 16 * 1024
+
+# On shutdown, requests in flight get this long to finish (a batch being
+# stored finishes anyway: its worker thread is not cancelled); streams are
+# then cut, and their edges resume from the last stored batch.
+GRACEFUL_SECONDS = 10.0
+
+
+def hypercorn_config(listen: str, options: ApiOptions) -> Config:
+    """The hypercorn configuration of the node API.
+
+    Args:
+        listen: host:port to bind (port 0: any free port).
+        options: the idle timeout.
+
+    Returns:
+        The configuration: plain HTTP, no access log (the app logs what
+        matters, and never a header).
+    """
+    config = Config()
+    config.bind = [listen]
+    # Not hypercorn's read timeout: it times every read of the socket, also
+    # while a response is sent, so it would cut every stream (and every slow
+    # batch store) whose client rightly sends nothing for that long. A slow
+    # head is cut by the keep-alive timeout (a connection is idle until its
+    # request head is complete), a slow body by the app (408).
+    config.read_timeout = None
+    config.keep_alive_timeout = options.idle_timeout_seconds
+    config.h11_max_incomplete_size = MAX_HEAD_BYTES
+    config.graceful_timeout = GRACEFUL_SECONDS
+    config.include_server_header = False
+    config.accesslog = None
+    config.errorlog = logging.getLogger("hypercorn.error")
+    return config
+
+
+async def serve(
+    settings: Settings,
+    stores: Stores,
+    *,
+    options: ApiOptions | None = None,
+    shutdown: trio.Event | None = None,
+    task_status: trio.TaskStatus[tuple[str, int]] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve the node API on `settings.listen` until cancelled or `shutdown` is set.
+
+    Args:
+        settings: where to listen, body caps, lease TTL, home (for the spool).
+        stores: the open stores.
+        options: the API's options; None for `ApiOptions.from_settings(settings)`.
+        shutdown: set it to stop accepting and finish requests in flight
+            (for at most GRACEFUL_SECONDS); without it, cancel the task.
+        task_status: gets the bound (host, port) once the socket listens.
+
+    Raises:
+        ConfigError: `settings.listen` cannot be bound (inside the nursery's
+            exception group; see `sole_error`).
+    """
+    app = NodeApi(stores, options or ApiOptions.from_settings(settings))
+    config = hypercorn_config(settings.listen, app.options)
+    trigger = shutdown.wait if shutdown is not None else None
+    async with trio.open_nursery() as nursery:
+        try:
+            binds: list[str] = await nursery.start(
+                partial(hypercorn_serve, app, config, shutdown_trigger=trigger)
+            )
+        except BaseExceptionGroup as group:
+            error = sole_error(group)
+            if not isinstance(error, OSError):
+                raise
+            # Address in use, no such address, no permission: the setting is wrong.
+            problem = f"cannot listen on {settings.listen}: {error.strerror or error}"
+            raise ConfigError("listen", problem) from group
+        logger.info("node API listening on %s%s", binds[0], PREFIX)
+        task_status.started(bound_address(binds[0]))
+
+
+def bound_address(bind: str) -> tuple[str, int]:
+    """The (host, port) of one of hypercorn's binds ("http://127.0.0.1:8750").
+
+    Args:
+        bind: a URL hypercorn reports once it listens.
+
+    Returns:
+        The host (without brackets) and the port.
+    """
+    parts = urlsplit(bind)
+    if parts.hostname is None or parts.port is None:
+        raise ValueError(f"hypercorn reported an odd bind: {bind!r}")
+    return parts.hostname, parts.port
+
+
+def sole_error(error: BaseException) -> BaseException:
+    """The one exception inside nested exception groups of one, or `error` itself.
+
+    Nurseries wrap whatever escapes them; a start-up error that escapes
+    several is still one error, and the command line reports it as such.
+
+    Args:
+        error: an exception, perhaps an exception group.
+
+    Returns:
+        The innermost exception when every group holds exactly one, else `error`.
+    """
+    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    return error

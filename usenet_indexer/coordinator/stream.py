@@ -1,0 +1,198 @@
+"""A leased range's spool chunks as one stream of frames.
+
+Theory of operation
+-------------------
+The stream starts at the lease's resume point and walks the range's
+articles. Each step is one worker-thread hop (`SpoolReader.next_frame`):
+check that the node still holds the range with the lease's epoch, look up
+the spool chunk that holds the next article, and read its file. Then:
+
+- a chunk or a gap: send it; the next article is the one after its last;
+- nothing there yet (the prefetcher has not written it): wait, polling the
+  index every `poll_seconds`, and send a KEEPALIVE whenever nothing was sent
+  for `keepalive_seconds`, so the edge's read timeout and any proxy see a
+  live stream;
+- the lease lost, a chunk that cannot be read, the database gone: an ERROR
+  frame ends the stream (the edge stops the range or retries).
+
+After the frame that reaches the range's last article comes END. Sending
+awaits the peer (ASGI `send` is back-pressured), so at most one chunk is in
+memory per stream.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import attrs
+import psycopg
+import trio
+
+from usenet_indexer.coordinator.stores import Stores
+from usenet_indexer.frames import Codec, Frame, FrameKind
+from usenet_indexer.store.ranges import Lease
+from usenet_indexer.store.spool import SpoolChunk
+
+logger = logging.getLogger(__name__)
+
+SendFrame = Callable[[Frame], Awaitable[None]]
+
+
+def _positive(instance: object, attribute: attrs.Attribute[float], value: float) -> None:
+    if not value > 0:
+        raise ValueError(f"{attribute.name} must be positive, not {value}")
+
+
+@attrs.frozen
+class StreamTiming:
+    """How a stream waits for chunks that are not in the spool yet.
+
+    Attributes:
+        keepalive_seconds: the longest silence before a KEEPALIVE frame; well
+            under the edge's read timeout and the idle timeouts of proxies.
+        poll_seconds: how often the spool index is asked for the next chunk
+            (one query per waiting stream each time: not too often).
+    """
+
+    keepalive_seconds: float = attrs.field(default=5.0, validator=_positive)
+    poll_seconds: float = attrs.field(default=1.0, validator=_positive)
+
+    @property
+    def wait_seconds(self) -> float:
+        """The sleep between two polls: a keepalive is never late by more than this."""
+        return min(self.keepalive_seconds, self.poll_seconds)
+
+
+class Pending(enum.Enum):
+    """The next chunk is not in the spool yet."""
+
+    PENDING = "pending"
+
+
+PENDING = Pending.PENDING
+
+
+@attrs.frozen
+class SpoolReader:
+    """The blocking half of a stream: lease check, index lookup, chunk file read.
+
+    Attributes:
+        stores: the ranges store (lease check) and the spool index.
+        spool_dir: the folder relative chunk paths are under (absolute paths
+            in the index are used as they are).
+    """
+
+    stores: Stores
+    spool_dir: Path
+
+    def next_frame(self, node_id: int, lease: Lease, article: int) -> Frame | Pending:
+        """The frame that holds `article`, PENDING, or an ERROR frame (run in a thread).
+
+        Args:
+            node_id: the node streaming.
+            lease: the lease the stream began with (its epoch must still hold).
+            article: the next article to send, within the lease's range.
+
+        Returns:
+            A CHUNK or GAP frame holding `article`; PENDING when the spool does
+            not have it yet; an ERROR frame when the stream must stop.
+        """
+        where = f"range {lease.range_id} epoch {lease.epoch} of node {node_id}"
+        try:
+            held = self.stores.ranges.held(node_id, lease.range_id)
+            if held is None or held.epoch != lease.epoch:
+                logger.info("%s: lease lost, stream stopped at article %d", where, article)
+                return Frame.error(f"the lease of range {lease.range_id} is lost")
+            chunks = self.stores.spool.chunks_from(lease.group_id, article, lease.last, 1)
+        except psycopg.OperationalError as error:
+            # A pool timeout is an OperationalError too.
+            logger.warning("%s: database unavailable, stream stopped: %s", where, error)
+            return Frame.error("the coordinator's database is unavailable; try again later")
+        if not chunks or chunks[0].first > article:
+            return PENDING
+        return self._frame(chunks[0], article, where)
+
+    def _frame(self, chunk: SpoolChunk, article: int, where: str) -> Frame:
+        span = f"spool chunk {chunk.first}..{chunk.last}"
+        if chunk.last < article:
+            # The index answered a chunk before the one asked for: sending it
+            # would not move the stream on.
+            logger.error("%s: %s does not hold article %d", where, span, article)
+            return Frame.error(f"{span} does not hold article {article}")
+        if chunk.path is None:
+            return Frame.gap(chunk.first, chunk.last)
+        try:
+            codec = Codec(chunk.codec)
+            payload = (self.spool_dir / chunk.path).read_bytes()
+        except (ValueError, OSError) as error:
+            logger.error("%s: %s cannot be sent: %s", where, span, error)
+            return Frame.error(f"{span} cannot be read")
+        return Frame.chunk(chunk.first, chunk.last, payload, codec=codec)
+
+
+@attrs.frozen
+class Streamed:
+    """What one stream sent, for its log line."""
+
+    chunks: int
+    gaps: int
+    payload_bytes: int
+    ending: str
+
+
+@attrs.frozen
+class RangeStream:
+    """Streams one leased range from its resume point (see the module docstring).
+
+    Attributes:
+        reader: the blocking lookups, run in worker threads.
+        limiter: the worker threads shared with every other database call.
+        timing: keepalive and poll intervals.
+    """
+
+    reader: SpoolReader
+    limiter: trio.CapacityLimiter
+    timing: StreamTiming
+
+    async def run(self, node_id: int, lease: Lease, send: SendFrame) -> Streamed:
+        """Send the range's frames until END or an ERROR frame.
+
+        Args:
+            node_id: the node streaming.
+            lease: the node's lease, as checked before the response started.
+            send: sends one frame (awaits the peer).
+
+        Returns:
+            What was sent.
+        """
+        article = lease.next
+        chunks = gaps = payload_bytes = 0
+        quiet_since = trio.current_time()
+        while article <= lease.last:
+            step = await trio.to_thread.run_sync(
+                self.reader.next_frame, node_id, lease, article, limiter=self.limiter
+            )
+            if step is PENDING:
+                quiet_since = await self._wait(send, quiet_since)
+                continue
+            await send(step)
+            if step.kind == FrameKind.ERROR:
+                return Streamed(chunks, gaps, payload_bytes, f"error: {step.message}")
+            chunks += step.kind == FrameKind.CHUNK
+            gaps += step.kind == FrameKind.GAP
+            payload_bytes += len(step.payload)
+            article = step.last + 1
+            quiet_since = trio.current_time()
+        await send(Frame.end(lease.last))
+        return Streamed(chunks, gaps, payload_bytes, "end")
+
+    async def _wait(self, send: SendFrame, quiet_since: float) -> float:
+        # Returns when the stream last sent something.
+        if trio.current_time() - quiet_since >= self.timing.keepalive_seconds:
+            await send(Frame.keepalive())
+            quiet_since = trio.current_time()
+        await trio.sleep(self.timing.wait_seconds)
+        return quiet_since
