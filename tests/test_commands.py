@@ -70,3 +70,28 @@ def test_an_unknown_setting_is_named(
     monkeypatch.setenv("UIDX_LEASE_TTL", "5")
     assert main(["status"]) == 2
     assert "UIDX_LEASE_TTL" in capsys.readouterr().err
+
+
+@pytest.mark.usefixtures("env")
+def test_spool_import_covers_the_dump_in_whole_chunks(tmp_path: Path, pg_url: str) -> None:
+    import zlib
+
+    import psycopg
+
+    lines = [f"{n}\tsubject {n} (1/1)\tposter\tdate\t<m{n}@x>\t\t100\t1" for n in range(5000, 5250)]
+    dump = tmp_path / "dump.txt"
+    dump.write_text("\n".join(lines) + "\n")
+    assert main(["groups", "add", "g"]) == 0
+    assert main(["spool", "import", str(dump), "--group", "g", "--chunk-articles", "100"]) == 0
+    with psycopg.connect(pg_url) as conn:
+        rows = conn.execute(
+            "SELECT first_article, last_article, path, lines FROM spool_chunks ORDER BY 1"
+        ).fetchall()
+    assert [(r[0], r[1], r[3]) for r in rows] == [
+        (5000, 5099, 100),
+        (5100, 5199, 100),
+        (5200, 5249, 50),
+    ]
+    text = b"".join(zlib.decompress((tmp_path / "spool" / r[2]).read_bytes()) for r in rows)
+    assert text.decode().splitlines() == lines
+    assert not list((tmp_path / "spool").rglob("*.tmp"))
