@@ -11,12 +11,14 @@ from the `batches` row), or the caller is stale (409). Everything else of
 the batch is written in the same transaction, so a batch is stored whole and
 once, or not at all.
 
-Rows are written set-wise: each table gets one INSERT ... SELECT FROM
-unnest(arrays), the arrays built per release chunk (never per segment):
-releases merge by key (ON CONFLICT DO UPDATE: counters add up, groups
-union), and each release chunk's files, with their details and segments, go
-in as one packed fragment (fragments.py). Bytea arrays go as binary
-parameters: hex-encoding megabytes of packed data costs more than storing it.
+Rows are written set-wise, never per segment: the releases get one
+INSERT ... SELECT FROM unnest(arrays), the arrays built per release chunk,
+merging by key (ON CONFLICT DO UPDATE: counters add up, groups union). Each
+release chunk's files, with their details and segments, go in as one packed
+fragment (fragments.py) through one binary COPY, packed while the COPY runs:
+the server stores rows as the next chunks are packed, and COPY takes half
+the server time of INSERT ... unnest(bytea[]) (which builds and then splits
+one array of megabytes).
 """
 
 from __future__ import annotations
@@ -75,10 +77,10 @@ _RELEASES = """
         updated_at = now()
 """
 _FRAGMENTS = """
-    INSERT INTO fragments (release_key, range_id, batch_first, files, segments, packed)
-    SELECT k, %b, %b, f, s, p FROM unnest(%b::bytea[], %b::int4[], %b::int4[], %b::bytea[])
-        AS t(k, f, s, p)
+    COPY fragments (release_key, range_id, batch_first, files, segments, packed)
+    FROM STDIN (FORMAT BINARY)
 """
+_FRAGMENT_TYPES = ("bytea", "int8", "int8", "int4", "int4", "bytea")
 _RULE_COUNTS = """
     INSERT INTO rule_counts (range_id, batch_first, rule, key, releases, segments)
     SELECT %s, %s, * FROM unnest(%s::text[], %s::text[], %s::int4[], %s::int8[])
@@ -202,11 +204,8 @@ def _write_releases(
     counts: list[int] = []
     sizes: list[int] = []
     fragment_files: list[int] = []
-    fragment_segments: list[int] = []
-    packed: list[bytes] = []
     for chunk in kept:
         files = chunk.files
-        segments = sum(len(f.numbers) for f in files)
         dated = [f.posted for f in files if f.posted]
         keys.append(chunk.key)
         names.append(release_name(chunk.head_name, ((f.name, f.total_segments) for f in files)))
@@ -215,10 +214,17 @@ def _write_releases(
         groups.append("\n".join(chunk.groups))
         posted.append(min(dated) if dated else 0)
         announced.append(chunk.files_announced)
-        counts.append(segments)
-        sizes.append(sum(sum(f.sizes) for f in files))
+        counts.append(sum([len(f.numbers) for f in files]))
+        sizes.append(sum([sum(f.sizes) for f in files]))
         fragment_files.append(len(files))
-        fragment_segments.append(segments)
-        packed.append(fragments.pack(files))
     conn.execute(_RELEASES, (keys, names, heads, posters, groups, posted, announced, counts, sizes))
-    conn.execute(_FRAGMENTS, (range_id, first, keys, fragment_files, fragment_segments, packed))
+    # Binary COPY, packing as it goes: the server stores rows while the next
+    # chunks are packed (and takes half the time of INSERT ... unnest(bytea[])).
+    with conn.cursor().copy(_FRAGMENTS) as copy:
+        copy.set_types(_FRAGMENT_TYPES)
+        for chunk, key, file_count, segments in zip(
+            kept, keys, fragment_files, counts, strict=True
+        ):
+            copy.write_row(
+                (key, range_id, first, file_count, segments, fragments.pack(chunk.files))
+            )

@@ -1,0 +1,138 @@
+"""Packed fragments: an exact round trip for any files, BadFragment for anything else."""
+
+from __future__ import annotations
+
+import hashlib
+import zlib
+from array import array
+
+import pytest
+
+from usenet_indexer import fragments
+from usenet_indexer.batch import FileChunk
+from usenet_indexer.fragments import BadFragment
+
+
+def file_chunk(
+    i: int,
+    message_ids: list[str],
+    *,
+    name: str = "a.rar",
+    subject: str = 'x [1/2] - "a.rar" yEnc (1/9)',
+    numbers: list[int] | None = None,
+    sizes: list[int] | None = None,
+    index: int | None = 0,
+) -> FileChunk:
+    count = len(message_ids)
+    return FileChunk(
+        key=hashlib.blake2b(str(i).encode(), digest_size=16).digest(),
+        name=name,
+        subject=subject,
+        index=index,
+        total_segments=max(count, 1) + i,
+        posted=1_700_000_000 + i,
+        numbers=array("I", numbers if numbers is not None else range(1, count + 1)),
+        message_ids="\n".join(message_ids),
+        sizes=array("I", sizes if sizes is not None else [740_000 + 7 * k for k in range(count)]),
+    )
+
+
+def round_trip(files: list[FileChunk]) -> None:
+    assert fragments.unpack(fragments.pack(files)) == files
+
+
+def test_an_empty_files_list_round_trips() -> None:
+    round_trip([])
+
+
+def test_ids_of_one_width_round_trip_and_pack_smaller_than_plain() -> None:
+    ids = [f"{k:024x}-{1_700_000_000_000 + k}@nyuu" for k in range(500)]
+    files = [file_chunk(0, ids[:300]), file_chunk(1, ids[300:], index=None)]
+    packed = fragments.pack(files)
+    assert fragments.unpack(packed) == files
+    plain = zlib.compress("\n".join(ids).encode(), 1)
+    assert len(packed) < len(plain)
+
+
+def test_ids_of_mixed_widths_round_trip() -> None:
+    round_trip(
+        [
+            file_chunk(0, [f"part{k}of120.abc@powerpost" for k in range(1, 121)]),
+            file_chunk(1, ["x@y"]),
+            file_chunk(2, ["a", "bb", "a"]),
+        ]
+    )
+
+
+def test_hostile_names_and_ids_round_trip_exactly() -> None:
+    hostile = "\x00\n\t\r\"'\\ é 名前 \U0001f600 \ud800 <>&;"
+    files = [
+        file_chunk(0, ["é@x", "ab@x"], name=hostile, subject=hostile + "\n(1/2)"),
+        file_chunk(1, ["名@x", "é@y"], name="", subject=""),  # one width in characters only
+        file_chunk(2, ["\ud800\x00@\t", "\x00\x00\x00@\t"], name="\n\n", subject="\x00"),
+        file_chunk(3, ["only"], name=hostile * 100, subject=hostile),
+    ]
+    round_trip(files)
+
+
+def test_files_without_segments_round_trip() -> None:
+    round_trip([file_chunk(0, []), file_chunk(1, ["a@b", "c@d"]), file_chunk(2, [])])
+    round_trip([file_chunk(0, [])])
+
+
+def test_big_files_round_trip() -> None:
+    count = 100_000
+    ids = [f"{hashlib.md5(str(k).encode()).hexdigest()}@ngPost" for k in range(count)]
+    files = [
+        file_chunk(
+            i,
+            ids[i * count // 4 : (i + 1) * count // 4],
+            numbers=list(range(1, count // 4 + 1))
+            if i
+            else [2**32 - 1 - k for k in range(count // 4)][::-1],
+            sizes=[(k * 7919) % 2**32 for k in range(count // 4)],
+        )
+        for i in range(4)
+    ]
+    round_trip(files)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"",
+        b"\x01",
+        b"\x02",
+        b"\x02not deflate",
+        bytes([fragments.VERSION]) + zlib.compress(b""),
+        bytes([fragments.VERSION]) + zlib.compress(b"\x01\x00\x00\x00\x00\x00\x00\x00"),
+        bytes([fragments.VERSION]) + zlib.compress(b"\xff\xff\xff\xff\x00\x00\x00\x00" + b"x" * 50),
+        bytes([fragments.VERSION]) + zlib.compress(bytes(range(256)) * 8),
+        b"\x01" + zlib.compress(b"\x00\x00\x00\x00"),
+    ],
+)
+def test_garbage_raises_bad_fragment(data: bytes) -> None:
+    with pytest.raises(BadFragment):
+        fragments.unpack(data)
+
+
+def test_damaged_fragments_raise_bad_fragment() -> None:
+    files = [file_chunk(0, [f"{k:020}@w" for k in range(50)], name="né"), file_chunk(1, ["a@b"])]
+    packed = fragments.pack(files)
+    middle = len(packed) // 2
+    stored_damage = [
+        packed[:-1],
+        packed[:middle] + bytes([packed[middle] ^ 0x55]) + packed[middle + 1 :],
+    ]
+    raw = zlib.decompress(packed[1:])
+    inconsistent = [
+        raw[:4] + (7).to_bytes(4, "little") + raw[8:],  # a wrong id width
+        (1000).to_bytes(4, "little") + raw[4:],  # more files than there are
+        raw.replace(b"n\xc3\xa9", b"n\xc3\x28"),  # a name not UTF-8
+        raw[:100],  # cut short
+    ]
+    for data in stored_damage + [
+        bytes([fragments.VERSION]) + zlib.compress(d) for d in inconsistent
+    ]:
+        with pytest.raises(BadFragment):
+            fragments.unpack(data)
