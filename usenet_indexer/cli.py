@@ -17,7 +17,17 @@ from typing import Protocol
 from usenet_indexer.errors import UidxError
 
 # Subcommands, in the order `uidx --help` lists them.
-COMMANDS = ("index", "generate", "coordinator", "groups", "ranges", "nodes", "status", "spool", "db")
+COMMANDS = (
+    "index",
+    "generate",
+    "coordinator",
+    "groups",
+    "ranges",
+    "nodes",
+    "status",
+    "spool",
+    "db",
+)
 
 
 class _Command(Protocol):

@@ -1,0 +1,723 @@
+"""The edge worker: against a real coordinator (hypercorn, PostgreSQL) and, for faults, a fake.
+
+Every test has a deadline. Nothing waits on a real sleep: a test waits for
+what the worker reports through its observer (a keepalive while it waits for
+the spool, a stored batch), and streams poll and keep alive every few
+milliseconds.
+"""
+
+from __future__ import annotations
+
+import ast
+import gzip
+import logging
+import zlib
+from collections.abc import Awaitable, Callable, Iterator, MutableMapping
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import attrs
+import httpx
+import psycopg
+import pytest
+import trio
+from psycopg_pool import ConnectionPool
+
+from usenet_indexer import nodeapi
+from usenet_indexer.batchwire import decode_batch, decode_body
+from usenet_indexer.commands import edge as edge_command
+from usenet_indexer.commands.index import index_files
+from usenet_indexer.config import Settings
+from usenet_indexer.coordinator.server import serve
+from usenet_indexer.coordinator.stores import Stores
+from usenet_indexer.coordinator.stream import StreamTiming
+from usenet_indexer.edge import chunks as edge_chunks
+from usenet_indexer.edge import worker
+from usenet_indexer.edge.chunks import ChunkError, inflate, lines_from
+from usenet_indexer.edge.client import (
+    NODE_API_PATH,
+    EdgeLease,
+    NodeApiError,
+    RetryPolicy,
+    api_base,
+)
+from usenet_indexer.edge.events import EdgeEvent, EventKind
+from usenet_indexer.edge.options import EdgeOptions
+from usenet_indexer.edge.worker import EdgeTotals
+from usenet_indexer.errors import ConfigError, RemoteProtocolError
+from usenet_indexer.frames import Codec, Frame, encode_frame
+from usenet_indexer.merge import CatalogRelease
+from usenet_indexer.rules import DEFAULT_RULES
+from usenet_indexer.store.catalog import CatalogStore
+from usenet_indexer.store.groups import GroupStore
+from usenet_indexer.store.pool import open_pool
+from usenet_indexer.store.spool import SpoolChunk
+from usenet_indexer.testing.generator import GeneratorConfig, generate
+
+# A stream the edge stops reading before its end (a stop, a bad chunk) leaves
+# httpx's and httpcore's chain of async generators half-done; closing the
+# response closes the connection, and trio finalizes the generators with
+# this warning when they are collected. A stream read to its end leaves none.
+pytestmark = pytest.mark.filterwarnings(
+    r"ignore:Async generator 'http(x|core)\.[\w.]+' was garbage collected:ResourceWarning"
+)
+
+# Far above what each test needs (a few seconds for 30k articles).
+DEADLINE_SECONDS = 60
+# Streams in tests poll and keep alive every few milliseconds.
+FAST_STREAM = StreamTiming(keepalive_seconds=0.01, poll_seconds=0.005)
+# Retries in tests: the same schedule, in milliseconds.
+FAST_RETRY = RetryPolicy(base_seconds=0.001, cap_seconds=0.004)
+LINES_PER_CHUNK = 2_000
+TTL = 900.0
+
+
+# --- the data: generated lines, cut into spool chunks as a prefetcher would -----
+
+
+@attrs.frozen
+class Chunk:
+    """One spool chunk of the test: articles first..last and their lines."""
+
+    first: int
+    last: int
+    lines: tuple[bytes, ...]
+
+
+@attrs.frozen
+class Data:
+    """Generated lines of one group, with each line's article number."""
+
+    group: str
+    lines: tuple[bytes, ...]
+    numbers: tuple[int, ...]  # a line without a number takes the one before it
+
+    @property
+    def low(self) -> int:
+        return self.numbers[0]
+
+    @property
+    def high(self) -> int:
+        return self.numbers[-1]
+
+    def lines_in(self, first: int, last: int) -> list[bytes]:
+        return [
+            line for line, n in zip(self.lines, self.numbers, strict=True) if first <= n <= last
+        ]
+
+    def chunks(self, first: int, last: int, per_chunk: int = LINES_PER_CHUNK) -> list[Chunk]:
+        """The range first..last as spool chunks of `per_chunk` lines, covering it whole."""
+        pairs = [
+            (line, n)
+            for line, n in zip(self.lines, self.numbers, strict=True)
+            if first <= n <= last
+        ]
+        slices = [pairs[i : i + per_chunk] for i in range(0, len(pairs), per_chunk)]
+        chunks = []
+        start = first
+        for i, part in enumerate(slices):
+            end = last if i == len(slices) - 1 else slices[i + 1][0][1] - 1
+            chunks.append(Chunk(start, end, tuple(line for line, _ in part)))
+            start = end + 1
+        return chunks
+
+
+def generated(articles: int, seed: int) -> Data:
+    result = generate(GeneratorConfig(articles=articles, seed=seed))
+    numbers: list[int] = []
+    for line in result.lines:
+        head = line.split(b"\t", 1)[0]
+        numbers.append(int(head) if head.isdigit() else numbers[-1] if numbers else 0)
+    assert numbers == sorted(numbers)
+    return Data(result.truth.group, result.lines, tuple(numbers))
+
+
+def offline_index(tmp_path: Path, lines: list[bytes]) -> list[CatalogRelease]:
+    dump = tmp_path / "overview.txt"
+    dump.write_bytes(b"\n".join(lines) + b"\n")
+    merger, _ = index_files([dump], batch_articles=10**9)
+    return list(merger.releases())
+
+
+def assert_same_catalog(got: list[CatalogRelease], expected: list[CatalogRelease]) -> None:
+    """As tests/test_store.py compares: chunk counts and names depend on batch cuts."""
+    exported = {r.key: r for r in got}
+    wanted = {r.key: r for r in expected}
+    assert exported.keys() == wanted.keys()
+    for key, release in wanted.items():
+        assert attrs.evolve(exported[key], chunks=0, name="") == attrs.evolve(
+            release, chunks=0, name=""
+        ), release.name
+
+
+# The ASGI callables as httpx.ASGITransport types them.
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+
+
+# --- fixtures -----------------------------------------------------------------------
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return Settings(home=tmp_path, listen="127.0.0.1:0")
+
+
+@pytest.fixture
+def pool(pg_url: str, settings: Settings) -> Iterator[ConnectionPool]:
+    with open_pool(pg_url, settings) as opened:
+        yield opened
+
+
+@pytest.fixture
+def stores(pool: ConnectionPool) -> Stores:
+    return Stores.from_pool(pool)
+
+
+@attrs.frozen
+class Coordinator:
+    """A real coordinator on loopback, and what the tests do to its spool and ranges."""
+
+    url: str
+    stores: Stores
+    pool: ConnectionPool
+    spool: Path
+
+    def add_group(self, name: str) -> int:
+        return GroupStore(self.pool).add(name)
+
+    def plan(self, group_id: int, first: int, last: int) -> int:
+        (range_id,) = self.stores.ranges.plan(group_id, first, last, last - first + 1)
+        return range_id
+
+    def write(self, group_id: int, chunk: Chunk) -> None:
+        """A zlib chunk file and its index row, as the prefetcher writes them."""
+        self.spool.mkdir(parents=True, exist_ok=True)
+        data = zlib.compress(b"".join(line + b"\n" for line in chunk.lines))
+        path = self.spool / f"{group_id}-{chunk.first}.zz"
+        path.write_bytes(data)
+        row = SpoolChunk(chunk.first, chunk.last, Codec.ZLIB, path.name, len(chunk.lines))
+        self.stores.spool.add(group_id, row, len(data))
+
+    def row(self, sql: str) -> tuple[Any, ...]:
+        with self.pool.connection() as conn:
+            found = conn.execute(sql).fetchone()
+        assert found is not None
+        return tuple(found)
+
+    def options(self, token: str, **changes: Any) -> EdgeOptions:
+        base = EdgeOptions(
+            coordinator_url=self.url,
+            node_token=token,
+            batch_articles=5_000,
+            idle_seconds=0.01,
+            retry=FAST_RETRY,
+        )
+        return attrs.evolve(base, **changes)
+
+
+@pytest.fixture
+async def coordinator(
+    nursery: trio.Nursery, settings: Settings, stores: Stores, pool: ConnectionPool
+) -> Coordinator:
+    options = attrs.evolve(nodeapi.ApiOptions.from_settings(settings), stream=FAST_STREAM)
+    with trio.fail_after(DEADLINE_SECONDS):
+        host, port = await nursery.start(partial(serve, settings, stores, options=options))
+    # The coordinator's URL without the API path: the edge adds it.
+    return Coordinator(f"http://{host}:{port}", stores, pool, settings.home / "spool")
+
+
+@attrs.define
+class Watcher:
+    """An observer that records events and wakes a test at the one it waits for."""
+
+    events: list[EdgeEvent] = attrs.field(factory=list)
+    _waits: list[tuple[Callable[[EdgeEvent], bool], trio.Event]] = attrs.field(factory=list)
+
+    def __call__(self, event: EdgeEvent) -> None:
+        self.events.append(event)
+        for wanted, wake in self._waits:
+            if wanted(event):
+                wake.set()
+
+    def when(self, wanted: Callable[[EdgeEvent], bool]) -> trio.Event:
+        wake = trio.Event()
+        self._waits.append((wanted, wake))
+        return wake
+
+    def kinds(self, kind: EventKind) -> list[EdgeEvent]:
+        return [e for e in self.events if e.kind is kind]
+
+
+async def run_edge(
+    settings: Settings,
+    options: EdgeOptions,
+    results: list[EdgeTotals],
+    *,
+    stop: trio.Event | None = None,
+    observe: Watcher | None = None,
+) -> None:
+    results.append(
+        await worker.run(settings, options=options, stop=stop, observe=observe or Watcher())
+    )
+
+
+# --- end to end ---------------------------------------------------------------------
+
+
+@pytest.mark.trio
+async def test_two_ranges_end_in_the_catalog_an_offline_index_makes(
+    coordinator: Coordinator,
+    settings: Settings,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO)
+    data = generated(30_000, seed=5)
+    group_id = coordinator.add_group(data.group)
+    middle = (data.low + data.high) // 2
+    spans = [(data.low, middle), (middle + 1, data.high)]
+    for first, last in spans:
+        coordinator.plan(group_id, first, last)
+        for chunk in data.chunks(first, last):
+            coordinator.write(group_id, chunk)
+    token = coordinator.stores.nodes.create("edge-1")
+    watcher = Watcher()
+
+    with trio.fail_after(DEADLINE_SECONDS):
+        totals = await worker.run(
+            settings, options=coordinator.options(token, ranges=2), observe=watcher
+        )
+
+    assert totals == EdgeTotals(finished=2)
+    assert coordinator.row("SELECT count(*) FROM ranges WHERE state <> 'done'") == (0,)
+    batches = coordinator.row("SELECT count(*) FROM batches")[0]
+    assert batches == len(watcher.kinds(EventKind.STORED))
+    assert batches >= 6  # ~15k articles per range in batches of 5k
+    expected = offline_index(tmp_path, list(data.lines))
+    assert_same_catalog(CatalogStore(coordinator.pool).export(), expected)
+    # One line per range, with its figures; never the token.
+    lines = [r.getMessage() for r in caplog.records if r.name == "usenet_indexer.edge.range_runner"]
+    assert len(lines) == 2
+    for line in lines:
+        assert ": finished;" in line
+        for figure in ("headers in", "/s)", "release chunks", "probe candidates", "posted", "MB"):
+            assert figure in line
+    assert token not in caplog.text
+
+
+@pytest.mark.trio
+async def test_the_edge_waits_through_keepalives_for_a_chunk_that_lands_late(
+    coordinator: Coordinator, settings: Settings, tmp_path: Path
+) -> None:
+    data = generated(8_000, seed=6)
+    group_id = coordinator.add_group(data.group)
+    coordinator.plan(group_id, data.low, data.high)
+    chunks = data.chunks(data.low, data.high)
+    for chunk in chunks[:-1]:
+        coordinator.write(group_id, chunk)
+    token = coordinator.stores.nodes.create("edge-1")
+    watcher = Watcher()
+    waiting = watcher.when(lambda e: e.kind is EventKind.KEEPALIVE)
+    results: list[EdgeTotals] = []
+
+    with trio.fail_after(DEADLINE_SECONDS):
+        async with trio.open_nursery() as nursery:
+            options = coordinator.options(token, ranges=1)
+            nursery.start_soon(partial(run_edge, settings, options, results, observe=watcher))
+            await waiting.wait()
+            assert not watcher.kinds(EventKind.RANGE_DONE)
+            await trio.to_thread.run_sync(coordinator.write, group_id, chunks[-1])
+
+    assert results == [EdgeTotals(finished=1)]
+    expected = offline_index(tmp_path, list(data.lines))
+    assert_same_catalog(CatalogStore(coordinator.pool).export(), expected)
+
+
+@pytest.mark.trio
+async def test_a_lost_lease_stops_the_range_and_stores_nothing_more(
+    coordinator: Coordinator, settings: Settings, pg_url: str
+) -> None:
+    data = generated(8_000, seed=7)
+    group_id = coordinator.add_group(data.group)
+    range_id = coordinator.plan(group_id, data.low, data.high)
+    chunks = data.chunks(data.low, data.high)
+    for chunk in chunks[:2]:
+        coordinator.write(group_id, chunk)
+    token = coordinator.stores.nodes.create("edge-1")
+    thief = coordinator.stores.nodes.create("edge-2")
+    thief_id = coordinator.stores.nodes.authenticate(thief)
+    watcher = Watcher()
+    waiting = watcher.when(lambda e: e.kind is EventKind.KEEPALIVE)
+    results: list[EdgeTotals] = []
+
+    with trio.fail_after(DEADLINE_SECONDS):
+        async with trio.open_nursery() as nursery:
+            # One batch for the whole range: the indexed chunks wait to be posted.
+            options = coordinator.options(token, ranges=1, batch_articles=10**9)
+            nursery.start_soon(partial(run_edge, settings, options, results, observe=watcher))
+            await waiting.wait()
+            # The edge's lease runs out; another node takes the range over.
+            with psycopg.connect(pg_url) as conn:
+                conn.execute("UPDATE ranges SET deadline = now() - interval '1 second'")
+            assert thief_id is not None
+            takeover = coordinator.stores.ranges.lease(thief_id, TTL)
+            assert takeover is not None
+            assert (takeover.range_id, takeover.epoch) == (range_id, 2)
+
+    # The stream ended (the lease is lost); the batch of what was indexed got
+    # 409; nothing was stored and the range was not given back.
+    assert results == [EdgeTotals(lost=1)]
+    assert not watcher.kinds(EventKind.STORED)
+    assert coordinator.row("SELECT count(*) FROM batches") == (0,)
+    assert coordinator.row("SELECT count(*) FROM fragments") == (0,)
+    state = coordinator.row(
+        f"SELECT state, holder, resume, epoch FROM ranges WHERE id = {range_id}"
+    )
+    assert state == ("leased", thief_id, data.low, 2)
+
+
+@pytest.mark.trio
+async def test_a_stopped_range_is_given_back_and_another_edge_finishes_it(
+    coordinator: Coordinator, settings: Settings, tmp_path: Path
+) -> None:
+    data = generated(10_000, seed=8)
+    group_id = coordinator.add_group(data.group)
+    range_id = coordinator.plan(group_id, data.low, data.high)
+    chunks = data.chunks(data.low, data.high, per_chunk=1_000)
+    landed = 5
+    for chunk in chunks[:landed]:
+        coordinator.write(group_id, chunk)
+    token = coordinator.stores.nodes.create("edge-1")
+    watcher = Watcher()
+    waiting = watcher.when(lambda e: e.kind is EventKind.KEEPALIVE)
+    stop = trio.Event()
+    results: list[EdgeTotals] = []
+    # Batches after chunks 2 and 4 (2,000+ articles each); chunk 5 is indexed
+    # when the edge waits for chunk 6, and is posted when it stops.
+    options = coordinator.options(token, batch_articles=chunks[2].first - chunks[0].first)
+
+    with trio.fail_after(DEADLINE_SECONDS):
+        async with trio.open_nursery() as nursery:
+            run = partial(run_edge, settings, options, results, stop=stop, observe=watcher)
+            nursery.start_soon(run)
+            await waiting.wait()
+            stop.set()
+
+    assert results == [EdgeTotals(given_back=1)]
+    resume = chunks[landed - 1].last + 1
+    assert [e.article for e in watcher.kinds(EventKind.STORED)][-1] == resume
+    state = coordinator.row(f"SELECT state, holder, resume FROM ranges WHERE id = {range_id}")
+    assert state == ("planned", None, resume)
+
+    for chunk in chunks[landed:]:
+        coordinator.write(group_id, chunk)
+    with trio.fail_after(DEADLINE_SECONDS):
+        totals = await worker.run(settings, options=attrs.evolve(options, ranges=1))
+    assert totals == EdgeTotals(finished=1)
+    assert coordinator.row(f"SELECT state FROM ranges WHERE id = {range_id}") == ("done",)
+    expected = offline_index(tmp_path, list(data.lines))
+    assert_same_catalog(CatalogStore(coordinator.pool).export(), expected)
+
+
+@pytest.mark.trio
+async def test_a_cancelled_worker_still_gives_its_range_back(
+    coordinator: Coordinator, settings: Settings
+) -> None:
+    """A second signal cancels the worker outright: the release in `finally:` still runs."""
+    data = generated(4_000, seed=10)
+    group_id = coordinator.add_group(data.group)
+    range_id = coordinator.plan(group_id, data.low, data.high)
+    chunks = data.chunks(data.low, data.high, per_chunk=1_000)
+    coordinator.write(group_id, chunks[0])
+    token = coordinator.stores.nodes.create("edge-1")
+    watcher = Watcher()
+    waiting = watcher.when(lambda e: e.kind is EventKind.KEEPALIVE)
+    results: list[EdgeTotals] = []
+
+    with trio.fail_after(DEADLINE_SECONDS):
+        async with trio.open_nursery() as nursery:
+            options = coordinator.options(token, batch_articles=10**9)
+            nursery.start_soon(partial(run_edge, settings, options, results, observe=watcher))
+            await waiting.wait()
+            nursery.cancel_scope.cancel()
+
+    assert results == []
+    state = coordinator.row(f"SELECT state, holder, resume FROM ranges WHERE id = {range_id}")
+    assert state == ("planned", None, data.low)
+    assert coordinator.row("SELECT count(*) FROM batches") == (0,)
+
+
+# --- faults a real coordinator does not produce on demand: a fake -------------------
+
+
+@attrs.define
+class FakeCoordinator:
+    """An in-memory ASGI stand-in for the node API, answering from a script.
+
+    Attributes:
+        frames: the stream of the one range it leases.
+        batch_statuses: the statuses of successive batch posts (then 200).
+        beats_before_end: the stream's END waits for this many heartbeats.
+    """
+
+    frames: list[Frame]
+    batch_statuses: list[int] = attrs.field(factory=list)
+    beats_before_end: int = 0
+    calls: list[str] = attrs.field(factory=list)
+    stored: list[Any] = attrs.field(factory=list)
+    tokens: list[str] = attrs.field(factory=list)
+    _leased: bool = False
+    _beats: int = 0
+    _beaten: trio.Event = attrs.field(factory=trio.Event)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        assert scope["type"] == "http"
+        action = scope["path"].rsplit("/", 1)[-1]
+        self.calls.append(action)
+        headers = dict(scope["headers"])
+        self.tokens.append(headers[b"authorization"].decode())
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        status, answer = await self._answer(action, body, headers)
+        await send({"type": "http.response.start", "status": status, "headers": []})
+        await send({"type": "http.response.body", "body": answer})
+
+    async def _answer(
+        self, action: str, body: bytes, headers: dict[bytes, bytes]
+    ) -> tuple[int, bytes]:
+        if action == "lease":
+            if self._leased:
+                return 204, b""
+            self._leased = True
+            lease = {
+                "id": 1,
+                "group": "alt.binaries.fake",
+                "first": 1,
+                "last": 3,
+                "next": 1,
+                "epoch": 1,
+            }
+            rules = [rule.to_wire() for rule in DEFAULT_RULES]
+            return 200, httpx.Response(200, json={"range": lease, "rules": rules}).content
+        if action == "stream":
+            if self.beats_before_end:
+                await self._beaten.wait()
+            return 200, b"".join(encode_frame(frame) for frame in self.frames)
+        if action == "batches":
+            if self.batch_statuses:
+                return self.batch_statuses.pop(0), b'{"error": "the database is unavailable"}'
+            encoding = headers[b"content-encoding"].decode()
+            assert headers[b"content-type"] == b"application/x-msgpack"
+            document = decode_body(
+                body, content_encoding=encoding, max_body_bytes=1 << 26, max_inflated_bytes=1 << 28
+            )
+            self.stored.append(decode_batch(document))
+            return 200, b'{"stored": true, "already": false}'
+        if action == "heartbeat":
+            self._beats += 1
+            if self._beats >= self.beats_before_end:
+                self._beaten.set()
+        return 200, b"{}"
+
+
+def fake_lines() -> bytes:
+    data = generated(300, seed=9)
+    return b"\n".join(data.lines_in(data.low, data.low + 2))
+
+
+def fake_options(**changes: Any) -> EdgeOptions:
+    base = EdgeOptions(
+        coordinator_url="http://coordinator.test",
+        node_token="secret-token",
+        ranges=1,
+        idle_seconds=0.01,
+        retry=FAST_RETRY,
+    )
+    return attrs.evolve(base, **changes)
+
+
+@pytest.mark.trio
+async def test_a_batch_answered_503_twice_is_retried_and_stored_once(
+    settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    payload = zlib.compress(fake_lines())
+    frames = [Frame.chunk(1, 3, payload, codec=Codec.ZLIB), Frame.end(3)]
+    fake = FakeCoordinator(frames, batch_statuses=[503, 503])
+    with trio.fail_after(DEADLINE_SECONDS):
+        totals = await worker.run(
+            settings, options=fake_options(), transport=httpx.ASGITransport(app=fake)
+        )
+    assert totals == EdgeTotals(finished=1)
+    assert fake.calls == ["lease", "stream", "batches", "batches", "batches", "finish"]
+    assert len(fake.stored) == 1
+    assert (fake.stored[0].range_id, fake.stored[0].epoch) == (1, 1)
+    assert (fake.stored[0].batch.first, fake.stored[0].batch.next) == (1, 4)
+    assert set(fake.tokens) == {"Bearer secret-token"}
+    assert "secret-token" not in caplog.text
+    assert caplog.text.count("HTTP 503") == 2
+
+
+@pytest.mark.trio
+async def test_a_batch_refused_for_good_gives_the_range_back(settings: Settings) -> None:
+    frames = [Frame.chunk(1, 3, gzip.compress(fake_lines()), codec=Codec.GZIP), Frame.end(3)]
+    fake = FakeCoordinator(frames, batch_statuses=[503] * FAST_RETRY.tries)
+    with trio.fail_after(DEADLINE_SECONDS):
+        totals = await worker.run(
+            settings, options=fake_options(), transport=httpx.ASGITransport(app=fake)
+        )
+    assert totals == EdgeTotals(failed=1)
+    assert fake.calls == ["lease", "stream"] + ["batches"] * FAST_RETRY.tries + ["release"]
+    assert fake.stored == []
+
+
+@pytest.mark.trio
+async def test_an_unknown_chunk_codec_gives_the_range_back(settings: Settings) -> None:
+    frames = [Frame.chunk(1, 3, b"zstd?", codec=Codec.ZSTD), Frame.end(3)]
+    fake = FakeCoordinator(frames)
+    with trio.fail_after(DEADLINE_SECONDS):
+        totals = await worker.run(
+            settings, options=fake_options(), transport=httpx.ASGITransport(app=fake)
+        )
+    assert totals == EdgeTotals(given_back=1)
+    assert fake.calls == ["lease", "stream", "release"]
+
+
+@pytest.mark.trio
+async def test_heartbeats_keep_a_lease_that_is_long_between_batches(settings: Settings) -> None:
+    frames = [Frame.chunk(1, 3, zlib.compress(fake_lines()), codec=Codec.ZLIB), Frame.end(3)]
+    fake = FakeCoordinator(frames, beats_before_end=2)
+    options = fake_options(heartbeat_seconds=0.005)
+    with trio.fail_after(DEADLINE_SECONDS):
+        totals = await worker.run(
+            settings, options=options, transport=httpx.ASGITransport(app=fake)
+        )
+    assert totals == EdgeTotals(finished=1)
+    assert fake.calls[:4] == ["lease", "stream", "heartbeat", "heartbeat"]
+    assert fake.calls[-2:] == ["batches", "finish"]
+
+
+@pytest.mark.trio
+async def test_a_refused_token_stops_the_worker(settings: Settings) -> None:
+    async def refuse(scope: Scope, receive: Receive, send: Send) -> None:
+        await send({"type": "http.response.start", "status": 401, "headers": []})
+        await send({"type": "http.response.body", "body": b'{"error": "unknown or revoked token"}'})
+
+    with trio.fail_after(DEADLINE_SECONDS), pytest.raises(NodeApiError, match="revoked") as caught:
+        await worker.run(
+            settings, options=fake_options(ranges=None), transport=httpx.ASGITransport(app=refuse)
+        )
+    assert caught.value.status == 401
+
+
+# --- the pure parts -------------------------------------------------------------------
+
+
+def test_the_backoff_is_exponential_and_capped() -> None:
+    policy = RetryPolicy()
+    delays = [policy.next_delay(attempt) for attempt in range(1, 9)]
+    assert delays == [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 60.0, None]  # 8 tries, 7 pauses
+    tiny = RetryPolicy(tries=5, base_seconds=0.5, cap_seconds=1.5)
+    assert [tiny.next_delay(a) for a in range(1, 6)] == [0.5, 1.0, 1.5, 1.5, None]
+    assert RetryPolicy(tries=100).next_delay(99) == 60.0
+    with pytest.raises(ValueError, match="tries"):
+        RetryPolicy(tries=0)
+
+
+def test_an_edge_needs_coordinator_url_and_node_token(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="COORDINATOR_URL and NODE_TOKEN"):
+        EdgeOptions.from_settings(Settings(home=tmp_path))
+    with pytest.raises(ConfigError) as caught:
+        EdgeOptions.from_settings(Settings(home=tmp_path, coordinator_url="http://c:8750"))
+    assert caught.value.key == "NODE_TOKEN"
+    settings = Settings(
+        home=tmp_path, coordinator_url="http://c:8750", node_token="t0k", lease_ttl_seconds=90.0
+    )
+    options = EdgeOptions.from_settings(settings, ranges=2, batch_articles=1000)
+    assert (options.ranges, options.batch_articles, options.heartbeat_seconds) == (2, 1000, 30.0)
+    assert "t0k" not in repr(options)
+    assert EdgeOptions.from_settings(settings).batch_articles == settings.batch_articles
+
+
+def test_the_command_line() -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    edge_command.add_parser(parser.add_subparsers())
+    args = parser.parse_args(["edge", "--ranges", "3", "--batch-articles", "5000"])
+    assert (args.ranges, args.batch_articles, args.run) == (3, 5000, edge_command.run)
+    assert parser.parse_args(["edge"]).ranges is None
+    with pytest.raises(SystemExit):
+        parser.parse_args(["edge", "--ranges", "0"])
+
+
+def test_the_api_base_url() -> None:
+    assert NODE_API_PATH == nodeapi.PREFIX
+    assert api_base("http://c:8750") == "http://c:8750/api/v1/node/"
+    assert api_base("http://c:8750/") == "http://c:8750/api/v1/node/"
+    assert api_base("http://c:8750/api/v1/node") == "http://c:8750/api/v1/node/"
+
+
+def test_a_lease_document_is_checked() -> None:
+    good: dict[str, Any] = {
+        "range": {"id": 1, "group": "g", "first": 10, "last": 20, "next": 15, "epoch": 3},
+        "rules": [rule.to_wire() for rule in DEFAULT_RULES],
+    }
+    lease = EdgeLease.from_json(good)
+    assert (lease.range_id, lease.next, lease.epoch, lease.rules) == (1, 15, 3, DEFAULT_RULES)
+    bad: list[object] = [
+        [],
+        {"range": good["range"]},
+        {**good, "range": {**good["range"], "epoch": True}},
+        {**good, "range": {**good["range"], "next": 22}},
+        {**good, "range": {**good["range"], "group": None}},
+        {**good, "rules": [{"kind": "nonsense"}]},
+    ]
+    for document in bad:
+        with pytest.raises(RemoteProtocolError):
+            EdgeLease.from_json(document)
+
+
+def test_chunks_inflate_with_a_cap() -> None:
+    text = b"1\tsubject\n" * 1000
+    assert inflate(Codec.ZLIB, zlib.compress(text), len(text)) == text
+    assert inflate(Codec.GZIP, gzip.compress(text), len(text)) == text
+    assert inflate(Codec.NONE, text, len(text)) == text
+    with pytest.raises(ChunkError, match="over"):
+        inflate(Codec.ZLIB, zlib.compress(text), len(text) - 1)
+    with pytest.raises(ChunkError, match="ZSTD is not supported"):
+        inflate(Codec.ZSTD, b"x", 100)
+    with pytest.raises(ChunkError, match="corrupt"):
+        inflate(Codec.ZLIB, b"not zlib", 100)
+    with pytest.raises(ChunkError, match="truncated"):
+        inflate(Codec.GZIP, gzip.compress(text)[:-10], len(text))
+    with pytest.raises(ChunkError, match="truncated"):
+        inflate(Codec.ZLIB, zlib.compress(text) + b"tail", len(text))
+
+
+def test_lines_from_drops_what_is_stored_already() -> None:
+    data = b"5\ta\n6\tb\nbroken\n7\tc\n"
+    assert lines_from(data, 6) == b"6\tb\nbroken\n7\tc"
+    assert lines_from(data, 8) == b""
+    assert lines_from(data, 1) == b"5\ta\n6\tb\nbroken\n7\tc"
+
+
+def test_the_chunk_module_is_pure() -> None:
+    tree = ast.parse(Path(edge_chunks.__file__).read_text())
+    imported = {
+        name.split(".")[0]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for name in (
+            [alias.name for alias in node.names]
+            if isinstance(node, ast.Import)
+            else [node.module or ""]
+        )
+    }
+    assert not imported & {"trio", "httpx", "psycopg", "socket", "os", "time"}

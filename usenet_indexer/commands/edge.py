@@ -1,0 +1,121 @@
+"""`uidx edge`: index ranges for the coordinator.
+
+Needs COORDINATOR_URL and NODE_TOKEN only (environment or settings file).
+Leases a range, streams its chunks, indexes them, posts a batch every
+--batch-articles articles and finishes the range; then the next one. With
+nothing to do it asks again every idle_seconds; --ranges N stops after N
+ranges, or as soon as there is nothing to do.
+
+SIGTERM or SIGINT: the current chunk is indexed, what is indexed is posted
+and the range is given back (the next worker resumes from the last stored
+batch). A second signal stops at once, still giving the range back.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+from collections.abc import AsyncIterator
+from functools import partial
+
+import trio
+
+from usenet_indexer.config import Settings, from_process
+from usenet_indexer.edge import worker
+from usenet_indexer.edge.options import EdgeOptions
+from usenet_indexer.errors import UidxError
+
+logger = logging.getLogger(__name__)
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not a positive number")
+    return value
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register `uidx edge`.
+
+    Args:
+        subparsers: the `uidx` subcommand registry.
+    """
+    parser = subparsers.add_parser(
+        "edge",
+        help="index ranges for the coordinator (needs COORDINATOR_URL and NODE_TOKEN)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--ranges", type=_positive, help="stop after N ranges, or when there is nothing to do"
+    )
+    parser.add_argument(
+        "--batch-articles",
+        type=_positive,
+        help="articles per posted batch (default: the batch_articles setting, 500000)",
+    )
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run one edge worker until SIGTERM/SIGINT, or until --ranges are done.
+
+    Args:
+        args: parsed arguments (config, ranges, batch_articles).
+
+    Returns:
+        0.
+
+    Raises:
+        ConfigError: bad settings; COORDINATOR_URL or NODE_TOKEN missing.
+        NodeApiError: the token was refused, or (with --ranges) leasing failed.
+    """
+    settings = from_process(args.config)
+    options = EdgeOptions.from_settings(
+        settings, ranges=args.ranges, batch_articles=args.batch_articles
+    )
+    try:
+        trio.run(partial(_until_signal, settings, options))
+    except BaseExceptionGroup as group:
+        error = _sole_error(group)
+        if isinstance(error, UidxError):
+            raise error from group
+        raise
+    return 0
+
+
+async def _until_signal(settings: Settings, options: EdgeOptions) -> None:
+    stop = trio.Event()
+    with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_on_signals, signals, stop, nursery.cancel_scope)
+            await worker.run(settings, options=options, stop=stop)
+            nursery.cancel_scope.cancel()
+
+
+async def _on_signals(
+    signals: AsyncIterator[int], stop: trio.Event, scope: trio.CancelScope
+) -> None:
+    # Handlers only enqueue (trio's receiver); the decisions are made here.
+    async for signum in signals:
+        name = signal.Signals(signum).name
+        if not stop.is_set():
+            logger.info("%s: stopping after the current chunk; the range goes back", name)
+            stop.set()
+        else:
+            logger.warning("%s again: stopping now; the range goes back", name)
+            scope.cancel()
+
+
+def _sole_error(error: BaseException) -> BaseException:
+    # A worker's error comes out of the nurseries wrapped in groups of one.
+    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    return error

@@ -1,0 +1,357 @@
+"""The node API as an edge sees it: httpx, a bearer token, retries with backoff.
+
+Theory of operation
+-------------------
+Every call goes through `_attempts`: a network error or a 5xx is tried again
+after `RetryPolicy.next_delay(attempt)` (exponential, capped; 8 tries in
+all by default), anything else is final. The answers map to errors once,
+here::
+
+    UidxError
+    └── NodeApiError        a call failed for good (status, or network trouble)
+        └── LeaseLostError  409: the range is no longer ours; store nothing more
+
+Retrying a batch POST is safe: the coordinator answers a batch it stored
+before (its reply lost) with "already stored", and refuses anything stale.
+The token goes into the client's default headers and nowhere else; log
+lines name the call and the status, never a header.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
+from typing import Any, Final
+
+import attrs
+import httpx
+import trio
+
+from usenet_indexer.errors import RemoteProtocolError, UidxError
+from usenet_indexer.rules import Rule, rule_from_wire
+
+logger = logging.getLogger(__name__)
+
+# Where the node API lives under the coordinator's URL (nodeapi.PREFIX; not
+# imported: an edge has no use for the server's modules).
+NODE_API_PATH: Final = "/api/v1/node/"
+
+# Connecting is quick or not at all; storing a batch took up to 16 s in the
+# earlier system, so a reply may be long in coming; a stream sends a
+# keepalive every few seconds, so a minute of silence means it is dead.
+TIMEOUT: Final = httpx.Timeout(connect=10.0, read=120.0, write=120.0, pool=10.0)
+STREAM_TIMEOUT: Final = httpx.Timeout(connect=10.0, read=60.0, write=60.0, pool=10.0)
+
+# An error body goes into a log line and an exception: the start of it is enough.
+MAX_ERROR_CHARS: Final = 300
+
+BATCH_HEADERS: Final = {"Content-Type": "application/x-msgpack", "Content-Encoding": "gzip"}
+
+
+class NodeApiError(UidxError):
+    """A node API call failed for good.
+
+    Attributes:
+        action: the call ("lease", "batches", ...).
+        status: the HTTP status, or None after network trouble.
+    """
+
+    def __init__(self, action: str, status: int | None, message: str) -> None:
+        super().__init__(f"{action}: {message}")
+        self.action = action
+        self.status = status
+
+
+class LeaseLostError(NodeApiError):
+    """409: another node holds the range now, or our epoch is stale."""
+
+
+def _at_least(minimum: float) -> Callable[[object, attrs.Attribute[Any], float], None]:
+    def check(instance: object, attribute: attrs.Attribute[Any], value: float) -> None:
+        if not value >= minimum:
+            raise ValueError(f"{attribute.name} must be at least {minimum}, not {value}")
+
+    return check
+
+
+@attrs.frozen
+class RetryPolicy:
+    """Exponential backoff, capped: base, 2 x base, 4 x base, ... up to cap.
+
+    Attributes:
+        tries: tries in all, the first one included.
+        base_seconds: the pause after the first failed try.
+        cap_seconds: the longest pause.
+    """
+
+    tries: int = attrs.field(default=8, validator=_at_least(1))
+    base_seconds: float = attrs.field(default=1.0, validator=_at_least(0.0))
+    cap_seconds: float = attrs.field(default=60.0, validator=_at_least(0.0))
+
+    def next_delay(self, attempt: int) -> float | None:
+        """The pause after failed try number `attempt` (from 1), or None when none is left.
+
+        Args:
+            attempt: how many tries have failed so far.
+
+        Returns:
+            Seconds to wait before the next try, or None to give up.
+        """
+        if attempt >= self.tries:
+            return None
+        # min() before the power would overflow: 2**1000 floats do not exist.
+        return min(self.cap_seconds, self.base_seconds * 2.0 ** min(attempt - 1, 64))
+
+
+def _non_negative_int(document: Mapping[str, Any], key: str) -> int:
+    value = document.get(key)
+    # type(), not isinstance: true is not a number.
+    if type(value) is not int or value < 0:
+        raise RemoteProtocolError(f"lease: {key!r} is not an article number or id: {value!r}")
+    return value
+
+
+@attrs.frozen
+class EdgeLease:
+    """A range leased to this node, from its resume point.
+
+    Attributes:
+        range_id: the range.
+        group: its group.
+        first: its first article.
+        last: its last article.
+        next: the resume point (the first article not stored yet).
+        epoch: the fencing token every later call names.
+        rules: the rules to index it with.
+    """
+
+    range_id: int
+    group: str
+    first: int
+    last: int
+    next: int
+    epoch: int
+    rules: tuple[Rule, ...]
+
+    @classmethod
+    def from_json(cls, document: object) -> EdgeLease:
+        """A lease from the coordinator's 200 answer.
+
+        Raises:
+            RemoteProtocolError: the document is not a lease.
+        """
+        if not isinstance(document, dict):
+            raise RemoteProtocolError("lease: the answer is not a JSON object")
+        wire, rules = document.get("range"), document.get("rules")
+        if not isinstance(wire, dict) or not isinstance(rules, list):
+            raise RemoteProtocolError("lease: the answer has no 'range' object or 'rules' list")
+        group = wire.get("group")
+        if not isinstance(group, str):
+            raise RemoteProtocolError(f"lease: 'group' is not a string: {group!r}")
+        if not all(isinstance(rule, dict) for rule in rules):
+            raise RemoteProtocolError("lease: a rule is not a JSON object")
+        lease = cls(
+            range_id=_non_negative_int(wire, "id"),
+            group=group,
+            first=_non_negative_int(wire, "first"),
+            last=_non_negative_int(wire, "last"),
+            next=_non_negative_int(wire, "next"),
+            epoch=_non_negative_int(wire, "epoch"),
+            rules=tuple(rule_from_wire(rule) for rule in rules),
+        )
+        if not lease.first <= lease.next <= lease.last + 1:
+            raise RemoteProtocolError(
+                f"lease: resume point {lease.next} is outside {lease.first}..{lease.last}"
+            )
+        return lease
+
+    def __str__(self) -> str:
+        return f"{self.group} range {self.range_id} ({self.first}..{self.last}, epoch {self.epoch})"
+
+
+@attrs.frozen
+class BatchAnswer:
+    """The coordinator's answer to a batch: stored now, or stored before (a retry)."""
+
+    already: bool
+
+
+def api_base(coordinator_url: str) -> str:
+    """The node API's base URL under a coordinator URL (given with or without the path)."""
+    base = coordinator_url.rstrip("/")
+    if base.endswith(NODE_API_PATH.rstrip("/")):
+        return base + "/"
+    return base + NODE_API_PATH
+
+
+@asynccontextmanager
+async def open_client(
+    coordinator_url: str,
+    token: str,
+    *,
+    retry: RetryPolicy,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> AsyncIterator[NodeClient]:
+    """A node API client for the duration of the block.
+
+    Args:
+        coordinator_url: the coordinator's URL.
+        token: the node's bearer token.
+        retry: the backoff of failed calls.
+        transport: another transport (a test's fake coordinator), or None.
+
+    Yields:
+        The client.
+    """
+    async with httpx.AsyncClient(
+        base_url=api_base(coordinator_url),
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=TIMEOUT,
+        transport=transport,
+    ) as http:
+        yield NodeClient(http, retry)
+
+
+@attrs.define(eq=False)
+class NodeClient:
+    """The calls of the node API; see the module docstring for errors and retries.
+
+    Args:
+        http: an httpx client with the base URL and the bearer header.
+        retry: the backoff of failed calls.
+    """
+
+    _http: httpx.AsyncClient
+    retry: RetryPolicy
+
+    async def lease(self) -> EdgeLease | None:
+        """A range to index, or None when there is nothing to do (204).
+
+        Raises:
+            NodeApiError: the call failed (401: the token was refused).
+            RemoteProtocolError: the answer is not a lease.
+        """
+        response = await self._attempts("lease", lambda: self._http.post("lease"))
+        if response.status_code == 204:
+            return None
+        return EdgeLease.from_json(_json(response, "lease"))
+
+    @asynccontextmanager
+    async def stream(self, lease: EdgeLease) -> AsyncIterator[httpx.Response]:
+        """The range's frame stream from its resume point: a 200 whose body is unread.
+
+        Raises:
+            LeaseLostError: the range is not ours (409).
+            NodeApiError: the stream could not be opened.
+        """
+        request = self._http.build_request(
+            "GET", f"ranges/{lease.range_id}/stream", timeout=STREAM_TIMEOUT
+        )
+        response = await self._attempts(
+            "stream", lambda: self._http.send(request, stream=True), streaming=True
+        )
+        try:
+            yield response
+        finally:
+            await response.aclose()
+
+    async def post_batch(self, lease: EdgeLease, body: bytes) -> BatchAnswer:
+        """Store one batch (a gzip msgpack body from batchwire).
+
+        Raises:
+            LeaseLostError: 409; nothing was stored.
+            NodeApiError: the batch was refused or could not be sent.
+        """
+        response = await self._attempts(
+            "batches",
+            lambda: self._http.post(
+                f"ranges/{lease.range_id}/batches", content=body, headers=BATCH_HEADERS
+            ),
+        )
+        answer = _json(response, "batches")
+        return BatchAnswer(already=isinstance(answer, dict) and answer.get("already") is True)
+
+    async def heartbeat(self, lease: EdgeLease) -> None:
+        """Keep the lease (its deadline moves on by the TTL)."""
+        await self._control(lease, "heartbeat")
+
+    async def finish(self, lease: EdgeLease) -> None:
+        """Mark the range done (every batch up to its end is stored)."""
+        await self._control(lease, "finish")
+
+    async def release(self, lease: EdgeLease) -> None:
+        """Give the range back; the next node resumes at the last stored batch."""
+        await self._control(lease, "release")
+
+    async def _control(self, lease: EdgeLease, action: str) -> None:
+        path = f"ranges/{lease.range_id}/{action}"
+        await self._attempts(action, lambda: self._http.post(path, json={"epoch": lease.epoch}))
+
+    async def _attempts(
+        self,
+        action: str,
+        send: Callable[[], Awaitable[httpx.Response]],
+        *,
+        streaming: bool = False,
+    ) -> httpx.Response:
+        """Send until an answer below 500, within the retry policy; only a 2xx comes back.
+
+        Raises:
+            LeaseLostError: 409.
+            NodeApiError: another 4xx, or no answer below 500 within the tries.
+        """
+        attempt = 0
+        while True:
+            attempt += 1
+            error: httpx.TransportError | None = None
+            try:
+                response = await send()
+            except httpx.TransportError as caught:
+                error, problem = caught, f"{type(caught).__name__}: {caught}"
+            else:
+                status = response.status_code
+                if 200 <= status < 300:
+                    return response
+                if streaming:
+                    # The error body of a stream request is read for its message.
+                    await response.aread()
+                    await response.aclose()
+                if status < 500:
+                    raise _failure(action, response)
+                problem = f"HTTP {status}: {_message(response)}"
+            delay = self.retry.next_delay(attempt)
+            if delay is None:
+                raise NodeApiError(action, None, f"gave up after {attempt} tries: {problem}")
+            logger.warning(
+                "%s: %s; try %d of %d in %.1f s",
+                *(action, problem, attempt + 1, self.retry.tries, delay),
+                exc_info=error,
+            )
+            await trio.sleep(delay)
+
+
+def _failure(action: str, response: httpx.Response) -> NodeApiError:
+    """The error for a final answer that is not a success."""
+    message = f"HTTP {response.status_code}: {_message(response)}"
+    if response.status_code == 409:
+        return LeaseLostError(action, 409, message)
+    return NodeApiError(action, response.status_code, message)
+
+
+def _message(response: httpx.Response) -> str:
+    """The `error` of a JSON error body, else the start of the body."""
+    try:
+        document = response.json()
+    except ValueError:
+        return response.text[:MAX_ERROR_CHARS]
+    if isinstance(document, dict) and isinstance(document.get("error"), str):
+        return str(document["error"])[:MAX_ERROR_CHARS]
+    return response.text[:MAX_ERROR_CHARS]
+
+
+def _json(response: httpx.Response, action: str) -> object:
+    try:
+        return response.json()
+    except ValueError as error:
+        raise RemoteProtocolError(f"{action}: the answer is not JSON: {error}") from error

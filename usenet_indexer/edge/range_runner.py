@@ -1,0 +1,364 @@
+"""One leased range: stream -> inflate -> index -> post batches -> finish.
+
+Theory of operation
+-------------------
+Four tasks share the range, joined by unbuffered memory channels (a send
+waits until the other side takes the item), which is what bounds memory:
+
+    stream reader --Piece--> indexing loop --Batch--> poster
+                                                      heartbeats
+
+- The stream reader decodes frames and inflates each CHUNK in a worker
+  thread, so the next chunk inflates while this one is indexed; it then
+  waits until the indexing loop takes it: at most one chunk ahead.
+- The indexing loop feeds the RangeIndexer and hands over a batch every
+  `batch_articles` articles. The poster posts batches in order; while one
+  is in flight the loop indexes on, and at most one batch waits behind it.
+- Heartbeats keep the lease when batches are far apart.
+
+Endings. END: the last batch is posted, then `finish`. A stop (the stop
+event), an ERROR frame or a broken stream: the current chunk is indexed to
+its end, what is indexed is posted, and the range is given back. A 409 from
+any call: the lease is lost; everything stops and nothing more is sent (not
+even a release). Any other failure: the range is given back. Giving back
+runs in `finally:`, shielded and time-limited, so a cancelled worker does
+not leave its range leased either.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections.abc import AsyncGenerator
+from typing import cast
+
+import attrs
+import httpx
+import trio
+
+from usenet_indexer.batch import Batch
+from usenet_indexer.batchwire import compress_body, encode_batch
+from usenet_indexer.edge.chunks import ChunkError, Piece, lines_from, piece_of
+from usenet_indexer.edge.client import EdgeLease, LeaseLostError, NodeApiError, NodeClient
+from usenet_indexer.edge.events import EdgeEvent, EventKind, Observer, ignore
+from usenet_indexer.edge.options import EdgeOptions
+from usenet_indexer.frames import CLOSED, Frame, FrameDecoder, FrameError, FrameKind
+from usenet_indexer.indexer import RangeIndexer
+
+logger = logging.getLogger(__name__)
+
+STOPPING = "stopping"
+
+
+class Outcome(enum.Enum):
+    """How a range ended for this worker."""
+
+    FINISHED = "finished"
+    GIVEN_BACK = "given back"
+    LOST = "lease lost"
+    FAILED = "failed, given back"
+
+
+@attrs.frozen
+class RangeReport:
+    """What one range did: the figures of its log line.
+
+    Attributes:
+        lease: the range.
+        outcome: how it ended.
+        reason: why it ended early ("" when finished).
+        resume: the resume point after the last batch stored.
+        headers: overview lines in the batches stored.
+        seconds: from lease to the end.
+        release_chunks: release chunks stored (kept by the rules).
+        probe_candidates: probe candidates stored.
+        posted_bytes: compressed batch bodies posted.
+        post_seconds: time spent waiting for batch posts.
+    """
+
+    lease: EdgeLease
+    outcome: Outcome
+    reason: str
+    resume: int
+    headers: int
+    seconds: float
+    release_chunks: int
+    probe_candidates: int
+    posted_bytes: int
+    post_seconds: float
+
+    def describe(self) -> str:
+        """The range's log line."""
+        rate = self.headers / self.seconds if self.seconds > 0 else 0.0
+        why = f" ({self.reason}; resume point {self.resume})" if self.reason else ""
+        return (
+            f"{self.lease}: {self.outcome.value}{why}; {self.headers:,} headers in "
+            f"{self.seconds:.1f} s ({rate:,.0f}/s), {self.release_chunks:,} release chunks, "
+            f"{self.probe_candidates:,} probe candidates; posted "
+            f"{self.posted_bytes / 1e6:.1f} MB in {self.post_seconds:.1f} s"
+        )
+
+
+@attrs.define(eq=False)
+class _Tally:
+    """What the stored batches add up to (updated by the poster)."""
+
+    resume: int
+    headers: int = 0
+    release_chunks: int = 0
+    probe_candidates: int = 0
+    posted_bytes: int = 0
+    post_seconds: float = 0.0
+
+    def add(self, batch: Batch, body_bytes: int, seconds: float) -> None:
+        self.resume = batch.next
+        self.headers += batch.lines
+        self.release_chunks += sum(1 for r in batch.releases if r.dropped is None)
+        self.probe_candidates += len(batch.probe_candidates)
+        self.posted_bytes += body_bytes
+        self.post_seconds += seconds
+
+
+@attrs.define(eq=False)
+class RangeRunner:
+    """Indexes one leased range (see the module docstring).
+
+    Args:
+        client: the node API.
+        lease: the range.
+        options: batch size, heartbeat interval, caps, the give-back deadline.
+        stop: set it to stop after the current chunk and give the range back.
+        observe: told of keepalives and stored batches.
+    """
+
+    client: NodeClient
+    lease: EdgeLease
+    options: EdgeOptions
+    stop: trio.Event
+    observe: Observer = ignore
+    _indexer: RangeIndexer = attrs.field(init=False)
+    _tally: _Tally = attrs.field(init=False)
+    _last_contact: float = attrs.field(init=False, default=0.0)
+
+    def __attrs_post_init__(self) -> None:
+        lease = self.lease
+        self._indexer = RangeIndexer(group=lease.group, first=lease.next, rules=lease.rules)
+        self._tally = _Tally(resume=lease.next)
+
+    async def run(self) -> RangeReport:
+        """Index the range to its end, or until stopped, the lease is lost, or it fails.
+
+        Returns:
+            What the range did (also logged, one line).
+        """
+        started = self._last_contact = trio.current_time()
+        self.observe(EdgeEvent(EventKind.LEASED, self.lease.range_id, self.lease.next))
+        # Until _work returns, an ending (a cancellation included) gives the range back.
+        outcome, reason = Outcome.FAILED, "cancelled"
+        try:
+            outcome, reason = await self._work()
+        except* LeaseLostError as group:
+            outcome, reason = Outcome.LOST, _reasons(group)
+        except* Exception as group:
+            outcome, reason = Outcome.FAILED, _reasons(group)
+            logger.error("%s: failed", self.lease, exc_info=group)
+        finally:
+            if outcome in {Outcome.GIVEN_BACK, Outcome.FAILED}:
+                with trio.move_on_after(self.options.give_back_seconds, shield=True):
+                    await self._give_back()
+            report = self._report(outcome, reason, trio.current_time() - started)
+            log = logger.info if outcome is Outcome.FINISHED else logger.warning
+            log("%s", report.describe())
+        self.observe(EdgeEvent(EventKind.RANGE_DONE, self.lease.range_id, self._tally.resume))
+        return report
+
+    def _report(self, outcome: Outcome, reason: str, seconds: float) -> RangeReport:
+        tally = self._tally
+        return RangeReport(
+            *(self.lease, outcome, reason, tally.resume, tally.headers, seconds),
+            *(tally.release_chunks, tally.probe_candidates, tally.posted_bytes),
+            tally.post_seconds,
+        )
+
+    async def _work(self) -> tuple[Outcome, str]:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._heartbeats)
+            ending = await self._index_and_post()
+            nursery.cancel_scope.cancel()
+        if ending is not None:
+            return Outcome.GIVEN_BACK, ending
+        await self.client.finish(self.lease)
+        return Outcome.FINISHED, ""
+
+    async def _give_back(self) -> None:
+        try:
+            await self.client.release(self.lease)
+        except NodeApiError as error:
+            # Lost meanwhile, or the coordinator is away: the lease expires by itself.
+            logger.warning("%s: could not give it back: %s", self.lease, error)
+
+    async def _heartbeats(self) -> None:
+        # A stored batch moves the deadline too: beat only after a quiet interval.
+        interval = self.options.heartbeat_seconds
+        while True:
+            await trio.sleep_until(self._last_contact + interval)
+            if trio.current_time() >= self._last_contact + interval:
+                await self.client.heartbeat(self.lease)
+                self._last_contact = trio.current_time()
+
+    async def _index_and_post(self) -> str | None:
+        """Index and post; None at the range's end, else why it stopped early."""
+        batches, to_post = trio.open_memory_channel[Batch](0)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._post_batches, to_post)
+            async with batches:
+                ending = await self._index(batches)
+        return ending
+
+    async def _post_batches(self, batches: trio.MemoryReceiveChannel[Batch]) -> None:
+        async for batch in batches:
+            await self._post(batch)
+
+    async def _post(self, batch: Batch) -> None:
+        lease = self.lease
+        # Encoding is CPU work; isal's compression releases the GIL.
+        body = await trio.to_thread.run_sync(_body, batch, lease)
+        posted = trio.current_time()
+        answer = await self.client.post_batch(lease, body)
+        self._last_contact = now = trio.current_time()
+        self._tally.add(batch, len(body), now - posted)
+        if answer.already:
+            logger.info("%s: batch %d..%d was stored before", lease, batch.first, batch.next - 1)
+        self.observe(EdgeEvent(EventKind.STORED, lease.range_id, batch.next))
+
+    async def _index(self, batches: trio.MemorySendChannel[Batch]) -> str | None:
+        pieces, to_index = trio.open_memory_channel[Piece | str](0)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._read_stream, pieces)
+            ending = await self._consume(to_index, batches)
+            # Stopped early: the chunk inflating ahead is not wanted.
+            nursery.cancel_scope.cancel()
+        if ending is not None and self._indexer.pending_articles:
+            await batches.send(self._indexer.take())
+        return ending
+
+    async def _consume(
+        self,
+        to_index: trio.MemoryReceiveChannel[Piece | str],
+        batches: trio.MemorySendChannel[Batch],
+    ) -> str | None:
+        async for piece in to_index:
+            if isinstance(piece, str):
+                return piece
+            self._feed(piece)
+            if piece.end:
+                batch = self._indexer.finish()
+                if batch.next > batch.first or batch.lines:
+                    await batches.send(batch)
+                return None
+            if self._indexer.pending_articles >= self.options.batch_articles:
+                await batches.send(self._indexer.take())
+            if self.stop.is_set():
+                return STOPPING
+        # The reader ends without END or a reason only when stopped.
+        return STOPPING
+
+    def _feed(self, piece: Piece) -> None:
+        resume = self._indexer.resume_point
+        if piece.next_article <= resume:
+            return  # all stored already (the spool was cut differently)
+        data = piece.data
+        if data and piece.first < resume:
+            data = lines_from(data, resume)
+        self._indexer.add_data(data, piece.next_article)
+
+    async def _read_stream(self, pieces: trio.MemorySendChannel[Piece | str]) -> None:
+        async with pieces, trio.open_nursery() as nursery:
+            nursery.start_soon(_cancel_when_set, self.stop, nursery.cancel_scope)
+            await self._stream_pieces(pieces)
+            nursery.cancel_scope.cancel()
+
+    async def _stream_pieces(self, pieces: trio.MemorySendChannel[Piece | str]) -> None:
+        async with self.client.stream(self.lease) as response:
+            raw = cast("AsyncGenerator[bytes, None]", response.aiter_raw())
+            frames = _FrameSource(raw, FrameDecoder(self.options.max_payload_bytes))
+            try:
+                await self._send_pieces(frames, pieces)
+            except (FrameError, ChunkError, httpx.TransportError) as error:
+                await pieces.send(f"the stream broke: {error}")
+            finally:
+                await raw.aclose()
+
+    async def _send_pieces(
+        self, frames: _FrameSource, pieces: trio.MemorySendChannel[Piece | str]
+    ) -> None:
+        while True:
+            frame = await frames.next()
+            if frame.kind == FrameKind.KEEPALIVE:
+                resume = self._indexer.resume_point
+                self.observe(EdgeEvent(EventKind.KEEPALIVE, self.lease.range_id, resume))
+                continue
+            if frame.kind == FrameKind.ERROR:
+                await frames.closed()
+                await pieces.send(f"the coordinator ended the stream: {frame.message}")
+                return
+            cap = self.options.max_text_bytes
+            piece = await trio.to_thread.run_sync(piece_of, frame, cap)
+            if piece.end:
+                # Read to the end of the response: a stream read to its end
+                # leaves none of httpx's generators half-done.
+                await frames.closed()
+            await pieces.send(piece)
+            if piece.end:
+                return
+
+
+@attrs.define(eq=False)
+class _FrameSource:
+    """Frames from the bytes of a stream response."""
+
+    raw: AsyncGenerator[bytes, None]
+    decoder: FrameDecoder
+
+    async def next(self) -> Frame:
+        """The next frame; FrameError when the stream ends without one."""
+        while True:
+            got = self.decoder.next_frame()
+            if isinstance(got, Frame):
+                return got
+            if got is CLOSED:
+                raise FrameError("the stream ended after its last frame")
+            data = await anext(self.raw, None)
+            if data is None:
+                self.decoder.receive_eof()
+            else:
+                self.decoder.receive_data(data)
+
+    async def closed(self) -> None:
+        """Read what follows the last frame: nothing but the end of the stream."""
+        while self.decoder.next_frame() is not CLOSED:
+            data = await anext(self.raw, None)
+            if data is None:
+                self.decoder.receive_eof()
+            else:
+                self.decoder.receive_data(data)
+
+
+def _reasons(group: BaseExceptionGroup[Exception]) -> str:
+    """The messages of the exceptions in nested nursery groups, for the log line."""
+    leaves: list[str] = []
+    for error in group.exceptions:
+        if isinstance(error, BaseExceptionGroup):
+            leaves.append(_reasons(error))
+        else:
+            leaves.append(str(error) or type(error).__name__)
+    return "; ".join(leaves)
+
+
+def _body(batch: Batch, lease: EdgeLease) -> bytes:
+    return compress_body(encode_batch(batch, range_id=lease.range_id, epoch=lease.epoch))
+
+
+async def _cancel_when_set(event: trio.Event, scope: trio.CancelScope) -> None:
+    await event.wait()
+    scope.cancel()

@@ -1,0 +1,122 @@
+"""The edge worker: lease a range, run it, lease the next; idle when there is none.
+
+A 204 means nothing to do: the worker waits `idle_seconds` (cut short by a
+stop) and asks again; with `ranges` set it ends instead, so a script's
+`uidx edge --ranges N` returns when the work is done. A failed range is
+followed by the same wait, so a range that fails every time (a corrupt
+chunk, a coordinator bug) is not retried in a tight loop.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+
+import attrs
+import httpx
+import trio
+
+from usenet_indexer.config import Settings
+from usenet_indexer.edge.client import EdgeLease, NodeApiError, NodeClient, open_client
+from usenet_indexer.edge.events import Observer, ignore
+from usenet_indexer.edge.options import EdgeOptions
+from usenet_indexer.edge.range_runner import Outcome, RangeRunner
+
+logger = logging.getLogger(__name__)
+
+# A refused token (401) or a forbidden node (403) will not get better by
+# asking again: the worker stops, and a supervisor halts instead of restarting it.
+FATAL_STATUSES = frozenset({401, 403})
+
+
+@attrs.frozen
+class EdgeTotals:
+    """How the ranges of one worker run ended."""
+
+    finished: int = 0
+    given_back: int = 0
+    lost: int = 0
+    failed: int = 0
+
+    @classmethod
+    def from_counts(cls, counts: Counter[Outcome]) -> EdgeTotals:
+        return cls(
+            finished=counts[Outcome.FINISHED],
+            given_back=counts[Outcome.GIVEN_BACK],
+            lost=counts[Outcome.LOST],
+            failed=counts[Outcome.FAILED],
+        )
+
+
+async def run(
+    settings: Settings,
+    *,
+    options: EdgeOptions | None = None,
+    stop: trio.Event | None = None,
+    observe: Observer = ignore,
+    transport: httpx.AsyncBaseTransport | None = None,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> EdgeTotals:
+    """Run one edge worker until stopped, or until `options.ranges` ranges are done.
+
+    Args:
+        settings: coordinator_url, node_token, batch_articles, idle_seconds,
+            lease_ttl_seconds (unused when `options` is given).
+        options: the worker's options; None for `EdgeOptions.from_settings(settings)`.
+        stop: set it to stop after the current chunk (the range is given back).
+        observe: told of each lease, keepalive and stored batch.
+        transport: another httpx transport (a test's fake coordinator).
+        task_status: started once the client is ready.
+
+    Returns:
+        How the ranges ended.
+
+    Raises:
+        ConfigError: COORDINATOR_URL or NODE_TOKEN is missing.
+        NodeApiError: the token is refused; or, with `ranges`, a lease call
+            fails for good.
+    """
+    if options is None:
+        options = EdgeOptions.from_settings(settings)
+    stop = stop if stop is not None else trio.Event()
+    async with open_client(
+        options.coordinator_url, options.node_token, retry=options.retry, transport=transport
+    ) as client:
+        task_status.started()
+        return await _leases(client, options, stop, observe)
+
+
+async def _leases(
+    client: NodeClient, options: EdgeOptions, stop: trio.Event, observe: Observer
+) -> EdgeTotals:
+    outcomes: Counter[Outcome] = Counter()
+    while not stop.is_set() and (options.ranges is None or outcomes.total() < options.ranges):
+        lease = await _lease(client, options)
+        if lease is None:
+            if options.ranges is not None:
+                break
+            await _idle(stop, options.idle_seconds)
+            continue
+        report = await RangeRunner(client, lease, options, stop, observe).run()
+        outcomes[report.outcome] += 1
+        if report.outcome is Outcome.FAILED:
+            await _idle(stop, options.idle_seconds)
+    totals = EdgeTotals.from_counts(outcomes)
+    logger.info("edge worker done: %s", totals)
+    return totals
+
+
+async def _lease(client: NodeClient, options: EdgeOptions) -> EdgeLease | None:
+    """A lease, or None for nothing to do (or, running for good, a lease call that failed)."""
+    try:
+        return await client.lease()
+    except NodeApiError as error:
+        if options.ranges is not None or error.status in FATAL_STATUSES:
+            raise
+        logger.warning("lease failed: %s; asking again in %.0f s", error, options.idle_seconds)
+        return None
+
+
+async def _idle(stop: trio.Event, seconds: float) -> None:
+    with trio.move_on_after(seconds):
+        await stop.wait()
