@@ -95,3 +95,22 @@ def test_spool_import_covers_the_dump_in_whole_chunks(tmp_path: Path, pg_url: st
     text = b"".join(zlib.decompress((tmp_path / "spool" / r[2]).read_bytes()) for r in rows)
     assert text.decode().splitlines() == lines
     assert not list((tmp_path / "spool").rglob("*.tmp"))
+
+
+@pytest.mark.usefixtures("env")
+def test_catalog_export_of_an_empty_catalog(tmp_path: Path) -> None:
+    out = tmp_path / "catalog.jsonl"
+    assert main(["catalog", "export", "--out", str(out)]) == 0
+    assert out.read_text() == ""
+
+
+def test_an_edge_without_its_two_settings_names_them(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("UIDX_HOME", str(tmp_path))
+    monkeypatch.delenv("COORDINATOR_URL", raising=False)
+    monkeypatch.delenv("NODE_TOKEN", raising=False)
+    assert main(["edge", "--ranges", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "COORDINATOR_URL" in err
+    assert "NODE_TOKEN" in err

@@ -21,11 +21,13 @@ COMMANDS = (
     "index",
     "generate",
     "coordinator",
+    "edge",
     "groups",
     "ranges",
     "nodes",
     "status",
     "spool",
+    "catalog",
     "db",
 )
 
