@@ -298,3 +298,31 @@ def indexed_batches(articles: int, per_batch: int) -> list[Batch]:
         indexer.add_data(b"\n".join(part), (_number(part[-1]) or 0) + 1)
         batches.append(indexer.take())
     return batches
+
+
+def test_each_group_gets_its_partition_checked_per_batch(
+    stores: Stores, pool: ConnectionPool
+) -> None:
+    """A partition is made by the batch that needs it, and made again if it went away."""
+    batches = indexed_batches(6_000, 3_000)
+    a = node(stores, "a")
+    made: list[str] = []
+    for name in ("alt.binaries.one", "alt.binaries.two"):
+        group = stores.groups.add(name)
+        [range_id] = stores.ranges.plan(group, batches[0].first, batches[-1].next - 1, 10**9)
+        lease = stores.ranges.lease(a, TTL)
+        assert lease is not None
+        stores.batches.store(a, WireBatch(range_id, lease.epoch, batches[0]), 0, TTL)
+        made.append(f"fragments_g{group}")
+        if name == "alt.binaries.two":
+            with pool.connection() as conn:
+                conn.execute(f"DROP TABLE fragments_g{group}")
+            stores.batches.store(a, WireBatch(range_id, lease.epoch, batches[1]), 0, TTL)
+    with pool.connection() as conn:
+        partitions = [
+            row[0]
+            for row in conn.execute(
+                "SELECT inhrelid::regclass::text FROM pg_inherits WHERE inhparent = 'fragments'::regclass ORDER BY 1"
+            ).fetchall()
+        ]
+    assert partitions == made

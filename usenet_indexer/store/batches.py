@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import attrs
-from psycopg import Connection
+from psycopg import Connection, sql
 from psycopg_pool import ConnectionPool
 
 from usenet_indexer import fragments
@@ -77,10 +77,18 @@ _RELEASES = """
         updated_at = now()
 """
 _FRAGMENTS = """
-    COPY fragments (release_key, range_id, batch_first, files, segments, packed)
+    COPY fragments (group_id, release_key, range_id, batch_first, files, segments, packed)
     FROM STDIN (FORMAT BINARY)
 """
-_FRAGMENT_TYPES = ("bytea", "int8", "int8", "int4", "int4", "bytea")
+_FRAGMENT_TYPES = ("int8", "bytea", "int8", "int8", "int4", "int4", "bytea")
+# The group's partition of fragments: looked up per batch; made under a lock
+# per group by the first batch that needs it.
+_PARTITION_EXISTS = "SELECT to_regclass(%s) IS NOT NULL"
+_PARTITION_LOCK = "SELECT pg_advisory_xact_lock(2, %s::int)"
+_PARTITION_CREATE = (
+    "CREATE TABLE {name} PARTITION OF fragments FOR VALUES IN ({group}) "
+    "WITH (toast_tuple_target = 8160)"
+)
 _RULE_COUNTS = """
     INSERT INTO rule_counts (range_id, batch_first, rule, key, releases, segments)
     SELECT %s, %s, * FROM unnest(%s::text[], %s::text[], %s::int4[], %s::int8[])
@@ -137,10 +145,14 @@ class BatchStore:
             "body": body_bytes,
         }
         with self.pool.connection() as conn, conn.transaction():
-            if conn.execute(_ADVANCE, args).fetchone() is None:
+            advanced = conn.execute(_ADVANCE, args).fetchone()
+            if advanced is None:
                 return _not_advanced(conn, args)
+            group_id = int(str(advanced[0]))
             conn.execute(_BATCH, args)
-            _write_catalog(conn, wire.range_id, batch, kept)
+            if kept:
+                _ensure_partition(conn, group_id)
+            _write_catalog(conn, group_id, wire.range_id, batch, kept)
         return Stored(already=False, release_chunks=len(kept), segments=segments)
 
 
@@ -160,12 +172,36 @@ def _not_advanced(conn: Connection[tuple[object, ...]], args: Mapping[str, objec
     )
 
 
+def partition_name(group_id: int) -> str:
+    """The name of a group's partition of fragments."""
+    return f"fragments_g{group_id}"
+
+
+def _ensure_partition(conn: Connection[tuple[object, ...]], group_id: int) -> None:
+    """Make the group's partition of fragments if no batch made it before."""
+    name = partition_name(group_id)
+    row = conn.execute(_PARTITION_EXISTS, (name,)).fetchone()
+    if row is not None and row[0]:
+        return
+    conn.execute(_PARTITION_LOCK, (group_id % (1 << 31),))
+    row = conn.execute(_PARTITION_EXISTS, (name,)).fetchone()
+    if row is None or not row[0]:
+        statement = sql.SQL(_PARTITION_CREATE).format(
+            name=sql.Identifier(name), group=sql.Literal(group_id)
+        )
+        conn.execute(statement)
+
+
 def _write_catalog(
-    conn: Connection[tuple[object, ...]], range_id: int, batch: Batch, kept: list[ReleaseChunk]
+    conn: Connection[tuple[object, ...]],
+    group_id: int,
+    range_id: int,
+    batch: Batch,
+    kept: list[ReleaseChunk],
 ) -> None:
     first = batch.first
     if kept:
-        _write_releases(conn, range_id, first, kept)
+        _write_releases(conn, group_id, range_id, first, kept)
     if batch.rule_counts:
         counts = batch.rule_counts
         conn.execute(
@@ -192,7 +228,11 @@ def _write_catalog(
 
 
 def _write_releases(
-    conn: Connection[tuple[object, ...]], range_id: int, first: int, kept: list[ReleaseChunk]
+    conn: Connection[tuple[object, ...]],
+    group_id: int,
+    range_id: int,
+    first: int,
+    kept: list[ReleaseChunk],
 ) -> None:
     keys: list[bytes] = []
     names: list[str] = []
@@ -226,5 +266,5 @@ def _write_releases(
             kept, keys, fragment_files, counts, strict=True
         ):
             copy.write_row(
-                (key, range_id, first, file_count, segments, fragments.pack(chunk.files))
+                (group_id, key, range_id, first, file_count, segments, fragments.pack(chunk.files))
             )

@@ -21,7 +21,9 @@ _PROBED = "SELECT release_key FROM probe_candidates"
 _SIZES = """
     SELECT coalesce(sum(pg_total_relation_size(c)), 0)::bigint,
            (SELECT coalesce(sum(segments), 0)::bigint FROM fragments)
-    FROM unnest(ARRAY['releases', 'fragments']::regclass[]) AS c
+    FROM (SELECT 'releases'::regclass AS c
+          UNION ALL SELECT inhrelid::regclass FROM pg_inherits
+          WHERE inhparent = 'fragments'::regclass) AS tables
 """
 
 
