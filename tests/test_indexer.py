@@ -328,3 +328,82 @@ def test_keys_do_not_depend_on_batching_or_order() -> None:
     other = index(renumbered)[0].releases[0]
     assert one.key == other.key
     assert {f.key for f in one.files} == {f.key for f in other.files}
+
+
+def _open_file_of(ks: list[bytes], mids: list[bytes], sizes: list[bytes], total: int) -> object:
+    from usenet_indexer.indexer import _OpenFile
+    from usenet_indexer.subject import parse_file_subject
+
+    info = parse_file_subject('R - "r.rar" yEnc ')
+    return _OpenFile(
+        (b"", info.release_basis), b"p", b"R", b"", b"1/1", b"", total, info, DATE.encode(), b"",
+        ks, mids, sizes,
+    )  # fmt: skip
+
+
+def test_whole_list_file_checks_agree_with_the_segment_by_segment_check() -> None:
+    """Clean texts (plain digits, <...> ids): the quick paths (in order, out of
+    order, repeats) give what the segment-by-segment check gives."""
+    from collections import Counter
+
+    from usenet_indexer.indexer import _file_chunk, _file_chunk_slow
+
+    rng = random.Random(11)
+    for _ in range(400):
+        total = rng.randint(1, 40)
+        count = rng.randint(1, 60)
+        numbers = [rng.randint(1, total) for _ in range(count)]
+        if rng.random() < 0.4:
+            numbers = list(range(1, min(count, total) + 1))
+        if rng.random() < 0.3:
+            rng.shuffle(numbers)
+        width = rng.choice([1, 1, 2, 3])
+        ks = [str(k).zfill(width).encode() for k in numbers]
+        mids = [f"<m{rng.randint(0, 9)}.{k}@ex>".encode() for k in numbers]
+        sizes = [str(rng.choice([0, 1, 700_000, 2**32 - 1])).encode() for _ in numbers]
+        quick: Counter[str] = Counter()
+        slow: Counter[str] = Counter()
+        made = _file_chunk(_open_file_of(ks, mids, sizes, total), quick, {})  # type: ignore[arg-type]
+        want = _file_chunk_slow(_open_file_of(ks, mids, sizes, total), slow, {})  # type: ignore[arg-type]
+        assert made == want
+        assert quick == slow
+
+
+def test_file_checks_send_odd_texts_segment_by_segment() -> None:
+    """Sizes past uint32, ids without brackets and repeats with "<>" are sorted out one by one."""
+    from collections import Counter
+
+    from usenet_indexer.indexer import _file_chunk
+
+    cases = [
+        ([b"1", b"2"], [b"<a>", b"<b>"], [b"5", b"4294967296"], {"bad_bytes": 1}, [1]),
+        ([b"1", b"2"], [b"<a>", b"b"], [b"5", b"6"], {"bad_message_id": 1}, [1]),
+        ([b"1", b"1"], [b"<>", b"<b>"], [b"5", b"6"], {"bad_message_id": 1}, [1]),
+        ([b"2", b"1", b"2"], [b"<a>", b"<b>", b"<c>"], [b"5", b"6", b"7"], {"repeated_segment": 1}, [1, 2]),
+        ([b"1", b"99999999999999999999999"], [b"<a>", b"<b>"], [b"5", b"6"], {"forged_counter": 1}, [1]),
+    ]  # fmt: skip
+    for ks, mids, sizes, counted, numbers in cases:
+        skipped: Counter[str] = Counter()
+        chunk = _file_chunk(_open_file_of(ks, mids, sizes, 2), skipped, {})  # type: ignore[arg-type]
+        assert chunk is not None
+        assert dict(skipped) == counted
+        assert list(chunk.numbers) == numbers
+
+
+def test_plain_dates_read_as_email_utils_reads_them() -> None:
+    from email.utils import mktime_tz, parsedate_tz
+
+    from usenet_indexer.indexer import parse_date
+
+    rng = random.Random(5)
+    days = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]
+    months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+    for _ in range(3000):
+        text = (
+            f"{rng.choice(days)}, {rng.randint(0, 35)} {rng.choice([*months, 'Foo'])} "
+            f"{rng.choice([rng.randint(1000, 9999), rng.randint(1970, 2040)])} "
+            f"{rng.randint(0, 25):02}:{rng.randint(0, 61):02}:{rng.randint(0, 61):02} "
+            f"{rng.choice('+-')}{rng.randint(0, 14):02}{rng.choice([0, 30, 45, 99]):02}"
+        )
+        parsed = parsedate_tz(text)
+        assert parse_date(text) == (int(mktime_tz(parsed)) if parsed else 0), text

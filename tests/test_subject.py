@@ -189,3 +189,27 @@ def test_collection_keys_of_the_real_subject_corpus(corpus_dir: Path) -> None:
     # merged of 642; the bounds catch a parser change that makes it worse.
     assert split / len(bases) <= 0.01
     assert merged / len(bases) <= 0.03
+
+
+def test_file_stem_without_the_regex_agrees_with_it() -> None:
+    """ASCII names skip _STEM_SUFFIX; the stems must be the ones it gives."""
+    import random
+
+    from usenet_indexer import subject
+
+    def by_regex(name: str) -> str:
+        stem = name.strip()
+        for _ in range(3):
+            shorter = subject._STEM_SUFFIX.sub("", stem)
+            if shorter == stem or not shorter:
+                break
+            stem = shorter
+        return stem
+
+    pieces = [".", ".part", ".PART", "1", "12", "12345", "123", "0", ".rar", ".RaR", ".vol", "+", "-",
+              ".par2", ".PAR2", "7z", "zip", "rar", ".r", ".s", ".z", "00", "001", "a", ".mkv", "nfo",
+              " ", ".exe", ".7z", ".001", "vol1+2", "\u017f", "\u212a"]  # fmt: skip
+    rng = random.Random(3)
+    for _ in range(20_000):
+        name = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 8)))
+        assert file_stem(name) == by_regex(name), name

@@ -19,10 +19,14 @@ same subject except for the segment counter `(k/N)`, so the fast path
 runs no regular expression and converts nothing. Everything else (a new
 file, a reply, a line without a counter, anything malformed) goes to
 `_slow_line`, which parses the subject once per file (cached), or counts the
-line by reason and skips it. `take()` converts and checks each file's lists
-with whole-list operations (map(int), join, count) and falls back to a
-per-segment check only for a file that fails them (forged counters, bad
-message-ids or sizes, repeats).
+line by reason and skips it (the common new file's first line is checked
+inline; the subject parse is what it costs). `take()` converts and checks
+each file's lists with whole-list operations: a join and a replace for the
+message-ids, one JSON parse for all sizes, and for the segment numbers a
+list comparison with 1, 2, 3, ... when they came in order (most files), else
+one JSON parse and a sort. A file whose only fault is repeated segments
+keeps the first post of each; any other fault (forged counters, bad
+message-ids or sizes) sends it to a per-segment check.
 
 The caller guarantees the article range: lines are not checked against it
 one by one (a chunk of the spool holds the articles it says it holds).
@@ -37,6 +41,7 @@ from __future__ import annotations
 import hashlib
 import re
 from array import array
+from calendar import timegm
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from email.utils import mktime_tz, parsedate_tz
@@ -44,6 +49,7 @@ from functools import partial
 from operator import itemgetter
 
 import attrs
+import orjson
 
 from usenet_indexer.batch import Batch, FileChunk, ProbeCandidate, ReleaseChunk, RuleCount
 from usenet_indexer.naming import probe_file_rank, release_name
@@ -185,7 +191,6 @@ class RangeIndexer:
             lines = kept
         fast = self._fast
         slow = self._slow_line
-        count = 0
         for line in lines:
             fields = line.split(b"\t")
             try:
@@ -202,56 +207,96 @@ class RangeIndexer:
                     open_file.ks.append(k)
                     open_file.mids.append(fields[4])
                     open_file.sizes.append(fields[6])
-                    count += 1
                     continue
             except IndexError:
                 pass
             if line:
-                count += 1
                 slow(fields)
-        self._lines += count
+        self._lines += len(lines) - lines.count(b"")
         self._next = next_article
 
     def _slow_line(self, fields: list[bytes]) -> None:
         """A line the fast path did not take: a new file, or one to count and skip."""
-        counter = _segment_counter_or_reason(fields)
-        if isinstance(counter, str):
-            self._skipped[counter] += 1
-            return
+        # The common case first, checked inline: the first segment of a new
+        # file, with a plain "(k/N)" as the subject's last "(" (the same
+        # checks as _segment_counter_or_reason, which sorts out the rest).
+        counter: tuple[int, int, int] | None = None
+        if len(fields) >= _MIN_FIELDS and not fields[5]:
+            subject = fields[1]
+            p = subject.rfind(b"(")
+            q = subject.find(b")", p)
+            message_id = fields[4]
+            size = fields[6]
+            if (
+                p >= 0
+                and q > p
+                and fields[0].isdigit()
+                and size.isdigit()
+                and len(message_id) > 2
+                and message_id[:1] == b"<"
+                and message_id[-1:] == b">"
+                and message_id.count(b"<") == 1
+                and message_id.count(b">") == 1
+                and subject[:3].lower() != b"re:"
+            ):
+                k_text, slash, n_text = subject[p + 1 : q].partition(b"/")
+                if slash and k_text.isdigit() and n_text.isdigit():
+                    total = int(n_text)
+                    if 0 < int(k_text) <= total <= MAX_SEGMENTS and int(size) <= _MAX_SIZE:
+                        counter = (p, q, total)
+        if counter is None:
+            found = _segment_counter_or_reason(fields)
+            if isinstance(found, str):
+                self._skipped[found] += 1
+                return
+            counter = found
         subject = fields[1]
         p, q, total = counter
         prefix = subject[:p]
         poster = fields[2]
-        open_file = self._open.get((prefix, poster, total))
+        key = (prefix, poster, total)
+        open_file = self._open.get(key)
         if open_file is None:
-            open_file = self._open[prefix, poster, total] = self._open_file(fields, p, q, total)
+            open_file = self._open[key] = self._open_file(fields, p, q, total)
+            if subject.rfind(b"(") == p:
+                # The fast path finds this file by its prefix from now on.
+                self._fast[prefix] = open_file
+            return  # _open_file put this segment in
         if subject.rfind(b"(") == p:
-            # The fast path finds this file by its prefix from now on.
             self._fast[prefix] = open_file
         open_file.ks.append(subject[p + 1 : q].partition(b"/")[0])
         open_file.mids.append(fields[4])
         open_file.sizes.append(fields[6])
 
     def _open_file(self, fields: list[bytes], p: int, q: int, total: int) -> _OpenFile:
+        """A new open file, holding the segment of its first line."""
         subject = fields[1]
         prefix = subject[:p]
         info = self._subjects.get(prefix)
         if info is None:
             if len(self._subjects) >= _SUBJECT_CACHE_MAX:
                 self._subjects.clear()
-            info = self._subjects[prefix] = parse_file_subject(decode(prefix))
+            try:
+                text = prefix.decode("utf-8")
+            except UnicodeDecodeError:
+                text = prefix.decode("latin-1")
+            info = self._subjects[prefix] = parse_file_subject(text)
         poster = fields[2]
+        counter = subject[p + 1 : q]
         return _OpenFile(
-            release=(poster if info.keyed_by_poster else b"", info.release_basis),
-            poster=poster,
-            prefix=prefix,
-            after=subject[p + 1 :].partition(b"/")[2],
-            counter=subject[p + 1 : q],
-            tail=subject[q + 1 :],
-            total=total,
-            info=info,
-            date=fields[3],
-            xref=fields[8] if len(fields) > _MIN_FIELDS else b"",
+            (poster if info.keyed_by_poster else b"", info.release_basis),
+            poster,
+            prefix,
+            subject[p + 1 :].partition(b"/")[2],
+            counter,
+            subject[q + 1 :],
+            total,
+            info,
+            fields[3],
+            fields[8] if len(fields) > _MIN_FIELDS else b"",
+            [counter.partition(b"/")[0]],
+            [fields[4]],
+            [fields[6]],
         )
 
     def take(self) -> Batch:
@@ -300,6 +345,10 @@ class RangeIndexer:
         )
         self._open = {}
         self._fast = {}
+        # Subjects are cached for the files of a batch: a file still open at
+        # the next batch is parsed again (once), and memory stays bounded by
+        # one batch's files.
+        self._subjects = {}
         self._skipped = Counter()
         self._dates = {}
         self._lines = 0
@@ -394,38 +443,111 @@ def _file_chunk(
     """The file's segments of this batch, converted and checked; None if none is good.
 
     The common case (unique numbers within 1..N, good message-ids and sizes)
-    is checked and sorted with whole-list operations; anything else is sorted
-    out segment by segment.
+    is checked and sorted with whole-list operations; a file whose only fault
+    is repeated segments keeps the first of each (as the segment-by-segment
+    check would); anything else is sorted out segment by segment.
     """
-    count = len(open_file.ks)
-    try:
-        numbers = list(map(int, open_file.ks))
-        sizes = list(map(int, open_file.sizes))
-    except ValueError:
-        return _file_chunk_slow(open_file, skipped, dates)
+    ks = open_file.ks
+    count = len(ks)
+    total = open_file.total
     mids = open_file.mids
     blob = b"\n".join(mids)
+    message_ids = blob[1:-1].replace(b">\n<", b"\n")
+    # Every message-id is <...> with no other angle bracket: then each of the
+    # count - 1 separators was ">\n<" (two characters less each) and none is left.
     if not (
-        min(numbers) >= 1
-        and max(numbers) <= open_file.total
-        and max(sizes) <= _MAX_SIZE
-        and min(sizes) >= 0
-        and blob[:1] == b"<"
+        blob[:1] == b"<"
         and blob[-1:] == b">"
-        and blob.count(b"<") == count
-        and blob.count(b">") == count
-        and blob.count(b">\n<") == count - 1
-        and len(set(numbers)) == count
+        and len(message_ids) == len(blob) - 2 * count
+        and b"<" not in message_ids
+        and b">" not in message_ids
     ):
         return _file_chunk_slow(open_file, skipped, dates)
-    if count > 1 and numbers != sorted(numbers):
+    digit_sizes = _digit_ints(open_file.sizes)
+    if digit_sizes is None:
+        try:
+            size_list = list(map(int, open_file.sizes))
+        except ValueError:
+            return _file_chunk_slow(open_file, skipped, dates)
+    else:
+        size_list = digit_sizes
+    try:
+        sizes = array("I", size_list)  # uint32: raises for a negative or too big size
+    except OverflowError:
+        return _file_chunk_slow(open_file, skipped, dates)
+    if count <= total and count <= _COUNTING_MAX and ks == _counting(ks[0])[:count]:
+        # Segments 1, 2, ..., count in order (how most files arrive): no conversion.
+        return _make_file_chunk(open_file, dates, _ONE_TO[:count], message_ids, sizes)
+    numbers = _digit_ints(ks)
+    if numbers is None:
+        try:
+            numbers = list(map(int, ks))
+        except ValueError:
+            return _file_chunk_slow(open_file, skipped, dates)
+        digits = False
+    else:
+        digits = digit_sizes is not None
+    if not (min(numbers) >= 1 and max(numbers) <= total):
+        return _file_chunk_slow(open_file, skipped, dates)
+    unique = len(set(numbers)) == count
+    if not unique:
+        if not digits or b"<>" in blob:
+            # A text the segment-by-segment check reads otherwise ("+1", "<>").
+            return _file_chunk_slow(open_file, skipped, dates)
+        # Repeats only: the first of each number is kept, the others counted.
+        first = dict(zip(reversed(numbers), range(count - 1, -1, -1), strict=True))
+        skipped["repeated_segment"] += count - len(first)
+        numbers = sorted(first)
+        order = list(map(first.__getitem__, numbers))
+        sizes = array("I", map(size_list.__getitem__, order))
+        blob = b"\n".join(map(mids.__getitem__, order))
+        message_ids = blob[1:-1].replace(b">\n<", b"\n")
+    elif count > 1 and numbers != sorted(numbers):
         # Posters with many connections get segments to the server out of order.
         pick = itemgetter(*sorted(range(count), key=numbers.__getitem__))
-        numbers, sizes = list(pick(numbers)), list(pick(sizes))
-        blob = b"\n".join(pick(mids))
-    return _make_file_chunk(
-        open_file, dates, array("I", numbers), blob[1:-1].replace(b">\n<", b"\n"), array("I", sizes)
-    )
+        numbers, sizes = list(pick(numbers)), array("I", pick(size_list))
+        message_ids = b"\n".join(pick(mids))[1:-1].replace(b">\n<", b"\n")
+    return _make_file_chunk(open_file, dates, array("I", numbers), message_ids, sizes)
+
+
+# Segment numbers 1, 2, ... as posters write them (unpadded or zero padded to
+# a width), to recognise files whose segments came in order without
+# converting them, and the same numbers as an array to slice.
+_COUNTING_MAX = 10_000
+_COUNTING_WIDTHS = 7
+_COUNTING: dict[int, list[bytes]] = {}
+_ONE_TO = array("I", range(1, _COUNTING_MAX + 1))
+
+
+def _counting(first: bytes) -> list[bytes]:
+    """The texts 1, 2, ... in the width of `first` (its zero padding); [] for no width."""
+    width = len(first)
+    texts = _COUNTING.get(width)
+    if texts is None:
+        if not 0 < width <= _COUNTING_WIDTHS:
+            return []
+        texts = _COUNTING[width] = [
+            str(k).zfill(width).encode() for k in range(1, _COUNTING_MAX + 1)
+        ]
+    return texts
+
+
+def _digit_ints(texts: list[bytes]) -> list[int] | None:
+    """The numbers of texts made of ASCII digits only (no sign, space or leading 0),
+    as int() reads them; None if any text is not such a number.
+
+    One JSON parse of the whole list instead of an int() per text.
+    """
+    if not b"".join(texts).isdigit():
+        return None
+    try:
+        numbers = orjson.loads(b"[" + b",".join(texts) + b"]")
+    except orjson.JSONDecodeError:
+        return None  # leading zeros, or an empty text
+    # A number past 2**64 comes back as a float: then the sum is one too.
+    if not isinstance(numbers, list) or len(numbers) != len(texts) or type(sum(numbers)) is not int:
+        return None
+    return numbers
 
 
 def _file_chunk_slow(
@@ -518,8 +640,35 @@ def decode(data: bytes) -> str:
         return data.decode("latin-1")
 
 
+# The form nearly every server writes, read without email.utils (the same
+# answer; anything else, and "-0000", which means local time there, goes to it).
+_PLAIN_DATE = re.compile(
+    r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun), ([0-9]{1,2}) ([A-Z][a-z][a-z]) ([1-9][0-9]{3}) "
+    r"([0-9][0-9]):([0-9][0-9]):([0-9][0-9]) ([+-])([0-9][0-9])([0-9][0-9])"
+)
+_MONTHS = {
+    name: number
+    for number, name in enumerate(
+        ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), 1
+    )
+}
+
+
 def parse_date(text: str) -> int:
     """Unix seconds of an RFC 5322 date, 0 when it cannot be read."""
+    plain = _PLAIN_DATE.fullmatch(text)
+    if plain is not None:
+        day, month, year, hour, minute, second, sign, tz_hours, tz_minutes = plain.groups()
+        number = _MONTHS.get(month)
+        offset = int(tz_hours) * 3600 + int(tz_minutes) * 60
+        if number is not None and (offset or sign == "+"):
+            try:
+                return int(
+                    timegm((int(year), number, int(day), int(hour), int(minute), int(second)))
+                    - (offset if sign == "+" else -offset)
+                )
+            except (OverflowError, ValueError):
+                return 0
     parsed = parsedate_tz(text)
     if parsed is None:
         return 0

@@ -162,16 +162,24 @@ class ReleaseMerger:
             self.add(chunk)
 
     def releases(self) -> Iterator[CatalogRelease]:
-        """The merged releases, oldest first (then by name)."""
-        built = [self._build(r) for r in self._releases.values()]
-        built.sort(key=lambda r: (r.posted, r.name, r.key))
-        return iter(built)
+        """The merged releases, oldest first (then by name).
 
-    def _build(self, release: _Release) -> CatalogRelease:
-        files = sorted(
-            release.files.values(),
-            key=lambda f: (f.index if f.index is not None else 1 << 30, f.name),
-        )
+        Each release is built (its segment lists made) only when the
+        iteration reaches it: the caller can write one and let it go.
+        """
+        order: list[tuple[int, str, bytes, _Release, list[_File]]] = []
+        for release in self._releases.values():
+            files = sorted(
+                release.files.values(),
+                key=lambda f: (f.index if f.index is not None else 1 << 30, f.name),
+            )
+            dated = [f.posted for f in files if f.posted]
+            name = release_name(release.head_name, ((f.name, f.total_segments) for f in files))
+            order.append((min(dated) if dated else 0, name, release.key, release, files))
+        order.sort(key=lambda o: o[:3])
+        return (self._build(release, files, name) for _, name, _, release, files in order)
+
+    def _build(self, release: _Release, files: list[_File], name: str) -> CatalogRelease:
         built = [
             CatalogFile(
                 name=f.name,
@@ -198,7 +206,7 @@ class ReleaseMerger:
         dated = [f.posted for f in built if f.posted]
         return CatalogRelease(
             key=release.key,
-            name=release_name(release.head_name, ((f.name, f.total_segments) for f in built)),
+            name=name,
             poster=release.poster,
             groups=tuple(sorted(release.groups)),
             posted=min(dated) if dated else 0,

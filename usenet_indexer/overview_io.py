@@ -46,7 +46,11 @@ def read_blocks(path: Path, block_bytes: int = BLOCK_BYTES) -> Iterator[bytes]:
         InputError: the file cannot be read or does not inflate.
     """
     with open_overview(path) as stream:
-        first = stream.read(block_bytes)
+        try:
+            first = stream.read(block_bytes)
+        except (OSError, EOFError, _INFLATE_ERROR) as error:
+            # A small file fails on its first read already.
+            raise InputError(f"{path}: cannot be read as overview data: {error}") from error
         inflate = None
         if len(first) >= 2 and first[0] == 0x78 and (first[0] << 8 | first[1]) % 31 == 0:
             inflate = isal_zlib.decompressobj()

@@ -33,13 +33,14 @@ No I/O, no clock: pure functions over strings.
 from __future__ import annotations
 
 import re
-from typing import AnyStr
-
-import attrs
+from typing import AnyStr, NamedTuple
 
 # A file counter: [i/M] or (i/M). Five digits: no real upload has 100k files,
 # and longer numbers are sizes or dates.
 _FILE_COUNTER = re.compile(r"[\[(](\d{1,5})/(\d{1,5})[\])]")
+
+# The rightmost file counter of a text (.* backtracks from its end).
+_LAST_FILE_COUNTER = re.compile(r".*[\[(](\d{1,5})/(\d{1,5})[\])]", re.DOTALL)
 
 # At least three letters or digits: less is no name.
 _THREE_ALNUM = re.compile(r"[^\W_].*?[^\W_].*?[^\W_]", re.DOTALL)
@@ -60,6 +61,57 @@ _STEM_SUFFIX = re.compile(
     )$""",
     re.IGNORECASE | re.VERBOSE,
 )
+
+# The longest text _STEM_SUFFIX matches: ".vol" + 5 digits + "+" + 5 digits + ".par2".
+_STEM_SUFFIX_MAX = 20
+
+# _STEM_SUFFIX's forms, for names that need no regular expression.
+_STEM_WORDS = frozenset(
+    [
+        "par2",
+        "rar",
+        "zip",
+        "7z",
+        "nfo",
+        "sfv",
+        "nzb",
+        "md5",
+        "srr",
+        "srs",
+        "mkv",
+        "mp4",
+        "avi",
+        "m4v",
+        "wmv",
+        "mpg",
+        "ts",
+        "iso",
+        "img",
+        "bin",
+        "cue",
+        "mp3",
+        "flac",
+        "m4a",
+        "m4b",
+        "ogg",
+        "epub",
+        "mobi",
+        "azw3",
+        "pdf",
+        "cbz",
+        "cbr",
+        "exe",
+        "scr",
+        "com",
+        "bat",
+        "msi",
+        "cmd",
+        "jpg",
+        "png",
+        "txt",
+    ]
+)
+_STEM_NUMBERED = frozenset({"7z", "zip", "rar"})  # 7z.001, zip.001, rar.001
 
 # Tags in the head that name the poster's crew or channel, not the release.
 _HEAD_TAG = re.compile(
@@ -88,9 +140,11 @@ MAX_FILES = 99_999
 MAX_SEGMENTS = 500_000
 
 
-@attrs.frozen
-class FileSubject:
+class FileSubject(NamedTuple):
     """What the subject of one file says, without its segment counter.
+
+    A named tuple: one is made for every new file (most of them executable
+    floods, dropped on their names), so it must be cheap to make.
 
     Attributes:
         file_name: the file's name, as best the subject tells it.
@@ -98,8 +152,6 @@ class FileSubject:
         file_index: i of the file counter [i/M], or None.
         files_announced: M of the file counter, or None.
         release_basis: the text the release key is built from (with the poster).
-        head_name: the release name the head gives, or None when the head is
-            empty or only tags (then the release is named after its files).
         keyed_by_poster: whether the poster is part of the release key (not
             when there is no head: then the file stem links the files).
     """
@@ -109,8 +161,16 @@ class FileSubject:
     file_index: int | None
     files_announced: int | None
     release_basis: str
-    head_name: str | None
     keyed_by_poster: bool
+
+    @property
+    def head_name(self) -> str | None:
+        """The release name the head gives, or None when the head is empty or
+        only tags (then the release is named after its files).
+
+        Worked out when asked (for kept releases), not for every file.
+        """
+        return head_release_name(self.head)
 
 
 def parse_file_subject(before_counter: str) -> FileSubject:
@@ -126,8 +186,18 @@ def parse_file_subject(before_counter: str) -> FileSubject:
     text = _strip_yenc_tail(before_counter)
     if text[:4].lower() == "re: ":
         text = text[4:]
-    name, name_start, name_end = _find_file_name(text)
-    counter = _find_file_counter(text, name_start, name_end)
+    # The common case, a quoted name, inline (_find_file_name's first answer).
+    name_start = text.find('"')
+    name_end = text.rfind('"') + 1
+    name = text[name_start + 1 : name_end - 1].strip('" ') if 0 <= name_start < name_end - 1 else ""
+    if name:
+        counter = _find_file_counter_around_quotes(text, name_start, name_end)
+    else:
+        name, name_start, name_end = _find_file_name(text)
+        if name_start >= 0 and text[name_start] == '"' and text[name_end - 1] == '"':
+            counter = _find_file_counter_around_quotes(text, name_start, name_end)
+        else:
+            counter = _find_file_counter(text, name_start, name_end)
     file_index: int | None = None
     files_announced: int | None = None
     cut = name_start
@@ -155,15 +225,7 @@ def parse_file_subject(before_counter: str) -> FileSubject:
         stem = file_stem(name)
         keyed_by_poster = looks_obfuscated(stem)
         basis = f"\x1e\x1f{files_announced}" if keyed_by_poster else "\x1e" + stem.lower()
-    return FileSubject(
-        file_name=name,
-        head=head,
-        file_index=file_index,
-        files_announced=files_announced,
-        release_basis=basis,
-        head_name=head_release_name(head),
-        keyed_by_poster=keyed_by_poster,
-    )
+    return FileSubject(name, head, file_index, files_announced, basis, keyed_by_poster)
 
 
 def _strip_yenc_tail(text: str) -> str:
@@ -252,6 +314,25 @@ def _find_file_counter(
     return int(found.group(1)), int(found.group(2)), found.start(), found.end()
 
 
+def _find_file_counter_around_quotes(
+    text: str, name_start: int, name_end: int
+) -> tuple[int, int, int, int] | None:
+    """`_find_file_counter` for a name between quotes, without iterating over every counter.
+
+    A counter holds no quote, so none straddles the name's quotes, and
+    counters never overlap (one starts with a bracket, holds none inside,
+    and ends with one): the last one before the name is the rightmost match
+    in the text before it, the first one after is a search after it.
+    """
+    found = _LAST_FILE_COUNTER.match(text, 0, name_start)
+    if found is not None:
+        return int(found.group(1)), int(found.group(2)), found.start(1) - 1, found.end()
+    after = _FILE_COUNTER.search(text, name_end)
+    if after is None:
+        return None
+    return int(after.group(1)), int(after.group(2)), after.start(), after.end()
+
+
 def _squash(text: str) -> str:
     """Text reduced to what identifies it: trimmed, inner space collapsed, lower case."""
     return " ".join(text.strip(_HEAD_EDGES).split()).lower()
@@ -284,11 +365,61 @@ def file_stem(name: str) -> str:
     """
     stem = name.strip()
     for _ in range(3):
-        shorter = _STEM_SUFFIX.sub("", stem)
-        if shorter == stem or not shorter:
+        if stem.isascii() and "\n" not in stem:
+            cut = _ascii_stem_suffix(stem)
+            if cut <= 0:
+                break
+            stem = stem[:cut]
+            continue
+        # A suffix is at most _STEM_SUFFIX_MAX characters long and ends the
+        # name (or comes just before a final newline): search only there.
+        found = _STEM_SUFFIX.search(stem, max(0, len(stem) - _STEM_SUFFIX_MAX - 1))
+        if found is None or (found.start() == 0 and found.end() == len(stem)):
             break
-        stem = shorter
+        stem = stem[: found.start()] + stem[found.end() :]
     return stem
+
+
+def _ascii_stem_suffix(stem: str) -> int:
+    """Where _STEM_SUFFIX matches in an ASCII name without newlines, or -1.
+
+    The same answer as the regular expression, without it: a suffix holds at
+    most two dots, and the leftmost match wins, so the two-dot forms are
+    tried at the second last dot before the one-dot forms at the last.
+    """
+    last = stem.rfind(".")
+    if last < 0:
+        return -1
+    ext = stem[last + 1 :].lower()
+    second = stem.rfind(".", 0, last)
+    if second >= 0 and len(ext) <= 4:
+        mid = stem[second + 1 : last].lower()
+        if ext == "rar":
+            if mid[:4] == "part" and 5 <= len(mid) <= 8 and mid[4:].isdigit():
+                return second
+        elif ext == "par2":
+            if mid[:3] == "vol":
+                plus = max(mid.find("+"), mid.find("-"))
+                if (
+                    plus > 3
+                    and plus - 3 <= 5
+                    and 1 <= len(mid) - plus - 1 <= 5
+                    and mid[3:plus].isdigit()
+                    and mid[plus + 1 :].isdigit()
+                ):
+                    return second
+        elif len(ext) == 3 and ext.isdigit() and mid in _STEM_NUMBERED:
+            return second
+    if ext in _STEM_WORDS:
+        return last
+    size = len(ext)
+    if size == 3 and ext.isdigit():
+        return last
+    if 3 <= size <= 4 and ext[0] in "rs" and ext[1:].isdigit():
+        return last
+    if size == 3 and ext[0] == "z" and ext[1:].isdigit():
+        return last
+    return -1
 
 
 def extension(name: str) -> str:
@@ -308,6 +439,8 @@ def looks_obfuscated(name: str) -> bool:
     random; real names have separators or words.
     """
     name = name.strip()
+    if "." in name or " " in name:
+        return False  # the quick answer for most names: no pattern below allows these
     if _OBFUSCATED_HEX.match(name) or _OBFUSCATED_UUID.match(name):
         return True
     if not _OBFUSCATED_TOKEN.match(name):
