@@ -56,7 +56,7 @@ def test_mistakes_are_clear_and_change_nothing(capsys: pytest.CaptureFixture[str
     assert main(["ranges", "plan", "g", "--from", "1", "--to", "100"]) == 0
     assert main(["ranges", "plan", "g", "--from", "50", "--to", "150"]) == 2
     assert "planned already" in capsys.readouterr().err
-    assert main(["ranges", "plan", "g", "--from", "9", "--to", "1"]) == 2
+    assert main(["ranges", "plan", "g", "--from", "9", "--to", "1"]) == 78  # EX_CONFIG
     assert main(["nodes", "create", "e"]) == 0
     assert main(["nodes", "create", "e"]) == 2
     assert main(["nodes", "revoke", "e"]) == 0
@@ -68,7 +68,7 @@ def test_an_unknown_setting_is_named(
 ) -> None:
     monkeypatch.setenv("UIDX_HOME", str(tmp_path))
     monkeypatch.setenv("UIDX_LEASE_TTL", "5")
-    assert main(["status"]) == 2
+    assert main(["status"]) == 78  # EX_CONFIG: a supervisor must not restart into it
     assert "UIDX_LEASE_TTL" in capsys.readouterr().err
 
 
@@ -110,7 +110,7 @@ def test_an_edge_without_its_two_settings_names_them(
     monkeypatch.setenv("UIDX_HOME", str(tmp_path))
     monkeypatch.delenv("COORDINATOR_URL", raising=False)
     monkeypatch.delenv("NODE_TOKEN", raising=False)
-    assert main(["edge", "--ranges", "1"]) == 2
+    assert main(["edge", "--ranges", "1"]) == 78
     err = capsys.readouterr().err
     assert "COORDINATOR_URL" in err
     assert "NODE_TOKEN" in err

@@ -14,7 +14,11 @@ from importlib import import_module
 from pathlib import Path
 from typing import Protocol
 
-from usenet_indexer.errors import UidxError
+from usenet_indexer.errors import ConfigError, UidxError
+
+# The exit status of a settings mistake (sysexits.h EX_CONFIG); the
+# supervisor halts on it instead of restarting.
+EXIT_CONFIG = 78
 
 # Subcommands, in the order `uidx --help` lists them.
 COMMANDS = (
@@ -40,7 +44,8 @@ class _Command(Protocol):
     def run(self, args: argparse.Namespace) -> int: ...
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The `uidx` parser; with `only`, just that subcommand's (its imports alone)."""
     parser = argparse.ArgumentParser(
         prog="uidx", description="A distributed usenet binary indexer."
     )
@@ -49,15 +54,19 @@ def build_parser() -> argparse.ArgumentParser:
         "--config", type=Path, help="settings file (default: $UIDX_HOME/uidx.toml if it exists)"
     )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name in COMMANDS:
+    # Importing a subcommand imports what it runs on (the coordinator: trio,
+    # hypercorn, psycopg); `uidx index` should not pay for those.
+    for name in (only,) if only else COMMANDS:
         module: _Command = import_module(f"usenet_indexer.commands.{name}")
         module.add_parser(subparsers)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    chosen = next((w for w in words if w in COMMANDS), None)
+    parser = build_parser(chosen if chosen and "-h" not in words[: words.index(chosen)] else None)
+    args = parser.parse_args(words)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -65,6 +74,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         result: int = args.run(args)
+    except ConfigError as error:
+        # EX_CONFIG: a supervisor or systemd must not restart into the same mistake.
+        print(f"uidx {args.command}: {error}", file=sys.stderr)
+        return EXIT_CONFIG
     except UidxError as error:
         print(f"uidx {args.command}: {error}", file=sys.stderr)
         return 2
