@@ -11,6 +11,8 @@ from __future__ import annotations
 import ast
 import gzip
 import logging
+import os
+import sys
 import zlib
 from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from functools import partial
@@ -721,3 +723,31 @@ def test_the_chunk_module_is_pure() -> None:
         )
     }
     assert not imported & {"trio", "httpx", "psycopg", "socket", "os", "time"}
+
+
+# --- under the supervisor -----------------------------------------------------------
+
+
+@pytest.mark.trio
+async def test_supervised_edges_halt_on_a_rejected_token(
+    coordinator: Coordinator, tmp_path: Path
+) -> None:
+    """Two worker processes get 401, exit 78, and the supervisor halts instead of looping."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("UIDX_")}
+    env.update(
+        UIDX_HOME=str(tmp_path / "edge-home"),
+        COORDINATOR_URL=coordinator.url,
+        NODE_TOKEN="not-a-token-of-this-coordinator",
+    )
+    env.pop("NOTIFY_SOCKET", None)
+    with trio.fail_after(DEADLINE_SECONDS):
+        done = await trio.run_process(
+            [sys.executable, "-m", "usenet_indexer", "edge", "--processes", "2"],
+            env=env,
+            capture_stderr=True,
+            check=False,
+        )
+    log = done.stderr.decode()
+    assert done.returncode == 78, log
+    assert "refused this node's token" in log
+    assert "not-a-token-of-this-coordinator" not in log

@@ -38,6 +38,8 @@ _NAMED_ENV = {
     "UIDX_NNTP": "nntp",
     "COORDINATOR_URL": "coordinator_url",
     "NODE_TOKEN": "node_token",
+    # Set by systemd for Type=notify units: where READY=1 and STOPPING=1 go.
+    "NOTIFY_SOCKET": "notify_socket",
 }
 
 
@@ -62,6 +64,7 @@ class Settings:
         idle_in_transaction_timeout_seconds: PostgreSQL idle_in_transaction_session_timeout.
         range_articles: articles per planned range (`uidx ranges plan --size`).
         idle_seconds: how long an edge waits after a 204 before asking again.
+        notify_socket: systemd's NOTIFY_SOCKET (the supervisor reports READY there).
     """
 
     home: Path
@@ -79,6 +82,7 @@ class Settings:
     idle_in_transaction_timeout_seconds: float = 60.0
     range_articles: int = 5_000_000
     idle_seconds: float = 30.0
+    notify_socket: str = ""
 
     @property
     def listen_host_port(self) -> tuple[str, int]:

@@ -9,6 +9,11 @@ ranges, or as soon as there is nothing to do.
 SIGTERM or SIGINT: the current chunk is indexed, what is indexed is posted
 and the range is given back (the next worker resumes from the last stored
 batch). A second signal stops at once, still giving the range back.
+
+--processes N (0 = one per core; default: the processes setting) runs N
+worker processes under the supervisor, which restarts a crashed worker,
+halts on a start-up error (a rejected token, bad settings) and forwards
+the signals; a worker exits when the supervisor dies.
 """
 
 from __future__ import annotations
@@ -23,8 +28,12 @@ import trio
 
 from usenet_indexer.config import Settings, from_process
 from usenet_indexer.edge import worker
+from usenet_indexer.edge.client import NodeApiError
 from usenet_indexer.edge.options import EdgeOptions
 from usenet_indexer.errors import UidxError
+from usenet_indexer.supervisor import EXIT_STARTUP_ERROR
+from usenet_indexer.supervisor.entry import add_worker_arguments, global_argv, supervised
+from usenet_indexer.supervisor.parent import watch_parent
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +70,23 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         type=_positive,
         help="articles per posted batch (default: the batch_articles setting, 500000)",
     )
+    parser.add_argument(
+        "--processes",
+        type=_non_negative,
+        help="worker processes (0 = one per core; default: the processes setting)",
+    )
+    add_worker_arguments(parser)
     parser.set_defaults(run=run)
+
+
+def _non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is negative")
+    return value
 
 
 def run(args: argparse.Namespace) -> int:
@@ -78,24 +103,53 @@ def run(args: argparse.Namespace) -> int:
         NodeApiError: the token was refused, or (with --ranges) leasing failed.
     """
     settings = from_process(args.config)
+    # Checked before any worker starts: a mistake stops the supervisor at once.
     options = EdgeOptions.from_settings(
         settings, ranges=args.ranges, batch_articles=args.batch_articles
     )
+    argv = [*global_argv(args), "edge"]
+    if args.ranges is not None:
+        argv += ["--ranges", str(args.ranges)]
+    if args.batch_articles is not None:
+        argv += ["--batch-articles", str(args.batch_articles)]
+    processes = args.processes if args.processes is not None else settings.processes
+    return supervised(
+        args,
+        processes,
+        argv,
+        partial(_run_worker, settings, options, args.parent_fd),
+        notify_socket=settings.notify_socket,
+    )
+
+
+def _run_worker(settings: Settings, options: EdgeOptions, parent_fd: int | None) -> int:
+    """One worker in this process; 78 when the coordinator refuses its token."""
     try:
-        trio.run(partial(_until_signal, settings, options))
+        trio.run(partial(_until_signal, settings, options, parent_fd))
     except BaseExceptionGroup as group:
         error = _sole_error(group)
+        if isinstance(error, NodeApiError) and error.status in (401, 403):
+            logger.error("the coordinator refused this node's token: %s", error)
+            return EXIT_STARTUP_ERROR
         if isinstance(error, UidxError):
             raise error from group
+        raise
+    except NodeApiError as error:
+        if error.status in (401, 403):
+            logger.error("the coordinator refused this node's token: %s", error)
+            return EXIT_STARTUP_ERROR
         raise
     return 0
 
 
-async def _until_signal(settings: Settings, options: EdgeOptions) -> None:
+async def _until_signal(settings: Settings, options: EdgeOptions, parent_fd: int | None) -> None:
     stop = trio.Event()
     with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_on_signals, signals, stop, nursery.cancel_scope)
+            if parent_fd is not None:
+                # The supervisor died: stop as on SIGTERM, giving the range back.
+                await nursery.start(watch_parent, parent_fd, stop.set)
             await worker.run(settings, options=options, stop=stop)
             nursery.cancel_scope.cancel()
 

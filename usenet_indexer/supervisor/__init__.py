@@ -1,0 +1,13 @@
+"""The supervisor: N worker processes of a daemon, restarted, stopped, watched.
+
+policy.py   pure: what to do when a worker ends (restart after a pause,
+            retire, halt); EXIT_STARTUP_ERROR
+arbiter.py  the process side: spawn, reap, forward signals, SIGKILL late ones
+notify.py   sd_notify (READY=1, STOPPING=1) for systemd's Type=notify
+parent.py   the worker side: watch_parent(fd, stop), a trio task
+entry.py    supervised(...): what a daemon command calls first
+"""
+
+from usenet_indexer.supervisor.policy import EXIT_STARTUP_ERROR
+
+__all__ = ["EXIT_STARTUP_ERROR"]
