@@ -1,0 +1,546 @@
+"""The trio NNTP client: faults against an in-memory fake server, round trips against INN2.
+
+Every test has a deadline (trio.fail_after); the fake server's stalls run on
+the autojump clock, so nothing sleeps for real.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import aclosing, asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import pytest
+import trio
+import trio.testing
+
+from usenet_indexer.errors import ConfigError
+from usenet_indexer.nntp.client import NNTPClient, ServerURL, connect
+from usenet_indexer.nntp.errors import (
+    AuthRequired,
+    ConnectionLost,
+    LineTooLong,
+    MalformedResponse,
+    NoSuchArticle,
+    NoSuchGroup,
+    ReplyError,
+    Timeout,
+    Unavailable,
+)
+from usenet_indexer.nntp.newsd import generate_articles
+
+if TYPE_CHECKING:
+    from nntp_fixtures import NewsServer
+
+# The news_server fixture; harmless once tests/conftest.py lists the plugin too.
+
+DEADLINE_SECONDS = 30
+INN_DEADLINE_SECONDS = 120
+
+# -- an in-memory fake server -------------------------------------------------
+
+Reply = bytes | None  # None: drop the connection
+
+
+@attrs.define(eq=False)
+class FakeNNTPServer:
+    """A scripted NNTP server on trio memory streams, for faults INN2 will not make on demand.
+
+    `replies` maps a command line (or its verb) to the bytes to answer; a
+    callable may also stall (await trio.sleep_forever()) or return None to
+    drop the connection.
+    """
+
+    greeting: bytes = b"200 fake server ready\r\n"
+    capabilities: list[str] = attrs.field(factory=lambda: ["VERSION 2", "READER", "OVER"])
+    replies: dict[str, Reply | Callable[[str], Awaitable[Reply]]] = attrs.field(factory=dict)
+    groups: dict[str, tuple[int, int]] = attrs.field(factory=dict)
+    overview: dict[int, bytes] = attrs.field(factory=dict)
+    received: list[str] = attrs.field(factory=list)
+    connections: int = 0
+
+    async def open_stream(self) -> trio.abc.Stream:
+        client_end, server_end = trio.testing.memory_stream_pair()
+        self.connections += 1
+        self._nursery.start_soon(self._serve, server_end)
+        return client_end
+
+    _nursery: trio.Nursery = attrs.field(init=False)
+
+    def run_in(self, nursery: trio.Nursery) -> FakeNNTPServer:
+        self._nursery = nursery
+        return self
+
+    async def _serve(self, stream: trio.abc.Stream) -> None:
+        async with stream:
+            await stream.send_all(self.greeting)
+            if not self.greeting.startswith(b"20"):
+                return
+            buffer = b""
+            while data := await stream.receive_some(65536):
+                buffer += data
+                while b"\r\n" in buffer:
+                    line, buffer = buffer.split(b"\r\n", 1)
+                    reply = await self._answer(line.decode())
+                    if reply is None:
+                        return
+                    await stream.send_all(reply)
+
+    async def _answer(self, line: str) -> Reply:
+        self.received.append(line)
+        verb = line.split(" ", 1)[0].upper()
+        scripted = self.replies.get(line, self.replies.get(verb, b""))
+        if callable(scripted):
+            return await scripted(line)
+        if scripted is None or scripted:
+            return scripted
+        return self._default(verb, line)
+
+    def _default(self, verb: str, line: str) -> bytes:
+        if verb == "CAPABILITIES":
+            return _multi("101 capabilities", [c.encode() for c in self.capabilities])
+        if verb == "QUIT":
+            return b"205 bye\r\n"
+        if verb == "DATE":
+            return b"111 20261130120000\r\n"
+        if verb == "GROUP":
+            name = line.split()[1]
+            if name not in self.groups:
+                return b"411 no such group\r\n"
+            low, high = self.groups[name]
+            return f"211 {high - low + 1} {low} {high} {name}\r\n".encode()
+        if verb in ("OVER", "XOVER"):
+            first, _, last = line.split()[1].partition("-")
+            lines = [
+                self.overview[n] for n in range(int(first), int(last) + 1) if n in self.overview
+            ]
+            return _multi("224 overview", lines) if lines else b"423 no articles\r\n"
+        return b"500 unknown command\r\n"
+
+
+@asynccontextmanager
+async def running_fake(fake: FakeNNTPServer | None = None) -> AsyncIterator[FakeNNTPServer]:
+    """A fake server whose connections end (cancelled) when the block does."""
+    async with trio.open_nursery() as nursery:
+        yield (fake or FakeNNTPServer()).run_in(nursery)
+        nursery.cancel_scope.cancel()
+
+
+def _multi(status: str, lines: list[bytes]) -> bytes:
+    stuffed = [b"." + x if x.startswith(b".") else x for x in lines]
+    return status.encode() + b"\r\n" + b"".join(x + b"\r\n" for x in stuffed) + b".\r\n"
+
+
+def _overview(number: int) -> bytes:
+    return (
+        f"{number}\tsubject {number} yEnc (1/1)\tposter\tdate\t<{number}@fake>\t\t100\t1".encode()
+    )
+
+
+async def _stall(_line: str) -> Reply:
+    await trio.sleep_forever()
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _fake_connect(
+    fake: FakeNNTPServer, url: str = "nntp://fake.example:119", **options: Any
+) -> Any:
+    return connect(url, open_stream=fake.open_stream, **options)
+
+
+@pytest.mark.trio
+async def test_fake_round_trip_pipelined_in_order() -> None:
+    with trio.fail_after(DEADLINE_SECONDS):
+        async with running_fake() as fake:
+            fake.groups["g"] = (1, 100)
+            fake.overview = {n: _overview(n) for n in range(1, 101) if not 41 <= n <= 50}
+            async with _fake_connect(fake) as client:
+                assert await client.group("g") == (100, 1, 100)
+                slices = [(n, n + 9) for n in range(1, 101, 10)]
+                got = [item async for item in client.over_pipelined(slices, depth=3)]
+            assert [s for s, _ in got] == slices
+            assert got[4] == ((41, 50), [])  # 423: an empty slice, not an error
+            assert got[0][1] == [_overview(n) for n in range(1, 11)]
+            assert fake.received[-1] == "QUIT"
+
+
+@pytest.mark.trio
+async def test_fake_dot_lines_and_xover() -> None:
+    with trio.fail_after(DEADLINE_SECONDS):
+        async with running_fake() as fake:
+            fake.overview = {1: b".starts with a dot", 2: b"..two dots", 3: b"."}
+            async with _fake_connect(fake) as client:
+                lines = [x async for piece in client.over(1, 3, xover=True) for x in piece]
+            assert lines == [b".starts with a dot", b"..two dots", b"."]
+            assert "XOVER 1-3" in fake.received
+
+
+@pytest.mark.trio
+async def test_fake_dropped_mid_response() -> None:
+    async def half_then_drop(_line: str) -> Reply:
+        return _multi("224 overview", [_overview(n) for n in range(11, 21)])[:150]
+
+    with trio.fail_after(DEADLINE_SECONDS):
+        async with running_fake() as fake:
+            fake.overview = {n: _overview(n) for n in range(1, 31)}
+            fake.replies["OVER 11-20"] = half_then_drop
+            fake.replies["OVER 21-30"] = None
+            got: list[tuple[tuple[int, int], list[bytes]]] = []
+
+            async def read_all(client: NNTPClient) -> None:
+                async for item in client.over_pipelined([(1, 10), (11, 20), (21, 30)]):
+                    got.append(item)
+
+            async with _fake_connect(fake) as client:
+                with pytest.raises(ConnectionLost):
+                    await read_all(client)
+                # Whole slices only: the half-sent one is not there.
+                assert got == [((1, 10), [_overview(n) for n in range(1, 11)])]
+                with pytest.raises(ConnectionLost, match="unusable"):
+                    await client.group("g")
+
+
+@pytest.mark.trio
+async def test_fake_abandoned_reply_makes_the_connection_unusable() -> None:
+    with trio.fail_after(DEADLINE_SECONDS):
+        async with running_fake() as fake:
+            fake.overview = {n: _overview(n) for n in range(1, 11)}
+            async with _fake_connect(fake) as client:
+                pieces = client.over(1, 10)
+                async with aclosing(pieces):
+                    async for _ in pieces:
+                        break
+                with pytest.raises(ConnectionLost, match="abandoned"):
+                    await client.date()
+
+
+@pytest.mark.trio
+async def test_fake_cancelled_command_makes_the_connection_unusable(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    with trio.fail_after(DEADLINE_SECONDS):
+        async with running_fake() as fake:
+            fake.replies["GROUP"] = _stall
+            async with _fake_connect(fake, timeout_seconds=60) as client:
+                with trio.move_on_after(5):
+                    await client.group("g")
+                with pytest.raises(ConnectionLost, match="cancelled"):
+                    await client.date()
+
+
+@pytest.mark.trio
+async def test_fake_mode_reader_when_the_server_asks_for_it() -> None:
+    with trio.fail_after(DEADLINE_SECONDS):
+        fake_caps = ["VERSION 2", "MODE-READER", "IHAVE"]
+        async with running_fake(FakeNNTPServer(greeting=b"201 transit server\r\n")) as fake:
+            fake.capabilities = fake_caps
+            fake.replies["MODE READER"] = b"200 reader now\r\n"
+            async with _fake_connect(fake):
+                pass
+            assert fake.received[:3] == ["CAPABILITIES", "MODE READER", "CAPABILITIES"]
+
+
+@pytest.mark.trio
+async def test_fake_dropped_before_a_reply() -> None:
+    with trio.fail_after(DEADLINE_SECONDS):
+        async with running_fake() as fake:
+            fake.replies["GROUP"] = None
+            async with _fake_connect(fake) as client:
+                with pytest.raises(ConnectionLost):
+                    await client.group("g")
+
+
+@pytest.mark.parametrize(
+    "greeting", [b"502 too many connections from your host\r\n", b"400 service not available\r\n"]
+)
+@pytest.mark.trio
+async def test_fake_too_many_connections_at_greeting(greeting: bytes) -> None:
+    with trio.fail_after(DEADLINE_SECONDS):
+        async with running_fake(FakeNNTPServer(greeting=greeting)) as fake:
+            with pytest.raises(Unavailable) as caught:
+                async with _fake_connect(fake):
+                    pass  # pragma: no cover
+            assert caught.value.code == int(greeting[:3])
+            assert "fake.example:119" in str(caught.value)
+
+
+@pytest.mark.trio
+async def test_fake_502_on_a_command() -> None:
+    with trio.fail_after(DEADLINE_SECONDS):
+        async with running_fake() as fake:
+            fake.replies["GROUP"] = b"502 connection limit reached\r\n"
+            async with _fake_connect(fake) as client:
+                with pytest.raises(Unavailable):
+                    await client.group("g")
+
+
+@pytest.mark.trio
+async def test_fake_480_and_auth() -> None:
+    with trio.fail_after(DEADLINE_SECONDS):
+        async with running_fake() as fake:
+            fake.replies["GROUP"] = b"480 authentication required\r\n"
+            async with _fake_connect(fake) as client:
+                with pytest.raises(AuthRequired):
+                    await client.group("g")
+                assert await client.date() == "20261130120000"  # still usable
+            fake.replies["AUTHINFO USER me"] = b"381 more\r\n"
+            fake.replies["AUTHINFO PASS bad"] = b"481 rejected\r\n"
+            with pytest.raises(AuthRequired, match="481"):
+                async with _fake_connect(fake, "nntp://me:bad@fake.example"):
+                    pass  # pragma: no cover
+
+
+@pytest.mark.trio
+async def test_fake_stall_times_out(autojump_clock: trio.abc.Clock) -> None:
+    with trio.fail_after(DEADLINE_SECONDS):
+        async with running_fake() as fake:
+            fake.replies["OVER"] = _stall
+            started = trio.current_time()
+            async with _fake_connect(fake, timeout_seconds=20) as client:
+                with pytest.raises(Timeout, match="20"):
+                    async for _ in client.over(1, 10):
+                        pass  # pragma: no cover
+                assert 20 <= trio.current_time() - started < 21
+                with pytest.raises(ConnectionLost):
+                    await client.date()
+
+
+@pytest.mark.trio
+async def test_fake_absurd_lines() -> None:
+    with trio.fail_after(DEADLINE_SECONDS):
+        async with running_fake() as fake:
+            fake.overview = {1: b"x" * 5000}
+            async with _fake_connect(fake, max_line_bytes=4096) as client:
+                with pytest.raises(LineTooLong, match="4096"):
+                    async for _ in client.over(1, 1):
+                        pass  # pragma: no cover
+            fake.replies["GROUP"] = b"211 lots of articles\r\n"
+            async with _fake_connect(fake) as client:
+                with pytest.raises(MalformedResponse):
+                    await client.group("g")
+            fake.replies["DATE"] = b"\x00\x01 binary junk\r\n"
+            async with _fake_connect(fake) as client:
+                with pytest.raises(MalformedResponse):
+                    await client.date()
+
+
+@pytest.mark.trio
+async def test_fake_article_numbers_beyond_2_to_the_32() -> None:
+    low = 2**32 + 5
+    with trio.fail_after(DEADLINE_SECONDS):
+        async with running_fake() as fake:
+            fake.groups["big"] = (low, low + 99)
+            fake.overview = {n: _overview(n) for n in range(low, low + 100)}
+            async with _fake_connect(fake) as client:
+                assert await client.group("big") == (100, low, low + 99)
+                got = [
+                    x async for _, lines in client.over_pipelined([(low, low + 99)]) for x in lines
+                ]
+            assert got == [_overview(n) for n in range(low, low + 100)]
+            assert f"OVER {low}-{low + 99}" in fake.received
+
+
+@pytest.mark.trio
+async def test_fake_body_and_missing_article() -> None:
+    with trio.fail_after(DEADLINE_SECONDS):
+        async with running_fake() as fake:
+            fake.replies["BODY <a@b>"] = _multi("222 0 <a@b>", [b"=ybegin", b".dot", b"=yend"])
+            fake.replies["BODY <big@b>"] = _multi("222 0 <big@b>", [b"y" * 1000] * 100)
+            fake.replies["BODY <gone@b>"] = b"430 no such article\r\n"
+            async with _fake_connect(fake, max_body_bytes=10_000) as client:
+                assert await client.body("<a@b>") == b"=ybegin\r\n.dot\r\n=yend\r\n"
+                with pytest.raises(NoSuchArticle):
+                    await client.body("<gone@b>")
+                with pytest.raises(NoSuchGroup):
+                    await client.group("nothing.here")
+                with pytest.raises(ReplyError, match="10000"):
+                    await client.body("<big@b>")
+
+
+@pytest.mark.trio
+async def test_fake_compress_garbage_falls_back_to_plain(caplog: pytest.LogCaptureFixture) -> None:
+    with trio.fail_after(DEADLINE_SECONDS):
+        async with running_fake() as fake:
+            fake.capabilities.append("COMPRESS DEFLATE")
+            fake.replies["COMPRESS DEFLATE"] = b"206 compression on\r\nthis is not deflate\r\n"
+            fake.groups["g"] = (1, 2)
+            async with _fake_connect(fake) as client:
+                assert client.compression is None
+                assert await client.group("g") == (2, 1, 2)
+            assert fake.connections == 2
+            assert "does not inflate" in caplog.text
+
+
+@pytest.mark.trio
+async def test_fake_compress_deflate() -> None:
+    """A fake that really deflates: both directions are one raw deflate stream each."""
+    with trio.fail_after(DEADLINE_SECONDS):
+        client_end, server_end = trio.testing.memory_stream_pair()
+
+        async def server() -> None:
+            await server_end.send_all(b"200 hi\r\n")
+            await _expect_line(server_end, b"CAPABILITIES\r\n")
+            await server_end.send_all(_multi("101 caps", [b"VERSION 2", b"COMPRESS DEFLATE"]))
+            await _expect_line(server_end, b"COMPRESS DEFLATE\r\n")
+            deflater = zlib.compressobj(6, zlib.DEFLATED, -15)
+            await server_end.send_all(b"206 on\r\n" + _deflate(deflater, b""))
+            inflater = zlib.decompressobj(-15)
+            assert inflater.decompress(await server_end.receive_some(1000)) == b"DATE\r\n"
+            await server_end.send_all(_deflate(deflater, b"111 20260101000000\r\n"))
+            assert inflater.decompress(await server_end.receive_some(1000)) == b"OVER 1-2\r\n"
+            reply = _multi("224 ov", [_overview(1), _overview(2)])
+            await server_end.send_all(_deflate(deflater, reply))
+            assert inflater.decompress(await server_end.receive_some(1000)) == b"QUIT\r\n"
+            await server_end.send_all(_deflate(deflater, b"205 bye\r\n"))
+
+        async def open_stream() -> trio.abc.Stream:
+            return client_end
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(server)
+            async with connect("nntp://fake", open_stream=open_stream) as client:
+                assert client.compression == "DEFLATE"
+                assert [x async for p in client.over(1, 2) for x in p] == [
+                    _overview(1),
+                    _overview(2),
+                ]
+
+
+def _deflate(deflater: Any, data: bytes) -> bytes:
+    out: bytes = deflater.compress(data) + deflater.flush(zlib.Z_SYNC_FLUSH)
+    return out
+
+
+async def _expect_line(stream: trio.abc.Stream, line: bytes) -> None:
+    assert await stream.receive_some(len(line)) == line
+
+
+def test_server_urls() -> None:
+    url = ServerURL.parse("nntps://me:p%40ss@news.example.com")
+    assert (url.host, url.port, url.tls, url.user, url.password) == (
+        "news.example.com", 563, True, "me", "p@ss",
+    )  # fmt: skip
+    assert "p@ss" not in repr(url)
+    plain = ServerURL.parse("nntp://127.0.0.1:1190?starttls=1")
+    assert (plain.port, plain.tls, plain.starttls, plain.user) == (1190, False, True, None)
+    assert ServerURL.parse("nntp://h").port == 119
+    for bad in ("http://h", "nntp://", "nntps://h?starttls=1", "nntp://user@h", "nntp://h:99999"):
+        with pytest.raises(ConfigError):
+            ServerURL.parse(bad)
+
+
+# -- against INN2 (tests/nntp_fixtures.py) ------------------------------------
+
+
+def _check_posted(group: str, count: int, first: int, seed: int, lines: list[bytes]) -> None:
+    posted = list(generate_articles(group, count, seed))
+    assert len(lines) == count
+    for number, (line, article) in enumerate(zip(lines, posted, strict=True), start=first):
+        fields = line.split(b"\t")
+        assert int(fields[0]) == number
+        assert fields[1].decode() == article.subject
+        assert fields[2].decode() == article.poster
+        assert fields[4].decode() == article.message_id
+
+
+async def _over_all(client: NNTPClient, first: int, last: int, step: int) -> list[bytes]:
+    slices = [(n, min(n + step - 1, last)) for n in range(first, last + 1, step)]
+    return [x async for _, lines in client.over_pipelined(slices) for x in lines]
+
+
+@pytest.mark.trio
+async def test_inn_plain_pipelined_over_equals_posted(news_server: NewsServer) -> None:
+    with trio.fail_after(INN_DEADLINE_SECONDS):
+        async with connect(news_server.url(), compress=False) as client:
+            assert not client.encrypted
+            assert client.compression is None
+            count, low, high = await client.group(news_server.group)
+            assert (count, low, high) == (news_server.articles, 1, news_server.articles)
+            lines = await _over_all(client, low, high, 5_000)
+        _check_posted(news_server.group, news_server.articles, 1, news_server.seed, lines)
+
+
+@pytest.mark.trio
+async def test_inn_high_article_numbers(news_server: NewsServer) -> None:
+    with trio.fail_after(INN_DEADLINE_SECONDS):
+        async with connect(news_server.url(), compress=False) as client:
+            _, low, high = await client.group(news_server.high_group)
+            assert (low, high) == (
+                news_server.high_first,
+                news_server.high_first + news_server.high_articles - 1,
+            )
+            lines = await _over_all(client, low, high, 500)
+            # Past the last article: 423, no lines.
+            assert [x async for p in client.over(high + 1, high + 10) for x in p] == []
+        _check_posted(
+            news_server.high_group,
+            news_server.high_articles,
+            news_server.high_first,
+            news_server.seed,
+            lines,
+        )
+
+
+@pytest.mark.parametrize("how", ["nntps", "starttls"])
+@pytest.mark.trio
+async def test_inn_tls(news_server: NewsServer, how: str) -> None:
+    url = news_server.url(tls=how == "nntps", starttls=how == "starttls")
+    with trio.fail_after(INN_DEADLINE_SECONDS):
+        async with connect(url, ca_file=news_server.ca_file, compress=False) as client:
+            assert client.encrypted
+            _, low, high = await client.group(news_server.high_group)
+            lines = await _over_all(client, low, high, 1_000)
+        _check_posted(
+            news_server.high_group,
+            news_server.high_articles,
+            news_server.high_first,
+            news_server.seed,
+            lines,
+        )
+
+
+@pytest.mark.parametrize("how", ["nntps", "starttls"])
+@pytest.mark.trio
+async def test_inn_tls_verifies_the_certificate(news_server: NewsServer, how: str) -> None:
+    url = news_server.url(tls=how == "nntps", starttls=how == "starttls")
+    with trio.fail_after(INN_DEADLINE_SECONDS), pytest.raises(ConnectionLost, match="CERTIFICATE"):
+        async with connect(url):  # the system CAs do not know the test certificate
+            pass  # pragma: no cover
+
+
+@pytest.mark.trio
+async def test_inn_authinfo(news_server: NewsServer) -> None:
+    with trio.fail_after(INN_DEADLINE_SECONDS):
+        async with connect(news_server.url(auth=False)) as client:
+            with pytest.raises(AuthRequired):
+                await client.group(news_server.group)
+        bad = news_server.url(auth=False).replace("nntp://", "nntp://uidx:wrong@")
+        with pytest.raises(AuthRequired, match="481"):
+            async with connect(bad):
+                pass  # pragma: no cover
+
+
+@pytest.mark.trio
+async def test_inn_compress_deflate(news_server: NewsServer) -> None:
+    with trio.fail_after(INN_DEADLINE_SECONDS):
+        async with connect(news_server.url()) as client:
+            assert client.compression == "DEFLATE"  # INN 2.7 offers COMPRESS DEFLATE
+            _, low, high = await client.group(news_server.group)
+            lines = await _over_all(client, low, high, 10_000)
+        _check_posted(news_server.group, news_server.articles, 1, news_server.seed, lines)
+
+
+@pytest.mark.trio
+async def test_inn_body_by_message_id(news_server: NewsServer) -> None:
+    posted = list(generate_articles(news_server.high_group, 3, news_server.seed))
+    with trio.fail_after(INN_DEADLINE_SECONDS):
+        async with connect(news_server.url()) as client:
+            for article in posted:
+                assert await client.body(article.message_id) == article.body
+            with pytest.raises(NoSuchArticle):
+                await client.body("<never-posted@uidx.test>")
+            assert len(await client.date()) == 14
+            fields = await client.overview_format()
+            assert fields[:2] == [b"Subject:", b"From:"]

@@ -1,0 +1,406 @@
+"""The sans-IO NNTP protocol: every reply fed whole, byte by byte and with trailing data."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from usenet_indexer.nntp import protocol as p
+from usenet_indexer.nntp.errors import (
+    IncompleteResponse,
+    LineTooLong,
+    LocalProtocolError,
+    MalformedResponse,
+    RemoteProtocolError,
+)
+from usenet_indexer.nntp.replies import GroupStatus, ServerCapabilities, parse_date
+
+Chunker = Callable[[bytes], list[bytes]]
+
+
+def whole(data: bytes) -> list[bytes]:
+    return [data]
+
+
+def bytewise(data: bytes) -> list[bytes]:
+    return [data[i : i + 1] for i in range(len(data))]
+
+
+def in_threes(data: bytes) -> list[bytes]:
+    return [data[i : i + 3] for i in range(0, len(data), 3)]
+
+
+CHUNKERS = [whole, bytewise, in_threes]
+
+
+def normalized(events: list[p.Event]) -> list[p.Event]:
+    """DataLines pieces joined: how replies are cut into pieces depends on the reads."""
+    out: list[p.Event] = []
+    for event in events:
+        if isinstance(event, p.DataLines) and out and isinstance(out[-1], p.DataLines):
+            out[-1] = p.DataLines(out[-1].lines + event.lines)
+        else:
+            out.append(event)
+    return out
+
+
+def run(
+    commands: Sequence[p.Command], data: bytes, chunker: Chunker, *, greeting: bool = True
+) -> tuple[p.NNTPConnection, list[p.Event]]:
+    """A connection past its greeting, `commands` sent, `data` fed; the events it gave."""
+    conn = p.NNTPConnection(max_line_bytes=1000)
+    if greeting:
+        conn.receive_data(b"200 ready\r\n")
+        assert isinstance(conn.next_event(), p.Response)
+    for command in commands:
+        conn.send(command)
+    events: list[p.Event] = []
+    for piece in chunker(data) if data else []:
+        conn.receive_data(piece)
+        while not isinstance(event := conn.next_event(), p.Sentinel):
+            events.append(event)
+            if isinstance(event, p.ConnectionClosed):
+                break
+    return conn, normalized(events)
+
+
+def check(commands: Sequence[p.Command], data: bytes, expected: list[p.Event]) -> None:
+    """The h11 `tr` idea: whole, byte by byte, in threes, and followed by the next reply's start."""
+    for chunker in CHUNKERS:
+        _, events = run(commands, data, chunker)
+        assert events == expected, chunker.__name__
+        conn, events = run([*commands, p.Date()], data + b"11", chunker)
+        assert events == expected, f"{chunker.__name__} with trailing data"
+        assert conn.next_event() is p.NEED_DATA
+        assert conn.pending == 1
+
+
+def test_greeting_is_the_first_event() -> None:
+    for code in (200, 201, 400, 502):
+        conn = p.NNTPConnection()
+        for byte in bytewise(f"{code} server says hi\r\n".encode()):
+            assert conn.next_event() is p.NEED_DATA
+            conn.receive_data(byte)
+        event = conn.next_event()
+        assert isinstance(event, p.Response)
+        assert (event.code, event.text, event.command) == (code, "server says hi", p.Greeting())
+        assert conn.pending == 0
+
+
+@pytest.mark.parametrize(
+    ("command", "reply"),
+    [
+        (p.Group("alt.binaries.test"), b"211 5 10 14 alt.binaries.test"),
+        (p.Group("alt.binaries.test"), b"411 no such group"),
+        (p.Group("alt.binaries.test"), b"480 authentication required"),
+        (p.Group("alt.binaries.test"), b"502 too many connections"),
+        (p.Date(), b"111 20261130112233"),
+        (p.ModeReader(), b"200 reader mode"),
+        (p.AuthInfoUser("me"), b"381 password please"),
+        (p.AuthInfoPass("secret words"), b"281 welcome"),
+        (p.Over(1, 10), b"420 no current article"),
+        (p.Over(1, 10), b"423 no articles in that range"),
+        (p.XOver(1, 10), b"423 no articles in that range"),
+        (p.Body("<a@b>"), b"430 no such article"),
+        (p.Quit(), b"205 bye"),
+        (p.Capabilities(), b"500 what?"),
+    ],
+)
+def test_single_line_replies(command: p.Command, reply: bytes) -> None:
+    code, text = int(reply[:3]), reply[4:].decode()
+    check([command], reply + b"\r\n", [p.Response(code, text, command)])
+
+
+def test_over_multiline_with_dot_unstuffing() -> None:
+    data = (
+        b"224 overview follows\r\n"
+        b"1\tsubject one\tposter\r\n"
+        b"..2\tstuffed: starts with a dot\r\n"
+        b"...\r\n"
+        b"3\tlast\r\n"
+        b".\r\n"
+    )
+    command = p.Over(1, 3)
+    expected: list[p.Event] = [
+        p.Response(224, "overview follows", command, multiline=True),
+        p.DataLines(
+            [b"1\tsubject one\tposter", b".2\tstuffed: starts with a dot", b"..", b"3\tlast"]
+        ),
+        p.DataEnd(),
+    ]
+    check([command], data, expected)
+
+
+def test_empty_multiline_reply() -> None:
+    command = p.Over(5, 6)
+    check([command], b"224 none\r\n.\r\n", [p.Response(224, "none", command, True), p.DataEnd()])
+
+
+def test_body_and_article_and_list_are_multiline() -> None:
+    for command, code in (
+        (p.Body("<x@y>"), 222),
+        (p.Article("<x@y>"), 220),
+        (p.Head("<x@y>"), 221),
+    ):
+        data = f"{code} 0 <x@y>\r\nline one\r\n\r\n.\r\n".encode()
+        expected: list[p.Event] = [
+            p.Response(code, "0 <x@y>", command, True),
+            p.DataLines([b"line one", b""]),
+            p.DataEnd(),
+        ]
+        check([command], data, expected)
+    fmt = p.ListOverviewFmt()
+    check(
+        [fmt],
+        b"215 order of fields\r\nSubject:\r\nFrom:\r\n.\r\n",
+        [
+            p.Response(215, "order of fields", fmt, True),
+            p.DataLines([b"Subject:", b"From:"]),
+            p.DataEnd(),
+        ],
+    )
+
+
+def test_capabilities_reply_and_parsing() -> None:
+    command = p.Capabilities()
+    data = b"101 list\r\nVERSION 2\r\nREADER\r\nCOMPRESS DEFLATE\r\nauthinfo USER\r\nOVER\r\n.\r\n"
+    _, events = run([command], data, whole)
+    assert events[0] == p.Response(101, "list", command, True)
+    lines = events[1]
+    assert isinstance(lines, p.DataLines)
+    caps = ServerCapabilities.from_lines(lines.lines)
+    assert caps.version == 2
+    assert caps.has("READER")
+    assert caps.has("COMPRESS", "deflate")
+    assert not caps.has("COMPRESS", "GZIP")
+    assert caps.has("AUTHINFO", "USER")
+    assert not caps.has("STARTTLS")
+    assert events[2] == p.DataEnd()
+
+
+def test_a_multiline_code_only_for_its_command() -> None:
+    # 224 answers OVER with data; to GROUP it is just a (strange) single line.
+    command = p.Group("g")
+    check([command], b"224 hm\r\n", [p.Response(224, "hm", command)])
+
+
+def test_pipelined_replies_match_commands_in_order() -> None:
+    commands: list[p.Command] = [p.Over(1, 2), p.Over(3, 4), p.Group("g"), p.Over(5, 6), p.Date()]
+    data = (
+        b"224 a\r\n1\tx\r\n2\ty\r\n.\r\n"
+        b"423 empty\r\n"
+        b"211 2 1 2 g\r\n"
+        b"224 b\r\n5\tz\r\n.\r\n"
+        b"111 20260101000000\r\n"
+    )
+    expected: list[p.Event] = [
+        p.Response(224, "a", commands[0], True),
+        p.DataLines([b"1\tx", b"2\ty"]),
+        p.DataEnd(),
+        p.Response(423, "empty", commands[1]),
+        p.Response(211, "2 1 2 g", commands[2]),
+        p.Response(224, "b", commands[3], True),
+        p.DataLines([b"5\tz"]),
+        p.DataEnd(),
+        p.Response(111, "20260101000000", commands[4]),
+    ]
+    check(commands, data, expected)
+
+
+def test_bare_lf_lines_are_accepted() -> None:
+    command = p.Over(1, 1)
+    check(
+        [command],
+        b"224 ok\n1\tx\n.\n",
+        [p.Response(224, "ok", command, True), p.DataLines([b"1\tx"]), p.DataEnd()],
+    )
+
+
+def test_data_pieces_stream_as_they_arrive() -> None:
+    conn = p.NNTPConnection()
+    conn.receive_data(b"200 hi\r\n")
+    conn.next_event()
+    conn.send(p.Over(1, 100_000))
+    conn.receive_data(b"224 ok\r\n1\ta\r\n2\tb")
+    assert isinstance(conn.next_event(), p.Response)
+    assert conn.next_event() == p.DataLines([b"1\ta"])
+    assert conn.next_event() is p.NEED_DATA
+    conn.receive_data(b"\r\n3\tc\r\n")
+    assert conn.next_event() == p.DataLines([b"2\tb", b"3\tc"])
+
+
+@pytest.mark.parametrize("chunker", CHUNKERS)
+def test_a_data_line_over_the_cap(chunker: Chunker) -> None:
+    data = b"224 ok\r\n" + b"x" * 1001 + b"\r\n.\r\n"
+    with pytest.raises(LineTooLong, match="longer than 1000 bytes"):
+        run([p.Over(1, 2)], data, chunker)
+
+
+@pytest.mark.parametrize("chunker", CHUNKERS)
+def test_a_status_line_over_the_cap(chunker: Chunker) -> None:
+    with pytest.raises(LineTooLong, match="1000"):
+        run([p.Group("g")], b"211 " + b"9" * 2000 + b"\r\n", chunker)
+
+
+def test_a_line_without_end_is_refused_at_the_cap() -> None:
+    conn, _ = run([p.Over(1, 2)], b"224 ok\r\n" + b"y" * 1000, whole)
+    conn.receive_data(b"y")
+    with pytest.raises(LineTooLong):
+        conn.next_event()
+
+
+@pytest.mark.parametrize(
+    "line",
+    [b"hello", b"2x1 no", b"21", b"2111 four digits", b"099 low", b"\xff\xfe\r", b"211\tx"],
+)
+def test_malformed_status_lines(line: bytes) -> None:
+    with pytest.raises(MalformedResponse):
+        run([p.Group("g")], line + b"\r\n", whole)
+
+
+def test_a_bad_greeting() -> None:
+    with pytest.raises(MalformedResponse):
+        run([], b"SSH-2.0-OpenSSH\r\n", whole, greeting=False)
+
+
+def test_an_unsolicited_reply() -> None:
+    with pytest.raises(MalformedResponse, match="unsolicited"):
+        run([], b"205 bye\r\n", whole)
+
+
+def test_errors_stick() -> None:
+    conn = p.NNTPConnection()
+    conn.receive_data(b"oops\r\n200 ok\r\n")
+    for _ in range(2):
+        with pytest.raises(MalformedResponse):
+            conn.next_event()
+    with pytest.raises(LocalProtocolError):
+        conn.send(p.Date())
+
+
+def test_eof_between_replies_and_inside_them() -> None:
+    conn, _ = run([], b"", whole)
+    conn.receive_data(b"")
+    assert conn.next_event() == p.ConnectionClosed()
+    conn, _ = run([p.Over(1, 2)], b"224 ok\r\n1\tx\r\n", whole)
+    conn.receive_data(b"")
+    with pytest.raises(IncompleteResponse):
+        conn.next_event()
+    conn, _ = run([p.Group("g")], b"211 1", whole)
+    conn.receive_data(b"")
+    with pytest.raises(IncompleteResponse):
+        conn.next_event()
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        p.Group("a\r\nQUIT"),
+        p.Group("two words"),
+        p.Group(""),
+        p.AuthInfoUser("me\nyou"),
+        p.AuthInfoPass("pass\rword"),
+        p.Body("no-brackets@x"),
+        p.Body("<a b@x>"),
+        p.Over(-1, 5),
+        p.Over(10, 5),
+        p.Group("g" * 600),
+        p.Compress("DE FLATE"),
+    ],
+)
+def test_our_mistakes_are_local_errors(command: p.Command) -> None:
+    conn = p.NNTPConnection()
+    with pytest.raises(LocalProtocolError):
+        conn.send(command)
+    assert conn.pending == 1  # nothing was queued
+
+
+def test_command_bytes() -> None:
+    conn = p.NNTPConnection()
+    assert conn.send(p.Over(4_294_967_296, 4_294_967_300)) == b"OVER 4294967296-4294967300\r\n"
+    assert conn.send(p.XOver(7)) == b"XOVER 7-\r\n"
+    assert conn.send(p.AuthInfoPass("with space")) == b"AUTHINFO PASS with space\r\n"
+    assert conn.send(p.Compress()) == b"COMPRESS DEFLATE\r\n"
+    assert "with space" not in repr(p.AuthInfoPass("with space"))
+
+
+@pytest.mark.parametrize(("command", "code"), [(p.StartTLS(), 382), (p.Compress(), 206)])
+def test_switching_replies_pause_until_resume(command: p.Command, code: int) -> None:
+    conn, events = run([command], f"{code} go ahead\r\n".encode() + b"\x16\x03new layer", whole)
+    assert events == [p.Response(code, "go ahead", command)]
+    assert conn.next_event() is p.PAUSED
+    with pytest.raises(LocalProtocolError):
+        conn.send(p.Date())
+    assert conn.resume() == b"\x16\x03new layer"
+    conn.send(p.Date())
+    conn.receive_data(b"111 20260101000000\r\n")
+    assert isinstance(conn.next_event(), p.Response)
+
+
+def test_no_pipelining_past_a_switch() -> None:
+    conn = p.NNTPConnection()
+    conn.send(p.StartTLS())
+    with pytest.raises(LocalProtocolError, match="pipeline"):
+        conn.send(p.Date())
+
+
+def test_a_refused_switch_does_not_pause() -> None:
+    command = p.Compress()
+    for chunker in CHUNKERS:
+        conn, events = run([command], b"403 not now\r\n", chunker)
+        assert events == [p.Response(403, "not now", command)]
+        assert conn.next_event() is p.NEED_DATA
+        conn.send(p.Date())
+
+
+def test_group_status_and_date() -> None:
+    status = GroupStatus.from_text("5 4294967300 4294967304 alt.binaries.big")
+    assert (status.count, status.low, status.high) == (5, 4_294_967_300, 4_294_967_304)
+    for bad in ("", "1 2 alt", "x 1 2 g", "1 -2 3 g", "1 ² 3 g"):
+        with pytest.raises(MalformedResponse):
+            GroupStatus.from_text(bad)
+    assert parse_date("20261130112233") == "20261130112233"
+    with pytest.raises(MalformedResponse):
+        parse_date("2026-11-30")
+
+
+@settings(max_examples=400, deadline=1000)
+@given(
+    data=st.lists(
+        st.one_of(
+            st.binary(max_size=40),
+            st.sampled_from([b"\r\n", b".\r\n", b"224 x\r\n", b"211 1 1 1 g\r\n", b"..", b"\n"]),
+        ),
+        max_size=30,
+    ),
+    eof=st.booleans(),
+)
+def test_arbitrary_bytes_raise_only_remote_errors(data: list[bytes], eof: bool) -> None:
+    conn = p.NNTPConnection(max_line_bytes=64)
+    for command in (p.Over(1, 5), p.Group("g"), p.Capabilities(), p.Body("<a@b>")):
+        conn.send(command)
+    try:
+        for piece in [*data, b""] if eof else data:
+            conn.receive_data(piece)
+            for _ in range(1000):
+                event = conn.next_event()
+                if event in (p.NEED_DATA, p.PAUSED) or isinstance(event, p.ConnectionClosed):
+                    break
+    except RemoteProtocolError:
+        pass
+
+
+def test_the_protocol_core_does_no_io() -> None:
+    source = Path(p.__file__).read_text()
+    imported: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            imported |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            imported.add(node.module.split(".")[0])
+    assert not imported & {"trio", "socket", "os", "time", "ssl", "asyncio", "zlib"}

@@ -1,0 +1,462 @@
+"""The NNTP client protocol (RFC 3977) without I/O: bytes in, events out.
+
+Theory of operation
+-------------------
+Like h11, `NNTPConnection` never touches a socket. The caller turns commands
+into bytes with `send(command)`, writes them however it likes, hands whatever
+it reads to `receive_data(data)` (`b""` for EOF) and pulls events with
+`next_event()` until it returns `NEED_DATA`.
+
+Every command sent is appended to a queue; replies are matched to it in order,
+so any number of commands may be in flight (pipelining). The greeting is the
+answer to an implicit first command, so it is the first event. Whether a reply
+is multi-line depends on the command and the code (224 to OVER, 101 to
+CAPABILITIES, ...): a multi-line reply is a `Response`, then `DataLines`
+pieces as the data arrives (each piece holds the complete lines received so
+far, dot-unstuffed, without their CRLF), then `DataEnd`. Nothing keeps a
+whole reply: the buffer holds at most one incomplete line plus what the last
+`receive_data` brought, and an incomplete line longer than the cap raises
+`LineTooLong`.
+
+STARTTLS (382) and COMPRESS (206) change what the bytes on the wire are. After
+such a reply `next_event()` returns `PAUSED` until the caller has switched its
+stream and calls `resume()`, which hands back the bytes that arrived after the
+reply (they belong to the new layer: TLS records or deflate data).
+
+Peer mistakes raise `RemoteProtocolError` subclasses; ours (a CR or LF in an
+argument, a command sent while paused) raise `LocalProtocolError`. After a
+RemoteProtocolError the connection is unusable: every later call raises again.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import deque
+from typing import ClassVar, Final, TypeAlias
+
+import attrs
+
+from usenet_indexer.nntp.errors import (
+    IncompleteResponse,
+    LineTooLong,
+    LocalProtocolError,
+    MalformedResponse,
+    RemoteProtocolError,
+)
+
+# Overview lines of real binary groups are under 1 KB; the longest legitimate
+# lines seen (a long Xref, a References header) are a few KB. 64 KiB keeps a
+# wide margin and bounds what a server that never sends LF can make us buffer.
+DEFAULT_MAX_LINE_BYTES: Final = 64 * 1024
+
+# RFC 3977 3.1: a command line is at most 512 octets including the CRLF.
+MAX_COMMAND_BYTES: Final = 512
+
+
+class Sentinel(enum.Enum):
+    NEED_DATA = "NEED_DATA"
+    PAUSED = "PAUSED"
+
+
+NEED_DATA: Final = Sentinel.NEED_DATA
+PAUSED: Final = Sentinel.PAUSED
+
+
+# -- commands ---------------------------------------------------------------
+
+
+def _argument(value: str, what: str, *, spaces: bool = False) -> str:
+    """A command argument, refused when it could break the command line."""
+    if not value:
+        raise LocalProtocolError(f"{what} is empty")
+    bad = "\r\n\0" if spaces else "\r\n\0 \t"
+    if any(c in bad for c in value):
+        raise LocalProtocolError(f"{what} contains a control character or a space: {value!r}")
+    return value
+
+
+def _number(value: int, what: str) -> str:
+    if value < 0:
+        raise LocalProtocolError(f"{what} is negative: {value}")
+    return str(value)
+
+
+@attrs.frozen
+class Command:
+    """A command; subclasses say their words and which codes start multi-line data."""
+
+    MULTILINE: ClassVar[frozenset[int]] = frozenset()
+    # STARTTLS and COMPRESS change the wire's layer after this code.
+    SWITCH_CODE: ClassVar[int | None] = None
+
+    def words(self) -> str:
+        raise NotImplementedError
+
+    def encode(self) -> bytes:
+        line = (self.words() + "\r\n").encode("utf-8")
+        if len(line) > MAX_COMMAND_BYTES:
+            raise LocalProtocolError(
+                f"command line longer than {MAX_COMMAND_BYTES} bytes: {line[:60]!r}..."
+            )
+        return line
+
+
+@attrs.frozen
+class Greeting(Command):
+    """The implicit first command: the server's greeting answers it."""
+
+    def words(self) -> str:  # pragma: no cover - never sent
+        raise LocalProtocolError("the greeting is not a command")
+
+
+@attrs.frozen
+class Capabilities(Command):
+    MULTILINE: ClassVar[frozenset[int]] = frozenset({101})
+
+    def words(self) -> str:
+        return "CAPABILITIES"
+
+
+@attrs.frozen
+class ModeReader(Command):
+    def words(self) -> str:
+        return "MODE READER"
+
+
+@attrs.frozen
+class AuthInfoUser(Command):
+    user: str
+
+    def words(self) -> str:
+        return "AUTHINFO USER " + _argument(self.user, "user name", spaces=True)
+
+
+@attrs.frozen(repr=False)
+class AuthInfoPass(Command):
+    password: str
+
+    def words(self) -> str:
+        return "AUTHINFO PASS " + _argument(self.password, "password", spaces=True)
+
+    def __repr__(self) -> str:
+        return "AuthInfoPass(password=<hidden>)"
+
+
+@attrs.frozen
+class Group(Command):
+    name: str
+
+    def words(self) -> str:
+        return "GROUP " + _argument(self.name, "group name")
+
+
+@attrs.frozen
+class Over(Command):
+    """OVER first-last (inclusive); last None means "to the end"."""
+
+    first: int
+    last: int | None = None
+    VERB: ClassVar[str] = "OVER"
+    MULTILINE: ClassVar[frozenset[int]] = frozenset({224})
+
+    def words(self) -> str:
+        first = _number(self.first, "first article")
+        if self.last is None:
+            return f"{self.VERB} {first}-"
+        if self.last < self.first:
+            raise LocalProtocolError(f"empty range {self.first}-{self.last}")
+        return f"{self.VERB} {first}-{_number(self.last, 'last article')}"
+
+
+@attrs.frozen
+class XOver(Over):
+    """XOVER: the pre-RFC 3977 name of OVER, for servers without OVER."""
+
+    VERB: ClassVar[str] = "XOVER"
+
+
+@attrs.frozen
+class ListOverviewFmt(Command):
+    MULTILINE: ClassVar[frozenset[int]] = frozenset({215})
+
+    def words(self) -> str:
+        return "LIST OVERVIEW.FMT"
+
+
+@attrs.frozen
+class Date(Command):
+    def words(self) -> str:
+        return "DATE"
+
+
+def _message_id(value: str) -> str:
+    _argument(value, "message-id")
+    if not (value.startswith("<") and value.endswith(">")):
+        raise LocalProtocolError(f"a message-id is written <...>: {value!r}")
+    return value
+
+
+@attrs.frozen
+class Body(Command):
+    message_id: str
+    MULTILINE: ClassVar[frozenset[int]] = frozenset({222})
+
+    def words(self) -> str:
+        return "BODY " + _message_id(self.message_id)
+
+
+@attrs.frozen
+class Head(Command):
+    message_id: str
+    MULTILINE: ClassVar[frozenset[int]] = frozenset({221})
+
+    def words(self) -> str:
+        return "HEAD " + _message_id(self.message_id)
+
+
+@attrs.frozen
+class Article(Command):
+    message_id: str
+    MULTILINE: ClassVar[frozenset[int]] = frozenset({220})
+
+    def words(self) -> str:
+        return "ARTICLE " + _message_id(self.message_id)
+
+
+@attrs.frozen
+class Quit(Command):
+    def words(self) -> str:
+        return "QUIT"
+
+
+@attrs.frozen
+class StartTLS(Command):
+    SWITCH_CODE: ClassVar[int | None] = 382
+
+    def words(self) -> str:
+        return "STARTTLS"
+
+
+@attrs.frozen
+class Compress(Command):
+    """RFC 8054 COMPRESS; after 206 both directions are raw deflate."""
+
+    algorithm: str = "DEFLATE"
+    SWITCH_CODE: ClassVar[int | None] = 206
+
+    def words(self) -> str:
+        return "COMPRESS " + _argument(self.algorithm, "compression algorithm")
+
+
+# -- events -----------------------------------------------------------------
+
+
+@attrs.frozen
+class Response:
+    """A status line: the whole of a single-line reply, the start of a multi-line one."""
+
+    code: int
+    text: str
+    command: Command
+    multiline: bool = False
+
+
+@attrs.frozen
+class DataLines:
+    """The next complete lines of a multi-line reply (dot-unstuffed, no CRLF)."""
+
+    lines: list[bytes]
+
+
+@attrs.frozen
+class DataEnd:
+    """The "." that ends a multi-line reply."""
+
+
+@attrs.frozen
+class ConnectionClosed:
+    """The server closed the connection with no reply outstanding."""
+
+
+Event: TypeAlias = Response | DataLines | DataEnd | ConnectionClosed
+
+
+# -- the connection ---------------------------------------------------------
+
+
+class _State(enum.Enum):
+    STATUS = "STATUS"  # waiting for a status line (or nothing is pending)
+    DATA = "DATA"  # inside multi-line data
+    PAUSED = "PAUSED"  # after 382/206: the caller switches its stream
+    CLOSED = "CLOSED"  # EOF was reported
+    ERROR = "ERROR"  # the peer broke the rules
+
+
+@attrs.define(eq=False)
+class NNTPConnection:
+    """One client connection's protocol state (see the module docstring)."""
+
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+    _pending: deque[Command] = attrs.field(init=False, factory=lambda: deque([Greeting()]))
+    _buffer: bytearray = attrs.field(init=False, factory=bytearray)
+    _state: _State = attrs.field(init=False, default=_State.STATUS)
+    _eof: bool = attrs.field(init=False, default=False)
+    _error: RemoteProtocolError | None = attrs.field(init=False, default=None)
+    # The "." was read with the last DataLines; DataEnd is the next event.
+    _end_pending: bool = attrs.field(init=False, default=False)
+
+    @property
+    def pending(self) -> int:
+        """How many commands (the greeting included) still wait for their reply."""
+        return len(self._pending)
+
+    def send(self, command: Command) -> bytes:
+        """The bytes of `command`; its reply is expected after those already pending.
+
+        Raises:
+            LocalProtocolError: a bad argument, or the connection cannot take a
+                command now (paused, closed, or after STARTTLS/COMPRESS in flight).
+        """
+        if self._state in (_State.PAUSED, _State.CLOSED, _State.ERROR):
+            raise LocalProtocolError(
+                f"cannot send {command!r}: the connection is {self._state.value}"
+            )
+        if self._pending and self._pending[-1].SWITCH_CODE is not None:
+            raise LocalProtocolError(f"cannot pipeline {command!r} after {self._pending[-1]!r}")
+        data = command.encode()
+        self._pending.append(command)
+        return data
+
+    def receive_data(self, data: bytes) -> None:
+        """Bytes read from the server; `b""` means the server closed the connection."""
+        if self._eof:
+            if data:
+                raise LocalProtocolError("receive_data after EOF")
+            return
+        if data:
+            self._buffer += data
+        else:
+            self._eof = True
+
+    def resume(self) -> bytes:
+        """Leave PAUSED after a STARTTLS or COMPRESS switch; returns the bytes that followed."""
+        if self._state is not _State.PAUSED:
+            raise LocalProtocolError(f"resume() while {self._state.value}")
+        rest = bytes(self._buffer)
+        self._buffer.clear()
+        self._state = _State.STATUS
+        return rest
+
+    def next_event(self) -> Event | Sentinel:
+        """The next event, `NEED_DATA`, or `PAUSED`.
+
+        Raises:
+            RemoteProtocolError: the server broke RFC 3977 (and will every call after).
+        """
+        if self._error is not None:
+            raise self._error
+        try:
+            return self._next_event()
+        except RemoteProtocolError as exc:
+            self._state = _State.ERROR
+            self._error = exc
+            raise
+
+    def _next_event(self) -> Event | Sentinel:
+        if self._state is _State.PAUSED:
+            return PAUSED
+        if self._state is _State.DATA:
+            return self._data_event()
+        if self._state is _State.CLOSED:
+            return ConnectionClosed()
+        return self._status_event()
+
+    def _status_event(self) -> Event | Sentinel:
+        end = self._buffer.find(b"\n")
+        if end < 0:
+            self._check_partial(len(self._buffer))
+            if not self._eof:
+                return NEED_DATA
+            if self._buffer or self._pending:
+                raise IncompleteResponse(f"connection closed before the reply to {self._waiting()}")
+            self._state = _State.CLOSED
+            return ConnectionClosed()
+        if end > self.max_line_bytes:
+            raise LineTooLong(self.max_line_bytes)
+        line = bytes(self._buffer[:end])
+        del self._buffer[: end + 1]
+        if not self._pending:
+            raise MalformedResponse(f"unsolicited reply: {line[:100]!r}")
+        code, text = _parse_status(line.removesuffix(b"\r"))
+        command = self._pending.popleft()
+        multiline = code in command.MULTILINE
+        if multiline:
+            self._state = _State.DATA
+        elif code == command.SWITCH_CODE:
+            self._state = _State.PAUSED
+        return Response(code, text, command, multiline)
+
+    def _waiting(self) -> str:
+        return repr(self._pending[0]) if self._pending else "nothing"
+
+    def _check_partial(self, length: int) -> None:
+        if length > self.max_line_bytes:
+            raise LineTooLong(self.max_line_bytes)
+
+    def _data_event(self) -> Event | Sentinel:
+        if self._end_pending:
+            self._end_pending = False
+            self._state = _State.STATUS
+            return DataEnd()
+        buffer = self._buffer
+        end = buffer.rfind(b"\n")
+        if end < 0:
+            self._check_partial(len(buffer))
+            if self._eof:
+                raise IncompleteResponse("connection closed inside multi-line data")
+            return NEED_DATA
+        self._check_partial(len(buffer) - end - 1)
+        chunk = bytes(buffer[: end + 1])
+        lines = chunk.split(b"\n")
+        lines.pop()  # the empty piece after the last LF
+        consumed = end + 1
+        finished = False
+        if chunk.startswith(b".") or b"\n." in chunk:
+            terminator = self._unstuff(lines)
+            if terminator is not None:
+                index, consumed = terminator
+                lines = lines[:index]
+                finished = True
+        del buffer[:consumed]
+        if len(lines) and max(map(len, lines)) > self.max_line_bytes:
+            raise LineTooLong(self.max_line_bytes)
+        out = [x[:-1] if x.endswith(b"\r") else x for x in lines]
+        if finished:
+            if not out:
+                self._state = _State.STATUS
+                return DataEnd()
+            self._end_pending = True
+        return DataLines(out)
+
+    @staticmethod
+    def _unstuff(lines: list[bytes]) -> tuple[int, int] | None:
+        """Unstuffs lines in place; (index, bytes up to and with it) of the "." line, if any."""
+        offset = 0
+        for i, x in enumerate(lines):
+            offset += len(x) + 1
+            if x.startswith(b"."):
+                if x in (b".\r", b"."):
+                    return i, offset
+                lines[i] = x[1:]
+        return None
+
+
+def _parse_status(line: bytes) -> tuple[int, str]:
+    """(code, text) of a status line: three digits, then a space or the end."""
+    head = line[:3]
+    if len(head) != 3 or not head.isdigit() or (len(line) > 3 and line[3:4] != b" "):
+        raise MalformedResponse(f"not an NNTP status line: {line[:100]!r}")
+    code = int(head)
+    if not 100 <= code <= 599:
+        raise MalformedResponse(f"status code out of range: {line[:100]!r}")
+    return code, line[4:].decode("utf-8", "replace")
