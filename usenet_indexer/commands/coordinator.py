@@ -8,13 +8,15 @@ migrations, and serves the node API on UIDX_LISTEN until SIGINT or SIGTERM.
 from __future__ import annotations
 
 import argparse
+from functools import partial
 
 import trio
 
-from usenet_indexer.config import from_process
+from usenet_indexer.config import Settings, from_process
 from usenet_indexer.coordinator.daemon import run_coordinator
 from usenet_indexer.coordinator.server import sole_error
 from usenet_indexer.errors import UidxError
+from usenet_indexer.supervisor.entry import add_worker_arguments, global_argv, supervised
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -29,6 +31,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    add_worker_arguments(parser)
     parser.set_defaults(run=run)
 
 
@@ -47,6 +50,13 @@ def run(args: argparse.Namespace) -> int:
         DatabaseError: the database cannot be started, reached or migrated.
     """
     settings = from_process(args.config)
+    # One process: several would race for the listen port and the embedded
+    # cluster. Under systemd the supervisor runs it, reporting READY=1.
+    argv = [*global_argv(args), "coordinator"]
+    return supervised(args, 1, argv, partial(_run, settings), notify_socket=settings.notify_socket)
+
+
+def _run(settings: Settings) -> int:
     try:
         trio.run(run_coordinator, settings)
     except BaseExceptionGroup as group:
