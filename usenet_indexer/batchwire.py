@@ -76,7 +76,7 @@ from array import array
 from collections.abc import Callable
 from itertools import islice, product
 from operator import itemgetter, lt
-from typing import Any, ClassVar, Final, NoReturn, cast
+from typing import Any, ClassVar, Final, NoReturn
 
 import attrs
 import msgpack
@@ -84,6 +84,7 @@ from isal import isal_zlib
 
 from usenet_indexer.batch import Batch, FileChunk, ProbeCandidate, ReleaseChunk, RuleCount
 from usenet_indexer.errors import LocalProtocolError, RemoteProtocolError
+from usenet_indexer.inflate import InflateFailed, Problem, capped_inflate
 from usenet_indexer.subject import MAX_FILES, MAX_SEGMENTS
 
 WIRE_VERSION: Final = 1
@@ -103,8 +104,6 @@ COMPRESS_LEVEL: Final = 1
 # wbits 47 would also accept a zlib stream, which is not what the header says.
 _GZIP_WBITS: Final = 31
 
-# isal's stubs declare `error` as an instance; it is the exception class.
-_INFLATE_ERROR: Final = cast("type[Exception]", isal_zlib.error)
 
 # The array typecode with 4-byte items (typecode "I" everywhere we run).
 _U32: Final = "I" if array("I").itemsize == 4 else "L"
@@ -349,30 +348,19 @@ def decode_body(
 
 
 def _gunzip(data: bytes, max_inflated_bytes: int) -> bytes:
-    """Inflate one gzip member, producing at most max_inflated_bytes + 1 bytes.
-
-    One call with `max_length` is incremental inside zlib: it stops when the
-    output reaches the limit, so a bomb never allocates past the cap. Asking
-    for one byte more than the cap tells "exactly at the cap" from "over".
-    """
-    inflater = isal_zlib.decompressobj(wbits=_GZIP_WBITS)
+    """Inflate one gzip member to at most max_inflated_bytes (see inflate.py)."""
     try:
-        inflated = inflater.decompress(data, max_inflated_bytes + 1)
-    except _INFLATE_ERROR as exc:
-        raise CorruptBody(f"the gzip body is corrupt: {exc}") from exc
-    if len(inflated) > max_inflated_bytes:
-        raise BodyTooLarge(f"the gzip body inflates to over {max_inflated_bytes} bytes")
-    if not inflater.eof:
-        raise CorruptBody(
-            f"the gzip body is truncated ({len(data)} bytes inflate to {len(inflated)} "
-            "without reaching the end of the stream)"
-        )
-    if inflater.unused_data:
-        raise CorruptBody(
-            f"{len(inflater.unused_data)} bytes follow the gzip stream "
-            "(concatenated gzip members are not accepted)"
-        )
-    return inflated
+        return capped_inflate(data, wbits=_GZIP_WBITS, max_bytes=max_inflated_bytes)
+    except InflateFailed as failed:
+        if failed.problem is Problem.TOO_LARGE:
+            raise BodyTooLarge(f"the gzip body {failed.detail}") from failed
+        if failed.problem is Problem.TRAILING:
+            raise CorruptBody(
+                f"{failed.detail} (concatenated gzip members are not accepted)"
+            ) from failed
+        if failed.problem is Problem.TRUNCATED:
+            raise CorruptBody(f"the gzip body is truncated ({failed.detail})") from failed
+        raise CorruptBody(f"the gzip body is corrupt: {failed.detail}") from failed
 
 
 # --- decoding --------------------------------------------------------------------

@@ -26,6 +26,7 @@ from functools import partial
 
 import trio
 
+from usenet_indexer.commands import non_negative_int, positive_int
 from usenet_indexer.config import Settings, from_process
 from usenet_indexer.edge import worker
 from usenet_indexer.edge.client import NodeApiError
@@ -38,16 +39,6 @@ from usenet_indexer.supervisor.parent import watch_parent
 logger = logging.getLogger(__name__)
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is not a positive number")
-    return value
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -63,30 +54,20 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
-        "--ranges", type=_positive, help="stop after N ranges, or when there is nothing to do"
+        "--ranges", type=positive_int, help="stop after N ranges, or when there is nothing to do"
     )
     parser.add_argument(
         "--batch-articles",
-        type=_positive,
+        type=positive_int,
         help="articles per posted batch (default: the batch_articles setting, 500000)",
     )
     parser.add_argument(
         "--processes",
-        type=_non_negative,
+        type=non_negative_int,
         help="worker processes (0 = one per core; default: the processes setting)",
     )
     add_worker_arguments(parser)
     parser.set_defaults(run=run)
-
-
-def _non_negative(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value} is negative")
-    return value
 
 
 def run(args: argparse.Namespace) -> int:

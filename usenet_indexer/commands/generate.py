@@ -23,6 +23,7 @@ from pathlib import Path
 
 from isal import igzip
 
+from usenet_indexer.commands import positive_int
 from usenet_indexer.errors import ConfigError
 from usenet_indexer.testing.generator import (
     DEFAULT_FIRST_ARTICLE,
@@ -54,7 +55,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="write synthetic overview lines of a binary group and their ground truth",
         description=__doc__,
     )
-    parser.add_argument("--articles", type=_positive, required=True, help="lines to write")
+    parser.add_argument("--articles", type=positive_int, required=True, help="lines to write")
     parser.add_argument("--out", type=Path, required=True, help="overview file (.gz: gzip)")
     parser.add_argument(
         "--truth",
@@ -65,18 +66,11 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.add_argument("--group", default=DEFAULT_GROUP, help=f"group (default {DEFAULT_GROUP})")
     parser.add_argument(
         "--first-article",
-        type=_positive,
+        type=positive_int,
         default=DEFAULT_FIRST_ARTICLE,
         help=f"first article number (default {DEFAULT_FIRST_ARTICLE})",
     )
     parser.set_defaults(run=run)
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive, not {value}")
-    return value
 
 
 def default_truth_path(out: Path) -> Path:

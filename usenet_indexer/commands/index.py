@@ -22,6 +22,7 @@ import attrs
 import orjson
 
 from usenet_indexer.batch import Batch
+from usenet_indexer.commands import positive_int
 from usenet_indexer.errors import InputError
 from usenet_indexer.indexer import MALFORMED, RangeIndexer
 from usenet_indexer.merge import CatalogRelease, ReleaseMerger
@@ -50,7 +51,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.add_argument("--group", default="", help="the group, for lines without an Xref field")
     parser.add_argument(
         "--batch-articles",
-        type=_positive,
+        type=positive_int,
         default=500_000,
         help="articles per batch (default 500000)",
     )
@@ -60,13 +61,6 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.add_argument("--nzb-dir", type=Path, help="write one NZB file per kept release here")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
     parser.set_defaults(run=run)
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive, not {value}")
-    return value
 
 
 @attrs.define(eq=False)

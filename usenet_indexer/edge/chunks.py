@@ -9,20 +9,17 @@ a `Piece`: data for `RangeIndexer.add_data` and the resume point after it.
 
 from __future__ import annotations
 
-from typing import Final, cast
+from typing import Final
 
 import attrs
-from isal import isal_zlib
 
 from usenet_indexer.errors import RemoteProtocolError
 from usenet_indexer.frames import Codec, Frame, FrameKind
+from usenet_indexer.inflate import InflateFailed, Problem, capped_inflate
 
 # zlib's wbits for each container the spool writes, and nothing else (47
 # would take either, which is not what the codec byte says).
 _WBITS: Final = {Codec.ZLIB: 15, Codec.GZIP: 31}
-
-# isal's stubs declare `error` as an instance; it is the exception class.
-_INFLATE_ERROR: Final = cast("type[Exception]", isal_zlib.error)
 
 
 class ChunkError(RemoteProtocolError):
@@ -92,18 +89,16 @@ def inflate(codec: Codec, payload: bytes, max_bytes: int) -> bytes:
     wbits = _WBITS.get(codec)
     if wbits is None:
         raise ChunkError(f"chunk codec {codec.name} is not supported by this edge (zlib, gzip)")
-    inflater = isal_zlib.decompressobj(wbits=wbits)
     try:
-        # One call with a limit: zlib stops once the output reaches it, so a
-        # bomb never allocates past the cap (one byte more tells "over").
-        text = inflater.decompress(payload, max_bytes + 1)
-    except _INFLATE_ERROR as error:
-        raise ChunkError(f"a {codec.name} chunk is corrupt: {error}") from error
-    if len(text) > max_bytes:
-        raise ChunkError(f"a {codec.name} chunk inflates to over {max_bytes} bytes")
-    if not inflater.eof or inflater.unused_data:
-        raise ChunkError(f"a {codec.name} chunk is truncated or has bytes after its end")
-    return text
+        return capped_inflate(payload, wbits=wbits, max_bytes=max_bytes)
+    except InflateFailed as failed:
+        if failed.problem is Problem.TOO_LARGE:
+            raise ChunkError(f"a {codec.name} chunk {failed.detail}") from failed
+        if failed.problem is Problem.CORRUPT:
+            raise ChunkError(f"a {codec.name} chunk is corrupt: {failed.detail}") from failed
+        raise ChunkError(
+            f"a {codec.name} chunk is truncated or has bytes after its end"
+        ) from failed
 
 
 def lines_from(data: bytes, article: int) -> bytes:
