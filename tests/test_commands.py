@@ -17,7 +17,8 @@ def env(pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.usefixtures("env")
 def test_an_operator_plans_a_group_and_sees_it(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["groups", "add", "alt.binaries.test"]) == 0
+    server = ["--low", "5000000000", "--high", "5000099999"]
+    assert main(["groups", "add", "alt.binaries.test", *server]) == 0
     assert (
         main(
             [
@@ -42,6 +43,8 @@ def test_an_operator_plans_a_group_and_sees_it(capsys: pytest.CaptureFixture[str
     status = capsys.readouterr().out
     assert "alt.binaries.test" in status
     assert "planned        3" in status
+    # Nothing indexed yet: the whole server span is behind.
+    assert "100,000" in status
     assert "edge-1" in status
     assert token not in status
     assert main(["groups", "list"]) == 0

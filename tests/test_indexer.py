@@ -407,3 +407,12 @@ def test_plain_dates_read_as_email_utils_reads_them() -> None:
         )
         parsed = parsedate_tz(text)
         assert parse_date(text) == (int(mktime_tz(parsed)) if parsed else 0), text
+
+
+def test_subjects_longer_than_the_wire_allows_are_skipped() -> None:
+    """A 1 MB subject never reaches a batch (the coordinator would refuse the range's batches)."""
+    long_subject = "X" * 1_000_000 + ' [1/1] - "x.rar" yEnc (1/1)'
+    lines = [line(BASE, long_subject, "long@ex"), *upload(BASE + 1, "Fine", [("fine.rar", 2)])]
+    batches = index(lines)
+    assert [r.name for r in merged(batches)] == ["Fine"]
+    assert skipped(batches) == {"too_long": 1}

@@ -73,10 +73,23 @@ _SUBJECT_CACHE_MAX = 200_000
 # Sizes are kept as uint32: no segment comes near 4 GB (they are ~0.7 MB).
 _MAX_SIZE = (1 << 32) - 1
 
+# The longest subject or poster indexed, in bytes: the batch wire format
+# takes names of up to 4096 characters (batchwire.BatchLimits.max_text_chars),
+# and a character is at least a byte. Real subjects stay under 700.
+MAX_HEADER_BYTES = 4096
+
 # Reasons a line (or a segment) is skipped: malformed data, and articles that
 # are simply not segments of a binary upload.
 MALFORMED = frozenset(
-    {"too_few_fields", "bad_number", "bad_bytes", "nul_byte", "forged_counter", "bad_message_id"}
+    {
+        "too_few_fields",
+        "bad_number",
+        "bad_bytes",
+        "nul_byte",
+        "forged_counter",
+        "bad_message_id",
+        "too_long",
+    }
 )
 NOT_BINARY = frozenset({"reply", "text_post"})
 
@@ -220,6 +233,13 @@ class RangeIndexer:
         # The common case first, checked inline: the first segment of a new
         # file, with a plain "(k/N)" as the subject's last "(" (the same
         # checks as _segment_counter_or_reason, which sorts out the rest).
+        if len(fields) > 2 and (
+            len(fields[1]) > MAX_HEADER_BYTES or len(fields[2]) > MAX_HEADER_BYTES
+        ):
+            # The coordinator refuses names over 4096 characters (batchwire):
+            # one such file would get every batch of the range refused.
+            self._skipped["too_long"] += 1
+            return
         counter: tuple[int, int, int] | None = None
         if len(fields) >= _MIN_FIELDS and not fields[5]:
             subject = fields[1]

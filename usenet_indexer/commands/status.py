@@ -6,6 +6,7 @@ import argparse
 
 from usenet_indexer.config import from_process
 from usenet_indexer.store.database import opened
+from usenet_indexer.store.groups import GroupStore
 from usenet_indexer.store.nodes import NodeStore
 from usenet_indexer.store.ranges import RangeStore
 from usenet_indexer.store.spool import SpoolIndex
@@ -23,6 +24,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 def run(args: argparse.Namespace) -> int:
     with opened(from_process(args.config)) as pool:
+        groups = GroupStore(pool).list()
         states = RangeStore(pool).states()
         nodes = NodeStore(pool).list()
         chunks, spool_bytes, spool_lines = SpoolIndex(pool).size()
@@ -30,6 +32,13 @@ def run(args: argparse.Namespace) -> int:
             row = conn.execute(_THROUGHPUT).fetchone()
     assert row is not None
     batches, lines, release_chunks = (int(v) for v in row)
+    print("groups")
+    print(f"  {'group':36} {'server high':>14} {'indexed to':>14} {'lag':>12}")
+    for g in groups:
+        lag = "-" if g.lag is None else f"{g.lag:,}"
+        high = "-" if g.high is None else str(g.high)
+        indexed = "-" if g.indexed_to is None else str(g.indexed_to)
+        print(f"  {g.name:36} {high:>14} {indexed:>14} {lag:>12}")
     print("ranges")
     print(f"  {'group':36} {'state':8} {'ranges':>7} {'indexed':>14} {'of':>14} {'expired':>8}")
     for s in states:

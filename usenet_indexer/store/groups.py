@@ -14,7 +14,8 @@ _LIST = """
     SELECT g.name, g.backfill_days, g.low, g.high,
            count(r.id), count(r.id) FILTER (WHERE r.state = 'done'),
            coalesce(sum(r.resume - r.first_article), 0),
-           coalesce(sum(r.last_article - r.first_article + 1), 0)
+           coalesce(sum(r.last_article - r.first_article + 1), 0),
+           max(r.resume) FILTER (WHERE r.resume > r.first_article) - 1
     FROM groups g LEFT JOIN ranges r ON r.group_id = g.id
     GROUP BY g.id ORDER BY g.name
 """
@@ -40,6 +41,16 @@ class GroupRow:
     ranges_done: int
     articles_indexed: int
     articles_planned: int
+    indexed_to: int | None  # the highest resume point of its ranges, less one
+
+    @property
+    def lag(self) -> int | None:
+        """Articles on the server above what is indexed (None while `high` is unknown)."""
+        if self.high is None:
+            return None
+        return max(
+            0, self.high - (self.indexed_to if self.indexed_to is not None else (self.low or 1) - 1)
+        )
 
 
 @attrs.define(eq=False)
