@@ -14,7 +14,7 @@ import logging
 import os
 import sys
 import zlib
-from collections.abc import Awaitable, Callable, Iterator, MutableMapping
+from collections.abc import Awaitable, Callable, MutableMapping
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -53,7 +53,6 @@ from usenet_indexer.merge import CatalogRelease
 from usenet_indexer.rules import DEFAULT_RULES
 from usenet_indexer.store.catalog import CatalogStore
 from usenet_indexer.store.groups import GroupStore
-from usenet_indexer.store.pool import open_pool
 from usenet_indexer.store.spool import SpoolChunk
 from usenet_indexer.testing.generator import GeneratorConfig, generate
 
@@ -162,20 +161,7 @@ Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 # --- fixtures -----------------------------------------------------------------------
 
 
-@pytest.fixture
-def settings(tmp_path: Path) -> Settings:
-    return Settings(home=tmp_path, listen="127.0.0.1:0")
-
-
-@pytest.fixture
-def pool(pg_url: str, settings: Settings) -> Iterator[ConnectionPool]:
-    with open_pool(pg_url, settings) as opened:
-        yield opened
-
-
-@pytest.fixture
-def stores(pool: ConnectionPool) -> Stores:
-    return Stores.from_pool(pool)
+# settings, pool and stores: tests/coordinator_fixtures.py
 
 
 @attrs.frozen

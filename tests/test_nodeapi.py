@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tracemalloc
 import zlib
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -43,7 +43,6 @@ from usenet_indexer.nodeapi import INCOMPLETE, ApiOptions
 from usenet_indexer.pgcluster import Cluster
 from usenet_indexer.rules import DEFAULT_RULES, rule_from_wire
 from usenet_indexer.store.groups import GroupStore
-from usenet_indexer.store.pool import open_pool
 from usenet_indexer.store.ranges import RangeStore
 from usenet_indexer.store.spool import SpoolChunk
 from usenet_indexer.testing.generator import GeneratorConfig, generate
@@ -70,20 +69,7 @@ FAST_STREAM = StreamTiming(keepalive_seconds=0.01, poll_seconds=0.005)
 # --- fixtures and helpers ---------------------------------------------------------
 
 
-@pytest.fixture
-def settings(tmp_path: Path) -> Settings:
-    return Settings(home=tmp_path, listen="127.0.0.1:0")
-
-
-@pytest.fixture
-def pool(pg_url: str, settings: Settings) -> Iterator[ConnectionPool]:
-    with open_pool(pg_url, settings) as opened:
-        yield opened
-
-
-@pytest.fixture
-def stores(pool: ConnectionPool) -> Stores:
-    return Stores.from_pool(pool)
+# settings, pool and stores: tests/coordinator_fixtures.py
 
 
 @pytest.fixture
