@@ -127,9 +127,13 @@ class BatchStore:
         Raises:
             LeaseLost: the node does not hold the range with that epoch at the
                 batch's first article (and this batch was not stored before).
-            BatchRejected: the batch runs past the range's end.
+            BatchRejected: the batch covers no article, or runs past the range's end.
         """
         batch = wire.batch
+        if batch.next <= batch.first:
+            # The fence would match and the batches row could not be written:
+            # an empty batch moves nothing, so it is refused before either.
+            raise BatchRejected(f"the batch covers no article ({batch.first}..{batch.next})")
         kept = [r for r in batch.releases if r.dropped is None]
         segments = sum(len(f.numbers) for r in kept for f in r.files)
         args: dict[str, object] = {
