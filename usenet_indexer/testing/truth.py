@@ -63,6 +63,11 @@ KINDS: tuple[Kind, ...] = ("legit", "obfuscated", "exe_flood", "repost")
 
 # Junk lines whose overview fields are broken (an indexer must skip them).
 MALFORMED_KINDS = ("too_few_fields", "bad_number", "bad_bytes", "nul_subject", "bad_utf8")
+# Junk the indexer is right to index: a subject that is not UTF-8 is read as
+# Latin-1 (issue 2: "decode UTF-8 with a Latin-1 fallback, as real headers
+# need"), so a bad_utf8 line with a segment counter lands in a release. It
+# still shows in counts.junk_in_releases.
+INDEXABLE_JUNK = frozenset({"bad_utf8"})
 # Every junk kind: well-formed lines that are no binary segment, then the malformed ones.
 JUNK_KINDS = ("text", "reply", "spam", "forged_counter", *MALFORMED_KINDS)
 
@@ -483,7 +488,8 @@ class Score:
             the truth name once both are case-folded and stripped to letters
             and digits, divided by present legit releases. Target 1.0.
         junk_as_release: junk articles (text, replies, spam, forged counters,
-            malformed lines) found in an output release. Target 0.
+            malformed lines; not INDEXABLE_JUNK) found in an output release.
+            Target 0.
         counts: sizes of both sides.
     """
 
@@ -619,7 +625,7 @@ def score(releases: Iterable[Mapping[str, Any]], truth: Truth) -> Score:
         ),
         legit_flagged=_share(tables, home, output, ("legit",), _is_flagged, 0.0),
         names_right=_names_right(tables, home, output),
-        junk_as_release=sum(output.junk.values()),
+        junk_as_release=sum(n for kind, n in output.junk.items() if kind not in INDEXABLE_JUNK),
         counts=_counts(truth, output),
     )
 
