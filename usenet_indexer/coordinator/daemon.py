@@ -14,15 +14,13 @@ import logging
 import signal
 from functools import partial
 
-import psycopg
 import trio
 
 from usenet_indexer.config import Settings
 from usenet_indexer.coordinator.server import serve
 from usenet_indexer.coordinator.stores import Stores
-from usenet_indexer.errors import DatabaseError
-from usenet_indexer.migrate import migrate
 from usenet_indexer.pgcluster import Cluster, database_url
+from usenet_indexer.store.database import migrate_url
 from usenet_indexer.store.pool import open_pool
 
 logger = logging.getLogger(__name__)
@@ -50,7 +48,7 @@ async def run_coordinator(settings: Settings) -> None:
     url, cluster = database_url(settings.database_url, settings.home)
     started = await _start_cluster(cluster)
     try:
-        await trio.to_thread.run_sync(_migrate, url)
+        await trio.to_thread.run_sync(migrate_url, url)
         pool = await trio.to_thread.run_sync(open_pool, url, settings)
         try:
             await _serve_until_signal(settings, Stores.from_pool(pool))
@@ -72,14 +70,6 @@ async def _start_cluster(cluster: Cluster | None) -> Cluster | None:
     await trio.to_thread.run_sync(cluster.start)
     logger.info("embedded PostgreSQL in %s started", cluster.data_dir)
     return cluster
-
-
-def _migrate(url: str) -> None:
-    try:
-        with psycopg.connect(url, autocommit=True) as conn:
-            migrate(conn)
-    except psycopg.Error as error:
-        raise DatabaseError(f"cannot migrate the database: {error}") from error
 
 
 async def _serve_until_signal(settings: Settings, stores: Stores) -> None:

@@ -10,11 +10,25 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from usenet_indexer.config import Settings
+from usenet_indexer.errors import DatabaseError
 from usenet_indexer.migrate import migrate
 from usenet_indexer.pgcluster import database_url
 from usenet_indexer.store.pool import open_pool
 
 log = logging.getLogger(__name__)
+
+
+def migrate_url(url: str) -> list[str]:
+    """Apply uidx's migrations to the database at `url`; returns what was applied.
+
+    Raises:
+        DatabaseError: the database cannot be reached or migrated.
+    """
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            return migrate(conn)
+    except psycopg.Error as error:
+        raise DatabaseError(f"cannot migrate the database: {error}") from error
 
 
 @contextmanager
@@ -32,8 +46,7 @@ def opened(settings: Settings, *, max_size: int = 4) -> Iterator[ConnectionPool]
     if cluster is not None and not cluster.status().running:
         log.info("starting the embedded PostgreSQL in %s (uidx db stop stops it)", cluster.data_dir)
         cluster.start()
-    with psycopg.connect(url, autocommit=True) as conn:
-        applied = migrate(conn)
+    applied = migrate_url(url)
     if applied:
         log.info("applied migrations: %s", ", ".join(applied))
     with open_pool(url, settings, max_size=max_size) as pool:
