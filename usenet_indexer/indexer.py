@@ -78,8 +78,9 @@ _MAX_SIZE = (1 << 32) - 1
 # and a character is at least a byte. Real subjects stay under 700.
 MAX_HEADER_BYTES = 4096
 
-# Reasons a line (or a segment) is skipped: malformed data, and articles that
-# are simply not segments of a binary upload.
+# Reasons a line (or a segment) is skipped as malformed data; the other
+# reasons ("reply", "text_post", "repeated_segment") are articles that are
+# not binary segments, or repeats of a segment.
 MALFORMED = frozenset(
     {
         "too_few_fields",
@@ -91,7 +92,6 @@ MALFORMED = frozenset(
         "too_long",
     }
 )
-NOT_BINARY = frozenset({"reply", "text_post"})
 
 _COUNTER = re.compile(rb"\((\d{1,7})/(\d{1,7})\)")
 

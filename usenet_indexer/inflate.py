@@ -12,7 +12,7 @@ import enum
 from isal import isal_zlib
 
 # isal's inflate error (igzip_lib.IsalError), typed for mypy.
-_INFLATE_ERROR: type[Exception] = isal_zlib.error  # type: ignore[assignment]
+INFLATE_ERROR: type[Exception] = isal_zlib.error  # type: ignore[assignment]
 
 
 class Problem(enum.Enum):
@@ -42,7 +42,7 @@ def capped_inflate(data: bytes, *, wbits: int, max_bytes: int) -> bytes:
     inflater = isal_zlib.decompressobj(wbits=wbits)
     try:
         inflated = inflater.decompress(data, max_bytes + 1)
-    except _INFLATE_ERROR as error:
+    except INFLATE_ERROR as error:
         raise InflateFailed(Problem.CORRUPT, str(error)) from error
     if len(inflated) > max_bytes:
         raise InflateFailed(Problem.TOO_LARGE, f"inflates to over {max_bytes} bytes")

@@ -13,9 +13,7 @@ from typing import BinaryIO
 from isal import igzip, isal_zlib
 
 from usenet_indexer.errors import InputError
-
-# isal's inflate error (igzip_lib.IsalError), typed for mypy.
-_INFLATE_ERROR: type[Exception] = isal_zlib.error  # type: ignore[assignment]
+from usenet_indexer.inflate import INFLATE_ERROR
 
 # Bytes read at a time: big enough that per-block costs vanish, small enough
 # that a block of text stays a few MB in memory.
@@ -48,7 +46,7 @@ def read_blocks(path: Path, block_bytes: int = BLOCK_BYTES) -> Iterator[bytes]:
     with open_overview(path) as stream:
         try:
             first = stream.read(block_bytes)
-        except (OSError, EOFError, _INFLATE_ERROR) as error:
+        except (OSError, EOFError, INFLATE_ERROR) as error:
             # A small file fails on its first read already.
             raise InputError(f"{path}: cannot be read as overview data: {error}") from error
         inflate = None
@@ -68,7 +66,7 @@ def read_blocks(path: Path, block_bytes: int = BLOCK_BYTES) -> Iterator[bytes]:
                 else:
                     rest = data
                 data = stream.read(block_bytes)
-        except (OSError, EOFError, _INFLATE_ERROR) as error:
+        except (OSError, EOFError, INFLATE_ERROR) as error:
             raise InputError(f"{path}: cannot be read as overview data: {error}") from error
         if inflate is not None:
             rest += inflate.flush()

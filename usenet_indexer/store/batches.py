@@ -135,7 +135,7 @@ class BatchStore:
             # an empty batch moves nothing, so it is refused before either.
             raise BatchRejected(f"the batch covers no article ({batch.first}..{batch.next})")
         kept = [r for r in batch.releases if r.dropped is None]
-        segments = sum(len(f.numbers) for r in kept for f in r.files)
+        segments = batch.segments
         args: dict[str, object] = {
             "range": wire.range_id,
             "epoch": wire.epoch,
