@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import aclosing, asynccontextmanager
+from contextlib import aclosing, asynccontextmanager, suppress
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -16,10 +16,14 @@ import pytest
 import trio
 import trio.testing
 
+# The wire forms of compressed replies (what the fake server sends).
+from test_nntp_compressed import gzip_data, stuffed_text, xzver_data
+
 from usenet_indexer.errors import ConfigError
 from usenet_indexer.nntp.client import NNTPClient, ServerURL, connect
 from usenet_indexer.nntp.errors import (
     AuthRequired,
+    CompressionError,
     ConnectionLost,
     LineTooLong,
     MalformedResponse,
@@ -45,12 +49,27 @@ Reply = bytes | None  # None: drop the connection
 
 
 @attrs.define(eq=False)
+class _Session:
+    """What one fake connection has switched on."""
+
+    gzip: bool = False
+
+
+@attrs.define(eq=False)
 class FakeNNTPServer:
     """A scripted NNTP server on trio memory streams, for faults INN2 will not make on demand.
 
     `replies` maps a command line (or its verb) to the bytes to answer; a
     callable may also stall (await trio.sleep_forever()) or return None to
     drop the connection.
+
+    Compressed overview (INN2 offers neither): `xfeature` ("a", "b" or "c",
+    the terminator variant of test_nntp_compressed.gzip_data) answers
+    XFEATURE COMPRESS GZIP with 290 and then sends OVER/XOVER data
+    compressed; `xzver` answers XZVER with a yEnc block. `garble` maps a
+    command line to how its compressed data breaks ("junk": from the start;
+    "half", GZIP only: half the lines, then a wrong checksum); plain replies
+    are never garbled.
     """
 
     greeting: bytes = b"200 fake server ready\r\n"
@@ -60,6 +79,10 @@ class FakeNNTPServer:
     overview: dict[int, bytes] = attrs.field(factory=dict)
     received: list[str] = attrs.field(factory=list)
     connections: int = 0
+    xfeature: str | None = None
+    xzver: bool = False
+    extensions: list[str] = attrs.field(factory=list)  # LIST EXTENSIONS; empty: 500
+    garble: dict[str, str] = attrs.field(factory=dict)
 
     async def open_stream(self) -> trio.abc.Stream:
         client_end, server_end = trio.testing.memory_stream_pair()
@@ -74,21 +97,27 @@ class FakeNNTPServer:
         return self
 
     async def _serve(self, stream: trio.abc.Stream) -> None:
-        async with stream:
-            await stream.send_all(self.greeting)
-            if not self.greeting.startswith(b"20"):
-                return
-            buffer = b""
-            while data := await stream.receive_some(65536):
-                buffer += data
-                while b"\r\n" in buffer:
-                    line, buffer = buffer.split(b"\r\n", 1)
-                    reply = await self._answer(line.decode())
-                    if reply is None:
-                        return
-                    await stream.send_all(reply)
+        # The client may close while replies it will never read are being sent.
+        with suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+            async with stream:
+                await self._converse(stream)
 
-    async def _answer(self, line: str) -> Reply:
+    async def _converse(self, stream: trio.abc.Stream) -> None:
+        await stream.send_all(self.greeting)
+        if not self.greeting.startswith(b"20"):
+            return
+        session = _Session()
+        buffer = b""
+        while data := await stream.receive_some(65536):
+            buffer += data
+            while b"\r\n" in buffer:
+                line, buffer = buffer.split(b"\r\n", 1)
+                reply = await self._answer(line.decode(), session)
+                if reply is None:
+                    return
+                await stream.send_all(reply)
+
+    async def _answer(self, line: str, session: _Session) -> Reply:
         self.received.append(line)
         verb = line.split(" ", 1)[0].upper()
         scripted = self.replies.get(line, self.replies.get(verb, b""))
@@ -96,9 +125,9 @@ class FakeNNTPServer:
             return await scripted(line)
         if scripted is None or scripted:
             return scripted
-        return self._default(verb, line)
+        return self._default(verb, line, session)
 
-    def _default(self, verb: str, line: str) -> bytes:
+    def _default(self, verb: str, line: str, session: _Session) -> bytes:
         if verb == "CAPABILITIES":
             return _multi("101 capabilities", [c.encode() for c in self.capabilities])
         if verb == "QUIT":
@@ -111,13 +140,36 @@ class FakeNNTPServer:
                 return b"411 no such group\r\n"
             low, high = self.groups[name]
             return f"211 {high - low + 1} {low} {high} {name}\r\n".encode()
-        if verb in ("OVER", "XOVER"):
-            first, _, last = line.split()[1].partition("-")
-            lines = [
-                self.overview[n] for n in range(int(first), int(last) + 1) if n in self.overview
-            ]
-            return _multi("224 overview", lines) if lines else b"423 no articles\r\n"
+        if verb == "XFEATURE" and self.xfeature is not None:
+            session.gzip = True
+            return b"290 feature enabled\r\n"
+        if line.upper() == "LIST EXTENSIONS" and self.extensions:
+            return _multi("202 extensions supported", [f" {x}".encode() for x in self.extensions])
+        if verb in ("OVER", "XOVER") or (verb == "XZVER" and self.xzver):
+            return self._overview_reply(verb, line, session)
         return b"500 unknown command\r\n"
+
+    def _overview_reply(self, verb: str, line: str, session: _Session) -> bytes:
+        first, _, last = line.split()[1].partition("-")
+        lines = [self.overview[n] for n in range(int(first), int(last) + 1) if n in self.overview]
+        if not lines:
+            return b"423 no articles\r\n"
+        if verb == "XZVER":
+            data = xzver_data(lines)
+        elif session.gzip:
+            assert self.xfeature is not None
+            data = gzip_data(lines, self.xfeature)
+        else:
+            return _multi("224 overview", lines)
+        how = self.garble.get(line)
+        if how == "junk":
+            data = stuffed_text([b"=ybegin", b"garbage", b"=yend"])
+            data = data if verb == "XZVER" else b"\x78\x9c" + b"\xff" * 40 + data
+        elif how == "half":  # half the lines, then a wrong zlib checksum
+            block = zlib.compress(stuffed_text(lines[: len(lines) // 2], dot=False))
+            data = block[:-1] + bytes([block[-1] ^ 0xFF]) + b".\r\n"
+        marker = " [COMPRESS=GZIP]" if session.gzip else ""
+        return f"224 overview follows{marker}\r\n".encode() + data
 
 
 @asynccontextmanager
@@ -406,6 +458,157 @@ async def test_fake_compress_deflate() -> None:
                     _overview(1),
                     _overview(2),
                 ]
+
+
+def _compressing_fake(
+    fake: FakeNNTPServer, *, xfeature: str | None = None, xzver: bool = False, articles: int = 40
+) -> FakeNNTPServer:
+    """The fake offering XFEATURE COMPRESS GZIP and/or XZVER in CAPABILITIES, group "g"."""
+    fake.xfeature, fake.xzver = xfeature, xzver
+    if xfeature is not None:
+        fake.capabilities.append("XFEATURE-COMPRESS GZIP TERMINATOR")
+    if xzver:
+        fake.capabilities.append("XZVER")
+    fake.groups["g"] = (1, articles)
+    fake.overview = {n: _overview(n) for n in range(1, articles + 1)}
+    return fake
+
+
+SLICES = [(1, 10), (11, 20), (21, 30), (31, 40)]
+
+
+def _expected(slices: list[tuple[int, int]]) -> list[tuple[tuple[int, int], list[bytes]]]:
+    return [((a, b), [_overview(n) for n in range(a, b + 1)]) for a, b in slices]
+
+
+@pytest.mark.parametrize("variant", ["a", "b", "c"])
+@pytest.mark.trio
+async def test_fake_xfeature_gzip_pipelined(variant: str) -> None:
+    with trio.fail_after(DEADLINE_SECONDS):
+        async with running_fake() as fake:
+            _compressing_fake(fake, xfeature=variant, xzver=True)
+            async with _fake_connect(fake) as client:
+                assert client.compression == "GZIP"  # preferred over XZVER
+                await client.group("g")
+                got = [item async for item in client.over_pipelined(SLICES, depth=3)]
+                assert got == _expected(SLICES)
+                assert [x async for piece in client.over(5, 7) for x in piece] == [
+                    _overview(n) for n in (5, 6, 7)
+                ]
+                assert await client.date() == "20261130120000"  # in step after it all
+            assert "XFEATURE COMPRESS GZIP TERMINATOR" in fake.received
+            assert "OVER 11-20" in fake.received
+            assert fake.connections == 1
+
+
+@pytest.mark.parametrize("where", ["CAPABILITIES", "LIST EXTENSIONS"])
+@pytest.mark.trio
+async def test_fake_xzver(where: str) -> None:
+    with trio.fail_after(DEADLINE_SECONDS):
+        async with running_fake() as fake:
+            _compressing_fake(fake, xzver=True)
+            if where == "LIST EXTENSIONS":
+                fake.capabilities.remove("XZVER")
+                fake.extensions = ["OVER", "XZVER", "XZHDR"]
+            async with _fake_connect(fake, compress=True) as client:
+                assert client.compression == "XZVER"
+                await client.group("g")
+                got = [item async for item in client.over_pipelined(SLICES, xover=True)]
+                assert got == _expected(SLICES)
+            assert [x for x in fake.received if x.startswith("XZVER")] == [
+                "XZVER 1-10", "XZVER 11-20", "XZVER 21-30", "XZVER 31-40",
+            ]  # fmt: skip
+            assert not any(x.startswith(("OVER", "XOVER")) for x in fake.received)
+
+
+@pytest.mark.trio
+async def test_fake_compress_false_and_refused_xfeature() -> None:
+    with trio.fail_after(DEADLINE_SECONDS):
+        async with running_fake() as fake:
+            _compressing_fake(fake, xfeature="a", xzver=True)
+            async with _fake_connect(fake, compress=False) as client:
+                assert client.compression is None
+            assert not any(x.startswith(("XFEATURE", "LIST")) for x in fake.received)
+            fake.replies["XFEATURE"] = b"500 unknown command\r\n"
+            async with _fake_connect(fake) as client:
+                assert client.compression == "XZVER"  # the next one offered
+
+
+@pytest.mark.parametrize("xzver", [False, True])
+@pytest.mark.trio
+async def test_fake_gzip_garbage_reopens_without_it(
+    caplog: pytest.LogCaptureFixture, xzver: bool
+) -> None:
+    """Garbage in the second slice: the connection is reopened, no slice lost or doubled."""
+    with trio.fail_after(DEADLINE_SECONDS):
+        async with running_fake() as fake:
+            _compressing_fake(fake, xfeature="a", xzver=xzver)
+            fake.garble = {"OVER 11-20": "junk", "XZVER 11-20": "junk"}
+            async with _fake_connect(fake) as client:
+                assert client.compression == "GZIP"
+                await client.group("g")
+                got = [item async for item in client.over_pipelined(SLICES, depth=3)]
+                assert got == _expected(SLICES)
+                assert client.compression is None
+                assert await client.date() == "20261130120000"
+            # GZIP broke, then XZVER (when offered) too: a connection for each.
+            assert fake.connections == (3 if xzver else 2)
+            assert fake.received.count("GROUP g") == fake.connections
+            assert "GZIP data does not inflate" in caplog.text
+            assert ("XZVER data does not inflate" in caplog.text) == xzver
+
+
+@pytest.mark.trio
+async def test_fake_over_reopens_before_anything_was_yielded(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with trio.fail_after(DEADLINE_SECONDS):
+        async with running_fake() as fake:
+            _compressing_fake(fake, xzver=True)
+            fake.garble = {"XZVER 1-10": "junk"}
+            async with _fake_connect(fake) as client:
+                assert client.compression == "XZVER"
+                await client.group("g")
+                lines = [x async for piece in client.over(1, 10) for x in piece]
+                assert lines == [_overview(n) for n in range(1, 11)]
+                assert client.compression is None
+            assert fake.received[-2:] == ["OVER 1-10", "QUIT"]
+            assert "XZVER data does not inflate" in caplog.text
+
+
+@pytest.mark.trio
+async def test_fake_over_garbage_after_some_pieces() -> None:
+    """Pieces were yielded: they are void, CompressionError, and the client is usable."""
+    articles = 20_000
+    with trio.fail_after(DEADLINE_SECONDS):
+        async with running_fake() as fake:
+            _compressing_fake(fake, xfeature="c", articles=articles)
+            fake.garble = {f"OVER 1-{articles}": "half"}
+            async with _fake_connect(fake) as client:
+                await client.group("g")
+                got: list[bytes] = []
+
+                async def read_all() -> None:
+                    async for piece in client.over(1, articles):
+                        got.extend(piece)
+
+                with pytest.raises(CompressionError) as caught:
+                    await read_all()
+                assert caught.value.scheme == "GZIP"
+                assert got  # some pieces came before the garbage
+                assert client.compression is None
+                lines = [x async for piece in client.over(1, articles) for x in piece]
+                assert lines == [_overview(n) for n in range(1, articles + 1)]
+
+
+@pytest.mark.trio
+async def test_fake_pipeline_with_nothing_offered_asks_list_extensions_once() -> None:
+    with trio.fail_after(DEADLINE_SECONDS):
+        async with running_fake() as fake:
+            fake.groups["g"] = (1, 1)
+            async with _fake_connect(fake) as client:
+                assert client.compression is None
+            assert fake.received.count("LIST EXTENSIONS") == 1
 
 
 def _deflate(deflater: Any, data: bytes) -> bytes:

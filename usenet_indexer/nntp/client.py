@@ -3,8 +3,18 @@
 `connect(url)` opens the stream (TCP, TLS on connect for nntps://, STARTTLS
 for ?starttls=1), reads the greeting, asks CAPABILITIES, sends MODE READER
 when the server wants it, AUTHINFO USER/PASS when the URL has a user, and
-COMPRESS DEFLATE (RFC 8054) when the server offers it. It yields an
-`NNTPClient` whose methods each send commands and read their replies.
+turns on the best compression the server offers: COMPRESS DEFLATE (RFC 8054)
+> XFEATURE COMPRESS GZIP > XZVER (the last two from CAPABILITIES, else LIST
+EXTENSIONS). It yields an `NNTPClient` whose methods each send commands and
+read their replies.
+
+Compression that does not inflate: DEFLATE is checked with DATE at connect;
+GZIP and XZVER show only on the first OVER. Either way the connection is
+reopened without that scheme (the next one offered is tried), a warning is
+logged, the group is selected again and `over_pipelined` sends its unread
+slices again: no slice is lost or half-yielded. `over` does the same when
+nothing of the reply was yielded yet; otherwise it raises CompressionError
+after reopening (what it yielded is void, the client stays usable).
 
 Timeouts: every read and write waits at most `timeout_seconds`; a server
 that sends nothing for that long raises `Timeout`. A long OVER reply that
@@ -67,6 +77,8 @@ CLOSE_TIMEOUT_SECONDS: Final = 2.0
 
 Slice = tuple[int, int]
 StreamFactory = Callable[[], Awaitable[trio.abc.Stream]]
+# Opens a fresh connection to the same server without the given compression schemes.
+Reopen = Callable[[frozenset[str]], Awaitable["NNTPClient"]]
 _T = TypeVar("_T")
 
 
@@ -133,6 +145,13 @@ class NNTPClient:
     _conn: p.NNTPConnection = attrs.field(init=False)
     _deflate: _Deflate | None = attrs.field(init=False, default=None)
     _broken: str | None = attrs.field(init=False, default=None)
+    # The compression in use: "DEFLATE", "GZIP", "XZVER" or None.
+    _mode: str | None = attrs.field(init=False, default=None)
+    # The schemes this connection must not use (their data did not inflate before).
+    _disabled: frozenset[str] = attrs.field(init=False, default=frozenset())
+    # Set by connect: how to reopen after compressed data that does not inflate.
+    _reopen: Reopen | None = attrs.field(init=False, default=None)
+    _group: str | None = attrs.field(init=False, default=None)
 
     def __attrs_post_init__(self) -> None:
         self._conn = p.NNTPConnection(max_line_bytes=self.max_line_bytes)
@@ -144,8 +163,8 @@ class NNTPClient:
 
     @property
     def compression(self) -> str | None:
-        """The compression in use: DEFLATE after COMPRESS DEFLATE (RFC 8054), else None."""
-        return "DEFLATE" if self._deflate is not None else None
+        """The compression in use: "DEFLATE" (RFC 8054), "GZIP" (XFEATURE COMPRESS GZIP), "XZVER", or None."""
+        return self._mode
 
     # -- the commands -------------------------------------------------------
 
@@ -157,6 +176,7 @@ class NNTPClient:
         """
         response = await self._simple(p.Group(name), (211,))
         status = GroupStatus.from_text(response.text)
+        self._group = name  # selected again after a reopen
         return status.count, status.low, status.high
 
     async def date(self) -> str:
@@ -165,7 +185,7 @@ class NNTPClient:
 
     async def overview_format(self) -> list[bytes]:
         """LIST OVERVIEW.FMT: the fields after the number, in order."""
-        return [line async for piece in self._multi(p.ListOverviewFmt(), 215) for line in piece]
+        return [line async for piece in self._multi(p.ListOverviewFmt(), (215,)) for line in piece]
 
     async def over(
         self, first: int, last: int, *, xover: bool = False
@@ -173,11 +193,25 @@ class NNTPClient:
         """OVER first-last: pieces of overview lines as they arrive; 420/423: nothing.
 
         What was yielded before an exception is void (see the module docstring).
+        With XZVER on, XZVER is sent instead of OVER/XOVER.
+
+        Raises:
+            CompressionError: compressed data broke after some pieces were
+                yielded; the connection was reopened without that compression.
         """
-        command = p.XOver(first, last) if xover else p.Over(first, last)
-        async with aclosing(self._multi(command, 224, empty=(420, 423))) as pieces:
-            async for piece in pieces:
-                yield piece
+        yielded = False
+        while True:
+            command = self._over_command(first, last, xover)
+            try:
+                async with aclosing(self._multi(command, (224,), empty=(420, 423))) as pieces:
+                    async for piece in pieces:
+                        yielded = True
+                        yield piece
+                return
+            except CompressionError as exc:
+                await self._fall_back(exc)
+                if yielded:
+                    raise
 
     async def over_pipelined(
         self, slices: Iterable[Slice], *, depth: int = DEFAULT_PIPELINE_DEPTH, xover: bool = False
@@ -193,7 +227,12 @@ class NNTPClient:
         try:
             await self._send_next(todo, sent, depth, xover)
             while sent:
-                lines = await self._read_over_reply()
+                try:
+                    lines = await self._read_over_reply()
+                except CompressionError as exc:
+                    await self._fall_back(exc)
+                    await self._send([self._over_command(a, b, xover) for a, b in sent])
+                    continue
                 done = sent.pop(0)
                 await self._send_next(todo, sent, depth - len(sent), xover)
                 yield done, lines
@@ -211,7 +250,7 @@ class NNTPClient:
         """
         parts: list[bytes] = []
         size = 0
-        async with aclosing(self._multi(p.Body(message_id), 222)) as pieces:
+        async with aclosing(self._multi(p.Body(message_id), (222,))) as pieces:
             async for piece in pieces:
                 size += sum(map(len, piece)) + 2 * len(piece)
                 if size > self.max_body_bytes:
@@ -244,7 +283,7 @@ class NNTPClient:
 
     async def refresh_capabilities(self) -> None:
         try:
-            lines = [x async for piece in self._multi(p.Capabilities(), 101) for x in piece]
+            lines = [x async for piece in self._multi(p.Capabilities(), (101,)) for x in piece]
         except ReplyError as exc:
             if exc.code not in (500, 501):
                 raise
@@ -274,18 +313,58 @@ class NNTPClient:
         """COMPRESS DEFLATE; True when on. Checked with DATE: see connect()."""
         response = await self._response_to(p.Compress("DEFLATE"))
         if response.code != 206:
-            logger.info(
-                "%s: COMPRESS DEFLATE refused: %s %s", self.server, response.code, response.text
-            )
+            self._refused("COMPRESS DEFLATE", response)
             return False
         if self._conn.next_event() is not p.PAUSED:
             raise RemoteProtocolError("no pause after 206")  # pragma: no cover
         self._deflate = _Deflate()
+        self._mode = "DEFLATE"
         early = self._conn.resume()
         if early:
             self._feed(early)
         await self.date()
         return True
+
+    async def start_xfeature_gzip(self, terminator: bool = False) -> bool:
+        """XFEATURE COMPRESS GZIP [TERMINATOR]; True when on (290).
+
+        Whether its data inflates shows only on the first OVER (see the module docstring).
+        """
+        response = await self._response_to(p.XFeatureCompressGzip(terminator))
+        if response.code != p.XFeatureCompressGzip.ENABLED:
+            self._refused("XFEATURE COMPRESS GZIP", response)
+            return False
+        self._mode = "GZIP"
+        return True
+
+    async def start_compression(self) -> None:
+        """The best compression offered and not disabled: DEFLATE > GZIP > XZVER > none."""
+        caps = self.capabilities
+        wanted = caps.has("COMPRESS", "DEFLATE") and "DEFLATE" not in self._disabled
+        if wanted and await self.start_compress():
+            return
+        if not (caps.xfeature_gzip() or caps.has("XZVER")):
+            caps = caps.with_extensions(await self.list_extensions())
+        wanted = caps.xfeature_gzip() and "GZIP" not in self._disabled
+        if wanted and await self.start_xfeature_gzip(caps.xfeature_terminator()):
+            return
+        if "XZVER" not in self._disabled and caps.has("XZVER"):
+            self._mode = "XZVER"  # no negotiation: OVER becomes XZVER
+
+    async def list_extensions(self) -> ServerCapabilities:
+        """LIST EXTENSIONS (RFC 2980); empty when the server does not know it."""
+        try:
+            lines = [
+                x async for piece in self._multi(p.ListExtensions(), (202, 215)) for x in piece
+            ]
+        except ReplyError as exc:
+            if isinstance(exc, Unavailable):
+                raise
+            return ServerCapabilities({})
+        return ServerCapabilities.from_lines(lines)
+
+    def _refused(self, what: str, response: p.Response) -> None:
+        logger.info("%s: %s refused: %s %s", self.server, what, response.code, response.text)
 
     # -- plumbing -----------------------------------------------------------
 
@@ -305,12 +384,12 @@ class NNTPClient:
         return await self._response()
 
     async def _multi(
-        self, command: p.Command, ok: int, *, empty: Sequence[int] = ()
+        self, command: p.Command, ok: Sequence[int], *, empty: Sequence[int] = ()
     ) -> AsyncGenerator[list[bytes], None]:
         response = await self._response_to(command)
         if response.code in empty:
             return
-        if response.code != ok or not response.multiline:
+        if response.code not in ok or not response.multiline:
             raise self._error(response)
         try:
             while True:
@@ -333,9 +412,37 @@ class NNTPClient:
             if len(batch) >= room:
                 break
         if batch:
-            over = p.XOver if xover else p.Over
-            await self._send([over(first, last) for first, last in batch])
+            await self._send([self._over_command(first, last, xover) for first, last in batch])
             sent.extend(batch)
+
+    def _over_command(self, first: int, last: int, xover: bool) -> p.Over:
+        if self._mode == "XZVER":
+            return p.XZver(first, last)
+        return p.XOver(first, last) if xover else p.Over(first, last)
+
+    async def _fall_back(self, exc: CompressionError) -> None:
+        """Reopens the connection without the compression whose data broke; selects the group."""
+        if self._reopen is None or exc.scheme in self._disabled:
+            raise exc
+        logger.warning(
+            "%s: %s data does not inflate (%s); reopening the connection without it",
+            self.server,
+            exc.scheme,
+            exc,
+        )
+        with trio.move_on_after(CLOSE_TIMEOUT_SECONDS, shield=True):
+            with suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                await self._stream.aclose()
+        self._adopt(await self._reopen(self._disabled | {exc.scheme}))
+        if self._group is not None:
+            await self.group(self._group)
+
+    def _adopt(self, fresh: NNTPClient) -> None:
+        """Takes over a fresh connection's stream and state (callers keep this object)."""
+        self._stream, self._conn, self._deflate = fresh._stream, fresh._conn, fresh._deflate
+        self._mode, self._disabled, self._reopen = fresh._mode, fresh._disabled, fresh._reopen
+        self.capabilities = fresh.capabilities
+        self._broken = None
 
     async def _read_over_reply(self) -> list[bytes]:
         response = await self._response()
@@ -406,7 +513,7 @@ class NNTPClient:
         except zlib.error as exc:
             self._broken = "COMPRESS DEFLATE data does not inflate"
             raise CompressionError(
-                f"{self.server}: COMPRESS DEFLATE data does not inflate: {exc}"
+                f"{self.server}: COMPRESS DEFLATE data does not inflate: {exc}", scheme="DEFLATE"
             ) from None
         if plain:
             self._conn.receive_data(plain)
@@ -468,9 +575,10 @@ async def connect(
         url: nntp://[user:pass@]host[:119][?starttls=1] or nntps://...[:563].
         ca_file: a PEM file of CA certificates for a private server.
         timeout_seconds: the longest wait for any read or write.
-        compress: use COMPRESS DEFLATE when offered. If its data does not
-            inflate (checked with DATE right after), the connection is
-            reopened without it and a line is logged.
+        compress: use the best compression offered (COMPRESS DEFLATE >
+            XFEATURE COMPRESS GZIP > XZVER). If its data does not inflate
+            (DEFLATE: checked with DATE right after; the others: on the first
+            OVER), the connection is reopened without it and a line is logged.
         open_stream: makes the transport instead of a TCP connection to the
             URL's host and port (tests give an in-memory fake server here).
 
@@ -504,19 +612,38 @@ def _tcp_opener(target: ServerURL) -> StreamFactory:
 
 
 async def _open(
-    target: ServerURL, options: _Options, compress: bool, open_stream: StreamFactory
+    target: ServerURL,
+    options: _Options,
+    compress: bool,
+    open_stream: StreamFactory,
+    disabled: frozenset[str] = frozenset(),
 ) -> NNTPClient:
-    try:
-        return await _handshake(target, options, compress, open_stream)
-    except CompressionError:
-        logger.warning(
-            "%s: COMPRESS DEFLATE data does not inflate; using plain NNTP", target.server
-        )
-        return await _handshake(target, options, False, open_stream)
+    """A ready client; compression whose check fails at connect is dropped (one at a time)."""
+    while True:
+        try:
+            client = await _handshake(target, options, compress, open_stream, disabled)
+        except CompressionError as exc:
+            if exc.scheme in disabled:
+                raise  # pragma: no cover - a scheme is never used once disabled
+            logger.warning(
+                "%s: %s data does not inflate; reopening without it", target.server, exc.scheme
+            )
+            disabled |= {exc.scheme}
+            continue
+
+        async def reopen(without: frozenset[str]) -> NNTPClient:
+            return await _open(target, options, compress, open_stream, without)
+
+        client._reopen = reopen
+        return client
 
 
 async def _handshake(
-    target: ServerURL, options: _Options, compress: bool, open_stream: StreamFactory
+    target: ServerURL,
+    options: _Options,
+    compress: bool,
+    open_stream: StreamFactory,
+    disabled: frozenset[str],
 ) -> NNTPClient:
     context = tls_context(options.ca_file) if (target.tls or target.starttls) else None
     try:
@@ -533,6 +660,7 @@ async def _handshake(
         max_body_bytes=options.max_body_bytes,
         max_line_bytes=options.max_line_bytes,
     )
+    client._disabled = disabled
     try:
         if target.tls:
             assert context is not None
@@ -566,5 +694,5 @@ async def _negotiate(
     if target.user is not None and target.password is not None:
         await client.authenticate(target.user, target.password)
         await client.refresh_capabilities()
-    if compress and client.capabilities.has("COMPRESS", "DEFLATE"):
-        await client.start_compress()
+    if compress:
+        await client.start_compression()

@@ -7,7 +7,7 @@
     │       ├── LineTooLong             a line over the cap (names the cap)
     │       ├── MalformedResponse       a status line or reply text we cannot read
     │       ├── IncompleteResponse      the server closed in the middle of a reply
-    │       └── CompressionError        COMPRESS DEFLATE data that does not inflate
+    │       └── CompressionError        compressed data that does not inflate (`.scheme`)
     └── NNTPError                       raised by the client (server in `.server`)
         ├── ConnectionLost              the connection broke (dropped, reset, EOF)
         ├── Timeout                     a command made no progress in time
@@ -60,7 +60,15 @@ class IncompleteResponse(RemoteProtocolError):
 
 
 class CompressionError(RemoteProtocolError):
-    """The server's COMPRESS DEFLATE stream does not inflate."""
+    """Compressed data that does not inflate, or whose framing we cannot follow.
+
+    `scheme` says whose: "DEFLATE" (RFC 8054), "GZIP" (XFEATURE COMPRESS GZIP)
+    or "XZVER"; the client reopens the connection without it.
+    """
+
+    def __init__(self, message: str, *, scheme: str = "DEFLATE") -> None:
+        super().__init__(message)
+        self.scheme = scheme
 
 
 class NNTPError(UidxError):

@@ -23,6 +23,14 @@ such a reply `next_event()` returns `PAUSED` until the caller has switched its
 stream and calls `resume()`, which hands back the bytes that arrived after the
 reply (they belong to the new layer: TLS records or deflate data).
 
+Compressed overview data (see compressed.py): after a 290 reply to
+XFEATURE COMPRESS GZIP the connection is in GZIP mode, and the data of an
+OVER/XOVER reply (or of any reply whose status line says COMPRESS=GZIP) goes
+through a `ReplyDecoder` first; so does the data of every XZVER reply. The
+decoder hands back the reply as plain dot-stuffed text, which is then split
+into lines exactly like plain data, and leaves the bytes after the compressed
+data (the next reply) in the buffer. Events are the same either way.
+
 Peer mistakes raise `RemoteProtocolError` subclasses; ours (a CR or LF in an
 argument, a command sent while paused) raise `LocalProtocolError`. After a
 RemoteProtocolError the connection is unusable: every later call raises again.
@@ -36,7 +44,9 @@ from typing import ClassVar, Final, TypeAlias
 
 import attrs
 
+from usenet_indexer.nntp.compressed import ReplyDecoder, Scheme
 from usenet_indexer.nntp.errors import (
+    CompressionError,
     IncompleteResponse,
     LineTooLong,
     LocalProtocolError,
@@ -176,6 +186,34 @@ class XOver(Over):
 
 
 @attrs.frozen
+class XZver(Over):
+    """XZVER: XOVER whose data is compressed (see compressed.py)."""
+
+    VERB: ClassVar[str] = "XZVER"
+
+
+@attrs.frozen
+class XFeatureCompressGzip(Command):
+    """XFEATURE COMPRESS GZIP [TERMINATOR]; after 290, OVER data comes compressed."""
+
+    terminator: bool = False
+    ENABLED: ClassVar[int] = 290
+
+    def words(self) -> str:
+        return "XFEATURE COMPRESS GZIP" + (" TERMINATOR" if self.terminator else "")
+
+
+@attrs.frozen
+class ListExtensions(Command):
+    """LIST EXTENSIONS (RFC 2980): the extensions of a server older than CAPABILITIES."""
+
+    MULTILINE: ClassVar[frozenset[int]] = frozenset({202, 215})
+
+    def words(self) -> str:
+        return "LIST EXTENSIONS"
+
+
+@attrs.frozen
 class ListOverviewFmt(Command):
     MULTILINE: ClassVar[frozenset[int]] = frozenset({215})
 
@@ -304,6 +342,18 @@ class NNTPConnection:
     _error: RemoteProtocolError | None = attrs.field(init=False, default=None)
     # The "." was read with the last DataLines; DataEnd is the next event.
     _end_pending: bool = attrs.field(init=False, default=False)
+    # XFEATURE COMPRESS GZIP is on (a 290 was read).
+    _gzip: bool = attrs.field(init=False, default=False)
+    # The current reply's data is compressed: it goes through this first.
+    _decoder: ReplyDecoder | None = attrs.field(init=False, default=None)
+    # A compressed reply (of this scheme) ended with its "." inside; a plain "."
+    # line may follow.
+    _stray_dot: Scheme | None = attrs.field(init=False, default=None)
+
+    @property
+    def gzip(self) -> bool:
+        """Whether XFEATURE COMPRESS GZIP is on (its 290 reply was read)."""
+        return self._gzip
 
     @property
     def pending(self) -> int:
@@ -372,15 +422,14 @@ class NNTPConnection:
         return self._status_event()
 
     def _status_event(self) -> Event | Sentinel:
+        if self._stray_dot is not None and not self._skip_stray_dot(self._stray_dot):
+            return NEED_DATA if not self._eof else self._closed_event()
         end = self._buffer.find(b"\n")
         if end < 0:
             self._check_partial(len(self._buffer))
             if not self._eof:
                 return NEED_DATA
-            if self._buffer or self._pending:
-                raise IncompleteResponse(f"connection closed before the reply to {self._waiting()}")
-            self._state = _State.CLOSED
-            return ConnectionClosed()
+            return self._closed_event()
         if end > self.max_line_bytes:
             raise LineTooLong(self.max_line_bytes)
         line = bytes(self._buffer[:end])
@@ -392,9 +441,51 @@ class NNTPConnection:
         multiline = code in command.MULTILINE
         if multiline:
             self._state = _State.DATA
+            self._decoder = self._decoder_for(command, text)
         elif code == command.SWITCH_CODE:
             self._state = _State.PAUSED
+        elif isinstance(command, XFeatureCompressGzip) and code == command.ENABLED:
+            self._gzip = True
         return Response(code, text, command, multiline)
+
+    def _closed_event(self) -> Event:
+        """EOF where a status line is due."""
+        if self._buffer or self._pending:
+            raise IncompleteResponse(f"connection closed before the reply to {self._waiting()}")
+        self._state = _State.CLOSED
+        return ConnectionClosed()
+
+    def _skip_stray_dot(self, scheme: Scheme) -> bool:
+        """Drops the plain "." line some servers send after a compressed reply.
+
+        Returns False while the buffer cannot tell yet.
+        """
+        buffer = self._buffer
+        if not buffer:
+            return False
+        if buffer[0] == ord(b"."):
+            end = buffer.find(b"\n", 0, 3)
+            if end < 0 and len(buffer) < 3:
+                return False
+            if end < 0 or bytes(buffer[: end + 1]) not in (b".\r\n", b".\n"):
+                raise CompressionError(
+                    f"{scheme.value}: not a '.' line after the compressed data: "
+                    f"{bytes(buffer[:20])!r}",
+                    scheme=scheme.value,
+                )
+            del buffer[: end + 1]
+        self._stray_dot = None
+        return True
+
+    def _decoder_for(self, command: Command, text: str) -> ReplyDecoder | None:
+        """A decoder when this reply's data is compressed (XZVER, or OVER in GZIP mode)."""
+        if isinstance(command, XZver):
+            return ReplyDecoder(Scheme.XZVER, max_line_bytes=self.max_line_bytes)
+        if self._gzip:
+            marked = "COMPRESS=GZIP" in text.upper()
+            if marked or isinstance(command, Over):
+                return ReplyDecoder(Scheme.GZIP, marked, self.max_line_bytes)
+        return None
 
     def _waiting(self) -> str:
         return repr(self._pending[0]) if self._pending else "nothing"
@@ -405,14 +496,51 @@ class NNTPConnection:
 
     def _data_event(self) -> Event | Sentinel:
         if self._end_pending:
-            self._end_pending = False
-            self._state = _State.STATUS
-            return DataEnd()
-        buffer = self._buffer
+            return self._end_data()
+        if self._decoder is not None:
+            return self._decoded_event(self._decoder)
+        return self._lines_event(self._buffer, self._eof)
+
+    def _decoded_event(self, decoder: ReplyDecoder) -> Event | Sentinel:
+        """The next lines of a compressed reply: inflate until a line is complete."""
+        while True:
+            event = self._lines_event(decoder.text, False)
+            if event is not NEED_DATA:
+                return event
+            if decoder.plain:  # not compressed after all (nothing was taken)
+                self._decoder = None
+                return self._lines_event(self._buffer, self._eof)
+            if not decoder.feed(self._buffer):
+                if self._eof:
+                    raise IncompleteResponse("connection closed inside compressed data")
+                return NEED_DATA
+
+    def _end_data(self) -> Event | Sentinel:
+        """DataEnd, once a compressed reply's stream is complete too."""
+        decoder = self._decoder
+        if decoder is not None:
+            while not decoder.done and not decoder.text:
+                if not decoder.feed(self._buffer):
+                    if self._eof:
+                        raise IncompleteResponse("connection closed inside compressed data")
+                    return NEED_DATA
+            if decoder.text:
+                raise CompressionError(
+                    f"{decoder.scheme.value}: data after the '.' line of the compressed text",
+                    scheme=decoder.scheme.value,
+                )
+            self._stray_dot = decoder.scheme if decoder.stray_dot else None
+            self._decoder = None
+        self._end_pending = False
+        self._state = _State.STATUS
+        return DataEnd()
+
+    def _lines_event(self, buffer: bytearray, eof: bool) -> Event | Sentinel:
+        """DataLines of the complete lines in `buffer` (plain or inflated text)."""
         end = buffer.rfind(b"\n")
         if end < 0:
             self._check_partial(len(buffer))
-            if self._eof:
+            if eof:
                 raise IncompleteResponse("connection closed inside multi-line data")
             return NEED_DATA
         self._check_partial(len(buffer) - end - 1)
@@ -432,10 +560,9 @@ class NNTPConnection:
             raise LineTooLong(self.max_line_bytes)
         out = [x[:-1] if x.endswith(b"\r") else x for x in lines]
         if finished:
-            if not out:
-                self._state = _State.STATUS
-                return DataEnd()
             self._end_pending = True
+            if not out:
+                return self._end_data()
         return DataLines(out)
 
     @staticmethod

@@ -32,6 +32,18 @@ class ServerCapabilities:
             return False
         return argument is None or argument.upper() in (a.upper() for a in found)
 
+    def xfeature_gzip(self) -> bool:
+        """Whether XFEATURE COMPRESS GZIP is offered ("XFEATURE-COMPRESS GZIP" as Highwinds lists it)."""
+        return self.has("XFEATURE-COMPRESS", "GZIP") or self.has("XFEATURE", "GZIP")
+
+    def xfeature_terminator(self) -> bool:
+        """Whether XFEATURE COMPRESS GZIP takes TERMINATOR (the "." inside the compressed data)."""
+        return self.has("XFEATURE-COMPRESS", "TERMINATOR") or self.has("XFEATURE", "TERMINATOR")
+
+    def with_extensions(self, other: ServerCapabilities) -> ServerCapabilities:
+        """These capabilities plus the labels only `other` (LIST EXTENSIONS) has."""
+        return ServerCapabilities({**other.items, **self.items})
+
     @property
     def version(self) -> int | None:
         versions = [int(v) for v in self.items.get("VERSION", ()) if v.isdigit()]
