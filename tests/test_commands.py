@@ -117,3 +117,24 @@ def test_an_edge_without_its_two_settings_names_them(
     err = capsys.readouterr().err
     assert "COORDINATOR_URL" in err
     assert "NODE_TOKEN" in err
+
+
+@pytest.mark.usefixtures("env")
+def test_without_nntp_servers_groups_add_says_so_and_plan_days_names_the_setting(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("UIDX_NNTP", raising=False)
+    assert main(["groups", "add", "g"]) == 0
+    assert "no NNTP servers configured" in capsys.readouterr().out
+    assert main(["ranges", "plan", "g", "--days", "3"]) == 78
+    assert "UIDX_NNTP" in capsys.readouterr().err
+    assert main(["ranges", "plan", "g"]) == 78  # no --days and no backfill_days
+    assert "backfill_days" in capsys.readouterr().err
+    assert main(["ranges", "plan", "g", "--days", "3", "--from", "1", "--to", "9"]) == 78
+    assert main(["ranges", "plan", "g", "--from", "1"]) == 78
+    assert main(["ranges", "plan", "g", "--days", "-1"]) == 78
+    assert main(["groups", "add", "h", "--backfill-days", "-1"]) == 78
+    assert main(["groups", "list"]) == 0
+    listed = capsys.readouterr().out
+    assert "\ng " in listed
+    assert "\nh " not in listed

@@ -1,38 +1,108 @@
-"""`uidx groups add|list`: the groups the coordinator indexes."""
+"""`uidx groups add|list`: the groups the coordinator indexes.
+
+With NNTP servers configured (UIDX_NNTP), `add` asks them for the group
+(GROUP, the first server in the list that carries it) and stores its low
+and high water marks; a group no server carries is not added.
+"""
 
 from __future__ import annotations
 
 import argparse
+import logging
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
 
-from usenet_indexer.config import from_process
+import attrs
+import trio
+
+from usenet_indexer.config import Settings, from_process
+from usenet_indexer.errors import ConfigError, RemoteProtocolError
+from usenet_indexer.nntp.client import NNTPClient, ServerURL, connect
+from usenet_indexer.nntp.errors import NNTPError, NoSuchGroup
 from usenet_indexer.store.database import opened
 from usenet_indexer.store.groups import GroupStore
+
+logger = logging.getLogger(__name__)
+
+
+@attrs.frozen
+class Carrier:
+    """A server that carries the group: the connection, in the group, and what GROUP said."""
+
+    client: NNTPClient
+    count: int
+    low: int
+    high: int
+
+    @property
+    def server(self) -> str:
+        return self.client.server
+
+
+@asynccontextmanager
+async def carrying(urls: Sequence[str], group: str) -> AsyncIterator[Carrier]:
+    """A connection to the first server of `urls` that carries `group`, the group selected.
+
+    A server that is down or refuses is logged and passed over.
+
+    Raises:
+        NoSuchGroup: every server answered 411.
+        NNTPError: no server carries the group and some did not answer.
+        ConfigError: a URL is not an NNTP URL.
+    """
+    refusals: list[str] = []
+    missing = 0  # servers that answered 411
+    for url in urls:
+        async with AsyncExitStack() as stack:
+            try:
+                client = await stack.enter_async_context(connect(url))
+                count, low, high = await client.group(group)
+            except (NNTPError, RemoteProtocolError) as error:
+                # An NNTPError names its server; a protocol error does not (and the
+                # URL may hold a password).
+                said = str(error) if isinstance(error, NNTPError) else f"{_where(url)}: {error}"
+                refusals.append(said)
+                if isinstance(error, NoSuchGroup):
+                    missing += 1
+                else:
+                    logger.warning("GROUP %s: passing over a server: %s", group, said)
+                continue
+            yield Carrier(client, count, low, high)
+            return
+    details = "; ".join(refusals)
+    if missing == len(urls):
+        raise NoSuchGroup(411, f"no server carries {group} ({details})", command=f"GROUP {group}")
+    raise NNTPError(f"GROUP {group}: no server that answered carries it ({details})")
+
+
+def _where(url: str) -> str:
+    return ServerURL.parse(url).server
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("groups", help="add and list the groups to index")
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
-    add = actions.add_parser("add", help="add a group")
+    add = actions.add_parser(
+        "add", help="add a group (its low and high water marks asked of the NNTP servers)"
+    )
     add.add_argument("name")
     add.add_argument(
-        "--backfill-days", type=int, help="how far back `ranges plan --days` goes by default"
+        "--backfill-days", type=int, help="how far back `ranges plan` goes without --from/--days"
     )
     add.add_argument(
-        "--low", type=int, help="the server's lowest article (until the NNTP client asks it)"
+        "--low", type=int, help="the server's lowest article (only without NNTP servers)"
     )
-    add.add_argument("--high", type=int, help="the server's highest article")
+    add.add_argument("--high", type=int, help="the server's highest article (likewise)")
     actions.add_parser("list", help="the groups, with their planned and indexed articles")
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    with opened(from_process(args.config)) as pool:
-        store = GroupStore(pool)
-        if args.action == "add":
-            store.add(args.name, backfill_days=args.backfill_days, low=args.low, high=args.high)
-            print(f"added {args.name}")
-            return 0
-        rows = store.list()
+    settings = from_process(args.config)
+    if args.action == "add":
+        return _add(args, settings)
+    with opened(settings) as pool:
+        rows = GroupStore(pool).list()
     print(f"{'group':40} {'ranges':>8} {'done':>6} {'indexed':>14} {'planned':>14}  {'low..high'}")
     for row in rows:
         span = f"{row.low}..{row.high}" if row.low is not None else "-"
@@ -41,3 +111,29 @@ def run(args: argparse.Namespace) -> int:
             f"{row.articles_planned:>14,}  {span}"
         )
     return 0
+
+
+def _add(args: argparse.Namespace, settings: Settings) -> int:
+    if args.backfill_days is not None and args.backfill_days < 0:
+        raise ConfigError("--backfill-days", "must not be negative")
+    if not settings.nntp:
+        note = "as given" if args.low is not None or args.high is not None else "unknown"
+        with opened(settings) as pool:
+            GroupStore(pool).add(
+                args.name, backfill_days=args.backfill_days, low=args.low, high=args.high
+            )
+        print(f"added {args.name} (no NNTP servers configured: low/high water marks {note})")
+        return 0
+    if args.low is not None or args.high is not None:
+        raise ConfigError("--low/--high", "the NNTP servers (UIDX_NNTP) are asked instead")
+    # Ask first: a group no server carries is not stored.
+    count, low, high, server = trio.run(_water_marks, settings.nntp, args.name)
+    with opened(settings) as pool:
+        GroupStore(pool).add(args.name, backfill_days=args.backfill_days, low=low, high=high)
+    print(f"added {args.name}: articles {low}..{high} (about {count:,}) on {server}")
+    return 0
+
+
+async def _water_marks(servers: Sequence[str], group: str) -> tuple[int, int, int, str]:
+    async with carrying(servers, group) as carrier:
+        return carrier.count, carrier.low, carrier.high, carrier.server

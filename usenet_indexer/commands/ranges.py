@@ -1,23 +1,66 @@
-"""`uidx ranges plan`: cut a group's articles into ranges for the edges to lease."""
+"""`uidx ranges plan`: cut a group's articles into ranges for the edges to lease.
+
+Either a span of articles (`--from A --to B`) or a span of time (`--days N`,
+by default the group's backfill_days): from just below what is planned
+already (or from the server's high water mark) down to the first article
+posted N days ago, found by a bisect over the Date of OVER lines
+(article_dates.py decides where to look; this module reads).
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
+from contextlib import aclosing
+from datetime import UTC, datetime, timedelta
+from typing import Final
 
-from usenet_indexer.config import from_process
+import attrs
+import trio
+
+from usenet_indexer.article_dates import Dated, DateSearch, Probe, first_dated
+from usenet_indexer.commands.groups import carrying
+from usenet_indexer.config import Settings, from_process
 from usenet_indexer.errors import ConfigError
+from usenet_indexer.nntp.client import NNTPClient
 from usenet_indexer.store.database import opened
-from usenet_indexer.store.groups import GroupStore
+from usenet_indexer.store.groups import Group, GroupStore
 from usenet_indexer.store.ranges import RangeStore
+
+# Articles per OVER of a probe: enough to step over a few missing articles or
+# unreadable dates in one command; a window with nothing dated doubles, up to
+# MAX_WINDOW, so a long run of cancelled articles costs a few commands more.
+FIRST_WINDOW: Final = 32
+MAX_WINDOW: Final = 1 << 16
+
+
+@attrs.frozen
+class DatedSpan:
+    """What the servers said for `--days`: the span to plan (empty when first > last)."""
+
+    first: int
+    last: int
+    low: int
+    high: int
+    cutoff: datetime
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("ranges", help="plan article ranges")
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
-    plan = actions.add_parser("plan", help="plan the articles FROM..TO of GROUP, oldest first")
+    plan = actions.add_parser(
+        "plan",
+        help="plan the articles FROM..TO of GROUP, or those of the last N days below the planned",
+    )
     plan.add_argument("group")
-    plan.add_argument("--from", dest="first", type=int, required=True, help="first article")
-    plan.add_argument("--to", dest="last", type=int, required=True, help="last article")
+    plan.add_argument("--from", dest="first", type=int, help="first article")
+    plan.add_argument("--to", dest="last", type=int, help="last article")
+    plan.add_argument(
+        "--days",
+        type=int,
+        help="plan down to the first article posted N days ago, from below what is planned "
+        "(default: the group's backfill_days); asks the NNTP servers",
+    )
     plan.add_argument(
         "--size", type=int, help="articles per range (default: the range_articles setting)"
     )
@@ -27,14 +70,103 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 def run(args: argparse.Namespace) -> int:
     settings = from_process(args.config)
     size = args.size or settings.range_articles
-    if args.first < 0 or args.last < args.first:
-        raise ConfigError("--from/--to", f"{args.first}..{args.last} is not a span of articles")
-    if size < 1:
-        raise ConfigError("--size", "must be at least 1")
+    _check(args, size)
     with opened(settings) as pool:
-        group = GroupStore(pool).id_of(args.group)
-        ids = RangeStore(pool).plan(group, args.first, args.last, size)
+        groups = GroupStore(pool)
+        ranges = RangeStore(pool)
+        group = groups.get(args.group)
+        if args.first is not None:
+            first, last, since = args.first, args.last, ""
+        else:
+            span = _dated_span(settings, group, args.days, ranges.lowest_planned(group.id))
+            # GROUP was asked anyway: `uidx status` shows the lag from these.
+            groups.set_watermarks(group.id, span.low, span.high)
+            if span.first > span.last:
+                print(f"nothing to plan in {args.group}: {_nothing(span)}")
+                return 0
+            first, last = span.first, span.last
+            since = f" (posted since {span.cutoff:%Y-%m-%d %H:%M:%S} UTC)"
+        ids = ranges.plan(group.id, first, last, size)
     print(
-        f"planned {len(ids)} ranges of up to {size:,} articles in {args.group}: {args.first}..{args.last}"
+        f"planned {len(ids)} ranges of up to {size:,} articles in {args.group}: {first}..{last}{since}"
     )
     return 0
+
+
+def _check(args: argparse.Namespace, size: int) -> None:
+    by_articles = args.first is not None or args.last is not None
+    if by_articles and args.days is not None:
+        raise ConfigError("--days", "give either --from/--to or --days")
+    if by_articles and (
+        args.first is None or args.last is None or not 0 <= args.first <= args.last
+    ):
+        raise ConfigError("--from/--to", f"{args.first}..{args.last} is not a span of articles")
+    if args.days is not None and args.days < 0:
+        raise ConfigError("--days", "must not be negative")
+    if size < 1:
+        raise ConfigError("--size", "must be at least 1")
+
+
+def _dated_span(
+    settings: Settings, group: Group, days: int | None, lowest_planned: int | None
+) -> DatedSpan:
+    if days is None:
+        days = group.backfill_days
+    if days is None:
+        raise ConfigError(
+            "--days", f"give --from/--to or --days ({group.name} has no backfill_days)"
+        )
+    if not settings.nntp:
+        raise ConfigError("nntp", "ranges plan --days asks the NNTP servers: set UIDX_NNTP")
+    cutoff = datetime.now(UTC) - timedelta(days=days)
+    return trio.run(_search, settings.nntp, group.name, cutoff, lowest_planned)
+
+
+async def _search(
+    servers: tuple[str, ...], group: str, cutoff: datetime, lowest_planned: int | None
+) -> DatedSpan:
+    async with carrying(servers, group) as carrier:
+        low, high = carrier.low, carrier.high
+        last = high if lowest_planned is None else min(high, lowest_planned - 1)
+        _progress(f"{group} on {carrier.server}: articles {low}..{high}; searching {low}..{last}")
+        search = DateSearch.between(low, last, cutoff)
+        while (probe := search.next_probe()) is not None:
+            dated = await _first_dated(carrier.client, probe)
+            step = search.answer(probe, dated)
+            seen = (
+                f"{dated.article} of {dated.date:%Y-%m-%d %H:%M:%S}" if dated else "nothing dated"
+            )
+            lo, hi = search.span
+            left = "done" if search.done else f"searching {lo}..{hi - 1}"
+            _progress(f"probe {search.probes} at {probe.first}: {seen}, {step.value}; {left}")
+    first = search.result if search.result is not None else last + 1
+    return DatedSpan(first, last, low, high, cutoff)
+
+
+async def _first_dated(client: NNTPClient, probe: Probe) -> Dated | None:
+    """The first dated article in the probe's span, reading OVER windows from its start."""
+    first, window = probe.first, FIRST_WINDOW
+    while first <= probe.last:
+        last = min(first + window - 1, probe.last)
+        found: Dated | None = None
+        async with aclosing(client.over(first, last)) as pieces:
+            async for piece in pieces:
+                # The rest of the reply is read (and dropped): the connection stays usable.
+                found = found or first_dated(piece, first, last)
+        if found is not None:
+            return found
+        first, window = last + 1, min(window * 2, MAX_WINDOW)
+    return None
+
+
+def _nothing(span: DatedSpan) -> str:
+    since = f"{span.cutoff:%Y-%m-%d %H:%M:%S} UTC"
+    if span.high < span.low:
+        return f"the group is empty on the server (GROUP says {span.low}..{span.high})"
+    if span.last < span.low:
+        return f"the ranges planned start at {span.last + 1}, the server's low is {span.low}"
+    return f"no article of {span.low}..{span.last} was posted since {since}"
+
+
+def _progress(message: str) -> None:
+    print(f"uidx ranges: {message}", file=sys.stderr, flush=True)

@@ -10,6 +10,8 @@ from usenet_indexer.errors import UidxError
 
 _ADD = "INSERT INTO groups (name, backfill_days, low, high) VALUES (%s, %s, %s, %s) RETURNING id"
 _BY_NAME = "SELECT id FROM groups WHERE name = %s"
+_GET = "SELECT id, name, backfill_days, low, high FROM groups WHERE name = %s"
+_SET_WATERMARKS = "UPDATE groups SET low = %s, high = %s WHERE id = %s"
 _LIST = """
     SELECT g.name, g.backfill_days, g.low, g.high,
            count(r.id), count(r.id) FILTER (WHERE r.state = 'done'),
@@ -27,6 +29,17 @@ class GroupExists(UidxError):
 
 class UnknownGroup(UidxError):
     """No group of that name."""
+
+
+@attrs.frozen
+class Group:
+    """A group's own row: its id, backfill and the water marks last seen."""
+
+    id: int
+    name: str
+    backfill_days: int | None
+    low: int | None
+    high: int | None
 
 
 @attrs.frozen
@@ -87,6 +100,25 @@ class GroupStore:
             raise UnknownGroup(f"no group {name!r} (uidx groups add {name})")
         group_id: int = row[0]
         return group_id
+
+    def get(self, name: str) -> Group:
+        """Raises UnknownGroup when there is no such group."""
+        with self.pool.connection() as conn:
+            row = conn.execute(_GET, (name,)).fetchone()
+        if row is None:
+            raise UnknownGroup(f"no group {name!r} (uidx groups add {name})")
+        return Group(*row)
+
+    def set_watermarks(self, group_id: int, low: int, high: int) -> None:
+        """Store the server's low and high water marks (what GROUP said last).
+
+        Raises:
+            UnknownGroup: there is no group with that id.
+        """
+        with self.pool.connection() as conn:
+            updated = conn.execute(_SET_WATERMARKS, (low, high, group_id)).rowcount
+        if updated != 1:
+            raise UnknownGroup(f"no group with id {group_id}")
 
     def list(self) -> list[GroupRow]:
         with self.pool.connection() as conn:

@@ -184,3 +184,12 @@ class RangeStore:
     def states(self) -> list[RangeStateRow]:
         with self.pool.connection() as conn:
             return [RangeStateRow(*row) for row in conn.execute(_STATES).fetchall()]
+
+    def lowest_planned(self, group_id: int) -> int | None:
+        """The lowest first article of the group's ranges (any state); None when none."""
+        with self.pool.connection() as conn:
+            row = conn.execute(
+                "SELECT min(first_article) FROM ranges WHERE group_id = %s", (group_id,)
+            ).fetchone()
+        lowest: int | None = row[0] if row is not None else None
+        return lowest
