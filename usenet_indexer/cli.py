@@ -25,6 +25,7 @@ COMMANDS = (
     "index",
     "generate",
     "coordinator",
+    "prefetch",
     "edge",
     "groups",
     "ranges",

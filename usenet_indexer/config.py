@@ -65,6 +65,14 @@ class Settings:
         range_articles: articles per planned range (`uidx ranges plan --size`).
         idle_seconds: how long an edge waits after a 204 before asking again.
         notify_socket: systemd's NOTIFY_SOCKET (the supervisor reports READY there).
+        nntp_connections: connections per NNTP server whose URL has no `?connections=N`.
+        nntp_ca_file: a PEM file of CA certificates for private NNTP servers.
+        nntp_timeout_seconds: the longest an NNTP server may stay silent in a command.
+        prefetch_slice_articles: articles per OVER command of the prefetcher.
+        prefetch_chunk_articles: articles per spool chunk (several slices).
+        prefetch_poll_seconds: how often the prefetcher looks for new work when idle.
+        spool_budget_bytes: the spool's size past which only leased ranges are
+            fetched (0 = no limit).
     """
 
     home: Path
@@ -83,6 +91,13 @@ class Settings:
     range_articles: int = 5_000_000
     idle_seconds: float = 30.0
     notify_socket: str = ""
+    nntp_connections: int = 4
+    nntp_ca_file: str = ""
+    nntp_timeout_seconds: float = 60.0
+    prefetch_slice_articles: int = 10_000
+    prefetch_chunk_articles: int = 50_000
+    prefetch_poll_seconds: float = 5.0
+    spool_budget_bytes: int = 20 << 30
 
     @property
     def listen_host_port(self) -> tuple[str, int]:

@@ -9,6 +9,7 @@ from usenet_indexer.store.database import opened
 from usenet_indexer.store.groups import GroupStore
 from usenet_indexer.store.nodes import NodeStore
 from usenet_indexer.store.ranges import RangeStore
+from usenet_indexer.store.servers import ServerStore
 from usenet_indexer.store.spool import SpoolIndex
 
 _THROUGHPUT = """
@@ -28,6 +29,7 @@ def run(args: argparse.Namespace) -> int:
         states = RangeStore(pool).states()
         nodes = NodeStore(pool).list()
         chunks, spool_bytes, spool_lines = SpoolIndex(pool).size()
+        servers = ServerStore(pool).list()
         with pool.connection() as conn:
             row = conn.execute(_THROUGHPUT).fetchone()
     assert row is not None
@@ -52,5 +54,17 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"last 5 minutes: {batches} batches, {lines / 300:,.0f} headers/s, {release_chunks:,} release chunks"
     )
+    print("nntp servers (as the prefetcher last reported them)")
+    if not servers:
+        print("  none yet (uidx prefetch reports every few seconds)")
+    for v in servers:
+        when = v.updated_at.strftime("%Y-%m-%d %H:%M:%S") if v.updated_at else "-"
+        print(
+            f"  {v.server:32} {v.connections:>3}/{v.connection_limit:<3} connections"
+            f" {v.lines_per_second:>10,.0f} lines/s {v.lines:>14,} lines"
+            f"  compression {v.compression or 'none':8} {v.errors:>6} errors  at {when}"
+        )
+        if v.last_error:
+            print(f"    last error: {v.last_error}")
     print(f"spool: {chunks:,} chunks, {spool_bytes / 1e6:,.1f} MB, {spool_lines:,} lines")
     return 0

@@ -10,6 +10,8 @@ from __future__ import annotations
 import attrs
 from psycopg_pool import ConnectionPool
 
+from usenet_indexer.prefetch.plan import WantedRange
+
 _FROM = """
     SELECT first_article, last_article, codec, path, lines FROM spool_chunks
     WHERE group_id = %(group)s AND last_article >= %(article)s AND first_article <= %(last)s
@@ -19,6 +21,41 @@ _FROM = """
 _ADD = """
     INSERT INTO spool_chunks (group_id, first_article, last_article, codec, path, lines, bytes)
     VALUES (%s, %s, %s, %s, %s, %s, %s)
+"""
+# The prefetcher's: a chunk another writer indexed first stays as it is.
+_ADD_NEW = _ADD + " ON CONFLICT (group_id, first_article) DO NOTHING"
+# Ranges not done that still miss part of [resume, last]: leased ones first
+# (an edge waits for them), then in plan order.
+_WANTED = """
+    SELECT r.id, r.group_id, g.name, r.first_article, r.last_article, r.resume,
+           r.state = 'leased' AND r.deadline >= now() AS leased
+    FROM ranges r JOIN groups g ON g.id = r.group_id
+    CROSS JOIN LATERAL (
+        SELECT coalesce(sum(least(s.last_article, r.last_article)
+                            - greatest(s.first_article, r.resume) + 1), 0) AS have
+        FROM spool_chunks s
+        WHERE s.group_id = r.group_id
+          AND s.last_article >= r.resume AND s.first_article <= r.last_article
+    ) covered
+    WHERE r.state <> 'done' AND r.resume <= r.last_article
+      AND covered.have < r.last_article - r.resume + 1
+    ORDER BY leased DESC, r.planned_at, r.id
+    LIMIT %(limit)s
+"""
+_COVERED = """
+    SELECT DISTINCT s.group_id, s.first_article, s.last_article
+    FROM spool_chunks s JOIN ranges r ON r.group_id = s.group_id
+    WHERE r.id = ANY(%(ranges)s)
+      AND s.last_article >= r.resume AND s.first_article <= r.last_article
+"""
+# Chunks no stream will read again: wholly below the resume point of the
+# range they are in (a done range's resume point is past its end). Gaps go
+# too; what is left of a range is fetched again if it is ever re-planned.
+_SWEEP = """
+    DELETE FROM spool_chunks s USING ranges r
+    WHERE r.group_id = s.group_id
+      AND s.first_article >= r.first_article AND s.last_article < r.resume
+    RETURNING s.path, s.bytes
 """
 _SIZE = "SELECT count(*), coalesce(sum(bytes), 0)::bigint, coalesce(sum(lines), 0)::bigint FROM spool_chunks"
 
@@ -51,6 +88,38 @@ class SpoolIndex:
                 _ADD,
                 (group_id, chunk.first, chunk.last, chunk.codec, chunk.path, chunk.lines, size),
             )
+
+    def add_new(self, group_id: int, chunk: SpoolChunk, size: int) -> bool:
+        """Index a chunk unless one starting at the same article is there; True if added."""
+        row = (group_id, chunk.first, chunk.last, chunk.codec, chunk.path, chunk.lines, size)
+        with self.pool.connection() as conn:
+            return conn.execute(_ADD_NEW, row).rowcount == 1
+
+    def wanted(self, limit: int) -> list[WantedRange]:
+        """At most `limit` ranges that miss spool chunks, most wanted first."""
+        with self.pool.connection() as conn:
+            rows = conn.execute(_WANTED, {"limit": limit}).fetchall()
+        return [WantedRange(*row) for row in rows]
+
+    def covered(self, ranges: list[WantedRange]) -> dict[int, list[tuple[int, int]]]:
+        """Per group, the (first, last) of the chunks and gaps inside these ranges' rest."""
+        covered: dict[int, list[tuple[int, int]]] = {}
+        if not ranges:
+            return covered
+        with self.pool.connection() as conn:
+            rows = conn.execute(_COVERED, {"ranges": [r.range_id for r in ranges]}).fetchall()
+        for group_id, first, last in rows:
+            covered.setdefault(group_id, []).append((first, last))
+        return covered
+
+    def sweep(self) -> list[tuple[str | None, int]]:
+        """Remove the index rows of chunks nobody will read again; returns (path, bytes).
+
+        The caller deletes the files after this (a file without a row is
+        never read; a row without its file would be).
+        """
+        with self.pool.connection() as conn:
+            return [(row[0], int(row[1])) for row in conn.execute(_SWEEP).fetchall()]
 
     def size(self) -> tuple[int, int, int]:
         """(chunks, bytes, lines) in the spool."""

@@ -1,0 +1,528 @@
+"""The spool-prefetcher: its work list (pure), and the real thing against INN2 and PostgreSQL."""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import trio
+import trio.testing
+from hypothesis import given
+from hypothesis import strategies as st
+from nntp_fixtures import NewsServer
+from psycopg_pool import ConnectionPool
+
+from usenet_indexer.cli import main
+from usenet_indexer.nntp.client import StreamFactory
+from usenet_indexer.nntp.newsd import generate_articles
+from usenet_indexer.prefetch.daemon import (
+    Landed,
+    Prefetcher,
+    PrefetchOptions,
+    Reported,
+    sweep_spool,
+)
+from usenet_indexer.prefetch.plan import ChunkJob, WantedRange, clip, cut, missing, work_list
+from usenet_indexer.prefetch.servers import ServerState, server_configs
+from usenet_indexer.store.groups import GroupStore
+from usenet_indexer.store.nodes import NodeStore
+from usenet_indexer.store.ranges import RangeStore
+from usenet_indexer.store.spool import SpoolChunk, SpoolIndex
+
+DEADLINE_SECONDS = 120
+
+# -- the work list (pure) -------------------------------------------------------
+
+
+def test_missing_is_what_no_interval_covers() -> None:
+    assert missing(1, 100, []) == [(1, 100)]
+    assert missing(1, 100, [(1, 100)]) == []
+    assert missing(1, 100, [(20, 29), (50, 200), (-5, 3)]) == [(4, 19), (30, 49)]
+    assert missing(10, 20, [(1, 9), (21, 30)]) == [(10, 20)]
+
+
+@given(
+    st.integers(0, 200),
+    st.integers(0, 200),
+    st.lists(st.tuples(st.integers(0, 250), st.integers(0, 30)), max_size=8),
+)
+def test_missing_and_covered_partition_the_span(
+    first: int, span: int, raw: list[tuple[int, int]]
+) -> None:
+    last = first + span
+    covered = [(start, start + length) for start, length in raw]
+    gaps = missing(first, last, covered)
+    in_gaps = {n for a, b in gaps for n in range(a, b + 1)}
+    in_covered = {n for a, b in covered for n in range(a, b + 1)}
+    assert in_gaps == set(range(first, last + 1)) - in_covered
+    assert gaps == sorted(gaps)
+
+
+def test_cut_and_clip() -> None:
+    assert cut(1, 25, 10) == [(1, 10), (11, 20), (21, 25)]
+    job = ChunkJob(1, "g", 91, 120)
+    assert clip(job, 1, 100) == ChunkJob(1, "g", 91, 100)
+    assert clip(job, 1, 90) is None
+    assert clip(job, 1, 500) == job
+
+
+def test_work_list_puts_leased_ranges_first_from_their_resume_point() -> None:
+    planned = WantedRange(1, 7, "g", 1, 100, 1, leased=False)
+    leased = WantedRange(2, 7, "g", 101, 200, 151, leased=True)
+    covered = {7: [(1, 30)]}
+    busy = [ChunkJob(7, "g", 31, 50)]
+    jobs = work_list([planned, leased], covered, 20, busy=busy)
+    assert [(j.first, j.last, j.leased) for j in jobs] == [
+        (151, 170, True),
+        (171, 190, True),
+        (191, 200, True),
+        (51, 70, False),
+        (71, 90, False),
+        (91, 100, False),
+    ]
+
+
+def test_server_urls_carry_their_connections() -> None:
+    configs = server_configs(["nntps://u:p@news.example.com?connections=20", "nntp://h"], 4)
+    assert [(c.server, c.connections) for c in configs] == [
+        ("news.example.com:563", 20),
+        ("h:119", 4),
+    ]
+    assert "p@" not in repr(configs[0])
+
+
+@pytest.mark.parametrize("url", ["nntp://h?connections=0", "nntp://h?connections=x", "http://h"])
+def test_bad_server_urls_name_the_key(url: str) -> None:
+    from usenet_indexer.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="nntp"):
+        server_configs([url], 4)
+
+
+# -- against PostgreSQL and INN2 -----------------------------------------------
+
+
+def _read_spool(pool: ConnectionPool, spool_dir: Path, group_id: int) -> list[SpoolChunk]:
+    with pool.connection() as conn:
+        rows = conn.execute(
+            "SELECT first_article, last_article, codec, path, lines FROM spool_chunks"
+            " WHERE group_id = %s ORDER BY first_article",
+            (group_id,),
+        ).fetchall()
+    return [SpoolChunk(*row) for row in rows]
+
+
+def _assert_exactly_once(chunks: list[SpoolChunk], first: int, last: int) -> None:
+    """The chunks cover [first, last] with no hole and no overlap."""
+    at = first
+    for chunk in chunks:
+        assert chunk.first == at, f"hole or overlap at {at}: {chunk}"
+        at = chunk.last + 1
+    assert at == last + 1
+
+
+def _lines(spool_dir: Path, chunks: list[SpoolChunk]) -> list[bytes]:
+    lines: list[bytes] = []
+    for chunk in chunks:
+        if chunk.path is None:
+            continue
+        text = zlib.decompress((spool_dir / chunk.path).read_bytes())
+        assert text.endswith(b"\n")
+        got = text[:-1].split(b"\n")
+        assert len(got) == chunk.lines
+        for line in got:
+            assert chunk.first <= int(line.split(b"\t", 1)[0]) <= chunk.last
+        lines += got
+    return lines
+
+
+def _assert_posted(news_server: NewsServer, lines: list[bytes], first: int, count: int) -> None:
+    posted = list(generate_articles(news_server.group, news_server.articles, news_server.seed))
+    assert len(lines) == count
+    for number, line in enumerate(lines, start=first):
+        fields = line.split(b"\t")
+        article = posted[number - 1]
+        assert int(fields[0]) == number
+        assert fields[1].decode() == article.subject
+        assert fields[4].decode() == article.message_id
+
+
+def _options(tmp_path: Path, **changes: object) -> PrefetchOptions:
+    values: dict[str, object] = {
+        "spool_dir": tmp_path / "spool",
+        "slice_articles": 5_000,
+        "chunk_articles": 15_000,
+        "poll_seconds": 0.2,
+        "retry_base_seconds": 0.05,
+    }
+    values.update(changes)
+    return PrefetchOptions(**values)  # type: ignore[arg-type]
+
+
+async def _run_until(
+    prefetcher: Prefetcher, done: trio.Event, nursery_deadline: float = DEADLINE_SECONDS
+) -> None:
+    with trio.fail_after(nursery_deadline):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(prefetcher.run)
+            await done.wait()
+            nursery.cancel_scope.cancel()
+
+
+@pytest.mark.trio
+async def test_prefetcher_fills_leased_ranges_first_and_every_article_once(
+    news_server: NewsServer,
+    pool: ConnectionPool,
+    pg_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    group_id = GroupStore(pool).add(news_server.group)
+    ranges = RangeStore(pool)
+    ranges.plan(group_id, 1, 80_000, 40_000)
+    ranges.plan(group_id, 80_001, 100_000, 20_000)
+    # Beyond the server's high water mark: nothing to fetch yet.
+    ranges.plan(group_id, 100_001, 120_000, 20_000)
+    node = NodeStore(pool).create("edge-1")
+    assert node
+    with pool.connection() as conn:
+        node_id = conn.execute("SELECT id FROM nodes WHERE name = 'edge-1'").fetchone()
+    assert node_id is not None
+    lease = ranges.lease(node_id[0], 900)
+    assert lease is not None
+    assert (lease.first, lease.last) == (1, 40_000)
+    # The edge has stored up to 20,000: the lease's chunks start there.
+    with pool.connection() as conn:
+        conn.execute("UPDATE ranges SET resume = 20001 WHERE id = %s", (lease.range_id,))
+
+    taken: list[ChunkJob] = []
+    covered = 0
+    done = trio.Event()
+
+    def observe(event: object) -> None:
+        nonlocal covered
+        if isinstance(event, ChunkJob):
+            taken.append(event)
+        elif isinstance(event, Landed):
+            covered += event.job.last - event.job.first + 1
+        elif isinstance(event, Reported) and covered == 100_000 - 20_000:
+            done.set()  # the figures of the whole run are in the database
+
+    config = server_configs([news_server.url()], 3)[0]
+    options = _options(tmp_path, report_seconds=0.2)
+    await _run_until(Prefetcher(pool, options, [ServerState.of(config)], observe), done)
+
+    assert [(j.first, j.last) for j in taken[:2]] == [(20_001, 35_000), (35_001, 40_000)]
+    assert all(j.leased for j in taken[:2])
+    assert not any(j.leased for j in taken[2:])
+    chunks = _read_spool(pool, options.spool_dir, group_id)
+    _assert_exactly_once(chunks, 20_001, 100_000)
+    assert not any(c.path is None for c in chunks)
+    _assert_posted(news_server, _lines(options.spool_dir, chunks), 20_001, 80_000)
+    (row,) = [g for g in GroupStore(pool).list() if g.name == news_server.group]
+    assert (row.low, row.high) == (1, news_server.articles)
+    assert not list(options.spool_dir.glob("*/.*.tmp"))
+
+    # What an operator sees: the server, its connections and lines.
+    monkeypatch.setenv("DATABASE_URL", pg_url)
+    monkeypatch.setenv("UIDX_HOME", str(tmp_path))
+    assert main(["status"]) == 0
+    status = capsys.readouterr().out
+    server = f"{news_server.host}:{news_server.port}"
+    (line,) = [line for line in status.splitlines() if server in line]
+    assert "/3   connections" in line
+    assert f"{80_000:,} lines" in line
+
+
+@pytest.mark.trio
+async def test_articles_below_the_servers_low_water_mark_are_recorded_as_gaps(
+    news_server: NewsServer, pool: ConnectionPool, tmp_path: Path
+) -> None:
+    low = news_server.high_first
+    last = low + news_server.high_articles - 1
+    group_id = GroupStore(pool).add(news_server.high_group)
+    RangeStore(pool).plan(group_id, low - 20_000, last, 30_000)
+    landed: list[Landed] = []
+    done = trio.Event()
+
+    def observe(event: object) -> None:
+        if isinstance(event, Landed):
+            landed.append(event)
+            if sum(e.job.last - e.job.first + 1 for e in landed) == last - low + 20_001:
+                done.set()
+
+    config = server_configs([news_server.url()], 2)[0]
+    options = _options(tmp_path, chunk_articles=10_000)
+    await _run_until(Prefetcher(pool, options, [ServerState.of(config)], observe), done)
+
+    chunks = _read_spool(pool, options.spool_dir, group_id)
+    _assert_exactly_once(chunks, low - 20_000, last)
+    assert [(c.first, c.last, c.path is None) for c in chunks] == [
+        (low - 20_000, low - 10_001, True),
+        (low - 10_000, low - 1, True),
+        (low, last, False),
+    ]
+    assert len(_lines(options.spool_dir, chunks)) == news_server.high_articles
+
+
+def test_sweep_removes_chunks_below_the_resume_point_rows_then_files(
+    pool: ConnectionPool, tmp_path: Path
+) -> None:
+    from usenet_indexer.spool_files import write_chunk
+
+    group_id = GroupStore(pool).add("alt.binaries.sweep")
+    (range_id,) = RangeStore(pool).plan(group_id, 1, 300, 300)
+    spool = SpoolIndex(pool)
+    spool_dir = tmp_path / "spool"
+    for first in (1, 101, 201):
+        path, size, codec = write_chunk(spool_dir, "alt.binaries.sweep", first, first + 99, b"x\n")
+        spool.add(group_id, SpoolChunk(first, first + 99, int(codec), str(path), 1), size)
+    with pool.connection() as conn:
+        conn.execute("UPDATE ranges SET resume = 201 WHERE id = %s", (range_id,))
+    assert sweep_spool(spool, spool_dir) == 2
+    left = _read_spool(pool, spool_dir, group_id)
+    assert [c.first for c in left] == [201]
+    assert sorted(p.name for p in spool_dir.glob("*/*.zlib")) == [Path(str(left[0].path)).name]
+
+
+# -- the command, killed and started again ---------------------------------------
+
+
+def _start(env: dict[str, str]) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "usenet_indexer", "prefetch"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+
+
+def _end(process: subprocess.Popen[bytes]) -> None:
+    process.kill()
+    process.wait()
+    if process.stderr is not None:
+        process.stderr.close()
+
+
+def _stderr_until(
+    process: subprocess.Popen[bytes], condition: Callable[[bytes], bool], seconds: float
+) -> list[bytes]:
+    """The process's log lines until one meets the condition (fails after `seconds`)."""
+    assert process.stderr is not None
+    fd = process.stderr.fileno()
+    deadline = time.monotonic() + seconds
+    seen: list[bytes] = []
+    buffer = b""
+    while True:
+        left = deadline - time.monotonic()
+        assert left > 0, b"".join(seen).decode(errors="replace")[-3000:]
+        readable, _, _ = select.select([fd], [], [], left)
+        if not readable:
+            continue
+        data = os.read(fd, 65536)
+        assert data, "the prefetcher exited:\n" + b"".join(seen).decode(errors="replace")[-3000:]
+        buffer += data
+        *lines, buffer = buffer.split(b"\n")
+        for line in lines:
+            seen.append(line + b"\n")
+            if condition(line):
+                return seen
+
+
+@pytest.fixture
+def prefetch_env(news_server: NewsServer, pg_url: str, tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("UIDX_")}
+    env.update(
+        DATABASE_URL=pg_url,
+        UIDX_HOME=str(tmp_path),
+        UIDX_NNTP=news_server.url() + "?connections=2",
+        UIDX_PREFETCH_CHUNK_ARTICLES="4000",
+        UIDX_PREFETCH_SLICE_ARTICLES="1000",
+        UIDX_PREFETCH_POLL_SECONDS="0.2",
+    )
+    return env
+
+
+def test_a_range_is_filled_exactly_once_across_a_kill_9(
+    prefetch_env: dict[str, str], news_server: NewsServer, pool: ConnectionPool, tmp_path: Path
+) -> None:
+    group_id = GroupStore(pool).add(news_server.group)
+    RangeStore(pool).plan(group_id, 1, 60_000, 30_000)
+    spool_dir = tmp_path / "spool"
+
+    landed = 0
+
+    def three_chunks(line: bytes) -> bool:
+        nonlocal landed
+        landed += b" lines, " in line
+        return landed == 3
+
+    first = _start(prefetch_env)
+    try:
+        _stderr_until(first, three_chunks, 60)
+    finally:
+        _end(first)
+    partial = _read_spool(pool, spool_dir, group_id)
+    assert 2 <= len(partial) < 15
+
+    def complete(_line: bytes) -> bool:
+        return sum(c.last - c.first + 1 for c in _read_spool(pool, spool_dir, group_id)) >= 60_000
+
+    second = _start(prefetch_env)
+    try:
+        _stderr_until(second, complete, DEADLINE_SECONDS)
+        second.send_signal(signal.SIGTERM)
+        assert second.wait(timeout=30) == 0
+    finally:
+        _end(second)
+    chunks = _read_spool(pool, spool_dir, group_id)
+    _assert_exactly_once(chunks, 1, 60_000)
+    _assert_posted(news_server, _lines(spool_dir, chunks), 1, 60_000)
+    assert not list(spool_dir.glob("*/.*.tmp"))
+    indexed = {Path(str(c.path)).name for c in chunks}
+    assert {p.name for p in spool_dir.glob("*/*.zlib")} == indexed
+
+
+def test_prefetch_without_servers_names_the_setting(
+    prefetch_env: dict[str, str],
+) -> None:
+    env = dict(prefetch_env)
+    del env["UIDX_NNTP"]
+    result = subprocess.run(
+        [sys.executable, "-m", "usenet_indexer", "prefetch"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 78
+    assert "nntp" in result.stderr
+
+
+# -- faults a real server does not produce on demand: an in-memory fake ---------
+
+FAR = 2**33  # article numbers past 2^32 (INN2 stops at 2^31 - 1)
+
+
+class FakeProvider:
+    """A FAKE NNTP server in memory, one scripted fault per connection, in order.
+
+    Faults: "502" (too many connections at the greeting), "drop" (the
+    connection closes halfway through the first OVER reply), "480" (GROUP
+    answers 480), "stall" (OVER is never answered), "ok".
+    """
+
+    def __init__(self, group: str, first: int, count: int, faults: list[str]) -> None:
+        self.group = group
+        self.first = first
+        self.last = first + count - 1
+        self.faults = faults
+        self.connections = 0
+
+    def line(self, number: int) -> bytes:
+        return (
+            f'{number}\tfake [1/1] - "f{number}.bin" yEnc (1/1)\tp@x\t'
+            f"Mon, 30 Nov 2026 10:00:00 +0000\t<{number}@fake>\t\t1000\t10"
+        ).encode()
+
+    def opener(self, nursery: trio.Nursery) -> Callable[[int], StreamFactory]:
+        def for_slot(_slot: int) -> StreamFactory:
+            async def open_stream() -> trio.abc.Stream:
+                client, server = trio.testing.memory_stream_pair()
+                fault = (
+                    self.faults[self.connections] if self.connections < len(self.faults) else "ok"
+                )
+                self.connections += 1
+                nursery.start_soon(self.serve, server, fault)
+                return client
+
+            return open_stream
+
+        return for_slot
+
+    async def serve(self, stream: trio.abc.Stream, fault: str) -> None:
+        async with stream:
+            if fault == "502":
+                await stream.send_all(b"502 too many connections\r\n")
+                return
+            await stream.send_all(b"200 fake ready\r\n")
+            buffer = b""
+            while True:
+                while b"\r\n" not in buffer:
+                    data = await stream.receive_some()
+                    if not data:
+                        return
+                    buffer += data
+                command, buffer = buffer.split(b"\r\n", 1)
+                words = command.decode().split()
+                verb = words[0].upper()
+                if verb == "CAPABILITIES":
+                    await stream.send_all(b"101 caps\r\nVERSION 2\r\nREADER\r\nOVER\r\n.\r\n")
+                elif verb == "GROUP" and fault == "480":
+                    await stream.send_all(b"480 authentication required\r\n")
+                elif verb == "GROUP":
+                    count = self.last - self.first + 1
+                    reply = f"211 {count} {self.first} {self.last} {self.group}\r\n"
+                    await stream.send_all(reply.encode())
+                elif verb == "OVER":
+                    if fault == "stall":
+                        await trio.sleep_forever()
+                    low, _, high = words[1].partition("-")
+                    numbers = range(max(int(low), self.first), min(int(high), self.last) + 1)
+                    lines = [self.line(n) + b"\r\n" for n in numbers]
+                    if fault == "drop":
+                        await stream.send_all(
+                            b"224 overview\r\n" + b"".join(lines[: len(lines) // 2])
+                        )
+                        return
+                    await stream.send_all(b"224 overview\r\n" + b"".join(lines) + b".\r\n")
+                elif verb == "QUIT":
+                    await stream.send_all(b"205 bye\r\n")
+                    return
+                else:
+                    await stream.send_all(b"500 what?\r\n")
+
+
+@pytest.mark.trio
+async def test_fake_faults_are_retried_without_a_gap_or_a_double(
+    pool: ConnectionPool, tmp_path: Path
+) -> None:
+    group = "alt.binaries.fake"
+    count = 3_000
+    group_id = GroupStore(pool).add(group)
+    RangeStore(pool).plan(group_id, FAR, FAR + count - 1, count)
+    fake = FakeProvider(group, FAR, count, ["502", "drop", "480", "stall"])
+    config = server_configs(["nntp://fake.invalid:119?connections=2"], 2)[0]
+    state = ServerState.of(config)
+    options = _options(tmp_path, chunk_articles=1_000, slice_articles=250, timeout_seconds=0.5)
+    covered = 0
+    done = trio.Event()
+
+    def observe(event: object) -> None:
+        nonlocal covered
+        if isinstance(event, Landed):
+            covered += event.job.last - event.job.first + 1
+            if covered == count:
+                done.set()
+
+    with trio.fail_after(DEADLINE_SECONDS):
+        async with trio.open_nursery() as servers:
+            prefetcher = Prefetcher(pool, options, [state], observe, fake.opener(servers))
+            await _run_until(prefetcher, done)
+            servers.cancel_scope.cancel()
+
+    chunks = _read_spool(pool, options.spool_dir, group_id)
+    _assert_exactly_once(chunks, FAR, FAR + count - 1)
+    lines = _lines(options.spool_dir, chunks)
+    assert lines == [fake.line(n) for n in range(FAR, FAR + count)]
+    assert state.errors == 4
+    assert state.limit == 1  # lowered by the 502

@@ -1,0 +1,448 @@
+"""The spool-prefetcher process: NNTP connections filling the coordinator's spool.
+
+Theory of operation
+-------------------
+Every connection takes the next missing chunk from one `Scheduler` (leased
+ranges first, then planned ranges in plan order; see plan.py), selects the
+chunk's group (GROUP also refreshes the server's low and high water marks),
+and reads the chunk as pipelined OVER slices. Each slice is compressed as it
+arrives (in a worker thread; isal releases the GIL) into a temporary file;
+when the last slice is in, the file is fsynced and renamed and its index row
+written, in one thread call, so a cancelled or killed prefetcher leaves no
+chunk half-written and no row naming a file that is not whole. A chunk the
+server has no article of is recorded as a gap.
+
+A connection opens when there is work and closes (QUIT) when there is none.
+Errors are normal: a dropped or stalled connection gives its chunk back and
+retries after a pause that grows (1 s to 60 s); 400/502 ("too many
+connections") lowers the server's pool by one; a group the server does not
+carry goes to the next server of the settings.
+
+A housekeeping task reports each server's figures (for `uidx status`) and
+sweeps the chunks that no stream will read again (below their range's
+resume point), deleting their files after their rows.
+
+Several prefetcher processes would fetch the same chunks (the index keeps
+one); run one per coordinator.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import signal
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
+from pathlib import Path
+
+import attrs
+import psycopg
+import trio
+from psycopg_pool import ConnectionPool
+
+from usenet_indexer.config import Settings
+from usenet_indexer.errors import ConfigError, DatabaseError
+from usenet_indexer.frames import Codec
+from usenet_indexer.nntp.client import NNTPClient, StreamFactory, connect
+from usenet_indexer.nntp.errors import NNTPError, NoSuchGroup, RemoteProtocolError, Unavailable
+from usenet_indexer.pgcluster import database_url
+from usenet_indexer.prefetch.plan import ChunkJob, clip, slices, work_list
+from usenet_indexer.prefetch.servers import ServerState, server_configs
+from usenet_indexer.spool_files import ChunkWriter, remove_temporary_files
+from usenet_indexer.store.database import migrate_url
+from usenet_indexer.store.groups import GroupStore
+from usenet_indexer.store.pool import open_pool
+from usenet_indexer.store.servers import ServerReport, ServerStore
+from usenet_indexer.store.spool import SpoolChunk, SpoolIndex
+from usenet_indexer.supervisor.parent import watch_parent
+
+logger = logging.getLogger(__name__)
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# Ranges looked at per refresh of the work list (each gives many chunks).
+WANTED_RANGES = 32
+# How often the servers' figures go to the database, and the sweep runs.
+REPORT_SECONDS = 5.0
+# Pauses after failures of a connection: 1, 2, 4 ... 60 s.
+BACKOFF_BASE_SECONDS = 1.0
+BACKOFF_CAP_SECONDS = 60.0
+# Waiting for the coordinator's database at start-up.
+DATABASE_WAIT_SECONDS = 2.0
+CLOSE_POOL_SECONDS = 10.0
+
+
+@attrs.frozen
+class PrefetchOptions:
+    """What the prefetcher needs of the settings."""
+
+    spool_dir: Path
+    slice_articles: int = 10_000
+    chunk_articles: int = 50_000
+    poll_seconds: float = 5.0
+    budget_bytes: int = 0
+    ca_file: str | None = None
+    timeout_seconds: float = 60.0
+    # The first pause after a failure (then doubling up to BACKOFF_CAP_SECONDS).
+    retry_base_seconds: float = BACKOFF_BASE_SECONDS
+    report_seconds: float = REPORT_SECONDS
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> PrefetchOptions:
+        for key in ("prefetch_slice_articles", "prefetch_chunk_articles"):
+            if getattr(settings, key) < 1:
+                raise ConfigError(key, "must be at least 1")
+        return cls(
+            settings.home / "spool",
+            settings.prefetch_slice_articles,
+            settings.prefetch_chunk_articles,
+            settings.prefetch_poll_seconds,
+            settings.spool_budget_bytes,
+            settings.nntp_ca_file or None,
+            settings.nntp_timeout_seconds,
+        )
+
+
+@attrs.frozen
+class Landed:
+    """A chunk in the spool (path None: a gap), for observers."""
+
+    job: ChunkJob
+    server: str
+    lines: int
+    gap: bool
+
+
+@attrs.frozen
+class Reported:
+    """The servers' figures went to the database, and the spool was swept."""
+
+    servers: list[ServerReport]
+    swept: int
+
+
+Observer = Callable[[object], None]
+
+
+@attrs.define(eq=False)
+class Scheduler:
+    """The work list shared by all connections: which chunk each takes next."""
+
+    spool: SpoolIndex
+    options: PrefetchOptions
+    servers: int
+    observe: Observer = lambda _event: None
+    _queue: list[ChunkJob] = attrs.field(factory=list)
+    _refreshed_at: float = -math.inf
+    _in_flight: dict[tuple[int, int], ChunkJob] = attrs.field(factory=dict)
+    _home: dict[str, int] = attrs.field(factory=dict)
+    _not_before: dict[int, float] = attrs.field(factory=dict)
+    _lock: trio.Lock = attrs.field(factory=trio.Lock)
+
+    async def take(self, server: int) -> ChunkJob | None:
+        """The next chunk for a connection of this server, or None when there is none now."""
+        async with self._lock:
+            stale = trio.current_time() - self._refreshed_at >= self.options.poll_seconds
+            job = None if stale else self._pop(server)
+            if job is None:
+                await self._refresh()
+                job = self._pop(server)
+            if job is not None:
+                self._in_flight[job.key] = job
+                self.observe(job)
+            return job
+
+    def done(self, job: ChunkJob) -> None:
+        """The connection is through with the job (landed or not: a failed one is listed again)."""
+        self._in_flight.pop(job.key, None)
+
+    def wait_for_articles(self, job: ChunkJob) -> None:
+        """The server has none of the job's articles yet: ask about its group again later."""
+        self._not_before[job.group_id] = trio.current_time() + self.options.poll_seconds
+        self._queue = [j for j in self._queue if j.group_id != job.group_id]
+
+    def not_on_server(self, group: str, server: int) -> None:
+        """The server does not carry the group: the next server of the settings gets it."""
+        self._home[group] = server + 1
+        if server + 1 >= self.servers:
+            logger.error("no NNTP server carries %s: its ranges cannot be fetched", group)
+
+    def _pop(self, server: int) -> ChunkJob | None:
+        now = trio.current_time()
+        for position, job in enumerate(self._queue):
+            if self._home.get(job.group, 0) != server:
+                continue
+            if self._not_before.get(job.group_id, -math.inf) > now or job.key in self._in_flight:
+                continue
+            del self._queue[position]
+            return job
+        return None
+
+    async def _refresh(self) -> None:
+        self._refreshed_at = trio.current_time()
+        busy = list(self._in_flight.values())
+        try:
+            queue, over_budget = await trio.to_thread.run_sync(self._work, busy)
+        except psycopg.Error as error:
+            logger.warning("cannot read the work list from the database: %s", error)
+            self._queue = []
+            return
+        if over_budget:
+            queue = [job for job in queue if job.leased]
+        self._queue = [job for job in queue if self._home.get(job.group, 0) < self.servers]
+
+    def _work(self, busy: list[ChunkJob]) -> tuple[list[ChunkJob], bool]:
+        wanted = self.spool.wanted(WANTED_RANGES)
+        jobs = work_list(wanted, self.spool.covered(wanted), self.options.chunk_articles, busy=busy)
+        over = bool(self.options.budget_bytes) and self.spool.size()[1] >= self.options.budget_bytes
+        return jobs, over
+
+
+@attrs.define(eq=False)
+class Prefetcher:
+    """The connections of every server, the scheduler and the housekeeping."""
+
+    pool: ConnectionPool
+    options: PrefetchOptions
+    servers: list[ServerState]
+    observe: Observer = lambda _event: None
+    open_stream: Callable[[int], StreamFactory] | None = None  # tests: a fake server per slot
+    _scheduler: Scheduler = attrs.field(init=False)
+    _spool: SpoolIndex = attrs.field(init=False)
+    _groups: GroupStore = attrs.field(init=False)
+    _watermarks: dict[int, tuple[int, int]] = attrs.field(init=False, factory=dict)
+
+    def __attrs_post_init__(self) -> None:
+        self._spool = SpoolIndex(self.pool)
+        self._groups = GroupStore(self.pool)
+        self._scheduler = Scheduler(self._spool, self.options, len(self.servers), self.observe)
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Fetch until cancelled."""
+        removed = await trio.to_thread.run_sync(remove_temporary_files, self.options.spool_dir)
+        if removed:
+            logger.info("removed %d temporary files of a writer that died", removed)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._housekeeping)
+            for index, state in enumerate(self.servers):
+                for slot in range(state.config.connections):
+                    nursery.start_soon(self._connection, index, state, slot)
+            task_status.started()
+
+    # -- one connection ---------------------------------------------------------
+
+    async def _connection(self, index: int, state: ServerState, slot: int) -> None:
+        failures = 0
+        while slot < state.limit:
+            job = await self._scheduler.take(index)
+            if job is None:
+                await trio.sleep(self.options.poll_seconds)
+                continue
+            try:
+                async with self._connect(state, slot) as client:
+                    state.open += 1
+                    try:
+                        while job is not None:
+                            await self._fetch(client, index, state, job)
+                            # Read after each chunk: a fallback may have switched it off.
+                            state.compression = client.compression
+                            self._scheduler.done(job)
+                            failures = 0
+                            job = await self._scheduler.take(index)
+                    finally:
+                        state.open -= 1
+            except NoSuchGroup as error:
+                assert job is not None
+                logger.warning("%s: %s", state.config.server, error)
+                self._scheduler.not_on_server(job.group, index)
+            except Unavailable as error:
+                state.failed(error)
+                failures += 1
+                limit = state.lower_limit()
+                logger.warning(
+                    "%s: %s; using at most %d connections", state.config.server, error, limit
+                )
+            except (NNTPError, RemoteProtocolError) as error:
+                state.failed(error)
+                failures += 1
+                logger.warning("%s: %s", state.config.server, error)
+            except psycopg.Error as error:
+                state.failed(error)
+                failures += 1
+                logger.warning("database: %s", error)
+            finally:
+                # Landed or not: a chunk that did not land is listed again.
+                if job is not None:
+                    self._scheduler.done(job)
+            if failures:
+                await trio.sleep(backoff(failures, self.options.retry_base_seconds))
+
+    def _connect(self, state: ServerState, slot: int) -> AbstractAsyncContextManager[NNTPClient]:
+        opener = self.open_stream(slot) if self.open_stream is not None else None
+        return connect(
+            state.config.url,
+            ca_file=self.options.ca_file,
+            timeout_seconds=self.options.timeout_seconds,
+            open_stream=opener,
+        )
+
+    async def _fetch(
+        self, client: NNTPClient, index: int, state: ServerState, job: ChunkJob
+    ) -> None:
+        _count, low, high = await client.group(job.group)
+        await self._note_watermarks(job.group_id, low, high)
+        if job.last < low:
+            await self._land(job, state, None)
+            return
+        clipped = clip(job, low, high)
+        if clipped is None:
+            self._scheduler.wait_for_articles(job)
+            return
+        xover = not client.capabilities.has("OVER")
+        writer = await trio.to_thread.run_sync(
+            ChunkWriter.open, self.options.spool_dir, clipped.group, clipped.first, clipped.last
+        )
+        try:
+            pieces = client.over_pipelined(
+                slices(clipped.first, clipped.last, self.options.slice_articles), xover=xover
+            )
+            async for _slice, lines in pieces:
+                if lines:
+                    await trio.to_thread.run_sync(writer.write, lines)
+                    state.lines += len(lines)
+            await self._land(clipped, state, writer)
+        finally:
+            writer.abort()
+
+    async def _land(self, job: ChunkJob, state: ServerState, writer: ChunkWriter | None) -> None:
+        # One thread call: a cancellation cannot come between the rename and the row.
+        lines = await trio.to_thread.run_sync(self._store, job, writer)
+        state.chunks += 1
+        self.observe(Landed(job, state.config.server, lines, gap=lines == 0))
+
+    def _store(self, job: ChunkJob, writer: ChunkWriter | None) -> int:
+        if writer is None or writer.lines == 0:
+            chunk = SpoolChunk(job.first, job.last, int(Codec.NONE), None, 0)
+            self._spool.add_new(job.group_id, chunk, 0)
+            logger.info(
+                "%s %d-%d: no articles on the server (a gap)", job.group, job.first, job.last
+            )
+            return 0
+        path, size, codec = writer.commit()
+        chunk = SpoolChunk(job.first, job.last, int(codec), str(path), writer.lines)
+        if not self._spool.add_new(job.group_id, chunk, size):
+            logger.warning("%s %d-%d: indexed by another writer", job.group, job.first, job.last)
+        logger.info(
+            "%s %d-%d: %d lines, %.1f MB", job.group, job.first, job.last, writer.lines, size / 1e6
+        )
+        return writer.lines
+
+    async def _note_watermarks(self, group_id: int, low: int, high: int) -> None:
+        if self._watermarks.get(group_id) != (low, high):
+            self._watermarks[group_id] = (low, high)
+            await trio.to_thread.run_sync(self._groups.set_watermarks, group_id, low, high)
+
+    # -- housekeeping -----------------------------------------------------------
+
+    async def _housekeeping(self) -> None:
+        store = ServerStore(self.pool)
+        last = trio.current_time()
+        while True:
+            await trio.sleep(self.options.report_seconds)
+            now = trio.current_time()
+            reports = [state.report(now - last) for state in self.servers]
+            last = now
+            try:
+                await trio.to_thread.run_sync(store.report, reports)
+                swept = await trio.to_thread.run_sync(
+                    sweep_spool, self._spool, self.options.spool_dir
+                )
+            except psycopg.Error as error:
+                logger.warning("housekeeping: database unavailable: %s", error)
+                continue
+            if swept:
+                logger.info("removed %d spool chunks below their ranges' resume points", swept)
+            self.observe(Reported(reports, swept))
+
+
+def sweep_spool(spool: SpoolIndex, spool_dir: Path) -> int:
+    """Remove the chunks no stream will read again: rows first, then files; returns how many."""
+    rows = spool.sweep()
+    for path, _size in rows:
+        if path is not None:
+            (spool_dir / path).unlink(missing_ok=True)
+    return len(rows)
+
+
+def backoff(failures: int, base_seconds: float) -> float:
+    """The pause after `failures` failures in a row: base, 2 x base, ... up to the cap."""
+    return min(BACKOFF_CAP_SECONDS, base_seconds * 2.0 ** min(failures - 1, 16))
+
+
+async def run_prefetcher(settings: Settings, *, parent_fd: int | None = None) -> None:
+    """`uidx prefetch`: wait for the coordinator's database, then fetch until stopped.
+
+    Stops on SIGINT or SIGTERM, or when the supervisor dies (`parent_fd`).
+
+    Raises:
+        ConfigError: no NNTP server, a bad URL or setting.
+    """
+    options = PrefetchOptions.from_settings(settings)
+    configs = server_configs(settings.nntp, settings.nntp_connections)
+    servers = [ServerState.of(config) for config in configs]
+    url, cluster = database_url(settings.database_url, settings.home)
+    stop = trio.Event()
+    with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_fetch, url, cluster is not None, settings, options, servers)
+            nursery.start_soon(_on_signals, signals, stop)
+            if parent_fd is not None:
+                await nursery.start(watch_parent, parent_fd, stop.set)
+            logger.info(
+                "prefetching from %s into %s",
+                ", ".join(f"{c.server} ({c.connections} connections)" for c in configs),
+                options.spool_dir,
+            )
+            await stop.wait()
+            nursery.cancel_scope.cancel()
+
+
+async def _fetch(
+    url: str,
+    embedded: bool,
+    settings: Settings,
+    options: PrefetchOptions,
+    servers: list[ServerState],
+) -> None:
+    await _wait_for_database(url, embedded)
+    pool = await trio.to_thread.run_sync(open_pool, url, settings)
+    try:
+        await Prefetcher(pool, options, servers).run()
+    finally:
+        with trio.move_on_after(CLOSE_POOL_SECONDS, shield=True):
+            await trio.to_thread.run_sync(pool.close)
+
+
+async def _on_signals(signals: AsyncIterator[int], stop: trio.Event) -> None:
+    async for signum in signals:
+        logger.info("%s: stopping; chunks in flight are abandoned", signal.Signals(signum).name)
+        stop.set()
+
+
+async def _wait_for_database(url: str, embedded: bool) -> None:
+    # The coordinator starts the embedded cluster and migrates; the
+    # prefetcher may come up first (uidx standalone, systemd ordering).
+    said = False
+    while True:
+        try:
+            await trio.to_thread.run_sync(migrate_url, url)
+            return
+        except DatabaseError as error:
+            if not said:
+                where = (
+                    "the embedded PostgreSQL (the coordinator starts it)"
+                    if embedded
+                    else "DATABASE_URL"
+                )
+                logger.warning("waiting for %s: %s", where, error)
+                said = True
+        await trio.sleep(DATABASE_WAIT_SECONDS)

@@ -1,0 +1,99 @@
+"""The prefetcher's NNTP servers: what the settings say, and what each is doing now."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from urllib.parse import parse_qs, urlsplit
+
+import attrs
+
+from usenet_indexer.errors import ConfigError
+from usenet_indexer.nntp.client import ServerURL
+from usenet_indexer.store.servers import ServerReport
+
+# Connections per server beyond this are a typo, not a plan (providers allow 10-100).
+MAX_CONNECTIONS = 500
+
+
+@attrs.frozen(repr=False)
+class ServerConfig:
+    """One NNTP server of the settings: its URL (credentials and all) and its pool size."""
+
+    url: str
+    server: str  # "host:port", for logs and `uidx status`: never the credentials
+    connections: int
+
+    def __repr__(self) -> str:
+        return f"ServerConfig({self.server}, connections={self.connections})"
+
+
+def server_configs(urls: Sequence[str], default_connections: int) -> list[ServerConfig]:
+    """The servers of the `nntp` setting, in order (a group goes to the first that has it).
+
+    Raises:
+        ConfigError: no server, a bad URL, or a bad `connections=` (names the key `nntp`).
+    """
+    if not urls:
+        raise ConfigError("nntp", "the prefetcher needs at least one NNTP server (UIDX_NNTP)")
+    configs = []
+    for url in urls:
+        target = ServerURL.parse(url)
+        query = parse_qs(urlsplit(url).query)
+        raw = query.get("connections", [str(default_connections)])[-1]
+        try:
+            connections = int(raw)
+        except ValueError:
+            raise ConfigError(
+                "nntp", f"{target.server}: connections={raw!r} is not a number"
+            ) from None
+        if not 1 <= connections <= MAX_CONNECTIONS:
+            raise ConfigError(
+                "nntp", f"{target.server}: connections={connections} is not in 1..{MAX_CONNECTIONS}"
+            )
+        configs.append(ServerConfig(url, target.server, connections))
+    return configs
+
+
+@attrs.define(eq=False)
+class ServerState:
+    """What one server's connections are doing; mutated only by the prefetcher's tasks."""
+
+    config: ServerConfig
+    limit: int
+    open: int = 0
+    lines: int = 0
+    chunks: int = 0
+    errors: int = 0
+    last_error: str | None = None
+    compression: str | None = None
+    rate: float = 0.0
+    _lines_at_report: int = 0
+
+    @classmethod
+    def of(cls, config: ServerConfig) -> ServerState:
+        return cls(config, config.connections)
+
+    def failed(self, error: BaseException) -> None:
+        self.errors += 1
+        self.last_error = f"{type(error).__name__}: {error}"
+
+    def lower_limit(self) -> int:
+        """One connection fewer (400/502 "too many connections"), never below one."""
+        self.limit = max(1, self.limit - 1)
+        return self.limit
+
+    def report(self, seconds: float) -> ServerReport:
+        """The figures for `uidx status`; the rate is over the last `seconds`."""
+        if seconds > 0:
+            self.rate = (self.lines - self._lines_at_report) / seconds
+        self._lines_at_report = self.lines
+        return ServerReport(
+            self.config.server,
+            self.open,
+            self.limit,
+            self.lines,
+            self.rate,
+            self.compression,
+            self.errors,
+            self.last_error,
+        )
