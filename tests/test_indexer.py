@@ -416,3 +416,31 @@ def test_subjects_longer_than_the_wire_allows_are_skipped() -> None:
     batches = index(lines)
     assert [r.name for r in merged(batches)] == ["Fine"]
     assert skipped(batches) == {"too_long": 1}
+
+
+def test_a_release_takes_poster_and_counter_of_its_earliest_file_whatever_the_batch_cuts() -> None:
+    # No head: the stem links the files, whatever their posters (obfuscating
+    # tools give each file its own) and counters (a separately posted [1/1]).
+    def part(number: int, name: str, k: int, poster: str, date: str, of: str) -> str:
+        text = line(number, f'{of} - "{name}" yEnc ({k}/2)', f"{name}.{k}@ex", poster=poster)
+        fields = text.split("\t")
+        fields[3] = date
+        return "\t".join(fields)
+
+    late, early = "Mon, 30 Nov 2026 10:05:00 +0000", "Mon, 30 Nov 2026 10:00:00 +0000"
+    lines = [
+        part(BASE, "Some.Release.part01.rar", 1, "zed <z@x>", late, "[1/3]"),
+        part(BASE + 1, "Some.Release.part01.rar", 2, "zed <z@x>", late, "[1/3]"),
+        part(BASE + 2, "Some.Release.part02.rar", 1, "amy <a@y>", early, "[2/2]"),
+        part(BASE + 3, "Some.Release.part02.rar", 2, "amy <a@y>", early, "[2/2]"),
+    ]
+    whole = merged(index(lines))
+    assert len(whole) == 1
+    assert (whole[0].poster, whole[0].files_announced) == ("amy <a@y>", 2)
+    chunks = [c for b in index(lines, batch_every=2) for c in b.releases]
+    assert len(chunks) == 2
+    for order in (chunks, chunks[::-1]):
+        merger = ReleaseMerger()
+        merger.add_all(order)
+        (release,) = merger.releases()
+        assert (release.poster, release.files_announced) == ("amy <a@y>", 2)

@@ -10,7 +10,7 @@ range or edge merge into one catalog release (see merge.py).
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import attrs
 
@@ -76,6 +76,27 @@ class ReleaseChunk:
     files_announced: int | None
     files: tuple[FileChunk, ...]
     dropped: str | None = None
+
+
+# A file without a readable date sorts after every dated one.
+_UNDATED = (1 << 63) - 1
+
+
+def representative_order(file: FileChunk) -> tuple[int, bytes]:
+    """Where a file stands when a release's poster, head and [i/M] are chosen.
+
+    A release's files may disagree on these (obfuscated uploads give each
+    file a poster of its own; a separately posted .nfo says [1/1]). The
+    release takes them from its earliest file, ties broken by file key: an
+    order that does not depend on where batches were cut, so every edge, any
+    batch size and `uidx index` agree.
+    """
+    return (file.posted or _UNDATED, file.key)
+
+
+def representative(files: Iterable[FileChunk]) -> tuple[int, bytes]:
+    """The smallest `representative_order` of a chunk's files (it has at least one)."""
+    return min(map(representative_order, files))
 
 
 @attrs.frozen

@@ -51,7 +51,14 @@ from operator import itemgetter
 import attrs
 import orjson
 
-from usenet_indexer.batch import Batch, FileChunk, ProbeCandidate, ReleaseChunk, RuleCount
+from usenet_indexer.batch import (
+    Batch,
+    FileChunk,
+    ProbeCandidate,
+    ReleaseChunk,
+    RuleCount,
+    representative_order,
+)
 from usenet_indexer.naming import probe_file_rank, release_name
 from usenet_indexer.rules import DEFAULT_RULES, ReleaseView, Rule
 from usenet_indexer.subject import (
@@ -382,14 +389,19 @@ class RangeIndexer:
         return batch
 
     def _release_chunk(self, release_key: bytes, members: list[_OpenFile]) -> ReleaseChunk | None:
-        chunks = (_file_chunk(m, self._skipped, self._dates) for m in members)
-        files = tuple(sorted((c for c in chunks if c is not None), key=_file_order))
-        if not files:
+        kept = [
+            (chunk, member)
+            for member in members
+            if (chunk := _file_chunk(member, self._skipped, self._dates)) is not None
+        ]
+        if not kept:
             return None
+        files = tuple(sorted((chunk for chunk, _ in kept), key=_file_order))
         groups: set[str] = set()
         for member in members:
             groups.update(_xref_groups(member.xref))
-        first = members[0]
+        # Poster, head and [i/M] of the earliest file: the same whatever the batch cuts.
+        _, first = min(kept, key=lambda pair: representative_order(pair[0]))
         return ReleaseChunk(
             key=release_key,
             head_name=first.info.head_name,

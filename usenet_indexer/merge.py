@@ -14,7 +14,7 @@ from typing import Any
 
 import attrs
 
-from usenet_indexer.batch import FileChunk, ReleaseChunk
+from usenet_indexer.batch import FileChunk, ReleaseChunk, representative
 from usenet_indexer.naming import release_name
 
 
@@ -46,6 +46,7 @@ class _Release:
     files_announced: int | None
     groups: set[str]
     dropped: str | None
+    order: tuple[int, bytes]  # batch.representative of the chunk the fields above are from
     chunks: int = 0
     files: dict[bytes, _File] = attrs.field(factory=dict)
 
@@ -135,6 +136,7 @@ class ReleaseMerger:
     def add(self, chunk: ReleaseChunk) -> None:
         """Merge one release chunk (adding the same chunk twice changes nothing but `chunks`)."""
         release = self._releases.get(chunk.key)
+        order = representative(chunk.files) if chunk.files else (1 << 63, b"")
         if release is None:
             release = self._releases[chunk.key] = _Release(
                 key=chunk.key,
@@ -143,8 +145,15 @@ class ReleaseMerger:
                 files_announced=chunk.files_announced,
                 groups=set(chunk.groups),
                 dropped=chunk.dropped,
+                order=order,
             )
         else:
+            if order < release.order:
+                # An earlier file: its poster, head and [i/M] speak for the release.
+                release.order = order
+                release.head_name = chunk.head_name
+                release.poster = chunk.poster
+                release.files_announced = chunk.files_announced
             release.groups.update(chunk.groups)
             if chunk.dropped is None:
                 # Kept anywhere means kept: a later batch saw more than executables.
