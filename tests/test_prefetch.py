@@ -219,7 +219,9 @@ async def test_prefetcher_fills_leased_ranges_first_and_every_article_once(
 
     config = server_configs([news_server.url()], 3)[0]
     options = _options(tmp_path, report_seconds=0.2)
-    await _run_until(Prefetcher(pool, options, [ServerState.of(config)], observe), done)
+    state = ServerState.of(config)
+    await _run_until(Prefetcher(pool, options, [state], observe), done)
+    assert state.lines == 80_000  # fetched once each
 
     assert [(j.first, j.last) for j in taken[:2]] == [(20_001, 35_000), (35_001, 40_000)]
     assert all(j.leased for j in taken[:2])

@@ -22,6 +22,7 @@ EXIT_CONFIG = 78
 
 # Subcommands, in the order `uidx --help` lists them.
 COMMANDS = (
+    "standalone",
     "index",
     "generate",
     "coordinator",
@@ -73,6 +74,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    if not args.verbose:
+        # One line per HTTP request of an edge is noise; -v shows them.
+        logging.getLogger("httpx").setLevel(logging.WARNING)
     try:
         result: int = args.run(args)
     except ConfigError as error:

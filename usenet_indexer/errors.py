@@ -13,6 +13,8 @@ Malformed overview lines are not errors: the indexer counts and skips them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 
 class UidxError(Exception):
     """Base of every error uidx raises on purpose."""
@@ -45,3 +47,25 @@ class LocalProtocolError(ProtocolError):
 
 class RemoteProtocolError(ProtocolError):
     """The peer sent something the format does not allow."""
+
+
+def sole_error(error: BaseException) -> BaseException:
+    """The one exception inside nested exception groups of one, or `error` itself.
+
+    Nurseries wrap whatever escapes them; a start-up error that escapes
+    several is still one error, and the command line reports it as such.
+    """
+    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    return error
+
+
+def run_reporting(function: Callable[[], object]) -> None:
+    """Run a worker's `trio.run(...)`, re-raising a sole UidxError bare (exit status, message)."""
+    try:
+        function()
+    except BaseExceptionGroup as group:
+        error = sole_error(group)
+        if isinstance(error, UidxError):
+            raise error from group
+        raise

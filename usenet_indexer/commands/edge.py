@@ -31,7 +31,7 @@ from usenet_indexer.config import Settings, from_process
 from usenet_indexer.edge import worker
 from usenet_indexer.edge.client import NodeApiError
 from usenet_indexer.edge.options import EdgeOptions
-from usenet_indexer.errors import UidxError
+from usenet_indexer.errors import UidxError, sole_error
 from usenet_indexer.supervisor import EXIT_STARTUP_ERROR
 from usenet_indexer.supervisor.entry import add_worker_arguments, global_argv, supervised
 from usenet_indexer.supervisor.parent import watch_parent
@@ -98,17 +98,17 @@ def run(args: argparse.Namespace) -> int:
         args,
         processes,
         argv,
-        partial(_run_worker, settings, options, args.parent_fd),
+        partial(run_worker, settings, options, args.parent_fd),
         notify_socket=settings.notify_socket,
     )
 
 
-def _run_worker(settings: Settings, options: EdgeOptions, parent_fd: int | None) -> int:
+def run_worker(settings: Settings, options: EdgeOptions, parent_fd: int | None) -> int:
     """One worker in this process; 78 when the coordinator refuses its token."""
     try:
         trio.run(partial(_until_signal, settings, options, parent_fd))
     except BaseExceptionGroup as group:
-        error = _sole_error(group)
+        error = sole_error(group)
         if isinstance(error, NodeApiError) and error.status in (401, 403):
             logger.error("the coordinator refused this node's token: %s", error)
             return EXIT_STARTUP_ERROR
@@ -147,10 +147,3 @@ async def _on_signals(
         else:
             logger.warning("%s again: stopping now; the range goes back", name)
             scope.cancel()
-
-
-def _sole_error(error: BaseException) -> BaseException:
-    # A worker's error comes out of the nurseries wrapped in groups of one.
-    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
-        error = error.exceptions[0]
-    return error

@@ -20,7 +20,7 @@ from functools import partial
 import trio
 
 from usenet_indexer.config import Settings, from_process
-from usenet_indexer.errors import UidxError
+from usenet_indexer.errors import run_reporting
 from usenet_indexer.prefetch.daemon import PrefetchOptions, run_prefetcher
 from usenet_indexer.prefetch.servers import server_configs
 from usenet_indexer.supervisor.entry import add_worker_arguments, global_argv, supervised
@@ -53,23 +53,12 @@ def run(args: argparse.Namespace) -> int:
         args,
         1,
         argv,
-        partial(_run, settings, args.parent_fd),
+        partial(run_worker, settings, args.parent_fd),
         notify_socket=settings.notify_socket,
     )
 
 
-def _run(settings: Settings, parent_fd: int | None) -> int:
-    try:
-        trio.run(partial(run_prefetcher, settings, parent_fd=parent_fd))
-    except BaseExceptionGroup as group:
-        error = _sole_error(group)
-        if isinstance(error, UidxError):
-            raise error from group
-        raise
+def run_worker(settings: Settings, parent_fd: int | None) -> int:
+    """One prefetcher in this process until it is stopped; 0."""
+    run_reporting(lambda: trio.run(partial(run_prefetcher, settings, parent_fd=parent_fd)))
     return 0
-
-
-def _sole_error(error: BaseException) -> BaseException:
-    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
-        error = error.exceptions[0]
-    return error

@@ -344,24 +344,29 @@ class Prefetcher:
     # -- housekeeping -----------------------------------------------------------
 
     async def _housekeeping(self) -> None:
-        store = ServerStore(self.pool)
         last = trio.current_time()
-        while True:
-            await trio.sleep(self.options.report_seconds)
-            now = trio.current_time()
-            reports = [state.report(now - last) for state in self.servers]
-            last = now
-            try:
-                await trio.to_thread.run_sync(store.report, reports)
-                swept = await trio.to_thread.run_sync(
-                    sweep_spool, self._spool, self.options.spool_dir
-                )
-            except psycopg.Error as error:
-                logger.warning("housekeeping: database unavailable: %s", error)
-                continue
-            if swept:
-                logger.info("removed %d spool chunks below their ranges' resume points", swept)
-            self.observe(Reported(reports, swept))
+        try:
+            while True:
+                await trio.sleep(self.options.report_seconds)
+                last = await self._report_and_sweep(last)
+        finally:
+            # The last figures and sweep when stopped (shielded, time-limited).
+            with trio.CancelScope(shield=True), trio.move_on_after(CLOSE_POOL_SECONDS):
+                await self._report_and_sweep(last)
+
+    async def _report_and_sweep(self, last: float) -> float:
+        now = trio.current_time()
+        reports = [state.report(now - last) for state in self.servers]
+        try:
+            await trio.to_thread.run_sync(ServerStore(self.pool).report, reports)
+            swept = await trio.to_thread.run_sync(sweep_spool, self._spool, self.options.spool_dir)
+        except psycopg.Error as error:
+            logger.warning("housekeeping: database unavailable: %s", error)
+            return now
+        if swept:
+            logger.info("removed %d spool chunks below their ranges' resume points", swept)
+        self.observe(Reported(reports, swept))
+        return now
 
 
 def sweep_spool(spool: SpoolIndex, spool_dir: Path) -> int:

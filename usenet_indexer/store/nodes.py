@@ -18,6 +18,11 @@ TOKEN_BYTES = 32
 
 _CREATE = "INSERT INTO nodes (name, token_hash) VALUES (%s, %s) RETURNING id"
 _BY_HASH = "SELECT id, token_hash FROM nodes WHERE token_hash = %s AND revoked_at IS NULL"
+# A new token for a node (made if missing); its old token stops working.
+_ROTATE = """
+    INSERT INTO nodes (name, token_hash) VALUES (%s, %s)
+    ON CONFLICT (name) DO UPDATE SET token_hash = excluded.token_hash, revoked_at = NULL
+"""
 _SEEN = "UPDATE nodes SET last_seen = now() WHERE id = %s"
 _REVOKE = "UPDATE nodes SET revoked_at = now() WHERE name = %s AND revoked_at IS NULL"
 _LIST = """
@@ -65,6 +70,16 @@ class NodeStore:
                 conn.execute(_CREATE, (name, token_hash(token)))
         except psycopg.errors.UniqueViolation as error:
             raise NodeExists(f"a node named {name!r} exists already") from error
+        return token
+
+    def rotate(self, name: str) -> str:
+        """A new token for the node `name`, created if missing (and un-revoked if revoked).
+
+        `uidx standalone` gives its own edges a fresh token on every start.
+        """
+        token = secrets.token_urlsafe(TOKEN_BYTES)
+        with self.pool.connection() as conn:
+            conn.execute(_ROTATE, (name, token_hash(token)))
         return token
 
     def authenticate(self, token: str) -> int | None:

@@ -79,6 +79,9 @@ _STATES = """
 """
 
 
+_PROGRESS = "SELECT count(*) FILTER (WHERE state <> 'done'), count(*) FROM ranges"
+
+
 class PlanOverlap(UidxError):
     """A planned range would overlap one planned before."""
 
@@ -112,6 +115,14 @@ class Lease:
             "next": self.next,
             "epoch": self.epoch,
         }
+
+
+@attrs.frozen
+class Progress:
+    """Ranges planned in all, and those not done yet."""
+
+    planned: int
+    not_done: int
 
 
 @attrs.frozen
@@ -193,3 +204,15 @@ class RangeStore:
             ).fetchone()
         lowest: int | None = row[0] if row is not None else None
         return lowest
+
+    def progress(self) -> Progress:
+        """How many ranges are planned in all, and how many are not done."""
+        with self.pool.connection() as conn:
+            row = conn.execute(_PROGRESS).fetchone()
+        assert row is not None
+        return Progress(planned=int(row[1]), not_done=int(row[0]))
+
+    def all_done(self) -> bool:
+        """Whether ranges are planned and every one of them is done."""
+        progress = self.progress()
+        return progress.planned > 0 and progress.not_done == 0

@@ -41,7 +41,7 @@ import select
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import FrameType
 
 import attrs
@@ -90,6 +90,12 @@ class ArbiterOptions:
     grace_seconds: float = 30.0
     policy: RestartPolicy = DEFAULT_POLICY
     notify_socket: str = ""
+    # Asked every done_poll_seconds: True stops the workers as SIGTERM would
+    # (`uidx standalone --exit-when-done`); a failing check is logged and retried.
+    done: Callable[[], bool] | None = None
+    done_poll_seconds: float = 2.0
+    # Variables added to the workers' environment (the standalone edges' token).
+    environment: Mapping[str, str] = attrs.field(factory=dict, repr=False)
 
     def __attrs_post_init__(self) -> None:
         if self.processes < 1:
@@ -124,6 +130,7 @@ class Arbiter:
     exit_status: int = EXIT_STOPPED
     _wake_read: int = -1
     _parent_read: int = -1
+    _next_done_check: float = 0.0
 
     @classmethod
     def from_options(cls, options: ArbiterOptions) -> Arbiter:
@@ -174,6 +181,7 @@ class Arbiter:
             self._reap()
             self._restart_due()
             self._kill_late()
+            self._check_done()
         logger.info("supervisor %d: all workers gone, exit %d", os.getpid(), self.exit_status)
         return self.exit_status
 
@@ -183,6 +191,8 @@ class Arbiter:
         deadlines = [*self.pending.values()]
         if self.kill_at is not None and not self.killed:
             deadlines.append(self.kill_at)
+        if self.options.done is not None and not self.stopping:
+            deadlines.append(self._next_done_check)
         timeout = max(0.0, min(deadlines) - self.clock()) if deadlines else None
         if self.signals:
             timeout = 0.0
@@ -258,6 +268,20 @@ class Arbiter:
             )
         self._kill_all()
 
+    def _check_done(self) -> None:
+        if self.options.done is None or self.stopping or self.clock() < self._next_done_check:
+            return
+        self._next_done_check = self.clock() + self.options.done_poll_seconds
+        try:
+            done = self.options.done()
+        except Exception as error:  # the database, say: logged, asked again next time
+            logger.warning(
+                "supervisor %d: cannot tell whether the work is done: %s", os.getpid(), error
+            )
+            return
+        if done:
+            self._stop(signal.SIGTERM, reason="the work is done")
+
     # -- actions
 
     def _spawn(self, slot: int) -> None:
@@ -271,7 +295,12 @@ class Arbiter:
         try:
             # process_group=0: a terminal's Ctrl-C reaches the workers once,
             # forwarded by the arbiter, not twice.
-            process = subprocess.Popen(command, pass_fds=(self._parent_read,), process_group=0)
+            environment = (
+                {**os.environ, **self.options.environment} if self.options.environment else None
+            )
+            process = subprocess.Popen(
+                command, pass_fds=(self._parent_read,), process_group=0, env=environment
+            )
         except OSError as error:
             self._halt(Halt(f"cannot start worker {slot}: {error}", 1))
             return

@@ -30,7 +30,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from usenet_indexer.supervisor import arbiter
 from usenet_indexer.supervisor.policy import DEFAULT_POLICY, RestartPolicy
@@ -97,6 +97,9 @@ def supervised(
     notify_socket: str = "",
     grace_seconds: float = 30.0,
     policy: RestartPolicy = DEFAULT_POLICY,
+    done: Callable[[], bool] | None = None,
+    environment: Mapping[str, str] | None = None,
+    always_supervise: bool = False,
 ) -> int:
     """Run `run_worker` here, or run the supervisor over worker processes.
 
@@ -118,6 +121,11 @@ def supervised(
         notify_socket: $NOTIFY_SOCKET from the settings; empty otherwise.
         grace_seconds: how long a stop waits before SIGKILL.
         policy: restart pauses and halting limits.
+        done: asked every few seconds by the supervisor; True stops the
+            workers (`--exit-when-done`).
+        environment: variables added to the workers' environment.
+        always_supervise: run the supervisor even for one worker (workers
+            of different roles, as in `uidx standalone`).
 
     Returns:
         The worker's exit status, or the supervisor's: 0 after a stop,
@@ -127,7 +135,7 @@ def supervised(
     if is_worker(args):
         return run_worker()
     count = resolve_processes(processes)
-    if count == 1 and not notify_socket:
+    if count == 1 and not notify_socket and not always_supervise:
         return run_worker()
     options = arbiter.ArbiterOptions(
         command=worker_command(worker_argv),
@@ -135,5 +143,7 @@ def supervised(
         grace_seconds=grace_seconds,
         policy=policy,
         notify_socket=notify_socket,
+        done=done,
+        environment=dict(environment or {}),
     )
     return arbiter.run(options)

@@ -1,0 +1,266 @@
+"""The whole pipeline, all real: INN2, PostgreSQL, coordinator, prefetcher, two edges.
+
+`uidx standalone` runs them as worker processes of one supervisor. A
+generated group of 200,000 articles is posted to a private INN2 (its own
+scripts/newsd instance, so that the session's server keeps its articles),
+planned as several ranges, and indexed; the catalog must equal `uidx index`
+over the same overview lines, and the stored batches must cover every
+article exactly once, also when an edge is stopped (SIGTERM) or killed
+(SIGKILL) in the middle of a range.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import attrs
+import pytest
+import trio
+from nntp_fixtures import NEWSD
+from psycopg_pool import ConnectionPool
+from test_edge import assert_same_catalog, offline_index
+
+from usenet_indexer.merge import CatalogRelease
+from usenet_indexer.nntp.client import connect
+from usenet_indexer.store.catalog import CatalogStore
+
+GROUP = "alt.binaries.uidx.e2e"
+ARTICLES = 200_000
+RANGE_ARTICLES = 50_000
+SEED = 11
+RUN_SECONDS = 240
+
+
+@attrs.frozen
+class Posted:
+    """The private INN2 of this module, the group posted to it, and its overview lines."""
+
+    url: str
+    lines: tuple[bytes, ...]
+
+
+def _newsd(*args: str) -> dict[str, object]:
+    done = subprocess.run(
+        [sys.executable, str(NEWSD), *args], capture_output=True, text=True, timeout=600
+    )
+    if done.returncode == 2 and not os.environ.get("CI"):
+        pytest.skip(f"INN2 is not available here: {done.stderr.strip()}")
+    assert done.returncode == 0, done.stderr
+    result: dict[str, object] = json.loads(done.stdout)
+    return result
+
+
+async def _over_all(url: str) -> list[bytes]:
+    async with connect(url) as client:
+        _, low, high = await client.group(GROUP)
+        slices = [(n, min(n + 9_999, high)) for n in range(low, high + 1, 10_000)]
+        return [line async for _, lines in client.over_pipelined(slices) for line in lines]
+
+
+@pytest.fixture(scope="module")
+def posted() -> Iterator[Posted]:
+    folder = Path(tempfile.mkdtemp(prefix="uidx-newsd-e2e-"))
+    try:
+        state = _newsd("start", str(folder), "--groups", GROUP)
+        _newsd(
+            "post", str(folder), "--group", GROUP, "--articles", str(ARTICLES), "--seed", str(SEED)
+        )
+        url = f"nntp://{state['host']}:{state['port']}"
+        lines = trio.run(_over_all, url)
+        assert len(lines) == ARTICLES
+        yield Posted(url, tuple(lines))
+    finally:
+        subprocess.run([sys.executable, str(NEWSD), "stop", str(folder)], timeout=60, check=False)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def expected(posted: Posted, tmp_path_factory: pytest.TempPathFactory) -> list[CatalogRelease]:
+    """What `uidx index` makes of the same overview lines."""
+    return offline_index(tmp_path_factory.mktemp("offline"), list(posted.lines))
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+@attrs.frozen
+class Run:
+    env: dict[str, str]
+    pool: ConnectionPool
+
+    def uidx(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "usenet_indexer", *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    def start(self) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "usenet_indexer", "standalone", "--exit-when-done",
+             "--processes", "2"],
+            env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )  # fmt: skip
+
+    def rows(self, sql: str) -> list[tuple[object, ...]]:
+        with self.pool.connection() as conn:
+            return list(conn.execute(sql).fetchall())
+
+
+@pytest.fixture
+def run(posted: Posted, pg_url: str, pool: ConnectionPool, tmp_path: Path) -> Run:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("UIDX_")}
+    env.update(
+        DATABASE_URL=pg_url,
+        UIDX_HOME=str(tmp_path),
+        UIDX_NNTP=f"{posted.url}?connections=2",
+        UIDX_LISTEN=f"127.0.0.1:{_free_port()}",
+        UIDX_BATCH_ARTICLES="10000",
+        UIDX_PREFETCH_CHUNK_ARTICLES="5000",
+        UIDX_PREFETCH_SLICE_ARTICLES="1000",
+        UIDX_PREFETCH_POLL_SECONDS="0.2",
+        UIDX_IDLE_SECONDS="0.2",
+    )
+    planned = Run(env, pool)
+    added = planned.uidx("groups", "add", GROUP)
+    assert added.returncode == 0, added.stderr
+    plan = planned.uidx(
+        "ranges", "plan", GROUP, "--from", "1", "--to", str(ARTICLES), "--size", str(RANGE_ARTICLES)
+    )
+    assert plan.returncode == 0, plan.stderr
+    return planned
+
+
+def _stderr_until(
+    process: subprocess.Popen[bytes], condition: Callable[[str], bool], seconds: float
+) -> list[str]:
+    """The process's log lines until one meets the condition."""
+    assert process.stderr is not None
+    fd = process.stderr.fileno()
+    deadline = time.monotonic() + seconds
+    seen: list[str] = []
+    buffer = b""
+    while True:
+        left = deadline - time.monotonic()
+        assert left > 0, "".join(seen)[-4000:]
+        readable, _, _ = select.select([fd], [], [], left)
+        if not readable:
+            continue
+        data = os.read(fd, 65536)
+        assert data, "uidx standalone exited:\n" + "".join(seen)[-4000:]
+        buffer += data
+        *lines, buffer = buffer.split(b"\n")
+        for raw in lines:
+            line = raw.decode(errors="replace")
+            seen.append(line + "\n")
+            if condition(line):
+                return seen
+
+
+def _finish(process: subprocess.Popen[bytes]) -> tuple[int, str, str]:
+    try:
+        out, err = process.communicate(timeout=RUN_SECONDS)
+    finally:
+        process.kill()
+        process.wait()
+    return process.returncode, out.decode(), err.decode()
+
+
+def _assert_every_article_once(run: Run, expected: list[CatalogRelease]) -> None:
+    """Batches tile every range exactly once; the catalog is what `uidx index` makes."""
+    batches = run.rows(
+        "SELECT r.first_article, r.last_article, b.batch_first, b.batch_next, b.segments"
+        " FROM batches b JOIN ranges r ON r.id = b.range_id ORDER BY b.batch_first"
+    )
+    at = 1
+    for _first, _last, batch_first, batch_next, _segments in batches:
+        assert batch_first == at, f"hole or overlap at article {at}"
+        at = int(str(batch_next))
+    assert at == ARTICLES + 1
+    stored_segments = sum(int(str(row[4])) for row in batches)
+    expected_segments = sum(len(f.segments) for r in expected for f in r.files)
+    assert stored_segments == expected_segments
+    assert run.rows("SELECT count(*) FROM ranges WHERE state <> 'done'") == [(0,)]
+    assert_same_catalog(CatalogStore(run.pool).export(), expected)
+
+
+def test_standalone_indexes_a_group_into_the_catalog_uidx_index_makes(
+    run: Run, expected: list[CatalogRelease]
+) -> None:
+    code, out, err = _finish(run.start())
+    assert code == 0, err[-4000:]
+    assert "uidx status" in out
+    assert "catalog export" in out
+    _assert_every_article_once(run, expected)
+    status = run.uidx("status")
+    assert re.search(rf"{re.escape(GROUP)}\s+done\s+4\s+200,000\s+200,000", status.stdout)
+    # The prefetcher's last report: its server, 2 connections at most, every line.
+    server = posted_server(run)
+    (line,) = [line for line in status.stdout.splitlines() if server in line]
+    assert "/2   connections" in line
+    assert int(re.findall(r"([\d,]+) lines ", line)[-1].replace(",", "")) >= ARTICLES
+    export = run.uidx("catalog", "export", "--out", str(Path(run.env["UIDX_HOME"]) / "c.jsonl"))
+    assert export.returncode == 0, export.stderr
+    # Every chunk is swept once its range is done.
+    assert run.rows("SELECT count(*) FROM spool_chunks") == [(0,)]
+
+
+def posted_server(run: Run) -> str:
+    """host:port of the NNTP server in the run's settings."""
+    return run.env["UIDX_NNTP"].split("//", 1)[1].split("?", 1)[0]
+
+
+def _worker_pids(lines: list[str]) -> dict[int, int]:
+    for line in lines:
+        found = re.search(r"workers started: ([\d: ]+)$", line)
+        if found:
+            return {int(s): int(p) for s, p in (w.split(":") for w in found.group(1).split())}
+    raise AssertionError("no 'workers started' line")
+
+
+@pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "kill-9"])
+def test_an_edge_stopped_mid_range_loses_and_doubles_nothing(
+    run: Run, expected: list[CatalogRelease], how: signal.Signals
+) -> None:
+    if how is signal.SIGKILL:
+        # The killed edge's lease passes on after the TTL (a short one here).
+        run.env["UIDX_LEASE_TTL_SECONDS"] = "3"
+    process = run.start()
+    try:
+        seen = _stderr_until(process, lambda line: "workers started" in line, 60)
+        edge = _worker_pids(seen)[2]
+        # A batch is stored: the ranges are leased and have more batches to go.
+        _stderr_until(process, lambda line: "stored batch" in line, 120)
+        os.kill(edge, how)
+    except BaseException:
+        process.kill()
+        raise
+    code, _out, err = _finish(process)
+    assert code == 0, err[-4000:]
+    if how is signal.SIGTERM:
+        assert "range goes back" in err
+    else:
+        assert "restarting in" in err  # the supervisor restarts the killed edge
+    # The range was taken over: a later grant has a higher epoch.
+    (epoch,) = run.rows("SELECT max(epoch) FROM ranges")[0]
+    assert isinstance(epoch, int)
+    assert epoch >= 2
+    _assert_every_article_once(run, expected)

@@ -1,0 +1,158 @@
+"""`uidx standalone`: the whole indexer on one machine, under one supervisor.
+
+Runs the coordinator (the embedded PostgreSQL unless DATABASE_URL is set),
+the spool-prefetcher (against the NNTP servers of UIDX_NNTP) and edge
+workers (--processes N, 0 = one per core, the default), each a worker
+process of one supervisor: worker 0 is the coordinator, worker 1 the
+prefetcher, the others are edges. The edges are the node `standalone`,
+which gets a fresh token at every start (passed to them in their
+environment, never on a command line).
+
+It indexes what is planned (`uidx groups add`, `uidx ranges plan`);
+--exit-when-done stops it once every planned range is done, for scripts and
+tests. SIGTERM or SIGINT stops every worker as their own commands do: the
+edges give their ranges back.
+
+Where to look afterwards: `uidx status`, and `uidx catalog export --out FILE`
+(the schema of `uidx index`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+import trio
+
+from usenet_indexer.commands import edge as edge_command
+from usenet_indexer.commands import non_negative_int
+from usenet_indexer.commands import prefetch as prefetch_command
+from usenet_indexer.config import Settings, from_process
+from usenet_indexer.coordinator.daemon import run_coordinator
+from usenet_indexer.edge.options import EdgeOptions
+from usenet_indexer.errors import ConfigError, run_reporting
+from usenet_indexer.pgcluster import Cluster, database_url
+from usenet_indexer.prefetch.daemon import PrefetchOptions
+from usenet_indexer.prefetch.servers import server_configs
+from usenet_indexer.store.database import migrate_url
+from usenet_indexer.store.nodes import NodeStore
+from usenet_indexer.store.pool import open_pool
+from usenet_indexer.store.ranges import RangeStore
+from usenet_indexer.supervisor.entry import (
+    add_worker_arguments,
+    global_argv,
+    resolve_processes,
+    supervised,
+)
+
+logger = logging.getLogger(__name__)
+
+NODE_NAME = "standalone"
+COORDINATOR_SLOT = 0
+PREFETCH_SLOT = 1
+FIRST_EDGE_SLOT = 2
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register `uidx standalone`."""
+    parser = subparsers.add_parser(
+        "standalone",
+        help="coordinator, prefetcher and edges together on one machine",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--processes",
+        type=non_negative_int,
+        default=0,
+        help="edge worker processes (0 = one per core, the default)",
+    )
+    parser.add_argument(
+        "--exit-when-done",
+        action="store_true",
+        help="stop once every planned range is done (nothing planned: stop at once)",
+    )
+    add_worker_arguments(parser)
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the indexer until SIGTERM/SIGINT, or until the planned ranges are done.
+
+    Raises:
+        ConfigError: no NNTP server, or a bad setting (named).
+        DatabaseError: the database cannot be started, reached or migrated.
+    """
+    settings = from_process(args.config)
+    server_configs(settings.nntp, settings.nntp_connections)
+    PrefetchOptions.from_settings(settings)
+    if args.worker_slot is not None:
+        return _run_worker(settings, args.worker_slot, args.parent_fd)
+    edges = resolve_processes(args.processes)
+    url, cluster = database_url(settings.database_url, settings.home)
+    started = _start_cluster(cluster)
+    try:
+        migrate_url(url)
+        with open_pool(url, settings, max_size=1) as pool:
+            token = NodeStore(pool).rotate(NODE_NAME)
+            ranges = RangeStore(pool)
+            if args.exit_when_done and ranges.progress().planned == 0:
+                print("nothing is planned: see `uidx groups add` and `uidx ranges plan`")
+                return 0
+            status = supervised(
+                args,
+                FIRST_EDGE_SLOT + edges,
+                [*global_argv(args), "standalone"],
+                lambda: 0,  # never called: always_supervise
+                notify_socket=settings.notify_socket,
+                done=ranges.all_done if args.exit_when_done else None,
+                environment={
+                    "COORDINATOR_URL": coordinator_url(settings.listen),
+                    "NODE_TOKEN": token,
+                },
+                always_supervise=True,
+            )
+    finally:
+        if started is not None:
+            started.stop()
+            logger.info("embedded PostgreSQL in %s stopped", started.data_dir)
+    if status == 0:
+        print(
+            "Where to look: `uidx status` (groups, ranges, nodes, servers) and"
+            " `uidx catalog export --out catalog.jsonl` (the schema of `uidx index`)."
+        )
+    return status
+
+
+def coordinator_url(listen: str) -> str:
+    """The URL the edges use for the coordinator's `listen` address."""
+    host, _, port = listen.rpartition(":")
+    host = host.strip("[]")
+    if host in ("", "0.0.0.0"):
+        host = "127.0.0.1"
+    elif host == "::":
+        host = "::1"
+    if ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{port}"
+
+
+def _start_cluster(cluster: Cluster | None) -> Cluster | None:
+    # The cluster this process started (and so stops); the workers find it running.
+    if cluster is None or cluster.status().running:
+        return None
+    cluster.start()
+    logger.info("embedded PostgreSQL in %s started", cluster.data_dir)
+    return cluster
+
+
+def _run_worker(settings: Settings, slot: int, parent_fd: int | None) -> int:
+    if slot == COORDINATOR_SLOT:
+        run_reporting(lambda: trio.run(run_coordinator, settings))
+        return 0
+    if slot == PREFETCH_SLOT:
+        return prefetch_command.run_worker(settings, parent_fd)
+    if not settings.coordinator_url or not settings.node_token:
+        raise ConfigError("node_token", "a standalone edge is started by `uidx standalone`")
+    options = EdgeOptions.from_settings(settings, ranges=None, batch_articles=None)
+    return edge_command.run_worker(settings, options, parent_fd)
