@@ -89,6 +89,8 @@ def run(args: argparse.Namespace) -> int:
     if args.worker_slot is not None:
         return _run_worker(settings, args.worker_slot, args.parent_fd)
     edges = resolve_processes(args.processes)
+    if settings.listen_host_port[1] == 0:
+        raise ConfigError("listen", "uidx standalone needs a fixed port: its edges connect to it")
     url, cluster = database_url(settings.database_url, settings.home)
     started = _start_cluster(cluster)
     try:
