@@ -737,3 +737,57 @@ async def test_supervised_edges_halt_on_a_rejected_token(
     assert done.returncode == 78, log
     assert "refused this node's token" in log
     assert "not-a-token-of-this-coordinator" not in log
+
+
+@attrs.define
+class TwoRangeCoordinator:
+    """A FAKE node API leasing two ranges, whose first range's batch is only
+    answered once the second range is leased: an edge that waited for the
+    post before leasing again would never get there."""
+
+    frames: list[Frame]
+    second_leased: trio.Event = attrs.field(factory=trio.Event)
+    calls: list[str] = attrs.field(factory=list)
+    _leases: int = 0
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        *_, range_id, action = scope["path"].rsplit("/", 2)
+        while (await receive()).get("more_body"):
+            pass
+        status, answer = 200, b"{}"
+        if action == "lease":
+            self._leases += 1
+            if self._leases > 2:
+                status, answer = 204, b""
+            else:
+                lease = {"id": self._leases, "group": "alt.binaries.fake", "first": 1,
+                         "last": 3, "next": 1, "epoch": 1}  # fmt: skip
+                rules = [rule.to_wire() for rule in DEFAULT_RULES]
+                answer = httpx.Response(200, json={"range": lease, "rules": rules}).content
+                if self._leases == 2:
+                    self.second_leased.set()
+        elif action == "stream":
+            answer = b"".join(encode_frame(frame) for frame in self.frames)
+        elif action == "batches":
+            if range_id == "1":
+                await self.second_leased.wait()
+            answer = b'{"stored": true, "already": false}'
+        self.calls.append(f"{action} {range_id}" if action != "lease" else action)
+        await send({"type": "http.response.start", "status": status, "headers": []})
+        await send({"type": "http.response.body", "body": answer})
+
+
+@pytest.mark.trio
+async def test_the_next_range_is_leased_while_the_last_post_of_one_is_in_flight(
+    settings: Settings,
+) -> None:
+    payload = zlib.compress(fake_lines())
+    fake = TwoRangeCoordinator([Frame.chunk(1, 3, payload, codec=Codec.ZLIB), Frame.end(3)])
+    with trio.fail_after(DEADLINE_SECONDS):
+        totals = await worker.run(
+            settings, options=fake_options(ranges=2), transport=httpx.ASGITransport(app=fake)
+        )
+    assert totals == EdgeTotals(finished=2)
+    # Range 1's batch is answered after the second lease; both ranges finish.
+    assert fake.calls.index("lease", 1) < fake.calls.index("batches 1")
+    assert fake.calls.count("finish 1") == fake.calls.count("finish 2") == 1

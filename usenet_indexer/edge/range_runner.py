@@ -16,6 +16,13 @@ waits until the other side takes the item), which is what bounds memory:
   is in flight the loop indexes on, and at most one batch waits behind it.
 - Heartbeats keep the lease when batches are far apart.
 
+The tail. Once the last batch is handed to the poster, the range's
+indexing is done: `run` sets its `indexed` event so that the worker leases
+the next range while this one's last post and `finish` go on (a post takes
+seconds on a busy coordinator). A `tail` semaphore (one slot, shared by the
+worker's ranges) is taken first, so at most one range is in its tail while
+the next one indexes: memory stays at two ranges' batches.
+
 Endings. END: the last batch is posted, then `finish`. A stop (the stop
 event), an ERROR frame or a broken stream: the current chunk is indexed to
 its end, what is indexed is posted, and the range is given back. A 409 from
@@ -136,6 +143,10 @@ class RangeRunner:
     options: EdgeOptions
     stop: trio.Event
     observe: Observer = ignore
+    indexed: trio.Event = attrs.field(factory=trio.Event)
+    tail: trio.Semaphore | None = None
+    report: RangeReport | None = attrs.field(init=False, default=None)
+    _in_tail: bool = attrs.field(init=False, default=False)
     _indexer: RangeIndexer = attrs.field(init=False)
     _tally: _Tally = attrs.field(init=False)
     _last_contact: float = attrs.field(init=False, default=0.0)
@@ -163,14 +174,26 @@ class RangeRunner:
             outcome, reason = Outcome.FAILED, _reasons(group)
             logger.error("%s: failed", self.lease, exc_info=group)
         finally:
-            if outcome in {Outcome.GIVEN_BACK, Outcome.FAILED}:
-                with trio.move_on_after(self.options.give_back_seconds, shield=True):
-                    await self._give_back()
-            report = self._report(outcome, reason, trio.current_time() - started)
-            log = logger.info if outcome is Outcome.FINISHED else logger.warning
-            log("%s", report.describe())
+            try:
+                if outcome in {Outcome.GIVEN_BACK, Outcome.FAILED}:
+                    with trio.move_on_after(self.options.give_back_seconds, shield=True):
+                        await self._give_back()
+                report = self.report = self._report(outcome, reason, trio.current_time() - started)
+                log = logger.info if outcome is Outcome.FINISHED else logger.warning
+                log("%s", report.describe())
+            finally:
+                if self._in_tail and self.tail is not None:
+                    self.tail.release()
+                self.indexed.set()
         self.observe(EdgeEvent(EventKind.RANGE_DONE, self.lease.range_id, self._tally.resume))
         return report
+
+    async def _indexing_done(self) -> None:
+        # The next range may start indexing: wait for the tail slot, then say so.
+        if self.tail is not None:
+            await self.tail.acquire()
+            self._in_tail = True
+        self.indexed.set()
 
     def _report(self, outcome: Outcome, reason: str, seconds: float) -> RangeReport:
         tally = self._tally
@@ -255,6 +278,7 @@ class RangeRunner:
                 batch = self._indexer.finish()
                 if batch.next > batch.first or batch.lines:
                     await batches.send(batch)
+                await self._indexing_done()
                 return None
             if self._indexer.pending_articles >= self.options.batch_articles:
                 await batches.send(self._indexer.take())

@@ -1,5 +1,10 @@
 """The edge worker: lease a range, run it, lease the next; idle when there is none.
 
+Ranges overlap by their tails: once a range's indexing is done (its last
+batch handed to the poster), the next lease is taken and indexed while the
+last post and `finish` of the previous range go on, at most one range in
+its tail at a time (see range_runner's "The tail").
+
 A 204 means nothing to do: the worker waits `idle_seconds` (cut short by a
 stop) and asks again; with `ranges` set it ends instead, so a script's
 `uidx edge --ranges N` returns when the work is done. A failed range is
@@ -11,6 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Awaitable, Callable
 
 import attrs
 import httpx
@@ -21,6 +27,7 @@ from usenet_indexer.edge.client import EdgeLease, NodeApiError, NodeClient, open
 from usenet_indexer.edge.events import Observer, ignore
 from usenet_indexer.edge.options import EdgeOptions
 from usenet_indexer.edge.range_runner import Outcome, RangeRunner
+from usenet_indexer.errors import sole_error
 
 logger = logging.getLogger(__name__)
 
@@ -90,20 +97,48 @@ async def _leases(
     client: NodeClient, options: EdgeOptions, stop: trio.Event, observe: Observer
 ) -> EdgeTotals:
     outcomes: Counter[Outcome] = Counter()
-    while not stop.is_set() and (options.ranges is None or outcomes.total() < options.ranges):
+
+    async def run_range(runner: RangeRunner) -> None:
+        report = await runner.run()
+        outcomes[report.outcome] += 1
+
+    try:
+        async with trio.open_nursery() as ranges:
+            await _lease_loop(client, options, stop, observe, ranges, run_range)
+    except BaseExceptionGroup as group:
+        # A refused token or a failed lease (with `ranges`) comes out bare, as before the nursery.
+        error = sole_error(group)
+        if isinstance(error, NodeApiError):
+            raise error from None
+        raise
+    totals = EdgeTotals.from_counts(outcomes)
+    logger.info("edge worker done: %s", totals)
+    return totals
+
+
+async def _lease_loop(
+    client: NodeClient,
+    options: EdgeOptions,
+    stop: trio.Event,
+    observe: Observer,
+    ranges: trio.Nursery,
+    run_range: Callable[[RangeRunner], Awaitable[None]],
+) -> None:
+    tail = trio.Semaphore(1)
+    leased = 0
+    while not stop.is_set() and (options.ranges is None or leased < options.ranges):
         lease = await _lease(client, options)
         if lease is None:
             if options.ranges is not None:
                 break
             await _idle(stop, options.idle_seconds)
             continue
-        report = await RangeRunner(client, lease, options, stop, observe).run()
-        outcomes[report.outcome] += 1
-        if report.outcome is Outcome.FAILED:
+        leased += 1
+        runner = RangeRunner(client, lease, options, stop, observe, tail=tail)
+        ranges.start_soon(run_range, runner)
+        await runner.indexed.wait()
+        if runner.report is not None and runner.report.outcome is Outcome.FAILED:
             await _idle(stop, options.idle_seconds)
-    totals = EdgeTotals.from_counts(outcomes)
-    logger.info("edge worker done: %s", totals)
-    return totals
 
 
 async def _lease(client: NodeClient, options: EdgeOptions) -> EdgeLease | None:
