@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import gzip
 import struct
@@ -10,7 +9,6 @@ import tracemalloc
 import zlib
 from array import array
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import attrs
@@ -20,7 +18,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from isal import isal_zlib
 
-import usenet_indexer.batchwire
 from usenet_indexer.batch import Batch, FileChunk, ProbeCandidate, ReleaseChunk, RuleCount
 from usenet_indexer.batchwire import (
     BatchLimits,
@@ -548,11 +545,3 @@ def test_mutated_bodies_give_a_batch_or_malformed_batch(
     except MalformedBatch:
         return
     assert isinstance(decoded.batch, Batch)
-
-
-def test_the_codec_is_pure() -> None:
-    tree = ast.parse(Path(str(usenet_indexer.batchwire.__file__)).read_text())
-    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    imported |= {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
-    roots = {name.split(".")[0] for name in imported}
-    assert not roots & {"trio", "httpx", "psycopg", "socket", "os", "time", "asyncio"}

@@ -8,7 +8,6 @@ milliseconds.
 
 from __future__ import annotations
 
-import ast
 import gzip
 import logging
 import os
@@ -34,7 +33,6 @@ from usenet_indexer.config import Settings
 from usenet_indexer.coordinator.server import serve
 from usenet_indexer.coordinator.stores import Stores
 from usenet_indexer.coordinator.stream import StreamTiming
-from usenet_indexer.edge import chunks as edge_chunks
 from usenet_indexer.edge import worker
 from usenet_indexer.edge.chunks import ChunkError, inflate, lines_from
 from usenet_indexer.edge.client import (
@@ -694,21 +692,6 @@ def test_lines_from_drops_what_is_stored_already() -> None:
     assert lines_from(data, 6) == b"6\tb\nbroken\n7\tc"
     assert lines_from(data, 8) == b""
     assert lines_from(data, 1) == b"5\ta\n6\tb\nbroken\n7\tc"
-
-
-def test_the_chunk_module_is_pure() -> None:
-    tree = ast.parse(Path(edge_chunks.__file__).read_text())
-    imported = {
-        name.split(".")[0]
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Import | ast.ImportFrom)
-        for name in (
-            [alias.name for alias in node.names]
-            if isinstance(node, ast.Import)
-            else [node.module or ""]
-        )
-    }
-    assert not imported & {"trio", "httpx", "psycopg", "socket", "os", "time"}
 
 
 # --- under the supervisor -----------------------------------------------------------

@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import struct
 import time
 from collections.abc import Callable, Iterable
 from itertools import accumulate
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import usenet_indexer.frames
 from usenet_indexer.errors import LocalProtocolError, RemoteProtocolError
 from usenet_indexer.frames import (
     CLOSED,
@@ -333,11 +330,3 @@ def test_arbitrary_bytes_give_frames_or_frame_error(data: bytes, piece: int) -> 
         decoder.receive_eof()
         while isinstance(decoder.next_frame(), Frame):
             pass
-
-
-def test_the_codec_is_pure() -> None:
-    tree = ast.parse(Path(str(usenet_indexer.frames.__file__)).read_text())
-    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    imported |= {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
-    roots = {name.split(".")[0] for name in imported}
-    assert not roots & {"trio", "httpx", "psycopg", "socket", "os", "time", "asyncio"}

