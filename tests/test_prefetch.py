@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import os
-import select
 import signal
 import subprocess
 import sys
-import time
 import zlib
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +16,7 @@ import trio.testing
 from hypothesis import given
 from hypothesis import strategies as st
 from nntp_fixtures import NewsServer
+from process_logs import log_until
 from psycopg_pool import ConnectionPool
 
 from usenet_indexer.cli import main
@@ -315,31 +314,6 @@ def _end(process: subprocess.Popen[bytes]) -> None:
         process.stderr.close()
 
 
-def _stderr_until(
-    process: subprocess.Popen[bytes], condition: Callable[[bytes], bool], seconds: float
-) -> list[bytes]:
-    """The process's log lines until one meets the condition (fails after `seconds`)."""
-    assert process.stderr is not None
-    fd = process.stderr.fileno()
-    deadline = time.monotonic() + seconds
-    seen: list[bytes] = []
-    buffer = b""
-    while True:
-        left = deadline - time.monotonic()
-        assert left > 0, b"".join(seen).decode(errors="replace")[-3000:]
-        readable, _, _ = select.select([fd], [], [], left)
-        if not readable:
-            continue
-        data = os.read(fd, 65536)
-        assert data, "the prefetcher exited:\n" + b"".join(seen).decode(errors="replace")[-3000:]
-        buffer += data
-        *lines, buffer = buffer.split(b"\n")
-        for line in lines:
-            seen.append(line + b"\n")
-            if condition(line):
-                return seen
-
-
 @pytest.fixture
 def prefetch_env(news_server: NewsServer, pg_url: str, tmp_path: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("UIDX_")}
@@ -363,25 +337,25 @@ def test_a_range_is_filled_exactly_once_across_a_kill_9(
 
     landed = 0
 
-    def three_chunks(line: bytes) -> bool:
+    def three_chunks(line: str) -> bool:
         nonlocal landed
-        landed += b" lines, " in line
+        landed += " lines, " in line
         return landed == 3
 
     first = _start(prefetch_env)
     try:
-        _stderr_until(first, three_chunks, 60)
+        log_until(first, three_chunks, 60)
     finally:
         _end(first)
     partial = _read_spool(pool, spool_dir, group_id)
     assert 2 <= len(partial) < 15
 
-    def complete(_line: bytes) -> bool:
+    def complete(_line: str) -> bool:
         return sum(c.last - c.first + 1 for c in _read_spool(pool, spool_dir, group_id)) >= 60_000
 
     second = _start(prefetch_env)
     try:
-        _stderr_until(second, complete, DEADLINE_SECONDS)
+        log_until(second, complete, DEADLINE_SECONDS)
         second.send_signal(signal.SIGTERM)
         assert second.wait(timeout=30) == 0
     finally:

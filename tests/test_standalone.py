@@ -14,21 +14,20 @@ from __future__ import annotations
 import json
 import os
 import re
-import select
 import shutil
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import attrs
 import pytest
 import trio
 from nntp_fixtures import NEWSD
+from process_logs import log_until
 from psycopg_pool import ConnectionPool
 from test_edge import assert_same_catalog, offline_index
 
@@ -149,32 +148,6 @@ def run(posted: Posted, pg_url: str, pool: ConnectionPool, tmp_path: Path) -> Ru
     return planned
 
 
-def _stderr_until(
-    process: subprocess.Popen[bytes], condition: Callable[[str], bool], seconds: float
-) -> list[str]:
-    """The process's log lines until one meets the condition."""
-    assert process.stderr is not None
-    fd = process.stderr.fileno()
-    deadline = time.monotonic() + seconds
-    seen: list[str] = []
-    buffer = b""
-    while True:
-        left = deadline - time.monotonic()
-        assert left > 0, "".join(seen)[-4000:]
-        readable, _, _ = select.select([fd], [], [], left)
-        if not readable:
-            continue
-        data = os.read(fd, 65536)
-        assert data, "uidx standalone exited:\n" + "".join(seen)[-4000:]
-        buffer += data
-        *lines, buffer = buffer.split(b"\n")
-        for raw in lines:
-            line = raw.decode(errors="replace")
-            seen.append(line + "\n")
-            if condition(line):
-                return seen
-
-
 def _finish(process: subprocess.Popen[bytes]) -> tuple[int, str, str]:
     try:
         out, err = process.communicate(timeout=RUN_SECONDS)
@@ -245,10 +218,10 @@ def test_an_edge_stopped_mid_range_loses_and_doubles_nothing(
         run.env["UIDX_LEASE_TTL_SECONDS"] = "3"
     process = run.start()
     try:
-        seen = _stderr_until(process, lambda line: "workers started" in line, 60)
+        seen = log_until(process, lambda line: "workers started" in line, 60)
         edge = _worker_pids(seen)[2]
         # A batch is stored: the ranges are leased and have more batches to go.
-        _stderr_until(process, lambda line: "stored batch" in line, 120)
+        log_until(process, lambda line: "stored batch" in line, 120)
         os.kill(edge, how)
     except BaseException:
         process.kill()
