@@ -74,7 +74,9 @@ class ChunkWriter:
     def write(self, lines: list[bytes]) -> None:
         """Add overview lines (without line ends)."""
         if lines:
-            self._stream.write(self._compressor.compress(b"\n".join(lines) + b"\n"))
+            # Two calls, not `join(...) + b"\n"`: that would copy the slice's text again.
+            self._stream.write(self._compressor.compress(b"\n".join(lines)))
+            self._stream.write(self._compressor.compress(b"\n"))
             self.lines += len(lines)
 
     def commit(self) -> tuple[Path, int, Codec]:

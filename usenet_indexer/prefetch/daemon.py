@@ -197,6 +197,16 @@ class Scheduler:
         return jobs, over
 
 
+@attrs.define
+class _Selected:
+    """The group a connection selected last, with what GROUP said, and when."""
+
+    group: str = ""
+    low: int = 0
+    high: int = 0
+    at: float = -math.inf
+
+
 @attrs.define(eq=False)
 class Prefetcher:
     """The connections of every server, the scheduler and the housekeeping."""
@@ -240,9 +250,10 @@ class Prefetcher:
             try:
                 async with self._connect(state, slot) as client:
                     state.open += 1
+                    selected = _Selected()
                     try:
                         while job is not None:
-                            await self._fetch(client, index, state, job)
+                            await self._fetch(client, selected, state, job)
                             # Read after each chunk: a fallback may have switched it off.
                             state.compression = client.compression
                             self._scheduler.done(job)
@@ -286,10 +297,15 @@ class Prefetcher:
         )
 
     async def _fetch(
-        self, client: NNTPClient, index: int, state: ServerState, job: ChunkJob
+        self, client: NNTPClient, selected: _Selected, state: ServerState, job: ChunkJob
     ) -> None:
-        _count, low, high = await client.group(job.group)
-        await self._note_watermarks(job.group_id, low, high)
+        now = trio.current_time()
+        if selected.group == job.group and now - selected.at < self.options.poll_seconds:
+            low, high = selected.low, selected.high  # selected a moment ago: no round trip
+        else:
+            _count, low, high = await client.group(job.group)
+            selected.group, selected.low, selected.high, selected.at = job.group, low, high, now
+            await self._note_watermarks(job.group_id, low, high)
         if job.last < low:
             await self._land(job, state, None)
             return
