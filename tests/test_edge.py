@@ -774,3 +774,25 @@ async def test_the_next_range_is_leased_while_the_last_post_of_one_is_in_flight(
     # Range 1's batch is answered after the second lease; both ranges finish.
     assert fake.calls.index("lease", 1) < fake.calls.index("batches 1")
     assert fake.calls.count("finish 1") == fake.calls.count("finish 2") == 1
+
+
+def test_the_gc_policy_turns_automatic_collection_off_and_collects_on_demand() -> None:
+    import gc
+    import weakref
+
+    from usenet_indexer.gcpolicy import collect_all, no_cyclic_gc
+
+    class Node:
+        other: object = None
+
+    was = gc.isenabled()
+    with no_cyclic_gc():
+        assert not gc.isenabled()
+        first, second = Node(), Node()
+        first.other, second.other = second, first  # a cycle only the collector frees
+        gone = weakref.ref(first)
+        del first, second
+        assert gone() is not None
+        collect_all()
+        assert gone() is None
+    assert gc.isenabled() == was

@@ -32,6 +32,7 @@ from usenet_indexer.edge import worker
 from usenet_indexer.edge.client import NodeApiError
 from usenet_indexer.edge.options import EdgeOptions
 from usenet_indexer.errors import UidxError, sole_error
+from usenet_indexer.gcpolicy import no_cyclic_gc
 from usenet_indexer.supervisor import EXIT_STARTUP_ERROR
 from usenet_indexer.supervisor.entry import add_worker_arguments, global_argv, supervised
 from usenet_indexer.supervisor.parent import watch_parent
@@ -106,7 +107,9 @@ def run(args: argparse.Namespace) -> int:
 def run_worker(settings: Settings, options: EdgeOptions, parent_fd: int | None) -> int:
     """One worker in this process; 78 when the coordinator refuses its token."""
     try:
-        trio.run(partial(_until_signal, settings, options, parent_fd))
+        # Collections at the range runner's own points (gcpolicy): not while it indexes.
+        with no_cyclic_gc():
+            trio.run(partial(_until_signal, settings, options, parent_fd))
     except BaseExceptionGroup as group:
         error = sole_error(group)
         if isinstance(error, NodeApiError) and error.status in (401, 403):

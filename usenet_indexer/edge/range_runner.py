@@ -50,6 +50,7 @@ from usenet_indexer.edge.client import EdgeLease, LeaseLostError, NodeApiError, 
 from usenet_indexer.edge.events import EdgeEvent, EventKind, Observer, ignore
 from usenet_indexer.edge.options import EdgeOptions
 from usenet_indexer.frames import CLOSED, Frame, FrameDecoder, FrameError, FrameKind
+from usenet_indexer.gcpolicy import collect_all
 from usenet_indexer.indexer import RangeIndexer
 
 logger = logging.getLogger(__name__)
@@ -282,6 +283,9 @@ class RangeRunner:
                 return None
             if self._indexer.pending_articles >= self.options.batch_articles:
                 await batches.send(self._indexer.take())
+                # The worker runs without automatic cyclic GC (gcpolicy): collect
+                # now, while the batch's open files are gone.
+                collect_all()
             if self.stop.is_set():
                 return STOPPING
         # The reader ends without END or a reason only when stopped.

@@ -28,6 +28,7 @@ from usenet_indexer.edge.events import Observer, ignore
 from usenet_indexer.edge.options import EdgeOptions
 from usenet_indexer.edge.range_runner import Outcome, RangeRunner
 from usenet_indexer.errors import sole_error
+from usenet_indexer.gcpolicy import collect_all
 
 logger = logging.getLogger(__name__)
 
@@ -153,5 +154,7 @@ async def _lease(client: NodeClient, options: EdgeOptions) -> EdgeLease | None:
 
 
 async def _idle(stop: trio.Event, seconds: float) -> None:
+    # Without automatic cyclic GC (gcpolicy), an idle worker collects here.
+    collect_all()
     with trio.move_on_after(seconds):
         await stop.wait()
