@@ -247,10 +247,14 @@ def test_the_catalog_equals_an_offline_index_of_the_same_lines(
     middle = (low + high) // 2
     stores.ranges.plan(group, low, middle, middle - low + 1)
     stores.ranges.plan(group, middle + 1, high, high - middle)
+    leases = []
     for name in ("a", "b"):
         node_id = node(stores, name)
         lease = stores.ranges.lease(node_id, TTL)
         assert lease is not None
+        leases.append((node_id, lease))
+    # The later range is stored first: the catalog must not depend on the order.
+    for node_id, lease in reversed(leases):
         lines = [
             line for line in generated.lines if lease.first <= (_number(line) or -1) <= lease.last
         ]

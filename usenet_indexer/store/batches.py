@@ -19,6 +19,13 @@ fragment (fragments.py) through one binary COPY, packed while the COPY runs:
 the server stores rows as the next chunks are packed, and COPY takes half
 the server time of INSERT ... unnest(bytea[]) (which builds and then splits
 one array of megabytes).
+
+`BatchStore.fenced = False` is a test-only switch (the negative control of
+scripts/chaos, through the hidden `uidx coordinator --unsafe-no-fence`): the
+resume point is moved without the compare-and-set, so neither a stale
+caller nor a stored retry is told apart (the primary keys of batches,
+fragments and rule_counts then still refuse an exact replay, as a 500: the
+negative control drops them too). Never a setting.
 """
 
 from __future__ import annotations
@@ -30,7 +37,7 @@ from psycopg import Connection, sql
 from psycopg_pool import ConnectionPool
 
 from usenet_indexer import fragments
-from usenet_indexer.batch import Batch, ReleaseChunk
+from usenet_indexer.batch import Batch, ReleaseChunk, representative
 from usenet_indexer.batchwire import WireBatch
 from usenet_indexer.errors import UidxError
 from usenet_indexer.naming import release_name
@@ -41,6 +48,15 @@ _ADVANCE = """
         batches = batches + 1, headers = headers + %(lines)s
     WHERE id = %(range)s AND epoch = %(epoch)s AND holder = %(node)s AND state = 'leased'
       AND resume = %(first)s AND %(next)s <= last_article + 1
+    RETURNING group_id
+"""
+# Test-only (fenced=False): no epoch, holder, state or resume point compared.
+_ADVANCE_UNFENCED = """
+    UPDATE ranges
+    SET resume = greatest(resume, %(next)s),
+        deadline = now() + make_interval(secs => %(ttl)s),
+        batches = batches + 1, headers = headers + %(lines)s
+    WHERE id = %(range)s AND %(next)s <= last_article + 1
     RETURNING group_id
 """
 _ALREADY = """
@@ -61,16 +77,31 @@ _BATCH = """
 """
 _RELEASES = """
     INSERT INTO releases AS r (key, name, head_name, poster, groups, posted, files_announced,
-                               chunks, segments, bytes)
-    SELECT k, n, h, p, string_to_array(g, E'\\n'), d, m, 1, s, b
+                               chunks, segments, bytes, rep_posted, rep_file)
+    SELECT k, n, h, p, string_to_array(g, E'\\n'), d, m, 1, s, b, rp, rf
     FROM unnest(%s::bytea[], %s::text[], %s::text[], %s::text[], %s::text[], %s::int8[],
-                %s::int4[], %s::int8[], %s::int8[]) AS t(k, n, h, p, g, d, m, s, b)
+                %s::int4[], %s::int8[], %s::int8[], %s::int8[], %s::bytea[])
+         AS t(k, n, h, p, g, d, m, s, b, rp, rf)
     ON CONFLICT (key) DO UPDATE SET
         groups = ARRAY(SELECT DISTINCT x FROM unnest(r.groups || excluded.groups) AS x ORDER BY 1),
         posted = CASE WHEN r.posted = 0 THEN excluded.posted
                       WHEN excluded.posted = 0 THEN r.posted
                       ELSE least(r.posted, excluded.posted) END,
-        head_name = coalesce(r.head_name, excluded.head_name),
+        -- The earliest file speaks for the release (batch.representative).
+        head_name = CASE WHEN r.rep_posted IS NULL
+                           OR (excluded.rep_posted, excluded.rep_file) < (r.rep_posted, r.rep_file)
+                         THEN excluded.head_name ELSE r.head_name END,
+        poster = CASE WHEN r.rep_posted IS NULL
+                        OR (excluded.rep_posted, excluded.rep_file) < (r.rep_posted, r.rep_file)
+                      THEN excluded.poster ELSE r.poster END,
+        files_announced = CASE WHEN r.rep_posted IS NULL
+                                 OR (excluded.rep_posted, excluded.rep_file)
+                                    < (r.rep_posted, r.rep_file)
+                               THEN excluded.files_announced ELSE r.files_announced END,
+        rep_posted = least(r.rep_posted, excluded.rep_posted),
+        rep_file = CASE WHEN r.rep_posted IS NULL
+                          OR (excluded.rep_posted, excluded.rep_file) < (r.rep_posted, r.rep_file)
+                        THEN excluded.rep_file ELSE r.rep_file END,
         chunks = r.chunks + 1,
         segments = r.segments + excluded.segments,
         bytes = r.bytes + excluded.bytes,
@@ -119,7 +150,18 @@ class Stored:
 
 @attrs.define(eq=False)
 class BatchStore:
+    """Stores batches, fenced (see the module docstring).
+
+    Attributes:
+        pool: the coordinator's pool.
+        fenced: False only in the chaos script's negative control: batches
+            are stored without the compare-and-set and the "already stored"
+            answer (the primary keys of batches and fragments still refuse
+            an exact replay; the negative control drops them).
+    """
+
     pool: ConnectionPool
+    fenced: bool = True
 
     def store(self, node_id: int, wire: WireBatch, body_bytes: int, ttl_seconds: float) -> Stored:
         """Store one batch, fenced; idempotent for a retry of a stored batch.
@@ -149,7 +191,8 @@ class BatchStore:
             "body": body_bytes,
         }
         with self.pool.connection() as conn, conn.transaction():
-            advanced = conn.execute(_ADVANCE, args).fetchone()
+            advance = _ADVANCE if self.fenced else _ADVANCE_UNFENCED
+            advanced = conn.execute(advance, args).fetchone()
             if advanced is None:
                 return _not_advanced(conn, args)
             group_id = int(str(advanced[0]))
@@ -248,8 +291,13 @@ def _write_releases(
     counts: list[int] = []
     sizes: list[int] = []
     fragment_files: list[int] = []
+    rep_posted: list[int] = []
+    rep_file: list[bytes] = []
     for chunk in kept:
         files = chunk.files
+        order = representative(files)
+        rep_posted.append(order[0])
+        rep_file.append(order[1])
         dated = [f.posted for f in files if f.posted]
         keys.append(chunk.key)
         names.append(release_name(chunk.head_name, ((f.name, f.total_segments) for f in files)))
@@ -261,7 +309,22 @@ def _write_releases(
         counts.append(sum([len(f.numbers) for f in files]))
         sizes.append(sum([sum(f.sizes) for f in files]))
         fragment_files.append(len(files))
-    conn.execute(_RELEASES, (keys, names, heads, posters, groups, posted, announced, counts, sizes))
+    conn.execute(
+        _RELEASES,
+        (
+            keys,
+            names,
+            heads,
+            posters,
+            groups,
+            posted,
+            announced,
+            counts,
+            sizes,
+            rep_posted,
+            rep_file,
+        ),
+    )
     # Binary COPY, packing as it goes: the server stores rows while the next
     # chunks are packed (and takes half the time of INSERT ... unnest(bytea[])).
     with conn.cursor().copy(_FRAGMENTS) as copy:
