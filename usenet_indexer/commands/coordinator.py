@@ -31,6 +31,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    # Test-only: the negative control of scripts/chaos stores batches without
+    # the fence, to show that the checker finds what the fence prevents.
+    parser.add_argument("--unsafe-no-fence", action="store_true", help=argparse.SUPPRESS)
     add_worker_arguments(parser)
     parser.set_defaults(run=run)
 
@@ -53,12 +56,17 @@ def run(args: argparse.Namespace) -> int:
     # One process: several would race for the listen port and the embedded
     # cluster. Under systemd the supervisor runs it, reporting READY=1.
     argv = [*global_argv(args), "coordinator"]
-    return supervised(args, 1, argv, partial(_run, settings), notify_socket=settings.notify_socket)
+    fenced = not args.unsafe_no_fence
+    if not fenced:
+        argv.append("--unsafe-no-fence")
+    return supervised(
+        args, 1, argv, partial(_run, settings, fenced), notify_socket=settings.notify_socket
+    )
 
 
-def _run(settings: Settings) -> int:
+def _run(settings: Settings, fenced: bool = True) -> int:
     try:
-        trio.run(run_coordinator, settings)
+        trio.run(partial(run_coordinator, settings, fenced=fenced))
     except BaseExceptionGroup as group:
         # A start-up error comes out of the nurseries wrapped: report it bare.
         error = sole_error(group)

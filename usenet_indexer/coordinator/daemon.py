@@ -33,11 +33,13 @@ STOP_CLUSTER_SECONDS = 60.0
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
-async def run_coordinator(settings: Settings) -> None:
+async def run_coordinator(settings: Settings, *, fenced: bool = True) -> None:
     """Run the coordinator until SIGINT or SIGTERM.
 
     Args:
         settings: the coordinator's settings.
+        fenced: False only for the chaos script's negative control
+            (`uidx coordinator --unsafe-no-fence`; see `BatchStore.fenced`).
 
     Raises:
         ConfigError: no DATABASE_URL and no PostgreSQL binaries; the listen
@@ -51,7 +53,9 @@ async def run_coordinator(settings: Settings) -> None:
         await trio.to_thread.run_sync(migrate_url, url)
         pool = await trio.to_thread.run_sync(open_pool, url, settings)
         try:
-            await _serve_until_signal(settings, Stores.from_pool(pool))
+            if not fenced:
+                logger.warning("batches are stored WITHOUT the fence (a test-only switch)")
+            await _serve_until_signal(settings, Stores.from_pool(pool, fenced=fenced))
         finally:
             with trio.move_on_after(CLOSE_POOL_SECONDS, shield=True):
                 await trio.to_thread.run_sync(pool.close)

@@ -28,11 +28,13 @@ class Stores:
     spool: SpoolIndex
 
     @classmethod
-    def from_pool(cls, pool: ConnectionPool) -> Stores:
+    def from_pool(cls, pool: ConnectionPool, *, fenced: bool = True) -> Stores:
         """Every store on one pool.
 
         Args:
             pool: an open pool (see `usenet_indexer.store.pool.open_pool`).
+            fenced: False only for the chaos script's negative control (see
+                `BatchStore.fenced`).
 
         Returns:
             The stores.
@@ -40,6 +42,6 @@ class Stores:
         return cls(
             nodes=NodeStore(pool),
             ranges=RangeStore(pool),
-            batches=BatchStore(pool),
+            batches=BatchStore(pool, fenced=fenced),
             spool=SpoolIndex(pool),
         )
