@@ -857,3 +857,19 @@ async def test_uidx_coordinator_starts_and_stops_the_embedded_cluster() -> None:
             log = await serve_until_sigterm(env, None)
         assert "embedded PostgreSQL" in log
         assert not Cluster(home / "postgres").status().running
+
+
+@pytest.mark.trio
+async def test_the_coordinator_stops_when_its_supervisor_is_gone(
+    pg_url: str, tmp_path: Path
+) -> None:
+    from usenet_indexer.coordinator.daemon import run_coordinator
+
+    settings = Settings(home=tmp_path, listen="127.0.0.1:0", database_url=pg_url)
+    read_end, write_end = os.pipe()
+    os.close(write_end)  # the supervisor died, however it died
+    try:
+        with trio.fail_after(60):
+            await run_coordinator(settings, parent_fd=read_end)
+    finally:
+        os.close(read_end)

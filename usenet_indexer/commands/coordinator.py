@@ -14,8 +14,7 @@ import trio
 
 from usenet_indexer.config import Settings, from_process
 from usenet_indexer.coordinator.daemon import run_coordinator
-from usenet_indexer.coordinator.server import sole_error
-from usenet_indexer.errors import UidxError
+from usenet_indexer.errors import run_reporting
 from usenet_indexer.supervisor.entry import add_worker_arguments, global_argv, supervised
 
 
@@ -60,17 +59,17 @@ def run(args: argparse.Namespace) -> int:
     if not fenced:
         argv.append("--unsafe-no-fence")
     return supervised(
-        args, 1, argv, partial(_run, settings, fenced), notify_socket=settings.notify_socket
+        args,
+        1,
+        argv,
+        partial(run_worker, settings, fenced=fenced, parent_fd=args.parent_fd),
+        notify_socket=settings.notify_socket,
     )
 
 
-def _run(settings: Settings, fenced: bool = True) -> int:
-    try:
-        trio.run(partial(run_coordinator, settings, fenced=fenced))
-    except BaseExceptionGroup as group:
-        # A start-up error comes out of the nurseries wrapped: report it bare.
-        error = sole_error(group)
-        if isinstance(error, UidxError):
-            raise error from group
-        raise
+def run_worker(settings: Settings, *, fenced: bool = True, parent_fd: int | None = None) -> int:
+    """One coordinator in this process until stopped (a signal, or the supervisor's end); 0."""
+    # A start-up error comes out of the nurseries wrapped: reported bare.
+    run = partial(run_coordinator, settings, fenced=fenced, parent_fd=parent_fd)
+    run_reporting(lambda: trio.run(run))
     return 0

@@ -22,15 +22,13 @@ from __future__ import annotations
 import argparse
 import logging
 
-import trio
-
+from usenet_indexer.commands import coordinator as coordinator_command
 from usenet_indexer.commands import edge as edge_command
 from usenet_indexer.commands import non_negative_int
 from usenet_indexer.commands import prefetch as prefetch_command
 from usenet_indexer.config import Settings, from_process
-from usenet_indexer.coordinator.daemon import run_coordinator
 from usenet_indexer.edge.options import EdgeOptions
-from usenet_indexer.errors import ConfigError, run_reporting
+from usenet_indexer.errors import ConfigError
 from usenet_indexer.pgcluster import Cluster, database_url
 from usenet_indexer.prefetch.daemon import PrefetchOptions
 from usenet_indexer.prefetch.servers import server_configs
@@ -150,8 +148,7 @@ def _start_cluster(cluster: Cluster | None) -> Cluster | None:
 
 def _run_worker(settings: Settings, slot: int, parent_fd: int | None) -> int:
     if slot == COORDINATOR_SLOT:
-        run_reporting(lambda: trio.run(run_coordinator, settings))
-        return 0
+        return coordinator_command.run_worker(settings, parent_fd=parent_fd)
     if slot == PREFETCH_SLOT:
         return prefetch_command.run_worker(settings, parent_fd)
     if not settings.coordinator_url or not settings.node_token:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import signal
+from collections.abc import AsyncIterator
 from functools import partial
 
 import trio
@@ -22,6 +23,7 @@ from usenet_indexer.coordinator.stores import Stores
 from usenet_indexer.pgcluster import Cluster, database_url
 from usenet_indexer.store.database import migrate_url
 from usenet_indexer.store.pool import open_pool
+from usenet_indexer.supervisor.parent import watch_parent
 
 logger = logging.getLogger(__name__)
 
@@ -33,18 +35,22 @@ STOP_CLUSTER_SECONDS = 60.0
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
-async def run_coordinator(settings: Settings, *, fenced: bool = True) -> None:
-    """Run the coordinator until SIGINT or SIGTERM.
+async def run_coordinator(
+    settings: Settings, *, fenced: bool = True, parent_fd: int | None = None
+) -> None:
+    """Run the coordinator until SIGINT or SIGTERM, or until its supervisor dies.
 
     Args:
         settings: the coordinator's settings.
         fenced: False only for the chaos script's negative control
             (`uidx coordinator --unsafe-no-fence`; see `BatchStore.fenced`).
+        parent_fd: the supervisor's pipe (`--parent-fd`): its end stops the
+            coordinator as SIGTERM does.
 
     Raises:
         ConfigError: no DATABASE_URL and no PostgreSQL binaries; the listen
             address cannot be bound (this one inside exception groups, from
-            the nurseries: see `server.sole_error`).
+            the nurseries: see `errors.sole_error`).
         DatabaseError: the database cannot be started, reached or migrated.
     """
     url, cluster = database_url(settings.database_url, settings.home)
@@ -55,7 +61,8 @@ async def run_coordinator(settings: Settings, *, fenced: bool = True) -> None:
         try:
             if not fenced:
                 logger.warning("batches are stored WITHOUT the fence (a test-only switch)")
-            await _serve_until_signal(settings, Stores.from_pool(pool, fenced=fenced))
+            stores = Stores.from_pool(pool, fenced=fenced)
+            await _serve_until_signal(settings, stores, parent_fd)
         finally:
             with trio.move_on_after(CLOSE_POOL_SECONDS, shield=True):
                 await trio.to_thread.run_sync(pool.close)
@@ -76,13 +83,27 @@ async def _start_cluster(cluster: Cluster | None) -> Cluster | None:
     return cluster
 
 
-async def _serve_until_signal(settings: Settings, stores: Stores) -> None:
+async def _serve_until_signal(settings: Settings, stores: Stores, parent_fd: int | None) -> None:
     shutdown = trio.Event()
     # Opened before serving, so a signal during start-up is not lost.
     with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
         async with trio.open_nursery() as nursery:
             await nursery.start(partial(serve, settings, stores, shutdown=shutdown))
-            async for signum in signals:
-                logger.info("%s: shutting down", signal.Signals(signum).name)
-                break
+            stop = trio.Event()
+            if parent_fd is not None:
+                await nursery.start(watch_parent, parent_fd, stop.set)
+            listening = trio.CancelScope()
+            nursery.start_soon(_first_signal, signals, stop, listening)
+            await stop.wait()
+            listening.cancel()
             shutdown.set()
+
+
+async def _first_signal(
+    signals: AsyncIterator[int], stop: trio.Event, scope: trio.CancelScope
+) -> None:
+    with scope:
+        async for signum in signals:
+            logger.info("%s: shutting down", signal.Signals(signum).name)
+            stop.set()
+            return

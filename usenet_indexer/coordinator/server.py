@@ -12,7 +12,7 @@ from hypercorn.trio import serve as hypercorn_serve
 
 from usenet_indexer.config import Settings
 from usenet_indexer.coordinator.stores import Stores
-from usenet_indexer.errors import ConfigError
+from usenet_indexer.errors import ConfigError, sole_error
 from usenet_indexer.nodeapi import PREFIX, ApiOptions, NodeApi
 
 logger = logging.getLogger(__name__)
@@ -109,20 +109,3 @@ def bound_address(bind: str) -> tuple[str, int]:
     if parts.hostname is None or parts.port is None:
         raise ValueError(f"hypercorn reported an odd bind: {bind!r}")
     return parts.hostname, parts.port
-
-
-def sole_error(error: BaseException) -> BaseException:
-    """The one exception inside nested exception groups of one, or `error` itself.
-
-    Nurseries wrap whatever escapes them; a start-up error that escapes
-    several is still one error, and the command line reports it as such.
-
-    Args:
-        error: an exception, perhaps an exception group.
-
-    Returns:
-        The innermost exception when every group holds exactly one, else `error`.
-    """
-    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
-        error = error.exceptions[0]
-    return error
