@@ -242,50 +242,57 @@ class Prefetcher:
 
     async def _connection(self, index: int, state: ServerState, slot: int) -> None:
         failures = 0
-        while slot < state.limit:
-            job = await self._scheduler.take(index)
-            if job is None:
-                await trio.sleep(self.options.poll_seconds)
-                continue
-            try:
-                async with self._connect(state, slot) as client:
-                    state.open += 1
-                    selected = _Selected()
-                    try:
-                        while job is not None:
-                            await self._fetch(client, selected, state, job)
-                            # Read after each chunk: a fallback may have switched it off.
-                            state.compression = client.compression
-                            self._scheduler.done(job)
-                            failures = 0
-                            job = await self._scheduler.take(index)
-                    finally:
-                        state.open -= 1
-            except NoSuchGroup as error:
-                assert job is not None
-                logger.warning("%s: %s", state.config.server, error)
-                self._scheduler.not_on_server(job.group, index)
-            except Unavailable as error:
-                state.failed(error)
-                failures += 1
-                limit = state.lower_limit()
-                logger.warning(
-                    "%s: %s; using at most %d connections", state.config.server, error, limit
-                )
-            except (NNTPError, RemoteProtocolError) as error:
-                state.failed(error)
-                failures += 1
-                logger.warning("%s: %s", state.config.server, error)
-            except psycopg.Error as error:
-                state.failed(error)
-                failures += 1
-                logger.warning("database: %s", error)
-            finally:
-                # Landed or not: a chunk that did not land is listed again.
-                if job is not None:
-                    self._scheduler.done(job)
-            if failures:
-                await trio.sleep(backoff(failures, self.options.retry_base_seconds))
+        # A chunk's last write, fsync, rename and row go on here while the
+        # connection already asks for the next chunk (the server is not left idle).
+        async with trio.open_nursery() as landing:
+            while slot < state.limit:
+                job = await self._scheduler.take(index)
+                if job is None:
+                    await trio.sleep(self.options.poll_seconds)
+                    continue
+                try:
+                    async with self._connect(state, slot) as client:
+                        state.open += 1
+                        selected = _Selected()
+                        try:
+                            while job is not None:
+                                landed_later = await self._fetch(
+                                    client, selected, state, job, landing
+                                )
+                                # Read after each chunk: a fallback may have switched it off.
+                                state.compression = client.compression
+                                if not landed_later:
+                                    self._scheduler.done(job)
+                                job = None  # the landing task owns it now
+                                failures = 0
+                                job = await self._scheduler.take(index)
+                        finally:
+                            state.open -= 1
+                except NoSuchGroup as error:
+                    assert job is not None
+                    logger.warning("%s: %s", state.config.server, error)
+                    self._scheduler.not_on_server(job.group, index)
+                except Unavailable as error:
+                    state.failed(error)
+                    failures += 1
+                    limit = state.lower_limit()
+                    logger.warning(
+                        "%s: %s; using at most %d connections", state.config.server, error, limit
+                    )
+                except (NNTPError, RemoteProtocolError) as error:
+                    state.failed(error)
+                    failures += 1
+                    logger.warning("%s: %s", state.config.server, error)
+                except psycopg.Error as error:
+                    state.failed(error)
+                    failures += 1
+                    logger.warning("database: %s", error)
+                finally:
+                    # Landed or not: a chunk that did not land is listed again.
+                    if job is not None:
+                        self._scheduler.done(job)
+                if failures:
+                    await trio.sleep(backoff(failures, self.options.retry_base_seconds))
 
     def _connect(self, state: ServerState, slot: int) -> AbstractAsyncContextManager[NNTPClient]:
         opener = self.open_stream(slot) if self.open_stream is not None else None
@@ -297,8 +304,14 @@ class Prefetcher:
         )
 
     async def _fetch(
-        self, client: NNTPClient, selected: _Selected, state: ServerState, job: ChunkJob
-    ) -> None:
+        self,
+        client: NNTPClient,
+        selected: _Selected,
+        state: ServerState,
+        job: ChunkJob,
+        landing: trio.Nursery,
+    ) -> bool:
+        """Fetch one chunk; True when its landing goes on in `landing` (which owns the job)."""
         now = trio.current_time()
         if selected.group == job.group and now - selected.at < self.options.poll_seconds:
             low, high = selected.low, selected.high  # selected a moment ago: no round trip
@@ -308,11 +321,11 @@ class Prefetcher:
             await self._note_watermarks(job.group_id, low, high)
         if job.last < low:
             await self._land(job, state, None)
-            return
+            return False
         clipped = clip(job, low, high)
         if clipped is None:
             self._scheduler.wait_for_articles(job)
-            return
+            return False
         xover = not client.capabilities.has("OVER")
         writer = await trio.to_thread.run_sync(
             ChunkWriter.open, self.options.spool_dir, clipped.group, clipped.first, clipped.last
@@ -325,9 +338,23 @@ class Prefetcher:
                 if lines:
                     await trio.to_thread.run_sync(writer.write, lines)
                     state.lines += len(lines)
+        except BaseException:
+            writer.abort()
+            raise
+        landing.start_soon(self._land_later, job, clipped, state, writer)
+        return True
+
+    async def _land_later(
+        self, job: ChunkJob, clipped: ChunkJob, state: ServerState, writer: ChunkWriter
+    ) -> None:
+        try:
             await self._land(clipped, state, writer)
+        except psycopg.Error as error:
+            state.failed(error)
+            logger.warning("%s %d-%d: not indexed: %s", job.group, job.first, job.last, error)
         finally:
             writer.abort()
+            self._scheduler.done(job)  # landed or not: a chunk that did not land is listed again
 
     async def _land(self, job: ChunkJob, state: ServerState, writer: ChunkWriter | None) -> None:
         # One thread call: a cancellation cannot come between the rename and the row.
