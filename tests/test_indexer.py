@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import attrs
 import pytest
@@ -334,11 +335,12 @@ def _open_file_of(ks: list[bytes], mids: list[bytes], sizes: list[bytes], total:
     from usenet_indexer.indexer import _OpenFile
     from usenet_indexer.subject import parse_file_subject
 
-    info = parse_file_subject('R - "r.rar" yEnc ')
-    return _OpenFile(
-        (b"", info.release_basis), b"p", b"R", b"", b"1/1", b"", total, info, DATE.encode(), b"",
-        ks, mids, sizes,
-    )  # fmt: skip
+    segments = b"".join(b"%b\t%b\t%b\t" % texts for texts in zip(ks, mids, sizes, strict=True))
+    open_file = _OpenFile(
+        b"p", b"R", b"", total, b"1/1", b"", DATE.encode(), b"", bytearray(segments)
+    )
+    open_file.info = parse_file_subject('R - "r.rar" yEnc ')
+    return open_file
 
 
 def test_whole_list_file_checks_agree_with_the_segment_by_segment_check() -> None:
@@ -364,7 +366,12 @@ def test_whole_list_file_checks_agree_with_the_segment_by_segment_check() -> Non
         quick: Counter[str] = Counter()
         slow: Counter[str] = Counter()
         made = _file_chunk(_open_file_of(ks, mids, sizes, total), quick, {})  # type: ignore[arg-type]
-        want = _file_chunk_slow(_open_file_of(ks, mids, sizes, total), slow, {})  # type: ignore[arg-type]
+        want = _file_chunk_slow(
+            _open_file_of(ks, mids, sizes, total),  # type: ignore[arg-type]
+            (ks, mids, sizes),
+            slow,
+            {},
+        )
         assert made == want
         assert quick == slow
 
@@ -444,3 +451,110 @@ def test_a_release_takes_poster_and_counter_of_its_earliest_file_whatever_the_ba
         merger.add_all(order)
         (release,) = merger.releases()
         assert (release.poster, release.files_announced) == ("amy <a@y>", 2)
+
+
+def test_messy_data_gives_the_same_batch_fed_whole_line_by_line_or_in_chunks() -> None:
+    """NUL bytes (first, middle and last line), CRLF, empty and short lines, repeats,
+    forged counters and a second poster on one prefix: the fast path and the slow
+    path agree however the lines are cut into feeds."""
+    rng = random.Random(7)
+    lines = upload(BASE, "Mix", [("mix.part1.rar", 6), ("mix.par2", 2)], shuffle=rng)
+    n = BASE + len(lines)
+    lines += [
+        line(n, 'Mix [1/2] - "mix.part1.rar" yEnc (2/6)', "again@ex"),  # a repeat
+        line(n + 1, 'Mix [1/2] - "mix.part1.rar" yEnc (2/6)', "p2@ex", poster="second <s@x>"),
+        line(n + 2, 'Mix [1/2] - "mix.part1.rar" yEnc (9/6)', "forged@ex"),
+        line(n + 3, 'Mix [1/2] - "mix.part1.rar" yEnc (3/6) 123', "tail@ex"),
+        f"{n + 4}\tshort\tline",
+        "",
+        line(n + 5, 'Nul [1/1] - "n\x00.rar" yEnc (1/1)', "nul@ex"),
+        line(n + 6, 'Mix [1/2] - "mix.part1.rar" yEnc (4/6)', "p4@ex", poster="second <s@x>"),
+    ]
+    lines.insert(0, line(BASE - 1, 'Nul [1/1] - "first\x00.rar" yEnc (1/1)', "nul0@ex"))
+    lines.append(line(n + 7, 'Nul [1/1] - "last\x00.rar" yEnc (1/1)', "nul1@ex"))
+    end = n + 8
+
+    def fed(cuts: list[int], *, crlf: bool = False, trailing: bool = True) -> Batch:
+        indexer = RangeIndexer(group=GROUP, first=BASE - 1)
+        newline = "\r\n" if crlf else "\n"
+        for start, stop in zip([0, *cuts], [*cuts, len(lines)], strict=True):
+            text = newline.join(lines[start:stop])
+            if trailing or stop < len(lines):
+                text += newline
+            indexer.add_text(text, end if stop == len(lines) else indexer.resume_point)
+        return indexer.finish()
+
+    whole = fed([])
+    assert dict(whole.skipped) == {
+        "forged_counter": 1,
+        "nul_byte": 3,
+        "repeated_segment": 2,  # (2/6) again, and (3/6) with another tail
+        "too_few_fields": 1,
+    }
+    assert whole.lines == len(lines) - 1 - 3  # the empty line and the NUL lines do not count
+    assert fed(list(range(1, len(lines)))) == whole
+    assert fed([], crlf=True, trailing=False) == whole
+    for _ in range(20):
+        cuts = sorted(rng.sample(range(1, len(lines)), rng.randint(1, 6)))
+        assert fed(cuts, crlf=rng.random() < 0.5) == whole
+
+
+def test_nul_lines_are_dropped_by_position() -> None:
+    from usenet_indexer.indexer import _drop_nul_lines
+
+    rng = random.Random(1)
+    for _ in range(5000):
+        data = bytes(rng.choice(b"ab\n\x00") for _ in range(rng.randint(0, 30)))
+        lines = data.split(b"\n")
+        kept = [text for text in lines if b"\x00" not in text]
+        dropped = _drop_nul_lines(data, lines)
+        assert (lines, dropped) == (kept, data.count(b"\n") + 1 - len(kept)), data
+
+
+def test_the_executable_rule_reads_extensions_as_subject_extension_does() -> None:
+    """ExecutableRule.verdict inlines subject.extension: the same verdicts."""
+    from usenet_indexer.rules import COMPANION_EXTENSIONS, EXECUTABLE_EXTENSIONS, ReleaseView
+    from usenet_indexer.subject import extension
+
+    def by_extension(names: list[str]) -> str | None:
+        found = ""
+        for name in names:
+            ext = extension(name)
+            if ext in EXECUTABLE_EXTENSIONS:
+                found = found or ext
+            elif ext not in COMPANION_EXTENSIONS:
+                return None
+        return found or None
+
+    pieces = ["a", ".", ".exe", ".EXE", ".nfo", ".Nfo", "exe", ".s", ".scr", "x" * 5, ".\u0130", ""]
+    rng = random.Random(2)
+    rule = ExecutableRule()
+    for _ in range(5000):
+        names = [
+            "".join(rng.choices(pieces, k=rng.randint(0, 4))) for _ in range(rng.randint(1, 3))
+        ]
+        assert rule.verdict(ReleaseView(names, str)) == by_extension(names), names
+
+
+def test_overview_blocks_end_at_line_ends_and_close_their_file(tmp_path: Path) -> None:
+    """`uidx index` reads dumps in blocks of whole lines (plain, gzip, zlib); a
+    dump that does not inflate is an InputError, and its file is closed."""
+    import gzip
+    import zlib
+
+    from usenet_indexer.errors import InputError
+    from usenet_indexer.overview_io import read_blocks
+
+    text = "".join(f"{n}\tsubject {n}\tposter\n" for n in range(20_000)).encode() + b"no end"
+    files = {"plain": text, "packed.gz": gzip.compress(text), "packed.z": zlib.compress(text)}
+    for name, content in files.items():
+        (tmp_path / name).write_bytes(content)
+        for block_bytes in (7, 10_000, 1 << 20):
+            blocks = list(read_blocks(tmp_path / name, block_bytes=block_bytes))
+            assert b"".join(blocks) == text
+            assert all(block.endswith(b"\n") for block in blocks[:-1])
+            assert blocks[-1].endswith(b"no end")
+    broken = tmp_path / "broken.gz"
+    broken.write_bytes(gzip.compress(text)[:-5000])
+    with pytest.raises(InputError):
+        list(read_blocks(broken, block_bytes=10_000))

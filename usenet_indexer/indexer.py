@@ -9,24 +9,30 @@ every so many articles (`take()`), and calls `finish()` at the end of the
 range. No I/O and no clock: the indexer is fed and it answers.
 
 Speed comes from doing per line only what changes per line, on bytes (a
-line is decoded only when it opens a file). Every segment of a file has the
+line is decoded only when its file is kept). Every segment of a file has the
 same subject except for the segment counter `(k/N)`, so the fast path
 
-    split the line on tabs -> rpartition the subject at its last "(" ->
-    look the text before it up in a dict of open files -> append k,
-    message-id and bytes, unconverted, to that file's lists
+    split the line on tabs (seven times: the fields after "bytes" stay in
+    one) -> rpartition the subject at its last "(" -> look the text before
+    it up in a dict of open files -> append k, message-id and bytes,
+    unconverted and tab-separated, to that file's one buffer
 
-runs no regular expression and converts nothing. Everything else (a new
+runs no regular expression, converts nothing and keeps no object per
+segment (a batch's segments would be millions of small objects, scattered
+over memory by the time take() reads them back). Everything else (a new
 file, a reply, a line without a counter, anything malformed) goes to
-`_slow_line`, which parses the subject once per file (cached), or counts the
-line by reason and skips it (the common new file's first line is checked
-inline; the subject parse is what it costs). `take()` converts and checks
-each file's lists with whole-list operations: a join and a replace for the
-message-ids, one JSON parse for all sizes, and for the segment numbers a
-list comparison with 1, 2, 3, ... when they came in order (most files), else
-one JSON parse and a sort. A file whose only fault is repeated segments
-keeps the first post of each; any other fault (forged counters, bad
-message-ids or sizes) sends it to a per-segment check.
+`_slow_line`, which opens the file, or counts the line by reason and skips
+it (the common new file's first line is checked inline).
+
+`take()` parses each file's subject (once per subject text, all files of the
+batch in one loop), groups the files into releases and runs the rules on
+their names (a dropped release is only counted), then converts and checks
+each kept file's segments with whole-list operations: a join and a replace
+for the message-ids, one JSON parse for all sizes, and for the segment
+numbers a list comparison with 1, 2, 3, ... when they came in order (most
+files), else one JSON parse and a sort. A file whose only fault is repeated
+segments keeps the first post of each; any other fault (forged counters,
+bad message-ids or sizes) sends it to a per-segment check.
 
 The caller guarantees the article range: lines are not checked against it
 one by one (a chunk of the spool holds the articles it says it holds).
@@ -42,7 +48,7 @@ import hashlib
 import re
 from array import array
 from calendar import timegm
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from email.utils import mktime_tz, parsedate_tz
 from functools import partial
@@ -72,10 +78,9 @@ from usenet_indexer.subject import (
 # Overview fields (RFC 3977 8.3.2): number, subject, from, date, message-id,
 # references, bytes, lines, then optional fields such as Xref.
 _MIN_FIELDS = 8
-
-# Cached subject parses: enough for every file in flight in a busy group; the
-# cache is dropped when it grows past this (it refills at one parse per file).
-_SUBJECT_CACHE_MAX = 200_000
+# A line is split this many times: fields 0-6 apart, the rest (lines, Xref,
+# ...) in the last one, which is only read when a file opens.
+_SPLITS = _MIN_FIELDS - 1
 
 # Sizes are kept as uint32: no segment comes near 4 GB (they are ~0.7 MB).
 _MAX_SIZE = (1 << 32) - 1
@@ -107,23 +112,38 @@ _COUNTER = re.compile(rb"\((\d{1,7})/(\d{1,7})\)")
 class _OpenFile:
     """A file being gathered in the current batch; fields stay bytes until take().
 
-    Keys and the subject text are made in take(), for kept releases only:
-    most new files belong to executable floods that are dropped.
+    Its subject is parsed in take(), all files of the batch in one loop (a
+    parse costs less there than between lines, where each would find the
+    caches full of overview data); keys and the subject text are made there
+    too, for kept releases only: most new files belong to executable floods
+    that are dropped.
     """
 
-    release: tuple[bytes, str]  # (poster or b"", release basis): what the release key digests
     poster: bytes
     prefix: bytes  # the subject before "(k/N)"
     after: bytes  # what follows "(" + k + "/" in the subject: "N) tail"
+    total: int
+    # Of the first line seen:
     counter: bytes  # "k/N" of the first segment seen
     tail: bytes  # the subject after "(k/N)"
-    total: int
-    info: FileSubject
     date: bytes
     xref: bytes
-    ks: list[bytes] = attrs.field(factory=list)
-    mids: list[bytes] = attrs.field(factory=list)
-    sizes: list[bytes] = attrs.field(factory=list)
+    # k, message-id and bytes of each segment as the lines have them, each
+    # followed by a tab (none of them holds one): one growing buffer rather
+    # than three objects a segment, which a batch would hold by the million
+    # and take() would read back from all over memory.
+    segments: bytearray
+    info: FileSubject = attrs.field(init=False)  # set by take()
+
+    @property
+    def count(self) -> int:
+        """Segments gathered."""
+        return self.segments.count(b"\t") // 3
+
+    def lists(self) -> tuple[list[bytes], list[bytes], list[bytes]]:
+        """The segments' k, message-id and bytes texts, as three lists."""
+        parts = bytes(self.segments).split(b"\t")
+        return parts[0:-1:3], parts[1::3], parts[2::3]
 
     def subject(self) -> str:
         """The subject as the file's first segment has it: (1/N), zero padded as the poster pads."""
@@ -156,7 +176,6 @@ class RangeIndexer:
     # the fast path tries first (the last one that got a segment).
     _open: dict[tuple[bytes, bytes, int], _OpenFile] = attrs.field(init=False, factory=dict)
     _fast: dict[bytes, _OpenFile] = attrs.field(init=False, factory=dict)
-    _subjects: dict[bytes, FileSubject] = attrs.field(init=False, factory=dict)
     _skipped: Counter[str] = attrs.field(init=False, factory=Counter)
     # Parsed dates: many articles share a second, and parsing is slow.
     _dates: dict[bytes, int] = attrs.field(init=False, factory=dict)
@@ -206,13 +225,13 @@ class RangeIndexer:
             data = data.replace(b"\r", b"")
         lines = data.split(b"\n")
         if b"\x00" in data:
-            kept = [line for line in lines if b"\x00" not in line]
-            self._skipped["nul_byte"] += len(lines) - len(kept)
-            lines = kept
+            self._skipped["nul_byte"] += _drop_nul_lines(data, lines)
         fast = self._fast
         slow = self._slow_line
+        empty = 0
         for line in lines:
-            fields = line.split(b"\t")
+            # Seven splits: the fields up to bytes, and the rest (lines, Xref) in one.
+            fields = line.split(b"\t", _SPLITS)
             try:
                 prefix, _, rest = fields[1].rpartition(b"(")
                 k, _, after = rest.partition(b"/")
@@ -224,15 +243,15 @@ class RangeIndexer:
                     and not fields[5]
                     and fields[0].isdigit()
                 ):
-                    open_file.ks.append(k)
-                    open_file.mids.append(fields[4])
-                    open_file.sizes.append(fields[6])
+                    open_file.segments += b"\t".join((k, fields[4], fields[6], b""))
                     continue
             except IndexError:
                 pass
             if line:
                 slow(fields)
-        self._lines += len(lines) - lines.count(b"")
+            else:
+                empty += 1
+        self._lines += len(lines) - empty
         self._next = next_article
 
     def _slow_line(self, fields: list[bytes]) -> None:
@@ -247,7 +266,6 @@ class RangeIndexer:
             # one such file would get every batch of the range refused.
             self._skipped["too_long"] += 1
             return
-        counter: tuple[int, int, int] | None = None
         if len(fields) >= _MIN_FIELDS and not fields[5]:
             subject = fields[1]
             p = subject.rfind(b"(")
@@ -270,71 +288,84 @@ class RangeIndexer:
                 if slash and k_text.isdigit() and n_text.isdigit():
                     total = int(n_text)
                     if 0 < int(k_text) <= total <= MAX_SEGMENTS and int(size) <= _MAX_SIZE:
-                        counter = (p, q, total)
-        if counter is None:
-            found = _segment_counter_or_reason(fields)
-            if isinstance(found, str):
-                self._skipped[found] += 1
-                return
-            counter = found
+                        # "N) tail" starts after "(", k and "/".
+                        after = subject[p + len(k_text) + 2 :]
+                        self._add_segment(fields, p, q, total, k_text, after, True)
+                        return
+        found = _segment_counter_or_reason(fields)
+        if isinstance(found, str):
+            self._skipped[found] += 1
+            return
+        p, q, total = found
         subject = fields[1]
-        p, q, total = counter
-        prefix = subject[:p]
+        # The counter is "(" digits "/" digits ")": the first "/" after p is its own.
+        k_text, _, after = subject[p + 1 :].partition(b"/")
+        self._add_segment(fields, p, q, total, k_text, after, subject.rfind(b"(") == p)
+
+    def _add_segment(
+        self,
+        fields: list[bytes],
+        p: int,
+        q: int,
+        total: int,
+        k_text: bytes,
+        after: bytes,
+        last: bool,
+    ) -> None:
+        """A checked segment to its file (opened now if new).
+
+        Args:
+            fields: the line's fields.
+            p: where the segment counter's "(" is in the subject.
+            q: where its ")" is.
+            total: N of the counter.
+            k_text: k of the counter, as the line has it.
+            after: the subject after "(k/": "N) tail".
+            last: the counter's "(" is the subject's last one: then the fast
+                path finds the file by its prefix.
+        """
+        prefix = fields[1][:p]
         poster = fields[2]
         key = (prefix, poster, total)
         open_file = self._open.get(key)
         if open_file is None:
-            open_file = self._open[key] = self._open_file(fields, p, q, total)
-            if subject.rfind(b"(") == p:
-                # The fast path finds this file by its prefix from now on.
-                self._fast[prefix] = open_file
-            return  # _open_file put this segment in
-        if subject.rfind(b"(") == p:
+            open_file = self._open[key] = _OpenFile(
+                poster,
+                prefix,
+                after,
+                total,
+                fields[1][p + 1 : q],
+                fields[1][q + 1 :],
+                fields[3],
+                _xref_field(fields[7]),
+                bytearray(b"\t".join((k_text, fields[4], fields[6], b""))),
+            )
+        else:
+            open_file.segments += b"\t".join((k_text, fields[4], fields[6], b""))
+        if last:
             self._fast[prefix] = open_file
-        open_file.ks.append(subject[p + 1 : q].partition(b"/")[0])
-        open_file.mids.append(fields[4])
-        open_file.sizes.append(fields[6])
-
-    def _open_file(self, fields: list[bytes], p: int, q: int, total: int) -> _OpenFile:
-        """A new open file, holding the segment of its first line."""
-        subject = fields[1]
-        prefix = subject[:p]
-        info = self._subjects.get(prefix)
-        if info is None:
-            if len(self._subjects) >= _SUBJECT_CACHE_MAX:
-                self._subjects.clear()
-            try:
-                text = prefix.decode("utf-8")
-            except UnicodeDecodeError:
-                text = prefix.decode("latin-1")
-            info = self._subjects[prefix] = parse_file_subject(text)
-        poster = fields[2]
-        counter = subject[p + 1 : q]
-        return _OpenFile(
-            (poster if info.keyed_by_poster else b"", info.release_basis),
-            poster,
-            prefix,
-            subject[p + 1 :].partition(b"/")[2],
-            counter,
-            subject[q + 1 :],
-            total,
-            info,
-            fields[3],
-            fields[8] if len(fields) > _MIN_FIELDS else b"",
-            [counter.partition(b"/")[0]],
-            [fields[4]],
-            [fields[6]],
-        )
 
     def take(self) -> Batch:
         """Hand over everything indexed since the last batch and start a new one."""
-        by_release: defaultdict[tuple[bytes, str], list[_OpenFile]] = defaultdict(list)
+        # Releases by (poster or b"", release basis): what the release key digests.
+        by_release: dict[tuple[bytes, str], list[_OpenFile]] = {}
+        # One parse per subject prefix (files of one prefix differ in poster or N).
+        parsed: dict[bytes, FileSubject] = {}
         for open_file in self._open.values():
-            by_release[open_file.release].append(open_file)
-        releases: list[ReleaseChunk] = []
-        candidates: list[ProbeCandidate] = []
+            info = parsed.get(open_file.prefix)
+            if info is None:
+                info = parsed[open_file.prefix] = parse_file_subject(decode(open_file.prefix))
+            open_file.info = info
+            release = (open_file.poster if info.keyed_by_poster else b"", info.release_basis)
+            members = by_release.get(release)
+            if members is None:
+                by_release[release] = [open_file]
+            else:
+                members.append(open_file)
         drops: Counter[tuple[str, str]] = Counter()
         drop_segments: Counter[tuple[str, str]] = Counter()
+        releases: list[ReleaseChunk] = []
+        candidates: list[ProbeCandidate] = []
         for release, members in by_release.items():
             view = ReleaseView([m.info.file_name for m in members], partial(_members_name, members))
             dropped_by = None
@@ -342,7 +373,7 @@ class RangeIndexer:
                 key = rule.verdict(view)
                 if key is not None:
                     drops[rule.name, key] += 1
-                    drop_segments[rule.name, key] += sum(len(m.ks) for m in members)
+                    drop_segments[rule.name, key] += sum([m.count for m in members])
                     dropped_by = rule.name
                     break
             if dropped_by is not None and not self.keep_dropped:
@@ -372,10 +403,6 @@ class RangeIndexer:
         )
         self._open = {}
         self._fast = {}
-        # Subjects are cached for the files of a batch: a file still open at
-        # the next batch is parsed again (once), and memory stays bounded by
-        # one batch's files.
-        self._subjects = {}
         self._skipped = Counter()
         self._dates = {}
         self._lines = 0
@@ -479,10 +506,10 @@ def _file_chunk(
     is repeated segments keeps the first of each (as the segment-by-segment
     check would); anything else is sorted out segment by segment.
     """
-    ks = open_file.ks
+    texts = open_file.lists()
+    ks, mids, sizes_texts = texts
     count = len(ks)
     total = open_file.total
-    mids = open_file.mids
     blob = b"\n".join(mids)
     message_ids = blob[1:-1].replace(b">\n<", b"\n")
     # Every message-id is <...> with no other angle bracket: then each of the
@@ -494,19 +521,19 @@ def _file_chunk(
         and b"<" not in message_ids
         and b">" not in message_ids
     ):
-        return _file_chunk_slow(open_file, skipped, dates)
-    digit_sizes = _digit_ints(open_file.sizes)
+        return _file_chunk_slow(open_file, texts, skipped, dates)
+    digit_sizes = _digit_ints(sizes_texts)
     if digit_sizes is None:
         try:
-            size_list = list(map(int, open_file.sizes))
+            size_list = list(map(int, sizes_texts))
         except ValueError:
-            return _file_chunk_slow(open_file, skipped, dates)
+            return _file_chunk_slow(open_file, texts, skipped, dates)
     else:
         size_list = digit_sizes
     try:
         sizes = array("I", size_list)  # uint32: raises for a negative or too big size
     except OverflowError:
-        return _file_chunk_slow(open_file, skipped, dates)
+        return _file_chunk_slow(open_file, texts, skipped, dates)
     if count <= total and count <= _COUNTING_MAX and ks == _counting(ks[0])[:count]:
         # Segments 1, 2, ..., count in order (how most files arrive): no conversion.
         return _make_file_chunk(open_file, dates, _ONE_TO[:count], message_ids, sizes)
@@ -515,17 +542,17 @@ def _file_chunk(
         try:
             numbers = list(map(int, ks))
         except ValueError:
-            return _file_chunk_slow(open_file, skipped, dates)
+            return _file_chunk_slow(open_file, texts, skipped, dates)
         digits = False
     else:
         digits = digit_sizes is not None
     if not (min(numbers) >= 1 and max(numbers) <= total):
-        return _file_chunk_slow(open_file, skipped, dates)
+        return _file_chunk_slow(open_file, texts, skipped, dates)
     unique = len(set(numbers)) == count
     if not unique:
         if not digits or b"<>" in blob:
             # A text the segment-by-segment check reads otherwise ("+1", "<>").
-            return _file_chunk_slow(open_file, skipped, dates)
+            return _file_chunk_slow(open_file, texts, skipped, dates)
         # Repeats only: the first of each number is kept, the others counted.
         first = dict(zip(reversed(numbers), range(count - 1, -1, -1), strict=True))
         skipped["repeated_segment"] += count - len(first)
@@ -583,13 +610,14 @@ def _digit_ints(texts: list[bytes]) -> list[int] | None:
 
 
 def _file_chunk_slow(
-    open_file: _OpenFile, skipped: Counter[str], dates: dict[bytes, int]
+    open_file: _OpenFile,
+    texts: tuple[list[bytes], list[bytes], list[bytes]],
+    skipped: Counter[str],
+    dates: dict[bytes, int],
 ) -> FileChunk | None:
     """Segment by segment: forged numbers, bad sizes and message-ids out, repeats once."""
     good: dict[int, tuple[bytes, int]] = {}
-    for k_text, message_id, size_text in zip(
-        open_file.ks, open_file.mids, open_file.sizes, strict=True
-    ):
+    for k_text, message_id, size_text in zip(*texts, strict=True):
         k = int(k_text) if k_text.isdigit() else 0
         if not 0 < k <= open_file.total:
             skipped["forged_counter"] += 1
@@ -655,6 +683,33 @@ def _probe_candidate(name: str, chunk: ReleaseChunk) -> ProbeCandidate | None:
     return ProbeCandidate(
         release_key=chunk.key, message_id=file.first_message_id, file_name=file.name
     )
+
+
+def _drop_nul_lines(data: bytes, lines: list[bytes]) -> int:
+    """Remove from `lines` (data split on "\\n") the lines that hold a NUL byte; how many.
+
+    Only the NULs are looked for: the lines in between are not tested one by one.
+    """
+    dropped: list[int] = []
+    line = 0
+    searched = 0
+    at = data.find(b"\x00")
+    while at >= 0:
+        line += data.count(b"\n", searched, at)
+        dropped.append(line)
+        searched = data.find(b"\n", at)
+        if searched < 0:
+            break
+        at = data.find(b"\x00", searched)
+    for line in reversed(dropped):
+        del lines[line]
+    return len(dropped)
+
+
+def _xref_field(rest: bytes) -> bytes:
+    """The field after "lines" (Xref, when there is one) in the rest of a line split by add_data."""
+    tab = rest.find(b"\t")
+    return rest[tab + 1 :].partition(b"\t")[0] if tab >= 0 else b""
 
 
 def _xref_groups(xref: bytes) -> Iterable[str]:

@@ -33,7 +33,12 @@ def open_overview(path: Path) -> BinaryIO:
     magic = raw.read(2)
     raw.seek(0)
     if magic == b"\x1f\x8b":
-        return igzip.IGzipFile(fileobj=raw, mode="rb")  # type: ignore[no-untyped-call,return-value]
+        # Given the open file, IGzipFile would not close it: let it open its own.
+        raw.close()
+        try:
+            return igzip.IGzipFile(path, mode="rb")  # type: ignore[no-untyped-call,return-value]
+        except OSError as error:
+            raise InputError(f"{path}: {error.strerror or error}") from error
     return raw
 
 
@@ -58,13 +63,13 @@ def read_blocks(path: Path, block_bytes: int = BLOCK_BYTES) -> Iterator[bytes]:
             while data:
                 if inflate is not None:
                     data = inflate.decompress(data)
-                data = rest + data
                 cut = data.rfind(b"\n") + 1
                 if cut:
-                    yield data[:cut]
+                    # One copy: the rest of the last block and this one up to its last line end.
+                    yield b"".join((rest, memoryview(data)[:cut])) if rest else data[:cut]
                     rest = data[cut:]
                 else:
-                    rest = data
+                    rest += data
                 data = stream.read(block_bytes)
         except (OSError, EOFError, INFLATE_ERROR) as error:
             raise InputError(f"{path}: cannot be read as overview data: {error}") from error

@@ -21,7 +21,6 @@ from typing import Any, Protocol
 import attrs
 
 from usenet_indexer.errors import RemoteProtocolError
-from usenet_indexer.subject import extension
 
 EXECUTABLE_EXTENSIONS = frozenset(
     {
@@ -95,11 +94,16 @@ class ExecutableRule:
 
     def verdict(self, release: ReleaseView) -> str | None:
         found = ""
+        extensions = self.extensions
+        companions = self.companions
         for file_name in release.file_names:
-            ext = extension(file_name)
-            if ext in self.extensions:
+            # subject.extension, inline: this runs for every file of a batch.
+            dot = file_name.rfind(".")
+            size = len(file_name)
+            ext = file_name[dot + 1 :].lower() if 0 <= dot < size - 1 and size - dot <= 6 else ""
+            if ext in extensions:
                 found = found or ext
-            elif ext not in self.companions:
+            elif ext not in companions:
                 return None
         return found or None
 
