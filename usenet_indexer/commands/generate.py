@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import gc
 import io
 import itertools
 import logging
@@ -25,6 +24,7 @@ from isal import igzip
 
 from usenet_indexer.commands import positive_int
 from usenet_indexer.errors import ConfigError
+from usenet_indexer.gcpolicy import no_cyclic_gc
 from usenet_indexer.testing.generator import (
     DEFAULT_FIRST_ARTICLE,
     DEFAULT_GROUP,
@@ -107,18 +107,13 @@ def run(args: argparse.Namespace) -> int:
     # The run builds ~100k long-lived objects (uploads, files, their lists)
     # and frees nothing worth a cycle collection until it ends; the collector
     # rescanning them costs 10-25% of the run. This command does nothing else.
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    with no_cyclic_gc():
         with _atomic_output(args.out, "--out") as stream:
             _write_lines(stream, generator.lines())
         elapsed = time.monotonic() - started
         truth = generator.truth()
         with _atomic_output(truth_path, "--truth") as stream:
             truth.dump(stream)
-    finally:
-        if collecting:
-            gc.enable()
     print(_summary(truth, args.out, truth_path, elapsed))
     return 0
 
