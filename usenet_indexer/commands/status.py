@@ -52,7 +52,8 @@ def run(args: argparse.Namespace) -> int:
         state = "revoked" if n.revoked_at else f"{n.leases} leases"
         print(f"  {n.name:24} {state:12} last seen {n.last_seen or 'never'}")
     print(
-        f"last 5 minutes: {batches} batches, {lines / 300:,.0f} headers/s, {release_chunks:,} release chunks"
+        f"last 5 minutes: {batches} batches, {lines:,} headers ({lines / 300:,.0f}/s),"
+        f" {release_chunks:,} release chunks"
     )
     print("nntp servers (as the prefetcher last reported them)")
     if not servers:
