@@ -502,3 +502,16 @@ async def test_fake_faults_are_retried_without_a_gap_or_a_double(
     assert lines == [fake.line(n) for n in range(FAR, FAR + count)]
     assert state.errors == 4
     assert state.limit == 1  # lowered by the 502
+
+
+def test_a_lowered_pool_gets_a_connection_back_after_a_quiet_interval() -> None:
+    state = ServerState.of(server_configs(["nntp://h?connections=3"], 4)[0])
+    assert state.lower_limit(100.0) == 2
+    assert state.lower_limit(110.0) == 1
+    state.restore_one(200.0, 300.0)
+    assert state.limit == 1  # not quiet long enough
+    state.restore_one(410.0, 300.0)
+    assert state.limit == 2
+    state.restore_one(720.0, 300.0)
+    state.restore_one(1100.0, 300.0)
+    assert state.limit == 3  # never above the configured connections

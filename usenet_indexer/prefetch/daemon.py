@@ -66,6 +66,9 @@ REPORT_SECONDS = 5.0
 # Pauses after failures of a connection: 1, 2, 4 ... 60 s.
 BACKOFF_BASE_SECONDS = 1.0
 BACKOFF_CAP_SECONDS = 60.0
+# A server's pool lowered by 400/502 gets one connection back per this many
+# seconds without another refusal.
+POOL_RESTORE_SECONDS = 300.0
 # Waiting for the coordinator's database at start-up.
 DATABASE_WAIT_SECONDS = 2.0
 CLOSE_POOL_SECONDS = 10.0
@@ -245,7 +248,12 @@ class Prefetcher:
         # A chunk's last write, fsync, rename and row go on here while the
         # connection already asks for the next chunk (the server is not left idle).
         async with trio.open_nursery() as landing:
-            while slot < state.limit:
+            while True:
+                if slot >= state.limit:
+                    # Lowered by a 400/502: one connection comes back per quiet interval.
+                    await trio.sleep(POOL_RESTORE_SECONDS)
+                    state.restore_one(trio.current_time(), POOL_RESTORE_SECONDS)
+                    continue
                 job = await self._scheduler.take(index)
                 if job is None:
                     await trio.sleep(self.options.poll_seconds)
@@ -270,19 +278,17 @@ class Prefetcher:
                             state.open -= 1
                 except NoSuchGroup as error:
                     assert job is not None
-                    logger.warning("%s: %s", state.config.server, error)
+                    logger.warning("%s", error)  # NNTP errors name their server
                     self._scheduler.not_on_server(job.group, index)
                 except Unavailable as error:
                     state.failed(error)
                     failures += 1
-                    limit = state.lower_limit()
-                    logger.warning(
-                        "%s: %s; using at most %d connections", state.config.server, error, limit
-                    )
+                    limit = state.lower_limit(trio.current_time())
+                    logger.warning("%s; using at most %d connections", error, limit)
                 except (NNTPError, RemoteProtocolError) as error:
                     state.failed(error)
                     failures += 1
-                    logger.warning("%s: %s", state.config.server, error)
+                    logger.warning("%s", error)
                 except psycopg.Error as error:
                     state.failed(error)
                     failures += 1

@@ -67,6 +67,7 @@ class ServerState:
     last_error: str | None = None
     compression: str | None = None
     rate: float = 0.0
+    lowered_at: float = 0.0
     _lines_at_report: int = 0
 
     @classmethod
@@ -77,10 +78,17 @@ class ServerState:
         self.errors += 1
         self.last_error = f"{type(error).__name__}: {error}"
 
-    def lower_limit(self) -> int:
+    def lower_limit(self, now: float) -> int:
         """One connection fewer (400/502 "too many connections"), never below one."""
         self.limit = max(1, self.limit - 1)
+        self.lowered_at = now
         return self.limit
+
+    def restore_one(self, now: float, quiet_seconds: float) -> None:
+        """One connection back once `quiet_seconds` passed without a refusal."""
+        if self.limit < self.config.connections and now - self.lowered_at >= quiet_seconds:
+            self.limit += 1
+            self.lowered_at = now
 
     def report(self, seconds: float) -> ServerReport:
         """The figures for `uidx status`; the rate is over the last `seconds`."""
