@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import random
 import subprocess
 import sys
 from array import array
@@ -15,20 +18,40 @@ from psycopg_pool import ConnectionPool
 
 from usenet_indexer.batch import Batch, FileChunk, ReleaseChunk
 from usenet_indexer.batchwire import BatchWireError, WireBatch, decode_batch, decode_body
+from usenet_indexer.nntp.client import NNTPClient, connect
+from usenet_indexer.nntp.errors import AuthRequired, ConnectionLost, Timeout, Unavailable
+from usenet_indexer.spool_files import ChunkWriter
 from usenet_indexer.store.batches import BatchStore
 from usenet_indexer.store.catalog import CatalogStore
 from usenet_indexer.store.groups import GroupStore
 from usenet_indexer.store.nodes import NodeStore
 from usenet_indexer.store.ranges import RangeStore
 from usenet_indexer.testing import chaos_check as checks
-from usenet_indexer.testing.chaos import KINDS
+from usenet_indexer.testing.chaos import KINDS, SPOOL_FAILURES
 from usenet_indexer.testing.chaos_abuse import bad_requests, gzip_bomb
 from usenet_indexer.testing.chaos_check import BatchRow, RangeRow
+from usenet_indexer.testing.chaos_clock import CLOCK_KINDS
+from usenet_indexer.testing.chaos_nntp import (
+    AUTH,
+    DROP,
+    NNTP_KINDS,
+    REFUSE,
+    STALL,
+    Data,
+    End,
+    FaultSchedule,
+    ReplyTracker,
+    Status,
+    hide_compression,
+    serve_nntp_proxy,
+)
+from usenet_indexer.testing.chaos_prefetch import PREFETCH_KINDS, temporary_chunks
 from usenet_indexer.testing.chaos_procs import read_log
 from usenet_indexer.testing.chaos_proxy import ReplyDropper, serve_proxy
 
 DEADLINE_SECONDS = 30
-# The short run takes about 40 s on two cores; more when they are shared.
+# The short run takes 35-50 s on two cores (the prefetch part and the clock
+# run go alongside the chaos run); more when they are shared.
 SHORT_RUN_SECONDS = 600
 
 
@@ -125,6 +148,221 @@ def test_the_coordinator_log_tells_grants_409s_and_retries(tmp_path: Path) -> No
     assert figures.grants == ((12, 1, 1), (2, 1, 2))
     assert figures.conflicts == {8: 2, 18: 1}
     assert (figures.already_stored, figures.internal_errors) == (1, 1)
+
+
+# --- the spool's checker (the prefetch part) ---------------------------------------------------
+
+
+def test_a_spool_covering_each_range_once_passes() -> None:
+    ranges = [(1, 100), (101, 150)]
+    chunks = [(1, 40), (41, 100), (101, 150)]
+    assert checks.check_spool_coverage(ranges, chunks) == checks.SpoolCoverage(0, 0, 0, 0)
+
+
+def test_the_spool_checker_finds_a_hole_and_an_overlap() -> None:
+    ranges = [(1, 100), (101, 150)]
+    hole = checks.check_spool_coverage(ranges, [(1, 40), (51, 100), (101, 150)])
+    assert (hole.holes, hole.lost_articles, hole.overlaps) == (1, 10, 0)
+    overlap = checks.check_spool_coverage(ranges, [(1, 60), (41, 100), (101, 150)])
+    assert (overlap.overlaps, overlap.doubled_articles, overlap.holes) == (1, 20, 0)
+    # A range with nothing at its end, and one with no chunk at all.
+    short = checks.check_spool_coverage([(1, 100), (200, 209)], [(1, 90)])
+    assert (short.holes, short.lost_articles) == (2, 20)
+    # A chunk indexed twice is an overlap too.
+    twice = checks.check_spool_coverage([(1, 10)], [(1, 10), (1, 10)])
+    assert (twice.overlaps, twice.doubled_articles) == (1, 10)
+
+
+def over_line(number: int, subject: str = "s") -> bytes:
+    return f"{number}\t{subject}\tp\td\t<{number}@x>\t\t10\t1".encode()
+
+
+def test_chunk_lines_must_be_the_servers_inside_the_chunk() -> None:
+    server = {n: over_line(n) for n in range(1, 11)}
+    good = [over_line(n) for n in range(3, 7)]
+    assert checks.check_chunk_lines(3, 6, 4, good, server) == 0
+    assert checks.check_chunk_lines(3, 6, 5, good, server) == 1  # the row says 5
+    changed = [*good[:2], over_line(5, "other"), good[3]]
+    assert checks.check_chunk_lines(3, 6, 4, changed, server) == 1
+    assert checks.check_chunk_lines(3, 6, 3, good[:3], server) == 1  # article 6 is missing
+    outside = [*good, over_line(7)]
+    assert checks.check_chunk_lines(3, 6, 5, outside, server) == 2  # extra, and outside
+    # A gap (no file) where the server has articles: each is a bad line.
+    assert checks.check_chunk_lines(3, 6, 0, None, server) == 4
+    assert checks.check_chunk_lines(20, 29, 0, None, server) == 0
+    assert checks.article_number(b"x\ty") == -1
+
+
+def test_temporary_chunk_files_are_found_by_the_name_the_writer_gives_them(
+    tmp_path: Path,
+) -> None:
+    # The prefetch part kills the prefetcher the moment one appears, and
+    # counts the chunks in flight by them.
+    writer = ChunkWriter.open(tmp_path, "alt.binaries.g", 1001, 2000)
+    try:
+        assert temporary_chunks(tmp_path, os.getpid()) == [(1001, 2000)]
+        assert temporary_chunks(tmp_path, os.getpid() + 1) == []
+    finally:
+        writer.abort()
+    assert temporary_chunks(tmp_path) == []
+
+
+# --- the NNTP fault proxy ------------------------------------------------------------------------
+
+CONVERSATION = (
+    b"200 ready\r\n"
+    b"101 caps\r\nVERSION 2\r\nCOMPRESS DEFLATE\r\nOVER\r\n.\r\n"
+    b"211 3 1 3 g\r\n"
+    b"224 overview\r\n1\ta\r\n..2\tdot-stuffed\r\n.\r\n"
+    b"423 none\r\n"
+    b"224 overview\r\n.\r\n"
+    b"205 bye\r\n"
+)
+VERBS = ("CAPABILITIES", "GROUP", "OVER", "OVER", "OVER", "QUIT")
+
+
+def tracked(pieces: list[bytes]) -> list[Status | Data | End]:
+    tracker = ReplyTracker()
+    for verb in VERBS:
+        tracker.sent(verb)
+    return [event for piece in pieces for event in tracker.feed(piece)]
+
+
+@pytest.mark.parametrize("how", ["whole", "byte by byte"])
+def test_the_tracker_tells_replies_apart_and_keeps_every_byte(how: str) -> None:
+    if how == "whole":
+        pieces = [CONVERSATION]
+    else:
+        pieces = [CONVERSATION[i : i + 1] for i in range(len(CONVERSATION))]
+    events = tracked(pieces)
+    assert b"".join(e.raw for e in events) == CONVERSATION
+    statuses = [(e.verb, e.code, e.multiline) for e in events if isinstance(e, Status)]
+    assert statuses == [
+        ("GREETING", 200, False), ("CAPABILITIES", 101, True), ("GROUP", 211, False),
+        ("OVER", 224, True), ("OVER", 423, False), ("OVER", 224, True), ("QUIT", 205, False),
+    ]  # fmt: skip
+    over = b"".join(e.raw for e in events if isinstance(e, Data) and e.verb == "OVER")
+    assert over == b"1\ta\r\n..2\tdot-stuffed\r\n"
+    assert sum(isinstance(e, End) for e in events) == 3
+
+
+def test_the_tracker_keeps_what_is_not_a_whole_line_yet() -> None:
+    tracker = ReplyTracker()
+    tracker.sent("OVER")
+    assert tracker.feed(b"200 hi\r\n224 ov") == [Status("GREETING", 200, b"200 hi\r\n", False)]
+    assert tracker.feed(b"\r\n1\ta\r\n.") == [
+        Status("OVER", 224, b"224 ov\r\n", True),
+        Data("OVER", b"1\ta\r\n"),
+    ]
+    assert tracker.feed(b"\r\n") == [End("OVER", b".\r\n")]
+
+
+def test_compress_is_hidden_from_capabilities() -> None:
+    raw = b"VERSION 2\r\nCOMPRESS DEFLATE\r\nOVER\r\n"
+    assert hide_compression(raw) == b"VERSION 2\r\nOVER\r\n"
+
+
+def test_the_fault_schedule_is_seeded_and_leaves_the_first_events_alone() -> None:
+    counts = {DROP: 2, REFUSE: 1, AUTH: 1, STALL: 1}
+    one, two = FaultSchedule.seeded(5, counts, 4), FaultSchedule.seeded(5, counts, 4)
+    assert one.at == two.at
+    assert {kind: len(numbers) for kind, numbers in one.at.items()} == counts
+    assert one.at[DROP].isdisjoint(one.at[STALL])
+    assert min(n for numbers in one.at.values() for n in numbers) >= 2
+    assert max(one.at[DROP] | one.at[STALL]) < 2 + 4 * 3
+    # Connections and first GROUPs are few: their faults come right after the first.
+    assert (one.at[REFUSE], one.at[AUTH]) == (frozenset({2}), frozenset({2}))
+    overs = [one.on_over_reply() for _ in range(20)]
+    assert overs.count(DROP) == 2
+    assert overs.count(STALL) == 1
+    assert sum(one.on_connection() for _ in range(10)) == 1
+    assert one.injected == {DROP: 2, STALL: 1, REFUSE: 1}
+    two.armed = False
+    assert not any(two.on_connection() for _ in range(10))
+    assert not two.injected
+    assert not two.seen
+
+
+LINES = [f"{n}\tsubject {n}\tp\td\t<{n}@x>\t\t10\t1".encode() for n in range(1, 41)]
+
+
+async def _fake_nntp(stream: trio.SocketStream) -> None:
+    """A minimal NNTP server: CAPABILITIES (with COMPRESS), GROUP, OVER, QUIT."""
+    await stream.send_all(b"200 fake ready\r\n")
+    buffer = b""
+    while True:
+        while b"\r\n" not in buffer:
+            data = await stream.receive_some(65536)
+            if not data:
+                return
+            buffer += data
+        line, buffer = buffer.split(b"\r\n", 1)
+        words = line.decode().split()
+        verb = words[0].upper()
+        if verb == "CAPABILITIES":
+            await stream.send_all(
+                b"101 caps\r\nVERSION 2\r\nREADER\r\nOVER\r\nCOMPRESS DEFLATE\r\n.\r\n"
+            )
+        elif verb == "GROUP":
+            await stream.send_all(b"211 40 1 40 g\r\n")
+        elif verb == "OVER":
+            low, _, high = words[1].partition("-")
+            body = b"".join(line + b"\r\n" for line in LINES[int(low) - 1 : int(high)])
+            await stream.send_all(b"224 overview\r\n" + body + b".\r\n")
+        elif verb == "QUIT":
+            await stream.send_all(b"205 bye\r\n")
+            return
+        else:
+            await stream.send_all(b"500 what?\r\n")
+
+
+@pytest.mark.trio
+async def test_the_nntp_proxy_injects_each_fault_and_forwards_the_rest(
+    nursery: trio.Nursery,
+) -> None:
+    with trio.fail_after(DEADLINE_SECONDS):
+        listeners = await nursery.start(trio.serve_tcp, _fake_nntp, 0)
+        upstream = ("127.0.0.1", listeners[0].socket.getsockname()[1])
+        # Connection 1 refused; the first GROUP of connection 3 (the second to
+        # send one) answered 480; OVER reply 1 cut, reply 2 stalled.
+        at = {
+            REFUSE: frozenset({1}),
+            AUTH: frozenset({2}),
+            DROP: frozenset({1}),
+            STALL: frozenset({2}),
+        }
+        schedule = FaultSchedule(at, random.Random(1))
+        port = await nursery.start(serve_nntp_proxy, upstream, schedule)
+        url = f"nntp://127.0.0.1:{port}"
+
+        def session() -> contextlib.AbstractAsyncContextManager[NNTPClient]:
+            return connect(url, timeout_seconds=0.5)
+
+        with pytest.raises(Unavailable):
+            async with session():
+                pass
+        async with session() as client:
+            assert client.compression is None  # COMPRESS hidden
+            await client.group("g")
+            with pytest.raises(ConnectionLost):
+                async for _ in client.over_pipelined([(1, 40)]):
+                    pass
+        async with session() as client:
+            with pytest.raises(AuthRequired):
+                await client.group("g")
+            await client.group("g")  # the connection stays usable; the next one is forwarded
+            with pytest.raises(Timeout):
+                async for _ in client.over_pipelined([(1, 40)]):
+                    pass
+        async with session() as client:
+            await client.group("g")
+            got = [
+                line
+                async for _, piece in client.over_pipelined([(1, 25), (26, 40)])
+                for line in piece
+            ]
+        assert got == LINES
+    assert schedule.injected == dict.fromkeys(NNTP_KINDS, 1)
 
 
 # --- the fence switch of the negative control ----------------------------------------------
@@ -275,3 +513,24 @@ def test_the_short_chaos_run_loses_doubles_and_lets_in_nothing() -> None:
     assert report["stopped_edges_409"] >= 1
     assert report["recovery_p50_seconds"] is not None
     assert report["fence_cost_ratio"] > 0
+    # The prefetcher (item 7 and 8): killed mid-chunk and after chunks landed,
+    # and through the NNTP fault proxy; the spool covers every range once,
+    # with INN2's lines, and what was in flight at a kill was fetched again.
+    for kind in (*PREFETCH_KINDS, *CLOCK_KINDS):
+        assert report["faults"][kind] >= 1, kind
+    for key in SPOOL_FAILURES:
+        assert report[key] == 0, key
+    assert report["spool_lines"] == report["prefetch_articles"] > 0
+    assert report["prefetch_complete"] is True
+    assert report["prefetch_exit_status"] == 0
+    assert report["prefetch_refetched"] == report["prefetch_in_flight_at_kills"]
+    assert report["prefetch_tmp_removed"] >= report["prefetch_in_flight_at_kills"]
+    # Each NNTP fault made the prefetcher log an error it got over.
+    assert report["prefetch_errors_logged"] >= sum(report["faults"][k] for k in NNTP_KINDS)
+    # Clocks (item 9): the slow edge is fenced and stored nothing; the edge
+    # two hours ahead stored its batches; that range's catalog is exact.
+    assert report["clock_slow_edge_409"] >= 1
+    assert report["clock_slow_edge_rows"] == 0
+    assert report["clock_offset_edge_rows"] >= 1
+    assert (report["clock_lost"], report["clock_doubled"]) == (0, 0)
+    assert report["clock_done"] is True

@@ -31,6 +31,18 @@ has three parts:
 3. The cost of fencing (chaos_fence): the same batches stored through
    BatchStore with and without the fence.
 
+Alongside the chaos run, once its edges run, on a cluster of their own
+(chaos_side):
+
+4. The prefetch part (chaos_prefetch): `uidx prefetch` fills a spool from
+   a private INN2 through an NNTP fault proxy (chaos_nntp: 502 on connect,
+   480 to a first GROUP, an OVER reply cut or stalled), killed with SIGKILL
+   mid-chunk and after chunks landed, started again each time; the spool
+   must cover every planned range once, with INN2's own lines.
+5. The clock run (chaos_clock): an edge on a clock running at a fifth of
+   the real speed holds a range past its lease and is fenced (409, nothing
+   stored); an edge two hours ahead takes the range over and indexes it.
+
 The conclusions are drawn by chaos_check's pure functions. Progress goes to
 stderr; the figures last, on stdout, as one JSON line.
 """
@@ -54,19 +66,20 @@ import trio
 
 from usenet_indexer.pgcluster import Cluster
 from usenet_indexer.testing import chaos_check as checks
+from usenet_indexer.testing.chaos_clock import CLOCK_KINDS, libfaketime
 from usenet_indexer.testing.chaos_fence import FenceCost, fence_cost
+from usenet_indexer.testing.chaos_prefetch import PREFETCH_KINDS
+from usenet_indexer.testing.chaos_procs import log
 from usenet_indexer.testing.chaos_proxy import ReplyDropper
 from usenet_indexer.testing.chaos_run import (
     ChaosConfig,
     Interrupted,
     Outcome,
     Run,
-    chaos_run,
     check_config,
     conclude,
     control_run,
     interrupt,
-    log,
     long_config,
     short_config,
 )
@@ -82,6 +95,7 @@ from usenet_indexer.testing.chaos_setup import (
     truth_message_ids,
     uidx,
 )
+from usenet_indexer.testing.chaos_side import SideRuns, alongside
 from usenet_indexer.testing.postgres import scratch_dir
 
 KINDS = (
@@ -92,11 +106,15 @@ KINDS = (
     "postgres_restart",
     "lease_burst",
     "bad_input",
+    *PREFETCH_KINDS,
+    *CLOCK_KINDS,
 )
+# The side runs' kinds: left out (not failed) when INN2 or libfaketime cannot run here.
+SIDE_KINDS = {"prefetch": PREFETCH_KINDS, "clock": CLOCK_KINDS}
 LEFT_OUT = (
-    "7: the prefetcher killed mid-chunk (needs the NNTP prefetcher, being built)",
-    "8: NNTP connections dropped, 502/480 answers (needs the prefetcher)",
-    "9: clocks under faketime",
+    "8: the edges of the chaos run read a spool made by `uidx spool import`, not by the"
+    " prefetcher: that the resume point never passes a missing chunk is checked on the"
+    " prefetcher's spool (every range covered once, no hole), not through edges",
 )
 
 
@@ -140,8 +158,10 @@ def invoke(config: ChaosConfig, folder: Path) -> dict[str, Any]:
     began = time.perf_counter()
     rng = random.Random(config.seed)
     data = Data.make(config, folder / "data")
+    library = libfaketime()
+    side = SideRuns(config, folder, data.parts[-1], data.truth, library)
     with durable_cluster() as cluster:
-        main, outcome, finished = _chaos_part(config, folder, cluster, data, rng)
+        main, outcome, finished = _chaos_part(config, folder, cluster, data, rng, side)
         controls = {
             fenced: _control_part(config, folder, cluster, data, rng, fenced=fenced)
             for fenced in ((False, True) if config.fenced_control else (False,))
@@ -156,11 +176,16 @@ def invoke(config: ChaosConfig, folder: Path) -> dict[str, Any]:
             config.fence_rounds,
         )
     seconds = time.perf_counter() - began
-    return _report(config, main, outcome, finished, controls, cost, seconds, data.truth)
+    return _report(config, main, outcome, finished, controls, cost, seconds, data.truth, side)
 
 
 def _chaos_part(
-    config: ChaosConfig, folder: Path, cluster: Cluster, data: Data, rng: random.Random
+    config: ChaosConfig,
+    folder: Path,
+    cluster: Cluster,
+    data: Data,
+    rng: random.Random,
+    side: SideRuns,
 ) -> tuple[Run, Outcome, bool]:
     dropper = ReplyDropper(config.drop_every, config.drop_limit)
     main = _make_run("chaos", config, folder, cluster, data.parts, rng, True, dropper)
@@ -168,7 +193,7 @@ def _chaos_part(
     main.spare_nodes.extend(spares)
     _spool_import(main, data.parts[:1])
     log(f"chaos run: coordinator, a burst of {config.burst_edges} leases, edges, then faults")
-    finished = trio.run(chaos_run, main)
+    finished = trio.run(alongside, side, main)
     samples = [rows for _, rows in main.monitor.samples]
     outcome = conclude(main, data.expected, samples, data.truth)
     log(f"chaos run: {'every range done' if finished else 'NOT every range done'}")
@@ -257,18 +282,25 @@ def _report(
     cost: FenceCost,
     seconds: float,
     truth: frozenset[str],
+    side: SideRuns,
 ) -> dict[str, Any]:
     tally = main.tally
-    faults = {kind: tally.faults.get(kind, 0) for kind in KINDS}
+    side_faults = _side_faults(side)
+    faults = {kind: side_faults.get(kind, tally.faults.get(kind, 0)) for kind in KINDS}
     catalog = outcome.catalog
+    spool = _spool_figures(side)
+    clock = _clock_figures(side)
     unfenced, unfenced_run, _ = controls[False]
     http_5xx = sum(n for status, n in tally.bad_statuses.items() if status >= 500)
     report: dict[str, Any] = {
         "faults": faults,
         "expected": catalog.expected,
         "stored": catalog.stored,
-        "lost": catalog.lost,
-        "doubled": catalog.doubled,
+        # Segments of the catalogs, and articles of the prefetcher's spool.
+        "lost": catalog.lost + spool["spool_lost_articles"] + clock["clock_lost"],
+        "doubled": catalog.doubled + spool["spool_doubled_articles"] + clock["clock_doubled"],
+        "catalog_lost": catalog.lost,
+        "catalog_doubled": catalog.doubled,
         "unexpected": catalog.unexpected,
         "truth_segments": len(truth),
         "truth_segments_stored": outcome.truth_stored,
@@ -303,7 +335,10 @@ def _report(
         "internal_errors": outcome.internal_errors,
         "edges_exited": tally.edges_exited,
         "faults_skipped": dict(tally.skipped),
-        "left_out": list(LEFT_OUT),
+        **spool,
+        **clock,
+        "side_runs_not_run": dict(side.not_run),
+        "left_out": [*LEFT_OUT, *(f"{name}: {why}" for name, why in side.not_run.items())],
         "articles": config.articles,
         "ranges": len(main.parts),
         "seed": config.seed,
@@ -316,14 +351,77 @@ def _report(
     return report
 
 
+def _side_faults(side: SideRuns) -> dict[str, int]:
+    faults: dict[str, int] = {}
+    if side.prefetch is not None:
+        faults.update(side.prefetch.faults)
+    if side.clock is not None:
+        faults.update(side.clock.faults)
+    return faults
+
+
+def _spool_figures(side: SideRuns) -> dict[str, Any]:
+    """The prefetch part's figures (zeros when it did not run)."""
+    done = side.prefetch
+    if done is None:
+        return dict.fromkeys(SPOOL_FAILURES, 0) | {"prefetch_complete": None}
+    spool = done.spool
+    return {
+        "spool_holes": spool.coverage.holes,
+        "spool_overlaps": spool.coverage.overlaps,
+        "spool_lost_articles": spool.coverage.lost_articles,
+        "spool_doubled_articles": spool.coverage.doubled_articles,
+        "spool_bad_lines": spool.bad_lines,
+        "spool_missing_files": spool.missing_files,
+        "spool_orphan_files": spool.orphan_files,
+        "spool_tmp_left": spool.temporary_left,
+        "spool_chunks": spool.chunks,
+        "spool_gaps": spool.gaps,
+        "spool_lines": spool.lines,
+        "prefetch_articles": side.config.prefetch.articles,
+        "prefetch_complete": done.complete,
+        "prefetch_exit_status": done.exit_status,
+        "prefetch_in_flight_at_kills": done.in_flight_at_kills,
+        "prefetch_refetched": done.refetched,
+        "prefetch_tmp_removed": done.temporary_removed,
+        "prefetch_errors_logged": done.errors_logged,
+        "prefetch_seconds": round(done.seconds, 1),
+    }
+
+
+def _clock_figures(side: SideRuns) -> dict[str, Any]:
+    """The clock run's figures (zeros when it did not run)."""
+    found, outcome = side.clock, side.clock_outcome
+    if found is None or outcome is None:
+        return dict.fromkeys(CLOCK_FAILURES, 0) | {"clock_done": None}
+    return {
+        "clock_lost": outcome.catalog.lost,
+        "clock_doubled": outcome.catalog.doubled,
+        "clock_slow_edge_rows": found.slow_rows,
+        "clock_slow_edge_409": found.slow_409,
+        "clock_offset_edge_rows": found.offset_rows,
+        "clock_done": found.done,
+    }
+
+
+# Figures of the side runs that must be 0.
+SPOOL_FAILURES = (
+    "spool_holes", "spool_overlaps", "spool_lost_articles", "spool_doubled_articles",
+    "spool_bad_lines", "spool_missing_files", "spool_orphan_files", "spool_tmp_left",
+)  # fmt: skip
+CLOCK_FAILURES = ("clock_lost", "clock_doubled", "clock_slow_edge_rows")
+
+
 def failures(report: dict[str, Any]) -> list[str]:
     """What makes the run fail (an empty list: it passed)."""
     bad = [
         f"{key} = {report[key]}"
         for key in ("lost", "doubled", "rows_after_409", "http_5xx", "holder_violations",
-                    "chain_gaps", "ranges_incomplete", "lease_state_lost", "unrecovered")
+                    "chain_gaps", "ranges_incomplete", "lease_state_lost", "unrecovered",
+                    *SPOOL_FAILURES, *CLOCK_FAILURES)
         if report[key]
     ]  # fmt: skip
+    bad += _side_failures(report)
     if not report["every_range_done"]:
         bad.append("not every range was done")
     burst = report["lease_burst"]
@@ -336,9 +434,32 @@ def failures(report: dict[str, Any]) -> list[str]:
         bad.append("the negative control (fence off) found no doubled segment")
     if report.get("fenced_control_doubled"):
         bad.append("the fenced control doubled segments")
-    missing = [kind for kind, count in report["faults"].items() if count < 1]
+    not_run = {kind for name in report["side_runs_not_run"] for kind in SIDE_KINDS[name]}
+    missing = [
+        kind for kind, count in report["faults"].items() if count < 1 and kind not in not_run
+    ]
     if missing:
         bad.append(f"faults never injected: {', '.join(missing)}")
+    return bad
+
+
+def _side_failures(report: dict[str, Any]) -> list[str]:
+    bad = []
+    if report["prefetch_complete"] is False:
+        bad.append("the prefetcher did not fill the spool in time (a hang?)")
+    if report["prefetch_complete"] and report["prefetch_exit_status"] != 0:
+        bad.append(f"the prefetcher exited with {report['prefetch_exit_status']} on SIGTERM")
+    if report["prefetch_complete"] is not None and (
+        report["prefetch_refetched"] != report["prefetch_in_flight_at_kills"]
+    ):
+        bad.append("a chunk in flight at a kill was not fetched again")
+    if report["clock_done"] is not None:
+        if not report["clock_done"]:
+            bad.append("the clock run's range was not done")
+        if report["clock_slow_edge_409"] < 1:
+            bad.append("the slow edge got no 409")
+        if report["clock_offset_edge_rows"] < 1:
+            bad.append("nothing was stored from the edge two hours ahead")
     return bad
 
 
@@ -357,6 +478,12 @@ def _print_figures(report: dict[str, Any]) -> None:
         f"cost of fencing: {report['fenced_batches_per_s']} vs "
         f"{report['unfenced_batches_per_s']} batches/s (ratio {report['fence_cost_ratio']})",
         f"negative control (fence off): doubled {report['negative_control_doubled']}",
+        f"prefetcher: spool holes {report['spool_holes']}, overlaps {report['spool_overlaps']}, "
+        f"bad lines {report['spool_bad_lines']}; chunks in flight at kills "
+        f"{report.get('prefetch_in_flight_at_kills')}, fetched again "
+        f"{report.get('prefetch_refetched')}",
+        f"clocks: slow edge 409s {report.get('clock_slow_edge_409')}, rows "
+        f"{report['clock_slow_edge_rows']}; edge +2h rows {report.get('clock_offset_edge_rows')}",
         f"left out: {'; '.join(report['left_out'])}",
     ]
     for line in lines:

@@ -22,6 +22,11 @@ The lease figures come from samples of the `ranges` table and from the
 chain of batches that covers the range once, in epochs that never go back
 (a row of an older epoch after a newer one is a write that a 409 should
 have stopped).
+
+The prefetcher's spool (the prefetch part) is checked the same way: its
+chunks and gaps must cover every planned range once (`check_spool_coverage`:
+holes and overlaps), and each chunk must hold exactly the lines the server
+returns for OVER over its articles (`check_chunk_lines`).
 """
 
 from __future__ import annotations
@@ -254,3 +259,95 @@ def taken_over(old: RangeRow, rows: Sequence[RangeRow]) -> bool:
         if row.range_id == old.range_id:
             return row.state == "done" or (row.state == "leased" and row.epoch > old.epoch)
     return False
+
+
+# --- the spool's view (the prefetcher under kill -9 and NNTP faults) ------------------------
+
+
+@attrs.frozen
+class SpoolCoverage:
+    """The spool's chunks (and gaps) against the planned ranges.
+
+    Attributes:
+        holes: runs of articles of a planned range that no chunk covers.
+        overlaps: chunks that begin inside the chunk before them.
+        lost_articles: articles of planned ranges that no chunk covers.
+        doubled_articles: articles covered by more than one chunk (every extra copy).
+    """
+
+    holes: int
+    overlaps: int
+    lost_articles: int
+    doubled_articles: int
+
+
+def check_spool_coverage(
+    ranges: Iterable[tuple[int, int]], chunks: Iterable[tuple[int, int]]
+) -> SpoolCoverage:
+    """Whether the chunks cover every range exactly once.
+
+    Args:
+        ranges: (first, last) of each planned range (they do not overlap).
+        chunks: (first, last) of each indexed chunk or gap of the group.
+
+    Returns:
+        The holes and overlaps found (all zero: exactly once).
+    """
+    ordered = sorted(chunks)
+    overlaps = doubled = 0
+    reach = -1  # the last article covered so far
+    for first, last in ordered:
+        if first <= reach:
+            overlaps += 1
+            doubled += min(last, reach) - first + 1
+        reach = max(reach, last)
+    holes = lost = 0
+    for first, last in sorted(ranges):
+        at = first
+        for start, end in ordered:
+            if end < at or start > last:
+                continue
+            if start > at:
+                holes += 1
+                lost += start - at
+            at = max(at, end + 1)
+        if at <= last:
+            holes += 1
+            lost += last - at + 1
+    return SpoolCoverage(holes, overlaps, lost, doubled)
+
+
+def article_number(line: bytes) -> int:
+    """The article number an overview line starts with (-1 when it has none)."""
+    head = line.split(b"\t", 1)[0]
+    return int(head) if head.isdigit() else -1
+
+
+def check_chunk_lines(
+    first: int,
+    last: int,
+    indexed_lines: int,
+    lines: Sequence[bytes] | None,
+    server: Mapping[int, bytes],
+) -> int:
+    """The bad lines of one spool chunk, against what the server returns for OVER.
+
+    Args:
+        first: the chunk's first article.
+        last: its last article.
+        indexed_lines: the line count its index row gives.
+        lines: the lines its file inflates to (None: a gap, no file).
+        server: article number -> the server's overview line (a bare OVER read).
+
+    Returns:
+        0 when the chunk holds exactly the server's lines of [first, last], in
+        order, as many as its row says; else a count of the differences: lines
+        that differ or are missing or extra, lines outside [first, last], and
+        the difference between the row's count and the file's.
+    """
+    expected = [server[n] for n in range(first, last + 1) if n in server]
+    got = list(lines) if lines is not None else []
+    differ = sum(1 for a, b in zip(got, expected, strict=False) if a != b)
+    differ += abs(len(got) - len(expected))
+    outside = sum(1 for line in got if not first <= article_number(line) <= last)
+    return differ + outside + abs(len(got) - indexed_lines)

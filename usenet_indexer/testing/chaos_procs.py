@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 import signal
 import subprocess
+import sys
+import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -33,6 +35,14 @@ SAMPLE_SECONDS = 0.1
 START_SECONDS = 60.0
 # SIGTERM first, then SIGKILL after this: an edge gives its range back in time.
 STOP_SECONDS = 15.0
+
+_STARTED = time.monotonic()
+
+
+def log(message: str) -> None:
+    """A line of progress on stderr, with the seconds since the script began."""
+    print(f"chaos: {time.monotonic() - _STARTED:6.1f} s  {message}", file=sys.stderr, flush=True)
+
 
 _RANGES = """
     SELECT id, state, holder, epoch, resume,

@@ -20,9 +20,8 @@ import random
 import signal
 import socket
 import sys
-import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator, Sequence, Set
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence, Set
 from functools import partial
 from pathlib import Path
 
@@ -38,7 +37,9 @@ from usenet_indexer.store.pool import GET_TIMEOUT_SECONDS, open_pool
 from usenet_indexer.testing import chaos_check as checks
 from usenet_indexer.testing.chaos_abuse import UNKNOWN_TOKEN, bad_requests, send_bad_requests
 from usenet_indexer.testing.chaos_check import BatchRow, RangeRow
-from usenet_indexer.testing.chaos_procs import Child, Monitor, read_log, wait_answering
+from usenet_indexer.testing.chaos_nntp import AUTH, DROP, NNTP_KINDS, REFUSE, STALL
+from usenet_indexer.testing.chaos_prefetch import PrefetchConfig
+from usenet_indexer.testing.chaos_procs import Child, Monitor, log, read_log, wait_answering
 from usenet_indexer.testing.chaos_proxy import ReplyDropper, serve_proxy
 from usenet_indexer.testing.chaos_setup import (
     GROUP,
@@ -52,12 +53,6 @@ API = "/api/v1/node/"
 # Parts of the spool held back until the faults are done: the ranges waiting
 # for them keep edges busy, so every fault finds a victim.
 HOLD_BACK = 2
-
-_STARTED = time.monotonic()
-
-
-def log(message: str) -> None:
-    print(f"chaos: {time.monotonic() - _STARTED:6.1f} s  {message}", file=sys.stderr, flush=True)
 
 
 @attrs.frozen(kw_only=True)
@@ -86,6 +81,7 @@ class ChaosConfig:
         burst_processes: after the burst of lease calls, also start
             `burst_edges` edge processes at once.
         seed: the generator's and the faults' seed.
+        prefetch: the prefetch part (chaos_prefetch: kill -9, NNTP faults).
         deadline_seconds: the longest the chaos run may take to finish its ranges.
         control_deadline_seconds: the same for a control run.
     """
@@ -113,6 +109,7 @@ class ChaosConfig:
     fence_rounds: int
     burst_processes: bool
     seed: int
+    prefetch: PrefetchConfig
     deadline_seconds: float = 300.0
     control_deadline_seconds: float = 60.0
 
@@ -125,24 +122,42 @@ def check_config(config: ChaosConfig) -> ChaosConfig:
 
 
 def short_config(seed: int) -> ChaosConfig:
-    """The CI version: 40k articles in 8 ranges, one fault of each kind (two kills)."""
+    """The CI version: 40k articles in 8 ranges, one fault of each kind (two kills).
+
+    The prefetch part: 20k articles on INN2, two kills of the prefetcher and
+    one NNTP fault of each kind.
+    """
+    prefetch = PrefetchConfig(
+        articles=20_000, range_articles=5_000, chunk_articles=1_000, slice_articles=250,
+        connections=4, kills=2, nntp_faults=dict.fromkeys(NNTP_KINDS, 1), spacing=3,
+        deadline_seconds=60.0,
+    )  # fmt: skip
     return ChaosConfig(
         articles=40_000, ranges=8, chunk_articles=1000, batch_articles=1000, edges=8,
         feed_seconds=1.5, pause_seconds=0.3, kills=2, stops=1, coordinator_kills=1,
         postgres_restarts=1, bad_rounds=1, drop_every=2, drop_limit=2, bomb_bytes=256 << 20,
         control_ranges=1, fenced_control=False, fence_rounds=1, burst_processes=False,
-        seed=seed,
+        seed=seed, prefetch=prefetch,
     )  # fmt: skip
 
 
 def long_config(seed: int) -> ChaosConfig:
-    """The long version: 400k articles in 24 ranges, many faults at random moments."""
+    """The long version: 400k articles in 24 ranges, many faults at random moments.
+
+    The prefetch part: 200k articles on INN2, eight kills, ten NNTP faults.
+    """
+    # Two 502s of six connections: the pool goes down to four; they all send a GROUP.
+    faults = {DROP: 4, REFUSE: 2, AUTH: 2, STALL: 2}
+    prefetch = PrefetchConfig(
+        articles=200_000, range_articles=20_000, chunk_articles=2_000, slice_articles=500,
+        connections=6, kills=8, nntp_faults=faults, spacing=12, deadline_seconds=300.0,
+    )  # fmt: skip
     return ChaosConfig(
         articles=400_000, ranges=24, chunk_articles=2000, batch_articles=2000, edges=8,
         feed_seconds=5.0, pause_seconds=3.0, kills=10, stops=3, coordinator_kills=2,
         postgres_restarts=2, bad_rounds=3, drop_every=3, drop_limit=8, bomb_bytes=1 << 30,
         control_ranges=4, fenced_control=True, fence_rounds=3, burst_processes=True, seed=seed,
-        deadline_seconds=900.0,
+        prefetch=prefetch, deadline_seconds=900.0,
     )  # fmt: skip
 
 
@@ -201,6 +216,8 @@ class Run:
     tally: Tally = attrs.field(factory=Tally)
     db_quiet: trio.Lock = attrs.field(factory=trio.Lock)
     faults_done: trio.Event = attrs.field(factory=trio.Event)
+    # Set once its edges run: the side runs (chaos_side) start then.
+    burst_done: trio.Event = attrs.field(factory=trio.Event)
     fed: set[int] = attrs.field(factory=set)
     spare_nodes: list[int] = attrs.field(factory=list)
     stopping: bool = False
@@ -241,9 +258,10 @@ class Run:
         await self.coordinator.start()
         await wait_answering(self.coordinator, self.api)
 
-    def edge(self, slot: int) -> Edge:
+    def edge(self, slot: int, *, clock: Mapping[str, str] | None = None) -> Edge:
         # Every edge goes through the proxy: batch posts of any of them may lose
-        # their reply, so replies are lost however the leases fall.
+        # their reply, so replies are lost however the leases fall. `clock`:
+        # libfaketime's variables (chaos_clock), to run it on a clock of its own.
         port = self.proxy_port
         env = child_env(
             COORDINATOR_URL=f"http://127.0.0.1:{port}",
@@ -252,6 +270,7 @@ class Run:
             UIDX_LEASE_TTL_SECONDS=str(self.config.ttl_seconds),
             UIDX_IDLE_SECONDS=str(self.config.idle_seconds),
             UIDX_BATCH_ARTICLES=str(self.config.batch_articles),
+            **(clock or {}),
         )
         log_file = self.folder / "logs" / f"edge-{slot:02}.log"
         child = Child(f"edge {slot}", ("edge",), env, log_file)
@@ -613,6 +632,7 @@ async def chaos_run(run: Run) -> bool:
             proxy = partial(serve_proxy, ("127.0.0.1", run.port), run.dropper)
             run.proxy_port = await nursery.start(proxy)
             await run.lease_burst()
+            run.burst_done.set()
             nursery.start_soon(run.feed)
             nursery.start_soon(_watch_edges, run)
             await run.inject()
