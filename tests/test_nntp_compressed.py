@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import gzip
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import pytest
+from chunkers import CHUNKERS, Chunker, bytewise, in_threes, whole
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -23,8 +24,6 @@ from usenet_indexer.nntp.errors import (
     LineTooLong,
     RemoteProtocolError,
 )
-
-Chunker = Callable[[bytes], list[bytes]]
 
 # -- the wire forms (what a server sends) --------------------------------------
 
@@ -85,21 +84,6 @@ def xzver_data(
 
 
 # -- helpers -------------------------------------------------------------------
-
-
-def whole(data: bytes) -> list[bytes]:
-    return [data]
-
-
-def bytewise(data: bytes) -> list[bytes]:
-    return [data[i : i + 1] for i in range(len(data))]
-
-
-def in_threes(data: bytes) -> list[bytes]:
-    return [data[i : i + 3] for i in range(0, len(data), 3)]
-
-
-CHUNKERS = [whole, bytewise, in_threes]
 
 
 def overview(n: int) -> bytes:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import pytest
+from chunkers import CHUNKERS, Chunker, bytewise, whole
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -17,23 +18,6 @@ from usenet_indexer.nntp.errors import (
     RemoteProtocolError,
 )
 from usenet_indexer.nntp.replies import GroupStatus, ServerCapabilities, parse_date
-
-Chunker = Callable[[bytes], list[bytes]]
-
-
-def whole(data: bytes) -> list[bytes]:
-    return [data]
-
-
-def bytewise(data: bytes) -> list[bytes]:
-    return [data[i : i + 1] for i in range(len(data))]
-
-
-def in_threes(data: bytes) -> list[bytes]:
-    return [data[i : i + 3] for i in range(0, len(data), 3)]
-
-
-CHUNKERS = [whole, bytewise, in_threes]
 
 
 def normalized(events: list[p.Event]) -> list[p.Event]:
