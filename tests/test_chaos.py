@@ -47,7 +47,17 @@ from usenet_indexer.testing.chaos_nntp import (
 )
 from usenet_indexer.testing.chaos_prefetch import PREFETCH_KINDS, temporary_chunks
 from usenet_indexer.testing.chaos_procs import read_log
-from usenet_indexer.testing.chaos_proxy import ReplyDropper, serve_proxy
+from usenet_indexer.testing.chaos_proxy import (
+    AFTER_COMMIT,
+    BEFORE_POST,
+    Ambush,
+    ReplyDropper,
+    answer_status,
+    batch_range,
+    bearer,
+    serve_proxy,
+)
+from usenet_indexer.testing.chaos_run import NAMED_KILLS, long_config, short_config
 
 DEADLINE_SECONDS = 30
 # The short run takes 35-50 s on two cores (the prefetch part and the clock
@@ -482,6 +492,128 @@ async def test_the_proxy_forwards_the_picked_batch_and_loses_its_reply(
     ]
 
 
+def test_the_ambush_catches_one_batch_post_of_an_armed_edge() -> None:
+    batches = b"/api/v1/node/ranges/7/batches"
+    mine = [(b"authorization", b"Bearer tok-a"), (b"content-type", b"application/json")]
+    other = [(b"authorization", b"Bearer tok-b")]
+    ambush = Ambush()
+    # Not armed: nothing is caught.
+    assert not ambush.catches(b"POST", batches, mine)
+    ambush.arm(["tok-a"], BEFORE_POST)
+    assert not ambush.catches(b"POST", batches, other)
+    assert not ambush.catches(b"POST", b"/api/v1/node/lease", mine)
+    assert not ambush.catches(b"GET", batches, mine)
+    assert not ambush.catches(b"POST", batches, [])
+    assert ambush.catches(b"POST", batches, mine)
+    assert (ambush.caught_token, ambush.range_id, ambush.point) == ("tok-a", 7, BEFORE_POST)
+    # One catch per arming.
+    assert not ambush.catches(b"POST", batches, mine)
+    ambush.arm(["tok-a", "tok-b"], AFTER_COMMIT)
+    ambush.disarm()
+    assert not ambush.catches(b"POST", batches, other)
+    with pytest.raises(ValueError, match="point"):
+        ambush.arm(["tok-a"], "somewhere")
+
+
+def test_the_proxy_reads_tokens_batch_ranges_and_answer_statuses() -> None:
+    assert bearer([(b"authorization", b"bearer  x.y ")]) == "x.y"
+    assert bearer([(b"authorization", b"Basic eA==")]) is None
+    assert batch_range(b"POST", b"/api/v1/node/ranges/12/batches") == 12
+    assert batch_range(b"POST", b"/api/v1/node/ranges/12/batches?x=1") == 12
+    assert batch_range(b"POST", b"/api/v1/node/ranges/x/batches") is None
+    assert batch_range(b"POST", b"/api/v1/node/ranges/12/release") is None
+    assert batch_range(b"PUT", b"/api/v1/node/ranges/12/batches") is None
+    assert batch_range(b"POST", b"/batches") is None
+    assert answer_status(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok") == 200
+    assert answer_status(b"HTTP/1.1 409 Conflict\r\n") == 409
+    assert answer_status(b"HTT") is None
+
+
+def test_both_runs_kill_at_each_named_point() -> None:
+    assert set(NAMED_KILLS) == {BEFORE_POST, AFTER_COMMIT}
+    assert set(NAMED_KILLS.values()) <= set(KINDS)
+    assert short_config(1).named_kills >= 1
+    assert long_config(1).named_kills > short_config(1).named_kills
+
+
+async def _ambushed_post(point: str, headers: dict[str, str]) -> tuple[list[bytes], Ambush, bool]:
+    """One batch post through the proxy armed at `point`; what the server saw, and whether
+    the client got its answer."""
+    seen: list[bytes] = []
+    answered = False
+    ambush = Ambush()
+    ambush.arm(["tok-a"], point)
+    async with trio.open_nursery() as nursery:
+        listeners = await nursery.start(
+            trio.serve_tcp, lambda stream: _answer_forever(seen, stream), 0
+        )
+        upstream = ("127.0.0.1", listeners[0].socket.getsockname()[1])
+        port = await nursery.start(serve_proxy, upstream, ReplyDropper(every=1, limit=9), ambush)
+
+        async def post() -> None:
+            nonlocal answered
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
+                with contextlib.suppress(httpx.TransportError):
+                    await client.post("/ranges/3/batches", content=b"one", headers=headers)
+                    answered = True
+
+        nursery.start_soon(post)
+        await ambush.caught.wait()
+        # The run kills the edge here; what the server saw is fixed by now.
+        await trio.sleep(0.2)
+        snapshot = list(seen)
+        ambush.released.set()
+        await trio.sleep(0.2)
+        nursery.cancel_scope.cancel()
+    return snapshot, ambush, answered
+
+
+@pytest.mark.trio
+async def test_the_proxy_holds_an_armed_post_before_it_reaches_the_server() -> None:
+    with trio.fail_after(DEADLINE_SECONDS):
+        seen, ambush, answered = await _ambushed_post(
+            BEFORE_POST, {"Authorization": "Bearer tok-a"}
+        )
+    assert seen == []
+    assert (ambush.range_id, ambush.status, answered) == (3, None, False)
+
+
+@pytest.mark.trio
+async def test_the_proxy_keeps_the_answer_of_an_armed_post_after_the_server_took_it() -> None:
+    with trio.fail_after(DEADLINE_SECONDS):
+        seen, ambush, answered = await _ambushed_post(
+            AFTER_COMMIT, {"Authorization": "Bearer tok-a"}
+        )
+    assert seen == [b"POST /ranges/3/batches HTTP/1.1 one"]
+    assert (ambush.range_id, ambush.status, answered) == (3, 200, False)
+
+
+@pytest.mark.trio
+async def test_the_retry_of_a_batch_whose_reply_was_lost_is_not_ambushed(
+    nursery: trio.Nursery,
+) -> None:
+    seen: list[bytes] = []
+    with trio.fail_after(DEADLINE_SECONDS):
+        listeners = await nursery.start(
+            trio.serve_tcp, lambda stream: _answer_forever(seen, stream), 0
+        )
+        upstream = ("127.0.0.1", listeners[0].socket.getsockname()[1])
+        dropper, ambush = ReplyDropper(every=1, limit=1), Ambush()
+        port = await nursery.start(serve_proxy, upstream, dropper, ambush)
+        headers = {"Authorization": "Bearer tok-a"}
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
+            with pytest.raises(httpx.TransportError):
+                await client.post("/ranges/3/batches", content=b"one", headers=headers)
+            assert dropper.awaiting_retry == {"tok-a"}
+            ambush.arm(["tok-a"], BEFORE_POST)
+            # The retry goes through (answered), the ambush stays armed for the next post.
+            response = await client.post("/ranges/3/batches", content=b"one", headers=headers)
+            assert response.text == "ok"
+    assert not ambush.caught.is_set()
+    assert ambush.tokens == {"tok-a"}
+    assert dropper.awaiting_retry == set()
+
+
 # --- the short run, end to end ---------------------------------------------------------------
 
 
@@ -507,6 +639,10 @@ def test_the_short_chaos_run_loses_doubles_and_lets_in_nothing() -> None:
     assert report["lease_burst"]["granted"] == report["lease_burst"]["distinct_ranges"]
     assert set(report["faults"]) == set(KINDS)
     assert all(count >= 1 for count in report["faults"].values()), report["faults"]
+    # Item 1's named points: an edge killed with its batch post held by the
+    # proxy, and one killed after the commit, before the answer reached it.
+    for kind in NAMED_KILLS.values():
+        assert report["faults"][kind] >= 1, kind
     assert report["already_stored"] >= 1
     assert report["conflicts_409"] >= 1
     # The frozen edge's later calls (heartbeat, release, batch) are refused.

@@ -12,10 +12,13 @@ has three parts:
    16 edge processes at once and then stops all but 8); the edges talk
    through a proxy (chaos_proxy) that loses the reply of some batch posts
    (every n-th, whichever edge sent it) after the coordinator committed
-   them. The
-   spool is fed part by part (one range each) while faults are injected
-   one after another at random moments: edges killed (SIGKILL) and started
-   again with the same token, an edge frozen (SIGSTOP) past its lease until
+   them. The spool is fed part by part (one range each) while faults are
+   injected one after another at random moments: edges killed (SIGKILL)
+   and started again with the same token (at random moments, and at two
+   named points of a batch post, by the proxy: held before it reaches the
+   coordinator, and after the commit before the answer reaches the edge;
+   the named kills import a part kept from the feed, so that a batch post
+   comes at once), an edge frozen (SIGSTOP) past its lease until
    another node holds its range and then let go (SIGCONT), the coordinator
    killed and started again, PostgreSQL stopped (`pg_ctl stop -m
    immediate`) and started, and rounds of bad input (chaos_abuse). The last
@@ -72,6 +75,7 @@ from usenet_indexer.testing.chaos_prefetch import PREFETCH_KINDS
 from usenet_indexer.testing.chaos_procs import log
 from usenet_indexer.testing.chaos_proxy import ReplyDropper
 from usenet_indexer.testing.chaos_run import (
+    NAMED_KILLS,
     ChaosConfig,
     Interrupted,
     Outcome,
@@ -100,6 +104,7 @@ from usenet_indexer.testing.postgres import scratch_dir
 
 KINDS = (
     "edge_kill9",
+    *NAMED_KILLS.values(),
     "edge_sigstop",
     "reply_lost",
     "coordinator_kill9",

@@ -40,7 +40,13 @@ from usenet_indexer.testing.chaos_check import BatchRow, RangeRow
 from usenet_indexer.testing.chaos_nntp import AUTH, DROP, NNTP_KINDS, REFUSE, STALL
 from usenet_indexer.testing.chaos_prefetch import PrefetchConfig
 from usenet_indexer.testing.chaos_procs import Child, Monitor, log, read_log, wait_answering
-from usenet_indexer.testing.chaos_proxy import ReplyDropper, serve_proxy
+from usenet_indexer.testing.chaos_proxy import (
+    AFTER_COMMIT,
+    BEFORE_POST,
+    Ambush,
+    ReplyDropper,
+    serve_proxy,
+)
 from usenet_indexer.testing.chaos_setup import (
     GROUP,
     Part,
@@ -53,6 +59,12 @@ API = "/api/v1/node/"
 # Parts of the spool held back until the faults are done: the ranges waiting
 # for them keep edges busy, so every fault finds a victim.
 HOLD_BACK = 2
+# How long a named kill waits for its edge's next batch post before it is skipped.
+CATCH_SECONDS = 5.0
+# Tries of a named kill (another victim each) before it is left skipped.
+NAMED_ATTEMPTS = 3
+# The kinds of the named kills (issue 6 item 1), by the proxy's point.
+NAMED_KILLS = {BEFORE_POST: "edge_kill9_before_post", AFTER_COMMIT: "edge_kill9_after_commit"}
 
 
 @attrs.frozen(kw_only=True)
@@ -73,6 +85,9 @@ class ChaosConfig:
         feed_seconds: the pause between two spool imports.
         pause_seconds: the longest random pause between two faults.
         kills, stops, coordinator_kills, postgres_restarts, bad_rounds: faults of each kind.
+        named_kills: kills -9 of an edge at each named point of a batch post
+            (held by the proxy before it reaches the coordinator; after the
+            commit, before the answer reaches the edge).
         drop_every, drop_limit: the proxy loses the reply of every n-th batch post, at most so many.
         bomb_bytes: what the gzip bomb inflates to.
         control_ranges: ranges of the negative control.
@@ -101,6 +116,7 @@ class ChaosConfig:
     coordinator_kills: int
     postgres_restarts: int
     bad_rounds: int
+    named_kills: int
     drop_every: int
     drop_limit: int
     bomb_bytes: int
@@ -135,7 +151,8 @@ def short_config(seed: int) -> ChaosConfig:
     return ChaosConfig(
         articles=40_000, ranges=8, chunk_articles=1000, batch_articles=1000, edges=8,
         feed_seconds=1.5, pause_seconds=0.3, kills=2, stops=1, coordinator_kills=1,
-        postgres_restarts=1, bad_rounds=1, drop_every=2, drop_limit=2, bomb_bytes=256 << 20,
+        postgres_restarts=1, bad_rounds=1, named_kills=1, drop_every=2, drop_limit=2,
+        bomb_bytes=256 << 20,
         control_ranges=1, fenced_control=False, fence_rounds=1, burst_processes=False,
         seed=seed, prefetch=prefetch,
     )  # fmt: skip
@@ -155,7 +172,8 @@ def long_config(seed: int) -> ChaosConfig:
     return ChaosConfig(
         articles=400_000, ranges=24, chunk_articles=2000, batch_articles=2000, edges=8,
         feed_seconds=5.0, pause_seconds=3.0, kills=10, stops=3, coordinator_kills=2,
-        postgres_restarts=2, bad_rounds=3, drop_every=3, drop_limit=8, bomb_bytes=1 << 30,
+        postgres_restarts=2, bad_rounds=3, named_kills=3, drop_every=3, drop_limit=8,
+        bomb_bytes=1 << 30,
         control_ranges=4, fenced_control=True, fence_rounds=3, burst_processes=True, seed=seed,
         prefetch=prefetch, deadline_seconds=900.0,
     )  # fmt: skip
@@ -208,6 +226,7 @@ class Run:
     fenced: bool
     rng: random.Random
     dropper: ReplyDropper
+    ambush: Ambush = attrs.field(factory=Ambush)
     port: int = attrs.field(factory=free_port)
     coordinator: Child = attrs.field(init=False)
     monitor: Monitor = attrs.field(init=False)
@@ -221,6 +240,10 @@ class Run:
     fed: set[int] = attrs.field(factory=set)
     spare_nodes: list[int] = attrs.field(factory=list)
     stopping: bool = False
+    # Parts kept from the feed for the named kills, which import them (see
+    # `kill_edge_at`); those left are imported with the held-back ones.
+    named_parts: list[int] = attrs.field(init=False)
+    named_reserved: frozenset[int] = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
         (self.folder / "logs").mkdir(parents=True, exist_ok=True)
@@ -235,6 +258,9 @@ class Run:
         )
         self.coordinator = Child("coordinator", argv, env, self.folder / "logs" / "coordinator.log")
         self.monitor = Monitor(self.prepared.url)
+        held = max(1, len(self.parts) - HOLD_BACK)
+        self.named_parts = list(range(max(1, held - 2 * self.config.named_kills), held))
+        self.named_reserved = frozenset(self.named_parts)
 
     @property
     def home(self) -> Path:
@@ -424,11 +450,14 @@ class Run:
         """Import the parts one by one; the last HOLD_BACK together once the faults are done."""
         held = max(1, len(self.parts) - HOLD_BACK)
         for index in range(1, held):
+            if index in self.named_reserved:
+                continue
             await trio.sleep(self.config.feed_seconds)
             await self._import_logged(index)
         await self.faults_done.wait()
         async with trio.open_nursery() as nursery:
-            for index in range(held, len(self.parts)):
+            # With the parts the named kills left (one was skipped).
+            for index in [*self.named_parts, *range(held, len(self.parts))]:
                 nursery.start_soon(self._import_logged, index)
 
     async def _import_logged(self, index: int) -> None:
@@ -445,6 +474,7 @@ class Run:
             + ["coordinator_kill9"] * config.coordinator_kills
             + ["postgres_restart"] * config.postgres_restarts
             + ["bad_input"] * config.bad_rounds
+            + [NAMED_KILLS[BEFORE_POST], NAMED_KILLS[AFTER_COMMIT]] * config.named_kills
         )
         self.rng.shuffle(kinds)
         faults: dict[str, Callable[[], Awaitable[None]]] = {
@@ -453,6 +483,8 @@ class Run:
             "coordinator_kill9": self.kill_coordinator,
             "postgres_restart": self.restart_postgres,
             "bad_input": self.bad_input,
+            NAMED_KILLS[BEFORE_POST]: partial(self.kill_edge_at, BEFORE_POST),
+            NAMED_KILLS[AFTER_COMMIT]: partial(self.kill_edge_at, AFTER_COMMIT),
         }
         for kind in kinds:
             await trio.sleep(self.rng.uniform(0.0, config.pause_seconds))
@@ -498,6 +530,69 @@ class Run:
         await trio.sleep(self.rng.uniform(0.0, 1.0))
         await edge.child.start()
         await self.recovered(row, killed_at)
+
+    async def kill_edge_at(self, point: str) -> None:
+        """kill -9 of an edge at a named point of a batch post (chaos_proxy.Ambush).
+
+        The proxy is armed for the next batch post of any running edge, and
+        a part kept from the feed is imported, so that the edge holding its
+        range posts at once. BEFORE_POST: the proxy holds the post, the edge
+        is killed, the post is dropped (nothing of it stored). AFTER_COMMIT:
+        the coordinator answered (committed), the edge is killed, the answer
+        is dropped; the batch must end up stored once. Then the edge is
+        started again (same token) and the range must be taken over, as
+        after `kill_edge`. Tried again (with another victim) when no edge
+        posted or the answer was not a commit.
+        """
+        for _ in range(NAMED_ATTEMPTS):
+            if await self._kill_edge_at_once(point):
+                return
+
+    async def _kill_edge_at_once(self, point: str) -> bool:
+        """One try of `kill_edge_at`: whether the kill at the point was injected."""
+        kind = NAMED_KILLS[point]
+        tokens = dict(zip(self.prepared.tokens, self.prepared.node_ids, strict=True))
+        nodes = {edge.node_id: edge for edge in self.edges if edge.child.running}
+        armed = [t for t, node in tokens.items() if node in nodes and not nodes[node].child.frozen]
+        ambush = self.ambush
+        ambush.arm(armed, point)
+        if self.named_parts:
+            await self._import_logged(self.named_parts.pop(0))
+        with trio.move_on_after(CATCH_SECONDS):
+            await ambush.caught.wait()
+        if not ambush.caught.is_set() or ambush.caught_token is None:
+            ambush.disarm()
+            self.tally.skipped[kind] += 1
+            log(f"{kind}: no edge posted a batch in {CATCH_SECONDS} s; skipped")
+            return False
+        edge = nodes[tokens[ambush.caught_token]]
+        killed_at = trio.current_time()
+        await edge.child.kill()
+        ambush.released.set()
+        range_id = ambush.range_id
+        injected = point == BEFORE_POST or (ambush.status is not None and ambush.status < 300)
+        if injected:
+            self.tally.faults[kind] += 1
+        else:
+            # Not a commit (a 409 or 503): a kill, but not at this point.
+            self.tally.skipped[kind] += 1
+            self.tally.faults["edge_kill9"] += 1
+            log(f"{kind}: the coordinator answered {ambush.status}; counted as edge_kill9")
+        log(
+            f"kill -9 of {edge.child.name} (node {edge.node_id}) {point.replace('_', ' ')} "
+            f"of a batch of range {range_id} (answer {ambush.status})"
+        )
+        # The range as it was when the edge died: a sample taken after the kill.
+        rows = await self._sample_now()
+        row = next((r for r in rows if r.range_id == range_id), None)
+        await trio.sleep(self.rng.uniform(0.0, 1.0))
+        await edge.child.start()
+        if row is None:
+            log(f"{kind}: range {range_id} not in the ranges table")
+            self.tally.unrecovered += 1
+            return injected
+        await self.recovered(row, killed_at)
+        return injected
 
     async def recovered(self, row: RangeRow, since: float) -> None:
         at = await self.monitor.until(partial(checks.taken_over, row), self.config.ttl_seconds + 30)
@@ -629,7 +724,7 @@ async def chaos_run(run: Run) -> bool:
             await nursery.start(_interrupt_on_sigterm)
             await nursery.start(run.monitor.run)
             await run.start_coordinator()
-            proxy = partial(serve_proxy, ("127.0.0.1", run.port), run.dropper)
+            proxy = partial(serve_proxy, ("127.0.0.1", run.port), run.dropper, run.ambush)
             run.proxy_port = await nursery.start(proxy)
             await run.lease_burst()
             run.burst_done.set()
