@@ -873,3 +873,31 @@ async def test_the_coordinator_stops_when_its_supervisor_is_gone(
             await run_coordinator(settings, parent_fd=read_end)
     finally:
         os.close(read_end)
+
+
+def test_a_supervised_coordinator_stops_on_sigterm_while_its_supervisor_lives(
+    pg_url: str, tmp_path: Path
+) -> None:
+    from process_logs import log_until
+
+    read_end, write_end = os.pipe()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("UIDX_")}
+    env.update(DATABASE_URL=pg_url, UIDX_HOME=str(tmp_path), UIDX_LISTEN="127.0.0.1:0")
+    argv = [sys.executable, "-m", "usenet_indexer", "coordinator"]
+    process = subprocess.Popen(
+        [*argv, "--worker-slot", "0", "--parent-fd", str(read_end)],
+        env=env,
+        pass_fds=(read_end,),
+        stderr=subprocess.PIPE,
+    )
+    try:
+        log_until(process, lambda line: "node API listening" in line, 60)
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0
+    finally:
+        process.kill()
+        process.wait()
+        assert process.stderr is not None
+        process.stderr.close()
+        os.close(read_end)
+        os.close(write_end)

@@ -220,8 +220,17 @@ def test_an_edge_stopped_mid_range_loses_and_doubles_nothing(
     try:
         seen = log_until(process, lambda line: "workers started" in line, 60)
         edge = _worker_pids(seen)[2]
-        # A batch is stored: the ranges are leased and have more batches to go.
-        log_until(process, lambda line: "stored batch" in line, 120)
+        # Batches of two ranges are stored: both edges hold a range with more
+        # batches to go (a range is five batches here).
+        ranges: set[str] = set()
+
+        def two_ranges_going(line: str) -> bool:
+            found = re.search(r"stored batch \S+ of range (\d+)", line)
+            if found:
+                ranges.add(found.group(1))
+            return len(ranges) >= 2
+
+        log_until(process, two_ranges_going, 120)
         os.kill(edge, how)
     except BaseException:
         process.kill()

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import argparse
 import logging
+import socket
+import time
 
 from usenet_indexer.commands import coordinator as coordinator_command
 from usenet_indexer.commands import edge as edge_command
@@ -49,6 +51,10 @@ NODE_NAME = "standalone"
 COORDINATOR_SLOT = 0
 PREFETCH_SLOT = 1
 FIRST_EDGE_SLOT = 2
+# How long a standalone edge waits for the coordinator's port before it
+# starts anyway (and retries with backoff), and how often it looks.
+COORDINATOR_START_SECONDS = 120.0
+LISTENER_POLL_SECONDS = 0.2
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -154,4 +160,19 @@ def _run_worker(settings: Settings, slot: int, parent_fd: int | None) -> int:
     if not settings.coordinator_url or not settings.node_token:
         raise ConfigError("node_token", "a standalone edge is started by `uidx standalone`")
     options = EdgeOptions.from_settings(settings, ranges=None, batch_articles=None)
+    # The coordinator (worker 0) starts its database first: wait for its port
+    # rather than through the edge's backoff, so that every edge starts at once.
+    _wait_for_listener(*settings.listen_host_port, COORDINATOR_START_SECONDS)
     return edge_command.run_worker(settings, options, parent_fd)
+
+
+def _wait_for_listener(host: str, port: int, seconds: float) -> None:
+    """Until something accepts on host:port, or `seconds` passed (then the edge's retries go on)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection((host or "127.0.0.1", port), timeout=1.0):
+                return
+        except OSError:
+            time.sleep(LISTENER_POLL_SECONDS)
+    logger.warning("the coordinator does not listen on %s:%d yet; the edge retries", host, port)

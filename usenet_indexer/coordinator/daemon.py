@@ -90,20 +90,19 @@ async def _serve_until_signal(settings: Settings, stores: Stores, parent_fd: int
         async with trio.open_nursery() as nursery:
             await nursery.start(partial(serve, settings, stores, shutdown=shutdown))
             stop = trio.Event()
-            if parent_fd is not None:
-                await nursery.start(watch_parent, parent_fd, stop.set)
-            listening = trio.CancelScope()
-            nursery.start_soon(_first_signal, signals, stop, listening)
-            await stop.wait()
-            listening.cancel()
+            # What stops it: a signal, or the supervisor's end; both watchers
+            # go once either has spoken, then the server drains.
+            async with trio.open_nursery() as watchers:
+                if parent_fd is not None:
+                    await watchers.start(watch_parent, parent_fd, stop.set)
+                watchers.start_soon(_first_signal, signals, stop)
+                await stop.wait()
+                watchers.cancel_scope.cancel()
             shutdown.set()
 
 
-async def _first_signal(
-    signals: AsyncIterator[int], stop: trio.Event, scope: trio.CancelScope
-) -> None:
-    with scope:
-        async for signum in signals:
-            logger.info("%s: shutting down", signal.Signals(signum).name)
-            stop.set()
-            return
+async def _first_signal(signals: AsyncIterator[int], stop: trio.Event) -> None:
+    async for signum in signals:
+        logger.info("%s: shutting down", signal.Signals(signum).name)
+        stop.set()
+        return
