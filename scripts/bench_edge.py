@@ -50,12 +50,10 @@ from typing import Any
 import attrs
 import httpx
 
+from usenet_indexer.testing.chaos_setup import child_env
+
 ROOT = Path(__file__).resolve().parent.parent
 UIDX = [sys.executable, "-m", "usenet_indexer"]
-# Variables of this process that must not reach uidx's children: their own
-# settings are set explicitly, and config.py refuses unknown UIDX_ variables
-# (UIDX_TEST_DATABASE_URL is one).
-CHILD_DROPS = ("DATABASE_URL", "COORDINATOR_URL", "NODE_TOKEN", "NOTIFY_SOCKET")
 STARTUP_SECONDS = 60.0
 STOP_SECONDS = 30.0
 
@@ -161,17 +159,6 @@ class Run:
     seconds: float
     cpu_seconds: float
     peak_rss_mb: float
-
-
-def child_env(**settings: str) -> dict[str, str]:
-    """This process's environment without uidx's settings, plus `settings`."""
-    env = {
-        name: value
-        for name, value in os.environ.items()
-        if not name.startswith("UIDX_") and name not in CHILD_DROPS
-    }
-    env.update(settings)
-    return env
 
 
 def measured(command: Sequence[str], env: Mapping[str, str], errors: Path, timeout: float) -> Run:

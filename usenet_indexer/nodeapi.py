@@ -433,7 +433,7 @@ class NodeApi:
             *(lease.first, lease.last, lease.next),
         )
         rules = [rule.to_wire() for rule in DEFAULT_RULES]
-        return Response.json(200, {"range": _lease_json(lease), "rules": rules})
+        return Response.json(200, {"range": lease.to_json(), "rules": rules})
 
     async def _batch(
         self,
@@ -567,17 +567,6 @@ def _parse_epoch(body: bytes) -> int:
     if type(epoch) is not int or not 0 <= epoch <= MAX_BIGINT:
         raise _Refused(Response.error(422, f"epoch: expected an integer 0..{MAX_BIGINT}"))
     return epoch
-
-
-def _lease_json(lease: Lease) -> dict[str, object]:
-    return {
-        "id": lease.range_id,
-        "group": lease.group,
-        "first": lease.first,
-        "last": lease.last,
-        "next": lease.next,
-        "epoch": lease.epoch,
-    }
 
 
 def _log_stored(node_id: int, wire: WireBatch, stored: Stored, body_bytes: int) -> None:
