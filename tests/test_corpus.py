@@ -344,6 +344,24 @@ def test_load_corpus_and_find_corpus(corpus: list[tuple[str, Nzb]], tmp_path: Pa
     assert names == sorted(names)
     assert len(names) == 28
     assert all(name.endswith(".nzb") for name in names)
-    assert find_corpus(tmp_path) is None or find_corpus(tmp_path) == CORPUS
     (tmp_path / "nzb").mkdir()
     assert load_corpus(tmp_path / "nzb") == []
+
+
+def test_find_corpus_looks_in_the_folder_and_its_parents_first_inside_then_shared(
+    tmp_path: Path,
+) -> None:
+    def make_corpus(folder: Path) -> Path:
+        (folder / "nzb").mkdir(parents=True)
+        (folder / "SOURCES.md").write_text("sources\n")
+        return folder
+
+    start = tmp_path / "repo" / "tests"
+    start.mkdir(parents=True)
+    shared = make_corpus(tmp_path / "shared" / "corpus")
+    assert find_corpus(start) == shared
+    # A folder without SOURCES.md is not a corpus.
+    (tmp_path / "repo" / "corpus" / "nzb").mkdir(parents=True)
+    assert find_corpus(start) == shared
+    inside = make_corpus(tmp_path / "repo" / "tests" / "corpus")
+    assert find_corpus(start) == inside

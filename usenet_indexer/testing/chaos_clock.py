@@ -134,7 +134,7 @@ async def clock_run(run: Run, library: Path) -> ClockFigures:
                 log(f"clock: the offset edge ({OFFSET_FAKETIME}) took the range over")
             await run.import_part(0)
             done = await run.monitor.until(run.all_done, STEP_SECONDS) is not None
-            await _until_refused(run, slow.node_id)
+            await run.until_refused(slow.node_id, STEP_SECONDS)
             await slow.child.kill()
             await offset.child.stop()
             await run.coordinator.stop()
@@ -156,16 +156,6 @@ def _held_by(node_id: int) -> Callable[[Sequence[RangeRow]], bool]:
         return any(row.holder == node_id and row.live for row in rows)
 
     return held
-
-
-async def _until_refused(run: Run, node_id: int) -> None:
-    # The slow edge's next call (a heartbeat, its stream's end, a release)
-    # comes when its slow clock says so: a few real seconds.
-    with trio.move_on_after(STEP_SECONDS):
-        while True:
-            if read_log(run.coordinator.log).conflicts[node_id]:
-                return
-            await trio.sleep(0.2)
 
 
 def _rows_of_nodes(url: str, nodes: tuple[int, int]) -> tuple[int, int]:

@@ -63,6 +63,8 @@ HOLD_BACK = 2
 CATCH_SECONDS = 5.0
 # Tries of a named kill (another victim each) before it is left skipped.
 NAMED_ATTEMPTS = 3
+# How long a thawed edge has for its first call, which must be refused.
+REFUSAL_SECONDS = 30.0
 # The kinds of the named kills (issue 6 item 1), by the proxy's point.
 NAMED_KILLS = {BEFORE_POST: "edge_kill9_before_post", AFTER_COMMIT: "edge_kill9_after_commit"}
 
@@ -630,6 +632,21 @@ class Run:
         await trio.sleep(max(0.0, left))
         edge.child.signal(signal.SIGCONT)
         log(f"SIGCONT of {edge.child.name} after {trio.current_time() - frozen_at:.1f} s")
+        # No other fault before its next call (a heartbeat, a batch, a release)
+        # was refused: a kill right after SIGCONT would hide what this checks.
+        if await self.until_refused(edge.node_id, REFUSAL_SECONDS):
+            log(f"{edge.child.name} (node {edge.node_id}) was refused after SIGCONT")
+        else:
+            log(f"{edge.child.name} (node {edge.node_id}) made no call in {REFUSAL_SECONDS:.0f} s")
+
+    async def until_refused(self, node_id: int, seconds: float) -> bool:
+        """Wait until the coordinator's log shows a 409 to `node_id`; whether it did."""
+        with trio.move_on_after(seconds):
+            while True:
+                if read_log(self.coordinator.log).conflicts[node_id]:
+                    return True
+                await trio.sleep(0.2)
+        return False
 
     async def kill_coordinator(self) -> None:
         before = self.monitor.latest
