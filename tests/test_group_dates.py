@@ -9,13 +9,9 @@ The expected answers are computed here from every OVER line.
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 import socket
 import subprocess
-import sys
-import tempfile
 from bisect import bisect_left
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -28,7 +24,7 @@ import pytest
 import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from nntp_fixtures import NEWSD, PASSWORD, USER, NewsServer
+from nntp_fixtures import PASSWORD, USER, NewsServer
 
 from usenet_indexer.article_dates import (
     Dated,
@@ -42,6 +38,7 @@ from usenet_indexer.article_dates import (
 from usenet_indexer.cli import main
 from usenet_indexer.nntp.client import connect
 from usenet_indexer.nntp.newsd import INN_BIN, Layout, PostedArticle
+from usenet_indexer.testing.newsd_private import private_news_server
 
 # A generous bound on any NNTP round trip of a test (INN2 on loopback).
 DEADLINE_SECONDS = 60
@@ -214,17 +211,13 @@ class DatedServer:
 @pytest.fixture(scope="module")
 def dated_server(news_server: NewsServer) -> Iterator[DatedServer]:
     """Started beside the session's server (which says whether INN2 can run here)."""
-    folder = Path(tempfile.mkdtemp(prefix="uidx-newsd-dates-"))
-    command = [sys.executable, str(NEWSD), "start", str(folder), "--groups", DATES_GROUP]
-    started = subprocess.run(
-        [*command, "--user", USER, "--password", PASSWORD],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    try:
-        assert started.returncode == 0, started.stderr
-        state = json.loads(started.stdout)
+    with private_news_server(
+        [DATES_GROUP],
+        prefix="uidx-newsd-dates-",
+        user=USER,
+        password=PASSWORD,
+        start_timeout_seconds=120,
+    ) as server:
         posted_at = datetime.now(UTC).replace(microsecond=0)
         articles = [
             PostedArticle(
@@ -236,15 +229,10 @@ def dated_server(news_server: NewsServer) -> Iterator[DatedServer]:
             )
             for n in range(1, DATED_ARTICLES + 1)
         ]
-        _takethis(int(state["feeder_port"]), articles)
+        _takethis(server.feeder_port, articles)
         for n in sorted(CANCELLED):
-            _ctlinnd(folder, "cancel", articles[n - 1].message_id)
-        yield DatedServer(int(state["port"]), posted_at)
-    finally:
-        subprocess.run(
-            [sys.executable, str(NEWSD), "stop", str(folder)], capture_output=True, timeout=60
-        )
-        shutil.rmtree(folder, ignore_errors=True)
+            _ctlinnd(server.folder, "cancel", articles[n - 1].message_id)
+        yield DatedServer(server.port, posted_at)
 
 
 def _takethis(port: int, articles: list[PostedArticle]) -> None:

@@ -7,17 +7,17 @@ the autojump clock, so nothing sleeps for real.
 from __future__ import annotations
 
 import zlib
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import aclosing, asynccontextmanager, suppress
+from collections.abc import AsyncIterator
+from contextlib import aclosing, asynccontextmanager
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
-import attrs
 import pytest
 import trio
 import trio.testing
 
 # The wire forms of compressed replies (what the fake server sends).
-from test_nntp_compressed import gzip_data, stuffed_text, xzver_data
+from test_nntp_compressed import gzip_data, xzver_data
 
 from usenet_indexer.errors import ConfigError
 from usenet_indexer.nntp.client import NNTPClient, ServerURL, connect
@@ -34,6 +34,7 @@ from usenet_indexer.nntp.errors import (
     Unavailable,
 )
 from usenet_indexer.nntp.newsd import generate_articles
+from usenet_indexer.testing.fake_nntp import FakeNNTPServer, Reply, multiline, stall
 
 if TYPE_CHECKING:
     from nntp_fixtures import NewsServer
@@ -43,133 +44,7 @@ if TYPE_CHECKING:
 DEADLINE_SECONDS = 30
 INN_DEADLINE_SECONDS = 120
 
-# -- an in-memory fake server -------------------------------------------------
-
-Reply = bytes | None  # None: drop the connection
-
-
-@attrs.define(eq=False)
-class _Session:
-    """What one fake connection has switched on."""
-
-    gzip: bool = False
-
-
-@attrs.define(eq=False)
-class FakeNNTPServer:
-    """A scripted NNTP server on trio memory streams, for faults INN2 will not make on demand.
-
-    `replies` maps a command line (or its verb) to the bytes to answer; a
-    callable may also stall (await trio.sleep_forever()) or return None to
-    drop the connection.
-
-    Compressed overview (INN2 offers neither): `xfeature` ("a", "b" or "c",
-    the terminator variant of test_nntp_compressed.gzip_data) answers
-    XFEATURE COMPRESS GZIP with 290 and then sends OVER/XOVER data
-    compressed; `xzver` answers XZVER with a yEnc block. `garble` maps a
-    command line to how its compressed data breaks ("junk": from the start;
-    "half", GZIP only: half the lines, then a wrong checksum); plain replies
-    are never garbled.
-    """
-
-    greeting: bytes = b"200 fake server ready\r\n"
-    capabilities: list[str] = attrs.field(factory=lambda: ["VERSION 2", "READER", "OVER"])
-    replies: dict[str, Reply | Callable[[str], Awaitable[Reply]]] = attrs.field(factory=dict)
-    groups: dict[str, tuple[int, int]] = attrs.field(factory=dict)
-    overview: dict[int, bytes] = attrs.field(factory=dict)
-    received: list[str] = attrs.field(factory=list)
-    connections: int = 0
-    xfeature: str | None = None
-    xzver: bool = False
-    extensions: list[str] = attrs.field(factory=list)  # LIST EXTENSIONS; empty: 500
-    garble: dict[str, str] = attrs.field(factory=dict)
-
-    async def open_stream(self) -> trio.abc.Stream:
-        client_end, server_end = trio.testing.memory_stream_pair()
-        self.connections += 1
-        self._nursery.start_soon(self._serve, server_end)
-        return client_end
-
-    _nursery: trio.Nursery = attrs.field(init=False)
-
-    def run_in(self, nursery: trio.Nursery) -> FakeNNTPServer:
-        self._nursery = nursery
-        return self
-
-    async def _serve(self, stream: trio.abc.Stream) -> None:
-        # The client may close while replies it will never read are being sent.
-        with suppress(trio.BrokenResourceError, trio.ClosedResourceError):
-            async with stream:
-                await self._converse(stream)
-
-    async def _converse(self, stream: trio.abc.Stream) -> None:
-        await stream.send_all(self.greeting)
-        if not self.greeting.startswith(b"20"):
-            return
-        session = _Session()
-        buffer = b""
-        while data := await stream.receive_some(65536):
-            buffer += data
-            while b"\r\n" in buffer:
-                line, buffer = buffer.split(b"\r\n", 1)
-                reply = await self._answer(line.decode(), session)
-                if reply is None:
-                    return
-                await stream.send_all(reply)
-
-    async def _answer(self, line: str, session: _Session) -> Reply:
-        self.received.append(line)
-        verb = line.split(" ", 1)[0].upper()
-        scripted = self.replies.get(line, self.replies.get(verb, b""))
-        if callable(scripted):
-            return await scripted(line)
-        if scripted is None or scripted:
-            return scripted
-        return self._default(verb, line, session)
-
-    def _default(self, verb: str, line: str, session: _Session) -> bytes:
-        if verb == "CAPABILITIES":
-            return _multi("101 capabilities", [c.encode() for c in self.capabilities])
-        if verb == "QUIT":
-            return b"205 bye\r\n"
-        if verb == "DATE":
-            return b"111 20261130120000\r\n"
-        if verb == "GROUP":
-            name = line.split()[1]
-            if name not in self.groups:
-                return b"411 no such group\r\n"
-            low, high = self.groups[name]
-            return f"211 {high - low + 1} {low} {high} {name}\r\n".encode()
-        if verb == "XFEATURE" and self.xfeature is not None:
-            session.gzip = True
-            return b"290 feature enabled\r\n"
-        if line.upper() == "LIST EXTENSIONS" and self.extensions:
-            return _multi("202 extensions supported", [f" {x}".encode() for x in self.extensions])
-        if verb in ("OVER", "XOVER") or (verb == "XZVER" and self.xzver):
-            return self._overview_reply(verb, line, session)
-        return b"500 unknown command\r\n"
-
-    def _overview_reply(self, verb: str, line: str, session: _Session) -> bytes:
-        first, _, last = line.split()[1].partition("-")
-        lines = [self.overview[n] for n in range(int(first), int(last) + 1) if n in self.overview]
-        if not lines:
-            return b"423 no articles\r\n"
-        if verb == "XZVER":
-            data = xzver_data(lines)
-        elif session.gzip:
-            assert self.xfeature is not None
-            data = gzip_data(lines, self.xfeature)
-        else:
-            return _multi("224 overview", lines)
-        how = self.garble.get(line)
-        if how == "junk":
-            data = stuffed_text([b"=ybegin", b"garbage", b"=yend"])
-            data = data if verb == "XZVER" else b"\x78\x9c" + b"\xff" * 40 + data
-        elif how == "half":  # half the lines, then a wrong zlib checksum
-            block = zlib.compress(stuffed_text(lines[: len(lines) // 2], dot=False))
-            data = block[:-1] + bytes([block[-1] ^ 0xFF]) + b".\r\n"
-        marker = " [COMPRESS=GZIP]" if session.gzip else ""
-        return f"224 overview follows{marker}\r\n".encode() + data
+# -- the in-memory fake server (usenet_indexer/testing/fake_nntp.py) ---------------
 
 
 @asynccontextmanager
@@ -180,20 +55,10 @@ async def running_fake(fake: FakeNNTPServer | None = None) -> AsyncIterator[Fake
         nursery.cancel_scope.cancel()
 
 
-def _multi(status: str, lines: list[bytes]) -> bytes:
-    stuffed = [b"." + x if x.startswith(b".") else x for x in lines]
-    return status.encode() + b"\r\n" + b"".join(x + b"\r\n" for x in stuffed) + b".\r\n"
-
-
 def _overview(number: int) -> bytes:
     return (
         f"{number}\tsubject {number} yEnc (1/1)\tposter\tdate\t<{number}@fake>\t\t100\t1".encode()
     )
-
-
-async def _stall(_line: str) -> Reply:
-    await trio.sleep_forever()
-    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def _fake_connect(
@@ -232,7 +97,7 @@ async def test_fake_dot_lines_and_xover() -> None:
 @pytest.mark.trio
 async def test_fake_dropped_mid_response() -> None:
     async def half_then_drop(_line: str) -> Reply:
-        return _multi("224 overview", [_overview(n) for n in range(11, 21)])[:150]
+        return multiline("224 overview", [_overview(n) for n in range(11, 21)])[:150]
 
     with trio.fail_after(DEADLINE_SECONDS):
         async with running_fake() as fake:
@@ -274,7 +139,7 @@ async def test_fake_cancelled_command_makes_the_connection_unusable(
 ) -> None:
     with trio.fail_after(DEADLINE_SECONDS):
         async with running_fake() as fake:
-            fake.replies["GROUP"] = _stall
+            fake.replies["GROUP"] = stall
             async with _fake_connect(fake, timeout_seconds=60) as client:
                 with trio.move_on_after(5):
                     await client.group("g")
@@ -348,7 +213,7 @@ async def test_fake_480_and_auth() -> None:
 async def test_fake_stall_times_out(autojump_clock: trio.abc.Clock) -> None:
     with trio.fail_after(DEADLINE_SECONDS):
         async with running_fake() as fake:
-            fake.replies["OVER"] = _stall
+            fake.replies["OVER"] = stall
             started = trio.current_time()
             async with _fake_connect(fake, timeout_seconds=20) as client:
                 with pytest.raises(Timeout, match="20"):
@@ -398,8 +263,8 @@ async def test_fake_article_numbers_beyond_2_to_the_32() -> None:
 async def test_fake_body_and_missing_article() -> None:
     with trio.fail_after(DEADLINE_SECONDS):
         async with running_fake() as fake:
-            fake.replies["BODY <a@b>"] = _multi("222 0 <a@b>", [b"=ybegin", b".dot", b"=yend"])
-            fake.replies["BODY <big@b>"] = _multi("222 0 <big@b>", [b"y" * 1000] * 100)
+            fake.replies["BODY <a@b>"] = multiline("222 0 <a@b>", [b"=ybegin", b".dot", b"=yend"])
+            fake.replies["BODY <big@b>"] = multiline("222 0 <big@b>", [b"y" * 1000] * 100)
             fake.replies["BODY <gone@b>"] = b"430 no such article\r\n"
             async with _fake_connect(fake, max_body_bytes=10_000) as client:
                 assert await client.body("<a@b>") == b"=ybegin\r\n.dot\r\n=yend\r\n"
@@ -434,7 +299,7 @@ async def test_fake_compress_deflate() -> None:
         async def server() -> None:
             await server_end.send_all(b"200 hi\r\n")
             await _expect_line(server_end, b"CAPABILITIES\r\n")
-            await server_end.send_all(_multi("101 caps", [b"VERSION 2", b"COMPRESS DEFLATE"]))
+            await server_end.send_all(multiline("101 caps", [b"VERSION 2", b"COMPRESS DEFLATE"]))
             await _expect_line(server_end, b"COMPRESS DEFLATE\r\n")
             deflater = zlib.compressobj(6, zlib.DEFLATED, -15)
             await server_end.send_all(b"206 on\r\n" + _deflate(deflater, b""))
@@ -442,7 +307,7 @@ async def test_fake_compress_deflate() -> None:
             assert inflater.decompress(await server_end.receive_some(1000)) == b"DATE\r\n"
             await server_end.send_all(_deflate(deflater, b"111 20260101000000\r\n"))
             assert inflater.decompress(await server_end.receive_some(1000)) == b"OVER 1-2\r\n"
-            reply = _multi("224 ov", [_overview(1), _overview(2)])
+            reply = multiline("224 ov", [_overview(1), _overview(2)])
             await server_end.send_all(_deflate(deflater, reply))
             assert inflater.decompress(await server_end.receive_some(1000)) == b"QUIT\r\n"
             await server_end.send_all(_deflate(deflater, b"205 bye\r\n"))
@@ -464,10 +329,11 @@ def _compressing_fake(
     fake: FakeNNTPServer, *, xfeature: str | None = None, xzver: bool = False, articles: int = 40
 ) -> FakeNNTPServer:
     """The fake offering XFEATURE COMPRESS GZIP and/or XZVER in CAPABILITIES, group "g"."""
-    fake.xfeature, fake.xzver = xfeature, xzver
     if xfeature is not None:
+        fake.gzip_overview = partial(gzip_data, variant=xfeature)
         fake.capabilities.append("XFEATURE-COMPRESS GZIP TERMINATOR")
     if xzver:
+        fake.xzver_overview = xzver_data
         fake.capabilities.append("XZVER")
     fake.groups["g"] = (1, articles)
     fake.overview = {n: _overview(n) for n in range(1, articles + 1)}

@@ -7,12 +7,10 @@ import signal
 import subprocess
 import sys
 import zlib
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import trio
-import trio.testing
 from hypothesis import given
 from hypothesis import strategies as st
 from nntp_fixtures import NewsServer
@@ -20,7 +18,6 @@ from process_logs import log_until
 from psycopg_pool import ConnectionPool
 
 from usenet_indexer.cli import main
-from usenet_indexer.nntp.client import StreamFactory
 from usenet_indexer.nntp.newsd import generate_articles
 from usenet_indexer.prefetch.daemon import (
     Landed,
@@ -35,6 +32,7 @@ from usenet_indexer.store.groups import GroupStore
 from usenet_indexer.store.nodes import NodeStore
 from usenet_indexer.store.ranges import RangeStore
 from usenet_indexer.store.spool import SpoolChunk, SpoolIndex
+from usenet_indexer.testing.fake_nntp import FakeNNTPServer
 
 DEADLINE_SECONDS = 120
 
@@ -389,83 +387,11 @@ def test_prefetch_without_servers_names_the_setting(
 FAR = 2**33  # article numbers past 2^32 (INN2 stops at 2^31 - 1)
 
 
-class FakeProvider:
-    """A FAKE NNTP server in memory, one scripted fault per connection, in order.
-
-    Faults: "502" (too many connections at the greeting), "drop" (the
-    connection closes halfway through the first OVER reply), "480" (GROUP
-    answers 480), "stall" (OVER is never answered), "ok".
-    """
-
-    def __init__(self, group: str, first: int, count: int, faults: list[str]) -> None:
-        self.group = group
-        self.first = first
-        self.last = first + count - 1
-        self.faults = faults
-        self.connections = 0
-
-    def line(self, number: int) -> bytes:
-        return (
-            f'{number}\tfake [1/1] - "f{number}.bin" yEnc (1/1)\tp@x\t'
-            f"Mon, 30 Nov 2026 10:00:00 +0000\t<{number}@fake>\t\t1000\t10"
-        ).encode()
-
-    def opener(self, nursery: trio.Nursery) -> Callable[[int], StreamFactory]:
-        def for_slot(_slot: int) -> StreamFactory:
-            async def open_stream() -> trio.abc.Stream:
-                client, server = trio.testing.memory_stream_pair()
-                fault = (
-                    self.faults[self.connections] if self.connections < len(self.faults) else "ok"
-                )
-                self.connections += 1
-                nursery.start_soon(self.serve, server, fault)
-                return client
-
-            return open_stream
-
-        return for_slot
-
-    async def serve(self, stream: trio.abc.Stream, fault: str) -> None:
-        async with stream:
-            if fault == "502":
-                await stream.send_all(b"502 too many connections\r\n")
-                return
-            await stream.send_all(b"200 fake ready\r\n")
-            buffer = b""
-            while True:
-                while b"\r\n" not in buffer:
-                    data = await stream.receive_some()
-                    if not data:
-                        return
-                    buffer += data
-                command, buffer = buffer.split(b"\r\n", 1)
-                words = command.decode().split()
-                verb = words[0].upper()
-                if verb == "CAPABILITIES":
-                    await stream.send_all(b"101 caps\r\nVERSION 2\r\nREADER\r\nOVER\r\n.\r\n")
-                elif verb == "GROUP" and fault == "480":
-                    await stream.send_all(b"480 authentication required\r\n")
-                elif verb == "GROUP":
-                    count = self.last - self.first + 1
-                    reply = f"211 {count} {self.first} {self.last} {self.group}\r\n"
-                    await stream.send_all(reply.encode())
-                elif verb == "OVER":
-                    if fault == "stall":
-                        await trio.sleep_forever()
-                    low, _, high = words[1].partition("-")
-                    numbers = range(max(int(low), self.first), min(int(high), self.last) + 1)
-                    lines = [self.line(n) + b"\r\n" for n in numbers]
-                    if fault == "drop":
-                        await stream.send_all(
-                            b"224 overview\r\n" + b"".join(lines[: len(lines) // 2])
-                        )
-                        return
-                    await stream.send_all(b"224 overview\r\n" + b"".join(lines) + b".\r\n")
-                elif verb == "QUIT":
-                    await stream.send_all(b"205 bye\r\n")
-                    return
-                else:
-                    await stream.send_all(b"500 what?\r\n")
+def _fake_line(number: int) -> bytes:
+    return (
+        f'{number}\tfake [1/1] - "f{number}.bin" yEnc (1/1)\tp@x\t'
+        f"Mon, 30 Nov 2026 10:00:00 +0000\t<{number}@fake>\t\t1000\t10"
+    ).encode()
 
 
 @pytest.mark.trio
@@ -476,7 +402,12 @@ async def test_fake_faults_are_retried_without_a_gap_or_a_double(
     count = 3_000
     group_id = GroupStore(pool).add(group)
     RangeStore(pool).plan(group_id, FAR, FAR + count - 1, count)
-    fake = FakeProvider(group, FAR, count, ["502", "drop", "480", "stall"])
+    # One fault per connection, in order (usenet_indexer/testing/fake_nntp.py).
+    fake = FakeNNTPServer(
+        groups={group: (FAR, FAR + count - 1)},
+        overview={n: _fake_line(n) for n in range(FAR, FAR + count)},
+        faults=["502", "drop", "480", "stall"],
+    )
     config = server_configs(["nntp://fake.invalid:119?connections=2"], 2)[0]
     state = ServerState.of(config)
     options = _options(tmp_path, chunk_articles=1_000, slice_articles=250, timeout_seconds=0.5)
@@ -492,14 +423,14 @@ async def test_fake_faults_are_retried_without_a_gap_or_a_double(
 
     with trio.fail_after(DEADLINE_SECONDS):
         async with trio.open_nursery() as servers:
-            prefetcher = Prefetcher(pool, options, [state], observe, fake.opener(servers))
+            prefetcher = Prefetcher(pool, options, [state], observe, fake.run_in(servers).for_slot)
             await _run_until(prefetcher, done)
             servers.cancel_scope.cancel()
 
     chunks = _read_spool(pool, options.spool_dir, group_id)
     _assert_exactly_once(chunks, FAR, FAR + count - 1)
     lines = _lines(options.spool_dir, chunks)
-    assert lines == [fake.line(n) for n in range(FAR, FAR + count)]
+    assert lines == [_fake_line(n) for n in range(FAR, FAR + count)]
     assert state.errors == 4
     assert state.limit == 1  # lowered by the 502
 

@@ -11,22 +11,19 @@ article exactly once, also when an edge is stopped (SIGTERM) or killed
 
 from __future__ import annotations
 
-import json
+import contextlib
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import attrs
 import pytest
 import trio
-from nntp_fixtures import NEWSD
 from process_logs import log_until
 from psycopg_pool import ConnectionPool
 from test_edge import assert_same_catalog, offline_index
@@ -34,6 +31,7 @@ from test_edge import assert_same_catalog, offline_index
 from usenet_indexer.merge import CatalogRelease
 from usenet_indexer.nntp.client import connect
 from usenet_indexer.store.catalog import CatalogStore
+from usenet_indexer.testing.newsd_private import CannotInstall, private_news_server
 
 GROUP = "alt.binaries.uidx.e2e"
 ARTICLES = 200_000
@@ -50,17 +48,6 @@ class Posted:
     lines: tuple[bytes, ...]
 
 
-def _newsd(*args: str) -> dict[str, object]:
-    done = subprocess.run(
-        [sys.executable, str(NEWSD), *args], capture_output=True, text=True, timeout=600
-    )
-    if done.returncode == 2 and not os.environ.get("CI"):
-        pytest.skip(f"INN2 is not available here: {done.stderr.strip()}")
-    assert done.returncode == 0, done.stderr
-    result: dict[str, object] = json.loads(done.stdout)
-    return result
-
-
 async def _over_all(url: str) -> list[bytes]:
     async with connect(url) as client:
         _, low, high = await client.group(GROUP)
@@ -70,19 +57,19 @@ async def _over_all(url: str) -> list[bytes]:
 
 @pytest.fixture(scope="module")
 def posted() -> Iterator[Posted]:
-    folder = Path(tempfile.mkdtemp(prefix="uidx-newsd-e2e-"))
-    try:
-        state = _newsd("start", str(folder), "--groups", GROUP)
-        _newsd(
-            "post", str(folder), "--group", GROUP, "--articles", str(ARTICLES), "--seed", str(SEED)
-        )
-        url = f"nntp://{state['host']}:{state['port']}"
-        lines = trio.run(_over_all, url)
+    with contextlib.ExitStack() as stack:
+        try:
+            server = stack.enter_context(
+                private_news_server([GROUP], prefix="uidx-newsd-e2e-", start_timeout_seconds=600)
+            )
+        except CannotInstall as error:
+            if os.environ.get("CI"):
+                raise
+            pytest.skip(f"INN2 is not available here: {error}")
+        server.post(GROUP, ARTICLES, seed=SEED, timeout_seconds=600)
+        lines = trio.run(_over_all, server.url())
         assert len(lines) == ARTICLES
-        yield Posted(url, tuple(lines))
-    finally:
-        subprocess.run([sys.executable, str(NEWSD), "stop", str(folder)], timeout=60, check=False)
-        shutil.rmtree(folder, ignore_errors=True)
+        yield Posted(server.url(), tuple(lines))
 
 
 @pytest.fixture(scope="module")

@@ -25,14 +25,13 @@ Then, from the database and the files (chaos_check's pure functions):
 
 from __future__ import annotations
 
-import json
+import contextlib
 import random
 import re
-import sys
-import tempfile
 import time
 import zlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 
 import attrs
@@ -42,6 +41,7 @@ import trio
 from usenet_indexer.config import Settings
 from usenet_indexer.migrate import migrate
 from usenet_indexer.nntp.client import connect
+from usenet_indexer.nntp.newsd import CannotInstall, NewsdError
 from usenet_indexer.pgcluster import Cluster
 from usenet_indexer.store.groups import GroupStore
 from usenet_indexer.store.pool import open_pool
@@ -50,7 +50,7 @@ from usenet_indexer.testing import chaos_check as checks
 from usenet_indexer.testing.chaos_nntp import NNTP_KINDS, FaultSchedule, serve_nntp_proxy
 from usenet_indexer.testing.chaos_procs import Child, log
 from usenet_indexer.testing.chaos_setup import child_env, create_database
-from usenet_indexer.testing.postgres import scratch_dir
+from usenet_indexer.testing.newsd_private import PrivateNewsServer, private_news_server
 
 GROUP = "alt.binaries.chaos.prefetch"
 DATABASE = "prefetch"
@@ -171,22 +171,30 @@ def temporary_chunks(spool_dir: Path, pid: int | None = None) -> list[tuple[int,
     return found
 
 
-class NoNewsServer(Exception):
-    """INN2 is not here and cannot be installed (newsd's exit status 2): the part cannot run."""
+# INN2 is not here and cannot be installed (newsd's exit status 2): the part cannot run.
+NoNewsServer = CannotInstall
 
 
-async def _newsd(*args: str) -> str:
-    done = await trio.run_process(
-        [sys.executable, "-m", "usenet_indexer.nntp.newsd", *args],
-        capture_stdout=True,
-        capture_stderr=True,
-        check=False,
-    )
-    if done.returncode == 2:
-        raise NoNewsServer(done.stderr.decode().strip())
-    if done.returncode != 0:
-        raise SystemExit(f"chaos: newsd {args[0]} failed: {done.stderr.decode()[-2000:]}")
-    return done.stdout.decode()
+@contextlib.asynccontextmanager
+async def _news_server() -> AsyncIterator[PrivateNewsServer]:
+    """A private INN2 with GROUP; newsd blocks, so it starts and stops in a thread.
+
+    Raises:
+        NoNewsServer: INN2 is not available here.
+        SystemExit: newsd failed otherwise (the chaos run cannot go on).
+    """
+    stack = contextlib.ExitStack()
+    server = private_news_server([GROUP], prefix="uidx-newsd-chaos-", stop_timeout_seconds=30.0)
+    try:
+        try:
+            yield await trio.to_thread.run_sync(stack.enter_context, server)
+        finally:
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(stack.close)
+    except CannotInstall:
+        raise
+    except NewsdError as error:
+        raise SystemExit(f"chaos: {error}") from None
 
 
 async def prefetch_part(
@@ -202,27 +210,18 @@ async def prefetch_part(
     """
     began = time.perf_counter()
     url = cluster.url(DATABASE)
-    # Not under the work folder: its parents are private to root, and INN2 runs as `news`.
-    with scratch_dir(Path(tempfile.gettempdir())) as news:
-        state = json.loads(await _newsd("start", str(news), "--groups", GROUP))
-        try:
-            await _newsd(
-                "post", str(news), "--group", GROUP,
-                "--articles", str(config.articles), "--seed", str(seed),
-            )  # fmt: skip
-            upstream = (str(state["host"]), int(state["port"]))
-            group_id, ranges = await trio.to_thread.run_sync(
-                _prepare, cluster.url("postgres"), url, folder / "home", config
-            )
-            part = _Part(folder, url, group_id, config, random.Random(seed))
-            faults, complete, status = await part.run(upstream, seed)
-            server = await _server_lines(upstream, 1, config.articles)
-            spool = await trio.to_thread.run_sync(
-                inspect_spool, url, part.spool_dir, group_id, ranges, server
-            )
-        finally:
-            with trio.CancelScope(shield=True), trio.move_on_after(30.0):
-                await _newsd("stop", str(news))
+    async with _news_server() as news:
+        await trio.to_thread.run_sync(partial(news.post, GROUP, config.articles, seed=seed))
+        upstream = (news.host, news.port)
+        group_id, ranges = await trio.to_thread.run_sync(
+            _prepare, cluster.url("postgres"), url, folder / "home", config
+        )
+        part = _Part(folder, url, group_id, config, random.Random(seed))
+        faults, complete, status = await part.run(upstream, seed)
+        server = await _server_lines(upstream, 1, config.articles)
+        spool = await trio.to_thread.run_sync(
+            inspect_spool, url, part.spool_dir, group_id, ranges, server
+        )
     return PrefetchOutcome(
         faults=faults,
         spool=spool,
