@@ -2,8 +2,13 @@
 
 - Generates overview data with the project's generator and indexes it into
   real batches of --batch-articles articles (>= 1000 release chunks each).
-- Stores them through BatchStore (one fenced transaction per batch), timed:
-  ms per release chunk (the earlier system: 1.24 ms; target <= 0.05 ms).
+- Packs and encodes each batch as an edge does (packed.pack_batch, the
+  batch wire), then, as the coordinator does, decodes and checks the body
+  (batchwire.decode_body, decode_batch) and stores it through BatchStore
+  (one fenced transaction per batch). Each step is timed on its own; the
+  figure of the issue is the store: ms per release chunk (the earlier
+  system: 1.24 ms; target <= 0.05 ms). `ms_per_release_chunk_received` is
+  everything the coordinator does with a batch body (decode, check, store).
 - Catalog bytes per stored segment: releases, files and fragments with
   their indexes and TOAST, over the segments stored (target <= 25 B).
 - Leases per second with 8 nodes leasing concurrently (threads), each
@@ -26,9 +31,10 @@ from pathlib import Path
 from psycopg_pool import ConnectionPool
 
 from usenet_indexer.batch import Batch
-from usenet_indexer.batchwire import WireBatch
+from usenet_indexer.batchwire import compress_body, decode_batch, decode_body, encode_batch
 from usenet_indexer.config import Settings
 from usenet_indexer.indexer import RangeIndexer
+from usenet_indexer.packed import pack_batch
 from usenet_indexer.store.batches import BatchStore
 from usenet_indexer.store.catalog import CatalogStore
 from usenet_indexer.store.groups import GroupStore
@@ -120,17 +126,29 @@ def main() -> int:
         lease = ranges.lease(node_id, TTL)
         assert lease is not None
         chunks = 0
-        seconds = 0.0
+        seconds = packing = decoding = 0.0
         for batch in batches:
-            wire = WireBatch(lease.range_id, lease.epoch, batch)
             started = time.perf_counter()
-            stored = store.store(node_id, wire, 0, TTL)
-            took = time.perf_counter() - started
+            body = compress_body(
+                encode_batch(pack_batch(batch), range_id=lease.range_id, epoch=lease.epoch)
+            )
+            packed_at = time.perf_counter()
+            document = decode_body(
+                body, content_encoding="gzip", max_body_bytes=1 << 30, max_inflated_bytes=1 << 31
+            )
+            wire = decode_batch(document)
+            decoded_at = time.perf_counter()
+            stored = store.store(node_id, wire, len(body), TTL)
+            took = time.perf_counter() - decoded_at
+            packing += packed_at - started
+            decoding += decoded_at - packed_at
             seconds += took
             chunks += stored.release_chunks
             print(
                 f"bench-store: batch of {stored.release_chunks:,} release chunks, "
-                f"{stored.segments:,} segments in {took * 1000:.0f} ms",
+                f"{stored.segments:,} segments, {len(body) / 1e6:.1f} MB: "
+                f"edge packs in {(packed_at - started) * 1000:.0f} ms, coordinator decodes in "
+                f"{(decoded_at - packed_at) * 1000:.0f} ms, stores in {took * 1000:.0f} ms",
                 file=sys.stderr,
                 flush=True,
             )
@@ -146,6 +164,8 @@ def main() -> int:
         "batches": len(batches),
         "release_chunks": chunks,
         "ms_per_release_chunk": round(seconds / chunks * 1000, 4),
+        "ms_per_release_chunk_received": round((decoding + seconds) / chunks * 1000, 4),
+        "ms_per_release_chunk_edge_packing": round(packing / chunks * 1000, 4),
         "ms_per_release_chunk_earlier_system": 1.24,
         "catalog_bytes_per_segment": round(size / segments, 2),
         "segments": segments,

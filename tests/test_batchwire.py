@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import gzip
-import struct
 import tracemalloc
 import zlib
 from array import array
@@ -18,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from isal import isal_zlib
 
+from usenet_indexer import fragments
 from usenet_indexer.batch import Batch, FileChunk, ProbeCandidate, ReleaseChunk, RuleCount
 from usenet_indexer.batchwire import (
     BatchLimits,
@@ -33,6 +33,7 @@ from usenet_indexer.batchwire import (
 )
 from usenet_indexer.errors import LocalProtocolError, RemoteProtocolError
 from usenet_indexer.indexer import RangeIndexer
+from usenet_indexer.packed import PackedBatch, pack_batch
 from usenet_indexer.rules import ExecutableRule, NamePatternRule
 
 GROUP = "alt.binaries.test"
@@ -76,8 +77,12 @@ def real_batches() -> list[Batch]:
     return [first, indexer.finish()]
 
 
+def encoded(batch: Batch, *, range_id: int = 1, epoch: int = 1) -> bytes:
+    return encode_batch(pack_batch(batch), range_id=range_id, epoch=epoch)
+
+
 def round_trip(batch: Batch, *, range_id: int = 7, epoch: int = 3) -> WireBatch:
-    body = compress_body(encode_batch(batch, range_id=range_id, epoch=epoch))
+    body = compress_body(encoded(batch, range_id=range_id, epoch=epoch))
     data = decode_body(body, content_encoding="gzip", max_body_bytes=MB, max_inflated_bytes=MB)
     return decode_batch(data)
 
@@ -93,10 +98,15 @@ def test_real_batches_round_trip() -> None:
     assert any(f.index is None or r.head_name is None for r in second.releases for f in r.files)
     for batch in batches:
         decoded = round_trip(batch, range_id=2**63 - 1, epoch=0)
-        assert decoded == WireBatch(range_id=2**63 - 1, epoch=0, batch=batch)
-        file = decoded.batch.releases[0].files[0]
-        assert file.numbers.typecode == "I"
-        assert file.numbers.itemsize == 4
+        # What the coordinator takes from the fragments equals what the edge packed.
+        assert decoded == WireBatch(range_id=2**63 - 1, epoch=0, batch=pack_batch(batch))
+        kept = [r for r in batch.releases if r.dropped is None]
+        assert [r.key for r in decoded.batch.releases] == [r.key for r in kept]
+        assert decoded.batch.segments == batch.segments
+        for chunk, packed in zip(kept, decoded.batch.releases, strict=True):
+            assert fragments.unpack(packed.fragment) == list(chunk.files)
+            assert packed.files == len(chunk.files)
+            assert packed.bytes == sum(sum(f.sizes) for f in chunk.files)
 
 
 def empty_strings_batch() -> Batch:
@@ -118,7 +128,6 @@ def empty_strings_batch() -> Batch:
         groups=(),
         files_announced=0,
         files=(file,),
-        dropped="",
     )
     return Batch(
         group="",
@@ -134,23 +143,27 @@ def empty_strings_batch() -> Batch:
 
 def test_empty_strings_and_extreme_values_survive() -> None:
     batch = empty_strings_batch()
-    assert round_trip(batch).batch == batch
+    decoded = round_trip(batch).batch
+    assert decoded == pack_batch(batch)
+    assert fragments.unpack(decoded.releases[0].fragment) == list(batch.releases[0].files)
 
 
-def test_numbers_and_sizes_are_little_endian_uint32() -> None:
-    [release, *_] = real_batches()[0].releases
-    wire = msgpack.unpackb(encode_batch(real_batches()[0], range_id=1, epoch=1))
-    file = wire["releases"][0]["files"][0]
-    chunk = release.files[0]
-    assert wire["v"] == 1
-    assert file["numbers"] == struct.pack(f"<{len(chunk.numbers)}I", *chunk.numbers)
-    assert file["sizes"] == struct.pack(f"<{len(chunk.sizes)}I", *chunk.sizes)
-    assert file["message_ids"] == chunk.message_ids
-    assert isinstance(file["key"], bytes)
+def test_only_kept_release_chunks_travel_as_fragments() -> None:
+    batch = real_batches()[1]
+    wire = msgpack.unpackb(encoded(batch))
+    assert wire["v"] == 2
+    kept = [r for r in batch.releases if r.dropped is None]
+    assert len(kept) < len(batch.releases)
+    assert [r["key"] for r in wire["releases"]] == [r.key for r in kept]
+    for sent, chunk in zip(wire["releases"], kept, strict=True):
+        assert set(sent) == {
+            "key", "head_name", "poster", "groups", "files_announced", "name", "fragment"
+        }  # fmt: skip
+        assert fragments.unpack(sent["fragment"]) == list(chunk.files)
 
 
 def test_compressed_bodies_are_plain_gzip() -> None:
-    body = encode_batch(real_batches()[0], range_id=1, epoch=1)
+    body = encoded(real_batches()[0])
     compressed = compress_body(body)
     assert gzip.decompress(compressed) == body
     assert zlib.decompress(compressed, 31) == body
@@ -161,7 +174,7 @@ def test_compressed_bodies_are_plain_gzip() -> None:
 def test_encoding_what_msgpack_cannot_carry_is_our_error() -> None:
     batch = attrs.evolve(real_batches()[0], group="bad \udcff")
     with pytest.raises(LocalProtocolError, match="cannot be encoded"):
-        encode_batch(batch, range_id=1, epoch=1)
+        encoded(batch)
 
 
 # --- bodies -------------------------------------------------------------------------
@@ -265,14 +278,8 @@ Wire = dict[str, Any]
 
 def good_wire() -> Wire:
     """A valid document as plain Python data, to break one value at a time."""
-    batch = real_batches()[1]
-    wire: Wire = msgpack.unpackb(encode_batch(batch, range_id=5, epoch=9))
+    wire: Wire = msgpack.unpackb(encoded(real_batches()[1], range_id=5, epoch=9))
     return wire
-
-
-def first_file(wire: Wire) -> Wire:
-    file: Wire = wire["releases"][0]["files"][0]
-    return file
 
 
 def set_top(key: str, value: object) -> Callable[[Wire], None]:
@@ -283,30 +290,47 @@ def set_release(key: str, value: object) -> Callable[[Wire], None]:
     return lambda wire: wire["releases"][0].__setitem__(key, value)
 
 
-def set_file(key: str, value: object) -> Callable[[Wire], None]:
-    return lambda wire: first_file(wire).__setitem__(key, value)
+def change_files(change: Callable[[list[FileChunk]], list[FileChunk]]) -> Callable[[Wire], None]:
+    """Repack the first release's files after `change` (fragments.pack checks nothing)."""
+
+    def apply(wire: Wire) -> None:
+        release = wire["releases"][0]
+        release["fragment"] = fragments.pack(change(fragments.unpack(release["fragment"])))
+
+    return apply
 
 
-def u32(*values: int) -> bytes:
-    return struct.pack(f"<{len(values)}I", *values)
+def set_file(**changes: Any) -> Callable[[Wire], None]:
+    return change_files(lambda files: [attrs.evolve(files[0], **changes), *files[1:]])
 
 
 def segments(numbers: tuple[int, ...], ids: str) -> Callable[[Wire], None]:
-    def change(wire: Wire) -> None:
-        file = first_file(wire)
-        file["numbers"], file["sizes"], file["message_ids"] = u32(*numbers), u32(*numbers), ids
+    return set_file(numbers=array("I", numbers), sizes=array("I", numbers), message_ids=ids)
 
-    return change
+
+def set_fragment(change: Callable[[bytes], bytes]) -> Callable[[Wire], None]:
+    return lambda wire: wire["releases"][0].__setitem__(
+        "fragment", change(wire["releases"][0]["fragment"])
+    )
+
+
+def deflated(raw: bytes) -> bytes:
+    return bytes((fragments.VERSION,)) + zlib.compress(raw)
+
+
+def inflated(fragment: bytes) -> bytes:
+    return zlib.decompress(fragment[1:])
 
 
 def duplicate(key: str) -> Callable[[Wire], None]:
     return lambda wire: wire[key].append(wire[key][0])
 
 
+FRAGMENT = r"releases\[0\]\.fragment: "
 BAD: dict[str, tuple[Callable[[Wire], None], str]] = {
-    "version 2": (set_top("v", 2), "version 2 is not supported"),
-    "version as text": (set_top("v", "1"), "version '1' is not supported"),
-    "version as bool": (set_top("v", True), r"v: expected an integer, got a boolean"),
+    "version 1": (set_top("v", 1), "version 1 is not supported"),
+    "version as text": (set_top("v", "2"), "version '2' is not supported"),
+    "version as bool": (set_top("v", True), "version True is not supported"),
     "no version": (lambda w: w.pop("v"), "version None"),
     "unknown key": (set_top("extra", 1), "batch: unknown 'extra'"),
     "missing key": (lambda w: w.pop("lines"), "batch: missing lines"),
@@ -340,11 +364,11 @@ BAD: dict[str, tuple[Callable[[Wire], None], str]] = {
     ),
     "probe id in brackets": (
         lambda w: w["probe_candidates"][0].update(message_id="<a@b>"),
-        r"probe_candidates\[0\].message_id\[0\]: a message-id holds '<'",
+        r"probe_candidates\[0\].message_id: a message-id holds '<'",
     ),
     "probe with two ids": (
         lambda w: w["probe_candidates"][0].update(message_id="a@b\nc@d"),
-        "2 message-ids for 1 segments",
+        r"a message-id holds '\\n'",
     ),
     "probe without id": (
         lambda w: w["probe_candidates"][0].update(message_id=""),
@@ -354,37 +378,56 @@ BAD: dict[str, tuple[Callable[[Wire], None], str]] = {
     "release key as text": (set_release("key", "k" * 16), "expected binary, got a string"),
     "release twice": (duplicate("releases"), "releases: two entries have the key"),
     "head name as int": (set_release("head_name", 3), "head_name: expected a string or nil"),
+    "NUL in release name": (set_release("name", "a\x00b"), r"releases\[0\].name: holds a NUL"),
+    "release name as nil": (set_release("name", None), "name: expected a string, got nil"),
     "groups not array": (set_release("groups", "a.b"), r"releases\[0\].groups: expected an"),
     "group as int": (set_release("groups", [1]), r"groups\[0\]: expected a string"),
     "group twice": (set_release("groups", ["a", "a"]), "two entries have the name 'a'"),
-    "no files": (set_release("files", []), "at least one file"),
     "files announced over": (set_release("files_announced", 10**5), "files_announced: 100000"),
-    "NUL in dropped": (set_release("dropped", "\x00"), "dropped: holds a NUL"),
-    "file unknown key": (set_file("extra", 1), r"files\[0\]: unknown 'extra'"),
-    "file missing key": (lambda w: first_file(w).pop("sizes"), r"files\[0\]: missing sizes"),
-    "file key long": (set_file("key", bytes(17)), r"files\[0\].key: 17 bytes"),
+    "release with files": (set_release("files", []), r"releases\[0\]: unknown 'files'"),
+    "fragment as text": (set_release("fragment", "abc"), "fragment: expected binary, got a str"),
+    "empty fragment": (set_release("fragment", b""), FRAGMENT + "version None is not 2"),
+    "fragment version 1": (
+        set_fragment(lambda f: b"\x01" + f[1:]),
+        FRAGMENT + "version 1 is not 2",
+    ),
+    "fragment not deflate": (
+        set_release("fragment", b"\x02not deflate"),
+        FRAGMENT + "does not inflate",
+    ),
+    "fragment truncated": (set_fragment(lambda f: f[:-3]), FRAGMENT + "the deflate stream is trun"),
+    "bytes after the fragment": (
+        set_fragment(lambda f: f + b"more"),
+        FRAGMENT + "4 bytes after the deflate stream",
+    ),
+    "fragment too short": (set_release("fragment", deflated(b"\x01")), "too short for its head"),
+    "fragment without files": (change_files(lambda files: []), FRAGMENT + "claims 0 files"),
+    "fragment claims more files": (
+        set_fragment(lambda f: deflated(b"\x09" + inflated(f)[1:])),
+        FRAGMENT + "claims 9 files",
+    ),
+    "fragment cut short": (
+        set_fragment(lambda f: deflated(inflated(f)[:60])),  # the head, one entry, 8 bytes
+        FRAGMENT + "claims .* segments in",
+    ),
     "file twice": (
-        lambda w: w["releases"][0]["files"].append(first_file(w)),
-        r"files: two entries have the key",
+        change_files(lambda files: [files[0], *files]),
+        FRAGMENT + "two files have the same key",
     ),
-    "1 MB name": (set_file("name", "n" * MB), "name: 1048576 characters, over the cap of 4096"),
-    "NUL in name": (set_file("name", "a\x00.rar"), "name: holds a NUL"),
-    "long subject": (set_file("subject", "s" * 4097), "subject: 4097 characters"),
-    "negative index": (set_file("index", -1), "index: -1 is out of range"),
-    "no segment total": (set_file("total_segments", 0), "total_segments: 0 is out of range"),
-    "segment total over": (set_file("total_segments", 500_001), "total_segments: 500001"),
-    "posted over": (set_file("posted", 2**63), "posted: .* out of the 64-bit range"),
-    "numbers as list": (set_file("numbers", [1, 2]), "numbers: expected binary, got an array"),
-    "numbers odd length": (set_file("numbers", b"\x01\x00\x00"), "3 bytes, not a multiple of 4"),
-    "sizes odd length": (set_file("sizes", b"\x01"), "sizes: 1 bytes, not a multiple of 4"),
-    "sizes short": (
-        lambda w: first_file(w).update(numbers=u32(1, 2), message_ids="a\nb", sizes=u32(1)),
-        "sizes: 1 sizes for 2 segment numbers",
+    "1 MB name": (set_file(name="n" * MB), FRAGMENT + ".*1048576 characters, over 4096"),
+    "NUL in name": (set_file(name="a\x00.rar"), FRAGMENT + "file 0: its name holds a NUL"),
+    "lone surrogate in name": (set_file(name="a\udc80.rar"), "file 0: its name is not UTF-8"),
+    "long subject": (set_file(subject="s" * 4097), "4097 characters, over 4096"),
+    "long non-ASCII subject": (
+        set_file(subject="ü" * 4097),
+        "file 0: its subject has 4097 characters, over 4096",
     ),
-    "ids as bin": (set_file("message_ids", b"a@b"), "message_ids: expected a string"),
-    "no segments": (segments((), ""), "at least one segment"),
-    "segment 0": (segments((0, 1), "a\nb"), "segment number 0"),
-    "segment over total": (segments((1, 9), "a\nb"), "segment 9 of a file of"),
+    "index over": (set_file(index=100_000), r"file 0: .*index 100000"),
+    "no segment total": (set_file(total_segments=0), "file 0: .* segments of 0"),
+    "segment total over": (set_file(total_segments=500_001), "segments of 500001"),
+    "no segments": (segments((), ""), "file 0: 0 segments of"),
+    "segment 0": (segments((0, 1), "a\nb"), "file 0: segment number 0"),
+    "segment over total": (segments((1, 9), "a\nb"), "file 0: segment 9 of a file of"),
     "segments descending": (
         segments((2, 1), "a\nb"),
         r"not strictly ascending at \[1\] \(1 after 2\)",
@@ -397,9 +440,18 @@ BAD: dict[str, tuple[Callable[[Wire], None], str]] = {
     "too many ids": (segments((1, 2), "a\nb\nc"), "3 message-ids for 2 segments"),
     "empty id": (segments((1, 2, 3), "a\n\nb"), "an empty message-id"),
     "leading newline": (segments((1, 2), "\na"), "an empty message-id"),
-    "id with >": (segments((1, 2), "a\nb>"), r"message_ids\[1\]: a message-id holds '>'"),
-    "id with CR": (segments((1, 2), "a\rx\nb"), r"message_ids\[0\]: a message-id holds '\\r'"),
-    "id with NUL": (segments((1, 2), "a\nb\x00"), "holds '\\\\x00'"),
+    "id with >": (segments((1, 2), "a\nb>"), "a message-id holds '>'"),
+    "ids of one width with >": (segments((1, 2), "a>\nbc"), "a message-id holds '>'"),
+    "id with CR": (segments((1, 2), "a\rx\nb"), r"a message-id holds '\\r'"),
+    "id with NUL": (segments((1, 2), "a\nb\x00"), r"a message-id holds '\\x00'"),
+    "id with a lone surrogate": (
+        segments((1, 2), "a\udc80\nbc"),
+        "message-ids are not UTF-8",
+    ),
+    "ids of one width with a lone surrogate": (
+        segments((1, 2), "a\udc80\nbcde"),
+        "message-ids are not UTF-8",
+    ),
     "more segments than lines": (set_top("lines", 1), "segments from only 1 lines"),
 }
 
@@ -416,7 +468,7 @@ def test_hostile_documents_are_refused(name: str) -> None:
 
 def test_the_good_document_is_accepted() -> None:
     decoded = decode_batch(msgpack.packb(good_wire()))
-    assert decoded.batch == real_batches()[1]
+    assert decoded.batch == pack_batch(real_batches()[1])
 
 
 LIMITED: dict[str, tuple[BatchLimits, str]] = {
@@ -424,11 +476,11 @@ LIMITED: dict[str, tuple[BatchLimits, str]] = {
     "files": (BatchLimits(max_files=2), "over the cap of 2 files per batch"),
     "segments": (BatchLimits(max_segments=3), "over the cap of 3 segments per batch"),
     "groups": (BatchLimits(max_groups=1), r"groups: 2 items, over the cap of 1"),
-    "text": (BatchLimits(max_text_chars=10), "characters, over the cap of 10"),
+    "fragment": (BatchLimits(max_fragment_bytes=150), "inflates to more than 150 bytes"),
+    "text": (BatchLimits(max_text_chars=20), "characters, over (the cap of )?20"),
     "probes": (BatchLimits(max_probe_candidates=0), "probe_candidates: 1 items"),
     "rule counts": (BatchLimits(max_rule_counts=1), "rule_counts: 2 items"),
     "skipped": (BatchLimits(max_skipped=1), "skipped: 2 items"),
-    "message-ids": (BatchLimits(max_message_ids_chars=25), "characters, over the cap of 25"),
 }
 
 
@@ -437,6 +489,18 @@ def test_caps_are_arguments(name: str) -> None:
     limits, message = LIMITED[name]
     with pytest.raises(MalformedBatch, match=message):
         decode_batch(msgpack.packb(good_wire()), limits=limits)
+
+
+def test_all_fragments_of_a_batch_share_one_inflating_budget() -> None:
+    wire = good_wire()
+    sizes = [len(inflated(r["fragment"])) for r in wire["releases"]]
+    assert len(sizes) >= 2
+    document = msgpack.packb(wire)
+    assert decode_batch(document, limits=BatchLimits(max_inflated_fragments=sum(sizes)))
+    # Each fragment is under the cap of one; the second goes over what is left.
+    limits = BatchLimits(max_fragment_bytes=max(sizes), max_inflated_fragments=sizes[0] + 1)
+    with pytest.raises(MalformedBatch, match=r"releases\[1\]\.fragment: inflates to more than"):
+        decode_batch(document, limits=limits)
 
 
 def test_limits_must_be_positive() -> None:
@@ -526,7 +590,7 @@ def test_documents_with_a_value_replaced_give_a_batch_or_malformed_batch(
 
 @pytest.fixture(scope="module")
 def good_body() -> bytes:
-    return encode_batch(real_batches()[1], range_id=1, epoch=1)
+    return encoded(real_batches()[1])
 
 
 @settings(
@@ -544,4 +608,4 @@ def test_mutated_bodies_give_a_batch_or_malformed_batch(
         decoded = decode_batch(bytes(mutated))
     except MalformedBatch:
         return
-    assert isinstance(decoded.batch, Batch)
+    assert isinstance(decoded.batch, PackedBatch)

@@ -20,6 +20,7 @@ from usenet_indexer.batch import Batch, FileChunk, ReleaseChunk
 from usenet_indexer.batchwire import BatchWireError, WireBatch, decode_batch, decode_body
 from usenet_indexer.nntp.client import NNTPClient, connect
 from usenet_indexer.nntp.errors import AuthRequired, ConnectionLost, Timeout, Unavailable
+from usenet_indexer.packed import pack_batch
 from usenet_indexer.spool_files import ChunkWriter
 from usenet_indexer.store.batches import BatchStore
 from usenet_indexer.store.catalog import CatalogStore
@@ -394,7 +395,7 @@ def test_only_the_fence_keeps_a_retried_batch_from_being_stored_twice(
     lease = ranges.lease(node_id, 60)
     assert lease is not None
     batch = Batch("alt.test", 1000, 1010, (release_chunk(),), (), (), 2, ())
-    wire = WireBatch(lease.range_id, lease.epoch, batch)
+    wire = WireBatch(lease.range_id, lease.epoch, pack_batch(batch))
     store = BatchStore(pool, fenced=fenced)
     assert not store.store(node_id, wire, 0, 60).already
     retry = store.store(node_id, wire, 0, 60)  # its reply was lost

@@ -6,10 +6,13 @@ import hashlib
 import zlib
 from array import array
 
+import attrs
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from usenet_indexer import fragments
-from usenet_indexer.batch import FileChunk
+from usenet_indexer.batch import FileChunk, representative
 from usenet_indexer.fragments import BadFragment
 
 
@@ -136,3 +139,93 @@ def test_damaged_fragments_raise_bad_fragment() -> None:
     ]:
         with pytest.raises(BadFragment):
             fragments.unpack(data)
+
+
+# --- inspect: checking a fragment from a node -----------------------------------------
+
+CAP = 1 << 24
+
+
+def inspect(data: bytes) -> fragments.Facts:
+    return fragments.inspect(data, max_bytes=CAP, max_text_chars=4096)
+
+
+def test_inspect_gives_the_figures_of_the_files() -> None:
+    files = [
+        file_chunk(0, [f"{k:020}@w" for k in range(50)], name="né"),
+        attrs.evolve(file_chunk(1, ["a@b", "cd@e"]), posted=0),
+        attrs.evolve(file_chunk(2, ["x@y"], numbers=[7], sizes=[2**32 - 1]), total_segments=7),
+    ]
+    facts = inspect(fragments.pack(files))
+    assert (facts.files, facts.segments) == (3, 53)
+    assert facts.bytes == sum(sum(f.sizes) for f in files)
+    assert facts.posted == 1_700_000_000  # the undated file does not count
+    assert facts.representative == representative(files)
+    assert facts.inflated == len(zlib.decompress(fragments.pack(files)[1:]))
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"",
+        b"\x01",
+        b"\x02not deflate",
+        bytes([fragments.VERSION]) + zlib.compress(b""),
+        bytes([fragments.VERSION]) + zlib.compress(bytes(range(256)) * 8),
+    ],
+)
+def test_inspect_refuses_garbage(data: bytes) -> None:
+    with pytest.raises(BadFragment):
+        inspect(data)
+
+
+def test_inspect_stops_a_deflate_bomb_at_its_cap() -> None:
+    head = (1).to_bytes(4, "little") + bytes(4)
+    bomb = bytes([fragments.VERSION]) + zlib.compress(head + bytes(1 << 26), 9)
+    assert len(bomb) < 100_000
+    with pytest.raises(BadFragment, match=f"inflates to more than {CAP} bytes"):
+        inspect(bomb)
+
+
+def _valid(files: list[FileChunk]) -> bool:
+    """What inspect promises of a fragment it lets through."""
+    forbidden = ("<", ">", "\x00", "\r", "\t")
+    for f in files:
+        numbers = list(f.numbers)
+        ids = f.message_ids.split("\n")
+        if not numbers or numbers != sorted(set(numbers)) or numbers[0] < 1:
+            return False
+        if numbers[-1] > f.total_segments or len(ids) != len(numbers) or "" in ids:
+            return False
+        if any(c in f.message_ids for c in forbidden) or "\x00" in f.name + f.subject:
+            return False
+        for text in (f.message_ids, f.name, f.subject):
+            text.encode("utf-8")  # strict: a lone surrogate raises
+    return len({f.key for f in files}) == len(files) > 0
+
+
+GOOD = [
+    file_chunk(0, [f"{k:020}@w" for k in range(20)], name="né"),
+    attrs.evolve(file_chunk(1, ["a@b", "cd@e", "f@g"], numbers=[2, 5, 9]), total_segments=10),
+]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.data())
+def test_whatever_inspect_lets_through_unpacks_to_valid_files(data: st.DataObject) -> None:
+    raw = bytearray(zlib.decompress(fragments.pack(GOOD)[1:]))
+    for _ in range(data.draw(st.integers(1, 3))):
+        at = data.draw(st.integers(0, len(raw) - 1))
+        raw[at] = data.draw(st.sampled_from([0, 1, 2, 0x0A, 0x3C, 0x80, 0xC3, 0xED, 0xFF]))
+    fragment = bytes([fragments.VERSION]) + zlib.compress(bytes(raw))
+    try:
+        inspect(fragment)
+    except BadFragment:
+        return
+    files = fragments.unpack(fragment)
+    assert _valid(files), files
+
+
+def test_the_good_fragment_of_the_property_test_is_valid() -> None:
+    assert _valid(fragments.unpack(fragments.pack(GOOD)))
+    assert inspect(fragments.pack(GOOD)).segments == 23

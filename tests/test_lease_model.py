@@ -51,6 +51,7 @@ from psycopg_pool import ConnectionPool
 from usenet_indexer.batch import Batch
 from usenet_indexer.batchwire import WireBatch
 from usenet_indexer.indexer import RangeIndexer
+from usenet_indexer.packed import pack_batch
 from usenet_indexer.store.batches import BatchRejected, BatchStore, LeaseLost, Stored
 from usenet_indexer.store.groups import GroupStore
 from usenet_indexer.store.nodes import NodeStore
@@ -385,7 +386,7 @@ class LeaseMachine(RuleBasedStateMachine):
             expected = "rejected"
         else:
             expected = "lost"
-        wire = WireBatch(r.id, epoch, make_batch(first, next_article))
+        wire = WireBatch(r.id, epoch, pack_batch(make_batch(first, next_article)))
         result: Stored | None = None
         try:
             result = self.batches.store(node, wire, BODY_BYTES, ttl)
@@ -554,7 +555,9 @@ def test_control_a_write_after_a_fenced_call_is_reported(env: Env) -> None:
         machine.batches.store(
             grant.node,
             WireBatch(
-                grant.range_id, grant.epoch + 1, make_batch(low_article() + 50, low_article() + 60)
+                grant.range_id,
+                grant.epoch + 1,
+                pack_batch(make_batch(low_article() + 50, low_article() + 60)),
             ),
             BODY_BYTES,
             TTL,
@@ -572,7 +575,7 @@ def test_an_empty_batch_at_the_resume_point_changes_nothing(env: Env) -> None:
     grant = machine.lease(0, False)
     assert isinstance(grant, Grant)
     resume = machine.model[grant.range_id].resume
-    wire = WireBatch(grant.range_id, grant.epoch, make_batch(resume, resume))
+    wire = WireBatch(grant.range_id, grant.epoch, pack_batch(make_batch(resume, resume)))
     with pytest.raises(BatchRejected, match="covers no article"):
         machine.batches.store(grant.node, wire, BODY_BYTES, TTL)
     machine._check(fenced=True)

@@ -32,7 +32,7 @@ import trio
 from psycopg_pool import ConnectionPool
 
 from usenet_indexer.batch import Batch
-from usenet_indexer.batchwire import compress_body, encode_batch
+from usenet_indexer.batchwire import WIRE_VERSION, compress_body, encode_batch
 from usenet_indexer.config import Settings
 from usenet_indexer.coordinator.server import serve
 from usenet_indexer.coordinator.stores import Stores
@@ -40,6 +40,7 @@ from usenet_indexer.coordinator.stream import StreamTiming
 from usenet_indexer.frames import CLOSED, Codec, Frame, FrameDecoder, FrameKind
 from usenet_indexer.indexer import RangeIndexer
 from usenet_indexer.nodeapi import INCOMPLETE, ApiOptions
+from usenet_indexer.packed import pack_batch
 from usenet_indexer.pgcluster import Cluster
 from usenet_indexer.rules import DEFAULT_RULES, rule_from_wire
 from usenet_indexer.store.groups import GroupStore
@@ -184,7 +185,7 @@ def article_of(line: bytes) -> int:
 
 
 def batch_body(batch: Batch, range_id: int, epoch: int) -> bytes:
-    return compress_body(encode_batch(batch, range_id=range_id, epoch=epoch))
+    return compress_body(encode_batch(pack_batch(batch), range_id=range_id, epoch=epoch))
 
 
 def empty_batch(first: int = 1000, next_: int = 1500, group: str = GROUP) -> Batch:
@@ -485,8 +486,22 @@ async def test_bad_batch_bodies_get_4xx_and_store_nothing(
 ) -> None:
     range_id, epoch = leased
     settings = attrs.evolve(settings, max_body_bytes=2_000_000, max_inflated_bytes=1 << 20)
-    good = encode_batch(empty_batch(), range_id=range_id, epoch=epoch)
-    nul_group = encode_batch(empty_batch(group="a\x00b"), range_id=range_id, epoch=epoch)
+    good = encode_batch(pack_batch(empty_batch()), range_id=range_id, epoch=epoch)
+    nul_group = encode_batch(
+        pack_batch(empty_batch(group="a\x00b")), range_id=range_id, epoch=epoch
+    )
+    bad_fragment = msgpack.unpackb(good)
+    bad_fragment["releases"] = [
+        {
+            "key": bytes(16),
+            "head_name": None,
+            "poster": "someone",
+            "groups": [],
+            "files_announced": None,
+            "name": "a",
+            "fragment": b"\x02 not deflate",
+        }
+    ]
     cases: list[tuple[int, bytes, dict[str, str], str]] = [
         (413, gzip.compress(bytes(2_500_000), compresslevel=0), GZIP, "over the cap of 2000000"),
         (413, gzip_bomb(), GZIP, "inflates to over 1048576"),
@@ -495,11 +510,22 @@ async def test_bad_batch_bodies_get_4xx_and_store_nothing(
         (400, compress_body(good)[:-20], GZIP, "truncated"),
         (400, b"\x1f\x8b not gzip at all", GZIP, "corrupt"),
         (422, b"\xc1\xc1\xc1", {}, "not a msgpack batch"),
-        (422, msgpack.packb({"v": 1}), {}, "missing"),
+        (422, msgpack.packb({"v": WIRE_VERSION}), {}, "missing"),
+        (422, msgpack.packb(bad_fragment), {}, "releases[0].fragment: does not inflate"),
         (422, msgpack.packb([1, 2, 3]), {}, "expected a map"),
         (422, nul_group, {}, "NUL"),
-        (422, encode_batch(empty_batch(), range_id=range_id + 1, epoch=epoch), {}, "range"),
-        (422, encode_batch(empty_batch(1000, 2500), range_id=range_id, epoch=epoch), {}, "past"),
+        (
+            422,
+            encode_batch(pack_batch(empty_batch()), range_id=range_id + 1, epoch=epoch),
+            {},
+            "range",
+        ),
+        (
+            422,
+            encode_batch(pack_batch(empty_batch(1000, 2500)), range_id=range_id, epoch=epoch),
+            {},
+            "past",
+        ),
     ]
     before = snapshot(pg_url, but=("nodes",))
     with trio.fail_after(DEADLINE_SECONDS):

@@ -79,7 +79,7 @@ class ReleaseChunk:
 
 
 # A file without a readable date sorts after every dated one.
-_UNDATED = (1 << 63) - 1
+UNDATED = (1 << 63) - 1
 
 
 def representative_order(file: FileChunk) -> tuple[int, bytes]:
@@ -91,7 +91,7 @@ def representative_order(file: FileChunk) -> tuple[int, bytes]:
     order that does not depend on where batches were cut, so every edge, any
     batch size and `uidx index` agree.
     """
-    return (file.posted or _UNDATED, file.key)
+    return (file.posted or UNDATED, file.key)
 
 
 def representative(files: Iterable[FileChunk]) -> tuple[int, bytes]:

@@ -8,13 +8,13 @@ A batch travels as one msgpack document, gzip-compressed
 then `decode_batch` (parse and check everything), and maps the errors below
 to HTTP statuses through their `http_status`.
 
-The format is explicit and versioned (version 1): a map whose keys are the
-attribute names of `usenet_indexer.batch`, with fixed key sets everywhere (a
-missing, unknown or repeated key is refused, so a version 2 needs a new "v").
-File details go once per file; a file's segments go as three packed values,
-not one msgpack object per segment, which is what keeps both ends fast:
+The format is explicit and versioned (version 2), with fixed key sets
+everywhere (a missing, unknown or repeated key is refused, so a version 3
+needs a new "v"). A release chunk travels as its catalog fragment, packed by
+the edge (packed.py, fragments.py): the coordinator checks it and stores it
+as it came, and never builds one object per file or segment:
 
-    {"v": 1, "range": uint, "epoch": uint, "group": str,
+    {"v": 2, "range": uint, "epoch": uint, "group": str,
      "first": uint, "next": uint, "lines": uint,       # articles [first, next)
      "skipped": [[reason: str, count: uint], ...],
      "rule_counts": [{"rule": str, "key": str, "releases": uint,
@@ -23,35 +23,30 @@ not one msgpack object per segment, which is what keeps both ends fast:
                            "file_name": str}, ...],
      "releases": [{"key": bin16, "head_name": str|nil, "poster": str,
                    "groups": [str, ...], "files_announced": uint|nil,
-                   "dropped": str|nil,
-                   "files": [{"key": bin16, "name": str, "subject": str,
-                              "index": uint|nil, "total_segments": uint,
-                              "posted": int,
-                              "numbers": bin (uint32 little-endian each),
-                              "message_ids": str ("\\n"-joined),
-                              "sizes": bin (uint32 little-endian each)},
-                             ...]},
+                   "name": str (naming.release_name of the head and files),
+                   "fragment": bin (fragments.pack of the chunk's files)},
                   ...]}
 
-Encoding is per file, never per segment: `array.tobytes()` (after a byteswap
-on a big-endian host) for numbers and sizes, and the message-ids are already
-one string. Decoding is the same in reverse (`array.frombytes`); its checks of
-a file's segments are whole-string and C-level iterations (str.count, `in`,
-map over the array), so a 500k-segment batch is checked without a Python
-loop per segment.
+Only kept release chunks travel (rule counts say what was dropped). The
+figures of a release's catalog row (earliest date, files, segments, bytes)
+are not sent: the coordinator takes them from the fragment while it checks
+it (`packed.checked_release`), so they cannot disagree with it.
 
 What `decode_batch` refuses (a node may be broken or hostile): anything not
-of the layout above, a version other than 1, bools where ints belong, ints
+of the layout above, a version other than 2, bools where ints belong, ints
 out of range (article numbers, counts and ids in 0..2**63-1), `next < first`,
 keys that are not 16 bytes, NUL in any text (PostgreSQL text cannot hold it),
 text over `BatchLimits.max_text_chars`, invalid UTF-8 (so lone surrogates:
 msgpack str must be UTF-8 and PostgreSQL could not store them either; they
-are refused, not repaired), packed arrays whose lengths do not agree,
-segment numbers not strictly ascending in 1..total_segments, message-ids
-that are empty or hold "<", ">", NUL, CR, LF or TAB (they are sent to NNTP
-servers and written into NZB files), repeated release, file, reason or
-(rule, key) entries, probe candidates for releases not in the batch, more
-segments than overview lines, and more of anything than `BatchLimits` allows.
+are refused, not repaired), a fragment that `fragments.inspect` refuses (it
+does not inflate or inflates past its cap; no file or a file without
+segments; repeated file keys; segment numbers not strictly ascending in
+1..total_segments; message-ids that are empty, not UTF-8 or hold "<", ">",
+NUL, CR, LF or TAB, as they are sent to NNTP servers and written into NZB
+files; names or subjects with NUL, over the cap or not UTF-8), repeated
+release, reason or (rule, key) entries, probe candidates for releases not in
+the batch, more segments than overview lines, and more of anything than
+`BatchLimits` allows.
 
 Bodies: identity or a single gzip member. Concatenated gzip members (legal
 in RFC 1952, never sent by our edge) and anything after the member are
@@ -71,23 +66,23 @@ Errors::
 
 from __future__ import annotations
 
-import sys
-from array import array
 from collections.abc import Callable
-from itertools import islice, product
-from operator import itemgetter, lt
-from typing import Any, ClassVar, Final, NoReturn
+from itertools import product
+from operator import itemgetter
+from typing import Any, ClassVar, Final
 
 import attrs
 import msgpack
 from isal import isal_zlib
 
-from usenet_indexer.batch import Batch, FileChunk, ProbeCandidate, ReleaseChunk, RuleCount
+from usenet_indexer.batch import ProbeCandidate, RuleCount
 from usenet_indexer.errors import LocalProtocolError, RemoteProtocolError
+from usenet_indexer.fragments import BadFragment
 from usenet_indexer.inflate import InflateFailed, Problem, capped_inflate
-from usenet_indexer.subject import MAX_FILES, MAX_SEGMENTS
+from usenet_indexer.packed import PackedBatch, PackedRelease, checked_release
+from usenet_indexer.subject import MAX_FILES
 
-WIRE_VERSION: Final = 1
+WIRE_VERSION: Final = 2
 
 # Article numbers, counts and ids go into PostgreSQL bigint columns.
 MAX_BIGINT: Final = 2**63 - 1
@@ -104,16 +99,11 @@ COMPRESS_LEVEL: Final = 1
 # wbits 47 would also accept a zlib stream, which is not what the header says.
 _GZIP_WBITS: Final = 31
 
-
-# The array typecode with 4-byte items (typecode "I" everywhere we run).
-_U32: Final = "I" if array("I").itemsize == 4 else "L"
-_BIG_ENDIAN_HOST: Final = sys.byteorder == "big"
-
 # Characters a message-id may not hold: the angle brackets are stripped
 # (a bracket inside would break `<...>` in NNTP commands and NZB files), the
 # rest are separators or cannot be stored. One `in` test per character is a
 # C-level scan; a regex over the joined string is three times slower.
-_MESSAGE_ID_FORBIDDEN: Final = ("<", ">", "\x00", "\r", "\t")
+_MESSAGE_ID_FORBIDDEN: Final = ("<", ">", "\x00", "\r", "\n", "\t")
 
 
 class BatchWireError(RemoteProtocolError):
@@ -168,8 +158,9 @@ class BatchLimits:
         max_rule_counts: (rule, key) entries per batch.
         max_probe_candidates: probe candidates per batch.
         max_skipped: skip reasons per batch.
-        max_message_ids_chars: characters of one file's joined message-ids
-            (MAX_SEGMENTS ids of up to ~250 characters each).
+        max_fragment_bytes: bytes one release chunk's fragment may inflate to.
+        max_inflated_fragments: bytes all fragments of a batch may inflate to
+            (what checking a batch may cost, whatever the body's size).
     """
 
     max_releases: int = attrs.field(default=1_000_000, validator=_not_negative)
@@ -180,7 +171,8 @@ class BatchLimits:
     max_rule_counts: int = attrs.field(default=65_536, validator=_not_negative)
     max_probe_candidates: int = attrs.field(default=1_000_000, validator=_not_negative)
     max_skipped: int = attrs.field(default=256, validator=_not_negative)
-    max_message_ids_chars: int = attrs.field(default=MAX_SEGMENTS * 256, validator=_not_negative)
+    max_fragment_bytes: int = attrs.field(default=256 << 20, validator=_not_negative)
+    max_inflated_fragments: int = attrs.field(default=2 << 30, validator=_not_negative)
 
 
 DEFAULT_LIMITS: Final = BatchLimits()
@@ -193,34 +185,34 @@ class WireBatch:
     Attributes:
         range_id: the range the batch belongs to.
         epoch: the lease epoch the edge holds (the fencing token).
-        batch: the batch, exactly as the edge's RangeIndexer made it.
+        batch: the batch, its kept release chunks packed.
     """
 
     range_id: int
     epoch: int
-    batch: Batch
+    batch: PackedBatch
 
 
 # --- encoding ------------------------------------------------------------------
 
 
-def encode_batch(batch: Batch, *, range_id: int, epoch: int) -> bytes:
+def encode_batch(batch: PackedBatch, *, range_id: int, epoch: int) -> bytes:
     """The msgpack body (uncompressed) for one batch.
 
     Values are not checked here beyond what msgpack needs (the batch is our
     own RangeIndexer's); the coordinator checks everything on arrival.
 
     Args:
-        batch: the batch to send.
+        batch: the batch to send (packed.pack_batch).
         range_id: the leased range it belongs to.
         epoch: the lease's epoch.
 
     Returns:
-        The msgpack document (version 1, see the module docstring).
+        The msgpack document (version 2, see the module docstring).
 
     Raises:
         LocalProtocolError: a value cannot be encoded (a lone surrogate in a
-            text, an int beyond 64 bits, a segment number beyond uint32).
+            text, an int beyond 64 bits).
     """
     try:
         return msgpack.packb(_batch_to_wire(batch, range_id, epoch), use_bin_type=True)
@@ -244,7 +236,7 @@ def compress_body(body: bytes) -> bytes:
     return isal_zlib.compress(body, COMPRESS_LEVEL, wbits=_GZIP_WBITS)
 
 
-def _batch_to_wire(batch: Batch, range_id: int, epoch: int) -> dict[str, Any]:
+def _batch_to_wire(batch: PackedBatch, range_id: int, epoch: int) -> dict[str, Any]:
     return {
         "v": WIRE_VERSION,
         "range": range_id,
@@ -262,45 +254,19 @@ def _batch_to_wire(batch: Batch, range_id: int, epoch: int) -> dict[str, Any]:
             {"release_key": p.release_key, "message_id": p.message_id, "file_name": p.file_name}
             for p in batch.probe_candidates
         ],
-        "releases": [_release_to_wire(r) for r in batch.releases],
+        "releases": [
+            {
+                "key": r.key,
+                "head_name": r.head_name,
+                "poster": r.poster,
+                "groups": list(r.groups),
+                "files_announced": r.files_announced,
+                "name": r.name,
+                "fragment": r.fragment,
+            }
+            for r in batch.releases
+        ],
     }
-
-
-def _release_to_wire(release: ReleaseChunk) -> dict[str, Any]:
-    return {
-        "key": release.key,
-        "head_name": release.head_name,
-        "poster": release.poster,
-        "groups": list(release.groups),
-        "files_announced": release.files_announced,
-        "dropped": release.dropped,
-        "files": [_file_to_wire(f) for f in release.files],
-    }
-
-
-def _file_to_wire(file: FileChunk) -> dict[str, Any]:
-    return {
-        "key": file.key,
-        "name": file.name,
-        "subject": file.subject,
-        "index": file.index,
-        "total_segments": file.total_segments,
-        "posted": file.posted,
-        "numbers": _u32_le(file.numbers),
-        "message_ids": file.message_ids,
-        "sizes": _u32_le(file.sizes),
-    }
-
-
-def _u32_le(values: array[int]) -> bytes:
-    """The values as little-endian uint32s, whatever the array's type and the host."""
-    if values.typecode != _U32:
-        values = array(_U32, values)  # OverflowError for a value beyond uint32
-    elif _BIG_ENDIAN_HOST:
-        values = array(_U32, values)  # a copy: the batch is frozen, its arrays stay as they are
-    if _BIG_ENDIAN_HOST:
-        values.byteswap()
-    return values.tobytes()
 
 
 # --- the body --------------------------------------------------------------------
@@ -367,11 +333,6 @@ def _gunzip(data: bytes, max_inflated_bytes: int) -> bytes:
 
 _NONE: Final = type(None)
 
-# The numbers 0..65535 as packed on the wire. Most files' segments in a batch
-# are a run first..last, which one slice comparison (a memcmp) then proves
-# strictly ascending; 256 KiB covers files of up to 65535 segments.
-_RUN_LE: Final = _u32_le(array(_U32, range(1 << 16)))
-
 
 @attrs.frozen
 class _Shape:
@@ -437,25 +398,12 @@ _RELEASE: Final = _Shape.of(
     poster=str,
     groups=list,
     files_announced=(int, _NONE),
-    dropped=(str, _NONE),
-    files=list,
-)
-_FILE: Final = _Shape.of(
-    key=bytes,
     name=str,
-    subject=str,
-    index=(int, _NONE),
-    total_segments=int,
-    posted=int,
-    numbers=bytes,
-    message_ids=str,
-    sizes=bytes,
+    fragment=bytes,
 )
 # No map of the format is half as large: msgpack refuses a bigger map header
 # before building anything; a few unknown keys still get a message naming them.
-_MAX_MAP_LEN: Final = 2 * max(
-    len(s.names) for s in (_TOP, _RULE_COUNT, _PROBE_CANDIDATE, _RELEASE, _FILE)
-)
+_MAX_MAP_LEN: Final = 2 * max(len(s.names) for s in (_TOP, _RULE_COUNT, _PROBE_CANDIDATE, _RELEASE))
 
 # Exact types only: msgpack's true and false are bools, and bool is an int.
 _TYPE_NAMES: Final = {
@@ -494,8 +442,10 @@ def decode_batch(body: bytes, *, limits: BatchLimits = DEFAULT_LIMITS) -> WireBa
             # The largest legal object of each kind (UTF-8 takes up to 4
             # bytes a character): a header beyond it is refused before
             # msgpack allocates for it.
-            max_str_len=4 * max(limits.max_message_ids_chars, limits.max_text_chars),
-            max_bin_len=MAX_SEGMENTS * 4,
+            max_str_len=4 * limits.max_text_chars,
+            # A fragment inflates to at most max_fragment_bytes; deflate adds
+            # a few bytes per 16 KiB to data it cannot compress.
+            max_bin_len=limits.max_fragment_bytes + (limits.max_fragment_bytes >> 10) + 1024,
             max_array_len=max(
                 limits.max_releases,
                 limits.max_files,
@@ -542,7 +492,7 @@ def _wire_batch(wire: object, limits: BatchLimits) -> WireBatch:
         raise MalformedBatch(f"next: {next_} is out of range {first} (first)..{MAX_BIGINT}")
     _check_text(group, "", "group", limits)
     kept = _releases(releases, lines, limits)
-    batch = Batch(
+    batch = PackedBatch(
         group=group,
         first=first,
         next=next_,
@@ -596,23 +546,25 @@ def _probe_candidates(
         if release_key not in release_keys:
             # Probes make the prefetcher fetch bodies: only for releases sent here.
             raise MalformedBatch(f"{where}.release_key: not a release of this batch")
-        _check_message_ids(message_id, 1, where, "message_id", limits)
+        _check_message_id(message_id, where, "message_id", limits)
         _check_text(file_name, where, "file_name", limits)
         candidates.append(ProbeCandidate(release_key, message_id, file_name))
     return tuple(candidates)
 
 
-def _releases(wire: list[Any], lines: int, limits: BatchLimits) -> tuple[ReleaseChunk, ...]:
+def _releases(wire: list[Any], lines: int, limits: BatchLimits) -> tuple[PackedRelease, ...]:
     items = _list(wire, "releases", limits.max_releases)
     releases = []
-    files = segments = 0
+    files = segments = inflated = 0
     for i, item in enumerate(items):
         where = f"releases[{i}]"
-        release = _release(item, where, limits)
-        files += len(release.files)
+        budget = min(limits.max_fragment_bytes, limits.max_inflated_fragments - inflated)
+        release, size = _release(item, where, limits, budget)
+        inflated += size
+        files += release.files
         if files > limits.max_files:
             raise MalformedBatch(f"{where}: over the cap of {limits.max_files} files per batch")
-        segments += sum(len(f.numbers) for f in release.files)
+        segments += release.segments
         if segments > limits.max_segments:
             raise MalformedBatch(
                 f"{where}: over the cap of {limits.max_segments} segments per batch"
@@ -625,72 +577,37 @@ def _releases(wire: list[Any], lines: int, limits: BatchLimits) -> tuple[Release
     return tuple(releases)
 
 
-def _release(wire: object, where: str, limits: BatchLimits) -> ReleaseChunk:
-    key, head_name, poster, groups, files_announced, dropped, files = _RELEASE.values(wire, where)
+def _release(
+    wire: object, where: str, limits: BatchLimits, budget: int
+) -> tuple[PackedRelease, int]:
+    key, head_name, poster, groups, files_announced, name, fragment = _RELEASE.values(wire, where)
     _check_key(key, where, "key")
     if head_name is not None:
         _check_text(head_name, where, "head_name", limits)
     _check_text(poster, where, "poster", limits)
+    _check_text(name, where, "name", limits)
     if files_announced is not None:
         _check_uint(files_announced, where, "files_announced", MAX_FILES)
-    if dropped is not None:
-        _check_text(dropped, where, "dropped", limits)
     groups = _list(groups, f"{where}.groups", limits.max_groups)
     for k, group in enumerate(groups):
         if type(group) is not str:
             raise MalformedBatch(f"{where}.groups[{k}]: expected a string, got {_kind(group)}")
         _check_text(group, where, f"groups[{k}]", limits)
     _check_unique(groups, f"{where}.groups", "name")
-    files = _list(files, f"{where}.files", limits.max_files)
-    if not files:
-        raise MalformedBatch(f"{where}.files: a release chunk has at least one file")
-    chunks = tuple(_file(item, f"{where}.files[{j}]", limits) for j, item in enumerate(files))
-    _check_unique([f.key for f in chunks], f"{where}.files", "key")
-    return ReleaseChunk(
-        key=key,
-        head_name=head_name,
-        poster=poster,
-        groups=tuple(groups),
-        files_announced=files_announced,
-        files=chunks,
-        dropped=dropped,
-    )
-
-
-def _file(wire: object, where: str, limits: BatchLimits) -> FileChunk:
-    key, name, subject, index, total, posted, numbers, message_ids, sizes = _FILE.values(
-        wire, where
-    )
-    _check_key(key, where, "key")
-    _check_text(name, where, "name", limits)
-    _check_text(subject, where, "subject", limits)
-    if index is not None:
-        _check_uint(index, where, "index", MAX_FILES)
-    if not 1 <= total <= MAX_SEGMENTS:
-        raise MalformedBatch(f"{where}.total_segments: {total} is out of range 1..{MAX_SEGMENTS}")
-    if not MIN_BIGINT <= posted <= MAX_BIGINT:
-        raise MalformedBatch(f"{where}.posted: {posted} is out of the 64-bit range")
-    if len(numbers) % 4 or len(sizes) != len(numbers) or not numbers:
-        _packed_error(numbers, sizes, where)
-    numbers_array = _u32_array(numbers)
-    _check_numbers(numbers_array, numbers, total, where)
-    _check_message_ids(message_ids, len(numbers_array), where, "message_ids", limits)
-    return FileChunk(
-        key, name, subject, index, total, posted, numbers_array, message_ids, _u32_array(sizes)
-    )
-
-
-def _packed_error(numbers: bytes, sizes: bytes, where: str) -> NoReturn:
-    for field, packed in (("numbers", numbers), ("sizes", sizes)):
-        if len(packed) % 4:
-            raise MalformedBatch(
-                f"{where}.{field}: {len(packed)} bytes, not a multiple of 4 (uint32 each)"
-            )
-    if not numbers:
-        raise MalformedBatch(f"{where}.numbers: a file chunk has at least one segment")
-    raise MalformedBatch(
-        f"{where}.sizes: {len(sizes) // 4} sizes for {len(numbers) // 4} segment numbers"
-    )
+    try:
+        return checked_release(
+            key=key,
+            head_name=head_name,
+            poster=poster,
+            groups=tuple(groups),
+            files_announced=files_announced,
+            name=name,
+            fragment=fragment,
+            max_fragment_bytes=budget,
+            max_text_chars=limits.max_text_chars,
+        )
+    except BadFragment as error:
+        raise MalformedBatch(f"{where}.fragment: {error}") from error
 
 
 def _list(wire: object, where: str, cap: int) -> list[Any]:
@@ -699,14 +616,6 @@ def _list(wire: object, where: str, cap: int) -> list[Any]:
     if len(wire) > cap:
         raise MalformedBatch(f"{where}: {len(wire)} items, over the cap of {cap}")
     return wire
-
-
-def _u32_array(packed: bytes) -> array[int]:
-    values = array(_U32)
-    values.frombytes(packed)
-    if _BIG_ENDIAN_HOST:
-        values.byteswap()
-    return values
 
 
 def _kind(wire: object) -> str:
@@ -718,48 +627,18 @@ def _at(where: str, field: str) -> str:
     return f"{where}.{field}" if where and field else where or field
 
 
-def _check_numbers(numbers: array[int], packed: bytes, total: int, where: str) -> None:
-    first, last, count = numbers[0], numbers[-1], len(numbers)
-    if first < 1:
-        raise MalformedBatch(f"{where}.numbers: segment number 0 (they count from 1)")
-    if last > total:
-        raise MalformedBatch(f"{where}.numbers: segment {last} of a file of {total} segments")
-    if last - first == count - 1 and packed == _RUN_LE[4 * first : 4 * last + 4]:
-        return  # a run first..last, the common case: one memcmp
-    # A C-level pairwise comparison: no Python loop per segment unless it fails.
-    if count > 1 and not all(map(lt, numbers, islice(numbers, 1, None))):
-        at = next(i for i in range(1, count) if numbers[i] <= numbers[i - 1])
-        raise MalformedBatch(
-            f"{where}.numbers: not strictly ascending at [{at}] "
-            f"({numbers[at]} after {numbers[at - 1]})"
-        )
-
-
-def _check_message_ids(
-    joined: str, count: int, where: str, field: str, limits: BatchLimits
-) -> None:
-    """`count` message-ids joined by "\\n", each non-empty and free of forbidden characters."""
-    if len(joined) > limits.max_message_ids_chars:
-        raise MalformedBatch(
-            f"{_at(where, field)}: {len(joined)} characters, "
-            f"over the cap of {limits.max_message_ids_chars}"
-        )
-    separators = joined.count("\n")
-    if separators != count - 1:
-        raise MalformedBatch(
-            f"{_at(where, field)}: {separators + 1} message-ids for {count} segments"
-        )
-    if not joined or joined[0] == "\n" or joined[-1] == "\n" or "\n\n" in joined:
+def _check_message_id(message_id: str, where: str, field: str, limits: BatchLimits) -> None:
+    """One message-id: non-empty, at most `max_text_chars`, free of forbidden characters."""
+    if not message_id:
         raise MalformedBatch(f"{_at(where, field)}: an empty message-id")
-    for char in _MESSAGE_ID_FORBIDDEN:
-        if char in joined:
-            at = joined.count("\n", 0, joined.index(char))
-            raise MalformedBatch(f"{_at(where, field)}[{at}]: a message-id holds {char!r}")
-    if count == 1 and len(joined) > limits.max_text_chars:
+    if len(message_id) > limits.max_text_chars:
         raise MalformedBatch(
-            f"{_at(where, field)}: {len(joined)} characters, "
+            f"{_at(where, field)}: {len(message_id)} characters, "
             f"over the cap of {limits.max_text_chars}"
         )
+    for char in _MESSAGE_ID_FORBIDDEN:
+        if char in message_id:
+            raise MalformedBatch(f"{_at(where, field)}: a message-id holds {char!r}")
 
 
 def _check_uint(value: int, where: str, field: str, maximum: int = MAX_BIGINT) -> None:

@@ -42,11 +42,18 @@ import sys
 import zlib
 from array import array
 from collections.abc import Sequence
+from itertools import islice
+from operator import lt
+from typing import Final
 
+import attrs
 from isal import isal_zlib
 
-from usenet_indexer.batch import FileChunk
+from usenet_indexer.batch import UNDATED, FileChunk
 from usenet_indexer.errors import RemoteProtocolError
+from usenet_indexer.inflate import INFLATE_ERROR
+from usenet_indexer.subject import MAX_FILES as MAX_FILE_INDEX
+from usenet_indexer.subject import MAX_SEGMENTS as MAX_TOTAL_SEGMENTS
 
 VERSION = 2
 # isal level 1: the random part of message-ids decides the size; isal 2-3 and
@@ -61,7 +68,7 @@ _NEWLINE = ord("\n")
 
 
 class BadFragment(RemoteProtocolError):
-    """A stored fragment does not unpack."""
+    """A fragment does not unpack, or breaks what `inspect` checks."""
 
 
 def _planes(values: bytes) -> bytes:
@@ -215,3 +222,196 @@ def unpack(data: bytes) -> list[FileChunk]:
         )
         start += n
     return files
+
+
+# --- checking a fragment from a node --------------------------------------------------
+
+# The numbers 0..65535 as little-endian uint32s: most files' segments are a
+# run first..last, which one slice comparison (a memcmp) proves strictly
+# ascending; 256 KiB covers files of up to 65535 segments.
+_RUN_LE: Final = _little(array("I", range(1 << 16)))
+# Bytes a message-id may not hold: the angle brackets are stripped (one
+# inside would break `<...>` in NNTP commands and NZB files), the rest are
+# separators or cannot be stored.
+_ID_FORBIDDEN: Final = (b"<", b">", b"\x00", b"\r", b"\t")
+
+
+@attrs.frozen
+class Facts:
+    """What a checked fragment holds, as its catalog rows need it.
+
+    Attributes:
+        files: file chunks in it.
+        segments: segments in it.
+        posted: the earliest readable date of its files (0 when none has one).
+        representative: the smallest `batch.representative_order` of its files.
+        inflated: bytes it inflated to.
+        bytes: the segments' sizes, summed.
+    """
+
+    files: int
+    segments: int
+    posted: int
+    representative: tuple[int, bytes]
+    inflated: int
+    bytes: int
+
+
+def inspect(data: bytes, *, max_bytes: int, max_text_chars: int) -> Facts:
+    """Check a fragment a node sent, without building its files; what it holds.
+
+    What `unpack` will need holds afterwards, and what a catalog reader
+    relies on: at least one file, each with at least one segment, file keys
+    unique, segment numbers strictly ascending within 1..total, message-ids
+    non-empty, UTF-8 and free of "<", ">", NUL, CR, LF and TAB, names and
+    subjects UTF-8 (no lone surrogates) without NUL and at most
+    `max_text_chars` characters, nothing after the data. The checks run on
+    whole byte ranges (C-level scans); Python loops only over files.
+
+    Args:
+        data: the fragment.
+        max_bytes: the most it may inflate to (a deflate bomb stops there).
+        max_text_chars: the longest name or subject.
+
+    Raises:
+        BadFragment: the message says what is wrong.
+    """
+    if not data or data[0] != VERSION:
+        raise BadFragment(f"version {data[0] if data else None!r} is not {VERSION}")
+    inflater = isal_zlib.decompressobj()
+    try:
+        # One byte over the cap tells "over" from "exactly at it".
+        raw = inflater.decompress(memoryview(data)[1:], max_bytes + 1)
+    except INFLATE_ERROR as error:
+        raise BadFragment(f"does not inflate: {error}") from error
+    if len(raw) > max_bytes:
+        raise BadFragment(f"inflates to more than {max_bytes} bytes")
+    if not inflater.eof:
+        raise BadFragment("the deflate stream is truncated")
+    if inflater.unused_data:
+        raise BadFragment(f"{len(inflater.unused_data)} bytes after the deflate stream")
+    if len(raw) < _HEAD.size:
+        raise BadFragment("too short for its head")
+    count, width = _HEAD.unpack_from(raw)
+    at = _HEAD.size + _ENTRY.size * count
+    if not 1 <= count <= MAX_FILES or len(raw) < at:
+        raise BadFragment(f"claims {count} files in {len(raw)} bytes (1..{MAX_FILES})")
+    entries = list(_ENTRY.iter_unpack(raw[_HEAD.size : at]))
+    total = sum([e[1] for e in entries])
+    name_bytes = [e[5] for e in entries]
+    subject_bytes = [e[6] for e in entries]
+    text = sum(name_bytes) + sum(subject_bytes)
+    ids_end = len(raw) - text
+    if total > MAX_SEGMENTS or ids_end < at + 8 * total:
+        raise BadFragment(f"claims {total} segments in {len(raw)} bytes")
+    if len({e[0] for e in entries}) != count:
+        raise BadFragment("two files have the same key")
+    numbers_le = _unplanes_le(raw[at : at + 4 * total], total)
+    numbers = array("I", numbers_le)
+    if sys.byteorder != "little":
+        numbers.byteswap()
+    sizes = _unplanes(raw[at + 4 * total : at + 8 * total], total)
+    start = 0
+    for i, (_, n, index, total_segments, _, _, _) in enumerate(entries):
+        # The subject parser's caps on N of (k/N) and i of [i/M].
+        if not 1 <= total_segments <= MAX_TOTAL_SEGMENTS or index > MAX_FILE_INDEX + 1 or n < 1:
+            raise BadFragment(
+                f"file {i}: {n} segments of {total_segments}, index {index - 1} "
+                f"(1..{MAX_TOTAL_SEGMENTS} segments, index up to {MAX_FILE_INDEX})"
+            )
+        _check_run(numbers, numbers_le, start, n, total_segments, i)
+        start += n
+    _check_ids(raw[at + 8 * total : ids_end], total, width)
+    region = raw[ids_end:]
+    if region.isascii() and b"\x00" not in region:
+        longest = max(max(name_bytes), max(subject_bytes))
+        if longest > max_text_chars:
+            raise BadFragment(f"a name or subject of {longest} characters, over {max_text_chars}")
+    else:
+        _check_texts(raw, ids_end, entries, max_text_chars)
+    dated = [e[4] for e in entries if e[4]]
+    return Facts(
+        files=count,
+        segments=total,
+        bytes=sum(sizes),
+        posted=min(dated) if dated else 0,
+        representative=min((e[4] or UNDATED, e[0]) for e in entries),
+        inflated=len(raw),
+    )
+
+
+def _unplanes_le(planes: bytes, count: int) -> bytearray:
+    raw = bytearray(4 * count)
+    for i in range(4):
+        raw[i::4] = planes[i * count : (i + 1) * count]
+    return raw
+
+
+def _check_run(
+    numbers: array[int], numbers_le: bytearray, start: int, n: int, total: int, i: int
+) -> None:
+    first, last = numbers[start], numbers[start + n - 1]
+    if first < 1:
+        raise BadFragment(f"file {i}: segment number {first} (they count from 1)")
+    if last > total:
+        raise BadFragment(f"file {i}: segment {last} of a file of {total} segments")
+    if (
+        last - first == n - 1
+        and numbers_le[4 * start : 4 * (start + n)] == _RUN_LE[4 * first : 4 * last + 4]
+    ):
+        return  # a run first..last, the common case: one memcmp
+    if n > 1 and not all(
+        map(lt, islice(numbers, start, start + n - 1), islice(numbers, start + 1, start + n))
+    ):
+        at = next(k for k in range(1, n) if numbers[start + k] <= numbers[start + k - 1])
+        raise BadFragment(
+            f"file {i}: segment numbers not strictly ascending at [{at}] "
+            f"({numbers[start + at]} after {numbers[start + at - 1]})"
+        )
+
+
+def _check_ids(ids: bytes, count: int, width: int) -> None:
+    """`count` message-ids, column-wise with `width` bytes each or "\\n"-joined."""
+    if width:
+        if count < 2 or len(ids) != width * count:
+            raise BadFragment(f"{len(ids)} bytes of message-id columns for {count} ids of {width}")
+        if b"\n" in ids:
+            raise BadFragment("a message-id holds '\\n'")
+    else:
+        separators = ids.count(b"\n")
+        if separators != count - 1:
+            raise BadFragment(f"{separators + 1} message-ids for {count} segments")
+        if not ids or ids[0] == _NEWLINE or ids[-1] == _NEWLINE or b"\n\n" in ids:
+            raise BadFragment("an empty message-id")
+    for forbidden in _ID_FORBIDDEN:
+        if forbidden in ids:
+            raise BadFragment(f"a message-id holds {forbidden.decode()!r}")
+    if ids.isascii():
+        return
+    if width:
+        stride = width + 1
+        rows = bytearray(stride * count)
+        for i in range(width):
+            rows[i::stride] = ids[i * count : (i + 1) * count]
+        ids = bytes(rows)
+    try:
+        ids.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise BadFragment(f"message-ids are not UTF-8: {error}") from error
+
+
+def _check_texts(
+    raw: bytes, at: int, entries: list[tuple[bytes, int, int, int, int, int, int]], cap: int
+) -> None:
+    """Decode each file's name and subject (strict UTF-8); check NUL and length."""
+    for i, (_, _, _, _, _, name_length, subject_length) in enumerate(entries):
+        for what, length in (("name", name_length), ("subject", subject_length)):
+            try:
+                value = raw[at : at + length].decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise BadFragment(f"file {i}: its {what} is not UTF-8: {error}") from error
+            if "\x00" in value:
+                raise BadFragment(f"file {i}: its {what} holds a NUL character")
+            if len(value) > cap:
+                raise BadFragment(f"file {i}: its {what} has {len(value)} characters, over {cap}")
+            at += length

@@ -52,6 +52,7 @@ from usenet_indexer.edge.options import EdgeOptions
 from usenet_indexer.frames import CLOSED, Frame, FrameDecoder, FrameError, FrameKind
 from usenet_indexer.gcpolicy import collect_all
 from usenet_indexer.indexer import RangeIndexer
+from usenet_indexer.packed import pack_batch
 
 logger = logging.getLogger(__name__)
 
@@ -245,7 +246,7 @@ class RangeRunner:
 
     async def _post(self, batch: Batch) -> None:
         lease = self.lease
-        # Encoding is CPU work; isal's compression releases the GIL.
+        # Packing and encoding are CPU work; isal's compression releases the GIL.
         body = await trio.to_thread.run_sync(_body, batch, lease)
         posted = trio.current_time()
         answer = await self.client.post_batch(lease, body)
@@ -384,7 +385,9 @@ def _reasons(group: BaseExceptionGroup[Exception]) -> str:
 
 
 def _body(batch: Batch, lease: EdgeLease) -> bytes:
-    return compress_body(encode_batch(batch, range_id=lease.range_id, epoch=lease.epoch))
+    # Packing the release chunks is the edge's work: the coordinator stores them as they come.
+    packed = pack_batch(batch)
+    return compress_body(encode_batch(packed, range_id=lease.range_id, epoch=lease.epoch))
 
 
 async def _cancel_when_set(event: trio.Event, scope: trio.CancelScope) -> None:

@@ -26,6 +26,7 @@ import msgpack
 
 from usenet_indexer.batch import Batch, FileChunk, ReleaseChunk
 from usenet_indexer.batchwire import compress_body, encode_batch
+from usenet_indexer.packed import pack_batch
 
 # A well-formed token that no node has (43 characters, like a real one).
 UNKNOWN_TOKEN = "A" * 43
@@ -102,7 +103,7 @@ def _batch(first: int, group: str, poster: str = "someone <a@b.c>", name: str = 
 
 
 def _document(range_id: int, first: int, group: str, changes: Mapping[str, Any]) -> dict[str, Any]:
-    packed = encode_batch(_batch(first, group), range_id=range_id, epoch=1)
+    packed = encode_batch(pack_batch(_batch(first, group)), range_id=range_id, epoch=1)
     document: dict[str, Any] = msgpack.unpackb(packed, raw=False)
     document.update(changes)
     return document
@@ -128,12 +129,12 @@ def bad_requests(
         The requests.
     """
     batches = f"ranges/{range_id}/batches"
-    good = encode_batch(_batch(first, group), range_id=range_id, epoch=1)
+    good = encode_batch(pack_batch(_batch(first, group)), range_id=range_id, epoch=1)
     surrogate = _packed(_document(range_id, first, group, {"group": _PLACEHOLDER})).replace(
         _PLACEHOLDER.encode(), _LONE_SURROGATE
     )
     huge_name = encode_batch(
-        _batch(first, group, name="x" * 1_000_000 + ".rar"), range_id=range_id, epoch=1
+        pack_batch(_batch(first, group, name="x" * 1_000_000 + ".rar")), range_id=range_id, epoch=1
     )
     cases = [
         BadRequest("no token", "POST", "lease", token=""),

@@ -20,6 +20,7 @@ from usenet_indexer.batchwire import WireBatch
 from usenet_indexer.config import Settings
 from usenet_indexer.indexer import RangeIndexer
 from usenet_indexer.migrate import migrate
+from usenet_indexer.packed import PackedBatch, pack_batch
 from usenet_indexer.store.batches import BatchStore
 from usenet_indexer.store.groups import GroupStore
 from usenet_indexer.store.nodes import NodeStore
@@ -44,9 +45,9 @@ class FenceCost:
         return self.fenced_per_second / self.unfenced_per_second
 
 
-def batches_of(parts: Sequence[Part], batch_articles: int) -> list[list[Batch]]:
-    """Each part indexed into batches of about `batch_articles` articles."""
-    out: list[list[Batch]] = []
+def batches_of(parts: Sequence[Part], batch_articles: int) -> list[list[PackedBatch]]:
+    """Each part indexed into batches of about `batch_articles` articles, packed as edges send them."""
+    out: list[list[PackedBatch]] = []
     for part in parts:
         lines = [line for line in part.path.read_bytes().splitlines() if line]
         indexer = RangeIndexer(group=GROUP, first=part.first)
@@ -62,7 +63,7 @@ def batches_of(parts: Sequence[Part], batch_articles: int) -> list[list[Batch]]:
         last = indexer.finish()
         if last.next > last.first:
             batches.append(last)
-        out.append(batches)
+        out.append([pack_batch(batch) for batch in batches])
     return out
 
 
@@ -71,7 +72,7 @@ def _store_all(
     url: str,
     name: str,
     ranges: Sequence[Part],
-    batches: Sequence[Sequence[Batch]],
+    batches: Sequence[Sequence[PackedBatch]],
     fenced: bool,
 ) -> float:
     create_database(admin_url, name)
