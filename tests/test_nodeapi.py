@@ -34,6 +34,7 @@ from psycopg_pool import ConnectionPool
 from usenet_indexer.batch import Batch
 from usenet_indexer.batchwire import WIRE_VERSION, compress_body, encode_batch
 from usenet_indexer.config import Settings
+from usenet_indexer.coordinator.landings import Landings
 from usenet_indexer.coordinator.server import serve
 from usenet_indexer.coordinator.stores import Stores
 from usenet_indexer.coordinator.stream import StreamTiming
@@ -45,7 +46,7 @@ from usenet_indexer.pgcluster import Cluster
 from usenet_indexer.rules import DEFAULT_RULES, rule_from_wire
 from usenet_indexer.store.groups import GroupStore
 from usenet_indexer.store.ranges import RangeStore
-from usenet_indexer.store.spool import SpoolChunk
+from usenet_indexer.store.spool import LISTEN_LANDED, SpoolChunk
 from usenet_indexer.testing.generator import GeneratorConfig, generate
 from usenet_indexer.testing.postgres import scratch_dir
 
@@ -93,10 +94,15 @@ def bearer(token: str) -> dict[str, str]:
 
 
 async def start_api(
-    nursery: trio.Nursery, settings: Settings, stores: Stores, options: ApiOptions | None = None
+    nursery: trio.Nursery,
+    settings: Settings,
+    stores: Stores,
+    options: ApiOptions | None = None,
+    landings: Landings | None = None,
 ) -> str:
     """The base URL of the node API served in `nursery` (cancelled with the test)."""
-    host, port = await nursery.start(partial(serve, settings, stores, options=options))
+    serving = partial(serve, settings, stores, options=options, landings=landings)
+    host, port = await nursery.start(serving)
     return f"http://{host}:{port}/api/v1/node/"
 
 
@@ -669,6 +675,59 @@ async def test_the_stream_keeps_alive_until_the_chunk_lands(
             frames = await reader.rest()
     assert set(frames[:-2]) <= {Frame.keepalive()}
     assert frames[-2:] == [Frame.chunk(1000, 1999, payload, codec=Codec.ZLIB), Frame.end(1999)]
+
+
+# Streams that never poll nor keep alive by themselves: only a landing wakes them.
+NOTIFIED_STREAM = StreamTiming(keepalive_seconds=3600, poll_seconds=3600)
+
+
+def terminate_listener(url: str) -> int:
+    """End the coordinator's LISTEN session from the server side; how many were ended."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE query = %s AND pid <> pg_backend_pid()",
+            (LISTEN_LANDED,),
+        ).fetchall()
+    return len(rows)
+
+
+@pytest.mark.trio
+async def test_a_waiting_stream_sends_a_chunk_as_soon_as_it_lands(
+    nursery: trio.Nursery,
+    settings: Settings,
+    stores: Stores,
+    group_id: int,
+    token: str,
+    leased: tuple[int, int],
+    pg_url: str,
+) -> None:
+    range_id, _ = leased
+    options = attrs.evolve(ApiOptions.from_settings(settings), stream=NOTIFIED_STREAM)
+    spool = settings.home / "spool"
+    first = add_chunk(stores, spool, group_id, overview(10, 1000), 1000, 1299)
+    landings = Landings()
+    with trio.fail_after(DEADLINE_SECONDS):
+        url = await start_api(nursery, settings, stores, options, landings)
+        assert landings.sessions == 1  # listening once the API is up
+        async with (
+            httpx.AsyncClient(base_url=url, headers=bearer(token)) as client,
+            client.stream("GET", f"ranges/{range_id}/stream") as response,
+        ):
+            reader = FrameReader(response.aiter_raw())
+            assert await reader.next() == Frame.chunk(1000, 1299, first, codec=Codec.ZLIB)
+            # The stream waits for 1300.. now; without the landing's
+            # notification it would look again only after an hour.
+            second = await trio.to_thread.run_sync(
+                add_chunk, stores, spool, group_id, overview(10, 1300), 1300, 1599
+            )
+            assert await reader.next() == Frame.chunk(1300, 1599, second, codec=Codec.ZLIB)
+            # The listening session ended by the server: the coordinator
+            # listens again by itself, and the next landing wakes the stream.
+            assert await trio.to_thread.run_sync(terminate_listener, pg_url) == 1
+            await landings.wait_listening(1)
+            await trio.to_thread.run_sync(add_gap, stores, group_id, 1600, 1999)
+            assert await reader.rest() == [Frame.gap(1600, 1999), Frame.end(1999)]
 
 
 @pytest.mark.trio

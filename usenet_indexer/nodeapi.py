@@ -48,6 +48,7 @@ from hypercorn.typing import (
 
 from usenet_indexer.batchwire import BatchWireError, WireBatch, decode_batch, decode_body
 from usenet_indexer.config import Settings
+from usenet_indexer.coordinator.landings import Landings
 from usenet_indexer.coordinator.stores import Stores
 from usenet_indexer.coordinator.stream import RangeStream, SpoolReader, Streamed, StreamTiming
 from usenet_indexer.frames import Frame, encode_header
@@ -322,17 +323,20 @@ class NodeApi:
     Args:
         stores: the stores (sync; called from worker threads).
         options: limits, timeouts and intervals.
+        landings: spool chunks landed, which waiting streams await (counted
+            by `coordinator.landings.listen_for_landings`, which `serve` runs).
     """
 
     stores: Stores
     options: ApiOptions
+    landings: Landings = attrs.field(factory=Landings)
     _limiter: trio.CapacityLimiter = attrs.field(init=False)
     _streams: RangeStream = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
         self._limiter = trio.CapacityLimiter(self.options.database_threads)
         reader = SpoolReader(self.stores, self.options.spool_dir)
-        self._streams = RangeStream(reader, self._limiter, self.options.stream)
+        self._streams = RangeStream(reader, self._limiter, self.options.stream, self.landings)
 
     async def __call__(
         self, scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from functools import partial
 from urllib.parse import urlsplit
 
@@ -11,6 +12,7 @@ from hypercorn.config import Config
 from hypercorn.trio import serve as hypercorn_serve
 
 from usenet_indexer.config import Settings
+from usenet_indexer.coordinator.landings import Landings, listen_for_landings
 from usenet_indexer.coordinator.stores import Stores
 from usenet_indexer.errors import ConfigError, sole_error
 from usenet_indexer.nodeapi import PREFIX, ApiOptions, NodeApi
@@ -61,6 +63,7 @@ async def serve(
     *,
     options: ApiOptions | None = None,
     shutdown: trio.Event | None = None,
+    landings: Landings | None = None,
     task_status: trio.TaskStatus[tuple[str, int]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve the node API on `settings.listen` until cancelled or `shutdown` is set.
@@ -71,19 +74,22 @@ async def serve(
         options: the API's options; None for `ApiOptions.from_settings(settings)`.
         shutdown: set it to stop accepting and finish requests in flight
             (for at most GRACEFUL_SECONDS); without it, cancel the task.
+        landings: where the spool's landings are counted (None: a new one).
         task_status: gets the bound (host, port) once the socket listens.
 
     Raises:
         ConfigError: `settings.listen` cannot be bound (inside the nursery's
             exception group; see `sole_error`).
     """
-    app = NodeApi(stores, options or ApiOptions.from_settings(settings))
+    app = NodeApi(stores, options or ApiOptions.from_settings(settings), landings or Landings())
     config = hypercorn_config(settings.listen, app.options)
     trigger = shutdown.wait if shutdown is not None else None
     async with trio.open_nursery() as nursery:
+        # Streams wake when a chunk lands; the listener ends with the server.
+        await nursery.start(listen_for_landings, stores.spool.pool.conninfo, app.landings)
         try:
             binds: list[str] = await nursery.start(
-                partial(hypercorn_serve, app, config, shutdown_trigger=trigger)
+                partial(_serve_then_cancel, app, config, trigger, nursery.cancel_scope)
             )
         except BaseExceptionGroup as group:
             error = sole_error(group)
@@ -94,6 +100,19 @@ async def serve(
             raise ConfigError("listen", problem) from group
         logger.info("node API listening on %s%s", binds[0], PREFIX)
         task_status.started(bound_address(binds[0]))
+
+
+async def _serve_then_cancel(
+    app: NodeApi,
+    config: Config,
+    trigger: Callable[[], Awaitable[None]] | None,
+    scope: trio.CancelScope,
+    *,
+    task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    # Hypercorn returns after a graceful shutdown: the listener goes with it.
+    await hypercorn_serve(app, config, shutdown_trigger=trigger, task_status=task_status)
+    scope.cancel()
 
 
 def bound_address(bind: str) -> tuple[str, int]:

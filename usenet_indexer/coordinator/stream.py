@@ -8,10 +8,11 @@ check that the node still holds the range with the lease's epoch, look up
 the spool chunk that holds the next article, and read its file. Then:
 
 - a chunk or a gap: send it; the next article is the one after its last;
-- nothing there yet (the prefetcher has not written it): wait, polling the
-  index every `poll_seconds`, and send a KEEPALIVE whenever nothing was sent
-  for `keepalive_seconds`, so the edge's read timeout and any proxy see a
-  live stream;
+- nothing there yet (the prefetcher has not written it): wait until a chunk
+  lands (coordinator/landings.py: a notification from whoever indexed it)
+  or `poll_seconds` pass, then look again; send a KEEPALIVE whenever
+  nothing was sent for `keepalive_seconds`, so the edge's read timeout and
+  any proxy see a live stream;
 - the lease lost, a chunk that cannot be read, the database gone: an ERROR
   frame ends the stream (the edge stops the range or retries).
 
@@ -31,6 +32,7 @@ import attrs
 import psycopg
 import trio
 
+from usenet_indexer.coordinator.landings import Landings
 from usenet_indexer.coordinator.stores import Stores
 from usenet_indexer.frames import Codec, Frame, FrameKind
 from usenet_indexer.store.ranges import Lease
@@ -53,8 +55,9 @@ class StreamTiming:
     Attributes:
         keepalive_seconds: the longest silence before a KEEPALIVE frame; well
             under the edge's read timeout and the idle timeouts of proxies.
-        poll_seconds: how often the spool index is asked for the next chunk
-            (one query per waiting stream each time: not too often).
+        poll_seconds: how often a waiting stream asks the spool index for the
+            next chunk when no landing woke it (the net beneath the
+            notifications: while the coordinator cannot listen, streams poll).
     """
 
     keepalive_seconds: float = attrs.field(default=5.0, validator=_positive)
@@ -151,11 +154,13 @@ class RangeStream:
         reader: the blocking lookups, run in worker threads.
         limiter: the worker threads shared with every other database call.
         timing: keepalive and poll intervals.
+        landings: spool chunks landed (counted by `listen_for_landings`).
     """
 
     reader: SpoolReader
     limiter: trio.CapacityLimiter
     timing: StreamTiming
+    landings: Landings
 
     async def run(self, node_id: int, lease: Lease, send: SendFrame) -> Streamed:
         """Send the range's frames until END or an ERROR frame.
@@ -172,11 +177,13 @@ class RangeStream:
         chunks = gaps = payload_bytes = 0
         quiet_since = trio.current_time()
         while article <= lease.last:
+            # Taken before the look: a chunk landing after it ends the wait.
+            mark = self.landings.mark()
             step = await trio.to_thread.run_sync(
                 self.reader.next_frame, node_id, lease, article, limiter=self.limiter
             )
             if step is PENDING:
-                quiet_since = await self._wait(send, quiet_since)
+                quiet_since = await self._wait(send, quiet_since, mark)
                 continue
             await send(step)
             if step.kind == FrameKind.ERROR:
@@ -189,10 +196,11 @@ class RangeStream:
         await send(Frame.end(lease.last))
         return Streamed(chunks, gaps, payload_bytes, "end")
 
-    async def _wait(self, send: SendFrame, quiet_since: float) -> float:
+    async def _wait(self, send: SendFrame, quiet_since: float, mark: int) -> float:
         # Returns when the stream last sent something.
         if trio.current_time() - quiet_since >= self.timing.keepalive_seconds:
             await send(Frame.keepalive())
             quiet_since = trio.current_time()
-        await trio.sleep(self.timing.wait_seconds)
+        with trio.move_on_after(self.timing.wait_seconds):
+            await self.landings.wait_since(mark)
         return quiet_since

@@ -24,6 +24,11 @@ _ADD = """
 """
 # The prefetcher's: a chunk another writer indexed first stays as it is.
 _ADD_NEW = _ADD + " ON CONFLICT (group_id, first_article) DO NOTHING"
+# Each chunk indexed is announced in its transaction (delivered at commit):
+# the coordinator's waiting streams wake at once (coordinator/landings.py).
+LANDED_CHANNEL = "uidx_spool_landed"
+LISTEN_LANDED = f"LISTEN {LANDED_CHANNEL}"
+_NOTIFY_LANDED = "SELECT pg_notify(%s, %s)"
 # Ranges not done that still miss part of [resume, last]: leased ones first
 # (an edge waits for them), then in plan order.
 _WANTED = """
@@ -82,18 +87,25 @@ class SpoolIndex:
             return [SpoolChunk(*row) for row in conn.execute(_FROM, args).fetchall()]
 
     def add(self, group_id: int, chunk: SpoolChunk, size: int) -> None:
-        """Index a chunk whose file is complete (or a gap)."""
+        """Index a chunk whose file is complete (or a gap), and announce it."""
         with self.pool.connection() as conn:
             conn.execute(
                 _ADD,
                 (group_id, chunk.first, chunk.last, chunk.codec, chunk.path, chunk.lines, size),
             )
+            conn.execute(_NOTIFY_LANDED, (LANDED_CHANNEL, str(group_id)))
 
     def add_new(self, group_id: int, chunk: SpoolChunk, size: int) -> bool:
-        """Index a chunk unless one starting at the same article is there; True if added."""
+        """Index a chunk unless one starting at the same article is there; True if added.
+
+        An added chunk is announced (see LANDED_CHANNEL).
+        """
         row = (group_id, chunk.first, chunk.last, chunk.codec, chunk.path, chunk.lines, size)
         with self.pool.connection() as conn:
-            return conn.execute(_ADD_NEW, row).rowcount == 1
+            added = conn.execute(_ADD_NEW, row).rowcount == 1
+            if added:
+                conn.execute(_NOTIFY_LANDED, (LANDED_CHANNEL, str(group_id)))
+            return added
 
     def wanted(self, limit: int) -> list[WantedRange]:
         """At most `limit` ranges that miss spool chunks, most wanted first."""
