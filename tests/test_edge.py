@@ -39,7 +39,6 @@ from usenet_indexer.edge.client import (
     NODE_API_PATH,
     EdgeLease,
     NodeApiError,
-    RetryPolicy,
     api_base,
 )
 from usenet_indexer.edge.events import EdgeEvent, EventKind
@@ -48,6 +47,7 @@ from usenet_indexer.edge.worker import EdgeTotals
 from usenet_indexer.errors import ConfigError, RemoteProtocolError
 from usenet_indexer.frames import Codec, Frame, encode_frame
 from usenet_indexer.merge import CatalogRelease
+from usenet_indexer.retry import RetryPolicy
 from usenet_indexer.rules import DEFAULT_RULES
 from usenet_indexer.store.catalog import CatalogStore
 from usenet_indexer.store.groups import GroupStore
@@ -612,6 +612,8 @@ def test_the_backoff_is_exponential_and_capped() -> None:
     tiny = RetryPolicy(tries=5, base_seconds=0.5, cap_seconds=1.5)
     assert [tiny.next_delay(a) for a in range(1, 6)] == [0.5, 1.0, 1.5, 1.5, None]
     assert RetryPolicy(tries=100).next_delay(99) == 60.0
+    # Without giving up (the prefetcher's): the same pauses, for ever.
+    assert [policy.delay(f) for f in (1, 2, 7, 10_000)] == [1.0, 2.0, 60.0, 60.0]
     with pytest.raises(ValueError, match="tries"):
         RetryPolicy(tries=0)
 

@@ -28,6 +28,7 @@ from usenet_indexer.prefetch.daemon import (
 )
 from usenet_indexer.prefetch.plan import ChunkJob, WantedRange, clip, cut, missing, work_list
 from usenet_indexer.prefetch.servers import ServerState, server_configs
+from usenet_indexer.retry import RetryPolicy
 from usenet_indexer.store.groups import GroupStore
 from usenet_indexer.store.nodes import NodeStore
 from usenet_indexer.store.ranges import RangeStore
@@ -158,7 +159,7 @@ def _options(tmp_path: Path, **changes: object) -> PrefetchOptions:
         "slice_articles": 5_000,
         "chunk_articles": 15_000,
         "poll_seconds": 0.2,
-        "retry_base_seconds": 0.05,
+        "retry": RetryPolicy(base_seconds=0.05),
     }
     values.update(changes)
     return PrefetchOptions(**values)  # type: ignore[arg-type]

@@ -60,12 +60,34 @@ def sole_error(error: BaseException) -> BaseException:
     return error
 
 
-def run_reporting(function: Callable[[], object]) -> None:
-    """Run a worker's `trio.run(...)`, re-raising a sole UidxError bare (exit status, message)."""
+def run_reporting(
+    function: Callable[[], object],
+    exit_status: Callable[[BaseException], int | None] = lambda error: None,
+) -> int:
+    """Run a worker's `trio.run(...)`, re-raising a sole UidxError bare (exit status, message).
+
+    Args:
+        function: runs the worker.
+        exit_status: for an error that ends the worker with an exit status of
+            its own (logged there) rather than as an error: that status;
+            None for the others.
+
+    Returns:
+        0, or what `exit_status` gave.
+    """
     try:
         function()
     except BaseExceptionGroup as group:
         error = sole_error(group)
+        status = exit_status(error)
+        if status is not None:
+            return status
         if isinstance(error, UidxError):
             raise error from group
         raise
+    except Exception as error:
+        status = exit_status(error)
+        if status is None:
+            raise
+        return status
+    return 0

@@ -31,7 +31,7 @@ from usenet_indexer.config import Settings, from_process
 from usenet_indexer.edge import worker
 from usenet_indexer.edge.client import NodeApiError
 from usenet_indexer.edge.options import EdgeOptions
-from usenet_indexer.errors import UidxError, sole_error
+from usenet_indexer.errors import run_reporting
 from usenet_indexer.gcpolicy import no_cyclic_gc
 from usenet_indexer.supervisor import EXIT_STARTUP_ERROR
 from usenet_indexer.supervisor.entry import add_worker_arguments, global_argv, supervised
@@ -106,24 +106,19 @@ def run(args: argparse.Namespace) -> int:
 
 def run_worker(settings: Settings, options: EdgeOptions, parent_fd: int | None) -> int:
     """One worker in this process; 78 when the coordinator refuses its token."""
-    try:
-        # Collections at the range runner's own points (gcpolicy): not while it indexes.
-        with no_cyclic_gc():
-            trio.run(partial(_until_signal, settings, options, parent_fd))
-    except BaseExceptionGroup as group:
-        error = sole_error(group)
-        if isinstance(error, NodeApiError) and error.status in (401, 403):
-            logger.error("the coordinator refused this node's token: %s", error)
-            return EXIT_STARTUP_ERROR
-        if isinstance(error, UidxError):
-            raise error from group
-        raise
-    except NodeApiError as error:
-        if error.status in (401, 403):
-            logger.error("the coordinator refused this node's token: %s", error)
-            return EXIT_STARTUP_ERROR
-        raise
-    return 0
+    # Collections at the range runner's own points (gcpolicy): not while it indexes.
+    with no_cyclic_gc():
+        return run_reporting(
+            lambda: trio.run(partial(_until_signal, settings, options, parent_fd)),
+            _refused_token,
+        )
+
+
+def _refused_token(error: BaseException) -> int | None:
+    if isinstance(error, NodeApiError) and error.status in (401, 403):
+        logger.error("the coordinator refused this node's token: %s", error)
+        return EXIT_STARTUP_ERROR
+    return None
 
 
 async def _until_signal(settings: Settings, options: EdgeOptions, parent_fd: int | None) -> None:

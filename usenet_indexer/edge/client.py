@@ -29,6 +29,7 @@ import httpx
 import trio
 
 from usenet_indexer.errors import RemoteProtocolError, UidxError
+from usenet_indexer.retry import RetryPolicy
 from usenet_indexer.rules import Rule, rule_from_wire
 
 logger = logging.getLogger(__name__)
@@ -65,43 +66,6 @@ class NodeApiError(UidxError):
 
 class LeaseLostError(NodeApiError):
     """409: another node holds the range now, or our epoch is stale."""
-
-
-def _at_least(minimum: float) -> Callable[[object, attrs.Attribute[Any], float], None]:
-    def check(instance: object, attribute: attrs.Attribute[Any], value: float) -> None:
-        if not value >= minimum:
-            raise ValueError(f"{attribute.name} must be at least {minimum}, not {value}")
-
-    return check
-
-
-@attrs.frozen
-class RetryPolicy:
-    """Exponential backoff, capped: base, 2 x base, 4 x base, ... up to cap.
-
-    Attributes:
-        tries: tries in all, the first one included.
-        base_seconds: the pause after the first failed try.
-        cap_seconds: the longest pause.
-    """
-
-    tries: int = attrs.field(default=8, validator=_at_least(1))
-    base_seconds: float = attrs.field(default=1.0, validator=_at_least(0.0))
-    cap_seconds: float = attrs.field(default=60.0, validator=_at_least(0.0))
-
-    def next_delay(self, attempt: int) -> float | None:
-        """The pause after failed try number `attempt` (from 1), or None when none is left.
-
-        Args:
-            attempt: how many tries have failed so far.
-
-        Returns:
-            Seconds to wait before the next try, or None to give up.
-        """
-        if attempt >= self.tries:
-            return None
-        # min() before the power would overflow: 2**1000 floats do not exist.
-        return min(self.cap_seconds, self.base_seconds * 2.0 ** min(attempt - 1, 64))
 
 
 def _non_negative_int(document: Mapping[str, Any], key: str) -> int:

@@ -48,6 +48,7 @@ from usenet_indexer.nntp.errors import NNTPError, NoSuchGroup, RemoteProtocolErr
 from usenet_indexer.pgcluster import database_url
 from usenet_indexer.prefetch.plan import ChunkJob, clip, slices, work_list
 from usenet_indexer.prefetch.servers import ServerState, server_configs
+from usenet_indexer.retry import RetryPolicy
 from usenet_indexer.spool_files import ChunkWriter, remove_temporary_files
 from usenet_indexer.store.database import migrate_url
 from usenet_indexer.store.groups import GroupStore
@@ -63,9 +64,6 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 WANTED_RANGES = 32
 # How often the servers' figures go to the database, and the sweep runs.
 REPORT_SECONDS = 5.0
-# Pauses after failures of a connection: 1, 2, 4 ... 60 s.
-BACKOFF_BASE_SECONDS = 1.0
-BACKOFF_CAP_SECONDS = 60.0
 # A server's pool lowered by 400/502 gets one connection back per this many
 # seconds without another refusal.
 POOL_RESTORE_SECONDS = 300.0
@@ -85,8 +83,8 @@ class PrefetchOptions:
     budget_bytes: int = 0
     ca_file: str | None = None
     timeout_seconds: float = 60.0
-    # The first pause after a failure (then doubling up to BACKOFF_CAP_SECONDS).
-    retry_base_seconds: float = BACKOFF_BASE_SECONDS
+    # Pauses after failures of a connection in a row: 1, 2, 4 ... 60 s, for ever.
+    retry: RetryPolicy = attrs.field(factory=RetryPolicy)
     report_seconds: float = REPORT_SECONDS
 
     @classmethod
@@ -298,7 +296,7 @@ class Prefetcher:
                     if job is not None:
                         self._scheduler.done(job)
                 if failures:
-                    await trio.sleep(backoff(failures, self.options.retry_base_seconds))
+                    await trio.sleep(self.options.retry.delay(failures))
 
     def _connect(self, state: ServerState, slot: int) -> AbstractAsyncContextManager[NNTPClient]:
         opener = self.open_stream(slot) if self.open_stream is not None else None
@@ -425,11 +423,6 @@ def sweep_spool(spool: SpoolIndex, spool_dir: Path) -> int:
         if path is not None:
             (spool_dir / path).unlink(missing_ok=True)
     return len(rows)
-
-
-def backoff(failures: int, base_seconds: float) -> float:
-    """The pause after `failures` failures in a row: base, 2 x base, ... up to the cap."""
-    return min(BACKOFF_CAP_SECONDS, base_seconds * 2.0 ** min(failures - 1, 16))
 
 
 async def run_prefetcher(settings: Settings, *, parent_fd: int | None = None) -> None:
