@@ -9,12 +9,8 @@ is a failure.
 
 from __future__ import annotations
 
-import json
+import contextlib
 import os
-import shutil
-import subprocess
-import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
@@ -22,7 +18,8 @@ from urllib.parse import quote
 import attrs
 import pytest
 
-NEWSD = Path(__file__).resolve().parent.parent / "scripts" / "newsd"
+from usenet_indexer.testing.newsd_private import CannotInstall, private_news_server
+
 GROUP = "alt.binaries.uidx.test"
 # A group that starts near INN2's largest article number (2^31 - 1).
 HIGH_GROUP = "alt.binaries.uidx.high"
@@ -65,12 +62,6 @@ class NewsServer:
         return f"nntp://{credentials}{host}:{self.port}{query}"
 
 
-def _newsd(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, str(NEWSD), *args], capture_output=True, text=True, timeout=timeout
-    )
-
-
 def _cannot_run(reason: str) -> None:
     if os.environ.get("CI"):
         pytest.fail(f"INN2 is required in CI: {reason}")
@@ -80,33 +71,23 @@ def _cannot_run(reason: str) -> None:
 @pytest.fixture(scope="session")
 def news_server() -> Iterator[NewsServer]:
     """A private INN2 (scripts/newsd) with GROUP and HIGH_GROUP posted, AUTHINFO required."""
-    # Not under pytest's tmp_path: its parents are private to root, and INN2 runs as `news`.
-    folder = Path(tempfile.mkdtemp(prefix="uidx-newsd-"))
-    groups = f"{GROUP},{HIGH_GROUP}:{HIGH_FIRST}"
-    started = _newsd(
-        "start", str(folder), "--groups", groups, "--user", USER, "--password", PASSWORD,
-        timeout=START_TIMEOUT_SECONDS,
-    )  # fmt: skip
-    if started.returncode == 2:
-        shutil.rmtree(folder, ignore_errors=True)
-        _cannot_run(started.stderr.strip())
-    if started.returncode != 0:
-        shutil.rmtree(folder, ignore_errors=True)
-        pytest.fail(f"scripts/newsd start failed:\n{started.stderr}")
-    state = json.loads(started.stdout)
-    try:
+    groups = [GROUP, f"{HIGH_GROUP}:{HIGH_FIRST}"]
+    with contextlib.ExitStack() as stack:
+        try:
+            server = stack.enter_context(
+                private_news_server(
+                    groups,
+                    user=USER,
+                    password=PASSWORD,
+                    start_timeout_seconds=START_TIMEOUT_SECONDS,
+                )
+            )
+        except CannotInstall as error:
+            _cannot_run(str(error))
         posting = {}
         for group, count in ((GROUP, ARTICLES), (HIGH_GROUP, HIGH_ARTICLES)):
-            posted = _newsd(
-                "post", str(folder), "--group", group, "--articles", str(count),
-                "--seed", str(SEED), timeout=POST_TIMEOUT_SECONDS,
-            )  # fmt: skip
-            if posted.returncode != 0:
-                pytest.fail(f"scripts/newsd post failed:\n{posted.stderr}")
-            posting[group] = float(json.loads(posted.stdout)["articles_per_second"])
+            posted = server.post(group, count, seed=SEED, timeout_seconds=POST_TIMEOUT_SECONDS)
+            posting[group] = float(str(posted["articles_per_second"]))
         yield NewsServer(
-            state["host"], state["port"], state["tls_port"], state["ca_file"], folder, posting
+            server.host, server.port, server.tls_port, server.ca_file, server.folder, posting
         )
-    finally:
-        _newsd("stop", str(folder), timeout=60)
-        shutil.rmtree(folder, ignore_errors=True)

@@ -59,6 +59,7 @@ from usenet_indexer.testing.chaos_proxy import (
     serve_proxy,
 )
 from usenet_indexer.testing.chaos_run import NAMED_KILLS, long_config, short_config
+from usenet_indexer.testing.fake_nntp import FakeNNTPServer
 
 DEADLINE_SECONDS = 30
 # The short run takes 35-50 s on two cores (the prefetch part and the clock
@@ -297,34 +298,13 @@ def test_the_fault_schedule_is_seeded_and_leaves_the_first_events_alone() -> Non
 LINES = [f"{n}\tsubject {n}\tp\td\t<{n}@x>\t\t10\t1".encode() for n in range(1, 41)]
 
 
-async def _fake_nntp(stream: trio.SocketStream) -> None:
-    """A minimal NNTP server: CAPABILITIES (with COMPRESS), GROUP, OVER, QUIT."""
-    await stream.send_all(b"200 fake ready\r\n")
-    buffer = b""
-    while True:
-        while b"\r\n" not in buffer:
-            data = await stream.receive_some(65536)
-            if not data:
-                return
-            buffer += data
-        line, buffer = buffer.split(b"\r\n", 1)
-        words = line.decode().split()
-        verb = words[0].upper()
-        if verb == "CAPABILITIES":
-            await stream.send_all(
-                b"101 caps\r\nVERSION 2\r\nREADER\r\nOVER\r\nCOMPRESS DEFLATE\r\n.\r\n"
-            )
-        elif verb == "GROUP":
-            await stream.send_all(b"211 40 1 40 g\r\n")
-        elif verb == "OVER":
-            low, _, high = words[1].partition("-")
-            body = b"".join(line + b"\r\n" for line in LINES[int(low) - 1 : int(high)])
-            await stream.send_all(b"224 overview\r\n" + body + b".\r\n")
-        elif verb == "QUIT":
-            await stream.send_all(b"205 bye\r\n")
-            return
-        else:
-            await stream.send_all(b"500 what?\r\n")
+def _fake_nntp() -> FakeNNTPServer:
+    """A fake news server of one group "g" (1..40) that offers COMPRESS DEFLATE."""
+    return FakeNNTPServer(
+        capabilities=["VERSION 2", "READER", "OVER", "COMPRESS DEFLATE"],
+        groups={"g": (1, 40)},
+        overview=dict(enumerate(LINES, start=1)),
+    )
 
 
 @pytest.mark.trio
@@ -332,7 +312,7 @@ async def test_the_nntp_proxy_injects_each_fault_and_forwards_the_rest(
     nursery: trio.Nursery,
 ) -> None:
     with trio.fail_after(DEADLINE_SECONDS):
-        listeners = await nursery.start(trio.serve_tcp, _fake_nntp, 0)
+        listeners = await nursery.start(trio.serve_tcp, _fake_nntp().serve, 0)
         upstream = ("127.0.0.1", listeners[0].socket.getsockname()[1])
         # Connection 1 refused; the first GROUP of connection 3 (the second to
         # send one) answered 480; OVER reply 1 cut, reply 2 stalled.
