@@ -383,6 +383,8 @@ BAD: dict[str, tuple[Callable[[Wire], None], str]] = {
     "groups not array": (set_release("groups", "a.b"), r"releases\[0\].groups: expected an"),
     "group as int": (set_release("groups", [1]), r"groups\[0\]: expected a string"),
     "group twice": (set_release("groups", ["a", "a"]), "two entries have the name 'a'"),
+    "group with a line break": (set_release("groups", ["a\nb"]), "not a newsgroup name"),
+    "empty group": (set_release("groups", [""]), "not a newsgroup name"),
     "files announced over": (set_release("files_announced", 10**5), "files_announced: 100000"),
     "release with files": (set_release("files", []), r"releases\[0\]: unknown 'files'"),
     "fragment as text": (set_release("fragment", "abc"), "fragment: expected binary, got a str"),
@@ -391,8 +393,12 @@ BAD: dict[str, tuple[Callable[[Wire], None], str]] = {
         set_fragment(lambda f: b"\x01" + f[1:]),
         FRAGMENT + "version 1 is not 2",
     ),
-    "fragment not deflate": (
+    "fragment not zlib": (
         set_release("fragment", b"\x02not deflate"),
+        FRAGMENT + "not a plain zlib stream",
+    ),
+    "fragment not deflate": (
+        set_release("fragment", b"\x02\x78\x9cnot deflate"),
         FRAGMENT + "does not inflate",
     ),
     "fragment truncated": (set_fragment(lambda f: f[:-3]), FRAGMENT + "the deflate stream is trun"),
@@ -414,7 +420,7 @@ BAD: dict[str, tuple[Callable[[Wire], None], str]] = {
         change_files(lambda files: [files[0], *files]),
         FRAGMENT + "two files have the same key",
     ),
-    "1 MB name": (set_file(name="n" * MB), FRAGMENT + ".*1048576 characters, over 4096"),
+    "1 MB name": (set_file(name="n" * MB), FRAGMENT + r".*1048576 \w+, over"),
     "NUL in name": (set_file(name="a\x00.rar"), FRAGMENT + "file 0: its name holds a NUL"),
     "lone surrogate in name": (set_file(name="a\udc80.rar"), "file 0: its name is not UTF-8"),
     "long subject": (set_file(subject="s" * 4097), "4097 characters, over 4096"),
@@ -477,7 +483,10 @@ LIMITED: dict[str, tuple[BatchLimits, str]] = {
     "segments": (BatchLimits(max_segments=3), "over the cap of 3 segments per batch"),
     "groups": (BatchLimits(max_groups=1), r"groups: 2 items, over the cap of 1"),
     "fragment": (BatchLimits(max_fragment_bytes=150), "inflates to more than 150 bytes"),
-    "text": (BatchLimits(max_text_chars=20), "characters, over (the cap of )?20"),
+    "text": (
+        BatchLimits(max_text_chars=20),
+        "characters, over (the cap of )?20|message-id of more than 20 bytes",
+    ),
     "probes": (BatchLimits(max_probe_candidates=0), "probe_candidates: 1 items"),
     "rule counts": (BatchLimits(max_rule_counts=1), "rule_counts: 2 items"),
     "skipped": (BatchLimits(max_skipped=1), "skipped: 2 items"),

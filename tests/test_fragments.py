@@ -229,3 +229,45 @@ def test_whatever_inspect_lets_through_unpacks_to_valid_files(data: st.DataObjec
 def test_the_good_fragment_of_the_property_test_is_valid() -> None:
     assert _valid(fragments.unpack(fragments.pack(GOOD)))
     assert inspect(fragments.pack(GOOD)).segments == 23
+
+
+def _layout(ids: bytes, width: int, *, name: bytes = b"a.rar", count: int = 2) -> bytes:
+    """A fragment of one file of `count` segments, built by hand (pack checks nothing)."""
+    entry = fragments._ENTRY.pack(bytes(16), count, 0, count, 0, len(name), 0)
+    numbers = fragments._planes(array("I", range(1, count + 1)).tobytes())
+    sizes = fragments._planes(array("I", [1] * count).tobytes())
+    raw = fragments._HEAD.pack(1, width) + entry + numbers + sizes + ids + name
+    return bytes([fragments.VERSION]) + zlib.compress(raw)
+
+
+def test_a_zlib_header_only_some_inflaters_read_is_refused() -> None:
+    good = fragments.pack(GOOD)
+    assert inspect(good).files == 2
+    # A window field over 7 (with its check bits right): zlib refuses it, isal not.
+    method, flags = 0x88, 0
+    flags = 31 - (method << 8) % 31
+    odd = good[:1] + bytes([method, flags]) + good[3:]
+    with pytest.raises(BadFragment, match="not a plain zlib stream"):
+        inspect(odd)
+    with pytest.raises(BadFragment):
+        fragments.unpack(odd)
+
+
+def test_message_ids_over_the_cap_are_refused_before_any_work_on_them() -> None:
+    cap = 4096
+    wide = b"\xc3" * (cap + 1) + b"\xa9" * (cap + 1)  # two ids, column-wise, not ASCII
+    with pytest.raises(BadFragment, match=f"message-ids of {cap + 1} bytes, over {cap}"):
+        fragments.inspect(_layout(wide, cap + 1), max_bytes=CAP, max_text_chars=cap)
+    long_id = b"x" * (cap + 1) + b"\ny"  # two ids of different widths
+    with pytest.raises(BadFragment, match=f"a message-id of more than {cap} bytes"):
+        fragments.inspect(_layout(long_id, 0), max_bytes=CAP, max_text_chars=cap)
+    assert fragments.inspect(_layout(b"x" * cap + b"\ny", 0), max_bytes=CAP, max_text_chars=cap)
+
+
+def test_a_name_over_four_bytes_a_character_is_refused_undecoded() -> None:
+    name = "é".encode() * 3000  # 6000 bytes, 3000 characters: within the cap of 4096
+    assert fragments.inspect(_layout(b"a\nb", 0, name=name), max_bytes=CAP, max_text_chars=4096)
+    with pytest.raises(BadFragment, match="its name has 16385 bytes, over 16384"):
+        fragments.inspect(
+            _layout(b"a\nb", 0, name=b"\xff" * 16385), max_bytes=CAP, max_text_chars=4096
+        )

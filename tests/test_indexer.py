@@ -218,6 +218,26 @@ def test_crossposts_are_one_release_with_every_group() -> None:
     assert release.groups == ("alt.binaries.misc", "alt.binaries.test")
 
 
+def test_overlong_message_ids_are_skipped_as_bad() -> None:
+    long_id = "x" * 1200 + "@ex"
+    lines = [
+        line(BASE + k, f'X [1/1] - "x.rar" yEnc ({k + 1}/3)', long_id if k == 1 else f"x{k}@ex")
+        for k in range(3)
+    ]
+    [batch] = index(lines)
+    [release] = [r for r in batch.releases if r.dropped is None]
+    assert list(release.files[0].numbers) == [1, 3]
+    assert dict(batch.skipped)["bad_message_id"] == 1
+
+
+def test_xref_entries_without_a_group_name_are_left_out() -> None:
+    # The coordinator refuses an empty group name: it must never be sent.
+    xref = "Xref: news.example.com :77 alt.binaries.test:{n} nocolon"
+    lines = [line(BASE, 'X [1/1] - "x.rar" yEnc (1/1)', "x@ex", xref=xref.format(n=BASE))]
+    [release] = merged(index(lines))
+    assert release.groups == ("alt.binaries.test",)
+
+
 def test_replies_and_text_posts_are_not_releases() -> None:
     lines = [
         line(BASE, 'Re: Some.Release [1/1] - "a.rar" yEnc (1/1)', "r1@ex", references="<orig@ex>"),

@@ -505,7 +505,7 @@ async def test_bad_batch_bodies_get_4xx_and_store_nothing(
             "groups": [],
             "files_announced": None,
             "name": "a",
-            "fragment": b"\x02 not deflate",
+            "fragment": b"\x02\x78\x9c not deflate",
         }
     ]
     cases: list[tuple[int, bytes, dict[str, str], str]] = [
@@ -686,7 +686,7 @@ def terminate_listener(url: str) -> int:
     with psycopg.connect(url, autocommit=True) as conn:
         rows = conn.execute(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-            "WHERE query = %s AND pid <> pg_backend_pid()",
+            "WHERE query = %s AND datname = current_database() AND pid <> pg_backend_pid()",
             (LISTEN_LANDED,),
         ).fetchall()
     return len(rows)
@@ -709,7 +709,7 @@ async def test_a_waiting_stream_sends_a_chunk_as_soon_as_it_lands(
     landings = Landings()
     with trio.fail_after(DEADLINE_SECONDS):
         url = await start_api(nursery, settings, stores, options, landings)
-        assert landings.sessions == 1  # listening once the API is up
+        await landings.wait_listening(0)
         async with (
             httpx.AsyncClient(base_url=url, headers=bearer(token)) as client,
             client.stream("GET", f"ranges/{range_id}/stream") as response,
@@ -728,6 +728,21 @@ async def test_a_waiting_stream_sends_a_chunk_as_soon_as_it_lands(
             await landings.wait_listening(1)
             await trio.to_thread.run_sync(add_gap, stores, group_id, 1600, 1999)
             assert await reader.rest() == [Frame.gap(1600, 1999), Frame.end(1999)]
+
+
+@pytest.mark.trio
+async def test_serve_returns_after_a_graceful_shutdown_listener_and_all(
+    settings: Settings, stores: Stores
+) -> None:
+    shutdown = trio.Event()
+    landings = Landings()
+    with trio.fail_after(DEADLINE_SECONDS):
+        async with trio.open_nursery() as nursery:
+            serving = partial(serve, settings, stores, shutdown=shutdown, landings=landings)
+            await nursery.start(serving)
+            await landings.wait_listening(0)
+            shutdown.set()
+        # The nursery is left only once serve has returned.
 
 
 @pytest.mark.trio

@@ -77,6 +77,7 @@ from isal import isal_zlib
 
 from usenet_indexer.batch import ProbeCandidate, RuleCount
 from usenet_indexer.errors import LocalProtocolError, RemoteProtocolError
+from usenet_indexer.fragments import MAX_SEGMENTS as FRAGMENT_SEGMENTS
 from usenet_indexer.fragments import BadFragment
 from usenet_indexer.inflate import InflateFailed, Problem, capped_inflate
 from usenet_indexer.packed import PackedBatch, PackedRelease, checked_release
@@ -165,7 +166,7 @@ class BatchLimits:
 
     max_releases: int = attrs.field(default=1_000_000, validator=_not_negative)
     max_files: int = attrs.field(default=2_000_000, validator=_not_negative)
-    max_segments: int = attrs.field(default=4_000_000, validator=_not_negative)
+    max_segments: int = attrs.field(default=FRAGMENT_SEGMENTS, validator=_not_negative)
     max_text_chars: int = attrs.field(default=4096, validator=_not_negative)
     max_groups: int = attrs.field(default=1024, validator=_not_negative)
     max_rule_counts: int = attrs.field(default=65_536, validator=_not_negative)
@@ -593,6 +594,9 @@ def _release(
         if type(group) is not str:
             raise MalformedBatch(f"{where}.groups[{k}]: expected a string, got {_kind(group)}")
         _check_text(group, where, f"groups[{k}]", limits)
+        if not group or "\n" in group:
+            # Newsgroup names have no line breaks (the store joins them with one).
+            raise MalformedBatch(f"{where}.groups[{k}]: not a newsgroup name: {group!r}")
     _check_unique(groups, f"{where}.groups", "name")
     try:
         return checked_release(

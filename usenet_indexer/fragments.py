@@ -37,9 +37,9 @@ bytes out.
 
 from __future__ import annotations
 
+import codecs
 import struct
 import sys
-import zlib
 from array import array
 from collections.abc import Sequence
 from itertools import islice
@@ -59,8 +59,9 @@ VERSION = 2
 # isal level 1: the random part of message-ids decides the size; isal 2-3 and
 # zlib 6-9 gain under 1% on the column layout at 1.5-5 times the time.
 LEVEL = 1
-# No release chunk holds more than this (a 500k-article batch holds fewer).
-MAX_SEGMENTS = 2_000_000
+# No release chunk holds more than this: the batch wire's cap on a whole batch
+# (a 500k-article batch holds far fewer).
+MAX_SEGMENTS = 4_000_000
 MAX_FILES = 100_000
 _HEAD = struct.Struct("<II")
 _ENTRY = struct.Struct("<16sIIIqII")
@@ -148,9 +149,10 @@ def unpack(data: bytes) -> list[FileChunk]:
     """
     if not data or data[0] != VERSION:
         raise BadFragment("unknown fragment version")
+    _check_zlib_header(data)
     try:
-        raw = zlib.decompress(data[1:])
-    except zlib.error as error:
+        raw = isal_zlib.decompress(memoryview(data)[1:])
+    except INFLATE_ERROR as error:
         raise BadFragment(f"fragment does not inflate: {error}") from error
     if len(raw) < _HEAD.size:
         raise BadFragment("fragment too short")
@@ -234,6 +236,8 @@ _RUN_LE: Final = _little(array("I", range(1 << 16)))
 # inside would break `<...>` in NNTP commands and NZB files), the rest are
 # separators or cannot be stored.
 _ID_FORBIDDEN: Final = (b"<", b">", b"\x00", b"\r", b"\t")
+_UTF8: Final = codecs.getincrementaldecoder("utf-8")
+_UTF8_SLICE: Final = 1 << 20
 
 
 @attrs.frozen
@@ -278,6 +282,7 @@ def inspect(data: bytes, *, max_bytes: int, max_text_chars: int) -> Facts:
     """
     if not data or data[0] != VERSION:
         raise BadFragment(f"version {data[0] if data else None!r} is not {VERSION}")
+    _check_zlib_header(data)
     inflater = isal_zlib.decompressobj()
     try:
         # One byte over the cap tells "over" from "exactly at it".
@@ -321,7 +326,7 @@ def inspect(data: bytes, *, max_bytes: int, max_text_chars: int) -> Facts:
             )
         _check_run(numbers, numbers_le, start, n, total_segments, i)
         start += n
-    _check_ids(raw[at + 8 * total : ids_end], total, width)
+    _check_ids(raw[at + 8 * total : ids_end], total, width, max_text_chars)
     region = raw[ids_end:]
     if region.isascii() and b"\x00" not in region:
         longest = max(max(name_bytes), max(subject_bytes))
@@ -370,11 +375,14 @@ def _check_run(
         )
 
 
-def _check_ids(ids: bytes, count: int, width: int) -> None:
-    """`count` message-ids, column-wise with `width` bytes each or "\\n"-joined."""
+def _check_ids(ids: bytes, count: int, width: int, cap: int) -> None:
+    """`count` message-ids of at most `cap` bytes, column-wise with `width` bytes each
+    or "\\n"-joined."""
     if width:
         if count < 2 or len(ids) != width * count:
             raise BadFragment(f"{len(ids)} bytes of message-id columns for {count} ids of {width}")
+        if width > cap:
+            raise BadFragment(f"message-ids of {width} bytes, over {cap}")
         if b"\n" in ids:
             raise BadFragment("a message-id holds '\\n'")
     else:
@@ -383,6 +391,8 @@ def _check_ids(ids: bytes, count: int, width: int) -> None:
             raise BadFragment(f"{separators + 1} message-ids for {count} segments")
         if not ids or ids[0] == _NEWLINE or ids[-1] == _NEWLINE or b"\n\n" in ids:
             raise BadFragment("an empty message-id")
+        if len(ids) > cap and max(map(len, ids.split(b"\n"))) > cap:
+            raise BadFragment(f"a message-id of more than {cap} bytes")
     for forbidden in _ID_FORBIDDEN:
         if forbidden in ids:
             raise BadFragment(f"a message-id holds {forbidden.decode()!r}")
@@ -394,10 +404,29 @@ def _check_ids(ids: bytes, count: int, width: int) -> None:
         for i in range(width):
             rows[i::stride] = ids[i * count : (i + 1) * count]
         ids = bytes(rows)
+    if not _is_utf8(ids):
+        raise BadFragment("message-ids are not UTF-8")
+
+
+def _is_utf8(data: bytes) -> bool:
+    """Whether `data` is strict UTF-8, decoded a slice at a time (bounded memory)."""
+    decoder = _UTF8()
     try:
-        ids.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise BadFragment(f"message-ids are not UTF-8: {error}") from error
+        for at in range(0, len(data), _UTF8_SLICE):
+            decoder.decode(data[at : at + _UTF8_SLICE])
+        decoder.decode(b"", final=True)
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _check_zlib_header(data: bytes) -> None:
+    """The zlib header every inflater reads alike: deflate, window <= 32 KiB, no dictionary."""
+    if len(data) < 3:
+        raise BadFragment("too short for a zlib header")
+    method, flags = data[1], data[2]
+    if method & 0x0F != 8 or method >> 4 > 7 or flags & 0x20 or (method << 8 | flags) % 31:
+        raise BadFragment(f"not a plain zlib stream (header {data[1:3].hex()})")
 
 
 def _check_texts(
@@ -406,6 +435,8 @@ def _check_texts(
     """Decode each file's name and subject (strict UTF-8); check NUL and length."""
     for i, (_, _, _, _, _, name_length, subject_length) in enumerate(entries):
         for what, length in (("name", name_length), ("subject", subject_length)):
+            if length > 4 * cap:  # UTF-8: at most 4 bytes a character
+                raise BadFragment(f"file {i}: its {what} has {length} bytes, over {4 * cap}")
             try:
                 value = raw[at : at + length].decode("utf-8")
             except UnicodeDecodeError as error:

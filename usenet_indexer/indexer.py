@@ -90,6 +90,11 @@ _MAX_SIZE = (1 << 32) - 1
 # and a character is at least a byte. Real subjects stay under 700.
 MAX_HEADER_BYTES = 4096
 
+# The longest message-id indexed, in bytes with its brackets (RFC 5536 allows
+# 250): decoded as Latin-1 at worst it doubles in UTF-8 and stays well under
+# the 4096 bytes the coordinator takes (fragments.inspect).
+MAX_MESSAGE_ID_BYTES = 1000
+
 # Reasons a line (or a segment) is skipped as malformed data; the other
 # reasons ("reply", "text_post", "repeated_segment") are articles that are
 # not binary segments, or repeats of a segment.
@@ -277,7 +282,7 @@ class RangeIndexer:
                 and q > p
                 and fields[0].isdigit()
                 and size.isdigit()
-                and len(message_id) > 2
+                and 2 < len(message_id) <= MAX_MESSAGE_ID_BYTES
                 and message_id[:1] == b"<"
                 and message_id[-1:] == b">"
                 and message_id.count(b"<") == 1
@@ -471,7 +476,7 @@ def _segment_counter_or_reason(fields: list[bytes]) -> tuple[int, int, int] | st
 
 def _good_message_id(message_id: bytes) -> bool:
     return (
-        len(message_id) > 2
+        2 < len(message_id) <= MAX_MESSAGE_ID_BYTES
         and message_id[:1] == b"<"
         and message_id[-1:] == b">"
         and message_id.count(b"<") == 1
@@ -520,6 +525,7 @@ def _file_chunk(
         and len(message_ids) == len(blob) - 2 * count
         and b"<" not in message_ids
         and b">" not in message_ids
+        and (len(blob) <= MAX_MESSAGE_ID_BYTES or max(map(len, mids)) <= MAX_MESSAGE_ID_BYTES)
     ):
         return _file_chunk_slow(open_file, texts, skipped, dates)
     digit_sizes = _digit_ints(sizes_texts)
@@ -716,7 +722,8 @@ def _xref_groups(xref: bytes) -> Iterable[str]:
     """Groups of an `Xref: host group:number ...` field (b'' gives none)."""
     if xref[:5].lower() != b"xref:":
         return ()
-    return [decode(part.rpartition(b":")[0]) for part in xref[5:].split()[1:] if b":" in part]
+    # ":123" names no group (and the coordinator refuses an empty group name).
+    return [decode(name) for part in xref[5:].split()[1:] if (name := part.rpartition(b":")[0])]
 
 
 def decode(data: bytes) -> str:

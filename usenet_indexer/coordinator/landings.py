@@ -36,19 +36,23 @@ WAIT_SECONDS = 0.5
 # Pauses between attempts to listen again after the connection was lost.
 RECONNECT_FIRST_SECONDS = 0.5
 RECONNECT_MAX_SECONDS = 15.0
-CONNECT_TIMEOUT_SECONDS = 10
+# A server that accepts and then says nothing holds a start (and so a stop,
+# which waits for the thread) at most this long.
+CONNECT_TIMEOUT_SECONDS = 5
+LISTEN_TIMEOUT_MS = 5000
 
 
 @attrs.define(eq=False)
 class Landings:
-    """A count of spool chunks landed, that tasks can wait on (trio side).
+    """Spool chunks landed, by group, that streams can wait on (trio side).
 
-    Also counts the listening sessions begun (`sessions`): a landing is only
-    heard while one is open.
+    A stream waits for its own group (`mark(group)`, `wait_since`). A new
+    listening session wakes every stream once: what landed while nobody
+    listened was not heard. `sessions` counts the sessions begun.
     """
 
-    _count: int = 0
-    _event: trio.Event = attrs.field(factory=trio.Event)
+    _counts: dict[int, int] = attrs.field(factory=dict)
+    _events: dict[int, trio.Event] = attrs.field(factory=dict)
     _sessions: int = 0
     _session_event: trio.Event = attrs.field(factory=trio.Event)
 
@@ -58,32 +62,42 @@ class Landings:
         return self._sessions
 
     def listening(self) -> None:
-        """A listening session has begun."""
+        """A listening session has begun: wake every stream (it may have missed a landing)."""
         self._sessions += 1
         self._session_event.set()
         self._session_event = trio.Event()
+        for group_id in list(self._events):
+            self._wake(group_id)
 
     async def wait_listening(self, sessions: int) -> None:
         """Return once more than `sessions` listening sessions have begun."""
         while self._sessions <= sessions:
             await self._session_event.wait()
 
-    def mark(self) -> int:
-        """The count now: pass it to `wait_since`."""
-        return self._count
+    def mark(self, group_id: int) -> tuple[int, int]:
+        """Where the group stands now: pass it to `wait_since`."""
+        return self._sessions, self._counts.get(group_id, 0)
 
-    def landed(self, chunks: int = 1) -> None:
-        """Count landings and wake every waiting task."""
-        if chunks <= 0:
+    def landed(self, group_ids: list[int]) -> None:
+        """Count a landing per entry and wake the streams of those groups."""
+        for group_id in set(group_ids):
+            self._wake(group_id)
+
+    async def wait_since(self, group_id: int, mark: tuple[int, int]) -> None:
+        """Return once a chunk of the group landed after `mark` (at once if one has),
+        or a new listening session began."""
+        if self.mark(group_id) != mark:
             return
-        self._count += chunks
-        self._event.set()
-        self._event = trio.Event()
+        event = self._events.get(group_id)
+        if event is None:
+            event = self._events[group_id] = trio.Event()
+        await event.wait()
 
-    async def wait_since(self, mark: int) -> None:
-        """Return once a chunk has landed after `mark` was taken (at once if one has)."""
-        if self._count == mark:
-            await self._event.wait()
+    def _wake(self, group_id: int) -> None:
+        self._counts[group_id] = self._counts.get(group_id, 0) + 1
+        event = self._events.pop(group_id, None)
+        if event is not None:
+            event.set()
 
 
 async def listen_for_landings(
@@ -97,12 +111,12 @@ async def listen_for_landings(
     Args:
         conninfo: the coordinator's database.
         landings: where to count.
-        task_status: started once listening, or once the first try failed
-            (then the streams poll while this keeps trying; see the module
-            docstring).
+        task_status: started at once: until it listens, the streams poll
+            (see the module docstring).
     """
+    task_status.started()
     pause = RECONNECT_FIRST_SECONDS
-    lost = ready = False
+    lost = False
     while True:
         try:
             conn = await trio.to_thread.run_sync(_listening, conninfo)
@@ -110,9 +124,6 @@ async def listen_for_landings(
             if not lost:
                 logger.warning("cannot listen for spool chunks (streams poll): %s", error)
                 lost = True
-            if not ready:
-                task_status.started()
-                ready = True
             await trio.sleep(pause)
             pause = min(pause * 2, RECONNECT_MAX_SECONDS)
             continue
@@ -120,9 +131,6 @@ async def listen_for_landings(
             logger.info("listening for spool chunks again")
         lost, pause = False, RECONNECT_FIRST_SECONDS
         landings.listening()
-        if not ready:
-            task_status.started()
-            ready = True
         try:
             while True:
                 landings.landed(await trio.to_thread.run_sync(_received, conn))
@@ -130,12 +138,22 @@ async def listen_for_landings(
             logger.warning("lost the connection that listens for spool chunks: %s", error)
             lost = True
         finally:
-            with trio.CancelScope(shield=True), trio.move_on_after(CONNECT_TIMEOUT_SECONDS):
+            # Closing a socket does not wait for the server.
+            with trio.CancelScope(shield=True):
                 await trio.to_thread.run_sync(conn.close)
 
 
 def _listening(conninfo: str) -> psycopg.Connection[tuple[object, ...]]:
-    conn = psycopg.connect(conninfo, autocommit=True, connect_timeout=CONNECT_TIMEOUT_SECONDS)
+    conn = psycopg.connect(
+        conninfo,
+        autocommit=True,
+        connect_timeout=CONNECT_TIMEOUT_SECONDS,
+        options=f"-c statement_timeout={LISTEN_TIMEOUT_MS}",
+        keepalives=1,
+        keepalives_idle=30,
+        keepalives_interval=10,
+        keepalives_count=3,
+    )
     try:
         conn.execute(LISTEN_LANDED)
     except BaseException:
@@ -144,6 +162,13 @@ def _listening(conninfo: str) -> psycopg.Connection[tuple[object, ...]]:
     return conn
 
 
-def _received(conn: psycopg.Connection[tuple[object, ...]]) -> int:
-    """Notifications received within WAIT_SECONDS (blocking, in a worker thread)."""
-    return sum(1 for _ in conn.notifies(timeout=WAIT_SECONDS))
+def _received(conn: psycopg.Connection[tuple[object, ...]]) -> list[int]:
+    """The groups of the chunks announced, from the first notification or within
+    WAIT_SECONDS (blocking, in a worker thread)."""
+    found = []
+    for notify in conn.notifies(timeout=WAIT_SECONDS, stop_after=1):
+        try:
+            found.append(int(notify.payload))
+        except ValueError:
+            logger.warning("a spool notification without a group id: %r", notify.payload)
+    return found

@@ -178,12 +178,12 @@ class RangeStream:
         quiet_since = trio.current_time()
         while article <= lease.last:
             # Taken before the look: a chunk landing after it ends the wait.
-            mark = self.landings.mark()
+            mark = self.landings.mark(lease.group_id)
             step = await trio.to_thread.run_sync(
                 self.reader.next_frame, node_id, lease, article, limiter=self.limiter
             )
             if step is PENDING:
-                quiet_since = await self._wait(send, quiet_since, mark)
+                quiet_since = await self._wait(send, quiet_since, lease.group_id, mark)
                 continue
             await send(step)
             if step.kind == FrameKind.ERROR:
@@ -196,11 +196,13 @@ class RangeStream:
         await send(Frame.end(lease.last))
         return Streamed(chunks, gaps, payload_bytes, "end")
 
-    async def _wait(self, send: SendFrame, quiet_since: float, mark: int) -> float:
+    async def _wait(
+        self, send: SendFrame, quiet_since: float, group_id: int, mark: tuple[int, int]
+    ) -> float:
         # Returns when the stream last sent something.
         if trio.current_time() - quiet_since >= self.timing.keepalive_seconds:
             await send(Frame.keepalive())
             quiet_since = trio.current_time()
         with trio.move_on_after(self.timing.wait_seconds):
-            await self.landings.wait_since(mark)
+            await self.landings.wait_since(group_id, mark)
         return quiet_since

@@ -89,6 +89,8 @@ _RELEASES = """
     INSERT INTO releases AS r (key, name, head_name, poster, groups, posted, files_announced,
                                chunks, segments, bytes, rep_posted, rep_file)
     SELECT k, n, h, p, string_to_array(g, E'\\n'), d, m, 1, s, b, rp, rf FROM releases_in
+    -- In key order: two batches merging the same releases lock them alike (no deadlock).
+    ORDER BY k
     ON CONFLICT (key) DO UPDATE SET
         groups = ARRAY(SELECT DISTINCT x FROM unnest(r.groups || excluded.groups) AS x ORDER BY 1),
         posted = CASE WHEN r.posted = 0 THEN excluded.posted
