@@ -99,10 +99,10 @@ class Run:
             timeout=120,
         )
 
-    def start(self) -> subprocess.Popen[bytes]:
+    def start(self, *, verbose: bool = False) -> subprocess.Popen[bytes]:
         return subprocess.Popen(
-            [sys.executable, "-m", "usenet_indexer", "standalone", "--exit-when-done",
-             "--processes", "2"],
+            [sys.executable, "-m", "usenet_indexer", *(["-v"] if verbose else []),
+             "standalone", "--exit-when-done", "--processes", "2"],
             env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         )  # fmt: skip
 
@@ -203,33 +203,37 @@ def test_an_edge_stopped_mid_range_loses_and_doubles_nothing(
     if how is signal.SIGKILL:
         # The killed edge's lease passes on after the TTL (a short one here).
         run.env["UIDX_LEASE_TTL_SECONDS"] = "3"
-    process = run.start()
+    # -v: the edges say which range they lease (with their process id).
+    process = run.start(verbose=True)
     try:
         seen = log_until(process, lambda line: "workers started" in line, 60)
         edge = _worker_pids(seen)[2]
-        # Batches of two ranges are stored: both edges hold a range with more
-        # batches to go (a range is five batches here).
-        ranges: set[str] = set()
+        # The signal comes when the first batch of the range this edge leased
+        # last is stored: four batches of it to go (a range is five here).
+        held: list[str] = []
 
-        def two_ranges_going(line: str) -> bool:
-            found = re.search(r"stored batch \S+ of range (\d+)", line)
-            if found:
-                ranges.add(found.group(1))
-            return len(ranges) >= 2
+        def mid_range(line: str) -> bool:
+            if f"[{edge}] " in line and (leased := re.search(r"range (\d+) .*: leased", line)):
+                held.append(leased.group(1))
+            stored = re.search(r"stored batch \S+ of range (\d+)", line)
+            return bool(held and stored and stored.group(1) == held[-1])
 
-        log_until(process, two_ranges_going, 120)
+        log_until(process, mid_range, 120)
         os.kill(edge, how)
     except BaseException:
         process.kill()
+        process.communicate()  # its pipes closed with it
         raise
     code, _out, err = _finish(process)
     assert code == 0, err[-4000:]
     if how is signal.SIGTERM:
         assert "range goes back" in err
+        # Given back, not left to expire.
+        assert re.search(rf"release range {held[-1]} epoch \d+: ok", err), err[-4000:]
     else:
         assert "restarting in" in err  # the supervisor restarts the killed edge
     # The range was taken over: a later grant has a higher epoch.
-    (epoch,) = run.rows("SELECT max(epoch) FROM ranges")[0]
+    (epoch,) = run.rows(f"SELECT epoch FROM ranges WHERE id = {int(held[-1])}")[0]
     assert isinstance(epoch, int)
-    assert epoch >= 2
+    assert epoch >= 2, err[-4000:]
     _assert_every_article_once(run, expected)

@@ -71,7 +71,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(words)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        # The process id tells a supervisor's workers apart in one journal.
+        format="%(asctime)s %(levelname)s [%(process)d] %(name)s: %(message)s",
         stream=sys.stderr,
     )
     if not args.verbose:

@@ -166,6 +166,8 @@ class RangeRunner:
         """
         started = self._last_contact = trio.current_time()
         self.observe(EdgeEvent(EventKind.LEASED, self.lease.range_id, self.lease.next))
+        # The range's own line comes at its end (report.describe); this one with -v.
+        logger.debug("%s: leased, from %d", self.lease, self.lease.next)
         # Until _work returns, an ending (a cancellation included) gives the range back.
         outcome, reason = Outcome.FAILED, "cancelled"
         try:
