@@ -445,18 +445,24 @@ async def _answer_forever(seen: list[bytes], stream: trio.SocketStream) -> None:
         await stream.send_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 
 
+async def _proxied_server(
+    nursery: trio.Nursery, seen: list[bytes], dropper: ReplyDropper, ambush: Ambush | None = None
+) -> int:
+    """The port of the chaos proxy in front of an `_answer_forever` server, both in `nursery`."""
+    listeners = await nursery.start(trio.serve_tcp, lambda stream: _answer_forever(seen, stream), 0)
+    upstream = ("127.0.0.1", listeners[0].socket.getsockname()[1])
+    port: int = await nursery.start(serve_proxy, upstream, dropper, ambush)
+    return port
+
+
 @pytest.mark.trio
 async def test_the_proxy_forwards_the_picked_batch_and_loses_its_reply(
     nursery: trio.Nursery,
 ) -> None:
     seen: list[bytes] = []
     with trio.fail_after(DEADLINE_SECONDS):
-        listeners = await nursery.start(
-            trio.serve_tcp, lambda stream: _answer_forever(seen, stream), 0
-        )
-        upstream = ("127.0.0.1", listeners[0].socket.getsockname()[1])
         dropper = ReplyDropper(every=2, limit=1)
-        port = await nursery.start(serve_proxy, upstream, dropper)
+        port = await _proxied_server(nursery, seen, dropper)
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
             assert (await client.post("/r/1/batches", content=b"one")).text == "ok"
             with pytest.raises(httpx.TransportError):
@@ -525,11 +531,7 @@ async def _ambushed_post(point: str, headers: dict[str, str]) -> tuple[list[byte
     ambush = Ambush()
     ambush.arm(["tok-a"], point)
     async with trio.open_nursery() as nursery:
-        listeners = await nursery.start(
-            trio.serve_tcp, lambda stream: _answer_forever(seen, stream), 0
-        )
-        upstream = ("127.0.0.1", listeners[0].socket.getsockname()[1])
-        port = await nursery.start(serve_proxy, upstream, ReplyDropper(every=1, limit=9), ambush)
+        port = await _proxied_server(nursery, seen, ReplyDropper(every=1, limit=9), ambush)
 
         async def post() -> None:
             nonlocal answered
@@ -575,12 +577,8 @@ async def test_the_retry_of_a_batch_whose_reply_was_lost_is_not_ambushed(
 ) -> None:
     seen: list[bytes] = []
     with trio.fail_after(DEADLINE_SECONDS):
-        listeners = await nursery.start(
-            trio.serve_tcp, lambda stream: _answer_forever(seen, stream), 0
-        )
-        upstream = ("127.0.0.1", listeners[0].socket.getsockname()[1])
         dropper, ambush = ReplyDropper(every=1, limit=1), Ambush()
-        port = await nursery.start(serve_proxy, upstream, dropper, ambush)
+        port = await _proxied_server(nursery, seen, dropper, ambush)
         headers = {"Authorization": "Bearer tok-a"}
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
             with pytest.raises(httpx.TransportError):

@@ -100,7 +100,7 @@ from usenet_indexer.testing.chaos_setup import (
     uidx,
 )
 from usenet_indexer.testing.chaos_side import SideRuns, alongside
-from usenet_indexer.testing.postgres import scratch_dir
+from usenet_indexer.testing.postgres import private_cluster
 
 KINDS = (
     "edge_kill9",
@@ -165,7 +165,11 @@ def invoke(config: ChaosConfig, folder: Path) -> dict[str, Any]:
     data = Data.make(config, folder / "data")
     library = libfaketime()
     side = SideRuns(config, folder, data.parts[-1], data.truth, library)
-    with durable_cluster() as cluster:
+    # Durable: PostgreSQL is stopped with `-m immediate` mid-run, and the
+    # throwaway settings (synchronous_commit = off) would lose commits it had
+    # acknowledged (seen here: a spool import's rows gone after the restart,
+    # and a range waiting for them forever). In /dev/shm its fsyncs cost little.
+    with private_cluster(durable=True) as cluster:
         main, outcome, finished = _chaos_part(config, folder, cluster, data, rng, side)
         controls = {
             fenced: _control_part(config, folder, cluster, data, rng, fenced=fenced)
@@ -233,26 +237,6 @@ def _spool_import(run: Run, parts: Sequence[Part]) -> None:
     for part in parts:
         uidx(spool_import_args(part, run.config.chunk_articles), env)
         run.fed.add(run.prepared.range_ids[run.parts.index(part)])
-
-
-@contextlib.contextmanager
-def durable_cluster() -> Iterator[Cluster]:
-    """A private cluster that keeps what it acknowledged when stopped with `-m immediate`.
-
-    Not `testing.postgres.private_cluster`: its throwaway settings include
-    synchronous_commit = off, which acknowledges a commit before its WAL is
-    written, so an immediate stop loses the last ones (seen here: a spool
-    import's rows, committed just before the stop, were gone after the
-    restart, and a range waited for them forever). In /dev/shm the fsyncs
-    of a durable cluster cost little.
-    """
-    with scratch_dir() as folder:
-        cluster = Cluster(folder / "postgres", durable=True)
-        try:
-            cluster.start()
-            yield cluster
-        finally:
-            cluster.stop(mode="immediate")
 
 
 def _make_run(

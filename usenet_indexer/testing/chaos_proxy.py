@@ -225,10 +225,7 @@ async def _requests(
 ) -> None:
     parser = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD_BYTES)
     while True:
-        try:
-            data = await client.receive_some(READ_BYTES)
-        except trio.BrokenResourceError:
-            data = b""
+        data = await _receive(client)
         if not data:
             scope.cancel()
             return
@@ -240,11 +237,26 @@ async def _requests(
             logger.info("chaos proxy: held batch post dropped (edge killed before it)")
             scope.cancel()
             return
-        try:
-            await server.send_all(data)
-        except trio.BrokenResourceError:
+        if not await _send(server, data):
             scope.cancel()
             return
+
+
+async def _receive(stream: trio.SocketStream) -> bytes:
+    """The next bytes, or b"" when the peer is gone (closed or broken)."""
+    try:
+        return await stream.receive_some(READ_BYTES)
+    except trio.BrokenResourceError:
+        return b""
+
+
+async def _send(stream: trio.SocketStream, data: bytes) -> bool:
+    """Send all of `data`; False when the peer is gone."""
+    try:
+        await stream.send_all(data)
+    except trio.BrokenResourceError:
+        return False
+    return True
 
 
 def _watch(parser: h11.Connection, data: bytes, connection: _Connection) -> h11.Connection:
@@ -295,10 +307,7 @@ async def _answers(
     scope: trio.CancelScope,
 ) -> None:
     while True:
-        try:
-            data = await server.receive_some(READ_BYTES)
-        except trio.BrokenResourceError:
-            data = b""
+        data = await _receive(server)
         if not data:
             scope.cancel()
             return
@@ -320,8 +329,6 @@ async def _answers(
             logger.info("chaos proxy: dropped the reply of batch post %d", connection.dropper.posts)
             scope.cancel()
             return
-        try:
-            await client.send_all(data)
-        except trio.BrokenResourceError:
+        if not await _send(client, data):
             scope.cancel()
             return

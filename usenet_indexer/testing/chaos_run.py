@@ -493,8 +493,10 @@ class Run:
             await faults[kind]()
         self.faults_done.set()
 
-    async def victim(self, *, busy: bool) -> tuple[Edge, RangeRow] | None:
+    async def victim(self, kind: str, *, busy: bool) -> tuple[Edge, RangeRow] | None:
         """A running edge, not frozen, holding a range that is not done.
+
+        None (the fault `kind` counted as skipped, and logged) when there is none.
 
         With `busy`, one whose range has spool data first (it is mid-stream);
         else one whose range waits for the spool first (it cannot finish
@@ -513,15 +515,15 @@ class Run:
             return bool(choice)
 
         if await self.monitor.until(found, 15.0) is None:
+            self.tally.skipped[kind] += 1
+            log(f"{kind}: no edge holds a range that is not done; skipped")
             return None
         preferred = [pick for pick in choice if (pick[1].range_id in self.fed) == busy]
         return self.rng.choice(preferred or choice)
 
     async def kill_edge(self) -> None:
-        picked = await self.victim(busy=True)
+        picked = await self.victim("edge_kill9", busy=True)
         if picked is None:
-            self.tally.skipped["edge_kill9"] += 1
-            log("edge_kill9: no edge holds a range that is not done; skipped")
             return
         edge, row = picked
         killed_at = trio.current_time()
@@ -606,10 +608,8 @@ class Run:
         log(f"range {row.range_id} taken over after {at - since:.2f} s")
 
     async def freeze_edge(self) -> None:
-        picked = await self.victim(busy=False)
+        picked = await self.victim("edge_sigstop", busy=False)
         if picked is None:
-            self.tally.skipped["edge_sigstop"] += 1
-            log("edge_sigstop: no edge holds a range that is not done; skipped")
             return
         edge, row = picked
         frozen_at = trio.current_time()

@@ -150,18 +150,21 @@ def running_server(url: str | None = None) -> Iterator[PgServer]:
 
 
 @contextlib.contextmanager
-def private_cluster(root: Path | None = None) -> Iterator[Cluster]:
+def private_cluster(root: Path | None = None, *, durable: bool = False) -> Iterator[Cluster]:
     """A throwaway cluster in a new temporary folder, running while this lasts.
 
     Args:
         root: where the temporary folder goes (as root, the server's user
             must be able to reach it); None for `scratch_root()`.
+        durable: keep what it acknowledged through a `-m immediate` stop (the
+            throwaway settings, without it, acknowledge a commit before its
+            WAL is written): for tests that stop PostgreSQL on purpose.
 
     Yields:
         The started cluster; it is stopped and its folder removed afterwards.
     """
     with scratch_dir(root) as folder:
-        cluster = Cluster(folder / "postgres", durable=False)
+        cluster = Cluster(folder / "postgres", durable=durable)
         try:
             cluster.start()
             yield cluster
