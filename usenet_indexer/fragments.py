@@ -131,14 +131,33 @@ def pack(files: Sequence[FileChunk]) -> bytes:
     return bytes((VERSION,)) + isal_zlib.compress(b"".join(parts), LEVEL)
 
 
-def _unplanes(planes: bytes, count: int) -> array[int]:
+def _unplanes_le(planes: bytes, count: int) -> bytearray:
+    """The u32 LE values of `_planes` back in their order."""
     raw = bytearray(4 * count)
     for i in range(4):
         raw[i::4] = planes[i * count : (i + 1) * count]
-    values = array("I", raw)
+    return raw
+
+
+def _u32s(little: bytes | bytearray) -> array[int]:
+    values = array("I", little)
     if sys.byteorder != "little":
         values.byteswap()
     return values
+
+
+def _unplanes(planes: bytes, count: int) -> array[int]:
+    return _u32s(_unplanes_le(planes, count))
+
+
+def _rows(columns: bytes, count: int, width: int) -> bytearray:
+    """`count` ids of `width` bytes stored column-wise, back as "\\n"-joined rows."""
+    stride = width + 1
+    joined = bytearray(stride * count)
+    for i in range(width):
+        joined[i::stride] = columns[i * count : (i + 1) * count]
+    joined[width::stride] = b"\n" * count
+    return joined[:-1]
 
 
 def unpack(data: bytes) -> list[FileChunk]:
@@ -171,14 +190,9 @@ def unpack(data: bytes) -> list[FileChunk]:
     ids_end = len(raw) - text_bytes
     columns = raw[at:ids_end]
     if width:
-        stride = width + 1
         if total < 2 or len(columns) != width * total or _NEWLINE in columns:
             raise BadFragment("fragment's message-id columns do not match its counts")
-        joined = bytearray(stride * total)
-        for i in range(width):
-            joined[i::stride] = columns[i * total : (i + 1) * total]
-        joined[width::stride] = b"\n" * total
-        ids = joined[:-1]
+        ids = _rows(columns, total, width)
     else:
         ids = bytearray(columns)
         if (ids.count(b"\n") + 1 if total else len(ids)) != total:
@@ -312,9 +326,7 @@ def inspect(data: bytes, *, max_bytes: int, max_text_chars: int) -> Facts:
     if len({e[0] for e in entries}) != count:
         raise BadFragment("two files have the same key")
     numbers_le = _unplanes_le(raw[at : at + 4 * total], total)
-    numbers = array("I", numbers_le)
-    if sys.byteorder != "little":
-        numbers.byteswap()
+    numbers = _u32s(numbers_le)
     sizes = _unplanes(raw[at + 4 * total : at + 8 * total], total)
     start = 0
     for i, (_, n, index, total_segments, _, _, _) in enumerate(entries):
@@ -343,13 +355,6 @@ def inspect(data: bytes, *, max_bytes: int, max_text_chars: int) -> Facts:
         representative=min((e[4] or UNDATED, e[0]) for e in entries),
         inflated=len(raw),
     )
-
-
-def _unplanes_le(planes: bytes, count: int) -> bytearray:
-    raw = bytearray(4 * count)
-    for i in range(4):
-        raw[i::4] = planes[i * count : (i + 1) * count]
-    return raw
 
 
 def _check_run(
@@ -399,11 +404,7 @@ def _check_ids(ids: bytes, count: int, width: int, cap: int) -> None:
     if ids.isascii():
         return
     if width:
-        stride = width + 1
-        rows = bytearray(stride * count)
-        for i in range(width):
-            rows[i::stride] = ids[i * count : (i + 1) * count]
-        ids = bytes(rows)
+        ids = bytes(_rows(ids, count, width))
     if not _is_utf8(ids):
         raise BadFragment("message-ids are not UTF-8")
 
