@@ -77,8 +77,8 @@ from isal import isal_zlib
 
 from usenet_indexer.batch import ProbeCandidate, RuleCount
 from usenet_indexer.errors import LocalProtocolError, RemoteProtocolError
+from usenet_indexer.fragments import ID_FORBIDDEN, BadFragment
 from usenet_indexer.fragments import MAX_SEGMENTS as FRAGMENT_SEGMENTS
-from usenet_indexer.fragments import BadFragment
 from usenet_indexer.inflate import InflateFailed, Problem, capped_inflate
 from usenet_indexer.packed import PackedBatch, PackedRelease, checked_release
 from usenet_indexer.subject import MAX_FILES
@@ -100,11 +100,10 @@ COMPRESS_LEVEL: Final = 1
 # wbits 47 would also accept a zlib stream, which is not what the header says.
 _GZIP_WBITS: Final = 31
 
-# Characters a message-id may not hold: the angle brackets are stripped
-# (a bracket inside would break `<...>` in NNTP commands and NZB files), the
-# rest are separators or cannot be stored. One `in` test per character is a
-# C-level scan; a regex over the joined string is three times slower.
-_MESSAGE_ID_FORBIDDEN: Final = ("<", ">", "\x00", "\r", "\n", "\t")
+# Characters a probe's message-id may not hold: those no message-id of a
+# fragment may hold (fragments.ID_FORBIDDEN), and a line break (a probe names
+# one segment). One `in` test per character is a C-level scan.
+_MESSAGE_ID_FORBIDDEN: Final = (*(c.decode() for c in ID_FORBIDDEN), "\n")
 
 
 class BatchWireError(RemoteProtocolError):

@@ -246,10 +246,10 @@ def unpack(data: bytes) -> list[FileChunk]:
 # run first..last, which one slice comparison (a memcmp) proves strictly
 # ascending; 256 KiB covers files of up to 65535 segments.
 _RUN_LE: Final = _little(array("I", range(1 << 16)))
-# Bytes a message-id may not hold: the angle brackets are stripped (one
-# inside would break `<...>` in NNTP commands and NZB files), the rest are
-# separators or cannot be stored.
-_ID_FORBIDDEN: Final = (b"<", b">", b"\x00", b"\r", b"\t")
+# Bytes a message-id may not hold, besides the "\\n" that separates them: the
+# angle brackets are stripped (one inside would break `<...>` in NNTP commands
+# and NZB files), the rest are separators or cannot be stored.
+ID_FORBIDDEN: Final = (b"<", b">", b"\x00", b"\r", b"\t")
 _UTF8: Final = codecs.getincrementaldecoder("utf-8")
 _UTF8_SLICE: Final = 1 << 20
 
@@ -398,7 +398,7 @@ def _check_ids(ids: bytes, count: int, width: int, cap: int) -> None:
             raise BadFragment("an empty message-id")
         if len(ids) > cap and max(map(len, ids.split(b"\n"))) > cap:
             raise BadFragment(f"a message-id of more than {cap} bytes")
-    for forbidden in _ID_FORBIDDEN:
+    for forbidden in ID_FORBIDDEN:
         if forbidden in ids:
             raise BadFragment(f"a message-id holds {forbidden.decode()!r}")
     if ids.isascii():
