@@ -10,7 +10,9 @@ waits until the other side takes the item), which is what bounds memory:
 
 - The stream reader decodes frames and inflates each CHUNK in a worker
   thread, so the next chunk inflates while this one is indexed; it then
-  waits until the indexing loop takes it: at most one chunk ahead.
+  waits until the indexing loop takes it: at most one chunk ahead. The
+  indexing loop feeds a chunk in parts of `FEED_BYTES` and gives the
+  reader a turn after each, so that the reader does read ahead.
 - The indexing loop feeds the RangeIndexer and hands over a batch every
   `batch_articles` articles. The poster posts batches in order; while one
   is in flight the loop indexes on, and at most one batch waits behind it.
@@ -57,6 +59,8 @@ from usenet_indexer.packed import pack_batch
 logger = logging.getLogger(__name__)
 
 STOPPING = "stopping"
+# A chunk's text goes to the indexer this many bytes at a time (see _feed).
+FEED_BYTES = 1 << 16
 
 
 class Outcome(enum.Enum):
@@ -277,7 +281,7 @@ class RangeRunner:
         async for piece in to_index:
             if isinstance(piece, str):
                 return piece
-            self._feed(piece)
+            await self._feed(piece)
             if piece.end:
                 batch = self._indexer.finish()
                 if batch.next > batch.first or batch.lines:
@@ -294,14 +298,28 @@ class RangeRunner:
         # The reader ends without END or a reason only when stopped.
         return STOPPING
 
-    def _feed(self, piece: Piece) -> None:
-        resume = self._indexer.resume_point
+    async def _feed(self, piece: Piece) -> None:
+        indexer = self._indexer
+        resume = indexer.resume_point
         if piece.next_article <= resume:
             return  # all stored already (the spool was cut differently)
         data = piece.data
         if data and piece.first < resume:
             data = lines_from(data, resume)
-        self._indexer.add_data(data, piece.next_article)
+        # Fed in parts, with a turn for the other tasks after each: the stream
+        # reader then reads the next frame off the socket and starts inflating
+        # it (in a thread) while this chunk is indexed, instead of after it.
+        # Not a cancellation point: a chunk is indexed whole, and the resume
+        # point moves once, at its end.
+        start = 0
+        while len(data) - start > FEED_BYTES:
+            cut = data.find(b"\n", start + FEED_BYTES)
+            if cut < 0:
+                break
+            indexer.add_data(data[start : cut + 1], resume)
+            start = cut + 1
+            await trio.lowlevel.cancel_shielded_checkpoint()
+        indexer.add_data(data[start:] if start else data, piece.next_article)
 
     async def _read_stream(self, pieces: trio.MemorySendChannel[Piece | str]) -> None:
         async with pieces, trio.open_nursery() as nursery:
