@@ -41,7 +41,7 @@ import trio
 from psycopg_pool import ConnectionPool
 
 from usenet_indexer.config import Settings
-from usenet_indexer.errors import ConfigError, DatabaseError
+from usenet_indexer.errors import ConfigError, DatabaseError, sole_error
 from usenet_indexer.frames import Codec
 from usenet_indexer.nntp.client import NNTPClient, StreamFactory, connect
 from usenet_indexer.nntp.errors import NNTPError, NoSuchGroup, RemoteProtocolError, Unavailable
@@ -338,10 +338,21 @@ class Prefetcher:
             pieces = client.over_pipelined(
                 slices(clipped.first, clipped.last, self.options.slice_articles), xover=xover
             )
-            async for _slice, lines in pieces:
-                if lines:
-                    await trio.to_thread.run_sync(writer.write, lines)
-                    state.lines += len(lines)
+            # A slice is compressed and written (in a thread) while the next is
+            # read: the socket is read all the time, so the server never waits
+            # on a full socket buffer. At most one slice waits to be written.
+            to_write, written = trio.open_memory_channel[list[bytes]](1)
+            try:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(_write_slices, writer, written)
+                    async with to_write:
+                        async for _slice, lines in pieces:
+                            if lines:
+                                await to_write.send(lines)
+                                state.lines += len(lines)
+            except BaseExceptionGroup as group:
+                # Reading or writing failed (one at a time): raise it as itself.
+                raise sole_error(group) from None
         except BaseException:
             writer.abort()
             raise
@@ -414,6 +425,14 @@ class Prefetcher:
             logger.info("removed %d spool chunks below their ranges' resume points", swept)
         self.observe(Reported(reports, swept))
         return now
+
+
+async def _write_slices(
+    writer: ChunkWriter, slices: trio.MemoryReceiveChannel[list[bytes]]
+) -> None:
+    async with slices:
+        async for lines in slices:
+            await trio.to_thread.run_sync(writer.write, lines)
 
 
 def sweep_spool(spool: SpoolIndex, spool_dir: Path) -> int:
