@@ -447,3 +447,85 @@ def test_a_lowered_pool_gets_a_connection_back_after_a_quiet_interval() -> None:
     state.restore_one(720.0, 300.0)
     state.restore_one(1100.0, 300.0)
     assert state.limit == 3  # never above the configured connections
+
+
+class _Recording(trio.abc.Stream):
+    """The client's end of a fake connection, noting for each command sent how many
+    multi-line replies (".\\r\\n" ends) the client had received by then."""
+
+    def __init__(self, stream: trio.abc.Stream) -> None:
+        self._stream = stream
+        self._received = bytearray()
+        self.sent: list[tuple[str, int]] = []
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        ends = self._received.count(b"\r\n.\r\n")
+        self.sent += [(line, ends) for line in bytes(data).decode().split("\r\n") if line]
+        await self._stream.send_all(data)
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await self._stream.wait_send_all_might_not_block()
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
+        data = await self._stream.receive_some(max_bytes)
+        self._received += data
+        return data
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+
+@pytest.mark.trio
+async def test_the_next_chunk_is_asked_for_before_the_last_one_is_read(
+    pool: ConnectionPool, tmp_path: Path
+) -> None:
+    # The server is never left waiting between two chunks of a group: the
+    # next chunk's OVER goes out while replies of the last one are unread.
+    group = "alt.binaries.fake"
+    chunk, slice_articles = 8_000, 2_000  # 4 slices a chunk, each reply ~200 KB
+    count = 2 * chunk
+    group_id = GroupStore(pool).add(group)
+    RangeStore(pool).plan(group_id, FAR, FAR + count - 1, count)
+    fake = FakeNNTPServer(
+        groups={group: (FAR, FAR + count - 1)},
+        overview={n: _fake_line(n) for n in range(FAR, FAR + count)},
+    )
+    connections: list[_Recording] = []
+
+    async def open_stream() -> trio.abc.Stream:
+        connections.append(_Recording(await fake.open_stream()))
+        return connections[-1]
+
+    state = ServerState.of(server_configs(["nntp://fake.invalid:119"], 1)[0])
+    options = _options(tmp_path, chunk_articles=chunk, slice_articles=slice_articles)
+    covered = 0
+    done = trio.Event()
+
+    def observe(event: object) -> None:
+        nonlocal covered
+        if isinstance(event, Landed):
+            covered += event.job.last - event.job.first + 1
+            if covered == count:
+                done.set()
+
+    with trio.fail_after(DEADLINE_SECONDS):
+        async with trio.open_nursery() as servers:
+            fake.run_in(servers)
+            await _run_until(
+                Prefetcher(pool, options, [state], observe, lambda _: open_stream), done
+            )
+            servers.cancel_scope.cancel()
+
+    chunks = _read_spool(pool, options.spool_dir, group_id)
+    _assert_exactly_once(chunks, FAR, FAR + count - 1)
+    assert _lines(options.spool_dir, chunks) == [_fake_line(n) for n in range(FAR, FAR + count)]
+    (connection,) = connections
+    overs = [(line, ends) for line, ends in connection.sent if line.startswith("OVER")]
+    assert [line for line, _ in overs] == [
+        f"OVER {first}-{first + slice_articles - 1}"
+        for first in range(FAR, FAR + count, slice_articles)
+    ]
+    # The second chunk's first OVER: sent when fewer than the first chunk's 4 replies were in.
+    _, before = overs[0]
+    _, at_second_chunk = overs[4]
+    assert at_second_chunk - before < 4

@@ -31,6 +31,7 @@ from __future__ import annotations
 import logging
 import math
 import signal
+from collections import deque
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
@@ -43,7 +44,7 @@ from psycopg_pool import ConnectionPool
 from usenet_indexer.config import Settings
 from usenet_indexer.errors import ConfigError, DatabaseError, sole_error
 from usenet_indexer.frames import Codec
-from usenet_indexer.nntp.client import NNTPClient, StreamFactory, connect
+from usenet_indexer.nntp.client import NNTPClient, Slice, StreamFactory, connect
 from usenet_indexer.nntp.errors import NNTPError, NoSuchGroup, RemoteProtocolError, Unavailable
 from usenet_indexer.pgcluster import database_url
 from usenet_indexer.prefetch.plan import ChunkJob, clip, slices, work_list
@@ -167,15 +168,34 @@ class Scheduler:
         if server + 1 >= self.servers:
             logger.error("no NNTP server carries %s: its ranges cannot be fetched", group)
 
+    def take_now(self, server: int, fits: Callable[[ChunkJob], bool]) -> ChunkJob | None:
+        """The next chunk for this server if it `fits`, from the list as it is; else None.
+
+        No database look: None as well when the list is due for a refresh.
+        """
+        stale = trio.current_time() - self._refreshed_at >= self.options.poll_seconds
+        if stale or self._lock.locked():
+            return None
+        position = self._find(server)
+        if position is None or not fits(self._queue[position]):
+            return None
+        job = self._queue.pop(position)
+        self._in_flight[job.key] = job
+        self.observe(job)
+        return job
+
     def _pop(self, server: int) -> ChunkJob | None:
+        position = self._find(server)
+        return None if position is None else self._queue.pop(position)
+
+    def _find(self, server: int) -> int | None:
         now = trio.current_time()
         for position, job in enumerate(self._queue):
             if self._home.get(job.group, 0) != server:
                 continue
             if self._not_before.get(job.group_id, -math.inf) > now or job.key in self._in_flight:
                 continue
-            del self._queue[position]
-            return job
+            return position
         return None
 
     async def _refresh(self) -> None:
@@ -206,6 +226,50 @@ class _Selected:
     low: int = 0
     high: int = 0
     at: float = -math.inf
+
+
+@attrs.define(eq=False)
+class _Fetching:
+    """A chunk whose OVER slices are in a connection's pipeline."""
+
+    job: ChunkJob  # as the scheduler gave it
+    clipped: ChunkJob  # cut to the server's articles
+    unread: int = 0  # slices not read yet
+    writer: ChunkWriter | None = None  # opened with its first lines
+    landing: bool = False  # handed to its landing task, which owns it now
+
+
+class _SliceFeed:
+    """The slices of a connection's chunks, in order, as `over_pipelined` pulls them.
+
+    An iterator that can run dry and be added to again: the pipeline takes
+    what is there whenever it has room, so a chunk added before the last
+    one's slices are all read keeps the server busy across the boundary.
+    """
+
+    def __init__(self, slice_articles: int) -> None:
+        self._slice_articles = slice_articles
+        self._waiting: deque[Slice] = deque()
+        self.owner: dict[Slice, _Fetching] = {}
+
+    def add(self, fetching: _Fetching) -> None:
+        pieces = slices(fetching.clipped.first, fetching.clipped.last, self._slice_articles)
+        fetching.unread = len(pieces)
+        self._waiting.extend(pieces)
+        self.owner.update(dict.fromkeys(pieces, fetching))
+
+    @property
+    def waiting(self) -> int:
+        """Slices not sent yet."""
+        return len(self._waiting)
+
+    def __iter__(self) -> _SliceFeed:
+        return self
+
+    def __next__(self) -> Slice:
+        if not self._waiting:
+            raise StopIteration
+        return self._waiting.popleft()
 
 
 @attrs.define(eq=False)
@@ -243,6 +307,7 @@ class Prefetcher:
 
     async def _connection(self, index: int, state: ServerState, slot: int) -> None:
         failures = 0
+        group = ""  # of the chunk being fetched
         # A chunk's last write, fsync, rename and row go on here while the
         # connection already asks for the next chunk (the server is not left idle).
         async with trio.open_nursery() as landing:
@@ -262,22 +327,19 @@ class Prefetcher:
                         selected = _Selected()
                         try:
                             while job is not None:
-                                landed_later = await self._fetch(
-                                    client, selected, state, job, landing
-                                )
+                                current, job = job, None
+                                group = current.group
+                                # _fetch owns `current` now: it lands, or goes back to the list.
+                                await self._fetch(client, selected, state, current, index, landing)
                                 # Read after each chunk: a fallback may have switched it off.
                                 state.compression = client.compression
-                                if not landed_later:
-                                    self._scheduler.done(job)
-                                job = None  # the landing task owns it now
                                 failures = 0
                                 job = await self._scheduler.take(index)
                         finally:
                             state.open -= 1
                 except NoSuchGroup as error:
-                    assert job is not None
                     logger.warning("%s", error)  # NNTP errors name their server
-                    self._scheduler.not_on_server(job.group, index)
+                    self._scheduler.not_on_server(group, index)
                 except Unavailable as error:
                     state.failed(error)
                     failures += 1
@@ -313,9 +375,38 @@ class Prefetcher:
         selected: _Selected,
         state: ServerState,
         job: ChunkJob,
+        index: int,
         landing: trio.Nursery,
-    ) -> bool:
-        """Fetch one chunk; True when its landing goes on in `landing` (which owns the job)."""
+    ) -> None:
+        """Fetch a chunk, and in the same pipeline the chunks of its group ready behind it.
+
+        Owns `job` and each chunk it chains: a chunk read whole goes to its
+        landing task in `landing` (which owns it then); any other goes back
+        to the scheduler's list, its temporary file removed.
+        """
+        chain: list[_Fetching] = []
+        try:
+            clipped = await self._readable_part(client, selected, state, job)
+            if clipped is not None:
+                chain.append(_Fetching(job, clipped))
+                await self._read_chain(client, selected, state, chain, index, landing)
+        finally:
+            if not chain:
+                self._scheduler.done(job)
+            for fetching in chain:
+                if not fetching.landing:
+                    if fetching.writer is not None:
+                        fetching.writer.abort()
+                    self._scheduler.done(fetching.job)
+
+    async def _readable_part(
+        self, client: NNTPClient, selected: _Selected, state: ServerState, job: ChunkJob
+    ) -> ChunkJob | None:
+        """The part of `job` the server has; None when there is none to read.
+
+        A job wholly below the server's low water mark lands as a gap here; one
+        beyond its high water mark waits for the next look at the group.
+        """
         now = trio.current_time()
         if selected.group == job.group and now - selected.at < self.options.poll_seconds:
             low, high = selected.low, selected.high  # selected a moment ago: no round trip
@@ -325,42 +416,93 @@ class Prefetcher:
             await self._note_watermarks(job.group_id, low, high)
         if job.last < low:
             await self._land(job, state, None)
-            return False
+            return None
         clipped = clip(job, low, high)
         if clipped is None:
             self._scheduler.wait_for_articles(job)
-            return False
+        return clipped
+
+    async def _read_chain(
+        self,
+        client: NNTPClient,
+        selected: _Selected,
+        state: ServerState,
+        chain: list[_Fetching],
+        index: int,
+        landing: trio.Nursery,
+    ) -> None:
+        """Read the chain's chunks as one OVER pipeline, adding chunks while it runs.
+
+        Once every slice of the chain is sent, the scheduler's next chunk for
+        this server joins it if it is of the selected group and wholly within
+        what GROUP said a moment ago (no round trip): the server then never
+        waits for the next command between two chunks.
+
+        A slice is compressed and written (in a thread, by `_write_chunks`)
+        while the next is read: the socket is read all the time, so the
+        server never waits on a full socket buffer. At most one slice waits.
+        """
+        feed = _SliceFeed(self.options.slice_articles)
+        feed.add(chain[0])
         xover = not client.capabilities.has("OVER")
-        writer = await trio.to_thread.run_sync(
-            ChunkWriter.open, self.options.spool_dir, clipped.group, clipped.first, clipped.last
-        )
+        to_write, written = trio.open_memory_channel[tuple[_Fetching, list[bytes] | None]](1)
         try:
-            pieces = client.over_pipelined(
-                slices(clipped.first, clipped.last, self.options.slice_articles), xover=xover
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._write_chunks, state, written, landing)
+                async with to_write:
+                    async for piece, lines in client.over_pipelined(feed, xover=xover):
+                        fetching = feed.owner.pop(piece)
+                        if lines:
+                            await to_write.send((fetching, lines))
+                            state.lines += len(lines)
+                        fetching.unread -= 1
+                        if not fetching.unread:
+                            await to_write.send((fetching, None))  # read whole: land it
+                        if not feed.waiting:
+                            following = self._following(index, selected)
+                            if following is not None:
+                                chain.append(_Fetching(following, following))
+                                feed.add(chain[-1])
+        except BaseExceptionGroup as group:
+            # Reading or writing failed (one at a time): raise it as itself.
+            raise sole_error(group) from None
+
+    def _following(self, index: int, selected: _Selected) -> ChunkJob | None:
+        if trio.current_time() - selected.at >= self.options.poll_seconds:
+            return None
+
+        def fits(job: ChunkJob) -> bool:
+            return (
+                job.group == selected.group
+                and selected.low <= job.first <= job.last <= selected.high
             )
-            # A slice is compressed and written (in a thread) while the next is
-            # read: the socket is read all the time, so the server never waits
-            # on a full socket buffer. At most one slice waits to be written.
-            to_write, written = trio.open_memory_channel[list[bytes]](1)
-            try:
-                async with trio.open_nursery() as nursery:
-                    nursery.start_soon(_write_slices, writer, written)
-                    async with to_write:
-                        async for _slice, lines in pieces:
-                            if lines:
-                                await to_write.send(lines)
-                                state.lines += len(lines)
-            except BaseExceptionGroup as group:
-                # Reading or writing failed (one at a time): raise it as itself.
-                raise sole_error(group) from None
-        except BaseException:
-            writer.abort()
-            raise
-        landing.start_soon(self._land_later, job, clipped, state, writer)
-        return True
+
+        return self._scheduler.take_now(index, fits)
+
+    async def _write_chunks(
+        self,
+        state: ServerState,
+        items: trio.MemoryReceiveChannel[tuple[_Fetching, list[bytes] | None]],
+        landing: trio.Nursery,
+    ) -> None:
+        """Write each chunk's lines as they come; a chunk read whole (None) goes to its landing."""
+        async with items:
+            async for fetching, lines in items:
+                if lines is None:
+                    fetching.landing = True
+                    landing.start_soon(
+                        self._land_later, fetching.job, fetching.clipped, state, fetching.writer
+                    )
+                    continue
+                if fetching.writer is None:
+                    part = fetching.clipped
+                    fetching.writer = await trio.to_thread.run_sync(
+                        ChunkWriter.open, self.options.spool_dir, part.group, part.first, part.last
+                    )
+                await trio.to_thread.run_sync(fetching.writer.write, lines)
 
     async def _land_later(
-        self, job: ChunkJob, clipped: ChunkJob, state: ServerState, writer: ChunkWriter
+        self, job: ChunkJob, clipped: ChunkJob, state: ServerState, writer: ChunkWriter | None
     ) -> None:
         try:
             await self._land(clipped, state, writer)
@@ -368,7 +510,8 @@ class Prefetcher:
             state.failed(error)
             logger.warning("%s %d-%d: not indexed: %s", job.group, job.first, job.last, error)
         finally:
-            writer.abort()
+            if writer is not None:
+                writer.abort()
             self._scheduler.done(job)  # landed or not: a chunk that did not land is listed again
 
     async def _land(self, job: ChunkJob, state: ServerState, writer: ChunkWriter | None) -> None:
@@ -425,14 +568,6 @@ class Prefetcher:
             logger.info("removed %d spool chunks below their ranges' resume points", swept)
         self.observe(Reported(reports, swept))
         return now
-
-
-async def _write_slices(
-    writer: ChunkWriter, slices: trio.MemoryReceiveChannel[list[bytes]]
-) -> None:
-    async with slices:
-        async for lines in slices:
-            await trio.to_thread.run_sync(writer.write, lines)
 
 
 def sweep_spool(spool: SpoolIndex, spool_dir: Path) -> int:
