@@ -18,6 +18,7 @@ from process_logs import log_until
 from psycopg_pool import ConnectionPool
 
 from usenet_indexer.cli import main
+from usenet_indexer.nntp.client import StreamFactory
 from usenet_indexer.nntp.newsd import generate_articles
 from usenet_indexer.prefetch.daemon import (
     Landed,
@@ -412,21 +413,7 @@ async def test_fake_faults_are_retried_without_a_gap_or_a_double(
     config = server_configs(["nntp://fake.invalid:119?connections=2"], 2)[0]
     state = ServerState.of(config)
     options = _options(tmp_path, chunk_articles=1_000, slice_articles=250, timeout_seconds=0.5)
-    covered = 0
-    done = trio.Event()
-
-    def observe(event: object) -> None:
-        nonlocal covered
-        if isinstance(event, Landed):
-            covered += event.job.last - event.job.first + 1
-            if covered == count:
-                done.set()
-
-    with trio.fail_after(DEADLINE_SECONDS):
-        async with trio.open_nursery() as servers:
-            prefetcher = Prefetcher(pool, options, [state], observe, fake.run_in(servers).for_slot)
-            await _run_until(prefetcher, done)
-            servers.cancel_scope.cancel()
+    await _prefetch_from_fake(pool, fake, options, state, count)
 
     chunks = _read_spool(pool, options.spool_dir, group_id)
     _assert_exactly_once(chunks, FAR, FAR + count - 1)
@@ -434,6 +421,33 @@ async def test_fake_faults_are_retried_without_a_gap_or_a_double(
     assert lines == [_fake_line(n) for n in range(FAR, FAR + count)]
     assert state.errors == 4
     assert state.limit == 1  # lowered by the 502
+
+
+async def _prefetch_from_fake(
+    pool: ConnectionPool,
+    fake: FakeNNTPServer,
+    options: PrefetchOptions,
+    state: ServerState,
+    articles: int,
+    open_stream: StreamFactory | None = None,
+) -> None:
+    """Run the prefetcher against the fake until chunks of `articles` articles have landed."""
+    covered = 0
+    done = trio.Event()
+
+    def observe(event: object) -> None:
+        nonlocal covered
+        if isinstance(event, Landed):
+            covered += event.job.last - event.job.first + 1
+            if covered == articles:
+                done.set()
+
+    with trio.fail_after(DEADLINE_SECONDS):
+        async with trio.open_nursery() as servers:
+            fake.run_in(servers)
+            opener = open_stream or fake.open_stream
+            await _run_until(Prefetcher(pool, options, [state], observe, lambda _: opener), done)
+            servers.cancel_scope.cancel()
 
 
 def test_a_lowered_pool_gets_a_connection_back_after_a_quiet_interval() -> None:
@@ -498,23 +512,7 @@ async def test_the_next_chunk_is_asked_for_before_the_last_one_is_read(
 
     state = ServerState.of(server_configs(["nntp://fake.invalid:119"], 1)[0])
     options = _options(tmp_path, chunk_articles=chunk, slice_articles=slice_articles)
-    covered = 0
-    done = trio.Event()
-
-    def observe(event: object) -> None:
-        nonlocal covered
-        if isinstance(event, Landed):
-            covered += event.job.last - event.job.first + 1
-            if covered == count:
-                done.set()
-
-    with trio.fail_after(DEADLINE_SECONDS):
-        async with trio.open_nursery() as servers:
-            fake.run_in(servers)
-            await _run_until(
-                Prefetcher(pool, options, [state], observe, lambda _: open_stream), done
-            )
-            servers.cancel_scope.cancel()
+    await _prefetch_from_fake(pool, fake, options, state, count, open_stream)
 
     chunks = _read_spool(pool, options.spool_dir, group_id)
     _assert_exactly_once(chunks, FAR, FAR + count - 1)
