@@ -8,7 +8,8 @@ already running newsd folder reused with --newsd), and a private PostgreSQL:
   own `connect()` connection (compression as the client negotiates it by
   default: COMPRESS DEFLATE on INN2, the same as the prefetcher's), each
   taking the next 10k-article slice of one shared list through
-  `over_pipelined` (the client's default depth) and only counting the lines;
+  `over_text_pipelined` (the client's default depth; the reply as blocks of
+  text, as the prefetcher reads it) and only counting the lines;
 - the prefetcher: a fresh database with the group planned as ranges of
   --range-articles, a fresh spool folder, and `Prefetcher` with N
   connections on the one server and its default slice (10k) and chunk (50k)
@@ -246,10 +247,10 @@ async def baseline(target: Target, connections: int) -> Run:
         async with connect(target.url) as client:
             compression.add(client.compression)
             await client.group(target.group)
-            # over_pipelined pulls from the shared iterator whenever it has room
+            # over_text_pipelined pulls from the shared iterator whenever it has room
             # in its pipeline: each connection takes the next slice not taken.
-            async for _slice, got in client.over_pipelined(todo):
-                lines += len(got)
+            async for _slice, got in client.over_text_pipelined(todo):
+                lines += got.lines
 
     cpu, started = cpu_seconds(), time.perf_counter()
     with trio.fail_after(RUN_TIMEOUT_SECONDS):

@@ -358,6 +358,7 @@ async def test_fake_xfeature_gzip_pipelined(variant: str) -> None:
                 await client.group("g")
                 got = [item async for item in client.over_pipelined(SLICES, depth=3)]
                 assert got == _expected(SLICES)
+                assert await _text_slices(client, depth=3) == _expected(SLICES)
                 assert [x async for piece in client.over(5, 7) for x in piece] == [
                     _overview(n) for n in (5, 6, 7)
                 ]
@@ -381,9 +382,10 @@ async def test_fake_xzver(where: str) -> None:
                 await client.group("g")
                 got = [item async for item in client.over_pipelined(SLICES, xover=True)]
                 assert got == _expected(SLICES)
+                assert await _text_slices(client, xover=True) == _expected(SLICES)
             assert [x for x in fake.received if x.startswith("XZVER")] == [
                 "XZVER 1-10", "XZVER 11-20", "XZVER 21-30", "XZVER 31-40",
-            ]  # fmt: skip
+            ] * 2  # fmt: skip
             assert not any(x.startswith(("OVER", "XOVER")) for x in fake.received)
 
 
@@ -413,7 +415,7 @@ async def test_fake_gzip_garbage_reopens_without_it(
             async with _fake_connect(fake) as client:
                 assert client.compression == "GZIP"
                 await client.group("g")
-                got = [item async for item in client.over_pipelined(SLICES, depth=3)]
+                got = await _text_slices(client, depth=3)
                 assert got == _expected(SLICES)
                 assert client.compression is None
                 assert await client.date() == "20261130120000"
@@ -514,9 +516,34 @@ def _check_posted(group: str, count: int, first: int, seed: int, lines: list[byt
         assert fields[4].decode() == article.message_id
 
 
+async def _text_slices(
+    client: NNTPClient, *, depth: int = 4, xover: bool = False
+) -> list[tuple[tuple[int, int], list[bytes]]]:
+    """over_text_pipelined over SLICES, each slice's blocks split back into lines."""
+    got = []
+    async for piece, text in client.over_text_pipelined(SLICES, depth=depth, xover=xover):
+        lines = b"".join(text.blocks).split(b"\n")[:-1]
+        assert len(lines) == text.lines
+        got.append((piece, lines))
+    return got
+
+
 async def _over_all(client: NNTPClient, first: int, last: int, step: int) -> list[bytes]:
     slices = [(n, min(n + step - 1, last)) for n in range(first, last + 1, step)]
     return [x async for _, lines in client.over_pipelined(slices) for x in lines]
+
+
+async def _over_all_as_text(client: NNTPClient, first: int, last: int, step: int) -> list[bytes]:
+    """The lines of over_text_pipelined, checked against each slice's count."""
+    slices = [(n, min(n + step - 1, last)) for n in range(first, last + 1, step)]
+    lines: list[bytes] = []
+    async for _, text in client.over_text_pipelined(slices):
+        joined = b"".join(text.blocks)
+        assert joined.endswith(b"\n") or not joined
+        got = joined.split(b"\n")[:-1]
+        assert len(got) == text.lines
+        lines += got
+    return lines
 
 
 @pytest.mark.trio
@@ -528,7 +555,9 @@ async def test_inn_plain_pipelined_over_equals_posted(news_server: NewsServer) -
             count, low, high = await client.group(news_server.group)
             assert (count, low, high) == (news_server.articles, 1, news_server.articles)
             lines = await _over_all(client, low, high, 5_000)
+            as_text = await _over_all_as_text(client, low, high, 5_000)
         _check_posted(news_server.group, news_server.articles, 1, news_server.seed, lines)
+        assert as_text == lines
 
 
 @pytest.mark.trio
@@ -598,7 +627,9 @@ async def test_inn_compress_deflate(news_server: NewsServer) -> None:
             assert client.compression == "DEFLATE"  # INN 2.7 offers COMPRESS DEFLATE
             _, low, high = await client.group(news_server.group)
             lines = await _over_all(client, low, high, 10_000)
+            as_text = await _over_all_as_text(client, low, high, 7_000)
         _check_posted(news_server.group, news_server.articles, 1, news_server.seed, lines)
+        assert as_text == lines
 
 
 @pytest.mark.trio

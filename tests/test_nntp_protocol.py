@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import attrs
 import pytest
 from chunkers import CHUNKERS, Chunker, bytewise, whole
 from hypothesis import given, settings
@@ -26,6 +27,8 @@ def normalized(events: list[p.Event]) -> list[p.Event]:
     for event in events:
         if isinstance(event, p.DataLines) and out and isinstance(out[-1], p.DataLines):
             out[-1] = p.DataLines(out[-1].lines + event.lines)
+        elif isinstance(event, p.DataText) and out and isinstance(out[-1], p.DataText):
+            out[-1] = p.DataText(out[-1].text + event.text, out[-1].lines + event.lines)
         else:
             out.append(event)
     return out
@@ -116,6 +119,85 @@ def test_over_multiline_with_dot_unstuffing() -> None:
         p.DataEnd(),
     ]
     check([command], data, expected)
+
+
+def as_text(events: list[p.Event]) -> list[p.Event]:
+    """The events an OVER sent with `text` gives where this one gave `events`."""
+    out: list[p.Event] = []
+    for event in events:
+        if isinstance(event, p.Response):
+            command = event.command
+            if isinstance(command, p.Over):
+                command = attrs.evolve(command, text=True)
+            out.append(attrs.evolve(event, command=command))
+        elif isinstance(event, p.DataLines):
+            out.append(p.DataText(b"".join(line + b"\n" for line in event.lines), len(event.lines)))
+        else:
+            out.append(event)
+    return out
+
+
+OVER_REPLIES = [
+    # Dot-stuffed lines, a line of dots, CR before LF.
+    b"224 overview follows\r\n1\tsubject one\tposter\r\n..2\tstuffed\r\n...\r\n3\tlast\r\n.\r\n",
+    # Bare LF line ends, a CR inside a line, a terminator without CR.
+    b"224 ok\n1\ta\rb\n2\tb\r\r\n.\n",
+    # The first line stuffed; an empty line.
+    b"224 ok\r\n..1\tdot\r\n\r\n2\tx\r\n.\r\n",
+    b"224 none\r\n.\r\n",
+    b"423 no articles in that range\r\n",
+]
+
+
+@pytest.mark.parametrize("reply", OVER_REPLIES)
+def test_over_as_text_gives_the_lines_as_blocks(reply: bytes) -> None:
+    _, events = run([p.Over(1, 3)], reply, whole)
+    assert any(isinstance(e, p.Response) for e in events)
+    check([p.Over(1, 3, text=True)], reply, as_text(events))
+
+
+@settings(max_examples=300, deadline=1000)
+@given(
+    lines=st.lists(
+        st.binary(max_size=40).map(lambda b: b.replace(b"\r", b"").replace(b"\n", b"")),
+        max_size=30,
+    ),
+    cuts=st.lists(st.integers(min_value=1, max_value=50), max_size=20),
+    crlf=st.booleans(),
+)
+def test_over_as_text_is_the_lines_however_the_data_is_cut(
+    lines: list[bytes], cuts: list[int], crlf: bool
+) -> None:
+    end = b"\r\n" if crlf else b"\n"
+    body = b"".join((b"." + x if x.startswith(b".") else x) + end for x in lines)
+    data = b"224 ok\r\n" + body + b"." + end + b"211 1 1 1 g\r\n"
+
+    def chunker(data: bytes) -> list[bytes]:
+        pieces, at = [], 0
+        for size in cuts:
+            pieces.append(data[at : at + size])
+            at += size
+        return [piece for piece in [*pieces, data[at:]] if piece]
+
+    command = p.Over(1, 9, text=True)
+    _, events = run([command, p.Group("g")], data, chunker)
+    text = [p.DataText(b"".join(x + b"\n" for x in lines), len(lines))] if lines else []
+    assert events[1:-1] == [*text, p.DataEnd()]
+    assert isinstance(events[-1], p.Response)
+    assert events[-1].code == 211
+
+
+@pytest.mark.parametrize("chunker", CHUNKERS)
+@pytest.mark.parametrize("text", [False, True])
+def test_the_longest_data_line_is_taken_and_one_byte_more_refused(
+    chunker: Chunker, text: bool
+) -> None:
+    # max_line_bytes is 1000 (run): a line of 998 bytes and its CRLF is the longest.
+    longest = b"1\t" + b"x" * 995
+    _, events = run([p.Over(1, 2, text=text)], b"224 ok\r\n" + longest + b"\r\n.\r\n", chunker)
+    assert events[-1] == p.DataEnd()
+    with pytest.raises(LineTooLong, match="longer than 1000 bytes"):
+        run([p.Over(1, 2, text=text)], b"224 ok\r\n2\ta\r\n" + b"x" * 1001 + b"\r\n.\r\n", chunker)
 
 
 def test_empty_multiline_reply() -> None:

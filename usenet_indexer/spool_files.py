@@ -9,6 +9,7 @@ temporary file, which `write_chunk` never reuses and a sweep may remove.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -71,13 +72,11 @@ class ChunkWriter:
         stream = temporary.open("wb")
         return cls(final, relative, temporary, stream, isal_zlib.compressobj(LEVEL))
 
-    def write(self, lines: list[bytes]) -> None:
-        """Add overview lines (without line ends)."""
-        if lines:
-            # Two calls, not `join(...) + b"\n"`: that would copy the slice's text again.
-            self._stream.write(self._compressor.compress(b"\n".join(lines)))
-            self._stream.write(self._compressor.compress(b"\n"))
-            self.lines += len(lines)
+    def write(self, blocks: Sequence[bytes], lines: int) -> None:
+        """Add overview lines: `lines` of them in `blocks` of text, each line ended by LF."""
+        for block in blocks:
+            self._stream.write(self._compressor.compress(block))
+        self.lines += lines
 
     def commit(self) -> tuple[Path, int, Codec]:
         """Finish, fsync and rename; returns (relative path, bytes, codec)."""

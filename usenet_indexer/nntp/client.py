@@ -82,6 +82,19 @@ Reopen = Callable[[frozenset[str]], Awaitable["NNTPClient"]]
 _T = TypeVar("_T")
 
 
+@attrs.frozen
+class OverviewText:
+    """A slice's overview lines as blocks of text, each line ended by LF (no CR).
+
+    Attributes:
+        blocks: the text, in the pieces it arrived in (join them, or write them in order).
+        lines: how many lines the blocks hold.
+    """
+
+    blocks: list[bytes]
+    lines: int
+
+
 @attrs.frozen(repr=False)
 class ServerURL:
     """Where a server is and how to talk to it, from nntp[s]://[user:pass@]host[:port][?starttls=1]."""
@@ -213,29 +226,51 @@ class NNTPClient:
                 if yielded:
                     raise
 
-    async def over_pipelined(
+    def over_pipelined(
         self, slices: Iterable[Slice], *, depth: int = DEFAULT_PIPELINE_DEPTH, xover: bool = False
     ) -> AsyncGenerator[tuple[Slice, list[bytes]], None]:
         """OVER for each (first, last) slice, `depth` commands in flight; yields whole slices.
 
         A slice is yielded only once its reply ended: all its lines or none.
-        420/423 (no articles in the slice) yield an empty list.
+        420/423 (no articles in the slice) yield an empty list. `slices` is
+        pulled whenever the pipeline has room: an iterator that ran dry may
+        be added to while its slices are read.
         """
+        return self._pipelined(slices, depth, xover, False, self._read_over_reply)
+
+    def over_text_pipelined(
+        self, slices: Iterable[Slice], *, depth: int = DEFAULT_PIPELINE_DEPTH, xover: bool = False
+    ) -> AsyncGenerator[tuple[Slice, OverviewText], None]:
+        """`over_pipelined` with each slice's lines as blocks of text (lines ended by LF).
+
+        For a reader that keeps the text as it is (the spool): no bytes object
+        per line is made, nor joined again.
+        """
+        return self._pipelined(slices, depth, xover, True, self._read_over_text)
+
+    async def _pipelined(
+        self,
+        slices: Iterable[Slice],
+        depth: int,
+        xover: bool,
+        text: bool,
+        read: Callable[[], Awaitable[_T]],
+    ) -> AsyncGenerator[tuple[Slice, _T], None]:
         todo = iter(slices)
         sent: list[Slice] = []
         self._check_usable()
         try:
-            await self._send_next(todo, sent, depth, xover)
+            await self._send_next(todo, sent, depth, xover, text)
             while sent:
                 try:
-                    lines = await self._read_over_reply()
+                    reply = await read()
                 except CompressionError as exc:
                     await self._fall_back(exc)
-                    await self._send([self._over_command(a, b, xover) for a, b in sent])
+                    await self._send([self._over_command(a, b, xover, text) for a, b in sent])
                     continue
                 done = sent.pop(0)
-                await self._send_next(todo, sent, depth - len(sent), xover)
-                yield done, lines
+                await self._send_next(todo, sent, depth - len(sent), xover, text)
+                yield done, reply
         except BaseException:
             if sent or self._conn.pending:
                 self._broken = self._broken or "an OVER pipeline was abandoned"
@@ -404,7 +439,7 @@ class NNTPClient:
             raise
 
     async def _send_next(
-        self, todo: Iterable[Slice], sent: list[Slice], room: int, xover: bool
+        self, todo: Iterable[Slice], sent: list[Slice], room: int, xover: bool, text: bool
     ) -> None:
         batch: list[Slice] = []
         for piece in todo:
@@ -412,13 +447,13 @@ class NNTPClient:
             if len(batch) >= room:
                 break
         if batch:
-            await self._send([self._over_command(first, last, xover) for first, last in batch])
+            await self._send([self._over_command(a, b, xover, text) for a, b in batch])
             sent.extend(batch)
 
-    def _over_command(self, first: int, last: int, xover: bool) -> p.Over:
+    def _over_command(self, first: int, last: int, xover: bool, text: bool = False) -> p.Over:
         if self._mode == "XZVER":
-            return p.XZver(first, last)
-        return p.XOver(first, last) if xover else p.Over(first, last)
+            return p.XZver(first, last, text=text)
+        return p.XOver(first, last, text=text) if xover else p.Over(first, last, text=text)
 
     async def _fall_back(self, exc: CompressionError) -> None:
         """Reopens the connection without the compression whose data broke; selects the group."""
@@ -455,6 +490,20 @@ class NNTPClient:
             assert isinstance(event, p.DataLines)  # the protocol guarantees it
             lines += event.lines
         return lines
+
+    async def _read_over_text(self) -> OverviewText:
+        response = await self._response()
+        if response.code in (420, 423):
+            return OverviewText([], 0)
+        if response.code != 224 or not response.multiline:
+            raise self._error(response)
+        blocks: list[bytes] = []
+        lines = 0
+        while not isinstance(event := await self._event(), p.DataEnd):
+            assert isinstance(event, p.DataText)  # the protocol guarantees it
+            blocks.append(event.text)
+            lines += event.lines
+        return OverviewText(blocks, lines)
 
     async def _response(self) -> p.Response:
         event = await self._event()

@@ -166,6 +166,8 @@ class Over(Command):
 
     first: int
     last: int | None = None
+    # The reply's data as DataText blocks (lines ended by LF) instead of DataLines.
+    text: bool = attrs.field(default=False, kw_only=True)
     VERB: ClassVar[str] = "OVER"
     MULTILINE: ClassVar[frozenset[int]] = frozenset({224})
 
@@ -307,6 +309,19 @@ class DataLines:
 
 
 @attrs.frozen
+class DataText:
+    """The next complete lines of a multi-line reply as one block (for OVER with `text`).
+
+    The same lines DataLines would give, each ended by LF: dot-unstuffed,
+    without CR. Made without a bytes object per line where no line starts
+    with a dot (overview lines start with their number).
+    """
+
+    text: bytes
+    lines: int
+
+
+@attrs.frozen
 class DataEnd:
     """The "." that ends a multi-line reply."""
 
@@ -316,7 +331,7 @@ class ConnectionClosed:
     """The server closed the connection with no reply outstanding."""
 
 
-Event: TypeAlias = Response | DataLines | DataEnd | ConnectionClosed
+Event: TypeAlias = Response | DataLines | DataText | DataEnd | ConnectionClosed
 
 
 # -- the connection ---------------------------------------------------------
@@ -344,6 +359,8 @@ class NNTPConnection:
     _end_pending: bool = attrs.field(init=False, default=False)
     # XFEATURE COMPRESS GZIP is on (a 290 was read).
     _gzip: bool = attrs.field(init=False, default=False)
+    # The current reply's data goes out as DataText (an OVER sent with `text`).
+    _text: bool = attrs.field(init=False, default=False)
     # The current reply's data is compressed: it goes through this first.
     _decoder: ReplyDecoder | None = attrs.field(init=False, default=None)
     # A compressed reply (of this scheme) ended with its "." inside; a plain "."
@@ -441,6 +458,7 @@ class NNTPConnection:
         multiline = code in command.MULTILINE
         if multiline:
             self._state = _State.DATA
+            self._text = isinstance(command, Over) and command.text
             self._decoder = self._decoder_for(command, text)
         elif code == command.SWITCH_CODE:
             self._state = _State.PAUSED
@@ -545,6 +563,14 @@ class NNTPConnection:
             return NEED_DATA
         self._check_partial(len(buffer) - end - 1)
         chunk = bytes(buffer[: end + 1])
+        if self._text and (block := self._text_block(chunk)) is not None:
+            text, count, consumed, finished = block
+            del buffer[:consumed]
+            if finished:
+                self._end_pending = True
+                if not count:
+                    return self._end_data()
+            return DataText(text, count)
         lines = chunk.split(b"\n")
         lines.pop()  # the empty piece after the last LF
         consumed = end + 1
@@ -563,7 +589,37 @@ class NNTPConnection:
             self._end_pending = True
             if not out:
                 return self._end_data()
+        if self._text:
+            return DataText(b"\n".join(out) + b"\n", len(out))
         return DataLines(out)
+
+    def _text_block(self, chunk: bytes) -> tuple[bytes, int, int, bool] | None:
+        """(text, lines, bytes consumed, finished) of `chunk`'s complete lines, as one block.
+
+        None when a line before the "." line starts with a dot (stuffed: the
+        line by line path unstuffs it), or when a line may be too long (that
+        path raises LineTooLong or takes it).
+        """
+        if chunk.startswith(b"."):
+            return None
+        dot = chunk.find(b"\n.")
+        if dot < 0:
+            body, consumed, finished = chunk, len(chunk), False
+        else:
+            after = chunk[dot + 1 : dot + 4]
+            if after == b".\r\n":
+                consumed = dot + 4
+            elif after[:2] == b".\n":
+                consumed = dot + 3
+            else:
+                return None
+            body, finished = chunk[: dot + 1], True
+        # Every `step` bytes hold a LF: then no line is longer than 2 * step - 2.
+        step = self.max_line_bytes // 2
+        for start in range(0, len(body), step):
+            if body.find(b"\n", start, start + step) < 0:
+                return None
+        return body.replace(b"\r\n", b"\n"), body.count(b"\n"), consumed, finished
 
     @staticmethod
     def _unstuff(lines: list[bytes]) -> tuple[int, int] | None:

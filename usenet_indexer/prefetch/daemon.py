@@ -44,7 +44,7 @@ from psycopg_pool import ConnectionPool
 from usenet_indexer.config import Settings
 from usenet_indexer.errors import ConfigError, DatabaseError, sole_error
 from usenet_indexer.frames import Codec
-from usenet_indexer.nntp.client import NNTPClient, Slice, StreamFactory, connect
+from usenet_indexer.nntp.client import NNTPClient, OverviewText, Slice, StreamFactory, connect
 from usenet_indexer.nntp.errors import NNTPError, NoSuchGroup, RemoteProtocolError, Unavailable
 from usenet_indexer.pgcluster import database_url
 from usenet_indexer.prefetch.plan import ChunkJob, clip, slices, work_list
@@ -445,16 +445,16 @@ class Prefetcher:
         feed = _SliceFeed(self.options.slice_articles)
         feed.add(chain[0])
         xover = not client.capabilities.has("OVER")
-        to_write, written = trio.open_memory_channel[tuple[_Fetching, list[bytes] | None]](1)
+        to_write, written = trio.open_memory_channel[tuple[_Fetching, OverviewText | None]](1)
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._write_chunks, state, written, landing)
                 async with to_write:
-                    async for piece, lines in client.over_pipelined(feed, xover=xover):
+                    async for piece, text in client.over_text_pipelined(feed, xover=xover):
                         fetching = feed.owner.pop(piece)
-                        if lines:
-                            await to_write.send((fetching, lines))
-                            state.lines += len(lines)
+                        if text.lines:
+                            await to_write.send((fetching, text))
+                            state.lines += text.lines
                         fetching.unread -= 1
                         if not fetching.unread:
                             await to_write.send((fetching, None))  # read whole: land it
@@ -482,13 +482,13 @@ class Prefetcher:
     async def _write_chunks(
         self,
         state: ServerState,
-        items: trio.MemoryReceiveChannel[tuple[_Fetching, list[bytes] | None]],
+        items: trio.MemoryReceiveChannel[tuple[_Fetching, OverviewText | None]],
         landing: trio.Nursery,
     ) -> None:
         """Write each chunk's lines as they come; a chunk read whole (None) goes to its landing."""
         async with items:
-            async for fetching, lines in items:
-                if lines is None:
+            async for fetching, text in items:
+                if text is None:
                     fetching.landing = True
                     landing.start_soon(
                         self._land_later, fetching.job, fetching.clipped, state, fetching.writer
@@ -499,7 +499,7 @@ class Prefetcher:
                     fetching.writer = await trio.to_thread.run_sync(
                         ChunkWriter.open, self.options.spool_dir, part.group, part.first, part.last
                     )
-                await trio.to_thread.run_sync(fetching.writer.write, lines)
+                await trio.to_thread.run_sync(fetching.writer.write, text.blocks, text.lines)
 
     async def _land_later(
         self, job: ChunkJob, clipped: ChunkJob, state: ServerState, writer: ChunkWriter | None
