@@ -122,7 +122,7 @@ def test_over_multiline_with_dot_unstuffing() -> None:
 
 
 def as_text(events: list[p.Event]) -> list[p.Event]:
-    """The events an OVER sent with `text` gives where this one gave `events`."""
+    """The events an OVER sent with `text` gives where this one gave `events` (CRs dropped)."""
     out: list[p.Event] = []
     for event in events:
         if isinstance(event, p.Response):
@@ -131,7 +131,8 @@ def as_text(events: list[p.Event]) -> list[p.Event]:
                 command = attrs.evolve(command, text=True)
             out.append(attrs.evolve(event, command=command))
         elif isinstance(event, p.DataLines):
-            out.append(p.DataText(b"".join(line + b"\n" for line in event.lines), len(event.lines)))
+            text = b"".join(line.replace(b"\r", b"") + b"\n" for line in event.lines)
+            out.append(p.DataText(text, len(event.lines)))
         else:
             out.append(event)
     return out

@@ -312,9 +312,10 @@ class DataLines:
 class DataText:
     """The next complete lines of a multi-line reply as one block (for OVER with `text`).
 
-    The same lines DataLines would give, each ended by LF: dot-unstuffed,
-    without CR. Made without a bytes object per line where no line starts
-    with a dot (overview lines start with their number).
+    The lines DataLines would give, each ended by LF, with every CR dropped
+    (one pass over the block: no overview field holds a CR, and the indexer
+    drops them all the same). Made without a bytes object per line where no
+    line starts with a dot (overview lines start with their number).
     """
 
     text: bytes
@@ -590,7 +591,7 @@ class NNTPConnection:
             if not out:
                 return self._end_data()
         if self._text:
-            return DataText(b"\n".join(out) + b"\n", len(out))
+            return DataText((b"\n".join(out) + b"\n").translate(None, b"\r"), len(out))
         return DataLines(out)
 
     def _text_block(self, chunk: bytes) -> tuple[bytes, int, int, bool] | None:
@@ -619,7 +620,7 @@ class NNTPConnection:
         for start in range(0, len(body), step):
             if body.find(b"\n", start, start + step) < 0:
                 return None
-        return body.replace(b"\r\n", b"\n"), body.count(b"\n"), consumed, finished
+        return body.translate(None, b"\r"), body.count(b"\n"), consumed, finished
 
     @staticmethod
     def _unstuff(lines: list[bytes]) -> tuple[int, int] | None:
