@@ -461,6 +461,8 @@ class Prefetcher:
                         if not feed.waiting:
                             following = self._following(index, selected)
                             if following is not None:
+                                # The landed ones are their landing tasks' now: keep the rest.
+                                chain[:] = [f for f in chain if not f.landing]
                                 chain.append(_Fetching(following, following))
                                 feed.add(chain[-1])
         except BaseExceptionGroup as group:
