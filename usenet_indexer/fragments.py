@@ -103,32 +103,42 @@ def _columns(ids: bytes, count: int) -> tuple[int, bytes]:
 
 def pack(files: Sequence[FileChunk]) -> bytes:
     """Pack a release chunk's files: their details and segments."""
-    count = sum(len(f.numbers) for f in files)
-    width, ids = _columns(
-        "\n".join([f.message_ids for f in files if f.numbers]).encode("utf-8", "surrogatepass"),
-        count,
-    )
-    names = [f.name.encode("utf-8", "surrogatepass") for f in files]
-    subjects = [f.subject.encode("utf-8", "surrogatepass") for f in files]
-    parts = [_HEAD.pack(len(files), width)]
-    parts.extend(
-        _ENTRY.pack(
-            f.key,
-            len(f.numbers),
-            0 if f.index is None else f.index + 1,
-            f.total_segments,
-            f.posted,
-            len(name),
-            len(subject),
+    # One pass over the files (this runs for every release chunk an edge posts).
+    entry = _ENTRY.pack
+    entries: list[bytes] = []
+    ids: list[str] = []
+    numbers: list[array[int]] = []
+    sizes: list[array[int]] = []
+    texts: list[bytes] = []
+    count = 0
+    for f in files:
+        name = f.name.encode("utf-8", "surrogatepass")
+        subject = f.subject.encode("utf-8", "surrogatepass")
+        segments = len(f.numbers)
+        index = 0 if f.index is None else f.index + 1
+        entries.append(
+            entry(f.key, segments, index, f.total_segments, f.posted, len(name), len(subject))
         )
-        for f, name, subject in zip(files, names, subjects, strict=True)
-    )
-    parts.append(_planes(b"".join([_little(f.numbers) for f in files])))
-    parts.append(_planes(b"".join([_little(f.sizes) for f in files])))
-    parts.append(ids)
-    for name, subject in zip(names, subjects, strict=True):
-        parts += (name, subject)
+        if segments:
+            ids.append(f.message_ids)
+        numbers.append(f.numbers)
+        sizes.append(f.sizes)
+        texts += (name, subject)
+        count += segments
+    width, id_columns = _columns("\n".join(ids).encode("utf-8", "surrogatepass"), count)
+    parts = [_HEAD.pack(len(files), width), *entries]
+    parts.append(_planes(_joined_little(numbers)))
+    parts.append(_planes(_joined_little(sizes)))
+    parts.append(id_columns)
+    parts += texts
     return bytes((VERSION,)) + isal_zlib.compress(b"".join(parts), LEVEL)
+
+
+def _joined_little(arrays: list[array[int]]) -> bytes:
+    """The u32 values of `arrays`, one after the other, little-endian."""
+    if sys.byteorder == "little":
+        return b"".join(map(array.tobytes, arrays))
+    return b"".join(map(_little, arrays))
 
 
 def _unplanes_le(planes: bytes, count: int) -> bytearray:
