@@ -5,8 +5,12 @@ Theory of operation
 Every connection takes the next missing chunk from one `Scheduler` (leased
 ranges first, then planned ranges in plan order; see plan.py), selects the
 chunk's group (GROUP also refreshes the server's low and high water marks),
-and reads the chunk as pipelined OVER slices. Each slice is compressed as it
-arrives (in a worker thread; isal releases the GIL) into a temporary file;
+and reads the chunk as pipelined OVER slices, as blocks of text. Once all
+of a chunk's slices are sent, the scheduler's next chunk joins the same
+pipeline when it is of the selected group and within what GROUP said a
+moment ago, so the server never waits between chunks. Each slice is
+compressed beside the reading of the next (in a worker thread; isal
+releases the GIL) into the chunk's temporary file;
 when the last slice is in, the file is fsynced and renamed and its index row
 written, in one thread call, so a cancelled or killed prefetcher leaves no
 chunk half-written and no row naming a file that is not whole. A chunk the
