@@ -562,7 +562,10 @@ class NNTPConnection:
         return DataEnd()
 
     def _lines_event(self, buffer: bytearray, eof: bool) -> Event | Sentinel:
-        """DataLines of the complete lines in `buffer` (plain or inflated text)."""
+        """DataLines (DataText for an OVER sent with `text`) of the complete lines in `buffer`.
+
+        `buffer` holds plain or inflated text.
+        """
         end = buffer.rfind(b"\n")
         if end < 0:
             self._check_partial(len(buffer))
@@ -571,17 +574,36 @@ class NNTPConnection:
             return NEED_DATA
         self._check_partial(len(buffer) - end - 1)
         chunk = bytes(buffer[: end + 1])
-        if self._text and (block := self._text_block(chunk)) is not None:
+        event: DataLines | DataText
+        block = self._text_block(chunk) if self._text else None
+        if block is not None:
             text, count, consumed, finished = block
-            del buffer[:consumed]
-            if finished:
-                self._end_pending = True
-                if not count:
-                    return self._end_data()
-            return DataText(text, count)
+            event = DataText(text, count)
+        else:
+            lines, consumed, finished = self._line_block(chunk)
+            count = len(lines)
+            if self._text:
+                event = DataText((b"\n".join(lines) + b"\n").translate(None, b"\r"), count)
+            else:
+                event = DataLines(lines)
+        del buffer[:consumed]
+        if finished:
+            self._end_pending = True
+            if not count:
+                return self._end_data()
+        return event
+
+    def _line_block(self, chunk: bytes) -> tuple[list[bytes], int, bool]:
+        """(lines, bytes consumed, finished) of `chunk`'s complete lines, split one by one.
+
+        Dot-unstuffed and without CR; the "." line ends them (finished).
+
+        Raises:
+            LineTooLong: a line is over the cap.
+        """
         lines = chunk.split(b"\n")
         lines.pop()  # the empty piece after the last LF
-        consumed = end + 1
+        consumed = len(chunk)
         finished = False
         if chunk.startswith(b".") or _LINE_WITH_DOT.search(chunk):
             terminator = self._unstuff(lines)
@@ -589,17 +611,9 @@ class NNTPConnection:
                 index, consumed = terminator
                 lines = lines[:index]
                 finished = True
-        del buffer[:consumed]
         if len(lines) and max(map(len, lines)) > self.max_line_bytes:
             raise LineTooLong(self.max_line_bytes)
-        out = [x[:-1] if x.endswith(b"\r") else x for x in lines]
-        if finished:
-            self._end_pending = True
-            if not out:
-                return self._end_data()
-        if self._text:
-            return DataText((b"\n".join(out) + b"\n").translate(None, b"\r"), len(out))
-        return DataLines(out)
+        return [x[:-1] if x.endswith(b"\r") else x for x in lines], consumed, finished
 
     def _text_block(self, chunk: bytes) -> tuple[bytes, int, int, bool] | None:
         """(text, lines, bytes consumed, finished) of `chunk`'s complete lines, as one block.
