@@ -153,8 +153,7 @@ class Scheduler:
                 await self._refresh()
                 job = self._pop(server)
             if job is not None:
-                self._in_flight[job.key] = job
-                self.observe(job)
+                self._hand_out(job)
             return job
 
     def done(self, job: ChunkJob) -> None:
@@ -184,9 +183,12 @@ class Scheduler:
         if position is None or not fits(self._queue[position]):
             return None
         job = self._queue.pop(position)
+        self._hand_out(job)
+        return job
+
+    def _hand_out(self, job: ChunkJob) -> None:
         self._in_flight[job.key] = job
         self.observe(job)
-        return job
 
     def _pop(self, server: int) -> ChunkJob | None:
         position = self._find(server)
@@ -230,6 +232,10 @@ class _Selected:
     low: int = 0
     high: int = 0
     at: float = -math.inf
+
+    def recent(self, group: str, now: float, seconds: float) -> bool:
+        """Whether `group` is the one selected, less than `seconds` before `now`."""
+        return self.group == group and now - self.at < seconds
 
 
 @attrs.define(eq=False)
@@ -412,7 +418,7 @@ class Prefetcher:
         beyond its high water mark waits for the next look at the group.
         """
         now = trio.current_time()
-        if selected.group == job.group and now - selected.at < self.options.poll_seconds:
+        if selected.recent(job.group, now, self.options.poll_seconds):
             low, high = selected.low, selected.high  # selected a moment ago: no round trip
         else:
             _count, low, high = await client.group(job.group)
@@ -474,12 +480,11 @@ class Prefetcher:
             raise sole_error(group) from None
 
     def _following(self, index: int, selected: _Selected) -> ChunkJob | None:
-        if trio.current_time() - selected.at >= self.options.poll_seconds:
-            return None
+        now = trio.current_time()
 
         def fits(job: ChunkJob) -> bool:
             return (
-                job.group == selected.group
+                selected.recent(job.group, now, self.options.poll_seconds)
                 and selected.low <= job.first <= job.last <= selected.high
             )
 
