@@ -20,7 +20,7 @@ import trio.testing
 from test_nntp_compressed import gzip_data, xzver_data
 
 from usenet_indexer.errors import ConfigError
-from usenet_indexer.nntp.client import NNTPClient, ServerURL, connect
+from usenet_indexer.nntp.client import NNTPClient, OverviewText, ServerURL, connect
 from usenet_indexer.nntp.errors import (
     AuthRequired,
     CompressionError,
@@ -520,12 +520,19 @@ async def _text_slices(
     client: NNTPClient, *, depth: int = 4, xover: bool = False
 ) -> list[tuple[tuple[int, int], list[bytes]]]:
     """over_text_pipelined over SLICES, each slice's blocks split back into lines."""
-    got = []
-    async for piece, text in client.over_text_pipelined(SLICES, depth=depth, xover=xover):
-        lines = b"".join(text.blocks).split(b"\n")[:-1]
-        assert len(lines) == text.lines
-        got.append((piece, lines))
-    return got
+    return [
+        (piece, _text_lines(text))
+        async for piece, text in client.over_text_pipelined(SLICES, depth=depth, xover=xover)
+    ]
+
+
+def _text_lines(text: OverviewText) -> list[bytes]:
+    """A slice's text blocks split back into lines, checked against its line count."""
+    joined = b"".join(text.blocks)
+    assert joined.endswith(b"\n") or not joined
+    lines = joined.split(b"\n")[:-1]
+    assert len(lines) == text.lines
+    return lines
 
 
 async def _over_all(client: NNTPClient, first: int, last: int, step: int) -> list[bytes]:
@@ -536,14 +543,7 @@ async def _over_all(client: NNTPClient, first: int, last: int, step: int) -> lis
 async def _over_all_as_text(client: NNTPClient, first: int, last: int, step: int) -> list[bytes]:
     """The lines of over_text_pipelined, checked against each slice's count."""
     slices = [(n, min(n + step - 1, last)) for n in range(first, last + 1, step)]
-    lines: list[bytes] = []
-    async for _, text in client.over_text_pipelined(slices):
-        joined = b"".join(text.blocks)
-        assert joined.endswith(b"\n") or not joined
-        got = joined.split(b"\n")[:-1]
-        assert len(got) == text.lines
-        lines += got
-    return lines
+    return [x async for _, text in client.over_text_pipelined(slices) for x in _text_lines(text)]
 
 
 @pytest.mark.trio
