@@ -468,7 +468,9 @@ class Prefetcher:
                         fetching.unread -= 1
                         if not fetching.unread:
                             await to_write.send((fetching, None))  # read whole: land it
-                        if not feed.waiting:
+                        # Once all is sent, while replies are still to come (after the
+                        # last one the pipeline ends: a chunk added then would not be read).
+                        if not feed.waiting and any(f.unread for f in chain):
                             following = self._following(index, selected)
                             if following is not None:
                                 # The landed ones are their landing tasks' now: keep the rest.
