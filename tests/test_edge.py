@@ -23,6 +23,7 @@ import httpx
 import psycopg
 import pytest
 import trio
+import trio.testing
 from psycopg_pool import ConnectionPool
 
 from usenet_indexer import nodeapi
@@ -40,9 +41,11 @@ from usenet_indexer.edge.client import (
     EdgeLease,
     NodeApiError,
     api_base,
+    open_client,
 )
 from usenet_indexer.edge.events import EdgeEvent, EventKind
 from usenet_indexer.edge.options import EdgeOptions
+from usenet_indexer.edge.range_runner import Outcome, RangeRunner
 from usenet_indexer.edge.worker import EdgeTotals
 from usenet_indexer.errors import ConfigError, RemoteProtocolError
 from usenet_indexer.frames import Codec, Frame, encode_frame
@@ -725,15 +728,17 @@ async def test_supervised_edges_halt_on_a_rejected_token(
 
 
 @attrs.define
-class TwoRangeCoordinator:
-    """A FAKE node API leasing two ranges, whose first range's batch is only
-    answered once the second range is leased: an edge that waited for the
-    post before leasing again would never get there."""
+class RangesCoordinator:
+    """A FAKE node API leasing `ranges` ranges, whose first range's batch is only
+    answered once lease number `hold_until_lease` is asked for: an edge that
+    waited for that post before leasing again would never get there."""
 
     frames: list[Frame]
-    second_leased: trio.Event = attrs.field(factory=trio.Event)
+    ranges: int = 2
+    hold_until_lease: int = 2
     calls: list[str] = attrs.field(factory=list)
     _leases: int = 0
+    _held_lease: trio.Event = attrs.field(factory=trio.Event)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         *_, range_id, action = scope["path"].rsplit("/", 2)
@@ -742,20 +747,20 @@ class TwoRangeCoordinator:
         status, answer = 200, b"{}"
         if action == "lease":
             self._leases += 1
-            if self._leases > 2:
+            if self._leases > self.ranges:
                 status, answer = 204, b""
             else:
                 lease = {"id": self._leases, "group": "alt.binaries.fake", "first": 1,
                          "last": 3, "next": 1, "epoch": 1}  # fmt: skip
                 rules = [rule.to_wire() for rule in DEFAULT_RULES]
                 answer = httpx.Response(200, json={"range": lease, "rules": rules}).content
-                if self._leases == 2:
-                    self.second_leased.set()
+                if self._leases == self.hold_until_lease:
+                    self._held_lease.set()
         elif action == "stream":
             answer = b"".join(encode_frame(frame) for frame in self.frames)
         elif action == "batches":
             if range_id == "1":
-                await self.second_leased.wait()
+                await self._held_lease.wait()
             answer = b'{"stored": true, "already": false}'
         self.calls.append(f"{action} {range_id}" if action != "lease" else action)
         await send({"type": "http.response.start", "status": status, "headers": []})
@@ -767,7 +772,7 @@ async def test_the_next_range_is_leased_while_the_last_post_of_one_is_in_flight(
     settings: Settings,
 ) -> None:
     payload = zlib.compress(fake_lines())
-    fake = TwoRangeCoordinator([Frame.chunk(1, 3, payload, codec=Codec.ZLIB), Frame.end(3)])
+    fake = RangesCoordinator([Frame.chunk(1, 3, payload, codec=Codec.ZLIB), Frame.end(3)])
     with trio.fail_after(DEADLINE_SECONDS):
         totals = await worker.run(
             settings, options=fake_options(ranges=2), transport=httpx.ASGITransport(app=fake)
@@ -776,6 +781,56 @@ async def test_the_next_range_is_leased_while_the_last_post_of_one_is_in_flight(
     # Range 1's batch is answered after the second lease; both ranges finish.
     assert fake.calls.index("lease", 1) < fake.calls.index("batches 1")
     assert fake.calls.count("finish 1") == fake.calls.count("finish 2") == 1
+
+
+@pytest.mark.trio
+async def test_a_range_is_leased_once_the_stream_before_it_ended_not_after_its_indexing(
+    settings: Settings,
+) -> None:
+    # Range 1 stays in its tail (its post unanswered) until the third lease.
+    # Range 2, indexed meanwhile, cannot hand over its last batch before
+    # range 1 leaves the tail: an edge that leased range 3 only after range 2's
+    # indexing would wait for ever; one that leases once range 2's stream has
+    # ended gets there.
+    payload = zlib.compress(fake_lines())
+    frames = [Frame.chunk(1, 3, payload, codec=Codec.ZLIB), Frame.end(3)]
+    fake = RangesCoordinator(frames, ranges=3, hold_until_lease=3)
+    with trio.fail_after(DEADLINE_SECONDS):
+        totals = await worker.run(
+            settings, options=fake_options(ranges=3), transport=httpx.ASGITransport(app=fake)
+        )
+    assert totals == EdgeTotals(finished=3)
+    assert fake.calls.index("lease", fake.calls.index("stream 2")) < fake.calls.index("batches 2")
+    # Each range's batch is posted once.
+    assert [fake.calls.count(f"batches {n}") for n in (1, 2, 3)] == [1, 1, 1]
+
+
+@pytest.mark.trio
+async def test_a_range_leased_ahead_feeds_nothing_until_the_range_before_is_indexed() -> None:
+    payload = zlib.compress(fake_lines())
+    frames = [Frame.chunk(1, 3, payload, codec=Codec.ZLIB), Frame.end(3)]
+    fake = RangesCoordinator(frames, ranges=1, hold_until_lease=1)
+    options = fake_options()
+    before_indexed = trio.Event()
+    transport = httpx.ASGITransport(app=fake)
+    with trio.fail_after(DEADLINE_SECONDS):
+        async with open_client(
+            options.coordinator_url, options.node_token, retry=FAST_RETRY, transport=transport
+        ) as client:
+            lease = await client.lease()
+            assert lease is not None
+            runner = RangeRunner(client, lease, options, trio.Event(), after=before_indexed)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(runner.run)
+                await runner.streamed.wait()
+                await trio.testing.wait_all_tasks_blocked()
+                # Streamed to its END, but nothing indexed: no batch, not done.
+                assert "batches 1" not in fake.calls
+                assert not runner.indexed.is_set()
+                before_indexed.set()
+    assert runner.report is not None
+    assert runner.report.outcome is Outcome.FINISHED
+    assert fake.calls.count("batches 1") == fake.calls.count("finish 1") == 1
 
 
 def test_the_gc_policy_turns_automatic_collection_off_and_collects_on_demand() -> None:

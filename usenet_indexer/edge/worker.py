@@ -1,9 +1,10 @@
 """The edge worker: lease a range, run it, lease the next; idle when there is none.
 
-Ranges overlap by their tails: once a range's indexing is done (its last
-batch handed to the poster), the next lease is taken and indexed while the
-last post and `finish` of the previous range go on, at most one range in
-its tail at a time (see range_runner's "The tail").
+Ranges overlap: once a range's stream has sent its END, the next range is
+leased and its stream opened while the last chunk is indexed; it indexes
+once the range before has handed over its last batch, while that range's
+last post and `finish` go on, at most one range in its tail at a time (see
+range_runner's "The tail").
 
 A 204 means nothing to do: the worker waits `idle_seconds` (cut short by a
 stop) and asks again; with `ranges` set it ends instead, so a script's
@@ -126,6 +127,8 @@ async def _lease_loop(
     run_range: Callable[[RangeRunner], Awaitable[None]],
 ) -> None:
     tail = trio.Semaphore(1)
+    # The range before's `indexed`: the next range feeds nothing until it is set.
+    previous: trio.Event | None = None
     leased = 0
     while not stop.is_set() and (options.ranges is None or leased < options.ranges):
         lease = await _lease(client, options)
@@ -135,9 +138,10 @@ async def _lease_loop(
             await _idle(stop, options.idle_seconds)
             continue
         leased += 1
-        runner = RangeRunner(client, lease, options, stop, observe, tail=tail)
+        runner = RangeRunner(client, lease, options, stop, observe, tail=tail, after=previous)
         ranges.start_soon(run_range, runner)
-        await runner.indexed.wait()
+        await runner.streamed.wait()
+        previous = runner.indexed
         if runner.report is not None and runner.report.outcome is Outcome.FAILED:
             await _idle(stop, options.idle_seconds)
 
