@@ -2,17 +2,20 @@
 
 Theory of operation
 -------------------
-Four tasks share the range, joined by unbuffered memory channels (a send
-waits until the other side takes the item), which is what bounds memory:
+Five tasks share the range, joined by memory channels of no or one slot
+(a send waits until the other side takes the item, or the slot is free),
+which is what bounds memory:
 
-    stream reader --Piece--> indexing loop --Batch--> poster
-                                                      heartbeats
+    frame reader --Frame--> inflater --Piece--> indexing loop --Batch--> poster
+                                                                  heartbeats
 
-- The stream reader decodes frames and inflates each CHUNK in a worker
-  thread, so the next chunk inflates while this one is indexed; it then
-  waits until the indexing loop takes it: at most one chunk ahead. The
-  indexing loop feeds a chunk in parts of `FEED_BYTES` and gives the
-  reader a turn after each, so that the reader does read ahead.
+- The frame reader decodes frames off the stream, one ahead in the channel
+  (compressed); it sets `streamed` when it reads END.
+- The inflater inflates each CHUNK in a worker thread, so the next chunk
+  inflates while this one is indexed; it then waits until the indexing loop
+  takes it: at most one chunk ahead. The indexing loop feeds a chunk in
+  parts of `FEED_BYTES` and gives the other tasks a turn after each, so
+  that the stream is read ahead.
 - The indexing loop feeds the RangeIndexer and hands over a batch every
   `batch_articles` articles. The poster posts batches in order; while one
   is in flight the loop indexes on, and at most one batch waits behind it.
@@ -22,11 +25,13 @@ The tail. Ranges overlap at both ends, so that the indexing loop never
 waits on the network between them:
 
 - Once the stream has sent its END frame, `run` sets `streamed` and the
-  worker leases the next range: its lease, stream and first inflates go on
-  while this range's last chunk is indexed and its last batch taken (a take
-  runs in a worker thread, so the event loop goes on meanwhile). The next range waits
-  for this one's `indexed` (its `after`) before it feeds anything, so it
-  holds at most a chunk being inflated and one inflated meanwhile.
+  worker leases the next range. The reader reads frames ahead of the
+  inflating (two at most, compressed), so it sees the END while this
+  range's last chunks are indexed: the next range's lease, stream and first
+  inflates go on meanwhile, and are ready when its last batch is taken.
+  The next range waits for this one's `indexed` (its `after`) before it
+  feeds anything, so it holds at most a chunk being inflated and one
+  inflated meanwhile.
 - Once the last batch is handed to the poster, the range's indexing is
   done: `indexed` is set, and the next range indexes while this one's last
   post and `finish` go on (a post takes seconds on a busy coordinator). A
@@ -311,13 +316,13 @@ class RangeRunner:
                     return STOPPING
             await self._feed(piece)
             if piece.end:
-                batch = await self._take(finish=True)
+                batch = self._indexer.finish()
                 if batch.next > batch.first or batch.lines:
                     await batches.send(batch)
                 await self._indexing_done()
                 return None
             if self._indexer.pending_articles >= self.options.batch_articles:
-                await batches.send(await self._take())
+                await batches.send(self._indexer.take())
                 # The worker runs without automatic cyclic GC (gcpolicy): collect
                 # now, while the batch's open files are gone.
                 collect_all()
@@ -325,15 +330,6 @@ class RangeRunner:
                 return STOPPING
         # The reader ends without END or a reason only when stopped.
         return STOPPING
-
-    async def _take(self, *, finish: bool = False) -> Batch:
-        # In a worker thread, so that the event loop goes on meanwhile: at a
-        # range's end the next range is leased, its stream opened and its
-        # first chunk inflated during the take (half a second or more), and
-        # the last post goes out. Nothing else feeds this indexer meanwhile,
-        # and the thread is waited for even when cancelled: a batch is taken whole.
-        indexer = self._indexer
-        return await trio.to_thread.run_sync(indexer.finish if finish else indexer.take)
 
     async def _feed(self, piece: Piece) -> None:
         indexer = self._indexer
@@ -368,37 +364,65 @@ class RangeRunner:
         async with self.client.stream(self.lease) as response:
             raw = cast("AsyncGenerator[bytes, None]", response.aiter_raw())
             frames = _FrameSource(raw, FrameDecoder(self.options.max_payload_bytes))
+            # Frames are read ahead of the inflating (one waits in the channel,
+            # one in the reader's hand): the END is seen while the range's last
+            # chunks are indexed, and the next range leased then.
+            read, to_inflate = trio.open_memory_channel[_Read](1)
             try:
-                await self._send_pieces(frames, pieces)
-            except (FrameError, ChunkError, httpx.TransportError) as error:
-                await pieces.send(f"the stream broke: {error}")
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._read_frames, frames, read)
+                    await self._send_pieces(to_inflate, pieces)
+                    nursery.cancel_scope.cancel()
             finally:
                 await raw.aclose()
 
+    async def _read_frames(self, frames: _FrameSource, read: trio.MemorySendChannel[_Read]) -> None:
+        async with read:
+            try:
+                while True:
+                    frame = await frames.next()
+                    if frame.kind in {FrameKind.END, FrameKind.ERROR}:
+                        if frame.kind == FrameKind.END:
+                            # Nothing more comes for this range: the next may be leased.
+                            self.streamed.set()
+                        # Read to the end of the response: a stream read to its
+                        # end leaves none of httpx's generators half-done.
+                        await frames.closed()
+                        await read.send(frame)
+                        return
+                    await read.send(frame)
+            except (FrameError, httpx.TransportError) as error:
+                # In its turn: the frames read before it are indexed first.
+                await read.send(error)
+
     async def _send_pieces(
-        self, frames: _FrameSource, pieces: trio.MemorySendChannel[Piece | str]
+        self,
+        to_inflate: trio.MemoryReceiveChannel[_Read],
+        pieces: trio.MemorySendChannel[Piece | str],
     ) -> None:
-        while True:
-            frame = await frames.next()
+        async for frame in to_inflate:
+            if isinstance(frame, Exception):
+                await pieces.send(f"the stream broke: {frame}")
+                return
             if frame.kind == FrameKind.KEEPALIVE:
                 resume = self._indexer.resume_point
                 self.observe(EdgeEvent(EventKind.KEEPALIVE, self.lease.range_id, resume))
                 continue
             if frame.kind == FrameKind.ERROR:
-                await frames.closed()
                 await pieces.send(f"the coordinator ended the stream: {frame.message}")
                 return
-            cap = self.options.max_text_bytes
-            piece = await trio.to_thread.run_sync(piece_of, frame, cap)
-            if piece.end:
-                # Nothing more comes for this range: the next may be leased.
-                self.streamed.set()
-                # Read to the end of the response: a stream read to its end
-                # leaves none of httpx's generators half-done.
-                await frames.closed()
+            try:
+                piece = await trio.to_thread.run_sync(piece_of, frame, self.options.max_text_bytes)
+            except ChunkError as error:
+                await pieces.send(f"the stream broke: {error}")
+                return
             await pieces.send(piece)
             if piece.end:
                 return
+
+
+# What the frame reader hands on: a frame, or why the stream broke.
+_Read = Frame | FrameError | httpx.TransportError
 
 
 @attrs.define(eq=False)
