@@ -571,8 +571,9 @@ async def test_a_batch_refused_for_good_gives_the_range_back(settings: Settings)
 async def test_a_stream_broken_after_a_chunk_posts_the_chunk_and_gives_the_range_back(
     settings: Settings, caplog: pytest.LogCaptureFixture
 ) -> None:
-    # The bytes after the chunk are read with it (the reader looks ahead for
-    # an END): the chunk is still indexed and stored before the break counts.
+    # The frame reader meets the bad bytes while the chunk is still to be
+    # indexed: the break is handed on in its turn, so the chunk is indexed and
+    # stored first.
     frames = [Frame.chunk(1, 2, zlib.compress(fake_lines()), codec=Codec.ZLIB)]
     fake = FakeCoordinator(frames, trailer=b"\xc1U\x09" + bytes(22))
     with trio.fail_after(DEADLINE_SECONDS):
@@ -829,8 +830,8 @@ async def test_a_range_is_leased_once_the_stream_before_it_ended_not_after_its_i
 @pytest.mark.trio
 async def test_a_range_leased_ahead_feeds_nothing_until_the_range_before_is_indexed() -> None:
     # Two chunks: the first is taken by the indexing loop (which then waits),
-    # the second is read and inflated, and stays unfed; the END after it is
-    # seen with it, so the range says it has streamed.
+    # the second is read and inflated, and stays unfed; the frame reader, a
+    # frame ahead, reads the END meanwhile, so the range says it has streamed.
     lines = fake_lines().split(b"\n")
     frames = [
         Frame.chunk(1, 2, zlib.compress(b"\n".join(lines[:2])), codec=Codec.ZLIB),
