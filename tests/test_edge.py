@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import logging
 import os
+import ssl
 import sys
 import zlib
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -24,6 +25,7 @@ import psycopg
 import pytest
 import trio
 import trio.testing
+import trustme
 from psycopg_pool import ConnectionPool
 
 from usenet_indexer import nodeapi
@@ -42,6 +44,7 @@ from usenet_indexer.edge.client import (
     NodeApiError,
     api_base,
     open_client,
+    tls_verify,
 )
 from usenet_indexer.edge.events import EdgeEvent, EventKind
 from usenet_indexer.edge.options import EdgeOptions
@@ -675,6 +678,35 @@ def test_the_api_base_url() -> None:
     assert api_base("http://c:8750") == "http://c:8750/api/v1/node/"
     assert api_base("http://c:8750/") == "http://c:8750/api/v1/node/"
     assert api_base("http://c:8750/api/v1/node") == "http://c:8750/api/v1/node/"
+
+
+@pytest.mark.trio
+async def test_an_https_coordinator_with_an_untrusted_certificate_is_refused() -> None:
+    # A plain http URL builds no certificate context (tls_verify); an https
+    # one is verified as ever: a certificate from an unknown CA fails.
+    assert (tls_verify("http://c:8750/"), tls_verify("https://c:8750/")) == (False, True)
+    certificate = trustme.CA().issue_cert("127.0.0.1")
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    certificate.configure_cert(context)
+    refused: list[BaseException] = []
+
+    async def handshake(stream: trio.SSLStream[trio.SocketStream]) -> None:
+        with pytest.raises(trio.BrokenResourceError) as caught:
+            await stream.do_handshake()
+        refused.append(caught.value)
+
+    async with trio.open_nursery() as nursery:
+        listeners = await nursery.start(
+            partial(trio.serve_ssl_over_tcp, handshake, 0, context, host="127.0.0.1")
+        )
+        port = listeners[0].transport_listener.socket.getsockname()[1]
+        async with open_client(
+            f"https://127.0.0.1:{port}", "token", retry=RetryPolicy(tries=1)
+        ) as client:
+            with pytest.raises(NodeApiError, match="CERTIFICATE_VERIFY_FAILED"):
+                await client.lease()
+        nursery.cancel_scope.cancel()
+    assert len(refused) == 1
 
 
 def test_a_lease_document_is_checked() -> None:

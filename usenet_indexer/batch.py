@@ -11,8 +11,11 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterable, Iterator
+from functools import cached_property
 
 import attrs
+
+from usenet_indexer.naming import release_name
 
 
 @attrs.frozen
@@ -76,6 +79,15 @@ class ReleaseChunk:
     files_announced: int | None
     files: tuple[FileChunk, ...]
     dropped: str | None = None
+
+    @cached_property
+    def name(self) -> str:
+        """The chunk's release name (`naming.release_name` of its head and files).
+
+        Computed once: the indexer names a chunk for its probe candidate, and
+        the edge packs the same name.
+        """
+        return release_name(self.head_name, ((f.name, f.total_segments) for f in self.files))
 
 
 # A file without a readable date sorts after every dated one.

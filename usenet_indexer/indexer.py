@@ -390,7 +390,7 @@ class RangeIndexer:
                 releases.append(attrs.evolve(chunk, dropped=dropped_by))
                 continue
             releases.append(chunk)
-            candidate = _probe_candidate(view.name, chunk)
+            candidate = _probe_candidate(chunk)
             if candidate is not None:
                 candidates.append(candidate)
         batch = Batch(
@@ -674,9 +674,9 @@ def _file_order(chunk: FileChunk) -> tuple[int, str]:
     return (chunk.index if chunk.index is not None else 1 << 30, chunk.name)
 
 
-def _probe_candidate(name: str, chunk: ReleaseChunk) -> ProbeCandidate | None:
+def _probe_candidate(chunk: ReleaseChunk) -> ProbeCandidate | None:
     """A probe for a release whose name is random, if a par2 or nfo of it was seen."""
-    if not looks_obfuscated(name):
+    if not looks_obfuscated(chunk.name):
         return None
     best: tuple[int, str, FileChunk] | None = None
     for file in chunk.files:

@@ -27,7 +27,6 @@ from usenet_indexer.batch import (
     RuleCount,
     representative,
 )
-from usenet_indexer.naming import release_name
 
 
 @attrs.frozen
@@ -96,7 +95,7 @@ def pack_release(chunk: ReleaseChunk) -> PackedRelease:
         groups=chunk.groups,
         files_announced=chunk.files_announced,
         fragment=fragments.pack(files),
-        name=release_name(chunk.head_name, ((f.name, f.total_segments) for f in files)),
+        name=chunk.name,
         posted=min(dated) if dated else 0,
         representative=representative(files),
         files=len(files),

@@ -62,7 +62,13 @@ import trio
 from usenet_indexer.batch import Batch
 from usenet_indexer.batchwire import compress_body, encode_batch
 from usenet_indexer.edge.chunks import ChunkError, Piece, lines_from, piece_of
-from usenet_indexer.edge.client import EdgeLease, LeaseLostError, NodeApiError, NodeClient
+from usenet_indexer.edge.client import (
+    EdgeLease,
+    LeaseLostError,
+    NodeApiError,
+    NodeClient,
+    transport_problem,
+)
 from usenet_indexer.edge.events import EdgeEvent, EventKind, Observer, ignore
 from usenet_indexer.edge.options import EdgeOptions
 from usenet_indexer.frames import CLOSED, Frame, FrameDecoder, FrameError, FrameKind
@@ -401,7 +407,10 @@ class RangeRunner:
         pieces: trio.MemorySendChannel[Piece | str],
     ) -> None:
         async for frame in to_inflate:
-            if isinstance(frame, Exception):
+            if isinstance(frame, httpx.TransportError):
+                await pieces.send(f"the stream broke: {transport_problem(frame)}")
+                return
+            if isinstance(frame, FrameError):
                 await pieces.send(f"the stream broke: {frame}")
                 return
             if frame.kind == FrameKind.KEEPALIVE:
