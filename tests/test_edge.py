@@ -26,6 +26,8 @@ import pytest
 import trio
 import trio.testing
 import trustme
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from psycopg_pool import ConnectionPool
 
 from usenet_indexer import nodeapi
@@ -37,7 +39,7 @@ from usenet_indexer.coordinator.server import serve
 from usenet_indexer.coordinator.stores import Stores
 from usenet_indexer.coordinator.stream import StreamTiming
 from usenet_indexer.edge import worker
-from usenet_indexer.edge.chunks import ChunkError, inflate, lines_from
+from usenet_indexer.edge.chunks import ChunkError, line_parts, lines_from, text_parts
 from usenet_indexer.edge.client import (
     NODE_API_PATH,
     EdgeLease,
@@ -52,6 +54,7 @@ from usenet_indexer.edge.range_runner import Outcome, RangeRunner
 from usenet_indexer.edge.worker import EdgeTotals
 from usenet_indexer.errors import ConfigError, RemoteProtocolError
 from usenet_indexer.frames import Codec, Frame, encode_frame
+from usenet_indexer.inflate import InflateFailed, Problem, capped_inflate, capped_inflate_blocks
 from usenet_indexer.merge import CatalogRelease
 from usenet_indexer.retry import RetryPolicy
 from usenet_indexer.rules import DEFAULT_RULES
@@ -688,12 +691,13 @@ async def test_an_https_coordinator_with_an_untrusted_certificate_is_refused() -
     certificate = trustme.CA().issue_cert("127.0.0.1")
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     certificate.configure_cert(context)
-    refused: list[BaseException] = []
+    refused = trio.Event()
 
     async def handshake(stream: trio.SSLStream[trio.SocketStream]) -> None:
-        with pytest.raises(trio.BrokenResourceError) as caught:
+        # The server's side of it: the client hung up during the handshake.
+        with pytest.raises(trio.BrokenResourceError):
             await stream.do_handshake()
-        refused.append(caught.value)
+        refused.set()
 
     async with trio.open_nursery() as nursery:
         listeners = await nursery.start(
@@ -705,8 +709,9 @@ async def test_an_https_coordinator_with_an_untrusted_certificate_is_refused() -
         ) as client:
             with pytest.raises(NodeApiError, match="CERTIFICATE_VERIFY_FAILED"):
                 await client.lease()
+        with trio.fail_after(10):
+            await refused.wait()
         nursery.cancel_scope.cancel()
-    assert len(refused) == 1
 
 
 def test_a_lease_document_is_checked() -> None:
@@ -729,28 +734,81 @@ def test_a_lease_document_is_checked() -> None:
             EdgeLease.from_json(document)
 
 
+def _text(codec: Codec, payload: bytes, max_bytes: int, part_bytes: int = 64) -> bytes:
+    parts = text_parts(codec, payload, max_bytes, part_bytes)
+    assert all(part.endswith(b"\n") for part in parts[:-1])
+    return b"".join(parts)
+
+
 def test_chunks_inflate_with_a_cap() -> None:
     text = b"1\tsubject\n" * 1000
-    assert inflate(Codec.ZLIB, zlib.compress(text), len(text)) == text
-    assert inflate(Codec.GZIP, gzip.compress(text), len(text)) == text
-    assert inflate(Codec.NONE, text, len(text)) == text
+    assert _text(Codec.ZLIB, zlib.compress(text), len(text)) == text
+    assert _text(Codec.GZIP, gzip.compress(text), len(text)) == text
+    assert _text(Codec.NONE, text, len(text)) == text
     with pytest.raises(ChunkError, match="over"):
-        inflate(Codec.ZLIB, zlib.compress(text), len(text) - 1)
+        _text(Codec.ZLIB, zlib.compress(text), len(text) - 1)
     with pytest.raises(ChunkError, match="ZSTD is not supported"):
-        inflate(Codec.ZSTD, b"x", 100)
+        _text(Codec.ZSTD, b"x", 100)
     with pytest.raises(ChunkError, match="corrupt"):
-        inflate(Codec.ZLIB, b"not zlib", 100)
+        _text(Codec.ZLIB, b"not zlib", 100)
+    with pytest.raises(ChunkError, match="corrupt"):
+        _text(Codec.ZLIB, zlib.compress(text)[:-1] + b"\x00", len(text))  # its checksum
     with pytest.raises(ChunkError, match="truncated"):
-        inflate(Codec.GZIP, gzip.compress(text)[:-10], len(text))
+        _text(Codec.GZIP, gzip.compress(text)[:-10], len(text))
     with pytest.raises(ChunkError, match="truncated"):
-        inflate(Codec.ZLIB, zlib.compress(text) + b"tail", len(text))
+        _text(Codec.ZLIB, zlib.compress(text) + b"tail", len(text))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    lines=st.lists(st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"")), max_size=40),
+    ends=st.booleans(),
+    cuts=st.lists(st.integers(min_value=0, max_value=2000), max_size=8),
+    part_bytes=st.integers(min_value=1, max_value=120),
+)
+def test_line_parts_cut_text_at_line_ends_whatever_the_blocks(
+    lines: list[bytes], ends: bool, cuts: list[int], part_bytes: int
+) -> None:
+    text = b"\n".join(lines) + (b"\n" if ends and lines else b"")
+    at = sorted({min(cut, len(text)) for cut in cuts})
+    blocks = [text[a:b] for a, b in zip([0, *at], [*at, len(text)], strict=True)]
+    parts = line_parts(blocks, part_bytes)
+    assert b"".join(parts) == text
+    assert all(parts)
+    assert all(part.endswith(b"\n") for part in parts[:-1])
+    # Bounded: at most part_bytes after a part's first line.
+    assert all(len(part) - part.find(b"\n") - 1 <= part_bytes for part in parts if b"\n" in part)
+
+
+def test_inflating_in_blocks_gives_what_inflating_whole_gives() -> None:
+    text = b"".join(b"%d\tsubject %d\n" % (k, k * k) for k in range(20_000))
+    for wbits, packed in ((15, zlib.compress(text)), (31, gzip.compress(text))):
+        blocks = capped_inflate_blocks(packed, wbits=wbits, max_bytes=len(text), block_bytes=4096)
+        assert b"".join(blocks) == capped_inflate(packed, wbits=wbits, max_bytes=len(text))
+        assert max(map(len, blocks)) == 4096
+    packed = zlib.compress(text)
+    for data, max_bytes, problem in (
+        (packed, len(text) - 1, Problem.TOO_LARGE),
+        (b"not zlib", len(text), Problem.CORRUPT),
+        (packed[:-10], len(text), Problem.TRUNCATED),
+        (packed + b"tail", len(text), Problem.TRAILING),
+    ):
+        with pytest.raises(InflateFailed) as whole:
+            capped_inflate(data, wbits=15, max_bytes=max_bytes)
+        with pytest.raises(InflateFailed) as in_blocks:
+            capped_inflate_blocks(data, wbits=15, max_bytes=max_bytes, block_bytes=4096)
+        assert whole.value.problem is in_blocks.value.problem is problem
 
 
 def test_lines_from_drops_what_is_stored_already() -> None:
     data = b"5\ta\n6\tb\nbroken\n7\tc\n"
-    assert lines_from(data, 6) == b"6\tb\nbroken\n7\tc"
-    assert lines_from(data, 8) == b""
-    assert lines_from(data, 1) == b"5\ta\n6\tb\nbroken\n7\tc"
+    # A line without a number goes with the line before it, across parts too.
+    parts = (b"5\ta\n6\tb\n", b"broken\n7\tc\n")
+    for given_parts in ((data,), parts):
+        assert b"".join(lines_from(given_parts, 6, 8)) == b"6\tb\nbroken\n7\tc\n"
+        assert lines_from(given_parts, 8, 8) == ()
+        assert b"".join(lines_from(given_parts, 1, 8)) == data
+    assert all(len(part) <= 12 for part in lines_from(parts, 1, 8))
 
 
 # --- under the supervisor -----------------------------------------------------------

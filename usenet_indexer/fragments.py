@@ -91,12 +91,9 @@ def _columns(ids: bytes, count: int) -> tuple[int, bytes]:
         return 0, ids
     width = ids.find(b"\n")
     stride = width + 1
-    if (
-        width < 1
-        or len(ids) != count * stride - 1
-        or ids.count(b"\n") != count - 1
-        or ids[width::stride] != b"\n" * (count - 1)
-    ):
+    # Every stride-th byte a "\n" and the length right: `count` rows of W
+    # bytes, which `_rows` gives back exactly.
+    if width < 1 or len(ids) != count * stride - 1 or ids[width::stride] != b"\n" * (count - 1):
         return 0, ids
     return width, b"".join([ids[i::stride] for i in range(width)])
 

