@@ -39,7 +39,13 @@ from usenet_indexer.coordinator.server import serve
 from usenet_indexer.coordinator.stores import Stores
 from usenet_indexer.coordinator.stream import StreamTiming
 from usenet_indexer.edge import worker
-from usenet_indexer.edge.chunks import ChunkError, line_parts, lines_from, text_parts
+from usenet_indexer.edge.chunks import (
+    INFLATE_BLOCK_BYTES,
+    ChunkError,
+    inflate,
+    line_parts,
+    lines_from,
+)
 from usenet_indexer.edge.client import (
     NODE_API_PATH,
     EdgeLease,
@@ -274,10 +280,13 @@ async def test_two_ranges_end_in_the_catalog_an_offline_index_makes(
     group_id = coordinator.add_group(data.group)
     middle = (data.low + data.high) // 2
     spans = [(data.low, middle), (middle + 1, data.high)]
-    for first, last in spans:
+    # The second range's chunks inflate to over INFLATE_BLOCK_BYTES: lines are
+    # cut between blocks, and fed whole all the same.
+    for (first, last), per_chunk in zip(spans, (LINES_PER_CHUNK, 6_000), strict=True):
         coordinator.plan(group_id, first, last)
-        for chunk in data.chunks(first, last):
+        for chunk in data.chunks(first, last, per_chunk):
             coordinator.write(group_id, chunk)
+    assert sum(map(len, data.lines_in(middle + 1, middle + 6_000))) > INFLATE_BLOCK_BYTES
     token = coordinator.stores.nodes.create("edge-1")
     watcher = Watcher()
 
@@ -734,8 +743,8 @@ def test_a_lease_document_is_checked() -> None:
             EdgeLease.from_json(document)
 
 
-def _text(codec: Codec, payload: bytes, max_bytes: int, part_bytes: int = 64) -> bytes:
-    parts = text_parts(codec, payload, max_bytes, part_bytes)
+def _text(codec: Codec, payload: bytes, max_bytes: int) -> bytes:
+    parts = list(line_parts(inflate(codec, payload, max_bytes), 64))
     assert all(part.endswith(b"\n") for part in parts[:-1])
     return b"".join(parts)
 
@@ -772,7 +781,7 @@ def test_line_parts_cut_text_at_line_ends_whatever_the_blocks(
     text = b"\n".join(lines) + (b"\n" if ends and lines else b"")
     at = sorted({min(cut, len(text)) for cut in cuts})
     blocks = [text[a:b] for a, b in zip([0, *at], [*at, len(text)], strict=True)]
-    parts = line_parts(blocks, part_bytes)
+    parts = list(line_parts(blocks, part_bytes))
     assert b"".join(parts) == text
     assert all(parts)
     assert all(part.endswith(b"\n") for part in parts[:-1])
@@ -802,13 +811,11 @@ def test_inflating_in_blocks_gives_what_inflating_whole_gives() -> None:
 
 def test_lines_from_drops_what_is_stored_already() -> None:
     data = b"5\ta\n6\tb\nbroken\n7\tc\n"
-    # A line without a number goes with the line before it, across parts too.
-    parts = (b"5\ta\n6\tb\n", b"broken\n7\tc\n")
-    for given_parts in ((data,), parts):
-        assert b"".join(lines_from(given_parts, 6, 8)) == b"6\tb\nbroken\n7\tc\n"
-        assert lines_from(given_parts, 8, 8) == ()
-        assert b"".join(lines_from(given_parts, 1, 8)) == data
-    assert all(len(part) <= 12 for part in lines_from(parts, 1, 8))
+    # A line without a number goes with the line before it, across blocks too.
+    for blocks in ((data,), (b"5\ta\n6\tb\nbr", b"oken\n7\tc\n")):
+        assert lines_from(blocks, 6) == (b"6\tb\nbroken\n7\tc\n",)
+        assert lines_from(blocks, 8) == ()
+        assert lines_from(blocks, 1) == (data,)
 
 
 # --- under the supervisor -----------------------------------------------------------

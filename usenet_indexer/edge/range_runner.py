@@ -11,11 +11,12 @@ which is what bounds memory:
 
 - The frame reader decodes frames off the stream, one ahead in the channel
   (compressed); it sets `streamed` when it reads END.
-- The inflater inflates each CHUNK in a worker thread, so the next chunk
-  inflates while this one is indexed, into parts of about `FEED_BYTES` cut
-  at line ends; it then waits until the indexing loop takes it: at most one
-  chunk ahead. The indexing loop feeds a chunk a part at a time and gives
-  the other tasks a turn after each, so that the stream is read ahead.
+- The inflater inflates each CHUNK in a worker thread (into blocks, see
+  chunks.py), so the next chunk inflates while this one is indexed; it then
+  waits until the indexing loop takes it: at most one chunk ahead. The
+  indexing loop feeds a chunk in parts of about `FEED_BYTES` cut at line
+  ends and gives the other tasks a turn after each, so that the stream is
+  read ahead.
 - The indexing loop feeds the RangeIndexer and hands over a batch every
   `batch_articles` articles. The poster posts batches in order; while one
   is in flight the loop indexes on, and at most one batch waits behind it.
@@ -61,7 +62,7 @@ import trio
 
 from usenet_indexer.batch import Batch
 from usenet_indexer.batchwire import compress_body, encode_batch
-from usenet_indexer.edge.chunks import ChunkError, Piece, lines_from, piece_of
+from usenet_indexer.edge.chunks import ChunkError, Piece, line_parts, lines_from, piece_of
 from usenet_indexer.edge.client import (
     EdgeLease,
     LeaseLostError,
@@ -79,10 +80,9 @@ from usenet_indexer.packed import pack_batch
 logger = logging.getLogger(__name__)
 
 STOPPING = "stopping"
-# A chunk's text goes to the indexer in parts of about this many bytes (see
-# _feed; the inflating thread cuts them): a 15 MB chunk in ~60 parts, about
-# as many turns as the reader takes to read a ~1 MB frame in 64 KB reads and
-# start its inflate.
+# A chunk's text goes to the indexer in parts of about this many bytes, cut
+# at line ends (see _feed): a 15 MB chunk in ~60 parts, about as many turns as
+# the reader takes to read a ~1 MB frame in 64 KB reads and start its inflate.
 FEED_BYTES = 1 << 18
 
 
@@ -343,18 +343,23 @@ class RangeRunner:
         resume = indexer.resume_point
         if piece.next_article <= resume:
             return  # all stored already (the spool was cut differently)
-        parts = piece.parts
-        if parts and piece.first < resume:
-            parts = lines_from(parts, resume, FEED_BYTES)
+        blocks = piece.blocks
+        if blocks and piece.first < resume:
+            blocks = lines_from(blocks, resume)
         # Fed a part at a time, with a turn for the other tasks after each: the
         # stream reader then reads the next frame off the socket and starts
         # inflating it (in a thread) while this chunk is indexed, instead of
         # after it. Not a cancellation point: a chunk is indexed whole, and the
         # resume point moves once, at its end.
-        for part in parts[:-1]:
-            indexer.add_data(part, resume)
-            await trio.lowlevel.cancel_shielded_checkpoint()
-        indexer.add_data(parts[-1] if parts else b"", piece.next_article)
+        fed: bytes | None = (
+            None  # a part is fed once the next is cut: the last moves the resume point
+        )
+        for part in line_parts(blocks, FEED_BYTES):
+            if fed is not None:
+                indexer.add_data(fed, resume)
+                await trio.lowlevel.cancel_shielded_checkpoint()
+            fed = part
+        indexer.add_data(b"" if fed is None else fed, piece.next_article)
 
     async def _read_stream(self, pieces: trio.MemorySendChannel[Piece | str]) -> None:
         async with pieces, trio.open_nursery() as nursery:
@@ -417,9 +422,7 @@ class RangeRunner:
                 await pieces.send(f"the coordinator ended the stream: {frame.message}")
                 return
             try:
-                piece = await trio.to_thread.run_sync(
-                    piece_of, frame, self.options.max_text_bytes, FEED_BYTES
-                )
+                piece = await trio.to_thread.run_sync(piece_of, frame, self.options.max_text_bytes)
             except ChunkError as error:
                 await pieces.send(f"the stream broke: {error}")
                 return
