@@ -374,6 +374,8 @@ def _spool_figures(side: SideRuns) -> dict[str, Any]:
         "prefetch_refetched": done.refetched,
         "prefetch_tmp_removed": done.temporary_removed,
         "prefetch_errors_logged": done.errors_logged,
+        # What they said (the first 20, cut short), to tell a fault that went unlogged.
+        "prefetch_warnings": [line[:300] for line in done.warnings[:20]],
         "prefetch_seconds": round(done.seconds, 1),
     }
 

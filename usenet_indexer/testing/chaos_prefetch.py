@@ -127,6 +127,7 @@ class PrefetchOutcome:
     refetched: int
     temporary_removed: int
     errors_logged: int
+    warnings: tuple[str, ...]
     seconds: float
 
 
@@ -230,7 +231,8 @@ async def prefetch_part(
         in_flight_at_kills=len(part.in_flight),
         refetched=sum(1 for chunk in part.in_flight if chunk in spool.indexed),
         temporary_removed=part.temporary_removed,
-        errors_logged=part.errors_logged,
+        errors_logged=len(part.warnings),
+        warnings=part.warnings,
         seconds=time.perf_counter() - began,
     )
 
@@ -269,7 +271,7 @@ class _Part:
     rng: random.Random
     in_flight: list[tuple[int, int]] = attrs.field(factory=list)
     temporary_removed: int = 0
-    errors_logged: int = 0
+    warnings: tuple[str, ...] = ()
 
     @property
     def spool_dir(self) -> Path:
@@ -308,9 +310,13 @@ class _Part:
                 schedule.armed = True
                 await child.start()
                 complete = await self._until_complete()
+                # The run's faults are the ones before it completed: one
+                # injected while the prefetcher stops (its last connections
+                # closing) is not one it has to get over.
+                schedule.armed = False
                 status = await child.stop()
                 self._count_removed(tail)
-                self.errors_logged = sum(" WARNING " in line for line in tail.lines())
+                self.warnings = tuple(line for line in tail.lines() if " WARNING " in line)
             finally:
                 with trio.CancelScope(shield=True):
                     if child.running:
