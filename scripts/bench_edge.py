@@ -22,7 +22,10 @@ In one invocation, on a private PostgreSQL:
   names and chunk counts, which depend on batch cuts) of `uidx index`.
 
 The two alternate --repeat times; the best run of each is kept (the peak
-RSS is the highest of all edge runs).
+RSS is the highest of all edge runs), and `ratio` is best against best.
+`ratio_paired_median` is the median over the runs of each edge run against
+the index run just before it: the machines are shared, and their speed
+wanders by 10-30% from one minute to the next.
 
 Targets (issue 5): edge headers/s >= 0.9 x `uidx index` lines/s (streaming,
 inflating and posting hide behind indexing); <= 300 MB RSS per edge process.
@@ -38,6 +41,7 @@ import json
 import os
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -424,6 +428,7 @@ def bench(args: argparse.Namespace) -> int:
         best_index: Run | None = None
         best_edge: EdgeRun | None = None
         edge_rss = 0.0
+        paired: list[float] = []  # each run's edge headers/s over its index run's lines/s
         for attempt in range(1, args.repeat + 1):
             index = measured(
                 [*index_command, "--out", "/dev/null"],
@@ -436,6 +441,7 @@ def bench(args: argparse.Namespace) -> int:
             if best_edge is None or edge.run.seconds < best_edge.run.seconds:
                 best_edge = edge
             edge_rss = max(edge_rss, edge.run.peak_rss_mb)
+            paired.append(index.seconds / edge.run.seconds)
             postgres = edge.postgres_cpu_seconds
             log(
                 f"run {attempt}: uidx index {lines / index.seconds:,.0f} lines/s "
@@ -459,6 +465,9 @@ def bench(args: argparse.Namespace) -> int:
         "edge_headers_per_s": round(edge_rate),
         "index_lines_per_s": round(index_rate),
         "ratio": round(edge_rate / index_rate, 3),
+        # The median of each run's pair, index then edge, a minute apart: a
+        # check on `ratio` (best against best) on a machine whose speed wanders.
+        "ratio_paired_median": round(statistics.median(paired), 3),
         "edge_peak_rss_mb": round(edge_rss, 1),
         "edge_cpu_s": round(best_edge.run.cpu_seconds, 2),
         "coordinator_cpu_s": round(best_edge.coordinator_cpu_seconds, 2),
