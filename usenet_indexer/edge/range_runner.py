@@ -350,10 +350,9 @@ class RangeRunner:
         # stream reader then reads the next frame off the socket and starts
         # inflating it (in a thread) while this chunk is indexed, instead of
         # after it. Not a cancellation point: a chunk is indexed whole, and the
-        # resume point moves once, at its end.
-        fed: bytes | None = (
-            None  # a part is fed once the next is cut: the last moves the resume point
-        )
+        # resume point moves once, at its end: a part is fed once the next one
+        # is cut, and the last one moves it.
+        fed: bytes | None = None
         for part in line_parts(blocks, FEED_BYTES):
             if fed is not None:
                 indexer.add_data(fed, resume)
