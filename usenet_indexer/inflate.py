@@ -73,7 +73,7 @@ def capped_inflate_blocks(
     """Inflate one whole stream to at most `max_bytes`, as blocks of at most `block_bytes`.
 
     The blocks joined are what `capped_inflate` gives for the same arguments;
-    the same errors.
+    the same errors. A bomb stops within one block past the cap.
 
     Raises:
         InflateFailed: corrupt, over the cap, truncated, or followed by bytes.
