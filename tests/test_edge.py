@@ -53,6 +53,7 @@ from usenet_indexer.edge.client import (
     api_base,
     open_client,
     tls_verify,
+    transport_problem,
 )
 from usenet_indexer.edge.events import EdgeEvent, EventKind
 from usenet_indexer.edge.options import EdgeOptions
@@ -721,6 +722,18 @@ async def test_an_https_coordinator_with_an_untrusted_certificate_is_refused() -
         with trio.fail_after(10):
             await refused.wait()
         nursery.cancel_scope.cancel()
+
+
+def test_a_transport_error_is_described_by_its_first_cause_with_a_message() -> None:
+    refused = httpx.ConnectError("")
+    refused.__cause__ = trio.BrokenResourceError("")
+    refused.__cause__.__cause__ = ssl.SSLCertVerificationError(1, "certificate verify failed")
+    assert transport_problem(refused) == "ConnectError: certificate verify failed"
+    assert transport_problem(httpx.ReadError("peer closed")) == "ReadError: peer closed"
+    looping = httpx.ConnectError("")
+    looping.__cause__ = RuntimeError("")
+    looping.__cause__.__cause__ = looping
+    assert transport_problem(looping) == "ConnectError: no reason given"
 
 
 def test_a_lease_document_is_checked() -> None:

@@ -315,9 +315,12 @@ def transport_problem(error: httpx.TransportError) -> str:
     with no message); the reason is further down the chain.
     """
     reason: BaseException | None = error
-    while reason is not None and not str(reason):
+    seen: set[int] = set()  # a chain can loop
+    while reason is not None and not str(reason) and id(reason) not in seen:
+        seen.add(id(reason))
         reason = reason.__cause__ or reason.__context__
-    return f"{type(error).__name__}: {reason if reason is not None else 'no reason given'}"
+    said = str(reason) if reason is not None else ""
+    return f"{type(error).__name__}: {said or 'no reason given'}"
 
 
 def _failure(action: str, response: httpx.Response) -> NodeApiError:
