@@ -820,6 +820,11 @@ def test_inflating_in_blocks_gives_what_inflating_whole_gives() -> None:
         with pytest.raises(InflateFailed) as in_blocks:
             capped_inflate_blocks(data, wbits=15, max_bytes=max_bytes, block_bytes=4096)
         assert whole.value.problem is in_blocks.value.problem is problem
+    # A block of no bytes would never end; a part of none neither.
+    with pytest.raises(ValueError, match="block_bytes"):
+        capped_inflate_blocks(packed, wbits=15, max_bytes=len(text), block_bytes=0)
+    with pytest.raises(ValueError, match="part_bytes"):
+        list(line_parts([text], 0))
 
 
 def test_lines_from_drops_what_is_stored_already() -> None:

@@ -72,13 +72,18 @@ def capped_inflate_blocks(
 ) -> list[bytes]:
     """Inflate one whole stream to at most `max_bytes`, as blocks of at most `block_bytes`.
 
-    The blocks joined are what `capped_inflate` gives for the same arguments;
-    the same errors. A bomb stops within one block past the cap.
+    The blocks joined are what `capped_inflate` gives for the same arguments,
+    and so are the errors, but for one: a stream corrupt past the cap may be
+    called corrupt rather than too large (the block that crosses the cap is
+    inflated whole). A bomb stops within one block past the cap.
 
     Raises:
         InflateFailed: corrupt, over the cap, truncated, or followed by bytes.
-        ValueError: `wbits` is not a zlib, gzip or raw deflate container.
+        ValueError: `wbits` is not a zlib, gzip or raw deflate container, or
+            `block_bytes` is not positive.
     """
+    if block_bytes < 1:
+        raise ValueError(f"block_bytes must be positive, not {block_bytes}")
     flag, history = _container(wbits)
     inflater = igzip_lib.IgzipDecompressor(flag=flag, hist_bits=history)
     blocks: list[bytes] = []

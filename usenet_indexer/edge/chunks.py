@@ -127,7 +127,12 @@ def line_parts(blocks: Iterable[bytes], part_bytes: int) -> Iterator[bytes]:
     last part ends where the text does (with or without a line end). A block
     that is a whole part is given as it is; any other part is copied once,
     when it is asked for.
+
+    Raises:
+        ValueError: `part_bytes` is not positive.
     """
+    if part_bytes < 1:
+        raise ValueError(f"part_bytes must be positive, not {part_bytes}")
     open_line: list[bytes | memoryview] = []  # the start of a line that has not ended yet
     for block in blocks:
         end = block.rfind(b"\n") + 1
