@@ -407,11 +407,9 @@ class RangeRunner:
         pieces: trio.MemorySendChannel[Piece | str],
     ) -> None:
         async for frame in to_inflate:
-            if isinstance(frame, httpx.TransportError):
-                await pieces.send(f"the stream broke: {transport_problem(frame)}")
-                return
-            if isinstance(frame, FrameError):
-                await pieces.send(f"the stream broke: {frame}")
+            if isinstance(frame, Exception):
+                why = transport_problem(frame) if isinstance(frame, httpx.TransportError) else frame
+                await pieces.send(f"the stream broke: {why}")
                 return
             if frame.kind == FrameKind.KEEPALIVE:
                 resume = self._indexer.resume_point

@@ -126,9 +126,13 @@ class PrefetchOutcome:
     in_flight_at_kills: int
     refetched: int
     temporary_removed: int
-    errors_logged: int
     warnings: tuple[str, ...]
     seconds: float
+
+    @property
+    def errors_logged(self) -> int:
+        """The warnings the prefetcher logged (each an error it got over)."""
+        return len(self.warnings)
 
 
 @attrs.define(eq=False)
@@ -231,7 +235,6 @@ async def prefetch_part(
         in_flight_at_kills=len(part.in_flight),
         refetched=sum(1 for chunk in part.in_flight if chunk in spool.indexed),
         temporary_removed=part.temporary_removed,
-        errors_logged=len(part.warnings),
         warnings=part.warnings,
         seconds=time.perf_counter() - began,
     )
