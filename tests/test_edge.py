@@ -9,12 +9,13 @@ milliseconds.
 from __future__ import annotations
 
 import gzip
+import itertools
 import logging
 import os
 import ssl
 import sys
 import zlib
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -69,6 +70,7 @@ from usenet_indexer.store.catalog import CatalogStore
 from usenet_indexer.store.groups import GroupStore
 from usenet_indexer.store.spool import SpoolChunk
 from usenet_indexer.testing.generator import GeneratorConfig, generate
+from usenet_indexer.testing.logcheck import record_problems
 
 # A stream the edge stops reading before its end (a stop, a bad chunk) leaves
 # httpx's and httpcore's chain of async generators half-done; closing the
@@ -222,13 +224,20 @@ class Coordinator:
 
 @pytest.fixture
 async def coordinator(
-    nursery: trio.Nursery, settings: Settings, stores: Stores, pool: ConnectionPool
-) -> Coordinator:
+    nursery: trio.Nursery,
+    settings: Settings,
+    stores: Stores,
+    pool: ConnectionPool,
+    caplog: pytest.LogCaptureFixture,
+) -> AsyncIterator[Coordinator]:
+    """A coordinator whose log must hold no ERROR line and no 5xx answer when the test ends."""
     options = attrs.evolve(nodeapi.ApiOptions.from_settings(settings), stream=FAST_STREAM)
     with trio.fail_after(DEADLINE_SECONDS):
         host, port = await nursery.start(partial(serve, settings, stores, options=options))
     # The coordinator's URL without the API path: the edge adds it.
-    return Coordinator(f"http://{host}:{port}", stores, pool, settings.home / "spool")
+    yield Coordinator(f"http://{host}:{port}", stores, pool, settings.home / "spool")
+    found = record_problems(caplog.get_records("call"))
+    assert not found, found.describe()
 
 
 @attrs.define
@@ -311,6 +320,37 @@ async def test_two_ranges_end_in_the_catalog_an_offline_index_makes(
         for figure in ("headers in", "/s)", "release chunks", "probe candidates", "posted", "MB"):
             assert figure in line
     assert token not in caplog.text
+
+
+@pytest.mark.trio
+async def test_edges_starting_at_once_on_a_fresh_group_get_no_5xx(
+    coordinator: Coordinator, settings: Settings, tmp_path: Path
+) -> None:
+    """Four edges lease the four ranges of a new group and post their first batches at once.
+
+    The first batches race to make the group's partition; none may be
+    answered 5xx (the coordinator fixture fails the test on a 5xx or ERROR
+    line in its log), and the catalog is what an offline index makes.
+    """
+    data = generated(24_000, seed=12)
+    group_id = coordinator.add_group(data.group)
+    edges = 4
+    bounds = [data.low + (data.high - data.low + 1) * i // edges for i in range(edges + 1)]
+    for first, end in itertools.pairwise(bounds):
+        coordinator.plan(group_id, first, end - 1)
+        for chunk in data.chunks(first, end - 1):
+            coordinator.write(group_id, chunk)
+    results: list[EdgeTotals] = []
+    with trio.fail_after(DEADLINE_SECONDS):
+        async with trio.open_nursery() as nursery:
+            for n in range(edges):
+                token = coordinator.stores.nodes.create(f"edge-{n}")
+                options = coordinator.options(token, ranges=1, batch_articles=2_000)
+                nursery.start_soon(run_edge, settings, options, results)
+    assert results == [EdgeTotals(finished=1)] * edges
+    assert coordinator.row("SELECT count(DISTINCT node_id) FROM batches") == (edges,)
+    expected = offline_index(tmp_path, list(data.lines))
+    assert_same_catalog(CatalogStore(coordinator.pool).export(), expected)
 
 
 @pytest.mark.trio

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,7 +18,12 @@ from usenet_indexer.commands.index import index_files
 from usenet_indexer.config import Settings
 from usenet_indexer.indexer import RangeIndexer
 from usenet_indexer.packed import pack_batch
-from usenet_indexer.store.batches import BatchRejected, BatchStore, LeaseLost
+from usenet_indexer.store.batches import (
+    BatchRejected,
+    BatchStore,
+    LeaseLost,
+    ensure_partition,
+)
 from usenet_indexer.store.catalog import CatalogStore
 from usenet_indexer.store.groups import GroupExists, GroupStore
 from usenet_indexer.store.nodes import NodeExists, NodeStore
@@ -348,3 +354,48 @@ def test_each_group_gets_its_partition_checked_per_batch(
             ).fetchall()
         ]
     assert partitions == made
+
+
+def _waits_for_a_lock(pool: ConnectionPool, pid: int) -> bool:
+    with pool.connection() as conn:
+        row = conn.execute(
+            "SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = %s", (pid,)
+        ).fetchone()
+    return bool(row and row[0])
+
+
+def test_the_first_batches_of_a_new_group_at_once_make_its_partition_once(
+    stores: Stores, pool: ConnectionPool, pg_url: str
+) -> None:
+    """Two first batches of a new group: the later one uses the partition the first made.
+
+    The later batch looks, finds no partition and waits for the lock while
+    the first makes it; once the first commits it must go on, not fail with
+    DuplicateTable (the node API answered that with a 500 in scripts/demo).
+    """
+    group = stores.groups.add("alt.binaries.fresh")
+    failed: list[BaseException] = []
+    with psycopg.connect(pg_url) as first, psycopg.connect(pg_url) as later:
+        ensure_partition(first, group)  # made, not committed: the lock is held
+
+        def make() -> None:
+            try:
+                ensure_partition(later, group)
+                later.commit()
+            except BaseException as error:
+                failed.append(error)
+
+        thread = threading.Thread(target=make)
+        thread.start()
+        deadline = time.monotonic() + 30
+        while not _waits_for_a_lock(pool, later.info.backend_pid):
+            assert thread.is_alive(), failed
+            assert time.monotonic() < deadline
+        first.commit()
+        thread.join(30)
+    assert not failed
+    with pool.connection() as conn:
+        rows = conn.execute(
+            "SELECT count(*) FROM pg_inherits WHERE inhparent = 'fragments'::regclass"
+        ).fetchone()
+    assert rows == (1,)

@@ -402,11 +402,12 @@ class NodeApi:
         elif isinstance(error, psycopg.OperationalError):
             # Down, restarting or too slow (a pool timeout is one too): the
             # node retries later. Never a 500: nothing is wrong with the request.
-            logger.warning("%s: database unavailable: %s", exchange, error)
+            # "answered 5NN": the form testing/logcheck.py finds every 5xx by.
+            logger.warning("%s: answered 503: database unavailable: %s", exchange, error)
             retry = ((b"retry-after", str(self.options.retry_after_seconds).encode()),)
             return Response.error(503, "the database is unavailable; try again", headers=retry)
         else:
-            logger.error("%s failed", exchange, exc_info=error)
+            logger.error("%s: answered 500: %r", exchange, error, exc_info=error)
             return Response.error(500, "internal error")
         message = response.body[:300].decode("utf-8", "replace")
         logger.info("%s: %d %s", exchange, response.status, message)

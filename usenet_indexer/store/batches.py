@@ -122,11 +122,17 @@ _FRAGMENTS = """
 """
 _FRAGMENT_TYPES = ("int8", "bytea", "int8", "int8", "int4", "int4", "bytea")
 # The group's partition of fragments: looked up per batch; made under a lock
-# per group by the first batch that needs it.
+# per group by the first batch that needs it. The look-up after the lock
+# cannot be to_regclass again: an advisory lock does not make the backend
+# read the catalog changes committed meanwhile, so a second to_regclass saw
+# the partition that the batch before had just made as still missing, and
+# its CREATE failed with DuplicateTable (a 500 in scripts/demo). CREATE ...
+# IF NOT EXISTS locks the schema first, which does read them; the lock keeps
+# two CREATEs from racing on the catalog's unique indexes.
 _PARTITION_EXISTS = "SELECT to_regclass(%s) IS NOT NULL"
 _PARTITION_LOCK = "SELECT pg_advisory_xact_lock(2, %s::int)"
 _PARTITION_CREATE = (
-    "CREATE TABLE {name} PARTITION OF fragments FOR VALUES IN ({group}) "
+    "CREATE TABLE IF NOT EXISTS {name} PARTITION OF fragments FOR VALUES IN ({group}) "
     "WITH (toast_tuple_target = 8160)"
 )
 # Arrays as binary parameters (%b): a third less time than text ones.
@@ -207,7 +213,7 @@ class BatchStore:
             group_id = int(str(advanced[0]))
             conn.execute(_BATCH, args)
             if batch.releases:
-                _ensure_partition(conn, group_id)
+                ensure_partition(conn, group_id)
             _write_catalog(conn, group_id, wire.range_id, batch)
         return Stored(already=False, release_chunks=len(batch.releases), segments=segments)
 
@@ -233,19 +239,21 @@ def partition_name(group_id: int) -> str:
     return f"fragments_g{group_id}"
 
 
-def _ensure_partition(conn: Connection[tuple[object, ...]], group_id: int) -> None:
-    """Make the group's partition of fragments if no batch made it before."""
+def ensure_partition(conn: Connection[tuple[object, ...]], group_id: int) -> None:
+    """Make the group's partition of fragments if no batch made it before.
+
+    Safe against batches of the same group in other transactions, also one
+    that made the partition after this transaction first looked for it.
+    """
     name = partition_name(group_id)
     row = conn.execute(_PARTITION_EXISTS, (name,)).fetchone()
     if row is not None and row[0]:
         return
     conn.execute(_PARTITION_LOCK, (group_id % (1 << 31),))
-    row = conn.execute(_PARTITION_EXISTS, (name,)).fetchone()
-    if row is None or not row[0]:
-        statement = sql.SQL(_PARTITION_CREATE).format(
-            name=sql.Identifier(name), group=sql.Literal(group_id)
-        )
-        conn.execute(statement)
+    statement = sql.SQL(_PARTITION_CREATE).format(
+        name=sql.Identifier(name), group=sql.Literal(group_id)
+    )
+    conn.execute(statement)
 
 
 def _write_catalog(

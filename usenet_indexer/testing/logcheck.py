@@ -1,0 +1,94 @@
+"""What a clean run's log must not hold: ERROR lines, tracebacks, 5xx answers.
+
+A retry can hide a 500 from every figure a run counts at its clients (the
+edge retried, the batch was stored once, the proxy saw a 200 in the end);
+the coordinator's own log still says it. Every run that counts 5xx (the
+end-to-end tests, `scripts/chaos`, `scripts/bench-edge`) reads the log of
+each uidx process it ran with `problems` and fails on what it finds.
+
+The lines are uidx's log format (`cli.main`): `DATE TIME LEVEL [PID]
+LOGGER: MESSAGE`, and the node API writes every 5xx it answers as
+`...: answered 5NN ...` (`nodeapi`).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+import attrs
+
+_LEVEL = re.compile(r"^\S+ \S+ (ERROR|CRITICAL) \[\d+\] ")
+_ANSWERED_5XX = re.compile(r": answered (5\d\d)\b")
+_TRACEBACK = "Traceback (most recent call last)"
+
+
+@attrs.frozen
+class LogProblems:
+    """The lines of a log that a clean run must not have.
+
+    Attributes:
+        errors: ERROR or CRITICAL lines, and the first line of each traceback.
+        answered_5xx: the lines that record a 5xx answer, by status.
+    """
+
+    errors: tuple[str, ...]
+    answered_5xx: tuple[tuple[int, str], ...]
+
+    def __bool__(self) -> bool:
+        return bool(self.errors or self.answered_5xx)
+
+    def without(self, *statuses: int) -> LogProblems:
+        """These problems less the 5xx answers of `statuses` (503 while the database is down)."""
+        kept = tuple((s, line) for s, line in self.answered_5xx if s not in statuses)
+        return LogProblems(self.errors, kept)
+
+    def describe(self, limit: int = 10) -> str:
+        """A few of the lines, for a failure's message."""
+        lines = [*self.errors, *(line for _, line in self.answered_5xx)]
+        more = f"\n... and {len(lines) - limit} more" if len(lines) > limit else ""
+        return "\n".join(lines[:limit]) + more
+
+
+def problems(lines: Iterable[str]) -> LogProblems:
+    """The ERROR lines, tracebacks and 5xx answers in a uidx log."""
+    errors: list[str] = []
+    answered: list[tuple[int, str]] = []
+    for raw in lines:
+        line = raw.rstrip("\n")
+        if _LEVEL.match(line) or line.startswith(_TRACEBACK):
+            errors.append(line)
+        found = _ANSWERED_5XX.search(line)
+        if found is not None:
+            answered.append((int(found[1]), line))
+    return LogProblems(tuple(errors), tuple(answered))
+
+
+def file_problems(*paths: Path) -> LogProblems:
+    """`problems` of the log files (each read whole; a missing one has none)."""
+    errors: list[str] = []
+    answered: list[tuple[int, str]] = []
+    for path in paths:
+        if not path.exists():
+            continue
+        with path.open("r", encoding="utf-8", errors="replace") as stream:
+            found = problems(stream)
+        errors += found.errors
+        answered += found.answered_5xx
+    return LogProblems(tuple(errors), tuple(answered))
+
+
+def record_problems(records: Iterable[logging.LogRecord]) -> LogProblems:
+    """`problems` of log records captured in-process (pytest's caplog)."""
+    errors: list[str] = []
+    answered: list[tuple[int, str]] = []
+    for record in records:
+        line = f"{record.levelname} {record.name}: {record.getMessage()}"
+        if record.levelno >= logging.ERROR:
+            errors.append(line)
+        found = _ANSWERED_5XX.search(line)
+        if found is not None:
+            answered.append((int(found[1]), line))
+    return LogProblems(tuple(errors), tuple(answered))
