@@ -1,8 +1,11 @@
 """`uidx groups add|list`: the groups the coordinator indexes.
 
-With NNTP servers configured (UIDX_NNTP), `add` asks them for the group
-(GROUP, the first server in the list that carries it) and stores its low
-and high water marks; a group no server carries is not added.
+`add` asks the NNTP servers (UIDX_NNTP) for the group (GROUP, the first
+server in the list that carries it) and stores its low and high water marks:
+the group is checked. A group no server carries is not added. Without
+servers, or to add it without asking now, `--unchecked` adds it as not yet
+checked (`uidx status` says so); it becomes checked when a server answers
+GROUP for it (the prefetcher, `uidx ranges plan --days`).
 """
 
 from __future__ import annotations
@@ -79,21 +82,29 @@ def _where(url: str) -> str:
     return ServerURL.parse(url).server
 
 
+_GROUPS = "add and list the groups to index"
+_ADD = "add a group, checked against the NNTP servers (UIDX_NNTP) unless --unchecked"
+_LIST = "list the groups, with their planned and indexed articles"
+
+
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser("groups", help="add and list the groups to index")
+    parser = subparsers.add_parser("groups", help=_GROUPS, description=f"{_GROUPS}.")
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
-    add = actions.add_parser(
-        "add", help="add a group (its low and high water marks asked of the NNTP servers)"
-    )
+    add = actions.add_parser("add", help=_ADD, description=f"{_ADD}.")
     add.add_argument("name")
     add.add_argument(
         "--backfill-days", type=int, help="how far back `ranges plan` goes without --from/--days"
     )
     add.add_argument(
-        "--low", type=int, help="the server's lowest article (only without NNTP servers)"
+        "--unchecked",
+        action="store_true",
+        help="add it without asking a server; it is checked when one answers GROUP for it",
+    )
+    add.add_argument(
+        "--low", type=int, help="the server's lowest article (only with --unchecked, no servers)"
     )
     add.add_argument("--high", type=int, help="the server's highest article (likewise)")
-    actions.add_parser("list", help="the groups, with their planned and indexed articles")
+    actions.add_parser("list", help=_LIST, description=f"{_LIST}.")
     parser.set_defaults(run=run)
 
 
@@ -116,21 +127,40 @@ def run(args: argparse.Namespace) -> int:
 def _add(args: argparse.Namespace, settings: Settings) -> int:
     if args.backfill_days is not None and args.backfill_days < 0:
         raise ConfigError("--backfill-days", "must not be negative")
-    if not settings.nntp:
-        note = "as given" if args.low is not None or args.high is not None else "unknown"
-        with opened(settings) as pool:
-            GroupStore(pool).add(
-                args.name, backfill_days=args.backfill_days, low=args.low, high=args.high
-            )
-        print(f"added {args.name} (no NNTP servers configured: low/high water marks {note})")
-        return 0
-    if args.low is not None or args.high is not None:
+    by_hand = args.low is not None or args.high is not None
+    if settings.nntp and by_hand:
         raise ConfigError("--low/--high", "the NNTP servers (UIDX_NNTP) are asked instead")
+    if args.unchecked:
+        return _add_unchecked(args, settings)
+    if not settings.nntp:
+        # Added so, the group would have no water marks and no sign that no
+        # server was ever asked whether it exists.
+        raise ConfigError(
+            "UIDX_NNTP",
+            f"no NNTP server is configured to check {args.name} against;"
+            " set it, or add the group with --unchecked",
+        )
     # Ask first: a group no server carries is not stored.
     count, low, high, server = trio.run(_water_marks, settings.nntp, args.name)
     with opened(settings) as pool:
-        GroupStore(pool).add(args.name, backfill_days=args.backfill_days, low=low, high=high)
+        GroupStore(pool).add(
+            args.name, backfill_days=args.backfill_days, low=low, high=high, checked=True
+        )
     print(f"added {args.name}: articles {low}..{high} (about {count:,}) on {server}")
+    return 0
+
+
+def _add_unchecked(args: argparse.Namespace, settings: Settings) -> int:
+    with opened(settings) as pool:
+        GroupStore(pool).add(
+            args.name, backfill_days=args.backfill_days, low=args.low, high=args.high
+        )
+    asked = "not asked" if settings.nntp else "no NNTP servers configured"
+    marks = "as given" if args.low is not None or args.high is not None else "unknown"
+    print(
+        f"added {args.name}, unchecked ({asked}; low/high water marks {marks}):"
+        " checked when a server answers GROUP for it"
+    )
     return 0
 
 

@@ -1,71 +1,227 @@
-"""`uidx status`: groups, ranges by state, nodes and the spool at a glance."""
+"""`uidx status`: groups, ranges by state, nodes, throughput, NNTP servers and the spool.
+
+`--json` prints the same as one JSON object whose fields are documented in
+docs/status-json.md (its "schema" field is the version of that layout).
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+from datetime import UTC, datetime
+from typing import Any
 
 from usenet_indexer.config import from_process
 from usenet_indexer.store.database import opened
-from usenet_indexer.store.groups import GroupStore
-from usenet_indexer.store.nodes import NodeStore
-from usenet_indexer.store.ranges import RangeStore
-from usenet_indexer.store.servers import ServerStore
-from usenet_indexer.store.spool import SpoolIndex
+from usenet_indexer.store.groups import GroupRow
+from usenet_indexer.store.nodes import NodeRow
+from usenet_indexer.store.ranges import RangeStateRow
+from usenet_indexer.store.servers import ServerReport
+from usenet_indexer.store.status import Status, StatusStore, Throughput
 
-_THROUGHPUT = """
-    SELECT count(*), coalesce(sum(lines), 0), coalesce(sum(release_chunks), 0)
-    FROM batches WHERE stored_at > now() - interval '5 minutes'
-"""
+# The version of the --json layout (docs/status-json.md): raised when a field
+# is removed, renamed or changes its meaning, not when one is added.
+SCHEMA = 1
+
+_SUMMARY = "show groups, ranges, nodes, throughput, NNTP servers and the spool"
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser("status", help="groups, ranges, nodes, throughput, spool")
+    parser = subparsers.add_parser("status", help=_SUMMARY, description=f"{_SUMMARY}.")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object (the fields: docs/status-json.md)",
+    )
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     with opened(from_process(args.config)) as pool:
-        groups = GroupStore(pool).list()
-        states = RangeStore(pool).states()
-        nodes = NodeStore(pool).list()
-        chunks, spool_bytes, spool_lines = SpoolIndex(pool).size()
-        servers = ServerStore(pool).list()
-        with pool.connection() as conn:
-            row = conn.execute(_THROUGHPUT).fetchone()
-    assert row is not None
-    batches, lines, release_chunks = (int(v) for v in row)
-    print("groups")
-    print(f"  {'group':36} {'server high':>14} {'indexed to':>14} {'lag':>12}")
-    for g in groups:
-        lag = "-" if g.lag is None else f"{g.lag:,}"
-        high = "-" if g.high is None else str(g.high)
-        indexed = "-" if g.indexed_to is None else str(g.indexed_to)
-        print(f"  {g.name:36} {high:>14} {indexed:>14} {lag:>12}")
-    print("ranges")
-    print(f"  {'group':36} {'state':8} {'ranges':>7} {'indexed':>14} {'of':>14} {'expired':>8}")
-    for s in states:
-        print(
-            f"  {s.group:36} {s.state:8} {s.ranges:>7} {s.articles_indexed:>14,} {s.articles:>14,} {s.expired:>8}"
-        )
-    print("nodes")
-    for n in nodes:
-        state = "revoked" if n.revoked_at else f"{n.leases} leases"
-        print(f"  {n.name:24} {state:12} last seen {n.last_seen or 'never'}")
-    print(
-        f"last 5 minutes: {batches} batches, {lines:,} headers ({lines / 300:,.0f}/s),"
-        f" {release_chunks:,} release chunks"
-    )
-    print("nntp servers (as the prefetcher last reported them)")
-    if not servers:
-        print("  none yet (uidx prefetch reports every few seconds)")
-    for v in servers:
-        when = v.updated_at.strftime("%Y-%m-%d %H:%M:%S") if v.updated_at else "-"
-        print(
-            f"  {v.server:32} {v.connections:>3}/{v.connection_limit:<3} connections"
-            f" {v.lines_per_second:>10,.0f} lines/s {v.lines:>14,} lines"
-            f"  compression {v.compression or 'none':8} {v.errors:>6} errors  at {when}"
-        )
-        if v.last_error:
-            print(f"    last error: {v.last_error}")
-    print(f"spool: {chunks:,} chunks, {spool_bytes / 1e6:,.1f} MB, {spool_lines:,} lines")
+        status = StatusStore(pool).snapshot()
+    if args.json:
+        print(json.dumps(as_json(status), indent=2))
+    else:
+        print("\n".join(as_text(status)))
     return 0
+
+
+# -- text ---------------------------------------------------------------------------
+
+
+def as_text(status: Status) -> list[str]:
+    """The lines `uidx status` prints."""
+    lines = [
+        "groups",
+        f"  {'group':36} {'state':9} {'server high':>14} {'indexed to':>14} {'lag':>12}",
+    ]
+    lines += [_group_line(g) for g in status.groups]
+    lines.append("ranges")
+    lines.append(
+        f"  {'group':36} {'state':8} {'ranges':>7} {'indexed':>14} {'of':>14} {'expired':>8}"
+    )
+    lines += [
+        f"  {s.group:36} {s.state:8} {s.ranges:>7} {s.articles_indexed:>14,}"
+        f" {s.articles:>14,} {s.expired:>8}"
+        for s in status.ranges
+    ]
+    lines.append("nodes")
+    for n in status.nodes:
+        state = "revoked" if n.revoked_at else f"{n.leases} leases"
+        lines.append(f"  {n.name:24} {state:12} last seen {n.last_seen or 'never'}")
+    lines += _throughput_lines(status.throughput)
+    lines.append("nntp servers (as the prefetcher last reported them)")
+    if not status.servers:
+        lines.append("  none yet (uidx prefetch reports every few seconds)")
+    for v in status.servers:
+        lines += _server_lines(v)
+    spool = status.spool
+    lines.append(
+        f"spool: {spool.chunks:,} chunks, {spool.bytes / 1e6:,.1f} MB, {spool.lines:,} lines"
+    )
+    return lines
+
+
+def _group_line(g: GroupRow) -> str:
+    lag = "-" if g.lag is None else f"{g.lag:,}"
+    high = "-" if g.high is None else str(g.high)
+    indexed = "-" if g.indexed_to is None else str(g.indexed_to)
+    return f"  {g.name:36} {g.state:9} {high:>14} {indexed:>14} {lag:>12}"
+
+
+def _throughput_lines(t: Throughput) -> list[str]:
+    minutes = f"{t.lookback_seconds / 60:g} minutes"
+    head = f"throughput: the batches stored in the last {minutes}"
+    if t.batches == 0 or t.first_stored_at is None or t.last_stored_at is None:
+        return [head, "  none"]
+    batches = f"{t.batches:,} batch" if t.batches == 1 else f"{t.batches:,} batches"
+    stored = f"  {batches}, {t.headers:,} headers, {t.release_chunks:,} release chunks"
+    ago = f"; the last one {t.idle_seconds or 0:,.0f} s ago"
+    if t.batches == 1:
+        return [
+            head,
+            f"{stored}, stored at {_clock(t.last_stored_at)}{ago}",
+            "  no rate: one batch",
+        ]
+    window = t.window_seconds or 0.0
+    span = f"stored from {_clock(t.first_stored_at)} to {_clock(t.last_stored_at)}"
+    rates = "  no rate: all stored at one instant"
+    if t.headers_per_second is not None and t.release_chunks_per_second is not None:
+        rates = (
+            f"  {t.headers_per_second:,.0f} headers/s, {t.release_chunks_per_second:,.0f}"
+            f" release chunks/s over those {window:,.1f} s (the batches after the first)"
+        )
+    return [head, f"{stored}, {span}{ago}", rates]
+
+
+def _server_lines(v: ServerReport) -> list[str]:
+    when = v.updated_at.strftime("%Y-%m-%d %H:%M:%S") if v.updated_at else "-"
+    lines = [
+        f"  {v.server:32} {v.connections:>3}/{v.connection_limit:<3} connections"
+        f" {v.lines_per_second:>10,.0f} lines/s {v.lines:>14,} lines"
+        f"  compression {v.compression or 'none':8} {v.errors:>6} errors  at {when}"
+    ]
+    if v.last_error:
+        lines.append(f"    last error: {v.last_error}")
+    return lines
+
+
+def _clock(when: datetime) -> str:
+    return f"{when.astimezone(UTC):%H:%M:%S} UTC"
+
+
+# -- JSON ---------------------------------------------------------------------------
+
+
+def as_json(status: Status) -> dict[str, Any]:
+    """The --json object (docs/status-json.md, schema 1)."""
+    return {
+        "schema": SCHEMA,
+        "taken_at": _when(status.taken_at),
+        "groups": [_group_json(g) for g in status.groups],
+        "ranges": [_range_json(s) for s in status.ranges],
+        "nodes": [_node_json(n) for n in status.nodes],
+        "throughput": _throughput_json(status.throughput),
+        "nntp_servers": [_server_json(v) for v in status.servers],
+        "spool": {
+            "chunks": status.spool.chunks,
+            "bytes": status.spool.bytes,
+            "lines": status.spool.lines,
+        },
+    }
+
+
+def _group_json(g: GroupRow) -> dict[str, Any]:
+    return {
+        "name": g.name,
+        "state": g.state,
+        "checked_at": _when(g.checked_at),
+        "low": g.low,
+        "high": g.high,
+        "indexed_to": g.indexed_to,
+        "lag": g.lag,
+        "backfill_days": g.backfill_days,
+        "ranges": g.ranges,
+        "ranges_done": g.ranges_done,
+        "articles_planned": g.articles_planned,
+        "articles_indexed": g.articles_indexed,
+    }
+
+
+def _range_json(s: RangeStateRow) -> dict[str, Any]:
+    return {
+        "group": s.group,
+        "state": s.state,
+        "ranges": s.ranges,
+        # RangeStore.states gives these sums as numeric (Decimal): JSON wants ints.
+        "articles": int(s.articles),
+        "articles_indexed": int(s.articles_indexed),
+        "expired_leases": s.expired,
+    }
+
+
+def _node_json(n: NodeRow) -> dict[str, Any]:
+    return {
+        "name": n.name,
+        "state": "revoked" if n.revoked_at else "active",
+        "leases": n.leases,
+        "created_at": _when(n.created_at),
+        "last_seen": _when(n.last_seen),
+        "revoked_at": _when(n.revoked_at),
+    }
+
+
+def _throughput_json(t: Throughput) -> dict[str, Any]:
+    return {
+        "lookback_seconds": t.lookback_seconds,
+        "batches": t.batches,
+        "headers": t.headers,
+        "release_chunks": t.release_chunks,
+        "first_stored_at": _when(t.first_stored_at),
+        "last_stored_at": _when(t.last_stored_at),
+        "window_seconds": t.window_seconds,
+        "headers_per_second": t.headers_per_second,
+        "release_chunks_per_second": t.release_chunks_per_second,
+        "idle_seconds": t.idle_seconds,
+    }
+
+
+def _server_json(v: ServerReport) -> dict[str, Any]:
+    return {
+        "server": v.server,
+        "connections": v.connections,
+        "connection_limit": v.connection_limit,
+        "lines": v.lines,
+        "lines_per_second": v.lines_per_second,
+        "compression": v.compression,
+        "errors": v.errors,
+        "last_error": v.last_error,
+        "updated_at": _when(v.updated_at),
+    }
+
+
+def _when(value: object) -> str | None:
+    # ISO 8601 in UTC; the stores give aware datetimes (timestamptz) or None.
+    if not isinstance(value, datetime):
+        return None
+    return value.astimezone(UTC).isoformat()

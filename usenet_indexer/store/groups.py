@@ -2,21 +2,30 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import attrs
 import psycopg
 from psycopg_pool import ConnectionPool
 
 from usenet_indexer.errors import UidxError
 
-_ADD = "INSERT INTO groups (name, backfill_days, low, high) VALUES (%s, %s, %s, %s) RETURNING id"
+_ADD = """
+    INSERT INTO groups (name, backfill_days, low, high, checked_at)
+    VALUES (%(name)s, %(backfill_days)s, %(low)s, %(high)s,
+            CASE WHEN %(checked)s THEN now() END)
+    RETURNING id
+"""
 _BY_NAME = "SELECT id FROM groups WHERE name = %s"
-_GET = "SELECT id, name, backfill_days, low, high FROM groups WHERE name = %s"
-_SET_WATERMARKS = "UPDATE groups SET low = %s, high = %s WHERE id = %s"
+_GET = "SELECT id, name, backfill_days, low, high, checked_at FROM groups WHERE name = %s"
+# Only a server's GROUP answer gives the water marks: storing them checks the group.
+_SET_WATERMARKS = "UPDATE groups SET low = %s, high = %s, checked_at = now() WHERE id = %s"
 _LIST = """
-    SELECT g.name, g.backfill_days, g.low, g.high,
+    SELECT g.name, g.backfill_days, g.low, g.high, g.checked_at,
            count(r.id), count(r.id) FILTER (WHERE r.state = 'done'),
-           coalesce(sum(r.resume - r.first_article), 0),
-           coalesce(sum(r.last_article - r.first_article + 1), 0),
+           -- sum(bigint) is numeric: bigint keeps the figures ints.
+           coalesce(sum(r.resume - r.first_article), 0)::bigint,
+           coalesce(sum(r.last_article - r.first_article + 1), 0)::bigint,
            max(r.resume) FILTER (WHERE r.resume > r.first_article) - 1
     FROM groups g LEFT JOIN ranges r ON r.group_id = g.id
     GROUP BY g.id ORDER BY g.name
@@ -40,21 +49,33 @@ class Group:
     backfill_days: int | None
     low: int | None
     high: int | None
+    checked_at: datetime | None  # marks last stored from a server's GROUP answer; None: never
 
 
 @attrs.frozen
 class GroupRow:
-    """A group as `uidx groups list` shows it."""
+    """A group as `uidx groups list` and `uidx status` show it."""
 
     name: str
     backfill_days: int | None
     low: int | None
     high: int | None
+    checked_at: datetime | None  # marks last stored from a server's GROUP answer; None: never
     ranges: int
     ranges_done: int
     articles_indexed: int
     articles_planned: int
     indexed_to: int | None  # the highest resume point of its ranges, less one
+
+    @property
+    def checked(self) -> bool:
+        """Whether a server has answered GROUP for it (an unchecked group may not exist)."""
+        return self.checked_at is not None
+
+    @property
+    def state(self) -> str:
+        """What `uidx status` shows: "checked", or "unchecked" without a GROUP answer."""
+        return "checked" if self.checked else "unchecked"
 
     @property
     def lag(self) -> int | None:
@@ -77,15 +98,31 @@ class GroupStore:
         backfill_days: int | None = None,
         low: int | None = None,
         high: int | None = None,
+        checked: bool = False,
     ) -> int:
         """Add a group; returns its id.
+
+        Args:
+            name: the newsgroup.
+            backfill_days: how far back `uidx ranges plan` goes by default.
+            low: the server's lowest article, if known.
+            high: the server's highest article, if known.
+            checked: `low` and `high` are a server's GROUP answer of just now;
+                otherwise the group is unchecked until `set_watermarks`.
 
         Raises:
             GroupExists: the group is there already.
         """
+        args = {
+            "name": name,
+            "backfill_days": backfill_days,
+            "low": low,
+            "high": high,
+            "checked": checked,
+        }
         try:
             with self.pool.connection() as conn:
-                row = conn.execute(_ADD, (name, backfill_days, low, high)).fetchone()
+                row = conn.execute(_ADD, args).fetchone()
         except psycopg.errors.UniqueViolation as error:
             raise GroupExists(f"group {name!r} exists already") from error
         assert row is not None
@@ -111,6 +148,8 @@ class GroupStore:
 
     def set_watermarks(self, group_id: int, low: int, high: int) -> None:
         """Store the server's low and high water marks (what GROUP said last).
+
+        The group is checked from then on (a server carries it).
 
         Raises:
             UnknownGroup: there is no group with that id.

@@ -1,0 +1,249 @@
+"""`uidx status` on a real database: throughput over the time the work took, --json, --help."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from nntp_fixtures import NewsServer
+from psycopg_pool import ConnectionPool
+
+from usenet_indexer.batch import Batch
+from usenet_indexer.batchwire import WireBatch
+from usenet_indexer.cli import main
+from usenet_indexer.indexer import RangeIndexer
+from usenet_indexer.packed import pack_batch
+from usenet_indexer.store.batches import BatchStore
+from usenet_indexer.store.groups import GroupStore
+from usenet_indexer.store.nodes import NodeStore
+from usenet_indexer.store.ranges import RangeStore
+from usenet_indexer.store.servers import ServerReport, ServerStore
+from usenet_indexer.testing.generator import GeneratorConfig, generate
+
+TTL = 900.0
+GROUP = "alt.binaries.status"
+
+
+@pytest.fixture
+def env(pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DATABASE_URL", pg_url)
+    monkeypatch.setenv("UIDX_HOME", str(tmp_path))
+    monkeypatch.delenv("UIDX_NNTP", raising=False)
+
+
+def _generated_lines(articles: int) -> list[bytes]:
+    generated = generate(GeneratorConfig(articles=articles, seed=5, first_article=1))
+    return [line for line in generated.lines if line.split(b"\t", 1)[0].isdigit()]
+
+
+def _batches(group: str, lines: list[bytes], per_batch: int) -> list[Batch]:
+    indexer = RangeIndexer(group=group, first=1)
+    batches = []
+    for start in range(0, len(lines), per_batch):
+        part = lines[start : start + per_batch]
+        indexer.add_data(b"\n".join(part), int(part[-1].split(b"\t", 1)[0]) + 1)
+        batches.append(indexer.take())
+    return batches
+
+
+def _store(pool: ConnectionPool, group: str, batches: list[Batch], node: str) -> int:
+    """Plan one range over the batches, lease it to a new node and store them; the node's id."""
+    group_id = GroupStore(pool).id_of(group)
+    RangeStore(pool).plan(group_id, 1, batches[-1].next - 1, 10**9)
+    node_id = NodeStore(pool).authenticate(NodeStore(pool).create(node))
+    assert node_id is not None
+    lease = RangeStore(pool).lease(node_id, TTL)
+    assert lease is not None
+    for batch in batches:
+        BatchStore(pool).store(
+            node_id, WireBatch(lease.range_id, lease.epoch, pack_batch(batch)), 1, TTL
+        )
+    return node_id
+
+
+def _stored_seconds_ago(pool: ConnectionPool, seconds_ago: list[float]) -> None:
+    """Date the stored batches, in article order, as stored that long before now.
+
+    What a run of that length leaves behind, without waiting for one.
+    """
+    with pool.connection() as conn:
+        keys = conn.execute(
+            "SELECT range_id, batch_first FROM batches ORDER BY batch_first"
+        ).fetchall()
+        assert len(keys) == len(seconds_ago)
+        for (range_id, first), ago in zip(keys, seconds_ago, strict=True):
+            conn.execute(
+                "UPDATE batches SET stored_at = now() - make_interval(secs => %s)"
+                " WHERE range_id = %s AND batch_first = %s",
+                (ago, range_id, first),
+            )
+
+
+def _status_json(capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    capsys.readouterr()
+    assert main(["status", "--json"]) == 0
+    parsed: dict[str, Any] = json.loads(capsys.readouterr().out)
+    return parsed
+
+
+@pytest.mark.usefixtures("env")
+def test_throughput_is_over_the_time_the_batches_took_not_the_lookback(
+    pool: ConnectionPool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    GroupStore(pool).add(GROUP)
+    batches = _batches(GROUP, _generated_lines(10_000), 2_000)
+    assert len(batches) == 5
+    _store(pool, GROUP, batches, "edge-1")
+    # A 3-second run (four batches, a second apart) after one batch of ten minutes ago.
+    _stored_seconds_ago(pool, [600, 3, 2, 1, 0])
+    recent = batches[1:]
+    rated = sum(b.lines for b in recent[1:])  # the first one's work was before the window
+    capsys.readouterr()
+
+    assert main(["status"]) == 0
+    out = capsys.readouterr().out
+    assert "throughput: the batches stored in the last 5 minutes" in out
+    assert f"  4 batches, {sum(b.lines for b in recent):,} headers" in out
+    assert f"{rated / 3:,.0f} headers/s" in out
+    assert "over those 3.0 s" in out
+    assert re.search(
+        r"stored from \d\d:\d\d:\d\d UTC to \d\d:\d\d:\d\d UTC; the last one \d+ s ago", out
+    )
+
+    throughput = _status_json(capsys)["throughput"]
+    assert throughput["lookback_seconds"] == 300
+    assert throughput["batches"] == 4
+    assert throughput["window_seconds"] == pytest.approx(3.0)
+    assert throughput["headers_per_second"] == pytest.approx(rated / 3)
+    chunks = sum(len(b.releases) for b in recent[1:])
+    assert throughput["release_chunks_per_second"] == pytest.approx(chunks / 3)
+
+
+@pytest.mark.usefixtures("env")
+def test_one_batch_or_none_gives_no_rate(
+    pool: ConnectionPool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    GroupStore(pool).add(GROUP)
+    assert main(["status"]) == 0
+    assert (
+        "throughput: the batches stored in the last 5 minutes\n  none\n" in capsys.readouterr().out
+    )
+    _store(pool, GROUP, _batches(GROUP, _generated_lines(1_000), 1_000), "edge-1")
+    assert main(["status"]) == 0
+    out = capsys.readouterr().out
+    assert "  1 batch, " in out
+    assert "  no rate: one batch" in out
+    throughput = _status_json(capsys)["throughput"]
+    assert (throughput["batches"], throughput["window_seconds"]) == (1, None)
+    assert throughput["headers_per_second"] is None
+
+
+@pytest.mark.usefixtures("env")
+def test_status_json_of_a_real_database(
+    news_server: NewsServer,
+    pool: ConnectionPool,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # A group checked against INN2, one added unchecked, a node with indexed batches,
+    # a spool, and the prefetcher's figures for a server.
+    monkeypatch.setenv("UIDX_NNTP", news_server.url())
+    assert main(["groups", "add", news_server.group, "--backfill-days", "3"]) == 0
+    assert main(["groups", "add", GROUP, "--unchecked"]) == 0
+    lines = _generated_lines(6_000)
+    batches = _batches(GROUP, lines, 2_000)
+    _store(pool, GROUP, batches, "edge-1")
+    assert main(["nodes", "create", "edge-2"]) == 0
+    assert main(["nodes", "revoke", "edge-2"]) == 0
+    assert (
+        main(
+            ["ranges", "plan", news_server.group, "--from", "1", "--to", "30000", "--size", "10000"]
+        )
+        == 0
+    )
+    dump = tmp_path / "dump.txt"
+    dump.write_bytes(b"\n".join(lines) + b"\n")
+    capsys.readouterr()
+    assert main(["spool", "import", str(dump), "--group", GROUP, "--chunk-articles", "2500"]) == 0
+    spooled = re.search(r"in (\d+) chunks", capsys.readouterr().out)
+    assert spooled is not None
+    server = f"{news_server.host}:{news_server.port}"
+    ServerStore(pool).report(
+        [ServerReport(server, 2, 4, 90_000, 45_000.5, "DEFLATE", 1, "502 busy")]
+    )
+
+    status = _status_json(capsys)
+    assert status["schema"] == 1
+    assert status["taken_at"].endswith("+00:00")
+
+    groups = {g["name"]: g for g in status["groups"]}
+    assert set(groups) == {news_server.group, GROUP}
+    checked = groups[news_server.group]
+    assert checked["state"] == "checked"
+    assert checked["checked_at"] is not None
+    assert (checked["low"], checked["high"]) == (1, news_server.articles)
+    assert checked["indexed_to"] is None
+    assert checked["lag"] == news_server.articles  # nothing indexed yet
+    assert checked["backfill_days"] == 3
+    assert (checked["ranges"], checked["ranges_done"], checked["articles_planned"]) == (
+        3,
+        0,
+        30_000,
+    )
+    unchecked = groups[GROUP]
+    assert unchecked["state"] == "unchecked"
+    assert unchecked["checked_at"] is None
+    assert (unchecked["low"], unchecked["high"], unchecked["lag"]) == (None, None, None)
+    assert unchecked["indexed_to"] == batches[-1].next - 1
+    assert unchecked["articles_indexed"] == batches[-1].next - 1
+
+    by_state = {(r["group"], r["state"]): r for r in status["ranges"]}
+    assert by_state[(news_server.group, "planned")]["ranges"] == 3
+    assert by_state[(news_server.group, "planned")]["articles"] == 30_000
+    leased = by_state[(GROUP, "leased")]
+    assert (leased["ranges"], leased["expired_leases"]) == (1, 0)
+    assert leased["articles_indexed"] == batches[-1].next - 1
+
+    nodes = {n["name"]: n for n in status["nodes"]}
+    assert (nodes["edge-1"]["state"], nodes["edge-1"]["leases"]) == ("active", 1)
+    assert nodes["edge-1"]["last_seen"].endswith("+00:00")  # it authenticated
+    assert nodes["edge-2"]["state"] == "revoked"
+    assert nodes["edge-2"]["revoked_at"] is not None
+
+    throughput = status["throughput"]
+    assert throughput["batches"] == 3
+    assert throughput["headers"] == sum(b.lines for b in batches)
+    assert throughput["release_chunks"] == sum(len(b.releases) for b in batches)
+    assert throughput["last_stored_at"] >= throughput["first_stored_at"]
+
+    (reported,) = status["nntp_servers"]
+    assert reported["server"] == server
+    assert (reported["connections"], reported["connection_limit"]) == (2, 4)
+    assert (reported["lines"], reported["lines_per_second"]) == (90_000, 45_000.5)
+    assert (reported["compression"], reported["errors"], reported["last_error"]) == (
+        "DEFLATE",
+        1,
+        "502 busy",
+    )
+
+    spool = status["spool"]
+    assert spool["lines"] == len(lines)
+    assert spool["chunks"] == int(spooled.group(1)) >= 3
+    assert spool["bytes"] > 0
+
+
+def test_status_help_says_what_it_shows(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["status", "--help"])
+    assert exited.value.code == 0
+    out = capsys.readouterr().out
+    assert "show groups, ranges, nodes, throughput, NNTP servers and the spool." in out
+    assert "--json" in out
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    listed = " ".join(capsys.readouterr().out.split())  # as wrapped to the terminal
+    assert "show groups, ranges, nodes, throughput, NNTP servers and the spool" in listed

@@ -1,0 +1,148 @@
+"""What `uidx status` shows, read from the stores: one `Status` value.
+
+The groups, ranges, nodes, servers and spool come from their own stores (their
+SQL stays there); this module holds the one query of its own, the throughput
+of the batches stored lately.
+
+Throughput is measured over the time the work took, not over the lookback:
+among the batches stored in the last `LOOKBACK_SECONDS`, from the first one's
+store to the last one's. The first batch's headers were indexed before that
+span began, so the rates count only the batches stored after it (n batches
+stored at equal steps T apart give their true rate, L/T, for any n >= 2).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import attrs
+from psycopg_pool import ConnectionPool
+
+from usenet_indexer.store.groups import GroupRow, GroupStore
+from usenet_indexer.store.nodes import NodeRow, NodeStore
+from usenet_indexer.store.ranges import RangeStateRow, RangeStore
+from usenet_indexer.store.servers import ServerReport, ServerStore
+from usenet_indexer.store.spool import SpoolIndex
+
+# How far back the throughput looks: long enough to hold several batches of a
+# busy edge (one a few seconds), short enough to say what is happening now.
+LOOKBACK_SECONDS = 300
+
+# The batches are ordered by when they were stored (ties by their keys) so that
+# exactly one of them is the first, whose headers the rates leave out.
+_THROUGHPUT = """
+    WITH recent AS (
+        SELECT lines, release_chunks, stored_at,
+               row_number() OVER (ORDER BY stored_at, range_id, batch_first) AS n
+        FROM batches WHERE stored_at > now() - make_interval(secs => %(lookback)s)
+    )
+    SELECT count(*), coalesce(sum(lines), 0), coalesce(sum(release_chunks), 0),
+           coalesce(sum(lines) FILTER (WHERE n > 1), 0),
+           coalesce(sum(release_chunks) FILTER (WHERE n > 1), 0),
+           min(stored_at), max(stored_at), now()
+    FROM recent
+"""
+
+
+@attrs.frozen
+class Throughput:
+    """The batches stored in the lookback, and their rates over the time they took."""
+
+    lookback_seconds: float
+    batches: int
+    headers: int
+    release_chunks: int
+    headers_after_first: int  # the headers of every batch but the first
+    release_chunks_after_first: int
+    first_stored_at: datetime | None  # None when no batch was stored in the lookback
+    last_stored_at: datetime | None
+    now: datetime  # the database's clock when asked
+
+    @property
+    def window_seconds(self) -> float | None:
+        """From the first batch's store to the last one's; None with fewer than two."""
+        if self.batches < 2 or self.first_stored_at is None or self.last_stored_at is None:
+            return None
+        return (self.last_stored_at - self.first_stored_at).total_seconds()
+
+    @property
+    def headers_per_second(self) -> float | None:
+        """Headers stored per second over the window; None without a window of time."""
+        return self._rate(self.headers_after_first)
+
+    @property
+    def release_chunks_per_second(self) -> float | None:
+        """Release chunks stored per second over the window; None without one."""
+        return self._rate(self.release_chunks_after_first)
+
+    @property
+    def idle_seconds(self) -> float | None:
+        """Since the last batch was stored; None when none was in the lookback."""
+        if self.last_stored_at is None:
+            return None
+        return max(0.0, (self.now - self.last_stored_at).total_seconds())
+
+    def _rate(self, count: int) -> float | None:
+        window = self.window_seconds
+        # Batches stored in one instant (parallel edges) give no span to divide by.
+        return None if not window else count / window
+
+
+@attrs.frozen
+class SpoolSize:
+    """The spool's chunks (gaps count as chunks of no lines and no bytes)."""
+
+    chunks: int
+    bytes: int
+    lines: int
+
+
+@attrs.frozen
+class Status:
+    """Everything `uidx status` shows, as read in one call."""
+
+    groups: tuple[GroupRow, ...]
+    ranges: tuple[RangeStateRow, ...]
+    nodes: tuple[NodeRow, ...]
+    throughput: Throughput
+    servers: tuple[ServerReport, ...]
+    spool: SpoolSize
+
+    @property
+    def taken_at(self) -> datetime:
+        """The database's clock when the throughput was read."""
+        return self.throughput.now
+
+
+@attrs.define(eq=False)
+class StatusStore:
+    pool: ConnectionPool
+
+    def throughput(self, lookback_seconds: float = LOOKBACK_SECONDS) -> Throughput:
+        """The batches stored in the last `lookback_seconds` (database clock)."""
+        with self.pool.connection() as conn:
+            row = conn.execute(_THROUGHPUT, {"lookback": float(lookback_seconds)}).fetchone()
+        assert row is not None  # an aggregate without GROUP BY gives one row
+        batches, headers, chunks, headers_after, chunks_after, first, last, now = row
+        return Throughput(
+            lookback_seconds=lookback_seconds,
+            batches=int(batches),
+            headers=int(headers),
+            release_chunks=int(chunks),
+            headers_after_first=int(headers_after),
+            release_chunks_after_first=int(chunks_after),
+            first_stored_at=first,
+            last_stored_at=last,
+            now=now,
+        )
+
+    def snapshot(self) -> Status:
+        """Read every part of the status (each store in its own short transaction)."""
+        return Status(
+            groups=tuple(GroupStore(self.pool).list()),
+            ranges=tuple(RangeStore(self.pool).states()),
+            nodes=tuple(NodeStore(self.pool).list()),
+            throughput=self.throughput(),
+            servers=tuple(ServerStore(self.pool).list()),
+            spool=SpoolSize(*SpoolIndex(self.pool).size()),
+        )
