@@ -17,7 +17,8 @@ In one invocation, on a private PostgreSQL:
   (interpreter start, leasing, streaming, inflating, indexing, posting,
   finishing) with its peak RSS and CPU; the coordinator stopped (SIGTERM)
   for its CPU time, PostgreSQL's from its postmaster's (reaped backends);
-- checks, in a child process: every range is done, and the catalog exported
+- checks: no ERROR line, traceback or 5xx answer in the coordinator's or
+  the edge's log (`testing.logcheck`); in a child process, every range is done, and the catalog exported
   from the database has the releases (keys, and the same content but for
   names and chunk counts, which depend on batch cuts) of `uidx index`.
 
@@ -55,6 +56,7 @@ import attrs
 import httpx
 
 from usenet_indexer.testing.chaos_setup import child_env
+from usenet_indexer.testing.logcheck import file_problems
 
 ROOT = Path(__file__).resolve().parent.parent
 UIDX = [sys.executable, "-m", "usenet_indexer"]
@@ -370,6 +372,10 @@ def edge_run(
         )  # fmt: skip
     if not coordinator_cpu:
         raise SystemExit("bench-edge: the coordinator ended before it was stopped")
+    # A 5xx that the edge's retry hid is still a defect: the logs say it.
+    found = file_problems(home / "coordinator.err", home / "edge.err")
+    if found:
+        raise SystemExit(f"bench-edge: ERROR lines or 5xx answers in the logs:\n{found.describe()}")
     time.sleep(0.5)  # the postmaster reaps the coordinator's closed connections
     postgres_after = postgres_cpu(data_directory)
     postgres_seconds = (

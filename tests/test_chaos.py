@@ -28,7 +28,7 @@ from usenet_indexer.store.groups import GroupStore
 from usenet_indexer.store.nodes import NodeStore
 from usenet_indexer.store.ranges import RangeStore
 from usenet_indexer.testing import chaos_check as checks
-from usenet_indexer.testing.chaos import KINDS, SPOOL_FAILURES
+from usenet_indexer.testing.chaos import CLOCK_FAILURES, KINDS, SPOOL_FAILURES, failures
 from usenet_indexer.testing.chaos_abuse import bad_requests, gzip_bomb
 from usenet_indexer.testing.chaos_check import BatchRow, RangeRow
 from usenet_indexer.testing.chaos_clock import CLOCK_KINDS
@@ -159,7 +159,34 @@ def test_the_coordinator_log_tells_grants_409s_and_retries(tmp_path: Path) -> No
     figures = read_log(log)
     assert figures.grants == ((12, 1, 1), (2, 1, 2))
     assert figures.conflicts == {8: 2, 18: 1}
-    assert (figures.already_stored, figures.internal_errors) == (1, 1)
+    assert figures.already_stored == 1
+
+
+def _clean_report() -> dict[str, object]:
+    """A report of a run with nothing wrong in it (the side runs not run)."""
+    counted = ("lost", "doubled", "rows_after_409", "http_5xx", "coordinator_log_errors",
+               "coordinator_log_5xx", "holder_violations", "chain_gaps", "ranges_incomplete",
+               "lease_state_lost", "unrecovered", *SPOOL_FAILURES, *CLOCK_FAILURES)  # fmt: skip
+    report: dict[str, object] = dict.fromkeys(counted, 0)
+    report.update(
+        every_range_done=True,
+        lease_burst={"granted": 8, "distinct_ranges": 8, "not_as_granted_in_sql": 0},
+        postgres_down_statuses={"503": 4},
+        negative_control_doubled=1,
+        side_runs_not_run={},
+        faults=dict.fromkeys(KINDS, 1),
+        prefetch_complete=None,
+        clock_done=None,
+    )
+    return report
+
+
+@pytest.mark.parametrize("key", ["coordinator_log_errors", "coordinator_log_5xx"])
+def test_an_error_line_or_a_5xx_in_the_coordinators_log_fails_the_run(key: str) -> None:
+    """A 500 that the edge's retry hid from every other figure still fails the run."""
+    assert failures(_clean_report()) == []
+    report = _clean_report() | {key: 1}
+    assert failures(report) == [f"{key} = 1"]
 
 
 # --- the spool's checker (the prefetch part) ---------------------------------------------------
@@ -613,6 +640,10 @@ def test_the_short_chaos_run_loses_doubles_and_lets_in_nothing() -> None:
     assert report["stored"] == report["expected"] > 0
     assert report["rows_after_409"] == 0
     assert report["http_5xx"] == 0
+    # The coordinator's own log: no ERROR line, no 5xx but the 503s of the
+    # database's planned stops (a retry would hide a 500 from http_5xx).
+    assert report["coordinator_log_errors"] == 0, report["coordinator_log_sample"]
+    assert report["coordinator_log_5xx"] == 0, report["coordinator_log_sample"]
     assert report["negative_control_doubled"] > 0
     assert report["holder_violations"] == 0
     assert report["lease_burst"]["granted"] == report["lease_burst"]["distinct_ranges"]

@@ -31,6 +31,7 @@ from test_edge import assert_same_catalog, offline_index
 from usenet_indexer.merge import CatalogRelease
 from usenet_indexer.nntp.client import connect
 from usenet_indexer.store.catalog import CatalogStore
+from usenet_indexer.testing.logcheck import problems
 from usenet_indexer.testing.newsd_private import CannotInstall, private_news_server
 
 GROUP = "alt.binaries.uidx.e2e"
@@ -167,6 +168,7 @@ def test_standalone_indexes_a_group_into_the_catalog_uidx_index_makes(
 ) -> None:
     code, out, err = _finish(run.start())
     assert code == 0, err[-4000:]
+    assert_clean_log(err)
     assert "uidx status" in out
     assert "catalog export" in out
     _assert_every_article_once(run, expected)
@@ -181,6 +183,12 @@ def test_standalone_indexes_a_group_into_the_catalog_uidx_index_makes(
     assert export.returncode == 0, export.stderr
     # Every chunk is swept once its range is done.
     assert run.rows("SELECT count(*) FROM spool_chunks") == [(0,)]
+
+
+def assert_clean_log(err: str) -> None:
+    """No worker (coordinator, prefetcher, edges) logged an ERROR line or a 5xx answer."""
+    found = problems(err.splitlines())
+    assert not found, found.describe()
 
 
 def posted_server(run: Run) -> str:
@@ -226,6 +234,8 @@ def test_an_edge_stopped_mid_range_loses_and_doubles_nothing(
         raise
     code, _out, err = _finish(process)
     assert code == 0, err[-4000:]
+    # Stopping or killing an edge is no fault of the coordinator's.
+    assert_clean_log(err)
     if how is signal.SIGTERM:
         assert "range goes back" in err
         # Given back, not left to expire.

@@ -321,7 +321,13 @@ def _report(
         },
         "postgres_reconnect_seconds": [round(s, 2) for s in tally.postgres_reconnect_seconds],
         "bad_input_statuses": {str(k): v for k, v in sorted(tally.bad_statuses.items())},
-        "internal_errors": outcome.internal_errors,
+        # The coordinator's own log: ERROR lines, and 5xx other than the 503s
+        # of the database's planned stops (the proxies count those).
+        "coordinator_log_errors": len(outcome.log_problems.errors),
+        "coordinator_log_5xx": len(outcome.log_problems.without(503).answered_5xx),
+        "coordinator_log_503": len(outcome.log_problems.answered_5xx)
+        - len(outcome.log_problems.without(503).answered_5xx),
+        "coordinator_log_sample": outcome.log_problems.without(503).describe(5),
         "edges_exited": tally.edges_exited,
         "faults_skipped": dict(tally.skipped),
         **spool,
@@ -407,7 +413,8 @@ def failures(report: dict[str, Any]) -> list[str]:
     """What makes the run fail (an empty list: it passed)."""
     bad = [
         f"{key} = {report[key]}"
-        for key in ("lost", "doubled", "rows_after_409", "http_5xx", "holder_violations",
+        for key in ("lost", "doubled", "rows_after_409", "http_5xx", "coordinator_log_errors",
+                    "coordinator_log_5xx", "holder_violations",
                     "chain_gaps", "ranges_incomplete", "lease_state_lost", "unrecovered",
                     *SPOOL_FAILURES, *CLOCK_FAILURES)
         if report[key]
@@ -466,6 +473,9 @@ def _print_figures(report: dict[str, Any]) -> None:
         f"recovery (fault -> range leased again): p50 {report['recovery_p50_seconds']} s, "
         f"p95 {report['recovery_p95_seconds']} s over {report['recovery_samples']}",
         f"5xx under bad input: {report['http_5xx']} ({report['bad_input_statuses']})",
+        f"coordinator log: {report['coordinator_log_errors']} ERROR lines, "
+        f"{report['coordinator_log_5xx']} 5xx answers (and {report['coordinator_log_503']} "
+        "503 while PostgreSQL was stopped)",
         f"cost of fencing: {report['fenced_batches_per_s']} vs "
         f"{report['unfenced_batches_per_s']} batches/s (ratio {report['fence_cost_ratio']})",
         f"negative control (fence off): doubled {report['negative_control_doubled']}",

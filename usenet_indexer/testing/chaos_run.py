@@ -54,6 +54,7 @@ from usenet_indexer.testing.chaos_setup import (
     child_env,
     spool_import_args,
 )
+from usenet_indexer.testing.logcheck import LogProblems, file_problems
 
 API = "/api/v1/node/"
 # Parts of the spool held back until the faults are done: the ranges waiting
@@ -815,7 +816,7 @@ class Outcome:
     rows_after_409: int
     conflicts_409: int
     already_stored: int
-    internal_errors: int
+    log_problems: LogProblems
     grant_violations: int
     same_node_regrants: int
     stopped_edges_409: int
@@ -859,7 +860,7 @@ def conclude(
         rows_after_409=later + chains.stale_rows,
         conflicts_409=sum(n for node, n in figures.conflicts.items() if node != abuser),
         already_stored=figures.already_stored,
-        internal_errors=figures.internal_errors,
+        log_problems=file_problems(run.coordinator.log),
         grant_violations=checks.grant_violations((r, e) for _, r, e in grants)
         + checks.holder_violations(samples),
         same_node_regrants=regrants,

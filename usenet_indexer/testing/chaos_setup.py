@@ -221,7 +221,7 @@ def prepare_database(
     Returns:
         The tokens and ids.
     """
-    uidx(["groups", "add", GROUP], child_env(DATABASE_URL=url, UIDX_HOME=str(home)))
+    uidx(["groups", "add", GROUP, "--unchecked"], child_env(DATABASE_URL=url, UIDX_HOME=str(home)))
     with open_pool(url, Settings(home=home), max_size=2) as pool:
         group_id = GroupStore(pool).id_of(GROUP)
         ranges = RangeStore(pool)
