@@ -16,7 +16,14 @@ as the `news` user, listening on 127.0.0.1 only:
 `start` prints the ports as one JSON object (also written to newsd.json in
 the folder); `stop` ends the processes it started; `post` feeds generated
 articles with pipelined TAKETHIS (MODE STREAM, RFC 4644): ~20k articles/s
-here, against ~2-3k/s for POST on the reader port.
+here, against ~2-3k/s for POST on the reader port. Two kinds of articles:
+simple ones, all of one date, that tests compare with what the server
+returns (`generate_articles`), and, with `post --days D`, those of uidx's
+generator (testing/generator.py: interleaved uploads, floods, reposts, junk)
+dated over the last D days as a real group's are (`realistic_articles`; the
+demo posts these). innd takes any past date (`artcutoff: 0` and `innd -c 0`),
+and a Date up to a day ahead of its clock, so the dates end at `--end`
+(default: now).
 
 Installing: apt-get install inn2 with a policy-rc.d that stops Debian from
 starting the system innd on port 119; inn2's postinst fails on a host name
@@ -46,6 +53,8 @@ from typing import Any
 
 import attrs
 
+from usenet_indexer.testing.generator import GeneratorConfig, OverviewGenerator
+
 INN_BIN = Path("/usr/lib/news/bin")
 SYSTEM_ETC = Path("/etc/news")
 HOST = "127.0.0.1"
@@ -60,6 +69,7 @@ START_TIMEOUT_SECONDS = 30.0
 # The article buffer: 4 GiB holds ~8M generated articles (~500 B each); it is a
 # sparse file, so only what is posted takes disk space. CNFS wraps when full.
 CNFS_BUFFER_KIB = 4 * 1024 * 1024
+SECONDS_PER_DAY = 86_400
 
 
 class NewsdError(Exception):
@@ -177,7 +187,11 @@ def _inn_conf(layout: Layout, feeder_port: int) -> str:
         "bindaddress": HOST,
         "bindaddress6": "none",
         "nnrpdpostport": str(feeder_port),
-        "artcutoff": "0",  # the generated articles may carry any date
+        # 0: no cut-off (the default, 10, refuses articles posted over 10 days
+        # ago: the realistic ones go back weeks); innd's `-c 0` says it again.
+        # innd also refuses a Date over a day ahead of its clock (tried: 25 h
+        # is 439); the generated dates end at --end.
+        "artcutoff": "0",
         "maxartsize": "0",
         "localmaxartsize": "0",
         "nnrpdloadlimit": "0",  # a busy test machine must not make nnrpd refuse
@@ -391,6 +405,7 @@ def start(args: argparse.Namespace) -> dict[str, object]:
         raise NewsdError(f"makedbz failed: {makedbz.stderr.strip()}")
     deadline = time.monotonic() + START_TIMEOUT_SECONDS
     pids = {
+        # -c 0: no artcutoff (as in inn.conf; either one alone refuses old articles).
         "innd": _spawn(layout, "innd", [str(INN_BIN / "innd"), "-f", "-c", "0"]),
         "nnrpd": _spawn(
             layout,
@@ -483,17 +498,22 @@ class PostedArticle:
     poster: str
     date: str
     body: bytes
+    # The Newsgroups header when it is not just the group posted to (a crosspost).
+    newsgroups: str | None = None
+    references: str = ""
 
     def wire(self, group: str) -> bytes:
         """The article as TAKETHIS sends it (CRLF lines, dot-stuffed, "." ended)."""
         lines = self.body.count(b"\n")
+        references = f"References: {self.references}\r\n" if self.references else ""
         head = (
             f"Path: newsd.test!not-for-mail\r\n"
             f"From: {self.poster}\r\n"
-            f"Newsgroups: {group}\r\n"
+            f"Newsgroups: {self.newsgroups or group}\r\n"
             f"Subject: {self.subject}\r\n"
             f"Message-ID: {self.message_id}\r\n"
             f"Date: {self.date}\r\n"
+            f"{references}"
             f"Lines: {lines}\r\n"
             f"\r\n"
         ).encode()
@@ -529,17 +549,101 @@ def generate_articles(group: str, count: int, seed: int) -> Iterator[PostedArtic
                 if made == count:
                     return
                 subject = f'[{index}/{files}] - "{name}" yEnc ({k}/{segments})'
-                body = f"=ybegin part={k} line=128 size=1000 name={name}\r\n".encode()
-                body += b"." + rng.randbytes(30).hex().encode() + b"\r\n"  # a dot to stuff
-                body += b"=yend\r\n"
+                body = _body(rng, k, name)
                 message_id = f"<{seed}.{made}.{rng.getrandbits(40):010x}@newsd.{group}>"
                 yield PostedArticle(message_id, subject, poster, date, body)
                 made += 1
 
 
-def post(root: Path, group: str, count: int, seed: int) -> dict[str, object]:
-    """Feeds `count` generated articles to innd with pipelined TAKETHIS."""
+def _body(rng: random.Random, part: int, name: str) -> bytes:
+    # A few lines that look like yEnc; one starts with a dot, to be stuffed.
+    body = f"=ybegin part={part} line=128 size=1000 name={name}\r\n".encode()
+    body += b"." + rng.randbytes(30).hex().encode() + b"\r\n"
+    return body + b"=yend\r\n"
+
+
+def realistic_articles(
+    group: str, count: int, seed: int, *, days: float, end: int
+) -> Iterator[PostedArticle]:
+    """`count` articles of uidx's generator, dated over the `days` days before `end`.
+
+    The generator (testing/generator.py) writes overview lines of a busy
+    binary group; each becomes an article with that line's subject, poster,
+    Date, message-id, References and, for a crosspost, its Xref's groups as
+    Newsgroups (innd files it in the groups it carries). What a server makes
+    itself is left to innd: article numbers (so the generator leaves no
+    gaps), byte and line counts (the bodies are a few lines, not the
+    generated sizes) and the overview (so no malformed lines).
+
+    Args:
+        group: the group posted to (the generator's group).
+        count: how many articles.
+        seed: the generator's seed; the same arguments give the same articles.
+        days: the span of their dates; the first is `days` before `end`.
+        end: unix time the dates stop short of (innd refuses a Date over a
+            day ahead of its clock).
+
+    Yields:
+        The articles in posting order, their dates rising.
+    """
+    span = round(days * SECONDS_PER_DAY)
+    config = GeneratorConfig(
+        articles=count,
+        seed=seed,
+        group=group,
+        start_time=end - span,
+        seconds_per_article=span / count if count else 0.0,
+        malformed_fraction=0.0,
+        gap_probability=0.0,
+    )
+    rng = random.Random(f"{group}/{seed}/bodies")
+    for line in OverviewGenerator(config).lines():
+        _number, subject, poster, date, message_id, references, _b, _l, xref = line.decode().split(
+            "\t"
+        )
+        groups = [entry.rpartition(":")[0] for entry in xref.split(" ")[2:]]
+        yield PostedArticle(
+            message_id,
+            subject,
+            poster,
+            date,
+            _body(rng, 1, "demo"),
+            newsgroups=",".join(groups) if groups != [group] else None,
+            references=references,
+        )
+
+
+def post(
+    root: Path,
+    group: str,
+    count: int,
+    seed: int,
+    *,
+    days: float | None = None,
+    end: int | None = None,
+) -> dict[str, object]:
+    """Feeds `count` generated articles to innd with pipelined TAKETHIS.
+
+    Args:
+        root: the folder `start` ran in.
+        group: the group posted to.
+        count: how many articles.
+        seed: their seed.
+        days: None: `generate_articles` (all of one date); else
+            `realistic_articles` dated over the `days` days before `end`.
+        end: unix time the realistic dates end at (None: now).
+
+    Returns:
+        What `post` prints: group, articles, seconds, articles_per_second,
+        first_date and last_date (the Date of the first and last article).
+    """
     state = json.loads((root.resolve() / "newsd.json").read_text())
+    if days is None:
+        articles = generate_articles(group, count, seed)
+    else:
+        end = int(time.time()) if end is None else end
+        articles = realistic_articles(group, count, seed, days=days, end=end)
+    first_date = last_date = None
     started = time.monotonic()
     with socket.create_connection((HOST, int(state["feeder_port"])), timeout=60) as conn:
         reader = conn.makefile("rb")
@@ -548,7 +652,8 @@ def post(root: Path, group: str, count: int, seed: int) -> dict[str, object]:
         _expect(reader, (203,), "MODE STREAM")
         in_flight = 0
         batch: list[bytes] = []
-        for article in generate_articles(group, count, seed):
+        for article in articles:
+            first_date, last_date = first_date or article.date, article.date
             batch.append(b"TAKETHIS " + article.message_id.encode() + b"\r\n" + article.wire(group))
             if len(batch) == TAKETHIS_WINDOW:
                 conn.sendall(b"".join(batch))
@@ -559,7 +664,8 @@ def post(root: Path, group: str, count: int, seed: int) -> dict[str, object]:
         conn.sendall(b"QUIT\r\n")
     seconds = time.monotonic() - started
     return {"group": group, "articles": count, "seconds": round(seconds, 3),
-            "articles_per_second": round(count / seconds) if seconds else None}  # fmt: skip
+            "articles_per_second": round(count / seconds) if seconds else None,
+            "first_date": first_date, "last_date": last_date}  # fmt: skip
 
 
 def _expect(reader: object, codes: Sequence[int], what: str) -> bytes:
@@ -595,6 +701,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_post.add_argument("--group", required=True)
     p_post.add_argument("--articles", type=int, required=True)
     p_post.add_argument("--seed", type=int, default=0)
+    p_post.add_argument(
+        "--days",
+        type=float,
+        help="post uidx's realistic generated group (testing/generator.py) dated over the "
+        "last DAYS days, instead of simple articles all of one date",
+    )
+    p_post.add_argument(
+        "--end", type=int, help="with --days: unix time the dates end at (default: now)"
+    )
     args = parser.parse_args(argv)
     try:
         if args.command == "start":
@@ -603,7 +718,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             if not stop(Path(args.dir)):
                 print(f"newsd: nothing runs under {args.dir}", file=sys.stderr)
         else:
-            print(json.dumps(post(Path(args.dir), args.group, args.articles, args.seed)))
+            done = post(
+                Path(args.dir), args.group, args.articles, args.seed, days=args.days, end=args.end
+            )
+            print(json.dumps(done))
     except CannotInstall as exc:
         print(f"newsd: {exc}", file=sys.stderr)
         return 2

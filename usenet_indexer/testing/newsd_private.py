@@ -76,7 +76,14 @@ class PrivateNewsServer:
         return f"nntp://{credentials}{self.host}:{self.port}"
 
     def post(
-        self, group: str, articles: int, *, seed: int = 0, timeout_seconds: float | None = None
+        self,
+        group: str,
+        articles: int,
+        *,
+        seed: int = 0,
+        days: float | None = None,
+        end: int | None = None,
+        timeout_seconds: float | None = None,
     ) -> dict[str, object]:
         """Feeds generated articles to the server (`newsd post`, TAKETHIS).
 
@@ -84,16 +91,26 @@ class PrivateNewsServer:
             group: the group posted to (one of those it was started with).
             articles: how many (nntp.newsd.generate_articles(group, articles, seed)).
             seed: the articles' seed.
+            days: None: those simple articles, all of one date; else the
+                realistic ones of uidx's generator dated over the `days` days
+                before `end` (nntp.newsd.realistic_articles).
+            end: unix time the realistic dates end at; None: now.
             timeout_seconds: the longest `newsd post` may take; None: no limit.
 
         Returns:
-            What `newsd post` printed (group, articles, seconds, articles_per_second).
+            What `newsd post` printed (group, articles, seconds,
+            articles_per_second, first_date, last_date).
 
         Raises:
             NewsdError: newsd post failed (its stderr says why).
         """
         command = ["post", str(self.folder), "--group", group, "--articles", str(articles)]
-        printed = _newsd(*command, "--seed", str(seed), timeout=timeout_seconds)
+        command += ["--seed", str(seed)]
+        if days is not None:
+            command += ["--days", str(days)]
+        if end is not None:
+            command += ["--end", str(end)]
+        printed = _newsd(*command, timeout=timeout_seconds)
         result: dict[str, object] = json.loads(printed)
         return result
 
