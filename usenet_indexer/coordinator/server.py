@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ipaddress
 import logging
+import socket
 from collections.abc import Awaitable, Callable
 from functools import partial
 from urllib.parse import urlsplit
@@ -99,7 +101,9 @@ async def serve(
             problem = f"cannot listen on {settings.listen}: {error.strerror or error}"
             raise ConfigError("listen", problem) from group
         logger.info("node API listening on %s%s", binds[0], PREFIX)
-        task_status.started(bound_address(binds[0]))
+        host, port = bound_address(binds[0])
+        logger.info("%s", edges_connect_with(host, port, socket.gethostname()))
+        task_status.started((host, port))
 
 
 async def _serve_then_cancel(
@@ -113,6 +117,36 @@ async def _serve_then_cancel(
     # Hypercorn returns after a graceful shutdown: the listener goes with it.
     await hypercorn_serve(app, config, shutdown_trigger=trigger, task_status=task_status)
     scope.cancel()
+
+
+def edges_connect_with(host: str, port: int, hostname: str) -> str:
+    """The log line that tells the operator which COORDINATOR_URL edges must use.
+
+    Args:
+        host: the address the node API is bound to (without brackets).
+        port: its port.
+        hostname: this machine's name (for a bind to every interface).
+
+    Returns:
+        "edges connect with COORDINATOR_URL=http://...:port", with where
+        that URL works from: a loopback bind only from this machine.
+    """
+    if host in ("0.0.0.0", "::"):
+        return (
+            f"edges connect with COORDINATOR_URL=http://{hostname}:{port} "
+            f"(listening on every interface: any address of {hostname} works)"
+        )
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name
+        loopback = False
+    url = f"http://{f'[{host}]' if ':' in host else host}:{port}"
+    if loopback:
+        return (
+            f"edges connect with COORDINATOR_URL={url}, only from this machine "
+            f"(UIDX_LISTEN=0.0.0.0:{port} listens on every interface)"
+        )
+    return f"edges connect with COORDINATOR_URL={url}"
 
 
 def bound_address(bind: str) -> tuple[str, int]:
