@@ -511,12 +511,39 @@ def test_messy_data_gives_the_same_batch_fed_whole_line_by_line_or_in_chunks() -
         "repeated_segment": 2,  # (2/6) again, and (3/6) with another tail
         "too_few_fields": 1,
     }
-    assert whole.lines == len(lines) - 1 - 3  # the empty line and the NUL lines do not count
+    assert whole.lines == len(lines) - 1  # the empty line does not count; the NUL lines do
     assert fed(list(range(1, len(lines)))) == whole
     assert fed([], crlf=True, trailing=False) == whole
     for _ in range(20):
         cuts = sorted(rng.sample(range(1, len(lines)), rng.randint(1, 6)))
         assert fed(cuts, crlf=rng.random() < 0.5) == whole
+
+
+def test_every_malformed_line_is_a_line_read() -> None:
+    """What a binary looks like as overview data (`uidx index /bin/ls`): lines with NUL
+    bytes and lines without tabs. Each is read and skipped as malformed, so no
+    batch says it skipped more lines than it read."""
+    from usenet_indexer.indexer import MALFORMED
+
+    data = b"\x7fELF\x02\x01\x00\nno tabs\n\x00\x00\nstill none\n1\t\x00\t2\nlast\n\n"
+    for cut in range(len(data) + 1):
+        indexer = RangeIndexer(group=GROUP, first=0)
+        for part in (data[:cut], data[cut:]):
+            indexer.add_data(part, 1)
+        batch = indexer.finish()
+        malformed = sum(n for reason, n in batch.skipped if reason in MALFORMED)
+        # A cut inside a line makes two of it (the indexer is fed whole lines).
+        assert malformed <= batch.lines
+        if data[:cut].endswith(b"\n") or cut == 0:
+            assert batch.lines == malformed == 6, cut
+            assert dict(batch.skipped) == {"nul_byte": 3, "too_few_fields": 3}
+    # With good lines beside them: every line is read, once.
+    good = line(BASE, 'Good [1/1] - "good.rar" yEnc (1/1)', "g@ex").encode()
+    indexer = RangeIndexer(group=GROUP, first=BASE)
+    indexer.add_data(data + good + b"\n", BASE + 1)
+    batch = indexer.finish()
+    assert batch.lines == 7
+    assert len(batch.releases) == 1
 
 
 def test_nul_lines_are_dropped_by_position() -> None:

@@ -1,7 +1,15 @@
 """The `uidx` command line: one program for every role and operator command.
 
 Each subcommand lives in `usenet_indexer.commands.<name>` and offers
-`add_parser(subparsers)` and `run(args) -> int`; this module only wires them.
+`add_parser(subparsers)` and `run(args) -> int`; this module wires them and
+turns what goes wrong into one line on stderr and an exit status:
+
+    0    done
+    1    an error (UidxError), or a file the system refused (an OSError
+         naming it: path and reason, the traceback only with -v)
+    2    a usage mistake, reported by the (sub)command's own parser
+    78   a configuration mistake (ConfigError, sysexits.h EX_CONFIG)
+    130  interrupted (SIGINT)
 """
 
 from __future__ import annotations
@@ -16,9 +24,13 @@ from typing import Protocol
 
 from usenet_indexer.errors import ConfigError, UidxError
 
+logger = logging.getLogger(__name__)
+
 # The exit status of a settings mistake (sysexits.h EX_CONFIG); the
 # supervisor halts on it instead of restarting.
 EXIT_CONFIG = 78
+# The exit status of any other error.
+EXIT_ERROR = 1
 
 # Subcommands, in the order `uidx --help` lists them.
 COMMANDS = (
@@ -65,10 +77,13 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run `uidx` with `argv` (default: the process's arguments); the exit status."""
     words = list(sys.argv[1:] if argv is None else argv)
     chosen = next((w for w in words if w in COMMANDS), None)
     parser = build_parser(chosen if chosen and "-h" not in words[: words.index(chosen)] else None)
-    args = parser.parse_args(words)
+    args = parse(parser, words)
+    # Messages name the whole command: `uidx db start: ...`.
+    command = chosen_parser(parser, args).prog
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
         # The process id tells a supervisor's workers apart in one journal.
@@ -79,14 +94,70 @@ def main(argv: Sequence[str] | None = None) -> int:
         # One line per HTTP request of an edge is noise; -v shows them.
         logging.getLogger("httpx").setLevel(logging.WARNING)
     try:
+        _check_config_file(args.config)
         result: int = args.run(args)
     except ConfigError as error:
         # EX_CONFIG: a supervisor or systemd must not restart into the same mistake.
-        print(f"uidx {args.command}: {error}", file=sys.stderr)
-        return EXIT_CONFIG
+        return _report(command, str(error), EXIT_CONFIG)
     except UidxError as error:
-        print(f"uidx {args.command}: {error}", file=sys.stderr)
-        return 2
+        return _report(command, str(error), EXIT_ERROR)
+    except OSError as error:
+        # The last resort for a file no command expected to be refused: named
+        # by the system, it is the operator's to fix, not a bug to trace.
+        if error.filename is None:
+            raise
+        return _report(command, _os_problem(error), EXIT_ERROR)
     except KeyboardInterrupt:
         return 130
     return result
+
+
+def parse(parser: argparse.ArgumentParser, words: Sequence[str]) -> argparse.Namespace:
+    """The parsed arguments; a mistake is reported by the deepest parser chosen (exit 2).
+
+    `parse_args` has the top parser report arguments that no parser knows,
+    with the top usage; the usage of the (sub)command they were given to
+    says what it does take.
+    """
+    args, unknown = parser.parse_known_args(words)
+    if unknown:
+        chosen_parser(parser, args).error(f"unrecognized arguments: {' '.join(unknown)}")
+    return args
+
+
+def chosen_parser(
+    parser: argparse.ArgumentParser, args: argparse.Namespace
+) -> argparse.ArgumentParser:
+    """The parser of the deepest subcommand `args` chose (`uidx db start`: that of `start`)."""
+    while True:
+        subparsers = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        name = getattr(args, subparsers[0].dest, None) if subparsers else None
+        if name is None or name not in subparsers[0].choices:
+            return parser
+        parser = subparsers[0].choices[name]
+
+
+def _check_config_file(path: Path | None) -> None:
+    # Every command, also one that reads no settings (index, generate): a
+    # --config that names nothing readable is a mistake, never ignored.
+    if path is None:
+        return
+    try:
+        path.open("rb").close()
+    except OSError as error:
+        raise ConfigError(str(path), f"cannot be read: {error.strerror or error}") from error
+
+
+def _os_problem(error: OSError) -> str:
+    where = str(error.filename)
+    if error.filename2 is not None:
+        where += f" -> {error.filename2}"
+    return f"{where}: {error.strerror or error}"
+
+
+def _report(command: str, message: str, status: int) -> int:
+    # Only with -v: where it was raised, for a bug report; before the
+    # message, which stays the last line.
+    logger.debug("%s: where it was raised", command, exc_info=True)
+    print(f"{command}: {message}", file=sys.stderr)
+    return status

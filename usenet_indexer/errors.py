@@ -2,7 +2,8 @@
 
     UidxError
     ├── ConfigError          a setting is missing or wrong (names the key)
-    ├── InputError           an input file cannot be read as overview data
+    ├── InputError           an input cannot be read (a dump, an NZB, a truth file)
+    ├── OutputError          an output file or folder cannot be written (names the path)
     ├── DatabaseError        PostgreSQL cannot be run, reached or migrated
     └── ProtocolError        a peer or a wire format broke the rules
         ├── LocalProtocolError   we were about to break them (our bug)
@@ -31,6 +32,25 @@ class ConfigError(UidxError):
 
 class InputError(UidxError):
     """An input file cannot be read at all (not a line of it: the whole file)."""
+
+
+class OutputError(UidxError):
+    """An output file or folder cannot be written; the message names it and says why.
+
+    Args:
+        path: the file or folder (a str or a Path).
+        reason: why, as the system says it (`OutputError.of` takes it from an OSError).
+    """
+
+    def __init__(self, path: object, reason: str) -> None:
+        super().__init__(f"cannot write {path}: {reason}")
+        self.path = str(path)
+        self.reason = reason
+
+    @classmethod
+    def of(cls, path: object, error: OSError) -> OutputError:
+        """The error for an OSError met writing `path`."""
+        return cls(path, error.strerror or str(error))
 
 
 class DatabaseError(UidxError):

@@ -229,8 +229,12 @@ class RangeIndexer:
         if b"\r" in data:
             data = data.replace(b"\r", b"")
         lines = data.split(b"\n")
+        # Lines with a NUL are taken out before the loop (they are rare, and
+        # the loop would split each): counted as read and as malformed.
+        nul = 0
         if b"\x00" in data:
-            self._skipped["nul_byte"] += _drop_nul_lines(data, lines)
+            nul = _drop_nul_lines(data, lines)
+            self._skipped["nul_byte"] += nul
         fast = self._fast
         slow = self._slow_line
         empty = 0
@@ -256,7 +260,7 @@ class RangeIndexer:
                 slow(fields)
             else:
                 empty += 1
-        self._lines += len(lines) - empty
+        self._lines += len(lines) - empty + nul
         self._next = next_article
 
     def _slow_line(self, fields: list[bytes]) -> None:

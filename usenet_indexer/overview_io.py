@@ -20,6 +20,21 @@ from usenet_indexer.inflate import INFLATE_ERROR
 BLOCK_BYTES = 4 << 20
 
 
+def check_readable(path: Path) -> None:
+    """Check that a dump can be opened, before the work on the dumps named before it.
+
+    Raises:
+        InputError: `path` is missing, a folder, not a regular file, or
+            cannot be opened; the message names it and says which.
+    """
+    if path.is_dir():
+        raise InputError(f"cannot read {path}: is a directory")
+    if path.exists() and not path.is_file():
+        # A pipe or a device: read_blocks looks at the first bytes and starts again.
+        raise InputError(f"cannot read {path}: is not a regular file")
+    open_overview(path).close()
+
+
 def open_overview(path: Path) -> BinaryIO:
     """Open a dump for reading, inflating gzip transparently (zlib is inflated by the reader).
 
@@ -29,16 +44,20 @@ def open_overview(path: Path) -> BinaryIO:
     try:
         raw = path.open("rb")
     except OSError as error:
-        raise InputError(f"{path}: {error.strerror or error}") from error
-    magic = raw.read(2)
-    raw.seek(0)
+        raise InputError(f"cannot read {path}: {error.strerror or error}") from error
+    try:
+        magic = raw.read(2)
+        raw.seek(0)
+    except OSError as error:
+        raw.close()
+        raise InputError(f"cannot read {path}: {error.strerror or error}") from error
     if magic == b"\x1f\x8b":
         # Given the open file, IGzipFile would not close it: let it open its own.
         raw.close()
         try:
             return igzip.IGzipFile(path, mode="rb")  # type: ignore[no-untyped-call,return-value]
         except OSError as error:
-            raise InputError(f"{path}: {error.strerror or error}") from error
+            raise InputError(f"cannot read {path}: {error.strerror or error}") from error
     return raw
 
 

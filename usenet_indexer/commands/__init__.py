@@ -1,11 +1,26 @@
 """One module per `uidx` subcommand: `add_parser(subparsers)` and `run(args)`.
 
-Argument types the subcommands share live here.
+What the subcommands share lives here: argument types, and `output(path)`,
+the one way a command writes a file named on its command line.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import stat
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+import attrs
+
+from usenet_indexer.errors import OutputError
+
+# The path that means standard output, as in most Unix tools.
+STDOUT = "-"
 
 
 def positive_int(text: str) -> int:
@@ -26,3 +41,105 @@ def _at_least(text: str, minimum: int) -> int:
     if value < minimum:
         raise argparse.ArgumentTypeError(f"{value} is less than {minimum}")
     return value
+
+
+@attrs.define(eq=False)
+class Output:
+    """An output file being written, opened before the work that fills it.
+
+    '-' is standard output. A new or regular file is written under a
+    temporary name beside it and renamed by `commit()`, so a run that fails
+    leaves the old file (or none) rather than a part that looks whole;
+    anything else (a device, a pipe, a symbolic link) is written in place.
+    Every method raises OutputError, naming the path, for what the system
+    refuses.
+    """
+
+    path: Path
+    _stream: BinaryIO
+    _temporary: Path | None  # the name written under until commit()
+
+    @classmethod
+    def open(cls, path: Path) -> Output:
+        """Open `path` for writing; see the class.
+
+        Raises:
+            OutputError: it is a folder, its folder is missing, or it cannot be created.
+        """
+        if str(path) == STDOUT:
+            return cls(path, sys.stdout.buffer, None)
+        try:
+            mode = path.lstat().st_mode
+        except FileNotFoundError:
+            mode = None
+        except OSError as error:
+            raise OutputError.of(path, error) from error
+        if mode is not None and stat.S_ISDIR(mode):
+            raise OutputError(path, "is a directory")
+        in_place = mode is not None and not stat.S_ISREG(mode)
+        # The process id: two runs writing the same file do not share a temporary.
+        temporary = None if in_place else path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        try:
+            stream = (temporary or path).open("wb")
+        except OSError as error:
+            raise OutputError.of(path, error) from error
+        return cls(path, stream, temporary)
+
+    @property
+    def shown(self) -> str:
+        """The path as messages name it."""
+        return "standard output" if self._stream is sys.stdout.buffer else str(self.path)
+
+    def write(self, data: bytes) -> int:
+        """Write `data`; how many bytes (all of them)."""
+        try:
+            return self._stream.write(data)
+        except OSError as error:
+            raise OutputError.of(self.shown, error) from error
+
+    def flush(self) -> None:
+        """Flush the written data to the system (a gzip stream on top calls this)."""
+        try:
+            self._stream.flush()
+        except OSError as error:
+            raise OutputError.of(self.shown, error) from error
+
+    def commit(self) -> None:
+        """Finish the file: flush, close, and rename it into place."""
+        if self._stream is sys.stdout.buffer:
+            self.flush()
+            return
+        try:
+            self._stream.close()
+            if self._temporary is not None:
+                os.replace(self._temporary, self.path)
+        except OSError as error:
+            self.discard()
+            raise OutputError.of(self.path, error) from error
+
+    def discard(self) -> None:
+        """Give up the file: close it and remove the temporary (a file written in place stays)."""
+        if self._stream is sys.stdout.buffer:
+            return
+        # Called while another error goes up: the file is thrown away, and a
+        # failure to flush it would only hide the error that matters.
+        with contextlib.suppress(OSError):
+            self._stream.close()
+        if self._temporary is not None:
+            self._temporary.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def output(path: Path) -> Iterator[Output]:
+    """`Output.open(path)`, committed when the block ends, discarded when it raises.
+
+    Raises:
+        OutputError: the file cannot be created, written or renamed into place.
+    """
+    out = Output.open(path)
+    try:
+        yield out
+    except BaseException:
+        out.discard()
+        raise
+    out.commit()

@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from usenet_indexer.commands import output
 from usenet_indexer.commands.index import write_releases
 from usenet_indexer.config import from_process
 from usenet_indexer.store.catalog import CatalogStore
@@ -13,16 +14,27 @@ from usenet_indexer.store.database import opened
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser("catalog", help="export the catalog")
+    parser = subparsers.add_parser(
+        "catalog", help="export the catalog", description="Export the coordinator's catalog."
+    )
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
-    export = actions.add_parser("export", help="every release as one JSON object per line")
+    export_help = "every release as one JSON object per line, in the schema of `uidx index`"
+    export = actions.add_parser("export", help=export_help, description=__doc__)
     export.add_argument("--out", required=True, type=Path, help="the file ('-' for stdout)")
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    with opened(from_process(args.config)) as pool:
-        releases = CatalogStore(pool).export()
-    write_releases(releases, args.out)
-    print(f"uidx catalog: {len(releases):,} releases written to {args.out}", file=sys.stderr)
+    """Export the catalog.
+
+    Raises:
+        OutputError: --out cannot be written (found before the database is asked).
+        DatabaseError: the database cannot be started, reached or migrated.
+    """
+    settings = from_process(args.config)
+    with output(args.out) as out:
+        with opened(settings) as pool:
+            releases = CatalogStore(pool).export()
+        write_releases(releases, out)
+    print(f"uidx catalog: {len(releases):,} releases written to {out.shown}", file=sys.stderr)
     return 0

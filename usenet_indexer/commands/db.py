@@ -19,7 +19,7 @@ import attrs
 import psycopg
 
 from usenet_indexer.config import from_process
-from usenet_indexer.errors import DatabaseError
+from usenet_indexer.errors import ConfigError, DatabaseError
 from usenet_indexer.migrate import migrate
 from usenet_indexer.pgcluster import Cluster, ClusterStatus, database_url
 
@@ -44,9 +44,14 @@ def resolve_locations(args: argparse.Namespace) -> Locations:
 
     Returns:
         The locations.
+
+    Raises:
+        ConfigError: the home is a file.
     """
     settings = from_process(args.config)
     home: Path = args.home or settings.home
+    if home.exists() and not home.is_dir():
+        raise ConfigError("--home" if args.home else "home", f"{home} is not a directory")
     return Locations(home=home.absolute(), database_url=settings.database_url or None)
 
 
@@ -57,7 +62,10 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         subparsers: the `uidx` subcommand registry.
     """
     parser = subparsers.add_parser(
-        "db", help="the embedded PostgreSQL cluster and migrations", description=__doc__
+        "db",
+        help="the embedded PostgreSQL cluster and migrations",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
@@ -99,7 +107,8 @@ def _add(
     action: Callable[[argparse.Namespace, Locations], int],
     help_text: str,
 ) -> None:
-    parser = actions.add_parser(name, parents=[common], help=help_text, description=help_text)
+    description = f"{help_text[0].upper()}{help_text[1:]}."
+    parser = actions.add_parser(name, parents=[common], help=help_text, description=description)
     parser.set_defaults(db_action=action)
 
 

@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import io
 import itertools
 import logging
-import os
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -22,8 +20,7 @@ from pathlib import Path
 
 from isal import igzip
 
-from usenet_indexer.commands import positive_int
-from usenet_indexer.errors import ConfigError
+from usenet_indexer.commands import output, positive_int
 from usenet_indexer.gcpolicy import no_cyclic_gc
 from usenet_indexer.testing.generator import (
     DEFAULT_FIRST_ARTICLE,
@@ -31,7 +28,7 @@ from usenet_indexer.testing.generator import (
     GeneratorConfig,
     OverviewGenerator,
 )
-from usenet_indexer.testing.truth import Truth
+from usenet_indexer.testing.truth import BinaryWriter, Truth
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +51,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "generate",
         help="write synthetic overview lines of a binary group and their ground truth",
         description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--articles", type=positive_int, required=True, help="lines to write")
     parser.add_argument("--out", type=Path, required=True, help="overview file (.gz: gzip)")
@@ -96,7 +94,8 @@ def run(args: argparse.Namespace) -> int:
         0.
 
     Raises:
-        ConfigError: an output file cannot be written.
+        OutputError: an output file cannot be written (both are opened
+            before the lines are made).
     """
     config = GeneratorConfig(
         articles=args.articles, seed=args.seed, group=args.group, first_article=args.first_article
@@ -107,18 +106,17 @@ def run(args: argparse.Namespace) -> int:
     # The run builds ~100k long-lived objects (uploads, files, their lists)
     # and frees nothing worth a cycle collection until it ends; the collector
     # rescanning them costs 10-25% of the run. This command does nothing else.
-    with no_cyclic_gc():
-        with _atomic_output(args.out, "--out") as stream:
-            _write_lines(stream, generator.lines())
+    # Both opened before the work and kept only together: no lines without their truth.
+    with no_cyclic_gc(), _output(args.out) as stream, _output(truth_path) as truth_stream:
+        _write_lines(stream, generator.lines())
         elapsed = time.monotonic() - started
         truth = generator.truth()
-        with _atomic_output(truth_path, "--truth") as stream:
-            truth.dump(stream)
+        truth.dump(truth_stream)
     print(_summary(truth, args.out, truth_path, elapsed))
     return 0
 
 
-def _write_lines(stream: io.BufferedIOBase, lines: Iterator[bytes]) -> None:
+def _write_lines(stream: BinaryWriter, lines: Iterator[bytes]) -> None:
     written = 0
     while chunk := list(itertools.islice(lines, WRITE_LINES)):
         stream.write(b"\n".join(chunk) + b"\n")
@@ -128,30 +126,16 @@ def _write_lines(stream: io.BufferedIOBase, lines: Iterator[bytes]) -> None:
 
 
 @contextlib.contextmanager
-def _atomic_output(path: Path, option: str) -> Iterator[io.BufferedIOBase]:
-    # Written under a temporary name and renamed at the end, so that an
-    # interrupted run never leaves a file that looks whole.
-    temporary = path.with_name(f".{path.name}.tmp")
-    try:
-        raw = temporary.open("wb")
-    except OSError as error:
-        raise ConfigError(option, f"{path}: {error.strerror or error}") from error
-    try:
-        with raw:
-            if path.name.endswith(".gz"):
-                # isal ships no annotations for IGzipFile's constructor.
-                compressed = igzip.IGzipFile(fileobj=raw, mode="wb", compresslevel=GZIP_LEVEL)  # type: ignore[no-untyped-call]
-                with compressed:
-                    yield compressed
-            else:
-                yield raw
-        os.replace(temporary, path)
-    except OSError as error:
-        temporary.unlink(missing_ok=True)
-        raise ConfigError(option, f"{path}: {error.strerror or error}") from error
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
+def _output(path: Path) -> Iterator[BinaryWriter]:
+    # Written whole or not at all (commands.Output); .gz is compressed on the way.
+    with output(path) as out:
+        if not path.name.endswith(".gz"):
+            yield out
+            return
+        # isal ships no annotations for IGzipFile's constructor.
+        compressed = igzip.IGzipFile(fileobj=out, mode="wb", compresslevel=GZIP_LEVEL)  # type: ignore[no-untyped-call]
+        with compressed:
+            yield compressed
 
 
 def _summary(truth: Truth, out: Path, truth_path: Path, elapsed: float) -> str:

@@ -4,6 +4,10 @@ For trying rules on a dump, re-indexing, or checking a provider's data: the
 RangeIndexer runs over the input in batches of --batch-articles articles,
 the release chunks merge with the coordinator's merge code, and every
 release is written as one JSON object per line (optionally as NZB files).
+
+A file in which not one line is overview data (empty, or every line
+malformed: a binary, a log, the wrong file) is reported on stderr and the
+exit status is 1, unless --allow-empty.
 """
 
 from __future__ import annotations
@@ -20,12 +24,12 @@ import attrs
 import orjson
 
 from usenet_indexer.batch import Batch
-from usenet_indexer.commands import positive_int
-from usenet_indexer.errors import InputError
+from usenet_indexer.commands import Output, output, positive_int
+from usenet_indexer.errors import OutputError
 from usenet_indexer.gcpolicy import no_cyclic_gc
 from usenet_indexer.indexer import MALFORMED, RangeIndexer
 from usenet_indexer.merge import CatalogRelease, ReleaseMerger
-from usenet_indexer.overview_io import last_article, read_blocks
+from usenet_indexer.overview_io import check_readable, last_article, read_blocks
 from usenet_indexer.rules import DEFAULT_RULES, Rule
 
 # Seconds between progress lines on stderr.
@@ -37,6 +41,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "index",
         help="index overview dumps offline into releases (JSONL, NZB)",
         description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
         "files", nargs="+", type=Path, metavar="FILE", help="overview lines: plain, gzip or zlib"
@@ -59,7 +64,35 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     parser.add_argument("--nzb-dir", type=Path, help="write one NZB file per kept release here")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
+    parser.add_argument(
+        "--allow-empty",
+        action="store_true",
+        help="exit 0 even when a file holds no overview data (empty, or every line malformed)",
+    )
     parser.set_defaults(run=run)
+
+
+@attrs.frozen
+class FileTally:
+    """The lines of one input file: read, and of those malformed."""
+
+    path: Path
+    lines: int
+    malformed: int
+
+    @property
+    def overview_lines(self) -> int:
+        """Lines that were overview data (binary segments, replies, text posts)."""
+        return self.lines - self.malformed
+
+    def describe(self) -> str:
+        """What the warning says of a file without overview data."""
+        if not self.lines:
+            return f"{self.path} holds no overview data: the file is empty"
+        return (
+            f"{self.path} holds no overview data: all {self.lines:,} lines are malformed"
+            " (is it an overview dump?)"
+        )
 
 
 @attrs.define(eq=False)
@@ -67,12 +100,23 @@ class IndexStats:
     """What an offline index run did, for its summary."""
 
     lines: int = 0
+    files: list[FileTally] = attrs.field(factory=list)
     batches: int = 0
     release_chunks: int = 0
     probe_candidates: int = 0
     skipped: Counter[str] = attrs.field(factory=Counter)
     drops: Counter[tuple[str, str]] = attrs.field(factory=Counter)
     drop_segments: Counter[tuple[str, str]] = attrs.field(factory=Counter)
+
+    @property
+    def malformed(self) -> int:
+        """Lines skipped as malformed, every reason together."""
+        return sum(n for reason, n in self.skipped.items() if reason in MALFORMED)
+
+    @property
+    def without_overview(self) -> list[FileTally]:
+        """The files in which not one line was overview data."""
+        return [tally for tally in self.files if not tally.overview_lines]
 
     def add(self, batch: Batch) -> None:
         self.lines += batch.lines
@@ -106,6 +150,7 @@ def index_files(
     stats = IndexStats()
     started = last_report = time.monotonic()
     for path in paths:
+        lines_before, malformed_before = stats.lines, stats.malformed
         indexer = RangeIndexer(group=group, first=0, rules=rules, keep_dropped=include_dropped)
         for block in read_blocks(path):
             number = last_article(block)
@@ -124,6 +169,9 @@ def index_files(
                     flush=True,
                 )
         _absorb(indexer.finish(), merger, stats)
+        stats.files.append(
+            FileTally(path, stats.lines - lines_before, stats.malformed - malformed_before)
+        )
     return merger, stats
 
 
@@ -134,23 +182,38 @@ def _absorb(batch: Batch, merger: ReleaseMerger, stats: IndexStats) -> None:
         merger.mark_probe(candidate.release_key)
 
 
-def write_releases(releases: Iterable[CatalogRelease], out: Path) -> None:
-    """Write releases as JSON lines to a file ('-' is stdout), one at a time."""
-    stream = sys.stdout.buffer if str(out) == "-" else out.open("wb")
+def write_releases(releases: Iterable[CatalogRelease], out: Output) -> None:
+    """Write releases as JSON lines, one at a time.
+
+    Raises:
+        OutputError: the file cannot be written.
+    """
+    for release in releases:
+        out.write(orjson.dumps(release.to_json(), option=orjson.OPT_APPEND_NEWLINE))
+
+
+def make_folder(folder: Path) -> None:
+    """Make the NZB folder (and its parents) unless it is there.
+
+    Raises:
+        OutputError: it is a file, or it cannot be made.
+    """
+    if folder.exists() and not folder.is_dir():
+        raise OutputError(folder, "is not a directory")
     try:
-        for release in releases:
-            stream.write(orjson.dumps(release.to_json()))
-            stream.write(b"\n")
-    finally:
-        if stream is not sys.stdout.buffer:
-            stream.close()
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise OutputError.of(folder, error) from error
 
 
 def write_nzbs(releases: Sequence[CatalogRelease], folder: Path) -> int:
-    """One NZB file per kept release; returns how many were written."""
+    """One NZB file per kept release in `folder` (made already); how many were written.
+
+    Raises:
+        OutputError: a file cannot be written.
+    """
     from usenet_indexer.nzb import nzb_filename, write_nzb
 
-    folder.mkdir(parents=True, exist_ok=True)
     used: set[str] = set()
     written = 0
     for release in releases:
@@ -160,7 +223,10 @@ def write_nzbs(releases: Sequence[CatalogRelease], folder: Path) -> int:
         if name in used:
             name = f"{name[:-4]}.{release.key.hex()[:8]}.nzb"
         used.add(name)
-        (folder / name).write_bytes(write_nzb(release.to_json()))
+        try:
+            (folder / name).write_bytes(write_nzb(release.to_json()))
+        except OSError as error:
+            raise OutputError.of(folder / name, error) from error
         written += 1
     return written
 
@@ -210,12 +276,23 @@ def summary(stats: IndexStats, kept: KeptTally, seconds: float) -> dict[str, obj
 
 
 def run(args: argparse.Namespace) -> int:
+    """Index the files and write what was found.
+
+    Returns:
+        0; 1 when a file held no overview data (unless --allow-empty).
+
+    Raises:
+        InputError: a file cannot be read (checked for all before any is indexed).
+        OutputError: --out or --nzb-dir cannot be written (likewise).
+    """
     started = time.monotonic()
     progress = None if args.quiet else sys.stderr
     for path in args.files:
-        if not path.is_file():
-            raise InputError(f"{path}: no such file")
-    with no_cyclic_gc():
+        check_readable(path)
+    if args.nzb_dir is not None:
+        make_folder(args.nzb_dir)
+    # Opened first: a mistake in --out shows before the indexing, not after it.
+    with output(args.out) as out, no_cyclic_gc():
         merger, stats = index_files(
             args.files,
             group=args.group,
@@ -228,12 +305,26 @@ def run(args: argparse.Namespace) -> int:
         # biggest thing in memory), unless the NZB files need them again.
         counted = kept.count(merger.releases())
         releases = list(counted) if args.nzb_dir is not None else None
-        write_releases(counted if releases is None else releases, args.out)
+        write_releases(counted if releases is None else releases, out)
     if args.nzb_dir is not None and releases is not None:
         written = write_nzbs(releases, args.nzb_dir)
         print(f"uidx index: {written:,} NZB files in {args.nzb_dir}", file=sys.stderr)
     figures = summary(stats, kept, time.monotonic() - started)
     _print_summary(figures)
+    return _warn_without_overview(stats.without_overview, allowed=args.allow_empty)
+
+
+def _warn_without_overview(tallies: Sequence[FileTally], *, allowed: bool) -> int:
+    # After the summary, so that it is the last thing on the terminal.
+    for tally in tallies:
+        print(f"uidx index: warning: {tally.describe()}", file=sys.stderr)
+    if tallies and not allowed:
+        print(
+            "uidx index: exit status 1: a file without overview data is taken for a mistake"
+            " (--allow-empty accepts it)",
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 

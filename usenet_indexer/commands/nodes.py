@@ -10,13 +10,29 @@ from usenet_indexer.store.nodes import NodeStore
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser("nodes", help="create, list and revoke edge nodes")
+    parser = subparsers.add_parser(
+        "nodes",
+        help="create, list and revoke edge nodes",
+        description="The edge nodes of the coordinator and their tokens.",
+    )
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
-    create = actions.add_parser("create", help="create a node and print its token (shown once)")
-    create.add_argument("name")
-    actions.add_parser("list", help="the nodes, when they were last seen, what they hold")
-    revoke = actions.add_parser("revoke", help="revoke a node's token")
-    revoke.add_argument("name")
+    create = actions.add_parser(
+        "create",
+        help="create a node and print its token (shown once)",
+        description="Create a node and print its token: it is shown this once (NODE_TOKEN).",
+    )
+    create.add_argument("name", help="the node's name")
+    actions.add_parser(
+        "list",
+        help="the nodes, when they were last seen, what they hold",
+        description="List the nodes: when they were last seen, how many ranges they hold.",
+    )
+    revoke = actions.add_parser(
+        "revoke",
+        help="revoke a node's token",
+        description="Revoke a node's token: its edges are refused from now on.",
+    )
+    revoke.add_argument("name", help="the node's name")
     parser.set_defaults(run=run)
 
 

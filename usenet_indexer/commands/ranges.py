@@ -46,13 +46,23 @@ class DatedSpan:
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser("ranges", help="plan article ranges")
+    parser = subparsers.add_parser(
+        "ranges",
+        help="plan article ranges",
+        description="The article ranges of the groups, which the edges lease and index.",
+    )
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     plan = actions.add_parser(
         "plan",
         help="plan the articles FROM..TO of GROUP, or those of the last N days below the planned",
+        description=(
+            "Cut a group's articles into ranges for the edges to lease: the articles"
+            " --from A --to B, or, with --days N (default: the group's backfill_days), from"
+            " just below what is planned (or the server's high water mark) down to the first"
+            " article posted N days ago, which the NNTP servers are asked for."
+        ),
     )
-    plan.add_argument("group")
+    plan.add_argument("group", help="the group (added with `uidx groups add`)")
     plan.add_argument("--from", dest="first", type=int, help="first article")
     plan.add_argument("--to", dest="last", type=int, help="last article")
     plan.add_argument(

@@ -12,9 +12,10 @@ import argparse
 from collections.abc import Iterator
 from pathlib import Path
 
+from usenet_indexer.commands import positive_int
 from usenet_indexer.config import from_process
-from usenet_indexer.errors import InputError
-from usenet_indexer.overview_io import read_blocks
+from usenet_indexer.errors import OutputError
+from usenet_indexer.overview_io import check_readable, read_blocks
 from usenet_indexer.spool_files import write_chunk
 from usenet_indexer.store.database import opened
 from usenet_indexer.store.groups import GroupStore
@@ -22,30 +23,49 @@ from usenet_indexer.store.spool import SpoolChunk, SpoolIndex
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser("spool", help="fill the spool from an overview dump")
+    parser = subparsers.add_parser(
+        "spool",
+        help="fill the spool from an overview dump",
+        description="Fill the coordinator's spool from overview dumps, as the prefetcher does.",
+    )
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     imp = actions.add_parser(
-        "import", help="cut a dump (plain, gzip, zlib) into spool chunks of a group"
+        "import",
+        help="cut a dump (plain, gzip, zlib) into spool chunks of a group",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    imp.add_argument("file", type=Path)
-    imp.add_argument("--group", required=True)
+    imp.add_argument("file", type=Path, metavar="FILE", help="overview lines: plain, gzip or zlib")
+    imp.add_argument("--group", required=True, help="the group (added with `uidx groups add`)")
     imp.add_argument(
-        "--chunk-articles", type=int, default=100_000, help="articles per chunk (default 100000)"
+        "--chunk-articles",
+        type=positive_int,
+        default=100_000,
+        help="articles per chunk (default 100000)",
     )
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    """Import the dump.
+
+    Raises:
+        InputError: the dump cannot be read.
+        OutputError: the spool folder cannot be written.
+        DatabaseError: the database cannot be started, reached or migrated.
+    """
     settings = from_process(args.config)
-    if not args.file.is_file():
-        raise InputError(f"{args.file}: no such file")
+    check_readable(args.file)
     spool_dir = settings.home / "spool"
     with opened(settings) as pool:
         group_id = GroupStore(pool).id_of(args.group)
         index = SpoolIndex(pool)
         chunks = lines = 0
         for first, last, text, count in _chunks(args.file, args.chunk_articles):
-            path, size, codec = write_chunk(spool_dir, args.group, first, last, text)
+            try:
+                path, size, codec = write_chunk(spool_dir, args.group, first, last, text)
+            except OSError as error:
+                raise OutputError.of(error.filename or spool_dir, error) from error
             index.add(group_id, SpoolChunk(first, last, int(codec), str(path), count), size)
             chunks += 1
             lines += count
