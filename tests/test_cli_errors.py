@@ -461,3 +461,21 @@ def test_every_subcommand_is_listed_with_what_it_does(
     listing = capsys.readouterr().out
     for name in names:
         assert re.search(rf"^ +{re.escape(name)} {{2,}}\S", listing, re.MULTILINE), (name, listing)
+
+
+def test_a_reader_that_stops_reading_ends_the_command_without_a_traceback(
+    db_env: dict[str, str],
+) -> None:
+    """`uidx status | head -1`: the pipe closed before the command wrote to it."""
+    child = subprocess.Popen(
+        [sys.executable, "-m", "usenet_indexer", "status"],
+        env=db_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert child.stdout is not None
+    child.stdout.close()
+    _, err = child.communicate(timeout=60)
+    assert "Traceback" not in err.decode(), err.decode()
+    assert "BrokenPipe" not in err.decode()
+    assert child.returncode == 1

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from importlib import import_module
@@ -31,6 +32,10 @@ logger = logging.getLogger(__name__)
 EXIT_CONFIG = 78
 # The exit status of any other error.
 EXIT_ERROR = 1
+
+# Every uidx process logs in this form; the process id tells a supervisor's
+# workers apart in one journal (and testing/logcheck reads it).
+LOG_FORMAT = "%(asctime)s %(levelname)s [%(process)d] %(name)s: %(message)s"
 
 # Subcommands, in the order `uidx --help` lists them.
 COMMANDS = (
@@ -86,8 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = chosen_parser(parser, args).prog
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
-        # The process id tells a supervisor's workers apart in one journal.
-        format="%(asctime)s %(levelname)s [%(process)d] %(name)s: %(message)s",
+        format=LOG_FORMAT,
         stream=sys.stderr,
     )
     if not args.verbose:
@@ -101,6 +105,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _report(command, str(error), EXIT_CONFIG)
     except UidxError as error:
         return _report(command, str(error), EXIT_ERROR)
+    except BrokenPipeError:
+        # `uidx status | head`: the reader has what it wanted. Python would
+        # report the pipe again when it flushes stdout at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_ERROR
     except OSError as error:
         # The last resort for a file no command expected to be refused: named
         # by the system, it is the operator's to fix, not a bug to trace.

@@ -123,9 +123,10 @@ def run(args: argparse.Namespace) -> int:
             started.stop()
             logger.info("embedded PostgreSQL in %s stopped", started.data_dir)
     if status == 0:
+        home = "" if settings.database_url else f"UIDX_HOME={settings.home} "
         print(
-            "Where to look: `uidx status` (groups, ranges, nodes, servers) and"
-            " `uidx catalog export --out catalog.jsonl` (the schema of `uidx index`)."
+            f"Where to look: `{home}uidx status` (groups, ranges, nodes, servers) and"
+            f" `{home}uidx catalog export --out catalog.jsonl` (the schema of `uidx index`)."
         )
     return status
 
