@@ -55,8 +55,8 @@ from typing import Any
 import attrs
 import httpx
 
-from usenet_indexer.testing.chaos_setup import child_env
 from usenet_indexer.testing.logcheck import file_problems
+from usenet_indexer.testing.processes import child_env
 
 ROOT = Path(__file__).resolve().parent.parent
 UIDX = [sys.executable, "-m", "usenet_indexer"]
@@ -79,9 +79,9 @@ def prepare(args: argparse.Namespace) -> int:
     """
     from isal import igzip
 
-    from usenet_indexer.frames import Codec
-    from usenet_indexer.spool_files import write_chunk
-    from usenet_indexer.testing.generator import GeneratorConfig, generate
+    from usenet_indexer.spool.files import write_chunk
+    from usenet_indexer.synth.generator import GeneratorConfig, generate
+    from usenet_indexer.wire.frames import Codec
 
     home = Path(args.prepare)
     config = GeneratorConfig(articles=args.lines, seed=args.seed)

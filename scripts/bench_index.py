@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from usenet_indexer.testing.truth import Truth, score
+from usenet_indexer.synth.truth import Truth, score
 
 ROOT = Path(__file__).resolve().parent.parent
 UIDX = [sys.executable, "-m", "usenet_indexer"]

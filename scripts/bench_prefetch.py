@@ -65,8 +65,8 @@ from usenet_indexer.config import Settings
 from usenet_indexer.nntp.client import Slice, connect
 from usenet_indexer.nntp.errors import NoSuchGroup
 from usenet_indexer.prefetch.daemon import Landed, Prefetcher, PrefetchOptions
-from usenet_indexer.prefetch.plan import slices
 from usenet_indexer.prefetch.servers import ServerState, server_configs
+from usenet_indexer.spool.plan import slices
 from usenet_indexer.store.groups import GroupStore
 from usenet_indexer.store.pool import open_pool
 from usenet_indexer.store.ranges import RangeStore

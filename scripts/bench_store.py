@@ -30,19 +30,19 @@ from pathlib import Path
 
 from psycopg_pool import ConnectionPool
 
-from usenet_indexer.batch import Batch
-from usenet_indexer.batchwire import compress_body, decode_batch, decode_body, encode_batch
 from usenet_indexer.config import Settings
-from usenet_indexer.indexer import RangeIndexer
-from usenet_indexer.packed import pack_batch
+from usenet_indexer.core.batch import Batch
+from usenet_indexer.core.indexer import RangeIndexer
 from usenet_indexer.store.batches import BatchStore
 from usenet_indexer.store.catalog import CatalogStore
 from usenet_indexer.store.groups import GroupStore
 from usenet_indexer.store.nodes import NodeStore
 from usenet_indexer.store.pool import open_pool
 from usenet_indexer.store.ranges import RangeStore
-from usenet_indexer.testing.generator import GeneratorConfig, generate
+from usenet_indexer.synth.generator import GeneratorConfig, generate
 from usenet_indexer.testing.postgres import running_server
+from usenet_indexer.wire.batchwire import compress_body, decode_batch, decode_body, encode_batch
+from usenet_indexer.wire.packed import pack_batch
 
 TTL = 900.0
 

@@ -17,9 +17,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from isal import isal_zlib
 
-from usenet_indexer import fragments
-from usenet_indexer.batch import Batch, FileChunk, ProbeCandidate, ReleaseChunk, RuleCount
-from usenet_indexer.batchwire import (
+from usenet_indexer.core.batch import Batch, FileChunk, ProbeCandidate, ReleaseChunk, RuleCount
+from usenet_indexer.core.indexer import RangeIndexer
+from usenet_indexer.core.rules import ExecutableRule, NamePatternRule
+from usenet_indexer.errors import LocalProtocolError, RemoteProtocolError
+from usenet_indexer.wire import fragments
+from usenet_indexer.wire.batchwire import (
     BatchLimits,
     BodyTooLarge,
     CorruptBody,
@@ -31,10 +34,7 @@ from usenet_indexer.batchwire import (
     decode_body,
     encode_batch,
 )
-from usenet_indexer.errors import LocalProtocolError, RemoteProtocolError
-from usenet_indexer.indexer import RangeIndexer
-from usenet_indexer.packed import PackedBatch, pack_batch
-from usenet_indexer.rules import ExecutableRule, NamePatternRule
+from usenet_indexer.wire.packed import PackedBatch, pack_batch
 
 GROUP = "alt.binaries.test"
 BASE = 2**32 + 10  # article numbers need 64 bits

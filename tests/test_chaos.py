@@ -16,23 +16,11 @@ import pytest
 import trio
 from psycopg_pool import ConnectionPool
 
-from usenet_indexer.batch import Batch, FileChunk, ReleaseChunk
-from usenet_indexer.batchwire import BatchWireError, WireBatch, decode_batch, decode_body
-from usenet_indexer.nntp.client import NNTPClient, connect
-from usenet_indexer.nntp.errors import AuthRequired, ConnectionLost, Timeout, Unavailable
-from usenet_indexer.packed import pack_batch
-from usenet_indexer.spool_files import ChunkWriter
-from usenet_indexer.store.batches import BatchStore
-from usenet_indexer.store.catalog import CatalogStore
-from usenet_indexer.store.groups import GroupStore
-from usenet_indexer.store.nodes import NodeStore
-from usenet_indexer.store.ranges import RangeStore
-from usenet_indexer.testing import chaos_check as checks
-from usenet_indexer.testing.chaos import CLOCK_FAILURES, KINDS, SPOOL_FAILURES, failures
-from usenet_indexer.testing.chaos_abuse import bad_requests, gzip_bomb
-from usenet_indexer.testing.chaos_check import BatchRow, RangeRow
-from usenet_indexer.testing.chaos_clock import CLOCK_KINDS
-from usenet_indexer.testing.chaos_nntp import (
+from chaos import check as checks
+from chaos.abuse import bad_requests, gzip_bomb
+from chaos.check import BatchRow, RangeRow
+from chaos.clock import CLOCK_KINDS
+from chaos.nntp_faults import (
     AUTH,
     DROP,
     NNTP_KINDS,
@@ -46,9 +34,9 @@ from usenet_indexer.testing.chaos_nntp import (
     hide_compression,
     serve_nntp_proxy,
 )
-from usenet_indexer.testing.chaos_prefetch import PREFETCH_KINDS, temporary_chunks
-from usenet_indexer.testing.chaos_procs import read_log
-from usenet_indexer.testing.chaos_proxy import (
+from chaos.prefetch import PREFETCH_KINDS, temporary_chunks
+from chaos.procs import read_log
+from chaos.proxy import (
     AFTER_COMMIT,
     BEFORE_POST,
     Ambush,
@@ -58,8 +46,20 @@ from usenet_indexer.testing.chaos_proxy import (
     bearer,
     serve_proxy,
 )
-from usenet_indexer.testing.chaos_run import NAMED_KILLS, long_config, short_config
+from chaos.run import NAMED_KILLS, long_config, short_config
+from chaos.suite import CLOCK_FAILURES, KINDS, SPOOL_FAILURES, failures
+from usenet_indexer.core.batch import Batch, FileChunk, ReleaseChunk
+from usenet_indexer.nntp.client import NNTPClient, connect
+from usenet_indexer.nntp.errors import AuthRequired, ConnectionLost, Timeout, Unavailable
+from usenet_indexer.spool.files import ChunkWriter
+from usenet_indexer.store.batches import BatchStore
+from usenet_indexer.store.catalog import CatalogStore
+from usenet_indexer.store.groups import GroupStore
+from usenet_indexer.store.nodes import NodeStore
+from usenet_indexer.store.ranges import RangeStore
 from usenet_indexer.testing.fake_nntp import FakeNNTPServer
+from usenet_indexer.wire.batchwire import BatchWireError, WireBatch, decode_batch, decode_body
+from usenet_indexer.wire.packed import pack_batch
 
 DEADLINE_SECONDS = 30
 # The short run takes 35-50 s on two cores (the prefetch part and the clock
@@ -143,13 +143,13 @@ def test_lease_state_must_not_go_back_and_a_takeover_is_a_newer_epoch() -> None:
 
 
 COORDINATOR_LOG = """\
-2026-11-30 12:54:54,889 INFO usenet_indexer.nodeapi: node 12 leased range 1 epoch 1: g 10..20 from 10
-2026-11-30 12:55:04,332 INFO usenet_indexer.nodeapi: node 8 heartbeat range 4 epoch 2: refused, the lease is lost
-2026-11-30 12:55:05,576 INFO usenet_indexer.nodeapi: node 1 stored batch 11..12 of range 5 epoch 2: 21 release chunks, 706 segments, 990 lines, 25244 body bytes (already stored: a retry)
-2026-11-30 12:55:06,177 INFO usenet_indexer.nodeapi: node 18 POST '/api/v1/node/ranges/1/batches': 409 {"error":"range 1: not held"}
-2026-11-30 12:55:06,242 INFO usenet_indexer.nodeapi: node 8 GET '/api/v1/node/ranges/1/stream': 409 {"error":"not leased"}
-2026-11-30 12:55:07,000 ERROR usenet_indexer.nodeapi: node 3 POST '/api/v1/node/lease' failed
-2026-11-30 12:55:08,000 INFO usenet_indexer.nodeapi: node 2 leased range 1 epoch 2: g 10..20 from 12
+2026-11-30 12:54:54,889 INFO usenet_indexer.coordinator.http.node: node 12 leased range 1 epoch 1: g 10..20 from 10
+2026-11-30 12:55:04,332 INFO usenet_indexer.coordinator.http.node: node 8 heartbeat range 4 epoch 2: refused, the lease is lost
+2026-11-30 12:55:05,576 INFO usenet_indexer.coordinator.http.node: node 1 stored batch 11..12 of range 5 epoch 2: 21 release chunks, 706 segments, 990 lines, 25244 body bytes (already stored: a retry)
+2026-11-30 12:55:06,177 INFO usenet_indexer.coordinator.http.node: node 18 POST '/api/v1/node/ranges/1/batches': 409 {"error":"range 1: not held"}
+2026-11-30 12:55:06,242 INFO usenet_indexer.coordinator.http.node: node 8 GET '/api/v1/node/ranges/1/stream': 409 {"error":"not leased"}
+2026-11-30 12:55:07,000 ERROR usenet_indexer.coordinator.http.node: node 3 POST '/api/v1/node/lease' failed
+2026-11-30 12:55:08,000 INFO usenet_indexer.coordinator.http.node: node 2 leased range 1 epoch 2: g 10..20 from 12
 """
 
 
@@ -626,7 +626,7 @@ async def test_the_retry_of_a_batch_whose_reply_was_lost_is_not_ambushed(
 @pytest.mark.slow
 def test_the_short_chaos_run_loses_doubles_and_lets_in_nothing() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "usenet_indexer.testing.chaos", "--short", "--seed", "1"],
+        [sys.executable, "-m", "chaos.suite", "--short", "--seed", "1"],
         capture_output=True,
         text=True,
         timeout=SHORT_RUN_SECONDS,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from usenet_indexer.nzb import Nzb, NzbFile, NzbSegment
+from usenet_indexer.core.nzb import Nzb, NzbFile, NzbSegment
 from usenet_indexer.testing.corpus import (
     CorpusLines,
     find_corpus,

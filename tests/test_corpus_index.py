@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from usenet_indexer.indexer import RangeIndexer
-from usenet_indexer.merge import CatalogRelease, ReleaseMerger
-from usenet_indexer.nzb import Nzb, parse_nzb, write_nzb
+from usenet_indexer.core.indexer import RangeIndexer
+from usenet_indexer.core.merge import CatalogRelease, ReleaseMerger
+from usenet_indexer.core.nzb import Nzb, parse_nzb, write_nzb
 from usenet_indexer.testing.corpus import CorpusLines, load_corpus, nzb_to_overview
 
 GROUP = "alt.binaries.corpus"

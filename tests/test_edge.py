@@ -31,14 +31,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from psycopg_pool import ConnectionPool
 
-from usenet_indexer import nodeapi
-from usenet_indexer.batchwire import decode_batch, decode_body
 from usenet_indexer.commands import edge as edge_command
 from usenet_indexer.commands.index import index_files
 from usenet_indexer.config import Settings
+from usenet_indexer.coordinator.http import node as nodeapi
 from usenet_indexer.coordinator.server import serve
 from usenet_indexer.coordinator.stores import Stores
 from usenet_indexer.coordinator.stream import StreamTiming
+from usenet_indexer.core.merge import CatalogRelease
+from usenet_indexer.core.retry import RetryPolicy
+from usenet_indexer.core.rules import DEFAULT_RULES
 from usenet_indexer.edge import worker
 from usenet_indexer.edge.chunks import (
     INFLATE_BLOCK_BYTES,
@@ -61,16 +63,19 @@ from usenet_indexer.edge.options import EdgeOptions
 from usenet_indexer.edge.range_runner import Outcome, RangeRunner
 from usenet_indexer.edge.worker import EdgeTotals
 from usenet_indexer.errors import ConfigError, RemoteProtocolError
-from usenet_indexer.frames import Codec, Frame, encode_frame
-from usenet_indexer.inflate import InflateFailed, Problem, capped_inflate, capped_inflate_blocks
-from usenet_indexer.merge import CatalogRelease
-from usenet_indexer.retry import RetryPolicy
-from usenet_indexer.rules import DEFAULT_RULES
 from usenet_indexer.store.catalog import CatalogStore
 from usenet_indexer.store.groups import GroupStore
 from usenet_indexer.store.spool import SpoolChunk
-from usenet_indexer.testing.generator import GeneratorConfig, generate
+from usenet_indexer.synth.generator import GeneratorConfig, generate
 from usenet_indexer.testing.logcheck import record_problems
+from usenet_indexer.wire.batchwire import decode_batch, decode_body
+from usenet_indexer.wire.frames import Codec, Frame, encode_frame
+from usenet_indexer.wire.inflate import (
+    InflateFailed,
+    Problem,
+    capped_inflate,
+    capped_inflate_blocks,
+)
 
 # A stream the edge stops reading before its end (a stop, a bad chunk) leaves
 # httpx's and httpcore's chain of async generators half-done; closing the

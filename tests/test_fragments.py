@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from usenet_indexer import fragments
-from usenet_indexer.batch import FileChunk, representative
-from usenet_indexer.fragments import BadFragment
+from usenet_indexer.core.batch import FileChunk, representative
+from usenet_indexer.wire import fragments
+from usenet_indexer.wire.fragments import BadFragment
 
 
 def file_chunk(

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from usenet_indexer.errors import LocalProtocolError, RemoteProtocolError
-from usenet_indexer.frames import (
+from usenet_indexer.wire.frames import (
     CLOSED,
     HEADER_BYTES,
     MAX_ARTICLE,

@@ -17,9 +17,9 @@ from isal import igzip
 from usenet_indexer import cli
 from usenet_indexer.commands.generate import default_truth_path
 from usenet_indexer.errors import ConfigError, InputError
-from usenet_indexer.testing import generator
-from usenet_indexer.testing.generator import Generated, GeneratorConfig, generate
-from usenet_indexer.testing.truth import MALFORMED_KINDS, Truth, TruthRelease
+from usenet_indexer.synth import generator
+from usenet_indexer.synth.generator import Generated, GeneratorConfig, generate
+from usenet_indexer.synth.truth import MALFORMED_KINDS, Truth, TruthRelease
 
 CONFIG = GeneratorConfig(articles=30_000, seed=7)
 _SEGMENT_COUNTER = re.compile(r"\((\d+)/(\d+)\)")

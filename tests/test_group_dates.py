@@ -26,7 +26,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from nntp_fixtures import PASSWORD, USER, NewsServer
 
-from usenet_indexer.article_dates import (
+from usenet_indexer.cli import main
+from usenet_indexer.core.article_dates import (
     Dated,
     DateSearch,
     Probe,
@@ -35,9 +36,8 @@ from usenet_indexer.article_dates import (
     first_dated,
     parse_date,
 )
-from usenet_indexer.cli import main
 from usenet_indexer.nntp.client import connect
-from usenet_indexer.nntp.newsd import INN_BIN, Layout, PostedArticle
+from usenet_indexer.testing.newsd import INN_BIN, Layout, PostedArticle
 from usenet_indexer.testing.newsd_private import private_news_server
 
 # A generous bound on any NNTP round trip of a test (INN2 on loopback).

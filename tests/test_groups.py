@@ -13,10 +13,10 @@ from nntp_fixtures import NewsServer
 from psycopg_pool import ConnectionPool
 
 from usenet_indexer.cli import EXIT_CONFIG, main
-from usenet_indexer.migrate import load_migrations, migrate
+from usenet_indexer.core.retry import RetryPolicy
 from usenet_indexer.prefetch.daemon import Landed, Prefetcher, PrefetchOptions
 from usenet_indexer.prefetch.servers import ServerState, server_configs
-from usenet_indexer.retry import RetryPolicy
+from usenet_indexer.store.migrate import load_migrations, migrate
 
 DEADLINE_SECONDS = 120
 

@@ -8,10 +8,10 @@ from pathlib import Path
 import attrs
 import pytest
 
-from usenet_indexer.batch import Batch
-from usenet_indexer.indexer import RangeIndexer
-from usenet_indexer.merge import CatalogRelease, ReleaseMerger
-from usenet_indexer.rules import ExecutableRule, NamePatternRule, rule_from_wire
+from usenet_indexer.core.batch import Batch
+from usenet_indexer.core.indexer import RangeIndexer
+from usenet_indexer.core.merge import CatalogRelease, ReleaseMerger
+from usenet_indexer.core.rules import ExecutableRule, NamePatternRule, rule_from_wire
 
 GROUP = "alt.binaries.test"
 BASE = 2**32 + 10  # article numbers need 64 bits
@@ -352,8 +352,8 @@ def test_keys_do_not_depend_on_batching_or_order() -> None:
 
 
 def _open_file_of(ks: list[bytes], mids: list[bytes], sizes: list[bytes], total: int) -> object:
-    from usenet_indexer.indexer import _OpenFile
-    from usenet_indexer.subject import parse_file_subject
+    from usenet_indexer.core.indexer import _OpenFile
+    from usenet_indexer.core.subject import parse_file_subject
 
     segments = b"".join(b"%b\t%b\t%b\t" % texts for texts in zip(ks, mids, sizes, strict=True))
     open_file = _OpenFile(
@@ -368,7 +368,7 @@ def test_whole_list_file_checks_agree_with_the_segment_by_segment_check() -> Non
     order, repeats) give what the segment-by-segment check gives."""
     from collections import Counter
 
-    from usenet_indexer.indexer import _file_chunk, _file_chunk_slow
+    from usenet_indexer.core.indexer import _file_chunk, _file_chunk_slow
 
     rng = random.Random(11)
     for _ in range(400):
@@ -400,7 +400,7 @@ def test_file_checks_send_odd_texts_segment_by_segment() -> None:
     """Sizes past uint32, ids without brackets and repeats with "<>" are sorted out one by one."""
     from collections import Counter
 
-    from usenet_indexer.indexer import _file_chunk
+    from usenet_indexer.core.indexer import _file_chunk
 
     cases = [
         ([b"1", b"2"], [b"<a>", b"<b>"], [b"5", b"4294967296"], {"bad_bytes": 1}, [1]),
@@ -420,7 +420,7 @@ def test_file_checks_send_odd_texts_segment_by_segment() -> None:
 def test_plain_dates_read_as_email_utils_reads_them() -> None:
     from email.utils import mktime_tz, parsedate_tz
 
-    from usenet_indexer.indexer import parse_date
+    from usenet_indexer.core.indexer import parse_date
 
     rng = random.Random(5)
     days = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]
@@ -523,7 +523,7 @@ def test_every_malformed_line_is_a_line_read() -> None:
     """What a binary looks like as overview data (`uidx index /bin/ls`): lines with NUL
     bytes and lines without tabs. Each is read and skipped as malformed, so no
     batch says it skipped more lines than it read."""
-    from usenet_indexer.indexer import MALFORMED
+    from usenet_indexer.core.indexer import MALFORMED
 
     data = b"\x7fELF\x02\x01\x00\nno tabs\n\x00\x00\nstill none\n1\t\x00\t2\nlast\n\n"
     for cut in range(len(data) + 1):
@@ -547,7 +547,7 @@ def test_every_malformed_line_is_a_line_read() -> None:
 
 
 def test_nul_lines_are_dropped_by_position() -> None:
-    from usenet_indexer.indexer import _drop_nul_lines
+    from usenet_indexer.core.indexer import _drop_nul_lines
 
     rng = random.Random(1)
     for _ in range(5000):
@@ -560,8 +560,8 @@ def test_nul_lines_are_dropped_by_position() -> None:
 
 def test_the_executable_rule_reads_extensions_as_subject_extension_does() -> None:
     """ExecutableRule.verdict inlines subject.extension: the same verdicts."""
-    from usenet_indexer.rules import COMPANION_EXTENSIONS, EXECUTABLE_EXTENSIONS, ReleaseView
-    from usenet_indexer.subject import extension
+    from usenet_indexer.core.rules import COMPANION_EXTENSIONS, EXECUTABLE_EXTENSIONS, ReleaseView
+    from usenet_indexer.core.subject import extension
 
     def by_extension(names: list[str]) -> str | None:
         found = ""
@@ -590,7 +590,7 @@ def test_overview_blocks_end_at_line_ends_and_close_their_file(tmp_path: Path) -
     import zlib
 
     from usenet_indexer.errors import InputError
-    from usenet_indexer.overview_io import read_blocks
+    from usenet_indexer.spool.dumps import read_blocks
 
     text = "".join(f"{n}\tsubject {n}\tposter\n" for n in range(20_000)).encode() + b"no end"
     files = {"plain": text, "packed.gz": gzip.compress(text), "packed.z": zlib.compress(text)}

@@ -48,15 +48,15 @@ from hypothesis.stateful import (
 from psycopg.rows import TupleRow
 from psycopg_pool import ConnectionPool
 
-from usenet_indexer.batch import Batch
-from usenet_indexer.batchwire import WireBatch
-from usenet_indexer.indexer import RangeIndexer
-from usenet_indexer.packed import pack_batch
+from usenet_indexer.core.batch import Batch
+from usenet_indexer.core.indexer import RangeIndexer
 from usenet_indexer.store.batches import BatchRejected, BatchStore, LeaseLost, Stored
 from usenet_indexer.store.groups import GroupStore
 from usenet_indexer.store.nodes import NodeStore
 from usenet_indexer.store.ranges import Finish, RangeStore
-from usenet_indexer.testing.generator import GeneratorConfig, generate
+from usenet_indexer.synth.generator import GeneratorConfig, generate
+from usenet_indexer.wire.batchwire import WireBatch
+from usenet_indexer.wire.packed import pack_batch
 
 TTL = 900.0
 EXPIRED = -1.0  # a deadline already past when the next call comes

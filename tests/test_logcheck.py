@@ -9,16 +9,16 @@ from usenet_indexer import cli
 from usenet_indexer.testing.logcheck import file_problems, problems
 
 CLEAN = """\
-2026-12-01 19:40:01,101 INFO [4242] usenet_indexer.nodeapi: node 1 leased range 1 epoch 1: g 1..9 from 1
-2026-12-01 19:40:02,202 INFO [4242] usenet_indexer.nodeapi: node 2 POST '/api/v1/node/ranges/1/batches': 409 {"error":"not held"}
+2026-12-01 19:40:01,101 INFO [4242] usenet_indexer.coordinator.http.node: node 1 leased range 1 epoch 1: g 1..9 from 1
+2026-12-01 19:40:02,202 INFO [4242] usenet_indexer.coordinator.http.node: node 2 POST '/api/v1/node/ranges/1/batches': 409 {"error":"not held"}
 2026-12-01 19:40:03,303 WARNING [4243] usenet_indexer.prefetch.daemon: news: 502, one connection less
 """
 FAILED = """\
-2026-12-01 19:40:04,404 ERROR [4242] usenet_indexer.nodeapi: node 1 POST '/api/v1/node/ranges/2/batches': answered 500: DuplicateTable('relation "fragments_g1" already exists')
+2026-12-01 19:40:04,404 ERROR [4242] usenet_indexer.coordinator.http.node: node 1 POST '/api/v1/node/ranges/2/batches': answered 500: DuplicateTable('relation "fragments_g1" already exists')
 Traceback (most recent call last):
   File "x.py", line 1, in <module>
 psycopg.errors.DuplicateTable: relation "fragments_g1" already exists
-2026-12-01 19:40:05,505 WARNING [4242] usenet_indexer.nodeapi: node 1 POST '/api/v1/node/lease': answered 503: database unavailable: the pool timed out
+2026-12-01 19:40:05,505 WARNING [4242] usenet_indexer.coordinator.http.node: node 1 POST '/api/v1/node/lease': answered 503: database unavailable: the pool timed out
 """
 
 
@@ -45,7 +45,7 @@ def test_the_lines_uidx_writes_are_the_lines_the_check_reads(tmp_path: Path) -> 
     log = tmp_path / "coordinator.log"
     handler = logging.FileHandler(log)
     handler.setFormatter(logging.Formatter(cli.LOG_FORMAT))
-    logger = logging.getLogger("usenet_indexer.nodeapi.test")
+    logger = logging.getLogger("usenet_indexer.coordinator.http.node.test")
     logger.addHandler(handler)
     try:
         logger.info("node 1 leased range 1 epoch 1")

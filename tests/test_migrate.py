@@ -11,7 +11,7 @@ import pytest
 from psycopg.rows import TupleRow
 
 from usenet_indexer.errors import DatabaseError
-from usenet_indexer.migrate import Migration, load_migrations, migrate
+from usenet_indexer.store.migrate import Migration, load_migrations, migrate
 
 # Seconds a test waits for its threads; far above what they need.
 THREAD_DEADLINE_SECONDS = 30

@@ -17,7 +17,7 @@ import pytest
 import trio
 
 from usenet_indexer.nntp.client import connect
-from usenet_indexer.nntp.newsd import realistic_articles
+from usenet_indexer.testing.newsd import realistic_articles
 from usenet_indexer.testing.newsd_private import (
     CannotInstall,
     PrivateNewsServer,

@@ -33,8 +33,8 @@ from usenet_indexer.nntp.errors import (
     Timeout,
     Unavailable,
 )
-from usenet_indexer.nntp.newsd import generate_articles
 from usenet_indexer.testing.fake_nntp import FakeNNTPServer, Reply, multiline, stall
+from usenet_indexer.testing.newsd import generate_articles
 
 if TYPE_CHECKING:
     from nntp_fixtures import NewsServer

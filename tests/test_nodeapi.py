@@ -31,24 +31,24 @@ import pytest
 import trio
 from psycopg_pool import ConnectionPool
 
-from usenet_indexer.batch import Batch
-from usenet_indexer.batchwire import WIRE_VERSION, compress_body, encode_batch
 from usenet_indexer.config import Settings
+from usenet_indexer.coordinator.http.node import INCOMPLETE, ApiOptions
 from usenet_indexer.coordinator.landings import Landings
 from usenet_indexer.coordinator.server import serve
 from usenet_indexer.coordinator.stores import Stores
 from usenet_indexer.coordinator.stream import StreamTiming
-from usenet_indexer.frames import CLOSED, Codec, Frame, FrameDecoder, FrameKind
-from usenet_indexer.indexer import RangeIndexer
-from usenet_indexer.nodeapi import INCOMPLETE, ApiOptions
-from usenet_indexer.packed import pack_batch
-from usenet_indexer.pgcluster import Cluster
-from usenet_indexer.rules import DEFAULT_RULES, rule_from_wire
+from usenet_indexer.core.batch import Batch
+from usenet_indexer.core.indexer import RangeIndexer
+from usenet_indexer.core.rules import DEFAULT_RULES, rule_from_wire
 from usenet_indexer.store.groups import GroupStore
+from usenet_indexer.store.pgcluster import Cluster
 from usenet_indexer.store.ranges import RangeStore
 from usenet_indexer.store.spool import LISTEN_LANDED, SpoolChunk
-from usenet_indexer.testing.generator import GeneratorConfig, generate
+from usenet_indexer.synth.generator import GeneratorConfig, generate
 from usenet_indexer.testing.postgres import scratch_dir
+from usenet_indexer.wire.batchwire import WIRE_VERSION, compress_body, encode_batch
+from usenet_indexer.wire.frames import CLOSED, Codec, Frame, FrameDecoder, FrameKind
+from usenet_indexer.wire.packed import pack_batch
 
 # A refused body is answered at once and its connection closed: httpcore
 # then stops sending, leaving httpx's body generator unfinished, and trio

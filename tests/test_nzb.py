@@ -1,4 +1,4 @@
-"""Tests for usenet_indexer.nzb: writing an NZB, reading one back, NZB file names."""
+"""Tests for usenet_indexer.core.nzb: writing an NZB, reading one back, NZB file names."""
 
 from __future__ import annotations
 
@@ -12,8 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from usenet_indexer.errors import InputError
-from usenet_indexer.nzb import (
+from usenet_indexer.core.nzb import (
     NZB_DOCTYPE,
     NZB_NAMESPACE,
     Nzb,
@@ -23,6 +22,7 @@ from usenet_indexer.nzb import (
     parse_nzb,
     write_nzb,
 )
+from usenet_indexer.errors import InputError
 from usenet_indexer.testing.corpus import find_corpus, load_corpus
 
 CORPUS = find_corpus(Path(__file__).resolve().parent)

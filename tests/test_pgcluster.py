@@ -11,7 +11,7 @@ import psycopg
 import pytest
 
 from usenet_indexer.errors import ConfigError, DatabaseError
-from usenet_indexer.pgcluster import (
+from usenet_indexer.store.pgcluster import (
     PORT,
     SOCKET_FILE,
     SOCKET_PATH_MAX,

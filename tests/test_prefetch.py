@@ -18,8 +18,8 @@ from process_logs import log_until
 from psycopg_pool import ConnectionPool
 
 from usenet_indexer.cli import main
+from usenet_indexer.core.retry import RetryPolicy
 from usenet_indexer.nntp.client import StreamFactory
-from usenet_indexer.nntp.newsd import generate_articles
 from usenet_indexer.prefetch.daemon import (
     Landed,
     Prefetcher,
@@ -27,14 +27,14 @@ from usenet_indexer.prefetch.daemon import (
     Reported,
     sweep_spool,
 )
-from usenet_indexer.prefetch.plan import ChunkJob, WantedRange, clip, cut, missing, work_list
 from usenet_indexer.prefetch.servers import ServerState, server_configs
-from usenet_indexer.retry import RetryPolicy
+from usenet_indexer.spool.plan import ChunkJob, WantedRange, clip, cut, missing, work_list
 from usenet_indexer.store.groups import GroupStore
 from usenet_indexer.store.nodes import NodeStore
 from usenet_indexer.store.ranges import RangeStore
 from usenet_indexer.store.spool import SpoolChunk, SpoolIndex
 from usenet_indexer.testing.fake_nntp import FakeNNTPServer
+from usenet_indexer.testing.newsd import generate_articles
 
 DEADLINE_SECONDS = 120
 
@@ -278,7 +278,7 @@ async def test_articles_below_the_servers_low_water_mark_are_recorded_as_gaps(
 def test_sweep_removes_chunks_below_the_resume_point_rows_then_files(
     pool: ConnectionPool, tmp_path: Path
 ) -> None:
-    from usenet_indexer.spool_files import write_chunk
+    from usenet_indexer.spool.files import write_chunk
 
     group_id = GroupStore(pool).add("alt.binaries.sweep")
     (range_id,) = RangeStore(pool).plan(group_id, 1, 300, 300)

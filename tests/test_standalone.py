@@ -28,7 +28,7 @@ from process_logs import log_until
 from psycopg_pool import ConnectionPool
 from test_edge import assert_same_catalog, offline_index
 
-from usenet_indexer.merge import CatalogRelease
+from usenet_indexer.core.merge import CatalogRelease
 from usenet_indexer.nntp.client import connect
 from usenet_indexer.store.catalog import CatalogStore
 from usenet_indexer.testing.logcheck import problems

@@ -12,12 +12,10 @@ import psycopg
 import pytest
 from psycopg_pool import ConnectionPool
 
-from usenet_indexer.batch import Batch
-from usenet_indexer.batchwire import WireBatch
 from usenet_indexer.commands.index import index_files
 from usenet_indexer.config import Settings
-from usenet_indexer.indexer import RangeIndexer
-from usenet_indexer.packed import pack_batch
+from usenet_indexer.core.batch import Batch
+from usenet_indexer.core.indexer import RangeIndexer
 from usenet_indexer.store.batches import (
     BatchRejected,
     BatchStore,
@@ -29,7 +27,9 @@ from usenet_indexer.store.groups import GroupExists, GroupStore
 from usenet_indexer.store.nodes import NodeExists, NodeStore
 from usenet_indexer.store.pool import open_pool
 from usenet_indexer.store.ranges import Finish, PlanOverlap, RangeStore
-from usenet_indexer.testing.generator import GeneratorConfig, generate
+from usenet_indexer.synth.generator import GeneratorConfig, generate
+from usenet_indexer.wire.batchwire import WireBatch
+from usenet_indexer.wire.packed import pack_batch
 
 TTL = 900.0
 EXPIRED = -1.0  # a lease whose deadline is already past, without waiting for one

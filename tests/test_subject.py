@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from usenet_indexer.indexer import find_segment_counter
-from usenet_indexer.subject import (
+from usenet_indexer.core.indexer import find_segment_counter
+from usenet_indexer.core.subject import (
     file_stem,
     head_release_name,
     looks_obfuscated,
@@ -195,7 +195,7 @@ def test_file_stem_without_the_regex_agrees_with_it() -> None:
     """ASCII names skip _STEM_SUFFIX; the stems must be the ones it gives."""
     import random
 
-    from usenet_indexer import subject
+    from usenet_indexer.core import subject
 
     def by_regex(name: str) -> str:
         stem = name.strip()

@@ -10,8 +10,8 @@ import orjson
 import pytest
 
 from usenet_indexer.errors import InputError
-from usenet_indexer.testing.generator import GeneratorConfig, generate
-from usenet_indexer.testing.truth import (
+from usenet_indexer.synth.generator import GeneratorConfig, generate
+from usenet_indexer.synth.truth import (
     INDEXABLE_JUNK,
     Score,
     Truth,

@@ -2,7 +2,7 @@
 
 Without DATABASE_URL, uidx keeps its own PostgreSQL cluster in
 `<uidx home>/postgres`, reached through a unix socket only (see
-`usenet_indexer.pgcluster`). `start`, `stop` and `status` act on that
+`usenet_indexer.store.pgcluster`). `start`, `stop` and `status` act on that
 cluster; `psql` and `migrate` use DATABASE_URL when it is set, else the
 cluster.
 """
@@ -20,8 +20,8 @@ import psycopg
 
 from usenet_indexer.config import from_process
 from usenet_indexer.errors import ConfigError, DatabaseError
-from usenet_indexer.migrate import migrate
-from usenet_indexer.pgcluster import Cluster, ClusterStatus, database_url
+from usenet_indexer.store.migrate import migrate
+from usenet_indexer.store.pgcluster import Cluster, ClusterStatus, database_url
 
 # The exit status of `uidx db status` when the server does not run, as
 # pg_ctl status and systemctl status have it.

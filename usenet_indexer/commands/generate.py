@@ -2,8 +2,8 @@
 
 The lines are those a news server sends for OVER/XOVER (one per line, gzip
 compressed when the file name ends in .gz), made by
-`usenet_indexer.testing.generator`; the truth file (JSON lines, see
-`usenet_indexer.testing.truth.Truth.load`) says which release, file and
+`usenet_indexer.synth.generator`; the truth file (JSON lines, see
+`usenet_indexer.synth.truth.Truth.load`) says which release, file and
 segment every article is, so that an index of the lines can be scored.
 """
 
@@ -22,13 +22,13 @@ from isal import igzip
 
 from usenet_indexer.commands import output, positive_int
 from usenet_indexer.gcpolicy import no_cyclic_gc
-from usenet_indexer.testing.generator import (
+from usenet_indexer.synth.generator import (
     DEFAULT_FIRST_ARTICLE,
     DEFAULT_GROUP,
     GeneratorConfig,
     OverviewGenerator,
 )
-from usenet_indexer.testing.truth import BinaryWriter, Truth
+from usenet_indexer.synth.truth import BinaryWriter, Truth
 
 logger = logging.getLogger(__name__)
 

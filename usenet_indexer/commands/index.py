@@ -23,14 +23,14 @@ from typing import TextIO
 import attrs
 import orjson
 
-from usenet_indexer.batch import Batch
 from usenet_indexer.commands import Output, output, positive_int
+from usenet_indexer.core.batch import Batch
+from usenet_indexer.core.indexer import MALFORMED, RangeIndexer
+from usenet_indexer.core.merge import CatalogRelease, ReleaseMerger
+from usenet_indexer.core.rules import DEFAULT_RULES, Rule
 from usenet_indexer.errors import OutputError
 from usenet_indexer.gcpolicy import no_cyclic_gc
-from usenet_indexer.indexer import MALFORMED, RangeIndexer
-from usenet_indexer.merge import CatalogRelease, ReleaseMerger
-from usenet_indexer.overview_io import check_readable, last_article, read_blocks
-from usenet_indexer.rules import DEFAULT_RULES, Rule
+from usenet_indexer.spool.dumps import check_readable, last_article, read_blocks
 
 # Seconds between progress lines on stderr.
 PROGRESS_SECONDS = 2.0
@@ -212,7 +212,7 @@ def write_nzbs(releases: Sequence[CatalogRelease], folder: Path) -> int:
     Raises:
         OutputError: a file cannot be written.
     """
-    from usenet_indexer.nzb import nzb_filename, write_nzb
+    from usenet_indexer.core.nzb import nzb_filename, write_nzb
 
     used: set[str] = set()
     written = 0

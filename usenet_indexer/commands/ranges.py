@@ -18,9 +18,9 @@ from typing import Final
 import attrs
 import trio
 
-from usenet_indexer.article_dates import Dated, DateSearch, Probe, first_dated
 from usenet_indexer.commands.groups import carrying
 from usenet_indexer.config import Settings, from_process
+from usenet_indexer.core.article_dates import Dated, DateSearch, Probe, first_dated
 from usenet_indexer.errors import ConfigError
 from usenet_indexer.nntp.client import NNTPClient
 from usenet_indexer.store.database import opened

@@ -15,8 +15,8 @@ from pathlib import Path
 from usenet_indexer.commands import positive_int
 from usenet_indexer.config import from_process
 from usenet_indexer.errors import OutputError
-from usenet_indexer.overview_io import check_readable, read_blocks
-from usenet_indexer.spool_files import write_chunk
+from usenet_indexer.spool.dumps import check_readable, read_blocks
+from usenet_indexer.spool.files import write_chunk
 from usenet_indexer.store.database import opened
 from usenet_indexer.store.groups import GroupStore
 from usenet_indexer.store.spool import SpoolChunk, SpoolIndex

@@ -31,11 +31,11 @@ from usenet_indexer.commands import prefetch as prefetch_command
 from usenet_indexer.config import Settings, from_process
 from usenet_indexer.edge.options import EdgeOptions
 from usenet_indexer.errors import ConfigError
-from usenet_indexer.pgcluster import Cluster, database_url
 from usenet_indexer.prefetch.daemon import PrefetchOptions
 from usenet_indexer.prefetch.servers import server_configs
 from usenet_indexer.store.database import migrate_url
 from usenet_indexer.store.nodes import NodeStore
+from usenet_indexer.store.pgcluster import Cluster, database_url
 from usenet_indexer.store.pool import open_pool
 from usenet_indexer.store.ranges import RangeStore
 from usenet_indexer.supervisor.entry import (

@@ -5,5 +5,5 @@
     server.py   the node API on hypercorn's trio worker (`serve`)
     daemon.py   the database, migrations, pool and signals around `serve`
 
-The HTTP side itself (routing, auth, bodies) is `usenet_indexer.nodeapi`.
+The HTTP side itself (routing, auth, bodies) is `usenet_indexer.coordinator.http.node`.
 """

@@ -20,8 +20,8 @@ import trio
 from usenet_indexer.config import Settings
 from usenet_indexer.coordinator.server import serve
 from usenet_indexer.coordinator.stores import Stores
-from usenet_indexer.pgcluster import Cluster, database_url
 from usenet_indexer.store.database import migrate_url
+from usenet_indexer.store.pgcluster import Cluster, database_url
 from usenet_indexer.store.pool import open_pool
 from usenet_indexer.supervisor.parent import watch_parent
 

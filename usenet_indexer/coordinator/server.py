@@ -14,10 +14,10 @@ from hypercorn.config import Config
 from hypercorn.trio import serve as hypercorn_serve
 
 from usenet_indexer.config import Settings
+from usenet_indexer.coordinator.http.node import PREFIX, ApiOptions, NodeApi
 from usenet_indexer.coordinator.landings import Landings, listen_for_landings
 from usenet_indexer.coordinator.stores import Stores
 from usenet_indexer.errors import ConfigError, sole_error
-from usenet_indexer.nodeapi import PREFIX, ApiOptions, NodeApi
 
 logger = logging.getLogger(__name__)
 

@@ -34,9 +34,9 @@ import trio
 
 from usenet_indexer.coordinator.landings import Landings
 from usenet_indexer.coordinator.stores import Stores
-from usenet_indexer.frames import Codec, Frame, FrameKind
 from usenet_indexer.store.ranges import Lease
 from usenet_indexer.store.spool import SpoolChunk
+from usenet_indexer.wire.frames import Codec, Frame, FrameKind
 
 logger = logging.getLogger(__name__)
 

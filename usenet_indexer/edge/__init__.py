@@ -17,3 +17,6 @@ The edge is a thin trio shell around the pure RangeIndexer:
 Memory stays bounded by construction: at most one chunk inflating ahead of
 the one being indexed, one batch in flight and one waiting behind it.
 """
+
+# Sans-IO modules of this package (tests/test_purity.py checks them).
+PURE_MODULES = ("chunks",)

@@ -24,8 +24,8 @@ from typing import Final
 import attrs
 
 from usenet_indexer.errors import RemoteProtocolError
-from usenet_indexer.frames import Codec, Frame, FrameKind
-from usenet_indexer.inflate import InflateFailed, Problem, capped_inflate_blocks
+from usenet_indexer.wire.frames import Codec, Frame, FrameKind
+from usenet_indexer.wire.inflate import InflateFailed, Problem, capped_inflate_blocks
 
 # The blocks a chunk is inflated into (see the module docstring).
 INFLATE_BLOCK_BYTES: Final = 1 << 20

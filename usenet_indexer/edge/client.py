@@ -28,9 +28,9 @@ import attrs
 import httpx
 import trio
 
+from usenet_indexer.core.retry import RetryPolicy
+from usenet_indexer.core.rules import Rule, rule_from_wire
 from usenet_indexer.errors import RemoteProtocolError, UidxError
-from usenet_indexer.retry import RetryPolicy
-from usenet_indexer.rules import Rule, rule_from_wire
 
 logger = logging.getLogger(__name__)
 

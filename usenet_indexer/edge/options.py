@@ -7,8 +7,8 @@ from typing import Any, Final
 import attrs
 
 from usenet_indexer.config import Settings
+from usenet_indexer.core.retry import RetryPolicy
 from usenet_indexer.errors import ConfigError
-from usenet_indexer.retry import RetryPolicy
 
 # A spool chunk holds some 10k-100k overview lines (a few MB compressed); a
 # frame announcing more than this is refused before its payload is buffered.

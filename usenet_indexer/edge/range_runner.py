@@ -60,8 +60,8 @@ import attrs
 import httpx
 import trio
 
-from usenet_indexer.batch import Batch
-from usenet_indexer.batchwire import compress_body, encode_batch
+from usenet_indexer.core.batch import Batch
+from usenet_indexer.core.indexer import RangeIndexer
 from usenet_indexer.edge.chunks import ChunkError, Piece, line_parts, lines_from, piece_of
 from usenet_indexer.edge.client import (
     EdgeLease,
@@ -72,10 +72,10 @@ from usenet_indexer.edge.client import (
 )
 from usenet_indexer.edge.events import EdgeEvent, EventKind, Observer, ignore
 from usenet_indexer.edge.options import EdgeOptions
-from usenet_indexer.frames import CLOSED, Frame, FrameDecoder, FrameError, FrameKind
 from usenet_indexer.gcpolicy import collect_all
-from usenet_indexer.indexer import RangeIndexer
-from usenet_indexer.packed import pack_batch
+from usenet_indexer.wire.batchwire import compress_body, encode_batch
+from usenet_indexer.wire.frames import CLOSED, Frame, FrameDecoder, FrameError, FrameKind
+from usenet_indexer.wire.packed import pack_batch
 
 logger = logging.getLogger(__name__)
 

@@ -1,2 +1,5 @@
-"""NNTP: the sans-IO protocol core (protocol.py, replies.py), the trio client
-(client.py), their errors (errors.py), and a private INN2 for tests (newsd.py)."""
+"""NNTP: the sans-IO protocol core (protocol.py, replies.py, compressed.py), the
+trio client (client.py) and their errors (errors.py)."""
+
+# Sans-IO modules of this package (tests/test_purity.py checks them).
+PURE_MODULES = ("protocol", "replies", "compressed")

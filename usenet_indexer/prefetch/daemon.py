@@ -46,21 +46,21 @@ import trio
 from psycopg_pool import ConnectionPool
 
 from usenet_indexer.config import Settings
+from usenet_indexer.core.retry import RetryPolicy
 from usenet_indexer.errors import ConfigError, DatabaseError, sole_error
-from usenet_indexer.frames import Codec
 from usenet_indexer.nntp.client import NNTPClient, OverviewText, Slice, StreamFactory, connect
 from usenet_indexer.nntp.errors import NNTPError, NoSuchGroup, RemoteProtocolError, Unavailable
-from usenet_indexer.pgcluster import database_url
-from usenet_indexer.prefetch.plan import ChunkJob, clip, slices, work_list
 from usenet_indexer.prefetch.servers import ServerState, server_configs
-from usenet_indexer.retry import RetryPolicy
-from usenet_indexer.spool_files import ChunkWriter, remove_temporary_files
+from usenet_indexer.spool.files import ChunkWriter, remove_temporary_files
+from usenet_indexer.spool.plan import ChunkJob, clip, slices, work_list
 from usenet_indexer.store.database import migrate_url
 from usenet_indexer.store.groups import GroupStore
+from usenet_indexer.store.pgcluster import database_url
 from usenet_indexer.store.pool import open_pool
 from usenet_indexer.store.servers import ServerReport, ServerStore
 from usenet_indexer.store.spool import SpoolChunk, SpoolIndex
 from usenet_indexer.supervisor.parent import watch_parent
+from usenet_indexer.wire.frames import Codec
 
 logger = logging.getLogger(__name__)
 

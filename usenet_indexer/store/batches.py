@@ -36,9 +36,9 @@ import attrs
 from psycopg import Connection, sql
 from psycopg_pool import ConnectionPool
 
-from usenet_indexer.batchwire import WireBatch
 from usenet_indexer.errors import UidxError
-from usenet_indexer.packed import PackedBatch, PackedRelease
+from usenet_indexer.wire.batchwire import WireBatch
+from usenet_indexer.wire.packed import PackedBatch, PackedRelease
 
 _ADVANCE = """
     UPDATE ranges

@@ -11,9 +11,9 @@ from collections.abc import Iterator
 import attrs
 from psycopg_pool import ConnectionPool
 
-from usenet_indexer import fragments
-from usenet_indexer.batch import ReleaseChunk
-from usenet_indexer.merge import CatalogRelease, ReleaseMerger
+from usenet_indexer.core.batch import ReleaseChunk
+from usenet_indexer.core.merge import CatalogRelease, ReleaseMerger
+from usenet_indexer.wire import fragments
 
 _RELEASES = "SELECT key, head_name, poster, groups, files_announced FROM releases"
 _FRAGMENTS = "SELECT release_key, packed FROM fragments ORDER BY range_id, batch_first"

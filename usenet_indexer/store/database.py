@@ -11,8 +11,8 @@ from psycopg_pool import ConnectionPool
 
 from usenet_indexer.config import Settings
 from usenet_indexer.errors import DatabaseError
-from usenet_indexer.migrate import migrate
-from usenet_indexer.pgcluster import database_url
+from usenet_indexer.store.migrate import migrate
+from usenet_indexer.store.pgcluster import database_url
 from usenet_indexer.store.pool import open_pool
 
 log = logging.getLogger(__name__)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import attrs
 from psycopg_pool import ConnectionPool
 
-from usenet_indexer.prefetch.plan import WantedRange
+from usenet_indexer.spool.plan import WantedRange
 
 _FROM = """
     SELECT first_article, last_article, codec, path, lines FROM spool_chunks

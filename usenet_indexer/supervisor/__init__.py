@@ -11,3 +11,6 @@ entry.py    supervised(...): what a daemon command calls first
 from usenet_indexer.supervisor.policy import EXIT_STARTUP_ERROR
 
 __all__ = ["EXIT_STARTUP_ERROR"]
+
+# Sans-IO modules of this package (tests/test_purity.py checks them).
+PURE_MODULES = ("policy",)

@@ -36,7 +36,7 @@ from typing import TypeVar
 
 import attrs
 
-from usenet_indexer.nzb import Nzb, NzbFile, NzbSegment, parse_nzb
+from usenet_indexer.core.nzb import Nzb, NzbFile, NzbSegment, parse_nzb
 
 __all__ = [
     "CorpusLines",

@@ -2,7 +2,7 @@
 
 The session's server of the tests is tests/nntp_fixtures.py; what needs a
 server of its own (other groups, articles it must not share) uses
-`private_news_server`. It runs `python -m usenet_indexer.nntp.newsd` (see
+`private_news_server`. It runs `python -m usenet_indexer.testing.newsd` (see
 nntp/newsd.py) in a new temporary folder, and always stops what it started
 and removes the folder on the way out, each step under a time limit (a
 stop that fails or times out is logged, not raised: it would hide what
@@ -29,7 +29,7 @@ from urllib.parse import quote
 
 import attrs
 
-from usenet_indexer.nntp.newsd import CannotInstall, Layout, NewsdError
+from usenet_indexer.testing.newsd import CannotInstall, Layout, NewsdError
 
 logger = logging.getLogger(__name__)
 
@@ -172,7 +172,7 @@ def _stop(folder: Path, timeout: float) -> None:
 def _newsd(*args: str, timeout: float | None) -> str:
     """Runs newsd; its stdout. Status 2 is CannotInstall, any other failure NewsdError."""
     done = subprocess.run(
-        [sys.executable, "-m", "usenet_indexer.nntp.newsd", *args],
+        [sys.executable, "-m", "usenet_indexer.testing.newsd", *args],
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -33,8 +33,8 @@ import psycopg
 from psycopg import conninfo, sql
 from psycopg.rows import TupleRow
 
-from usenet_indexer.migrate import migrate
-from usenet_indexer.pgcluster import Cluster
+from usenet_indexer.store.migrate import migrate
+from usenet_indexer.store.pgcluster import Cluster
 
 # The server to use instead of a private cluster, e.g. in CI with a service.
 URL_VARIABLE = "UIDX_TEST_DATABASE_URL"

@@ -1,0 +1,1 @@
+"""The faults-and-abuse harness that scripts/chaos runs; outside the installed package."""

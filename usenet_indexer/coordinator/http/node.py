@@ -1,0 +1,639 @@
+"""The node API: a plain ASGI app under /api/v1/node, for edge nodes.
+
+Theory of operation
+-------------------
+Every request goes route (method and path; 404, 405) -> authenticate (the
+bearer token -> a node id, one worker-thread hop; 401) -> handler. The node
+is whoever the token says, never a field of the request. Handlers return a
+`Response` or raise; `_answer_for` maps the exceptions that have an HTTP
+meaning (a batch body's `BatchWireError`, `LeaseLost`, `BatchRejected`, the
+database being down, this module's `_Refused`) to a JSON `{"error": ...}`,
+so bad input never turns into a 5xx. The stream answers by itself: once
+its 200 is out, failures go into an ERROR frame (coordinator/stream.py).
+
+Database work runs in `trio.to_thread.run_sync`, one hop per unit of work,
+under one CapacityLimiter. Decoding a batch runs in the same hop as storing
+it: it is CPU work on up to `max_inflated_bytes`, and the limiter then
+bounds the memory of batches in flight as well as threads and connections.
+
+Bodies are read with a cap and a deadline for the whole body (408), so a
+slow or hostile client neither fills memory nor holds a request forever.
+Past the cap (announced by Content-Length, or counted as the bytes arrive)
+the 413 goes out at once with `Connection: close`, what is queued of the
+body is thrown away (`_Body`), and hypercorn closes the connection: the
+rest is never read. The token only enters `_authenticate`; nothing here
+logs a header, and paths are logged quoted.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any, Final, TypeVar, TypeVarTuple, Unpack
+
+import attrs
+import orjson
+import psycopg
+import trio
+from hypercorn.typing import (
+    ASGIReceiveCallable,
+    ASGIReceiveEvent,
+    ASGISendCallable,
+    HTTPScope,
+    Scope,
+)
+
+from usenet_indexer.config import Settings
+from usenet_indexer.coordinator.landings import Landings
+from usenet_indexer.coordinator.stores import Stores
+from usenet_indexer.coordinator.stream import RangeStream, SpoolReader, Streamed, StreamTiming
+from usenet_indexer.core.rules import DEFAULT_RULES
+from usenet_indexer.store.batches import BatchRejected, LeaseLost, Stored
+from usenet_indexer.store.ranges import Finish, Lease
+from usenet_indexer.wire.batchwire import BatchWireError, WireBatch, decode_batch, decode_body
+from usenet_indexer.wire.frames import Frame, encode_header
+
+logger = logging.getLogger(__name__)
+
+PREFIX: Final = "/api/v1/node/"
+
+# Range ids and epochs are PostgreSQL bigints; a larger number is none of ours.
+MAX_BIGINT: Final = 2**63 - 1
+
+# heartbeat, finish and release carry `{"epoch": N}`: a few bytes.
+CONTROL_BODY_BYTES: Final = 4096
+
+# A token is 43 characters (32 random bytes, base64url); anything much
+# longer is not one and is refused before it reaches the database.
+MAX_TOKEN_CHARS: Final = 512
+
+_JSON: Final = ((b"content-type", b"application/json"),)
+_BEARER: Final = ((b"www-authenticate", b"Bearer"),)
+_INVALID: Final = ((b"www-authenticate", b'Bearer error="invalid_token"'),)
+
+_T = TypeVar("_T")
+_Args = TypeVarTuple("_Args")
+
+
+class Action(enum.Enum):
+    """The calls of the node API; the values are the last path segment."""
+
+    LEASE = "lease"
+    STREAM = "stream"
+    BATCHES = "batches"
+    HEARTBEAT = "heartbeat"
+    FINISH = "finish"
+    RELEASE = "release"
+
+
+_METHODS: Final = {action: "GET" if action is Action.STREAM else "POST" for action in Action}
+_RANGE_ACTIONS: Final = {action.value: action for action in Action if action is not Action.LEASE}
+
+
+def _positive(instance: object, attribute: attrs.Attribute[Any], value: float) -> None:
+    if not value > 0:
+        raise ValueError(f"{attribute.name} must be positive, not {value}")
+
+
+@attrs.frozen(kw_only=True)
+class ApiOptions:
+    """What the node API needs to know; `from_settings` takes it from the settings.
+
+    Attributes:
+        max_body_bytes: the largest batch body read (compressed).
+        max_inflated_bytes: the most a batch body may inflate to.
+        lease_ttl_seconds: how long a batch or heartbeat keeps a lease.
+        spool_dir: where relative spool chunk paths are.
+        stream: keepalive and poll intervals of range streams.
+        body_timeout_seconds: the longest a request body may take to arrive
+            (then 408): a slow client cannot hold a request forever.
+        idle_timeout_seconds: a connection is closed when it has been idle
+            this long, or when the head of its request has not arrived in full
+            after this long (hypercorn's keep-alive timeout covers both).
+        database_threads: worker threads for database calls at once (keep it
+            at or under the pool's size, else threads wait for connections).
+        retry_after_seconds: the Retry-After of a 503.
+    """
+
+    max_body_bytes: int
+    max_inflated_bytes: int
+    lease_ttl_seconds: float
+    spool_dir: Path
+    stream: StreamTiming = attrs.field(factory=StreamTiming)
+    body_timeout_seconds: float = attrs.field(default=600.0, validator=_positive)
+    idle_timeout_seconds: float = attrs.field(default=30.0, validator=_positive)
+    database_threads: int = attrs.field(default=8, validator=_positive)
+    retry_after_seconds: int = attrs.field(default=5, validator=_positive)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ApiOptions:
+        """The options of a coordinator with these settings (the rest at their defaults).
+
+        Args:
+            settings: max_body_bytes, max_inflated_bytes, lease_ttl_seconds, home.
+
+        Returns:
+            The options; change one with `attrs.evolve`.
+        """
+        return cls(
+            max_body_bytes=settings.max_body_bytes,
+            max_inflated_bytes=settings.max_inflated_bytes,
+            lease_ttl_seconds=settings.lease_ttl_seconds,
+            spool_dir=settings.home / "spool",
+        )
+
+
+@attrs.frozen
+class Response:
+    """A whole response (every answer but the stream's)."""
+
+    status: int
+    body: bytes = b""
+    headers: tuple[tuple[bytes, bytes], ...] = ()
+
+    @classmethod
+    def json(
+        cls, status: int, data: object, *, headers: tuple[tuple[bytes, bytes], ...] = ()
+    ) -> Response:
+        """A JSON response of `data` (anything orjson writes)."""
+        return cls(status, orjson.dumps(data), _JSON + headers)
+
+    @classmethod
+    def error(
+        cls, status: int, message: str, *, headers: tuple[tuple[bytes, bytes], ...] = ()
+    ) -> Response:
+        """An error response: `{"error": message}`."""
+        return cls.json(status, {"error": message}, headers=headers)
+
+    async def send(self, send: ASGISendCallable, *, close: bool = False) -> None:
+        """Send the response whole; with `close`, tell the client the connection ends."""
+        headers = list(self.headers)
+        if close:
+            headers.append((b"connection", b"close"))
+        if self.status != 204:  # a 204 has no body, nor a length
+            headers.append((b"content-length", str(len(self.body)).encode()))
+        await send({"type": "http.response.start", "status": self.status, "headers": headers})
+        await send({"type": "http.response.body", "body": self.body, "more_body": False})
+
+
+class _Refused(Exception):
+    """Raised to answer a request early with `response` (never leaves this module)."""
+
+    def __init__(self, response: Response) -> None:
+        super().__init__(response.status)
+        self.response = response
+
+
+class _ClientGone(Exception):
+    """The client disconnected before its request was read: nobody to answer."""
+
+
+@attrs.define(eq=False)
+class _Body:
+    """The request's `receive`, noting when the body has been taken whole.
+
+    Why: when an answer ends before the body was read (a 413, a 401, ...),
+    hypercorn closes the connection, but first puts `http.disconnect` into
+    the app's bounded receive queue, from inside the app's last `send`. If
+    the client has filled that queue with body messages, nobody takes them
+    and the send never returns (the connection hangs until the client
+    gives up). So such an answer is sent while `discard_rest` empties the
+    queue, throwing the body away, never keeping it.
+    """
+
+    receive: ASGIReceiveCallable
+    done: bool = False
+
+    async def __call__(self) -> ASGIReceiveEvent:
+        message = await self.receive()
+        if message["type"] != "http.request" or not message["more_body"]:
+            self.done = True
+        return message
+
+    async def discard_rest(self) -> None:
+        while not self.done:
+            await self()
+
+
+@attrs.define(eq=False)
+class _Exchange:
+    """One request as the handlers see it; the node once the token told it."""
+
+    method: str
+    path: str
+    headers: list[tuple[bytes, bytes]]
+    body: _Body
+    node_id: int | None = None
+
+    def __str__(self) -> str:
+        # For log lines: the path is the client's, so quoted (no line breaks).
+        who = "unauthenticated" if self.node_id is None else f"node {self.node_id}"
+        return f"{who} {self.method} {self.path[:200]!r}"
+
+
+@attrs.frozen
+class Route:
+    """Which call a request is."""
+
+    action: Action
+    range_id: int | None = None
+
+
+def route(method: str, path: str) -> Route | Response:
+    """The call a request makes, or the 404 or 405 to answer.
+
+    Args:
+        method: the request method.
+        path: the request path (percent-decoded).
+
+    Returns:
+        The route, or the error response.
+    """
+    found = _parse_path(path)
+    if found is None:
+        return Response.error(404, f"no such call: {path[:200]}")
+    expected = _METHODS[found.action]
+    if method != expected:
+        return Response.error(
+            405, f"{found.action.value} takes {expected}", headers=((b"allow", expected.encode()),)
+        )
+    return found
+
+
+def _parse_path(path: str) -> Route | None:
+    if not path.startswith(PREFIX):
+        return None
+    parts = path[len(PREFIX) :].split("/")
+    if parts == ["lease"]:
+        return Route(Action.LEASE)
+    if len(parts) != 3 or parts[0] != "ranges" or parts[2] not in _RANGE_ACTIONS:
+        return None
+    range_id = _range_id(parts[1])
+    return None if range_id is None else Route(_RANGE_ACTIONS[parts[2]], range_id)
+
+
+def _range_id(text: str) -> int | None:
+    # isascii first: str.isdigit accepts other scripts' digits, which int() reads.
+    if not (text.isascii() and text.isdigit()) or len(text) > 19:
+        return None
+    value = int(text)
+    return value if value <= MAX_BIGINT else None
+
+
+def bearer_token(headers: list[tuple[bytes, bytes]]) -> str | None:
+    """The token of the one `Authorization: Bearer` header, or None.
+
+    Args:
+        headers: the request headers (names lower case, as ASGI has them).
+
+    Returns:
+        The token; None when there is no such header, more than one, another
+        scheme, or something that cannot be a token.
+    """
+    values = [value for name, value in headers if name == b"authorization"]
+    if len(values) != 1:
+        return None
+    scheme, _, token = values[0].strip().partition(b" ")
+    token = token.strip()
+    if scheme.lower() != b"bearer" or not 0 < len(token) <= MAX_TOKEN_CHARS:
+        return None
+    if not _is_token68(token):
+        return None
+    return token.decode("ascii")
+
+
+def _is_token68(token: bytes) -> bool:
+    # RFC 6750's b64token: letters, digits and -._~+/ then any trailing "=".
+    body = token.rstrip(b"=")
+    return body.isascii() and all(c in b"-._~+/" or chr(c).isalnum() for c in body)
+
+
+def _header(headers: list[tuple[bytes, bytes]], name: bytes) -> str | None:
+    values = [value for key, value in headers if key == name]
+    return b", ".join(values).decode("latin-1") if values else None
+
+
+@attrs.define(eq=False)
+class NodeApi:
+    """The ASGI app of the node API.
+
+    Args:
+        stores: the stores (sync; called from worker threads).
+        options: limits, timeouts and intervals.
+        landings: spool chunks landed, which waiting streams await (counted
+            by `coordinator.landings.listen_for_landings`, which `serve` runs).
+    """
+
+    stores: Stores
+    options: ApiOptions
+    landings: Landings = attrs.field(factory=Landings)
+    _limiter: trio.CapacityLimiter = attrs.field(init=False)
+    _streams: RangeStream = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self._limiter = trio.CapacityLimiter(self.options.database_threads)
+        reader = SpoolReader(self.stores, self.options.spool_dir)
+        self._streams = RangeStream(reader, self._limiter, self.options.stream, self.landings)
+
+    async def __call__(
+        self, scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable
+    ) -> None:
+        if scope["type"] == "lifespan":
+            await _lifespan(receive, send)
+        elif scope["type"] == "http":
+            await self._request(scope, receive, send)
+        # A websocket scope is not answered: hypercorn then refuses it.
+
+    async def _request(
+        self, scope: HTTPScope, receive: ASGIReceiveCallable, send: ASGISendCallable
+    ) -> None:
+        body = _Body(receive)
+        exchange = _Exchange(scope["method"], scope["path"], list(scope["headers"]), body)
+        try:
+            response = await self._respond(exchange, send)
+        except _ClientGone:
+            return
+        except Exception as error:
+            response = self._answer_for(error, exchange)
+        if response is None:
+            return
+        if body.done:
+            await response.send(send)
+            return
+        # Refused before the body was read (see _Body): the answer goes out
+        # while what is queued of the body is thrown away, then hypercorn
+        # closes the connection.
+        with trio.move_on_after(self.options.body_timeout_seconds):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(body.discard_rest)
+                await response.send(send, close=True)
+
+    async def _respond(self, exchange: _Exchange, send: ASGISendCallable) -> Response | None:
+        # None: the stream has answered by itself.
+        found = route(exchange.method, exchange.path)
+        if isinstance(found, Response):
+            return found
+        headers, receive = exchange.headers, exchange.body
+        node_id = exchange.node_id = await self._authenticate(headers)
+        if found.range_id is None:
+            await self._read_body(headers, receive, CONTROL_BODY_BYTES)  # none expected
+            return await self._lease(node_id)
+        if found.action is Action.STREAM:
+            await self._stream(node_id, found.range_id, receive, send)
+            return None
+        if found.action is Action.BATCHES:
+            return await self._batch(node_id, found.range_id, headers, receive)
+        epoch = await self._epoch(headers, receive)
+        return await self._control(node_id, found.action, found.range_id, epoch)
+
+    def _answer_for(self, error: Exception, exchange: _Exchange) -> Response:
+        """The response for what a handler raised; anything unexpected is logged (500)."""
+        if isinstance(error, _Refused):
+            response = error.response
+        elif isinstance(error, BatchWireError):
+            response = Response.error(error.http_status, str(error))
+        elif isinstance(error, LeaseLost):
+            response = Response.error(409, str(error))
+        elif isinstance(error, BatchRejected):
+            response = Response.error(422, str(error))
+        elif isinstance(error, psycopg.OperationalError):
+            # Down, restarting or too slow (a pool timeout is one too): the
+            # node retries later. Never a 500: nothing is wrong with the request.
+            # "answered 5NN": the form testing/logcheck.py finds every 5xx by.
+            logger.warning("%s: answered 503: database unavailable: %s", exchange, error)
+            retry = ((b"retry-after", str(self.options.retry_after_seconds).encode()),)
+            return Response.error(503, "the database is unavailable; try again", headers=retry)
+        else:
+            logger.error("%s: answered 500: %r", exchange, error, exc_info=error)
+            return Response.error(500, "internal error")
+        message = response.body[:300].decode("utf-8", "replace")
+        logger.info("%s: %d %s", exchange, response.status, message)
+        return response
+
+    async def _run(self, function: Callable[[Unpack[_Args]], _T], *args: *_Args) -> _T:
+        """One worker-thread hop under the shared limiter."""
+        return await trio.to_thread.run_sync(function, *args, limiter=self._limiter)
+
+    async def _authenticate(self, headers: list[tuple[bytes, bytes]]) -> int:
+        token = bearer_token(headers)
+        if token is None:
+            raise _Refused(Response.error(401, "a bearer token is required", headers=_BEARER))
+        node_id = await self._run(self.stores.nodes.authenticate, token)
+        if node_id is None:
+            raise _Refused(Response.error(401, "unknown or revoked token", headers=_INVALID))
+        return node_id
+
+    async def _lease(self, node_id: int) -> Response:
+        ttl = self.options.lease_ttl_seconds
+        lease = await self._run(self.stores.ranges.lease, node_id, ttl)
+        if lease is None:
+            logger.debug("node %d: nothing to lease", node_id)
+            return Response(204)
+        logger.info(
+            "node %d leased range %d epoch %d: %s %d..%d from %d",
+            *(node_id, lease.range_id, lease.epoch, lease.group),
+            *(lease.first, lease.last, lease.next),
+        )
+        rules = [rule.to_wire() for rule in DEFAULT_RULES]
+        return Response.json(200, {"range": lease.to_json(), "rules": rules})
+
+    async def _batch(
+        self,
+        node_id: int,
+        range_id: int,
+        headers: list[tuple[bytes, bytes]],
+        receive: ASGIReceiveCallable,
+    ) -> Response:
+        body = await self._read_body(headers, receive, self.options.max_body_bytes)
+        encoding = _header(headers, b"content-encoding")
+        wire, stored = await self._run(self._decode_and_store, node_id, range_id, body, encoding)
+        _log_stored(node_id, wire, stored, len(body))
+        answer = {
+            "stored": True,
+            "already": stored.already,
+            "release_chunks": stored.release_chunks,
+            "segments": stored.segments,
+        }
+        return Response.json(200, answer)
+
+    def _decode_and_store(
+        self, node_id: int, range_id: int, body: bytes, encoding: str | None
+    ) -> tuple[WireBatch, Stored]:
+        # In a worker thread: inflate (capped), parse and check, then store.
+        document = decode_body(
+            body,
+            content_encoding=encoding,
+            max_body_bytes=self.options.max_body_bytes,
+            max_inflated_bytes=self.options.max_inflated_bytes,
+        )
+        wire = decode_batch(document)
+        if wire.range_id != range_id:
+            message = f"range: the batch is for range {wire.range_id}, posted to range {range_id}"
+            raise _Refused(Response.error(422, message))
+        ttl = self.options.lease_ttl_seconds
+        return wire, self.stores.batches.store(node_id, wire, len(body), ttl)
+
+    async def _epoch(self, headers: list[tuple[bytes, bytes]], receive: ASGIReceiveCallable) -> int:
+        encoding = (_header(headers, b"content-encoding") or "identity").strip().lower()
+        if encoding != "identity":
+            raise _Refused(Response.error(415, "a control body is plain JSON: no encoding"))
+        return _parse_epoch(await self._read_body(headers, receive, CONTROL_BODY_BYTES))
+
+    async def _control(self, node_id: int, action: Action, range_id: int, epoch: int) -> Response:
+        ranges, ttl = self.stores.ranges, self.options.lease_ttl_seconds
+        if action is Action.HEARTBEAT:
+            ok = await self._run(ranges.heartbeat, node_id, range_id, epoch, ttl)
+            refusal = None if ok else LEASE_LOST
+        elif action is Action.FINISH:
+            refusal = _finish_refusal(await self._run(ranges.finish, node_id, range_id, epoch))
+        else:
+            ok = await self._run(ranges.release, node_id, range_id, epoch)
+            refusal = None if ok else LEASE_LOST
+        what = f"node {node_id} {action.value} range {range_id} epoch {epoch}"
+        if refusal is not None:
+            logger.info("%s: refused, %s", what, refusal)
+            return Response.error(409, refusal)
+        # Heartbeats come every few minutes per node: not worth an info line.
+        logger.log(logging.DEBUG if action is Action.HEARTBEAT else logging.INFO, "%s: ok", what)
+        return Response.json(200, {})
+
+    async def _read_body(
+        self, headers: list[tuple[bytes, bytes]], receive: ASGIReceiveCallable, cap: int
+    ) -> bytes:
+        """The request body, at most `cap` bytes, within `body_timeout_seconds`.
+
+        Raises:
+            _Refused: 413 over the cap (announced or read), 408 too slow.
+            _ClientGone: the client disconnected.
+        """
+        length = _header(headers, b"content-length")
+        if length is not None and length.isdigit() and int(length) > cap:
+            raise _Refused(_too_large(cap))
+        with trio.move_on_after(self.options.body_timeout_seconds):
+            return await _receive_body(receive, cap)
+        raise _Refused(Response.error(408, "the request body did not arrive in time"))
+
+    async def _stream(
+        self, node_id: int, range_id: int, receive: ASGIReceiveCallable, send: ASGISendCallable
+    ) -> None:
+        lease = await self._run(self.stores.ranges.held, node_id, range_id)
+        if lease is None:
+            raise _Refused(Response.error(409, f"range {range_id} is not leased to this node"))
+        headers = [(b"content-type", b"application/octet-stream"), (b"cache-control", b"no-store")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        where = f"node {node_id} range {range_id} epoch {lease.epoch}"
+        try:
+            streamed = await self._stream_frames(node_id, lease, receive, send)
+        except Exception as error:
+            # The 200 is out: the edge learns of the failure from an ERROR frame.
+            logger.error("%s: stream failed", where, exc_info=error)
+            await _send_frame(send, Frame.error("internal error"))
+        else:
+            _log_streamed(where, lease.next, streamed)
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def _stream_frames(
+        self, node_id: int, lease: Lease, receive: ASGIReceiveCallable, send: ASGISendCallable
+    ) -> Streamed | None:
+        # None when the edge went away first.
+        streamed = None
+        async with trio.open_nursery() as nursery:
+            # hypercorn takes sends after a disconnect and drops them: only
+            # `receive` tells that the edge went away.
+            nursery.start_soon(_cancel_on_disconnect, receive, nursery.cancel_scope)
+            streamed = await self._streams.run(node_id, lease, partial(_send_frame, send))
+            nursery.cancel_scope.cancel()
+        return streamed
+
+
+LEASE_LOST: Final = "the lease is lost: another node holds the range, or a newer epoch"
+INCOMPLETE: Final = "resume point is not past the range's end"
+
+
+def _finish_refusal(outcome: Finish) -> str | None:
+    if outcome is Finish.OK:
+        return None
+    return INCOMPLETE if outcome is Finish.INCOMPLETE else LEASE_LOST
+
+
+def _parse_epoch(body: bytes) -> int:
+    """The epoch of a `{"epoch": N}` body; 400 for bad JSON, 422 for a bad document."""
+    try:
+        document = orjson.loads(body)
+    except orjson.JSONDecodeError as error:
+        raise _Refused(Response.error(400, f"the body is not JSON: {error}")) from error
+    if type(document) is not dict or set(document) != {"epoch"}:
+        raise _Refused(Response.error(422, 'the body must be {"epoch": N}'))
+    epoch = document["epoch"]
+    # type(), not isinstance: true is no epoch.
+    if type(epoch) is not int or not 0 <= epoch <= MAX_BIGINT:
+        raise _Refused(Response.error(422, f"epoch: expected an integer 0..{MAX_BIGINT}"))
+    return epoch
+
+
+def _log_stored(node_id: int, wire: WireBatch, stored: Stored, body_bytes: int) -> None:
+    batch = wire.batch
+    logger.info(
+        "node %d stored batch %d..%d of range %d epoch %d: "
+        "%d release chunks, %d segments, %d lines, %d body bytes%s",
+        *(node_id, batch.first, batch.next - 1, wire.range_id, wire.epoch),
+        *(stored.release_chunks, stored.segments, batch.lines, body_bytes),
+        " (already stored: a retry)" if stored.already else "",
+    )
+
+
+def _log_streamed(where: str, start: int, streamed: Streamed | None) -> None:
+    if streamed is None:
+        logger.info("%s: stream from %d: the node went away", where, start)
+        return
+    logger.info(
+        "%s: stream from %d: %d chunks, %d gaps, %d bytes; %s",
+        *(where, start, streamed.chunks, streamed.gaps, streamed.payload_bytes, streamed.ending),
+    )
+
+
+def _too_large(cap: int) -> Response:
+    return Response.error(413, f"the body is over the cap of {cap} bytes")
+
+
+async def _receive_body(receive: ASGIReceiveCallable, cap: int) -> bytes:
+    parts: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            raise _ClientGone
+        size += len(message["body"])
+        if size > cap:
+            # The rest is never read: hypercorn closes the connection.
+            raise _Refused(_too_large(cap))
+        parts.append(message["body"])
+        if not message["more_body"]:
+            return b"".join(parts)
+
+
+async def _send_frame(send: ASGISendCallable, frame: Frame) -> None:
+    # Header and payload apart: a chunk's payload is sent as read, uncopied.
+    await send({"type": "http.response.body", "body": encode_header(frame), "more_body": True})
+    if frame.payload:
+        await send({"type": "http.response.body", "body": frame.payload, "more_body": True})
+
+
+async def _cancel_on_disconnect(receive: ASGIReceiveCallable, scope: trio.CancelScope) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    scope.cancel()
+
+
+async def _lifespan(receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:
+    # Nothing to set up: the stores are open before the app is served.
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return

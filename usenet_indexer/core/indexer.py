@@ -1,0 +1,781 @@
+"""The RangeIndexer: overview lines in, batches of release chunks out.
+
+Theory of operation
+-------------------
+An edge feeds the overview data of a range in article order
+(`add_data(data, next_article)`: every line of `data` is an article below
+`next_article`, and `next_article` becomes the resume point), takes a batch
+every so many articles (`take()`), and calls `finish()` at the end of the
+range. No I/O and no clock: the indexer is fed and it answers.
+
+Speed comes from doing per line only what changes per line, on bytes (a
+line is decoded only when its file is kept). Every segment of a file has the
+same subject except for the segment counter `(k/N)`, so the fast path
+
+    split the line on tabs (seven times: the fields after "bytes" stay in
+    one) -> rpartition the subject at its last "(" -> look the text before
+    it up in a dict of open files -> append k, message-id and bytes,
+    unconverted and tab-separated, to that file's one buffer
+
+runs no regular expression, converts nothing and keeps no object per
+segment (a batch's segments would be millions of small objects, scattered
+over memory by the time take() reads them back). Everything else (a new
+file, a reply, a line without a counter, anything malformed) goes to
+`_slow_line`, which opens the file, or counts the line by reason and skips
+it (the common new file's first line is checked inline).
+
+`take()` parses each file's subject (once per subject text, all files of the
+batch in one loop), groups the files into releases and runs the rules on
+their names (a dropped release is only counted), then converts and checks
+each kept file's segments with whole-list operations: a join and a replace
+for the message-ids, one JSON parse for all sizes, and for the segment
+numbers a list comparison with 1, 2, 3, ... when they came in order (most
+files), else one JSON parse and a sort. A file whose only fault is repeated
+segments keeps the first post of each; any other fault (forged counters,
+bad message-ids or sizes) sends it to a per-segment check.
+
+The caller guarantees the article range: lines are not checked against it
+one by one (a chunk of the spool holds the articles it says it holds).
+
+Keys: a file's key and its release's key are digests of what every batch
+and edge sees the same way (poster, release basis, subject, N), so the
+chunks of one release merge into one release wherever they were indexed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from array import array
+from calendar import timegm
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from email.utils import mktime_tz, parsedate_tz
+from functools import partial
+from operator import itemgetter
+
+import attrs
+import orjson
+
+from usenet_indexer.core.batch import (
+    Batch,
+    FileChunk,
+    ProbeCandidate,
+    ReleaseChunk,
+    RuleCount,
+    representative_order,
+)
+from usenet_indexer.core.naming import probe_file_rank, release_name
+from usenet_indexer.core.rules import DEFAULT_RULES, ReleaseView, Rule
+from usenet_indexer.core.subject import (
+    MAX_SEGMENTS,
+    FileSubject,
+    last_match,
+    looks_obfuscated,
+    parse_file_subject,
+)
+
+# Overview fields (RFC 3977 8.3.2): number, subject, from, date, message-id,
+# references, bytes, lines, then optional fields such as Xref.
+_MIN_FIELDS = 8
+# A line is split this many times: fields 0-6 apart, the rest (lines, Xref,
+# ...) in the last one, which is only read when a file opens.
+_SPLITS = _MIN_FIELDS - 1
+
+# Sizes are kept as uint32: no segment comes near 4 GB (they are ~0.7 MB).
+_MAX_SIZE = (1 << 32) - 1
+
+# The longest subject or poster indexed, in bytes: the batch wire format
+# takes names of up to 4096 characters (batchwire.BatchLimits.max_text_chars),
+# and a character is at least a byte. Real subjects stay under 700.
+MAX_HEADER_BYTES = 4096
+
+# The longest message-id indexed, in bytes with its brackets (RFC 5536 allows
+# 250): decoded as Latin-1 at worst it doubles in UTF-8 and stays well under
+# the 4096 bytes the coordinator takes (fragments.inspect).
+MAX_MESSAGE_ID_BYTES = 1000
+
+# Reasons a line (or a segment) is skipped as malformed data; the other
+# reasons ("reply", "text_post", "repeated_segment") are articles that are
+# not binary segments, or repeats of a segment.
+MALFORMED = frozenset(
+    {
+        "too_few_fields",
+        "bad_number",
+        "bad_bytes",
+        "nul_byte",
+        "forged_counter",
+        "bad_message_id",
+        "too_long",
+    }
+)
+
+_COUNTER = re.compile(rb"\((\d{1,7})/(\d{1,7})\)")
+
+
+@attrs.define(eq=False, slots=True)
+class _OpenFile:
+    """A file being gathered in the current batch; fields stay bytes until take().
+
+    Its subject is parsed in take(), all files of the batch in one loop (a
+    parse costs less there than between lines, where each would find the
+    caches full of overview data); keys and the subject text are made there
+    too, for kept releases only: most new files belong to executable floods
+    that are dropped.
+    """
+
+    poster: bytes
+    prefix: bytes  # the subject before "(k/N)"
+    after: bytes  # what follows "(" + k + "/" in the subject: "N) tail"
+    total: int
+    # Of the first line seen:
+    counter: bytes  # "k/N" of the first segment seen
+    tail: bytes  # the subject after "(k/N)"
+    date: bytes
+    xref: bytes
+    # k, message-id and bytes of each segment as the lines have them, each
+    # followed by a tab (none of them holds one): one growing buffer rather
+    # than three objects a segment, which a batch would hold by the million
+    # and take() would read back from all over memory.
+    segments: bytearray
+    info: FileSubject = attrs.field(init=False)  # set by take()
+
+    @property
+    def count(self) -> int:
+        """Segments gathered."""
+        return self.segments.count(b"\t") // 3
+
+    def lists(self) -> tuple[list[bytes], list[bytes], list[bytes]]:
+        """The segments' k, message-id and bytes texts, as three lists."""
+        parts = bytes(self.segments).split(b"\t")
+        return parts[0:-1:3], parts[1::3], parts[2::3]
+
+    def subject(self) -> str:
+        """The subject as the file's first segment has it: (1/N), zero padded as the poster pads."""
+        width = self.counter.find(b"/") if self.counter.startswith(b"0") else 1
+        return f"{decode(self.prefix)}({'1'.zfill(width)}/{self.total}){decode(self.tail)}"
+
+
+@attrs.define(eq=False)
+class RangeIndexer:
+    """Indexes the overview lines of one range of one group.
+
+    Args:
+        group: the group the range belongs to (used when a line has no Xref).
+        first: the first article to index (the range's resume point).
+        rules: the rules applied to each release chunk, in order.
+        keep_dropped: keep dropped release chunks in batches, marked with the
+            rule's name (for `uidx index --include-dropped`); else they only
+            count.
+    """
+
+    group: str
+    first: int
+    rules: Sequence[Rule] = DEFAULT_RULES
+    keep_dropped: bool = False
+    finished: bool = attrs.field(init=False, default=False)
+    _next: int = attrs.field(init=False)
+    _batch_first: int = attrs.field(init=False)
+    _lines: int = attrs.field(init=False, default=0)
+    # Every open file by (prefix, poster, N); _fast holds, per prefix, the one
+    # the fast path tries first (the last one that got a segment).
+    _open: dict[tuple[bytes, bytes, int], _OpenFile] = attrs.field(init=False, factory=dict)
+    _fast: dict[bytes, _OpenFile] = attrs.field(init=False, factory=dict)
+    _skipped: Counter[str] = attrs.field(init=False, factory=Counter)
+    # Parsed dates: many articles share a second, and parsing is slow.
+    _dates: dict[bytes, int] = attrs.field(init=False, factory=dict)
+
+    def __attrs_post_init__(self) -> None:
+        self._next = self.first
+        self._batch_first = self.first
+
+    @property
+    def resume_point(self) -> int:
+        """The first article not fed yet."""
+        return self._next
+
+    @property
+    def pending_lines(self) -> int:
+        """Overview lines fed since the last batch was taken."""
+        return self._lines
+
+    @property
+    def pending_articles(self) -> int:
+        """Articles fed since the last batch was taken."""
+        return self._next - self._batch_first
+
+    def add_text(self, text: str, next_article: int) -> None:
+        """Feed overview lines as text; see `add_data`."""
+        self.add_data(text.encode("utf-8", "surrogateescape"), next_article)
+
+    def add_data(self, data: bytes, next_article: int) -> None:
+        """Feed overview lines ("\\n"-separated) of the articles below `next_article`.
+
+        Args:
+            data: overview lines, each `number\\tsubject\\tfrom\\t...`, as the
+                server sent them (any encoding: names are decoded as UTF-8
+                with a Latin-1 fallback when a file is opened). A "\\r"
+                before "\\n" and an empty last line are fine.
+            next_article: the article after the last one this data covers;
+                it becomes the resume point.
+
+        Raises:
+            ValueError: `next_article` goes backwards, or the range is finished.
+        """
+        if self.finished:
+            raise ValueError("add_data after finish()")
+        if next_article < self._next:
+            raise ValueError(f"next_article {next_article} is below the resume point {self._next}")
+        if b"\r" in data:
+            data = data.replace(b"\r", b"")
+        lines = data.split(b"\n")
+        # Lines with a NUL are taken out before the loop (they are rare, and
+        # the loop would split each): counted as read and as malformed.
+        nul = 0
+        if b"\x00" in data:
+            nul = _drop_nul_lines(data, lines)
+            self._skipped["nul_byte"] += nul
+        fast = self._fast
+        slow = self._slow_line
+        empty = 0
+        for line in lines:
+            # Seven splits: the fields up to bytes, and the rest (lines, Xref) in one.
+            fields = line.split(b"\t", _SPLITS)
+            try:
+                prefix, _, rest = fields[1].rpartition(b"(")
+                k, _, after = rest.partition(b"/")
+                open_file = fast.get(prefix)
+                if (
+                    open_file is not None
+                    and open_file.poster == fields[2]
+                    and open_file.after == after
+                    and not fields[5]
+                    and fields[0].isdigit()
+                ):
+                    open_file.segments += b"\t".join((k, fields[4], fields[6], b""))
+                    continue
+            except IndexError:
+                pass
+            if line:
+                slow(fields)
+            else:
+                empty += 1
+        self._lines += len(lines) - empty + nul
+        self._next = next_article
+
+    def _slow_line(self, fields: list[bytes]) -> None:
+        """A line the fast path did not take: a new file, or one to count and skip."""
+        # The common case first, checked inline: the first segment of a new
+        # file, with a plain "(k/N)" as the subject's last "(" (the same
+        # checks as _segment_counter_or_reason, which sorts out the rest).
+        if len(fields) > 2 and (
+            len(fields[1]) > MAX_HEADER_BYTES or len(fields[2]) > MAX_HEADER_BYTES
+        ):
+            # The coordinator refuses names over 4096 characters (batchwire):
+            # one such file would get every batch of the range refused.
+            self._skipped["too_long"] += 1
+            return
+        if len(fields) >= _MIN_FIELDS and not fields[5]:
+            subject = fields[1]
+            p = subject.rfind(b"(")
+            q = subject.find(b")", p)
+            message_id = fields[4]
+            size = fields[6]
+            if (
+                p >= 0
+                and q > p
+                and fields[0].isdigit()
+                and size.isdigit()
+                and 2 < len(message_id) <= MAX_MESSAGE_ID_BYTES
+                and message_id[:1] == b"<"
+                and message_id[-1:] == b">"
+                and message_id.count(b"<") == 1
+                and message_id.count(b">") == 1
+                and subject[:3].lower() != b"re:"
+            ):
+                k_text, slash, n_text = subject[p + 1 : q].partition(b"/")
+                if slash and k_text.isdigit() and n_text.isdigit():
+                    total = int(n_text)
+                    if 0 < int(k_text) <= total <= MAX_SEGMENTS and int(size) <= _MAX_SIZE:
+                        # "N) tail" starts after "(", k and "/".
+                        after = subject[p + len(k_text) + 2 :]
+                        self._add_segment(fields, p, q, total, k_text, after, True)
+                        return
+        found = _segment_counter_or_reason(fields)
+        if isinstance(found, str):
+            self._skipped[found] += 1
+            return
+        p, q, total = found
+        subject = fields[1]
+        # The counter is "(" digits "/" digits ")": the first "/" after p is its own.
+        k_text, _, after = subject[p + 1 :].partition(b"/")
+        self._add_segment(fields, p, q, total, k_text, after, subject.rfind(b"(") == p)
+
+    def _add_segment(
+        self,
+        fields: list[bytes],
+        p: int,
+        q: int,
+        total: int,
+        k_text: bytes,
+        after: bytes,
+        last: bool,
+    ) -> None:
+        """A checked segment to its file (opened now if new).
+
+        Args:
+            fields: the line's fields.
+            p: where the segment counter's "(" is in the subject.
+            q: where its ")" is.
+            total: N of the counter.
+            k_text: k of the counter, as the line has it.
+            after: the subject after "(k/": "N) tail".
+            last: the counter's "(" is the subject's last one: then the fast
+                path finds the file by its prefix.
+        """
+        prefix = fields[1][:p]
+        poster = fields[2]
+        key = (prefix, poster, total)
+        open_file = self._open.get(key)
+        if open_file is None:
+            open_file = self._open[key] = _OpenFile(
+                poster,
+                prefix,
+                after,
+                total,
+                fields[1][p + 1 : q],
+                fields[1][q + 1 :],
+                fields[3],
+                _xref_field(fields[7]),
+                bytearray(b"\t".join((k_text, fields[4], fields[6], b""))),
+            )
+        else:
+            open_file.segments += b"\t".join((k_text, fields[4], fields[6], b""))
+        if last:
+            self._fast[prefix] = open_file
+
+    def take(self) -> Batch:
+        """Hand over everything indexed since the last batch and start a new one."""
+        # Releases by (poster or b"", release basis): what the release key digests.
+        by_release: dict[tuple[bytes, str], list[_OpenFile]] = {}
+        # One parse per subject prefix (files of one prefix differ in poster or N).
+        parsed: dict[bytes, FileSubject] = {}
+        for open_file in self._open.values():
+            info = parsed.get(open_file.prefix)
+            if info is None:
+                info = parsed[open_file.prefix] = parse_file_subject(decode(open_file.prefix))
+            open_file.info = info
+            release = (open_file.poster if info.keyed_by_poster else b"", info.release_basis)
+            members = by_release.get(release)
+            if members is None:
+                by_release[release] = [open_file]
+            else:
+                members.append(open_file)
+        drops: Counter[tuple[str, str]] = Counter()
+        drop_segments: Counter[tuple[str, str]] = Counter()
+        releases: list[ReleaseChunk] = []
+        candidates: list[ProbeCandidate] = []
+        for release, members in by_release.items():
+            view = ReleaseView([m.info.file_name for m in members], partial(_members_name, members))
+            dropped_by = None
+            for rule in self.rules:
+                key = rule.verdict(view)
+                if key is not None:
+                    drops[rule.name, key] += 1
+                    drop_segments[rule.name, key] += sum([m.count for m in members])
+                    dropped_by = rule.name
+                    break
+            if dropped_by is not None and not self.keep_dropped:
+                continue  # counted; never converted
+            chunk = self._release_chunk(_release_key(*release), members)
+            if chunk is None:
+                continue
+            if dropped_by is not None:
+                releases.append(attrs.evolve(chunk, dropped=dropped_by))
+                continue
+            releases.append(chunk)
+            candidate = _probe_candidate(chunk)
+            if candidate is not None:
+                candidates.append(candidate)
+        batch = Batch(
+            group=self.group,
+            first=self._batch_first,
+            next=self._next,
+            releases=tuple(releases),
+            rule_counts=tuple(
+                RuleCount(rule=rule, key=key, releases=n, segments=drop_segments[rule, key])
+                for (rule, key), n in sorted(drops.items())
+            ),
+            probe_candidates=tuple(candidates),
+            lines=self._lines,
+            skipped=tuple(sorted(self._skipped.items())),
+        )
+        self._open = {}
+        self._fast = {}
+        self._skipped = Counter()
+        self._dates = {}
+        self._lines = 0
+        self._batch_first = self._next
+        return batch
+
+    def finish(self) -> Batch:
+        """The last batch of the range; the indexer takes no more data after it."""
+        batch = self.take()
+        self.finished = True
+        return batch
+
+    def _release_chunk(self, release_key: bytes, members: list[_OpenFile]) -> ReleaseChunk | None:
+        kept = [
+            (chunk, member)
+            for member in members
+            if (chunk := _file_chunk(member, self._skipped, self._dates)) is not None
+        ]
+        if not kept:
+            return None
+        files = tuple(sorted((chunk for chunk, _ in kept), key=_file_order))
+        groups: set[str] = set()
+        for member in members:
+            groups.update(_xref_groups(member.xref))
+        # Poster, head and [i/M] of the earliest file: the same whatever the batch cuts.
+        _, first = min(kept, key=lambda pair: representative_order(pair[0]))
+        return ReleaseChunk(
+            key=release_key,
+            head_name=first.info.head_name,
+            poster=decode(first.poster),
+            groups=tuple(sorted(groups)) or ((self.group,) if self.group else ()),
+            files_announced=first.info.files_announced,
+            files=files,
+        )
+
+
+def _release_key(poster: bytes, basis: str) -> bytes:
+    return _digest(b"r", poster, basis.encode("utf-8", "surrogatepass"))
+
+
+def _members_name(members: list[_OpenFile]) -> str:
+    return release_name(members[0].info.head_name, ((m.info.file_name, m.total) for m in members))
+
+
+def _segment_counter_or_reason(fields: list[bytes]) -> tuple[int, int, int] | str:
+    """The segment counter (start, end, N) of a binary's segment, or why the line is skipped."""
+    if len(fields) < _MIN_FIELDS:
+        return "too_few_fields"
+    if not fields[0].isdigit():
+        return "bad_number"
+    if not fields[6].isdigit() or int(fields[6]) > _MAX_SIZE:
+        return "bad_bytes"
+    if not _good_message_id(fields[4]):
+        return "bad_message_id"
+    subject = fields[1]
+    if fields[5] or subject[:3].lower() == b"re:":
+        return "reply"
+    counter = find_segment_counter(subject)
+    if counter is None:
+        return "text_post"
+    p, q, k, total = counter
+    if not 0 < k <= total <= MAX_SEGMENTS:
+        return "forged_counter"
+    return p, q, total
+
+
+def _good_message_id(message_id: bytes) -> bool:
+    return (
+        2 < len(message_id) <= MAX_MESSAGE_ID_BYTES
+        and message_id[:1] == b"<"
+        and message_id[-1:] == b">"
+        and message_id.count(b"<") == 1
+        and message_id.count(b">") == 1
+    )
+
+
+def find_segment_counter(subject: bytes) -> tuple[int, int, int, int] | None:
+    """The last segment counter `(k/N)` of a subject: (start, end, k, N), or None.
+
+    `start` is the index of "(", `end` the index of ")".
+    """
+    p = subject.rfind(b"(")
+    q = subject.find(b")", p)
+    if p >= 0 and q > p:
+        k_text, slash, n_text = subject[p + 1 : q].partition(b"/")
+        if slash and k_text.isdigit() and n_text.isdigit():
+            return p, q, int(k_text), int(n_text)
+    found = last_match(_COUNTER, subject)
+    if found is None:
+        return None
+    return found.start(), found.end() - 1, int(found.group(1)), int(found.group(2))
+
+
+def _file_chunk(
+    open_file: _OpenFile, skipped: Counter[str], dates: dict[bytes, int]
+) -> FileChunk | None:
+    """The file's segments of this batch, converted and checked; None if none is good.
+
+    The common case (unique numbers within 1..N, good message-ids and sizes)
+    is checked and sorted with whole-list operations; a file whose only fault
+    is repeated segments keeps the first of each (as the segment-by-segment
+    check would); anything else is sorted out segment by segment.
+    """
+    texts = open_file.lists()
+    ks, mids, sizes_texts = texts
+    count = len(ks)
+    total = open_file.total
+    blob = b"\n".join(mids)
+    message_ids = blob[1:-1].replace(b">\n<", b"\n")
+    # Every message-id is <...> with no other angle bracket: then each of the
+    # count - 1 separators was ">\n<" (two characters less each) and none is left.
+    if not (
+        blob[:1] == b"<"
+        and blob[-1:] == b">"
+        and len(message_ids) == len(blob) - 2 * count
+        and b"<" not in message_ids
+        and b">" not in message_ids
+        and (len(blob) <= MAX_MESSAGE_ID_BYTES or max(map(len, mids)) <= MAX_MESSAGE_ID_BYTES)
+    ):
+        return _file_chunk_slow(open_file, texts, skipped, dates)
+    digit_sizes = _digit_ints(sizes_texts)
+    if digit_sizes is None:
+        try:
+            size_list = list(map(int, sizes_texts))
+        except ValueError:
+            return _file_chunk_slow(open_file, texts, skipped, dates)
+    else:
+        size_list = digit_sizes
+    try:
+        sizes = array("I", size_list)  # uint32: raises for a negative or too big size
+    except OverflowError:
+        return _file_chunk_slow(open_file, texts, skipped, dates)
+    if count <= total and count <= _COUNTING_MAX and ks == _counting(ks[0])[:count]:
+        # Segments 1, 2, ..., count in order (how most files arrive): no conversion.
+        return _make_file_chunk(open_file, dates, _ONE_TO[:count], message_ids, sizes)
+    numbers = _digit_ints(ks)
+    if numbers is None:
+        try:
+            numbers = list(map(int, ks))
+        except ValueError:
+            return _file_chunk_slow(open_file, texts, skipped, dates)
+        digits = False
+    else:
+        digits = digit_sizes is not None
+    if not (min(numbers) >= 1 and max(numbers) <= total):
+        return _file_chunk_slow(open_file, texts, skipped, dates)
+    unique = len(set(numbers)) == count
+    if not unique:
+        if not digits or b"<>" in blob:
+            # A text the segment-by-segment check reads otherwise ("+1", "<>").
+            return _file_chunk_slow(open_file, texts, skipped, dates)
+        # Repeats only: the first of each number is kept, the others counted.
+        first = dict(zip(reversed(numbers), range(count - 1, -1, -1), strict=True))
+        skipped["repeated_segment"] += count - len(first)
+        numbers = sorted(first)
+        order = list(map(first.__getitem__, numbers))
+        sizes = array("I", map(size_list.__getitem__, order))
+        blob = b"\n".join(map(mids.__getitem__, order))
+        message_ids = blob[1:-1].replace(b">\n<", b"\n")
+    elif count > 1 and numbers != sorted(numbers):
+        # Posters with many connections get segments to the server out of order.
+        pick = itemgetter(*sorted(range(count), key=numbers.__getitem__))
+        numbers, sizes = list(pick(numbers)), array("I", pick(size_list))
+        message_ids = b"\n".join(pick(mids))[1:-1].replace(b">\n<", b"\n")
+    return _make_file_chunk(open_file, dates, array("I", numbers), message_ids, sizes)
+
+
+# Segment numbers 1, 2, ... as posters write them (unpadded or zero padded to
+# a width), to recognise files whose segments came in order without
+# converting them, and the same numbers as an array to slice.
+_COUNTING_MAX = 10_000
+_COUNTING_WIDTHS = 7
+_COUNTING: dict[int, list[bytes]] = {}
+_ONE_TO = array("I", range(1, _COUNTING_MAX + 1))
+
+
+def _counting(first: bytes) -> list[bytes]:
+    """The texts 1, 2, ... in the width of `first` (its zero padding); [] for no width."""
+    width = len(first)
+    texts = _COUNTING.get(width)
+    if texts is None:
+        if not 0 < width <= _COUNTING_WIDTHS:
+            return []
+        texts = _COUNTING[width] = [
+            str(k).zfill(width).encode() for k in range(1, _COUNTING_MAX + 1)
+        ]
+    return texts
+
+
+def _digit_ints(texts: list[bytes]) -> list[int] | None:
+    """The numbers of texts made of ASCII digits only (no sign, space or leading 0),
+    as int() reads them; None if any text is not such a number.
+
+    One JSON parse of the whole list instead of an int() per text.
+    """
+    if not b"".join(texts).isdigit():
+        return None
+    try:
+        numbers = orjson.loads(b"[" + b",".join(texts) + b"]")
+    except orjson.JSONDecodeError:
+        return None  # leading zeros, or an empty text
+    # A number past 2**64 comes back as a float: then the sum is one too.
+    if not isinstance(numbers, list) or len(numbers) != len(texts) or type(sum(numbers)) is not int:
+        return None
+    return numbers
+
+
+def _file_chunk_slow(
+    open_file: _OpenFile,
+    texts: tuple[list[bytes], list[bytes], list[bytes]],
+    skipped: Counter[str],
+    dates: dict[bytes, int],
+) -> FileChunk | None:
+    """Segment by segment: forged numbers, bad sizes and message-ids out, repeats once."""
+    good: dict[int, tuple[bytes, int]] = {}
+    for k_text, message_id, size_text in zip(*texts, strict=True):
+        k = int(k_text) if k_text.isdigit() else 0
+        if not 0 < k <= open_file.total:
+            skipped["forged_counter"] += 1
+        elif not size_text.isdigit() or int(size_text) > _MAX_SIZE:
+            skipped["bad_bytes"] += 1
+        elif not _good_message_id(message_id):
+            skipped["bad_message_id"] += 1
+        elif k in good:
+            skipped["repeated_segment"] += 1
+        else:
+            good[k] = (message_id[1:-1], int(size_text))
+    if not good:
+        return None
+    numbers = sorted(good)
+    return _make_file_chunk(
+        open_file,
+        dates,
+        array("I", numbers),
+        b"\n".join(good[k][0] for k in numbers),
+        array("I", (good[k][1] for k in numbers)),
+    )
+
+
+def _make_file_chunk(
+    open_file: _OpenFile,
+    dates: dict[bytes, int],
+    numbers: array[int],
+    message_ids: bytes,
+    sizes: array[int],
+) -> FileChunk:
+    posted = dates.get(open_file.date)
+    if posted is None:
+        posted = dates[open_file.date] = parse_date(decode(open_file.date))
+    return FileChunk(
+        key=_digest(b"f", open_file.poster, open_file.prefix, str(open_file.total).encode()),
+        name=open_file.info.file_name,
+        subject=open_file.subject(),
+        index=open_file.info.file_index,
+        total_segments=open_file.total,
+        posted=posted,
+        numbers=numbers,
+        message_ids=decode(message_ids),
+        sizes=sizes,
+    )
+
+
+def _file_order(chunk: FileChunk) -> tuple[int, str]:
+    return (chunk.index if chunk.index is not None else 1 << 30, chunk.name)
+
+
+def _probe_candidate(chunk: ReleaseChunk) -> ProbeCandidate | None:
+    """A probe for a release whose name is random, if a par2 or nfo of it was seen."""
+    if not looks_obfuscated(chunk.name):
+        return None
+    best: tuple[int, str, FileChunk] | None = None
+    for file in chunk.files:
+        rank = probe_file_rank(file.name)
+        if rank is not None and (best is None or (rank, file.name) < best[:2]):
+            best = (rank, file.name, file)
+    if best is None:
+        return None
+    file = best[2]
+    return ProbeCandidate(
+        release_key=chunk.key, message_id=file.first_message_id, file_name=file.name
+    )
+
+
+def _drop_nul_lines(data: bytes, lines: list[bytes]) -> int:
+    """Remove from `lines` (data split on "\\n") the lines that hold a NUL byte; how many.
+
+    Only the NULs are looked for: the lines in between are not tested one by one.
+    """
+    dropped: list[int] = []
+    line = 0
+    searched = 0
+    at = data.find(b"\x00")
+    while at >= 0:
+        line += data.count(b"\n", searched, at)
+        dropped.append(line)
+        searched = data.find(b"\n", at)
+        if searched < 0:
+            break
+        at = data.find(b"\x00", searched)
+    for line in reversed(dropped):
+        del lines[line]
+    return len(dropped)
+
+
+def _xref_field(rest: bytes) -> bytes:
+    """The field after "lines" (Xref, when there is one) in the rest of a line split by add_data."""
+    tab = rest.find(b"\t")
+    return rest[tab + 1 :].partition(b"\t")[0] if tab >= 0 else b""
+
+
+def _xref_groups(xref: bytes) -> Iterable[str]:
+    """Groups of an `Xref: host group:number ...` field (b'' gives none)."""
+    if xref[:5].lower() != b"xref:":
+        return ()
+    # ":123" names no group (and the coordinator refuses an empty group name).
+    return [decode(name) for part in xref[5:].split()[1:] if (name := part.rpartition(b":")[0])]
+
+
+def decode(data: bytes) -> str:
+    """Header bytes as text: UTF-8, else Latin-1 (every byte is a character)."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data.decode("latin-1")
+
+
+# The form nearly every server writes, read without email.utils (the same
+# answer; anything else, and "-0000", which means local time there, goes to it).
+_PLAIN_DATE = re.compile(
+    r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun), ([0-9]{1,2}) ([A-Z][a-z][a-z]) ([1-9][0-9]{3}) "
+    r"([0-9][0-9]):([0-9][0-9]):([0-9][0-9]) ([+-])([0-9][0-9])([0-9][0-9])"
+)
+_MONTHS = {
+    name: number
+    for number, name in enumerate(
+        ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), 1
+    )
+}
+
+
+def parse_date(text: str) -> int:
+    """Unix seconds of an RFC 5322 date, 0 when it cannot be read."""
+    plain = _PLAIN_DATE.fullmatch(text)
+    if plain is not None:
+        day, month, year, hour, minute, second, sign, tz_hours, tz_minutes = plain.groups()
+        number = _MONTHS.get(month)
+        offset = int(tz_hours) * 3600 + int(tz_minutes) * 60
+        if number is not None and (offset or sign == "+"):
+            try:
+                return int(
+                    timegm((int(year), number, int(day), int(hour), int(minute), int(second)))
+                    - (offset if sign == "+" else -offset)
+                )
+            except (OverflowError, ValueError):
+                return 0
+    parsed = parsedate_tz(text)
+    if parsed is None:
+        return 0
+    try:
+        return int(mktime_tz(parsed))
+    except (OverflowError, ValueError):
+        return 0
+
+
+def _digest(kind: bytes, *parts: bytes) -> bytes:
+    """16-byte key of what every edge sees alike (never Python's salted hash)."""
+    return hashlib.blake2b(b"\x00".join((kind, *parts)), digest_size=16).digest()

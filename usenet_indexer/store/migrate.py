@@ -1,0 +1,174 @@
+"""Versioned schema migrations: numbered SQL files, each applied once, in order.
+
+Theory of operation
+-------------------
+The files are `usenet_indexer/store/migrations/NNNN_name.sql`. `migrate` applies
+the ones a database has not seen, one transaction per file; that transaction
+also inserts the file's row in `schema_migrations`, so a file is either
+applied and recorded or neither. Each transaction starts by taking a
+transaction-level advisory lock and only then reads what is applied: two
+processes migrating at once (two coordinators starting) queue on the lock,
+and the second finds the first's work done. The lock goes with the
+transaction, so a crashed migrator never leaves it held.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import re
+from collections.abc import Sequence
+from importlib import resources
+from importlib.resources.abc import Traversable
+from typing import Any
+
+import attrs
+import psycopg
+from psycopg import pq
+
+from usenet_indexer.errors import DatabaseError
+
+logger = logging.getLogger(__name__)
+
+MIGRATIONS_PACKAGE = "usenet_indexer.store.migrations"
+FILE_NAME = re.compile(r"(\d{4})_([a-z0-9_]+)\.sql")
+# The advisory lock of migrations: any constant that no other code of ours
+# locks; these are the bytes of "uidxmigr". Advisory locks are per database.
+LOCK_KEY = int.from_bytes(b"uidxmigr", "big")
+
+CREATE_TABLE = b"""
+CREATE TABLE IF NOT EXISTS schema_migrations (
+    version int PRIMARY KEY,
+    name text NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now()
+)
+"""
+
+
+@attrs.frozen
+class Migration:
+    """One SQL file of the schema."""
+
+    version: int
+    name: str  # the file name, "0001_core.sql"
+    sql: str
+
+    @classmethod
+    def from_file(cls, name: str, sql: str) -> Migration:
+        """A migration from its file name and text.
+
+        Args:
+            name: the file name, `NNNN_name.sql` (lower case, digits, underscores).
+            sql: the statements.
+
+        Returns:
+            The migration; its version is the number the name starts with.
+
+        Raises:
+            DatabaseError: the name does not follow the pattern.
+        """
+        match = FILE_NAME.fullmatch(name)
+        if match is None:
+            raise DatabaseError(f"migration {name}: the name must look like 0001_some_name.sql")
+        return cls(version=int(match.group(1)), name=name, sql=sql)
+
+
+def load_migrations(source: Traversable | None = None) -> tuple[Migration, ...]:
+    """Read the migrations of a folder or package, in version order.
+
+    Args:
+        source: where the `.sql` files are (a package's files or a plain
+            folder, e.g. a `pathlib.Path`); None for uidx's own migrations.
+
+    Returns:
+        The migrations, by version.
+
+    Raises:
+        DatabaseError: a `.sql` file is misnamed, or two share a version.
+    """
+    folder = resources.files(MIGRATIONS_PACKAGE) if source is None else source
+    found = [
+        Migration.from_file(entry.name, entry.read_text(encoding="utf-8"))
+        for entry in folder.iterdir()
+        if entry.name.endswith(".sql")
+    ]
+    return _checked(found)
+
+
+def migrate(
+    conn: psycopg.Connection[Any], migrations: Sequence[Migration] | None = None
+) -> list[str]:
+    """Apply the migrations the database has not seen yet, each in its own transaction.
+
+    Safe to run from several processes at once, and again: a second run
+    applies nothing.
+
+    Args:
+        conn: a connection that is not inside a transaction (autocommit or idle).
+        migrations: what to apply; None for uidx's own (`load_migrations()`).
+
+    Returns:
+        The file names applied now, in order (empty when none were missing).
+
+    Raises:
+        DatabaseError: a migration failed (rolled back whole; the message
+            names the file), or the migrations are misnamed or duplicated.
+        ValueError: the connection is inside a transaction.
+        psycopg.Error: the connection failed (not a migration).
+    """
+    wanted = load_migrations() if migrations is None else _checked(migrations)
+    if conn.info.transaction_status != pq.TransactionStatus.IDLE:
+        # Inside a transaction ours would become savepoints, and the lock and
+        # every file would commit only with the caller's transaction.
+        raise ValueError("migrate needs a connection outside a transaction")
+    applied: list[str] = []
+    while (name := _apply_next(conn, wanted)) is not None:
+        applied.append(name)
+        logger.info("migration %s applied", name)
+    return applied
+
+
+def _apply_next(conn: psycopg.Connection[Any], wanted: Sequence[Migration]) -> str | None:
+    # One transaction: lock, see what is applied, apply the first missing file.
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
+        conn.execute(CREATE_TABLE)
+        done = {version for (version,) in conn.execute("SELECT version FROM schema_migrations")}
+        pending = [m for m in wanted if m.version not in done]
+        if not pending:
+            _warn_unknown(done, wanted)
+            return None
+        migration = pending[0]
+        # The caller's statement_timeout covered the wait for the lock; an
+        # index build on a big table may rightly take longer than it.
+        conn.execute("SET LOCAL statement_timeout = 0")
+        try:
+            # Bytes and no parameters: psycopg sends the file as one simple
+            # query, which may hold many statements.
+            conn.execute(migration.sql.encode())
+        except psycopg.Error as error:
+            raise DatabaseError(
+                f"migration {migration.name} failed and was rolled back: {error}"
+            ) from error
+        conn.execute(
+            "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
+            (migration.version, migration.name),
+        )
+    return migration.name
+
+
+def _checked(migrations: Sequence[Migration]) -> tuple[Migration, ...]:
+    ordered = tuple(sorted(migrations, key=lambda m: m.version))
+    for before, after in itertools.pairwise(ordered):
+        if before.version == after.version:
+            raise DatabaseError(
+                f"migrations {before.name} and {after.name} share version {before.version}"
+            )
+    return ordered
+
+
+def _warn_unknown(done: set[int], wanted: Sequence[Migration]) -> None:
+    unknown = sorted(done - {m.version for m in wanted})
+    if unknown:
+        # A newer uidx migrated this database; this one may not fit its schema.
+        logger.warning("the database has migrations this uidx does not know: %s", unknown)

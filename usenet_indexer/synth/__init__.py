@@ -1,0 +1,1 @@
+"""Synthetic overview data with ground truth (`uidx generate`), and its scorer."""
