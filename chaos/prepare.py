@@ -29,11 +29,11 @@ import psycopg
 from psycopg import sql
 
 from chaos.check import chunk_message_ids
-from usenet_indexer.commands.spool import _chunks as spool_chunks
 from usenet_indexer.config import Settings
 from usenet_indexer.core.batch import Batch
 from usenet_indexer.core.indexer import RangeIndexer
 from usenet_indexer.core.rules import DEFAULT_RULES
+from usenet_indexer.spool.dumps import dump_chunks as spool_chunks
 from usenet_indexer.store.groups import GroupStore
 from usenet_indexer.store.nodes import NodeStore
 from usenet_indexer.store.pool import open_pool

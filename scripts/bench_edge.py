@@ -55,6 +55,7 @@ from typing import Any
 import attrs
 import httpx
 
+from usenet_indexer.config import default
 from usenet_indexer.testing.logcheck import file_problems
 from usenet_indexer.testing.processes import child_env
 
@@ -315,7 +316,7 @@ def main() -> int:
     parser.add_argument(
         "--chunk-articles", type=int, default=50_000, help="articles per spool chunk (50000)"
     )
-    parser.add_argument("--batch-articles", type=int, default=500_000)
+    parser.add_argument("--batch-articles", type=int, default=default("batch_articles"))
     parser.add_argument(
         "--repeat", type=int, default=3, help="runs of each, the best is kept (default 3)"
     )

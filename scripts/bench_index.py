@@ -28,6 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from usenet_indexer.config import default
 from usenet_indexer.synth.truth import Truth, score
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -103,7 +104,7 @@ def main() -> int:
     parser.add_argument(
         "--repeat", type=int, default=3, help="runs of each, the best is kept (default 3)"
     )
-    parser.add_argument("--batch-articles", type=int, default=500_000)
+    parser.add_argument("--batch-articles", type=int, default=default("batch_articles"))
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-index-") as folder:

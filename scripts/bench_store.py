@@ -30,7 +30,7 @@ from pathlib import Path
 
 from psycopg_pool import ConnectionPool
 
-from usenet_indexer.config import Settings
+from usenet_indexer.config import Settings, default
 from usenet_indexer.core.batch import Batch
 from usenet_indexer.core.indexer import RangeIndexer
 from usenet_indexer.store.batches import BatchStore
@@ -100,7 +100,7 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--articles", type=int, default=1_000_000)
-    parser.add_argument("--batch-articles", type=int, default=500_000)
+    parser.add_argument("--batch-articles", type=int, default=default("batch_articles"))
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
     print(

@@ -7,7 +7,9 @@ from pathlib import Path
 import attrs
 import pytest
 
-from usenet_indexer.config import Settings, load
+from usenet_indexer.cli import main
+from usenet_indexer.config import Settings, default, load
+from usenet_indexer.edge.options import EdgeOptions
 from usenet_indexer.errors import ConfigError
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "systemd" / "uidx.toml.example"
@@ -74,3 +76,20 @@ def test_the_token_is_not_in_the_repr(tmp_path: Path) -> None:
     settings = load({"UIDX_HOME": str(tmp_path), "NODE_TOKEN": "s3cret-token"})
     assert settings.node_token == "s3cret-token"
     assert "s3cret-token" not in repr(settings)
+
+
+def test_defaults_are_written_once_and_read_by_the_commands(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The settings' defaults are the edge's, `uidx index`'s, and what their help says."""
+    settings = Settings(home=tmp_path)
+    assert default("batch_articles") == settings.batch_articles
+    options = EdgeOptions(coordinator_url="http://c", node_token="t")
+    assert (options.batch_articles, options.idle_seconds) == (
+        settings.batch_articles,
+        settings.idle_seconds,
+    )
+    for command in ("index", "edge"):
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+        assert str(settings.batch_articles) in " ".join(capsys.readouterr().out.split())

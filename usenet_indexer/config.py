@@ -106,6 +106,15 @@ class Settings:
         return host.strip("[]"), int(port)
 
 
+def default(key: str) -> Any:
+    """The default of setting `key`: the one place it is written (commands and help read it).
+
+    Raises:
+        KeyError: there is no such setting (a mistake in uidx, not the operator's).
+    """
+    return attrs.fields_dict(Settings)[key].default
+
+
 def default_home(env: Mapping[str, str], is_root: bool) -> Path:
     """UIDX_HOME, else /var/lib/uidx as root, else ~/.local/share/uidx."""
     if env.get("UIDX_HOME"):

@@ -28,7 +28,7 @@ from functools import partial
 import trio
 
 from usenet_indexer.commands import non_negative_int, positive_int
-from usenet_indexer.config import Settings, from_process
+from usenet_indexer.config import Settings, default, from_process
 from usenet_indexer.edge import worker
 from usenet_indexer.edge.client import NodeApiError
 from usenet_indexer.edge.options import EdgeOptions
@@ -63,7 +63,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.add_argument(
         "--batch-articles",
         type=positive_int,
-        help="articles per posted batch (default: the batch_articles setting, 500000)",
+        help="articles per posted batch (default: the batch_articles setting,"
+        f" {default('batch_articles')})",
     )
     parser.add_argument(
         "--processes",

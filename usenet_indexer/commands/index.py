@@ -24,6 +24,7 @@ import attrs
 import orjson
 
 from usenet_indexer.commands import Output, output, positive_int
+from usenet_indexer.config import default
 from usenet_indexer.core.batch import Batch
 from usenet_indexer.core.indexer import MALFORMED, RangeIndexer
 from usenet_indexer.core.merge import CatalogRelease, ReleaseMerger
@@ -56,8 +57,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.add_argument(
         "--batch-articles",
         type=positive_int,
-        default=500_000,
-        help="articles per batch (default 500000)",
+        default=default("batch_articles"),
+        help=f"articles per batch (default {default('batch_articles')}, as an edge posts them)",
     )
     parser.add_argument(
         "--include-dropped", action="store_true", help="also write releases that a rule dropped"
@@ -133,7 +134,7 @@ def index_files(
     paths: Sequence[Path],
     *,
     group: str = "",
-    batch_articles: int = 500_000,
+    batch_articles: int = default("batch_articles"),
     rules: Sequence[Rule] = DEFAULT_RULES,
     include_dropped: bool = False,
     progress: TextIO | None = None,

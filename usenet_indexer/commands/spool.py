@@ -9,13 +9,12 @@ indexed.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterator
 from pathlib import Path
 
 from usenet_indexer.commands import positive_int
 from usenet_indexer.config import from_process
 from usenet_indexer.errors import OutputError
-from usenet_indexer.spool.dumps import check_readable, read_blocks
+from usenet_indexer.spool.dumps import check_readable, dump_chunks
 from usenet_indexer.spool.files import write_chunk
 from usenet_indexer.store.database import opened
 from usenet_indexer.store.groups import GroupStore
@@ -61,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
         group_id = GroupStore(pool).id_of(args.group)
         index = SpoolIndex(pool)
         chunks = lines = 0
-        for first, last, text, count in _chunks(args.file, args.chunk_articles):
+        for first, last, text, count in dump_chunks(args.file, args.chunk_articles):
             try:
                 path, size, codec = write_chunk(spool_dir, args.group, first, last, text)
             except OSError as error:
@@ -71,30 +70,3 @@ def run(args: argparse.Namespace) -> int:
             lines += count
     print(f"spooled {lines:,} lines of {args.group} in {chunks} chunks under {spool_dir}")
     return 0
-
-
-def _chunks(path: Path, articles: int) -> Iterator[tuple[int, int, bytes, int]]:
-    """(first, last, text, lines) of each chunk of `articles` articles, in order."""
-    current: list[bytes] = []
-    first = -1
-    for block in read_blocks(path):
-        for line in block.split(b"\n"):
-            head = line.split(b"\t", 1)[0]
-            if not head.isdigit():
-                if line and current:
-                    current.append(line)  # malformed: the indexer counts it
-                continue
-            number = int(head)
-            if first < 0:
-                first = number
-            if number - first >= articles and current:
-                yield first, number - 1, b"\n".join(current) + b"\n", len(current)
-                current, first = [], number
-            current.append(line)
-    if current:
-        last = (
-            int(current[-1].split(b"\t", 1)[0])
-            if current[-1].split(b"\t", 1)[0].isdigit()
-            else first
-        )
-        yield first, last, b"\n".join(current) + b"\n", len(current)

@@ -6,7 +6,7 @@ from typing import Any, Final
 
 import attrs
 
-from usenet_indexer.config import Settings
+from usenet_indexer.config import Settings, default
 from usenet_indexer.core.retry import RetryPolicy
 from usenet_indexer.errors import ConfigError
 
@@ -60,8 +60,8 @@ class EdgeOptions:
     coordinator_url: str
     node_token: str = attrs.field(repr=False)
     ranges: int | None = attrs.field(default=None, validator=_positive_or_none)
-    batch_articles: int = attrs.field(default=500_000, validator=_positive)
-    idle_seconds: float = attrs.field(default=30.0, validator=_positive)
+    batch_articles: int = attrs.field(default=default("batch_articles"), validator=_positive)
+    idle_seconds: float = attrs.field(default=default("idle_seconds"), validator=_positive)
     heartbeat_seconds: float = attrs.field(default=300.0, validator=_positive)
     retry: RetryPolicy = attrs.field(factory=RetryPolicy)
     give_back_seconds: float = attrs.field(default=GIVE_BACK_SECONDS, validator=_positive)

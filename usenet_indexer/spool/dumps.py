@@ -109,3 +109,35 @@ def last_article(block: bytes) -> int | None:
             return int(line[:tab])
         end = start
     return None
+
+
+def dump_chunks(path: Path, articles: int) -> Iterator[tuple[int, int, bytes, int]]:
+    """(first, last, text, lines) of each spool chunk of `articles` articles of a dump, in order.
+
+    A line without an article number stays with the chunk it is in (the
+    indexer counts it as malformed); `uidx spool import` and the chaos
+    harness cut dumps so.
+    """
+    current: list[bytes] = []
+    first = -1
+    for block in read_blocks(path):
+        for line in block.split(b"\n"):
+            head = line.split(b"\t", 1)[0]
+            if not head.isdigit():
+                if line and current:
+                    current.append(line)  # malformed: the indexer counts it
+                continue
+            number = int(head)
+            if first < 0:
+                first = number
+            if number - first >= articles and current:
+                yield first, number - 1, b"\n".join(current) + b"\n", len(current)
+                current, first = [], number
+            current.append(line)
+    if current:
+        last = (
+            int(current[-1].split(b"\t", 1)[0])
+            if current[-1].split(b"\t", 1)[0].isdigit()
+            else first
+        )
+        yield first, last, b"\n".join(current) + b"\n", len(current)
