@@ -25,7 +25,6 @@ from usenet_indexer.store.migrate import migrate
 from usenet_indexer.store.nodes import NodeStore
 from usenet_indexer.store.pool import open_pool
 from usenet_indexer.store.ranges import RangeStore
-from usenet_indexer.wire.batchwire import WireBatch
 from usenet_indexer.wire.packed import PackedBatch, pack_batch
 
 TTL_SECONDS = 600.0
@@ -92,7 +91,7 @@ def _store_all(
         for lease, range_batches in zip(leases, batches, strict=True):
             assert lease is not None
             for batch in range_batches:
-                store.store(node_id, WireBatch(lease.range_id, lease.epoch, batch), 0, TTL_SECONDS)
+                store.store(node_id, lease.range_id, lease.epoch, batch, 0, TTL_SECONDS)
         return time.perf_counter() - started
 
 

@@ -138,7 +138,7 @@ def main() -> int:
             )
             wire = decode_batch(document)
             decoded_at = time.perf_counter()
-            stored = store.store(node_id, wire, len(body), TTL)
+            stored = store.store(node_id, wire.range_id, wire.epoch, wire.batch, len(body), TTL)
             took = time.perf_counter() - decoded_at
             packing += packed_at - started
             decoding += decoded_at - packed_at

@@ -58,7 +58,7 @@ from usenet_indexer.store.groups import GroupStore
 from usenet_indexer.store.nodes import NodeStore
 from usenet_indexer.store.ranges import RangeStore
 from usenet_indexer.testing.fake_nntp import FakeNNTPServer
-from usenet_indexer.wire.batchwire import BatchWireError, WireBatch, decode_batch, decode_body
+from usenet_indexer.wire.batchwire import BatchWireError, decode_batch, decode_body
 from usenet_indexer.wire.packed import pack_batch
 
 DEADLINE_SECONDS = 30
@@ -402,10 +402,10 @@ def test_only_the_fence_keeps_a_retried_batch_from_being_stored_twice(
     lease = ranges.lease(node_id, 60)
     assert lease is not None
     batch = Batch("alt.test", 1000, 1010, (release_chunk(),), (), (), 2, ())
-    wire = WireBatch(lease.range_id, lease.epoch, pack_batch(batch))
+    packed = pack_batch(batch)
     store = BatchStore(pool, fenced=fenced)
-    assert not store.store(node_id, wire, 0, 60).already
-    retry = store.store(node_id, wire, 0, 60)  # its reply was lost
+    assert not store.store(node_id, lease.range_id, lease.epoch, packed, 0, 60).already
+    retry = store.store(node_id, lease.range_id, lease.epoch, packed, 0, 60)  # its reply was lost
     stored = list(checks.chunk_message_ids(CatalogStore(pool).chunks()))
     if fenced:
         assert retry.already

@@ -28,7 +28,6 @@ from usenet_indexer.store.nodes import NodeExists, NodeStore
 from usenet_indexer.store.pool import open_pool
 from usenet_indexer.store.ranges import Finish, PlanOverlap, RangeStore
 from usenet_indexer.synth.generator import GeneratorConfig, generate
-from usenet_indexer.wire.batchwire import WireBatch
 from usenet_indexer.wire.packed import pack_batch
 
 TTL = 900.0
@@ -167,7 +166,7 @@ def test_an_expired_lease_passes_to_the_next_node_at_the_resume_point(stores: St
     first = stores.ranges.lease(a, EXPIRED)
     assert first is not None
     batch = empty_batch(first.first, first.first + 400)
-    stores.batches.store(a, WireBatch(range_id, first.epoch, pack_batch(batch)), 10, EXPIRED)
+    stores.batches.store(a, range_id, first.epoch, pack_batch(batch), 10, EXPIRED)
     second = stores.ranges.lease(b, TTL)
     assert second is not None
     assert (second.range_id, second.next, second.epoch) == (range_id, FIRST + 400, first.epoch + 1)
@@ -175,7 +174,9 @@ def test_an_expired_lease_passes_to_the_next_node_at_the_resume_point(stores: St
     with pytest.raises(LeaseLost):
         stores.batches.store(
             a,
-            WireBatch(range_id, first.epoch, pack_batch(empty_batch(FIRST + 400, FIRST + 500))),
+            range_id,
+            first.epoch,
+            pack_batch(empty_batch(FIRST + 400, FIRST + 500)),
             10,
             TTL,
         )
@@ -195,12 +196,10 @@ def test_the_same_node_re_leasing_its_expired_range_fences_its_old_epoch(stores:
     assert new is not None
     assert new.epoch == old.epoch + 1
     with pytest.raises(LeaseLost):
-        stores.batches.store(
-            a, WireBatch(range_id, old.epoch, pack_batch(empty_batch(0, 50))), 10, TTL
-        )
+        stores.batches.store(a, range_id, old.epoch, pack_batch(empty_batch(0, 50)), 10, TTL)
     assert (
         stores.batches.store(
-            a, WireBatch(range_id, new.epoch, pack_batch(empty_batch(0, 50))), 10, TTL
+            a, range_id, new.epoch, pack_batch(empty_batch(0, 50)), 10, TTL
         ).already
         is False
     )
@@ -215,10 +214,10 @@ def test_a_retried_batch_is_already_stored_and_nothing_doubles(
     a = node(stores, "a")
     lease = stores.ranges.lease(a, TTL)
     assert lease is not None
-    wire = WireBatch(range_id, lease.epoch, pack_batch(batches[0]))
-    stored = stores.batches.store(a, wire, 100, TTL)
+    packed = pack_batch(batches[0])
+    stored = stores.batches.store(a, range_id, lease.epoch, packed, 100, TTL)
     rows = {t: count(pool, t) for t in ("releases", "fragments", "batches", "rule_counts")}
-    again = stores.batches.store(a, wire, 100, TTL)
+    again = stores.batches.store(a, range_id, lease.epoch, packed, 100, TTL)
     assert again.already
     assert (again.release_chunks, again.segments) == (stored.release_chunks, stored.segments)
     assert {t: count(pool, t) for t in rows} == rows
@@ -230,21 +229,15 @@ def test_finish_needs_the_end_and_release_keeps_the_resume_point(stores: Stores)
     a, b = node(stores, "a"), node(stores, "b")
     lease = stores.ranges.lease(a, TTL)
     assert lease is not None
-    stores.batches.store(
-        a, WireBatch(range_id, lease.epoch, pack_batch(empty_batch(0, 60))), 10, TTL
-    )
+    stores.batches.store(a, range_id, lease.epoch, pack_batch(empty_batch(0, 60)), 10, TTL)
     assert stores.ranges.finish(a, range_id, lease.epoch) is Finish.INCOMPLETE
     with pytest.raises(BatchRejected):
-        stores.batches.store(
-            a, WireBatch(range_id, lease.epoch, pack_batch(empty_batch(60, 101))), 10, TTL
-        )
+        stores.batches.store(a, range_id, lease.epoch, pack_batch(empty_batch(60, 101)), 10, TTL)
     assert stores.ranges.release(a, range_id, lease.epoch)
     again = stores.ranges.lease(b, TTL)
     assert again is not None
     assert again.next == 60
-    stores.batches.store(
-        b, WireBatch(range_id, again.epoch, pack_batch(empty_batch(60, 100))), 10, TTL
-    )
+    stores.batches.store(b, range_id, again.epoch, pack_batch(empty_batch(60, 100)), 10, TTL)
     assert stores.ranges.finish(b, range_id, again.epoch) is Finish.OK
     assert stores.ranges.lease(a, TTL) is None
 
@@ -284,9 +277,7 @@ def test_the_catalog_equals_an_offline_index_of_the_same_lines(
             end = lease.last + 1 if start + 3_000 >= len(lines) else (_number(part[-1]) or 0) + 1
             indexer.add_data(b"\n".join(part), end)
             batch = indexer.finish() if end == lease.last + 1 else indexer.take()
-            stores.batches.store(
-                node_id, WireBatch(lease.range_id, lease.epoch, pack_batch(batch)), 0, TTL
-            )
+            stores.batches.store(node_id, lease.range_id, lease.epoch, pack_batch(batch), 0, TTL)
         assert stores.ranges.finish(node_id, lease.range_id, lease.epoch) is Finish.OK
     exported = {r.key: r for r in stores.catalog.export()}
     expected = {r.key: r for r in offline.releases()}
@@ -338,14 +329,12 @@ def test_each_group_gets_its_partition_checked_per_batch(
         [range_id] = stores.ranges.plan(group, batches[0].first, batches[-1].next - 1, 10**9)
         lease = stores.ranges.lease(a, TTL)
         assert lease is not None
-        stores.batches.store(a, WireBatch(range_id, lease.epoch, pack_batch(batches[0])), 0, TTL)
+        stores.batches.store(a, range_id, lease.epoch, pack_batch(batches[0]), 0, TTL)
         made.append(f"fragments_g{group}")
         if name == "alt.binaries.two":
             with pool.connection() as conn:
                 conn.execute(f"DROP TABLE fragments_g{group}")
-            stores.batches.store(
-                a, WireBatch(range_id, lease.epoch, pack_batch(batches[1])), 0, TTL
-            )
+            stores.batches.store(a, range_id, lease.epoch, pack_batch(batches[1]), 0, TTL)
     with pool.connection() as conn:
         partitions = [
             row[0]

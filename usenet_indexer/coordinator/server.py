@@ -1,4 +1,9 @@
-"""The node API served by hypercorn's trio worker."""
+"""The coordinator's HTTP server: hypercorn's trio worker serving one `asgi.App`.
+
+The App is where the coordinator's APIs are mounted, each under its path
+prefix (today the node API under /api/v1/node/); this module only builds
+it, binds, and says where edges connect.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +19,7 @@ from hypercorn.config import Config
 from hypercorn.trio import serve as hypercorn_serve
 
 from usenet_indexer.config import Settings
+from usenet_indexer.coordinator.http.asgi import App
 from usenet_indexer.coordinator.http.node import PREFIX, ApiOptions, NodeApi
 from usenet_indexer.coordinator.landings import Landings, listen_for_landings
 from usenet_indexer.coordinator.stores import Stores
@@ -83,12 +89,14 @@ async def serve(
         ConfigError: `settings.listen` cannot be bound (inside the nursery's
             exception group; see `sole_error`).
     """
-    app = NodeApi(stores, options or ApiOptions.from_settings(settings), landings or Landings())
-    config = hypercorn_config(settings.listen, app.options)
+    options = options or ApiOptions.from_settings(settings)
+    landings = landings or Landings()
+    app = coordinator_app(stores, options, landings)
+    config = hypercorn_config(settings.listen, options)
     trigger = shutdown.wait if shutdown is not None else None
     async with trio.open_nursery() as nursery:
         # Streams wake when a chunk lands; the listener ends with the server.
-        await nursery.start(listen_for_landings, stores.spool.pool.conninfo, app.landings)
+        await nursery.start(listen_for_landings, stores.spool.pool.conninfo, landings)
         try:
             binds: list[str] = await nursery.start(
                 partial(_serve_then_cancel, app, config, trigger, nursery.cancel_scope)
@@ -106,8 +114,27 @@ async def serve(
         task_status.started((host, port))
 
 
+def coordinator_app(stores: Stores, options: ApiOptions, landings: Landings) -> App:
+    """The ASGI app of the coordinator: its APIs, each under its path prefix.
+
+    Args:
+        stores: the open stores.
+        options: the node API's options (the App takes its body timeout and Retry-After).
+        landings: where waiting streams learn of landed spool chunks.
+
+    Returns:
+        The App hypercorn serves.
+    """
+    node = NodeApi(stores, options, landings)
+    return App(
+        {PREFIX: node},
+        body_timeout_seconds=options.body_timeout_seconds,
+        retry_after_seconds=options.retry_after_seconds,
+    )
+
+
 async def _serve_then_cancel(
-    app: NodeApi,
+    app: App,
     config: Config,
     trigger: Callable[[], Awaitable[None]] | None,
     scope: trio.CancelScope,

@@ -11,6 +11,11 @@ from the `batches` row), or the caller is stale (409). Everything else of
 the batch is written in the same transaction, so a batch is stored whole and
 once, or not at all.
 
+The store takes a batch as checked (`PackedBatch`), with the range and
+epoch it names beside it, never in the form it travelled in: decoding a
+body is the node API's, so a batch from a test, a benchmark or a future
+import path is stored by the same code.
+
 Rows are written set-wise, never per segment, and the edge did the packing
 (packed.py): a release chunk arrives as its catalog fragment with the figures
 of its release row. Both go in by binary COPY: the release rows into a
@@ -37,7 +42,6 @@ from psycopg import Connection, sql
 from psycopg_pool import ConnectionPool
 
 from usenet_indexer.errors import UidxError
-from usenet_indexer.wire.batchwire import WireBatch
 from usenet_indexer.wire.packed import PackedBatch, PackedRelease
 
 _ADVANCE = """
@@ -179,23 +183,42 @@ class BatchStore:
     pool: ConnectionPool
     fenced: bool = True
 
-    def store(self, node_id: int, wire: WireBatch, body_bytes: int, ttl_seconds: float) -> Stored:
+    def store(
+        self,
+        node_id: int,
+        range_id: int,
+        epoch: int,
+        batch: PackedBatch,
+        body_bytes: int,
+        ttl_seconds: float,
+    ) -> Stored:
         """Store one batch, fenced; idempotent for a retry of a stored batch.
+
+        Args:
+            node_id: the node that sent it (whoever its token says).
+            range_id: the range the batch names.
+            epoch: the lease's epoch the batch names (the fence compares it).
+            batch: the batch as checked (packed: its fragments checked by
+                `packed.checked_release`); how it travelled is not the store's.
+            body_bytes: the size of the body it came in (kept in `batches`).
+            ttl_seconds: the lease's new deadline from now (a batch extends it).
+
+        Returns:
+            What was stored, or `already` with what a stored retry had stored.
 
         Raises:
             LeaseLost: the node does not hold the range with that epoch at the
                 batch's first article (and this batch was not stored before).
             BatchRejected: the batch covers no article, or runs past the range's end.
         """
-        batch = wire.batch
         if batch.next <= batch.first:
             # The fence would match and the batches row could not be written:
             # an empty batch moves nothing, so it is refused before either.
             raise BatchRejected(f"the batch covers no article ({batch.first}..{batch.next})")
         segments = batch.segments
         args: dict[str, object] = {
-            "range": wire.range_id,
-            "epoch": wire.epoch,
+            "range": range_id,
+            "epoch": epoch,
             "node": node_id,
             "first": batch.first,
             "next": batch.next,
@@ -214,7 +237,7 @@ class BatchStore:
             conn.execute(_BATCH, args)
             if batch.releases:
                 ensure_partition(conn, group_id)
-            _write_catalog(conn, group_id, wire.range_id, batch)
+            _write_catalog(conn, group_id, range_id, batch)
         return Stored(already=False, release_chunks=len(batch.releases), segments=segments)
 
 

@@ -1,28 +1,24 @@
-"""The node API: a plain ASGI app under /api/v1/node, for edge nodes.
+"""The node API: the calls edge nodes make, under /api/v1/node/.
 
 Theory of operation
 -------------------
-Every request goes route (method and path; 404, 405) -> authenticate (the
-bearer token -> a node id, one worker-thread hop; 401) -> handler. The node
-is whoever the token says, never a field of the request. Handlers return a
-`Response` or raise; `_answer_for` maps the exceptions that have an HTTP
-meaning (a batch body's `BatchWireError`, `LeaseLost`, `BatchRejected`, the
-database being down, this module's `_Refused`) to a JSON `{"error": ...}`,
-so bad input never turns into a 5xx. The stream answers by itself: once
-its 200 is out, failures go into an ERROR frame (coordinator/stream.py).
+The App (asgi.py) hands this API every request under `PREFIX`. Each goes
+route (method and path; 404, 405) -> authenticate (the bearer token -> a
+node id, one worker-thread hop; 401) -> handler. The node is whoever the
+token says, never a field of the request. Handlers return a `Response` or
+raise; the errors with a meaning in this API (a batch body's
+`BatchWireError`, `LeaseLost`, `BatchRejected`) become a `Refused` with a
+JSON `{"error": ...}` here, so bad input never turns into a 5xx, and the App
+answers the rest (503 for the database, 500). The stream answers by itself:
+once its 200 is out, failures go into an ERROR frame (coordinator/stream.py).
 
 Database work runs in `trio.to_thread.run_sync`, one hop per unit of work,
 under one CapacityLimiter. Decoding a batch runs in the same hop as storing
 it: it is CPU work on up to `max_inflated_bytes`, and the limiter then
 bounds the memory of batches in flight as well as threads and connections.
-
-Bodies are read with a cap and a deadline for the whole body (408), so a
-slow or hostile client neither fills memory nor holds a request forever.
-Past the cap (announced by Content-Length, or counted as the bytes arrive)
-the 413 goes out at once with `Connection: close`, what is queued of the
-body is thrown away (`_Body`), and hypercorn closes the connection: the
-rest is never read. The token only enters `_authenticate`; nothing here
-logs a header, and paths are logged quoted.
+The store gets the batch as checked (`PackedBatch`) with the range and
+epoch it names: the wire format ends here. The token only enters
+`_authenticate`; nothing here logs a header.
 """
 
 from __future__ import annotations
@@ -36,17 +32,18 @@ from typing import Any, Final, TypeVar, TypeVarTuple, Unpack
 
 import attrs
 import orjson
-import psycopg
 import trio
-from hypercorn.typing import (
-    ASGIReceiveCallable,
-    ASGIReceiveEvent,
-    ASGISendCallable,
-    HTTPScope,
-    Scope,
-)
+from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable
 
 from usenet_indexer.config import Settings
+from usenet_indexer.coordinator.http.asgi import (
+    Exchange,
+    Headers,
+    Refused,
+    Response,
+    header,
+    read_body,
+)
 from usenet_indexer.coordinator.landings import Landings
 from usenet_indexer.coordinator.stores import Stores
 from usenet_indexer.coordinator.stream import RangeStream, SpoolReader, Streamed, StreamTiming
@@ -70,7 +67,6 @@ CONTROL_BODY_BYTES: Final = 4096
 # longer is not one and is refused before it reaches the database.
 MAX_TOKEN_CHARS: Final = 512
 
-_JSON: Final = ((b"content-type", b"application/json"),)
 _BEARER: Final = ((b"www-authenticate", b"Bearer"),)
 _INVALID: Final = ((b"www-authenticate", b'Bearer error="invalid_token"'),)
 
@@ -147,94 +143,6 @@ class ApiOptions:
 
 
 @attrs.frozen
-class Response:
-    """A whole response (every answer but the stream's)."""
-
-    status: int
-    body: bytes = b""
-    headers: tuple[tuple[bytes, bytes], ...] = ()
-
-    @classmethod
-    def json(
-        cls, status: int, data: object, *, headers: tuple[tuple[bytes, bytes], ...] = ()
-    ) -> Response:
-        """A JSON response of `data` (anything orjson writes)."""
-        return cls(status, orjson.dumps(data), _JSON + headers)
-
-    @classmethod
-    def error(
-        cls, status: int, message: str, *, headers: tuple[tuple[bytes, bytes], ...] = ()
-    ) -> Response:
-        """An error response: `{"error": message}`."""
-        return cls.json(status, {"error": message}, headers=headers)
-
-    async def send(self, send: ASGISendCallable, *, close: bool = False) -> None:
-        """Send the response whole; with `close`, tell the client the connection ends."""
-        headers = list(self.headers)
-        if close:
-            headers.append((b"connection", b"close"))
-        if self.status != 204:  # a 204 has no body, nor a length
-            headers.append((b"content-length", str(len(self.body)).encode()))
-        await send({"type": "http.response.start", "status": self.status, "headers": headers})
-        await send({"type": "http.response.body", "body": self.body, "more_body": False})
-
-
-class _Refused(Exception):
-    """Raised to answer a request early with `response` (never leaves this module)."""
-
-    def __init__(self, response: Response) -> None:
-        super().__init__(response.status)
-        self.response = response
-
-
-class _ClientGone(Exception):
-    """The client disconnected before its request was read: nobody to answer."""
-
-
-@attrs.define(eq=False)
-class _Body:
-    """The request's `receive`, noting when the body has been taken whole.
-
-    Why: when an answer ends before the body was read (a 413, a 401, ...),
-    hypercorn closes the connection, but first puts `http.disconnect` into
-    the app's bounded receive queue, from inside the app's last `send`. If
-    the client has filled that queue with body messages, nobody takes them
-    and the send never returns (the connection hangs until the client
-    gives up). So such an answer is sent while `discard_rest` empties the
-    queue, throwing the body away, never keeping it.
-    """
-
-    receive: ASGIReceiveCallable
-    done: bool = False
-
-    async def __call__(self) -> ASGIReceiveEvent:
-        message = await self.receive()
-        if message["type"] != "http.request" or not message["more_body"]:
-            self.done = True
-        return message
-
-    async def discard_rest(self) -> None:
-        while not self.done:
-            await self()
-
-
-@attrs.define(eq=False)
-class _Exchange:
-    """One request as the handlers see it; the node once the token told it."""
-
-    method: str
-    path: str
-    headers: list[tuple[bytes, bytes]]
-    body: _Body
-    node_id: int | None = None
-
-    def __str__(self) -> str:
-        # For log lines: the path is the client's, so quoted (no line breaks).
-        who = "unauthenticated" if self.node_id is None else f"node {self.node_id}"
-        return f"{who} {self.method} {self.path[:200]!r}"
-
-
-@attrs.frozen
 class Route:
     """Which call a request is."""
 
@@ -283,7 +191,7 @@ def _range_id(text: str) -> int | None:
     return value if value <= MAX_BIGINT else None
 
 
-def bearer_token(headers: list[tuple[bytes, bytes]]) -> str | None:
+def bearer_token(headers: Headers) -> str | None:
     """The token of the one `Authorization: Bearer` header, or None.
 
     Args:
@@ -311,14 +219,9 @@ def _is_token68(token: bytes) -> bool:
     return body.isascii() and all(c in b"-._~+/" or chr(c).isalnum() for c in body)
 
 
-def _header(headers: list[tuple[bytes, bytes]], name: bytes) -> str | None:
-    values = [value for key, value in headers if key == name]
-    return b", ".join(values).decode("latin-1") if values else None
-
-
 @attrs.define(eq=False)
 class NodeApi:
-    """The ASGI app of the node API.
+    """The node API: the `asgi.Api` the coordinator's App mounts under `PREFIX`.
 
     Args:
         stores: the stores (sync; called from worker threads).
@@ -338,92 +241,42 @@ class NodeApi:
         reader = SpoolReader(self.stores, self.options.spool_dir)
         self._streams = RangeStream(reader, self._limiter, self.options.stream, self.landings)
 
-    async def __call__(
-        self, scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable
-    ) -> None:
-        if scope["type"] == "lifespan":
-            await _lifespan(receive, send)
-        elif scope["type"] == "http":
-            await self._request(scope, receive, send)
-        # A websocket scope is not answered: hypercorn then refuses it.
-
-    async def _request(
-        self, scope: HTTPScope, receive: ASGIReceiveCallable, send: ASGISendCallable
-    ) -> None:
-        body = _Body(receive)
-        exchange = _Exchange(scope["method"], scope["path"], list(scope["headers"]), body)
+    async def respond(self, exchange: Exchange, send: ASGISendCallable) -> Response | None:
+        """Answer a call of the node API (the App's `Api`; see the module docstring)."""
         try:
-            response = await self._respond(exchange, send)
-        except _ClientGone:
-            return
-        except Exception as error:
-            response = self._answer_for(error, exchange)
-        if response is None:
-            return
-        if body.done:
-            await response.send(send)
-            return
-        # Refused before the body was read (see _Body): the answer goes out
-        # while what is queued of the body is thrown away, then hypercorn
-        # closes the connection.
-        with trio.move_on_after(self.options.body_timeout_seconds):
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(body.discard_rest)
-                await response.send(send, close=True)
+            return await self._respond(exchange, send)
+        except (BatchWireError, LeaseLost, BatchRejected) as error:
+            raise Refused(Response.error(_status_of(error), str(error))) from error
 
-    async def _respond(self, exchange: _Exchange, send: ASGISendCallable) -> Response | None:
+    async def _respond(self, exchange: Exchange, send: ASGISendCallable) -> Response | None:
         # None: the stream has answered by itself.
         found = route(exchange.method, exchange.path)
         if isinstance(found, Response):
             return found
-        headers, receive = exchange.headers, exchange.body
-        node_id = exchange.node_id = await self._authenticate(headers)
+        node_id = await self._authenticate(exchange.headers)
+        exchange.caller = f"node {node_id}"
         if found.range_id is None:
-            await self._read_body(headers, receive, CONTROL_BODY_BYTES)  # none expected
+            await self._read_body(exchange, CONTROL_BODY_BYTES)  # none expected
             return await self._lease(node_id)
         if found.action is Action.STREAM:
-            await self._stream(node_id, found.range_id, receive, send)
+            await self._stream(node_id, found.range_id, exchange.body, send)
             return None
         if found.action is Action.BATCHES:
-            return await self._batch(node_id, found.range_id, headers, receive)
-        epoch = await self._epoch(headers, receive)
+            return await self._batch(node_id, found.range_id, exchange)
+        epoch = await self._epoch(exchange)
         return await self._control(node_id, found.action, found.range_id, epoch)
-
-    def _answer_for(self, error: Exception, exchange: _Exchange) -> Response:
-        """The response for what a handler raised; anything unexpected is logged (500)."""
-        if isinstance(error, _Refused):
-            response = error.response
-        elif isinstance(error, BatchWireError):
-            response = Response.error(error.http_status, str(error))
-        elif isinstance(error, LeaseLost):
-            response = Response.error(409, str(error))
-        elif isinstance(error, BatchRejected):
-            response = Response.error(422, str(error))
-        elif isinstance(error, psycopg.OperationalError):
-            # Down, restarting or too slow (a pool timeout is one too): the
-            # node retries later. Never a 500: nothing is wrong with the request.
-            # "answered 5NN": the form testing/logcheck.py finds every 5xx by.
-            logger.warning("%s: answered 503: database unavailable: %s", exchange, error)
-            retry = ((b"retry-after", str(self.options.retry_after_seconds).encode()),)
-            return Response.error(503, "the database is unavailable; try again", headers=retry)
-        else:
-            logger.error("%s: answered 500: %r", exchange, error, exc_info=error)
-            return Response.error(500, "internal error")
-        message = response.body[:300].decode("utf-8", "replace")
-        logger.info("%s: %d %s", exchange, response.status, message)
-        return response
 
     async def _run(self, function: Callable[[Unpack[_Args]], _T], *args: *_Args) -> _T:
         """One worker-thread hop under the shared limiter."""
         return await trio.to_thread.run_sync(function, *args, limiter=self._limiter)
 
-    async def _authenticate(self, headers: list[tuple[bytes, bytes]]) -> int:
+    async def _authenticate(self, headers: Headers) -> int:
         token = bearer_token(headers)
         if token is None:
-            raise _Refused(Response.error(401, "a bearer token is required", headers=_BEARER))
+            raise Refused(Response.error(401, "a bearer token is required", headers=_BEARER))
         node_id = await self._run(self.stores.nodes.authenticate, token)
         if node_id is None:
-            raise _Refused(Response.error(401, "unknown or revoked token", headers=_INVALID))
+            raise Refused(Response.error(401, "unknown or revoked token", headers=_INVALID))
         return node_id
 
     async def _lease(self, node_id: int) -> Response:
@@ -440,15 +293,9 @@ class NodeApi:
         rules = [rule.to_wire() for rule in DEFAULT_RULES]
         return Response.json(200, {"range": lease.to_json(), "rules": rules})
 
-    async def _batch(
-        self,
-        node_id: int,
-        range_id: int,
-        headers: list[tuple[bytes, bytes]],
-        receive: ASGIReceiveCallable,
-    ) -> Response:
-        body = await self._read_body(headers, receive, self.options.max_body_bytes)
-        encoding = _header(headers, b"content-encoding")
+    async def _batch(self, node_id: int, range_id: int, exchange: Exchange) -> Response:
+        body = await self._read_body(exchange, self.options.max_body_bytes)
+        encoding = header(exchange.headers, b"content-encoding")
         wire, stored = await self._run(self._decode_and_store, node_id, range_id, body, encoding)
         _log_stored(node_id, wire, stored, len(body))
         answer = {
@@ -472,15 +319,16 @@ class NodeApi:
         wire = decode_batch(document)
         if wire.range_id != range_id:
             message = f"range: the batch is for range {wire.range_id}, posted to range {range_id}"
-            raise _Refused(Response.error(422, message))
+            raise Refused(Response.error(422, message))
         ttl = self.options.lease_ttl_seconds
-        return wire, self.stores.batches.store(node_id, wire, len(body), ttl)
+        batches = self.stores.batches
+        return wire, batches.store(node_id, wire.range_id, wire.epoch, wire.batch, len(body), ttl)
 
-    async def _epoch(self, headers: list[tuple[bytes, bytes]], receive: ASGIReceiveCallable) -> int:
-        encoding = (_header(headers, b"content-encoding") or "identity").strip().lower()
+    async def _epoch(self, exchange: Exchange) -> int:
+        encoding = (header(exchange.headers, b"content-encoding") or "identity").strip().lower()
         if encoding != "identity":
-            raise _Refused(Response.error(415, "a control body is plain JSON: no encoding"))
-        return _parse_epoch(await self._read_body(headers, receive, CONTROL_BODY_BYTES))
+            raise Refused(Response.error(415, "a control body is plain JSON: no encoding"))
+        return _parse_epoch(await self._read_body(exchange, CONTROL_BODY_BYTES))
 
     async def _control(self, node_id: int, action: Action, range_id: int, epoch: int) -> Response:
         ranges, ttl = self.stores.ranges, self.options.lease_ttl_seconds
@@ -500,28 +348,16 @@ class NodeApi:
         logger.log(logging.DEBUG if action is Action.HEARTBEAT else logging.INFO, "%s: ok", what)
         return Response.json(200, {})
 
-    async def _read_body(
-        self, headers: list[tuple[bytes, bytes]], receive: ASGIReceiveCallable, cap: int
-    ) -> bytes:
-        """The request body, at most `cap` bytes, within `body_timeout_seconds`.
-
-        Raises:
-            _Refused: 413 over the cap (announced or read), 408 too slow.
-            _ClientGone: the client disconnected.
-        """
-        length = _header(headers, b"content-length")
-        if length is not None and length.isdigit() and int(length) > cap:
-            raise _Refused(_too_large(cap))
-        with trio.move_on_after(self.options.body_timeout_seconds):
-            return await _receive_body(receive, cap)
-        raise _Refused(Response.error(408, "the request body did not arrive in time"))
+    async def _read_body(self, exchange: Exchange, cap: int) -> bytes:
+        timeout = self.options.body_timeout_seconds
+        return await read_body(exchange, cap, timeout_seconds=timeout)
 
     async def _stream(
         self, node_id: int, range_id: int, receive: ASGIReceiveCallable, send: ASGISendCallable
     ) -> None:
         lease = await self._run(self.stores.ranges.held, node_id, range_id)
         if lease is None:
-            raise _Refused(Response.error(409, f"range {range_id} is not leased to this node"))
+            raise Refused(Response.error(409, f"range {range_id} is not leased to this node"))
         headers = [(b"content-type", b"application/octet-stream"), (b"cache-control", b"no-store")]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         where = f"node {node_id} range {range_id} epoch {lease.epoch}"
@@ -553,6 +389,12 @@ LEASE_LOST: Final = "the lease is lost: another node holds the range, or a newer
 INCOMPLETE: Final = "resume point is not past the range's end"
 
 
+def _status_of(error: BatchWireError | LeaseLost | BatchRejected) -> int:
+    if isinstance(error, BatchWireError):
+        return error.http_status  # 400, 413, 415 or 422: the body says which
+    return 409 if isinstance(error, LeaseLost) else 422
+
+
 def _finish_refusal(outcome: Finish) -> str | None:
     if outcome is Finish.OK:
         return None
@@ -564,13 +406,13 @@ def _parse_epoch(body: bytes) -> int:
     try:
         document = orjson.loads(body)
     except orjson.JSONDecodeError as error:
-        raise _Refused(Response.error(400, f"the body is not JSON: {error}")) from error
+        raise Refused(Response.error(400, f"the body is not JSON: {error}")) from error
     if type(document) is not dict or set(document) != {"epoch"}:
-        raise _Refused(Response.error(422, 'the body must be {"epoch": N}'))
+        raise Refused(Response.error(422, 'the body must be {"epoch": N}'))
     epoch = document["epoch"]
     # type(), not isinstance: true is no epoch.
     if type(epoch) is not int or not 0 <= epoch <= MAX_BIGINT:
-        raise _Refused(Response.error(422, f"epoch: expected an integer 0..{MAX_BIGINT}"))
+        raise Refused(Response.error(422, f"epoch: expected an integer 0..{MAX_BIGINT}"))
     return epoch
 
 
@@ -595,26 +437,6 @@ def _log_streamed(where: str, start: int, streamed: Streamed | None) -> None:
     )
 
 
-def _too_large(cap: int) -> Response:
-    return Response.error(413, f"the body is over the cap of {cap} bytes")
-
-
-async def _receive_body(receive: ASGIReceiveCallable, cap: int) -> bytes:
-    parts: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            raise _ClientGone
-        size += len(message["body"])
-        if size > cap:
-            # The rest is never read: hypercorn closes the connection.
-            raise _Refused(_too_large(cap))
-        parts.append(message["body"])
-        if not message["more_body"]:
-            return b"".join(parts)
-
-
 async def _send_frame(send: ASGISendCallable, frame: Frame) -> None:
     # Header and payload apart: a chunk's payload is sent as read, uncopied.
     await send({"type": "http.response.body", "body": encode_header(frame), "more_body": True})
@@ -626,14 +448,3 @@ async def _cancel_on_disconnect(receive: ASGIReceiveCallable, scope: trio.Cancel
     while (await receive())["type"] != "http.disconnect":
         pass
     scope.cancel()
-
-
-async def _lifespan(receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:
-    # Nothing to set up: the stores are open before the app is served.
-    while True:
-        message = await receive()
-        if message["type"] == "lifespan.startup":
-            await send({"type": "lifespan.startup.complete"})
-        elif message["type"] == "lifespan.shutdown":
-            await send({"type": "lifespan.shutdown.complete"})
-            return

@@ -1,0 +1,292 @@
+"""The coordinator's ASGI side: what every API it serves shares.
+
+Theory of operation
+-------------------
+hypercorn serves one `App`. The App answers the lifespan by itself (there is
+nothing to set up: the stores are open before it is served) and hands each
+HTTP request to the API whose path prefix it falls under (`mounts`; today
+only the node API, under /api/v1/node/); a path under none is 404 before
+anything else is looked at. A newznab API, a status page or a metrics
+endpoint is one more `Api` mounted under a prefix of its own.
+
+An API answers a request with a `Response`, or by itself (a stream, once its
+200 is out), or raises. `Refused` carries an answer the API chose (a 401, a
+413, a 409 ...) and is logged as one info line; the App answers everything
+else, so no API has to: the database down, restarting or too slow
+(psycopg.OperationalError, a pool timeout too) is 503 with Retry-After,
+never a 500, since nothing is wrong with the request; anything unexpected is
+500 and logged with its traceback. Both are logged as `...: answered 5NN`,
+the form testing/logcheck.py finds every 5xx by.
+
+Bodies are read with a cap and a deadline for the whole body (408), so a
+slow or hostile client neither fills memory nor holds a request forever.
+Past the cap (announced by Content-Length, or counted as the bytes arrive)
+the 413 goes out at once with `Connection: close`, what is queued of the
+body is thrown away (`Body`), and hypercorn closes the connection: the rest
+is never read. Nothing here logs a header, and paths are logged quoted.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any, Final, Protocol
+
+import attrs
+import orjson
+import psycopg
+import trio
+from hypercorn.typing import (
+    ASGIReceiveCallable,
+    ASGIReceiveEvent,
+    ASGISendCallable,
+    HTTPScope,
+    Scope,
+)
+
+from usenet_indexer.errors import UidxError
+
+logger = logging.getLogger(__name__)
+
+Headers = list[tuple[bytes, bytes]]
+
+_JSON: Final = ((b"content-type", b"application/json"),)
+
+
+@attrs.frozen
+class Response:
+    """A whole response (every answer but a stream's)."""
+
+    status: int
+    body: bytes = b""
+    headers: tuple[tuple[bytes, bytes], ...] = ()
+
+    @classmethod
+    def json(
+        cls, status: int, data: object, *, headers: tuple[tuple[bytes, bytes], ...] = ()
+    ) -> Response:
+        """A JSON response of `data` (anything orjson writes)."""
+        return cls(status, orjson.dumps(data), _JSON + headers)
+
+    @classmethod
+    def error(
+        cls, status: int, message: str, *, headers: tuple[tuple[bytes, bytes], ...] = ()
+    ) -> Response:
+        """An error response: `{"error": message}`."""
+        return cls.json(status, {"error": message}, headers=headers)
+
+    async def send(self, send: ASGISendCallable, *, close: bool = False) -> None:
+        """Send the response whole; with `close`, tell the client the connection ends."""
+        headers = list(self.headers)
+        if close:
+            headers.append((b"connection", b"close"))
+        if self.status != 204:  # a 204 has no body, nor a length
+            headers.append((b"content-length", str(len(self.body)).encode()))
+        await send({"type": "http.response.start", "status": self.status, "headers": headers})
+        await send({"type": "http.response.body", "body": self.body, "more_body": False})
+
+
+class Refused(UidxError):
+    """Raised by an API to answer a request early with `response` (caught by the App)."""
+
+    def __init__(self, response: Response) -> None:
+        super().__init__(response.status)
+        self.response = response
+
+
+class _ClientGone(UidxError):
+    """The client disconnected before its request was read: nobody to answer."""
+
+
+@attrs.define(eq=False)
+class Body:
+    """The request's `receive`, noting when the body has been taken whole.
+
+    Why: when an answer ends before the body was read (a 413, a 401, ...),
+    hypercorn closes the connection, but first puts `http.disconnect` into
+    the app's bounded receive queue, from inside the app's last `send`. If
+    the client has filled that queue with body messages, nobody takes them
+    and the send never returns (the connection hangs until the client
+    gives up). So such an answer is sent while `discard_rest` empties the
+    queue, throwing the body away, never keeping it.
+    """
+
+    receive: ASGIReceiveCallable
+    done: bool = False
+
+    async def __call__(self) -> ASGIReceiveEvent:
+        message = await self.receive()
+        if message["type"] != "http.request" or not message["more_body"]:
+            self.done = True
+        return message
+
+    async def discard_rest(self) -> None:
+        while not self.done:
+            await self()
+
+
+@attrs.define(eq=False)
+class Exchange:
+    """One request as an API sees it; `caller` once the API knows who asks ("node 3")."""
+
+    method: str
+    path: str
+    headers: Headers
+    body: Body
+    caller: str | None = None
+
+    def __str__(self) -> str:
+        # For log lines: the path is the client's, so quoted (no line breaks).
+        who = "unauthenticated" if self.caller is None else self.caller
+        return f"{who} {self.method} {self.path[:200]!r}"
+
+
+class Api(Protocol):
+    """An API the App serves under a path prefix."""
+
+    async def respond(self, exchange: Exchange, send: ASGISendCallable) -> Response | None:
+        """The answer to a request under the API's prefix (`exchange.path` whole).
+
+        Returns:
+            The response; None when the API has answered by itself (a stream).
+
+        Raises:
+            Refused: to answer with its response. Anything else is the App's
+            to answer (503 for the database, else 500).
+        """
+        ...
+
+
+def _mounts_valid(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+    # Prefixes are whole path segments that do not nest: one API per path.
+    for prefix in value:
+        if not (prefix.startswith("/") and prefix.endswith("/")):
+            raise ValueError(f"a prefix starts and ends with '/', not {prefix!r}")
+        if any(other != prefix and other.startswith(prefix) for other in value):
+            raise ValueError(f"{prefix!r} holds another prefix")
+
+
+@attrs.define(eq=False)
+class App:
+    """The ASGI app hypercorn serves: the APIs by path prefix (see the module docstring).
+
+    Attributes:
+        mounts: path prefix ("/api/v1/node/") -> the API under it.
+        body_timeout_seconds: the longest the rest of a refused body is
+            thrown away for while its answer is sent.
+        retry_after_seconds: the Retry-After of a 503.
+    """
+
+    mounts: Mapping[str, Api] = attrs.field(validator=_mounts_valid)
+    body_timeout_seconds: float
+    retry_after_seconds: int
+
+    async def __call__(
+        self, scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable
+    ) -> None:
+        if scope["type"] == "lifespan":
+            await _lifespan(receive, send)
+        elif scope["type"] == "http":
+            await self._request(scope, receive, send)
+        # A websocket scope is not answered: hypercorn then refuses it.
+
+    async def _request(
+        self, scope: HTTPScope, receive: ASGIReceiveCallable, send: ASGISendCallable
+    ) -> None:
+        body = Body(receive)
+        exchange = Exchange(scope["method"], scope["path"], list(scope["headers"]), body)
+        try:
+            response = await self._dispatch(exchange, send)
+        except _ClientGone:
+            return
+        except Exception as error:
+            response = self._answer_for(error, exchange)
+        if response is not None:
+            await self._send(response, body, send)
+
+    async def _dispatch(self, exchange: Exchange, send: ASGISendCallable) -> Response | None:
+        for prefix, api in self.mounts.items():
+            if exchange.path.startswith(prefix):
+                return await api.respond(exchange, send)
+        return Response.error(404, f"no such call: {exchange.path[:200]}")
+
+    async def _send(self, response: Response, body: Body, send: ASGISendCallable) -> None:
+        if body.done:
+            await response.send(send)
+            return
+        # Refused before the body was read (see Body): the answer goes out
+        # while what is queued of the body is thrown away, then hypercorn
+        # closes the connection.
+        with trio.move_on_after(self.body_timeout_seconds):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(body.discard_rest)
+                await response.send(send, close=True)
+
+    def _answer_for(self, error: Exception, exchange: Exchange) -> Response:
+        """The response for what an API raised; anything unexpected is logged (500)."""
+        if isinstance(error, Refused):
+            response = error.response
+            message = response.body[:300].decode("utf-8", "replace")
+            logger.info("%s: %d %s", exchange, response.status, message)
+            return response
+        if isinstance(error, psycopg.OperationalError):
+            # Down, restarting or too slow (a pool timeout is one too): the
+            # client retries later. Never a 500: nothing is wrong with the request.
+            # "answered 5NN": the form testing/logcheck.py finds every 5xx by.
+            logger.warning("%s: answered 503: database unavailable: %s", exchange, error)
+            retry = ((b"retry-after", str(self.retry_after_seconds).encode()),)
+            return Response.error(503, "the database is unavailable; try again", headers=retry)
+        logger.error("%s: answered 500: %r", exchange, error, exc_info=error)
+        return Response.error(500, "internal error")
+
+
+def header(headers: Headers, name: bytes) -> str | None:
+    """The values of header `name` (lower case), joined by ", "; None when it is absent."""
+    values = [value for key, value in headers if key == name]
+    return b", ".join(values).decode("latin-1") if values else None
+
+
+async def read_body(exchange: Exchange, cap: int, *, timeout_seconds: float) -> bytes:
+    """The request body, at most `cap` bytes, within `timeout_seconds` for all of it.
+
+    Raises:
+        Refused: 413 over the cap (announced or read), 408 too slow.
+        _ClientGone: the client disconnected (the App then answers nothing).
+    """
+    length = header(exchange.headers, b"content-length")
+    if length is not None and length.isdigit() and int(length) > cap:
+        raise Refused(_too_large(cap))
+    with trio.move_on_after(timeout_seconds):
+        return await _receive_body(exchange.body, cap)
+    raise Refused(Response.error(408, "the request body did not arrive in time"))
+
+
+def _too_large(cap: int) -> Response:
+    return Response.error(413, f"the body is over the cap of {cap} bytes")
+
+
+async def _receive_body(receive: ASGIReceiveCallable, cap: int) -> bytes:
+    parts: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            raise _ClientGone
+        size += len(message["body"])
+        if size > cap:
+            # The rest is never read: hypercorn closes the connection.
+            raise Refused(_too_large(cap))
+        parts.append(message["body"])
+        if not message["more_body"]:
+            return b"".join(parts)
+
+
+async def _lifespan(receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:
+    # Nothing to set up: the stores are open before the app is served.
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return
