@@ -55,7 +55,6 @@ from usenet_indexer.store.groups import GroupStore
 from usenet_indexer.store.nodes import NodeStore
 from usenet_indexer.store.ranges import Finish, RangeStore
 from usenet_indexer.synth.generator import GeneratorConfig, generate
-from usenet_indexer.wire.batchwire import WireBatch
 from usenet_indexer.wire.packed import pack_batch
 
 TTL = 900.0
@@ -386,10 +385,10 @@ class LeaseMachine(RuleBasedStateMachine):
             expected = "rejected"
         else:
             expected = "lost"
-        wire = WireBatch(r.id, epoch, pack_batch(make_batch(first, next_article)))
+        packed = pack_batch(make_batch(first, next_article))
         result: Stored | None = None
         try:
-            result = self.batches.store(node, wire, BODY_BYTES, ttl)
+            result = self.batches.store(node, r.id, epoch, packed, BODY_BYTES, ttl)
             outcome = "already" if result.already else "stored"
         except LeaseLost:
             outcome = "lost"
@@ -554,11 +553,9 @@ def test_control_a_write_after_a_fenced_call_is_reported(env: Env) -> None:
     with pytest.raises(LeaseLost):
         machine.batches.store(
             grant.node,
-            WireBatch(
-                grant.range_id,
-                grant.epoch + 1,
-                pack_batch(make_batch(low_article() + 50, low_article() + 60)),
-            ),
+            grant.range_id,
+            grant.epoch + 1,
+            pack_batch(make_batch(low_article() + 50, low_article() + 60)),
             BODY_BYTES,
             TTL,
         )
@@ -575,7 +572,7 @@ def test_an_empty_batch_at_the_resume_point_changes_nothing(env: Env) -> None:
     grant = machine.lease(0, False)
     assert isinstance(grant, Grant)
     resume = machine.model[grant.range_id].resume
-    wire = WireBatch(grant.range_id, grant.epoch, pack_batch(make_batch(resume, resume)))
+    packed = pack_batch(make_batch(resume, resume))
     with pytest.raises(BatchRejected, match="covers no article"):
-        machine.batches.store(grant.node, wire, BODY_BYTES, TTL)
+        machine.batches.store(grant.node, grant.range_id, grant.epoch, packed, BODY_BYTES, TTL)
     machine._check(fenced=True)

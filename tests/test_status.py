@@ -20,7 +20,6 @@ from usenet_indexer.store.nodes import NodeStore
 from usenet_indexer.store.ranges import RangeStore
 from usenet_indexer.store.servers import ServerReport, ServerStore
 from usenet_indexer.synth.generator import GeneratorConfig, generate
-from usenet_indexer.wire.batchwire import WireBatch
 from usenet_indexer.wire.packed import pack_batch
 
 TTL = 900.0
@@ -58,9 +57,7 @@ def _store(pool: ConnectionPool, group: str, batches: list[Batch], node: str) ->
     lease = RangeStore(pool).lease(node_id, TTL)
     assert lease is not None
     for batch in batches:
-        BatchStore(pool).store(
-            node_id, WireBatch(lease.range_id, lease.epoch, pack_batch(batch)), 1, TTL
-        )
+        BatchStore(pool).store(node_id, lease.range_id, lease.epoch, pack_batch(batch), 1, TTL)
     return node_id
 
 
