@@ -1,13 +1,49 @@
-"""The one error hierarchy of uidx.
+"""The one error hierarchy of uidx: every exception class it defines is below UidxError.
 
     UidxError
-    ├── ConfigError          a setting is missing or wrong (names the key)
-    ├── InputError           an input cannot be read (a dump, an NZB, a truth file)
-    ├── OutputError          an output file or folder cannot be written (names the path)
-    ├── DatabaseError        PostgreSQL cannot be run, reached or migrated
-    └── ProtocolError        a peer or a wire format broke the rules
-        ├── LocalProtocolError   we were about to break them (our bug)
-        └── RemoteProtocolError  the peer (or the bytes it sent) broke them
+    ├── ConfigError              a setting is missing or wrong (names the key)
+    ├── InputError               an input cannot be read (a dump, an NZB, a truth file)
+    ├── OutputError              an output file or folder cannot be written (names the path)
+    ├── DatabaseError            PostgreSQL cannot be run, reached or migrated
+    ├── ProtocolError            a peer or a wire format broke the rules
+    │   ├── LocalProtocolError   we were about to break them (our bug)
+    │   └── RemoteProtocolError  the peer (or the bytes it sent) broke them
+    │       ├── InflateFailed        wire/inflate: corrupt, over its cap, truncated
+    │       ├── FrameError           wire/frames: a spool stream frame
+    │       ├── BadFragment          wire/fragments: a packed release chunk
+    │       ├── BatchWireError       wire/batchwire: a batch body (its http_status)
+    │       │   ├── BodyTooLarge         413
+    │       │   ├── UnsupportedEncoding  415
+    │       │   └── MalformedBatch       422
+    │       │       └── CorruptBody          400: a truncated or corrupt gzip stream
+    │       ├── ChunkError           edge/chunks: a spool chunk's payload
+    │       ├── LineTooLong          nntp/errors: a line over the cap
+    │       ├── MalformedResponse    nntp/errors: not RFC 3977
+    │       ├── IncompleteResponse   nntp/errors: closed mid-reply
+    │       └── CompressionError     nntp/errors: DEFLATE, GZIP or XZVER data
+    ├── NNTPError                nntp/errors: a command failed (names the server)
+    │   ├── ConnectionLost
+    │   ├── Timeout
+    │   └── ReplyError           an error status (its code)
+    │       ├── AuthRequired         480
+    │       ├── Unavailable          400, 502
+    │       ├── NoSuchGroup          411
+    │       └── NoSuchArticle        420-430
+    ├── NodeApiError             edge/client: the node API refused or failed
+    │   └── LeaseLostError       409: the range is not this node's any more
+    ├── Refused                  coordinator/http/asgi: a request answered 4xx as is
+    ├── ClientGone               coordinator/http/asgi: the client went away mid-request
+    ├── LeaseLost                store/batches: not held with that epoch there (409)
+    ├── BatchRejected            store/batches: the batch cannot belong to its range (422)
+    ├── PlanOverlap              store/ranges: a plan over ranges planned before
+    ├── NodeExists               store/nodes
+    ├── GroupExists              store/groups
+    ├── UnknownGroup             store/groups
+    └── NewsdError               testing/newsd: the private INN2 cannot run
+        └── CannotInstall        INN2 is missing and cannot be installed here
+
+tests/test_errors.py holds this tree to the code: every exception class
+defined in the package is a UidxError and is named here.
 
 Malformed overview lines are not errors: the indexer counts and skips them.
 """

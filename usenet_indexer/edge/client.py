@@ -34,7 +34,7 @@ from usenet_indexer.errors import RemoteProtocolError, UidxError
 
 logger = logging.getLogger(__name__)
 
-# Where the node API lives under the coordinator's URL (nodeapi.PREFIX; not
+# Where the node API lives under the coordinator's URL (coordinator/http/node.py's PREFIX; not
 # imported: an edge has no use for the server's modules).
 NODE_API_PATH: Final = "/api/v1/node/"
 

@@ -8,7 +8,7 @@ each uidx process it ran with `problems` and fails on what it finds.
 
 The lines are uidx's log format (`cli.main`): `DATE TIME LEVEL [PID]
 LOGGER: MESSAGE`, and the node API writes every 5xx it answers as
-`...: answered 5NN ...` (`nodeapi`).
+`...: answered 5NN ...` (`coordinator/http/asgi.py`).
 """
 
 from __future__ import annotations

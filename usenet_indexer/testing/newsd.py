@@ -53,6 +53,7 @@ from typing import Any
 
 import attrs
 
+from usenet_indexer.errors import UidxError
 from usenet_indexer.synth.generator import GeneratorConfig, OverviewGenerator
 
 INN_BIN = Path("/usr/lib/news/bin")
@@ -72,7 +73,7 @@ CNFS_BUFFER_KIB = 4 * 1024 * 1024
 SECONDS_PER_DAY = 86_400
 
 
-class NewsdError(Exception):
+class NewsdError(UidxError):
     """The private INN2 cannot be started, fed or stopped (the message says why)."""
 
 

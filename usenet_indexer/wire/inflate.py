@@ -20,6 +20,8 @@ import enum
 
 from isal import igzip_lib, isal_zlib
 
+from usenet_indexer.errors import RemoteProtocolError
+
 # isal's inflate error (igzip_lib.IsalError), typed for mypy.
 INFLATE_ERROR: type[Exception] = isal_zlib.error  # type: ignore[assignment]
 
@@ -33,8 +35,11 @@ class Problem(enum.Enum):
     TRAILING = "trailing bytes"
 
 
-class InflateFailed(Exception):
-    """Raised by `capped_inflate`; callers turn it into their own error."""
+class InflateFailed(RemoteProtocolError):
+    """Raised by `capped_inflate`: the data (a peer's) did not inflate within the cap.
+
+    Callers turn it into their own error (a BatchWireError, a ChunkError).
+    """
 
     def __init__(self, problem: Problem, detail: str) -> None:
         super().__init__(detail)
