@@ -64,7 +64,9 @@ from psycopg_pool import ConnectionPool
 from usenet_indexer.config import Settings
 from usenet_indexer.nntp.client import Slice, connect
 from usenet_indexer.nntp.errors import NoSuchGroup
-from usenet_indexer.prefetch.daemon import Landed, Prefetcher, PrefetchOptions
+from usenet_indexer.prefetch.daemon import Prefetcher
+from usenet_indexer.prefetch.events import Landed
+from usenet_indexer.prefetch.options import PrefetchOptions
 from usenet_indexer.prefetch.servers import ServerState, server_configs
 from usenet_indexer.spool.plan import slices
 from usenet_indexer.store.groups import GroupStore

@@ -6,11 +6,14 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import zlib
 from pathlib import Path
 
+import attrs
 import pytest
 import trio
+import trio.testing
 from hypothesis import given
 from hypothesis import strategies as st
 from nntp_fixtures import NewsServer
@@ -20,14 +23,12 @@ from psycopg_pool import ConnectionPool
 from usenet_indexer.cli import main
 from usenet_indexer.core.retry import RetryPolicy
 from usenet_indexer.nntp.client import StreamFactory
-from usenet_indexer.prefetch.daemon import (
-    Landed,
-    Prefetcher,
-    PrefetchOptions,
-    Reported,
-    sweep_spool,
-)
+from usenet_indexer.prefetch.daemon import Prefetcher
+from usenet_indexer.prefetch.events import Landed, Reported
+from usenet_indexer.prefetch.housekeeping import sweep_spool
+from usenet_indexer.prefetch.options import PrefetchOptions
 from usenet_indexer.prefetch.servers import ServerState, server_configs
+from usenet_indexer.prefetch.work import SharedWork
 from usenet_indexer.spool.plan import ChunkJob, WantedRange, clip, cut, missing, work_list
 from usenet_indexer.store.groups import GroupStore
 from usenet_indexer.store.nodes import NodeStore
@@ -527,3 +528,49 @@ async def test_the_next_chunk_is_asked_for_before_the_last_one_is_read(
     _, before = overs[0]
     _, at_second_chunk = overs[4]
     assert at_second_chunk - before < 4
+
+
+# -- the scheduler's adapter: one read of the work list at a time ----------------
+
+
+@attrs.define(eq=False)
+class _HeldSpool(SpoolIndex):
+    """A spool index whose work-list read waits (in its thread) until `release` is set."""
+
+    release: threading.Event = attrs.field(factory=threading.Event)
+    reads: int = 0
+
+    def wanted(self, limit: int) -> list[WantedRange]:
+        self.reads += 1
+        self.release.wait(DEADLINE_SECONDS)
+        return super().wanted(limit)
+
+
+@pytest.mark.trio
+async def test_connections_asking_at_once_share_one_read_of_the_work_list(
+    pool: ConnectionPool, tmp_path: Path
+) -> None:
+    group_id = GroupStore(pool).add("alt.binaries.shared")
+    RangeStore(pool).plan(group_id, 1, 30_000, 30_000)
+    spool = _HeldSpool(pool)
+    work = SharedWork(spool, _options(tmp_path, chunk_articles=15_000), servers=1)
+    taken: list[ChunkJob | None] = []
+
+    async def take() -> None:
+        taken.append(await work.take(0))
+
+    with trio.fail_after(DEADLINE_SECONDS):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(take)
+            nursery.start_soon(take)
+            await trio.testing.wait_all_tasks_blocked()
+            # One task reads in a thread, the other waits for that read, and no
+            # chunk is chained meanwhile from a list that is being replaced.
+            assert taken == []
+            assert work.take_now(0, lambda _: True) is None
+            spool.release.set()
+    assert spool.reads == 1
+    assert sorted((j.first, j.last) for j in taken if j is not None) == [
+        (1, 15_000),
+        (15_001, 30_000),
+    ]

@@ -1,0 +1,79 @@
+"""The prefetcher's housekeeping: the servers' figures, and the sweep of the spool.
+
+Theory of operation
+-------------------
+Every `report_seconds` (5 s), and once more when stopped, a task reports
+each server's figures (for `uidx status`: connections, lines, rate,
+compression, errors) to `nntp_servers`, and sweeps the chunks that no
+stream will read again (wholly below their range's resume point), deleting
+their files after their rows: a row never names a file that is gone. A
+round the database cannot take is skipped (logged); the next one writes the
+figures as they are then.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import attrs
+import psycopg
+import trio
+from psycopg_pool import ConnectionPool
+
+from usenet_indexer.prefetch.events import Observer, Reported, ignore
+from usenet_indexer.prefetch.options import PrefetchOptions
+from usenet_indexer.prefetch.servers import ServerState
+from usenet_indexer.store.servers import ServerStore
+from usenet_indexer.store.spool import SpoolIndex
+
+logger = logging.getLogger(__name__)
+
+# The last figures and sweep when stopped: shielded, and at most this long.
+LAST_ROUND_SECONDS = 10.0
+
+
+@attrs.define(eq=False)
+class Housekeeping:
+    """Reports the servers' figures and sweeps the spool, until cancelled."""
+
+    pool: ConnectionPool
+    options: PrefetchOptions
+    servers: list[ServerState]
+    spool: SpoolIndex
+    observe: Observer = ignore
+
+    async def run(self) -> None:
+        """A round every `report_seconds`, and a last one when cancelled."""
+        last = trio.current_time()
+        try:
+            while True:
+                await trio.sleep(self.options.report_seconds)
+                last = await self._report_and_sweep(last)
+        finally:
+            # The last figures and sweep when stopped (shielded, time-limited).
+            with trio.CancelScope(shield=True), trio.move_on_after(LAST_ROUND_SECONDS):
+                await self._report_and_sweep(last)
+
+    async def _report_and_sweep(self, last: float) -> float:
+        now = trio.current_time()
+        reports = [state.report(now - last) for state in self.servers]
+        try:
+            await trio.to_thread.run_sync(ServerStore(self.pool).report, reports)
+            swept = await trio.to_thread.run_sync(sweep_spool, self.spool, self.options.spool_dir)
+        except psycopg.Error as error:
+            logger.warning("housekeeping: database unavailable: %s", error)
+            return now
+        if swept:
+            logger.info("removed %d spool chunks below their ranges' resume points", swept)
+        self.observe(Reported(reports, swept))
+        return now
+
+
+def sweep_spool(spool: SpoolIndex, spool_dir: Path) -> int:
+    """Remove the chunks no stream will read again: rows first, then files; returns how many."""
+    rows = spool.sweep()
+    for path, _size in rows:
+        if path is not None:
+            (spool_dir / path).unlink(missing_ok=True)
+    return len(rows)

@@ -1,0 +1,86 @@
+"""Landing a chunk: its file made whole and its index row written, as one step.
+
+Theory of operation
+-------------------
+When the last slice of a chunk is in, the chunk's temporary file is fsynced
+and renamed and its index row written (`ON CONFLICT DO NOTHING`), in one
+thread call: a cancellation cannot come between the rename and the row, so a
+cancelled or killed prefetcher leaves no chunk half-written and no row
+naming a file that is not whole (a temporary file of a dead writer is
+removed at the next start). A chunk the server has no article of is
+recorded as a gap: a row without a file.
+
+A connection lands a chunk read whole in a background task (`land_later`)
+while it already asks for the next one, so the server is not left idle; the
+job stays in flight until it landed, then goes back to the scheduler
+(listed again if it did not land).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import attrs
+import psycopg
+import trio
+
+from usenet_indexer.prefetch.events import Landed, Observer, ignore
+from usenet_indexer.prefetch.servers import ServerState
+from usenet_indexer.prefetch.work import SharedWork
+from usenet_indexer.spool.files import ChunkWriter
+from usenet_indexer.spool.plan import ChunkJob
+from usenet_indexer.store.spool import SpoolChunk, SpoolIndex
+from usenet_indexer.wire.frames import Codec
+
+logger = logging.getLogger(__name__)
+
+
+@attrs.define(eq=False)
+class Landing:
+    """Chunks into the spool folder and its index, for every connection."""
+
+    spool: SpoolIndex
+    work: SharedWork
+    observe: Observer = ignore
+
+    async def land(self, job: ChunkJob, state: ServerState, writer: ChunkWriter | None) -> None:
+        """File and row of `job` (no writer, or no lines: a gap), in one thread call.
+
+        Raises:
+            psycopg.Error: the database refused or dropped the row.
+        """
+        lines = await trio.to_thread.run_sync(self._store, job, writer)
+        state.chunks += 1
+        self.observe(Landed(job, state.config.server, lines, gap=lines == 0))
+
+    async def land_later(
+        self, job: ChunkJob, clipped: ChunkJob, state: ServerState, writer: ChunkWriter | None
+    ) -> None:
+        """Land `clipped` (the part of `job` the server has); then `job` is done, landed or not."""
+        try:
+            await self.land(clipped, state, writer)
+        except psycopg.Error as error:
+            state.failed(error)
+            logger.warning("%s %d-%d: not indexed: %s", job.group, job.first, job.last, error)
+        finally:
+            if writer is not None:
+                writer.abort()
+            self.work.done(job)  # landed or not: a chunk that did not land is listed again
+
+    def _store(self, job: ChunkJob, writer: ChunkWriter | None) -> int:
+        if writer is None or writer.lines == 0:
+            return self._store_gap(job)
+        path, size, codec = writer.commit()
+        chunk = SpoolChunk(job.first, job.last, int(codec), str(path), writer.lines)
+        if not self.spool.add_new(job.group_id, chunk, size):
+            logger.warning("%s %d-%d: indexed by another writer", job.group, job.first, job.last)
+        logger.info(
+            "%s %d-%d: %d lines, %.1f MB", job.group, job.first, job.last, writer.lines, size / 1e6
+        )
+        return writer.lines
+
+    def _store_gap(self, job: ChunkJob) -> int:
+        chunk = SpoolChunk(job.first, job.last, int(Codec.NONE), None, 0)
+        self.spool.add_new(job.group_id, chunk, 0)
+        logger.info("%s %d-%d: no articles on the server (a gap)", job.group, job.first, job.last)
+        return 0

@@ -1,0 +1,50 @@
+"""What the prefetcher needs of the settings, read once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import attrs
+
+from usenet_indexer.config import Settings
+from usenet_indexer.core.retry import RetryPolicy
+from usenet_indexer.errors import ConfigError
+
+# How often the servers' figures go to the database, and the sweep runs.
+REPORT_SECONDS = 5.0
+
+
+@attrs.frozen
+class PrefetchOptions:
+    """What the prefetcher needs of the settings."""
+
+    spool_dir: Path
+    slice_articles: int = 10_000
+    chunk_articles: int = 50_000
+    poll_seconds: float = 5.0
+    budget_bytes: int = 0
+    ca_file: str | None = None
+    timeout_seconds: float = 60.0
+    # Pauses after failures of a connection in a row: 1, 2, 4 ... 60 s, for ever.
+    retry: RetryPolicy = attrs.field(factory=RetryPolicy)
+    report_seconds: float = REPORT_SECONDS
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> PrefetchOptions:
+        """The options of `settings`.
+
+        Raises:
+            ConfigError: a slice or chunk size below one article.
+        """
+        for key in ("prefetch_slice_articles", "prefetch_chunk_articles"):
+            if getattr(settings, key) < 1:
+                raise ConfigError(key, "must be at least 1")
+        return cls(
+            settings.home / "spool",
+            settings.prefetch_slice_articles,
+            settings.prefetch_chunk_articles,
+            settings.prefetch_poll_seconds,
+            settings.spool_budget_bytes,
+            settings.nntp_ca_file or None,
+            settings.nntp_timeout_seconds,
+        )

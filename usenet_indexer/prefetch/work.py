@@ -1,0 +1,99 @@
+"""The scheduler's trio side: the clock, the database read it asks for, the observer.
+
+The pure `Scheduler` decides; `SharedWork` gives it the time and performs
+what it asks for. At most one read of the work list is in flight: the
+connection whose `take` got `Refresh` reads it in a worker thread, holding
+no lock; any connection asking meanwhile gets `Pending` and waits for that
+read's event, then takes from the list it brought (one read serves them
+all).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import attrs
+import psycopg
+import trio
+
+from usenet_indexer.prefetch.events import Observer, ignore
+from usenet_indexer.prefetch.options import PrefetchOptions
+from usenet_indexer.prefetch.scheduler import NO_WORK, Refresh, Scheduler, WorkList
+from usenet_indexer.spool.plan import ChunkJob, work_list
+from usenet_indexer.store.spool import SpoolIndex
+
+logger = logging.getLogger(__name__)
+
+# Ranges looked at per refresh of the work list (each gives many chunks).
+WANTED_RANGES = 32
+
+
+@attrs.define(eq=False)
+class SharedWork:
+    """The work list of all connections: the `Scheduler` with its reads and the clock."""
+
+    spool: SpoolIndex
+    options: PrefetchOptions
+    servers: int
+    observe: Observer = ignore
+    _scheduler: Scheduler = attrs.field(init=False)
+    _read_done: trio.Event = attrs.field(init=False, factory=trio.Event)
+
+    def __attrs_post_init__(self) -> None:
+        self._scheduler = Scheduler(self.servers, self.options.poll_seconds)
+
+    async def take(self, server: int) -> ChunkJob | None:
+        """The next chunk for a connection of this server, or None when there is none now."""
+        action = self._scheduler.take(server, trio.current_time())
+        if isinstance(action, ChunkJob):
+            return self._handed(action)
+        if isinstance(action, Refresh):
+            await self._refresh(action)
+        else:
+            await self._read_done.wait()  # another connection's read: Pending
+        return self._handed(self._scheduler.take_listed(server, trio.current_time()))
+
+    def take_now(self, server: int, fits: Callable[[ChunkJob], bool]) -> ChunkJob | None:
+        """The next chunk for this server if it `fits`, without a database look; else None."""
+        return self._handed(self._scheduler.take_now(server, trio.current_time(), fits))
+
+    def done(self, job: ChunkJob) -> None:
+        """The connection is through with the job (landed or not: a failed one is listed again)."""
+        self._scheduler.done(job)
+
+    def wait_for_articles(self, job: ChunkJob) -> None:
+        """The server has none of the job's articles yet: ask about its group again later."""
+        self._scheduler.wait_for_articles(job, trio.current_time())
+
+    def not_on_server(self, group: str, server: int) -> None:
+        """The server does not carry the group: the next server of the settings gets it."""
+        if not self._scheduler.not_on_server(group, server):
+            logger.error("no NNTP server carries %s: its ranges cannot be fetched", group)
+
+    def _handed(self, job: ChunkJob | None) -> ChunkJob | None:
+        if job is not None:
+            self.observe(job)
+        return job
+
+    async def _refresh(self, refresh: Refresh) -> None:
+        # A new event before the first checkpoint: whoever gets Pending from
+        # now on waits for this read. Set whatever happens (a cancelled read
+        # too), or they would wait for ever.
+        read = self._read_done = trio.Event()
+        work = NO_WORK
+        try:
+            work = await trio.to_thread.run_sync(self._read_work, refresh.busy)
+        except psycopg.Error as error:
+            logger.warning("cannot read the work list from the database: %s", error)
+        finally:
+            self._scheduler.refreshed(work)
+            read.set()
+
+    def _read_work(self, busy: tuple[ChunkJob, ...]) -> WorkList:
+        # In a worker thread: three queries, then the pure plan over them.
+        wanted = self.spool.wanted(WANTED_RANGES)
+        jobs = work_list(wanted, self.spool.covered(wanted), self.options.chunk_articles, busy=busy)
+        budget = self.options.budget_bytes
+        over = bool(budget) and self.spool.size()[1] >= budget
+        return WorkList(tuple(jobs), over)
