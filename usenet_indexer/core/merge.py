@@ -15,7 +15,9 @@ from typing import Any
 import attrs
 
 from usenet_indexer.core.batch import FileChunk, ReleaseChunk, representative
-from usenet_indexer.core.naming import release_name
+from usenet_indexer.core.naming import upload_name
+from usenet_indexer.core.uploads import Part, link
+from usenet_indexer.core.uploads import representative as upload_key
 
 
 @attrs.define(eq=False)
@@ -173,22 +175,28 @@ class ReleaseMerger:
     def releases(self) -> Iterator[CatalogRelease]:
         """The merged releases, oldest first (then by name).
 
-        Each release is built (its segment lists made) only when the
-        iteration reaches it: the caller can write one and let it go.
+        Releases that are parts of one upload (`uploads.link`: one poster,
+        one M, disjoint file indexes, posted together) come out as one.
+        Each is built (its segment lists made) only when the iteration
+        reaches it: the caller can write one and let it go.
         """
-        order: list[tuple[int, str, bytes, _Release, list[_File]]] = []
-        for release in self._releases.values():
+        order: list[tuple[int, str, bytes, list[_Release], list[_File]]] = []
+        for keys in link(_part(release) for release in self._releases.values()):
+            members = [self._releases[key] for key in keys]
             files = sorted(
-                release.files.values(),
+                (f for member in members for f in member.files.values()),
                 key=lambda f: (f.index if f.index is not None else 1 << 30, f.name),
             )
             dated = [f.posted for f in files if f.posted]
-            name = release_name(release.head_name, ((f.name, f.total_segments) for f in files))
-            order.append((min(dated) if dated else 0, name, release.key, release, files))
+            name = upload_name(
+                [m.head_name for m in members], ((f.name, f.total_segments) for f in files)
+            )
+            order.append((min(dated) if dated else 0, name, upload_key(keys), members, files))
         order.sort(key=lambda o: o[:3])
-        return (self._build(release, files, name) for _, name, _, release, files in order)
+        return (self._build(members, files, name) for _, name, _, members, files in order)
 
-    def _build(self, release: _Release, files: list[_File], name: str) -> CatalogRelease:
+    def _build(self, members: list[_Release], files: list[_File], name: str) -> CatalogRelease:
+        release = members[0]
         built = [
             CatalogFile(
                 name=f.name,
@@ -217,16 +225,30 @@ class ReleaseMerger:
             key=release.key,
             name=name,
             poster=release.poster,
-            groups=tuple(sorted(release.groups)),
+            groups=tuple(sorted(set().union(*(m.groups for m in members)))),
             posted=min(dated) if dated else 0,
             files_announced=release.files_announced,
             complete=min(1.0, seen / announced) if announced else 0.0,
             bytes=size,
-            probe_candidate=release.key in self._probed,
+            probe_candidate=any(m.key in self._probed for m in members),
             dropped=release.dropped,
-            chunks=release.chunks,
+            chunks=sum(m.chunks for m in members),
             files=tuple(built),
         )
+
+
+def _part(release: _Release) -> Part:
+    """What uploads.link needs of a release: its poster, M, file indexes and dates."""
+    dated = [f.posted for f in release.files.values() if f.posted]
+    return Part(
+        key=release.key,
+        poster=release.poster,
+        files_announced=release.files_announced,
+        indexes=frozenset(f.index for f in release.files.values() if f.index is not None),
+        first=min(dated) if dated else 0,
+        last=max(dated) if dated else 0,
+        dropped=release.dropped is not None,
+    )
 
 
 def _merge_file(files: dict[bytes, _File], chunk: FileChunk) -> None:

@@ -9,9 +9,17 @@ the biggest file that is not a par2/nfo/sfv/nzb companion.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Sequence
 
-from usenet_indexer.core.subject import NFO_SUFFIX, PAR2_SUFFIX, PAR2_VOLUME, extension, file_stem
+from usenet_indexer.core.subject import (
+    NFO_SUFFIX,
+    PAR2_SUFFIX,
+    PAR2_VOLUME,
+    extension,
+    file_stem,
+    looks_obfuscated,
+)
 
 _COMPANIONS = frozenset({"par2", "nfo", "sfv", "nzb", "txt", "jpg", "png", "md5", "srr", "srs"})
 
@@ -37,6 +45,47 @@ def release_name(head_name: str | None, files: Iterable[tuple[str, int]]) -> str
     if best is None:
         return ""
     return file_stem(best[2]) or best[2]
+
+
+# What scene names have that volume names and random names lack: a -GROUP
+# at the end, an episode, a year or a resolution.
+_GROUP_SUFFIX = re.compile(r"-[A-Za-z0-9]{2,}$")
+_SCENE_MARK = re.compile(r"(?i)\bS\d{1,2}E\d{1,3}\b|(?:19|20)\d\d|\b\d{3,4}p\b")
+
+
+def upload_name(head_names: Sequence[str | None], files: Iterable[tuple[str, int]]) -> str:
+    """The name of an upload made of one or more releases (`uploads.link`).
+
+    One release: `release_name`. Several: its parts were named differently
+    (volumes `grp-show.s08e08.2160p.r00` beside `Show.S08E08.2160p.NF.WEB-DL-GRP.nfo`,
+    a random `.mkv` beside par2 volumes named after the release), and the
+    most release-like of their head names and file stems names it: not
+    random, then the most scene marks (a -GROUP, an episode, a year or a
+    resolution, upper and lower case), then a content file's, then the
+    bigger file's.
+
+    Args:
+        head_names: each part's head name (None: no head).
+        files: (file name, total segments) of every file of the upload.
+    """
+    if len(head_names) == 1:
+        return release_name(head_names[0], files)
+    ranked: list[tuple[tuple[bool, int, int, int], str]] = [
+        ((True, _scene_marks(head), 1, 1 << 30), head) for head in head_names if head
+    ]
+    for name, total in files:
+        stem = file_stem(name) or name
+        content = 0 if extension(name) in _COMPANIONS else 1
+        ranked.append(((not looks_obfuscated(stem), _scene_marks(stem), content, total), stem))
+    if not ranked:
+        return ""
+    best = max(rank for rank, _ in ranked)
+    return min(name for rank, name in ranked if rank == best)
+
+
+def _scene_marks(name: str) -> int:
+    marks = bool(_GROUP_SUFFIX.search(name)) + len(_SCENE_MARK.findall(name))
+    return marks + (name != name.lower() and name != name.upper())
 
 
 def probe_file_rank(name: str) -> int | None:

@@ -52,7 +52,8 @@ _BRACKET_NAME = re.compile(r"\[([^\[\]]*\.[A-Za-z0-9]{2,5})\]")
 # multi-part archives, par2 volumes, index files.
 _STEM_SUFFIX = re.compile(
     r"""\.(?:
-        part\d{1,4}\.rar | vol\d{1,5}[+-]\d{1,5}\.par2 | par2 | r\d{2,3} | s\d{2,3}
+        part\d{1,4}\.rar | vol\d{1,5}[+-]\d{1,5}\.par2 | vol-?\d{1,5}\.par2 | par2
+      | r\d{2,3} | s\d{2,3}
       | 7z\.\d{3} | zip\.\d{3} | rar\.\d{3} | z\d{2} | \d{3}
       | rar | zip | 7z | nfo | sfv | nzb | md5 | srr | srs | nzb
       | mkv | mp4 | avi | m4v | wmv | mpg | ts | iso | img | bin | cue
@@ -131,7 +132,7 @@ _OBFUSCATED_TOKEN = re.compile(r"^[A-Za-z0-9]{12,}$")
 
 # File kinds the rules and probes care about.
 PAR2_SUFFIX = re.compile(r"\.par2$", re.IGNORECASE)
-PAR2_VOLUME = re.compile(r"\.vol\d+[+-]\d+\.par2$", re.IGNORECASE)
+PAR2_VOLUME = re.compile(r"\.vol(?:\d+[+-]\d+|-?\d+)\.par2$", re.IGNORECASE)
 NFO_SUFFIX = re.compile(r"\.nfo$", re.IGNORECASE)
 
 # Largest file counter M and segment counter N taken as real; above that the
@@ -407,6 +408,10 @@ def _ascii_stem_suffix(stem: str) -> int:
                     and mid[3:plus].isdigit()
                     and mid[plus + 1 :].isdigit()
                 ):
+                    return second
+                # vol01.par2, vol-01.par2 (Nyuu's and ngPost's volume names)
+                number = mid[4:] if mid[3:4] == "-" else mid[3:]
+                if 1 <= len(number) <= 5 and number.isdigit():
                     return second
         elif len(ext) == 3 and ext.isdigit() and mid in _STEM_NUMBERED:
             return second
