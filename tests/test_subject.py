@@ -213,3 +213,14 @@ def test_file_stem_without_the_regex_agrees_with_it() -> None:
     for _ in range(20_000):
         name = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 8)))
         assert file_stem(name) == by_regex(name), name
+
+
+def test_a_placeholder_head_is_no_head() -> None:
+    """PowerPost's `(????)`: two uploads by its default From are not one release by it."""
+    one = parse_file_subject('(????) [01/13] - "alpha.part01.rar" yEnc ')
+    other = parse_file_subject('(????) [02/13] - "beta.part02.rar" yEnc ')
+    assert (one.head_name, other.head_name) == (None, None)
+    assert one.release_basis != other.release_basis
+    assert not one.keyed_by_poster
+    # A head with a word in it is still a head.
+    assert parse_file_subject('(Ubuntu) [01/13] - "a.part01.rar" yEnc ').keyed_by_poster

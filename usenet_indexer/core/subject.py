@@ -42,6 +42,9 @@ _FILE_COUNTER = re.compile(r"[\[(](\d{1,5})/(\d{1,5})[\])]")
 # The rightmost file counter of a text (.* backtracks from its end).
 _LAST_FILE_COUNTER = re.compile(r".*[\[(](\d{1,5})/(\d{1,5})[\])]", re.DOTALL)
 
+# A letter or a digit: a head without one is a placeholder.
+_ALNUM = re.compile(r"[^\W_]")
+
 # At least three letters or digits: less is no name.
 _THREE_ALNUM = re.compile(r"[^\W_].*?[^\W_].*?[^\W_]", re.DOTALL)
 
@@ -214,6 +217,10 @@ def parse_file_subject(before_counter: str) -> FileSubject:
         cut = 0 if name else len(text)
     head = text[:cut]
     head_key = _squash(head)
+    if head_key and _ALNUM.search(head_key) is None:
+        # `(????)`, `[]`, `---`: a posting tool's template placeholder (PowerPost
+        # writes "(????)" where the poster left the name out), not a name.
+        head_key = ""
     if head_key:
         keyed_by_poster = True
         basis = f"{head_key}\x1f{files_announced}"
