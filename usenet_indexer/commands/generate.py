@@ -25,6 +25,7 @@ from usenet_indexer.gcpolicy import no_cyclic_gc
 from usenet_indexer.synth.generator import (
     DEFAULT_FIRST_ARTICLE,
     DEFAULT_GROUP,
+    PROFILES,
     GeneratorConfig,
     OverviewGenerator,
 )
@@ -68,6 +69,13 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         default=DEFAULT_FIRST_ARTICLE,
         help=f"first article number (default {DEFAULT_FIRST_ARTICLE})",
     )
+    parser.add_argument(
+        "--profile",
+        choices=PROFILES,
+        default="default",
+        help="default: the project's own upload mix; posting-tools: uploads as Nyuu, ngPost, "
+        "NewsUP, PowerPost, JBinUp, newsmangler and GoPostStuff write them (default: default)",
+    )
     parser.set_defaults(run=run)
 
 
@@ -88,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
     """Generate the lines and the truth and write both.
 
     Args:
-        args: parsed arguments (articles, out, truth, seed, group, first_article).
+        args: parsed arguments (articles, out, truth, seed, group, first_article, profile).
 
     Returns:
         0.
@@ -98,7 +106,11 @@ def run(args: argparse.Namespace) -> int:
             before the lines are made).
     """
     config = GeneratorConfig(
-        articles=args.articles, seed=args.seed, group=args.group, first_article=args.first_article
+        articles=args.articles,
+        seed=args.seed,
+        group=args.group,
+        first_article=args.first_article,
+        profile=args.profile,
     )
     truth_path: Path = args.truth or default_truth_path(args.out)
     generator = OverviewGenerator(config)

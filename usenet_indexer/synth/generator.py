@@ -29,6 +29,77 @@ a few lines are deliberately not valid UTF-8. The truth
 (`usenet_indexer.synth.truth.Truth`) tells, for every article, the release,
 file and segment it is, or the kind of junk.
 
+The posting-tools profile
+-------------------------
+`GeneratorConfig(profile="posting-tools")` (`uidx generate --profile
+posting-tools`) keeps the slots, dates, numbers, junk and crossposts, but
+plans its uploads from recipes that imitate what the posting tools write,
+taken from their own source (formats re-done here, no code copied), not
+from any indexer's rules. The default profile is untouched by it: the same
+seed gives the same bytes as before. Per tool, the file each format follows:
+
+- Nyuu: animetosho/Nyuu:lib/uploadmgr.js (default subject `[0i/M] - "name"
+  yEnc (k/N) size`, no counter for one file, quotes dropped), lib/article.js
+  (message-id: 24 letters upper and lower by turns, `-`, a 13-digit ms
+  timestamp, `@nyuu`), config.js (default From `USER <USER@host>`, a dotless
+  host cut to its last character + `.localdomain`; 700 KiB articles; post
+  check re-posts under a new id), help-full.txt (`--subject` placeholders:
+  `yEnc  {filesize} ({part}/{parts})` as the SABnzbd reference posts use,
+  `"{filename}" yEnc ({part}/{parts})` without a counter, `${rand(N)}` new
+  for every post), lib/fileuploader.js (`--group-files`: a counter per
+  collection of similar names).
+- ngPost: mbruel/ngPost:src/nntp/NntpArticle.cpp and src/nntp/NntpFile.h
+  (article subject `[0i/M] "name" (k/N)`; under `--obfuscate` the subject is
+  the message-id's UUID and the From a new random one per article),
+  src/NgPost.h (`randomStdFrom`: 13 letters/digits `@ngPost.com`; message-id
+  signature `ngPost`; LENGTH_NAME 17 for `--gen_name`), src/PostingJob.cpp
+  (the file counter's padding, 1 digit for exactly 10 files).
+- NewsUP: demanuel/NewsUP:lib/NewsUP/Article.pm (subject `[i/M] - "name"
+  (k/N)`; under obfuscation 1-32 random letters and a random From for every
+  article), lib/NewsUP/Utils.pm (`_obfuscate_files`: files renamed to 12
+  random characters and a `rename.with.this.par2`; message-id
+  `$sec$usec.{base36}@{base36}.newsup`; `--obfuscate` ids in random tools'
+  styles; default From `NewsUP <NewsUP@somewhere.cbr>`).
+- PowerPost: annatar/YencPowerPost (Yenc-PowerPost A&A, the open source of
+  PowerPost 2000): PostMost/ProgramSettings.cpp (default template
+  `(????) [$1/$2] - "$F" yEnc`, default From `Yenc@power-post.org
+  (Yenc-PP-A&A)`, domain `powerpost2000AA.local`), PostMost/Common.cpp
+  (`CM_BuildSubjectFromTemplate`, `CM_BuildArticleName`: `(kk/NN)` padded to
+  the digits of N), PostMost/TaskObject.cpp and PosterThread.cpp
+  (`<part{k}of{N}.{20-character id}@domain>` with one id per file, a re-post's
+  try number appended, References to part 1).
+- JBinUp (closed source): its message-ids as nzblnk/nzb-monkey:src/nzbmonkey.py
+  reads them (`..._{i}o{M}@JBinUp.local`); its subject with the upload's
+  size in MB as the corpus's sanderjo__sj-nzb-getter__mynzb-30MB NZB shows.
+- newsmangler: madcowfred/newsmangler:newsmangler/postmangler.py (files
+  sorted; `title [0i/M] - "name" yEnc (0k/N)`; message-id
+  `<%.5f.%d@server>` of the time and the part), docs/sample.conf (From
+  `Bob <bob@home>`, 768000-byte articles).
+- GoPostStuff: madcowfred/GoPostStuff:article.go (`subject [i/M] - "name"
+  yEnc (k/N)`, message-id `<{UnixNano}$gps@gopoststuff>`), sample.conf (From,
+  768000-byte articles).
+- par2 volume names: par2cmdline's `vol00+01` and ParPar's `-n` `vol00-01`
+  (animetosho/ParPar:lib/par2gen.js `par2Ext`), power-of-2 sizes.
+- The EFNet channel form of a.b.teevee posts (`[id]-[FULL]-[#a.b.teevee@EFNet]
+  -[ name ]-[00/M]`) as the corpus's ChrisPortman__ and mozvip__ NZBs show it.
+
+The recipes (`RECIPES`; each truth release says its `pattern`): scene
+releases whose lower-case, group-prefixed volumes (`grp-show.s08e08.2160p.r00`)
+sit beside `Show.S08E08...-GRP.nfo/.sfv/.par2` in one counter by one poster,
+sometimes with a sample set and its own par2 in that counter, or the nfo as
+`[00/M]`; other legit uploads by every tool; Nyuu uploads of one random-named
+video with a par2 set carrying the real name; ngPost `--gen_name` uploads;
+NewsUP renamed uploads; hash-named split files without a file counter;
+batches of unrelated PowerPost uploads with the default template and From
+and the same `[x/13]`; flood waves (several bots posting executables of one
+film name at once, sometimes one wrapping it in a rar: `wrapped_flood`);
+one scene release posted by two posters; reposts by the same poster, later,
+with new message-ids (often of an upload a takedown left incomplete); uploads
+with a random subject for every article but one poster (`headerless`); and
+ngPost's and NewsUP's `--obfuscate` uploads, whose articles the truth counts
+as `unattributable` junk. A run opens with one upload of each recipe, so
+even a short run holds them all.
+
 This module is pure: no I/O and no clock; all randomness comes from one
 `random.Random(seed)`, so a seed always gives the same lines.
 """
@@ -38,7 +109,8 @@ from __future__ import annotations
 import itertools
 import math
 import random
-from collections import deque
+import re
+from collections import Counter, deque
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any, NamedTuple, TypeVar
@@ -48,6 +120,7 @@ import attrs
 from usenet_indexer.errors import ConfigError
 from usenet_indexer.synth.truth import (
     MALFORMED_KINDS,
+    UNATTRIBUTABLE,
     Kind,
     Truth,
     TruthFile,
@@ -59,6 +132,8 @@ from usenet_indexer.synth.truth import (
 __all__ = [
     "DEFAULT_FIRST_ARTICLE",
     "DEFAULT_GROUP",
+    "PROFILES",
+    "RECIPES",
     "Generated",
     "GeneratorConfig",
     "OverviewGenerator",
@@ -70,6 +145,9 @@ DEFAULT_GROUP = "alt.binaries.test"
 # 32 bits break at once.
 DEFAULT_FIRST_ARTICLE = 2**32 + 1000
 XREF_SERVER = "news.example.com"
+# "default": the project's own mix; "posting-tools": uploads as the posting
+# tools write them (see "The posting-tools profile" above).
+PROFILES = ("default", "posting-tools")
 _T = TypeVar("_T")
 
 # Groups that crossposts also go to (the generated group is left out of a pick).
@@ -100,6 +178,11 @@ def _check_non_negative(_instance: object, attribute: attrs.Attribute[Any], valu
 def _check_positive(_instance: object, attribute: attrs.Attribute[int], value: int) -> None:
     if value <= 0:
         raise ConfigError(attribute.name, f"must be positive, not {value}")
+
+
+def _check_profile(_instance: object, attribute: attrs.Attribute[str], value: str) -> None:
+    if value not in PROFILES:
+        raise ConfigError(attribute.name, f"must be one of {', '.join(PROFILES)}, not {value!r}")
 
 
 @attrs.frozen(kw_only=True)
@@ -133,6 +216,10 @@ class GeneratorConfig:
         spanning_min_articles: runs of at least this many articles get
             `articles // spanning_min_articles` big uploads spread over the whole run.
         spanning_fraction: share of the run's articles each spanning upload has.
+        profile: "default", or "posting-tools" for uploads made the way the
+            posting tools make them; that profile draws its own upload mix
+            (the kind weights above apply to "default" only; the junk, gap,
+            crosspost, duplicate and spanning settings apply to both).
     """
 
     articles: int = attrs.field(validator=_check_non_negative)
@@ -155,6 +242,7 @@ class GeneratorConfig:
     gap_probability: float = attrs.field(default=0.002, validator=_check_fraction)
     spanning_min_articles: int = attrs.field(default=1_000_000, validator=_check_positive)
     spanning_fraction: float = attrs.field(default=0.01, validator=_check_fraction)
+    profile: str = attrs.field(default="default", validator=_check_profile)
 
     def __attrs_post_init__(self) -> None:
         weights = (
@@ -399,10 +487,14 @@ def _random_poster(rng: random.Random) -> str:
 _KINDS: tuple[Kind, ...] = ("legit", "obfuscated", "exe_flood", "repost")
 
 # One article of an upload: subject, poster, message-id, bytes, lines, groups
-# (None: only the generated one), the truth list of its file, segment number.
-_Item = tuple[str, str, str, int, int, tuple[str, ...] | None, list[TruthSegment], int]
+# (None: only the generated one), the truth list of its file (or, for an
+# article that belongs to no release, its junk kind), segment number, References.
+_Item = tuple[str, str, str, int, int, tuple[str, ...] | None, list[TruthSegment] | str, int, str]
 # Message-ids for segment numbers ks of a file of N segments: (ks, N) -> one id per k.
 _MessageIds = Callable[[Sequence[int], int], list[str]]
+# The posting-tools profile's message-ids: per file, (k, attempt) -> (message-id,
+# References); attempt 0 is the first post, 1 a post check's re-post.
+_FileIds = Callable[["_File"], Callable[[int, int], tuple[str, str]]]
 
 
 @attrs.define(eq=False)
@@ -418,6 +510,7 @@ class _File:
     full_bytes: int  # article bytes of a full segment
     last_bytes: int  # article bytes of segment N
     segments: list[TruthSegment] = attrs.Factory(list)
+    announced: int = 0  # M of its [i/M] (the posting-tools profile's JBinUp ids show it)
 
     def subject(self, k: int) -> str:
         return f"{self.before}{str(k).zfill(self.width)}{self.after}"
@@ -442,6 +535,17 @@ class _Upload:
     missing: frozenset[tuple[int, int]] = frozenset()
     shuffled: bool = False
     truncated: bool = False
+    # The posting-tools profile only (None and defaults elsewhere): which
+    # recipe made it, a message-id maker per file (`_post_tools` posts it
+    # then), per-article subject and poster makers, the junk kind of all
+    # its articles, the chance that a post check re-sends a segment.
+    pattern: str = ""
+    headerless: bool = False
+    ids: _FileIds | None = None
+    article_subject: Callable[[str], str] | None = None
+    article_poster: Callable[[], str] | None = None
+    junk_kind: str | None = None
+    retry: float = 0.0
 
     @property
     def segment_total(self) -> int:
@@ -750,6 +854,1098 @@ def _message_ids(rng: random.Random, tool: str, serial: Iterator[int], base_ms: 
 
 
 # --------------------------------------------------------------------------
+# The posting-tools profile: what each tool's source writes (see the module
+# docstring for the file each imitates). Formats only, re-done here.
+
+# A subject maker: (i, M, file name, file bytes, N) -> (text before k, text
+# after k, zero padding of k), where [i/M] is the file counter and (k/N) the
+# segment counter.
+_Subject = Callable[[int, int, str, int, int], tuple[str, str, int]]
+
+_UPPER_TABLE = bytes(_LETTERS[26 + i % 26] for i in range(256))
+_LOWER_TABLE = bytes(_LETTERS[i % 26] for i in range(256))
+# PowerPost A&A's unique-id alphabet (TaskObject.cpp generateUniqueID).
+_POWERPOST_DIGITS = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ$&"
+_POWERPOST_TABLE = bytes(_POWERPOST_DIGITS[i % 64] for i in range(256))
+_LOWER_LETTERS = b"abcdefghijklmnopqrstuvwxyz"
+_LOWER_LETTER_TABLE = bytes(_LOWER_LETTERS[i % 26] for i in range(256))
+_B36 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+# The tools' default From lines: uploaders who never change them share one
+# identity with everybody else who did not.
+POWERPOST_FROM = "Yenc@power-post.org (Yenc-PP-A&A)"  # ProgramSettings.cpp szDefault_From/FromNick
+NEWSUP_FROM = "NewsUP <NewsUP@somewhere.cbr>"  # Utils.pm read_options UPLOADER
+NEWSMANGLER_FROM = "Bob <bob@home>"  # docs/sample.conf [posting] from
+GOPOSTSTUFF_FROM = "Test <teSPAMst@examNOSPAMple.com>"  # sample.conf [global] From
+_POWERPOST_DOMAIN = "powerpost2000AA.local"  # ProgramSettings.cpp szDefault_DomainID
+# NNTP servers a newsmangler user names in its config (the message-id's host).
+_SERVER_HOSTS = (
+    "news.newshosting.com", "news.eweka.nl", "news.giganews.com", "news.usenetserver.com",
+    "reader.easyusenet.nl", "news.frugalusenet.com", "news.tweaknews.eu", "localhost",
+)  # fmt: skip
+_HOSTNAMES = ("mybox", "DESKTOP-7QK2M1", "seedbox", "nas", "ubuntu", "htpc", "server01")
+_USERS = ("root", "user", "poster", "admin", "up", "seed", "media")
+# Split volumes per scene release and the segments in each (a 50 MB rar is 71
+# articles of 700 KiB).
+_VOLUME_SEGMENTS = (15, 20, 50, 71, 100)
+_AUDIO = ("DDP5.1", "DD5.1", "AAC2.0", "DTS-HD.MA.5.1", "Atmos")
+_SERVICES = ("NF", "AMZN", "DSNP", "HMAX", "ATVP", "")
+_CODECS_SCENE = ("H.264", "H.265", "x264", "x265")
+# Nyuu --group-files (lib/fileuploader.js): a file's collection is its name
+# without up to two short extensions, a par2 volume tag and a part number.
+_NYUU_COLLECTION = re.compile(
+    r"(\.[a-z0-9]{1,10}){0,2}(\.vol\d+[\-+]\d+\.par2)?(\.\d+|\.part\d+)?$", re.I
+)
+
+
+def _nyuu_letters(rng: random.Random) -> str:
+    # Nyuu's default message-id (lib/article.js createMessageId): 24 letters,
+    # upper case and lower case by turns.
+    upper = _texts(rng, _UPPER_TABLE, 12, 1)[0]
+    lower = _texts(rng, _LOWER_TABLE, 12, 1)[0]
+    return "".join(u + lo for u, lo in zip(upper, lower, strict=True))
+
+
+def _newsup_string(rng: random.Random, length: int, *, alnum: bool) -> str:
+    # NewsUP's generate_random_string (lib/NewsUP/Utils.pm): letters and
+    # digits, or (alnum false) also "-_.$" but never two of those in a row;
+    # it always starts and ends with a letter or digit.
+    letters = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+    symbols = "-_.$"
+    text = [_pick(rng, letters)]
+    previous = ""
+    for _ in range(max(0, length - 2)):
+        pool = letters if alnum or (previous != "" and previous in symbols) else letters + symbols
+        previous = _pick(rng, pool)
+        text.append(previous)
+    text.append(_pick(rng, letters))
+    return "".join(text)
+
+
+def _b36(value: int) -> str:
+    # NewsUP's _generate_encode_base36: least significant digit first.
+    digits = []
+    while value:
+        digits.append(_B36[value % 36])
+        value //= 36
+    return "".join(digits) or "0"
+
+
+def _nyuu_from(rng: random.Random) -> str:
+    # Nyuu's default From (config.js postHeaders.From): "USER <USER@host>",
+    # where a host name without a dot is replaced by its last character
+    # plus ".localdomain" (the `^([^.])+$` replacement keeps one character).
+    user, host = _pick(rng, _USERS), _pick(rng, _HOSTNAMES)
+    return f"{user} <{user}@{host[-1]}.localdomain>"
+
+
+def _newsup_uploader(rng: random.Random) -> str:
+    # NewsUP's _generate_random_uploader (lib/NewsUP/Article.pm), used for
+    # every article under --obfuscate.
+    return (
+        f"{_newsup_string(rng, 8, alnum=False)} <{_newsup_string(rng, int(rng.random() * 18), alnum=False)}"
+        f"@{_newsup_string(rng, 1 + int(rng.random() * 6), alnum=False)}."
+        f"{_newsup_string(rng, 1 + int(rng.random() * 3), alnum=False)}>"
+    )
+
+
+def _ngpost_padding(files: int) -> int:
+    # ngPost's PostingJob: digits of the file counter, counted by dividing by
+    # 10 while the rest is above 1 (so 10 files get 1 digit, 11 get 2).
+    digits, rest = 1, files / 10
+    while rest > 1:
+        digits += 1
+        rest /= 10
+    return digits
+
+
+def _digits(value: int) -> int:
+    # PowerPost's CM_strcat_FileNumber / CM_BuildArticleName thresholds: the
+    # digits of the total, 5 at most.
+    return min(5, len(str(value)))
+
+
+# -- subjects by tool
+
+
+def _nyuu_subject(comment: str = "", comment2: str = "") -> _Subject:
+    # Nyuu's default subject (lib/uploadmgr.js addFile): [comment ]["[0i/M] - "]"name" yEnc (k/N) size[ comment2];
+    # no file counter for a single file, quotes removed from the name.
+    pre = f"{comment} " if comment else ""
+    post = f" {comment2}" if comment2 else ""
+
+    def subject(i: int, m: int, name: str, size: int, n: int) -> tuple[str, str, int]:
+        counter = f"[{i:0{len(str(m))}}/{m}] - " if m > 1 else ""
+        return f'{pre}{counter}"{name.replace(chr(34), "")}" yEnc (', f"/{n}) {size}{post}", 1
+
+    return subject
+
+
+def _nyuu_sized_subject(i: int, m: int, name: str, size: int, n: int) -> tuple[str, str, int]:
+    # Nyuu --subject '[{0filenum}/{files}] - "{filename}" yEnc  {filesize} ({part}/{parts})'
+    # (help-full.txt placeholders), the form of the SABnzbd reference posts.
+    return f'[{i:0{len(str(m))}}/{m}] - "{name}" yEnc  {size} (', f"/{n})", 1
+
+
+def _nyuu_bare_subject(_i: int, _m: int, name: str, _size: int, n: int) -> tuple[str, str, int]:
+    # Nyuu --subject '"{filename}" yEnc ({part}/{parts})': no file counter.
+    return f'"{name}" yEnc (', f"/{n})", 1
+
+
+def _ngpost_subject(files: int) -> _Subject:
+    # ngPost's article subject (src/nntp/NntpArticle.cpp, NntpFile::nameWithQuotes):
+    # [0i/M] "name" (k/N), no "yEnc" and no " - ".
+    pad = _ngpost_padding(files)
+    return lambda i, m, name, _size, n: (f'[{i:0{pad}}/{m}] "{name}" (', f"/{n})", 1)
+
+
+def _newsup_subject(i: int, m: int, name: str, _size: int, n: int) -> tuple[str, str, int]:
+    # NewsUP's Article::subject (lib/NewsUP/Article.pm): [i/M] - "name" (k/N).
+    return f'[{i}/{m}] - "{name}" (', f"/{n})", 1
+
+
+def _newsmangler_subject(title: str, listed: int) -> _Subject:
+    # newsmangler's _gal_files (newsmangler/postmangler.py): title [0i/M] - "name" yEnc (0k/N),
+    # i padded to the digits of the files listed, k to the digits of N.
+    width = len(str(listed))
+    return lambda i, m, name, _size, n: (
+        f'{title} [{i:0{width}}/{m}] - "{name}" yEnc (',
+        f"/{n})",
+        len(str(n)),
+    )
+
+
+def _gopoststuff_subject(subject: str) -> _Subject:
+    # GoPostStuff's NewArticle (article.go): "-s" or the folder name, then [i/M] - "name" yEnc (k/N).
+    return lambda i, m, name, _size, n: (f'{subject} [{i}/{m}] - "{name}" yEnc (', f"/{n})", 1)
+
+
+def _powerpost_subject(template: str) -> _Subject:
+    # PowerPost A&A (Common.cpp CM_BuildSubjectFromTemplate, CM_BuildArticleName):
+    # $1 the file number padded to the digits of $2, $F the name, trailing
+    # spaces cut, then " (kk/NN)" both padded to the digits of N. The default
+    # template (ProgramSettings.cpp LastTempl_yEnc) is '(????) [$1/$2] - "$F" yEnc'.
+    def subject(i: int, m: int, name: str, _size: int, n: int) -> tuple[str, str, int]:
+        text = (
+            template.replace("$1", f"{i:0{_digits(m)}}").replace("$2", str(m)).replace("$F", name)
+        )
+        width = _digits(n)
+        return f"{text.rstrip(' ')} (", f"/{n:0{width}})", width
+
+    return subject
+
+
+def _jbinup_subject(total_bytes: int) -> _Subject:
+    # The JBin posters' subject, as their posts show it (the corpus's
+    # sanderjo__sj-nzb-getter__mynzb-30MB NZB): the upload's size in every subject.
+    size = f"{total_bytes / 1_048_576:.2f} MB"
+    return lambda i, m, name, _size, n: (f'[{i}/{m}] - "{name}" - {size} yEnc (', f"/{n})", 1)
+
+
+def _teevee_subject(name: str, channel: str, post_id: int) -> _Subject:
+    # The EFNet channel form of a.b.teevee posts (the corpus's ChrisPortman__
+    # and mozvip__ NZBs): k padded to the digits of N.
+    return lambda i, m, file, _size, n: (
+        f'[{post_id}]-[FULL]-[{channel}]-[ {name} ]-[{i:02}/{m}] - "{file}" yEnc (',
+        f"/{n})",
+        len(str(n)),
+    )
+
+
+# -- message-ids by tool
+
+
+def _simple_ids(make: Callable[[int], str]) -> _FileIds:
+    # The same maker for every file: (k) -> id; no References.
+    return lambda _file: lambda k, _attempt: (make(k), "")
+
+
+def _nyuu_ids(rng: random.Random, clock: Callable[[], float]) -> _FileIds:
+    # lib/article.js: ${rand(24)}-{13-digit ms timestamp}@nyuu.
+    return _simple_ids(lambda _k: f"{_nyuu_letters(rng)}-{int(clock() * 1000):013}@nyuu")
+
+
+def _ngpost_ids(rng: random.Random) -> _FileIds:
+    # src/nntp/NntpArticle.cpp header(): a QUuid as 32 hex digits, @ngPost (msg_id signature).
+    return _simple_ids(lambda _k: f"{_hex(rng, 32)}@ngPost")
+
+
+def _powerpost_ids(rng: random.Random) -> _FileIds:
+    # TaskObject.cpp / PosterThread.cpp: one 20-character id per file,
+    # <part{k}of{N}.{id}@powerpost2000AA.local>; a re-post appends its try
+    # number to the id; every part after the first references part 1.
+    def for_file(file: _File) -> Callable[[int, int], tuple[str, str]]:
+        unique = _texts(rng, _POWERPOST_TABLE, 20, 1)[0]
+        n = file.total
+        first = f"<part1of{n}.{unique}@{_POWERPOST_DOMAIN}>"
+
+        def mid(k: int, attempt: int) -> tuple[str, str]:
+            tag = str(attempt) if attempt else ""
+            return f"part{k}of{n}.{unique}{tag}@{_POWERPOST_DOMAIN}", first if k > 1 else ""
+
+        return mid
+
+    return for_file
+
+
+def _newsmangler_ids(rng: random.Random, clock: Callable[[], float]) -> _FileIds:
+    # newsmangler/postmangler.py: <%.5f.%d@server hostname> of time.time() and the part number.
+    host = _pick(rng, _SERVER_HOSTS)
+    return _simple_ids(lambda k: f"{clock() + rng.random() * 0.01:.5f}.{k}@{host}")
+
+
+def _gopoststuff_ids(serial: Iterator[int], clock: Callable[[], float]) -> _FileIds:
+    # article.go: <{UnixNano}$gps@gopoststuff>.
+    return _simple_ids(lambda _k: f"{int(clock() * 1e9) + next(serial)}$gps@gopoststuff")
+
+
+def _newsup_ids(rng: random.Random, clock: Callable[[], float]) -> _FileIds:
+    # lib/NewsUP/Utils.pm _generate_random_ids_newsup: "$sec$usec.{base36 of
+    # rand}@{base36 of $sec$usec}.newsup".
+    def make(_k: int) -> str:
+        now = clock()
+        stamp = int(f"{int(now)}{_between(rng, 0, 999_999)}")
+        return f"{stamp}.{_b36(int(rng.random() * stamp))}@{_b36(stamp)}.newsup"
+
+    return _simple_ids(make)
+
+
+def _jbinup_ids(rng: random.Random) -> _FileIds:
+    # JBinUp is closed source; its ids as nzblnk/nzb-monkey:src/nzbmonkey.py
+    # reads them (`files_jbin`: "..._{file}o{files}@JBinUp.local").
+    def for_file(file: _File) -> Callable[[int, int], tuple[str, str]]:
+        tail = f"_{file.index}o{file.announced}@JBinUp.local"
+        return lambda _k, _attempt: (f"{_alnum(rng, 20)}{tail}", "")
+
+    return for_file
+
+
+def _server_ids(rng: random.Random, serial: Iterator[int], clock: Callable[[], float]) -> _FileIds:
+    # A tool that leaves the id to the server: astraweb's {sec}.{serial}.{k}.
+    return _simple_ids(lambda k: f"{int(clock())}.{next(serial):05}.{k}@eu.news.astraweb.com")
+
+
+def _newsup_obfuscated_ids(
+    rng: random.Random, serial: Iterator[int], clock: Callable[[], float]
+) -> _FileIds:
+    # Utils.pm generate_random_ids under --obfuscate: each id in the style of
+    # a tool picked at random (newsup, gopoststuff, newsmangler, nyuu, jbinup, powerpost, random).
+    def make(k: int) -> str:
+        style = _between(rng, 0, 6)
+        now = clock()
+        if style == 0:
+            return f"{int(now)}{_between(rng, 0, 999_999)}.{_b36(next(serial))}@{_b36(int(now))}.newsup"
+        if style == 1:
+            return f"{int(now)}.{_between(rng, 0, 999_999)}{next(serial)}$gps@gpoststuff"
+        if style == 2:
+            return (
+                f"{int(now)}.{_between(rng, 0, 999_999)}.{next(serial)}@{_pick(rng, _SERVER_HOSTS)}"
+            )
+        if style == 3:
+            return f"{_newsup_string(rng, 12, alnum=False)}-{int(now)}{next(serial)}@nyuu"
+        if style == 4:
+            return f"{_newsup_string(rng, 32, alnum=False)}@JBinUp.local"
+        if style == 5:
+            return f"part{_between(rng, 1, 98)}of{_between(rng, 1, 98)}.{_newsup_string(rng, 22, alnum=False)}@{_POWERPOST_DOMAIN}"
+        return f"{_newsup_string(rng, 8 + _between(rng, 0, 23), alnum=False)}@{_newsup_string(rng, 1 + _between(rng, 0, 11), alnum=True)}"
+
+    return _simple_ids(make)
+
+
+# -- names
+
+
+def _par2_volumes(
+    rng: random.Random, base: str, data_segments: int, article: int, scheme: str
+) -> list[_FileSpec]:
+    # The index file and power-of-2 volumes: par2cmdline's "vol00+01" (start
+    # +count) or ParPar -n's "vol00-01" (start-end), padded to the digits of
+    # the recovery blocks (ParPar lib/par2gen.js par2Ext).
+    specs = [_FileSpec(f"{base}.par2", 1, _between(rng, 2_000, 60_000), "par2")]
+    recovery = max(1, round(data_segments * rng.uniform(0.03, 0.12)))
+    width = max(2, len(str(recovery)))
+    start, count = 0, 1
+    while start < recovery:
+        blocks = min(count, recovery - start)
+        tag = (
+            f"{start:0{width}}+{blocks:0{width}}"
+            if scheme == "+"
+            else f"{start:0{width}}-{start + blocks:0{width}}"
+        )
+        specs.append(_FileSpec(f"{base}.vol{tag}.par2", blocks, article, "par2"))
+        start += blocks
+        count *= 2
+    return specs
+
+
+def _volumes(
+    rng: random.Random, base: str, segments: int, article: int, style: str
+) -> list[_FileSpec]:
+    # A split archive: rar4 ".rar, .r00, .r01..." or rar5 ".part01.rar ...".
+    part = max(_pick(rng, _VOLUME_SEGMENTS), math.ceil(segments / 60))
+    count = max(1, math.ceil(segments / part))
+    width = max(2, len(str(count)))
+    if style == "rar4":
+        names = [f"{base}.rar"] + [f"{base}.r{i:0{width}}" for i in range(count - 1)]
+    else:
+        names = [f"{base}.part{i:0{width}}.rar" for i in range(1, count + 1)]
+    specs = [_FileSpec(name, part, article, "data") for name in names[:-1]]
+    last = segments - part * (count - 1)
+    specs.append(_FileSpec(names[-1], max(1, last), _between(rng, article // 10, article), "data"))
+    return specs
+
+
+def _scene_names(rng: random.Random) -> tuple[str, str]:
+    # A scene release name and its volumes' base: lower case, group first
+    # ("grp-show.s08e08.2160p"), as scene rules name the archive volumes.
+    group = _pick(rng, _SCENE_GROUPS)
+    title = _title(rng, 1, 3)
+    res = _pick(rng, _RESOLUTIONS)
+    if rng.random() < 0.7:
+        episode = f"S{_between(rng, 1, 12):02}E{_between(rng, 1, 24):02}"
+        service = _pick(rng, _SERVICES)
+        tags = ".".join(
+            t
+            for t in (
+                res,
+                service,
+                _pick(rng, ("WEB-DL", "WEB", "WEBRip")),
+                _pick(rng, _AUDIO),
+                _pick(rng, _CODECS_SCENE),
+            )
+            if t
+        )
+        name = f"{title}.{episode}.{tags}-{group}"
+        base = f"{group.lower()}-{title.lower()}.{episode.lower()}.{res}"
+    else:
+        year = _between(rng, 1970, 2026)
+        name = f"{title}.{year}.{res}.{_pick(rng, _SOURCES)}.{_pick(rng, _CODECS)}-{group}"
+        base = f"{group.lower()}-{title.lower()}.{year}.{res}"
+    return name, base
+
+
+# Recipes of the posting-tools profile and their odds by upload count (a
+# flood wave, a PowerPost batch and a same-name pair plan several uploads).
+_RECIPES = (
+    ("flood_wave", 0.20),
+    ("exe_flood", 0.22),
+    ("scene", 0.16),
+    ("legit", 0.12),
+    ("nyuu_obfuscated", 0.05),
+    ("ngpost_gen_name", 0.04),
+    ("newsup_rename", 0.025),
+    ("hash_named", 0.025),
+    ("powerpost_default", 0.04),
+    ("same_name", 0.025),
+    ("repost", 0.04),
+    ("random_subjects", 0.02),
+    ("ngpost_obfuscate", 0.02),
+    ("newsup_obfuscate", 0.01),
+)
+RECIPES = tuple(name for name, _weight in _RECIPES)
+# Recipes that plan other uploads beside the first (they show as these patterns).
+_SCENE_TOOLS = (
+    ("nyuu", 0.3),
+    ("nyuu-F", 0.1),
+    ("newsmangler", 0.1),
+    ("gopoststuff", 0.1),
+    ("jbinup", 0.1),
+    ("powerpost", 0.1),
+    ("teevee", 0.2),
+)
+_ARTICLE = {
+    "nyuu": 716_800,  # config.js articleSize
+    "ngpost": 716_800,  # NgPost.h sDefaultArticleSize
+    "newsup": 716_800,  # conf/newsup.conf [upload] size
+    "newsmangler": 768_000,  # docs/sample.conf article_size
+    "gopoststuff": 768_000,  # sample.conf ArticleSize
+    "powerpost": 256_000,
+    "jbinup": 512_000,
+    "teevee": 396_000,
+}
+# Chance that a post check re-sends a segment a little later (Nyuu
+# --check-post-tries, PowerPost's AutoRetry), per segment, in uploads that check.
+_RETRY_PER_SEGMENT = 0.004
+
+
+@attrs.define(eq=False)
+class _ToolPlanner:
+    """Plans the uploads of the posting-tools profile, one recipe at a time.
+
+    A recipe that makes several uploads (a flood wave, a PowerPost batch, a
+    same-name pair) queues the others, so that they start next, while the
+    first is being posted: unrelated uploads in flight together.
+    """
+
+    _owner: OverviewGenerator
+    _rng: random.Random = attrs.field(init=False)
+    _pending: deque[_Upload] = attrs.field(init=False, factory=deque)
+    # The run opens with one upload of every recipe (a scene release by
+    # every scene tool), in a random order, so that even a short run holds
+    # every pattern.
+    _opening: list[tuple[str, str]] = attrs.field(init=False)
+    _odds: tuple[float, ...] = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self._rng = self._owner._rng
+        self._opening = [(recipe, "") for recipe in RECIPES if recipe != "scene"]
+        self._opening.extend(("scene", tool) for tool, _weight in _SCENE_TOOLS)
+        self._rng.shuffle(self._opening)
+        self._odds = tuple(itertools.accumulate(weight for _name, weight in _RECIPES))
+
+    def next_upload(self) -> _Upload:
+        """The next upload to post: a queued one, or the first of a new recipe."""
+        if not self._pending:
+            if self._opening:
+                recipe, tool = self._opening.pop()
+            else:
+                recipe, tool = self._rng.choices(RECIPES, cum_weights=self._odds)[0], ""
+            make = getattr(self, f"_{recipe}")
+            first, *rest = make(tool=tool) if tool else make()
+            self._pending.append(first)
+            self._pending.extend(rest)
+        return self._pending.popleft()
+
+    # -- helpers
+
+    def _register(self, upload: _Upload) -> _Upload:
+        upload.id = len(self._owner._uploads)
+        self._owner._uploads.append(upload)
+        return upload
+
+    def _unique(self, name: str) -> str:
+        names = self._owner._names
+        while name in names:
+            name = f"{name}.{_pick(self._rng, _NAME_TAGS)}"
+        names.add(name)
+        return name
+
+    def _ids(self, tool: str) -> _FileIds:
+        rng, clock, serial = self._rng, self._owner._clock, self._owner._serial
+        if tool.startswith("nyuu"):
+            return _nyuu_ids(rng, clock)
+        if tool == "ngpost":
+            return _ngpost_ids(rng)
+        if tool == "powerpost":
+            return _powerpost_ids(rng)
+        if tool == "newsmangler":
+            return _newsmangler_ids(rng, clock)
+        if tool == "gopoststuff":
+            return _gopoststuff_ids(serial, clock)
+        if tool == "newsup":
+            return _newsup_ids(rng, clock)
+        if tool == "jbinup":
+            return _jbinup_ids(rng)
+        return _server_ids(rng, serial, clock)
+
+    def _poster(self, tool: str) -> str:
+        rng, regular = self._rng, _pick(self._rng, self._owner._posters)
+        if tool == "ngpost":
+            return _ngpost_poster(rng)
+        if rng.random() < 0.35:
+            # The tool's default From, never changed.
+            if tool.startswith("nyuu"):
+                return _nyuu_from(rng)
+            defaults = {
+                "powerpost": POWERPOST_FROM,
+                "newsup": NEWSUP_FROM,
+                "newsmangler": NEWSMANGLER_FROM,
+                "gopoststuff": GOPOSTSTUFF_FROM,
+            }
+            if tool in defaults:
+                return defaults[tool]
+        if tool == "jbinup":
+            return f"{regular.split(' ', 1)[0].split('@', 1)[0].title()} <JBinUp@JBinUp.local>"
+        return regular
+
+    def _make(
+        self,
+        *,
+        kind: Kind,
+        pattern: str,
+        name: str,
+        real_name: str,
+        poster: str,
+        tool: str,
+        specs: Sequence[_FileSpec],
+        article: int,
+        subject: _Subject,
+        numbering: str = "counter",
+        obfuscated: bool = False,
+        retry: float = 0.0,
+    ) -> _Upload:
+        """Plan an upload: its files' subjects from `subject`, numbered by `numbering`.
+
+        numbering: "counter" (1..M in posting order), "nfo_zero" (the nfo is
+        [00/M], the rest 1..M), "collections" (Nyuu --group-files: a counter
+        per collection of similar names) or "none" (no [i/M] at all).
+        """
+        counters = self._counters(specs, numbering)
+        files = []
+        for position, (spec, (number, total)) in enumerate(zip(specs, counters, strict=True), 1):
+            size = _file_bytes(spec, article)
+            before, after, width = subject(number, total, spec.name, size, spec.segments)
+            index = number if numbering in ("counter", "nfo_zero") else position
+            full = _article_bytes(article) + len(before) + len(after)
+            last = _article_bytes(spec.last_raw) + len(before) + len(after)
+            file = _File(index, spec.name, before, after, spec.segments, width, full, last)
+            file.announced = total
+            files.append(file)
+        announced = None if numbering in ("none", "collections") else counters[-1][1]
+        upload = _Upload(
+            id=0,
+            kind=kind,
+            name=name,
+            real_name=real_name,
+            poster=poster,
+            groups=self._owner._groups(),
+            tool=tool,
+            files_announced=announced,
+            obfuscated=obfuscated,
+            files=files,
+            message_ids=_no_message_ids,
+            shuffled=tool in ("nyuu", "nyuu-F", "ngpost", "newsup") and self._rng.random() < 0.3,
+            pattern=pattern,
+            ids=self._ids(tool),
+            retry=retry,
+        )
+        return self._register(upload)
+
+    @staticmethod
+    def _counters(specs: Sequence[_FileSpec], numbering: str) -> list[tuple[int, int]]:
+        if numbering == "collections":
+            collections = [_NYUU_COLLECTION.sub("", spec.name) for spec in specs]
+            sizes = Counter(collections)
+            seen: Counter[str] = Counter()
+            result = []
+            for collection in collections:
+                seen[collection] += 1
+                result.append((seen[collection], sizes[collection]))
+            return result
+        if numbering == "nfo_zero" and any(spec.role == "nfo" for spec in specs):
+            total = len(specs) - 1
+            result, number = [], 0
+            for spec in specs:
+                if spec.role == "nfo":
+                    result.append((0, total))
+                else:
+                    number += 1
+                    result.append((number, total))
+            return result
+        return [(i, len(specs)) for i in range(1, len(specs) + 1)]
+
+    def _takedown(self, upload: _Upload) -> None:
+        # A takedown removes whole data files' articles (enough to beat the
+        # par2): the upload stays incomplete, and is often posted again.
+        rng = self._rng
+        data = [file for file in upload.files if not file.name.endswith((".par2", ".nfo", ".sfv"))]
+        hit = rng.sample(data, max(1, len(data) // 3)) if data else []
+        missing = {
+            (file.index, k) for file in hit for k in range(1, file.total + 1) if rng.random() < 0.8
+        }
+        upload.missing = frozenset(missing)
+
+    def _scene_specs(self, name: str, base: str, article: int, *, sample: bool) -> list[_FileSpec]:
+        rng = self._rng
+        segments = _log_uniform(rng, 30, 1200)
+        data = _volumes(rng, base, segments, article, "rar4" if rng.random() < 0.7 else "rar5")
+        specs = [_small_file(rng, f"{name}.nfo", "nfo", 500, 20_000)]
+        if rng.random() < 0.7:
+            specs.append(_small_file(rng, f"{name}.sfv", "sfv", 100, 3_000))
+        specs.extend(data)
+        if rng.random() < 0.85:
+            specs.extend(_par2_volumes(rng, name, segments, article, "+"))
+        if sample:
+            sample_segments = _between(rng, 8, 40)
+            specs.append(
+                _FileSpec(
+                    f"sample-{base}.mkv",
+                    sample_segments,
+                    _between(rng, article // 10, article),
+                    "data",
+                )
+            )
+            specs.extend(_par2_volumes(rng, f"sample-{base}", sample_segments, article, "+")[:2])
+        return specs
+
+    def _scene_upload(
+        self, name: str, tool: str, specs: list[_FileSpec], poster: str, pattern: str
+    ) -> _Upload:
+        rng = self._rng
+        article = _ARTICLE["nyuu" if tool == "nyuu-F" else tool]
+        numbering = "counter"
+        ordered = list(specs)
+        if tool in ("nyuu", "nyuu-F", "newsmangler", "gopoststuff", "powerpost"):
+            # Given on the command line as a shell glob, or sorted by the tool
+            # (newsmangler's goodfiles.sort(), PowerPost's SortOnAdd): byte order.
+            ordered.sort(key=lambda spec: spec.name)
+        if tool == "nyuu":
+            subject = _nyuu_subject()
+        elif tool == "nyuu-F":
+            subject, numbering = _nyuu_subject(), "collections"
+        elif tool == "newsmangler":
+            subject = _newsmangler_subject(name, len(ordered))
+        elif tool == "gopoststuff":
+            subject = _gopoststuff_subject(name)
+        elif tool == "jbinup":
+            subject = _jbinup_subject(sum(_file_bytes(spec, article) for spec in ordered))
+        elif tool == "powerpost":
+            subject = _powerpost_subject(f'{name} [$1/$2] - "$F" yEnc')
+        else:
+            subject = _teevee_subject(name, _CHANNELS["tv"], _between(rng, 10_000, 999_999))
+            numbering = "nfo_zero" if rng.random() < 0.5 else "counter"
+        checks = tool.startswith("nyuu") or tool == "powerpost"
+        return self._make(
+            kind="legit",
+            pattern=pattern,
+            name=name,
+            real_name=name,
+            poster=poster,
+            tool=tool,
+            specs=ordered,
+            article=article,
+            subject=subject,
+            numbering=numbering,
+            retry=_RETRY_PER_SEGMENT if checks and rng.random() < 0.5 else 0.0,
+        )
+
+    # -- recipes: each returns the uploads it plans, the first to post first
+
+    def _scene(self, tool: str = "") -> list[_Upload]:
+        rng = self._rng
+        name, base = _scene_names(rng)
+        name = self._unique(name)
+        if not tool:
+            tool = rng.choices([t for t, _w in _SCENE_TOOLS], [w for _t, w in _SCENE_TOOLS])[0]
+        specs = self._scene_specs(
+            name, base, _ARTICLE["nyuu" if tool == "nyuu-F" else tool], sample=rng.random() < 0.3
+        )
+        upload = self._scene_upload(name, tool, specs, self._poster(tool), "scene")
+        if rng.random() < 0.15:
+            self._takedown(upload)
+        return [upload]
+
+    def _legit(self) -> list[_Upload]:
+        rng = self._rng
+        content = rng.choices(("ebook", "music", "software", "tv"), (0.35, 0.25, 0.25, 0.15))[0]
+        low, high = next((c[2], c[3]) for c in _CONTENT if c[0] == content)
+        name = self._unique(_CONTENT_NAMES[content](rng))
+        tool = _pick(
+            rng, ("nyuu", "ngpost", "newsup", "newsmangler", "gopoststuff", "jbinup", "powerpost")
+        )
+        article = _ARTICLE[tool]
+        data = _data_files(
+            rng, content, name, _log_uniform(rng, low, high), article, tracks=content == "music"
+        )
+        specs = _with_extras(rng, name, data, article, par2=0.8, nfo=0.5, sfv=0.2, nzb=0.0)
+        subjects: dict[str, _Subject] = {
+            "nyuu": _nyuu_subject(),
+            "ngpost": _ngpost_subject(len(specs)),
+            "newsup": _newsup_subject,
+            "newsmangler": _newsmangler_subject(name, len(specs)),
+            "gopoststuff": _gopoststuff_subject(name),
+            "jbinup": _jbinup_subject(sum(_file_bytes(spec, article) for spec in specs)),
+            "powerpost": _powerpost_subject(f'{name} - [$1/$2] - "$F" yEnc'),
+        }
+        upload = self._make(
+            kind="legit",
+            pattern="legit",
+            name=name,
+            real_name=name,
+            poster=self._poster(tool),
+            tool=tool,
+            specs=specs,
+            article=article,
+            subject=subjects[tool],
+            retry=_RETRY_PER_SEGMENT
+            if tool in ("nyuu", "powerpost") and rng.random() < 0.5
+            else 0.0,
+        )
+        if rng.random() < 0.1:
+            self._takedown(upload)
+        return [upload]
+
+    def _nyuu_obfuscated(self) -> list[_Upload]:
+        # One random-named video and a ParPar set named for the real release.
+        rng = self._rng
+        real, _base = _scene_names(rng)
+        real = self._unique(real)
+        segments = _log_uniform(rng, 150, 3000)
+        article = _ARTICLE["nyuu"]
+        video = _FileSpec(
+            f"{_alnum(rng, 32)}.mkv", segments, _between(rng, article // 10, article), "data"
+        )
+        specs = [video, *_par2_volumes(rng, real, segments, article, "-")]
+        return [
+            self._make(
+                kind="obfuscated",
+                pattern="nyuu_obfuscated",
+                name=real,
+                real_name=real,
+                poster=_random_poster(rng),
+                tool="nyuu",
+                specs=specs,
+                article=article,
+                subject=_nyuu_sized_subject,
+                obfuscated=True,
+                retry=_RETRY_PER_SEGMENT if rng.random() < 0.5 else 0.0,
+            )
+        ]
+
+    def _gen_name_specs(self, length: int) -> tuple[str, list[_FileSpec]]:
+        # ngPost --compress --gen_name --gen_par2: a random archive name
+        # (LENGTH_NAME), rar volumes and a par2cmdline set of that name.
+        rng = self._rng
+        base = _alnum(rng, length)
+        segments = _log_uniform(rng, 20, 1500)
+        article = _ARTICLE["ngpost"]
+        data = _volumes(rng, base, segments, article, "rar5")
+        return base, [*data, *_par2_volumes(rng, base, segments, article, "+")]
+
+    def _ngpost_gen_name(self) -> list[_Upload]:
+        rng = self._rng
+        real = self._unique(_CONTENT_NAMES[_pick(rng, ("tv", "movie", "software"))](rng))
+        base, specs = self._gen_name_specs(_pick(rng, (17, 17, 33)))
+        return [
+            self._make(
+                kind="obfuscated",
+                pattern="ngpost_gen_name",
+                name=base,
+                real_name=real,
+                poster=_ngpost_poster(rng),
+                tool="ngpost",
+                specs=specs,
+                article=_ARTICLE["ngpost"],
+                subject=_ngpost_subject(len(specs)),
+                obfuscated=True,
+            )
+        ]
+
+    def _newsup_rename(self) -> list[_Upload]:
+        # NewsUP's _obfuscate_files: every file renamed to 12 random
+        # characters (no extension), a "rename.with.this.par2" to undo it and
+        # a par2 set of a random 12-character name, posted par2 files first.
+        rng = self._rng
+        real = self._unique(_CONTENT_NAMES[_pick(rng, ("tv", "movie", "software"))](rng))
+        article = _ARTICLE["newsup"]
+        segments = _log_uniform(rng, 20, 1200)
+        data = [
+            spec._replace(name=_newsup_string(rng, 12, alnum=True))
+            for spec in _volumes(rng, real, segments, article, "rar5")
+        ]
+        par_base = _newsup_string(rng, 12, alnum=True)
+        specs = [
+            *_par2_volumes(rng, par_base, segments, article, "+"),
+            _small_file(rng, "rename.with.this.par2", "par2", 2_000, 40_000),
+            *data,
+        ]
+        poster = NEWSUP_FROM if rng.random() < 0.5 else _pick(rng, self._owner._posters)
+        return [
+            self._make(
+                kind="obfuscated",
+                pattern="newsup_rename",
+                name=par_base,
+                real_name=real,
+                poster=poster,
+                tool="newsup",
+                specs=specs,
+                article=article,
+                subject=_newsup_subject,
+                obfuscated=True,
+            )
+        ]
+
+    def _hash_named(self) -> list[_Upload]:
+        # Hash-named split files with no file counter (Nyuu with a bare --subject), one random poster.
+        rng = self._rng
+        real = self._unique(_CONTENT_NAMES[_pick(rng, ("tv", "movie"))](rng))
+        digest = _hex(rng, 40)
+        article = _ARTICLE["nyuu"]
+        count = _between(rng, 20, 60)
+        per_file = _pick(rng, (10, 15, 20))
+        specs = [
+            _FileSpec(f"{digest}.{i:02}", per_file, article, "data") for i in range(1, count + 1)
+        ]
+        specs.extend(_par2_volumes(rng, digest, count * per_file, article, "-"))
+        return [
+            self._make(
+                kind="obfuscated",
+                pattern="hash_named",
+                name=digest,
+                real_name=real,
+                poster=_random_poster(rng),
+                tool="nyuu",
+                specs=specs,
+                article=article,
+                subject=_nyuu_bare_subject,
+                numbering="none",
+                obfuscated=True,
+            )
+        ]
+
+    def _powerpost_default(self) -> list[_Upload]:
+        # Two or three unrelated uploads with PowerPost's untouched defaults:
+        # the '(????)' template, the same From, the same [x/13].
+        rng = self._rng
+        total = _pick(rng, (13, 13, 13, 25, 7))
+        uploads = []
+        for _ in range(_between(rng, 2, 3)):
+            name = self._unique(_CONTENT_NAMES[_pick(rng, ("tv", "software", "movie"))](rng))
+            article = _ARTICLE["powerpost"]
+            par2 = [_FileSpec(f"{name}.par2", 1, 20_000, "par2")] + [
+                _FileSpec(f"{name}.vol{start:02}+{2**i:02}.par2", 2**i, article, "par2")
+                for i, start in enumerate((0, 1, 3))
+            ]
+            parts = total - len(par2)
+            per_part = _pick(rng, (50, 100, 157, 200))
+            data = [
+                _FileSpec(f"{name}.part{i:02}.rar", per_part, article, "data")
+                for i in range(1, parts)
+            ]
+            data.append(
+                _FileSpec(f"{name}.part{parts:02}.rar", _between(rng, 1, per_part), article, "data")
+            )
+            uploads.append(
+                self._make(
+                    kind="legit",
+                    pattern="powerpost_default",
+                    name=name,
+                    real_name=name,
+                    poster=POWERPOST_FROM,
+                    tool="powerpost",
+                    specs=[*data, *par2],
+                    article=article,
+                    subject=_powerpost_subject('(????) [$1/$2] - "$F" yEnc'),
+                    retry=_RETRY_PER_SEGMENT,  # AutoRetry is on by default
+                )
+            )
+        return uploads
+
+    def _same_name(self) -> list[_Upload]:
+        # One scene release uploaded by two posters with their own tools.
+        rng = self._rng
+        name, base = _scene_names(rng)
+        name = self._unique(name)
+        tools = rng.sample([t for t, _w in _SCENE_TOOLS if t != "nyuu-F"], 2)
+        specs = self._scene_specs(name, base, _ARTICLE[tools[0]], sample=False)
+        return [
+            self._scene_upload(name, tool, specs, self._poster(tool), "same_name") for tool in tools
+        ]
+
+    def _repost(self) -> list[_Upload]:
+        # The same poster posts the same files again, later, with new
+        # message-ids: after a takedown, often the only complete copy.
+        rng = self._rng
+        done = [u for u in self._owner._repostable if u.ids is not None and u.kind == "legit"]
+        if not done:
+            return self._scene()
+        taken = [u for u in done if u.missing]
+        original = _pick(rng, taken) if taken and rng.random() < 0.7 else _pick(rng, done)
+        upload = attrs.evolve(
+            original,
+            kind="repost",
+            files=[attrs.evolve(file, segments=[]) for file in original.files],
+            ids=self._ids(original.tool),
+            repost_of=original.id,
+            missing=frozenset(),
+            truncated=False,
+            pattern="repost",
+        )
+        return [self._register(upload)]
+
+    def _random_subjects(self) -> list[_Upload]:
+        # Nyuu --subject '${rand(N)}' (a new random text for every post, as
+        # help-full.txt warns) with one random --from: no counter, no yEnc.
+        rng = self._rng
+        real = self._unique(_CONTENT_NAMES[_pick(rng, ("tv", "movie", "software"))](rng))
+        article = _ARTICLE["nyuu"]
+        segments = _log_uniform(rng, 20, 800)
+        specs = [
+            *_volumes(rng, real, segments, article, "rar5"),
+            *_par2_volumes(rng, real, segments, article, "-"),
+        ]
+        length = _between(rng, 16, 40)
+        upload = self._make(
+            kind="obfuscated",
+            pattern="random_subjects",
+            name=real,
+            real_name=real,
+            poster=_random_poster(rng),
+            tool="nyuu",
+            specs=specs,
+            article=article,
+            subject=_nyuu_bare_subject,
+            numbering="none",
+            obfuscated=True,
+        )
+        upload.headerless = True
+        upload.article_subject = lambda _mid: _alnum(rng, length)
+        return [upload]
+
+    def _ngpost_obfuscate(self) -> list[_Upload]:
+        # ngPost --obfuscate: every article's subject is its own UUID (the
+        # message-id's local part) and its From a new random one.
+        rng = self._rng
+        real = _CONTENT_NAMES[_pick(rng, ("tv", "movie", "software"))](rng)
+        base, specs = self._gen_name_specs(17)
+        upload = self._make(
+            kind="obfuscated",
+            pattern="ngpost_obfuscate",
+            name=base,
+            real_name=real,
+            poster="",
+            tool="ngpost",
+            specs=specs,
+            article=_ARTICLE["ngpost"],
+            subject=_ngpost_subject(len(specs)),
+        )
+        upload.article_subject = lambda mid: mid.split("@", 1)[0]
+        upload.article_poster = lambda: _ngpost_poster(rng)
+        upload.junk_kind = UNATTRIBUTABLE
+        return [upload]
+
+    def _newsup_obfuscate(self) -> list[_Upload]:
+        # NewsUP --obfuscate: a subject of 1-32 random letters and a random
+        # From for every article, message-ids in a random tool's style.
+        rng = self._rng
+        real = _CONTENT_NAMES["software"](rng)
+        article = _ARTICLE["newsup"]
+        specs = _volumes(
+            rng, _newsup_string(rng, 12, alnum=True), _log_uniform(rng, 10, 400), article, "rar5"
+        )
+        upload = self._make(
+            kind="obfuscated",
+            pattern="newsup_obfuscate",
+            name=real,
+            real_name=real,
+            poster="",
+            tool="newsup",
+            specs=specs,
+            article=article,
+            subject=_newsup_subject,
+        )
+        upload.ids = _newsup_obfuscated_ids(rng, self._owner._serial, self._owner._clock)
+        upload.article_subject = lambda _mid: _texts(
+            rng, _LOWER_LETTER_TABLE, 1 + int(rng.random() * 32), 1
+        )[0]
+        upload.article_poster = lambda: _newsup_uploader(rng)
+        upload.junk_kind = UNATTRIBUTABLE
+        return [upload]
+
+    def _flood(
+        self, name: str, kind: Kind, extensions: Sequence[str], segments: tuple[int, int]
+    ) -> _Upload:
+        rng = self._rng
+        article = _pick(rng, _ARTICLE_BYTES["exe"])
+        specs = [
+            _FileSpec(
+                f"{name}{extension}",
+                _between(rng, *segments),
+                _between(rng, article // 10, article),
+                "data",
+            )
+            for extension in extensions
+        ]
+        style = _exe_style(rng, name, len(specs))
+
+        def subject(i: int, _m: int, file: str, size: int, n: int) -> tuple[str, str, int]:
+            return (
+                style.head(i, file, size) + "(",
+                f"/{n})" + (f" {size}" if style.size_after else ""),
+                1,
+            )
+
+        poster = _random_poster(rng) if rng.random() < 0.6 else _human_poster(rng)
+        bot = _pick(rng, ("nyuu", "ngpost", "newsup", "server"))
+        upload = self._make(
+            kind=kind,
+            pattern="flood_wave" if kind == "wrapped_flood" else "exe_flood",
+            name=name,
+            real_name=name,
+            poster=poster,
+            tool=bot,
+            specs=specs,
+            article=article,
+            subject=subject,
+            numbering="counter" if style.announced else "none",
+        )
+        upload.tool = "exe"
+        return upload
+
+    def _exe_flood(self) -> list[_Upload]:
+        rng = self._rng
+        extensions = [_pick(rng, _EXE_EXTENSIONS)]
+        if rng.random() < 0.2:
+            extensions.append(_pick(rng, [e for e in _EXE_EXTENSIONS if e != extensions[0]]))
+        return [self._flood(_exe_name(rng), "exe_flood", extensions, (1, 5))]
+
+    def _flood_wave(self) -> list[_Upload]:
+        # Several bots post the same film name at once, each its own upload;
+        # sometimes one wraps its executable in a rar that no rule can open.
+        rng = self._rng
+        name = _exe_name(rng)
+        uploads = [
+            self._flood(name, "exe_flood", [_pick(rng, _EXE_EXTENSIONS)], (1, 5))
+            for _ in range(_between(rng, 3, 6))
+        ]
+        for upload in uploads:
+            upload.pattern = "flood_wave"
+        if rng.random() < 0.35:
+            uploads.append(self._flood(name, "wrapped_flood", [".rar"], (3, 15)))
+        return uploads
+
+
+def _no_message_ids(_ks: Sequence[int], _total: int) -> list[str]:
+    # The posting-tools profile makes its ids per file (`_Upload.ids`).
+    raise AssertionError("posting-tools uploads are posted by _post_tools")
+
+
+def _post_tools(upload: _Upload, rng: random.Random, clock: Callable[[], float]) -> Iterator[_Item]:
+    """Post an upload of the posting-tools profile: one item per article, in posting order.
+
+    Message-ids come from the upload's tool (made when the article is, so that
+    time-based ones follow the clock); a post check may re-send a segment
+    3 to 60 articles later, under a new message-id (the same segment twice in
+    the truth); articles of an unattributable upload are junk in the truth.
+    """
+    assert upload.ids is not None
+    groups = upload.groups if len(upload.groups) > 1 else None
+    subject_of, poster_of, retry = upload.article_subject, upload.article_poster, upload.retry
+    retries: deque[tuple[int, _File, int]] = deque()
+    position = 0
+
+    def article(file: _File, k: int, attempt: int) -> _Item:
+        mid, refs = mid_of[file.index](k, attempt)
+        size = (file.full_bytes if k < file.total else file.last_bytes) + (
+            (k * 2_654_435_761) >> 7 & 511
+        )
+        subject = subject_of(mid) if subject_of is not None else file.subject(k)
+        poster = poster_of() if poster_of is not None else upload.poster
+        truth: list[TruthSegment] | str = (
+            file.segments if upload.junk_kind is None else upload.junk_kind
+        )
+        return subject, poster, mid, size, size >> 7, groups, truth, k, refs
+
+    mid_of = {file.index: upload.ids(file) for file in upload.files}
+    for file in upload.files:
+        ks: Sequence[int] = (
+            _locally_shuffled(rng, file.total) if upload.shuffled else range(1, file.total + 1)
+        )
+        for k in ks:
+            if (file.index, k) in upload.missing:
+                continue
+            yield article(file, k, 0)
+            position += 1
+            if retry and rng.random() < retry:
+                retries.append((position + _between(rng, 3, 60), file, k))
+            while retries and retries[0][0] <= position:
+                _due, again, number = retries.popleft()
+                yield article(again, number, 1)
+    for _due, again, number in retries:
+        yield article(again, number, 1)
+
+
+# --------------------------------------------------------------------------
 # The generator
 
 
@@ -773,6 +1969,9 @@ class OverviewGenerator:
     _text_posts: deque[tuple[str, str]] = attrs.field(init=False, factory=lambda: deque(maxlen=32))
     _other_numbers: dict[str, int] = attrs.field(init=False, factory=dict)
     _last_article: int | None = attrs.field(init=False, default=None)
+    # The article number being written (the posting-tools profile's clock).
+    _now: int = attrs.field(init=False, default=0)
+    _tools: _ToolPlanner | None = attrs.field(init=False, default=None)
     _written: int = attrs.field(init=False, default=0)
     _started: bool = attrs.field(init=False, default=False)
     _done: bool = attrs.field(init=False, default=False)
@@ -789,6 +1988,9 @@ class OverviewGenerator:
         self._kind_odds = tuple(itertools.accumulate(weights))
         # Regular posters: the same people post many uploads over time.
         self._posters = tuple(_human_poster(self._rng) for _ in range(300))
+        self._now = config.first_article
+        if config.profile == "posting-tools":
+            self._tools = _ToolPlanner(self)
 
     def truth(self) -> Truth:
         """The truth of the lines written.
@@ -851,14 +2053,18 @@ class OverviewGenerator:
                 yield self._junk_line(number, date, malformed=roll < malformed_threshold)
             else:
                 slot = int(random() * count)
+                self._now = number
                 item = next(posts[slot], None)
                 if item is None:
                     item = self._refill(slots, posts, slot)
             if item is not None:
-                subject, poster, mid, size, body_lines, groups, truth, k = item
+                subject, poster, mid, size, body_lines, groups, truth, k, refs = item
                 xref = xref_main + str(number) if groups is None else self._xref(groups, number)
-                truth.append((k, mid, size, number))
-                yield f"{number}\t{subject}\t{poster}\t{date}\t<{mid}>\t\t{size}\t{body_lines}\t{xref}".encode()
+                if truth.__class__ is list:
+                    truth.append((k, mid, size, number))
+                else:
+                    self._junk.append(TruthJunk(mid, truth, number))  # type: ignore[arg-type]
+                yield f"{number}\t{subject}\t{poster}\t{date}\t<{mid}>\t{refs}\t{size}\t{body_lines}\t{xref}".encode()
             last_article = number
             number += 1
             if random() < gap_probability:
@@ -869,6 +2075,12 @@ class OverviewGenerator:
         for _position, _stride, (upload, _post) in spanning:
             upload.truncated = True
         self._done = True
+
+    def _clock(self) -> float:
+        # Unix time of the article being written: what a posting tool puts in
+        # its time-based message-ids.
+        config = self._config
+        return config.start_time + (self._now - config.first_article) * config.seconds_per_article
 
     def _date(self, number: int) -> tuple[str, float]:
         # The Date of article `number`, and the first number with a later second.
@@ -891,6 +2103,8 @@ class OverviewGenerator:
         # A probe needs a par2 or nfo among the files actually written.
         probe = upload.obfuscated and any(file.name.endswith((".par2", ".nfo")) for file in files)
         return TruthRelease(
+            pattern=upload.pattern,
+            headerless=upload.headerless,
             id=upload.id,
             kind=upload.kind,
             name=upload.name,
@@ -925,8 +2139,12 @@ class OverviewGenerator:
         return item
 
     def _start_slot(self, *, initial: bool) -> tuple[_Upload, Iterator[_Item]]:
-        upload = self._new_upload()
-        post = _post(upload, self._rng, self._config.duplicate_probability)
+        if self._tools is None:
+            upload = self._new_upload()
+            post = _post(upload, self._rng, self._config.duplicate_probability)
+        else:
+            upload = self._tools.next_upload()
+            post = _post_tools(upload, self._rng, self._clock)
         if initial and self._rng.random() < 0.6:
             # The run starts while this upload is under way: its first
             # articles went out before the first article number.
@@ -1262,9 +2480,9 @@ def _post(upload: _Upload, rng: random.Random, duplicate_probability: float) -> 
                 (k * 2_654_435_761) >> 7 & 511
             )
             subject = before + (str(k) if width == 1 else str(k).zfill(width)) + after
-            yield subject, poster, mid, size, size >> 7, groups, truth, k
+            yield subject, poster, mid, size, size >> 7, groups, truth, k, ""
             if random() < duplicate_probability:
-                yield subject, poster, mids((k,), total)[0], size, size >> 7, groups, truth, k
+                yield subject, poster, mids((k,), total)[0], size, size >> 7, groups, truth, k, ""
 
 
 def _text_subject(rng: random.Random, group: str) -> str:

@@ -42,11 +42,16 @@ import orjson
 from usenet_indexer.errors import InputError
 
 __all__ = [
+    "ALL_KINDS",
+    "GROUPING_GOALS",
     "JUNK_KINDS",
     "KINDS",
     "MALFORMED_KINDS",
+    "TARGET_KINDS",
+    "UNATTRIBUTABLE",
     "BinaryWriter",
     "Counts",
+    "GroupingScore",
     "Kind",
     "Score",
     "Truth",
@@ -54,12 +59,20 @@ __all__ = [
     "TruthJunk",
     "TruthRelease",
     "TruthSegment",
+    "grouping_score",
     "perfect_releases",
     "score",
 ]
 
-Kind = Literal["legit", "obfuscated", "exe_flood", "repost"]
+Kind = Literal["legit", "obfuscated", "exe_flood", "repost", "wrapped_flood"]
+# The kinds of the default profile (always listed in Counts.truth_releases).
 KINDS: tuple[Kind, ...] = ("legit", "obfuscated", "exe_flood", "repost")
+# Every kind: the posting-tools profile adds spam that wraps its executable
+# in an archive (`wrapped_flood`): no rule can see inside it, so neither
+# exe_dropped nor legit_dropped counts it, but merging it is a wrong merge.
+ALL_KINDS: tuple[Kind, ...] = (*KINDS, "wrapped_flood")
+# The uploads a catalog should hold, each as one release (the grouping figures).
+TARGET_KINDS = frozenset({"legit", "obfuscated", "repost"})
 
 # Junk lines whose overview fields are broken (an indexer must skip them).
 MALFORMED_KINDS = ("too_few_fields", "bad_number", "bad_bytes", "nul_subject", "bad_utf8")
@@ -68,8 +81,12 @@ MALFORMED_KINDS = ("too_few_fields", "bad_number", "bad_bytes", "nul_subject", "
 # need"), so a bad_utf8 line with a segment counter lands in a release. It
 # still shows in counts.junk_in_releases.
 INDEXABLE_JUNK = frozenset({"bad_utf8"})
+# Articles of an upload whose subject and From are random for every article
+# (ngPost --obfuscate, NewsUP --obfuscate): nothing in the headers ties them to
+# an upload, so the truth counts them as junk of their own kind.
+UNATTRIBUTABLE = "unattributable"
 # Every junk kind: well-formed lines that are no binary segment, then the malformed ones.
-JUNK_KINDS = ("text", "reply", "spam", "forged_counter", *MALFORMED_KINDS)
+JUNK_KINDS = ("text", "reply", "spam", "forged_counter", *MALFORMED_KINDS, UNATTRIBUTABLE)
 
 # Version of the JSON lines format written by Truth.dump; load refuses others.
 TRUTH_FORMAT = 1
@@ -138,6 +155,12 @@ class TruthRelease:
         truncated: the written articles start or stop inside it (the run
             began or ended while it was being posted).
         files: the files of which at least one article was written.
+        pattern: the posting-tools profile's recipe that made it ("" in the
+            default profile): what kind of real-world upload it imitates.
+        headerless: its subjects carry no file name nor counter (a random
+            subject per article): only a probe of the bodies can tell its
+            files and segment numbers, so the file and segment figures leave
+            it out.
     """
 
     id: int
@@ -154,6 +177,8 @@ class TruthRelease:
     repost_of: int | None
     truncated: bool
     files: tuple[TruthFile, ...]
+    pattern: str = ""
+    headerless: bool = False
 
     @property
     def root(self) -> int:
@@ -304,8 +329,16 @@ class Truth:
             raise InputError(f"malformed truth file: {error!r}") from error
 
 
+# Fields left out of a release record when they hold their default, so that
+# the default profile's truth files stay as they were.
+_OPTIONAL_FIELDS = {"pattern": "", "headerless": False}
+
+
 def _release_to_json(release: TruthRelease) -> dict[str, Any]:
     record = attrs.asdict(release, recurse=False)
+    for field, default in _OPTIONAL_FIELDS.items():
+        if record[field] == default:
+            del record[field]
     record["type"] = "release"
     record["groups"] = list(release.groups)
     record["files"] = [
@@ -340,7 +373,7 @@ def _load_records(lines: Iterator[bytes]) -> tuple[list[TruthRelease], list[Trut
 
 
 def _release_from_json(record: dict[str, Any]) -> TruthRelease:
-    if record["kind"] not in KINDS:
+    if record["kind"] not in ALL_KINDS:
         raise InputError(f"unknown release kind {record['kind']!r}")
     files = tuple(
         TruthFile(
@@ -370,6 +403,8 @@ def _release_from_json(record: dict[str, Any]) -> TruthRelease:
         repost_of=record["repost_of"],
         truncated=record["truncated"],
         files=files,
+        pattern=record.get("pattern", ""),
+        headerless=record.get("headerless", False),
     )
 
 
@@ -574,6 +609,7 @@ class _Output(NamedTuple):
     segments: int
     unknown: int
     duplicated: int
+    junk_releases: set[int]  # output releases holding junk (not INDEXABLE_JUNK)
 
 
 class _Votes(NamedTuple):
@@ -631,7 +667,7 @@ def score(releases: Iterable[Mapping[str, Any]], truth: Truth) -> Score:
 
 
 def _read_output(releases: Iterable[Mapping[str, Any]], tables: _Tables) -> _Output:
-    out = _Output([], [], {}, set(), Counter(), 0, 0, 0)
+    out = _Output([], [], {}, set(), Counter(), 0, 0, 0, set())
     listed: set[str] = set()
     unknown = duplicated = 0
     segments, junk, placed = tables.segments, tables.junk, out.placed
@@ -655,6 +691,8 @@ def _read_output(releases: Iterable[Mapping[str, Any]], tables: _Tables) -> _Out
                             out.wrong_k.add(mid)
                     elif mid in junk:
                         out.junk[junk[mid]] += 1
+                        if junk[mid] not in INDEXABLE_JUNK:
+                            out.junk_releases.add(number)
                     else:
                         unknown += 1
         except (KeyError, TypeError, ValueError) as error:
@@ -802,7 +840,10 @@ def _counts(truth: Truth, output: _Output) -> Counts:
     kinds = Counter(release.kind for release in truth.releases)
     dropped = Counter(rule for _name, rule, _flag in output.releases if rule is not None)
     return Counts(
-        truth_releases={kind: kinds.get(kind, 0) for kind in KINDS},
+        # The default kinds always, the profile's extra kinds where present.
+        truth_releases={
+            kind: kinds.get(kind, 0) for kind in ALL_KINDS if kind in KINDS or kinds[kind]
+        },
         truth_segments=sum(release.segment_count for release in truth.releases),
         junk_articles=len(truth.junk),
         junk_in_releases={kind: output.junk[kind] for kind in JUNK_KINDS if output.junk[kind]},
@@ -813,3 +854,249 @@ def _counts(truth: Truth, output: _Output) -> Counts:
         unknown_segments=output.unknown,
         duplicated_segments=output.duplicated,
     )
+
+
+# --------------------------------------------------------------------------
+# The grouping figures (issue 15): one upload, one release.
+
+# Each figure of `GroupingScore` and its goal: (">=" or "<=", bound).
+GROUPING_GOALS: Mapping[str, tuple[str, float]] = {
+    "one_to_one": (">=", 0.98),
+    "split": ("<=", 0.02),
+    "wrongly_merged": ("<=", 0.005),
+    "segments_right": (">=", 0.995),
+    "files_right_release": (">=", 0.98),
+    "exe_dropped": (">=", 0.999),
+    "legit_dropped": ("<=", 0.001),
+    "probe_flagged": (">=", 0.95),
+}
+
+
+@attrs.frozen
+class GroupingScore:
+    """How far an index keeps every upload as one release of its own.
+
+    Stricter than `Score`: every upload is its own target, a repost included
+    (merging it with its original is a wrong merge here), and nothing is
+    compared by root release. A truth release is *present* when one of its
+    articles is in the output; its *home* is the output release holding most
+    of its articles. Targets are the releases of TARGET_KINDS (legit,
+    obfuscated, repost).
+
+    Attributes:
+        target_releases: target releases in the truth.
+        one_to_one: targets with one output release that holds at least one
+            article of each of their posted segments `(file, k)` and no
+            article of another truth release nor junk; divided by targets.
+            Segments the uploader never posted are not asked for; a segment
+            posted twice (a post check's re-post) is found by either copy.
+        split: present targets whose articles are in two or more output
+            releases, divided by present targets.
+        wrongly_merged: present targets with an article in an output release
+            that also holds articles of another truth release (of any kind),
+            divided by present targets.
+        segments_right: articles of truth releases with headers
+            (not `headerless`) present in the output, in an output file whose
+            majority truth file is their own, under their own `k`; divided by
+            those articles present.
+        files_right_release: present files of targets with headers whose
+            output release (holding most of the file's articles) is their
+            release's home, and that home holds no file (by majority) of
+            another truth release; divided by those files present.
+        exe_dropped: executable floods absent or with a dropped home, divided
+            by executable floods.
+        legit_dropped: targets absent or with a dropped home, divided by targets.
+        probe_flagged: obfuscated probe candidates whose home is a probe
+            candidate, divided by obfuscated probe candidates.
+        unattributable_in_releases: UNATTRIBUTABLE junk articles found in
+            output releases (target 0: they carry nothing to group by).
+        repost_segments_lost: posted segments of reposts none of whose
+            articles is in the output (a repost dropped as repeats of its
+            original loses them all).
+        by_pattern: per truth pattern (the kind where there is none): its
+            releases, and of them how many are one-to-one, split, wrongly
+            merged, absent or dropped, and (obfuscated probe candidates) flagged.
+    """
+
+    target_releases: int
+    one_to_one: float
+    split: float
+    wrongly_merged: float
+    segments_right: float
+    files_right_release: float
+    exe_dropped: float
+    legit_dropped: float
+    probe_flagged: float
+    unattributable_in_releases: int
+    repost_segments_lost: int
+    by_pattern: Mapping[str, Mapping[str, int]]
+
+    def as_dict(self) -> dict[str, Any]:
+        """The score as plain JSON-ready values."""
+        return attrs.asdict(self, value_serializer=_plain)
+
+    def goals(self) -> dict[str, dict[str, Any]]:
+        """Each figure with a goal: its value, its goal ("<= 0.02") and whether it is met."""
+        result = {}
+        for figure, (sense, bound) in GROUPING_GOALS.items():
+            value = getattr(self, figure)
+            met = value >= bound if sense == ">=" else value <= bound
+            result[figure] = {"value": round(value, 4), "goal": f"{sense} {bound}", "met": met}
+        return result
+
+
+class _Landing(NamedTuple):
+    """Where truth releases landed in the output."""
+
+    homes: list[dict[int, int]]  # truth release -> output release -> its articles there
+    members: dict[int, set[int]]  # output release -> truth releases with an article in it
+    found: list[set[int]]  # truth release -> its segment codes present (file << 32 | k)
+    file_outs: dict[int, dict[int, int]]  # truth file -> output release -> its articles there
+    out_file_votes: dict[int, dict[int, int]]  # output file -> truth file -> articles
+
+
+def grouping_score(releases: Iterable[Mapping[str, Any]], truth: Truth) -> GroupingScore:
+    """Grade an index on the figures of issue 15: is every upload one release of its own?
+
+    Args:
+        releases: the indexer's output, as for `score` (`uidx index
+            --include-dropped`).
+        truth: the truth of the lines indexed.
+
+    Returns:
+        The figures; see `GroupingScore`.
+
+    Raises:
+        InputError: a release does not have the expected shape.
+    """
+    tables = _tables(truth)
+    output = _read_output(releases, tables)
+    landing = _landing(tables, output)
+    rels = tables.releases
+    targets = [n for n, release in enumerate(rels) if release.kind in TARGET_KINDS]
+    present = [n for n in targets if landing.homes[n]]
+    distinct = [len(_codes(release, tables)) for release in rels]
+    one = {n for n in targets if _one_to_one(n, landing, output, distinct[n])}
+    split = {n for n in present if len(landing.homes[n]) > 1}
+    merged = {n for n in present if any(len(landing.members[o]) > 1 for o in landing.homes[n])}
+    dropped = {
+        n for n, _release in enumerate(rels) if _is_dropped(_home_release(n, landing, output))
+    }
+    candidates = [n for n in targets if rels[n].kind == "obfuscated" and rels[n].probe_candidate]
+    flagged = {n for n in candidates if _is_flagged(_home_release(n, landing, output))}
+    floods = [n for n, release in enumerate(rels) if release.kind == "exe_flood"]
+    return GroupingScore(
+        target_releases=len(targets),
+        one_to_one=_ratio(len(one), len(targets), 1.0),
+        split=_ratio(len(split), len(present), 0.0),
+        wrongly_merged=_ratio(len(merged), len(present), 0.0),
+        segments_right=_segments_right(tables, output, landing),
+        files_right_release=_grouped_files_right(tables, output, landing),
+        exe_dropped=_ratio(sum(n in dropped for n in floods), len(floods), 1.0),
+        legit_dropped=_ratio(sum(n in dropped for n in targets), len(targets), 0.0),
+        probe_flagged=_ratio(len(flagged), len(candidates), 1.0),
+        unattributable_in_releases=output.junk[UNATTRIBUTABLE],
+        repost_segments_lost=sum(
+            distinct[n] - len(landing.found[n]) for n in targets if rels[n].kind == "repost"
+        ),
+        by_pattern=_by_pattern(rels, one, split, merged, dropped, flagged),
+    )
+
+
+def _landing(tables: _Tables, output: _Output) -> _Landing:
+    homes: list[dict[int, int]] = [{} for _ in tables.releases]
+    members: dict[int, set[int]] = defaultdict(set)
+    found: list[set[int]] = [set() for _ in tables.releases]
+    file_outs: dict[int, dict[int, int]] = defaultdict(dict)
+    out_file_votes: dict[int, dict[int, int]] = defaultdict(dict)
+    segments, file_release, out_release_of = (
+        tables.segments,
+        tables.file_release,
+        output.file_release,
+    )
+    for mid, out_file in output.placed.items():
+        code = segments[mid]
+        file_number = code >> _K_BITS
+        release, out_release = file_release[file_number], out_release_of[out_file]
+        _add(homes[release], out_release, 1)
+        members[out_release].add(release)
+        found[release].add(code)
+        _add(file_outs[file_number], out_release, 1)
+        _add(out_file_votes[out_file], file_number, 1)
+    return _Landing(homes, members, found, file_outs, out_file_votes)
+
+
+def _codes(release: TruthRelease, tables: _Tables) -> set[int]:
+    # The segment codes (file << 32 | k) a truth release posted.
+    return {
+        tables.segments[mid] for file in release.files for _k, mid, _size, _article in file.segments
+    }
+
+
+def _one_to_one(number: int, landing: _Landing, output: _Output, distinct: int) -> bool:
+    homes = landing.homes[number]
+    if len(homes) != 1:
+        return False
+    (home,) = homes
+    return (
+        landing.members[home] == {number}
+        and home not in output.junk_releases
+        and len(landing.found[number]) == distinct
+    )
+
+
+def _home_release(number: int, landing: _Landing, output: _Output) -> _OutRelease | None:
+    homes = landing.homes[number]
+    return output.releases[_most(homes)] if homes else None
+
+
+def _segments_right(tables: _Tables, output: _Output, landing: _Landing) -> float:
+    majority = {out_file: _most(votes) for out_file, votes in landing.out_file_votes.items()}
+    right = counted = 0
+    for mid, out_file in output.placed.items():
+        code = tables.segments[mid]
+        file_number = code >> _K_BITS
+        if tables.releases[tables.file_release[file_number]].headerless:
+            continue
+        counted += 1
+        right += majority[out_file] == file_number and mid not in output.wrong_k
+    return _ratio(right, counted, 1.0)
+
+
+def _grouped_files_right(tables: _Tables, output: _Output, landing: _Landing) -> float:
+    # Output release -> truth releases of its files, each file by its majority.
+    majority_releases: dict[int, set[int]] = defaultdict(set)
+    for out_file, votes in landing.out_file_votes.items():
+        majority_releases[output.file_release[out_file]].add(tables.file_release[_most(votes)])
+    right = counted = 0
+    for file_number, outs in landing.file_outs.items():
+        number = tables.file_release[file_number]
+        release = tables.releases[number]
+        if release.kind not in TARGET_KINDS or release.headerless:
+            continue
+        counted += 1
+        home = _most(landing.homes[number])
+        right += _most(outs) == home and majority_releases[home] <= {number}
+    return _ratio(right, counted, 1.0)
+
+
+def _by_pattern(
+    releases: tuple[TruthRelease, ...],
+    one: set[int],
+    split: set[int],
+    merged: set[int],
+    dropped: set[int],
+    flagged: set[int],
+) -> dict[str, dict[str, int]]:
+    table: dict[str, Counter[str]] = defaultdict(Counter)
+    for number, release in enumerate(releases):
+        row = table[release.pattern or release.kind]
+        row["releases"] += 1
+        row["one_to_one"] += number in one
+        row["split"] += number in split
+        row["wrongly_merged"] += number in merged
+        row["absent_or_dropped"] += number in dropped
+        if release.kind == "obfuscated" and release.probe_candidate:
+            row["probe_candidates"] += 1
+            row["flagged"] += number in flagged
+    return {pattern: dict(row) for pattern, row in sorted(table.items())}
