@@ -6,6 +6,7 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
+import attrs
 import orjson
 import pytest
 
@@ -13,9 +14,13 @@ from usenet_indexer.errors import InputError
 from usenet_indexer.synth.generator import GeneratorConfig, generate
 from usenet_indexer.synth.truth import (
     INDEXABLE_JUNK,
+    Kind,
     Score,
     Truth,
+    TruthFile,
+    TruthJunk,
     TruthRelease,
+    grouping_score,
     perfect_releases,
     score,
 )
@@ -327,3 +332,194 @@ def test_the_score_prints_as_json(truth: Truth, perfect: Releases) -> None:
     assert data["segments_right_file"] == 1.0
     assert data["counts"]["truth_releases"]["legit"] == _kinds(truth, "legit")
     assert set(data["counts"]["truth_releases"]) == {"legit", "obfuscated", "exe_flood", "repost"}
+
+
+# --- grouping_score on hand-made cases --------------------------------------------
+#
+# Two uploads, A (two files; segment 3 of a1 posted twice by a post check, a1's
+# segment 4 never posted) and B, an executable flood F, a repost R of B, one
+# text post. Each case builds an output by hand and checks the figures exactly.
+
+
+def _file(index: int, prefix: str, ks: list[int], total: int) -> TruthFile:
+    segments = tuple(
+        (k, f"{prefix}.{k}.{copy}@x", 1000, 100 + 10 * index + k + copy)
+        for copy, k in enumerate(ks)
+    )
+    return TruthFile(index, f"{prefix}.bin", f'"{prefix}.bin" yEnc (1/{total})', total, segments)
+
+
+def _release(id_: int, kind: Kind, files: tuple[TruthFile, ...], **fields: Any) -> TruthRelease:
+    defaults: dict[str, Any] = {
+        "name": f"R{id_}",
+        "real_name": f"R{id_}",
+        "poster": f"p{id_}@x",
+        "groups": ("a.b.test",),
+        "tool": "hand",
+        "posted": 0,
+        "files_announced": len(files),
+        "obfuscated": False,
+        "probe_candidate": False,
+        "repost_of": None,
+        "truncated": False,
+    }
+    defaults.update(fields)
+    return TruthRelease(id=id_, kind=kind, files=files, **defaults)
+
+
+@pytest.fixture
+def hand() -> Truth:
+    a = _release(1, "legit", (_file(1, "a1", [1, 2, 3, 3], 4), _file(2, "a2", [1, 2], 2)))
+    b = _release(
+        2, "obfuscated", (_file(1, "b1", [1, 2, 3], 3),), obfuscated=True, probe_candidate=True
+    )
+    flood = _release(3, "exe_flood", (_file(1, "f1", [1], 1),))
+    repost = _release(4, "repost", (_file(1, "r1", [1, 2, 3], 3),), repost_of=2)
+    junk = (TruthJunk("text.1@x", "text", 900),)
+    return Truth("a.b.test", 0, 100, 900, 15, (a, b, flood, repost), junk)
+
+
+def _out(*files: list[tuple[int, str]], **fields: Any) -> dict[str, Any]:
+    release: dict[str, Any] = {"name": "out", "dropped": None, "probe_candidate": False}
+    release.update(fields)
+    release["files"] = [
+        {
+            "name": "f",
+            "subject": "s",
+            "total_segments": 1,
+            "segments": [[k, mid, 1] for k, mid in f],
+        }
+        for f in files
+    ]
+    return release
+
+
+def _segments_of(truth: Truth, place: int, file: int) -> list[tuple[int, str]]:
+    return [(k, mid) for k, mid, _size, _article in truth.releases[place].files[file].segments]
+
+
+def _hand_perfect(truth: Truth) -> list[dict[str, Any]]:
+    return [
+        _out(_segments_of(truth, 0, 0), _segments_of(truth, 0, 1)),
+        _out(_segments_of(truth, 1, 0), probe_candidate=True),
+        _out(_segments_of(truth, 2, 0), dropped="executable"),
+        _out(_segments_of(truth, 3, 0)),
+    ]
+
+
+def test_grouping_one_to_one_allows_unposted_and_reposted_segments(hand: Truth) -> None:
+    output = _hand_perfect(hand)
+    # A keeps one copy of the re-sent segment 3; segment 4 was never posted.
+    output[0]["files"][0]["segments"].pop()
+    result = grouping_score(output, hand)
+    assert result.target_releases == 3
+    assert result.one_to_one == 1.0
+    assert (result.split, result.wrongly_merged, result.legit_dropped) == (0.0, 0.0, 0.0)
+    assert result.segments_right == result.files_right_release == 1.0
+    assert result.exe_dropped == result.probe_flagged == 1.0
+    assert result.repost_segments_lost == 0
+    assert all(goal["met"] for goal in result.goals().values())
+
+
+def test_grouping_a_missing_posted_segment_is_not_one_to_one(hand: Truth) -> None:
+    output = _hand_perfect(hand)
+    output[0]["files"][1]["segments"].pop()  # a2's segment 2 lost
+    result = grouping_score(output, hand)
+    assert result.one_to_one == pytest.approx(2 / 3)
+    assert result.split == result.wrongly_merged == 0.0
+
+
+def test_grouping_a_split_release(hand: Truth) -> None:
+    output = _hand_perfect(hand)
+    a2 = output[0]["files"].pop()
+    output.append(_out([(k, mid) for k, mid, _size in a2["segments"]]))
+    result = grouping_score(output, hand)
+    assert result.one_to_one == pytest.approx(2 / 3)
+    assert result.split == pytest.approx(1 / 3)
+    assert result.wrongly_merged == 0.0
+    # A's home is the piece with a1 (4 articles): a2 is out of it; b1 and r1 are right.
+    assert result.files_right_release == pytest.approx(3 / 4)
+    assert result.segments_right == 1.0
+    assert result.by_pattern["legit"] == {
+        "releases": 1,
+        "one_to_one": 0,
+        "split": 1,
+        "wrongly_merged": 0,
+        "absent_or_dropped": 0,
+    }
+    assert not result.goals()["split"]["met"]
+
+
+def test_grouping_a_wrong_merge(hand: Truth) -> None:
+    output = _hand_perfect(hand)
+    # B's file lands in A's release.
+    output[0]["files"].extend(output.pop(1)["files"])
+    result = grouping_score(output, hand)
+    assert result.one_to_one == pytest.approx(1 / 3)  # only the repost is still alone
+    assert result.wrongly_merged == pytest.approx(2 / 3)
+    assert result.split == 0.0
+    assert result.files_right_release == pytest.approx(1 / 4)  # every file of the mixed release
+    assert result.probe_flagged == 0.0  # B's home is A's release, not a probe candidate
+    assert result.segments_right == 1.0
+
+
+def test_grouping_a_repost_merged_with_its_original_is_a_wrong_merge(hand: Truth) -> None:
+    output = _hand_perfect(hand)
+    output[1]["files"].extend(output.pop(3)["files"])
+    result = grouping_score(output, hand)
+    assert result.wrongly_merged == pytest.approx(2 / 3)
+    assert result.one_to_one == pytest.approx(1 / 3)
+    # The lenient score sees the same thing as a repost found twice.
+    assert score(output, hand).reposts_merged == 1
+    assert score(output, hand).wrongly_merged == 0.0
+
+
+def test_grouping_a_repost_dropped_as_repeats_loses_its_segments(hand: Truth) -> None:
+    output = _hand_perfect(hand)
+    del output[3]
+    result = grouping_score(output, hand)
+    assert result.repost_segments_lost == 3
+    assert result.legit_dropped == pytest.approx(1 / 3)
+    assert result.one_to_one == pytest.approx(2 / 3)
+
+
+def test_grouping_junk_in_a_release_spoils_it(hand: Truth) -> None:
+    output = _hand_perfect(hand)
+    output[0]["files"][1]["segments"].append([9, "text.1@x", 1])
+    result = grouping_score(output, hand)
+    assert result.one_to_one == pytest.approx(2 / 3)
+    assert result.wrongly_merged == 0.0
+
+
+def test_grouping_a_segment_in_the_wrong_file_or_number(hand: Truth) -> None:
+    output = _hand_perfect(hand)
+    a1, a2 = output[0]["files"]
+    a2["segments"].append(a1["segments"].pop(0))  # a1's segment 1 now in a2's file
+    output[1]["files"][0]["segments"][0][0] = 7  # b1's segment 1 listed as 7
+    result = grouping_score(output, hand)
+    placed = 4 + 2 + 3 + 1 + 3
+    assert result.segments_right == pytest.approx((placed - 2) / placed)
+    assert result.one_to_one == 1.0  # the releases still hold exactly their segments
+
+
+def test_grouping_drops_and_probes(hand: Truth) -> None:
+    output = _hand_perfect(hand)
+    output[2]["dropped"] = None
+    output[0]["dropped"] = "executable"
+    output[1]["probe_candidate"] = False
+    result = grouping_score(output, hand)
+    assert result.exe_dropped == 0.0
+    assert result.legit_dropped == pytest.approx(1 / 3)
+    assert result.probe_flagged == 0.0
+    assert grouping_score([], hand).legit_dropped == 1.0
+    assert grouping_score([], hand).exe_dropped == 1.0  # absent floods count as dropped
+
+
+def test_grouping_headerless_releases_count_as_releases_only(hand: Truth) -> None:
+    releases = (attrs.evolve(hand.releases[1], headerless=True), *hand.releases[2:])
+    truth = attrs.evolve(hand, releases=(hand.releases[0], *releases))
+    output = _hand_perfect(truth)
+    output[1]["files"][0]["segments"][0][0] = 7  # no subject tells its k: not graded
+    result = grouping_score(output, truth)
+    assert result.segments_right == 1.0
+    assert result.one_to_one == 1.0
