@@ -224,3 +224,12 @@ def test_a_placeholder_head_is_no_head() -> None:
     assert not one.keyed_by_poster
     # A head with a word in it is still a head.
     assert parse_file_subject('(Ubuntu) [01/13] - "a.part01.rar" yEnc ').keyed_by_poster
+
+
+def test_hash_named_files_numbered_by_extension_are_one_upload() -> None:
+    """`"b2d3...225e.10" yEnc (1/20)`: no file counter; the hash is the stem, random."""
+    subjects = [f'"b2d3a0c1e4f5a6b7c8d9e0f1a2b3225e.{n}" yEnc ' for n in (1, 10, 55)]
+    parsed = [parse_file_subject(s) for s in subjects]
+    assert {p.release_basis for p in parsed} == {parsed[0].release_basis}
+    assert all(p.keyed_by_poster for p in parsed)  # random: the poster links them
+    assert file_stem("Movie.2010") == "Movie.2010"
