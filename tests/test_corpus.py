@@ -12,8 +12,11 @@ from pathlib import Path
 import pytest
 
 from usenet_indexer.core.nzb import Nzb, NzbFile, NzbSegment
+from usenet_indexer.synth.truth import grouping_score, perfect_releases
 from usenet_indexer.testing.corpus import (
     CorpusLines,
+    corpus_truth,
+    files_in_their_upload_release,
     find_corpus,
     interleave_uploads,
     load_corpus,
@@ -365,3 +368,56 @@ def test_find_corpus_looks_in_the_folder_and_its_parents_first_inside_then_share
     assert find_corpus(start) == shared
     inside = make_corpus(tmp_path / "repo" / "tests" / "corpus")
     assert find_corpus(start) == inside
+
+
+# --- the corpus graded like generated data -------------------------------------
+
+
+def test_corpus_truth_is_the_replay_with_one_release_per_nzb(
+    corpus: list[tuple[str, Nzb]], replayed: CorpusLines
+) -> None:
+    nzbs = [nzb for _, nzb in corpus]
+    truth = corpus_truth(nzbs, replayed, [name for name, _ in corpus])
+    assert len(truth.releases) == 28
+    assert {release.kind for release in truth.releases} == {"legit"}
+    assert sum(len(release.files) for release in truth.releases) == 480
+    index = truth.segment_index()
+    assert index.keys() == replayed.truth.keys()
+    for mid, (release, file, k) in index.items():
+        where = replayed.truth[mid]
+        assert (release.id, file.index, k) == (where.nzb, where.file, where.number)
+    for release in truth.releases:
+        for file in release.files:
+            articles = [segment[3] for segment in file.segments]
+            assert articles == sorted(articles)
+    assert truth.lines == len(replayed.lines) == 35737
+    assert truth.releases[0].pattern == corpus[0][0]
+    result = grouping_score(perfect_releases(truth), truth)
+    assert result.one_to_one == result.files_right_release == 1.0
+    assert files_in_their_upload_release(perfect_releases(truth), truth) == 1.0
+
+
+def test_files_in_their_upload_release_on_a_hand_made_index() -> None:
+    first = Nzb(meta=(), files=(make_file("a (1/2)", [1, 2], tag="x"), make_file("b (1/1)", [1])))
+    second = Nzb(meta=(), files=(make_file("c (1/3)", [1, 2, 3]),))
+    replay = nzb_to_overview([first, second], first_article=1, rng=random.Random(0))
+    truth = corpus_truth([first, second], replay)
+    assert [len(release.files) for release in truth.releases] == [2, 1]
+
+    def release(*files: NzbFile) -> dict[str, object]:
+        return {
+            "name": "x",
+            "dropped": None,
+            "probe_candidate": False,
+            "files": [
+                {"segments": [[s.number, s.message_id, s.bytes] for s in file.segments]}
+                for file in files
+            ],
+        }
+
+    a, b, c = (*first.files, *second.files)
+    assert files_in_their_upload_release([release(a, b), release(c)], truth) == 1.0
+    # b apart from its upload: a's and c's files stay right.
+    assert files_in_their_upload_release([release(a), release(b), release(c)], truth) == 2 / 3
+    # Both uploads in one release: no file is right.
+    assert files_in_their_upload_release([release(a, b, c)], truth) == 0.0

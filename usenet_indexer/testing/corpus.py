@@ -21,6 +21,14 @@ of its own. An article the NZB does not list in that group gets it put first,
 as if it had been crossposted there too: replaying uploads of many groups
 into one stream needs that. Each segment's date is its file's NZB date. Nothing here reads a clock or a file,
 except `load_corpus` and `find_corpus`, which are test support.
+
+Graded like generated data: `corpus_truth` turns the replay into a
+`usenet_indexer.synth.truth.Truth` in which every NZB is one upload (a legit
+release of its own) with the files and segments the lines hold, so that
+`grouping_score` grades an index of the lines, and
+`files_in_their_upload_release` gives the figure of issue 15 for real posts:
+the share of files that land in their upload's release, with no other
+upload's files in it.
 """
 
 from __future__ import annotations
@@ -28,19 +36,28 @@ from __future__ import annotations
 import random
 import re
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from email.utils import format_datetime
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import attrs
 
 from usenet_indexer.core.nzb import Nzb, NzbFile, NzbSegment, parse_nzb
+from usenet_indexer.synth.truth import (
+    Truth,
+    TruthFile,
+    TruthRelease,
+    TruthSegment,
+    grouping_score,
+)
 
 __all__ = [
     "CorpusLines",
     "SegmentTruth",
+    "corpus_truth",
+    "files_in_their_upload_release",
     "find_corpus",
     "interleave_uploads",
     "load_corpus",
@@ -63,6 +80,7 @@ _MAX_BURST = 64
 _BYTES_PER_LINE = 130
 
 _COUNTER = re.compile(r"\((\d+)/(\d+)\)")
+_QUOTED = re.compile(r'"([^"]+)"')
 # RFC 3977 8.3: in overview data, TAB, CR and LF in a header become spaces (NUL cannot appear).
 _OVERVIEW_UNSAFE = str.maketrans({"\t": " ", "\r": " ", "\n": " ", "\x00": " "})
 
@@ -298,6 +316,97 @@ def nzb_to_overview(
         truth[segment.message_id] = SegmentTruth(nzb_index, file_index, segment.number, article)
         article += 1
     return CorpusLines(stream_group, first_article, lines, truth, duplicates)
+
+
+def corpus_truth(
+    nzbs: Sequence[Nzb], replay: CorpusLines, names: Sequence[str] | None = None
+) -> Truth:
+    """The truth of replayed NZBs: each NZB one upload, as the replay posted it.
+
+    Args:
+        nzbs: the NZBs given to `nzb_to_overview`, in the same order.
+        replay: what `nzb_to_overview` made of them.
+        names: a name per NZB (its file name, say): the release's name and
+            pattern, so that `GroupingScore.by_pattern` shows each NZB.
+
+    Returns:
+        A truth with one legit release per NZB that has a line (its files
+        that have one, their segments in article order) and no junk.
+    """
+    placed: dict[tuple[int, int], list[TruthSegment]] = {}
+    sizes = {
+        segment.message_id: segment.bytes
+        for nzb in nzbs
+        for file in nzb.files
+        for segment in file.segments
+    }
+    for mid, where in replay.truth.items():
+        segment = (where.number, mid, sizes[mid], where.article)
+        placed.setdefault((where.nzb, where.file), []).append(segment)
+    releases = []
+    for index, nzb in enumerate(nzbs):
+        files = tuple(
+            _truth_file(number, file, sorted(placed[index, number], key=lambda s: s[3]))
+            for number, file in enumerate(nzb.files)
+            if (index, number) in placed
+        )
+        if files:
+            name = names[index] if names is not None else nzb.files[0].subject
+            releases.append(_corpus_release(index, name, nzb, files))
+    articles = [where.article for where in replay.truth.values()]
+    return Truth(
+        group=replay.group,
+        seed=0,
+        first_article=replay.first_article,
+        last_article=max(articles, default=replay.first_article - 1),
+        lines=len(replay.lines),
+        releases=tuple(releases),
+        junk=(),
+    )
+
+
+def files_in_their_upload_release(releases: Iterable[Mapping[str, Any]], truth: Truth) -> float:
+    """Issue 15's figure for real NZBs: files in their upload's release.
+
+    Args:
+        releases: an index of the replayed lines (`uidx index` JSON objects).
+        truth: `corpus_truth` of the replay.
+
+    Returns:
+        The files (with a line) whose output release is their upload's home
+        and holds no other upload's file, divided by those files; see
+        `GroupingScore.files_right_release`.
+    """
+    return grouping_score(releases, truth).files_right_release
+
+
+def _truth_file(number: int, file: NzbFile, segments: list[TruthSegment]) -> TruthFile:
+    counter = max(_COUNTER.finditer(file.subject), key=lambda m: m.start(), default=None)
+    total = int(counter[2]) if counter else max(segment[0] for segment in segments)
+    quoted = _QUOTED.search(file.subject)
+    name = quoted[1] if quoted else file.subject
+    return TruthFile(number, name, file.subject, total, tuple(segments))
+
+
+def _corpus_release(index: int, name: str, nzb: Nzb, files: tuple[TruthFile, ...]) -> TruthRelease:
+    posted = [file for file in nzb.files if file.segments]
+    return TruthRelease(
+        id=index,
+        kind="legit",
+        name=name,
+        real_name=name,
+        poster=posted[0].poster,
+        groups=tuple(dict.fromkeys(g for file in posted for g in file.groups)),
+        tool="corpus",
+        posted=min(file.date for file in posted),
+        files_announced=None,
+        obfuscated=False,
+        probe_candidate=False,
+        repost_of=None,
+        truncated=False,
+        files=files,
+        pattern=name,
+    )
 
 
 def _first_group(nzbs: Sequence[Nzb]) -> str:
