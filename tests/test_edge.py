@@ -672,7 +672,9 @@ async def test_heartbeats_keep_a_lease_that_is_long_between_batches(settings: Se
         )
     assert totals == EdgeTotals(finished=1)
     assert fake.calls[:4] == ["lease", "stream", "heartbeat", "heartbeat"]
-    assert fake.calls[-2:] == ["batches", "finish"]
+    # A heartbeat may still go out between the last post and the finish (the
+    # clock is real here, its beat 5 ms): what ends the range is post, finish.
+    assert [call for call in fake.calls if call != "heartbeat"][-2:] == ["batches", "finish"]
 
 
 @pytest.mark.trio
