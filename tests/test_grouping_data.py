@@ -305,17 +305,18 @@ def test_powerpost_defaults_are_shared_by_unrelated_uploads(
         if a.files_announced == b.files_announced and a.name != b.name and overlap(a, b)
     ]
     assert same
-    first, _second = same[0]
-    file = first.files[-1]
-    subject = first_subject(lines, file)
+    subject = first_subject(lines, same[0][0].files[-1])
     assert re.fullmatch(r'\(\?\?\?\?\) \[\d+/\d+\] - "[^"]+" yEnc \(\d+/\d+\)', subject)
+    # With "FileThread" on, PowerPost makes its own ids and threads every part to part 1;
+    # off (its default), the server gives the ids and there are no References.
+    threaded = [r for r in uploads if "@powerpost2000AA.local" in r.files[0].segments[0][1]]
+    assert threaded
+    assert len(threaded) < len(uploads)
+    file = threaded[0].files[-1]
     n = file.total_segments
     ids = [(lines[mid][4], lines[mid][5]) for _k, mid, _s, _a in file.segments]
-    assert all(
-        re.fullmatch(rf"<part\d+of{n}\.[0-9A-Za-z$&]{{20}}\d?@powerpost2000AA\.local>", mid)
-        for mid, _ in ids
-    )
-    # Every part after the first references part 1.
+    pattern = rf"<part\d+of{n}\.[0-9A-Za-z$&]{{20}}\d?@powerpost2000AA\.local>"
+    assert all(re.fullmatch(pattern, mid) for mid, _ in ids)
     assert all(
         refs == "" if mid.startswith("<part1of") else refs.startswith("<part1of")
         for mid, refs in ids

@@ -1071,9 +1071,11 @@ def _ngpost_ids(rng: random.Random) -> _FileIds:
 
 
 def _powerpost_ids(rng: random.Random) -> _FileIds:
-    # TaskObject.cpp / PosterThread.cpp: one 20-character id per file,
-    # <part{k}of{N}.{id}@powerpost2000AA.local>; a re-post appends its try
-    # number to the id; every part after the first references part 1.
+    # With "FileThread" set (ProgramSettings.cpp reads it with FALSE for a
+    # default; PosterThread.cpp SendHeaders): one 20-character id per file
+    # (TaskObject.cpp generateUniqueID), <part{k}of{N}.{id}@powerpost2000AA.local>;
+    # a re-post appends its try number to the id; every part after the first
+    # references part 1. Without it PowerPost sends no Message-ID: see _server_ids.
     def for_file(file: _File) -> Callable[[int, int], tuple[str, str]]:
         unique = _texts(rng, _POWERPOST_TABLE, 20, 1)[0]
         n = file.total
@@ -1235,7 +1237,7 @@ _RECIPES = (
     ("ngpost_gen_name", 0.04),
     ("newsup_rename", 0.025),
     ("hash_named", 0.025),
-    ("powerpost_default", 0.04),
+    ("powerpost_default", 0.015),
     ("same_name", 0.025),
     ("repost", 0.04),
     ("random_subjects", 0.02),
@@ -1250,8 +1252,8 @@ _SCENE_TOOLS = (
     ("newsmangler", 0.1),
     ("gopoststuff", 0.1),
     ("jbinup", 0.1),
-    ("powerpost", 0.1),
-    ("teevee", 0.2),
+    ("powerpost", 0.05),
+    ("teevee", 0.25),
 )
 _ARTICLE = {
     "nyuu": 716_800,  # config.js articleSize
@@ -1259,7 +1261,7 @@ _ARTICLE = {
     "newsup": 716_800,  # conf/newsup.conf [upload] size
     "newsmangler": 768_000,  # docs/sample.conf article_size
     "gopoststuff": 768_000,  # sample.conf ArticleSize
-    "powerpost": 256_000,
+    "powerpost": 1950 * 128,  # ProgramSettings.cpp nDefault_MaxLines lines of 128 bytes
     "jbinup": 512_000,
     "teevee": 396_000,
 }
@@ -1327,7 +1329,9 @@ class _ToolPlanner:
         if tool == "ngpost":
             return _ngpost_ids(rng)
         if tool == "powerpost":
-            return _powerpost_ids(rng)
+            # "FileThread" off (the default) leaves the Message-ID to the server.
+            threaded = rng.random() < 0.5
+            return _powerpost_ids(rng) if threaded else _server_ids(rng, serial, clock)
         if tool == "newsmangler":
             return _newsmangler_ids(rng, clock)
         if tool == "gopoststuff":
@@ -1530,9 +1534,8 @@ class _ToolPlanner:
         content = rng.choices(("ebook", "music", "software", "tv"), (0.35, 0.25, 0.25, 0.15))[0]
         low, high = next((c[2], c[3]) for c in _CONTENT if c[0] == content)
         name = self._unique(_CONTENT_NAMES[content](rng))
-        tool = _pick(
-            rng, ("nyuu", "ngpost", "newsup", "newsmangler", "gopoststuff", "jbinup", "powerpost")
-        )
+        tools = ("nyuu", "ngpost", "newsup", "newsmangler", "gopoststuff", "jbinup", "powerpost")
+        tool = rng.choices(tools, (0.3, 0.2, 0.1, 0.1, 0.1, 0.1, 0.1))[0]
         article = _ARTICLE[tool]
         data = _data_files(
             rng, content, name, _log_uniform(rng, low, high), article, tracks=content == "music"
@@ -1570,7 +1573,7 @@ class _ToolPlanner:
         rng = self._rng
         real, _base = _scene_names(rng)
         real = self._unique(real)
-        segments = _log_uniform(rng, 150, 3000)
+        segments = _log_uniform(rng, 100, 2000)
         article = _ARTICLE["nyuu"]
         video = _FileSpec(
             f"{_alnum(rng, 32)}.mkv", segments, _between(rng, article // 10, article), "data"
@@ -1697,7 +1700,7 @@ class _ToolPlanner:
                 for i, start in enumerate((0, 1, 3))
             ]
             parts = total - len(par2)
-            per_part = _pick(rng, (50, 100, 157, 200))
+            per_part = _pick(rng, (20, 40, 80, 157))
             data = [
                 _FileSpec(f"{name}.part{i:02}.rar", per_part, article, "data")
                 for i in range(1, parts)

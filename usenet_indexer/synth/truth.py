@@ -976,20 +976,20 @@ def grouping_score(releases: Iterable[Mapping[str, Any]], truth: Truth) -> Group
     targets = [n for n, release in enumerate(rels) if release.kind in TARGET_KINDS]
     present = [n for n in targets if landing.homes[n]]
     distinct = [len(_codes(release, tables)) for release in rels]
-    one = {n for n in targets if _one_to_one(n, landing, output, distinct[n])}
-    split = {n for n in present if len(landing.homes[n]) > 1}
-    merged = {n for n in present if any(len(landing.members[o]) > 1 for o in landing.homes[n])}
-    dropped = {
-        n for n, _release in enumerate(rels) if _is_dropped(_home_release(n, landing, output))
-    }
+    # Over every release (by_pattern shows floods too); the figures take the targets'.
+    every = range(len(rels))
+    one = {n for n in every if _one_to_one(n, landing, output, distinct[n])}
+    split = {n for n in every if len(landing.homes[n]) > 1}
+    merged = {n for n in every if any(len(landing.members[o]) > 1 for o in landing.homes[n])}
+    dropped = {n for n in every if _is_dropped(_home_release(n, landing, output))}
     candidates = [n for n in targets if rels[n].kind == "obfuscated" and rels[n].probe_candidate]
     flagged = {n for n in candidates if _is_flagged(_home_release(n, landing, output))}
     floods = [n for n, release in enumerate(rels) if release.kind == "exe_flood"]
     return GroupingScore(
         target_releases=len(targets),
-        one_to_one=_ratio(len(one), len(targets), 1.0),
-        split=_ratio(len(split), len(present), 0.0),
-        wrongly_merged=_ratio(len(merged), len(present), 0.0),
+        one_to_one=_ratio(sum(n in one for n in targets), len(targets), 1.0),
+        split=_ratio(sum(n in split for n in present), len(present), 0.0),
+        wrongly_merged=_ratio(sum(n in merged for n in present), len(present), 0.0),
         segments_right=_segments_right(tables, output, landing),
         files_right_release=_grouped_files_right(tables, output, landing),
         exe_dropped=_ratio(sum(n in dropped for n in floods), len(floods), 1.0),
