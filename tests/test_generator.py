@@ -382,3 +382,18 @@ def test_generate_command_writes_plain_files_too(tmp_path: Path) -> None:
 def test_generate_command_reports_an_unwritable_output(tmp_path: Path) -> None:
     out = tmp_path / "missing" / "overview.gz"
     assert cli.main(["generate", "--articles", "10", "--out", str(out)]) == 1  # cannot write it
+
+
+def test_generate_command_takes_a_profile(tmp_path: Path) -> None:
+    out = tmp_path / "tools.gz"
+    assert (
+        cli.main(
+            ["generate", "--articles", "3000", "--profile", "posting-tools", "--out", str(out)]
+        )
+        == 0
+    )
+    expected = generate(GeneratorConfig(articles=3_000, profile="posting-tools"))
+    with gzip.open(out) as stream:
+        assert stream.read() == b"".join(line + b"\n" for line in expected.lines)
+    with gzip.open(default_truth_path(out)) as stream:
+        assert Truth.load(stream) == expected.truth

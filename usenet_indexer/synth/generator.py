@@ -59,7 +59,10 @@ seed gives the same bytes as before. Per tool, the file each format follows:
   article), lib/NewsUP/Utils.pm (`_obfuscate_files`: files renamed to 12
   random characters and a `rename.with.this.par2`; message-id
   `$sec$usec.{base36}@{base36}.newsup`; `--obfuscate` ids in random tools'
-  styles; default From `NewsUP <NewsUP@somewhere.cbr>`).
+  styles; default From `NewsUP <NewsUP@somewhere.cbr>`). NewsUP itself
+  randomizes the subjects too when it renames the files; the renamed files
+  under plain subjects are what real groups show (issue 15), so the profile
+  posts them so.
 - PowerPost: annatar/YencPowerPost (Yenc-PowerPost A&A, the open source of
   PowerPost 2000): PostMost/ProgramSettings.cpp (default template
   `(????) [$1/$2] - "$F" yEnc`, default From `Yenc@power-post.org
@@ -1245,7 +1248,7 @@ _RECIPES = (
     ("newsup_obfuscate", 0.01),
 )
 RECIPES = tuple(name for name, _weight in _RECIPES)
-# Recipes that plan other uploads beside the first (they show as these patterns).
+# The tools that post scene releases, and their odds.
 _SCENE_TOOLS = (
     ("nyuu", 0.3),
     ("nyuu-F", 0.1),
@@ -1484,7 +1487,8 @@ class _ToolPlanner:
             # (newsmangler's goodfiles.sort(), PowerPost's SortOnAdd): byte order.
             ordered.sort(key=lambda spec: spec.name)
         if tool == "nyuu":
-            subject = _nyuu_subject()
+            # --comment: some put the release name before the counter.
+            subject = _nyuu_subject(name if rng.random() < 0.2 else "")
         elif tool == "nyuu-F":
             subject, numbering = _nyuu_subject(), "collections"
         elif tool == "newsmangler":
@@ -1900,7 +1904,7 @@ class _ToolPlanner:
 
 def _no_message_ids(_ks: Sequence[int], _total: int) -> list[str]:
     # The posting-tools profile makes its ids per file (`_Upload.ids`).
-    raise AssertionError("posting-tools uploads are posted by _post_tools")
+    raise RuntimeError("posting-tools uploads are posted by _post_tools")
 
 
 def _post_tools(upload: _Upload, rng: random.Random, clock: Callable[[], float]) -> Iterator[_Item]:

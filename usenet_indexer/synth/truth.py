@@ -21,6 +21,14 @@ files are compared by their *root* release (the original of a repost).
 it scores 1.0 or 0 on every figure (and keeps every repost apart), which is
 the scorer's own control.
 
+`grouping_score()` is the stricter grading of issue 15 ("one upload, one
+release"): every upload is a target of its own, reposts included, nothing is
+compared by root, and a release is found one-to-one only when one output
+release holds all its posted segments and nothing else. Its figures carry
+their goals (`GROUPING_GOALS`), and `by_pattern` says, per recipe of the
+generator's posting-tools profile (or per corpus NZB), which uploads are
+split, merged or lost. `score()` keeps its figures and their values.
+
 The scorer holds the truth as tables of plain ints (`_Tables`) and counts
 where segments landed in one pass (`_votes`), so that a run of millions of
 articles scores in seconds.
