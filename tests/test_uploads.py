@@ -20,17 +20,32 @@ SEGMENTS = 3
 
 
 def lines_of(
-    names: Sequence[str], poster: str, *, at: int, total: int | None = None, first_index: int = 1
+    names: Sequence[str],
+    poster: str,
+    *,
+    at: int,
+    total: int | None = None,
+    first_index: int = 1,
+    threaded: bool = False,
 ) -> Iterator[tuple[int, str]]:
-    """(date, overview line without its number) of an upload of `names`, one after another."""
+    """(date, overview line without its number) of an upload of `names`, one after another.
+
+    `threaded`: every part after the first refers to the first (References),
+    as PowerPost posts with its FileThread option on.
+    """
     total = total if total is not None else len(names)
     width = len(str(total))
     for i, name in enumerate(names, first_index):
+        first = f"<part1of{SEGMENTS}.{abs(hash((poster, name, at))):x}@powerpost2000AA.local>"
         for k in range(1, SEGMENTS + 1):
             subject = f'[{i:0{width}}/{total}] - "{name}" yEnc ({k}/{SEGMENTS})'
             date = at + (i - first_index) * 20 + k
-            message_id = f"<{abs(hash((poster, name, k, at))):x}@ngPost>"
-            yield date, f"{subject}\t{poster}\t{formatdate(date)}\t{message_id}\t\t700000\t5000"
+            message_id = first if k == 1 else f"<{abs(hash((poster, name, k, at))):x}@ngPost>"
+            refs = first if threaded and k > 1 else ""
+            yield (
+                date,
+                f"{subject}\t{poster}\t{formatdate(date)}\t{message_id}\t{refs}\t700000\t5000",
+            )
 
 
 def index(*uploads: Iterator[tuple[int, str]], batch_lines: int = 10**9) -> list[CatalogRelease]:
@@ -124,3 +139,52 @@ def test_link_depends_only_on_the_set_of_parts() -> None:
     ]
     assert link(parts) == [[b"a", b"b", b"c"], [b"d"]]
     assert link(reversed(parts)) == link(parts)
+
+
+def test_parts_threaded_under_the_first_with_references_are_segments_not_replies() -> None:
+    """PowerPost's FileThread: parts 2..N carry References to part 1."""
+    names = [f"Album-(CAT1)-WEB-2020-GRP.part{i}.rar" for i in range(1, 4)]
+    (release,) = index(lines_of(names, "p <p@x>", at=START, threaded=True))
+    assert [len(f.segments) for f in release.files] == [SEGMENTS] * 3
+    # A reply keeps being a reply: "Re:", or References without a yEnc part.
+    reply = f"Re: {names[0]}\tq <q@x>\t{formatdate(START)}\t<r1@x>\t<part1@x>\t900\t10"
+    text = f"about (1/2) of it\tq <q@x>\t{formatdate(START)}\t<r2@x>\t<part1@x>\t900\t10"
+    indexer = RangeIndexer(group="g", first=1)
+    indexer.add_text(f"1\t{reply}\n2\t{text}", 3)
+    assert dict(indexer.finish().skipped) == {"reply": 2}
+
+
+def test_floods_of_one_film_name_from_different_bots_stay_apart_and_are_dropped() -> None:
+    """Bots name their executables after the same film: each bot's is its own release."""
+    name = "Dune.Part.Two.2024.1080p.WEB-DL.exe"
+    floods = [lines_of([name], f"bot{n} <bot{n}@spam.example>", at=START + n) for n in range(3)]
+    wrapped = lines_of(["Dune.Part.Two.2024.1080p.WEB-DL.rar"], "bot9 <b9@x>", at=START + 9)
+    indexer = RangeIndexer(group="g", first=1, keep_dropped=True)
+    ordered = sorted(itertools.chain(*floods, wrapped))
+    indexer.add_text("\n".join(f"{n}\t{line}" for n, (_, line) in enumerate(ordered, 1)), 99)
+    batch = indexer.finish()
+    dropped = [r for r in batch.releases if r.dropped == "executable"]
+    assert len(dropped) == 3
+    assert [r.name for r in batch.releases if r.dropped is None] == [
+        "Dune.Part.Two.2024.1080p.WEB-DL"
+    ]
+
+
+def test_newsups_fixed_par2_name_links_only_its_own_upload() -> None:
+    """NewsUP renames files at random and the par2 to `rename.with.this.par2`."""
+    one = lines_of(["Xq7Lm2Pz9RtA.bin", "rename.with.this.par2"], "a1b2 <u1@newsup>", at=START)
+    other = lines_of(
+        ["Kd8Wn3Vb5YcE.bin", "rename.with.this.par2"], "c3d4 <u2@newsup>", at=START + 5
+    )
+    releases = index(one, other)
+    assert sorted(len(r.files) for r in releases) == [2, 2]
+    assert len({r.poster for r in releases}) == 2
+
+
+def test_a_random_file_without_a_par2_beside_it_is_still_a_probe_candidate() -> None:
+    indexer = RangeIndexer(group="g", first=1)
+    lines = lines_of(["L3iMP7Tg4XaObh32FqTzvP6durgw7wZi.mkv"], "r <dZ8k@x>", at=START, total=8)
+    indexer.add_text("\n".join(f"{n}\t{line}" for n, (_, line) in enumerate(lines, 1)), 9)
+    batch = indexer.finish()
+    (candidate,) = batch.probe_candidates
+    assert candidate.file_name == "L3iMP7Tg4XaObh32FqTzvP6durgw7wZi.mkv"

@@ -249,7 +249,6 @@ class RangeIndexer:
                     open_file is not None
                     and open_file.poster == fields[2]
                     and open_file.after == after
-                    and not fields[5]
                     and fields[0].isdigit()
                 ):
                     open_file.segments += b"\t".join((k, fields[4], fields[6], b""))
@@ -467,7 +466,9 @@ def _segment_counter_or_reason(fields: list[bytes]) -> tuple[int, int, int] | st
     if not _good_message_id(fields[4]):
         return "bad_message_id"
     subject = fields[1]
-    if fields[5] or subject[:3].lower() == b"re:":
+    if subject[:3].lower() == b"re:" or (fields[5] and b"yenc" not in subject.lower()):
+        # PowerPost (FileThread) threads a file's parts under its first with
+        # References: a yEnc part with References is a segment, not a reply.
         return "reply"
     counter = find_segment_counter(subject)
     if counter is None:
@@ -679,17 +680,23 @@ def _file_order(chunk: FileChunk) -> tuple[int, str]:
 
 
 def _probe_candidate(chunk: ReleaseChunk) -> ProbeCandidate | None:
-    """A probe for a release whose name is random, if a par2 or nfo of it was seen."""
-    if not looks_obfuscated(chunk.name):
+    """A probe for a release whose name is random: of its par2, else its nfo, else its first file.
+
+    A modern obfuscated upload's random `.mkv` may come without a par2 in
+    the same release (its par2 volumes carry the real name, and a name of
+    their own): the first segment of a data file still tells (yEnc's name=,
+    an archive's file list).
+    """
+    if not looks_obfuscated(chunk.name) or not chunk.files:
         return None
-    best: tuple[int, str, FileChunk] | None = None
+    best: tuple[int, int, str, FileChunk] | None = None
     for file in chunk.files:
         rank = probe_file_rank(file.name)
-        if rank is not None and (best is None or (rank, file.name) < best[:2]):
-            best = (rank, file.name, file)
-    if best is None:
-        return None
-    file = best[2]
+        order = (3 if rank is None else rank, file.index if file.index is not None else 1 << 30)
+        if best is None or (*order, file.name) < best[:3]:
+            best = (*order, file.name, file)
+    assert best is not None
+    file = best[3]
     return ProbeCandidate(
         release_key=chunk.key, message_id=file.first_message_id, file_name=file.name
     )

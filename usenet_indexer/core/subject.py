@@ -35,6 +35,8 @@ from __future__ import annotations
 import re
 from typing import AnyStr, NamedTuple
 
+from usenet_indexer.core.rules import EXECUTABLE_EXTENSIONS
+
 # A file counter: [i/M] or (i/M). Five digits: no real upload has 100k files,
 # and longer numbers are sizes or dates.
 _FILE_COUNTER = re.compile(r"[\[(](\d{1,5})/(\d{1,5})[\])]")
@@ -132,6 +134,11 @@ _OBFUSCATED_UUID = re.compile(
     r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
 )
 _OBFUSCATED_TOKEN = re.compile(r"^[A-Za-z0-9]{12,}$")
+
+# Names a posting tool gives one file of every upload (NewsUP renames the
+# files at random and the par2 to this): as shared as a random name is
+# unique, so only the poster and M link such a file to its upload.
+FIXED_STEMS = frozenset({"rename.with.this"})
 
 # File kinds the rules and probes care about.
 PAR2_SUFFIX = re.compile(r"\.par2$", re.IGNORECASE)
@@ -231,9 +238,21 @@ def parse_file_subject(before_counter: str) -> FileSubject:
         # random: then each file has its own, and only the poster and M link
         # them.
         stem = file_stem(name)
-        keyed_by_poster = looks_obfuscated(stem)
-        basis = f"\x1e\x1f{files_announced}" if keyed_by_poster else "\x1e" + stem.lower()
+        if looks_obfuscated(stem) or stem.lower() in FIXED_STEMS:
+            keyed_by_poster = True
+            basis = f"\x1e\x1f{files_announced}"
+        else:
+            # A bare executable of a flood is named after a film like the
+            # other bots' are: its own poster keeps it apart from theirs
+            # (and from a rar-wrapped flood of the same name, which its rule
+            # would no longer see as executables only).
+            keyed_by_poster = (files_announced or 1) <= 2 and _is_executable(name)
+            basis = "\x1e" + stem.lower()
     return FileSubject(name, head, file_index, files_announced, basis, keyed_by_poster)
+
+
+def _is_executable(name: str) -> bool:
+    return extension(name) in EXECUTABLE_EXTENSIONS
 
 
 def _strip_yenc_tail(text: str) -> str:
