@@ -188,3 +188,27 @@ def test_a_random_file_without_a_par2_beside_it_is_still_a_probe_candidate() -> 
     batch = indexer.finish()
     (candidate,) = batch.probe_candidates
     assert candidate.file_name == "L3iMP7Tg4XaObh32FqTzvP6durgw7wZi.mkv"
+
+
+def test_nyuu_group_files_collections_of_one_release_are_one() -> None:
+    """Nyuu --group-files numbers the extras, the volumes and the sample each on its own."""
+    poster = "Lisa <lisa@proton.me>"
+    extras = [f"Wolf.Island.Red.2017.2160p.BluRay.x264-FQM.{e}" for e in ("nfo", "sfv", "par2")]
+    volumes = [f"fqm-wolf.island.red.2017.2160p.r{n:02}" for n in range(5)]
+    sample = ["sample-fqm-wolf.island.red.2017.2160p.mkv"]
+    (release,) = index(
+        lines_of(extras, poster, at=START),
+        lines_of(volumes, poster, at=START + 60),
+        lines_of(sample, poster, at=START + 200),
+    )
+    assert len(release.files) == 9
+    assert release.name == "Wolf.Island.Red.2017.2160p.BluRay.x264-FQM"
+
+
+def test_the_next_episode_posted_at_once_by_the_same_poster_stays_apart() -> None:
+    poster = "p <p@x>"
+    one = lines_of([f"Show.S01E01.1080p.WEB-GRP.r{n:02}" for n in range(3)], poster, at=START)
+    two = lines_of(
+        [f"Show.S01E02.1080p.WEB-GRP.{e}" for e in ("nfo", "par2")], poster, at=START + 70
+    )
+    assert len(index(one, two)) == 2

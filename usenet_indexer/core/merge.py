@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 
 from usenet_indexer.core.batch import FileChunk, ReleaseChunk, representative
-from usenet_indexer.core.naming import upload_name
+from usenet_indexer.core.naming import release_name, upload_name
 from usenet_indexer.core.uploads import Part, link
 from usenet_indexer.core.uploads import representative as upload_key
 
@@ -248,6 +248,9 @@ def _part(release: _Release) -> Part:
         first=min(dated) if dated else 0,
         last=max(dated) if dated else 0,
         dropped=release.dropped is not None,
+        name=release_name(
+            release.head_name, ((f.name, f.total_segments) for f in release.files.values())
+        ),
     )
 
 

@@ -24,11 +24,20 @@ the answer depends on the set of releases, never on batch cuts or order):
 - kept: a part a rule dropped (an executable flood) is never joined, so a
   flood cannot hide among a real upload's files, nor one escape its rule.
 
+Nyuu's `--group-files` numbers each collection of an upload on its own
+(`[1/7]` nfo, sfv and par2, `[1/22]` the volumes, `[1/2]` the sample), so
+its parts differ in M. Such parts are joined when, beside the poster and the
+time, their names say they are one release: the words of one name (less
+"sample") are all words of the other, and they hold a scene mark (an
+episode, a year, a resolution), so `show.s01e01` and `show.s01e02` stay
+apart however close in time.
+
 No I/O, no clock: the dates are the articles'.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 
 import attrs
@@ -57,6 +66,7 @@ class Part:
         first: unix seconds of its earliest file (0: no date).
         last: unix seconds of its latest file.
         dropped: a rule dropped it.
+        name: its name (naming.release_name).
     """
 
     key: bytes
@@ -66,6 +76,12 @@ class Part:
     first: int
     last: int
     dropped: bool
+    name: str = ""
+
+
+# Words of a name, and the marks that make a name a release's.
+_WORD = re.compile(r"[^\W_]+")
+_MARK = re.compile(r"^(?:s\d{1,2}e\d{1,3}|(?:19|20)\d\d|\d{3,4}p)$")
 
 
 def joinable(part: Part) -> bool:
@@ -84,6 +100,10 @@ class _Upload:
     keys: list[bytes]
     indexes: set[int]
     last: int
+    poster: str = ""
+    first: int = 0
+    words: frozenset[str] = frozenset()
+    joined: bool = True  # joinable: not dropped, a date, not a shared From
 
 
 def link(parts: Iterable[Part]) -> list[list[bytes]]:
@@ -98,11 +118,49 @@ def link(parts: Iterable[Part]) -> list[list[bytes]]:
     for part in ordered:
         upload = _joined(part, open_uploads) if joinable(part) else None
         if upload is None:
-            upload = _Upload([part.key], set(part.indexes), part.last)
+            upload = _Upload([part.key], set(part.indexes), part.last, part.poster, part.first)
+            upload.words = _words(part.name)
+            upload.joined = _collection_joinable(part)
             uploads.append(upload)
             if joinable(part):
                 open_uploads.setdefault((part.poster, part.files_announced or 0), []).append(upload)
-    return [upload.keys for upload in uploads]
+    return [upload.keys for upload in _join_collections(uploads)]
+
+
+def _collection_joinable(part: Part) -> bool:
+    return not part.dropped and bool(part.first) and part.poster.strip().lower() not in SHARED_FROMS
+
+
+def _words(name: str) -> frozenset[str]:
+    return frozenset(_WORD.findall(name.lower())) - {"sample"}
+
+
+def _one_release(a: frozenset[str], b: frozenset[str]) -> bool:
+    """The words of one name are all words of the other, scene marks among them."""
+    small, big = (a, b) if len(a) <= len(b) else (b, a)
+    return len(small) >= 3 and small <= big and any(_MARK.match(w) for w in small)
+
+
+def _join_collections(uploads: list[_Upload]) -> list[_Upload]:
+    """Uploads of one poster posted together whose names are one release's, joined."""
+    by_poster: dict[str, list[_Upload]] = {}
+    for upload in uploads:
+        if upload.joined:
+            by_poster.setdefault(upload.poster, []).append(upload)
+    absorbed: set[int] = set()
+    for group in by_poster.values():
+        group.sort(key=lambda u: (u.first, u.keys[0]))
+        for at, upload in enumerate(group):
+            if id(upload) in absorbed:
+                continue
+            for other in group[at + 1 :]:
+                if other.first > upload.last + TOGETHER_SECONDS:
+                    break
+                if id(other) not in absorbed and _one_release(upload.words, other.words):
+                    upload.keys += other.keys
+                    upload.last = max(upload.last, other.last)
+                    absorbed.add(id(other))
+    return [upload for upload in uploads if id(upload) not in absorbed]
 
 
 def _joined(part: Part, open_uploads: dict[tuple[str, int], list[_Upload]]) -> _Upload | None:
