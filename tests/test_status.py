@@ -244,3 +244,12 @@ def test_status_help_says_what_it_shows(capsys: pytest.CaptureFixture[str]) -> N
         main(["--help"])
     listed = " ".join(capsys.readouterr().out.split())  # as wrapped to the terminal
     assert "show groups, ranges, nodes, throughput, NNTP servers and the spool" in listed
+
+
+def test_range_figures_are_integers(pool: ConnectionPool) -> None:
+    """Sums of 64-bit article numbers come back as PostgreSQL numeric unless cast."""
+    group = GroupStore(pool).add("alt.binaries.sums")
+    RangeStore(pool).plan(group, 2**40, 2**40 + 999, 500)
+    states = RangeStore(pool).states()
+    assert [(type(s.articles), type(s.articles_indexed)) for s in states] == [(int, int)]
+    assert states[0].articles == 1000

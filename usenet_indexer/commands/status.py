@@ -173,9 +173,8 @@ def _range_json(s: RangeStateRow) -> dict[str, Any]:
         "group": s.group,
         "state": s.state,
         "ranges": s.ranges,
-        # RangeStore.states gives these sums as numeric (Decimal): JSON wants ints.
-        "articles": int(s.articles),
-        "articles_indexed": int(s.articles_indexed),
+        "articles": s.articles,
+        "articles_indexed": s.articles_indexed,
         "expired_leases": s.expired,
     }
 

@@ -71,8 +71,8 @@ _HELD = """
     WHERE r.id = %(range)s AND r.holder = %(node)s AND r.state = 'leased'
 """
 _STATES = """
-    SELECT g.name, r.state, count(*), coalesce(sum(r.resume - r.first_article), 0),
-           coalesce(sum(r.last_article - r.first_article + 1), 0),
+    SELECT g.name, r.state, count(*), coalesce(sum(r.resume - r.first_article), 0)::bigint,
+           coalesce(sum(r.last_article - r.first_article + 1), 0)::bigint,
            count(*) FILTER (WHERE r.state = 'leased' AND r.deadline < now())
     FROM ranges r JOIN groups g ON g.id = r.group_id
     GROUP BY g.name, r.state ORDER BY g.name, r.state
