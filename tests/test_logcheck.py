@@ -33,7 +33,10 @@ def test_error_lines_tracebacks_and_5xx_answers_are_found() -> None:
     assert found
     assert len(found.errors) == 2
     assert " ERROR [4242] " in found.errors[0]
+    # The traceback, by the line that logged it and the exception it ends with.
     assert found.errors[1].startswith("Traceback")
+    assert "answered 500" in found.errors[1]
+    assert found.errors[1].endswith('DuplicateTable: relation "fragments_g1" already exists')
     assert [status for status, _ in found.answered_5xx] == [500, 503]
     # A run that stops the database on purpose may allow its 503s, never the 500.
     assert [status for status, _ in found.without(503).answered_5xx] == [500]

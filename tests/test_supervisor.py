@@ -423,6 +423,7 @@ sys.exit(run(ArbiterOptions(
     grace_seconds=config["grace_seconds"],
     policy=RestartPolicy(**config["policy"]),
     notify_socket=config["notify_socket"],
+    stop_last=frozenset(config["stop_last"]),
 )))
 """
 
@@ -511,6 +512,7 @@ def supervise(tmp_path: Path) -> Iterator[Callable[..., Supervised]]:
         grace_seconds: float = 5.0,
         notify_socket: str = "",
         extra: tuple[str, ...] = (),
+        stop_last: tuple[int, ...] = (),
     ) -> Supervised:
         config = {
             "command": [sys.executable, "-c", worker, *extra],
@@ -518,6 +520,7 @@ def supervise(tmp_path: Path) -> Iterator[Callable[..., Supervised]]:
             "grace_seconds": grace_seconds,
             "policy": FAST_POLICY,
             "notify_socket": notify_socket,
+            "stop_last": list(stop_last),
         }
         log_path = tmp_path / f"supervisor-{len(started)}.log"
         with log_path.open("wb") as log:
@@ -592,6 +595,19 @@ def test_stop_signal_reaches_every_worker(
     assert supervisor.wait() == 0
     assert supervisor.named("orphan") == []
     assert f"{signum.name} received; stopping 3 workers" in supervisor.log()
+
+
+def test_the_slots_stopped_last_hear_the_stop_once_the_others_are_gone(
+    supervise: Callable[..., Supervised],
+) -> None:
+    """`uidx standalone`: the edges give their ranges back to a coordinator still up."""
+    supervisor = supervise(SERVE, processes=3, stop_last=(0,))
+    supervisor.expect("ready", 3)
+    supervisor.process.send_signal(signal.SIGTERM)
+    stopped = supervisor.expect("term", 3)
+    assert [e.slot for e in stopped][-1] == 0
+    assert sorted(e.slot for e in stopped[:2]) == [1, 2]
+    assert supervisor.wait() == 0
 
 
 def test_every_signal_is_forwarded(supervise: Callable[..., Supervised]) -> None:

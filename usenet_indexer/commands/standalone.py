@@ -117,6 +117,8 @@ def run(args: argparse.Namespace) -> int:
                     "NODE_TOKEN": token,
                 },
                 always_supervise=True,
+                # The edges give their ranges back to a coordinator still up.
+                stop_last=frozenset({COORDINATOR_SLOT}),
             )
     finally:
         if started is not None:

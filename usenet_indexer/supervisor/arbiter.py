@@ -23,7 +23,10 @@ interpreter started with `subprocess.Popen`, with `--worker-slot N
   workers as a second signal ("stop now"). Workers run in their own process
   group, so a terminal's Ctrl-C reaches them once, through the arbiter. After
   `grace_seconds` the workers left get SIGKILL. The arbiter exits when the
-  last one is gone.
+  last one is gone. Slots named in `stop_last` (`uidx standalone`'s
+  coordinator) get the signals only once every other worker
+  is gone: an edge giving its range back and posting its last batch needs
+  the coordinator it talks to.
 - Parent death: one pipe whose write end only the arbiter holds; every
   worker gets the read end (`pass_fds`). When the arbiter dies, even by
   SIGKILL, the kernel closes the write end and each worker's read end turns
@@ -96,6 +99,8 @@ class ArbiterOptions:
     done_poll_seconds: float = 2.0
     # Variables added to the workers' environment (the standalone edges' token).
     environment: Mapping[str, str] = attrs.field(factory=dict, repr=False)
+    # Slots stopped only once the other workers are gone (see the docstring).
+    stop_last: frozenset[int] = frozenset()
 
     def __attrs_post_init__(self) -> None:
         if self.processes < 1:
@@ -131,6 +136,8 @@ class Arbiter:
     _wake_read: int = -1
     _parent_read: int = -1
     _next_done_check: float = 0.0
+    # The stop signals the stop_last slots are still owed, in order.
+    _owed: list[int] = attrs.Factory(list)
 
     @classmethod
     def from_options(cls, options: ArbiterOptions) -> Arbiter:
@@ -179,6 +186,7 @@ class Arbiter:
             self._wait()
             self._handle_signals()
             self._reap()
+            self._stop_the_last()
             self._restart_due()
             self._kill_late()
             self._check_done()
@@ -319,8 +327,20 @@ class Arbiter:
             sd_notify(self.options.notify_socket, STOPPING)
             self.kill_at = self.clock() + self.options.grace_seconds
             self.pending.clear()
+        self._owed.append(signum)
         for worker in self.workers.values():
-            _send(worker, signum)
+            if worker.slot not in self.options.stop_last:
+                _send(worker, signum)
+        self._stop_the_last()
+
+    def _stop_the_last(self) -> None:
+        """Send the stop_last slots what they are owed, once the other workers are gone."""
+        if not self._owed or any(s not in self.options.stop_last for s in self.workers):
+            return
+        for signum in self._owed:
+            for worker in self.workers.values():
+                _send(worker, signum)
+        self._owed.clear()
 
     def _halt(self, decision: Halt) -> None:
         logger.error("supervisor %d halts: %s", os.getpid(), decision.reason)

@@ -100,6 +100,7 @@ def supervised(
     done: Callable[[], bool] | None = None,
     environment: Mapping[str, str] | None = None,
     always_supervise: bool = False,
+    stop_last: frozenset[int] = frozenset(),
 ) -> int:
     """Run `run_worker` here, or run the supervisor over worker processes.
 
@@ -126,6 +127,8 @@ def supervised(
         environment: variables added to the workers' environment.
         always_supervise: run the supervisor even for one worker (workers
             of different roles, as in `uidx standalone`).
+        stop_last: slots stopped only once the others are gone (the
+            standalone coordinator, which the edges need to give back).
 
     Returns:
         The worker's exit status, or the supervisor's: 0 after a stop,
@@ -145,5 +148,6 @@ def supervised(
         notify_socket=notify_socket,
         done=done,
         environment=dict(environment or {}),
+        stop_last=stop_last,
     )
     return arbiter.run(options)

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import attrs
 
+_LOG_LINE = re.compile(r"^\S+ \S+ [A-Z]+ \[\d+\] ")
 _LEVEL = re.compile(r"^\S+ \S+ (ERROR|CRITICAL) \[\d+\] ")
 _ANSWERED_5XX = re.compile(r": answered (5\d\d)\b")
 _TRACEBACK = "Traceback (most recent call last)"
@@ -53,13 +54,29 @@ class LogProblems:
 
 
 def problems(lines: Iterable[str]) -> LogProblems:
-    """The ERROR lines, tracebacks and 5xx answers in a uidx log."""
+    """The ERROR lines, tracebacks and 5xx answers in a uidx log.
+
+    A traceback is told by the log line it follows and its last line (the
+    exception), so a failure's message says what raised and where it was
+    logged.
+    """
     errors: list[str] = []
     answered: list[tuple[int, str]] = []
-    for raw in lines:
+    logged = ""  # the last log line (a traceback follows the line that logged it)
+    traceback: list[str] | None = None
+    for raw in [*lines, ""]:
         line = raw.rstrip("\n")
-        if _LEVEL.match(line) or line.startswith(_TRACEBACK):
-            errors.append(line)
+        if traceback is not None and (_LOG_LINE.match(line) or not line):
+            errors.append(f"{_TRACEBACK} after {logged!r}: {traceback[-1].strip()}")
+            traceback = None
+        if line.startswith(_TRACEBACK):
+            traceback = [line]
+        elif traceback is not None:
+            traceback.append(line)
+        if _LOG_LINE.match(line):
+            logged = line
+            if _LEVEL.match(line):
+                errors.append(line)
         found = _ANSWERED_5XX.search(line)
         if found is not None:
             answered.append((int(found[1]), line))
