@@ -11,6 +11,8 @@ import itertools
 from collections.abc import Iterator, Sequence
 from email.utils import formatdate
 
+import pytest
+
 from usenet_indexer.core.indexer import RangeIndexer
 from usenet_indexer.core.merge import CatalogRelease, ReleaseMerger
 from usenet_indexer.core.uploads import TOGETHER_SECONDS, Part, link
@@ -211,4 +213,62 @@ def test_the_next_episode_posted_at_once_by_the_same_poster_stays_apart() -> Non
     two = lines_of(
         [f"Show.S01E02.1080p.WEB-GRP.{e}" for e in ("nfo", "par2")], poster, at=START + 70
     )
+    assert len(index(one, two)) == 2
+
+
+def test_dates_and_volume_numbers_stay_in_the_name() -> None:
+    """Only a random stem loses a short numeric extension (hash.10)."""
+    from usenet_indexer.core.subject import file_stem
+
+    assert file_stem("Show.2020.01.15.mkv") == "Show.2020.01.15"
+    assert file_stem("Book.Vol.1.epub") == "Book.Vol.1"
+    assert file_stem("Ubuntu.20.04.iso") == "Ubuntu.20.04"
+    assert file_stem("b2d3a0c1e4f5a6b7c8d9e0f1a2b3225e.10") == "b2d3a0c1e4f5a6b7c8d9e0f1a2b3225e"
+    one = lines_of(["Show.2020.01.15.mkv"], "a <a@x>", at=START)
+    two = lines_of(["Show.2020.02.03.mkv"], "b <b@x>", at=START + 5)
+    assert len(index(one, two)) == 2
+
+
+def test_parts_with_references_are_read_alike_wherever_batches_are_cut() -> None:
+    """The fast path takes a line with References as the slow path does: only a yEnc part."""
+    for marker in ("yEnc ", ""):
+        lines = [
+            f'{n}\t"a.rar" {marker}({n}/3)\tp <p@x>\t{formatdate(START)}\t<a{n}@x>\t'
+            f"{'<a1@x>' if n > 1 else ''}\t700000\t10"
+            for n in (1, 2, 3)
+        ]
+        counts = []
+        for per_batch in (3, 1):
+            indexer = RangeIndexer(group="g", first=1)
+            merger = ReleaseMerger()
+            for at in range(0, 3, per_batch):
+                indexer.add_text("\n".join(lines[at : at + per_batch]), at + per_batch + 1)
+                merger.add_all(indexer.take().releases)
+            counts.append([len(f.segments) for r in merger.releases() for f in r.files])
+        assert counts[0] == counts[1] == ([3] if marker else [1])
+
+
+def test_joined_collections_count_each_counters_missing_files() -> None:
+    """The volumes' [i/22] with 15 seen beside the complete [i/3] extras: not complete."""
+    poster = "Lisa <lisa@proton.me>"
+    extras = [f"Wolf.Island.Red.2017.2160p.BluRay.x264-FQM.{e}" for e in ("nfo", "sfv", "par2")]
+    volumes = [f"fqm-wolf.island.red.2017.2160p.r{n:02}" for n in range(15)]
+    (release,) = index(
+        lines_of(extras, poster, at=START), lines_of(volumes, poster, at=START + 60, total=22)
+    )
+    assert 0.6 < release.complete < 0.8
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ("The.Office.S01E01.720p.WEB", "The.Office.US.S01E01.720p.WEB"),
+        ("Show 2020 01 01 1080p", "Show 2020 01 10 1080p"),
+        ("Movie.2019.1080p", "Movie.2.2019.1080p"),
+    ],
+)
+def test_collections_of_other_releases_stay_apart(first: str, second: str) -> None:
+    poster = "p <p@x>"
+    one = lines_of([f"{first}.mkv", f"{first}.nfo"], poster, at=START)
+    two = lines_of([f"{second}.{e}" for e in ("mkv", "nfo", "par2")], poster, at=START + 60)
     assert len(index(one, two)) == 2

@@ -138,6 +138,9 @@ class _OpenFile:
     # than three objects a segment, which a batch would hold by the million
     # and take() would read back from all over memory.
     segments: bytearray
+    # The subject says yEnc: a line of it with References is a segment, as
+    # _segment_counter_or_reason decides (the fast path must agree).
+    yenc: bool = False
     info: FileSubject = attrs.field(init=False)  # set by take()
 
     @property
@@ -249,6 +252,7 @@ class RangeIndexer:
                     open_file is not None
                     and open_file.poster == fields[2]
                     and open_file.after == after
+                    and (not fields[5] or open_file.yenc)
                     and fields[0].isdigit()
                 ):
                     open_file.segments += b"\t".join((k, fields[4], fields[6], b""))
@@ -347,6 +351,7 @@ class RangeIndexer:
                 fields[3],
                 _xref_field(fields[7]),
                 bytearray(b"\t".join((k_text, fields[4], fields[6], b""))),
+                b"yenc" in fields[1].lower(),
             )
         else:
             open_file.segments += b"\t".join((k_text, fields[4], fields[6], b""))

@@ -184,8 +184,7 @@ class ReleaseMerger:
         for keys in link(_part(release) for release in self._releases.values()):
             members = [self._releases[key] for key in keys]
             files = sorted(
-                (f for member in members for f in member.files.values()),
-                key=lambda f: (f.index if f.index is not None else 1 << 30, f.name),
+                (f for member in members for f in member.files.values()), key=_file_order
             )
             dated = [f.posted for f in files if f.posted]
             name = upload_name(
@@ -209,17 +208,13 @@ class ReleaseMerger:
             for f in files
         ]
         seen = sum(len(f.segments) for f in built)
-        announced = sum(f.total_segments for f in built)
+        announced = _announced(members)
         # Bytes of the segments kept: a segment posted again (a repost in a
         # later batch) counts once, like it does in the segment list.
         size = sum(
             sum(f.chunks[0].sizes) if len(f.chunks) == 1 else sum(s for _, _, s in b.segments)
             for f, b in zip(files, built, strict=True)
         )
-        counted = sum(1 for f in built if f.index)  # index 0 is the .nzb, outside M
-        if release.files_announced and counted and counted < release.files_announced:
-            # Files not seen at all: assume they are as big as the ones seen.
-            announced += announced * (release.files_announced - counted) // counted
         dated = [f.posted for f in built if f.posted]
         return CatalogRelease(
             key=release.key,
@@ -235,6 +230,37 @@ class ReleaseMerger:
             chunks=sum(m.chunks for m in members),
             files=tuple(built),
         )
+
+
+def _file_order(file: _File) -> tuple[int, str, int, bytes]:
+    # Index, name, then date and key: files of joined parts may share the
+    # first two, and their order must not be the order chunks came in.
+    return (
+        file.index if file.index is not None else 1 << 30,
+        file.name,
+        file.posted,
+        file.chunks[0].key,
+    )
+
+
+def _announced(members: list[_Release]) -> int:
+    """Segments announced: those of the files seen, and for the files of an [i/M] not seen,
+    as many as the seen files of that counter have on average.
+
+    Parts joined by one M share a counter; Nyuu's collections each have
+    their own, so each counter is made up on its own.
+    """
+    by_counter: dict[int | None, list[_File]] = {}
+    for member in members:
+        by_counter.setdefault(member.files_announced, []).extend(member.files.values())
+    announced = 0
+    for total, files in by_counter.items():
+        segments = sum(f.total_segments for f in files)
+        counted = len({f.index for f in files if f.index})  # index 0 is the .nzb, outside M
+        if total and counted and counted < total:
+            segments += segments * (total - counted) // counted
+        announced += segments
+    return announced
 
 
 def _part(release: _Release) -> Part:

@@ -59,7 +59,7 @@ _STEM_SUFFIX = re.compile(
     r"""\.(?:
         part\d{1,4}\.rar | vol\d{1,5}[+-]\d{1,5}\.par2 | vol-?\d{1,5}\.par2 | par2
       | r\d{2,3} | s\d{2,3}
-      | 7z\.\d{3} | zip\.\d{3} | rar\.\d{3} | z\d{2} | \d{1,3}
+      | 7z\.\d{3} | zip\.\d{3} | rar\.\d{3} | z\d{2} | \d{3}
       | rar | zip | 7z | nfo | sfv | nzb | md5 | srr | srs | nzb
       | mkv | mp4 | avi | m4v | wmv | mpg | ts | iso | img | bin | cue
       | mp3 | flac | m4a | m4b | ogg | epub | mobi | azw3 | pdf | cbz | cbr
@@ -444,7 +444,11 @@ def _ascii_stem_suffix(stem: str) -> int:
     if ext in _STEM_WORDS:
         return last
     size = len(ext)
-    if size <= 3 and ext.isdigit():
+    if size == 3 and ext.isdigit():
+        return last
+    if size <= 2 and ext.isdigit() and looks_obfuscated(stem[:last]):
+        # hash.10: a hash-named upload numbers its files by extension; a
+        # date or a volume (Show.2020.01.15, Book.Vol.2) keeps its number.
         return last
     if 3 <= size <= 4 and ext[0] in "rs" and ext[1:].isdigit():
         return last

@@ -28,9 +28,11 @@ Nyuu's `--group-files` numbers each collection of an upload on its own
 (`[1/7]` nfo, sfv and par2, `[1/22]` the volumes, `[1/2]` the sample), so
 its parts differ in M. Such parts are joined when, beside the poster and the
 time, their names say they are one release: the words of one name (less
-"sample") are all words of the other, and they hold a scene mark (an
-episode, a year, a resolution), so `show.s01e01` and `show.s01e02` stay
-apart however close in time.
+"sample", and a group leading it) begin the other's, in order, and hold a
+scene mark (an episode, a year, a resolution), so `show.s01e01` and
+`show.s01e02`, or `The.Office` and `The.Office.US`, stay apart however
+close in time; and their M differ (parts of one M were joined above, or
+are not one upload).
 
 No I/O, no clock: the dates are the articles'.
 """
@@ -102,7 +104,8 @@ class _Upload:
     last: int
     poster: str = ""
     first: int = 0
-    words: frozenset[str] = frozenset()
+    files_announced: int | None = None
+    words: tuple[str, ...] = ()
     joined: bool = True  # joinable: not dropped, a date, not a shared From
 
 
@@ -118,7 +121,14 @@ def link(parts: Iterable[Part]) -> list[list[bytes]]:
     for part in ordered:
         upload = _joined(part, open_uploads) if joinable(part) else None
         if upload is None:
-            upload = _Upload([part.key], set(part.indexes), part.last, part.poster, part.first)
+            upload = _Upload(
+                [part.key],
+                set(part.indexes),
+                part.last,
+                part.poster,
+                part.first,
+                part.files_announced,
+            )
             upload.words = _words(part.name)
             upload.joined = _collection_joinable(part)
             uploads.append(upload)
@@ -131,14 +141,22 @@ def _collection_joinable(part: Part) -> bool:
     return not part.dropped and bool(part.first) and part.poster.strip().lower() not in SHARED_FROMS
 
 
-def _words(name: str) -> frozenset[str]:
-    return frozenset(_WORD.findall(name.lower())) - {"sample"}
+def _words(name: str) -> tuple[str, ...]:
+    return tuple(w for w in _WORD.findall(name.lower()) if w != "sample")
 
 
-def _one_release(a: frozenset[str], b: frozenset[str]) -> bool:
-    """The words of one name are all words of the other, scene marks among them."""
+def _one_release(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
+    """The shorter name's words begin the longer's, scene marks among them.
+
+    A volume name may lead with the group the release name ends with
+    (`fqm-wolf.island.red.2017.2160p` beside `Wolf.Island.Red.2017.2160p.BluRay.x264-FQM`).
+    In order, so `Show 2020 01 01` and `Show 2020 01 10`, or `The.Office` and
+    `The.Office.US`, stay apart.
+    """
     small, big = (a, b) if len(a) <= len(b) else (b, a)
-    return len(small) >= 3 and small <= big and any(_MARK.match(w) for w in small)
+    if small and big and small[0] == big[-1] and small[0] != big[0]:
+        small = small[1:]
+    return len(small) >= 3 and big[: len(small)] == small and any(_MARK.match(w) for w in small)
 
 
 def _join_collections(uploads: list[_Upload]) -> list[_Upload]:
@@ -156,7 +174,11 @@ def _join_collections(uploads: list[_Upload]) -> list[_Upload]:
             for other in group[at + 1 :]:
                 if other.first > upload.last + TOGETHER_SECONDS:
                     break
-                if id(other) not in absorbed and _one_release(upload.words, other.words):
+                if (
+                    id(other) not in absorbed
+                    and other.files_announced != upload.files_announced
+                    and _one_release(upload.words, other.words)
+                ):
                     upload.keys += other.keys
                     upload.last = max(upload.last, other.last)
                     absorbed.add(id(other))
