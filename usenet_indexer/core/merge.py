@@ -181,14 +181,20 @@ class ReleaseMerger:
         reaches it: the caller can write one and let it go.
         """
         order: list[tuple[int, str, bytes, list[_Release], list[_File]]] = []
-        for keys in link(_part(release) for release in self._releases.values()):
+        parts = {key: _part(release) for key, release in self._releases.items()}
+        for keys in link(parts.values()):
             members = [self._releases[key] for key in keys]
             files = sorted(
                 (f for member in members for f in member.files.values()), key=_file_order
             )
             dated = [f.posted for f in files if f.posted]
-            name = upload_name(
-                [m.head_name for m in members], ((f.name, f.total_segments) for f in files)
+            # One part: the name its Part already has (release_name of its files).
+            name = (
+                parts[keys[0]].name
+                if len(keys) == 1
+                else upload_name(
+                    [m.head_name for m in members], ((f.name, f.total_segments) for f in files)
+                )
             )
             order.append((min(dated) if dated else 0, name, upload_key(keys), members, files))
         order.sort(key=lambda o: o[:3])

@@ -87,14 +87,17 @@ _MARK = re.compile(r"^(?:s\d{1,2}e\d{1,3}|(?:19|20)\d\d|\d{3,4}p)$")
 
 
 def joinable(part: Part) -> bool:
-    """Whether a part can be joined to others at all."""
+    """Whether a part can be joined to others of its M."""
     return (
-        not part.dropped
+        _collection_joinable(part)
         and part.files_announced is not None
         and part.files_announced >= 2
-        and bool(part.first)
-        and part.poster.strip().lower() not in SHARED_FROMS
     )
+
+
+def _collection_joinable(part: Part) -> bool:
+    """Whether a part can be joined at all: kept, dated, and not under a shared From."""
+    return not part.dropped and bool(part.first) and part.poster.strip().lower() not in SHARED_FROMS
 
 
 @attrs.define(eq=False)
@@ -102,11 +105,11 @@ class _Upload:
     keys: list[bytes]
     indexes: set[int]
     last: int
-    poster: str = ""
-    first: int = 0
-    files_announced: int | None = None
-    words: tuple[str, ...] = ()
-    joined: bool = True  # joinable: not dropped, a date, not a shared From
+    poster: str
+    first: int
+    files_announced: int | None
+    words: tuple[str, ...]
+    joined: bool  # _collection_joinable: kept, dated, not under a shared From
 
 
 def link(parts: Iterable[Part]) -> list[list[bytes]]:
@@ -119,7 +122,8 @@ def link(parts: Iterable[Part]) -> list[list[bytes]]:
     uploads: list[_Upload] = []
     open_uploads: dict[tuple[str, int], list[_Upload]] = {}
     for part in ordered:
-        upload = _joined(part, open_uploads) if joinable(part) else None
+        by_m = joinable(part)
+        upload = _joined(part, open_uploads) if by_m else None
         if upload is None:
             upload = _Upload(
                 [part.key],
@@ -128,17 +132,13 @@ def link(parts: Iterable[Part]) -> list[list[bytes]]:
                 part.poster,
                 part.first,
                 part.files_announced,
+                _words(part.name),
+                _collection_joinable(part),
             )
-            upload.words = _words(part.name)
-            upload.joined = _collection_joinable(part)
             uploads.append(upload)
-            if joinable(part):
+            if by_m:
                 open_uploads.setdefault((part.poster, part.files_announced or 0), []).append(upload)
     return [upload.keys for upload in _join_collections(uploads)]
-
-
-def _collection_joinable(part: Part) -> bool:
-    return not part.dropped and bool(part.first) and part.poster.strip().lower() not in SHARED_FROMS
 
 
 def _words(name: str) -> tuple[str, ...]:
