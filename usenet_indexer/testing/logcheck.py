@@ -13,6 +13,7 @@ LOGGER: MESSAGE`, and the node API writes every 5xx it answers as
 
 from __future__ import annotations
 
+import itertools
 import logging
 import re
 from collections.abc import Iterable
@@ -31,7 +32,8 @@ class LogProblems:
     """The lines of a log that a clean run must not have.
 
     Attributes:
-        errors: ERROR or CRITICAL lines, and the first line of each traceback.
+        errors: ERROR or CRITICAL lines, and each traceback (by the line that
+            logged it and the exception it ends with).
         answered_5xx: the lines that record a 5xx answer, by status.
     """
 
@@ -40,6 +42,9 @@ class LogProblems:
 
     def __bool__(self) -> bool:
         return bool(self.errors or self.answered_5xx)
+
+    def __add__(self, other: LogProblems) -> LogProblems:
+        return LogProblems(self.errors + other.errors, self.answered_5xx + other.answered_5xx)
 
     def without(self, *statuses: int) -> LogProblems:
         """These problems less the 5xx answers of `statuses` (503 while the database is down)."""
@@ -63,16 +68,17 @@ def problems(lines: Iterable[str]) -> LogProblems:
     errors: list[str] = []
     answered: list[tuple[int, str]] = []
     logged = ""  # the last log line (a traceback follows the line that logged it)
-    traceback: list[str] | None = None
-    for raw in [*lines, ""]:
+    in_traceback = False
+    last = ""  # the traceback's last line so far: in the end, its exception
+    for raw in itertools.chain(lines, [""]):
         line = raw.rstrip("\n")
-        if traceback is not None and (_LOG_LINE.match(line) or not line):
-            errors.append(f"{_TRACEBACK} after {logged!r}: {traceback[-1].strip()}")
-            traceback = None
+        if in_traceback and (_LOG_LINE.match(line) or not line):
+            errors.append(f"{_TRACEBACK} after {logged!r}: {last.strip()}")
+            in_traceback = False
         if line.startswith(_TRACEBACK):
-            traceback = [line]
-        elif traceback is not None:
-            traceback.append(line)
+            in_traceback = True
+        if in_traceback:
+            last = line
         if _LOG_LINE.match(line):
             logged = line
             if _LEVEL.match(line):
@@ -85,16 +91,12 @@ def problems(lines: Iterable[str]) -> LogProblems:
 
 def file_problems(*paths: Path) -> LogProblems:
     """`problems` of the log files (each read whole; a missing one has none)."""
-    errors: list[str] = []
-    answered: list[tuple[int, str]] = []
+    found = LogProblems((), ())
     for path in paths:
-        if not path.exists():
-            continue
-        with path.open("r", encoding="utf-8", errors="replace") as stream:
-            found = problems(stream)
-        errors += found.errors
-        answered += found.answered_5xx
-    return LogProblems(tuple(errors), tuple(answered))
+        if path.exists():
+            with path.open("r", encoding="utf-8", errors="replace") as stream:
+                found += problems(stream)
+    return found
 
 
 def record_problems(records: Iterable[logging.LogRecord]) -> LogProblems:
