@@ -36,10 +36,12 @@ from usenet_indexer.synth.truth import (
 )
 
 CONFIG = GeneratorConfig(articles=100_000, seed=5, profile="posting-tools")
-# sha256 of seed 1's first 20k lines (joined by "\n") and of their truth dump,
-# taken before the posting-tools profile was added: the default profile must not move.
-DEFAULT_LINES_SHA256 = "c3c0a042e16b2fda682c6e2c05eb0705cc92ea490e4c3a8e899c5966fadeeaaa"
-DEFAULT_TRUTH_SHA256 = "8f60bf4d35c0b71a01b5eff3a4536af2a62741500201a24e62250f4d2d25df26"
+# sha256 of seed 1's first 20k lines (joined by "\n") and of their truth dump:
+# the default profile must not move by accident. Taken when the posting-tools
+# profile was added, and again when a poster stopped reposting an upload whose
+# last repost was still being posted (session 8).
+DEFAULT_LINES_SHA256 = "1df20da5e93bc8c578990b2873fa95aa8209ef4e6dacea7d4eca5ccac18f7fdc"
+DEFAULT_TRUTH_SHA256 = "a9d59bd0cc6cb2d11a633066f4ef645b2fcc520bdf5386302cdc4d0217ef313e"
 # Recipes whose articles the truth counts as junk: they leave no release.
 JUNK_RECIPES = {"ngpost_obfuscate", "newsup_obfuscate"}
 COUNTER = re.compile(r"\((\d+)/(\d+)\)")

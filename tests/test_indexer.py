@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import random
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
@@ -146,9 +148,10 @@ def test_a_release_across_batches_merges_into_one() -> None:
     assert len(keys) == 1
     [across] = merged(batches)
     [whole] = merged(index(lines))
-    assert across.chunks == len(batches)
-    assert whole.chunks == 1
-    assert attrs.evolve(across, chunks=1) == whole
+    # Shuffled whole, the numbers seem to start over now and then: the
+    # indexer cuts pieces there (reposts.restarts), and the merge joins them.
+    assert across.chunks >= len(batches)
+    assert attrs.evolve(across, chunks=1) == attrs.evolve(whole, chunks=1)
 
 
 def test_batches_move_the_resume_point() -> None:
@@ -355,7 +358,11 @@ def _open_file_of(ks: list[bytes], mids: list[bytes], sizes: list[bytes], total:
     from usenet_indexer.core.indexer import _OpenFile
     from usenet_indexer.core.subject import parse_file_subject
 
-    segments = b"".join(b"%b\t%b\t%b\t" % texts for texts in zip(ks, mids, sizes, strict=True))
+    articles = [str(BASE + at).encode() for at in range(len(ks))]
+    segments = b"".join(
+        b"%b\t%b\t%b\t%b\t%b\t" % (k, article, DATE.encode(), mid, size)
+        for k, article, mid, size in zip(ks, articles, mids, sizes, strict=True)
+    )
     open_file = _OpenFile(
         b"p", b"R", b"", total, b"1/1", b"", DATE.encode(), b"", bytearray(segments)
     )
@@ -363,12 +370,33 @@ def _open_file_of(ks: list[bytes], mids: list[bytes], sizes: list[bytes], total:
     return open_file
 
 
+def _file_chunk(open_file: Any, skipped: Counter[str], slow: bool = False) -> list[Any]:
+    """The indexer's file check for one file alone, as a release of one file goes through it."""
+
+    from usenet_indexer.core.indexer import (
+        _file_chunks,
+        _file_chunks_slow,
+        _Passes,
+        release_pass_starts,
+    )
+
+    def check(passes: _Passes) -> list[Any]:
+        if slow:
+            return _file_chunks_slow(open_file, open_file.lists(), skipped, passes)
+        return _file_chunks(open_file, open_file.lists(), skipped, passes)
+
+    passes = _Passes({})
+    chunks = check(passes)
+    if passes.deferred:
+        passes.starts = release_pass_starts([(open_file.lists(), open_file.total)])
+        chunks = check(passes)
+    return chunks
+
+
 def test_whole_list_file_checks_agree_with_the_segment_by_segment_check() -> None:
     """Clean texts (plain digits, <...> ids): the quick paths (in order, out of
     order, repeats) give what the segment-by-segment check gives."""
     from collections import Counter
-
-    from usenet_indexer.core.indexer import _file_chunk, _file_chunk_slow
 
     rng = random.Random(11)
     for _ in range(400):
@@ -385,13 +413,8 @@ def test_whole_list_file_checks_agree_with_the_segment_by_segment_check() -> Non
         sizes = [str(rng.choice([0, 1, 700_000, 2**32 - 1])).encode() for _ in numbers]
         quick: Counter[str] = Counter()
         slow: Counter[str] = Counter()
-        made = _file_chunk(_open_file_of(ks, mids, sizes, total), quick, {})  # type: ignore[arg-type]
-        want = _file_chunk_slow(
-            _open_file_of(ks, mids, sizes, total),  # type: ignore[arg-type]
-            (ks, mids, sizes),
-            slow,
-            {},
-        )
+        made = _file_chunk(_open_file_of(ks, mids, sizes, total), quick)
+        want = _file_chunk(_open_file_of(ks, mids, sizes, total), slow, slow=True)
         assert made == want
         assert quick == slow
 
@@ -399,8 +422,6 @@ def test_whole_list_file_checks_agree_with_the_segment_by_segment_check() -> Non
 def test_file_checks_send_odd_texts_segment_by_segment() -> None:
     """Sizes past uint32, ids without brackets and repeats with "<>" are sorted out one by one."""
     from collections import Counter
-
-    from usenet_indexer.core.indexer import _file_chunk
 
     cases = [
         ([b"1", b"2"], [b"<a>", b"<b>"], [b"5", b"4294967296"], {"bad_bytes": 1}, [1]),
@@ -411,7 +432,7 @@ def test_file_checks_send_odd_texts_segment_by_segment() -> None:
     ]  # fmt: skip
     for ks, mids, sizes, counted, numbers in cases:
         skipped: Counter[str] = Counter()
-        chunk = _file_chunk(_open_file_of(ks, mids, sizes, 2), skipped, {})  # type: ignore[arg-type]
+        (chunk,) = _file_chunk(_open_file_of(ks, mids, sizes, 2), skipped)
         assert chunk is not None
         assert dict(skipped) == counted
         assert list(chunk.numbers) == numbers

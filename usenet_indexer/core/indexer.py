@@ -47,12 +47,14 @@ from __future__ import annotations
 import hashlib
 import re
 from array import array
+from bisect import bisect_right
 from calendar import timegm
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from email.utils import mktime_tz, parsedate_tz
 from functools import partial
 from operator import itemgetter
+from typing import NamedTuple
 
 import attrs
 import orjson
@@ -66,6 +68,14 @@ from usenet_indexer.core.batch import (
     representative_order,
 )
 from usenet_indexer.core.naming import probe_file_rank, release_name
+from usenet_indexer.core.reposts import (
+    RUN,
+    pass_starts,
+    pauses,
+    repost_key,
+    restarts,
+    wide_gap,
+)
 from usenet_indexer.core.rules import DEFAULT_RULES, ReleaseView, Rule
 from usenet_indexer.core.subject import (
     MAX_SEGMENTS,
@@ -84,6 +94,8 @@ _SPLITS = _MIN_FIELDS - 1
 
 # Sizes are kept as uint32: no segment comes near 4 GB (they are ~0.7 MB).
 _MAX_SIZE = (1 << 32) - 1
+# Article numbers are kept as int64 (RFC 3977 allows 63 bits).
+_MAX_ARTICLE = (1 << 63) - 1
 
 # The longest subject or poster indexed, in bytes: the batch wire format
 # takes names of up to 4096 characters (batchwire.BatchLimits.max_text_chars),
@@ -133,10 +145,11 @@ class _OpenFile:
     tail: bytes  # the subject after "(k/N)"
     date: bytes
     xref: bytes
-    # k, message-id and bytes of each segment as the lines have them, each
-    # followed by a tab (none of them holds one): one growing buffer rather
-    # than three objects a segment, which a batch would hold by the million
-    # and take() would read back from all over memory.
+    # k, article number, message-id and bytes of each segment as the lines
+    # have them, each followed by a tab (none of them holds one): one growing
+    # buffer rather than four objects a segment, which a batch would hold by
+    # the million and take() would read back from all over memory. (The
+    # article numbers tell a repost's pass apart; see reposts.py.)
     segments: bytearray
     # The subject says yEnc: a line of it with References is a segment, as
     # _segment_counter_or_reason decides (the fast path must agree).
@@ -144,14 +157,21 @@ class _OpenFile:
     info: FileSubject = attrs.field(init=False)  # set by take()
 
     @property
+    def articles(self) -> tuple[int, int]:
+        """The first and the last article gathered."""
+        first = self.segments[: self.segments.find(b"\t", self.segments.find(b"\t") + 1)]
+        last = self.segments.rsplit(b"\t", 6)[-5]
+        return int(first.partition(b"\t")[2]), int(last)
+
+    @property
     def count(self) -> int:
         """Segments gathered."""
-        return self.segments.count(b"\t") // 3
+        return self.segments.count(b"\t") // 5
 
-    def lists(self) -> tuple[list[bytes], list[bytes], list[bytes]]:
-        """The segments' k, message-id and bytes texts, as three lists."""
+    def lists(self) -> _Texts:
+        """The segments' k, article number, message-id and bytes texts, as four lists."""
         parts = bytes(self.segments).split(b"\t")
-        return parts[0:-1:3], parts[1::3], parts[2::3]
+        return _Texts(parts[0:-1:5], parts[1::5], parts[2::5], parts[3::5], parts[4::5])
 
     def subject(self) -> str:
         """The subject as the file's first segment has it: (1/N), zero padded as the poster pads."""
@@ -255,7 +275,9 @@ class RangeIndexer:
                     and (not fields[5] or open_file.yenc)
                     and fields[0].isdigit()
                 ):
-                    open_file.segments += b"\t".join((k, fields[4], fields[6], b""))
+                    open_file.segments += b"\t".join(
+                        (k, fields[0], fields[3], fields[4], fields[6], b"")
+                    )
                     continue
             except IndexError:
                 pass
@@ -350,11 +372,13 @@ class RangeIndexer:
                 fields[1][q + 1 :],
                 fields[3],
                 _xref_field(fields[7]),
-                bytearray(b"\t".join((k_text, fields[4], fields[6], b""))),
+                bytearray(b"\t".join((k_text, fields[0], fields[3], fields[4], fields[6], b""))),
                 b"yenc" in fields[1].lower(),
             )
         else:
-            open_file.segments += b"\t".join((k_text, fields[4], fields[6], b""))
+            open_file.segments += b"\t".join(
+                (k_text, fields[0], fields[3], fields[4], fields[6], b"")
+            )
         if last:
             self._fast[prefix] = open_file
 
@@ -391,16 +415,14 @@ class RangeIndexer:
                     break
             if dropped_by is not None and not self.keep_dropped:
                 continue  # counted; never converted
-            chunk = self._release_chunk(_release_key(*release), members)
-            if chunk is None:
-                continue
-            if dropped_by is not None:
-                releases.append(attrs.evolve(chunk, dropped=dropped_by))
-                continue
-            releases.append(chunk)
-            candidate = _probe_candidate(chunk)
-            if candidate is not None:
-                candidates.append(candidate)
+            for chunk in self._release_chunks(_release_key(*release), members):
+                if dropped_by is not None:
+                    releases.append(attrs.evolve(chunk, dropped=dropped_by))
+                    continue
+                releases.append(chunk)
+                candidate = _probe_candidate(chunk)
+                if candidate is not None:
+                    candidates.append(candidate)
         batch = Batch(
             group=self.group,
             first=self._batch_first,
@@ -428,28 +450,69 @@ class RangeIndexer:
         self.finished = True
         return batch
 
-    def _release_chunk(self, release_key: bytes, members: list[_OpenFile]) -> ReleaseChunk | None:
-        kept = [
-            (chunk, member)
-            for member in members
-            if (chunk := _file_chunk(member, self._skipped, self._dates)) is not None
+    def _release_chunks(self, release_key: bytes, members: list[_OpenFile]) -> list[ReleaseChunk]:
+        """The release's chunk, and one more per later pass (a repost; see reposts.py)."""
+        texts = [member.lists() for member in members]
+        # Where the posting pauses long, between files or inside one: every
+        # file of the release is cut there alike (a piece is a chunk).
+        paused = [pauses(text.articles) for text in texts]
+        cuts = _release_gaps(members, paused)
+        for member, text in zip(members, texts, strict=True):
+            cuts += _restarts(member, text)
+        passes = _Passes(self._dates, cuts=sorted(set(cuts)))
+        found = [
+            (_file_chunks(member, text, self._skipped, passes), member)
+            for member, text in zip(members, texts, strict=True)
         ]
-        if not kept:
-            return None
-        files = tuple(sorted((chunk for chunk, _ in kept), key=_file_order))
+        if passes.deferred:
+            # Files with repeated numbers: the release's passes, from all its
+            # files' segments in article order, then every file split by them.
+            passes.starts = sorted(
+                {
+                    *passes.cuts,
+                    *release_pass_starts(
+                        [(text, member.total) for member, text in zip(members, texts, strict=True)]
+                    ),
+                }
+            )
+            deferred = {id(member) for member in passes.deferred}
+            again = members if passes.starts else passes.deferred
+            found = [pair for pair in found if id(pair[1]) not in deferred and not passes.starts]
+            text_of = {id(member): text for member, text in zip(members, texts, strict=True)}
+            for member in again:
+                # A file looked at once already was counted then.
+                counted = self._skipped if id(member) in deferred else Counter[str]()
+                found.append((_file_chunks(member, text_of[id(member)], counted, passes), member))
+        by_pass: list[list[tuple[FileChunk, _OpenFile]]] = []
+        for chunks, member in found:
+            for number, chunk in enumerate(chunks):
+                if chunk is None:
+                    continue
+                while len(by_pass) <= number:
+                    by_pass.append([])
+                by_pass[number].append((chunk, member))
         groups: set[str] = set()
         for member in members:
             groups.update(_xref_groups(member.xref))
-        # Poster, head and [i/M] of the earliest file: the same whatever the batch cuts.
-        _, first = min(kept, key=lambda pair: representative_order(pair[0]))
-        return ReleaseChunk(
-            key=release_key,
-            head_name=first.info.head_name,
-            poster=decode(first.poster),
-            groups=tuple(sorted(groups)) or ((self.group,) if self.group else ()),
-            files_announced=first.info.files_announced,
-            files=files,
-        )
+        released = []
+        key = release_key
+        for kept in by_pass:
+            if kept:
+                files = tuple(sorted((chunk for chunk, _ in kept), key=_file_order))
+                # Poster, head and [i/M] of the earliest file: the same whatever the batch cuts.
+                _, first = min(kept, key=lambda pair: representative_order(pair[0]))
+                released.append(
+                    ReleaseChunk(
+                        key=key,
+                        head_name=first.info.head_name,
+                        poster=decode(first.poster),
+                        groups=tuple(sorted(groups)) or ((self.group,) if self.group else ()),
+                        files_announced=first.info.files_announced,
+                        files=files,
+                    )
+                )
+            key = repost_key(key)
+        return released
 
 
 def _release_key(poster: bytes, basis: str) -> bytes:
@@ -511,18 +574,117 @@ def find_segment_counter(subject: bytes) -> tuple[int, int, int, int] | None:
     return found.start(), found.end() - 1, int(found.group(1)), int(found.group(2))
 
 
-def _file_chunk(
-    open_file: _OpenFile, skipped: Counter[str], dates: dict[bytes, int]
-) -> FileChunk | None:
-    """The file's segments of this batch, converted and checked; None if none is good.
+class _Texts(NamedTuple):
+    """A file's segments as the lines have them: k, article number, date, message-id, bytes."""
+
+    ks: list[bytes]
+    articles: list[bytes]
+    dates: list[bytes]
+    mids: list[bytes]
+    sizes: list[bytes]
+
+
+@attrs.define(eq=False, slots=True)
+class _Passes:
+    """What the files of one release tell each other about its passes (reposts.py).
+
+    Attributes:
+        dates: the batch's parsed dates.
+        cuts: where the release's posting pauses long (first articles after).
+        starts: the first article of each later piece of the release (its
+            cuts and its passes); None until the release's files were looked
+            at once.
+        deferred: files with repeated numbers, left for when `starts` is known.
+    """
+
+    dates: dict[bytes, int]
+    cuts: list[int] = attrs.field(factory=list)
+    starts: list[int] | None = None
+    deferred: list[_OpenFile] = attrs.field(factory=list)
+
+    @property
+    def pieces(self) -> list[int]:
+        """Where the release is cut: its passes and cuts once known, else its cuts."""
+        return self.cuts if self.starts is None else self.starts
+
+
+def _release_gaps(members: list[_OpenFile], paused: list[list[tuple[int, int]]]) -> list[int]:
+    """Where a release's posting pauses long (the first articles after each pause).
+
+    Inside a file (`reposts.pauses`), and between its files' runs: a gap
+    wider than `reposts.WIDE` times the release's mean gap (and
+    `reposts.MIN_GAP`). A batch that holds the end of an upload and its
+    repost's start cuts them apart there. Read from each file's first and
+    last article and its pauses only.
+    """
+    cuts = {after for pauses_of in paused for _, after in pauses_of}
+    spans = []
+    for member, pauses_of in zip(members, paused, strict=True):
+        first, last = member.articles
+        for before, after in pauses_of:
+            spans.append((first, before))
+            first = after
+        spans.append((first, last))
+    if len(spans) < 2:
+        return sorted(cuts)
+    spans.sort()
+    count = sum(member.count for member in members)
+    wide = wide_gap(spans[-1][1] - spans[0][0], count)
+    reached = spans[0][1]
+    for first, last in spans[1:]:
+        if first - reached > wide:
+            cuts.add(first)
+        reached = max(reached, last)
+    return sorted(cuts)
+
+
+def _restarts(member: _OpenFile, texts: _Texts) -> list[int]:
+    """Where a file's numbers start over (reposts.restarts); none for a file posted 1, 2, ..."""
+    ks = texts.ks
+    count = len(ks)
+    if count < RUN or (count <= _COUNTING_MAX and ks == _counting(ks[0])[:count]):
+        return []
+    numbers = _digit_ints(ks)
+    articles = _digit_ints(texts.articles)
+    if numbers is None or articles is None:
+        return []  # odd texts: the segment-by-segment check sorts them out
+    return restarts(numbers, articles, member.total)
+
+
+def release_pass_starts(files: Sequence[tuple[_Texts, int]]) -> list[int]:
+    """The first article of each later pass of a release, from its files' segments.
+
+    Args:
+        files: each file's segment texts and its N.
+    """
+    posted: list[tuple[int, int]] = []
+    base = 0  # each file's numbers apart from the others'
+    for texts, total in files:
+        posted.extend(
+            (int(article), base + int(k))
+            for k, article in zip(texts.ks, texts.articles, strict=True)
+            if k.isdigit()
+        )
+        base += total + 1
+    posted.sort()
+    articles = [article for article, _ in posted]
+    starts = pass_starts([segment for _, segment in posted], articles)
+    return [articles[at] for at in starts[1:]]
+
+
+def _file_chunks(
+    open_file: _OpenFile, texts: _Texts, skipped: Counter[str], passes: _Passes
+) -> list[FileChunk | None]:
+    """The file's segments of this batch, converted and checked: a chunk per pass, None if none is good.
 
     The common case (unique numbers within 1..N, good message-ids and sizes)
     is checked and sorted with whole-list operations; a file whose only fault
-    is repeated segments keeps the first of each (as the segment-by-segment
-    check would); anything else is sorted out segment by segment.
+    is repeated segments keeps the first of each in each pass (a repost goes
+    through the file again: reposts.py); anything else is sorted out segment
+    by segment.
     """
-    texts = open_file.lists()
-    ks, mids, sizes_texts = texts
+    dates = passes.dates
+    ks, _, _, mids, sizes_texts = texts
     count = len(ks)
     total = open_file.total
     blob = b"\n".join(mids)
@@ -537,52 +699,100 @@ def _file_chunk(
         and b">" not in message_ids
         and (len(blob) <= MAX_MESSAGE_ID_BYTES or max(map(len, mids)) <= MAX_MESSAGE_ID_BYTES)
     ):
-        return _file_chunk_slow(open_file, texts, skipped, dates)
+        return _file_chunks_slow(open_file, texts, skipped, passes)
     digit_sizes = _digit_ints(sizes_texts)
     if digit_sizes is None:
         try:
             size_list = list(map(int, sizes_texts))
         except ValueError:
-            return _file_chunk_slow(open_file, texts, skipped, dates)
+            return _file_chunks_slow(open_file, texts, skipped, passes)
     else:
         size_list = digit_sizes
     try:
         sizes = array("I", size_list)  # uint32: raises for a negative or too big size
     except OverflowError:
-        return _file_chunk_slow(open_file, texts, skipped, dates)
-    if count <= total and count <= _COUNTING_MAX and ks == _counting(ks[0])[:count]:
+        return _file_chunks_slow(open_file, texts, skipped, passes)
+    if (
+        count <= total
+        and count <= _COUNTING_MAX
+        and ks == _counting(ks[0])[:count]
+        and not passes.pieces
+    ):
         # Segments 1, 2, ..., count in order (how most files arrive): no conversion.
-        return _make_file_chunk(open_file, dates, _ONE_TO[:count], message_ids, sizes)
+        return [_make_file_chunk(open_file, dates, _ONE_TO[:count], message_ids, sizes)]
     numbers = _digit_ints(ks)
     if numbers is None:
         try:
             numbers = list(map(int, ks))
         except ValueError:
-            return _file_chunk_slow(open_file, texts, skipped, dates)
+            return _file_chunks_slow(open_file, texts, skipped, passes)
         digits = False
     else:
         digits = digit_sizes is not None
     if not (min(numbers) >= 1 and max(numbers) <= total):
-        return _file_chunk_slow(open_file, texts, skipped, dates)
+        return _file_chunks_slow(open_file, texts, skipped, passes)
     unique = len(set(numbers)) == count
-    if not unique:
-        if not digits or b"<>" in blob:
+    if not unique or passes.pieces:
+        articles = _digit_ints(texts.articles)
+        if not digits or b"<>" in blob or articles is None:
             # A text the segment-by-segment check reads otherwise ("+1", "<>").
-            return _file_chunk_slow(open_file, texts, skipped, dates)
-        # Repeats only: the first of each number is kept, the others counted.
-        first = dict(zip(reversed(numbers), range(count - 1, -1, -1), strict=True))
-        skipped["repeated_segment"] += count - len(first)
-        numbers = sorted(first)
-        order = list(map(first.__getitem__, numbers))
-        sizes = array("I", map(size_list.__getitem__, order))
-        blob = b"\n".join(map(mids.__getitem__, order))
-        message_ids = blob[1:-1].replace(b">\n<", b"\n")
-    elif count > 1 and numbers != sorted(numbers):
+            return _file_chunks_slow(open_file, texts, skipped, passes)
+        if not unique and passes.starts is None:
+            passes.deferred.append(open_file)
+            return []  # decided once the release's passes are known
+        return _pieces(
+            open_file,
+            skipped,
+            passes.dates,
+            passes.pieces,
+            _Segments(numbers, articles, texts.dates, mids, size_list),
+        )
+    if count > 1 and numbers != sorted(numbers):
         # Posters with many connections get segments to the server out of order.
         pick = itemgetter(*sorted(range(count), key=numbers.__getitem__))
         numbers, sizes = list(pick(numbers)), array("I", pick(size_list))
         message_ids = b"\n".join(pick(mids))[1:-1].replace(b">\n<", b"\n")
-    return _make_file_chunk(open_file, dates, array("I", numbers), message_ids, sizes)
+    return [_make_file_chunk(open_file, dates, array("I", numbers), message_ids, sizes)]
+
+
+class _Segments(NamedTuple):
+    """A file's good segments in article order: k, article number, date text, message-id, bytes."""
+
+    numbers: list[int]
+    articles: list[int]
+    dates: list[bytes]
+    mids: list[bytes]
+    sizes: list[int]
+
+
+def _pieces(
+    open_file: _OpenFile,
+    skipped: Counter[str],
+    dates: dict[bytes, int],
+    starts: list[int],
+    segments: _Segments,
+) -> list[FileChunk | None]:
+    """A file cut at `starts` (articles where a pass or a piece begins): a chunk per piece,
+    the first post of each number in it (the other posts counted as repeats)."""
+    # Each piece's first post of each number: {piece: {k: position}}.
+    firsts: dict[int, dict[int, int]] = {}
+    for at, (number, article) in enumerate(zip(segments.numbers, segments.articles, strict=True)):
+        firsts.setdefault(bisect_right(starts, article), {}).setdefault(number, at)
+    skipped["repeated_segment"] += len(segments.numbers) - sum(map(len, firsts.values()))
+    chunks: list[FileChunk | None] = [None] * (max(firsts, default=-1) + 1)
+    for piece, first in firsts.items():
+        kept = sorted(first)
+        order = list(map(first.__getitem__, kept))
+        blob = b"\n".join(map(segments.mids.__getitem__, order))
+        chunks[piece] = _make_file_chunk(
+            open_file,
+            dates,
+            array("I", kept),
+            blob[1:-1].replace(b">\n<", b"\n"),
+            array("I", map(segments.sizes.__getitem__, order)),
+            posted=_parsed(dates, segments.dates[min(order)]),
+        )
+    return chunks
 
 
 # Segment numbers 1, 2, ... as posters write them (unpadded or zero padded to
@@ -625,35 +835,55 @@ def _digit_ints(texts: list[bytes]) -> list[int] | None:
     return numbers
 
 
-def _file_chunk_slow(
-    open_file: _OpenFile,
-    texts: tuple[list[bytes], list[bytes], list[bytes]],
-    skipped: Counter[str],
-    dates: dict[bytes, int],
-) -> FileChunk | None:
-    """Segment by segment: forged numbers, bad sizes and message-ids out, repeats once."""
-    good: dict[int, tuple[bytes, int]] = {}
-    for k_text, message_id, size_text in zip(*texts, strict=True):
+def _file_chunks_slow(
+    open_file: _OpenFile, texts: _Texts, skipped: Counter[str], passes: _Passes
+) -> list[FileChunk | None]:
+    """Segment by segment: forged numbers, bad sizes and message-ids out, then as the quick path."""
+    bad: Counter[str] = Counter()
+    numbers: list[int] = []
+    articles: list[int] = []
+    date_texts: list[bytes] = []
+    mids: list[bytes] = []
+    sizes: list[int] = []
+    for k_text, article, date, message_id, size_text in zip(*texts, strict=True):
         k = int(k_text) if k_text.isdigit() else 0
         if not 0 < k <= open_file.total:
-            skipped["forged_counter"] += 1
+            bad["forged_counter"] += 1
         elif not size_text.isdigit() or int(size_text) > _MAX_SIZE:
-            skipped["bad_bytes"] += 1
+            bad["bad_bytes"] += 1
         elif not _good_message_id(message_id):
-            skipped["bad_message_id"] += 1
-        elif k in good:
-            skipped["repeated_segment"] += 1
+            bad["bad_message_id"] += 1
         else:
-            good[k] = (message_id[1:-1], int(size_text))
-    if not good:
-        return None
-    numbers = sorted(good)
-    return _make_file_chunk(
+            numbers.append(k)
+            articles.append(min(int(article), _MAX_ARTICLE))
+            date_texts.append(date)
+            mids.append(message_id)
+            sizes.append(int(size_text))
+    unique = len(set(numbers)) == len(numbers)
+    if unique and not passes.pieces:
+        skipped.update(bad)
+        if not numbers:
+            return [None]
+        order = sorted(range(len(numbers)), key=numbers.__getitem__)
+        return [
+            _make_file_chunk(
+                open_file,
+                passes.dates,
+                array("I", map(numbers.__getitem__, order)),
+                b"\n".join(mids[at][1:-1] for at in order),
+                array("I", map(sizes.__getitem__, order)),
+            )
+        ]
+    if not unique and passes.starts is None:
+        passes.deferred.append(open_file)
+        return []  # decided (and counted) once the release's passes are known
+    skipped.update(bad)
+    return _pieces(
         open_file,
-        dates,
-        array("I", numbers),
-        b"\n".join(good[k][0] for k in numbers),
-        array("I", (good[k][1] for k in numbers)),
+        skipped,
+        passes.dates,
+        passes.pieces,
+        _Segments(numbers, articles, date_texts, mids, sizes),
     )
 
 
@@ -663,10 +893,11 @@ def _make_file_chunk(
     numbers: array[int],
     message_ids: bytes,
     sizes: array[int],
+    posted: int | None = None,
 ) -> FileChunk:
-    posted = dates.get(open_file.date)
+    """The file's chunk; `posted` is the date of its first line unless given."""
     if posted is None:
-        posted = dates[open_file.date] = parse_date(decode(open_file.date))
+        posted = _parsed(dates, open_file.date)
     return FileChunk(
         key=_digest(b"f", open_file.poster, open_file.prefix, str(open_file.total).encode()),
         name=open_file.info.file_name,
@@ -678,6 +909,14 @@ def _make_file_chunk(
         message_ids=decode(message_ids),
         sizes=sizes,
     )
+
+
+def _parsed(dates: dict[bytes, int], date: bytes) -> int:
+    """Unix seconds of a Date field, parsed once per batch."""
+    posted = dates.get(date)
+    if posted is None:
+        posted = dates[date] = parse_date(decode(date))
+    return posted
 
 
 def _file_order(chunk: FileChunk) -> tuple[int, str]:

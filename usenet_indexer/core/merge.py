@@ -5,17 +5,32 @@ order, and a retried batch may bring the same chunk twice. Merging is
 therefore by key and idempotent: files by file key, segments by number
 (the first message-id seen for a number wins, so a duplicate post of a
 segment does not double it), groups by union, dates by minimum.
+
+A release posted again (a repost: the same poster and names, new
+message-ids) is a release of its own. Its chunks come under the key of the
+release (from a batch that saw no earlier pass) or under `repost_key` of it
+(from a batch that saw both; see reposts.py), so the chunks of a key and
+of its chain of repost keys (pieces the indexer cut off after a pause or
+a run of repeats) are taken together. In order of date, the files of each
+piece (a release chunk) go to the earliest generation that does not hold
+`min(RUN, N)` of the file's numbers under other message-ids (or to a new
+one), and once one file went past a generation, the piece's later files do
+too, and so do the files just before it that repeat some of its numbers (a
+takedown's repost repeats only some numbers of some files).
+Generation n comes out under the n-th repost key.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from itertools import pairwise
 from typing import Any
 
 import attrs
 
-from usenet_indexer.core.batch import FileChunk, ReleaseChunk, representative
+from usenet_indexer.core.batch import UNDATED, FileChunk, ReleaseChunk, representative
 from usenet_indexer.core.naming import release_name, upload_name
+from usenet_indexer.core.reposts import RUN, repost_key
 from usenet_indexer.core.uploads import Part, link
 from usenet_indexer.core.uploads import representative as upload_key
 
@@ -41,7 +56,25 @@ class _File:
 
 
 @attrs.define(eq=False)
+class _Entry:
+    """Everything merged under one release key: its fields and every file chunk, as added."""
+
+    key: bytes
+    head_name: str | None
+    poster: str
+    files_announced: int | None
+    groups: set[str]
+    dropped: str | None
+    order: tuple[int, bytes]  # batch.representative of the chunk the fields above are from
+    chunks: int = 0
+    # Each file chunk with the number of the release chunk it came in.
+    files: list[tuple[FileChunk, int]] = attrs.field(factory=list)
+
+
+@attrs.define(eq=False)
 class _Release:
+    """One generation of a release: an upload, with its files merged."""
+
     key: bytes
     head_name: str | None
     poster: str
@@ -129,8 +162,9 @@ class CatalogRelease:
 class ReleaseMerger:
     """Gathers release chunks and hands out merged catalog releases."""
 
-    _releases: dict[bytes, _Release] = attrs.field(init=False, factory=dict)
+    _releases: dict[bytes, _Entry] = attrs.field(init=False, factory=dict)
     _probed: set[bytes] = attrs.field(init=False, factory=set)
+    _added: int = attrs.field(init=False, default=0)
 
     def __len__(self) -> int:
         return len(self._releases)
@@ -140,7 +174,7 @@ class ReleaseMerger:
         release = self._releases.get(chunk.key)
         order = representative(chunk.files) if chunk.files else (1 << 63, b"")
         if release is None:
-            release = self._releases[chunk.key] = _Release(
+            release = self._releases[chunk.key] = _Entry(
                 key=chunk.key,
                 head_name=chunk.head_name,
                 poster=chunk.poster,
@@ -161,8 +195,8 @@ class ReleaseMerger:
                 # Kept anywhere means kept: a later batch saw more than executables.
                 release.dropped = None
         release.chunks += 1
-        for file in chunk.files:
-            _merge_file(release.files, file)
+        self._added += 1
+        release.files.extend((file, self._added) for file in chunk.files)
 
     def mark_probe(self, release_key: bytes) -> None:
         """Note that a probe candidate was reported for a release."""
@@ -181,9 +215,10 @@ class ReleaseMerger:
         reaches it: the caller can write one and let it go.
         """
         order: list[tuple[int, str, bytes, list[_Release], list[_File]]] = []
-        parts = {key: _part(release) for key, release in self._releases.items()}
+        generations = {g.key: g for g in self._generations()}
+        parts = {key: _part(release) for key, release in generations.items()}
         for keys in link(parts.values()):
-            members = [self._releases[key] for key in keys]
+            members = [generations[key] for key in keys]
             files = sorted(
                 (f for member in members for f in member.files.values()), key=_file_order
             )
@@ -199,6 +234,18 @@ class ReleaseMerger:
             order.append((min(dated) if dated else 0, name, upload_key(keys), members, files))
         order.sort(key=lambda o: o[:3])
         return (self._build(members, files, name) for _, name, _, members, files in order)
+
+    def _generations(self) -> Iterator[_Release]:
+        """Every key's chunks and its repost keys' chunks, as generations (see above)."""
+        entries = self._releases
+        later = {next_key for key in entries if (next_key := repost_key(key)) in entries}
+        for key, entry in entries.items():
+            if key in later:
+                continue  # taken with the key it is a repost of
+            chain = [entry]
+            while (following := entries.get(repost_key(chain[-1].key))) is not None:
+                chain.append(following)
+            yield from _split(chain)
 
     def _build(self, members: list[_Release], files: list[_File], name: str) -> CatalogRelease:
         release = members[0]
@@ -284,6 +331,125 @@ def _part(release: _Release) -> Part:
             release.head_name, ((f.name, f.total_segments) for f in release.files.values())
         ),
     )
+
+
+def _split(chain: list[_Entry]) -> list[_Release]:
+    """The generations of a release from its entries (its key's and its repost keys').
+
+    See the module's docstring.
+    """
+    base = chain[0]
+    if len(chain) == 1 and not _repeats(base):
+        only = _generation(base, base.key)
+        for file, _ in base.files:
+            _merge_file(only.files, file)
+        only.chunks = base.chunks
+        return [only]
+    generations = [_generation(base, base.key)]
+    # Where each file chunk went: [chunk, its release chunk, generation, what it posts again].
+    placed: list[list[Any]] = []
+    # The pieces (release chunks: a batch's chunk under one key of the chain),
+    # in order of date, then of content: never of the order they came in.
+    pieces: dict[tuple[int, int], list[FileChunk]] = {}
+    for at, entry in enumerate(chain):
+        for file, source in entry.files:
+            pieces.setdefault((at, source), []).append(file)
+    for (_, source), files in sorted(pieces.items(), key=lambda item: _piece_order(item[1])):
+        place = 0
+        rest = sorted(files, key=_file_chunk_order)
+        while rest:
+            if place == len(generations):
+                generations.append(_generation(base, repost_key(generations[-1].key)))
+            # In order of date: the piece's files up to the first that posts
+            # again what this generation holds stay in it, but for those just
+            # before it that post some of it again (a repost of files its
+            # first post lost segments of); the rest go on to the next.
+            again = [_posted_again(generations[place], file) for file in rest]
+            cut = next((at for at, level in enumerate(again) if level == _AGAIN), len(rest))
+            if cut < len(rest):
+                while cut and again[cut - 1] == _SOME_AGAIN:
+                    cut -= 1
+            for file, level in zip(rest[:cut], again, strict=False):
+                _merge_file(generations[place].files, file)
+                placed.append([file, source, place, level])
+            rest = rest[cut:]
+            place += 1
+    # A chunk that posts some of its generation again, and whose file's next
+    # chunk went to a later one, is the start of that post (a batch cut
+    # between a repost's first segments and the rest).
+    by_file: dict[bytes, list[list[Any]]] = {}
+    for item in placed:
+        by_file.setdefault(item[0].key, []).append(item)
+    moved = False
+    for items in by_file.values():
+        items.sort(key=lambda item: _file_chunk_order(item[0]))
+        for item, following in reversed(list(pairwise(items))):
+            if item[3] == _SOME_AGAIN and following[2] > item[2]:
+                item[2] = following[2]
+                moved = True
+    if moved:
+        for generation in generations:
+            generation.files = {}
+        for file, _, place, _ in placed:
+            _merge_file(generations[place].files, file)
+    sources: list[set[int]] = [set() for _ in generations]
+    for _, source, place, _ in placed:
+        sources[place].add(source)
+    for generation, came_in in zip(generations, sources, strict=True):
+        generation.chunks = len(came_in)
+    return [g for g in generations if g.files]
+
+
+def _file_chunk_order(file: FileChunk) -> tuple[int, bytes, str]:
+    return (file.posted or UNDATED, file.key, file.first_message_id)
+
+
+def _piece_order(files: list[FileChunk]) -> tuple[int, bytes, str]:
+    """A piece's place: its earliest file's date, then its smallest file key and message-id."""
+    posted = min((f.posted for f in files if f.posted), default=UNDATED)
+    return (posted, *min((f.key, f.first_message_id) for f in files))
+
+
+def _repeats(entry: _Entry) -> bool:
+    """Whether a file key comes more than once in the entry's chunks (else one generation)."""
+    keys = [file.key for file, _ in entry.files]
+    return len(set(keys)) < len(keys)
+
+
+def _generation(entry: _Entry, key: bytes) -> _Release:
+    return _Release(
+        key=key,
+        head_name=entry.head_name,
+        poster=entry.poster,
+        files_announced=entry.files_announced,
+        groups=entry.groups,
+        dropped=entry.dropped,
+        order=entry.order,
+    )
+
+
+# What a file chunk posts again of what a generation holds: nothing, some
+# numbers, or min(RUN, N) of them (a post of its own).
+_NOTHING_AGAIN, _SOME_AGAIN, _AGAIN = 0, 1, 2
+
+
+def _posted_again(generation: _Release, chunk: FileChunk) -> int:
+    """How much of a file chunk a generation holds under other message-ids (see above)."""
+    file = generation.files.get(chunk.key)
+    if file is None:
+        return _NOTHING_AGAIN
+    held: dict[int, str] = {}
+    for earlier in file.chunks:
+        for number, message_id, _ in earlier.segments():
+            held.setdefault(number, message_id)
+    other = sum(
+        1
+        for number, message_id, _ in chunk.segments()
+        if held.get(number, message_id) != message_id
+    )
+    if other >= min(RUN, chunk.total_segments):
+        return _AGAIN
+    return _SOME_AGAIN if other else _NOTHING_AGAIN
 
 
 def _merge_file(files: dict[bytes, _File], chunk: FileChunk) -> None:

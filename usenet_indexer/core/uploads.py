@@ -32,7 +32,8 @@ time, their names say they are one release: the words of one name (less
 scene mark (an episode, a year, a resolution), so `show.s01e01` and
 `show.s01e02`, or `The.Office` and `The.Office.US`, stay apart however
 close in time; and their M differ (parts of one M were joined above, or
-are not one upload).
+are not one upload), and the upload has no collection of that M yet (a
+repost's collections, posted soon after, go with the repost).
 
 No I/O, no clock: the dates are the articles'.
 """
@@ -110,6 +111,7 @@ class _Upload:
     files_announced: int | None
     words: tuple[str, ...]
     joined: bool  # _collection_joinable: kept, dated, not under a shared From
+    counters: set[int | None]  # the M of each collection in it
 
 
 def link(parts: Iterable[Part]) -> list[list[bytes]]:
@@ -134,6 +136,7 @@ def link(parts: Iterable[Part]) -> list[list[bytes]]:
                 part.files_announced,
                 _words(part.name),
                 _collection_joinable(part),
+                {part.files_announced},
             )
             uploads.append(upload)
             if by_m:
@@ -176,11 +179,12 @@ def _join_collections(uploads: list[_Upload]) -> list[_Upload]:
                     break
                 if (
                     id(other) not in absorbed
-                    and other.files_announced != upload.files_announced
+                    and upload.counters.isdisjoint(other.counters)
                     and _one_release(upload.words, other.words)
                 ):
                     upload.keys += other.keys
                     upload.last = max(upload.last, other.last)
+                    upload.counters |= other.counters
                     absorbed.add(id(other))
     return [upload for upload in uploads if id(upload) not in absorbed]
 

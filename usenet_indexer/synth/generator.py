@@ -1748,6 +1748,7 @@ class _ToolPlanner:
             return self._scene()
         taken = [u for u in done if u.missing]
         original = _pick(rng, taken) if taken and rng.random() < 0.7 else _pick(rng, done)
+        self._owner._reposting_now(original)
         upload = attrs.evolve(
             original,
             kind="repost",
@@ -1973,6 +1974,11 @@ class OverviewGenerator:
     _posters: tuple[str, ...] = attrs.field(init=False)
     _kind_odds: tuple[float, ...] = attrs.field(init=False)
     _repostable: deque[_Upload] = attrs.field(init=False, factory=lambda: deque(maxlen=64))
+    # Uploads being reposted, by id (a repost's repost_of): a poster
+    # reposts an upload again only once its last repost is done (two copies
+    # of one upload by one poster at once is no takedown's answer).
+    _reposting: dict[int, _Upload] = attrs.field(init=False, factory=dict)
+
     _text_posts: deque[tuple[str, str]] = attrs.field(init=False, factory=lambda: deque(maxlen=32))
     _other_numbers: dict[str, int] = attrs.field(init=False, factory=dict)
     _last_article: int | None = attrs.field(init=False, default=None)
@@ -1982,6 +1988,10 @@ class OverviewGenerator:
     _written: int = attrs.field(init=False, default=0)
     _started: bool = attrs.field(init=False, default=False)
     _done: bool = attrs.field(init=False, default=False)
+
+    def _reposting_now(self, original: _Upload) -> None:
+        self._repostable.remove(original)
+        self._reposting[original.id] = original
 
     def __attrs_post_init__(self) -> None:
         self._rng = random.Random(self._config.seed)
@@ -2140,6 +2150,12 @@ class OverviewGenerator:
         while item is None:
             if upload.kind == "legit" and not upload.truncated:
                 self._repostable.append(upload)
+            elif upload.kind == "repost":
+                original = self._reposting.pop(
+                    -1 if upload.repost_of is None else upload.repost_of, None
+                )
+                if original is not None:
+                    self._repostable.append(original)
             slots[slot] = upload, post = self._start_slot(initial=False)
             posts[slot] = post
             item = next(post, None)
@@ -2213,7 +2229,9 @@ class OverviewGenerator:
         if kind == "obfuscated":
             return self._obfuscated_upload()
         if kind == "repost" and self._repostable:
-            return self._repost(_pick(self._rng, self._repostable))
+            original = _pick(self._rng, self._repostable)
+            self._reposting_now(original)
+            return self._repost(original)
         return self._legit_upload()
 
     def _register(self, upload: _Upload) -> _Upload:

@@ -1,0 +1,129 @@
+"""Reposts apart from repeats (core/reposts.py, the indexer's pieces and the merge's generations).
+
+A repost (the same poster posting the same files again, later, with new
+message-ids) is a release of its own, wherever batches are cut; a post
+check's repeat of one segment is not. Lines are written as the posting
+tools write them (test_indexer's `upload`), never from the indexer's rules.
+"""
+
+from __future__ import annotations
+
+import random
+from email.utils import formatdate
+
+import pytest
+from test_indexer import BASE, index, line, merged, skipped, upload
+
+from usenet_indexer.core.merge import CatalogRelease
+from usenet_indexer.core.reposts import pass_starts, pauses, restarts
+
+FILES = [("show.s01e01.part1.rar", 30), ("show.s01e01.part2.rar", 30), ("show.s01e01.par2", 1)]
+HEAD = "Show.S01E01.1080p.WEB-DL-GRP"
+
+
+def posted_twice(gap: int, *, missing: frozenset[tuple[str, int]] = frozenset()) -> list[str]:
+    """An upload, then the same files again `gap` articles after its end, new message-ids.
+
+    Dates go on as a server's do: a second every ten articles.
+    """
+    first = [text for text in upload(BASE, HEAD, FILES) if _name_and_k(text) not in missing]
+    again = upload(BASE + len(first) + gap, HEAD, FILES, tag="again.")
+    return [dated(text) for text in first + again]
+
+
+def dated(text: str) -> str:
+    fields = text.split("\t")
+    fields[3] = formatdate(1_796_000_000 + (int(fields[0]) - BASE) // 10)
+    return "\t".join(fields)
+
+
+def _name_and_k(text: str) -> tuple[str, int]:
+    subject = text.split("\t")[1]
+    name = subject.split('"')[1]
+    k = int(subject.rsplit("(", 1)[1].split("/")[0])
+    return name, k
+
+
+def segments_of(release: CatalogRelease) -> dict[str, list[str]]:
+    return {f.name: [message_id for _, message_id, _ in f.segments] for f in release.files}
+
+
+def assert_two_whole_posts(releases: list[CatalogRelease]) -> None:
+    assert len(releases) == 2
+    first, again = sorted(
+        releases, key=lambda r: segments_of(r)[FILES[0][0]][0].startswith("again")
+    )
+    for release, tag in ((first, ""), (again, "again.")):
+        ids = [m for mids in segments_of(release).values() for m in mids]
+        assert all(m.startswith(tag) if tag else not m.startswith("again.") for m in ids)
+    assert again.complete == 1.0
+    assert first.key != again.key
+
+
+@pytest.mark.parametrize("gap", [0, 5_000])
+def test_a_repost_is_a_release_of_its_own(gap: int) -> None:
+    releases = merged(index(posted_twice(gap)))
+    assert_two_whole_posts(releases)
+
+
+@pytest.mark.parametrize("every", [7, 31, 45, 61, 100])
+def test_a_repost_is_a_release_of_its_own_wherever_batches_are_cut(every: int) -> None:
+    lines = posted_twice(1_000)
+    whole = merged(index(lines))
+    cut = merged(index(lines, batch_every=every))
+    assert_two_whole_posts(cut)
+    assert {r.key: segments_of(r) for r in cut} == {r.key: segments_of(r) for r in whole}
+
+
+def test_a_repost_after_a_takedown_is_whole_and_apart() -> None:
+    """The first post lost segments (taken down, never seen); the repost has them all."""
+    rng = random.Random(4)
+    lost = frozenset(
+        (name, k) for name, total in FILES[:2] for k in rng.sample(range(1, total + 1), 20)
+    )
+    releases = merged(index(posted_twice(3_000, missing=lost)))
+    assert_two_whole_posts(releases)
+    first = next(r for r in releases if r.complete < 1.0)
+    assert sum(len(f.segments) for f in first.files) == 61 - len(lost)
+
+
+def test_a_post_checks_repeat_is_no_repost() -> None:
+    """Segment 12 sent again 20 articles later under a new message-id: one release, one repeat."""
+    lines = upload(BASE, HEAD, FILES)
+    subject = lines[11].split("\t")[1]
+    lines.insert(31, line(BASE + 31, subject, "retry.12@ex"))
+    renumbered = [f"{BASE + at}\t{text.split(chr(9), 1)[1]}" for at, text in enumerate(lines)]
+    batches = index(renumbered)
+    [release] = merged(batches)
+    assert release.complete == 1.0
+    assert "retry.12@ex" not in {m for _, m, _ in release.files[0].segments}
+    assert skipped(batches)["repeated_segment"] == 1
+
+
+def test_a_chunk_sent_twice_changes_nothing() -> None:
+    """A retried batch brings the same chunk again: the same message-ids, no new generation."""
+    batches = index(posted_twice(2_000), batch_every=40)
+    once = merged(batches)
+    twice = merged(batches + batches)
+    assert [segments_of(r) for r in twice] == [segments_of(r) for r in once]
+
+
+def test_pass_starts_at_runs_of_repeats_and_pauses() -> None:
+    numbers = [1, 2, 3, 4, 5, 1, 2, 3, 4, 5]
+    articles = list(range(100, 110))
+    assert pass_starts(numbers, articles) == [0, 5]
+    # One number again among new ones (a post check) starts nothing.
+    assert pass_starts([1, 2, 3, 2, 4, 5], list(range(6))) == [0]
+    # A long pause cuts, whatever follows.
+    assert pass_starts([1, 2, 3, 4, 5, 6], [0, 1, 2, 3, 5_000, 5_001]) == [0, 4]
+
+
+def test_pauses_and_restarts_in_a_file() -> None:
+    articles = [str(a).encode() for a in [*range(1000, 1030), *range(9000, 9030)]]
+    assert pauses(articles) == [(1029, 9000)]
+    # Too few segments to tell a pause from a slow post.
+    assert pauses(articles[:20]) == []
+    # Numbers start over: 28, 29, 30, then 1, 2, 3 (not one segment re-sent).
+    numbers = [*range(1, 31), *range(1, 11)]
+    assert restarts(numbers, list(range(40)), 30) == [30]
+    assert restarts([*range(1, 31), 5, *range(31, 40)], list(range(40)), 40) == []

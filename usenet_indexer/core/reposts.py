@@ -1,0 +1,155 @@
+"""Reposts apart from repeats: a whole file posted again is a second release.
+
+Theory of operation
+-------------------
+A segment number can come twice for one file (same poster, subject and N)
+for two reasons that a catalog must tell apart:
+
+- a *repeat*: a post check found one segment missing and the tool sent it
+  again a few articles later under a new message-id (Nyuu's
+  `--check-post-tries`, PowerPost's AutoRetry). The file is one upload; the
+  first post of the number is kept and the repeat is counted;
+- a *repost*: the poster posted the whole upload again, later, with new
+  message-ids (after a takedown, often the only complete copy). That is a
+  second release, with every segment of its own.
+
+A repeat comes alone, among the file's new numbers, or a little after it;
+a repost goes through the upload's files again, after a pause. The catalog
+decides, from every chunk of a release wherever it was indexed (merge.py):
+in order of date, a file chunk joins the earliest generation of the release
+that does not already hold `min(RUN, N)` of its numbers under other
+message-ids, else it begins a new generation. A repeat brings one number
+again (a repeat of a one-segment nfo looks like its repost, and is taken
+for one); a repost brings the whole file again; a chunk sent twice brings
+the same message-ids and changes nothing.
+
+For that, a chunk must not hold two posts of a file. The indexer cuts a
+release's segments into pieces where its posting pauses long (`pauses`: a
+batch that holds the end of an upload and the start of its repost), where a
+file's numbers start over (`restarts`: a repost that follows at once), and,
+in a release whose files repeat numbers, where `RUN` segments in a row
+repeat (`pass_starts`). Piece n of a release goes in a release chunk of its own, under
+`repost_key` applied n times to the release key (the same file keys; a
+batch holds one chunk per key). A cut too many costs a chunk: the merge
+joins pieces that post nothing again.
+
+No I/O, no clock: article numbers and the articles' dates only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from itertools import pairwise
+from operator import sub
+
+# Segments in a row, all already in the pass, that start a new pass: a post
+# check re-sends one segment among new ones, and three failed in a row (and
+# re-sent in the same order) is far rarer than a repost.
+RUN = 3
+# A gap in a file's posting that ends a pass: this many times the file's
+# median gap between segments (other uploads in flight space them out
+# evenly), and at least this many articles. A post check's re-send comes
+# within a few dozen of the upload's own posts, alone or nearly.
+WIDE = 20
+MIN_GAP = 200
+# How far out of order a tool's connections post a file's segments, at most.
+SHUFFLE = 32
+
+
+def repost_key(key: bytes) -> bytes:
+    """The release key of the next pass (generation) of the release `key`."""
+    return hashlib.blake2b(b"repost\x00" + key, digest_size=16).digest()
+
+
+def pass_starts(numbers: Sequence[int], articles: Sequence[int]) -> list[int]:
+    """Where a release's segments are cut into pieces that may be passes (0 first).
+
+    A pass starts where `RUN` segments in a row are numbers the current pass
+    has; a cut also falls after a gap in the posting wider than `WIDE` times
+    its usual one (and `MIN_GAP` articles), inside a pass. A cut too many costs a chunk and nothing else:
+    the merge joins pieces that post nothing again (merge.py).
+
+    Args:
+        numbers: the segment numbers in article order (a release's are made
+            apart per file by the caller).
+        articles: their article numbers.
+    """
+    gaps = sorted(b - a for a, b in pairwise(articles))
+    wide = max(MIN_GAP, WIDE * gaps[len(gaps) // 2]) if gaps else MIN_GAP
+    starts = [0]
+    seen: set[int] = set()
+    run = 0
+    for at, number in enumerate(numbers):
+        if at and articles[at] - articles[at - 1] > wide and starts[-1] != at:
+            # A cut, not a pass: what the pass holds still counts for repeats.
+            starts.append(at)
+        if number in seen:
+            run += 1
+            if run == RUN and len(seen) >= RUN:
+                starts.append(at - RUN + 1)
+                seen = set(numbers[at - RUN + 1 : at + 1])
+                run = 0
+        else:
+            run = 0
+            seen.add(number)
+    return starts
+
+
+def pauses(article_texts: Sequence[bytes]) -> list[tuple[int, int]]:
+    """Where a file's posting paused long: (last article before, first article after) each.
+
+    A pause is a gap wider than `WIDE` times the file's mean gap (less the
+    widest) and `MIN_GAP` articles; a file of at most `WIDE + 1` segments is
+    not looked at (reading its numbers costs more than its pauses tell). A batch that holds the end of
+    one post of a file and the start of its repost sends each apart, and the
+    merge tells whether the later piece is the same upload (merge.py).
+
+    Args:
+        article_texts: the file's article numbers in order, as ASCII digits.
+    """
+    count = len(article_texts)
+    if count <= WIDE + 1:
+        return []
+    articles = list(map(int, article_texts))
+    widest = max(map(sub, articles[1:], articles[:-1]))
+    # The mean of the other gaps: one long pause would make its own mean wide.
+    wide = wide_gap(articles[-1] - articles[0] - widest, count - 1)
+    if widest <= wide:
+        return []
+    return [(a, b) for a, b in pairwise(articles) if b - a > wide]
+
+
+def wide_gap(span: int, count: int) -> int:
+    """The gap that is a pause in a posting of `count` segments over `span` articles."""
+    return max(MIN_GAP, WIDE * span // max(count - 1, 1))
+
+
+def restarts(numbers: Sequence[int], articles: Sequence[int], total: int) -> list[int]:
+    """The articles where a file's numbers start over (a repost that follows at once).
+
+    Tools post a file's segments in order, a few places out of order over
+    many connections; a post check re-sends one segment alone. So `RUN`
+    segments in a row, all more than `SHUFFLE` (at most half of N) below the
+    highest number so far, begin a new post of the file.
+
+    Args:
+        numbers: the file's segment numbers in article order.
+        articles: their article numbers.
+        total: N of the file.
+    """
+    window = min(SHUFFLE, total // 2)
+    found = []
+    highest = 0
+    low = 0  # segments in a row well below the highest so far
+    for at, number in enumerate(numbers):
+        if window and number < highest - window:
+            low += 1
+            if low == RUN:
+                found.append(articles[at - RUN + 1])
+                highest = max(numbers[at - RUN + 1 : at + 1])
+                low = 0
+        else:
+            low = 0
+            highest = max(highest, number)
+    return found
