@@ -244,12 +244,53 @@ def test_xref_entries_without_a_group_name_are_left_out() -> None:
 def test_replies_and_text_posts_are_not_releases() -> None:
     lines = [
         line(BASE, 'Re: Some.Release [1/1] - "a.rar" yEnc (1/1)', "r1@ex", references="<orig@ex>"),
-        line(BASE + 1, "Looking for a good release of something", "t1@ex"),
+        line(BASE + 1, "Looking for a good release of something", "t1@ex", size=2_400),
         line(BASE + 2, "Re: question (1/2)", "r2@ex"),
     ]
     batches = index(lines)
     assert merged(batches) == []
     assert skipped(batches) == {"reply": 2, "text_post": 1}
+
+
+def test_an_upload_with_a_random_subject_per_article_is_one_probe_candidate() -> None:
+    """Nyuu --subject '${rand(N)}' with one random --from: no counter, no yEnc marker."""
+    rng = random.Random(8)
+    poster = "Xk2Pq9vRt4@Lm3Nb.QWE"
+    texts = [
+        line(
+            BASE + at,
+            "".join(rng.choices("abcdefghijkmnopqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789", k=24)),
+            f"{at}.{rng.getrandbits(40):x}@nyuu",
+            poster=poster,
+            size=716_800 if at % 20 != 19 else 31_337,  # each file's last article is short
+        )
+        for at in range(60)
+    ]
+    texts.insert(30, line(BASE + 60, "Anyone have the FAQ?", "faq@ex", size=1_900))
+    renumbered = [f"{BASE + at}\t{text.split(chr(9), 1)[1]}" for at, text in enumerate(texts)]
+    batches = index(renumbered, batch_every=25)
+    [release] = merged(batches)
+    assert release.poster == poster
+    assert sum(len(f.segments) for f in release.files) == 60
+    assert release.probe_candidate
+    assert skipped(batches) == {"text_post": 1}
+
+
+def test_articles_with_a_random_subject_and_poster_each_are_unattributable() -> None:
+    """ngPost --obfuscate: every article's subject and From are its own."""
+    rng = random.Random(9)
+    texts = [
+        line(
+            BASE + at,
+            f"{rng.getrandbits(128):032x}",
+            f"{rng.getrandbits(128):032x}@ngPost",
+            poster=f"{rng.getrandbits(48):012x}@ngPost.com",
+        )
+        for at in range(40)
+    ]
+    batches = index(texts)
+    assert merged(batches) == []
+    assert skipped(batches) == {"unattributable": 40}
 
 
 def test_malformed_lines_are_counted_and_skipped() -> None:

@@ -107,9 +107,16 @@ MAX_HEADER_BYTES = 4096
 # the 4096 bytes the coordinator takes (fragments.inspect).
 MAX_MESSAGE_ID_BYTES = 1000
 
+# An article without a segment counter this large is a binary's (text posts
+# are a few kB; yEnc articles 250-800 kB), and a poster with this many of them
+# in a batch is one upload whose subjects say nothing.
+HEADERLESS_MIN_BYTES = 100_000
+HEADERLESS_MIN_ARTICLES = 3
+
 # Reasons a line (or a segment) is skipped as malformed data; the other
-# reasons ("reply", "text_post", "repeated_segment") are articles that are
-# not binary segments, or repeats of a segment.
+# reasons ("reply", "text_post", "repeated_segment", "unattributable": a
+# binary's article without counter whose poster posted nothing else like it)
+# are articles that are not binary segments, or repeats of a segment.
 MALFORMED = frozenset(
     {
         "too_few_fields",
@@ -207,6 +214,9 @@ class RangeIndexer:
     _skipped: Counter[str] = attrs.field(init=False, factory=Counter)
     # Parsed dates: many articles share a second, and parsing is slow.
     _dates: dict[bytes, int] = attrs.field(init=False, factory=dict)
+    # Binary-sized articles without a segment counter, by poster: article,
+    # subject, date, message-id and bytes of each, tab-separated.
+    _headerless: dict[bytes, bytearray] = attrs.field(init=False, factory=dict)
 
     def __attrs_post_init__(self) -> None:
         self._next = self.first
@@ -328,6 +338,14 @@ class RangeIndexer:
                         return
         found = _segment_counter_or_reason(fields)
         if isinstance(found, str):
+            if found == "text_post" and _headerless(fields, fields[2] in self._headerless):
+                # No counter, but a binary's size (or the poster of such, for a
+                # file's short last article): a random subject per article
+                # (Nyuu --subject '${rand(N)}'); grouped by poster in take().
+                self._headerless.setdefault(fields[2], bytearray()).extend(
+                    b"\t".join((fields[0], fields[1], fields[3], fields[4], fields[6], b""))
+                )
+                return
             self._skipped[found] += 1
             return
         p, q, total = found
@@ -423,6 +441,14 @@ class RangeIndexer:
                 candidate = _probe_candidate(chunk)
                 if candidate is not None:
                     candidates.append(candidate)
+        for poster, posted in self._headerless.items():
+            headerless = self._headerless_chunk(poster, posted)
+            if headerless is not None:
+                releases.append(headerless)
+                first = headerless.files[0]
+                candidates.append(
+                    ProbeCandidate(headerless.key, first.first_message_id, first.name)
+                )
         batch = Batch(
             group=self.group,
             first=self._batch_first,
@@ -440,9 +466,49 @@ class RangeIndexer:
         self._fast = {}
         self._skipped = Counter()
         self._dates = {}
+        self._headerless = {}
         self._lines = 0
         self._batch_first = self._next
         return batch
+
+    def _headerless_chunk(self, poster: bytes, posted: bytearray) -> ReleaseChunk | None:
+        """One poster's articles without a counter, as one release (a file per article).
+
+        Such an upload is told apart only by its poster (a random one per
+        upload); a poster with fewer than `HEADERLESS_MIN_ARTICLES` of them
+        in the batch (ngPost --obfuscate gives every article its own) ties
+        nothing together: those are counted as "unattributable".
+        """
+        fields = bytes(posted).split(b"\t")
+        articles = list(zip(*(fields[at:-1:5] for at in range(5)), strict=True))
+        if len(articles) < HEADERLESS_MIN_ARTICLES:
+            self._skipped["unattributable"] += len(articles)
+            return None
+        files = []
+        for _article, subject, date, message_id, size in articles:
+            name = decode(subject)
+            files.append(
+                FileChunk(
+                    key=_digest(b"h", poster, message_id),
+                    name=name,
+                    subject=name,
+                    index=None,
+                    total_segments=1,
+                    posted=_parsed(self._dates, date),
+                    numbers=array("I", (1,)),
+                    message_ids=decode(message_id[1:-1]),
+                    sizes=array("I", (int(size),)),
+                )
+            )
+        files.sort(key=representative_order)
+        return ReleaseChunk(
+            key=_digest(b"headerless", poster),
+            head_name=None,
+            poster=decode(poster),
+            groups=(self.group,) if self.group else (),
+            files_announced=None,
+            files=tuple(files),
+        )
 
     def finish(self) -> Batch:
         """The last batch of the range; the indexer takes no more data after it."""
@@ -521,6 +587,20 @@ def _release_key(poster: bytes, basis: str) -> bytes:
 
 def _members_name(members: list[_OpenFile]) -> str:
     return release_name(members[0].info.head_name, ((m.info.file_name, m.total) for m in members))
+
+
+def _headerless(fields: list[bytes], poster_seen: bool) -> bool:
+    """Whether a line without a segment counter is a binary's article: a binary's size
+    (any size when its poster posted such already), a good message-id, no reply."""
+    return (
+        not fields[5]
+        and fields[6].isdigit()
+        and (poster_seen or int(fields[6]) >= HEADERLESS_MIN_BYTES)
+        and int(fields[6]) <= _MAX_SIZE
+        and fields[0].isdigit()
+        and _good_message_id(fields[4])
+        and fields[1][:3].lower() != b"re:"
+    )
 
 
 def _segment_counter_or_reason(fields: list[bytes]) -> tuple[int, int, int] | str:
