@@ -12,11 +12,12 @@ release (from a batch that saw no earlier pass) or under `repost_key` of it
 (from a batch that saw both; see reposts.py), so the chunks of a key and
 of its chain of repost keys (pieces the indexer cut off after a pause or
 a run of repeats) are taken together. In order of date, the files of each
-piece (a release chunk) go to the earliest generation that does not hold
-`min(RUN, N)` of the file's numbers under other message-ids (or to a new
-one), and once one file went past a generation, the piece's later files do
-too, and so do the files just before it that repeat some of its numbers (a
-takedown's repost repeats only some numbers of some files).
+piece (a release chunk) go to the generation nearest in date of those that
+do not hold `min(RUN, N)` of the file's numbers under other message-ids
+(or to a new one), never to one before the piece's earlier files'; the
+files just before one that went on to a later generation and that repeat
+some numbers of theirs go with it (a takedown's repost repeats only some
+numbers of some files).
 Generation n comes out under the n-th repost key.
 """
 
@@ -354,26 +355,38 @@ def _split(chain: list[_Entry]) -> list[_Release]:
     for at, entry in enumerate(chain):
         for file, source in entry.files:
             pieces.setdefault((at, source), []).append(file)
+    latest = [0]  # the latest date in each generation
     for (_, source), files in sorted(pieces.items(), key=lambda item: _piece_order(item[1])):
-        place = 0
-        rest = sorted(files, key=_file_chunk_order)
-        while rest:
-            if place == len(generations):
+        # In order of date, each file to the generation nearest in date of
+        # those that hold none of it under other message-ids (a new one if
+        # none), never to one before its piece's earlier files'.
+        floor = 0
+        decided: list[list[Any]] = []
+        for file in sorted(files, key=_file_chunk_order):
+            posted = file.posted or UNDATED
+            levels = {
+                g: _posted_again(generations[g], file) for g in range(floor, len(generations))
+            }
+            choices = [g for g, level in levels.items() if level != _AGAIN]
+            if choices:
+                place = min(choices, key=lambda g: (abs(posted - latest[g]), g))
+            else:
+                place = len(generations)
                 generations.append(_generation(base, repost_key(generations[-1].key)))
-            # In order of date: the piece's files up to the first that posts
-            # again what this generation holds stay in it, but for those just
-            # before it that post some of it again (a repost of files its
-            # first post lost segments of); the rest go on to the next.
-            again = [_posted_again(generations[place], file) for file in rest]
-            cut = next((at for at, level in enumerate(again) if level == _AGAIN), len(rest))
-            if cut < len(rest):
-                while cut and again[cut - 1] == _SOME_AGAIN:
-                    cut -= 1
-            for file, level in zip(rest[:cut], again, strict=False):
-                _merge_file(generations[place].files, file)
-                placed.append([file, source, place, level])
-            rest = rest[cut:]
-            place += 1
+                latest.append(0)
+                levels[place] = _NOTHING_AGAIN
+            decided.append([file, source, place, levels[place]])
+            floor = place
+        # Files that post some of a generation again just before one that went
+        # on to a later one go with it (a repost of files its first post lost
+        # segments of).
+        for item, following in reversed(list(pairwise(decided))):
+            if item[3] == _SOME_AGAIN and following[2] > item[2]:
+                item[2], item[3] = following[2], _NOTHING_AGAIN
+        for item in decided:
+            _merge_file(generations[item[2]].files, item[0])
+            latest[item[2]] = max(latest[item[2]], item[0].posted)
+        placed += decided
     # A chunk that posts some of its generation again, and whose file's next
     # chunk went to a later one, is the start of that post (a batch cut
     # between a repost's first segments and the rest).
