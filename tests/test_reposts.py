@@ -127,3 +127,39 @@ def test_pauses_and_restarts_in_a_file() -> None:
     numbers = [*range(1, 31), *range(1, 11)]
     assert restarts(numbers, list(range(40)), 30) == [30]
     assert restarts([*range(1, 31), 5, *range(31, 40)], list(range(40)), 40) == []
+
+
+def newsup_upload(first: int, names: list[tuple[str, int]], tag: str) -> list[str]:
+    """NewsUP's renamed upload (lib/NewsUP/Article.pm subject, default From)."""
+    texts: list[str] = []
+    for i, (name, total) in enumerate(names, start=1):
+        for k in range(1, total + 1):
+            subject = f'[{i}/{len(names)}] - "{name}" ({k}/{total})'
+            at = first + len(texts)
+            texts.append(
+                dated(
+                    line(
+                        at,
+                        subject,
+                        f"{tag}{i}.{k}@x.newsup",
+                        poster="NewsUP <NewsUP@somewhere.cbr>",
+                    )
+                )
+            )
+    return texts
+
+
+def test_uploads_under_a_tools_default_from_hours_apart_are_apart() -> None:
+    """Random names keyed by poster and M: two NewsUP users' uploads, hours apart, stay two."""
+    one = newsup_upload(
+        BASE, [("odJkhbWKWURd.par2", 1), ("rename.with.this.par2", 1), ("toR4Kk2Da1L9", 40)], "a"
+    )
+    two = newsup_upload(
+        BASE + 50_000,
+        [("5bCp3WoignB4.par2", 1), ("rename.with.this.par2", 1), ("j0OClBx99nHB", 40)],
+        "b",
+    )
+    releases = merged(index(one + two))
+    ids = sorted(sorted(m[:1] for mids in segments_of(r).values() for m in mids) for r in releases)
+    assert len(releases) == 2
+    assert [set(group) for group in ids] == [{"a"}, {"b"}]

@@ -14,7 +14,8 @@ of its chain of repost keys (pieces the indexer cut off after a pause or
 a run of repeats) are taken together. In order of date, the files of each
 piece (a release chunk) go to the generation nearest in date of those that
 do not hold `min(RUN, N)` of the file's numbers under other message-ids
-(or to a new one), never to one before the piece's earlier files'; the
+(or to a new one), and, under a tool's default From, for a file new to it,
+not posted more than `APART_SECONDS` from its latest; never to one before the piece's earlier files'; the
 files just before one that went on to a later generation and that repeat
 some numbers of theirs go with it (a takedown's repost repeats only some
 numbers of some files).
@@ -32,8 +33,16 @@ import attrs
 from usenet_indexer.core.batch import UNDATED, FileChunk, ReleaseChunk, representative
 from usenet_indexer.core.naming import release_name, upload_name
 from usenet_indexer.core.reposts import RUN, repost_key
-from usenet_indexer.core.uploads import Part, link
+from usenet_indexer.core.uploads import TOOL_FROMS, Part, link
 from usenet_indexer.core.uploads import representative as upload_key
+
+# Under a posting tool's default From (uploads.TOOL_FROMS), a file new to a
+# generation joins it only when posted within this long of its latest file:
+# a key that several uploaders' uploads share (random names keyed by poster
+# and M) is one upload per run.
+# A file's chunks are dated by their first segment: an hour leaves room for
+# a file posted for most of one.
+APART_SECONDS = 60 * 60
 
 
 @attrs.define(eq=False)
@@ -355,7 +364,8 @@ def _split(chain: list[_Entry]) -> list[_Release]:
     for at, entry in enumerate(chain):
         for file, source in entry.files:
             pieces.setdefault((at, source), []).append(file)
-    latest = [0]  # the latest date in each generation
+    latest = [0]  # the latest date in each generation (0: none yet)
+    shared = base.poster.strip().lower() in TOOL_FROMS
     for (_, source), files in sorted(pieces.items(), key=lambda item: _piece_order(item[1])):
         # In order of date, each file to the generation nearest in date of
         # those that hold none of it under other message-ids (a new one if
@@ -367,7 +377,18 @@ def _split(chain: list[_Entry]) -> list[_Release]:
             levels = {
                 g: _posted_again(generations[g], file) for g in range(floor, len(generations))
             }
-            choices = [g for g, level in levels.items() if level != _AGAIN]
+            choices = [
+                g
+                for g, level in levels.items()
+                if level != _AGAIN
+                and (
+                    not shared
+                    or file.key in generations[g].files
+                    or not file.posted
+                    or not latest[g]
+                    or abs(posted - latest[g]) <= APART_SECONDS
+                )
+            ]
             if choices:
                 place = min(choices, key=lambda g: (abs(posted - latest[g]), g))
             else:

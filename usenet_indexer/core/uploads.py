@@ -49,6 +49,12 @@ import attrs
 # two parts posted under one are not one upload for that (PowerPost's
 # default, as its posts carry it).
 SHARED_FROMS = frozenset({"yenc@power-post.org (yenc-pp-a&a)", "yenc@power-post.org"})
+# Every posting tool's default From (lower case): many uploaders' uploads come
+# under one, so a release key it is part of may hold several uploads (the
+# merge keeps files posted far apart under one apart; merge.APART_SECONDS).
+# NewsUP's (lib/NewsUP/Utils.pm UPLOADER) is joined by M like a poster's: its
+# users rarely post at once.
+TOOL_FROMS = SHARED_FROMS | {"newsup <newsup@somewhere.cbr>"}
 
 # How far apart two parts' files may be posted and still be one upload: a
 # run posts its files one after another over many connections, seconds to
