@@ -8,7 +8,8 @@ writes that upload's next article, so uploads interleave the way posters
 pushing over many connections do. When an upload is done its slot takes a
 new one, whose kind is drawn by the configured weights: executable floods
 (most uploads, few articles each), legit uploads, obfuscated uploads and
-reposts of an earlier legit upload. Between those, a fraction of articles is
+reposts of an earlier legit upload (one at a time: a poster reposts an
+upload again only once its last repost is done). Between those, a fraction of articles is
 junk: text posts, replies, spam, forged segment counters and malformed lines.
 
 Each upload is planned whole first (`_Upload`: release name, file names,
@@ -97,7 +98,8 @@ batches of unrelated PowerPost uploads with the default template and From
 and the same `[x/13]`; flood waves (several bots posting executables of one
 film name at once, sometimes one wrapping it in a rar: `wrapped_flood`);
 one scene release posted by two posters; reposts by the same poster, later,
-with new message-ids (often of an upload a takedown left incomplete); uploads
+with new message-ids (often of an upload a takedown left incomplete; never
+of an upload whose last repost is still being posted); uploads
 with a random subject for every article but one poster (`headerless`); and
 ngPost's and NewsUP's `--obfuscate` uploads, whose articles the truth counts
 as `unattributable` junk. A run opens with one upload of each recipe, so
