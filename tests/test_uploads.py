@@ -207,6 +207,32 @@ def test_nyuu_group_files_collections_of_one_release_are_one() -> None:
     assert release.name == "Wolf.Island.Red.2017.2160p.BluRay.x264-FQM"
 
 
+def test_collections_with_the_same_m_join_but_a_reposts_do_not() -> None:
+    """nfo and sfv [1/2] beside a sample and its par2 [1/2]; then the same again (a repost)."""
+    poster = "Sofie <sofie@yahoo.com>"
+    extras = [f"Summer.S07E02.2160p.DSNP.WEBRip.DDP5.1.x264-FQM.{e}" for e in ("nfo", "sfv")]
+    volumes = [f"fqm-summer.s07e02.2160p.r{n:02}" for n in range(4)]
+    sample = [f"sample-fqm-summer.s07e02.2160p.{e}" for e in ("mkv", "par2")]
+    first = index(
+        lines_of(extras, poster, at=START),
+        lines_of(volumes, poster, at=START + 60),
+        lines_of(sample, poster, at=START + 200),
+    )
+    assert [len(r.files) for r in first] == [8]
+    again = [
+        lines_of(extras, poster, at=START + 600),
+        lines_of(volumes, poster, at=START + 660),
+        lines_of(sample, poster, at=START + 800),
+    ]
+    both = index(
+        lines_of(extras, poster, at=START),
+        lines_of(volumes, poster, at=START + 60),
+        lines_of(sample, poster, at=START + 200),
+        *again,
+    )
+    assert [len(r.files) for r in both] == [8, 8]
+
+
 def test_the_next_episode_posted_at_once_by_the_same_poster_stays_apart() -> None:
     poster = "p <p@x>"
     one = lines_of([f"Show.S01E01.1080p.WEB-GRP.r{n:02}" for n in range(3)], poster, at=START)

@@ -340,6 +340,7 @@ def _part(release: _Release) -> Part:
         name=release_name(
             release.head_name, ((f.name, f.total_segments) for f in release.files.values())
         ),
+        files=frozenset(f.name for f in release.files.values()),
     )
 
 

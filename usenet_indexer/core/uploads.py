@@ -26,14 +26,14 @@ the answer depends on the set of releases, never on batch cuts or order):
 
 Nyuu's `--group-files` numbers each collection of an upload on its own
 (`[1/7]` nfo, sfv and par2, `[1/22]` the volumes, `[1/2]` the sample), so
-its parts differ in M. Such parts are joined when, beside the poster and the
+its parts mostly differ in M. Such parts are joined when, beside the poster and the
 time, their names say they are one release: the words of one name (less
 "sample", and a group leading it) begin the other's, in order, and hold a
 scene mark (an episode, a year, a resolution), so `show.s01e01` and
 `show.s01e02`, or `The.Office` and `The.Office.US`, stay apart however
-close in time; and their M differ (parts of one M were joined above, or
-are not one upload), and the upload has no collection of that M yet (a
-repost's collections, posted soon after, go with the repost).
+close in time; and no file name is in both (a repost's collections, posted
+soon after, go with the repost). Their M may be the same (an nfo and sfv
+`[1/2]` beside a sample and its par2 `[1/2]`).
 
 No I/O, no clock: the dates are the articles'.
 """
@@ -76,6 +76,7 @@ class Part:
         last: unix seconds of its latest file.
         dropped: a rule dropped it.
         name: its name (naming.release_name).
+        files: its files' names.
     """
 
     key: bytes
@@ -86,6 +87,7 @@ class Part:
     last: int
     dropped: bool
     name: str = ""
+    files: frozenset[str] = frozenset()
 
 
 # Words of a name, and the marks that make a name a release's.
@@ -117,7 +119,7 @@ class _Upload:
     files_announced: int | None
     words: tuple[str, ...]
     joined: bool  # _collection_joinable: kept, dated, not under a shared From
-    counters: set[int | None]  # the M of each collection in it
+    files: set[str]  # its files' names
 
 
 def link(parts: Iterable[Part]) -> list[list[bytes]]:
@@ -142,7 +144,7 @@ def link(parts: Iterable[Part]) -> list[list[bytes]]:
                 part.files_announced,
                 _words(part.name),
                 _collection_joinable(part),
-                {part.files_announced},
+                set(part.files),
             )
             uploads.append(upload)
             if by_m:
@@ -185,12 +187,12 @@ def _join_collections(uploads: list[_Upload]) -> list[_Upload]:
                     break
                 if (
                     id(other) not in absorbed
-                    and upload.counters.isdisjoint(other.counters)
+                    and upload.files.isdisjoint(other.files)
                     and _one_release(upload.words, other.words)
                 ):
                     upload.keys += other.keys
                     upload.last = max(upload.last, other.last)
-                    upload.counters |= other.counters
+                    upload.files |= other.files
                     absorbed.add(id(other))
     return [upload for upload in uploads if id(upload) not in absorbed]
 
@@ -202,6 +204,7 @@ def _joined(part: Part, open_uploads: dict[tuple[str, int], list[_Upload]]) -> _
         if fits and part.first <= upload.last + TOGETHER_SECONDS:
             upload.keys.append(part.key)
             upload.indexes |= part.indexes
+            upload.files |= part.files
             upload.last = max(upload.last, part.last)
             return upload
     return None
