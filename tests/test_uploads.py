@@ -233,6 +233,18 @@ def test_collections_with_the_same_m_join_but_a_reposts_do_not() -> None:
     assert [len(r.files) for r in both] == [8, 8]
 
 
+@pytest.mark.parametrize("batch_lines", [10**9, 25])
+def test_one_release_name_posted_at_once_by_two_posters_is_two_releases(batch_lines: int) -> None:
+    """Two posters' uploads of one scene release, their articles interleaved."""
+    names = [*SCENE_EXTRAS, *SCENE_VOLUMES[:6]]
+    releases = index(
+        lines_of(names, "a <a@x>", at=START),
+        lines_of(names, "b <b@x>", at=START + 3),
+        batch_lines=batch_lines,
+    )
+    assert sorted((r.poster, len(r.files)) for r in releases) == [("a <a@x>", 9), ("b <b@x>", 9)]
+
+
 def test_the_next_episode_posted_at_once_by_the_same_poster_stays_apart() -> None:
     poster = "p <p@x>"
     one = lines_of([f"Show.S01E01.1080p.WEB-GRP.r{n:02}" for n in range(3)], poster, at=START)

@@ -433,7 +433,7 @@ class RangeIndexer:
                     break
             if dropped_by is not None and not self.keep_dropped:
                 continue  # counted; never converted
-            for chunk in self._release_chunks(_release_key(*release), members):
+            for chunk in self._poster_chunks(_release_key(*release), members):
                 if dropped_by is not None:
                     releases.append(attrs.evolve(chunk, dropped=dropped_by))
                     continue
@@ -515,6 +515,26 @@ class RangeIndexer:
         batch = self.take()
         self.finished = True
         return batch
+
+    def _poster_chunks(self, release_key: bytes, members: list[_OpenFile]) -> list[ReleaseChunk]:
+        """The release's chunks; one poster's after another's where two posters' files share
+        a name (two uploads of one release name at once), each under its own key of the chain.
+        """
+        by_poster: dict[bytes, list[_OpenFile]] = {}
+        for member in members:
+            by_poster.setdefault(member.poster, []).append(member)
+        if len(by_poster) > 1:
+            names = [{m.info.file_name for m in group} for group in by_poster.values()]
+            if sum(map(len, names)) > len(set().union(*names)):
+                chunks: list[ReleaseChunk] = []
+                key = release_key
+                # In order of each poster's earliest article: the same wherever batches are cut.
+                for group in sorted(by_poster.values(), key=lambda g: min(m.articles for m in g)):
+                    made = self._release_chunks(key, group)
+                    chunks += made
+                    key = repost_key(made[-1].key) if made else key
+                return chunks
+        return self._release_chunks(release_key, members)
 
     def _release_chunks(self, release_key: bytes, members: list[_OpenFile]) -> list[ReleaseChunk]:
         """The release's chunk, and one more per later pass (a repost; see reposts.py)."""

@@ -14,7 +14,9 @@ of its chain of repost keys (pieces the indexer cut off after a pause or
 a run of repeats) are taken together. In order of date, the files of each
 piece (a release chunk) go to the generation nearest in date of those that
 do not hold `min(RUN, N)` of the file's numbers under other message-ids
-(or to a new one), and, under a tool's default From, for a file new to it,
+(or to a new one), never to one with a file of the same name under another
+key (another poster's upload of one name), and, under a tool's default
+From, for a file new to it,
 not posted more than `APART_SECONDS` from its latest; never to one before the piece's earlier files'; the
 files just before one that went on to a later generation and that repeat
 some numbers of theirs go with it (a takedown's repost repeats only some
@@ -79,6 +81,10 @@ class _Entry:
     chunks: int = 0
     # Each file chunk with the number of the release chunk it came in.
     files: list[tuple[FileChunk, int]] = attrs.field(factory=list)
+    # Each release chunk's representative order, head, poster and [i/M].
+    fields: dict[int, tuple[tuple[int, bytes], str | None, str, int | None]] = attrs.field(
+        factory=dict
+    )
 
 
 @attrs.define(eq=False)
@@ -207,6 +213,7 @@ class ReleaseMerger:
         release.chunks += 1
         self._added += 1
         release.files.extend((file, self._added) for file in chunk.files)
+        release.fields[self._added] = (order, chunk.head_name, chunk.poster, chunk.files_announced)
 
     def mark_probe(self, release_key: bytes) -> None:
         """Note that a probe candidate was reported for a release."""
@@ -366,6 +373,7 @@ def _split(chain: list[_Entry]) -> list[_Release]:
         for file, source in entry.files:
             pieces.setdefault((at, source), []).append(file)
     latest = [0]  # the latest date in each generation (0: none yet)
+    names: list[dict[str, bytes]] = [{}]  # each generation's file names, and their keys
     shared = base.poster.strip().lower() in TOOL_FROMS
     for (_, source), files in sorted(pieces.items(), key=lambda item: _piece_order(item[1])):
         # In order of date, each file to the generation nearest in date of
@@ -382,6 +390,8 @@ def _split(chain: list[_Entry]) -> list[_Release]:
                 g
                 for g, level in levels.items()
                 if level != _AGAIN
+                # A file of that name from another poster: another upload's.
+                and names[g].get(file.name, file.key) == file.key
                 and (
                     not shared
                     or file.key in generations[g].files
@@ -396,8 +406,10 @@ def _split(chain: list[_Entry]) -> list[_Release]:
                 place = len(generations)
                 generations.append(_generation(base, repost_key(generations[-1].key)))
                 latest.append(0)
+                names.append({})
                 levels[place] = _NOTHING_AGAIN
             decided.append([file, source, place, levels[place]])
+            names[place].setdefault(file.name, file.key)
             floor = place
         # Files that post some of a generation again just before one that went
         # on to a later one go with it (a repost of files its first post lost
@@ -430,8 +442,15 @@ def _split(chain: list[_Entry]) -> list[_Release]:
     sources: list[set[int]] = [set() for _ in generations]
     for _, source, place, _ in placed:
         sources[place].add(source)
+    fields = {number: got for entry in chain for number, got in entry.fields.items()}
     for generation, came_in in zip(generations, sources, strict=True):
         generation.chunks = len(came_in)
+        if came_in:
+            # Poster, head and [i/M] of its earliest chunk (another poster's
+            # upload of one name has its own).
+            order, head, poster, announced = min(fields[number] for number in came_in)
+            generation.order, generation.head_name = order, head
+            generation.poster, generation.files_announced = poster, announced
     return [g for g in generations if g.files]
 
 
@@ -446,9 +465,10 @@ def _piece_order(files: list[FileChunk]) -> tuple[int, bytes, str]:
 
 
 def _repeats(entry: _Entry) -> bool:
-    """Whether a file key comes more than once in the entry's chunks (else one generation)."""
-    keys = [file.key for file, _ in entry.files]
-    return len(set(keys)) < len(keys)
+    """Whether a file key comes more than once in the entry's chunks, or a file name
+    under two keys (else the entry is one generation)."""
+    keys = {file.key: file.name for file, _ in entry.files}
+    return len(keys) < len(entry.files) or len(set(keys.values())) < len(keys)
 
 
 def _generation(entry: _Entry, key: bytes) -> _Release:
