@@ -58,6 +58,7 @@ def assert_two_whole_posts(releases: list[CatalogRelease]) -> None:
         assert all(m.startswith(tag) if tag else not m.startswith("again.") for m in ids)
     assert again.complete == 1.0
     assert first.key != again.key
+    assert (first.repost_of, again.repost_of) == (None, first.key)
 
 
 @pytest.mark.parametrize("gap", [0, 5_000])

@@ -239,6 +239,7 @@ class KeptTally:
     releases: int = 0
     files: int = 0
     probe_candidates: int = 0
+    reposts: int = 0
 
     def count(self, releases: Iterable[CatalogRelease]) -> Iterator[CatalogRelease]:
         """The releases, unchanged, counted on the way."""
@@ -247,6 +248,7 @@ class KeptTally:
                 self.releases += 1
                 self.files += len(release.files)
                 self.probe_candidates += release.probe_candidate
+                self.reposts += release.repost_of is not None
             yield release
 
 
@@ -261,6 +263,7 @@ def summary(stats: IndexStats, kept: KeptTally, seconds: float) -> dict[str, obj
         "not_binary_or_repaired": other,
         "files": kept.files,
         "releases": kept.releases,
+        "reposts": kept.reposts,
         "release_chunks": stats.release_chunks,
         "chunks_per_release": (
             round(stats.release_chunks / kept.releases, 3) if kept.releases else 0.0
@@ -342,7 +345,8 @@ def _print_summary(figures: dict[str, object]) -> None:
     )
     print(f"  not binary / repaired:   {figures['not_binary_or_repaired']}", file=out)
     print(
-        f"  releases: {figures['releases']:,} with {figures['files']:,} files; "
+        f"  releases: {figures['releases']:,} with {figures['files']:,} files"
+        f" ({figures['reposts']:,} of them reposts); "
         f"{figures['release_chunks']:,} release chunks ({figures['chunks_per_release']} per release)",
         file=out,
     )

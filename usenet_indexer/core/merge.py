@@ -26,6 +26,7 @@ Generation n comes out under the n-th repost key.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Iterable, Iterator
 from itertools import pairwise
 from typing import Any
@@ -100,6 +101,7 @@ class _Release:
     order: tuple[int, bytes]  # batch.representative of the chunk the fields above are from
     chunks: int = 0
     files: dict[bytes, _File] = attrs.field(factory=dict)
+    repost_of: bytes | None = None  # the first post's key, for a later post by its poster
 
 
 @attrs.frozen
@@ -131,6 +133,8 @@ class CatalogRelease:
         dropped: the rule that dropped it, or None.
         chunks: how many release chunks it was merged from.
         files: its files, in file-counter order.
+        repost_of: for a later post of a release by the same poster (a
+            repost), the key of the first post; else None.
     """
 
     key: bytes
@@ -145,6 +149,7 @@ class CatalogRelease:
     dropped: str | None
     chunks: int
     files: tuple[CatalogFile, ...]
+    repost_of: builtins.bytes | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The release in the JSONL schema of `uidx index` and `uidx catalog export`."""
@@ -160,6 +165,7 @@ class CatalogRelease:
             "probe_candidate": self.probe_candidate,
             "dropped": self.dropped,
             "chunks": self.chunks,
+            "repost_of": None if self.repost_of is None else self.repost_of.hex(),
             "files": [
                 {
                     "name": f.name,
@@ -299,6 +305,7 @@ class ReleaseMerger:
             dropped=release.dropped,
             chunks=sum(m.chunks for m in members),
             files=tuple(built),
+            repost_of=release.repost_of,
         )
 
 
@@ -451,6 +458,10 @@ def _split(chain: list[_Entry]) -> list[_Release]:
             order, head, poster, announced = min(fields[number] for number in came_in)
             generation.order, generation.head_name = order, head
             generation.poster, generation.files_announced = poster, announced
+    first = generations[0]
+    for generation in generations[1:]:
+        if generation.poster == first.poster:
+            generation.repost_of = first.key
     return [g for g in generations if g.files]
 
 
