@@ -47,12 +47,13 @@ from __future__ import annotations
 import hashlib
 import re
 from array import array
-from bisect import bisect_right
+from bisect import bisect_left
 from calendar import timegm
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from email.utils import mktime_tz, parsedate_tz
 from functools import partial
+from itertools import pairwise
 from operator import itemgetter
 from typing import NamedTuple
 
@@ -74,6 +75,7 @@ from usenet_indexer.core.reposts import (
     pauses,
     repost_key,
     restarts,
+    starts_over,
     wide_gap,
 )
 from usenet_indexer.core.rules import DEFAULT_RULES, ReleaseView, Rule
@@ -164,11 +166,10 @@ class _OpenFile:
     info: FileSubject = attrs.field(init=False)  # set by take()
 
     @property
-    def articles(self) -> tuple[int, int]:
-        """The first and the last article gathered."""
-        first = self.segments[: self.segments.find(b"\t", self.segments.find(b"\t") + 1)]
-        last = self.segments.rsplit(b"\t", 6)[-5]
-        return int(first.partition(b"\t")[2]), int(last)
+    def first_article(self) -> int:
+        """The article number of the first segment gathered."""
+        start = self.segments.find(b"\t") + 1
+        return int(self.segments[start : self.segments.find(b"\t", start)])
 
     @property
     def count(self) -> int:
@@ -529,7 +530,9 @@ class RangeIndexer:
                 chunks: list[ReleaseChunk] = []
                 key = release_key
                 # In order of each poster's earliest article: the same wherever batches are cut.
-                for group in sorted(by_poster.values(), key=lambda g: min(m.articles for m in g)):
+                for group in sorted(
+                    by_poster.values(), key=lambda g: min(m.first_article for m in g)
+                ):
                     made = self._release_chunks(key, group)
                     chunks += made
                     key = repost_key(made[-1].key) if made else key
@@ -542,7 +545,7 @@ class RangeIndexer:
         # Where the posting pauses long, between files or inside one: every
         # file of the release is cut there alike (a piece is a chunk).
         paused = [pauses(text.articles) for text in texts]
-        cuts = _release_gaps(members, paused)
+        cuts = _release_gaps(texts, paused)
         for member, text in zip(members, texts, strict=True):
             cuts += _restarts(member, text)
         passes = _Passes(self._dates, cuts=sorted(set(cuts)))
@@ -708,7 +711,7 @@ class _Passes:
         return self.cuts if self.starts is None else self.starts
 
 
-def _release_gaps(members: list[_OpenFile], paused: list[list[tuple[int, int]]]) -> list[int]:
+def _release_gaps(texts: list[_Texts], paused: list[list[tuple[int, int]]]) -> list[int]:
     """Where a release's posting pauses long (the first articles after each pause).
 
     Inside a file (`reposts.pauses`), and between its files' runs: a gap
@@ -719,8 +722,8 @@ def _release_gaps(members: list[_OpenFile], paused: list[list[tuple[int, int]]])
     """
     cuts = {after for pauses_of in paused for _, after in pauses_of}
     spans = []
-    for member, pauses_of in zip(members, paused, strict=True):
-        first, last = member.articles
+    for text, pauses_of in zip(texts, paused, strict=True):
+        first, last = int(text.articles[0]), int(text.articles[-1])
         for before, after in pauses_of:
             spans.append((first, before))
             first = after
@@ -728,7 +731,7 @@ def _release_gaps(members: list[_OpenFile], paused: list[list[tuple[int, int]]])
     if len(spans) < 2:
         return sorted(cuts)
     spans.sort()
-    count = sum(member.count for member in members)
+    count = sum(len(text.ks) for text in texts)
     wide = wide_gap(spans[-1][1] - spans[0][0], count)
     reached = spans[0][1]
     for first, last in spans[1:]:
@@ -745,10 +748,10 @@ def _restarts(member: _OpenFile, texts: _Texts) -> list[int]:
     if count < RUN or (count <= _COUNTING_MAX and ks == _counting(ks[0])[:count]):
         return []
     numbers = _digit_ints(ks)
+    if numbers is None or not starts_over(numbers, member.total):
+        return []  # (odd texts: the segment-by-segment check sorts them out)
     articles = _digit_ints(texts.articles)
-    if numbers is None or articles is None:
-        return []  # odd texts: the segment-by-segment check sorts them out
-    return restarts(numbers, articles, member.total)
+    return [] if articles is None else restarts(numbers, articles, member.total)
 
 
 def release_pass_starts(files: Sequence[tuple[_Texts, int]]) -> list[int]:
@@ -760,11 +763,16 @@ def release_pass_starts(files: Sequence[tuple[_Texts, int]]) -> list[int]:
     posted: list[tuple[int, int]] = []
     base = 0  # each file's numbers apart from the others'
     for texts, total in files:
-        posted.extend(
-            (int(article), base + int(k))
-            for k, article in zip(texts.ks, texts.articles, strict=True)
-            if k.isdigit()
-        )
+        numbers = _digit_ints(texts.ks)
+        articles = _digit_ints(texts.articles)
+        if numbers is None or articles is None:
+            posted.extend(
+                (int(article), base + int(k))
+                for k, article in zip(texts.ks, texts.articles, strict=True)
+                if k.isdigit()
+            )
+        else:
+            posted.extend(zip(articles, map(base.__add__, numbers), strict=True))
         base += total + 1
     posted.sort()
     articles = [article for article, _ in posted]
@@ -874,10 +882,16 @@ def _pieces(
 ) -> list[FileChunk | None]:
     """A file cut at `starts` (articles where a pass or a piece begins): a chunk per piece,
     the first post of each number in it (the other posts counted as repeats)."""
-    # Each piece's first post of each number: {piece: {k: position}}.
+    # Each piece's first post of each number: {piece: {k: position}}. The
+    # articles ascend: each piece is a slice, and its first posts one dict.
+    numbers, articles = segments.numbers, segments.articles
+    bounds = [0, *(bisect_left(articles, start) for start in starts), len(numbers)]
     firsts: dict[int, dict[int, int]] = {}
-    for at, (number, article) in enumerate(zip(segments.numbers, segments.articles, strict=True)):
-        firsts.setdefault(bisect_right(starts, article), {}).setdefault(number, at)
+    for piece, (begin, end) in enumerate(pairwise(bounds)):
+        if begin < end:
+            firsts[piece] = dict(
+                zip(reversed(numbers[begin:end]), range(end - 1, begin - 1, -1), strict=True)
+            )
     skipped["repeated_segment"] += len(segments.numbers) - sum(map(len, firsts.values()))
     chunks: list[FileChunk | None] = [None] * (max(firsts, default=-1) + 1)
     for piece, first in firsts.items():

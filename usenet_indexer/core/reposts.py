@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from itertools import pairwise
+from itertools import accumulate, pairwise
 from operator import sub
 
 # Segments in a row, all already in the pass, that start a new pass: a post
@@ -51,8 +51,8 @@ RUN = 3
 # median gap between segments (other uploads in flight space them out
 # evenly), and at least this many articles. A post check's re-send comes
 # within a few dozen of the upload's own posts, alone or nearly.
-WIDE = 20
-MIN_GAP = 200
+WIDE = 50
+MIN_GAP = 1000
 # How far out of order a tool's connections post a file's segments, at most.
 SHUFFLE = 32
 
@@ -75,7 +75,7 @@ def pass_starts(numbers: Sequence[int], articles: Sequence[int]) -> list[int]:
             apart per file by the caller).
         articles: their article numbers.
     """
-    gaps = sorted(b - a for a, b in pairwise(articles))
+    gaps = sorted(map(sub, articles[1:], articles[:-1]))
     wide = max(MIN_GAP, WIDE * gaps[len(gaps) // 2]) if gaps else MIN_GAP
     starts = [0]
     seen: set[int] = set()
@@ -125,6 +125,13 @@ def wide_gap(span: int, count: int) -> int:
     return max(MIN_GAP, WIDE * span // max(count - 1, 1))
 
 
+def starts_over(numbers: Sequence[int], total: int) -> bool:
+    """Whether a file's numbers ever fall well below the highest so far (see `restarts`);
+    one pass of C-level operations, for the files that do not (most)."""
+    window = min(SHUFFLE, total // 2)
+    return bool(window) and max(map(sub, accumulate(numbers, max), numbers), default=0) > window
+
+
 def restarts(numbers: Sequence[int], articles: Sequence[int], total: int) -> list[int]:
     """The articles where a file's numbers start over (a repost that follows at once).
 
@@ -138,6 +145,8 @@ def restarts(numbers: Sequence[int], articles: Sequence[int], total: int) -> lis
         articles: their article numbers.
         total: N of the file.
     """
+    if not starts_over(numbers, total):
+        return []
     window = min(SHUFFLE, total // 2)
     found = []
     highest = 0
