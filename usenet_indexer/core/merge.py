@@ -69,8 +69,8 @@ class _File:
 
 
 @attrs.define(eq=False)
-class _Entry:
-    """Everything merged under one release key: its fields and every file chunk, as added."""
+class _Fields:
+    """What a release says of itself, from the chunk that speaks for it."""
 
     key: bytes
     head_name: str | None
@@ -80,6 +80,12 @@ class _Entry:
     dropped: str | None
     order: tuple[int, bytes]  # batch.representative of the chunk the fields above are from
     chunks: int = 0
+
+
+@attrs.define(eq=False)
+class _Entry(_Fields):
+    """Everything merged under one release key: its fields and every file chunk, as added."""
+
     # Each file chunk with the number of the release chunk it came in.
     files: list[tuple[FileChunk, int]] = attrs.field(factory=list)
     # Each release chunk's representative order, head, poster and [i/M].
@@ -89,17 +95,9 @@ class _Entry:
 
 
 @attrs.define(eq=False)
-class _Release:
+class _Release(_Fields):
     """One generation of a release: an upload, with its files merged."""
 
-    key: bytes
-    head_name: str | None
-    poster: str
-    files_announced: int | None
-    groups: set[str]
-    dropped: str | None
-    order: tuple[int, bytes]  # batch.representative of the chunk the fields above are from
-    chunks: int = 0
     files: dict[bytes, _File] = attrs.field(factory=dict)
     repost_of: bytes | None = None  # the first post's key, for a later post by its poster
 
