@@ -450,17 +450,26 @@ def _split(chain: list[_Entry]) -> list[_Release]:
     fields = {number: got for entry in chain for number, got in entry.fields.items()}
     for generation, came_in in zip(generations, sources, strict=True):
         generation.chunks = len(came_in)
-        if came_in:
-            # Poster, head and [i/M] of its earliest chunk (another poster's
-            # upload of one name has its own).
-            order, head, poster, announced = min(fields[number] for number in came_in)
+        # Poster, head and [i/M] of the earliest chunk that speaks for it (its
+        # earliest file is one of the generation's: another poster's upload of
+        # one name has its own), else of the release.
+        speaking = [fields[number] for number in came_in if _holds(generation, fields[number][0])]
+        if speaking:
+            order, head, poster, announced = min(speaking)
             generation.order, generation.head_name = order, head
             generation.poster, generation.files_announced = poster, announced
-    first = generations[0]
-    for generation in generations[1:]:
-        if generation.poster == first.poster:
-            generation.repost_of = first.key
-    return [g for g in generations if g.files]
+    made = [g for g in generations if g.files]
+    for generation in made[1:]:
+        if generation.poster == made[0].poster:
+            generation.repost_of = made[0].key
+    return made
+
+
+def _holds(generation: _Release, order: tuple[int, bytes]) -> bool:
+    """Whether a generation holds the file chunk a release chunk's order names (date, key)."""
+    posted, key = order
+    file = generation.files.get(key)
+    return file is not None and any((c.posted or UNDATED) == posted for c in file.chunks)
 
 
 def _file_chunk_order(file: FileChunk) -> tuple[int, bytes, str]:
