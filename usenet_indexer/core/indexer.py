@@ -70,6 +70,7 @@ from usenet_indexer.core.batch import (
 )
 from usenet_indexer.core.naming import probe_file_rank, release_name
 from usenet_indexer.core.reposts import (
+    MIN_GAP,
     RUN,
     pass_starts,
     pauses,
@@ -546,8 +547,13 @@ class RangeIndexer:
         # file of the release is cut there alike (a piece is a chunk).
         paused = [pauses(text.articles) for text in texts]
         cuts = _release_gaps(texts, paused)
-        for member, text in zip(members, texts, strict=True):
-            cuts += _restarts(member, text)
+        # A repost starts each file over in turn: one cut where the first does.
+        started = sorted(at for m, t in zip(members, texts, strict=True) for at in _restarts(m, t))
+        cuts += [
+            b
+            for a, b in zip([None, *started], started, strict=False)
+            if a is None or b - a > MIN_GAP
+        ]
         passes = _Passes(self._dates, cuts=sorted(set(cuts)))
         found = [
             (_file_chunks(member, text, self._skipped, passes), member)
