@@ -155,11 +155,11 @@ class _OpenFile:
     tail: bytes  # the subject after "(k/N)"
     date: bytes
     xref: bytes
-    # k, article number, message-id and bytes of each segment as the lines
-    # have them, each followed by a tab (none of them holds one): one growing
-    # buffer rather than four objects a segment, which a batch would hold by
-    # the million and take() would read back from all over memory. (The
-    # article numbers tell a repost's pass apart; see reposts.py.)
+    # k, article number, date, message-id and bytes of each segment as the
+    # lines have them, each followed by a tab (none of them holds one): one
+    # growing buffer rather than five objects a segment, which a batch would
+    # hold by the million and take() would read back from all over memory.
+    # (Article numbers and dates tell a repost's pieces apart; reposts.py.)
     segments: bytearray
     # The subject says yEnc: a line of it with References is a segment, as
     # _segment_counter_or_reason decides (the fast path must agree).
@@ -178,7 +178,7 @@ class _OpenFile:
         return self.segments.count(b"\t") // 5
 
     def lists(self) -> _Texts:
-        """The segments' k, article number, message-id and bytes texts, as four lists."""
+        """The segments' k, article number, date, message-id and bytes texts, as five lists."""
         parts = bytes(self.segments).split(b"\t")
         return _Texts(parts[0:-1:5], parts[1::5], parts[2::5], parts[3::5], parts[4::5])
 
@@ -570,14 +570,14 @@ class RangeIndexer:
                     ),
                 }
             )
+            # Looked at again: the deferred files, and every file when it is cut.
             deferred = {id(member) for member in passes.deferred}
-            again = members if passes.starts else passes.deferred
-            found = [pair for pair in found if id(pair[1]) not in deferred and not passes.starts]
-            text_of = {id(member): text for member, text in zip(members, texts, strict=True)}
-            for member in again:
-                # A file looked at once already was counted then.
-                counted = self._skipped if id(member) in deferred else Counter[str]()
-                found.append((_file_chunks(member, text_of[id(member)], counted, passes), member))
+            found = [] if passes.starts else [p for p in found if id(p[1]) not in deferred]
+            for member, text in zip(members, texts, strict=True):
+                if passes.starts or id(member) in deferred:
+                    # A file looked at once already was counted then.
+                    counted = self._skipped if id(member) in deferred else Counter[str]()
+                    found.append((_file_chunks(member, text, counted, passes), member))
         by_pass: list[list[tuple[FileChunk, _OpenFile]]] = []
         for chunks, member in found:
             for number, chunk in enumerate(chunks):

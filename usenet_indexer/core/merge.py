@@ -14,14 +14,14 @@ of its chain of repost keys (pieces the indexer cut off after a pause or
 a run of repeats) are taken together. In order of date, the files of each
 piece (a release chunk) go to the generation nearest in date of those that
 do not hold `min(RUN, N)` of the file's numbers under other message-ids
-(or to a new one), never to one with a file of the same name under another
-key (another poster's upload of one name), and, under a tool's default
-From, for a file new to it,
-not posted more than `APART_SECONDS` from its latest; never to one before the piece's earlier files'; the
-files just before one that went on to a later generation and that repeat
-some numbers of theirs go with it (a takedown's repost repeats only some
-numbers of some files).
-Generation n comes out under the n-th repost key.
+(or to a new one), never to one before the piece's earlier files', never
+to one with a file of the same name under another key (another poster's
+upload of one name), and, under a tool's default From, for a file new to
+it, not to one whose latest file is more than `APART_SECONDS` away. A file
+chunk that repeats some numbers of its generation just before one that
+went on to a later generation goes with it (a takedown's repost repeats
+only some numbers of some files). Generation n comes out under the n-th
+repost key.
 """
 
 from __future__ import annotations
@@ -369,8 +369,7 @@ def _split(chain: list[_Entry]) -> list[_Release]:
         only.chunks = base.chunks
         return [only]
     generations = [_generation(base, base.key)]
-    # Where each file chunk went: [chunk, its release chunk, generation, what it posts again].
-    placed: list[list[Any]] = []
+    placed: list[_Placed] = []
     # The pieces (release chunks: a batch's chunk under one key of the chain),
     # in order of date, then of content: never of the order they came in.
     pieces: dict[tuple[int, int], list[FileChunk]] = {}
@@ -385,7 +384,7 @@ def _split(chain: list[_Entry]) -> list[_Release]:
         # those that hold none of it under other message-ids (a new one if
         # none), never to one before its piece's earlier files'.
         floor = 0
-        decided: list[list[Any]] = []
+        decided: list[_Placed] = []
         for file in sorted(files, key=_file_chunk_order):
             posted = file.posted or UNDATED
             levels = {
@@ -413,40 +412,34 @@ def _split(chain: list[_Entry]) -> list[_Release]:
                 latest.append(0)
                 names.append({})
                 levels[place] = _NOTHING_AGAIN
-            decided.append([file, source, place, levels[place]])
+            decided.append(_Placed(file, source, place, levels[place]))
             names[place].setdefault(file.name, file.key)
             floor = place
-        # Files that post some of a generation again just before one that went
-        # on to a later one go with it (a repost of files its first post lost
-        # segments of).
-        for item, following in reversed(list(pairwise(decided))):
-            if item[3] == _SOME_AGAIN and following[2] > item[2]:
-                item[2], item[3] = following[2], _NOTHING_AGAIN
+        # Files of the piece that post some of a generation again just before
+        # one that went on to a later one (a repost of files its first post
+        # lost segments of).
+        _go_on(decided, settle=True)
         for item in decided:
-            _merge_file(generations[item[2]].files, item[0])
-            latest[item[2]] = max(latest[item[2]], item[0].posted)
+            _merge_file(generations[item.place].files, item.file)
+            latest[item.place] = max(latest[item.place], item.file.posted)
         placed += decided
-    # A chunk that posts some of its generation again, and whose file's next
-    # chunk went to a later one, is the start of that post (a batch cut
-    # between a repost's first segments and the rest).
-    by_file: dict[bytes, list[list[Any]]] = {}
+    # A file's chunk likewise, before its next chunk (a batch cut between a
+    # repost's first segments and the rest).
+    by_file: dict[bytes, list[_Placed]] = {}
     for item in placed:
-        by_file.setdefault(item[0].key, []).append(item)
+        by_file.setdefault(item.file.key, []).append(item)
     moved = False
     for items in by_file.values():
-        items.sort(key=lambda item: _file_chunk_order(item[0]))
-        for item, following in reversed(list(pairwise(items))):
-            if item[3] == _SOME_AGAIN and following[2] > item[2]:
-                item[2] = following[2]
-                moved = True
+        items.sort(key=lambda item: _file_chunk_order(item.file))
+        moved |= _go_on(items, settle=False)
     if moved:
         for generation in generations:
             generation.files = {}
-        for file, _, place, _ in placed:
-            _merge_file(generations[place].files, file)
+        for item in placed:
+            _merge_file(generations[item.place].files, item.file)
     sources: list[set[int]] = [set() for _ in generations]
-    for _, source, place, _ in placed:
-        sources[place].add(source)
+    for item in placed:
+        sources[item.place].add(item.source)
     fields = {number: got for entry in chain for number, got in entry.fields.items()}
     for generation, came_in in zip(generations, sources, strict=True):
         generation.chunks = len(came_in)
@@ -463,6 +456,30 @@ def _split(chain: list[_Entry]) -> list[_Release]:
         if generation.poster == made[0].poster:
             generation.repost_of = made[0].key
     return made
+
+
+@attrs.define(eq=False)
+class _Placed:
+    """Where a file chunk went: its release chunk's number, its generation, what it posts again."""
+
+    file: FileChunk
+    source: int
+    place: int
+    level: int
+
+
+def _go_on(items: list[_Placed], *, settle: bool) -> bool:
+    """Move each chunk that posts some of its generation again to the generation of the
+    chunk after it when that one is later; whether any moved. `settle`: a moved chunk
+    posts nothing again where it went (the files of one piece, told apart)."""
+    moved = False
+    for item, following in reversed(list(pairwise(items))):
+        if item.level == _SOME_AGAIN and following.place > item.place:
+            item.place = following.place
+            if settle:
+                item.level = _NOTHING_AGAIN
+            moved = True
+    return moved
 
 
 def _holds(generation: _Release, order: tuple[int, bytes]) -> bool:
@@ -511,10 +528,7 @@ def _posted_again(generation: _Release, chunk: FileChunk) -> int:
     file = generation.files.get(chunk.key)
     if file is None:
         return _NOTHING_AGAIN
-    held: dict[int, str] = {}
-    for earlier in file.chunks:
-        for number, message_id, _ in earlier.segments():
-            held.setdefault(number, message_id)
+    held = {number: message_id for number, message_id, _ in file.segments()}
     other = sum(
         1
         for number, message_id, _ in chunk.segments()

@@ -47,9 +47,9 @@ from operator import sub
 # check re-sends one segment among new ones, and three failed in a row (and
 # re-sent in the same order) is far rarer than a repost.
 RUN = 3
-# A gap in a file's posting that ends a pass: this many times the file's
-# median gap between segments (other uploads in flight space them out
-# evenly), and at least this many articles. A post check's re-send comes
+# A pause in a posting, where a piece is cut: a gap this many times the
+# posting's usual gap between segments (other uploads in flight space them
+# out evenly), and at least this many articles. A post check's re-send comes
 # within a few dozen of the upload's own posts, alone or nearly.
 WIDE = 50
 MIN_GAP = 1000
@@ -67,8 +67,9 @@ def pass_starts(numbers: Sequence[int], articles: Sequence[int]) -> list[int]:
 
     A pass starts where `RUN` segments in a row are numbers the current pass
     has; a cut also falls after a gap in the posting wider than `WIDE` times
-    its usual one (and `MIN_GAP` articles), inside a pass. A cut too many costs a chunk and nothing else:
-    the merge joins pieces that post nothing again (merge.py).
+    its median one (and `MIN_GAP` articles), inside a pass. A cut too many
+    costs a chunk and nothing else: the merge joins pieces that post nothing
+    again (merge.py).
 
     Args:
         numbers: the segment numbers in article order (a release's are made
@@ -101,9 +102,10 @@ def pauses(article_texts: Sequence[bytes]) -> list[tuple[int, int]]:
 
     A pause is a gap wider than `WIDE` times the file's mean gap (less the
     widest) and `MIN_GAP` articles; a file of at most `WIDE + 1` segments is
-    not looked at (reading its numbers costs more than its pauses tell). A batch that holds the end of
-    one post of a file and the start of its repost sends each apart, and the
-    merge tells whether the later piece is the same upload (merge.py).
+    not looked at (reading its numbers costs more than its pauses tell). A
+    batch that holds the end of one post of a file and the start of its
+    repost sends each apart, and the merge tells whether the later piece is
+    the same upload (merge.py).
 
     Args:
         article_texts: the file's article numbers in order, as ASCII digits.
