@@ -120,7 +120,7 @@ def test_pass_starts_at_runs_of_repeats_and_pauses() -> None:
 
 
 def test_pauses_and_restarts_in_a_file() -> None:
-    articles = [str(a).encode() for a in [*range(1000, 1030), *range(9000, 9030)]]
+    articles = [*range(1000, 1030), *range(9000, 9030)]
     assert pauses(articles) == [(1029, 9000)]
     # Too few segments to tell a pause from a slow post.
     assert pauses(articles[:20]) == []

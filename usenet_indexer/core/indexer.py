@@ -72,6 +72,8 @@ from usenet_indexer.core.naming import probe_file_rank, release_name
 from usenet_indexer.core.reposts import (
     MIN_GAP,
     RUN,
+    WIDE,
+    gap_cuts,
     pass_starts,
     pauses,
     repost_key,
@@ -545,7 +547,7 @@ class RangeIndexer:
         texts = [member.lists() for member in members]
         # Where the posting pauses long, between files or inside one: every
         # file of the release is cut there alike (a piece is a chunk).
-        paused = [pauses(text.articles) for text in texts]
+        paused = [pauses(_article_ints(text)) for text in texts]
         cuts = _release_gaps(texts, paused)
         # A repost starts each file over in turn: one cut where the first does.
         started = sorted(at for m, t in zip(members, texts, strict=True) for at in _restarts(m, t))
@@ -555,25 +557,24 @@ class RangeIndexer:
             if a is None or b - a > MIN_GAP
         ]
         passes = _Passes(self._dates, cuts=sorted(set(cuts)))
-        found = [
-            (_file_chunks(member, text, self._skipped, passes), member)
-            for member, text in zip(members, texts, strict=True)
-        ]
+        pairs = list(zip(members, texts, strict=True))
+        found: list[tuple[list[FileChunk | None], _OpenFile]] = []
+        if any(len(set(text.ks)) < len(text.ks) for text in texts):
+            # A file repeats numbers: every file waits for the release's passes.
+            passes.deferred = list(members)
+        else:
+            found = [(_file_chunks(m, t, self._skipped, passes), m) for m, t in pairs]
         if passes.deferred:
             # Files with repeated numbers: the release's passes, from all its
             # files' segments in article order, then every file split by them.
             passes.starts = sorted(
-                {
-                    *passes.cuts,
-                    *release_pass_starts(
-                        [(text, member.total) for member, text in zip(members, texts, strict=True)]
-                    ),
-                }
+                {*passes.cuts, *release_pass_starts([(t, m.total) for m, t in pairs])}
             )
-            # Looked at again: the deferred files, and every file when it is cut.
+            # Looked at (again): the deferred files (all, or those whose numbers
+            # repeat once read, as "1" and "01"), and every file when it is cut.
             deferred = {id(member) for member in passes.deferred}
             found = [] if passes.starts else [p for p in found if id(p[1]) not in deferred]
-            for member, text in zip(members, texts, strict=True):
+            for member, text in pairs:
                 if passes.starts or id(member) in deferred:
                     # A file looked at once already was counted then.
                     counted = self._skipped if id(member) in deferred else Counter[str]()
@@ -683,14 +684,31 @@ def find_segment_counter(subject: bytes) -> tuple[int, int, int, int] | None:
     return found.start(), found.end() - 1, int(found.group(1)), int(found.group(2))
 
 
-class _Texts(NamedTuple):
-    """A file's segments as the lines have them: k, article number, date, message-id, bytes."""
+@attrs.define(eq=False, slots=True)
+class _Texts:
+    """A file's segments as the lines have them: k, article number, date, message-id, bytes;
+    and the k and article numbers as ints, read once when asked for."""
 
     ks: list[bytes]
     articles: list[bytes]
     dates: list[bytes]
     mids: list[bytes]
     sizes: list[bytes]
+    _numbers: list[int] | None = attrs.field(init=False, default=None)
+    _article_numbers: list[int] | None = attrs.field(init=False, default=None)
+    _read: int = attrs.field(init=False, default=0)  # bit 1: numbers, bit 2: articles
+
+    def numbers(self) -> list[int] | None:
+        """The k texts as ints (`_digit_ints`): None if one is not plain digits."""
+        if not self._read & 1:
+            self._numbers, self._read = _digit_ints(self.ks), self._read | 1
+        return self._numbers
+
+    def article_numbers(self) -> list[int] | None:
+        """The article number texts as ints (`_digit_ints`): None if one is not plain digits."""
+        if not self._read & 2:
+            self._article_numbers, self._read = _digit_ints(self.articles), self._read | 2
+        return self._article_numbers
 
 
 @attrs.define(eq=False, slots=True)
@@ -747,16 +765,24 @@ def _release_gaps(texts: list[_Texts], paused: list[list[tuple[int, int]]]) -> l
     return sorted(cuts)
 
 
+def _article_ints(texts: _Texts) -> list[int]:
+    """A file's article numbers as ints for `reposts.pauses`; [] for a file too short to pause."""
+    if len(texts.articles) <= WIDE + 1:
+        return []
+    articles = texts.article_numbers()
+    return list(map(int, texts.articles)) if articles is None else articles
+
+
 def _restarts(member: _OpenFile, texts: _Texts) -> list[int]:
     """Where a file's numbers start over (reposts.restarts); none for a file posted 1, 2, ..."""
     ks = texts.ks
     count = len(ks)
     if count < RUN or (count <= _COUNTING_MAX and ks == _counting(ks[0])[:count]):
         return []
-    numbers = _digit_ints(ks)
+    numbers = texts.numbers()
     if numbers is None or not starts_over(numbers, member.total):
         return []  # (odd texts: the segment-by-segment check sorts them out)
-    articles = _digit_ints(texts.articles)
+    articles = texts.article_numbers()
     return [] if articles is None else restarts(numbers, articles, member.total)
 
 
@@ -766,23 +792,33 @@ def release_pass_starts(files: Sequence[tuple[_Texts, int]]) -> list[int]:
     Args:
         files: each file's segment texts and its N.
     """
-    posted: list[tuple[int, int]] = []
+    articles: list[int] = []
+    numbers: list[int] = []
     base = 0  # each file's numbers apart from the others'
     for texts, total in files:
-        numbers = _digit_ints(texts.ks)
-        articles = _digit_ints(texts.articles)
-        if numbers is None or articles is None:
-            posted.extend(
-                (int(article), base + int(k))
+        file_numbers = texts.numbers()
+        file_articles = texts.article_numbers()
+        if file_numbers is None or file_articles is None:
+            kept = [
+                (k, article)
                 for k, article in zip(texts.ks, texts.articles, strict=True)
                 if k.isdigit()
-            )
-        else:
-            posted.extend(zip(articles, map(base.__add__, numbers), strict=True))
+            ]
+            file_numbers = [int(k) for k, _ in kept]
+            file_articles = [int(article) for _, article in kept]
+        articles += file_articles
+        numbers += map(base.__add__, file_numbers)
         base += total + 1
-    posted.sort()
-    articles = [article for article, _ in posted]
-    starts = pass_starts([segment for _, segment in posted], articles)
+    if len(numbers) - len(set(numbers)) < RUN:
+        # Fewer than RUN numbers come again: no pass starts, only pauses cut.
+        articles.sort()
+        return [articles[at] for at in gap_cuts(articles)]
+    # In article order (one sort of positions, not of pairs).
+    order = sorted(range(len(articles)), key=articles.__getitem__)
+    if len(order) > 1:
+        pick = itemgetter(*order)
+        articles, numbers = list(pick(articles)), list(pick(numbers))
+    starts = pass_starts(numbers, articles)
     return [articles[at] for at in starts[1:]]
 
 
@@ -798,7 +834,7 @@ def _file_chunks(
     by segment.
     """
     dates = passes.dates
-    ks, _, _, mids, sizes_texts = texts
+    ks, mids, sizes_texts = texts.ks, texts.mids, texts.sizes
     count = len(ks)
     total = open_file.total
     blob = b"\n".join(mids)
@@ -834,7 +870,7 @@ def _file_chunks(
     ):
         # Segments 1, 2, ..., count in order (how most files arrive): no conversion.
         return [_make_file_chunk(open_file, dates, _ONE_TO[:count], message_ids, sizes)]
-    numbers = _digit_ints(ks)
+    numbers = texts.numbers()
     if numbers is None:
         try:
             numbers = list(map(int, ks))
@@ -847,7 +883,7 @@ def _file_chunks(
         return _file_chunks_slow(open_file, texts, skipped, passes)
     unique = len(set(numbers)) == count
     if not unique or passes.pieces:
-        articles = _digit_ints(texts.articles)
+        articles = texts.article_numbers()
         if not digits or b"<>" in blob or articles is None:
             # A text the segment-by-segment check reads otherwise ("+1", "<>").
             return _file_chunks_slow(open_file, texts, skipped, passes)
@@ -965,7 +1001,9 @@ def _file_chunks_slow(
     date_texts: list[bytes] = []
     mids: list[bytes] = []
     sizes: list[int] = []
-    for k_text, article, date, message_id, size_text in zip(*texts, strict=True):
+    for k_text, article, date, message_id, size_text in zip(
+        texts.ks, texts.articles, texts.dates, texts.mids, texts.sizes, strict=True
+    ):
         k = int(k_text) if k_text.isdigit() else 0
         if not 0 < k <= open_file.total:
             bad["forged_counter"] += 1

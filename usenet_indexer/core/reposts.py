@@ -76,8 +76,7 @@ def pass_starts(numbers: Sequence[int], articles: Sequence[int]) -> list[int]:
             apart per file by the caller).
         articles: their article numbers.
     """
-    gaps = sorted(map(sub, articles[1:], articles[:-1]))
-    wide = max(MIN_GAP, WIDE * gaps[len(gaps) // 2]) if gaps else MIN_GAP
+    wide = _median_wide(articles)
     starts = [0]
     seen: set[int] = set()
     run = 0
@@ -97,23 +96,40 @@ def pass_starts(numbers: Sequence[int], articles: Sequence[int]) -> list[int]:
     return starts
 
 
-def pauses(article_texts: Sequence[bytes]) -> list[tuple[int, int]]:
+def gap_cuts(articles: Sequence[int]) -> list[int]:
+    """The cuts `pass_starts` makes where no pass starts (fewer than `RUN` numbers come
+    again): the positions after each gap wider than `WIDE` times the median (and `MIN_GAP`).
+
+    Args:
+        articles: article numbers, ascending.
+    """
+    wide = _median_wide(articles)
+    return [at for at, gap in enumerate(map(sub, articles[1:], articles[:-1]), 1) if gap > wide]
+
+
+def _median_wide(articles: Sequence[int]) -> int:
+    """A gap wider than this is a pause: `WIDE` times the median gap, at least `MIN_GAP`."""
+    gaps = sorted(map(sub, articles[1:], articles[:-1]))
+    return max(MIN_GAP, WIDE * gaps[len(gaps) // 2]) if gaps else MIN_GAP
+
+
+def pauses(articles: Sequence[int]) -> list[tuple[int, int]]:
     """Where a file's posting paused long: (last article before, first article after) each.
 
     A pause is a gap wider than `WIDE` times the file's mean gap (less the
     widest) and `MIN_GAP` articles; a file of at most `WIDE + 1` segments is
-    not looked at (reading its numbers costs more than its pauses tell). A
+    not looked at (reading its numbers costs more than its pauses tell: callers may pass
+    such a file's numbers unread, as an empty list). A
     batch that holds the end of one post of a file and the start of its
     repost sends each apart, and the merge tells whether the later piece is
     the same upload (merge.py).
 
     Args:
-        article_texts: the file's article numbers in order, as ASCII digits.
+        articles: the file's article numbers in order.
     """
-    count = len(article_texts)
+    count = len(articles)
     if count <= WIDE + 1:
         return []
-    articles = list(map(int, article_texts))
     widest = max(map(sub, articles[1:], articles[:-1]))
     # The mean of the other gaps: one long pause would make its own mean wide.
     wide = wide_gap(articles[-1] - articles[0] - widest, count - 1)
