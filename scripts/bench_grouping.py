@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from usenet_indexer.config import default
-from usenet_indexer.synth.truth import GroupingScore, Truth, grouping_score, score
+from usenet_indexer.synth.truth import GroupingScore, Truth, grouping_score, score, wrong_merges
 from usenet_indexer.testing.corpus import (
     corpus_truth,
     find_corpus,
@@ -73,7 +73,9 @@ def read_releases(path: Path) -> list[dict[str, Any]]:
         return [json.loads(line) for line in stream]
 
 
-def generated(work: Path, articles: int, seed: int, batch_articles: int) -> dict[str, Any]:
+def generated(
+    work: Path, articles: int, seed: int, batch_articles: int, explain: int = 0
+) -> dict[str, Any]:
     """Generate the posting-tools profile, index it, grade it."""
     source, truth_path, out = work / "tools.gz", work / "tools.truth.jsonl.gz", work / "tools.jsonl"
     log(f"generating {articles:,} articles (posting-tools profile, seed {seed})")
@@ -91,6 +93,8 @@ def generated(work: Path, articles: int, seed: int, batch_articles: int) -> dict
     releases = read_releases(out)
     result = grouping_score(releases, truth)
     print_patterns(result, "pattern")
+    for merge in wrong_merges(releases, truth)[:explain]:
+        print(json.dumps(merge), file=sys.stderr)
     return {
         "articles": articles,
         "index_seconds": round(seconds, 2),
@@ -158,6 +162,13 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1, help="generator and replay seed (default 1)")
     parser.add_argument("--batch-articles", type=int, default=default("batch_articles"))
     parser.add_argument(
+        "--explain",
+        type=int,
+        default=0,
+        metavar="N",
+        help="print the first N wrong merges of the generated data on stderr, as JSON lines",
+    )
+    parser.add_argument(
         "--corpus", type=Path, default=None, help="the corpus folder (default: ../shared/corpus)"
     )
     args = parser.parse_args()
@@ -166,7 +177,7 @@ def main() -> int:
         raise SystemExit("bench-grouping: no corpus (../shared/corpus) found; give --corpus")
     with tempfile.TemporaryDirectory(prefix="bench-grouping-") as name:
         work = Path(name)
-        gen = generated(work, args.articles, args.seed, args.batch_articles)
+        gen = generated(work, args.articles, args.seed, args.batch_articles, args.explain)
         real = corpus(work, folder, args.seed, args.batch_articles)
     gen_score, real_score = gen.pop("score"), real.pop("score")
     result = {

@@ -27,8 +27,7 @@ repost key.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Iterable, Iterator
-from itertools import pairwise
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import attrs
@@ -378,6 +377,7 @@ def _split(chain: list[_Entry]) -> list[_Release]:
             pieces.setdefault((at, source), []).append(file)
     latest = [0]  # the latest date in each generation (0: none yet)
     names: list[dict[str, bytes]] = [{}]  # each generation's file names, and their keys
+    indexes: list[dict[int, str]] = [{}]  # each generation's [i/M] numbers, and their names
     shared = base.poster.strip().lower() in TOOL_FROMS
     for (_, source), files in sorted(pieces.items(), key=lambda item: _piece_order(item[1])):
         # In order of date, each file to the generation nearest in date of
@@ -396,6 +396,8 @@ def _split(chain: list[_Entry]) -> list[_Release]:
                 if level != _AGAIN
                 # A file of that name from another poster: another upload's.
                 and names[g].get(file.name, file.key) == file.key
+                # Another name as the generation's i-th file: another upload's.
+                and (file.index is None or indexes[g].get(file.index, file.name) == file.name)
                 and (
                     not shared
                     or file.key in generations[g].files
@@ -411,14 +413,18 @@ def _split(chain: list[_Entry]) -> list[_Release]:
                 generations.append(_generation(base, repost_key(generations[-1].key)))
                 latest.append(0)
                 names.append({})
+                indexes.append({})
                 levels[place] = _NOTHING_AGAIN
             decided.append(_Placed(file, source, place, levels[place]))
             names[place].setdefault(file.name, file.key)
+            if file.index is not None:
+                indexes[place].setdefault(file.index, file.name)
             floor = place
         # Files of the piece that post some of a generation again just before
         # one that went on to a later one (a repost of files its first post
         # lost segments of).
         _go_on(decided, settle=True)
+        _join_next(decided, generations, latest)
         for item in decided:
             _merge_file(generations[item.place].files, item.file)
             latest[item.place] = max(latest[item.place], item.file.posted)
@@ -431,7 +437,7 @@ def _split(chain: list[_Entry]) -> list[_Release]:
     moved = False
     for items in by_file.values():
         items.sort(key=lambda item: _file_chunk_order(item.file))
-        moved |= _go_on(items, settle=False)
+        moved |= _go_on(items, settle=False, resent=_resent)
     if moved:
         for generation in generations:
             generation.files = {}
@@ -468,18 +474,61 @@ class _Placed:
     level: int
 
 
-def _go_on(items: list[_Placed], *, settle: bool) -> bool:
+def _go_on(
+    items: list[_Placed],
+    *,
+    settle: bool,
+    resent: Callable[[list[_Placed], int], bool] | None = None,
+) -> bool:
     """Move each chunk that posts some of its generation again to the generation of the
     chunk after it when that one is later; whether any moved. `settle`: a moved chunk
-    posts nothing again where it went (the files of one piece, told apart)."""
+    posts nothing again where it went (the files of one piece, told apart). `resent`:
+    tells the chunk at a place that stays (a post check's re-send)."""
     moved = False
-    for item, following in reversed(list(pairwise(items))):
+    for at in reversed(range(len(items) - 1)):
+        item, following = items[at], items[at + 1]
         if item.level == _SOME_AGAIN and following.place > item.place:
+            if resent is not None and resent(items, at):
+                continue
             item.place = following.place
             if settle:
                 item.level = _NOTHING_AGAIN
             moved = True
     return moved
+
+
+def _join_next(decided: list[_Placed], generations: list[_Release], latest: list[int]) -> None:
+    """Move each file of a piece that is new to its generation, just before one that went
+    on to a later generation, there when it is nearer in date to that one than to its
+    generation's latest file: the first files of a repost (or of another upload under
+    the key) that its first post did not have, so nothing held them back."""
+    for at in reversed(range(len(decided) - 1)):
+        item, following = decided[at], decided[at + 1]
+        posted = item.file.posted
+        if (
+            item.level != _NOTHING_AGAIN
+            or following.place <= item.place
+            or not posted
+            or not following.file.posted
+            or item.file.key in generations[item.place].files
+        ):
+            continue
+        before = max(
+            [latest[item.place], *(d.file.posted for d in decided[:at] if d.place == item.place)]
+        )
+        if before and following.file.posted - posted < posted - before:
+            item.place = following.place
+
+
+def _resent(items: list[_Placed], at: int) -> bool:
+    """Whether a file's chunk that posts some numbers again is a post check's re-send of
+    its generation's post of the file, not the start of the next (a batch cut inside a
+    repost): it comes nearer in date to that post than to the file's next chunk."""
+    item, following = items[at], items[at + 1]
+    before = [i.file.posted for i in items[:at] if i.place == item.place and i.file.posted]
+    if not before or not item.file.posted or not following.file.posted:
+        return False
+    return item.file.posted - max(before) < following.file.posted - item.file.posted
 
 
 def _holds(generation: _Release, order: tuple[int, bytes]) -> bool:
@@ -529,12 +578,15 @@ def _posted_again(generation: _Release, chunk: FileChunk) -> int:
     if file is None:
         return _NOTHING_AGAIN
     held = {number: message_id for number, message_id, _ in file.segments()}
+    segments = list(chunk.segments())
     other = sum(
-        1
-        for number, message_id, _ in chunk.segments()
-        if held.get(number, message_id) != message_id
+        1 for number, message_id, _ in segments if held.get(number, message_id) != message_id
     )
     if other >= min(RUN, chunk.total_segments):
+        return _AGAIN
+    if other == len(held) and len(segments) - other >= RUN:
+        # All it holds again, and more: a repost of a file its first post
+        # lost most of (a takedown), not a post check's re-send.
         return _AGAIN
     return _SOME_AGAIN if other else _NOTHING_AGAIN
 

@@ -1011,6 +1011,47 @@ def grouping_score(releases: Iterable[Mapping[str, Any]], truth: Truth) -> Group
     )
 
 
+def wrong_merges(releases: Iterable[Mapping[str, Any]], truth: Truth) -> list[dict[str, Any]]:
+    """The output releases that hold articles of two or more truth releases, each with
+    those truth releases (kind, pattern, poster, name, posted, articles there), the
+    largest first: what `GroupingScore.wrongly_merged` counts, to be looked at.
+
+    Raises:
+        InputError: a release does not have the expected shape.
+    """
+    tables = _tables(truth)
+    output = _read_output(releases, tables)
+    landing = _landing(tables, output)
+    found: list[dict[str, Any]] = []
+    for out_release, members in landing.members.items():
+        if len(members) < 2:
+            continue
+        name, dropped, _probe = output.releases[out_release]
+        found.append(
+            {
+                "output": name,
+                "dropped": dropped,
+                "truth": [
+                    {
+                        "id": tables.releases[n].id,
+                        "repost_of": tables.releases[n].repost_of,
+                        "kind": tables.releases[n].kind,
+                        "pattern": tables.releases[n].pattern,
+                        "poster": tables.releases[n].poster,
+                        "name": tables.releases[n].name,
+                        "posted": tables.releases[n].posted,
+                        "articles_here": landing.homes[n][out_release],
+                        "articles_elsewhere": sum(landing.homes[n].values())
+                        - landing.homes[n][out_release],
+                    }
+                    for n in sorted(members, key=lambda n: tables.releases[n].posted)
+                ],
+            }
+        )
+    found.sort(key=lambda merge: -len(merge["truth"]))
+    return found
+
+
 def _landing(tables: _Tables, output: _Output) -> _Landing:
     homes: list[dict[int, int]] = [{} for _ in tables.releases]
     members: dict[int, set[int]] = defaultdict(set)
