@@ -273,9 +273,11 @@ EVERY_COMMAND = [
     ["groups", "list"],
     ["ranges", "plan", "g", "--from", "1", "--to", "9"],
     ["nodes", "list"],
+    ["users", "list"],
     ["status"],
     ["spool", "import", "DUMP", "--group", "g"],
     ["catalog", "export", "--out", "OUT"],
+    ["nzb", "0" * 32, "--out", "OUT"],
     ["db", "status"],
 ]
 

@@ -48,9 +48,11 @@ COMMANDS = (
     "groups",
     "ranges",
     "nodes",
+    "users",
     "status",
     "spool",
     "catalog",
+    "nzb",
     "db",
 )
 

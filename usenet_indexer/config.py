@@ -73,6 +73,8 @@ class Settings:
         prefetch_poll_seconds: how often the prefetcher looks for new work when idle.
         spool_budget_bytes: the spool's size past which only leased ranges are
             fetched (0 = no limit).
+        catalog_build_seconds: how often the coordinator looks for newly stored
+            batches and builds the searchable catalog again.
     """
 
     home: Path
@@ -98,6 +100,7 @@ class Settings:
     prefetch_chunk_articles: int = 50_000
     prefetch_poll_seconds: float = 5.0
     spool_budget_bytes: int = 20 << 30
+    catalog_build_seconds: float = 30.0
 
     @property
     def listen_host_port(self) -> tuple[str, int]:

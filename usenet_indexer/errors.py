@@ -37,6 +37,9 @@
     ├── BatchRejected            store/batches: the batch cannot belong to its range (422)
     ├── PlanOverlap              store/ranges: a plan over ranges planned before
     ├── NodeExists               store/nodes
+    ├── UserExists               store/users
+    ├── UnknownUser              store/users
+    ├── NewznabError             core/newznab: a request the newznab API refuses (its code)
     ├── GroupExists              store/groups
     ├── UnknownGroup             store/groups
     └── NewsdError               testing/newsd: the private INN2 cannot run

@@ -1,4 +1,5 @@
-"""`uidx catalog export`: the catalog as JSON lines, in the schema of `uidx index`."""
+"""`uidx catalog export|build`: the catalog as JSON lines (the schema of `uidx index`);
+the searchable catalog the newznab API serves, built now."""
 
 from __future__ import annotations
 
@@ -9,18 +10,26 @@ from pathlib import Path
 from usenet_indexer.commands import output
 from usenet_indexer.commands.index import write_releases
 from usenet_indexer.config import from_process
-from usenet_indexer.store.catalog import CatalogStore
+from usenet_indexer.store.catalog import CatalogStore, CatalogTable
 from usenet_indexer.store.database import opened
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
-        "catalog", help="export the catalog", description="Export the coordinator's catalog."
+        "catalog",
+        help="export or build the catalog",
+        description="Export the coordinator's catalog, or build its searchable form.",
     )
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     export_help = "every release as one JSON object per line, in the schema of `uidx index`"
     export = actions.add_parser("export", help=export_help, description=__doc__)
     export.add_argument("--out", required=True, type=Path, help="the file ('-' for stdout)")
+    actions.add_parser(
+        "build",
+        help="build the searchable catalog now (the coordinator does every 30 s)",
+        description="Merge the stored fragments and write the searchable catalog the newznab "
+        "API serves (the coordinator does so by itself when batches were stored).",
+    )
     parser.set_defaults(run=run)
 
 
@@ -32,6 +41,11 @@ def run(args: argparse.Namespace) -> int:
         DatabaseError: the database cannot be started, reached or migrated.
     """
     settings = from_process(args.config)
+    if args.action == "build":
+        with opened(settings) as pool:
+            rows = CatalogTable(pool).build()
+        print(f"uidx catalog: {rows:,} releases in the searchable catalog", file=sys.stderr)
+        return 0
     with output(args.out) as out:
         with opened(settings) as pool:
             releases = CatalogStore(pool).export()

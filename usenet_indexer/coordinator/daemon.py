@@ -18,6 +18,7 @@ from functools import partial
 import trio
 
 from usenet_indexer.config import Settings
+from usenet_indexer.coordinator.catalog_builder import build_catalog_forever
 from usenet_indexer.coordinator.server import serve
 from usenet_indexer.coordinator.stores import Stores
 from usenet_indexer.store.database import migrate_url
@@ -89,6 +90,8 @@ async def _serve_until_signal(settings: Settings, stores: Stores, parent_fd: int
     with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
         async with trio.open_nursery() as nursery:
             await nursery.start(partial(serve, settings, stores, shutdown=shutdown))
+            builder = trio.CancelScope()
+            nursery.start_soon(_cancellable, builder, stores, settings.catalog_build_seconds)
             stop = trio.Event()
             # What stops it: a signal, or the supervisor's end; both watchers
             # go once either has spoken, then the server drains.
@@ -98,7 +101,13 @@ async def _serve_until_signal(settings: Settings, stores: Stores, parent_fd: int
                 watchers.start_soon(_first_signal, signals, stop)
                 await stop.wait()
                 watchers.cancel_scope.cancel()
+            builder.cancel()
             shutdown.set()
+
+
+async def _cancellable(scope: trio.CancelScope, stores: Stores, every_seconds: float) -> None:
+    with scope:
+        await build_catalog_forever(stores.catalog, every_seconds)
 
 
 async def _first_signal(signals: AsyncIterator[int], stop: trio.Event) -> None:

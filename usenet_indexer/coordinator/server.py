@@ -20,6 +20,8 @@ from hypercorn.trio import serve as hypercorn_serve
 
 from usenet_indexer.config import Settings
 from usenet_indexer.coordinator.http.asgi import App
+from usenet_indexer.coordinator.http.newznab import PATH as NEWZNAB_PATH
+from usenet_indexer.coordinator.http.newznab import NewznabApi
 from usenet_indexer.coordinator.http.node import PREFIX, ApiOptions, NodeApi
 from usenet_indexer.coordinator.landings import Landings, listen_for_landings
 from usenet_indexer.coordinator.stores import Stores
@@ -126,10 +128,12 @@ def coordinator_app(stores: Stores, options: ApiOptions, landings: Landings) -> 
         The App hypercorn serves.
     """
     node = NodeApi(stores, options, landings)
+    newznab = NewznabApi(stores.catalog, stores.users)
     return App(
         {PREFIX: node},
         body_timeout_seconds=options.body_timeout_seconds,
         retry_after_seconds=options.retry_after_seconds,
+        paths={NEWZNAB_PATH: newznab},
     )
 
 

@@ -1,4 +1,4 @@
-"""The stores the node API works with, opened on one connection pool."""
+"""The stores the coordinator's APIs work with, opened on one connection pool."""
 
 from __future__ import annotations
 
@@ -6,9 +6,11 @@ import attrs
 from psycopg_pool import ConnectionPool
 
 from usenet_indexer.store.batches import BatchStore
+from usenet_indexer.store.catalog import CatalogTable
 from usenet_indexer.store.nodes import NodeStore
 from usenet_indexer.store.ranges import RangeStore
 from usenet_indexer.store.spool import SpoolIndex
+from usenet_indexer.store.users import UserStore
 
 
 @attrs.frozen
@@ -20,12 +22,16 @@ class Stores:
         ranges: leases, heartbeats, finish and release.
         batches: the fenced store of a batch.
         spool: the spool's chunk index.
+        catalog: the searchable catalog the newznab API serves.
+        users: the newznab API's users.
     """
 
     nodes: NodeStore
     ranges: RangeStore
     batches: BatchStore
     spool: SpoolIndex
+    catalog: CatalogTable
+    users: UserStore
 
     @classmethod
     def from_pool(cls, pool: ConnectionPool, *, fenced: bool = True) -> Stores:
@@ -44,4 +50,6 @@ class Stores:
             ranges=RangeStore(pool),
             batches=BatchStore(pool, fenced=fenced),
             spool=SpoolIndex(pool),
+            catalog=CatalogTable(pool),
+            users=UserStore(pool),
         )

@@ -99,6 +99,7 @@ class _Release(_Fields):
 
     files: dict[bytes, _File] = attrs.field(factory=dict)
     repost_of: bytes | None = None  # the first post's key, for a later post by its poster
+    sources: tuple[bytes, ...] = ()  # the release keys of its chain (whose chunks it may hold)
 
 
 @attrs.frozen
@@ -132,6 +133,9 @@ class CatalogRelease:
         files: its files, in file-counter order.
         repost_of: for a later post of a release by the same poster (a
             repost), the key of the first post; else None.
+        sources: the release keys whose chunks it may hold (of the chains
+            of its parts), sorted: merging those keys' chunks alone makes it
+            again (the catalog rebuilds an NZB so).
     """
 
     key: bytes
@@ -147,6 +151,7 @@ class CatalogRelease:
     chunks: int
     files: tuple[CatalogFile, ...]
     repost_of: builtins.bytes | None = None
+    sources: tuple[builtins.bytes, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """The release in the JSONL schema of `uidx index` and `uidx catalog export`."""
@@ -265,7 +270,10 @@ class ReleaseMerger:
             chain = [entry]
             while (following := entries.get(repost_key(chain[-1].key))) is not None:
                 chain.append(following)
-            yield from _split(chain)
+            sources = tuple(entry.key for entry in chain)
+            for generation in _split(chain):
+                generation.sources = sources
+                yield generation
 
     def _build(self, members: list[_Release], files: list[_File], name: str) -> CatalogRelease:
         release = members[0]
@@ -303,6 +311,7 @@ class ReleaseMerger:
             chunks=sum(m.chunks for m in members),
             files=tuple(built),
             repost_of=release.repost_of,
+            sources=tuple(sorted({key for m in members for key in m.sources})),
         )
 
 

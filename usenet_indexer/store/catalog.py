@@ -1,22 +1,67 @@
-"""Reading the catalog back: stored fragments merged into releases by the merge code.
+"""The catalog: stored fragments merged into releases by the merge code, and the
+searchable `catalog` table built from them (what the newznab API serves).
 
 The same `merge.ReleaseMerger` that `uidx index` uses puts the stored chunks
 together, so a catalog export and an offline index of the same lines agree.
+`build` writes one `catalog` row per merged release that is not dropped
+(name, category, size, the release keys it came from), updating rows by
+guid so that grabs survive; `release` rebuilds one release, for its NZB,
+from the fragments of those keys alone.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import re
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import attrs
+from psycopg import sql
 from psycopg_pool import ConnectionPool
 
 from usenet_indexer.core.batch import ReleaseChunk
+from usenet_indexer.core.categories import categorise, season_episode
 from usenet_indexer.core.merge import CatalogRelease, ReleaseMerger
 from usenet_indexer.wire import fragments
 
 _RELEASES = "SELECT key, head_name, poster, groups, files_announced FROM releases"
 _FRAGMENTS = "SELECT release_key, packed FROM fragments ORDER BY range_id, batch_first"
+_RELEASES_OF = _RELEASES + " WHERE key = ANY(%s)"
+_FRAGMENTS_OF = (
+    "SELECT release_key, packed FROM fragments WHERE release_key = ANY(%s)"
+    " ORDER BY range_id, batch_first"
+)
+_PROBED_OF = "SELECT release_key FROM probe_candidates WHERE release_key = ANY(%s)"
+_CATALOG_TEMP = """
+    CREATE TEMPORARY TABLE catalog_new (LIKE catalog INCLUDING DEFAULTS) ON COMMIT DROP
+"""
+_CATALOG_COPY = """
+    COPY catalog_new (guid, name, search_name, category, size, files, poster, groups, posted,
+                      completion, season, episode, probe_candidate, sources)
+    FROM STDIN
+"""
+_CATALOG_MERGE = """
+    INSERT INTO catalog (guid, name, search_name, category, size, files, poster, groups,
+                         posted, completion, season, episode, probe_candidate, sources)
+    SELECT guid, name, search_name, category, size, files, poster, groups, posted,
+           completion, season, episode, probe_candidate, sources
+    FROM catalog_new
+    ON CONFLICT (guid) DO UPDATE SET
+        name = excluded.name, search_name = excluded.search_name,
+        category = excluded.category, size = excluded.size, files = excluded.files,
+        poster = excluded.poster, groups = excluded.groups, posted = excluded.posted,
+        completion = excluded.completion, season = excluded.season,
+        episode = excluded.episode, probe_candidate = excluded.probe_candidate,
+        sources = excluded.sources, built_at = now()
+"""
+_CATALOG_PRUNE = "DELETE FROM catalog WHERE guid NOT IN (SELECT guid FROM catalog_new)"
+_ROW = """
+    SELECT id, guid, name, category, size, files, poster, groups, posted, completion,
+           season, episode, grabs, sources
+    FROM catalog
+"""
+_GRAB = "UPDATE catalog SET grabs = grabs + 1 WHERE guid = %s"
+_STORED = "SELECT count(*), max(stored_at) FROM batches"
 _PROBED = "SELECT release_key FROM probe_candidates"
 _SIZES = """
     SELECT coalesce(sum(pg_total_relation_size(c)), 0)::bigint,
@@ -57,3 +102,195 @@ class CatalogStore:
             row = conn.execute(_SIZES).fetchone()
         assert row is not None
         return int(row[0]), int(row[1])
+
+
+_SPLIT = re.compile(r"[\W_]+")
+
+
+def search_name(name: str) -> str:
+    """A release name as q matches it: lower case, anything but letters and digits
+    (dots, underscores, dashes, brackets) a word break."""
+    return " ".join(_SPLIT.split(name.lower())).strip()
+
+
+@attrs.frozen
+class CatalogRow:
+    """A catalog release as the newznab API lists it."""
+
+    id: int
+    guid: str
+    name: str
+    category: int
+    size: int
+    files: int
+    poster: str
+    groups: tuple[str, ...]
+    posted: int
+    completion: float
+    season: int | None
+    episode: int | None
+    grabs: int
+    sources: tuple[bytes, ...]
+
+
+@attrs.frozen
+class Search:
+    """What a search asks for (the newznab API's parameters, checked).
+
+    Attributes:
+        words: q, as words that must all be in the name (empty: any).
+        categories: newznab ids; a parent takes its subcategories (empty: any).
+        season, episode: tvsearch's numbers (None: any).
+        since: only releases posted at or after this unix time (maxage).
+        min_size, max_size: bytes (None: no bound).
+        group: only releases posted to this group.
+        limit, offset: the page.
+    """
+
+    words: str = ""
+    categories: tuple[int, ...] = ()
+    season: int | None = None
+    episode: int | None = None
+    since: int | None = None
+    min_size: int | None = None
+    max_size: int | None = None
+    group: str | None = None
+    limit: int = 100
+    offset: int = 0
+
+
+def _rows(records: Sequence[tuple[Any, ...]]) -> list[CatalogRow]:
+    return [
+        CatalogRow(
+            id=int(r[0]),
+            guid=str(r[1]),
+            name=str(r[2]),
+            category=int(r[3]),
+            size=int(r[4]),
+            files=int(r[5]),
+            poster=str(r[6]),
+            groups=tuple(r[7]),
+            posted=int(r[8]),
+            completion=float(r[9]),
+            season=None if r[10] is None else int(r[10]),
+            episode=None if r[11] is None else int(r[11]),
+            grabs=int(r[12]),
+            sources=tuple(bytes(k) for k in r[13]),
+        )
+        for r in records
+    ]
+
+
+def _catalog_record(release: CatalogRelease) -> tuple[object, ...]:
+    season, episode = season_episode(release.name)
+    return (
+        release.key.hex(),
+        release.name,
+        search_name(release.name),
+        categorise(release.name, release.groups),
+        release.bytes,
+        len(release.files),
+        release.poster,
+        list(release.groups),
+        release.posted,
+        release.complete,
+        season,
+        episode,
+        release.probe_candidate,
+        list(release.sources),
+    )
+
+
+@attrs.define(eq=False)
+class CatalogTable:
+    """The searchable catalog (`catalog` rows) and the NZBs behind it.
+
+    Attributes:
+        pool: the database's connection pool.
+    """
+
+    pool: ConnectionPool
+
+    def build(self) -> int:
+        """Merge every stored chunk and replace the catalog's rows with the releases that
+        are kept (one transaction; a release's grabs stay). Returns the rows written."""
+        releases = [r for r in CatalogStore(self.pool).export() if r.dropped is None]
+        with self.pool.connection() as conn, conn.transaction():
+            conn.execute(_CATALOG_TEMP)
+            with conn.cursor().copy(_CATALOG_COPY) as copy:
+                for release in releases:
+                    copy.write_row(_catalog_record(release))
+            conn.execute(_CATALOG_MERGE)
+            conn.execute(_CATALOG_PRUNE)
+        return len(releases)
+
+    def search(self, search: Search) -> tuple[int, list[CatalogRow]]:
+        """(how many releases match, the page of them), newest first."""
+        where: list[sql.Composable] = [sql.SQL("true")]
+        params: list[object] = []
+        if search.words:
+            where.append(sql.SQL("words @@ plainto_tsquery('simple', %s)"))
+            params.append(search.words)
+        if search.categories:
+            where.append(sql.SQL("(category = ANY(%s) OR category / 1000 * 1000 = ANY(%s))"))
+            params += [list(search.categories), list(search.categories)]
+        for column, value, op in (
+            ("season", search.season, "="),
+            ("episode", search.episode, "="),
+            ("posted", search.since, ">="),
+            ("size", search.min_size, ">="),
+            ("size", search.max_size, "<="),
+        ):
+            if value is not None:
+                where.append(sql.SQL("{} " + op + " %s").format(sql.Identifier(column)))
+                params.append(value)
+        if search.group is not None:
+            where.append(sql.SQL("%s = ANY(groups)"))
+            params.append(search.group)
+        condition = sql.SQL(" AND ").join(where)
+        count = sql.SQL("SELECT count(*) FROM catalog WHERE {}").format(condition)
+        page = sql.SQL(_ROW + " WHERE {} ORDER BY posted DESC, id DESC LIMIT %s OFFSET %s").format(
+            condition
+        )
+        with self.pool.connection() as conn:
+            total_row = conn.execute(count, params).fetchone()
+            records = conn.execute(page, [*params, search.limit, search.offset]).fetchall()
+        assert total_row is not None
+        return int(total_row[0]), _rows(records)
+
+    def row(self, guid: str) -> CatalogRow | None:
+        """The catalog row of a guid, or None."""
+        with self.pool.connection() as conn:
+            records = conn.execute(_ROW + " WHERE guid = %s", (guid,)).fetchall()
+        rows = _rows(records)
+        return rows[0] if rows else None
+
+    def release(self, row: CatalogRow) -> CatalogRelease | None:
+        """The release of a catalog row, merged again from its source keys' fragments
+        (None if they no longer make it: the catalog is older than the fragments)."""
+        keys = list(row.sources)
+        with self.pool.connection() as conn:
+            releases = {bytes(r[0]): r for r in conn.execute(_RELEASES_OF, (keys,)).fetchall()}
+            fragment_rows = conn.execute(_FRAGMENTS_OF, (keys,)).fetchall()
+            probed = [bytes(r[0]) for r in conn.execute(_PROBED_OF, (keys,)).fetchall()]
+        merger = ReleaseMerger()
+        for release_key, packed in fragment_rows:
+            key = bytes(release_key)
+            _, head_name, poster, groups, announced = releases[key]
+            files = tuple(fragments.unpack(bytes(packed)))
+            merger.add(ReleaseChunk(key, head_name, poster, tuple(groups), announced, files))
+        for key in probed:
+            merger.mark_probe(key)
+        return next((r for r in merger.releases() if r.key.hex() == row.guid), None)
+
+    def stored_mark(self) -> tuple[int, object]:
+        """What changes when a batch is stored: (batches, the latest stored_at)."""
+        with self.pool.connection() as conn:
+            row = conn.execute(_STORED).fetchone()
+        assert row is not None
+        return int(row[0]), row[1]
+
+    def grab(self, guid: str) -> None:
+        """Count one grab (an NZB fetched) of a release."""
+        with self.pool.connection() as conn:
+            conn.execute(_GRAB, (guid,))

@@ -4,10 +4,10 @@ Theory of operation
 -------------------
 hypercorn serves one `App`. The App answers the lifespan by itself (there is
 nothing to set up: the stores are open before it is served) and hands each
-HTTP request to the API whose path prefix it falls under (`mounts`; today
-only the node API, under /api/v1/node/); a path under none is 404 before
-anything else is looked at. A newznab API, a status page or a metrics
-endpoint is one more `Api` mounted under a prefix of its own.
+HTTP request to the API of its exact path (`paths`: the newznab API at
+/api) or else the one whose path prefix it falls under (`mounts`: the node
+API under /api/v1/node/); a path under none is 404 before anything else is
+looked at. A status page or a metrics endpoint is one more `Api`.
 
 An API answers a request with a `Response`, or by itself (a stream, once its
 200 is out), or raises. `Refused` carries an answer the API chose (a 401, a
@@ -134,6 +134,8 @@ class Exchange:
     headers: Headers
     body: Body
     caller: str | None = None
+    query: bytes = b""  # the query string, as sent (never logged: it may carry a key)
+    scheme: str = "http"
 
     def __str__(self) -> str:
         # For log lines: the path is the client's, so quoted (no line breaks).
@@ -180,6 +182,8 @@ class App:
     mounts: Mapping[str, Api] = attrs.field(validator=_mounts_valid)
     body_timeout_seconds: float
     retry_after_seconds: int
+    # Exact paths ("/api", "/"), looked at before the prefixes.
+    paths: Mapping[str, Api] = attrs.field(factory=dict)
 
     async def __call__(
         self, scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable
@@ -194,7 +198,14 @@ class App:
         self, scope: HTTPScope, receive: ASGIReceiveCallable, send: ASGISendCallable
     ) -> None:
         body = Body(receive)
-        exchange = Exchange(scope["method"], scope["path"], list(scope["headers"]), body)
+        exchange = Exchange(
+            scope["method"],
+            scope["path"],
+            list(scope["headers"]),
+            body,
+            query=scope["query_string"],
+            scheme=scope["scheme"],
+        )
         try:
             response = await self._dispatch(exchange, send)
         except _ClientGone:
@@ -205,6 +216,9 @@ class App:
             await self._send(response, body, send)
 
     async def _dispatch(self, exchange: Exchange, send: ASGISendCallable) -> Response | None:
+        exact = self.paths.get(exchange.path)
+        if exact is not None:
+            return await exact.respond(exchange, send)
         for prefix, api in self.mounts.items():
             if exchange.path.startswith(prefix):
                 return await api.respond(exchange, send)

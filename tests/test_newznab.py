@@ -1,0 +1,278 @@
+"""The newznab API at /api, as the downloaders and their automation read it.
+
+Batches of generated lines are stored in a real PostgreSQL, the searchable
+catalog is built, and the coordinator serves /api over real HTTP; each test
+reads the answers the way Sonarr, Radarr, Prowlarr, NZBHydra2 and SABnzbd
+do (XML with ElementTree, the enclosure URL fetched as it is, the NZB
+parsed). Errors are HTTP 200 with an error element, never a 5xx.
+"""
+
+from __future__ import annotations
+
+import email.utils
+from collections.abc import AsyncIterator
+from functools import partial
+from pathlib import Path
+from xml.etree import ElementTree as ET
+
+import httpx
+import orjson
+import pytest
+import trio
+
+from usenet_indexer.config import Settings
+from usenet_indexer.coordinator.server import serve
+from usenet_indexer.coordinator.stores import Stores
+from usenet_indexer.core.indexer import RangeIndexer
+from usenet_indexer.core.newznab import NEWZNAB_NS, NewznabError, parse_request
+from usenet_indexer.core.nzb import parse_nzb
+from usenet_indexer.store.groups import GroupStore
+from usenet_indexer.store.ranges import Finish
+from usenet_indexer.synth.generator import GeneratorConfig, generate
+from usenet_indexer.wire.packed import pack_batch
+
+NS = {"newznab": NEWZNAB_NS}
+TTL = 900.0
+
+
+def store_generated(stores: Stores, articles: int, seed: int) -> int:
+    """Index generated lines as an edge would and store the batches; the catalog rows built."""
+    generated = generate(GeneratorConfig(articles=articles, seed=seed))
+    lines = [line for line in generated.lines if line.split(b"\t", 1)[0].isdigit()]
+    numbers = [int(line.split(b"\t", 1)[0]) for line in lines]
+    group = GroupStore(stores.ranges.pool).add(generated.truth.group)
+    low, high = min(numbers), max(numbers)
+    stores.ranges.plan(group, low, high, high - low + 1)
+    node_id = stores.nodes.authenticate(stores.nodes.create("edge"))
+    assert node_id is not None
+    lease = stores.ranges.lease(node_id, TTL)
+    assert lease is not None
+    indexer = RangeIndexer(group=lease.group, first=lease.next)
+    for start in range(0, len(lines), 5_000):
+        part = lines[start : start + 5_000]
+        last = start + 5_000 >= len(lines)
+        end = high + 1 if last else numbers[start + len(part) - 1] + 1
+        indexer.add_data(b"\n".join(part), end)
+        batch = indexer.finish() if last else indexer.take()
+        stores.batches.store(node_id, lease.range_id, lease.epoch, pack_batch(batch), 0, TTL)
+    assert stores.ranges.finish(node_id, lease.range_id, lease.epoch) is Finish.OK
+    return stores.catalog.build()
+
+
+@pytest.fixture
+async def api(settings: Settings, stores: Stores) -> AsyncIterator[tuple[httpx.AsyncClient, str]]:
+    """A client on the coordinator serving the catalog of 20k generated articles, and a key."""
+    await trio.to_thread.run_sync(store_generated, stores, 20_000, 5)
+    key = stores.users.create("sonarr")
+    async with trio.open_nursery() as nursery:
+        host, port = await nursery.start(partial(serve, settings, stores))
+        async with httpx.AsyncClient(base_url=f"http://{host}:{port}") as client:
+            yield client, key
+        nursery.cancel_scope.cancel()
+
+
+async def get_xml(client: httpx.AsyncClient, **params: str) -> ET.Element:
+    response = await client.get("/api", params=params)
+    assert response.status_code == 200, response.text
+    return ET.fromstring(response.content)
+
+
+def items(feed: ET.Element) -> list[ET.Element]:
+    return feed.findall("./channel/item")
+
+
+def attrs_of(item: ET.Element) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for attr in item.findall("newznab:attr", NS):
+        found.setdefault(attr.get("name", ""), []).append(attr.get("value", ""))
+    return found
+
+
+@pytest.mark.trio
+async def test_caps_needs_no_key_and_lists_what_the_arr_programs_read(
+    api: tuple[httpx.AsyncClient, str],
+) -> None:
+    client, _ = api
+    caps = await get_xml(client, t="caps")
+    limits = caps.find("limits")
+    assert limits is not None
+    assert 0 < int(limits.get("default", "0")) <= int(limits.get("max", "0"))
+    searching = caps.find("searching")
+    assert searching is not None
+    for mode in ("search", "tv-search", "movie-search"):
+        element = searching.find(mode)
+        assert element is not None
+        assert element.get("available") == "yes"
+        assert " " not in element.get("supportedParams", " ")
+    tv = searching.find("tv-search")
+    assert tv is not None
+    assert set(tv.get("supportedParams", "").split(",")) >= {"q", "season", "ep"}
+    parents = {int(c.get("id", "0")) for c in caps.findall("./categories/category")}
+    assert parents == {1000, 2000, 3000, 4000, 5000, 6000, 7000, 8000}
+    tv_subcats = {
+        int(s.get("id", "0")) for s in caps.findall("./categories/category[@id='5000']/subcat")
+    }
+    assert {5030, 5040, 5045} <= tv_subcats
+
+
+@pytest.mark.trio
+async def test_no_key_or_a_wrong_one_is_error_100_with_status_200(
+    api: tuple[httpx.AsyncClient, str],
+) -> None:
+    client, key = api
+    for params in (
+        {"t": "search"},
+        {"t": "search", "apikey": "wrong"},
+        {"t": "get", "id": "0" * 32},
+    ):
+        error = await get_xml(client, **params)
+        assert error.tag == "error"
+        assert error.get("code") == "100"
+    # A node token is no API key.
+    assert (await get_xml(client, t="search", apikey="x" + key[1:])).get("code") == "100"
+
+
+@pytest.mark.trio
+async def test_the_newest_feed_pages_and_its_enclosures_fetch_their_nzb(
+    api: tuple[httpx.AsyncClient, str],
+) -> None:
+    """Sonarr's RSS sync: no q, newest first; pages are consecutive slices of one order;
+    each enclosure URL works as it is and its NZB matches the item."""
+    client, key = api
+    feed = await get_xml(client, t="search", apikey=key, extended="1")
+    response = feed.find("./channel/newznab:response", NS)
+    assert response is not None
+    total = int(response.get("total", "0"))
+    assert total > 20
+    first_page = items(feed)
+    assert len(first_page) == min(total, 100)
+    dates = [email.utils.parsedate_to_datetime(i.findtext("pubDate", "")) for i in first_page]
+    assert dates == sorted(dates, reverse=True)
+    for item in first_page[:5]:
+        # RFC 1123 with the weekday right: "Sun, 06 Jun 2010 17:29:23 +0000".
+        text = item.findtext("pubDate", "")
+        when = email.utils.parsedate_to_datetime(text)
+        assert text == when.strftime("%a, %d %b %Y %H:%M:%S +0000")
+    paged = []
+    for offset in (0, 7, 14):
+        page = await get_xml(client, t="search", apikey=key, limit="7", offset=str(offset))
+        paged += [i.findtext("guid") for i in items(page)]
+    assert paged == [i.findtext("guid") for i in first_page[:21]]
+    for item in first_page[:4]:
+        enclosures = item.findall("enclosure")
+        assert len(enclosures) == 1
+        enclosure = enclosures[0]
+        assert enclosure.get("type") == "application/x-nzb"
+        found = attrs_of(item)
+        assert found["size"] == [enclosure.get("length")]
+        assert all(c.isdigit() and int(c) >= 1000 for c in found["category"])
+        url = enclosure.get("url", "")
+        assert f"apikey={key}" in url
+        nzb_response = await client.get(url)
+        assert nzb_response.status_code == 200
+        assert nzb_response.headers["content-disposition"].startswith("attachment; filename=")
+        nzb = parse_nzb(nzb_response.content)
+        assert len(nzb.files) == int(found["files"][0])
+        size = sum(s.bytes for f in nzb.files for s in f.segments)
+        assert abs(size - int(found["size"][0])) <= 0.05 * int(found["size"][0])
+    details = await get_xml(
+        client, t="details", apikey=key, id=first_page[0].findtext("guid", ""), extended="1"
+    )
+    assert attrs_of(items(details)[0])["grabs"] == ["1"]
+
+
+@pytest.mark.trio
+async def test_q_words_all_match_and_categories_filter(api: tuple[httpx.AsyncClient, str]) -> None:
+    client, key = api
+    newest = items(await get_xml(client, t="search", apikey=key))
+    name = newest[0].findtext("title", "")
+    words = [
+        w for w in name.replace(".", " ").replace("-", " ").replace("_", " ").split() if len(w) > 2
+    ][:2]
+    found = items(await get_xml(client, t="search", apikey=key, q=" ".join(words)))
+    assert name in [i.findtext("title") for i in found]
+    for item in found:
+        title = item.findtext("title", "").lower()
+        assert all(w.lower() in title for w in words)
+    category = attrs_of(newest[0])["category"][0]
+    in_category = items(await get_xml(client, t="search", apikey=key, cat=f"{category},99999"))
+    assert in_category
+    assert all(category in attrs_of(i)["category"] for i in in_category)
+
+
+@pytest.mark.trio
+async def test_hostile_values_get_an_error_or_a_sane_feed(
+    api: tuple[httpx.AsyncClient, str],
+) -> None:
+    client, key = api
+    cases = {
+        (("t", "search"), ("q", "'; DROP TABLE catalog; --")): "rss",
+        (("t", "search"), ("q", "a\x00b")): "rss",
+        (("t", "search"), ("q", "x" * 4000)): "rss",
+        (("t", "search"), ("limit", "100000")): "rss",
+        (("t", "search"), ("limit", "abc")): "201",
+        (("t", "search"), ("offset", "-1")): "201",
+        (("t", "tvsearch"), ("season", "S1x")): "201",
+        (("t", "details"), ("id", "../../etc/passwd")): "300",
+        (("t", "getnfo"), ("id", "0" * 32)): "300",
+        (("t", "nonsense"),): "202",
+        (("t", "register"),): "203",
+        (("q", "x"),): "200",
+        (("t", "details"),): "200",
+    }
+    for pairs, expected in cases.items():
+        response = await client.get("/api", params=[*pairs, ("apikey", key)])
+        assert response.status_code == 200, (pairs, response.text)
+        root = ET.fromstring(response.content)
+        if expected == "rss":
+            assert root.tag == "rss", pairs
+            assert len(items(root)) <= 100
+        else:
+            assert root.tag == "error", pairs
+            assert root.get("code") == expected, pairs
+    assert (
+        await client.get("/api", params={"t": "get", "id": "f" * 32, "apikey": key})
+    ).status_code == 404
+
+
+@pytest.mark.trio
+async def test_json_is_the_xml_one_to_one(api: tuple[httpx.AsyncClient, str]) -> None:
+    client, key = api
+    xml_items = items(await get_xml(client, t="search", apikey=key, limit="3"))
+    response = await client.get(
+        "/api", params={"t": "search", "apikey": key, "limit": "3", "o": "json"}
+    )
+    data = orjson.loads(response.content)
+    json_items = data["channel"]["item"]
+    assert [i["guid"] for i in json_items] == [i.findtext("guid") for i in xml_items]
+    enclosures = [i.find("enclosure") for i in xml_items]
+    assert [i["enclosure"]["@attributes"]["length"] for i in json_items] == [
+        e.get("length") for e in enclosures if e is not None
+    ]
+    error = orjson.loads((await client.get("/api", params={"t": "search", "o": "json"})).content)
+    assert error["error"]["@attributes"]["code"] == "100"
+
+
+def test_requests_are_checked_by_name() -> None:
+    request = parse_request(
+        {"t": "tvsearch", "q": "Show", "season": "S13", "ep": "E05", "cat": "5000,777,5040"}
+    )
+    assert (request.season, request.episode, request.categories) == (13, 5, (5000, 5040))
+    assert parse_request({"t": "tvsearch", "season": "00"}).season == 0
+    assert parse_request({"t": "search", "limit": "5000"}).limit == 100
+    with pytest.raises(NewznabError, match="maxage") as raised:
+        parse_request({"t": "search", "maxage": "1e9"})
+    assert raised.value.code == 201
+
+
+def test_users_keys_are_stored_hashed_and_revoked(
+    stores: Stores, pool: object, tmp_path: Path
+) -> None:
+    key = stores.users.create("radarr")
+    assert stores.users.authenticate(key) == "radarr"
+    with stores.users.pool.connection() as conn:
+        stored = [bytes(r[0]) for r in conn.execute("SELECT key_hash FROM api_users").fetchall()]
+    assert key.encode() not in stored
+    assert stores.nodes.authenticate(key) is None
+    stores.users.revoke("radarr")
+    assert stores.users.authenticate(key) is None

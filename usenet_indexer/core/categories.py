@@ -1,0 +1,271 @@
+"""Newznab categories: the standard table, and a release's category from its name and group.
+
+The numbers are those the *arr programs (Sonarr, Radarr, Prowlarr) and
+NZBHydra2 use: parents 1000 Console, 2000 Movies, 3000 Audio, 4000 PC,
+5000 TV, 6000 XXX, 7000 Books, 8000 Other, and their subcategories.
+
+A release's category comes from rules, as data (`RULES`): each rule names a
+category and the patterns that give it, tried in order on the release name
+(and, where a rule says so, the group); the first that matches wins, and a
+release that no rule takes is 8010 Other/Misc (8020 Hashed when its name
+looks random). The rules are checked on ../shared/corpus/subjects.tsv and
+the corpus NZB names (tests/test_categories.py). Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+import attrs
+
+# The standard table: id -> name. Parents are the multiples of 1000.
+CATEGORIES: Mapping[int, str] = {
+    1000: "Console",
+    1010: "Console/NDS",
+    1020: "Console/PSP",
+    1030: "Console/Wii",
+    1040: "Console/Xbox",
+    1050: "Console/Xbox 360",
+    1080: "Console/PS3",
+    1090: "Console/Other",
+    1110: "Console/3DS",
+    1120: "Console/PS Vita",
+    1130: "Console/WiiU",
+    1140: "Console/Xbox One",
+    1180: "Console/PS4",
+    2000: "Movies",
+    2010: "Movies/Foreign",
+    2020: "Movies/Other",
+    2030: "Movies/SD",
+    2040: "Movies/HD",
+    2045: "Movies/UHD",
+    2050: "Movies/BluRay",
+    2060: "Movies/3D",
+    2070: "Movies/DVD",
+    2080: "Movies/WEB-DL",
+    3000: "Audio",
+    3010: "Audio/MP3",
+    3020: "Audio/Video",
+    3030: "Audio/Audiobook",
+    3040: "Audio/Lossless",
+    3050: "Audio/Other",
+    4000: "PC",
+    4010: "PC/0day",
+    4020: "PC/ISO",
+    4030: "PC/Mac",
+    4040: "PC/Mobile-Other",
+    4050: "PC/Games",
+    5000: "TV",
+    5010: "TV/WEB-DL",
+    5020: "TV/Foreign",
+    5030: "TV/SD",
+    5040: "TV/HD",
+    5045: "TV/UHD",
+    5050: "TV/Other",
+    5060: "TV/Sport",
+    5070: "TV/Anime",
+    5080: "TV/Documentary",
+    6000: "XXX",
+    6010: "XXX/DVD",
+    6040: "XXX/x264",
+    6045: "XXX/UHD",
+    6070: "XXX/Other",
+    7000: "Books",
+    7010: "Books/Mags",
+    7020: "Books/EBook",
+    7030: "Books/Comics",
+    7050: "Books/Other",
+    8000: "Other",
+    8010: "Other/Misc",
+    8020: "Other/Hashed",
+}
+
+OTHER = 8010
+HASHED = 8020
+
+
+def parent(category: int) -> int:
+    """The parent of a category (itself for a parent)."""
+    return category - category % 1000
+
+
+def subcategories(parent_id: int) -> list[int]:
+    """The subcategories of a parent, in order."""
+    return [c for c in CATEGORIES if parent(c) == parent_id and c != parent_id]
+
+
+@attrs.frozen
+class Rule:
+    """A category and the patterns that give it.
+
+    Attributes:
+        category: the newznab id given.
+        name: regular expressions (case-insensitive), any of which matching
+            the release name gives the category.
+        group: regular expressions, any of which matching one of the
+            release's groups gives it too (empty: the group is not asked).
+    """
+
+    category: int
+    name: tuple[str, ...]
+    group: tuple[str, ...] = ()
+
+
+# Word edges in release names: dots, underscores, dashes, spaces, brackets.
+_B = r"(?:^|[._\-\s\[\(\"'])"
+_E = r"(?=$|[._\-\s\]\)\"'])"
+_TV = r"(?:s\d{1,3}[._\-\s]?e\d{1,4}|s\d{1,3}(?=[._\-\s])|\d{1,2}x\d{2,3}|(?:19|20)\d\d[._\-](?:0[1-9]|1[0-2])[._\-](?:0[1-9]|[12]\d|3[01])|season[._\-\s]?\d+|complete[._\-]series)"
+_YEAR = r"(?:19[2-9]\d|20[0-4]\d)"
+_XXX = r"(?:xxx|porn|brazzers|bangbros|realitykings|naughtyamerica|onlyfans)"
+
+# In order: the first rule that matches wins.
+RULES: tuple[Rule, ...] = (
+    Rule(6045, (_B + _XXX + _E + r".*" + _B + r"(?:2160p|uhd|4k)" + _E,)),
+    Rule(6040, (_B + _XXX + _E + r".*" + _B + r"(?:x264|h\.?264|1080p|720p)" + _E,)),
+    Rule(6000, (_B + _XXX + _E,), (r"\.erotica|\.xxx|\.porn",)),
+    Rule(5070, (_B + r"(?:anime|horriblesubs|subsplease|erai-raws)" + _E,), (r"\.anime",)),
+    Rule(
+        5060,
+        (
+            _B
+            + r"(?:nfl|nba|nhl|mlb|ufc|wwe|f1|formula[._\-]?1|epl|uefa)"
+            + _E
+            + r".*"
+            + _B
+            + r"(?:19|20)\d\d",
+        ),
+    ),
+    Rule(5045, (_B + _TV + _E + r".*" + _B + r"(?:2160p|uhd|4k)" + _E,)),
+    Rule(5040, (_B + _TV + _E + r".*" + _B + r"(?:1080[pi]|720p)" + _E,)),
+    Rule(5030, (_B + _TV + _E + r".*" + _B + r"(?:480p|576p|sdtv|pdtv|dvdrip|xvid)" + _E,)),
+    Rule(5000, (_B + _TV + _E,), (r"\.tv(?:$|\.)|\.multimedia\.tv|\.teevee|\.hdtv",)),
+    Rule(3030, (_B + r"(?:audiobook|audiobooks|abook|unabridged)" + _E,), (r"\.audiobooks?",)),
+    Rule(3040, (_B + r"(?:flac|alac|lossless|24bit|16bit|hi-?res)" + _E,), (r"\.lossless|\.flac",)),
+    Rule(
+        3010,
+        (_B + r"(?:mp3|320kbps|v0|v2|cbr|vbr|aac)" + _E, r"-\(cat\d+\)-|\(cat\d+\)"),
+        (r"\.mp3|\.sounds?|\.music",),
+    ),
+    Rule(7030, (_B + r"(?:cbr|cbz|comics?|graphic[._\-]novel)" + _E,), (r"\.comics?",)),
+    Rule(7010, (_B + r"(?:magazine|mag)" + _E,), (r"\.magazines?",)),
+    Rule(7020, (_B + r"(?:epub|mobi|azw3?|ebook|e-book|pdf)" + _E,), (r"\.e-?books?",)),
+    Rule(1180, (_B + r"ps4" + _E,)),
+    Rule(1080, (_B + r"ps3" + _E,)),
+    Rule(1120, (_B + r"(?:psv|vita)" + _E,)),
+    Rule(1020, (_B + r"psp" + _E,)),
+    Rule(1140, (_B + r"(?:xboxone|xbox[._\-]one)" + _E,)),
+    Rule(1050, (_B + r"(?:xbox360|x360)" + _E,)),
+    Rule(1130, (_B + r"wiiu" + _E,)),
+    Rule(1030, (_B + r"(?:wii|ngc)" + _E,)),
+    Rule(1110, (_B + r"3ds" + _E,)),
+    Rule(1010, (_B + r"nds" + _E,)),
+    Rule(
+        1090,
+        (_B + r"(?:nsw|switch)" + _E + r".*" + _B + r"(?:nsp|xci|venom|bigblue)" + _E,),
+        (r"\.games?\.(?:nintendo|xbox|sony)|\.console",),
+    ),
+    Rule(4030, (_B + r"(?:macos|mac[._\-]?osx?|osx)" + _E,), (r"\.mac(?:$|\.)",)),
+    Rule(4040, (_B + r"(?:android|ios|iphone|ipad|apk)" + _E,)),
+    Rule(
+        4050,
+        (
+            _B
+            + r"(?:codex|skidrow|reloaded|plaza|fitgirl|dodi|gog|razor1911|flt|tinyiso|empress|rune)"
+            + _E,
+        ),
+        (r"\.games?(?:$|\.)",),
+    ),
+    Rule(
+        4020,
+        (
+            _B
+            + r"(?:iso|x64|x86|win(?:dows)?(?:10|11|7|xp)?|multilingual|incl[._\-]keygen|keygen|crack|portable)"
+            + _E,
+        ),
+        (r"\.warez|\.apps?(?:$|\.)|\.iso",),
+    ),
+    Rule(2060, (_B + _YEAR + _E + r".*" + _B + r"(?:3d|hsbs|h-sbs|half-ou)" + _E,)),
+    Rule(2045, (_B + _YEAR + _E + r".*" + _B + r"(?:2160p|uhd|4k)" + _E,)),
+    Rule(
+        2050,
+        (
+            _B
+            + _YEAR
+            + _E
+            + r".*"
+            + _B
+            + r"(?:complete[._\-]bluray|bd25|bd50|avc[._\-]remux|remux|bdmv)"
+            + _E,
+        ),
+    ),
+    Rule(2070, (_B + _YEAR + _E + r".*" + _B + r"(?:dvdr|dvd5|dvd9|dvd|ntsc|pal)" + _E,)),
+    Rule(2080, (_B + _YEAR + _E + r".*" + _B + r"(?:web-?dl|webrip|web)" + _E,)),
+    Rule(
+        2040,
+        (
+            _B
+            + _YEAR
+            + _E
+            + r".*"
+            + _B
+            + r"(?:1080[pi]|720p|bluray|blu-ray|bdrip|brrip|x264|x265|h\.?26[45]|hevc)"
+            + _E,
+        ),
+    ),
+    Rule(
+        2030,
+        (
+            _B
+            + _YEAR
+            + _E
+            + r".*"
+            + _B
+            + r"(?:480p|576p|xvid|divx|dvdrip|dvdscr|hdtv|cam|ts|tc)"
+            + _E,
+        ),
+    ),
+    Rule(2000, (), (r"\.movies?(?:$|\.)|\.hdtv\.x264|\.dvd",)),
+)
+
+_COMPILED: tuple[tuple[int, tuple[re.Pattern[str], ...], tuple[re.Pattern[str], ...]], ...] = tuple(
+    (
+        rule.category,
+        tuple(re.compile(p, re.IGNORECASE) for p in rule.name),
+        tuple(re.compile(p, re.IGNORECASE) for p in rule.group),
+    )
+    for rule in RULES
+)
+_HASHED = re.compile(r"^[A-Za-z0-9]{10,}$|^[0-9a-f]{16,}$")
+
+
+def categorise(name: str, groups: tuple[str, ...] = ()) -> int:
+    """The newznab category of a release: the first rule of `RULES` whose name pattern
+    matches its name, or whose group pattern matches one of its groups; else Other."""
+    for category, names, group_patterns in _COMPILED:
+        if any(p.search(name) for p in names):
+            return category
+        if group_patterns and any(p.search(g) for p in group_patterns for g in groups):
+            return category
+    if _HASHED.match(name) and not name.isalpha() and not name.isdigit():
+        return HASHED
+    return OTHER
+
+
+_SEASON_EPISODE = re.compile(
+    r"(?:^|[._\-\s])s(\d{1,3})[._\-\s]?e(\d{1,4})(?=$|[._\-\s]|e\d)", re.IGNORECASE
+)
+_SEASON_ONLY = re.compile(r"(?:^|[._\-\s])s(\d{1,3})(?=[._\-\s]|$)", re.IGNORECASE)
+_CROSS = re.compile(r"(?:^|[._\-\s])(\d{1,2})x(\d{2,3})(?=$|[._\-\s])")
+
+
+def season_episode(name: str) -> tuple[int | None, int | None]:
+    """Season and episode numbers a release name carries (S01E02, 1x02, a season pack's
+    S01), each None when absent."""
+    found = _SEASON_EPISODE.search(name) or _CROSS.search(name)
+    if found:
+        return int(found.group(1)), int(found.group(2))
+    season = _SEASON_ONLY.search(name)
+    if season:
+        return int(season.group(1)), None
+    return None, None

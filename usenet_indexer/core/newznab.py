@@ -1,0 +1,398 @@
+"""The newznab API's requests and answers, pure: query parameters in, XML or JSON out.
+
+What the downloaders (SABnzbd, NZBGet) and their automation (Sonarr, Radarr,
+Prowlarr, NZBHydra2) send and read:
+
+- `t=caps` (no key): server, limits, the search modes with their
+  parameters, the categories;
+- `t=search|tvsearch|movie|music|book` with `q`, `cat`, `limit`, `offset`,
+  `maxage`, `minsize`, `maxsize`, `group`, `season`, `ep`, `extended`,
+  `o=json`: an RSS 2.0 feed with `newznab:attr` elements;
+- `t=details&id=`, `t=get&id=` (the NZB), `t=getnfo&id=`.
+
+Errors are HTTP 200 with `<error code description/>` (Sonarr and Radarr
+throw on a status >= 400 before they read the body): 100 wrong or missing
+apikey, 200 missing parameter, 201 bad parameter, 202 no such function, 203
+function not available, 300 no such item. A bad value is refused by name;
+a limit past the maximum is clamped, never refused.
+
+No I/O: the adapter (coordinator/http/newznab.py) reads the store and
+calls these.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from email.utils import format_datetime
+from typing import Any
+from urllib.parse import quote, urlencode
+from xml.etree import ElementTree as ET
+
+import attrs
+import orjson
+
+from usenet_indexer.core.categories import CATEGORIES, parent, subcategories
+from usenet_indexer.errors import UidxError
+
+NEWZNAB_NS = "http://www.newznab.com/DTD/2010/feeds/attributes/"
+MAX_LIMIT = 100
+DEFAULT_LIMIT = 100
+MAX_Q = 256  # characters of q looked at; a longer q is cut, never refused
+# Functions and the search parameters each takes (caps says so).
+SEARCH_MODES: Mapping[str, tuple[str, ...]] = {
+    "search": ("q",),
+    "tv-search": ("q", "season", "ep"),
+    "movie-search": ("q",),
+    "audio-search": ("q",),
+    "book-search": ("q",),
+}
+_FUNCTIONS = {
+    "search": "search",
+    "s": "search",
+    "tvsearch": "tvsearch",
+    "tv": "tvsearch",
+    "movie": "movie",
+    "m": "movie",
+    "music": "music",
+    "book": "book",
+    "details": "details",
+    "d": "details",
+    "get": "get",
+    "g": "get",
+    "getnfo": "getnfo",
+    "caps": "caps",
+    "c": "caps",
+}
+_NOT_AVAILABLE = {"register", "cart-add", "cart-del", "comments", "comments-add", "user"}
+_GUID = re.compile(r"^[0-9a-f]{32}$")
+_SEASON = re.compile(r"^[sS]?(\d{1,4})$")
+_EPISODE = re.compile(r"^[eE]?(\d{1,5})$")
+# What a category of its function means when no cat is given.
+_FUNCTION_PARENT = {"tvsearch": 5000, "movie": 2000, "music": 3000, "book": 7000}
+
+
+class NewznabError(UidxError):
+    """A request the newznab API answers with an error element.
+
+    Attributes:
+        code: the newznab error code (100, 200, 201, 202, 203, 300).
+        description: what was wrong, naming the parameter.
+    """
+
+    def __init__(self, code: int, description: str) -> None:
+        super().__init__(f"{code} {description}")
+        self.code = code
+        self.description = description
+
+
+@attrs.frozen
+class Request:
+    """A checked newznab request.
+
+    Attributes:
+        function: caps, search, tvsearch, movie, music, book, details, get or getnfo.
+        apikey: the key given ("" when none).
+        json: answer in JSON (o=json).
+        extended: every newznab:attr (extended=1).
+        guid: the item of details, get and getnfo.
+        words: q, cut to MAX_Q characters.
+        categories: cat ids that the table has (unknown ones are skipped).
+        season, episode: tvsearch's numbers.
+        max_age_days, min_size, max_size, group: filters.
+        limit, offset: the page (limit clamped to 1..MAX_LIMIT).
+    """
+
+    function: str
+    apikey: str = ""
+    json: bool = False
+    extended: bool = False
+    guid: str = ""
+    words: str = ""
+    categories: tuple[int, ...] = ()
+    season: int | None = None
+    episode: int | None = None
+    max_age_days: int | None = None
+    min_size: int | None = None
+    max_size: int | None = None
+    group: str | None = None
+    limit: int = DEFAULT_LIMIT
+    offset: int = 0
+
+
+def parse_request(params: Mapping[str, str]) -> Request:
+    """Check a request's query parameters (names lower case, values as given).
+
+    Raises:
+        NewznabError: 200 (a parameter missing), 201 (a bad value, named),
+            202 (no such function), 203 (not available here).
+    """
+    function_name = params.get("t", "").strip().lower()
+    if not function_name:
+        raise NewznabError(200, "missing parameter: t")
+    if function_name in _NOT_AVAILABLE:
+        raise NewznabError(203, f"function not available: {function_name}")
+    function = _FUNCTIONS.get(function_name)
+    if function is None:
+        raise NewznabError(202, f"no such function: {function_name[:40]}")
+    fields: dict[str, Any] = {
+        "function": function,
+        "apikey": params.get("apikey", "").strip(),
+        "json": params.get("o", "").lower() == "json",
+        "extended": params.get("extended", "") == "1",
+    }
+    if function in ("details", "get", "getnfo"):
+        guid = params.get("id", params.get("guid", "")).strip().lower()
+        if not guid:
+            raise NewznabError(200, "missing parameter: id")
+        if not _GUID.match(guid):
+            raise NewznabError(300, "no such item")
+        fields["guid"] = guid
+        return Request(**fields)
+    if function == "caps":
+        return Request(**fields)
+    fields["words"] = " ".join(params.get("q", "").replace("\x00", " ")[:MAX_Q].split())
+    fields["categories"] = _categories(params.get("cat", ""))
+    if function == "tvsearch":
+        fields["season"] = _matched(params, "season", _SEASON)
+        fields["episode"] = _matched(params, "ep", _EPISODE)
+    fields["max_age_days"] = _number(params, "maxage")
+    fields["min_size"] = _number(params, "minsize")
+    fields["max_size"] = _number(params, "maxsize")
+    group = params.get("group", "").strip()
+    fields["group"] = group[:200] or None
+    limit = _number(params, "limit")
+    fields["limit"] = DEFAULT_LIMIT if limit is None else max(1, min(limit, MAX_LIMIT))
+    fields["offset"] = _number(params, "offset") or 0
+    return Request(**fields)
+
+
+def default_categories(request: Request) -> tuple[int, ...]:
+    """The categories a search looks in: those asked for, else its function's parent."""
+    if request.categories:
+        return request.categories
+    function_parent = _FUNCTION_PARENT.get(request.function)
+    return () if function_parent is None else (function_parent,)
+
+
+def _categories(text: str) -> tuple[int, ...]:
+    found = []
+    for part in text.split(",")[:50]:
+        part = part.strip()
+        if part.isdigit() and int(part) in CATEGORIES:
+            found.append(int(part))
+    return tuple(dict.fromkeys(found))
+
+
+def _number(params: Mapping[str, str], name: str) -> int | None:
+    text = params.get(name, "").strip()
+    if not text:
+        return None
+    if not (text.isascii() and text.isdigit()) or len(text) > 15:
+        raise NewznabError(201, f"bad parameter: {name} must be a whole number >= 0")
+    return int(text)
+
+
+def _matched(params: Mapping[str, str], name: str, pattern: re.Pattern[str]) -> int | None:
+    text = params.get(name, "").strip()
+    if not text:
+        return None
+    found = pattern.match(text)
+    if found is None:
+        raise NewznabError(201, f"bad parameter: {name}")
+    return int(found.group(1))
+
+
+@attrs.frozen
+class Item:
+    """A release as a feed lists it."""
+
+    guid: str
+    name: str
+    category: int
+    size: int
+    files: int
+    poster: str
+    groups: tuple[str, ...]
+    posted: int
+    grabs: int
+    completion: float
+    season: int | None = None
+    episode: int | None = None
+
+
+@attrs.frozen
+class Site:
+    """Where the API is, for the absolute URLs of a feed.
+
+    Attributes:
+        base_url: the site root as the client reached it ("http://host:port").
+        title: the server's title in caps and feeds.
+    """
+
+    base_url: str
+    title: str = "uidx"
+
+
+def error_xml(error: NewznabError) -> bytes:
+    """The error element of a refused request."""
+    element = ET.Element("error", code=str(error.code), description=error.description)
+    return _xml(element)
+
+
+def error_json(error: NewznabError) -> bytes:
+    """The error, in the JSON shape of the XML one."""
+    return orjson.dumps(
+        {"error": {"@attributes": {"code": str(error.code), "description": error.description}}}
+    )
+
+
+def caps_xml(site: Site) -> bytes:
+    """The answer to t=caps."""
+    caps = ET.Element("caps")
+    ET.SubElement(caps, "server", title=site.title, version="1.0")
+    ET.SubElement(caps, "limits", max=str(MAX_LIMIT), default=str(DEFAULT_LIMIT))
+    searching = ET.SubElement(caps, "searching")
+    for mode, supported in SEARCH_MODES.items():
+        ET.SubElement(searching, mode, available="yes", supportedParams=",".join(supported))
+    categories = ET.SubElement(caps, "categories")
+    for parent_id in sorted({parent(c) for c in CATEGORIES}):
+        element = ET.SubElement(
+            categories, "category", id=str(parent_id), name=CATEGORIES[parent_id]
+        )
+        for sub in subcategories(parent_id):
+            ET.SubElement(element, "subcat", id=str(sub), name=CATEGORIES[sub].split("/", 1)[1])
+    return _xml(caps)
+
+
+def caps_json(site: Site) -> bytes:
+    """t=caps in JSON (the XML's elements as objects, attributes under "@attributes")."""
+    return orjson.dumps(_as_json(ET.fromstring(caps_xml(site))))
+
+
+def rfc1123(unix: int) -> str:
+    """A date as RSS wants it: `Sun, 06 Jun 2010 17:29:23 +0000`."""
+    return format_datetime(datetime.fromtimestamp(unix, UTC)).replace("-0000", "+0000")
+
+
+def nzb_url(site: Site, guid: str, apikey: str) -> str:
+    """The URL of an item's NZB, working as-is (it carries the apikey)."""
+    return f"{site.base_url}/api?{urlencode({'t': 'get', 'id': guid, 'apikey': apikey})}"
+
+
+def feed_xml(
+    site: Site, items: Sequence[Item], *, offset: int, total: int, apikey: str, extended: bool
+) -> bytes:
+    """An RSS 2.0 feed of search results."""
+    ET.register_namespace("newznab", NEWZNAB_NS)
+    rss = ET.Element("rss", version="2.0")
+    channel = ET.SubElement(rss, "channel")
+    ET.SubElement(channel, "title").text = site.title
+    ET.SubElement(channel, "description").text = f"{site.title} feed"
+    ET.SubElement(channel, "link").text = f"{site.base_url}/"
+    ET.SubElement(channel, f"{{{NEWZNAB_NS}}}response", offset=str(offset), total=str(total))
+    for item in items:
+        channel.append(_item_xml(site, item, apikey=apikey, extended=extended))
+    return _xml(rss)
+
+
+def _item_xml(site: Site, item: Item, *, apikey: str, extended: bool) -> ET.Element:
+    element = ET.Element("item")
+    ET.SubElement(element, "title").text = item.name
+    ET.SubElement(element, "guid", isPermaLink="false").text = item.guid
+    url = nzb_url(site, item.guid, apikey)
+    ET.SubElement(element, "link").text = url
+    ET.SubElement(element, "comments").text = f"{site.base_url}/details/{item.guid}"
+    ET.SubElement(element, "pubDate").text = rfc1123(item.posted)
+    ET.SubElement(element, "category").text = CATEGORIES.get(item.category, "Other")
+    ET.SubElement(element, "description").text = item.name
+    ET.SubElement(element, "enclosure", url=url, length=str(item.size), type="application/x-nzb")
+    for name, value in _attributes(item, extended):
+        ET.SubElement(element, f"{{{NEWZNAB_NS}}}attr", name=name, value=value)
+    return element
+
+
+def _attributes(item: Item, extended: bool) -> list[tuple[str, str]]:
+    attributes = [("category", str(parent(item.category)))]
+    if item.category != parent(item.category):
+        attributes.append(("category", str(item.category)))
+    attributes.append(("size", str(item.size)))
+    if item.season is not None:
+        attributes.append(("season", f"S{item.season:02}"))
+    if item.episode is not None:
+        attributes.append(("episode", f"E{item.episode:02}"))
+    if extended:
+        attributes += [
+            ("files", str(item.files)),
+            ("poster", item.poster),
+            ("group", item.groups[0] if item.groups else ""),
+            ("usenetdate", rfc1123(item.posted)),
+            ("grabs", str(item.grabs)),
+            ("completion", str(round(item.completion * 100))),
+        ]
+    return attributes
+
+
+def feed_json(
+    site: Site, items: Sequence[Item], *, offset: int, total: int, apikey: str, extended: bool
+) -> bytes:
+    """The feed in the classic newznab JSON shape (the XML one-to-one)."""
+    channel: dict[str, Any] = {
+        "title": site.title,
+        "description": f"{site.title} feed",
+        "link": f"{site.base_url}/",
+        "response": {"@attributes": {"offset": str(offset), "total": str(total)}},
+        "item": [],
+    }
+    for item in items:
+        url = nzb_url(site, item.guid, apikey)
+        channel["item"].append(
+            {
+                "title": item.name,
+                "guid": item.guid,
+                "link": url,
+                "comments": f"{site.base_url}/details/{item.guid}",
+                "pubDate": rfc1123(item.posted),
+                "category": CATEGORIES.get(item.category, "Other"),
+                "description": item.name,
+                "enclosure": {
+                    "@attributes": {
+                        "url": url,
+                        "length": str(item.size),
+                        "type": "application/x-nzb",
+                    }
+                },
+                "attr": [
+                    {"@attributes": {"name": name, "value": value}}
+                    for name, value in _attributes(item, extended)
+                ],
+            }
+        )
+    return orjson.dumps({"@attributes": {"version": "2.0"}, "channel": channel})
+
+
+def _as_json(element: ET.Element) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    if element.attrib:
+        result["@attributes"] = dict(element.attrib)
+    for child in element:
+        value = _as_json(child)
+        if child.tag in result:
+            if not isinstance(result[child.tag], list):
+                result[child.tag] = [result[child.tag]]
+            result[child.tag].append(value)
+        else:
+            result[child.tag] = value
+    return result
+
+
+def _xml(element: ET.Element) -> bytes:
+    body: bytes = ET.tostring(element, encoding="utf-8", xml_declaration=False)
+    return b'<?xml version="1.0" encoding="UTF-8"?>\n' + body
+
+
+def nzb_name(name: str) -> str:
+    """The quoted filename of a Content-Disposition for a release's NZB."""
+    safe = re.sub(r'[\x00-\x1f"\\/]+', "_", name).strip() or "release"
+    return quote(safe[:200] + ".nzb", safe=" ._-()[]+,")
