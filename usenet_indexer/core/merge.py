@@ -151,7 +151,8 @@ class CatalogRelease:
     chunks: int
     files: tuple[CatalogFile, ...]
     repost_of: builtins.bytes | None = None
-    sources: tuple[builtins.bytes, ...] = ()
+    # Where it came from, not what it is: batch cuts make more or fewer keys.
+    sources: tuple[builtins.bytes, ...] = attrs.field(default=(), eq=False)
 
     def to_json(self) -> dict[str, Any]:
         """The release in the JSONL schema of `uidx index` and `uidx catalog export`."""

@@ -20,7 +20,7 @@ from psycopg import sql
 from psycopg_pool import ConnectionPool
 
 from usenet_indexer.core.batch import ReleaseChunk
-from usenet_indexer.core.categories import categorise, season_episode
+from usenet_indexer.core.categories import categorise, season_episode, subcategories
 from usenet_indexer.core.merge import CatalogRelease, ReleaseMerger
 from usenet_indexer.wire import fragments
 
@@ -103,6 +103,9 @@ class CatalogStore:
         assert row is not None
         return int(row[0]), int(row[1])
 
+
+# A search counts its matches up to this many (the feed's total is then "at least").
+COUNT_CAP = 10_000
 
 _SPLIT = re.compile(r"[\W_]+")
 
@@ -232,8 +235,10 @@ class CatalogTable:
             where.append(sql.SQL("words @@ plainto_tsquery('simple', %s)"))
             params.append(search.words)
         if search.categories:
-            where.append(sql.SQL("(category = ANY(%s) OR category / 1000 * 1000 = ANY(%s))"))
-            params += [list(search.categories), list(search.categories)]
+            # A parent takes its subcategories: one = ANY over ids, which the index serves.
+            ids = sorted({c for asked in search.categories for c in (asked, *subcategories(asked))})
+            where.append(sql.SQL("category = ANY(%s)"))
+            params.append(ids)
         for column, value, op in (
             ("season", search.season, "="),
             ("episode", search.episode, "="),
@@ -248,15 +253,19 @@ class CatalogTable:
             where.append(sql.SQL("%s = ANY(groups)"))
             params.append(search.group)
         condition = sql.SQL(" AND ").join(where)
-        count = sql.SQL("SELECT count(*) FROM catalog WHERE {}").format(condition)
+        # Counted up to COUNT_CAP: past it the total says "at least" (clients page
+        # on until a page comes back short), and a count over a million rows is not paid.
+        count = sql.SQL(
+            "SELECT count(*) FROM (SELECT 1 FROM catalog WHERE {} LIMIT %s) AS c"
+        ).format(condition)
         page = sql.SQL(_ROW + " WHERE {} ORDER BY posted DESC, id DESC LIMIT %s OFFSET %s").format(
             condition
         )
         with self.pool.connection() as conn:
-            total_row = conn.execute(count, params).fetchone()
+            total_row = conn.execute(count, [*params, COUNT_CAP]).fetchone()
             records = conn.execute(page, [*params, search.limit, search.offset]).fetchall()
         assert total_row is not None
-        return int(total_row[0]), _rows(records)
+        return max(int(total_row[0]), search.offset + len(records)), _rows(records)
 
     def row(self, guid: str) -> CatalogRow | None:
         """The catalog row of a guid, or None."""

@@ -1,0 +1,319 @@
+"""scripts/bench-search: newznab searches through the HTTP API over >= 1M catalog releases.
+
+- A private PostgreSQL gets --releases catalog rows (default 1M) made in
+  SQL: scene-style TV and movie names (show words, SxxEyy, year, source
+  and codec tags, groups) spread over a year, with their categories,
+  season and episode, and sizes; then ANALYZE.
+- The coordinator's App serves /api in this process (hypercorn on trio), as
+  `uidx coordinator` does; a client asks a mix of what Sonarr, Radarr and
+  aggregators send: the newest feed, q of one and two words, a category,
+  tvsearch with season and episode, and pages deep into a result.
+- Baseline in the same run: `t=caps` (no database), so that figures can be
+  compared across noisy runs.
+
+The last line printed is one JSON object: {"bench": "search", "p95_ms": ...}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import time
+from functools import partial
+from pathlib import Path
+
+import httpx
+import trio
+
+from usenet_indexer.config import Settings
+from usenet_indexer.coordinator.server import serve
+from usenet_indexer.coordinator.stores import Stores
+from usenet_indexer.store.pool import open_pool
+from usenet_indexer.testing.postgres import running_server
+
+WORDS = [
+    "atlas",
+    "summer",
+    "crimson",
+    "hidden",
+    "moon",
+    "silent",
+    "night",
+    "red",
+    "wild",
+    "dead",
+    "shadow",
+    "queen",
+    "king",
+    "storm",
+    "fire",
+    "island",
+    "winter",
+    "signal",
+    "north",
+    "wolf",
+    "house",
+    "tiger",
+    "thunder",
+    "dragon",
+    "broken",
+    "blue",
+    "black",
+    "raven",
+    "fallen",
+    "lost",
+    "velvet",
+    "heart",
+    "river",
+    "city",
+    "ocean",
+    "star",
+    "empire",
+    "kingdom",
+    "secret",
+    "garden",
+    "iron",
+    "glass",
+    "stone",
+    "golden",
+    "silver",
+    "dark",
+    "light",
+    "last",
+    "first",
+    "new",
+    "old",
+    "great",
+    "little",
+    "big",
+    "family",
+    "doctor",
+    "police",
+    "detective",
+    "lawyer",
+    "agent",
+    "soldier",
+    "hunter",
+    "pilot",
+    "captain",
+    "brother",
+    "sister",
+    "mother",
+    "father",
+    "daughter",
+    "son",
+    "friends",
+    "love",
+    "war",
+    "peace",
+    "world",
+    "earth",
+    "sky",
+    "sea",
+    "mountain",
+    "valley",
+    "forest",
+    "desert",
+    "road",
+    "train",
+    "station",
+    "bridge",
+    "tower",
+    "castle",
+    "palace",
+]
+TAGS = (
+    "720p.HDTV.x264",
+    "1080p.WEB.h264",
+    "2160p.WEB.x265",
+    "1080p.BluRay.x264",
+    "720p.WEB-DL.DD5.1.H.264",
+)
+GROUPS = (
+    "KILLERS",
+    "BS",
+    "ENSLAVE",
+    "SPARKS",
+    "NTb",
+    "playWEB",
+    "ION10",
+    "CMRG",
+    "EDITH",
+    "ROVERS",
+)
+
+FILL = """
+INSERT INTO catalog (guid, name, search_name, category, size, files, poster, groups, posted,
+                     completion, season, episode, probe_candidate, sources)
+SELECT md5(i::text), name, lower(regexp_replace(name, '[^A-Za-z0-9]+', ' ', 'g')),
+       category, size, files, 'poster' || (i %% 5000) || '@example.com', ARRAY['alt.binaries.test'],
+       1700000000 + i * 31, 1.0, season, episode, false, ARRAY[decode(md5(i::text), 'hex')]
+FROM (
+    SELECT i,
+           CASE WHEN i %% 10 < 6 THEN
+               initcap(w1) || '.' || initcap(w2) || '.S' || lpad((1 + i %% 12)::text, 2, '0')
+               || 'E' || lpad((1 + i %% 24)::text, 2, '0') || '.' || tag || '-' || grp
+           ELSE
+               initcap(w1) || '.' || initcap(w2) || '.' || initcap(w3) || '.'
+               || (1950 + i %% 75) || '.' || tag || '-' || grp
+           END AS name,
+           CASE WHEN i %% 10 < 6 THEN
+               CASE WHEN tag LIKE '2160p%%' THEN 5045 WHEN tag LIKE '720p%%' OR tag LIKE '1080p%%' THEN 5040 ELSE 5000 END
+           ELSE
+               CASE WHEN tag LIKE '2160p%%' THEN 2045 ELSE 2040 END
+           END AS category,
+           CASE WHEN i %% 10 < 6 THEN 1 + i %% 12 END AS season,
+           CASE WHEN i %% 10 < 6 THEN 1 + i %% 24 END AS episode,
+           (200 + i %% 5000)::bigint * 1048576 AS size, 10 + i %% 60 AS files
+    FROM (
+        SELECT i,
+               (%(words)s::text[])[(1 + (i * 7919) %% %(nwords)s)::int] AS w1,
+               (%(words)s::text[])[(1 + (i * 104729 / 7) %% %(nwords)s)::int] AS w2,
+               (%(words)s::text[])[(1 + (i * 15485863 / 13) %% %(nwords)s)::int] AS w3,
+               (%(tags)s::text[])[(1 + i %% %(ntags)s)::int] AS tag,
+               (%(groups)s::text[])[(1 + (i / 3) %% %(ngroups)s)::int] AS grp
+        FROM generate_series(1::bigint, %(count)s) AS i
+    ) AS picked
+) AS made
+"""
+
+
+def fill(stores: Stores, count: int) -> None:
+    with stores.catalog.pool.connection() as conn:
+        conn.execute(
+            FILL,
+            {
+                "words": list(WORDS),
+                "nwords": len(WORDS),
+                "tags": list(TAGS),
+                "ntags": len(TAGS),
+                "groups": list(GROUPS),
+                "ngroups": len(GROUPS),
+                "count": count,
+            },
+        )
+        conn.execute("ANALYZE catalog")
+
+
+def show_of(i: int) -> tuple[str, int, int]:
+    """The two show words, season and episode FILL gives row i (a TV row: i % 10 < 6)."""
+    w1 = WORDS[(i * 7919) % len(WORDS)]
+    w2 = WORDS[(i * 104729 // 7) % len(WORDS)]
+    return f"{w1} {w2}", 1 + i % 12, 1 + i % 24
+
+
+def requests(
+    rng: random.Random, key: str, count: int, releases: int
+) -> list[tuple[str, dict[str, str]]]:
+    """The mix; q2 and tvsearch ask for shows that are there (people search for those)."""
+    mix: list[tuple[str, dict[str, str]]] = []
+    tv_rows = [i for i in (rng.randrange(1, releases + 1) for _ in range(count * 3)) if i % 10 < 6]
+    for n in range(count):
+        kind = n % 6
+        if kind == 0:
+            mix.append(("newest", {"t": "search"}))
+        elif kind == 1:
+            mix.append(("q1", {"t": "search", "q": rng.choice(WORDS)}))
+        elif kind == 2:
+            mix.append(("q2", {"t": "search", "q": show_of(tv_rows[n])[0]}))
+        elif kind == 3:
+            mix.append(("cat", {"t": "search", "cat": rng.choice(("5040", "2000", "5045,2045"))}))
+        elif kind == 4:
+            mix.append(
+                (
+                    "tvsearch",
+                    {
+                        "t": "tvsearch",
+                        "q": show_of(tv_rows[n])[0],
+                        "season": str(show_of(tv_rows[n])[1]),
+                        "ep": str(show_of(tv_rows[n])[2]),
+                        "cat": "5000",
+                    },
+                )
+            )
+        else:
+            mix.append(
+                (
+                    "page",
+                    {"t": "search", "cat": "5000", "offset": str(rng.randrange(100, 2000, 100))},
+                )
+            )
+    for _, params in mix:
+        params["apikey"] = key
+    return mix
+
+
+def p95(values: list[float]) -> float:
+    return statistics.quantiles(values, n=20)[-1] if len(values) >= 20 else max(values)
+
+
+async def measure(
+    stores: Stores, settings: Settings, key: str, count: int, releases: int, seed: int
+) -> dict[str, object]:
+    rng = random.Random(seed)
+    async with trio.open_nursery() as nursery:
+        host, port = await nursery.start(partial(serve, settings, stores))
+        async with httpx.AsyncClient(base_url=f"http://{host}:{port}", timeout=60) as client:
+            caps: list[float] = []
+            for _ in range(50):
+                started = time.perf_counter()
+                (await client.get("/api", params={"t": "caps"})).raise_for_status()
+                caps.append(time.perf_counter() - started)
+            by_kind: dict[str, list[float]] = {}
+            every: list[float] = []
+            totals: dict[str, int] = {}
+            for kind, params in requests(rng, key, count, releases):
+                started = time.perf_counter()
+                response = await client.get("/api", params=params)
+                seconds = time.perf_counter() - started
+                if response.status_code != 200 or b"<error" in response.content[:200]:
+                    raise SystemExit(
+                        f"bench-search: {params} answered {response.status_code}: {response.text[:300]}"
+                    )
+                by_kind.setdefault(kind, []).append(seconds)
+                every.append(seconds)
+                totals[kind] = totals.get(kind, 0) + response.content.count(b"<item>")
+        nursery.cancel_scope.cancel()
+    return {
+        "p95_ms": round(p95(every) * 1000, 1),
+        "p50_ms": round(statistics.median(every) * 1000, 1),
+        "caps_p95_ms": round(p95(caps) * 1000, 1),
+        "p95_ms_by_kind": {k: round(p95(v) * 1000, 1) for k, v in sorted(by_kind.items())},
+        "items_by_kind": totals,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--releases", type=int, default=1_000_000, help="catalog rows (default 1M)")
+    parser.add_argument(
+        "--requests", type=int, default=600, help="requests in the mix (default 600)"
+    )
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    settings = Settings(home=Path("/nonexistent"), listen="127.0.0.1:0")
+    with (
+        running_server() as server,
+        server.fresh_database() as url,
+        open_pool(url, settings, max_size=8) as pool,
+    ):
+        stores = Stores.from_pool(pool)
+        print(f"bench-search: filling {args.releases:,} catalog rows", file=sys.stderr, flush=True)
+        started = time.perf_counter()
+        fill(stores, args.releases)
+        fill_seconds = time.perf_counter() - started
+        key = stores.users.create("bench")
+        print(f"bench-search: {args.requests} requests through /api", file=sys.stderr, flush=True)
+        figures = trio.run(measure, stores, settings, key, args.requests, args.releases, args.seed)
+    print(json.dumps({"bench": "search", "releases": args.releases, "requests": args.requests,
+                      "fill_seconds": round(fill_seconds, 1), **figures}))  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
