@@ -80,6 +80,14 @@ def test_every_category_given_is_in_the_table() -> None:
     assert 5000 not in subcategories(5000)
 
 
+def test_file_extensions_tell_what_names_do_not() -> None:
+    files = ("Heart Black Blue.epub", "Heart Black Blue.nfo", "Heart Black Blue.par2")
+    assert categorise("Haruki Murakami - Heart Black Blue (1958)", (), files) == 7020
+    assert categorise("Some Album", (), ("01 - a.flac", "02 - b.flac", "cover.jpg")) == 3040
+    # The name speaks first.
+    assert categorise("Show.S01E02.720p.HDTV.x264-GRP", (), ("show.mkv",)) == 5040
+
+
 def test_season_and_episode() -> None:
     assert season_episode("Show.S13E05.720p") == (13, 5)
     assert season_episode("Show.1x02.HDTV") == (1, 2)

@@ -19,13 +19,15 @@ from hypercorn.config import Config
 from hypercorn.trio import serve as hypercorn_serve
 
 from usenet_indexer.config import Settings
-from usenet_indexer.coordinator.http.asgi import App
+from usenet_indexer.coordinator.http.asgi import ApiCounts, App
 from usenet_indexer.coordinator.http.newznab import PATH as NEWZNAB_PATH
 from usenet_indexer.coordinator.http.newznab import NewznabApi
 from usenet_indexer.coordinator.http.node import PREFIX, ApiOptions, NodeApi
+from usenet_indexer.coordinator.http.status_page import MetricsApi, StatusPage
 from usenet_indexer.coordinator.landings import Landings, listen_for_landings
 from usenet_indexer.coordinator.stores import Stores
 from usenet_indexer.errors import ConfigError, sole_error
+from usenet_indexer.store.status import StatusStore
 
 logger = logging.getLogger(__name__)
 
@@ -128,12 +130,18 @@ def coordinator_app(stores: Stores, options: ApiOptions, landings: Landings) -> 
         The App hypercorn serves.
     """
     node = NodeApi(stores, options, landings)
-    newznab = NewznabApi(stores.catalog, stores.users)
+    counts = ApiCounts()
+    newznab = NewznabApi(stores.catalog, stores.users, counts)
+    status = StatusStore(stores.catalog.pool)
     return App(
         {PREFIX: node},
         body_timeout_seconds=options.body_timeout_seconds,
         retry_after_seconds=options.retry_after_seconds,
-        paths={NEWZNAB_PATH: newznab},
+        paths={
+            NEWZNAB_PATH: newznab,
+            "/": StatusPage(status, stores.catalog, stores.users),
+            "/metrics": MetricsApi.of(status, stores.catalog, counts),
+        },
     )
 
 

@@ -15,6 +15,7 @@ the corpus NZB names (tests/test_categories.py). Pure: no I/O.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Mapping
 
 import attrs
@@ -239,16 +240,32 @@ _COMPILED: tuple[tuple[int, tuple[re.Pattern[str], ...], tuple[re.Pattern[str], 
 _HASHED = re.compile(r"^[A-Za-z0-9]{10,}$|^[0-9a-f]{16,}$")
 
 
-def categorise(name: str, groups: tuple[str, ...] = ()) -> int:
+# File extensions that tell a release's kind when its name and groups do not:
+# the category of the extension most of its files have.
+EXTENSIONS: Mapping[str, int] = {
+    "epub": 7020, "mobi": 7020, "azw3": 7020, "pdf": 7020, "cbr": 7030, "cbz": 7030,
+    "mp3": 3010, "m4a": 3010, "aac": 3010, "flac": 3040, "m4b": 3030,
+    "iso": 4020, "exe": 4020, "dmg": 4030, "apk": 4040,
+    "mkv": 2000, "avi": 2000, "mp4": 2000, "m2ts": 2000,
+}  # fmt: skip
+
+
+def categorise(name: str, groups: tuple[str, ...] = (), files: tuple[str, ...] = ()) -> int:
     """The newznab category of a release: the first rule of `RULES` whose name pattern
-    matches its name, or whose group pattern matches one of its groups; else Other."""
+    matches its name, or whose group pattern matches one of its groups; else Hashed
+    for a random name; else the category of the extension (`EXTENSIONS`) most of its
+    file names have; else Other."""
     for category, names, group_patterns in _COMPILED:
         if any(p.search(name) for p in names):
             return category
         if group_patterns and any(p.search(g) for p in group_patterns for g in groups):
             return category
     if _HASHED.match(name) and not name.isalpha() and not name.isdigit():
-        return HASHED
+        return HASHED  # random names say nothing until a probe renames them
+    kinds = [EXTENSIONS.get(f.rpartition(".")[2].lower()) for f in files if "." in f]
+    counted = Counter(kind for kind in kinds if kind is not None)
+    if counted:
+        return counted.most_common(1)[0][0]
     return OTHER
 
 

@@ -190,7 +190,7 @@ def _catalog_record(release: CatalogRelease) -> tuple[object, ...]:
         release.key.hex(),
         release.name,
         search_name(release.name),
-        categorise(release.name, release.groups),
+        categorise(release.name, release.groups, tuple(f.name for f in release.files)),
         release.bytes,
         len(release.files),
         release.poster,

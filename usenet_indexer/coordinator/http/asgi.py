@@ -29,6 +29,7 @@ is never read. Nothing here logs a header, and paths are logged quoted.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Mapping
 from typing import Any, Final, Protocol
 
@@ -141,6 +142,16 @@ class Exchange:
         # For log lines: the path is the client's, so quoted (no line breaks).
         who = "unauthenticated" if self.caller is None else self.caller
         return f"{who} {self.method} {self.path[:200]!r}"
+
+
+@attrs.define(eq=False)
+class ApiCounts:
+    """Requests the APIs answered, by (api, function, HTTP status): what /metrics reports."""
+
+    counts: Counter[tuple[str, str, int]] = attrs.field(factory=Counter)
+
+    def add(self, api: str, function: str, status: int) -> None:
+        self.counts[api, function, status] += 1
 
 
 class Api(Protocol):

@@ -20,7 +20,7 @@ import attrs
 import trio
 from hypercorn.typing import ASGISendCallable
 
-from usenet_indexer.coordinator.http.asgi import Exchange, Response, header
+from usenet_indexer.coordinator.http.asgi import ApiCounts, Exchange, Response, header
 from usenet_indexer.core.newznab import (
     Item,
     NewznabError,
@@ -58,11 +58,13 @@ class NewznabApi:
     Attributes:
         catalog: the searchable catalog.
         users: the API users.
+        counts: the requests answered, by function and status (for /metrics).
         title: the server's title in caps and feeds.
     """
 
     catalog: CatalogTable
     users: UserStore
+    counts: ApiCounts = attrs.field(factory=ApiCounts)
     title: str = "uidx"
     _limiter: trio.CapacityLimiter = attrs.field(factory=lambda: trio.CapacityLimiter(4))
 
@@ -71,11 +73,15 @@ class NewznabApi:
         try:
             request = parse_request(params)
         except NewznabError as error:
+            self.counts.add("newznab", f"error {error.code}", 200)
             return _error(error, json=params.get("o", "").lower() == "json")
         try:
-            return await self._answer(request, exchange)
+            response = await self._answer(request, exchange)
         except NewznabError as error:
+            self.counts.add("newznab", f"error {error.code}", 200)
             return _error(error, json=request.json)
+        self.counts.add("newznab", request.function, response.status)
+        return response
 
     async def _answer(self, request: Request, exchange: Exchange) -> Response:
         site = Site(_base_url(exchange), self.title)

@@ -1,0 +1,209 @@
+"""The status page at / and the Prometheus metrics at /metrics.
+
+The page is server-rendered (Jinja2, autoescaped; no script) and refreshes
+itself: groups (high water mark, indexed to, lag, progress, backfill),
+ranges by state with progress bars, nodes, the prefetcher's servers and the
+spool, the batch rate, and the newest releases or those matching the search
+box, with NZB links that carry the API key the page was opened with (a key
+that is not a user's is not carried). Where there is nothing yet it says
+so. /metrics is Prometheus' text format (prometheus_client, a registry of
+the app's own, never the process-global one), read from the database on
+each scrape.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import parse_qsl, urlencode
+
+import attrs
+import jinja2
+import trio
+from hypercorn.typing import ASGISendCallable
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from usenet_indexer.coordinator.http.asgi import ApiCounts, Exchange, Response
+from usenet_indexer.core.categories import CATEGORIES
+from usenet_indexer.store.catalog import CatalogTable, Search
+from usenet_indexer.store.status import Status, StatusStore
+from usenet_indexer.store.users import UserStore
+
+REFRESH_SECONDS = 10
+RECENT = 25
+_HTML = (b"content-type", b"text/html; charset=utf-8")
+_METRICS = (b"content-type", b"text/plain; version=0.0.4; charset=utf-8")
+
+_TEMPLATES = jinja2.Environment(
+    loader=jinja2.PackageLoader("usenet_indexer.coordinator.http", "templates"),
+    autoescape=True,
+    undefined=jinja2.StrictUndefined,
+)
+
+
+def _human(size: int) -> str:
+    value = float(size)
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if value < 1024 or unit == "TB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{size} B"
+
+
+def _percent(done: int, of: int) -> int:
+    return 0 if of <= 0 else max(0, min(100, round(100 * done / of)))
+
+
+@attrs.define(eq=False)
+class StatusPage:
+    """The page at / (see the module docstring)."""
+
+    status: StatusStore
+    catalog: CatalogTable
+    users: UserStore
+    _limiter: trio.CapacityLimiter = attrs.field(factory=lambda: trio.CapacityLimiter(2))
+
+    async def respond(self, exchange: Exchange, send: ASGISendCallable) -> Response | None:
+        params = dict(
+            parse_qsl(exchange.query[:4096].decode("utf-8", "replace"), max_num_fields=20)
+        )
+        q = " ".join(params.get("q", "").replace("\x00", " ")[:256].split())
+        key = params.get("apikey", "").strip()[:128]
+        html = await trio.to_thread.run_sync(self._render, q, key, limiter=self._limiter)
+        return Response(200, html.encode("utf-8"), (_HTML,))
+
+    def _render(self, q: str, key: str) -> str:
+        snapshot = self.status.snapshot()
+        total, rows = self.catalog.search(Search(words=q, limit=RECENT))
+        apikey = key if key and self.users.authenticate(key) is not None else ""
+        releases = [
+            {
+                "name": row.name,
+                "category": CATEGORIES.get(row.category, "Other"),
+                "size": _human(row.size),
+                "files": row.files,
+                "posted": datetime.fromtimestamp(row.posted, UTC).strftime("%Y-%m-%d %H:%M"),
+                "nzb": "/api?"
+                + urlencode({"t": "get", "id": row.guid, **({"apikey": apikey} if apikey else {})}),
+            }
+            for row in rows
+        ]
+        return _TEMPLATES.get_template("status.html").render(
+            refresh=REFRESH_SECONDS,
+            taken_at=snapshot.taken_at.strftime("%Y-%m-%d %H:%M:%S %Z"),
+            rate=_rate(snapshot),
+            lookback=int(snapshot.throughput.lookback_seconds),
+            q=q,
+            apikey=apikey,
+            groups=[
+                {
+                    "name": g.name,
+                    "high": g.high,
+                    "indexed_to": g.indexed_to,
+                    "lag": g.lag,
+                    "percent": _percent(g.articles_indexed, g.articles_planned),
+                    "backfill": f"{g.backfill_days} days" if g.backfill_days else "none",
+                }
+                for g in snapshot.groups
+            ],
+            ranges=[
+                {
+                    "group": r.group,
+                    "state": r.state,
+                    "ranges": r.ranges,
+                    "articles_indexed": r.articles_indexed,
+                    "articles": r.articles,
+                    "percent": _percent(r.articles_indexed, r.articles),
+                }
+                for r in snapshot.ranges
+            ],
+            nodes=snapshot.nodes,
+            servers=snapshot.servers,
+            spool=snapshot.spool,
+            releases=releases,
+            catalog_total=total,
+        )
+
+
+def _rate(snapshot: Status) -> str:
+    throughput = snapshot.throughput
+    headers = throughput.headers_per_second
+    chunks = throughput.release_chunks_per_second
+    if headers is None or chunks is None:
+        return ""
+    return (
+        f"{throughput.batches} batches in the last {int(throughput.lookback_seconds)} s: "
+        f"{headers:,.0f} headers/s, {chunks:,.1f} release chunks/s."
+    )
+
+
+@attrs.define(eq=False)
+class _StoreCollector(Collector):
+    """Reads the database at each scrape (called in a worker thread)."""
+
+    status: StatusStore
+    catalog: CatalogTable
+    counts: ApiCounts
+
+    def collect(self) -> Iterator[Any]:
+        snapshot = self.status.snapshot()
+        ranges = GaugeMetricFamily(
+            "uidx_ranges", "Ranges by group and state.", labels=["group", "state"]
+        )
+        for row in snapshot.ranges:
+            ranges.add_metric([row.group, row.state], row.ranges)
+        yield ranges
+        lag = GaugeMetricFamily(
+            "uidx_group_lag_articles", "Articles above what is indexed.", labels=["group"]
+        )
+        indexed = CounterMetricFamily(
+            "uidx_headers_indexed", "Articles indexed, by group.", labels=["group"]
+        )
+        for group in snapshot.groups:
+            if group.lag is not None:
+                lag.add_metric([group.name], group.lag)
+            indexed.add_metric([group.name], group.articles_indexed)
+        yield lag
+        yield indexed
+        batches, _ = self.catalog.stored_mark()
+        yield CounterMetricFamily("uidx_batches_stored", "Batches stored.", value=batches)
+        total, _rows = self.catalog.search(Search(limit=1))
+        yield GaugeMetricFamily(
+            "uidx_releases",
+            "Releases in the searchable catalog (at most 10,000 counted).",
+            value=total,
+        )
+        yield GaugeMetricFamily(
+            "uidx_spool_bytes", "Bytes of spool chunks.", value=snapshot.spool.bytes
+        )
+        requests = CounterMetricFamily(
+            "uidx_api_requests",
+            "Requests answered, by API, function and status.",
+            labels=["api", "function", "code"],
+        )
+        for (api, function, status), count in sorted(self.counts.counts.items()):
+            requests.add_metric([api, function, str(status)], count)
+        yield requests
+
+
+@attrs.define(eq=False)
+class MetricsApi:
+    """Prometheus text at /metrics."""
+
+    registry: CollectorRegistry
+
+    @classmethod
+    def of(cls, status: StatusStore, catalog: CatalogTable, counts: ApiCounts) -> MetricsApi:
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(_StoreCollector(status, catalog, counts))
+        return cls(registry)
+
+    async def respond(self, exchange: Exchange, send: ASGISendCallable) -> Response | None:
+        started = time.monotonic()
+        body = await trio.to_thread.run_sync(generate_latest, self.registry)
+        body += f"# scrape took {time.monotonic() - started:.3f} s\n".encode()
+        return Response(200, body, (_METRICS,))
