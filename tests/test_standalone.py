@@ -6,7 +6,8 @@ scripts/newsd instance, so that the session's server keeps its articles),
 planned as several ranges, and indexed; the catalog must equal `uidx index`
 over the same overview lines, and the stored batches must cover every
 article exactly once, also when an edge is stopped (SIGTERM) or killed
-(SIGKILL) in the middle of a range.
+(SIGKILL) in the middle of a range. (The newznab API read by its
+clients, on the same kind of run: test_newznab_clients.py.)
 """
 
 from __future__ import annotations
