@@ -219,6 +219,9 @@ async def test_hostile_values_get_an_error_or_a_sane_feed(
         (("t", "register"),): "203",
         (("q", "x"),): "200",
         (("t", "details"),): "200",
+        (("t", "search"), ("group", "alt.binaries.\x00test")): "rss",
+        (("t", "search"), ("apikey", "\x00")): "100",  # the first apikey counts
+        (("t", "search"), *((f"x{n}", "1") for n in range(150))): "200",
     }
     for pairs, expected in cases.items():
         response = await client.get("/api", params=[*pairs, ("apikey", key)])

@@ -149,7 +149,9 @@ def _sabnzbd_fetches(client: httpx.Client, item: _FeedItem) -> None:
     response = client.get(item.url)
     assert response.status_code == 200
     disposition = response.headers["content-disposition"]
-    assert re.match(r'attachment; filename=".+\.nzb"$', disposition), disposition
+    assert re.match(
+        r"attachment; filename=\"[^\"]+\.nzb\"(; filename\*=UTF-8''\S+\.nzb)?$", disposition
+    ), disposition
     nzb = parse_nzb(response.content)
     assert len(nzb.files) == item.files
     assert item.size == item.length

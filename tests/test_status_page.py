@@ -110,7 +110,9 @@ async def test_the_page_shows_groups_ranges_and_releases_with_nzb_links(
     assert found.release_rows > 0
     assert all(word.lower() in name.lower() for name in found.release_names)
     assert all("apikey" not in link for link in found.links)
-    hostile = await served.get("/", params={"q": "<script>alert(1)</script>"})
+    crowded = await served.get("/", params={f"x{n}": "1" for n in range(40)})
+    assert crowded.status_code == 200
+    hostile = await served.get("/", params={"q": "<script>alert(1)</script>", "apikey": "\x00"})
     assert hostile.status_code == 200
     assert "<script>" not in hostile.text
 

@@ -276,6 +276,11 @@ def rfc1123(unix: int) -> str:
     return format_datetime(datetime.fromtimestamp(unix, UTC)).replace("-0000", "+0000")
 
 
+def comments_url(site: Site, item: Item) -> str:
+    """Where a person reads about an item: the status page's search for its name."""
+    return f"{site.base_url}/?{urlencode({'q': item.name})}"
+
+
 def nzb_url(site: Site, guid: str, apikey: str) -> str:
     """The URL of an item's NZB, working as-is (it carries the apikey)."""
     return f"{site.base_url}/api?{urlencode({'t': 'get', 'id': guid, 'apikey': apikey})}"
@@ -303,7 +308,7 @@ def _item_xml(site: Site, item: Item, *, apikey: str, extended: bool) -> ET.Elem
     ET.SubElement(element, "guid", isPermaLink="false").text = item.guid
     url = nzb_url(site, item.guid, apikey)
     ET.SubElement(element, "link").text = url
-    ET.SubElement(element, "comments").text = f"{site.base_url}/details/{item.guid}"
+    ET.SubElement(element, "comments").text = comments_url(site, item)
     ET.SubElement(element, "pubDate").text = rfc1123(item.posted)
     ET.SubElement(element, "category").text = CATEGORIES.get(item.category, "Other")
     ET.SubElement(element, "description").text = item.name
@@ -352,7 +357,7 @@ def feed_json(
                 "title": item.name,
                 "guid": item.guid,
                 "link": url,
-                "comments": f"{site.base_url}/details/{item.guid}",
+                "comments": comments_url(site, item),
                 "pubDate": rfc1123(item.posted),
                 "category": CATEGORIES.get(item.category, "Other"),
                 "description": item.name,

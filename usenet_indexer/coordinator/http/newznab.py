@@ -14,7 +14,7 @@ import logging
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, quote
 
 import attrs
 import trio
@@ -147,9 +147,7 @@ class NewznabApi:
             return Response(404, b"no such item\n", ((b"content-type", b"text/plain"),))
         await self._run(self.catalog.grab, row.guid)
         body = write_nzb(release.to_json())
-        filename = nzb_filename(release.name or row.guid)
-        ascii_name = filename.encode("ascii", "replace").decode().replace('"', "_")
-        disposition = f'attachment; filename="{ascii_name}"'
+        disposition = content_disposition(nzb_filename(release.name or row.guid))
         return Response(200, body, (_NZB, (b"content-disposition", disposition.encode())))
 
     async def _run(self, function: Callable[..., T], *args: Any) -> T:
@@ -165,8 +163,18 @@ def _params(query: bytes) -> dict[str, str]:
     except ValueError:  # more than 100 fields
         return {"t": "", "o": ""}  # answered as "missing parameter: t"
     for name, value in pairs:
-        params.setdefault(name.lower(), value)
+        # PostgreSQL text holds no NUL: a value never carries one to a query.
+        params.setdefault(name.lower(), value.replace("\x00", ""))
     return params
+
+
+def content_disposition(filename: str) -> str:
+    """`attachment` with the name twice: plain ASCII for every client, and RFC 5987's
+    UTF-8 form for those that read it (a name with quotes or non-ASCII letters)."""
+    plain = filename.encode("ascii", "replace").decode().replace('"', "_").replace("\\", "_")
+    if plain == filename:
+        return f'attachment; filename="{plain}"'
+    return f"attachment; filename=\"{plain}\"; filename*=UTF-8''{quote(filename, safe='')}"
 
 
 def _error(error: NewznabError, *, json: bool) -> Response:

@@ -68,11 +68,14 @@ class StatusPage:
     _limiter: trio.CapacityLimiter = attrs.field(factory=lambda: trio.CapacityLimiter(2))
 
     async def respond(self, exchange: Exchange, send: ASGISendCallable) -> Response | None:
-        params = dict(
-            parse_qsl(exchange.query[:4096].decode("utf-8", "replace"), max_num_fields=20)
-        )
+        try:
+            params = dict(
+                parse_qsl(exchange.query[:4096].decode("utf-8", "replace"), max_num_fields=20)
+            )
+        except ValueError:  # more than 20 fields: the page as if none were given
+            params = {}
         q = " ".join(params.get("q", "").replace("\x00", " ")[:256].split())
-        key = params.get("apikey", "").strip()[:128]
+        key = params.get("apikey", "").replace("\x00", "").strip()[:128]
         html = await trio.to_thread.run_sync(self._render, q, key, limiter=self._limiter)
         return Response(200, html.encode("utf-8"), (_HTML,))
 
