@@ -175,26 +175,29 @@ FROM (
                (%(words)s::text[])[(1 + (i * 15485863 / 13) %% %(nwords)s)::int] AS w3,
                (%(tags)s::text[])[(1 + i %% %(ntags)s)::int] AS tag,
                (%(groups)s::text[])[(1 + (i / 3) %% %(ngroups)s)::int] AS grp
-        FROM generate_series(1::bigint, %(count)s) AS i
+        FROM generate_series(%(start)s::bigint, %(stop)s) AS i
     ) AS picked
 ) AS made
 """
 
 
 def fill(stores: Stores, count: int) -> None:
+    """Fill the catalog in blocks of 100k rows (each within the sessions' statement timeout)."""
     with stores.catalog.pool.connection() as conn:
-        conn.execute(
-            FILL,
-            {
-                "words": list(WORDS),
-                "nwords": len(WORDS),
-                "tags": list(TAGS),
-                "ntags": len(TAGS),
-                "groups": list(GROUPS),
-                "ngroups": len(GROUPS),
-                "count": count,
-            },
-        )
+        for start in range(1, count + 1, 100_000):
+            conn.execute(
+                FILL,
+                {
+                    "words": list(WORDS),
+                    "nwords": len(WORDS),
+                    "tags": list(TAGS),
+                    "ntags": len(TAGS),
+                    "groups": list(GROUPS),
+                    "ngroups": len(GROUPS),
+                    "start": start,
+                    "stop": min(count, start + 99_999),
+                },
+            )
         conn.execute("ANALYZE catalog")
 
 

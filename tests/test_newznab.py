@@ -24,7 +24,15 @@ from usenet_indexer.config import Settings
 from usenet_indexer.coordinator.server import serve
 from usenet_indexer.coordinator.stores import Stores
 from usenet_indexer.core.indexer import RangeIndexer
-from usenet_indexer.core.newznab import NEWZNAB_NS, NewznabError, parse_request
+from usenet_indexer.core.newznab import (
+    NEWZNAB_NS,
+    Item,
+    NewznabError,
+    Site,
+    feed_json,
+    feed_xml,
+    parse_request,
+)
 from usenet_indexer.core.nzb import parse_nzb
 from usenet_indexer.store.groups import GroupStore
 from usenet_indexer.store.ranges import Finish
@@ -143,9 +151,13 @@ async def test_the_newest_feed_pages_and_its_enclosures_fetch_their_nzb(
     response = feed.find("./channel/newznab:response", NS)
     assert response is not None
     total = int(response.get("total", "0"))
-    assert total > 20
     first_page = items(feed)
-    assert len(first_page) == min(total, 100)
+    # At least what follows the page: exact on the last page.
+    assert total > len(first_page) == 100
+    last = await get_xml(client, t="search", apikey=key, offset="100")
+    last_total = last.find("./channel/newznab:response", NS)
+    assert last_total is not None
+    assert int(last_total.get("total", "0")) == 100 + len(items(last)) < 200
     dates = [email.utils.parsedate_to_datetime(i.findtext("pubDate", "")) for i in first_page]
     assert dates == sorted(dates, reverse=True)
     for item in first_page[:5]:
@@ -254,6 +266,18 @@ async def test_json_is_the_xml_one_to_one(api: tuple[httpx.AsyncClient, str]) ->
     ]
     error = orjson.loads((await client.get("/api", params={"t": "search", "o": "json"})).content)
     assert error["error"]["@attributes"]["code"] == "100"
+
+
+def test_names_xml_cannot_hold_are_cut_and_the_rest_escaped() -> None:
+    item = Item("0" * 32, 'bad\x01na<me> & "x"\ud800', 5040, 10, 1, "p <p@x>", ("g",), 0, 0, 1.0)
+    feed = ET.fromstring(
+        feed_xml(Site("http://h"), [item], offset=0, total=1, apikey="k", extended=True)
+    )
+    assert feed.findtext("./channel/item/title") == 'badna<me> & "x"'
+    data = orjson.loads(
+        feed_json(Site("http://h"), [item], offset=0, total=1, apikey="k", extended=True)
+    )
+    assert data["channel"]["item"][0]["title"] == 'badna<me> & "x"'
 
 
 def test_requests_are_checked_by_name() -> None:

@@ -278,7 +278,7 @@ def rfc1123(unix: int) -> str:
 
 def comments_url(site: Site, item: Item) -> str:
     """Where a person reads about an item: the status page's search for its name."""
-    return f"{site.base_url}/?{urlencode({'q': item.name})}"
+    return f"{site.base_url}/?{urlencode({'q': item.name.encode('utf-8', 'replace')})}"
 
 
 def nzb_url(site: Site, guid: str, apikey: str) -> str:
@@ -289,33 +289,58 @@ def nzb_url(site: Site, guid: str, apikey: str) -> str:
 def feed_xml(
     site: Site, items: Sequence[Item], *, offset: int, total: int, apikey: str, extended: bool
 ) -> bytes:
-    """An RSS 2.0 feed of search results."""
-    ET.register_namespace("newznab", NEWZNAB_NS)
-    rss = ET.Element("rss", version="2.0")
-    channel = ET.SubElement(rss, "channel")
-    ET.SubElement(channel, "title").text = site.title
-    ET.SubElement(channel, "description").text = f"{site.title} feed"
-    ET.SubElement(channel, "link").text = f"{site.base_url}/"
-    ET.SubElement(channel, f"{{{NEWZNAB_NS}}}response", offset=str(offset), total=str(total))
+    """An RSS 2.0 feed of search results.
+
+    Written as text (a feed of 100 items is the API's most common answer, and
+    ElementTree took 20 ms for one): every value goes through `_text` or
+    `_attr`, which escape it and drop what XML 1.0 cannot hold.
+    """
+    title = _text(site.title)
+    parts = [
+        '<?xml version="1.0" encoding="UTF-8"?>\n'
+        f'<rss version="2.0" xmlns:newznab="{NEWZNAB_NS}"><channel>'
+        f"<title>{title}</title><description>{title} feed</description>"
+        f"<link>{_text(site.base_url)}/</link>"
+        f'<newznab:response offset="{offset}" total="{total}"/>'
+    ]
     for item in items:
-        channel.append(_item_xml(site, item, apikey=apikey, extended=extended))
-    return _xml(rss)
+        url = _attr(nzb_url(site, item.guid, apikey))
+        name = _text(item.name)
+        attributes = "".join(
+            f'<newznab:attr name="{key}" value="{_attr(value)}"/>'
+            for key, value in _attributes(item, extended)
+        )
+        parts.append(
+            f"<item><title>{name}</title>"
+            f'<guid isPermaLink="false">{item.guid}</guid>'
+            f"<link>{url}</link><comments>{_text(comments_url(site, item))}</comments>"
+            f"<pubDate>{rfc1123(item.posted)}</pubDate>"
+            f"<category>{_text(CATEGORIES.get(item.category, 'Other'))}</category>"
+            f"<description>{name}</description>"
+            f'<enclosure url="{url}" length="{item.size}" type="application/x-nzb"/>'
+            f"{attributes}</item>"
+        )
+    parts.append("</channel></rss>")
+    return "".join(parts).encode("utf-8")
 
 
-def _item_xml(site: Site, item: Item, *, apikey: str, extended: bool) -> ET.Element:
-    element = ET.Element("item")
-    ET.SubElement(element, "title").text = item.name
-    ET.SubElement(element, "guid", isPermaLink="false").text = item.guid
-    url = nzb_url(site, item.guid, apikey)
-    ET.SubElement(element, "link").text = url
-    ET.SubElement(element, "comments").text = comments_url(site, item)
-    ET.SubElement(element, "pubDate").text = rfc1123(item.posted)
-    ET.SubElement(element, "category").text = CATEGORIES.get(item.category, "Other")
-    ET.SubElement(element, "description").text = item.name
-    ET.SubElement(element, "enclosure", url=url, length=str(item.size), type="application/x-nzb")
-    for name, value in _attributes(item, extended):
-        ET.SubElement(element, f"{{{NEWZNAB_NS}}}attr", name=name, value=value)
-    return element
+# What XML 1.0 cannot hold (C0 controls but tab, line feed and carriage return;
+# lone surrogates; U+FFFE and U+FFFF): dropped from any text written.
+_NOT_XML = re.compile("[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _text(value: str) -> str:
+    return _NOT_XML.sub("", value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _attr(value: str) -> str:
+    return (
+        _text(value)
+        .replace('"', "&quot;")
+        .replace("\n", "&#10;")
+        .replace("\r", "&#13;")
+        .replace("\t", "&#9;")
+    )
 
 
 def _attributes(item: Item, extended: bool) -> list[tuple[str, str]]:
@@ -352,15 +377,16 @@ def feed_json(
     }
     for item in items:
         url = nzb_url(site, item.guid, apikey)
+        name = _NOT_XML.sub("", item.name)
         channel["item"].append(
             {
-                "title": item.name,
+                "title": name,
                 "guid": item.guid,
                 "link": url,
                 "comments": comments_url(site, item),
                 "pubDate": rfc1123(item.posted),
                 "category": CATEGORIES.get(item.category, "Other"),
-                "description": item.name,
+                "description": name,
                 "enclosure": {
                     "@attributes": {
                         "url": url,
@@ -369,8 +395,8 @@ def feed_json(
                     }
                 },
                 "attr": [
-                    {"@attributes": {"name": name, "value": value}}
-                    for name, value in _attributes(item, extended)
+                    {"@attributes": {"name": key, "value": _NOT_XML.sub("", value)}}
+                    for key, value in _attributes(item, extended)
                 ],
             }
         )

@@ -77,7 +77,7 @@ class StatusPage:
         q = " ".join(params.get("q", "").replace("\x00", " ")[:256].split())
         key = params.get("apikey", "").replace("\x00", "").strip()[:128]
         html = await trio.to_thread.run_sync(self._render, q, key, limiter=self._limiter)
-        return Response(200, html.encode("utf-8"), (_HTML,))
+        return Response(200, html.encode("utf-8", "replace"), (_HTML,))
 
     def _render(self, q: str, key: str) -> str:
         snapshot = self.status.snapshot()
