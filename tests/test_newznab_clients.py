@@ -12,11 +12,9 @@ item (file count, size within 5%); the coordinator's log stays clean.
 
 from __future__ import annotations
 
-import contextlib
 import email.utils
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -28,16 +26,15 @@ from xml.etree import ElementTree as ET
 import attrs
 import httpx
 import pytest
-import trio
 from process_logs import log_until
 from test_edge import offline_index
+from test_standalone import Posted, free_port, posted_group
 
 from usenet_indexer.core.merge import CatalogRelease
 from usenet_indexer.core.newznab import NEWZNAB_NS
 from usenet_indexer.core.nzb import parse_nzb
-from usenet_indexer.nntp.client import connect
 from usenet_indexer.testing.logcheck import problems
-from usenet_indexer.testing.newsd_private import CannotInstall, private_news_server
+from usenet_indexer.testing.newsd_private import PrivateNewsServer
 
 GROUP = "alt.binaries.uidx.api"
 ARTICLES = 60_000
@@ -45,40 +42,13 @@ SEED = 21
 RUN_SECONDS = 240
 
 
-async def _over_all(url: str) -> list[bytes]:
-    async with connect(url) as client:
-        _, low, high = await client.group(GROUP)
-        slices = [(n, min(n + 9_999, high)) for n in range(low, high + 1, 10_000)]
-        return [line async for _, lines in client.over_pipelined(slices) for line in lines]
-
-
-@attrs.frozen
-class Posted:
-    url: str
-    lines: tuple[bytes, ...]
-
-
 @pytest.fixture(scope="module")
 def posted() -> Iterator[Posted]:
-    with contextlib.ExitStack() as stack:
-        try:
-            server = stack.enter_context(
-                private_news_server([GROUP], prefix="uidx-newsd-api-", start_timeout_seconds=600)
-            )
-        except CannotInstall as error:
-            if os.environ.get("CI"):
-                raise
-            pytest.skip(f"INN2 is not available here: {error}")
+    def post(server: PrivateNewsServer) -> None:
         server.post(GROUP, ARTICLES, seed=SEED, days=2, end=int(time.time()), timeout_seconds=600)
-        lines = trio.run(_over_all, server.url())
-        yield Posted(server.url(), tuple(lines))
 
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
+    with posted_group(GROUP, "uidx-newsd-api-", post) as found:
+        yield found
 
 
 def _uidx(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -171,7 +141,7 @@ def test_the_arr_programs_and_sabnzbd_read_the_catalog_through_the_newznab_api(
         DATABASE_URL=pg_url,
         UIDX_HOME=str(tmp_path),
         UIDX_NNTP=f"{posted.url}?connections=2",
-        UIDX_LISTEN=f"127.0.0.1:{_free_port()}",
+        UIDX_LISTEN=f"127.0.0.1:{free_port()}",
         UIDX_BATCH_ARTICLES="10000",
         UIDX_PREFETCH_POLL_SECONDS="0.2",
         UIDX_IDLE_SECONDS="0.2",

@@ -19,7 +19,7 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import attrs
@@ -33,7 +33,11 @@ from usenet_indexer.core.merge import CatalogRelease
 from usenet_indexer.nntp.client import connect
 from usenet_indexer.store.catalog import CatalogStore
 from usenet_indexer.testing.logcheck import problems
-from usenet_indexer.testing.newsd_private import CannotInstall, private_news_server
+from usenet_indexer.testing.newsd_private import (
+    CannotInstall,
+    PrivateNewsServer,
+    private_news_server,
+)
 
 GROUP = "alt.binaries.uidx.e2e"
 ARTICLES = 200_000
@@ -50,28 +54,43 @@ class Posted:
     lines: tuple[bytes, ...]
 
 
-async def _over_all(url: str) -> list[bytes]:
+async def over_all(url: str, group: str) -> list[bytes]:
+    """Every overview line of a group, as a server sends them."""
     async with connect(url) as client:
-        _, low, high = await client.group(GROUP)
+        _, low, high = await client.group(group)
         slices = [(n, min(n + 9_999, high)) for n in range(low, high + 1, 10_000)]
         return [line async for _, lines in client.over_pipelined(slices) for line in lines]
 
 
-@pytest.fixture(scope="module")
-def posted() -> Iterator[Posted]:
+@contextlib.contextmanager
+def posted_group(
+    group: str, prefix: str, post: Callable[[PrivateNewsServer], object]
+) -> Iterator[Posted]:
+    """A private INN2 carrying `group`, `post` run against it, and the group's lines;
+    skipped where INN2 cannot be installed, except in CI."""
     with contextlib.ExitStack() as stack:
         try:
             server = stack.enter_context(
-                private_news_server([GROUP], prefix="uidx-newsd-e2e-", start_timeout_seconds=600)
+                private_news_server([group], prefix=prefix, start_timeout_seconds=600)
             )
         except CannotInstall as error:
             if os.environ.get("CI"):
                 raise
             pytest.skip(f"INN2 is not available here: {error}")
-        server.post(GROUP, ARTICLES, seed=SEED, timeout_seconds=600)
-        lines = trio.run(_over_all, server.url())
-        assert len(lines) == ARTICLES
+        post(server)
+        lines = trio.run(over_all, server.url(), group)
         yield Posted(server.url(), tuple(lines))
+
+
+@pytest.fixture(scope="module")
+def posted() -> Iterator[Posted]:
+    with posted_group(
+        GROUP,
+        "uidx-newsd-e2e-",
+        lambda server: server.post(GROUP, ARTICLES, seed=SEED, timeout_seconds=600),
+    ) as found:
+        assert len(found.lines) == ARTICLES
+        yield found
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +99,7 @@ def expected(posted: Posted, tmp_path_factory: pytest.TempPathFactory) -> list[C
     return offline_index(tmp_path_factory.mktemp("offline"), list(posted.lines))
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port: int = probe.getsockname()[1]
@@ -120,7 +139,7 @@ def run(posted: Posted, pg_url: str, pool: ConnectionPool, tmp_path: Path) -> Ru
         DATABASE_URL=pg_url,
         UIDX_HOME=str(tmp_path),
         UIDX_NNTP=f"{posted.url}?connections=2",
-        UIDX_LISTEN=f"127.0.0.1:{_free_port()}",
+        UIDX_LISTEN=f"127.0.0.1:{free_port()}",
         UIDX_BATCH_ARTICLES="10000",
         UIDX_PREFETCH_CHUNK_ARTICLES="5000",
         UIDX_PREFETCH_SLICE_ARTICLES="1000",
