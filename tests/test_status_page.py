@@ -97,6 +97,7 @@ async def test_the_page_shows_groups_ranges_and_releases_with_nzb_links(
     text = " ".join(page.text)
     assert "alt.binaries.test" in text
     assert 100 in page.bars  # the one range is done
+    assert "edge" in text  # the node that stored the batches, with its rate
     assert page.release_rows > 0
     nzb_links = [link for link in page.links if link.startswith("/api?t=get")]
     assert len(nzb_links) == page.release_rows

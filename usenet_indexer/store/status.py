@@ -114,6 +114,28 @@ class Status:
         return self.throughput.now
 
 
+_NODE_WORK = """
+    SELECT n.name,
+           (SELECT string_agg(g.name || ' ' || r.first_article || '-' || r.last_article
+                              || ' at ' || r.resume, ', ' ORDER BY r.id)
+              FROM ranges r JOIN groups g ON g.id = r.group_id
+             WHERE r.holder = n.id AND r.state = 'leased'),
+           (SELECT coalesce(sum(b.lines), 0) FROM batches b
+             WHERE b.node_id = n.id AND b.stored_at > now() - make_interval(secs => %(lookback)s))
+    FROM nodes n WHERE n.revoked_at IS NULL ORDER BY n.name
+"""
+
+
+@attrs.frozen
+class NodeWork:
+    """What a node is doing: its leased ranges ("group first-last at resume"), and its
+    headers per second over the lookback."""
+
+    name: str
+    current: str | None
+    headers_per_second: float
+
+
 @attrs.define(eq=False)
 class StatusStore:
     pool: ConnectionPool
@@ -135,6 +157,12 @@ class StatusStore:
             last_stored_at=last,
             now=now,
         )
+
+    def node_work(self, lookback_seconds: float = LOOKBACK_SECONDS) -> list[NodeWork]:
+        """Each live node's leased ranges and headers per second (the status page's)."""
+        with self.pool.connection() as conn:
+            rows = conn.execute(_NODE_WORK, {"lookback": float(lookback_seconds)}).fetchall()
+        return [NodeWork(str(n), c, int(lines) / lookback_seconds) for n, c, lines in rows]
 
     def snapshot(self) -> Status:
         """Read every part of the status (each store in its own short transaction)."""

@@ -81,6 +81,7 @@ class StatusPage:
 
     def _render(self, q: str, key: str) -> str:
         snapshot = self.status.snapshot()
+        work = {row.name: row for row in self.status.node_work()}
         total, rows = self.catalog.search(Search(words=q, limit=RECENT))
         apikey = key if key and self.users.authenticate(key) is not None else ""
         releases = [
@@ -124,7 +125,16 @@ class StatusPage:
                 }
                 for r in snapshot.ranges
             ],
-            nodes=snapshot.nodes,
+            nodes=[
+                {
+                    "name": row.name,
+                    "leases": row.leases,
+                    "last_seen": row.last_seen,
+                    "current": work[row.name].current if row.name in work else None,
+                    "rate": work[row.name].headers_per_second if row.name in work else 0.0,
+                }
+                for row in snapshot.nodes
+            ],
             servers=snapshot.servers,
             spool=snapshot.spool,
             releases=releases,
