@@ -233,3 +233,14 @@ def test_hash_named_files_numbered_by_extension_are_one_upload() -> None:
     assert {p.release_basis for p in parsed} == {parsed[0].release_basis}
     assert all(p.keyed_by_poster for p in parsed)  # random: the poster links them
     assert file_stem("Movie.2010") == "Movie.2010"
+
+
+def test_a_head_keeps_the_bracket_it_closes() -> None:
+    """JBinUp's book subjects: `Author - Title (1978) - "file" - [01/03]` name the release
+    `Author - Title (1978)`, the year's closing parenthesis kept."""
+    subject = (
+        'Octavia E. Butler - Time Fallen Orchid (1978) - "Octavia E. Butler - Time Fallen '
+        'Orchid (1978).pdf" - [01/03] yEnc '
+    )
+    assert parse_file_subject(subject).head_name == "Octavia E. Butler - Time Fallen Orchid (1978)"
+    assert head_release_name("(Nora Roberts)") == "Nora Roberts"

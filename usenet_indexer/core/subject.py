@@ -372,16 +372,28 @@ def head_release_name(head: str) -> str | None:
     `Show.S05E04.x264-FQM`; `[PRiVATE]-[WtFnZb]-[` gives None (tags only).
     """
     if "[" in head:
-        parts = [p.strip(_HEAD_EDGES) for p in re.split(r"[\[\]]", head)]
+        parts = [_strip_edges(p) for p in re.split(r"[\[\]]", head)]
         candidates = [p for p in parts if len(p) >= 3 and not _HEAD_TAG.match(p)]
         if not candidates:
             return None
         name = max(candidates, key=len)
         return " ".join(name.split()) if _THREE_ALNUM.search(name) else None
-    name = head.strip(_HEAD_EDGES)
+    name = _strip_edges(head)
     if not _THREE_ALNUM.search(name) or _HEAD_TAG.match(name):
         return None
     return " ".join(name.split())
+
+
+def _strip_edges(text: str) -> str:
+    """`text` without the separators and brackets around it, but with the closing
+    bracket of one it opened: `Title (1978) - ` gives `Title (1978)`."""
+    name = text.strip(_HEAD_EDGES)
+    end = text.find(name) + len(name) if name else 0
+    for opening, closing in ("()", "[]", "{}"):
+        while name.count(opening) > name.count(closing) and text[end : end + 1] == closing:
+            name += closing
+            end += 1
+    return name
 
 
 def file_stem(name: str) -> str:
