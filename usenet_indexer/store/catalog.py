@@ -286,6 +286,13 @@ class CatalogTable:
             merger.mark_probe(key)
         return next((r for r in merger.releases() if r.key.hex() == row.guid), None)
 
+    def count(self) -> int:
+        """Releases in the searchable catalog."""
+        with self.pool.connection() as conn:
+            row = conn.execute("SELECT count(*) FROM catalog").fetchone()
+        assert row is not None
+        return int(row[0])
+
     def stored_mark(self) -> tuple[int, object]:
         """What changes when a batch is stored: (batches, the latest stored_at)."""
         with self.pool.connection() as conn:

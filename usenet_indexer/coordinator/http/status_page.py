@@ -184,11 +184,8 @@ class _StoreCollector(Collector):
         yield indexed
         batches, _ = self.catalog.stored_mark()
         yield CounterMetricFamily("uidx_batches_stored", "Batches stored.", value=batches)
-        total, _rows = self.catalog.search(Search(limit=1))
         yield GaugeMetricFamily(
-            "uidx_releases",
-            "Releases in the searchable catalog (at most 10,000 counted).",
-            value=total,
+            "uidx_releases", "Releases in the searchable catalog.", value=self.catalog.count()
         )
         yield GaugeMetricFamily(
             "uidx_spool_bytes", "Bytes of spool chunks.", value=snapshot.spool.bytes
