@@ -423,7 +423,10 @@ def _xml(element: ET.Element) -> bytes:
     return b'<?xml version="1.0" encoding="UTF-8"?>\n' + body
 
 
-def nzb_name(name: str) -> str:
-    """The quoted filename of a Content-Disposition for a release's NZB."""
-    safe = re.sub(r'[\x00-\x1f"\\/]+', "_", name).strip() or "release"
-    return quote(safe[:200] + ".nzb", safe=" ._-()[]+,")
+def content_disposition(filename: str) -> str:
+    """`attachment` with the name twice: plain ASCII for every client, and RFC 5987's
+    UTF-8 form for those that read it (a name with quotes or non-ASCII letters)."""
+    plain = filename.encode("ascii", "replace").decode().replace('"', "_").replace("\\", "_")
+    if plain == filename:
+        return f'attachment; filename="{plain}"'
+    return f"attachment; filename=\"{plain}\"; filename*=UTF-8''{quote(filename, safe='')}"

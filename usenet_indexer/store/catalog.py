@@ -76,24 +76,34 @@ _SIZES = """
 class CatalogStore:
     pool: ConnectionPool
 
-    def chunks(self) -> Iterator[ReleaseChunk]:
-        """Every stored release chunk, rebuilt from its fragment."""
+    def chunks(self, keys: Sequence[bytes] | None = None) -> Iterator[ReleaseChunk]:
+        """Every stored release chunk (of the release `keys` only, when given),
+        rebuilt from its fragment."""
         with self.pool.connection() as conn:
-            releases = {bytes(r[0]): r for r in conn.execute(_RELEASES).fetchall()}
-            rows = conn.execute(_FRAGMENTS).fetchall()
+            if keys is None:
+                release_rows = conn.execute(_RELEASES).fetchall()
+                rows = conn.execute(_FRAGMENTS).fetchall()
+            else:
+                release_rows = conn.execute(_RELEASES_OF, (list(keys),)).fetchall()
+                rows = conn.execute(_FRAGMENTS_OF, (list(keys),)).fetchall()
+        releases = {bytes(r[0]): r for r in release_rows}
         for release_key, packed in rows:
             key = bytes(release_key)
             _, head_name, poster, groups, announced = releases[key]
             files = tuple(fragments.unpack(bytes(packed)))
             yield ReleaseChunk(key, head_name, poster, tuple(groups), announced, files)
 
-    def export(self) -> list[CatalogRelease]:
-        """The catalog as merged releases, oldest first."""
+    def export(self, keys: Sequence[bytes] | None = None) -> list[CatalogRelease]:
+        """The catalog as merged releases, oldest first (of the release `keys`' chunks
+        only, when given)."""
         merger = ReleaseMerger()
-        merger.add_all(self.chunks())
+        merger.add_all(self.chunks(keys))
         with self.pool.connection() as conn:
-            for (key,) in conn.execute(_PROBED).fetchall():
-                merger.mark_probe(bytes(key))
+            probed = (
+                conn.execute(_PROBED) if keys is None else conn.execute(_PROBED_OF, (list(keys),))
+            ).fetchall()
+        for (key,) in probed:
+            merger.mark_probe(bytes(key))
         return list(merger.releases())
 
     def bytes_per_segment(self) -> tuple[int, int]:
@@ -271,20 +281,8 @@ class CatalogTable:
     def release(self, row: CatalogRow) -> CatalogRelease | None:
         """The release of a catalog row, merged again from its source keys' fragments
         (None if they no longer make it: the catalog is older than the fragments)."""
-        keys = list(row.sources)
-        with self.pool.connection() as conn:
-            releases = {bytes(r[0]): r for r in conn.execute(_RELEASES_OF, (keys,)).fetchall()}
-            fragment_rows = conn.execute(_FRAGMENTS_OF, (keys,)).fetchall()
-            probed = [bytes(r[0]) for r in conn.execute(_PROBED_OF, (keys,)).fetchall()]
-        merger = ReleaseMerger()
-        for release_key, packed in fragment_rows:
-            key = bytes(release_key)
-            _, head_name, poster, groups, announced = releases[key]
-            files = tuple(fragments.unpack(bytes(packed)))
-            merger.add(ReleaseChunk(key, head_name, poster, tuple(groups), announced, files))
-        for key in probed:
-            merger.mark_probe(key)
-        return next((r for r in merger.releases() if r.key.hex() == row.guid), None)
+        releases = CatalogStore(self.pool).export(row.sources)
+        return next((r for r in releases if r.key.hex() == row.guid), None)
 
     def count(self) -> int:
         """Releases in the searchable catalog."""

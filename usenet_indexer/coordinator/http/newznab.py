@@ -14,7 +14,7 @@ import logging
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
-from urllib.parse import parse_qsl, quote
+from urllib.parse import parse_qsl
 
 import attrs
 import trio
@@ -28,6 +28,7 @@ from usenet_indexer.core.newznab import (
     Site,
     caps_json,
     caps_xml,
+    content_disposition,
     default_categories,
     error_json,
     error_xml,
@@ -166,15 +167,6 @@ def _params(query: bytes) -> dict[str, str]:
         # PostgreSQL text holds no NUL: a value never carries one to a query.
         params.setdefault(name.lower(), value.replace("\x00", ""))
     return params
-
-
-def content_disposition(filename: str) -> str:
-    """`attachment` with the name twice: plain ASCII for every client, and RFC 5987's
-    UTF-8 form for those that read it (a name with quotes or non-ASCII letters)."""
-    plain = filename.encode("ascii", "replace").decode().replace('"', "_").replace("\\", "_")
-    if plain == filename:
-        return f'attachment; filename="{plain}"'
-    return f"attachment; filename=\"{plain}\"; filename*=UTF-8''{quote(filename, safe='')}"
 
 
 def _error(error: NewznabError, *, json: bool) -> Response:
