@@ -22,6 +22,7 @@ from psycopg_pool import ConnectionPool
 from usenet_indexer.core.batch import ReleaseChunk
 from usenet_indexer.core.categories import categorise, season_episode, subcategories
 from usenet_indexer.core.merge import CatalogRelease, ReleaseMerger
+from usenet_indexer.core.newznab import Item
 from usenet_indexer.wire import fragments
 
 _RELEASES = "SELECT key, head_name, poster, groups, files_announced FROM releases"
@@ -125,22 +126,16 @@ def search_name(name: str) -> str:
 
 @attrs.frozen
 class CatalogRow:
-    """A catalog release as the newznab API lists it."""
+    """A catalog release: what the newznab API lists of it (`item`), and what the
+    catalog keeps beside (its row id, the release keys its NZB is merged from)."""
 
     id: int
-    guid: str
-    name: str
-    category: int
-    size: int
-    files: int
-    poster: str
-    groups: tuple[str, ...]
-    posted: int
-    completion: float
-    season: int | None
-    episode: int | None
-    grabs: int
+    item: Item
     sources: tuple[bytes, ...]
+
+    @property
+    def guid(self) -> str:
+        return self.item.guid
 
 
 @attrs.frozen
@@ -173,18 +168,20 @@ def _rows(records: Sequence[tuple[Any, ...]]) -> list[CatalogRow]:
     return [
         CatalogRow(
             id=int(r[0]),
-            guid=str(r[1]),
-            name=str(r[2]),
-            category=int(r[3]),
-            size=int(r[4]),
-            files=int(r[5]),
-            poster=str(r[6]),
-            groups=tuple(r[7]),
-            posted=int(r[8]),
-            completion=float(r[9]),
-            season=None if r[10] is None else int(r[10]),
-            episode=None if r[11] is None else int(r[11]),
-            grabs=int(r[12]),
+            item=Item(
+                guid=str(r[1]),
+                name=str(r[2]),
+                category=int(r[3]),
+                size=int(r[4]),
+                files=int(r[5]),
+                poster=str(r[6]),
+                groups=tuple(r[7]),
+                posted=int(r[8]),
+                completion=float(r[9]),
+                season=None if r[10] is None else int(r[10]),
+                episode=None if r[11] is None else int(r[11]),
+                grabs=int(r[12]),
+            ),
             sources=tuple(bytes(k) for k in r[13]),
         )
         for r in records

@@ -22,7 +22,6 @@ from hypercorn.typing import ASGISendCallable
 
 from usenet_indexer.coordinator.http.asgi import ApiCounts, Exchange, Response, header
 from usenet_indexer.core.newznab import (
-    Item,
     NewznabError,
     Request,
     Site,
@@ -128,7 +127,7 @@ class NewznabApi:
     def _feed(
         self, site: Site, request: Request, rows: list[CatalogRow], *, total: int
     ) -> Response:
-        items = [_item(row) for row in rows]
+        items = [row.item for row in rows]
         render = feed_json if request.json else feed_xml
         body = render(
             site,
@@ -178,20 +177,3 @@ def _error(error: NewznabError, *, json: bool) -> Response:
 def _base_url(exchange: Exchange) -> str:
     host = header(exchange.headers, b"host") or "localhost"
     return f"{exchange.scheme}://{host.split(',')[0].strip()}"
-
-
-def _item(row: CatalogRow) -> Item:
-    return Item(
-        guid=row.guid,
-        name=row.name,
-        category=row.category,
-        size=row.size,
-        files=row.files,
-        poster=row.poster,
-        groups=row.groups,
-        posted=row.posted,
-        grabs=row.grabs,
-        completion=row.completion,
-        season=row.season,
-        episode=row.episode,
-    )

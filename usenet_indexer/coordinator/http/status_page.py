@@ -86,15 +86,17 @@ class StatusPage:
         apikey = key if key and self.users.authenticate(key) is not None else ""
         releases = [
             {
-                "name": row.name,
-                "category": CATEGORIES.get(row.category, "Other"),
-                "size": _human(row.size),
-                "files": row.files,
-                "posted": datetime.fromtimestamp(row.posted, UTC).strftime("%Y-%m-%d %H:%M"),
+                "name": item.name,
+                "category": CATEGORIES.get(item.category, "Other"),
+                "size": _human(item.size),
+                "files": item.files,
+                "posted": datetime.fromtimestamp(item.posted, UTC).strftime("%Y-%m-%d %H:%M"),
                 "nzb": "/api?"
-                + urlencode({"t": "get", "id": row.guid, **({"apikey": apikey} if apikey else {})}),
+                + urlencode(
+                    {"t": "get", "id": item.guid, **({"apikey": apikey} if apikey else {})}
+                ),
             }
-            for row in rows
+            for item in (row.item for row in rows)
         ]
         return _TEMPLATES.get_template("status.html").render(
             refresh=REFRESH_SECONDS,
