@@ -120,111 +120,96 @@ _TV = r"(?:s\d{1,3}[._\-\s]?e\d{1,4}|s\d{1,3}(?=[._\-\s])|\d{1,2}x\d{2,3}|(?:19|
 _YEAR = r"(?:19[2-9]\d|20[0-4]\d)"
 _XXX = r"(?:xxx|porn|brazzers|bangbros|realitykings|naughtyamerica|onlyfans)"
 
+
+def _word(pattern: str) -> str:
+    """`pattern` as a whole word of a release name."""
+    return _B + pattern + _E
+
+
+def _then(first: str, later: str) -> str:
+    """A word of `first` and, later in the name, one of `later` (a year, then a tag)."""
+    return _word(first) + r".*" + _word(later)
+
+
 # In order: the first rule that matches wins.
 RULES: tuple[Rule, ...] = (
-    Rule(6045, (_B + _XXX + _E + r".*" + _B + r"(?:2160p|uhd|4k)" + _E,)),
-    Rule(6040, (_B + _XXX + _E + r".*" + _B + r"(?:x264|h\.?264|1080p|720p)" + _E,)),
-    Rule(6000, (_B + _XXX + _E,), (r"\.erotica|\.xxx|\.porn",)),
-    Rule(5070, (_B + r"(?:anime|horriblesubs|subsplease|erai-raws)" + _E,), (r"\.anime",)),
+    Rule(6045, (_then(_XXX, r"(?:2160p|uhd|4k)"),)),
+    Rule(6040, (_then(_XXX, r"(?:x264|h\.?264|1080p|720p)"),)),
+    Rule(6000, (_word(_XXX),), (r"\.erotica|\.xxx|\.porn",)),
+    Rule(5070, (_word(r"(?:anime|horriblesubs|subsplease|erai-raws)"),), (r"\.anime",)),
     Rule(
         5060,
         (
-            _B
-            + r"(?:nfl|nba|nhl|mlb|ufc|wwe|f1|formula[._\-]?1|epl|uefa)"
-            + _E
+            _word(r"(?:nfl|nba|nhl|mlb|ufc|wwe|f1|formula[._\-]?1|epl|uefa)")
             + r".*"
             + _B
             + r"(?:19|20)\d\d",
         ),
     ),
-    Rule(5045, (_B + _TV + _E + r".*" + _B + r"(?:2160p|uhd|4k)" + _E,)),
-    Rule(5040, (_B + _TV + _E + r".*" + _B + r"(?:1080[pi]|720p)" + _E,)),
-    Rule(5030, (_B + _TV + _E + r".*" + _B + r"(?:480p|576p|sdtv|pdtv|dvdrip|xvid)" + _E,)),
-    Rule(5000, (_B + _TV + _E,), (r"\.tv(?:$|\.)|\.multimedia\.tv|\.teevee|\.hdtv",)),
-    Rule(3030, (_B + r"(?:audiobook|audiobooks|abook|unabridged)" + _E,), (r"\.audiobooks?",)),
-    Rule(3040, (_B + r"(?:flac|alac|lossless|24bit|16bit|hi-?res)" + _E,), (r"\.lossless|\.flac",)),
+    Rule(5045, (_then(_TV, r"(?:2160p|uhd|4k)"),)),
+    Rule(5040, (_then(_TV, r"(?:1080[pi]|720p)"),)),
+    Rule(5030, (_then(_TV, r"(?:480p|576p|sdtv|pdtv|dvdrip|xvid)"),)),
+    Rule(5000, (_word(_TV),), (r"\.tv(?:$|\.)|\.multimedia\.tv|\.teevee|\.hdtv",)),
+    Rule(3030, (_word(r"(?:audiobook|audiobooks|abook|unabridged)"),), (r"\.audiobooks?",)),
+    Rule(3040, (_word(r"(?:flac|alac|lossless|24bit|16bit|hi-?res)"),), (r"\.lossless|\.flac",)),
     Rule(
         3010,
-        (_B + r"(?:mp3|320kbps|v0|v2|cbr|vbr|aac)" + _E, r"-\(cat\d+\)-|\(cat\d+\)"),
+        (_word(r"(?:mp3|320kbps|v0|v2|cbr|vbr|aac)"), r"-\(cat\d+\)-|\(cat\d+\)"),
         (r"\.mp3|\.sounds?|\.music",),
     ),
-    Rule(7030, (_B + r"(?:cbr|cbz|comics?|graphic[._\-]novel)" + _E,), (r"\.comics?",)),
-    Rule(7010, (_B + r"(?:magazine|mag)" + _E,), (r"\.magazines?",)),
-    Rule(7020, (_B + r"(?:epub|mobi|azw3?|ebook|e-book|pdf)" + _E,), (r"\.e-?books?",)),
-    Rule(1180, (_B + r"ps4" + _E,)),
-    Rule(1080, (_B + r"ps3" + _E,)),
-    Rule(1120, (_B + r"(?:psv|vita)" + _E,)),
-    Rule(1020, (_B + r"psp" + _E,)),
-    Rule(1140, (_B + r"(?:xboxone|xbox[._\-]one)" + _E,)),
-    Rule(1050, (_B + r"(?:xbox360|x360)" + _E,)),
-    Rule(1130, (_B + r"wiiu" + _E,)),
-    Rule(1030, (_B + r"(?:wii|ngc)" + _E,)),
-    Rule(1110, (_B + r"3ds" + _E,)),
-    Rule(1010, (_B + r"nds" + _E,)),
+    Rule(7030, (_word(r"(?:cbr|cbz|comics?|graphic[._\-]novel)"),), (r"\.comics?",)),
+    Rule(7010, (_word(r"(?:magazine|mag)"),), (r"\.magazines?",)),
+    Rule(7020, (_word(r"(?:epub|mobi|azw3?|ebook|e-book|pdf)"),), (r"\.e-?books?",)),
+    Rule(1180, (_word(r"ps4"),)),
+    Rule(1080, (_word(r"ps3"),)),
+    Rule(1120, (_word(r"(?:psv|vita)"),)),
+    Rule(1020, (_word(r"psp"),)),
+    Rule(1140, (_word(r"(?:xboxone|xbox[._\-]one)"),)),
+    Rule(1050, (_word(r"(?:xbox360|x360)"),)),
+    Rule(1130, (_word(r"wiiu"),)),
+    Rule(1030, (_word(r"(?:wii|ngc)"),)),
+    Rule(1110, (_word(r"3ds"),)),
+    Rule(1010, (_word(r"nds"),)),
     Rule(
         1090,
-        (_B + r"(?:nsw|switch)" + _E + r".*" + _B + r"(?:nsp|xci|venom|bigblue)" + _E,),
+        (_then(r"(?:nsw|switch)", r"(?:nsp|xci|venom|bigblue)"),),
         (r"\.games?\.(?:nintendo|xbox|sony)|\.console",),
     ),
-    Rule(4030, (_B + r"(?:macos|mac[._\-]?osx?|osx)" + _E,), (r"\.mac(?:$|\.)",)),
-    Rule(4040, (_B + r"(?:android|ios|iphone|ipad|apk)" + _E,)),
+    Rule(4030, (_word(r"(?:macos|mac[._\-]?osx?|osx)"),), (r"\.mac(?:$|\.)",)),
+    Rule(4040, (_word(r"(?:android|ios|iphone|ipad|apk)"),)),
     Rule(
         4050,
         (
-            _B
-            + r"(?:codex|skidrow|reloaded|plaza|fitgirl|dodi|gog|razor1911|flt|tinyiso|empress|rune)"
-            + _E,
+            _word(
+                r"(?:codex|skidrow|reloaded|plaza|fitgirl|dodi|gog|razor1911|flt|tinyiso|empress|rune)"
+            ),
         ),
         (r"\.games?(?:$|\.)",),
     ),
     Rule(
         4020,
         (
-            _B
-            + r"(?:iso|x64|x86|win(?:dows)?(?:10|11|7|xp)?|multilingual|incl[._\-]keygen|keygen|crack|portable)"
-            + _E,
+            _word(
+                r"(?:iso|x64|x86|win(?:dows)?(?:10|11|7|xp)?|multilingual|incl[._\-]keygen|keygen|crack|portable)"
+            ),
         ),
         (r"\.warez|\.apps?(?:$|\.)|\.iso",),
     ),
-    Rule(2060, (_B + _YEAR + _E + r".*" + _B + r"(?:3d|hsbs|h-sbs|half-ou)" + _E,)),
-    Rule(2045, (_B + _YEAR + _E + r".*" + _B + r"(?:2160p|uhd|4k)" + _E,)),
+    Rule(2060, (_then(_YEAR, r"(?:3d|hsbs|h-sbs|half-ou)"),)),
+    Rule(2045, (_then(_YEAR, r"(?:2160p|uhd|4k)"),)),
     Rule(
         2050,
-        (
-            _B
-            + _YEAR
-            + _E
-            + r".*"
-            + _B
-            + r"(?:complete[._\-]bluray|bd25|bd50|avc[._\-]remux|remux|bdmv)"
-            + _E,
-        ),
+        (_then(_YEAR, r"(?:complete[._\-]bluray|bd25|bd50|avc[._\-]remux|remux|bdmv)"),),
     ),
-    Rule(2070, (_B + _YEAR + _E + r".*" + _B + r"(?:dvdr|dvd5|dvd9|dvd|ntsc|pal)" + _E,)),
-    Rule(2080, (_B + _YEAR + _E + r".*" + _B + r"(?:web-?dl|webrip|web)" + _E,)),
+    Rule(2070, (_then(_YEAR, r"(?:dvdr|dvd5|dvd9|dvd|ntsc|pal)"),)),
+    Rule(2080, (_then(_YEAR, r"(?:web-?dl|webrip|web)"),)),
     Rule(
         2040,
-        (
-            _B
-            + _YEAR
-            + _E
-            + r".*"
-            + _B
-            + r"(?:1080[pi]|720p|bluray|blu-ray|bdrip|brrip|x264|x265|h\.?26[45]|hevc)"
-            + _E,
-        ),
+        (_then(_YEAR, r"(?:1080[pi]|720p|bluray|blu-ray|bdrip|brrip|x264|x265|h\.?26[45]|hevc)"),),
     ),
     Rule(
         2030,
-        (
-            _B
-            + _YEAR
-            + _E
-            + r".*"
-            + _B
-            + r"(?:480p|576p|xvid|divx|dvdrip|dvdscr|hdtv|cam|ts|tc)"
-            + _E,
-        ),
+        (_then(_YEAR, r"(?:480p|576p|xvid|divx|dvdrip|dvdscr|hdtv|cam|ts|tc)"),),
     ),
     Rule(2000, (), (r"\.movies?(?:$|\.)|\.hdtv\.x264|\.dvd",)),
 )
