@@ -523,9 +523,7 @@ def _join_next(decided: list[_Placed], generations: list[_Release], latest: list
             or item.file.key in generations[item.place].files
         ):
             continue
-        before = max(
-            [latest[item.place], *(d.file.posted for d in decided[:at] if d.place == item.place)]
-        )
+        before = max(latest[item.place], _posted_before(decided, at))
         if before and following.file.posted - posted < posted - before:
             item.place = following.place
 
@@ -535,10 +533,16 @@ def _resent(items: list[_Placed], at: int) -> bool:
     its generation's post of the file, not the start of the next (a batch cut inside a
     repost): it comes nearer in date to that post than to the file's next chunk."""
     item, following = items[at], items[at + 1]
-    before = [i.file.posted for i in items[:at] if i.place == item.place and i.file.posted]
+    before = _posted_before(items, at)
     if not before or not item.file.posted or not following.file.posted:
         return False
-    return item.file.posted - max(before) < following.file.posted - item.file.posted
+    return item.file.posted - before < following.file.posted - item.file.posted
+
+
+def _posted_before(items: list[_Placed], at: int) -> int:
+    """The latest date of the items before `at` placed where it is (0: none dated)."""
+    place = items[at].place
+    return max((i.file.posted for i in items[:at] if i.place == place), default=0)
 
 
 def _holds(generation: _Release, order: tuple[int, bytes]) -> bool:
