@@ -13,7 +13,6 @@ item (file count, size within 5%); the coordinator's log stays clean.
 from __future__ import annotations
 
 import email.utils
-import os
 import re
 import subprocess
 import sys
@@ -28,7 +27,7 @@ import httpx
 import pytest
 from process_logs import log_until
 from test_edge import offline_index
-from test_standalone import Posted, free_port, posted_group
+from test_standalone import Posted, posted_group, standalone_env
 
 from usenet_indexer.core.merge import CatalogRelease
 from usenet_indexer.core.newznab import NEWZNAB_NS
@@ -136,17 +135,7 @@ def test_the_arr_programs_and_sabnzbd_read_the_catalog_through_the_newznab_api(
     posted: Posted, pg_url: str, tmp_path: Path
 ) -> None:
     expected = offline_index(tmp_path, list(posted.lines))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("UIDX_")}
-    env.update(
-        DATABASE_URL=pg_url,
-        UIDX_HOME=str(tmp_path),
-        UIDX_NNTP=f"{posted.url}?connections=2",
-        UIDX_LISTEN=f"127.0.0.1:{free_port()}",
-        UIDX_BATCH_ARTICLES="10000",
-        UIDX_PREFETCH_POLL_SECONDS="0.2",
-        UIDX_IDLE_SECONDS="0.2",
-        UIDX_CATALOG_BUILD_SECONDS="1",
-    )
+    env = standalone_env(posted, pg_url, tmp_path, UIDX_CATALOG_BUILD_SECONDS="1")
     for command in (["groups", "add", GROUP], ["ranges", "plan", GROUP, "--from", "1", "--to",
                     str(len(posted.lines)), "--size", "20000"]):  # fmt: skip
         done = _uidx(env, *command)

@@ -132,19 +132,31 @@ class Run:
             return list(conn.execute(sql).fetchall())
 
 
-@pytest.fixture
-def run(posted: Posted, pg_url: str, pool: ConnectionPool, tmp_path: Path) -> Run:
+def standalone_env(posted: Posted, pg_url: str, home: Path, **more: str) -> dict[str, str]:
+    """The environment of a uidx process of an end-to-end run: this test's database and
+    home, the posted server (2 connections), a free port, short waits; `more` besides."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("UIDX_")}
     env.update(
         DATABASE_URL=pg_url,
-        UIDX_HOME=str(tmp_path),
+        UIDX_HOME=str(home),
         UIDX_NNTP=f"{posted.url}?connections=2",
         UIDX_LISTEN=f"127.0.0.1:{free_port()}",
         UIDX_BATCH_ARTICLES="10000",
-        UIDX_PREFETCH_CHUNK_ARTICLES="5000",
-        UIDX_PREFETCH_SLICE_ARTICLES="1000",
         UIDX_PREFETCH_POLL_SECONDS="0.2",
         UIDX_IDLE_SECONDS="0.2",
+        **more,
+    )
+    return env
+
+
+@pytest.fixture
+def run(posted: Posted, pg_url: str, pool: ConnectionPool, tmp_path: Path) -> Run:
+    env = standalone_env(
+        posted,
+        pg_url,
+        tmp_path,
+        UIDX_PREFETCH_CHUNK_ARTICLES="5000",
+        UIDX_PREFETCH_SLICE_ARTICLES="1000",
     )
     planned = Run(env, pool)
     added = planned.uidx("groups", "add", GROUP)
