@@ -122,8 +122,11 @@ async def test_an_unchecked_group_is_checked_once_the_prefetcher_has_its_group_a
 
 def test_groups_and_each_action_say_what_they_do(capsys: pytest.CaptureFixture[str]) -> None:
     described = {
-        (): "add and list the groups to index.",
+        (): "add, change and list the groups to index.",
         ("add",): "add a group, checked against the NNTP servers (UIDX_NNTP) unless --unchecked.",
+        ("set",): "change a group's backfill.",
+        ("disable",): "stop following and indexing a group (its plan is kept).",
+        ("enable",): "follow and index a disabled group again.",
         ("list",): "list the groups, with their planned and indexed articles.",
     }
     for action, description in described.items():

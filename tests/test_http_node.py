@@ -33,7 +33,7 @@ from psycopg_pool import ConnectionPool
 
 from usenet_indexer.config import Settings
 from usenet_indexer.coordinator.http.node import INCOMPLETE, ApiOptions
-from usenet_indexer.coordinator.landings import Landings
+from usenet_indexer.coordinator.landings import APPLICATION_NAME, Landings
 from usenet_indexer.coordinator.server import serve
 from usenet_indexer.coordinator.stores import Stores
 from usenet_indexer.coordinator.stream import StreamTiming
@@ -43,7 +43,7 @@ from usenet_indexer.core.rules import DEFAULT_RULES, rule_from_wire
 from usenet_indexer.store.groups import GroupStore
 from usenet_indexer.store.pgcluster import Cluster
 from usenet_indexer.store.ranges import RangeStore
-from usenet_indexer.store.spool import LISTEN_LANDED, SpoolChunk
+from usenet_indexer.store.spool import SpoolChunk
 from usenet_indexer.synth.generator import GeneratorConfig, generate
 from usenet_indexer.testing.postgres import scratch_dir
 from usenet_indexer.wire.batchwire import WIRE_VERSION, compress_body, encode_batch
@@ -686,8 +686,9 @@ def terminate_listener(url: str) -> int:
     with psycopg.connect(url, autocommit=True) as conn:
         rows = conn.execute(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-            "WHERE query = %s AND datname = current_database() AND pid <> pg_backend_pid()",
-            (LISTEN_LANDED,),
+            "WHERE application_name = %s AND datname = current_database()"
+            " AND pid <> pg_backend_pid()",
+            (APPLICATION_NAME,),
         ).fetchall()
     return len(rows)
 

@@ -64,7 +64,7 @@ def store_generated(stores: Stores, articles: int, seed: int) -> int:
         batch = indexer.finish() if last else indexer.take()
         stores.batches.store(node_id, lease.range_id, lease.epoch, pack_batch(batch), 0, TTL)
     assert stores.ranges.finish(node_id, lease.range_id, lease.epoch) is Finish.OK
-    return stores.catalog.build()
+    return stores.catalog.build(quiet_seconds=0).releases
 
 
 @pytest.fixture

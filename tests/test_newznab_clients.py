@@ -3,8 +3,8 @@
 A realistic generated group (uidx's generator: TV, movies, music, books,
 floods, reposts), dated over two days, is posted to a private INN2; `uidx
 standalone` indexes it all (no operator command but the group and the
-plan); then `uidx coordinator` serves it, builds the searchable catalog by
-itself, and each program's requests are played the way its own code makes
+plan), its coordinator building the searchable catalog as the batches are
+stored; then `uidx coordinator` serves it, and each program's requests are played the way its own code makes
 and reads them: caps -> RSS without q -> search -> tvsearch -> get ->
 enclosure URL -> NZB parsed. Every item must parse and every NZB match its
 item (file count, size within 5%); the coordinator's log stays clean.
@@ -135,7 +135,9 @@ def test_the_arr_programs_and_sabnzbd_read_the_catalog_through_the_newznab_api(
     posted: Posted, pg_url: str, tmp_path: Path
 ) -> None:
     expected = offline_index(tmp_path, list(posted.lines))
-    env = standalone_env(posted, pg_url, tmp_path, UIDX_CATALOG_BUILD_SECONDS="1")
+    # Every release listed as soon as it is stored, complete or not (the
+    # generated group has incomplete uploads): the clients check them all.
+    env = standalone_env(posted, pg_url, tmp_path, UIDX_CATALOG_QUIET_SECONDS="0")
     for command in (["groups", "add", GROUP], ["ranges", "plan", GROUP, "--from", "1", "--to",
                     str(len(posted.lines)), "--size", "20000"]):  # fmt: skip
         done = _uidx(env, *command)
@@ -153,8 +155,8 @@ def test_the_arr_programs_and_sabnzbd_read_the_catalog_through_the_newznab_api(
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )  # fmt: skip
     try:
-        # With no operator command: the coordinator builds the catalog of what is stored.
-        log = log_until(coordinator, lambda line: "catalog built" in line, 120)
+        # With no operator command: the catalog was built as the batches were stored.
+        log = log_until(coordinator, lambda line: "node API listening" in line, 120)
         with httpx.Client(base_url=f"http://{env['UIDX_LISTEN']}", timeout=60) as client:
             _play_the_clients(client, key, expected)
     finally:

@@ -144,8 +144,8 @@ def standalone_env(posted: Posted, pg_url: str, home: Path, **more: str) -> dict
         UIDX_BATCH_ARTICLES="10000",
         UIDX_PREFETCH_POLL_SECONDS="0.2",
         UIDX_IDLE_SECONDS="0.2",
-        **more,
     )
+    env.update(more)
     return env
 
 

@@ -73,8 +73,16 @@ class Settings:
         prefetch_poll_seconds: how often the prefetcher looks for new work when idle.
         spool_budget_bytes: the spool's size past which only leased ranges are
             fetched (0 = no limit).
-        catalog_build_seconds: how often the coordinator looks for newly stored
-            batches and builds the searchable catalog again.
+        catalog_build_seconds: how often the coordinator builds the searchable
+            catalog anyway (it builds a moment after each batch it stores).
+        catalog_quiet_seconds: an incomplete release is shown (with its
+            completion) once no chunk of it came for this long; a complete
+            one at once.
+        live_poll_seconds: how often the prefetcher asks each enabled group's
+            high water mark and plans the new articles (the live head).
+        live_margin_articles: how far below the high water mark the live head stays.
+        backfill_ranges_ahead: backfill ranges waiting before the daemon plans
+            the next slice below them.
     """
 
     home: Path
@@ -101,6 +109,10 @@ class Settings:
     prefetch_poll_seconds: float = 5.0
     spool_budget_bytes: int = 20 << 30
     catalog_build_seconds: float = 30.0
+    catalog_quiet_seconds: float = 600.0
+    live_poll_seconds: float = 60.0
+    live_margin_articles: int = 0
+    backfill_ranges_ahead: int = 2
 
     @property
     def listen_host_port(self) -> tuple[str, int]:
@@ -190,6 +202,10 @@ def _field_names() -> set[str]:
     return {field.name for field in attrs.fields(Settings)}
 
 
+# Times where 0 means "at once" rather than nothing at all.
+_MAY_BE_ZERO = frozenset({"catalog_quiet_seconds"})
+
+
 def _build(values: dict[str, Any]) -> Settings:
     fields = {field.name: field for field in attrs.fields(Settings)}
     typed: dict[str, Any] = {}
@@ -222,7 +238,7 @@ def _convert(key: str, default: object, value: object) -> object:
             converted_float = (
                 float(value) if isinstance(value, (int, float, str)) else _refuse(value)
             )
-            if converted_float <= 0:
+            if converted_float < 0 or (converted_float == 0 and key not in _MAY_BE_ZERO):
                 raise ValueError("must be positive")
             return converted_float
         if isinstance(value, str):

@@ -10,6 +10,7 @@ from pathlib import Path
 from usenet_indexer.commands import output
 from usenet_indexer.commands.index import write_releases
 from usenet_indexer.config import from_process
+from usenet_indexer.errors import ConfigError
 from usenet_indexer.store.catalog import CatalogStore, CatalogTable
 from usenet_indexer.store.database import opened
 
@@ -24,11 +25,18 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     export_help = "every release as one JSON object per line, in the schema of `uidx index`"
     export = actions.add_parser("export", help=export_help, description=__doc__)
     export.add_argument("--out", required=True, type=Path, help="the file ('-' for stdout)")
-    actions.add_parser(
+    build = actions.add_parser(
         "build",
-        help="build the searchable catalog now (the coordinator does every 30 s)",
-        description="Merge the stored fragments and write the searchable catalog the newznab "
-        "API serves (the coordinator does so by itself when batches were stored).",
+        help="build the whole searchable catalog again now (the coordinator follows the batches)",
+        description="Merge every stored fragment and write the searchable catalog the newznab "
+        "API serves (the coordinator does so by itself, release by release, as batches are "
+        "stored). A release is shown once complete, or once quiet for --quiet-seconds.",
+    )
+    build.add_argument(
+        "--quiet-seconds",
+        type=float,
+        help="show incomplete releases that got no chunk for this long "
+        "(default: the catalog_quiet_seconds setting; 0 shows every release now)",
     )
     parser.set_defaults(run=run)
 
@@ -42,9 +50,18 @@ def run(args: argparse.Namespace) -> int:
     """
     settings = from_process(args.config)
     if args.action == "build":
+        quiet = settings.catalog_quiet_seconds if args.quiet_seconds is None else args.quiet_seconds
+        if quiet < 0:
+            raise ConfigError("--quiet-seconds", "must not be negative")
         with opened(settings) as pool:
-            rows = CatalogTable(pool).build()
-        print(f"uidx catalog: {rows:,} releases in the searchable catalog", file=sys.stderr)
+            table = CatalogTable(pool)
+            table.build(quiet)
+            shown, waiting = table.counts()
+        print(
+            f"uidx catalog: {shown:,} releases in the searchable catalog"
+            f" ({waiting:,} incomplete ones shown once quiet for {quiet:g} s)",
+            file=sys.stderr,
+        )
         return 0
     with output(args.out) as out:
         with opened(settings) as pool:

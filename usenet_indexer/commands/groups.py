@@ -1,4 +1,10 @@
-"""`uidx groups add|list`: the groups the coordinator indexes.
+"""`uidx groups add|set|disable|enable|list`: the groups the coordinator indexes.
+
+The daemon follows every enabled group by itself (prefetch/follower.py):
+the new articles above its high water mark as they come (the live head),
+and, with `--backfill-days N`, the articles of the last N days below, a
+slice at a time behind the head. `disable` stops both (the plan is kept,
+and nothing of the group is leased); `enable` resumes them.
 
 `add` asks the NNTP servers (UIDX_NNTP) for the group (GROUP, the first
 server in the list that carries it) and stores its low and high water marks:
@@ -11,80 +17,26 @@ GROUP for it (the prefetcher, `uidx ranges plan --days`).
 from __future__ import annotations
 
 import argparse
-import logging
-from collections.abc import AsyncIterator, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import Sequence
 
-import attrs
 import trio
 
 from usenet_indexer.config import Settings, from_process
-from usenet_indexer.errors import ConfigError, RemoteProtocolError
-from usenet_indexer.nntp.client import NNTPClient, ServerURL, connect
-from usenet_indexer.nntp.errors import NNTPError, NoSuchGroup
+from usenet_indexer.errors import ConfigError
+from usenet_indexer.nntp.carrier import carrying
 from usenet_indexer.store.database import opened
 from usenet_indexer.store.groups import GroupStore
 
-logger = logging.getLogger(__name__)
-
-
-@attrs.frozen
-class Carrier:
-    """A server that carries the group: the connection, in the group, and what GROUP said."""
-
-    client: NNTPClient
-    count: int
-    low: int
-    high: int
-
-    @property
-    def server(self) -> str:
-        return self.client.server
-
-
-@asynccontextmanager
-async def carrying(urls: Sequence[str], group: str) -> AsyncIterator[Carrier]:
-    """A connection to the first server of `urls` that carries `group`, the group selected.
-
-    A server that is down or refuses is logged and passed over.
-
-    Raises:
-        NoSuchGroup: every server answered 411.
-        NNTPError: no server carries the group and some did not answer.
-        ConfigError: a URL is not an NNTP URL.
-    """
-    refusals: list[str] = []
-    missing = 0  # servers that answered 411
-    for url in urls:
-        async with AsyncExitStack() as stack:
-            try:
-                client = await stack.enter_async_context(connect(url))
-                count, low, high = await client.group(group)
-            except (NNTPError, RemoteProtocolError) as error:
-                # An NNTPError names its server; a protocol error does not (and the
-                # URL may hold a password).
-                said = str(error) if isinstance(error, NNTPError) else f"{_where(url)}: {error}"
-                refusals.append(said)
-                if isinstance(error, NoSuchGroup):
-                    missing += 1
-                else:
-                    logger.warning("GROUP %s: passing over a server: %s", group, said)
-                continue
-            yield Carrier(client, count, low, high)
-            return
-    details = "; ".join(refusals)
-    if missing == len(urls):
-        raise NoSuchGroup(411, f"no server carries {group} ({details})", command=f"GROUP {group}")
-    raise NNTPError(f"GROUP {group}: no server that answered carries it ({details})")
-
-
-def _where(url: str) -> str:
-    return ServerURL.parse(url).server
-
-
-_GROUPS = "add and list the groups to index"
+_GROUPS = "add, change and list the groups to index"
 _ADD = "add a group, checked against the NNTP servers (UIDX_NNTP) unless --unchecked"
+_SET = "change a group's backfill"
+_DISABLE = "stop following and indexing a group (its plan is kept)"
+_ENABLE = "follow and index a disabled group again"
 _LIST = "list the groups, with their planned and indexed articles"
+_BACKFILL = (
+    "how many days back the daemon indexes, below the live head (and the default of"
+    " `ranges plan --days`)"
+)
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -92,9 +44,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     add = actions.add_parser("add", help=_ADD, description=f"{_ADD}.")
     add.add_argument("name")
-    add.add_argument(
-        "--backfill-days", type=int, help="how far back `ranges plan` goes without --from/--days"
-    )
+    add.add_argument("--backfill-days", type=int, help=_BACKFILL)
     add.add_argument(
         "--unchecked",
         action="store_true",
@@ -104,6 +54,13 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--low", type=int, help="the server's lowest article (only with --unchecked, no servers)"
     )
     add.add_argument("--high", type=int, help="the server's highest article (likewise)")
+    change = actions.add_parser("set", help=_SET, description=f"{_SET}.")
+    change.add_argument("name")
+    backfill = change.add_mutually_exclusive_group(required=True)
+    backfill.add_argument("--backfill-days", type=int, help=_BACKFILL)
+    backfill.add_argument("--no-backfill", action="store_true", help="index only the live head")
+    for action, text in (("disable", _DISABLE), ("enable", _ENABLE)):
+        actions.add_parser(action, help=text, description=f"{text}.").add_argument("name")
     actions.add_parser("list", help=_LIST, description=f"{_LIST}.")
     parser.set_defaults(run=run)
 
@@ -112,6 +69,8 @@ def run(args: argparse.Namespace) -> int:
     settings = from_process(args.config)
     if args.action == "add":
         return _add(args, settings)
+    if args.action in ("set", "disable", "enable"):
+        return _change(args, settings)
     with opened(settings) as pool:
         rows = GroupStore(pool).list()
     print(f"{'group':40} {'ranges':>8} {'done':>6} {'indexed':>14} {'planned':>14}  {'low..high'}")
@@ -147,6 +106,29 @@ def _add(args: argparse.Namespace, settings: Settings) -> int:
             args.name, backfill_days=args.backfill_days, low=low, high=high, checked=True
         )
     print(f"added {args.name}: articles {low}..{high} (about {count:,}) on {server}")
+    return 0
+
+
+def _change(args: argparse.Namespace, settings: Settings) -> int:
+    with opened(settings) as pool:
+        groups = GroupStore(pool)
+        if args.action == "set":
+            if args.backfill_days is not None and args.backfill_days < 0:
+                raise ConfigError("--backfill-days", "must not be negative")
+            groups.set_backfill(args.name, args.backfill_days)
+            said = (
+                "no backfill: the live head only"
+                if args.backfill_days is None
+                else f"backfill {args.backfill_days} days (the daemon plans it at its next poll)"
+            )
+        else:
+            groups.set_enabled(args.name, args.action == "enable")
+            said = (
+                "enabled: followed and indexed again"
+                if args.action == "enable"
+                else "disabled: not followed, its ranges not leased (the plan is kept)"
+            )
+    print(f"{args.name}: {said}")
     return 0
 
 

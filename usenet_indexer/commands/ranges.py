@@ -11,27 +11,18 @@ from __future__ import annotations
 
 import argparse
 import sys
-from contextlib import aclosing
 from datetime import UTC, datetime, timedelta
-from typing import Final
 
 import attrs
 import trio
 
-from usenet_indexer.commands.groups import carrying
 from usenet_indexer.config import Settings, from_process
-from usenet_indexer.core.article_dates import Dated, DateSearch, Probe, first_dated
 from usenet_indexer.errors import ConfigError
-from usenet_indexer.nntp.client import NNTPClient
+from usenet_indexer.nntp.carrier import carrying
+from usenet_indexer.nntp.dated import first_posted_since
 from usenet_indexer.store.database import opened
 from usenet_indexer.store.groups import Group, GroupStore
 from usenet_indexer.store.ranges import RangeStore
-
-# Articles per OVER of a probe: enough to step over a few missing articles or
-# unreadable dates in one command; a window with nothing dated doubles, up to
-# MAX_WINDOW, so a long run of cancelled articles costs a few commands more.
-FIRST_WINDOW: Final = 32
-MAX_WINDOW: Final = 1 << 16
 
 
 @attrs.frozen
@@ -139,34 +130,9 @@ async def _search(
         low, high = carrier.low, carrier.high
         last = high if lowest_planned is None else min(high, lowest_planned - 1)
         _progress(f"{group} on {carrier.server}: articles {low}..{high}; searching {low}..{last}")
-        search = DateSearch.between(low, last, cutoff)
-        while (probe := search.next_probe()) is not None:
-            dated = await _first_dated(carrier.client, probe)
-            step = search.answer(probe, dated)
-            seen = (
-                f"{dated.article} of {dated.date:%Y-%m-%d %H:%M:%S}" if dated else "nothing dated"
-            )
-            lo, hi = search.span
-            left = "done" if search.done else f"searching {lo}..{hi - 1}"
-            _progress(f"probe {search.probes} at {probe.first}: {seen}, {step.value}; {left}")
-    first = search.result if search.result is not None else last + 1
+        found = await first_posted_since(carrier.client, low, last, cutoff, _progress)
+    first = found if found is not None else last + 1
     return DatedSpan(first, last, low, high, cutoff)
-
-
-async def _first_dated(client: NNTPClient, probe: Probe) -> Dated | None:
-    """The first dated article in the probe's span, reading OVER windows from its start."""
-    first, window = probe.first, FIRST_WINDOW
-    while first <= probe.last:
-        last = min(first + window - 1, probe.last)
-        found: Dated | None = None
-        async with aclosing(client.over(first, last)) as pieces:
-            async for piece in pieces:
-                # The rest of the reply is read (and dropped): the connection stays usable.
-                found = found or first_dated(piece, first, last)
-        if found is not None:
-            return found
-        first, window = last + 1, min(window * 2, MAX_WINDOW)
-    return None
 
 
 def _nothing(span: DatedSpan) -> str:

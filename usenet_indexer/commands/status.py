@@ -53,9 +53,14 @@ def as_text(status: Status) -> list[str]:
     """The lines `uidx status` prints."""
     lines = [
         "groups",
-        f"  {'group':36} {'state':9} {'server high':>14} {'indexed to':>14} {'lag':>12}",
+        f"  {'group':36} {'state':9} {'server high':>14} {'head indexed to':>15}"
+        f" {'backfill reached':>16} {'lag':>12} {'lag s':>7}",
     ]
-    lines += [_group_line(g) for g in status.groups]
+    for g in status.groups:
+        lines.append(_group_line(g))
+        if g.quirk is not None:
+            when = f" ({_clock(g.quirk_at)})" if g.quirk_at is not None else ""
+            lines.append(f"    server quirk{when}: {g.quirk}")
     lines.append("ranges")
     lines.append(
         f"  {'group':36} {'state':8} {'ranges':>7} {'indexed':>14} {'of':>14} {'expired':>8}"
@@ -85,8 +90,20 @@ def as_text(status: Status) -> list[str]:
 def _group_line(g: GroupRow) -> str:
     lag = "-" if g.lag is None else f"{g.lag:,}"
     high = "-" if g.high is None else str(g.high)
-    indexed = "-" if g.indexed_to is None else str(g.indexed_to)
-    return f"  {g.name:36} {g.state:9} {high:>14} {indexed:>14} {lag:>12}"
+    head = g.head_indexed_to if g.head_indexed_to is not None else g.indexed_to
+    indexed = "-" if head is None else str(head)
+    if g.backfill_days is None:
+        backfill = "-"
+    elif g.backfill_reached is None:
+        backfill = f"0/{g.backfill_days}d"
+    else:
+        backfill = str(g.backfill_reached)
+        if g.backfill_floor is not None and g.backfill_reached <= g.backfill_floor:
+            backfill += " (all)"
+    seconds = "-" if g.lag_seconds is None else f"{g.lag_seconds:,.0f}"
+    return (
+        f"  {g.name:36} {g.state:9} {high:>14} {indexed:>15} {backfill:>16} {lag:>12} {seconds:>7}"
+    )
 
 
 def _throughput_lines(t: Throughput) -> list[str]:
@@ -160,7 +177,15 @@ def _group_json(g: GroupRow) -> dict[str, Any]:
         "high": g.high,
         "indexed_to": g.indexed_to,
         "lag": g.lag,
+        "lag_seconds": g.lag_seconds,
+        "enabled": g.enabled,
+        "head_indexed_to": g.head_indexed_to,
+        "followed_to": g.followed_to,
         "backfill_days": g.backfill_days,
+        "backfill_floor": g.backfill_floor,
+        "backfill_reached": g.backfill_reached,
+        "quirk": g.quirk,
+        "quirk_at": _when(g.quirk_at),
         "ranges": g.ranges,
         "ranges_done": g.ranges_done,
         "articles_planned": g.articles_planned,

@@ -1,9 +1,16 @@
 """The coordinator's catalog builder: the searchable catalog follows the stored batches.
 
-Every `catalog_build_seconds` it asks whether batches were stored since the
-last build and, if so, builds the catalog again (store/catalog.py's
-`CatalogTable.build`, in a worker thread). The database down or restarting
-is a warning and a try at the next tick, never the coordinator's end.
+A stored batch marks its release keys pending (in its own transaction) and,
+when the node API of this process stored it, pokes the builder's
+`CatalogDue`; so a release is in the catalog a moment after the batch that
+made it whole, not at the next tick. The builder then merges again what is
+pending (store/catalog.py's `CatalogTable.build_pending`, in a worker
+thread), at most once per `settle_seconds` so that a burst of batches is one
+build. Every `every_seconds` it builds anyway: batches stored through
+another coordinator process, and releases that went quiet (shown after
+`quiet_seconds` without a chunk, complete or not). The database down or
+restarting is a warning and a try at the next tick, never the coordinator's
+end.
 """
 
 from __future__ import annotations
@@ -11,6 +18,7 @@ from __future__ import annotations
 import logging
 import time
 
+import attrs
 import psycopg
 import trio
 
@@ -18,26 +26,48 @@ from usenet_indexer.store.catalog import CatalogTable
 
 logger = logging.getLogger(__name__)
 
+# A burst of batches (the edges of one range, one after another) is merged
+# in one build: the builder waits this long after a poke before it builds.
+SETTLE_SECONDS = 0.5
+
+
+@attrs.define(eq=False)
+class CatalogDue:
+    """Batches were stored: the builder should look (trio side; `due` from any task)."""
+
+    _event: trio.Event = attrs.field(factory=trio.Event)
+
+    def due(self) -> None:
+        self._event.set()
+
+    async def wait(self, seconds: float) -> None:
+        """Until poked, or `seconds` passed; the poke is then taken."""
+        with trio.move_on_after(seconds):
+            await self._event.wait()
+        self._event = trio.Event()
+
 
 async def build_catalog_forever(
     catalog: CatalogTable,
-    every_seconds: float,
+    due: CatalogDue,
     *,
+    every_seconds: float,
+    quiet_seconds: float,
+    settle_seconds: float = SETTLE_SECONDS,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Build the catalog whenever batches were stored since the last build; until cancelled."""
+    """Build what batches touched whenever poked or every `every_seconds`; until cancelled."""
     task_status.started()
-    built: tuple[int, object] | None = None
     while True:
         try:
-            mark = await trio.to_thread.run_sync(catalog.stored_mark)
-            if mark != built and mark[0] > 0:
-                started = time.monotonic()
-                rows = await trio.to_thread.run_sync(catalog.build)
-                built = mark
+            started = time.monotonic()
+            built = await trio.to_thread.run_sync(catalog.build_pending, quiet_seconds)
+            if built.keys or built.shown:
                 logger.info(
-                    "catalog built: %d releases in %.1f s", rows, time.monotonic() - started
+                    "catalog built: %d releases from %d keys, %d shown after quiet, in %.2f s",
+                    *(built.releases, built.keys, built.shown, time.monotonic() - started),
                 )
         except psycopg.OperationalError as error:
             logger.warning("catalog build put off: database unavailable: %s", error)
-        await trio.sleep(every_seconds)
+        await due.wait(every_seconds)
+        await trio.sleep(settle_seconds)

@@ -18,9 +18,10 @@ from functools import partial
 import trio
 
 from usenet_indexer.config import Settings
-from usenet_indexer.coordinator.catalog_builder import build_catalog_forever
+from usenet_indexer.coordinator.catalog_builder import CatalogDue, build_catalog_forever
 from usenet_indexer.coordinator.server import serve
 from usenet_indexer.coordinator.stores import Stores
+from usenet_indexer.store.catalog import CatalogTable
 from usenet_indexer.store.database import migrate_url
 from usenet_indexer.store.pgcluster import Cluster, database_url
 from usenet_indexer.store.pool import open_pool
@@ -89,9 +90,12 @@ async def _serve_until_signal(settings: Settings, stores: Stores, parent_fd: int
     # Opened before serving, so a signal during start-up is not lost.
     with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
         async with trio.open_nursery() as nursery:
-            await nursery.start(partial(serve, settings, stores, shutdown=shutdown))
+            due = CatalogDue()
+            await nursery.start(
+                partial(serve, settings, stores, shutdown=shutdown, catalog_due=due)
+            )
             builder = trio.CancelScope()
-            nursery.start_soon(_cancellable, builder, stores, settings.catalog_build_seconds)
+            nursery.start_soon(_cancellable, builder, stores.catalog, due, settings)
             stop = trio.Event()
             # What stops it: a signal, or the supervisor's end; both watchers
             # go once either has spoken, then the server drains.
@@ -105,9 +109,16 @@ async def _serve_until_signal(settings: Settings, stores: Stores, parent_fd: int
             shutdown.set()
 
 
-async def _cancellable(scope: trio.CancelScope, stores: Stores, every_seconds: float) -> None:
+async def _cancellable(
+    scope: trio.CancelScope, catalog: CatalogTable, due: CatalogDue, settings: Settings
+) -> None:
     with scope:
-        await build_catalog_forever(stores.catalog, every_seconds)
+        await build_catalog_forever(
+            catalog,
+            due,
+            every_seconds=settings.catalog_build_seconds,
+            quiet_seconds=settings.catalog_quiet_seconds,
+        )
 
 
 async def _first_signal(signals: AsyncIterator[int], stop: trio.Event) -> None:

@@ -13,7 +13,10 @@ soon as it lands, not at its next poll.
 A stream takes a `mark()` before it looks in the spool index and waits with
 `wait_since(mark)`: a chunk that lands between the look and the wait is not
 missed. A notification says only "something landed": the stream looks again
-(one query), whichever group it was. The streams' polling stays as the net
+(one query), whichever group it was. Ranges planned (the prefetcher's
+follower, `uidx ranges plan`) are heard on the same connection
+(`PLANNED_CHANNEL`) and wake lease calls that wait for work
+(`wait_planned`). The streams' polling stays as the net
 beneath (StreamTiming.poll_seconds): when the listening connection is lost
 (PostgreSQL restarted), streams poll until it is back; it reconnects by
 itself, with a growing pause, and logs both.
@@ -27,6 +30,7 @@ import attrs
 import psycopg
 import trio
 
+from usenet_indexer.store.ranges import PLANNED_CHANNEL
 from usenet_indexer.store.spool import LISTEN_LANDED
 
 logger = logging.getLogger(__name__)
@@ -40,6 +44,8 @@ RECONNECT_MAX_SECONDS = 15.0
 # which waits for the thread) at most this long.
 CONNECT_TIMEOUT_SECONDS = 5
 LISTEN_TIMEOUT_MS = 5000
+# The listening session's application_name (pg_stat_activity shows it).
+APPLICATION_NAME = "uidx coordinator listener"
 
 
 @attrs.define(eq=False)
@@ -55,6 +61,8 @@ class Landings:
     _events: dict[int, trio.Event] = attrs.field(factory=dict)
     _sessions: int = 0
     _session_event: trio.Event = attrs.field(factory=trio.Event)
+    _planned: int = 0
+    _planned_event: trio.Event = attrs.field(factory=trio.Event)
 
     @property
     def sessions(self) -> int:
@@ -66,6 +74,7 @@ class Landings:
         self._sessions += 1
         self._session_event.set()
         self._session_event = trio.Event()
+        self.planned()  # what was planned while nobody listened was not heard either
         for group_id in list(self._events):
             self._wake(group_id)
 
@@ -92,6 +101,22 @@ class Landings:
         if event is None:
             event = self._events[group_id] = trio.Event()
         await event.wait()
+
+    def planned_mark(self) -> int:
+        """Where the plan stands now: pass it to `wait_planned`."""
+        return self._planned
+
+    def planned(self) -> None:
+        """Ranges were planned (or given back): wake the lease calls that wait."""
+        self._planned += 1
+        self._planned_event.set()
+        self._planned_event = trio.Event()
+
+    async def wait_planned(self, mark: int) -> None:
+        """Return once ranges were planned after `mark` (at once if they were), or a new
+        listening session began (what was planned meanwhile was not heard)."""
+        if self.planned_mark() == mark:
+            await self._planned_event.wait()
 
     def _wake(self, group_id: int) -> None:
         self._counts[group_id] = self._counts.get(group_id, 0) + 1
@@ -133,7 +158,11 @@ async def listen_for_landings(
         landings.listening()
         try:
             while True:
-                landings.landed(await trio.to_thread.run_sync(_received, conn))
+                landed, planned = await trio.to_thread.run_sync(_received, conn)
+                if landed:
+                    landings.landed(landed)
+                if planned:
+                    landings.planned()
         except psycopg.OperationalError as error:
             logger.warning("lost the connection that listens for spool chunks: %s", error)
             lost = True
@@ -149,6 +178,7 @@ def _listening(conninfo: str) -> psycopg.Connection[tuple[object, ...]]:
         autocommit=True,
         connect_timeout=CONNECT_TIMEOUT_SECONDS,
         options=f"-c statement_timeout={LISTEN_TIMEOUT_MS}",
+        application_name=APPLICATION_NAME,
         keepalives=1,
         keepalives_idle=30,
         keepalives_interval=10,
@@ -156,19 +186,24 @@ def _listening(conninfo: str) -> psycopg.Connection[tuple[object, ...]]:
     )
     try:
         conn.execute(LISTEN_LANDED)
+        conn.execute(f"LISTEN {PLANNED_CHANNEL}")
     except BaseException:
         conn.close()
         raise
     return conn
 
 
-def _received(conn: psycopg.Connection[tuple[object, ...]]) -> list[int]:
-    """The groups of the chunks announced, from the first notification or within
-    WAIT_SECONDS (blocking, in a worker thread)."""
-    found = []
+def _received(conn: psycopg.Connection[tuple[object, ...]]) -> tuple[list[int], bool]:
+    """(the groups of the chunks announced, whether ranges were planned), from the first
+    notification or within WAIT_SECONDS (blocking, in a worker thread)."""
+    found: list[int] = []
+    planned = False
     for notify in conn.notifies(timeout=WAIT_SECONDS, stop_after=1):
+        if notify.channel == PLANNED_CHANNEL:
+            planned = True
+            continue
         try:
             found.append(int(notify.payload))
         except ValueError:
             logger.warning("a spool notification without a group id: %r", notify.payload)
-    return found
+    return found, planned

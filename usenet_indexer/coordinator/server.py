@@ -19,6 +19,7 @@ from hypercorn.config import Config
 from hypercorn.trio import serve as hypercorn_serve
 
 from usenet_indexer.config import Settings
+from usenet_indexer.coordinator.catalog_builder import CatalogDue
 from usenet_indexer.coordinator.http.asgi import ApiCounts, App
 from usenet_indexer.coordinator.http.newznab import PATH as NEWZNAB_PATH
 from usenet_indexer.coordinator.http.newznab import NewznabApi
@@ -76,6 +77,7 @@ async def serve(
     options: ApiOptions | None = None,
     shutdown: trio.Event | None = None,
     landings: Landings | None = None,
+    catalog_due: CatalogDue | None = None,
     task_status: trio.TaskStatus[tuple[str, int]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve the node API on `settings.listen` until cancelled or `shutdown` is set.
@@ -87,6 +89,7 @@ async def serve(
         shutdown: set it to stop accepting and finish requests in flight
             (for at most GRACEFUL_SECONDS); without it, cancel the task.
         landings: where the spool's landings are counted (None: a new one).
+        catalog_due: poked when a batch is stored (None: a new one, nobody builds).
         task_status: gets the bound (host, port) once the socket listens.
 
     Raises:
@@ -95,9 +98,10 @@ async def serve(
     """
     options = options or ApiOptions.from_settings(settings)
     landings = landings or Landings()
-    app = coordinator_app(stores, options, landings)
+    node = NodeApi(stores, options, landings, catalog_due or CatalogDue())
+    app = coordinator_app(stores, node)
     config = hypercorn_config(settings.listen, options)
-    trigger = shutdown.wait if shutdown is not None else None
+    trigger = partial(_stopping, shutdown, node) if shutdown is not None else None
     async with trio.open_nursery() as nursery:
         # Streams wake when a chunk lands; the listener ends with the server.
         await nursery.start(listen_for_landings, stores.spool.pool.conninfo, landings)
@@ -118,18 +122,23 @@ async def serve(
         task_status.started((host, port))
 
 
-def coordinator_app(stores: Stores, options: ApiOptions, landings: Landings) -> App:
+async def _stopping(shutdown: trio.Event, node: NodeApi) -> None:
+    # Hypercorn's shutdown trigger: lease calls that wait for work end first.
+    await shutdown.wait()
+    node.stop_waiting()
+
+
+def coordinator_app(stores: Stores, node: NodeApi) -> App:
     """The ASGI app of the coordinator: its APIs, each under its path prefix.
 
     Args:
         stores: the open stores.
-        options: the node API's options (the App takes its body timeout and Retry-After).
-        landings: where waiting streams learn of landed spool chunks.
+        node: the node API (its options give the App its body timeout and Retry-After).
 
     Returns:
         The App hypercorn serves.
     """
-    node = NodeApi(stores, options, landings)
+    options = node.options
     counts = ApiCounts()
     newznab = NewznabApi(stores.catalog, stores.users, counts)
     status = StatusStore(stores.catalog.pool)

@@ -202,14 +202,19 @@ class NodeClient:
     _http: httpx.AsyncClient
     retry: RetryPolicy
 
-    async def lease(self) -> EdgeLease | None:
+    async def lease(self, wait_seconds: float = 0.0) -> EdgeLease | None:
         """A range to index, or None when there is nothing to do (204).
+
+        Args:
+            wait_seconds: with nothing to lease, the coordinator holds the call
+                up to this long (at most 30 s) for a range to be planned.
 
         Raises:
             NodeApiError: the call failed (401: the token was refused).
             RemoteProtocolError: the answer is not a lease.
         """
-        response = await self._attempts("lease", lambda: self._http.post("lease"))
+        params = {"wait": f"{wait_seconds:g}"} if wait_seconds > 0 else None
+        response = await self._attempts("lease", lambda: self._http.post("lease", params=params))
         if response.status_code == 204:
             return None
         return EdgeLease.from_json(_json(response, "lease"))

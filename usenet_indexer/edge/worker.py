@@ -6,8 +6,12 @@ once the range before has handed over its last batch, while that range's
 last post and `finish` go on, at most one range in its tail at a time (see
 range_runner's "The tail").
 
-A 204 means nothing to do: the worker waits `idle_seconds` (cut short by a
-stop) and asks again; with `ranges` set it ends instead, so a script's
+Running for good, a lease call asks the coordinator to hold it up to
+LEASE_WAIT_SECONDS for a range to be planned, so a new range (the live
+head) is leased a moment after its plan. A 204 after such a wait means
+nothing came: the worker asks again at once. A 204 at once (an older
+coordinator) or a failed call: it waits `idle_seconds` (cut short by a
+stop) first; with `ranges` set it asks without waiting and ends instead, so a script's
 `uidx edge --ranges N` returns when the work is done. A failed range is
 followed by the same wait, so a range that fails every time (a corrupt
 chunk, a coordinator bug) is not retried in a tight loop.
@@ -36,6 +40,9 @@ logger = logging.getLogger(__name__)
 # A refused token (401) or a forbidden node (403) will not get better by
 # asking again: the worker stops, and a supervisor halts instead of restarting it.
 FATAL_STATUSES = frozenset({401, 403})
+# How long a lease call waits on the coordinator for new work (the
+# coordinator caps it at the same).
+LEASE_WAIT_SECONDS = 30.0
 
 
 @attrs.frozen
@@ -131,11 +138,15 @@ async def _lease_loop(
     previous: trio.Event | None = None
     leased = 0
     while not stop.is_set() and (options.ranges is None or leased < options.ranges):
+        asked = trio.current_time()
         lease = await _lease(client, options)
         if lease is None:
             if options.ranges is not None:
                 break
-            await _idle(stop, options.idle_seconds)
+            # A coordinator that held the call for new work: ask again at once.
+            # One that answered at once (older, or the call failed): idle first.
+            held = trio.current_time() - asked >= LEASE_WAIT_SECONDS / 2
+            await _idle(stop, 0.0 if held else options.idle_seconds)
             continue
         leased += 1
         runner = RangeRunner(client, lease, options, stop, observe, tail=tail, after=previous)
@@ -148,8 +159,11 @@ async def _lease_loop(
 
 async def _lease(client: NodeClient, options: EdgeOptions) -> EdgeLease | None:
     """A lease, or None for nothing to do (or, running for good, a lease call that failed)."""
+    # Running for good, the call waits for work on the coordinator (a new
+    # range is leased within a moment of its plan); for N ranges it does not.
+    wait = LEASE_WAIT_SECONDS if options.ranges is None else 0.0
     try:
-        return await client.lease()
+        return await client.lease(wait)
     except NodeApiError as error:
         if options.ranges is not None or error.status in FATAL_STATUSES:
             raise
@@ -160,5 +174,6 @@ async def _lease(client: NodeClient, options: EdgeOptions) -> EdgeLease | None:
 async def _idle(stop: trio.Event, seconds: float) -> None:
     # Without automatic cyclic GC (gcpolicy), an idle worker collects here.
     collect_all()
-    with trio.move_on_after(seconds):
-        await stop.wait()
+    if seconds > 0:
+        with trio.move_on_after(seconds):
+            await stop.wait()

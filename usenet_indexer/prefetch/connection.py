@@ -166,7 +166,7 @@ class Connection:
             return
         job = await self.work.take(self.index)
         if job is None:
-            await trio.sleep(self.options.poll_seconds)
+            await self.work.idle(self.options.poll_seconds)
             return
         await self._serve(job, landings)
         if self._failures:
@@ -258,7 +258,7 @@ class Connection:
         beyond its high water mark waits for the next look at the group.
         """
         now = trio.current_time()
-        if selected.recent(job.group, now, self.options.poll_seconds):
+        if selected.recent(job.group, now, self.options.poll_seconds) and job.last <= selected.high:
             low, high = selected.low, selected.high  # selected a moment ago: no round trip
         else:
             _count, low, high = await client.group(job.group)

@@ -29,6 +29,7 @@ from usenet_indexer.errors import DatabaseError
 from usenet_indexer.nntp.client import StreamFactory
 from usenet_indexer.prefetch.connection import Connection, Watermarks
 from usenet_indexer.prefetch.events import Landed, Observer, ignore
+from usenet_indexer.prefetch.follower import Follower
 from usenet_indexer.prefetch.housekeeping import Housekeeping
 from usenet_indexer.prefetch.landing import Landing
 from usenet_indexer.prefetch.options import PrefetchOptions
@@ -39,6 +40,7 @@ from usenet_indexer.store.database import migrate_url
 from usenet_indexer.store.groups import GroupStore
 from usenet_indexer.store.pgcluster import database_url
 from usenet_indexer.store.pool import open_pool
+from usenet_indexer.store.ranges import RangeStore
 from usenet_indexer.store.spool import SpoolIndex
 from usenet_indexer.supervisor.parent import watch_parent
 
@@ -66,6 +68,7 @@ class Prefetcher:
     _landing: Landing = attrs.field(init=False)
     _watermarks: Watermarks = attrs.field(init=False)
     _housekeeping: Housekeeping = attrs.field(init=False)
+    _follower: Follower = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
         spool = SpoolIndex(self.pool)
@@ -75,6 +78,14 @@ class Prefetcher:
         self._housekeeping = Housekeeping(
             self.pool, self.options, self.servers, spool, self.observe
         )
+        self._follower = Follower(
+            GroupStore(self.pool),
+            RangeStore(self.pool),
+            [state.config.url for state in self.servers],
+            self.options.follow,
+            on_planned=self._work.announce,
+            ca_file=self.options.ca_file,
+        )
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Fetch until cancelled."""
@@ -83,6 +94,7 @@ class Prefetcher:
             logger.info("removed %d temporary files of a writer that died", removed)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._housekeeping.run)
+            nursery.start_soon(self._follower.run)
             for connection in self._connections():
                 nursery.start_soon(connection.run)
             task_status.started()

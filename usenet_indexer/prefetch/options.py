@@ -9,6 +9,7 @@ import attrs
 from usenet_indexer.config import Settings
 from usenet_indexer.core.retry import RetryPolicy
 from usenet_indexer.errors import ConfigError
+from usenet_indexer.prefetch.follower import FollowOptions
 
 # How often the servers' figures go to the database, and the sweep runs.
 REPORT_SECONDS = 5.0
@@ -28,6 +29,7 @@ class PrefetchOptions:
     # Pauses after failures of a connection in a row: 1, 2, 4 ... 60 s, for ever.
     retry: RetryPolicy = attrs.field(factory=RetryPolicy)
     report_seconds: float = REPORT_SECONDS
+    follow: FollowOptions = attrs.field(factory=FollowOptions)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> PrefetchOptions:
@@ -36,9 +38,15 @@ class PrefetchOptions:
         Raises:
             ConfigError: a slice or chunk size below one article.
         """
-        for key in ("prefetch_slice_articles", "prefetch_chunk_articles"):
+        for key in ("prefetch_slice_articles", "prefetch_chunk_articles", "range_articles"):
             if getattr(settings, key) < 1:
                 raise ConfigError(key, "must be at least 1")
+        if settings.live_poll_seconds <= 0:
+            raise ConfigError("live_poll_seconds", "must be more than 0")
+        if settings.live_margin_articles < 0:
+            raise ConfigError("live_margin_articles", "must not be negative")
+        if settings.backfill_ranges_ahead < 1:
+            raise ConfigError("backfill_ranges_ahead", "must be at least 1")
         return cls(
             settings.home / "spool",
             settings.prefetch_slice_articles,
@@ -47,4 +55,10 @@ class PrefetchOptions:
             settings.spool_budget_bytes,
             settings.nntp_ca_file or None,
             settings.nntp_timeout_seconds,
+            follow=FollowOptions(
+                settings.live_poll_seconds,
+                settings.live_margin_articles,
+                settings.range_articles,
+                settings.backfill_ranges_ahead,
+            ),
         )

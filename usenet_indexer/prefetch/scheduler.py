@@ -123,6 +123,11 @@ class Scheduler:
             return None
         return self._hand_out(self._queue.pop(position))
 
+    def invalidate(self) -> None:
+        """New work was planned: the list is stale, and no group waits for its articles."""
+        self._refreshed_at = NEVER
+        self._not_before.clear()
+
     def done(self, job: ChunkJob) -> None:
         """The connection is through with the job (landed or not: a failed one is listed again)."""
         self._in_flight.pop(job.key, None)

@@ -39,6 +39,7 @@ class SharedWork:
     observe: Observer = ignore
     _scheduler: Scheduler = attrs.field(init=False)
     _read_done: trio.Event = attrs.field(init=False, factory=trio.Event)
+    _new_work: trio.Event = attrs.field(init=False, factory=trio.Event)
 
     def __attrs_post_init__(self) -> None:
         self._scheduler = Scheduler(self.servers, self.options.poll_seconds)
@@ -57,6 +58,17 @@ class SharedWork:
     def take_now(self, server: int, fits: Callable[[ChunkJob], bool]) -> ChunkJob | None:
         """The next chunk for this server if it `fits`, without a database look; else None."""
         return self._handed(self._scheduler.take_now(server, trio.current_time(), fits))
+
+    def announce(self) -> None:
+        """Ranges were planned: read the work list at the next take, and wake idle connections."""
+        self._scheduler.invalidate()
+        self._new_work.set()
+        self._new_work = trio.Event()
+
+    async def idle(self, seconds: float) -> None:
+        """A connection with nothing to do: until `announce`, or `seconds` passed."""
+        with trio.move_on_after(seconds):
+            await self._new_work.wait()
 
     def done(self, job: ChunkJob) -> None:
         """The connection is through with the job (landed or not: a failed one is listed again)."""

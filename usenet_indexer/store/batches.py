@@ -120,6 +120,12 @@ _RELEASES = """
         bytes = r.bytes + excluded.bytes,
         updated_at = now()
 """
+# The catalog builder merges these keys again (store/catalog.py); in key
+# order, as above.
+_PENDING = """
+    INSERT INTO catalog_pending (key) SELECT DISTINCT k FROM releases_in ORDER BY k
+    ON CONFLICT (key) DO UPDATE SET seq = nextval('catalog_pending_seq')
+"""
 _FRAGMENTS = """
     COPY fragments (group_id, release_key, range_id, batch_first, files, segments, packed)
     FROM STDIN (FORMAT BINARY)
@@ -338,6 +344,7 @@ def _write_releases(
                 )
             )
     conn.execute(_RELEASES)
+    conn.execute(_PENDING)
     with conn.cursor().copy(_FRAGMENTS) as copy:
         copy.set_types(_FRAGMENT_TYPES)
         for r in releases:

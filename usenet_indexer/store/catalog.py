@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
 from typing import Any
 
 import attrs
@@ -38,14 +40,17 @@ _CATALOG_TEMP = """
 """
 _CATALOG_COPY = """
     COPY catalog_new (guid, name, search_name, category, size, files, poster, groups, posted,
-                      completion, season, episode, probe_candidate, sources)
+                      completion, season, episode, probe_candidate, sources, changed_at)
     FROM STDIN
 """
+# Shown: complete, or quiet for long enough; a row once shown stays shown.
 _CATALOG_MERGE = """
     INSERT INTO catalog (guid, name, search_name, category, size, files, poster, groups,
-                         posted, completion, season, episode, probe_candidate, sources)
+                         posted, completion, season, episode, probe_candidate, sources,
+                         changed_at, shown)
     SELECT guid, name, search_name, category, size, files, poster, groups, posted,
-           completion, season, episode, probe_candidate, sources
+           completion, season, episode, probe_candidate, sources, changed_at,
+           completion >= 1 OR changed_at <= now() - make_interval(secs => %(quiet)s)
     FROM catalog_new
     ON CONFLICT (guid) DO UPDATE SET
         name = excluded.name, search_name = excluded.search_name,
@@ -53,9 +58,39 @@ _CATALOG_MERGE = """
         poster = excluded.poster, groups = excluded.groups, posted = excluded.posted,
         completion = excluded.completion, season = excluded.season,
         episode = excluded.episode, probe_candidate = excluded.probe_candidate,
-        sources = excluded.sources, built_at = now()
+        sources = excluded.sources, changed_at = excluded.changed_at,
+        shown = catalog.shown OR excluded.shown, built_at = now()
 """
-_CATALOG_PRUNE = "DELETE FROM catalog WHERE guid NOT IN (SELECT guid FROM catalog_new)"
+_CATALOG_PRUNE_ALL = "DELETE FROM catalog WHERE guid NOT IN (SELECT guid FROM catalog_new)"
+# The rows made before from keys merged anew that the merge no longer makes.
+_CATALOG_PRUNE_OF = """
+    DELETE FROM catalog WHERE sources && %s::bytea[]
+      AND guid NOT IN (SELECT guid FROM catalog_new)
+"""
+_SHOW_QUIET = """
+    UPDATE catalog SET shown = true
+    WHERE NOT shown AND changed_at <= now() - make_interval(secs => %s)
+"""
+_PENDING = "SELECT key, seq FROM catalog_pending"
+_PENDING_DONE = """
+    DELETE FROM catalog_pending p USING unnest(%s::bytea[], %s::bigint[]) AS d(key, seq)
+    WHERE p.key = d.key AND p.seq = d.seq
+"""
+# The keys to merge again for touched keys: every release of their posters
+# (uploads are joined per poster), now and as the catalog had them.
+_POSTERS_KEYS = """
+    WITH posters AS (
+        SELECT poster FROM releases WHERE key = ANY(%(keys)s)
+        UNION SELECT poster FROM catalog WHERE sources && %(keys)s::bytea[]
+    )
+    SELECT key FROM releases WHERE poster IN (SELECT poster FROM posters)
+"""
+_CHANGED = "SELECT key, updated_at FROM releases"
+_CHANGED_OF = _CHANGED + " WHERE key = ANY(%s)"
+# One builder at a time (the coordinator's, `uidx catalog build`): a build
+# that read before another's write must not write over it.
+_BUILD_LOCK = "SELECT pg_advisory_lock(3, 0)"
+_BUILD_UNLOCK = "SELECT pg_advisory_unlock(3, 0)"
 _ROW = """
     SELECT id, guid, name, category, size, files, poster, groups, posted, completion,
            season, episode, grabs, sources
@@ -164,6 +199,10 @@ class Search:
     offset: int = 0
 
 
+def _changed(records: Sequence[tuple[Any, ...]]) -> dict[bytes, datetime]:
+    return {bytes(key): when for key, when in records}
+
+
 def _rows(records: Sequence[tuple[Any, ...]]) -> list[CatalogRow]:
     return [
         CatalogRow(
@@ -188,7 +227,7 @@ def _rows(records: Sequence[tuple[Any, ...]]) -> list[CatalogRow]:
     ]
 
 
-def _catalog_record(release: CatalogRelease) -> tuple[object, ...]:
+def _catalog_record(release: CatalogRelease, changed_at: datetime) -> tuple[object, ...]:
     season, episode = season_episode(release.name)
     return (
         release.key.hex(),
@@ -205,12 +244,36 @@ def _catalog_record(release: CatalogRelease) -> tuple[object, ...]:
         episode,
         release.probe_candidate,
         list(release.sources),
+        changed_at,
     )
+
+
+@attrs.frozen
+class Built:
+    """What one catalog build did.
+
+    Attributes:
+        releases: catalog rows written (merged releases kept, not dropped).
+        keys: release keys merged (all of them for a full build).
+        shown: rows shown for having been quiet long enough (and not complete).
+    """
+
+    releases: int
+    keys: int
+    shown: int
 
 
 @attrs.define(eq=False)
 class CatalogTable:
     """The searchable catalog (`catalog` rows) and the NZBs behind it.
+
+    Rows follow the stored batches release by release: a stored batch marks
+    its release keys pending (store/batches.py); `build_pending` merges
+    again every release of the posters of those keys (the merge joins an
+    upload's parts per poster, so that is all a key can change) and
+    replaces their rows, `build` does every release. A row is shown (listed
+    and searched) once its release is complete, or once no chunk of it came
+    for `quiet_seconds`, with its completion; once shown it stays shown.
 
     Attributes:
         pool: the database's connection pool.
@@ -218,22 +281,76 @@ class CatalogTable:
 
     pool: ConnectionPool
 
-    def build(self) -> int:
-        """Merge every stored chunk and replace the catalog's rows with the releases that
-        are kept (one transaction; a release's grabs stay). Returns the rows written."""
-        releases = [r for r in CatalogStore(self.pool).export() if r.dropped is None]
+    def build(self, quiet_seconds: float) -> Built:
+        """Merge every stored chunk and replace the catalog's rows with the releases
+        that are kept (one transaction; a release's grabs stay)."""
+        with self._locked():
+            pending = self._pending()
+            releases = CatalogStore(self.pool).export()
+            with self.pool.connection() as conn:
+                changed = _changed(conn.execute(_CHANGED).fetchall())
+            return self._write(releases, changed, quiet_seconds, pending, None)
+
+    def build_pending(self, quiet_seconds: float) -> Built:
+        """Merge again the releases that batches stored since the last build touched
+        (with every release of their posters), and show the rows gone quiet."""
+        with self._locked():
+            pending = self._pending()
+            if not pending:
+                return Built(0, 0, self._show_quiet(quiet_seconds))
+            with self.pool.connection() as conn:
+                keys = [
+                    bytes(r[0])
+                    for r in conn.execute(_POSTERS_KEYS, {"keys": list(pending)}).fetchall()
+                ]
+                changed = _changed(conn.execute(_CHANGED_OF, (keys,)).fetchall())
+            releases = CatalogStore(self.pool).export(keys) if keys else []
+            return self._write(releases, changed, quiet_seconds, pending, keys)
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        with self.pool.connection() as conn:
+            conn.execute(_BUILD_LOCK)
+            try:
+                yield
+            finally:
+                conn.execute(_BUILD_UNLOCK)
+
+    def _pending(self) -> dict[bytes, int]:
+        with self.pool.connection() as conn:
+            return {bytes(k): int(seq) for k, seq in conn.execute(_PENDING).fetchall()}
+
+    def _show_quiet(self, quiet_seconds: float) -> int:
+        with self.pool.connection() as conn:
+            return int(conn.execute(_SHOW_QUIET, (quiet_seconds,)).rowcount)
+
+    def _write(
+        self,
+        releases: list[CatalogRelease],
+        changed: dict[bytes, datetime],
+        quiet_seconds: float,
+        pending: dict[bytes, int],
+        keys: list[bytes] | None,
+    ) -> Built:
+        kept = [r for r in releases if r.dropped is None]
         with self.pool.connection() as conn, conn.transaction():
             conn.execute(_CATALOG_TEMP)
             with conn.cursor().copy(_CATALOG_COPY) as copy:
-                for release in releases:
-                    copy.write_row(_catalog_record(release))
-            conn.execute(_CATALOG_MERGE)
-            conn.execute(_CATALOG_PRUNE)
-        return len(releases)
+                for release in kept:
+                    when = max(changed[key] for key in release.sources)
+                    copy.write_row(_catalog_record(release, when))
+            conn.execute(_CATALOG_MERGE, {"quiet": quiet_seconds})
+            if keys is None:
+                conn.execute(_CATALOG_PRUNE_ALL)
+            else:
+                conn.execute(_CATALOG_PRUNE_OF, (keys,))
+            shown = int(conn.execute(_SHOW_QUIET, (quiet_seconds,)).rowcount)
+            conn.execute(_PENDING_DONE, (list(pending), list(pending.values())))
+        return Built(len(kept), len(changed) if keys is None else len(keys), shown)
 
     def search(self, search: Search) -> tuple[int, list[CatalogRow]]:
         """(how many releases match, at least: see below; the page of them), newest first."""
-        where: list[sql.Composable] = [sql.SQL("true")]
+        where: list[sql.Composable] = [sql.SQL("shown")]
         params: list[object] = []
         if search.words:
             where.append(sql.SQL("words @@ plainto_tsquery('simple', %s)"))
@@ -282,11 +399,18 @@ class CatalogTable:
         return next((r for r in releases if r.key.hex() == row.guid), None)
 
     def count(self) -> int:
-        """Releases in the searchable catalog."""
+        """Releases in the searchable catalog (shown)."""
+        return self.counts()[0]
+
+    def counts(self) -> tuple[int, int]:
+        """(releases shown, releases waiting: incomplete and not quiet yet)."""
         with self.pool.connection() as conn:
-            row = conn.execute("SELECT count(*) FROM catalog").fetchone()
+            row = conn.execute(
+                "SELECT count(*) FILTER (WHERE shown), count(*) FILTER (WHERE NOT shown)"
+                " FROM catalog"
+            ).fetchone()
         assert row is not None
-        return int(row[0])
+        return int(row[0]), int(row[1])
 
     def stored_mark(self) -> tuple[int, object]:
         """What changes when a batch is stored: (batches, the latest stored_at)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 from datetime import datetime
 
 import attrs
@@ -26,9 +27,39 @@ _LIST = """
            -- sum(bigint) is numeric: bigint keeps the figures ints.
            coalesce(sum(r.resume - r.first_article), 0)::bigint,
            coalesce(sum(r.last_article - r.first_article + 1), 0)::bigint,
-           max(r.resume) FILTER (WHERE r.resume > r.first_article) - 1
+           max(r.resume) FILTER (WHERE r.resume > r.first_article) - 1,
+           g.enabled, g.followed_to, g.backfill_floor, g.quirk, g.quirk_at,
+           -- The live head is indexed up to the first live article not indexed.
+           coalesce(min(r.resume) FILTER (WHERE r.kind = 'live' AND r.state <> 'done') - 1,
+                    max(r.last_article) FILTER (WHERE r.kind = 'live')),
+           min(r.first_article) FILTER (WHERE r.kind = 'backfill' AND r.state = 'done'),
+           -- How long the oldest live work has waited since the follower saw it.
+           CASE WHEN count(r.id) FILTER (WHERE r.kind = 'live') > 0
+                THEN coalesce(extract(epoch FROM now() - min(r.planned_at)
+                                      FILTER (WHERE r.kind = 'live' AND r.state <> 'done')), 0)
+           END::float8
     FROM groups g LEFT JOIN ranges r ON r.group_id = g.id
     GROUP BY g.id ORDER BY g.name
+"""
+
+
+# The enabled groups as the follower needs them (prefetch/follower.py).
+_FOLLOWED = """
+    SELECT g.id, g.name, g.backfill_days, g.backfill_floor, g.backfill_checked_at,
+           g.followed_to, max(r.last_article), min(r.first_article),
+           count(r.id) FILTER (WHERE r.kind = 'backfill' AND r.state <> 'done')
+    FROM groups g LEFT JOIN ranges r ON r.group_id = g.id
+    WHERE g.enabled
+    GROUP BY g.id ORDER BY g.name
+"""
+_SET_FLOOR = "UPDATE groups SET backfill_floor = %s, backfill_checked_at = now() WHERE id = %s"
+_SET_FOLLOWED = "UPDATE groups SET followed_to = %s WHERE id = %s"
+_SET_QUIRK = "UPDATE groups SET quirk = %s, quirk_at = now() WHERE id = %s"
+_SET_ENABLED = "UPDATE groups SET enabled = %s WHERE name = %s"
+# A new backfill_days: the floor is searched again at the next poll.
+_SET_BACKFILL = """
+    UPDATE groups SET backfill_days = %s, backfill_floor = NULL, backfill_checked_at = NULL
+    WHERE name = %s
 """
 
 
@@ -53,6 +84,21 @@ class Group:
 
 
 @attrs.frozen
+class FollowedGroup:
+    """An enabled group with what the follower plans from (see core/follow.py)."""
+
+    id: int
+    name: str
+    backfill_days: int | None
+    backfill_floor: int | None
+    backfill_checked_at: datetime | None
+    followed_to: int | None
+    top: int | None  # the highest planned article, of any range
+    bottom: int | None  # the lowest
+    backfill_waiting: int  # backfill ranges not done
+
+
+@attrs.frozen
 class GroupRow:
     """A group as `uidx groups list` and `uidx status` show it."""
 
@@ -66,6 +112,14 @@ class GroupRow:
     articles_indexed: int
     articles_planned: int
     indexed_to: int | None  # the highest resume point of its ranges, less one
+    enabled: bool = True
+    followed_to: int | None = None  # the follower's mark (None: never polled)
+    backfill_floor: int | None = None  # the backfill's target article
+    quirk: str | None = None  # the latest oddity a server showed
+    quirk_at: datetime | None = None
+    head_indexed_to: int | None = None  # the live head: indexed up to here
+    backfill_reached: int | None = None  # the lowest article of a done backfill range
+    lag_seconds: float | None = None  # how long the oldest live work waits (None: no live)
 
     @property
     def checked(self) -> bool:
@@ -74,17 +128,20 @@ class GroupRow:
 
     @property
     def state(self) -> str:
-        """What `uidx status` shows: "checked", or "unchecked" without a GROUP answer."""
+        """What `uidx status` shows: "disabled", "checked", or "unchecked" without a
+        GROUP answer."""
+        if not self.enabled:
+            return "disabled"
         return "checked" if self.checked else "unchecked"
 
     @property
     def lag(self) -> int | None:
-        """Articles on the server above what is indexed (None while `high` is unknown)."""
+        """Articles on the server above what is indexed (None while `high` is unknown):
+        above the live head where the daemon follows the group."""
         if self.high is None:
             return None
-        return max(
-            0, self.high - (self.indexed_to if self.indexed_to is not None else (self.low or 1) - 1)
-        )
+        indexed = self.head_indexed_to if self.head_indexed_to is not None else self.indexed_to
+        return max(0, self.high - (indexed if indexed is not None else (self.low or 1) - 1))
 
 
 @attrs.define(eq=False)
@@ -162,3 +219,44 @@ class GroupStore:
     def list(self) -> list[GroupRow]:
         with self.pool.connection() as conn:
             return [GroupRow(*row) for row in conn.execute(_LIST).fetchall()]
+
+    def followed(self) -> builtins.list[FollowedGroup]:
+        """The enabled groups, by name, with their plan's ends."""
+        with self.pool.connection() as conn:
+            return [FollowedGroup(*row) for row in conn.execute(_FOLLOWED).fetchall()]
+
+    def set_floor(self, group_id: int, floor: int) -> None:
+        """Store the backfill's floor, as found just now."""
+        with self.pool.connection() as conn:
+            conn.execute(_SET_FLOOR, (floor, group_id))
+
+    def set_followed(self, group_id: int, followed_to: int) -> None:
+        """Store the follower's mark (when it plans nothing; `RangeStore.plan` otherwise)."""
+        with self.pool.connection() as conn:
+            conn.execute(_SET_FOLLOWED, (followed_to, group_id))
+
+    def note_quirk(self, group_id: int, quirk: str) -> None:
+        """Store the latest oddity a server showed for the group."""
+        with self.pool.connection() as conn:
+            conn.execute(_SET_QUIRK, (quirk, group_id))
+
+    def set_enabled(self, name: str, enabled: bool) -> None:
+        """Enable or disable a group (a disabled one is neither followed nor leased).
+
+        Raises:
+            UnknownGroup: no such group.
+        """
+        self._update(_SET_ENABLED, (enabled, name), name)
+
+    def set_backfill(self, name: str, days: int | None) -> None:
+        """Set how far back the daemon backfills (None: no backfill).
+
+        Raises:
+            UnknownGroup: no such group.
+        """
+        self._update(_SET_BACKFILL, (days, name), name)
+
+    def _update(self, statement: str, args: tuple[object, ...], name: str) -> None:
+        with self.pool.connection() as conn:
+            if conn.execute(statement, args).rowcount != 1:
+                raise UnknownGroup(f"no group {name!r} (uidx groups add {name})")

@@ -20,14 +20,21 @@ import enum
 import attrs
 from psycopg_pool import ConnectionPool
 
+from usenet_indexer.core.follow import Kind
 from usenet_indexer.errors import UidxError
 
+# Oldest first, or (backfill) newest first: ranges are leased in plan order.
 _PLAN = """
-    INSERT INTO ranges (group_id, first_article, last_article, resume)
-    SELECT %(group)s, f, least(f + %(size)s - 1, %(last)s), f
-    FROM generate_series(%(first)s::bigint, %(last)s::bigint, %(size)s::bigint) AS f
+    INSERT INTO ranges (group_id, first_article, last_article, resume, kind)
+    SELECT %(group)s, f, least(f + %(size)s - 1, %(last)s), f, %(kind)s
+    FROM generate_series(%(first)s::bigint, %(last)s::bigint, %(size)s::bigint)
+         WITH ORDINALITY AS s(f, n)
+    ORDER BY CASE WHEN %(newest_first)s THEN -n ELSE n END
     RETURNING id
 """
+# Heard by waiting lease calls (coordinator/landings.py): work is there.
+PLANNED_CHANNEL = "uidx_ranges_planned"
+_NOTIFY_PLANNED = "SELECT pg_notify(%s, %s)"
 _OVERLAP = """
     SELECT id, first_article, last_article FROM ranges
     WHERE group_id = %(group)s AND first_article <= %(last)s AND last_article >= %(first)s
@@ -35,11 +42,12 @@ _OVERLAP = """
 """
 _LEASE = """
     WITH candidate AS (
-        SELECT id FROM ranges
-        WHERE state <> 'done' AND (state = 'planned' OR deadline < now())
-        ORDER BY planned_at, id
+        SELECT r.id FROM ranges r JOIN groups g ON g.id = r.group_id
+        WHERE r.state <> 'done' AND (r.state = 'planned' OR r.deadline < now()) AND g.enabled
+        -- The live head first (see core/follow.py), then in plan order.
+        ORDER BY (r.kind <> 'live'), r.planned_at, r.id
         LIMIT 1
-        FOR UPDATE SKIP LOCKED
+        FOR UPDATE OF r SKIP LOCKED
     )
     UPDATE ranges r
     SET state = 'leased', holder = %(node)s, epoch = r.epoch + 1,
@@ -141,8 +149,21 @@ class RangeStateRow:
 class RangeStore:
     pool: ConnectionPool
 
-    def plan(self, group_id: int, first: int, last: int, size: int) -> list[int]:
-        """Plan [first, last] as ranges of `size` articles; returns their ids, oldest first.
+    def plan(
+        self,
+        group_id: int,
+        first: int,
+        last: int,
+        size: int,
+        *,
+        kind: Kind = Kind.MANUAL,
+    ) -> list[int]:
+        """Plan [first, last] as ranges of `size` articles; returns their ids in lease order
+        (oldest first; newest first for the backfill).
+
+        Args:
+            group_id, first, last, size: what to plan.
+            kind: who plans it (the follower's live head is leased first).
 
         Raises:
             PlanOverlap: part of [first, last] is planned already.
@@ -150,14 +171,23 @@ class RangeStore:
         """
         if first > last or size < 1 or first < 0:
             raise ValueError(f"cannot plan {first}..{last} in ranges of {size}")
-        args = {"group": group_id, "first": first, "last": last, "size": size}
+        args = {
+            "group": group_id,
+            "first": first,
+            "last": last,
+            "size": size,
+            "kind": kind.value,
+            "newest_first": kind is Kind.BACKFILL,
+        }
         with self.pool.connection() as conn, conn.transaction():
             # One planner at a time per group: the overlap check then holds.
             conn.execute("SELECT pg_advisory_xact_lock(1, %s::int)", (group_id % (1 << 31),))
             clash = conn.execute(_OVERLAP, args).fetchone()
             if clash is not None:
                 raise PlanOverlap(f"range {clash[0]} ({clash[1]}..{clash[2]}) is planned already")
-            return [row[0] for row in conn.execute(_PLAN, args).fetchall()]
+            ids = [row[0] for row in conn.execute(_PLAN, args).fetchall()]
+            conn.execute(_NOTIFY_PLANNED, (PLANNED_CHANNEL, str(group_id)))
+            return ids
 
     def lease(self, node_id: int, ttl_seconds: float) -> Lease | None:
         """The oldest range nobody holds, leased to this node with a new epoch; None if none."""

@@ -42,9 +42,10 @@ _WANTED = """
         WHERE s.group_id = r.group_id
           AND s.last_article >= r.resume AND s.first_article <= r.last_article
     ) covered
-    WHERE r.state <> 'done' AND r.resume <= r.last_article
+    WHERE r.state <> 'done' AND r.resume <= r.last_article AND g.enabled
       AND covered.have < r.last_article - r.resume + 1
-    ORDER BY leased DESC, r.planned_at, r.id
+    -- Leased ranges first (an edge waits), then the live head, then in plan order.
+    ORDER BY leased DESC, (r.kind <> 'live'), r.planned_at, r.id
     LIMIT %(limit)s
 """
 _COVERED = """

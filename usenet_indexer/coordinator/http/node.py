@@ -29,6 +29,7 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any, Final, TypeVar, TypeVarTuple, Unpack
+from urllib.parse import parse_qsl
 
 import attrs
 import orjson
@@ -36,6 +37,7 @@ import trio
 from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable
 
 from usenet_indexer.config import Settings
+from usenet_indexer.coordinator.catalog_builder import CatalogDue
 from usenet_indexer.coordinator.http.asgi import (
     Exchange,
     Headers,
@@ -56,6 +58,12 @@ from usenet_indexer.wire.frames import Frame, encode_header
 logger = logging.getLogger(__name__)
 
 PREFIX: Final = "/api/v1/node/"
+
+# A lease call with nothing to lease waits at most this long for work
+# (`POST lease?wait=N`), looking again this often (expired leases are
+# not announced).
+LEASE_WAIT_MAX_SECONDS: Final = 30.0
+LEASE_RECHECK_SECONDS: Final = 2.0
 
 # Range ids and epochs are PostgreSQL bigints; a larger number is none of ours.
 MAX_BIGINT: Final = 2**63 - 1
@@ -183,6 +191,19 @@ def _parse_path(path: str) -> Route | None:
     return None if range_id is None else Route(_RANGE_ACTIONS[parts[2]], range_id)
 
 
+def _lease_wait(query: bytes) -> float:
+    """The seconds a lease call may wait for work (`?wait=N`, capped); 0 when not asked
+    or not a number (an older edge, or a bad value: it gets its 204 at once)."""
+    for name, value in parse_qsl(query.decode("latin-1")):
+        if name == "wait":
+            try:
+                seconds = float(value)
+            except ValueError:
+                return 0.0
+            return min(max(seconds, 0.0), LEASE_WAIT_MAX_SECONDS) if seconds == seconds else 0.0
+    return 0.0
+
+
 def _range_id(text: str) -> int | None:
     # isascii first: str.isdigit accepts other scripts' digits, which int() reads.
     if not (text.isascii() and text.isdigit()) or len(text) > 19:
@@ -226,13 +247,17 @@ class NodeApi:
     Args:
         stores: the stores (sync; called from worker threads).
         options: limits, timeouts and intervals.
-        landings: spool chunks landed, which waiting streams await (counted
-            by `coordinator.landings.listen_for_landings`, which `serve` runs).
+        landings: spool chunks landed, which waiting streams await, and ranges
+            planned, which waiting lease calls await (counted by
+            `coordinator.landings.listen_for_landings`, which `serve` runs).
+        catalog_due: poked for each batch stored (the catalog builder looks).
     """
 
     stores: Stores
     options: ApiOptions
     landings: Landings = attrs.field(factory=Landings)
+    catalog_due: CatalogDue = attrs.field(factory=CatalogDue)
+    _stopping: bool = attrs.field(init=False, default=False)
     _limiter: trio.CapacityLimiter = attrs.field(init=False)
     _streams: RangeStream = attrs.field(init=False)
 
@@ -240,6 +265,11 @@ class NodeApi:
         self._limiter = trio.CapacityLimiter(self.options.database_threads)
         reader = SpoolReader(self.stores, self.options.spool_dir)
         self._streams = RangeStream(reader, self._limiter, self.options.stream, self.landings)
+
+    def stop_waiting(self) -> None:
+        """The server stops: lease calls that wait for work answer 204 now."""
+        self._stopping = True
+        self.landings.planned()
 
     async def respond(self, exchange: Exchange, send: ASGISendCallable) -> Response | None:
         """Answer a call of the node API (the App's `Api`; see the module docstring)."""
@@ -257,7 +287,7 @@ class NodeApi:
         exchange.caller = f"node {node_id}"
         if found.range_id is None:
             await self._read_body(exchange, CONTROL_BODY_BYTES)  # none expected
-            return await self._lease(node_id)
+            return await self._lease(node_id, _lease_wait(exchange.query))
         if found.action is Action.STREAM:
             await self._stream(node_id, found.range_id, exchange.body, send)
             return None
@@ -279,9 +309,19 @@ class NodeApi:
             raise Refused(Response.error(401, "unknown or revoked token", headers=_INVALID))
         return node_id
 
-    async def _lease(self, node_id: int) -> Response:
+    async def _lease(self, node_id: int, wait_seconds: float) -> Response:
+        """A lease; with nothing to lease, wait up to `wait_seconds` for a range to be
+        planned (or given back, or its lease to expire: looked at every few seconds)."""
         ttl = self.options.lease_ttl_seconds
-        lease = await self._run(self.stores.ranges.lease, node_id, ttl)
+        deadline = trio.current_time() + wait_seconds
+        while True:
+            mark = self.landings.planned_mark()
+            lease = await self._run(self.stores.ranges.lease, node_id, ttl)
+            left = deadline - trio.current_time()
+            if lease is not None or left <= 0 or self._stopping:
+                break
+            with trio.move_on_after(min(left, LEASE_RECHECK_SECONDS)):
+                await self.landings.wait_planned(mark)
         if lease is None:
             logger.debug("node %d: nothing to lease", node_id)
             return Response(204)
@@ -298,6 +338,8 @@ class NodeApi:
         encoding = header(exchange.headers, b"content-encoding")
         wire, stored = await self._run(self._decode_and_store, node_id, range_id, body, encoding)
         _log_stored(node_id, wire, stored, len(body))
+        if stored.release_chunks and not stored.already:
+            self.catalog_due.due()
         answer = {
             "stored": True,
             "already": stored.already,
@@ -340,6 +382,8 @@ class NodeApi:
         else:
             ok = await self._run(ranges.release, node_id, range_id, epoch)
             refusal = None if ok else LEASE_LOST
+            if ok:
+                self.landings.planned()  # a waiting lease call may take it
         what = f"node {node_id} {action.value} range {range_id} epoch {epoch}"
         if refusal is not None:
             logger.info("%s: refused, %s", what, refusal)

@@ -30,6 +30,7 @@ from prometheus_client.registry import Collector
 from usenet_indexer.coordinator.http.asgi import ApiCounts, Exchange, Response
 from usenet_indexer.core.categories import CATEGORIES
 from usenet_indexer.store.catalog import CatalogTable, Search
+from usenet_indexer.store.groups import GroupRow
 from usenet_indexer.store.status import Status, StatusStore
 from usenet_indexer.store.users import UserStore
 
@@ -52,6 +53,18 @@ def _human(size: int) -> str:
             return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
     return f"{size} B"
+
+
+def _backfill(group: GroupRow) -> str:
+    """The backfill as the page says it: its days, and the article reached."""
+    if group.backfill_days is None:
+        return "none"
+    said = f"{group.backfill_days} days"
+    if group.backfill_reached is None:
+        return f"{said}, not begun"
+    if group.backfill_floor is not None and group.backfill_reached <= group.backfill_floor:
+        return f"{said}, done (from {group.backfill_reached})"
+    return f"{said}, down to {group.backfill_reached} of {group.backfill_floor}"
 
 
 def _percent(done: int, of: int) -> int:
@@ -109,10 +122,15 @@ class StatusPage:
                 {
                     "name": g.name,
                     "high": g.high,
-                    "indexed_to": g.indexed_to,
+                    "state": g.state,
+                    "indexed_to": g.head_indexed_to
+                    if g.head_indexed_to is not None
+                    else g.indexed_to,
                     "lag": g.lag,
+                    "lag_seconds": None if g.lag_seconds is None else round(g.lag_seconds),
                     "percent": _percent(g.articles_indexed, g.articles_planned),
-                    "backfill": f"{g.backfill_days} days" if g.backfill_days else "none",
+                    "backfill": _backfill(g),
+                    "quirk": g.quirk,
                 }
                 for g in snapshot.groups
             ],
@@ -178,16 +196,28 @@ class _StoreCollector(Collector):
         indexed = CounterMetricFamily(
             "uidx_headers_indexed", "Articles indexed, by group.", labels=["group"]
         )
+        lag_seconds = GaugeMetricFamily(
+            "uidx_group_lag_seconds",
+            "How long the oldest new articles of a followed group have waited.",
+            labels=["group"],
+        )
         for group in snapshot.groups:
             if group.lag is not None:
                 lag.add_metric([group.name], group.lag)
+            if group.lag_seconds is not None:
+                lag_seconds.add_metric([group.name], group.lag_seconds)
             indexed.add_metric([group.name], group.articles_indexed)
         yield lag
+        yield lag_seconds
         yield indexed
         batches, _ = self.catalog.stored_mark()
         yield CounterMetricFamily("uidx_batches_stored", "Batches stored.", value=batches)
+        shown, waiting = self.catalog.counts()
+        yield GaugeMetricFamily("uidx_releases", "Releases in the searchable catalog.", value=shown)
         yield GaugeMetricFamily(
-            "uidx_releases", "Releases in the searchable catalog.", value=self.catalog.count()
+            "uidx_releases_waiting",
+            "Incomplete releases not listed yet (listed once quiet).",
+            value=waiting,
         )
         yield GaugeMetricFamily(
             "uidx_spool_bytes", "Bytes of spool chunks.", value=snapshot.spool.bytes
