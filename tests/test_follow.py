@@ -103,16 +103,29 @@ def test_a_high_water_mark_that_went_down_plans_nothing_and_says_so() -> None:
     )
     assert decision.spans == ()
     assert decision.followed_to == 10_000  # not below what is planned
-    assert decision.quirks == ("high water mark went down from 10000 to 9000",)
+    assert decision.quirks == ("high water mark went down to 9000, below what is followed (10000)",)
 
 
-def test_articles_expired_below_the_low_are_reported_not_planned() -> None:
-    decision = follow(
-        view(low=500, followed_to=10_000, top=10_000, bottom=1, floor=1), slice_articles=SLICE
-    )
+def test_a_high_water_mark_below_what_is_followed_is_reported_after_a_restart_too() -> None:
+    decision = follow(view(high=9_000, followed_to=10_000, top=10_000), slice_articles=SLICE)
+    assert decision.spans == ()
+    assert decision.quirks == ("high water mark went down to 9000, below what is followed (10000)",)
+
+
+def test_a_high_water_mark_lower_than_at_the_last_poll_is_reported() -> None:
+    decision = follow(view(high=9_000, followed_to=8_000, last_high=9_500), slice_articles=SLICE)
+    assert decision.quirks == ("high water mark went down from 9500 to 9000",)
+
+
+def test_articles_expired_before_they_were_indexed_are_reported_not_planned() -> None:
+    waiting = view(low=500, followed_to=10_000, top=10_000, bottom=1, floor=1, waiting_from=200)
+    decision = follow(waiting, slice_articles=SLICE)
     assert decision.spans == ()
     (quirk,) = decision.quirks
-    assert "low water mark 500 is above planned articles from 1" in quirk
+    assert "low water mark 500 is above articles not indexed yet from 200" in quirk
+    # Expired after they were indexed: nothing to say.
+    done = attrs.evolve(waiting, waiting_from=None)
+    assert follow(done, slice_articles=SLICE).quirks == ()
 
 
 def test_an_empty_group_plans_nothing() -> None:

@@ -54,6 +54,8 @@ class GroupView:
             None when nothing is planned.
         floor: the backfill's lowest article; None without backfill.
         backfill_waiting: backfill ranges not done.
+        waiting_from: the lowest resume point of the ranges not done; None when
+            every range is done.
         last_high: the high water mark of the poll before; None at the first.
     """
 
@@ -64,6 +66,7 @@ class GroupView:
     bottom: int | None
     floor: int | None
     backfill_waiting: int
+    waiting_from: int | None = None
     last_high: int | None = None
 
 
@@ -104,12 +107,17 @@ def follow(view: GroupView, *, margin: int = 0, slice_articles: int, ahead: int 
         followed = view.followed_to if view.followed_to is not None else view.high
         return Decision((), followed, (f"the group is empty (GROUP says {view.low}..{view.high})",))
     head = view.high - margin
-    if view.last_high is not None and view.high < view.last_high:
-        quirks.append(f"high water mark went down from {view.last_high} to {view.high}")
-    if view.bottom is not None and view.low > view.bottom:
+    if view.followed_to is not None and view.high < view.followed_to:
+        # Said alike at every poll until it passes again (and after a restart).
         quirks.append(
-            f"low water mark {view.low} is above planned articles from {view.bottom}"
-            " (expired on the server: recorded as a gap)"
+            f"high water mark went down to {view.high}, below what is followed ({view.followed_to})"
+        )
+    elif view.last_high is not None and view.high < view.last_high:
+        quirks.append(f"high water mark went down from {view.last_high} to {view.high}")
+    if view.waiting_from is not None and view.low > view.waiting_from:
+        quirks.append(
+            f"low water mark {view.low} is above articles not indexed yet from"
+            f" {view.waiting_from} (expired on the server: recorded as a gap)"
         )
     if view.followed_to is not None:
         followed = view.followed_to if view.top is None else max(view.followed_to, view.top)

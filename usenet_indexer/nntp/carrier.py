@@ -13,7 +13,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 import attrs
 
 from usenet_indexer.errors import RemoteProtocolError
-from usenet_indexer.nntp.client import NNTPClient, ServerURL, connect
+from usenet_indexer.nntp.client import NNTPClient, ServerURL, StreamFactory, connect
 from usenet_indexer.nntp.errors import NNTPError, NoSuchGroup
 
 logger = logging.getLogger(__name__)
@@ -35,7 +35,11 @@ class Carrier:
 
 @asynccontextmanager
 async def carrying(
-    urls: Sequence[str], group: str, *, ca_file: str | None = None
+    urls: Sequence[str],
+    group: str,
+    *,
+    ca_file: str | None = None,
+    open_stream: StreamFactory | None = None,
 ) -> AsyncIterator[Carrier]:
     """A connection to the first server of `urls` that carries `group`, the group selected.
 
@@ -51,7 +55,9 @@ async def carrying(
     for url in urls:
         async with AsyncExitStack() as stack:
             try:
-                client = await stack.enter_async_context(connect(url, ca_file=ca_file))
+                client = await stack.enter_async_context(
+                    connect(url, ca_file=ca_file, open_stream=open_stream)
+                )
                 count, low, high = await client.group(group)
             except (NNTPError, RemoteProtocolError) as error:
                 # An NNTPError names its server; a protocol error does not (and the

@@ -40,6 +40,7 @@ import trio
 from usenet_indexer.core.follow import Decision, GroupView, follow
 from usenet_indexer.errors import RemoteProtocolError
 from usenet_indexer.nntp.carrier import Carrier, carrying
+from usenet_indexer.nntp.client import StreamFactory
 from usenet_indexer.nntp.dated import first_posted_since
 from usenet_indexer.nntp.errors import NNTPError
 from usenet_indexer.store.groups import FollowedGroup, GroupStore
@@ -79,6 +80,7 @@ class Follower:
     options: FollowOptions
     on_planned: Callable[[], None] = lambda: None
     ca_file: str | None = None
+    open_stream: StreamFactory | None = None  # tests: a fake server
     _last_high: dict[int, int] = attrs.field(factory=dict)
     _said: dict[int, tuple[str, ...]] = attrs.field(factory=dict)
 
@@ -109,7 +111,9 @@ class Follower:
         return planned
 
     async def _follow(self, group: FollowedGroup) -> int:
-        async with carrying(self.servers, group.name, ca_file=self.ca_file) as carrier:
+        async with carrying(
+            self.servers, group.name, ca_file=self.ca_file, open_stream=self.open_stream
+        ) as carrier:
             await trio.to_thread.run_sync(
                 self.groups.set_watermarks, group.id, carrier.low, carrier.high
             )
@@ -122,6 +126,7 @@ class Follower:
             bottom=group.bottom,
             floor=floor,
             backfill_waiting=group.backfill_waiting,
+            waiting_from=group.waiting_from,
             last_high=self._last_high.get(group.id),
         )
         self._last_high[group.id] = carrier.high

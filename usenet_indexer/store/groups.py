@@ -47,7 +47,8 @@ _LIST = """
 _FOLLOWED = """
     SELECT g.id, g.name, g.backfill_days, g.backfill_floor, g.backfill_checked_at,
            g.followed_to, max(r.last_article), min(r.first_article),
-           count(r.id) FILTER (WHERE r.kind = 'backfill' AND r.state <> 'done')
+           count(r.id) FILTER (WHERE r.kind = 'backfill' AND r.state <> 'done'),
+           min(r.resume) FILTER (WHERE r.state <> 'done')
     FROM groups g LEFT JOIN ranges r ON r.group_id = g.id
     WHERE g.enabled
     GROUP BY g.id ORDER BY g.name
@@ -96,6 +97,7 @@ class FollowedGroup:
     top: int | None  # the highest planned article, of any range
     bottom: int | None  # the lowest
     backfill_waiting: int  # backfill ranges not done
+    waiting_from: int | None  # the lowest resume point of the ranges not done
 
 
 @attrs.frozen

@@ -1,0 +1,145 @@
+"""The prefetcher's follower: GROUP per enabled group, then the plan, in a real PostgreSQL.
+
+The NNTP server here is the FAKE (usenet_indexer/testing/fake_nntp.py): its
+water marks are set between polls, which is how a high water mark that
+goes down (a renumbered group, a server behind another) or a low one that
+passes what is not indexed yet (expiry) can be had on demand. The live
+follow of a real INN2 is tests/test_live.py.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
+
+import pytest
+import trio
+
+from usenet_indexer.coordinator.stores import Stores
+from usenet_indexer.prefetch.follower import Follower, FollowOptions
+from usenet_indexer.store.groups import GroupRow, GroupStore
+from usenet_indexer.testing.fake_nntp import FakeNNTPServer
+
+GROUP = "alt.binaries.follow"
+OTHER = "alt.binaries.other"
+URL = "nntp://fake.invalid:119"
+
+
+def follower(stores: Stores, fake: FakeNNTPServer, range_articles: int = 10_000) -> Follower:
+    return Follower(
+        GroupStore(stores.ranges.pool),
+        stores.ranges,
+        [URL],
+        FollowOptions(poll_seconds=1.0, range_articles=range_articles),
+        open_stream=fake.open_stream,
+    )
+
+
+def ranges(stores: Stores) -> list[tuple[object, ...]]:
+    with stores.ranges.pool.connection() as conn:
+        return list(
+            conn.execute(
+                "SELECT g.name, r.first_article, r.last_article, r.kind FROM ranges r"
+                " JOIN groups g ON g.id = r.group_id ORDER BY r.id"
+            ).fetchall()
+        )
+
+
+def row(stores: Stores, name: str = GROUP) -> GroupRow:
+    (found,) = [g for g in GroupStore(stores.ranges.pool).list() if g.name == name]
+    return found
+
+
+@pytest.mark.trio
+async def test_the_follower_plans_the_new_articles_and_reports_a_falling_high(
+    nursery: trio.Nursery, stores: Stores, caplog: pytest.LogCaptureFixture
+) -> None:
+    fake = FakeNNTPServer(groups={GROUP: (1, 1_000)}).run_in(nursery)
+    GroupStore(stores.ranges.pool).add(GROUP, low=1, high=1_000, checked=True)
+    planned: list[int] = []
+    it = follower(stores, fake)
+    it.on_planned = lambda: planned.append(1)
+    assert await it.poll() == 0  # followed from its high water mark on
+    assert row(stores).followed_to == 1_000
+    fake.groups[GROUP] = (1, 1_250)
+    assert await it.poll() == 1
+    assert ranges(stores) == [(GROUP, 1_001, 1_250, "live")]
+    assert planned == [1]
+    # The server now says less: nothing planned, said once, shown in status.
+    fake.groups[GROUP] = (1, 1_100)
+    with caplog.at_level(logging.WARNING):
+        assert await it.poll() == 0
+        assert await it.poll() == 0
+    said = [r.getMessage() for r in caplog.records if "went down" in r.getMessage()]
+    quirk = "high water mark went down to 1100, below what is followed (1250)"
+    assert said == [f"{GROUP}: {quirk}"]
+    assert row(stores).quirk == quirk
+    assert row(stores).high == 1_100
+    # Back above what is followed: planned on from there, no overlap.
+    fake.groups[GROUP] = (1, 1_300)
+    assert await it.poll() == 1
+    assert ranges(stores)[-1] == (GROUP, 1_251, 1_300, "live")
+
+
+@pytest.mark.trio
+async def test_articles_expiring_before_they_are_indexed_are_reported(
+    nursery: trio.Nursery, stores: Stores
+) -> None:
+    fake = FakeNNTPServer(groups={GROUP: (1, 5_000)}).run_in(nursery)
+    group_id = GroupStore(stores.ranges.pool).add(GROUP, low=1, high=5_000, checked=True)
+    stores.ranges.plan(group_id, 1, 5_000, 1_000)
+    fake.groups[GROUP] = (2_500, 5_000)
+    await follower(stores, fake).poll()
+    quirk = row(stores).quirk
+    assert quirk is not None
+    assert "low water mark 2500 is above articles not indexed yet from 1" in quirk
+
+
+@pytest.mark.trio
+async def test_a_disabled_group_is_neither_asked_for_nor_leased(
+    nursery: trio.Nursery, stores: Stores
+) -> None:
+    fake = FakeNNTPServer(groups={GROUP: (1, 1_000), OTHER: (1, 1_000)}).run_in(nursery)
+    groups = GroupStore(stores.ranges.pool)
+    other = groups.add(OTHER, low=1, high=1_000, checked=True)
+    groups.add(GROUP, low=1, high=1_000, checked=True)
+    stores.ranges.plan(other, 1, 1_000, 1_000)
+    groups.set_enabled(OTHER, False)
+    await follower(stores, fake).poll()
+    assert f"GROUP {OTHER}" not in fake.received
+    assert f"GROUP {GROUP}" in fake.received
+    assert row(stores, OTHER).state == "disabled"
+    node = stores.nodes.authenticate(stores.nodes.create("edge"))
+    assert node is not None
+    assert stores.ranges.lease(node, 60.0) is None
+    groups.set_enabled(OTHER, True)
+    lease = stores.ranges.lease(node, 60.0)
+    assert lease is not None
+    assert lease.group == OTHER
+
+
+@pytest.mark.trio
+async def test_the_backfill_goes_down_to_the_first_article_of_its_days(
+    nursery: trio.Nursery, stores: Stores
+) -> None:
+    # 1,000 articles, one every 10 minutes, up to now: about a week.
+    now = datetime.now(UTC).replace(microsecond=0)  # a Date header has whole seconds
+    dates = {n: now - timedelta(minutes=10 * (1_000 - n), seconds=30) for n in range(1, 1_001)}
+    overview = {
+        n: f"{n}\tsubject {n}\tposter@example.invalid\t{format_datetime(when)}\t<{n}@x>\t\t1000\t10".encode()
+        for n, when in dates.items()
+    }
+    fake = FakeNNTPServer(groups={GROUP: (1, 1_000)}, overview=overview).run_in(nursery)
+    GroupStore(stores.ranges.pool).add(GROUP, backfill_days=2, low=1, high=1_000, checked=True)
+    it = follower(stores, fake, range_articles=100)
+    await it.poll()
+    floor = row(stores).backfill_floor
+    assert floor is not None
+    assert dates[floor] >= now - timedelta(days=2) > dates[floor - 1]
+    # One slice, newest first, just below the head.
+    assert ranges(stores) == [(GROUP, 901, 1_000, "backfill")]
+    await it.poll()  # one waiting is fewer than two: the next slice
+    assert ranges(stores)[-1] == (GROUP, 801, 900, "backfill")
+    await it.poll()  # two waiting: no more until one is done
+    assert len(ranges(stores)) == 2
