@@ -149,3 +149,38 @@ def test_migration_0006_counts_a_group_with_both_marks_as_checked(pg_empty_url: 
             "SELECT name, checked_at = created_at FROM groups ORDER BY name"
         ).fetchall()
     assert rows == [("a.half", None), ("a.whole", True)]
+
+
+@pytest.mark.usefixtures("env")
+def test_set_disable_and_enable_change_what_the_daemon_does_and_status_says(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["groups", "add", "alt.binaries.later", "--unchecked"]) == 0
+    assert main(["groups", "set", "alt.binaries.later", "--backfill-days", "30"]) == 0
+    assert "backfill 30 days" in capsys.readouterr().out
+    assert _status_groups(capsys)["alt.binaries.later"]["backfill_days"] == 30
+    assert main(["groups", "disable", "alt.binaries.later"]) == 0
+    group = _status_groups(capsys)["alt.binaries.later"]
+    assert (group["state"], group["enabled"]) == ("disabled", False)
+    assert "disabled" in _status_line(capsys, "alt.binaries.later")
+    assert main(["groups", "enable", "alt.binaries.later"]) == 0
+    assert main(["groups", "set", "alt.binaries.later", "--no-backfill"]) == 0
+    group = _status_groups(capsys)["alt.binaries.later"]
+    assert (group["state"], group["backfill_days"]) == ("unchecked", None)
+
+
+@pytest.mark.usefixtures("env")
+def test_changing_a_group_that_is_not_there_is_one_line_naming_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for action in (
+        ["set", "alt.binaries.none", "--backfill-days", "3"],
+        ["disable", "alt.binaries.none"],
+    ):
+        assert main(["groups", *action]) != 0
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1
+        assert "alt.binaries.none" in err
+        assert "Traceback" not in err
+    assert main(["groups", "set", "alt.binaries.none", "--backfill-days", "-1"]) == EXIT_CONFIG
+    assert "--backfill-days" in capsys.readouterr().err
