@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import tracemalloc
 import zlib
 
 import pytest
@@ -160,12 +161,23 @@ def test_a_huge_part_is_cut_at_max_bytes() -> None:
 
 
 def test_a_huge_body_of_one_endless_line_is_cut_not_held() -> None:
-    # 64 MiB of one line: only about 2 * max_bytes of it is decoded.
+    # 64 MiB of one line: only about 2 * max_bytes of it is copied and decoded.
     body = b"=ybegin line=128 size=1 name=a\r\n" + b"k" * (64 << 20) + b"\r\n=yend size=1\r\n"
-    part = decode_body(body, max_bytes=1 << 16)
+    tracemalloc.start()
+    try:
+        part = decode_body(body, max_bytes=1 << 16)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
     assert part.cut
     assert len(part.data) == 1 << 16
     assert set(part.data) == {ord("k") - 42}
+    assert peak < 2 << 20
+
+
+def test_a_header_line_without_an_end_is_malformed() -> None:
+    with pytest.raises(YencError, match="malformed"):
+        decode_body(b"=ybegin line=128 size=1 name=" + b"n" * (1 << 20))
 
 
 @settings(max_examples=300, deadline=None)

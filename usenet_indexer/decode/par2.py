@@ -45,6 +45,8 @@ OTHER_KNOWN = frozenset(
     )
 )
 _HEADER = struct.Struct("<8sQ16s16s16s")
+# A longer name is no file name (PATH_MAX is 4096): the packet is taken as malformed.
+MAX_NAME_BYTES = 64 * 1024
 # A file description body: file id, MD5, 16k MD5, length; the name after it.
 _FILE_DESC = struct.Struct("<16s16s16sQ")
 
@@ -176,7 +178,7 @@ def _read(kind: bytes, set_id: bytes, body: memoryview, walk: _Walk) -> bool:
             return False
         walk.main_set_id = walk.main_set_id or set_id
     elif kind == FILE_DESC:
-        if len(body) < _FILE_DESC.size:
+        if not _FILE_DESC.size <= len(body) <= _FILE_DESC.size + MAX_NAME_BYTES:
             return False
         file_id, md5, md5_16k, length = _FILE_DESC.unpack_from(body)
         raw_name = bytes(body[_FILE_DESC.size :]).rstrip(b"\0")
@@ -185,7 +187,7 @@ def _read(kind: bytes, set_id: bytes, body: memoryview, walk: _Walk) -> bool:
                 file_id, md5, md5_16k, length, clean_name(raw_name), raw_name
             )
     elif kind == UNICODE_NAME:
-        if len(body) < 16 or len(body) % 2:
+        if not 16 <= len(body) <= 16 + 2 * MAX_NAME_BYTES or len(body) % 2:
             return False
         name = bytes(body[16:]).decode("utf-16-le", "replace").rstrip("\0")
         walk.unicode_names.setdefault(bytes(body[:16]), clean_text(name))

@@ -69,7 +69,9 @@ def list_7z(data: bytes) -> ArchiveListing:
     if size == 0:
         return ArchiveListing("7z", (), True, False)
     at = 32 + offset
-    if at + size > len(data) or zlib.crc32(data[at : at + size]) != header_crc:
+    if size > MAX_HEADER_BYTES or at + size > len(data):
+        return ArchiveListing("7z", (), False, False)
+    if zlib.crc32(memoryview(data)[at : at + size]) != header_crc:
         return ArchiveListing("7z", (), False, False)
     try:
         return _header(data, Cursor.over(data, at, size))
@@ -247,8 +249,8 @@ def _decode_header(data: bytes, streams: _Streams) -> bytes:
     if len(folder.coders) != 1:
         raise malformed("an encoded 7z header with a coder chain")
     size = streams.unpack_sizes[0][0]
-    if size > MAX_HEADER_BYTES:
-        raise malformed(f"a 7z header of {size} bytes")
+    if size > MAX_HEADER_BYTES or streams.pack_sizes[0] > MAX_HEADER_BYTES:
+        raise malformed(f"a 7z header of {size} bytes ({streams.pack_sizes[0]} packed)")
     packed = Cursor.over(data, 32 + streams.pack_position, streams.pack_sizes[0]).take(
         streams.pack_sizes[0]
     )

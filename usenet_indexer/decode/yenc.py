@@ -35,6 +35,8 @@ _STATUS_LINE = b"222 0 <probe@uidx>\r\n"
 _MARGIN = 4096
 # Longer digit strings are not sizes (and int() of huge ones is slow).
 _MAX_DIGITS = 19
+# A =y line longer than this is no header (a name is at most a few hundred bytes).
+_MAX_LINE = 64 * 1024
 
 
 @attrs.frozen
@@ -93,7 +95,7 @@ def decode_body(body: bytes, *, max_bytes: int = 8 << 20) -> YencPart:
     size = _number(head, "size")
     if size is None:
         raise YencError("malformed", "=ybegin has no size=")
-    data, cut = _decode_lines(body[at:end_at], max_bytes)
+    data, cut = _decode_lines(body, at, end_at, max_bytes)
     return YencPart(
         name=clean_name(raw_name),
         raw_name=raw_name,
@@ -117,11 +119,13 @@ def _line_start(body: bytes, prefix: bytes, start: int) -> int:
 
 
 def _line(body: bytes, start: int) -> tuple[bytes, int]:
-    """The line at `start` (without its end) and where the next one starts."""
-    end = body.find(b"\r\n", start)
-    if end < 0:
-        return body[start:], len(body)
-    return body[start:end], end + 2
+    """The =y line at `start` (without its end) and where the next one starts."""
+    end = body.find(b"\r\n", start, start + _MAX_LINE)
+    if end >= 0:
+        return body[start:end], end + 2
+    if len(body) - start > _MAX_LINE:
+        raise YencError("malformed", f"a =y line longer than {_MAX_LINE} bytes")
+    return body[start:], len(body)
 
 
 def _fields(line: bytes) -> dict[str, bytes]:
@@ -173,12 +177,13 @@ def _check(data: bytes, yend: dict[str, bytes], *, single: bool) -> bool | None:
     return True
 
 
-def _decode_lines(encoded: bytes, max_bytes: int) -> tuple[bytes, bool]:
-    """The encoded data lines decoded, at most `max_bytes` of them, and whether cut."""
+def _decode_lines(body: bytes, start: int, end: int, max_bytes: int) -> tuple[bytes, bool]:
+    """The data lines in body[start:end] decoded, at most `max_bytes` of them, and whether cut."""
     budget = 2 * max_bytes + _MARGIN
-    cut = len(encoded) > budget
+    cut = end - start > budget
+    # Sliced within the budget: a huge body is never copied whole.
+    encoded = body[start : min(end, start + budget)]
     if cut:
-        encoded = encoded[:budget]
         line_end = encoded.rfind(b"\r\n")
         encoded = encoded[: line_end + 2] if line_end >= 0 else encoded.rstrip(b"=")
     data = _sabctools_decode(encoded)
