@@ -83,6 +83,16 @@ def test_a_multi_part_trailer_with_only_the_file_crc_is_not_checked() -> None:
     assert decode_body(body).crc_ok is None
 
 
+def test_a_part_of_many_without_ypart_is_not_checked_by_the_file_crc() -> None:
+    data = file_bytes(300)
+    body = (
+        b"=ybegin part=2 total=5 line=128 size=1500 name=n.bin\r\n"
+        + encode_lines(data)
+        + b"\r\n=yend size=300 crc32=%08x\r\n" % (zlib.crc32(data) ^ 1)
+    )
+    assert decode_body(body).crc_ok is None
+
+
 def test_a_crc_mismatch_is_an_error() -> None:
     data = file_bytes(2000)
     body = yenc_article(data, b"a.bin", part=1, total=1, crc=zlib.crc32(data) ^ 0xFF)

@@ -38,8 +38,9 @@ def list_archive(data: bytes) -> ArchiveListing:
 
     Raises:
         ArchiveError: `reason` "no signature" when the data starts with no
-            RAR, 7z or zip signature; "malformed" (or "truncated") when the
-            first header, all in the data, cannot be read.
+            RAR, 7z or zip signature; "malformed" when the first header is
+            (a bad CRC, a field out of range). Data that ends too soon, even
+            inside the first header, is an incomplete listing, no error.
     """
     if data.startswith(RAR5_SIGNATURE):
         return list_rar5(data)

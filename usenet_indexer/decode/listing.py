@@ -46,11 +46,17 @@ def malformed(detail: str) -> ArchiveError:
 
 @attrs.define
 class Cursor:
-    """A read position in `data`, which may not pass `end`."""
+    """A read position in `data`, which may not pass `end`.
+
+    Reading past `end` raises ArchiveError(`short`): "truncated" where the
+    end is the data's, "malformed" where it is a header's own end (a header
+    that is all there and still too short for its fields).
+    """
 
     data: bytes
     at: int
     end: int
+    short: str = "truncated"
 
     @classmethod
     def over(cls, data: bytes, start: int = 0, length: int | None = None) -> Cursor:
@@ -60,19 +66,26 @@ class Cursor:
             raise ArchiveError("truncated", f"{length} bytes at {start} are past the data")
         return cls(data, start, end)
 
+    @classmethod
+    def header(cls, data: bytes, start: int, length: int) -> Cursor:
+        """A cursor over a header of `length` bytes, all in the data (else "truncated")."""
+        cursor = cls.over(data, start, length)
+        cursor.short = "malformed"
+        return cursor
+
     @property
     def left(self) -> int:
         return self.end - self.at
 
     def take(self, count: int) -> bytes:
         if not 0 <= count <= self.left:
-            raise ArchiveError("truncated", f"{count} bytes wanted at {self.at}, {self.left} left")
+            raise ArchiveError(self.short, f"{count} bytes wanted at {self.at}, {self.left} left")
         self.at += count
         return self.data[self.at - count : self.at]
 
     def skip(self, count: int) -> None:
         if not 0 <= count <= self.left:
-            raise ArchiveError("truncated", f"{count} bytes to skip at {self.at}, {self.left} left")
+            raise ArchiveError(self.short, f"{count} bytes to skip at {self.at}, {self.left} left")
         self.at += count
 
     def byte(self) -> int:

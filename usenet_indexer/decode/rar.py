@@ -50,8 +50,8 @@ def list_rar5(data: bytes) -> ArchiveListing:
     while True:
         try:
             block = _rar5_block(data, at)
-        except ArchiveError:
-            if at == len(RAR5_SIGNATURE) and _whole_rar5_header(data, at):
+        except ArchiveError as error:
+            if at == len(RAR5_SIGNATURE) and error.reason == "malformed":
                 raise
             break
         kind, name, encrypted_entry, at = block
@@ -64,16 +64,6 @@ def list_rar5(data: bytes) -> ArchiveListing:
     return ArchiveListing("rar5", tuple(names), complete, encrypted)
 
 
-def _whole_rar5_header(data: bytes, at: int) -> bool:
-    """Whether the first header is all in the data (so an error in it is no truncation)."""
-    try:
-        cursor = Cursor.over(data, at + 4)
-        size = cursor.vint()
-        return size <= cursor.left
-    except ArchiveError:
-        return False
-
-
 def _rar5_block(data: bytes, at: int) -> tuple[int, str | None, bool, int]:
     """The block at `at`: its type, a file's name, whether encrypted, where the next starts."""
     cursor = Cursor.over(data, at)
@@ -82,7 +72,7 @@ def _rar5_block(data: bytes, at: int) -> tuple[int, str | None, bool, int]:
     if not 0 < size <= _RAR5_MAX_HEADER:
         raise malformed(f"a RAR 5 header of {size} bytes")
     start = cursor.at
-    header = Cursor.over(data, start, size)
+    header = Cursor.header(data, start, size)
     if zlib.crc32(data[at + 4 : start + size]) != crc:
         raise malformed(f"the RAR 5 header at {at} fails its CRC")
     kind, flags = header.vint(), header.vint()
@@ -106,11 +96,11 @@ def _rar5_file(header: Cursor, extra: int) -> tuple[str | None, bool]:
     header.vint()  # compression information
     header.vint()  # host OS
     raw_name = header.take(header.vint())
-    records = Cursor.over(header.data, header.end - extra, extra)
+    records = Cursor.header(header.data, header.end - extra, extra)
     encrypted = False
     while records.left:
         size = records.count(records.vint())
-        record = Cursor(records.data, records.at, records.at + size)
+        record = Cursor.header(records.data, records.at, size)
         encrypted = encrypted or record.vint() == _RAR5_FILE_ENCRYPTION
         records.skip(record.end - records.at)
     return (None if file_flags & _RAR5_DIRECTORY else clean_name(raw_name)), encrypted
@@ -124,8 +114,8 @@ def list_rar4(data: bytes) -> ArchiveListing:
     while True:
         try:
             kind, flags, name, at = _rar4_block(data, at)
-        except ArchiveError:
-            if at == len(RAR4_SIGNATURE) and len(data) >= at + _RAR4_BASE + 6:
+        except ArchiveError as error:
+            if at == len(RAR4_SIGNATURE) and error.reason == "malformed":
                 raise
             break
         if kind == _RAR4_MAIN and flags & _RAR4_MAIN_PASSWORD:
@@ -147,7 +137,7 @@ def _rar4_block(data: bytes, at: int) -> tuple[int, int, str | None, int]:
     crc, kind, flags, size = cursor.u16(), cursor.byte(), cursor.u16(), cursor.u16()
     if size < _RAR4_BASE + (4 if flags & _RAR4_LONG_BLOCK else 0):
         raise malformed(f"a RAR 4 header of {size} bytes")
-    header = Cursor.over(data, cursor.at, size - _RAR4_BASE)
+    header = Cursor.header(data, cursor.at, size - _RAR4_BASE)
     data_size = header.u32() if flags & _RAR4_LONG_BLOCK else 0
     name = None
     if kind in (_RAR4_FILE, _RAR4_SERVICE):

@@ -96,17 +96,18 @@ def decode_body(body: bytes, *, max_bytes: int = 8 << 20) -> YencPart:
     if size is None:
         raise YencError("malformed", "=ybegin has no size=")
     data, cut = _decode_lines(body, at, end_at, max_bytes)
+    total = _number(head, "total")
     return YencPart(
         name=clean_name(raw_name),
         raw_name=raw_name,
         part=_number(head, "part"),
-        total=_number(head, "total"),
+        total=total,
         begin=_number(ypart, "begin"),
         end=_number(ypart, "end"),
         size=size,
         data=data,
         cut=cut,
-        crc_ok=None if cut else _check(data, yend, single=not ypart),
+        crc_ok=None if cut else _check(data, yend, single=not ypart and total in (None, 1)),
     )
 
 

@@ -51,8 +51,8 @@ def list_zip(data: bytes) -> ArchiveListing:
             break
         try:
             name, flags, at = _entry(data, at)
-        except ArchiveError:
-            if not names and len(data) >= at + _LOCAL.size:
+        except ArchiveError as error:
+            if not names and error.reason == "malformed":
                 raise
             break
         encrypted = encrypted or bool(flags & _ENCRYPTED)
