@@ -151,6 +151,21 @@ def test_hand_built_packets() -> None:
     assert index.packets == 4
 
 
+def test_trailing_bytes_after_the_packets() -> None:
+    index = parse_par2(file_desc(b"1" * 16, b"a.mkv") + b"-- trailing text, no packet --")
+    assert (len(index.files), index.truncated, index.bad_packets) == (1, False, 0)
+
+
+def test_a_missing_tool_skips_here_and_fails_in_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("shutil.which", lambda name: None)
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception):
+        require_tool("par2", "par2")
+    monkeypatch.setenv("CI", "1")
+    with pytest.raises(pytest.fail.Exception, match="ensure-probe-tools"):
+        require_tool("par2", "par2")
+
+
 def test_unknown_packets_are_skipped_and_counted() -> None:
     data = packet(b"PAR 2.0\0Future\0\0", b"x" * 12) + file_desc(b"1" * 16, b"a.mkv")
     index = parse_par2(data)

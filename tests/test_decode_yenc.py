@@ -48,6 +48,12 @@ def test_text_before_ybegin_is_skipped() -> None:
     assert decode_body(body).data == data
 
 
+def test_text_after_yend_is_ignored() -> None:
+    data = file_bytes(1000)
+    body = yenc_article(data, b"a.bin") + b"-- \r\nposted with a tool\r\n"
+    assert decode_body(body).data == data
+
+
 def test_lines_starting_with_a_dot_survive() -> None:
     # Bytes that shift to "." (46 - 42 = 4) at every line start.
     data = bytes([4]) * 5000
