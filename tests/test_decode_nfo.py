@@ -114,10 +114,19 @@ def test_names_next_to_frames_and_file_extensions() -> None:
     assert release_names(text) == ("Show.Name.S03E10.720p.WEB.h264-grp",)
 
 
+def test_software_and_music_names() -> None:
+    text = "Some.Tool.v2.3.Incl.Keygen-GRP\nVA-Summer_Hits_2021-2CD-FLAC-2021-GRP\n"
+    assert set(release_names(text)) == {
+        "Some.Tool.v2.3.Incl.Keygen-GRP",
+        "VA-Summer_Hits_2021-2CD-FLAC-2021-GRP",
+    }
+
+
 def test_boilerplate_gives_no_names() -> None:
     text = (
         "Release-Date: 2024-03-14\nhttp://www.some-site.com/Show.Name.S01E01-GRP\n"
         "Greetings-to-all-GROUPS\nmail: crew-2020@site-x.org\nSupply-And-Demand-Team\n"
+        "Greetings-To-TC-And-CD-Crew\nBig-Thanks-To-WEB-Team\n"
     )
     assert release_names(text) == ()
 

@@ -14,8 +14,8 @@ for ASCII, and accented letters are far likelier than stray box pieces).
 Release names: scene names are words joined by dots (or underscores, or
 hyphens for music) ending in "-GROUP". Every such run in the text is a
 candidate; it is kept when it looks like a release (a year, an episode
-SxxEyy, a date, or known tags like 1080p, WEB, x264, FLAC), and ranked by
-how much it does. URLs, e-mail addresses and boilerplate ("Release-Date",
+SxxEyy, a date, a version, known tags like 1080p, WEB, x264, FLAC), and
+ranked by how much it does. URLs, e-mail addresses and boilerplate ("Release-Date",
 "Greetings-To") have none of that and are dropped.
 """
 
@@ -42,126 +42,23 @@ _CANDIDATE = re.compile(
 _SPLIT = re.compile(r"[._\-()]+")
 _YEAR = re.compile(r"^(19[2-9]\d|20\d\d)$")
 _EPISODE = re.compile(r"^(S\d{1,3}(E\d{1,4})*|\d{1,2}x\d{2,3}|E\d{2,4})$", re.IGNORECASE)
-_TAGS = frozenset(
-    t.lower()
-    for t in [
-        "480p",
-        "576p",
-        "720p",
-        "1080p",
-        "1080i",
-        "2160p",
-        "4320p",
-        "UHD",
-        "HDR",
-        "HDR10",
-        "DV",
-        "SDR",
-        "WEB",
-        "WEB-DL",
-        "WEBDL",
-        "WEBRip",
-        "BluRay",
-        "BDRip",
-        "BRRip",
-        "Remux",
-        "HDTV",
-        "PDTV",
-        "DVDRip",
-        "DVDR",
-        "DVD9",
-        "DVD5",
-        "x264",
-        "x265",
-        "H264",
-        "H265",
-        "HEVC",
-        "AVC",
-        "XviD",
-        "DivX",
-        "AAC",
-        "AC3",
-        "DTS",
-        "DTS-HD",
-        "TrueHD",
-        "Atmos",
-        "DDP",
-        "DD5",
-        "DDP5",
-        "FLAC",
-        "MP3",
-        "320",
-        "V0",
-        "CBR",
-        "VBR",
-        "24bit",
-        "16bit",
-        "Vinyl",
-        "CD",
-        "CDM",
-        "CDS",
-        "2CD",
-        "3CD",
-        "WEB-FLAC",
-        "EP",
-        "LP",
-        "Single",
-        "OST",
-        "VA",
-        "PROPER",
-        "REPACK",
-        "RERIP",
-        "INTERNAL",
-        "iNTERNAL",
-        "LIMITED",
-        "UNRATED",
-        "EXTENDED",
-        "DC",
-        "REMASTERED",
-        "COMPLETE",
-        "MULTi",
-        "MULTI",
-        "DUAL",
-        "GERMAN",
-        "FRENCH",
-        "SPANISH",
-        "iTALIAN",
-        "DUTCH",
-        "NORDiC",
-        "SUBBED",
-        "DUBBED",
-        "READNFO",
-        "NFOFIX",
-        "AMZN",
-        "NF",
-        "DSNP",
-        "HMAX",
-        "ATVP",
-        "HULU",
-        "iP",
-        "PCAM",
-        "TS",
-        "TC",
-        "CAM",
-        "SCREENER",
-        "ISO",
-        "Linux",
-        "MacOSX",
-        "Win32",
-        "Win64",
-        "x64",
-        "x86",
-        "Incl",
-        "Keygen",
-        "Crack",
-        "Cracked",
-        "Update",
-        "eBook",
-        "EPUB",
-        "PDF",
-        "Retail",
-    ]
-)
+# Tags that say "release" by themselves (resolution, source, codec, format)...
+_STRONG_WORDS = """
+480p 576p 720p 1080p 1080i 2160p 4320p UHD HDR HDR10 WEB WEBDL WEBRip BluRay BDRip BRRip
+Remux HDTV PDTV DVDRip DVDR DVD9 DVD5 x264 x265 H264 H265 HEVC AVC XviD DivX AAC AC3 DTS
+TrueHD Atmos DDP DDP5 FLAC MP3 24bit 16bit Vinyl CDDA AMZN DSNP HMAX ATVP Keygen Crack
+Cracked Retail EPUB
+"""
+# ...and the short or common ones that only add to them ("TC", "CD", "Incl").
+_WEAK_WORDS = """
+DV SDR 320 V0 CBR VBR CD CDM CDS 2CD 3CD EP LP Single OST VA PROPER REPACK RERIP INTERNAL
+LIMITED UNRATED EXTENDED DC REMASTERED COMPLETE MULTI DUAL GERMAN FRENCH SPANISH ITALIAN
+DUTCH NORDIC SUBBED DUBBED READNFO NFOFIX NF HULU iP TS TC CAM SCREENER ISO Linux MacOSX
+Win32 Win64 x64 x86 Incl Update eBook PDF DL
+"""
+_STRONG = frozenset(_STRONG_WORDS.lower().split())
+_WEAK = frozenset(_WEAK_WORDS.lower().split())
+_VERSION = re.compile(r"^v\d+$", re.IGNORECASE)
 _DOMAINS = re.compile(r"\.(com|net|org|info|biz|to|cc|nu|se|de|nl|uk|io|ws|me|tv)\b", re.I)
 
 
@@ -210,10 +107,12 @@ def _score(name: str) -> int:
     words = [w for w in _SPLIT.split(name) if w]
     if len(words) < 3:
         return 0
-    tags = sum(w.lower() in _TAGS for w in words)
+    lowered = [w.lower() for w in words[1:]]
+    tags = 2 * sum(w in _STRONG for w in lowered) + sum(w in _WEAK for w in lowered)
     year = any(_YEAR.match(w) for w in words[1:])
     episode = any(_EPISODE.match(w) for w in words[1:])
+    version = any(_VERSION.match(w) for w in words[1:])
     date = re.search(r"(19|20)\d\d[.\-]\d\d[.\-]\d\d", name) is not None
-    score = 3 * year + 4 * episode + 3 * date + 2 * min(tags, 5)
-    # One tag alone ("Greetings-To-All-WEB") is not enough.
+    score = 3 * year + 4 * episode + 3 * date + 2 * version + min(tags, 10)
+    # One strong tag alone ("Greetings-To-All-WEB") or weak ones ("To-TC-And-CD") are not enough.
     return score if score >= 4 else 0
