@@ -43,7 +43,7 @@ IO = {
 }
 
 # Every module under these folders is pure.
-PURE_FOLDERS = ("core", "wire", "synth")
+PURE_FOLDERS = ("core", "wire", "synth", "decode")
 # The adapter and role folders: what pure code must not import from uidx.
 ADAPTERS = (
     "nntp", "store", "spool", "supervisor", "coordinator", "prefetch", "edge", "commands",
@@ -57,6 +57,7 @@ FORBIDDEN = {
     "core": ADAPTERS,
     "wire": ADAPTERS,
     "synth": ADAPTERS,
+    "decode": ADAPTERS,
     "nntp": ("store", "spool", "coordinator", "prefetch", "edge", "commands", "testing", "cli"),
     "store": ("nntp", "coordinator", "prefetch", "edge", "commands", "testing", "cli"),
     "spool": ("nntp", "store", "coordinator", "prefetch", "edge", "commands", "testing", "cli"),
@@ -143,6 +144,7 @@ def test_the_pure_code_is_found_by_folder_and_by_what_packages_declare() -> None
     # A folder's every module, also one added after this test was written.
     assert {"usenet_indexer.core.indexer", "usenet_indexer.wire.frames"} <= names
     assert "usenet_indexer.synth.generator" in names
+    assert "usenet_indexer.decode.yenc" in names
     # Declared beside their adapters.
     assert {"usenet_indexer.nntp.protocol", "usenet_indexer.supervisor.policy"} <= names
     assert "usenet_indexer.nntp.client" not in names

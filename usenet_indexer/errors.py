@@ -41,6 +41,10 @@
     ├── UnknownUser              store/users
     ├── NewznabError             core/newznab: a request the newznab API refuses (its code)
     ├── GroupExists              store/groups
+    ├── DecodeError              decode/errors: a probe's body does not decode (its reason)
+    │   ├── YencError            decode/yenc: no =ybegin, truncated, CRC mismatch, bad field
+    │   ├── Par2Error            decode/par2: not one valid PAR2 packet
+    │   └── ArchiveError         decode/archives: no archive signature, malformed at the start
     ├── UnknownGroup             store/groups
     └── NewsdError               testing/newsd: the private INN2 cannot run
         └── CannotInstall        INN2 is missing and cannot be installed here
