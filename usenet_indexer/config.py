@@ -83,6 +83,10 @@ class Settings:
         live_margin_articles: how far below the high water mark the live head stays.
         backfill_ranges_ahead: backfill ranges waiting before the daemon plans
             the next slice below them.
+        probe_share: the share of each server's connections that may probe
+            obfuscated releases (0: none; a server with too few for a share
+            probes on one connection while header fetching is idle).
+        probe_max_body_bytes: the largest article body a probe reads.
     """
 
     home: Path
@@ -113,6 +117,8 @@ class Settings:
     live_poll_seconds: float = 60.0
     live_margin_articles: int = 0
     backfill_ranges_ahead: int = 2
+    probe_share: float = 0.1
+    probe_max_body_bytes: int = 4 << 20
 
     @property
     def listen_host_port(self) -> tuple[str, int]:
@@ -203,7 +209,7 @@ def _field_names() -> set[str]:
 
 
 # Times where 0 means "at once" rather than nothing at all.
-_MAY_BE_ZERO = frozenset({"catalog_quiet_seconds"})
+_MAY_BE_ZERO = frozenset({"catalog_quiet_seconds", "probe_share"})
 
 
 def _build(values: dict[str, Any]) -> Settings:

@@ -84,6 +84,11 @@ def as_text(status: Status) -> list[str]:
     lines.append(
         f"spool: {spool.chunks:,} chunks, {spool.bytes / 1e6:,.1f} MB, {spool.lines:,} lines"
     )
+    lines.append("probes (obfuscated releases: one body read for their real names)")
+    if not status.probes:
+        lines.append("  no candidates yet")
+    for p in status.probes:
+        lines.append(f"  {p.state:8} {p.outcome or '-':16} {p.candidates:>10,}")
     return lines
 
 
@@ -160,6 +165,10 @@ def as_json(status: Status) -> dict[str, Any]:
         "nodes": [_node_json(n) for n in status.nodes],
         "throughput": _throughput_json(status.throughput),
         "nntp_servers": [_server_json(v) for v in status.servers],
+        "probes": [
+            {"state": p.state, "outcome": p.outcome or None, "candidates": p.candidates}
+            for p in status.probes
+        ],
         "spool": {
             "chunks": status.spool.chunks,
             "bytes": status.spool.bytes,

@@ -50,6 +50,8 @@ logger = logging.getLogger(__name__)
 # A server's pool lowered by 400/502 gets one connection back per this many
 # seconds without another refusal.
 POOL_RESTORE_SECONDS = 300.0
+# How often a header slot that yields to the prober looks again.
+PROBE_YIELD_SECONDS = 1.0
 
 
 @attrs.define(eq=False)
@@ -163,6 +165,10 @@ class Connection:
             # Lowered by a 400/502: one connection comes back per quiet interval.
             await trio.sleep(POOL_RESTORE_SECONDS)
             self.state.restore_one(trio.current_time(), POOL_RESTORE_SECONDS)
+            return
+        if self.slot >= self.state.limit - self.state.probing:
+            # The prober holds a connection of this server (prefetch/prober.py).
+            await trio.sleep(PROBE_YIELD_SECONDS)
             return
         job = await self.work.take(self.index)
         if job is None:

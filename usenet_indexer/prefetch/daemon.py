@@ -33,6 +33,7 @@ from usenet_indexer.prefetch.follower import Follower
 from usenet_indexer.prefetch.housekeeping import Housekeeping
 from usenet_indexer.prefetch.landing import Landing
 from usenet_indexer.prefetch.options import PrefetchOptions
+from usenet_indexer.prefetch.prober import Prober
 from usenet_indexer.prefetch.servers import ServerState, server_configs
 from usenet_indexer.prefetch.work import SharedWork
 from usenet_indexer.spool.files import remove_temporary_files
@@ -40,6 +41,7 @@ from usenet_indexer.store.database import migrate_url
 from usenet_indexer.store.groups import GroupStore
 from usenet_indexer.store.pgcluster import database_url
 from usenet_indexer.store.pool import open_pool
+from usenet_indexer.store.probes import ProbeStore
 from usenet_indexer.store.ranges import RangeStore
 from usenet_indexer.store.spool import SpoolIndex
 from usenet_indexer.supervisor.parent import watch_parent
@@ -69,6 +71,7 @@ class Prefetcher:
     _watermarks: Watermarks = attrs.field(init=False)
     _housekeeping: Housekeeping = attrs.field(init=False)
     _follower: Follower = attrs.field(init=False)
+    _prober: Prober = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
         spool = SpoolIndex(self.pool)
@@ -86,6 +89,13 @@ class Prefetcher:
             on_planned=self._work.announce,
             ca_file=self.options.ca_file,
         )
+        self._prober = Prober(
+            ProbeStore(self.pool),
+            self.servers,
+            self.options.probe,
+            header_idle=self._work.header_idle,
+            ca_file=self.options.ca_file,
+        )
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Fetch until cancelled."""
@@ -95,6 +105,8 @@ class Prefetcher:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._housekeeping.run)
             nursery.start_soon(self._follower.run)
+            if self.options.probe.share > 0:
+                nursery.start_soon(self._prober.run)
             for connection in self._connections():
                 nursery.start_soon(connection.run)
             task_status.started()

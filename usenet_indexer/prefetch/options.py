@@ -10,6 +10,7 @@ from usenet_indexer.config import Settings
 from usenet_indexer.core.retry import RetryPolicy
 from usenet_indexer.errors import ConfigError
 from usenet_indexer.prefetch.follower import FollowOptions
+from usenet_indexer.prefetch.prober import ProbeOptions
 
 # How often the servers' figures go to the database, and the sweep runs.
 REPORT_SECONDS = 5.0
@@ -30,6 +31,7 @@ class PrefetchOptions:
     retry: RetryPolicy = attrs.field(factory=RetryPolicy)
     report_seconds: float = REPORT_SECONDS
     follow: FollowOptions = attrs.field(factory=FollowOptions)
+    probe: ProbeOptions = attrs.field(factory=ProbeOptions)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> PrefetchOptions:
@@ -47,6 +49,10 @@ class PrefetchOptions:
             raise ConfigError("live_margin_articles", "must not be negative")
         if settings.backfill_ranges_ahead < 1:
             raise ConfigError("backfill_ranges_ahead", "must be at least 1")
+        if settings.probe_share > 1:
+            raise ConfigError("probe_share", "is a share of the connections: at most 1")
+        if settings.probe_max_body_bytes < 1 << 16:
+            raise ConfigError("probe_max_body_bytes", "must be at least 65536 (a segment's)")
         return cls(
             settings.home / "spool",
             settings.prefetch_slice_articles,
@@ -60,5 +66,8 @@ class PrefetchOptions:
                 settings.live_margin_articles,
                 settings.range_articles,
                 settings.backfill_ranges_ahead,
+            ),
+            probe=ProbeOptions(
+                share=settings.probe_share, max_body_bytes=settings.probe_max_body_bytes
             ),
         )

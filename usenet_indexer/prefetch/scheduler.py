@@ -123,6 +123,10 @@ class Scheduler:
             return None
         return self._hand_out(self._queue.pop(position))
 
+    def idle(self) -> bool:
+        """No chunk listed, none in flight."""
+        return not self._queue and not self._in_flight
+
     def invalidate(self) -> None:
         """New work was planned: the list is stale, and no group waits for its articles."""
         self._refreshed_at = NEVER

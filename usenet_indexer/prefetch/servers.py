@@ -68,6 +68,7 @@ class ServerState:
     compression: str | None = None
     rate: float = 0.0
     lowered_at: float = 0.0
+    probing: int = 0  # connections the prober holds now: as many header slots yield
     _lines_at_report: int = 0
 
     @classmethod

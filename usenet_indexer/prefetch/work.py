@@ -65,6 +65,10 @@ class SharedWork:
         self._new_work.set()
         self._new_work = trio.Event()
 
+    def header_idle(self) -> bool:
+        """Whether no chunk is listed or in flight (the prober's opportunistic slot asks)."""
+        return self._scheduler.idle()
+
     async def idle(self, seconds: float) -> None:
         """A connection with nothing to do: until `announce`, or `seconds` passed."""
         with trio.move_on_after(seconds):

@@ -150,10 +150,12 @@ _RULE_COUNTS = """
     INSERT INTO rule_counts (range_id, batch_first, rule, key, releases, segments)
     SELECT %s, %s, * FROM unnest(%b::text[], %b::text[], %b::int4[], %b::int8[])
 """
+# One candidate per release key from the batches: the first batch's.
 _PROBES = """
     INSERT INTO probe_candidates (release_key, message_id, file_name)
-    SELECT * FROM unnest(%b::bytea[], %b::text[], %b::text[])
-    ON CONFLICT (release_key) DO NOTHING
+    SELECT * FROM unnest(%b::bytea[], %b::text[], %b::text[]) AS c(k, m, f)
+    WHERE NOT EXISTS (SELECT 1 FROM probe_candidates p WHERE p.release_key = c.k)
+    ON CONFLICT DO NOTHING
 """
 
 

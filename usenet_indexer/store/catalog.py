@@ -25,6 +25,8 @@ from usenet_indexer.core.batch import ReleaseChunk
 from usenet_indexer.core.categories import categorise, season_episode, subcategories
 from usenet_indexer.core.merge import CatalogRelease, ReleaseMerger
 from usenet_indexer.core.newznab import Item
+from usenet_indexer.core.renames import Shown, apply, more_probe
+from usenet_indexer.store.probes import ProbeStore
 from usenet_indexer.wire import fragments
 
 _RELEASES = "SELECT key, head_name, poster, groups, files_announced FROM releases"
@@ -130,8 +132,13 @@ class CatalogStore:
             yield ReleaseChunk(key, head_name, poster, tuple(groups), announced, files)
 
     def export(self, keys: Sequence[bytes] | None = None) -> list[CatalogRelease]:
-        """The catalog as merged releases, oldest first (of the release `keys`' chunks
-        only, when given)."""
+        """The catalog as merged releases, oldest first, with what probes found applied
+        (of the release `keys`' chunks only, when given)."""
+        return [shown.release for shown in self.shown(keys)]
+
+    def shown(self, keys: Sequence[bytes] | None = None) -> list[Shown]:
+        """The merged releases with what probes found applied (core/renames.py), and the
+        names they had before it (of the release `keys`' chunks only, when given)."""
         merger = ReleaseMerger()
         merger.add_all(self.chunks(keys))
         with self.pool.connection() as conn:
@@ -140,7 +147,7 @@ class CatalogStore:
             ).fetchall()
         for (key,) in probed:
             merger.mark_probe(bytes(key))
-        return list(merger.releases())
+        return apply(list(merger.releases()), ProbeStore(self.pool).found(keys))
 
     def bytes_per_segment(self) -> tuple[int, int]:
         """(bytes of the catalog tables with their indexes and TOAST, segments stored)."""
@@ -227,12 +234,15 @@ def _rows(records: Sequence[tuple[Any, ...]]) -> list[CatalogRow]:
     ]
 
 
-def _catalog_record(release: CatalogRelease, changed_at: datetime) -> tuple[object, ...]:
+def _catalog_record(shown: Shown, changed_at: datetime) -> tuple[object, ...]:
+    release = shown.release
     season, episode = season_episode(release.name)
+    # The names it had before a probe renamed it stay searchable.
+    searched = " ".join((release.name, *shown.aliases))
     return (
         release.key.hex(),
         release.name,
-        search_name(release.name),
+        search_name(searched),
         categorise(release.name, release.groups, tuple(f.name for f in release.files)),
         release.bytes,
         len(release.files),
@@ -286,7 +296,7 @@ class CatalogTable:
         that are kept (one transaction; a release's grabs stay)."""
         with self._locked():
             pending = self._pending()
-            releases = CatalogStore(self.pool).export()
+            releases = CatalogStore(self.pool).shown()
             with self.pool.connection() as conn:
                 changed = _changed(conn.execute(_CHANGED).fetchall())
             return self._write(releases, changed, quiet_seconds, pending, None)
@@ -304,7 +314,7 @@ class CatalogTable:
                     for r in conn.execute(_POSTERS_KEYS, {"keys": list(pending)}).fetchall()
                 ]
                 changed = _changed(conn.execute(_CHANGED_OF, (keys,)).fetchall())
-            releases = CatalogStore(self.pool).export(keys) if keys else []
+            releases = CatalogStore(self.pool).shown(keys) if keys else []
             return self._write(releases, changed, quiet_seconds, pending, keys)
 
     @contextmanager
@@ -326,27 +336,44 @@ class CatalogTable:
 
     def _write(
         self,
-        releases: list[CatalogRelease],
+        releases: list[Shown],
         changed: dict[bytes, datetime],
         quiet_seconds: float,
         pending: dict[bytes, int],
         keys: list[bytes] | None,
     ) -> Built:
-        kept = [r for r in releases if r.dropped is None]
+        kept = [r for r in releases if r.release.dropped is None]
+        self._queue_probes(kept)
         with self.pool.connection() as conn, conn.transaction():
             conn.execute(_CATALOG_TEMP)
             with conn.cursor().copy(_CATALOG_COPY) as copy:
-                for release in kept:
-                    when = max(changed[key] for key in release.sources)
-                    copy.write_row(_catalog_record(release, when))
+                for shown in kept:
+                    when = max(changed[key] for key in shown.release.sources)
+                    copy.write_row(_catalog_record(shown, when))
             conn.execute(_CATALOG_MERGE, {"quiet": quiet_seconds})
             if keys is None:
                 conn.execute(_CATALOG_PRUNE_ALL)
             else:
                 conn.execute(_CATALOG_PRUNE_OF, (keys,))
-            shown = int(conn.execute(_SHOW_QUIET, (quiet_seconds,)).rowcount)
+            quiet = int(conn.execute(_SHOW_QUIET, (quiet_seconds,)).rowcount)
             conn.execute(_PENDING_DONE, (list(pending), list(pending.values())))
-        return Built(len(kept), len(changed) if keys is None else len(keys), shown)
+        return Built(len(kept), len(changed) if keys is None else len(keys), quiet)
+
+    def _queue_probes(self, kept: list[Shown]) -> None:
+        """More candidates the merged releases call for (core/renames.py's more_probe):
+        an archive's first volume, a par2 an nfo's probe did not read."""
+        probes = ProbeStore(self.pool)
+        keys = list({k for shown in kept for k in (shown.release.key, *shown.release.sources)})
+        if not keys:
+            return
+        asked = probes.candidates_of(keys)
+        found = probes.found(keys)
+        more = [
+            probe
+            for shown in kept
+            if (probe := more_probe(shown.release, asked, found)) is not None
+        ]
+        probes.add_archives(more)
 
     def search(self, search: Search) -> tuple[int, list[CatalogRow]]:
         """(how many releases match, at least: see below; the page of them), newest first."""

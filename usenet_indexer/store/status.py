@@ -20,6 +20,7 @@ from psycopg_pool import ConnectionPool
 
 from usenet_indexer.store.groups import GroupRow, GroupStore
 from usenet_indexer.store.nodes import NodeRow, NodeStore
+from usenet_indexer.store.probes import ProbeCount, ProbeStore
 from usenet_indexer.store.ranges import RangeStateRow, RangeStore
 from usenet_indexer.store.servers import ServerReport, ServerStore
 from usenet_indexer.store.spool import SpoolIndex
@@ -107,6 +108,7 @@ class Status:
     throughput: Throughput
     servers: tuple[ServerReport, ...]
     spool: SpoolSize
+    probes: tuple[ProbeCount, ...] = ()
 
     @property
     def taken_at(self) -> datetime:
@@ -173,4 +175,5 @@ class StatusStore:
             throughput=self.throughput(),
             servers=tuple(ServerStore(self.pool).list()),
             spool=SpoolSize(*SpoolIndex(self.pool).size()),
+            probes=tuple(ProbeStore(self.pool).counts()),
         )

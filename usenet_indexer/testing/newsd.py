@@ -47,7 +47,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -638,13 +638,19 @@ def post(
         What `post` prints: group, articles, seconds, articles_per_second,
         first_date and last_date (the Date of the first and last article).
     """
-    state = json.loads((root.resolve() / "newsd.json").read_text())
     if days is None:
         articles = generate_articles(group, count, seed)
     else:
         end = int(time.time()) if end is None else end
         articles = realistic_articles(group, count, seed, days=days, end=end)
+    return post_articles(root, group, articles)
+
+
+def post_articles(root: Path, group: str, articles: Iterable[PostedArticle]) -> dict[str, object]:
+    """Feeds `articles` to innd with pipelined TAKETHIS (see `post`; tests post their own)."""
+    state = json.loads((root.resolve() / "newsd.json").read_text())
     first_date = last_date = None
+    count = 0
     started = time.monotonic()
     with socket.create_connection((HOST, int(state["feeder_port"])), timeout=60) as conn:
         reader = conn.makefile("rb")
@@ -654,6 +660,7 @@ def post(
         in_flight = 0
         batch: list[bytes] = []
         for article in articles:
+            count += 1
             first_date, last_date = first_date or article.date, article.date
             batch.append(b"TAKETHIS " + article.message_id.encode() + b"\r\n" + article.wire(group))
             if len(batch) == TAKETHIS_WINDOW:

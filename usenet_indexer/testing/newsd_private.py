@@ -22,14 +22,20 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import attrs
 
-from usenet_indexer.testing.newsd import CannotInstall, Layout, NewsdError
+from usenet_indexer.testing.newsd import (
+    CannotInstall,
+    Layout,
+    NewsdError,
+    PostedArticle,
+    post_articles,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -113,6 +119,11 @@ class PrivateNewsServer:
         printed = _newsd(*command, timeout=timeout_seconds)
         result: dict[str, object] = json.loads(printed)
         return result
+
+    def post_articles(self, group: str, articles: Iterable[PostedArticle]) -> dict[str, object]:
+        """Feeds these articles (a test's own: real yEnc bodies, chosen subjects) to the
+        server with TAKETHIS, as `post` does its generated ones."""
+        return post_articles(self.folder, group, articles)
 
 
 @contextlib.contextmanager

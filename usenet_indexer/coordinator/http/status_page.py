@@ -157,6 +157,7 @@ class StatusPage:
             ],
             servers=snapshot.servers,
             spool=snapshot.spool,
+            probes=[(p.state, p.outcome or "waiting", p.candidates) for p in snapshot.probes],
             releases=releases,
             catalog_total=total,
         )
@@ -212,6 +213,11 @@ class _StoreCollector(Collector):
         yield indexed
         batches, _ = self.catalog.stored_mark()
         yield CounterMetricFamily("uidx_batches_stored", "Batches stored.", value=batches)
+        probes = CounterMetricFamily("uidx_probes", "Probes done, by outcome.", labels=["outcome"])
+        for count in snapshot.probes:
+            if count.outcome:
+                probes.add_metric([count.outcome], count.candidates)
+        yield probes
         shown, waiting = self.catalog.counts()
         yield GaugeMetricFamily("uidx_releases", "Releases in the searchable catalog.", value=shown)
         yield GaugeMetricFamily(
@@ -227,8 +233,8 @@ class _StoreCollector(Collector):
             "Requests answered, by API, function and status.",
             labels=["api", "function", "code"],
         )
-        for (api, function, status), count in sorted(self.counts.counts.items()):
-            requests.add_metric([api, function, str(status)], count)
+        for (api, function, status), answered in sorted(self.counts.counts.items()):
+            requests.add_metric([api, function, str(status)], answered)
         yield requests
 
 

@@ -1,0 +1,269 @@
+"""What probes found, applied to merged catalog releases: pure, no I/O.
+
+Theory of operation
+-------------------
+The merge (merge.py) makes releases from headers alone; a probe read one
+body of some of them (core/probing.py) and found, per release key, a real
+release name and the real file names (with sizes, from a par2). `apply`
+takes the merged releases of a set of keys (all of some posters: see
+store/catalog.py) and the findings of their keys, and returns them as the
+catalog shows them:
+
+- **renamed**: a release whose key (or a key it was merged from) has a
+  name found is called by it; its files get the real names, matched by
+  size (a par2 gives each file's length; a file's articles are 1-4%
+  larger for yEnc, `ENCODED_RATIO`, plus their headers), the nearest
+  unmatched one for each, largest first; the obfuscated names stay as aliases (searchable);
+- **one upload**: a release of the same poster whose files are all
+  among a renamed release's real names (headers split it, the par2 says
+  it is one upload) is merged into it;
+- **executable inside**: a release whose archive holds only executables
+  is dropped (`EXECUTABLE_INSIDE`), like a bare executable flood.
+
+`archive_probe` says which segment to probe for a release that has no
+candidate of the indexer's (no par2, no nfo): the first segment of its
+first archive volume (or, obfuscated, of its first data file), for a
+release that is obfuscated or that looks like a flood (a few archives).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence, Set
+
+import attrs
+
+from usenet_indexer.core.merge import CatalogFile, CatalogRelease
+from usenet_indexer.core.subject import (
+    PAR2_SUFFIX,
+    PAR2_VOLUME,
+    extension,
+    file_stem,
+    looks_obfuscated,
+)
+
+# The rule name of a release dropped for what its archive holds.
+EXECUTABLE_INSIDE = "executable_inside"
+# What a file of a par2 length L is in its articles' bytes (what overview
+# says): yEnc's 1-4% more, and each article's headers (a few hundred bytes:
+# a server counts the whole article). The nearest file within the slack is
+# its match.
+ENCODED_RATIO = 1.03
+HEADER_BYTES = 600
+SLACK_RATIO = 0.06
+# A release of at most this many data files, all archives, may be a
+# rar-wrapped flood: its first volume is probed.
+FLOOD_FILES = 3
+
+_ARCHIVE = re.compile(r"(?i)\.(?:rar|r\d\d|7z(?:\.\d{3})?|zip|z\d\d|part0*1\.rar|\d{3})$")
+_FIRST_VOLUME = re.compile(r"(?i)(?:\.part0*1\.rar|\.rar|\.7z(?:\.001)?|\.zip|\.001)$")
+_COMPANION = frozenset({"par2", "nfo", "sfv", "nzb", "txt", "jpg", "png", "md5", "srr", "srs"})
+
+
+@attrs.frozen
+class Finding:
+    """What a probe found for one release key.
+
+    Attributes:
+        name: the real release name (None: none found).
+        files: the real file names (a par2's list, an archive's contents).
+        sizes: each file's length where known (a par2's), else 0.
+        executable: the release's archive holds executables only.
+        message_id: the segment probed: the finding is of the release that
+            holds it (a key's chain may hold several uploads of one name).
+    """
+
+    name: str | None
+    files: tuple[str, ...] = ()
+    sizes: tuple[int, ...] = ()
+    executable: bool = False
+    message_id: str | None = None
+
+
+@attrs.frozen
+class Shown:
+    """A release as the catalog shows it, with the names it had before (aliases)."""
+
+    release: CatalogRelease
+    aliases: tuple[str, ...] = ()
+
+
+def apply(
+    releases: Sequence[CatalogRelease], found: Mapping[bytes, Sequence[Finding]]
+) -> list[Shown]:
+    """The releases with the findings of their keys applied (see the module docstring)."""
+    if not found:
+        return [Shown(r) for r in releases]
+    shown: list[Shown] = []
+    renamed: list[tuple[CatalogRelease, Finding, list[str]]] = []
+    rest: list[CatalogRelease] = []
+    for release in releases:
+        finding = _combined(_of(release, found))
+        if finding is None:
+            rest.append(release)
+        elif finding.executable:
+            shown.append(Shown(attrs.evolve(release, dropped=EXECUTABLE_INSIDE)))
+        elif finding.name:
+            renamed.append((release, finding, [release.name]))
+        else:
+            rest.append(release)
+    absorbed: set[bytes] = set()
+    for index, (release, finding, aliases) in enumerate(renamed):
+        real = set(finding.files)
+        for other in rest:
+            if (
+                other.key not in absorbed
+                and other.poster == release.poster
+                and other.dropped is None
+                and other.files
+                and all(f.name in real for f in other.files)
+            ):
+                absorbed.add(other.key)
+                release = _joined(release, other)
+                aliases.append(other.name)
+        renamed[index] = (release, finding, aliases)
+    for release, finding, aliases in renamed:
+        files, old_names = _renamed_files(release.files, finding)
+        assert finding.name is not None
+        named = attrs.evolve(release, name=finding.name, files=files)
+        kept = tuple(dict.fromkeys(a for a in [*aliases, *old_names] if a != finding.name))
+        shown.append(Shown(named, kept))
+    shown += [Shown(r) for r in rest if r.key not in absorbed]
+    return shown
+
+
+def _of(release: CatalogRelease, found: Mapping[bytes, Sequence[Finding]]) -> list[Finding]:
+    """The findings of a release's keys whose probed segment is one of its own."""
+    findings = [f for k in dict.fromkeys((release.key, *release.sources)) for f in found.get(k, ())]
+    if any(f.message_id is not None for f in findings):
+        ids = {m for f in release.files for _, m, _ in f.segments}
+        findings = [f for f in findings if f.message_id is None or f.message_id in ids]
+    return findings
+
+
+def _combined(findings: list[Finding]) -> Finding | None:
+    """The findings of a release's keys as one: a par2's (names with sizes) first, then
+    an nfo's name; executable only when every archive probed says so."""
+    if not findings:
+        return None
+    if all(f.executable for f in findings):
+        return findings[0]
+    named = [f for f in findings if f.name and not f.executable]
+    if not named:
+        return Finding(None)
+    named.sort(key=lambda f: (not any(f.sizes), not f.files))
+    best = named[0]
+    files = dict(zip(best.files, best.sizes or (0,) * len(best.files), strict=False))
+    for other in named[1:]:
+        for name, size in zip(other.files, other.sizes or (0,) * len(other.files), strict=False):
+            files.setdefault(name, size)
+    return Finding(best.name, tuple(files), tuple(files.values()))
+
+
+def _joined(release: CatalogRelease, other: CatalogRelease) -> CatalogRelease:
+    seen = _segments(release) + _segments(other)
+    announced = _announced(release) + _announced(other)
+    dated = [d for d in (release.posted, other.posted) if d]
+    return attrs.evolve(
+        release,
+        groups=tuple(sorted({*release.groups, *other.groups})),
+        posted=min(dated) if dated else 0,
+        complete=min(1.0, seen / announced) if announced else release.complete,
+        bytes=release.bytes + other.bytes,
+        chunks=release.chunks + other.chunks,
+        files=release.files + other.files,
+        sources=tuple(sorted({*release.sources, *other.sources})),
+        probe_candidate=release.probe_candidate or other.probe_candidate,
+    )
+
+
+def _segments(release: CatalogRelease) -> int:
+    return sum(len(f.segments) for f in release.files)
+
+
+def _announced(release: CatalogRelease) -> float:
+    seen = _segments(release)
+    return seen / release.complete if release.complete > 0 else seen
+
+
+def _renamed_files(
+    files: tuple[CatalogFile, ...], finding: Finding
+) -> tuple[tuple[CatalogFile, ...], list[str]]:
+    """Files with their real names where a par2 length matches (or the name is real already)."""
+    real = dict(zip(finding.files, finding.sizes or (0,) * len(finding.files), strict=False))
+    named = set(real)
+    unmatched = {
+        i: (sum(s for _, _, s in f.segments), len(f.segments))
+        for i, f in enumerate(files)
+        if f.name not in named and looks_obfuscated(file_stem(f.name))
+    }
+    names = [f.name for f in files]
+    old: list[str] = []
+    for name, length in sorted(real.items(), key=lambda item: -item[1]):
+        if not length or name in names:
+            continue
+        fits = []
+        for i, (size, articles) in unmatched.items():
+            off = abs(size - length * ENCODED_RATIO - articles * HEADER_BYTES)
+            if off <= length * SLACK_RATIO + articles * HEADER_BYTES:
+                fits.append((off, i))
+        if fits:
+            _, i = min(fits)
+            del unmatched[i]
+            old.append(names[i])
+            names[i] = name
+    return tuple(attrs.evolve(f, name=n) for f, n in zip(files, names, strict=True)), old
+
+
+def more_probe(
+    release: CatalogRelease, asked: Set[str], found: Mapping[bytes, Sequence[Finding]]
+) -> tuple[bytes, str, str] | None:
+    """(release key, message-id, file name) of one more segment to probe, or None.
+
+    `asked`: the message-ids of the candidates of the release's keys. A
+    release probed only for a name (an nfo's) whose par2 index was not read
+    gets its par2 probed for the file names; a release without a candidate
+    of its own segments gets its par2 index probed, else its first archive
+    volume when it is obfuscated or looks like a flood (see the module
+    docstring).
+    """
+    if release.dropped is not None:
+        return None
+    ids = {m for f in release.files for _, m, _ in f.segments}
+    own = ids & asked
+    findings = _of(release, found)
+    if any(f.sizes or f.executable for f in findings):
+        return None
+    par2 = [
+        f
+        for f in release.files
+        if PAR2_SUFFIX.search(f.name) and not PAR2_VOLUME.search(f.name) and f.segments
+    ]
+    first = next((f for f in par2 if f.segments[0][0] == 1), None)
+    wanted = bool(own) or release.probe_candidate or looks_obfuscated(release.name)
+    if first is not None and first.segments[0][1] not in asked and wanted:
+        return release.key, first.segments[0][1], first.name
+    if own:
+        return None
+    archive = archive_probe(release)
+    return None if archive is None else (release.key, *archive)
+
+
+def archive_probe(release: CatalogRelease) -> tuple[str, str] | None:
+    """(message-id, file name) of the segment to probe for a release without a par2 or
+    nfo candidate, or None (see the module docstring)."""
+    if release.dropped is not None or release.probe_candidate:
+        return None
+    data = [f for f in release.files if extension(f.name).lower() not in _COMPANION and f.segments]
+    if not data:
+        return None
+    archives = [f for f in data if _ARCHIVE.search(f.name)]
+    obfuscated = looks_obfuscated(release.name)
+    if not obfuscated and (len(data) > FLOOD_FILES or len(archives) != len(data)):
+        return None
+    first = next((f for f in archives if _FIRST_VOLUME.search(f.name)), None)
+    chosen = first or (archives[0] if archives else data[0])
+    segment = min(chosen.segments)  # by number: the first
+    if segment[0] != 1:
+        return None  # its first segment was not seen
+    return segment[1], chosen.name

@@ -1,0 +1,246 @@
+"""The probe queue: candidates leased by the prefetcher's prober, and what they found.
+
+Theory of operation
+-------------------
+A candidate (one per release key: the batches' par2 or nfo segment, or an
+archive's first segment that the catalog build adds) is 'new' until a
+prober takes it (`take`: the due ones, oldest first, `FOR UPDATE SKIP
+LOCKED`, leased until a deadline: a prober that dies gives it back by
+expiry). The prober records one outcome (`record`); a missing article or
+a provider error is tried again later (`retry`: on another server when
+one answered 430, after a growing pause) until `MAX_ATTEMPTS`, then the
+candidate is 'failed' with its last outcome: nothing is probed forever.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from typing import Final
+
+import attrs
+from psycopg_pool import ConnectionPool
+
+from usenet_indexer.core.renames import Finding
+
+# Tries of one candidate before it is given up.
+MAX_ATTEMPTS: Final = 4
+
+_TAKE = """
+    WITH due AS (
+        SELECT release_key, message_id FROM probe_candidates
+        WHERE ((state = 'new' AND next_at <= now()) OR (state = 'probing' AND deadline < now()))
+          -- Not where it was missing, while a server that was not asked is left.
+          AND (NOT %(server)s = ANY(missing_on)
+               OR (SELECT count(DISTINCT s) FROM unnest(missing_on) AS s) >= %(servers)s)
+        ORDER BY next_at, release_key, message_id
+        LIMIT %(limit)s
+        FOR UPDATE SKIP LOCKED
+    )
+    UPDATE probe_candidates p
+    SET state = 'probing', attempts = p.attempts + 1,
+        deadline = now() + make_interval(secs => %(lease)s)
+    FROM due LEFT JOIN releases r ON r.key = due.release_key
+    WHERE p.release_key = due.release_key AND p.message_id = due.message_id
+    RETURNING p.release_key, p.message_id, p.file_name, p.missing_on, p.attempts,
+              coalesce(r.name, '')
+"""
+_RECORD = """
+    UPDATE probe_candidates
+    SET state = 'done', outcome = %(outcome)s, detail = %(detail)s, probed_at = now(),
+        body_bytes = %(body_bytes)s, found_name = %(name)s, found_files = %(files)s,
+        found_sizes = %(sizes)s, deadline = NULL
+    WHERE release_key = %(key)s AND message_id = %(message_id)s AND state = 'probing'
+"""
+# The catalog builder applies what was found (store/catalog.py).
+_PENDING = """
+    INSERT INTO catalog_pending (key) VALUES (%s)
+    ON CONFLICT (key) DO UPDATE SET seq = nextval('catalog_pending_seq')
+"""
+# Again later (a pause that doubles per attempt), or given up at the cap.
+_RETRY = """
+    UPDATE probe_candidates
+    SET state = CASE WHEN attempts >= %(max)s THEN 'failed' ELSE 'new' END,
+        outcome = %(outcome)s, detail = %(detail)s, probed_at = now(), deadline = NULL,
+        next_at = now() + make_interval(secs => %(pause)s * power(2, attempts - 1)),
+        missing_on = CASE WHEN %(server)s::text IS NULL THEN missing_on
+                          ELSE array_append(missing_on, %(server)s::text) END
+    WHERE release_key = %(key)s AND message_id = %(message_id)s AND state = 'probing'
+"""
+_GIVE_BACK = """
+    UPDATE probe_candidates
+    SET state = 'new', attempts = attempts - 1, deadline = NULL, next_at = now()
+    WHERE (release_key, message_id) IN (SELECT * FROM unnest(%s::bytea[], %s::text[]))
+      AND state = 'probing'
+"""
+_ADD_ARCHIVES = """
+    INSERT INTO probe_candidates (release_key, message_id, file_name, source)
+    SELECT * , 'archive' FROM unnest(%s::bytea[], %s::text[], %s::text[])
+    ON CONFLICT DO NOTHING
+"""
+_CANDIDATES_OF = "SELECT message_id FROM probe_candidates WHERE release_key = ANY(%s)"
+_COUNTS = """
+    SELECT state, coalesce(outcome, ''), count(*) FROM probe_candidates
+    GROUP BY state, outcome ORDER BY state, outcome
+"""
+_DUE = """
+    SELECT count(*) FROM probe_candidates
+    WHERE (state = 'new' AND next_at <= now()) OR (state = 'probing' AND deadline < now())
+"""
+_FOUND = """
+    SELECT release_key, outcome, found_name, found_files, found_sizes, message_id
+    FROM probe_candidates
+    WHERE state = 'done' AND outcome IN ('renamed', 'already_named', 'executable')
+"""
+_FOUND_OF = _FOUND + " AND release_key = ANY(%s)"
+
+
+class Outcome(enum.Enum):
+    """What one probe came to (the `outcome` column; `uidx_probes_total{outcome=...}`)."""
+
+    RENAMED = "renamed"  # a real name found, other than the release's
+    ALREADY_NAMED = "already_named"  # found, and the release had it already
+    NO_NAMES = "no_names"  # the body decoded, but named nothing
+    ARTICLE_MISSING = "article_missing"  # 430 on every server tried
+    BAD_DATA = "bad_data"  # no yEnc, a CRC mismatch, malformed packets, too large
+    EXECUTABLE = "executable"  # an archive holding executables only
+
+
+@attrs.frozen
+class ProbeJob:
+    """A candidate leased to a prober."""
+
+    release_key: bytes
+    message_id: str
+    file_name: str
+    missing_on: tuple[str, ...]  # servers that answered 430 before
+    attempts: int  # this one included
+    release_name: str  # the release's name now ('' when unknown)
+
+
+@attrs.frozen
+class ProbeCount:
+    state: str
+    outcome: str  # '' while none
+    candidates: int
+
+
+@attrs.define(eq=False)
+class ProbeStore:
+    pool: ConnectionPool
+
+    def take(
+        self, limit: int, lease_seconds: float, *, server: str = "", servers: int = 1
+    ) -> list[ProbeJob]:
+        """Up to `limit` due candidates, leased for `lease_seconds`, for `server` (one of
+        `servers`: a candidate missing there waits for the others while some are left)."""
+        args = {"limit": limit, "lease": lease_seconds, "server": server, "servers": servers}
+        with self.pool.connection() as conn:
+            rows = conn.execute(_TAKE, args).fetchall()
+        return [ProbeJob(bytes(r[0]), r[1], r[2], tuple(r[3]), r[4], r[5]) for r in rows]
+
+    def record(
+        self,
+        job: ProbeJob,
+        outcome: Outcome,
+        *,
+        detail: str | None = None,
+        body_bytes: int | None = None,
+        name: str | None = None,
+        files: Sequence[str] = (),
+        sizes: Sequence[int] = (),
+    ) -> bool:
+        """The candidate's outcome; False when its lease had passed to another prober."""
+        args = {
+            "key": job.release_key,
+            "message_id": job.message_id,
+            "outcome": outcome.value,
+            "detail": detail,
+            "body_bytes": body_bytes,
+            "name": name,
+            "files": list(files),
+            "sizes": list(sizes),
+        }
+        with self.pool.connection() as conn, conn.transaction():
+            if conn.execute(_RECORD, args).rowcount != 1:
+                return False
+            conn.execute(_PENDING, (job.release_key,))
+            return True
+
+    def retry(
+        self,
+        job: ProbeJob,
+        outcome: Outcome,
+        detail: str,
+        *,
+        server: str | None = None,
+        pause_seconds: float = 60.0,
+    ) -> bool:
+        """Try again later (on another server when `server` answered 430), or give up
+        at MAX_ATTEMPTS; False when the lease had passed."""
+        args = {
+            "key": job.release_key,
+            "message_id": job.message_id,
+            "outcome": outcome.value,
+            "detail": detail,
+            "server": server,
+            "pause": pause_seconds,
+            "max": MAX_ATTEMPTS,
+        }
+        with self.pool.connection() as conn:
+            return conn.execute(_RETRY, args).rowcount == 1
+
+    def give_back(self, jobs: Sequence[ProbeJob]) -> None:
+        """Candidates taken and not probed: due again at once, their attempt not counted."""
+        with self.pool.connection() as conn:
+            conn.execute(
+                _GIVE_BACK, ([job.release_key for job in jobs], [job.message_id for job in jobs])
+            )
+
+    def candidates_of(self, keys: Sequence[bytes]) -> set[str]:
+        """The message-ids asked for (in any state) of these release keys."""
+        with self.pool.connection() as conn:
+            rows = conn.execute(_CANDIDATES_OF, (list(keys),)).fetchall()
+        return {str(row[0]) for row in rows}
+
+    def add_archives(self, candidates: Sequence[tuple[bytes, str, str]]) -> int:
+        """Candidates (release key, message-id, file name) the catalog build found (an
+        archive's first volume, a par2 the nfo's probe did not read); those with a
+        candidate already are kept as they are."""
+        if not candidates:
+            return 0
+        keys, ids, names = zip(*candidates, strict=True)
+        with self.pool.connection() as conn:
+            return conn.execute(_ADD_ARCHIVES, (list(keys), list(ids), list(names))).rowcount
+
+    def due(self) -> int:
+        """Candidates a prober could take now."""
+        with self.pool.connection() as conn:
+            row = conn.execute(_DUE).fetchone()
+        assert row is not None
+        return int(row[0])
+
+    def counts(self) -> list[ProbeCount]:
+        """Candidates by state and outcome (for `uidx status` and /metrics)."""
+        with self.pool.connection() as conn:
+            return [ProbeCount(*row) for row in conn.execute(_COUNTS).fetchall()]
+
+    def found(self, keys: Sequence[bytes] | None = None) -> dict[bytes, list[Finding]]:
+        """What the probes found that a catalog build applies, by release key (of `keys`
+        only, when given)."""
+        with self.pool.connection() as conn:
+            rows = (
+                conn.execute(_FOUND) if keys is None else conn.execute(_FOUND_OF, (list(keys),))
+            ).fetchall()
+        found: dict[bytes, list[Finding]] = {}
+        for key, outcome, name, files, sizes, message_id in rows:
+            found.setdefault(bytes(key), []).append(
+                Finding(
+                    name=None if outcome == Outcome.EXECUTABLE.value else name,
+                    files=tuple(files),
+                    sizes=tuple(int(s) for s in sizes),
+                    executable=outcome == Outcome.EXECUTABLE.value,
+                    message_id=message_id,
+                )
+            )
+        return found

@@ -1,0 +1,216 @@
+"""Test data for probes: uploads with real bodies, posted the way the posting tools post them.
+
+Each upload is made of real files: a video of random bytes, an NFO naming
+the release, a PAR2 set made by par2cmdline (`par2 create`) over them, or,
+for a flood, a real zip or 7z archive (Python's zipfile, p7zip's `7z`)
+holding an executable under a film's name. The files are yEnc-encoded
+(testing/yenc.py) into articles of `part_bytes` and given the subjects,
+From headers and message-ids of the tools whose obfuscation modes real
+groups show. The formats follow the tools' own source (as synth/generator.py
+documents them; re-done here, no code copied):
+
+- `nyuu`: animetosho/Nyuu lib/uploadmgr.js's default subject
+  `[0i/M] - "name" yEnc (k/N)`, lib/article.js's message-id (24 letters,
+  `-`, a 13-digit ms time, `@nyuu`); the video posted under 32 random
+  letters and digits, the par2 set under the real name (what SABnzbd's
+  obfuscated test posts carry), a random From per upload.
+- `newsup`: demanuel/NewsUP lib/NewsUP/Utils.pm `_obfuscate_files`: every
+  file renamed to 12 random characters and the par2 index to
+  `rename.with.this.par2`; the subject `[i/M] - "name" (k/N)` of
+  lib/NewsUP/Article.pm; the default From `NewsUP <NewsUP@somewhere.cbr>`.
+- `ngpost`: mbruel/ngPost `--gen_name`: every file, par2 too, under 17
+  random characters (src/NgPost.h LENGTH_NAME), subject `[0i/M] "name"
+  (k/N)` (src/nntp/NntpArticle.cpp), From 13 letters or digits
+  `@ngPost.com` (randomStdFrom).
+- `plain`: the same upload under its real names (any tool's default): a
+  probe must leave it as it is.
+- `zip_flood`, `7z_flood`: the flood bots' `Movie.Title.2024.1080p.BluRay
+  .x264-GRP.zip` holding `setup.exe` only: the headers look like a film,
+  the archive says otherwise.
+
+Which bodies a candidate's probe reads, and what it must find, is the
+truth (`Built.real_name`, `Built.data_files`, `Built.flood`).
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+import string
+import subprocess
+import zipfile
+from email.utils import formatdate
+from pathlib import Path
+
+import attrs
+
+from usenet_indexer.testing.newsd import PostedArticle
+from usenet_indexer.testing.yenc import yenc_articles
+
+KINDS = ("nyuu", "newsup", "ngpost", "plain", "zip_flood", "7z_flood")
+_SHOWS = ("Fallout", "Severance", "Andor", "Shogun", "Slow.Horses", "The.Bear", "Silo", "Dune")
+_GROUPS = ("Kitsune", "NTb", "FLUX", "SiGMA", "playWEB", "EDITH")
+
+
+class ToolMissing(Exception):
+    """par2 or 7z is not installed (scripts/ensure-probe-tools installs them)."""
+
+
+@attrs.frozen
+class Built:
+    """One upload: its articles, and what probing it must come to.
+
+    Attributes:
+        kind: one of KINDS.
+        real_name: the release's real name.
+        data_files: the real names of its data files (video, nfo), as the par2 lists them.
+        flood: an archive of executables only.
+        articles: in posting order.
+    """
+
+    kind: str
+    real_name: str
+    data_files: tuple[str, ...]
+    flood: bool
+    articles: tuple[PostedArticle, ...]
+
+
+def build(
+    folder: Path, kind: str, n: int, seed: int, *, posted: int, part_bytes: int = 60_000
+) -> Built:
+    """Upload number `n` of a kind, its files made in `folder`, posted at unix time `posted`
+    (uploads of one tool's default From are told apart by time, as in real groups).
+
+    Raises:
+        ToolMissing: par2 (or, for a 7z flood, 7z) is not installed.
+    """
+    rng = random.Random(f"{seed}-{kind}-{n}")
+    work = folder / f"{kind}-{n}"
+    work.mkdir(parents=True)
+    date = formatdate(posted, usegmt=True)
+    if kind.endswith("_flood"):
+        return _flood(work, kind, rng, part_bytes, date)
+    show = rng.choice(_SHOWS)
+    name = f"{show}.S0{rng.randint(1, 9)}E{n % 99 + 1:02}.1080p.WEB.H264-{rng.choice(_GROUPS)}"
+    video = work / f"{name}.mkv"
+    video.write_bytes(rng.randbytes(rng.randint(150_000, 400_000)))
+    nfo = work / f"{name}.nfo"
+    nfo.write_bytes(_nfo(name).encode("cp437"))
+    par2 = _par2(work, name, [video, nfo])
+    real = [video, nfo, *par2]
+    posted_names = _posted_names(kind, rng, name, real)
+    poster = _poster(kind, rng)
+    articles = _articles(kind, rng, poster, [(p, posted_names[p]) for p in real], part_bytes, date)
+    return Built(kind, name, (video.name, nfo.name), False, tuple(articles))
+
+
+def _par2(work: Path, name: str, files: list[Path]) -> list[Path]:
+    if shutil.which("par2") is None:
+        raise ToolMissing("par2 (par2cmdline) is not installed")
+    subprocess.run(
+        ["par2", "create", "-q", "-q", "-r10", "-n2", f"{name}.par2", *(f.name for f in files)],
+        cwd=work, check=True, capture_output=True,
+    )  # fmt: skip
+    return sorted(work.glob("*.par2"), key=lambda p: (".vol" in p.name, p.name))
+
+
+def _posted_names(kind: str, rng: random.Random, name: str, files: list[Path]) -> dict[Path, str]:
+    if kind == "plain":
+        return {f: f.name for f in files}
+    if kind == "nyuu":
+        hidden = _random(rng, 32)
+        return {f: f.name if f.suffix == ".par2" else f"{hidden}{f.suffix}" for f in files}
+    if kind == "newsup":
+        out = {}
+        for f in files:
+            if f.suffix != ".par2":
+                out[f] = _random(rng, 12)
+            elif ".vol" in f.name:
+                out[f] = "rename.with.this" + f.name[len(name) :]
+            else:
+                out[f] = "rename.with.this.par2"
+        return out
+    assert kind == "ngpost"
+    return {f: f"{_random(rng, 17)}{f.suffix}" for f in files}
+
+
+def _poster(kind: str, rng: random.Random) -> str:
+    if kind == "newsup":
+        return "NewsUP <NewsUP@somewhere.cbr>"
+    if kind == "ngpost":
+        return f"{_random(rng, 13)}@ngPost.com"
+    user = _random(rng, 8).lower()
+    return f"{user} <{user}@{_random(rng, 6).lower()}.localdomain>"
+
+
+def _articles(
+    kind: str,
+    rng: random.Random,
+    poster: str,
+    files: list[tuple[Path, str]],
+    part_bytes: int,
+    date: str,
+) -> list[PostedArticle]:
+    total = len(files)
+    articles: list[PostedArticle] = []
+    for i, (path, posted) in enumerate(files, 1):
+        bodies = yenc_articles(path.read_bytes(), posted.encode(), part_bytes)
+        for k, body in enumerate(bodies, 1):
+            if kind == "ngpost":
+                subject = f'[{i}/{total}] "{posted}" ({k}/{len(bodies)})'
+            elif kind == "newsup":
+                subject = f'[{i}/{total}] - "{posted}" ({k}/{len(bodies)})'
+            else:
+                subject = f'[{i:02}/{total:02}] - "{posted}" yEnc ({k}/{len(bodies)})'
+            articles.append(PostedArticle(_message_id(kind, rng), subject, poster, date, body))
+    return articles
+
+
+def _message_id(kind: str, rng: random.Random) -> str:
+    if kind == "ngpost":
+        return f"<{rng.randbytes(16).hex()}@ngPost>"
+    if kind == "newsup":
+        return f"<{rng.randint(10**9, 2 * 10**9)}{rng.randint(0, 999_999)}.{_random(rng, 6).lower()}@{_random(rng, 4).lower()}.newsup>"
+    letters = "".join(
+        rng.choice(string.ascii_uppercase if i % 2 else string.ascii_lowercase) for i in range(24)
+    )
+    return f"<{letters}-{rng.randint(10**12, 10**13 - 1)}@nyuu>"
+
+
+def _flood(work: Path, kind: str, rng: random.Random, part_bytes: int, date: str) -> Built:
+    name = f"{rng.choice(_SHOWS).split('.')[0]}.{rng.randint(1990, 2025)}.1080p.BluRay.x264-{rng.choice(_GROUPS)}"
+    exe = work / "setup.exe"
+    exe.write_bytes(b"MZ" + rng.randbytes(30_000))
+    if kind == "zip_flood":
+        archive = work / f"{name}.zip"
+        with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as out:
+            out.write(exe, exe.name)
+    else:
+        if shutil.which("7z") is None:
+            raise ToolMissing("7z (p7zip-full) is not installed")
+        archive = work / f"{name}.7z"
+        subprocess.run(
+            ["7z", "a", "-bd", "-y", archive.name, exe.name],
+            cwd=work,
+            check=True,
+            capture_output=True,
+        )
+    poster = f"{_random(rng, 10)}@{_random(rng, 5).lower()}.com"
+    articles = _articles("plain", rng, poster, [(archive, archive.name)], part_bytes, date)
+    return Built(kind, name, (), True, tuple(articles))
+
+
+def _random(rng: random.Random, length: int) -> str:
+    return "".join(rng.choice(string.ascii_letters + string.digits) for _ in range(length))
+
+
+def _nfo(name: str) -> str:
+    group = name.rsplit("-", 1)[-1]
+    return (
+        "\u2554" + "\u2550" * 60 + "\u2557\n"
+        f"\u2551   {group:^54}   \u2551\n"
+        "\u255a" + "\u2550" * 60 + "\u255d\n\n"
+        f"  Release : {name}\n"
+        "  Source  : WEB\n  Video   : H264 1080p\n  Audio   : EAC3 5.1\n\n"
+        "  Greetings to all the groups out there.\n"
+    )
