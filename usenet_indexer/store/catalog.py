@@ -7,15 +7,34 @@ together, so a catalog export and an offline index of the same lines agree.
 (name, category, size, the release keys it came from), updating rows by
 guid so that grabs survive; `release` rebuilds one release, for its NZB,
 from the fragments of those keys alone.
+
+How q matches
+-------------
+A name and a q are split the same way (`search_name`, `query_words`): lower
+case, anything but letters and digits a word break, so `Show.Name`,
+`show name` and `SHOW_NAME` ask the same, and `WEB-DL` is the two words of
+`...WEB-DL-Kitsune`. Every word of q must be in the name, as newznab
+indexers and the programs that ask them (Sonarr, Radarr, NZBHydra2) expect;
+a repeated word counts once. First each word must be a whole word of the
+name: full text search over `words` (GIN catalog_words). Only when no
+release has them all are words of 3 characters or more taken as parts of
+words too, `search_name LIKE '%word%'` (pg_trgm, GIN catalog_trigrams):
+`s01e0` finds `S01E05`, `1080` finds `1080p`, `kitsu` finds `Kitsune`; the
+shorter words stay whole (pg_trgm takes no trigram from them). That retry has
+its own statement timeout, so a q that is neither (a typo) finds nothing in
+a few milliseconds and never takes a second. Typos are not corrected:
+similarity over a million names is what costs the second.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import attrs
+import psycopg
 from psycopg import sql
 from psycopg_pool import ConnectionPool
 
@@ -24,6 +43,33 @@ from usenet_indexer.core.categories import categorise, season_episode, subcatego
 from usenet_indexer.core.merge import CatalogRelease, ReleaseMerger
 from usenet_indexer.core.newznab import Item
 from usenet_indexer.wire import fragments
+
+logger = logging.getLogger(__name__)
+
+# Words shorter than this stay whole words in the partial-word retry: pg_trgm
+# takes no trigram from one or two characters, and LIKE '%ab%' would read
+# the whole trigram index.
+_TRIGRAM_MIN = 3
+# The partial-word retry's statement timeout. Its LIKE estimates can send the
+# planner down the newest-first index over rows that rarely match (~0.7 us a
+# row: ~700 ms for 1M); past this the retry gives up and the q finds nothing.
+_PARTIAL_TIMEOUT_MS = 300
+# A search with words looks at the newest rows first (see `_word_page`): this
+# many pages of them (offset, the page and one past it), at most _WINDOW_MAX.
+# A page of 101 looks at 5k rows: any word in 2% of the names fills it there.
+_WINDOW_PAGES = 50
+_WINDOW_MAX = 20_000  # rows; ~8 ms
+_WINDOW = """
+    SELECT id, guid, name, category, size, files, poster, groups, posted, completion,
+           season, episode, grabs, sources
+    FROM (SELECT * FROM catalog ORDER BY posted DESC, id DESC LIMIT %s) AS catalog
+    WHERE {} ORDER BY posted DESC, id DESC LIMIT %s OFFSET %s
+"""
+# For one transaction: the matches by the indexes' bitmaps, neither the
+# newest-first index walked nor the table read whole.
+_BITMAP_ONLY = (
+    "SELECT set_config('enable_seqscan', 'off', true), set_config('enable_indexscan', 'off', true)"
+)
 
 _RELEASES = "SELECT key, head_name, poster, groups, files_announced FROM releases"
 _FRAGMENTS = "SELECT release_key, packed FROM fragments ORDER BY range_id, batch_first"
@@ -188,6 +234,133 @@ def _rows(records: Sequence[tuple[Any, ...]]) -> list[CatalogRow]:
     ]
 
 
+def query_words(q: str) -> tuple[str, ...]:
+    """q's words as the catalog's names are split (`search_name`), each once, in order.
+
+    Args:
+        q: the q of a request, as given.
+
+    Returns:
+        The words, lower case; none for a q without letters or digits.
+    """
+    return tuple(dict.fromkeys(search_name(q).split()))
+
+
+# A condition of a search's WHERE with its one parameter.
+_Condition = tuple[sql.Composable, object]
+
+
+def _word_conditions(words: Sequence[str], *, partial: bool) -> list[_Condition]:
+    """Every word in full (full text, catalog_words), or, `partial`, those of
+    _TRIGRAM_MIN characters or more anywhere in the name (pg_trgm, catalog_trigrams)."""
+    parts = [w for w in words if partial and len(w) >= _TRIGRAM_MIN]
+    whole = [w for w in words if w not in parts]
+    conditions: list[_Condition] = []
+    if whole:
+        # The words hold letters and digits only: the parser splits them as it split
+        # the names, and no tsquery operator can be among them.
+        conditions.append((sql.SQL("words @@ plainto_tsquery('simple', %s)"), " ".join(whole)))
+    # No word holds % or _ (search_name breaks on both): nothing to escape.
+    conditions += [(sql.SQL("search_name LIKE %s"), f"%{w}%") for w in parts]
+    return conditions
+
+
+def _has_partial(words: Sequence[str]) -> bool:
+    return any(len(w) >= _TRIGRAM_MIN for w in words)
+
+
+def _filters(search: Search) -> list[_Condition]:
+    """The conditions of a search but q."""
+    conditions: list[_Condition] = []
+    if search.categories:
+        # A parent takes its subcategories: one = ANY over ids, which the index serves.
+        ids = sorted({c for asked in search.categories for c in (asked, *subcategories(asked))})
+        conditions.append((sql.SQL("category = ANY(%s)"), ids))
+    for column, value, op in (
+        ("season", search.season, "="),
+        ("episode", search.episode, "="),
+        ("posted", search.since, ">="),
+        ("size", search.min_size, ">="),
+        ("size", search.max_size, "<="),
+    ):
+        if value is not None:
+            conditions.append((sql.SQL("{} " + op + " %s").format(sql.Identifier(column)), value))
+    if search.group is not None:
+        conditions.append((sql.SQL("%s = ANY(groups)"), search.group))
+    return conditions
+
+
+def _where(conditions: Sequence[_Condition]) -> tuple[sql.Composable, list[object]]:
+    where = sql.SQL(" AND ").join([sql.SQL("true"), *(c for c, _ in conditions)])
+    return where, [value for _, value in conditions]
+
+
+def _page(
+    conn: psycopg.Connection[Any], conditions: Sequence[_Condition], search: Search
+) -> list[tuple[Any, ...]]:
+    """The page's rows and one past it, newest first (id breaks ties).
+
+    One row past the page tells whether more follow; the total is then a lower
+    bound (clients page on until a page comes back short), exact once the last
+    page is reached. A count of the matches would cost more than the page (a
+    common word: 40 ms of 1M rows).
+    """
+    where, params = _where(conditions)
+    page = sql.SQL(_ROW + " WHERE {} ORDER BY posted DESC, id DESC LIMIT %s OFFSET %s")
+    return conn.execute(page.format(where), [*params, search.limit + 1, search.offset]).fetchall()
+
+
+def _word_page(
+    conn: psycopg.Connection[Any], conditions: Sequence[_Condition], search: Search
+) -> list[tuple[Any, ...]] | None:
+    """The page of a search with words, the newest rows looked at first; None when
+    no release matches (at any offset).
+
+    The planner guesses a word's matches from statistics and is far off both
+    ways: a word it has no statistics for it takes for 0.27% of the rows and
+    walks the newest-first index for them (500 ms over 1M rows when there are
+    none), and two words of one show it takes for independent (700 rows for
+    25k: its bitmap then sorts them all). So the plan is not left to it: the
+    newest _WINDOW_PAGES pages of rows are looked at first (2 ms for 5k rows),
+    which is where a common word's page is; only when they do not fill the page
+    do the indexes' bitmaps find every match, fetched and sorted (a cost in
+    proportion to them, and they are few: under 1 in _WINDOW_PAGES among the
+    newest rows). Neither walks the whole table.
+    """
+    wanted = search.offset + search.limit + 1
+    window = min(_WINDOW_PAGES * wanted, _WINDOW_MAX)
+    where, params = _where(conditions)
+    newest = sql.SQL(_WINDOW).format(where)
+    records = conn.execute(newest, [window, *params, search.limit + 1, search.offset]).fetchall()
+    if len(records) > search.limit:
+        return records
+    with conn.transaction():
+        conn.execute(_BITMAP_ONLY)
+        records = _page(conn, conditions, search)
+        if records or search.offset == 0:
+            return records or None
+        found = conn.execute(sql.SQL("SELECT FROM catalog WHERE {} LIMIT 1").format(where), params)
+        return [] if found.fetchone() is not None else None
+
+
+def _partial_page(
+    conn: psycopg.Connection[Any], conditions: Sequence[_Condition], search: Search
+) -> list[tuple[Any, ...]] | None:
+    """The partial-word retry's page (None: no match), or None when it takes longer
+    than _PARTIAL_TIMEOUT_MS (logged): a nice extra that never holds a request up."""
+    try:
+        with conn.transaction():
+            conn.execute(f"SET LOCAL statement_timeout = {_PARTIAL_TIMEOUT_MS}")
+            return _word_page(conn, conditions, search)
+    except psycopg.errors.QueryCanceled:
+        logger.info(
+            "search: q %r: the partial-word retry took over %d ms",
+            search.words,
+            _PARTIAL_TIMEOUT_MS,
+        )
+        return None
+
+
 def _catalog_record(release: CatalogRelease) -> tuple[object, ...]:
     season, episode = season_episode(release.name)
     return (
@@ -232,40 +405,27 @@ class CatalogTable:
         return len(releases)
 
     def search(self, search: Search) -> tuple[int, list[CatalogRow]]:
-        """(how many releases match, at least: see below; the page of them), newest first."""
-        where: list[sql.Composable] = [sql.SQL("true")]
-        params: list[object] = []
-        if search.words:
-            where.append(sql.SQL("words @@ plainto_tsquery('simple', %s)"))
-            params.append(search.words)
-        if search.categories:
-            # A parent takes its subcategories: one = ANY over ids, which the index serves.
-            ids = sorted({c for asked in search.categories for c in (asked, *subcategories(asked))})
-            where.append(sql.SQL("category = ANY(%s)"))
-            params.append(ids)
-        for column, value, op in (
-            ("season", search.season, "="),
-            ("episode", search.episode, "="),
-            ("posted", search.since, ">="),
-            ("size", search.min_size, ">="),
-            ("size", search.max_size, "<="),
-        ):
-            if value is not None:
-                where.append(sql.SQL("{} " + op + " %s").format(sql.Identifier(column)))
-                params.append(value)
-        if search.group is not None:
-            where.append(sql.SQL("%s = ANY(groups)"))
-            params.append(search.group)
-        condition = sql.SQL(" AND ").join(where)
-        # One row past the page tells whether more follow; the total is then a
-        # lower bound (offset + limit + 1: clients page on until a page comes
-        # back short), exact once the last page is reached. A count of the
-        # matches would cost more than the page (a common word: 40 ms of 1M).
-        page = sql.SQL(_ROW + " WHERE {} ORDER BY posted DESC, id DESC LIMIT %s OFFSET %s").format(
-            condition
-        )
+        """Releases that match a search, newest first (see "How q matches" above).
+
+        Args:
+            search: what is asked.
+
+        Returns:
+            (how many releases match, at least: offset + the page + 1 while more
+            follow, exact on the last page; the page of them).
+        """
+        words = query_words(search.words)
+        filters = _filters(search)
         with self.pool.connection() as conn:
-            records = conn.execute(page, [*params, search.limit + 1, search.offset]).fetchall()
+            if not words:
+                records = _page(conn, filters, search)
+            else:
+                whole = [*_word_conditions(words, partial=False), *filters]
+                found = _word_page(conn, whole, search)
+                if found is None and _has_partial(words):
+                    partial = [*_word_conditions(words, partial=True), *filters]
+                    found = _partial_page(conn, partial, search)
+                records = found or []
         return search.offset + len(records), _rows(records[: search.limit])
 
     def row(self, guid: str) -> CatalogRow | None:
