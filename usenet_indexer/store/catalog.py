@@ -28,6 +28,7 @@ similarity over a million names is what costs the second.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 from collections.abc import Iterator, Sequence
@@ -310,6 +311,17 @@ def _page(
     return conn.execute(page.format(where), [*params, search.limit + 1, search.offset]).fetchall()
 
 
+@contextlib.contextmanager
+def _settings(conn: psycopg.Connection[Any], statement: str) -> Iterator[None]:
+    """The block under `statement`'s transaction-local settings, in a savepoint that
+    is rolled back after it, so that they end with it (the search's next query, in
+    the same transaction, plans as ever). Rows fetched in the block are kept."""
+    with conn.transaction() as savepoint:
+        conn.execute(statement)
+        yield
+        raise psycopg.Rollback(savepoint)
+
+
 def _word_page(
     conn: psycopg.Connection[Any], conditions: Sequence[_Condition], search: Search
 ) -> list[tuple[Any, ...]] | None:
@@ -334,8 +346,7 @@ def _word_page(
     records = conn.execute(newest, [window, *params, search.limit + 1, search.offset]).fetchall()
     if len(records) > search.limit:
         return records
-    with conn.transaction():
-        conn.execute(_BITMAP_ONLY)
+    with _settings(conn, _BITMAP_ONLY):
         records = _page(conn, conditions, search)
         if records or search.offset == 0:
             return records or None
@@ -349,8 +360,7 @@ def _partial_page(
     """The partial-word retry's page (None: no match), or None when it takes longer
     than _PARTIAL_TIMEOUT_MS (logged): a nice extra that never holds a request up."""
     try:
-        with conn.transaction():
-            conn.execute(f"SET LOCAL statement_timeout = {_PARTIAL_TIMEOUT_MS}")
+        with _settings(conn, f"SET LOCAL statement_timeout = {_PARTIAL_TIMEOUT_MS}"):
             return _word_page(conn, conditions, search)
     except psycopg.errors.QueryCanceled:
         logger.info(
