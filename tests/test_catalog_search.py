@@ -11,13 +11,14 @@ from collections.abc import Sequence
 import pytest
 from psycopg_pool import ConnectionPool
 
+from usenet_indexer.core.categories import season_episode
 from usenet_indexer.store.catalog import CatalogTable, Search, query_words, search_name
 
 INSERT = """
     INSERT INTO catalog (guid, name, search_name, category, size, files, poster, groups,
                          posted, completion, season, episode, probe_candidate, sources)
     VALUES (%s, %s, %s, 5040, 1000, 1, 'poster@example.com', ARRAY['alt.binaries.test'],
-            %s, 1.0, NULL, NULL, false, ARRAY[]::bytea[])
+            %s, 1.0, %s, %s, false, ARRAY[]::bytea[])
 """
 
 
@@ -27,7 +28,7 @@ def add(pool: ConnectionPool, names: Sequence[str], first_posted: int = 1_700_00
         cursor.executemany(
             INSERT,
             [
-                (f"{n:032x}", name, search_name(name), first_posted + 60 * n)
+                (f"{n:032x}", name, search_name(name), first_posted + 60 * n, *season_episode(name))
                 for n, name in enumerate(names)
             ],
         )
@@ -86,6 +87,15 @@ def test_partial_words_are_found_when_no_name_has_every_word_whole(table: Catalo
     assert names(table, "dead") == ["Dead.Ends.1999.1080p.BluRay.x264-SPARKS"]
     # Words of one or two characters stay whole (pg_trgm takes no trigram from them).
     assert names(table, "ab road s01e0") == ["Ab.Road.S01E05.720p.HDTV.x264-BS"]
+
+
+def test_tvsearch_takes_the_season_and_episode_beside_the_words(table: CatalogTable) -> None:
+    assert names(table, "show name", season=1, episode=2) == [
+        "Show.Name.S01E02.720p.WEB-DL.DD5.1.H.264-Kitsune"
+    ]
+    assert names(table, "show", season=2) == ["Show.Name.S02E01.1080p.HDTV.x264-KILLERS"]
+    assert names(table, "road", season=1, episode=7) == []
+    assert names(table, "abc roa", season=1, episode=6) == ["Abc.Road.S01E06.720p.HDTV.x264-BS"]
 
 
 def test_a_page_past_the_whole_word_matches_takes_no_partial_ones(table: CatalogTable) -> None:

@@ -339,13 +339,16 @@ def _word_page(
     proportion to them, and they are few: under 1 in _WINDOW_PAGES among the
     newest rows). Neither walks the whole table.
     """
-    wanted = search.offset + search.limit + 1
-    window = min(_WINDOW_PAGES * wanted, _WINDOW_MAX)
     where, params = _where(conditions)
-    newest = sql.SQL(_WINDOW).format(where)
-    records = conn.execute(newest, [window, *params, search.limit + 1, search.offset]).fetchall()
-    if len(records) > search.limit:
-        return records
+    # A show's season or episode (tvsearch) is a handful of releases, never a
+    # page among the newest rows: straight to the bitmaps (catalog_episode's too).
+    if search.season is None and search.episode is None:
+        window = min(_WINDOW_PAGES * (search.offset + search.limit + 1), _WINDOW_MAX)
+        newest = sql.SQL(_WINDOW).format(where)
+        cursor = conn.execute(newest, [window, *params, search.limit + 1, search.offset])
+        page = cursor.fetchall()
+        if len(page) > search.limit:
+            return page
     with _settings(conn, _BITMAP_ONLY):
         records = _page(conn, conditions, search)
         if records or search.offset == 0:
