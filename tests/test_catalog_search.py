@@ -112,8 +112,11 @@ def test_a_typo_or_hostile_q_finds_nothing_without_an_error(table: CatalogTable)
         assert len(names(table, q)) == 7, q
 
 
+@pytest.mark.parametrize("analyzed", [False, True])
 @pytest.mark.parametrize("limit", [1, 10, 100])
-def test_pages_are_newest_first_whatever_plan_serves_them(pool: ConnectionPool, limit: int) -> None:
+def test_pages_are_newest_first_whatever_plan_serves_them(
+    pool: ConnectionPool, limit: int, analyzed: bool
+) -> None:
     # 3000 rows: "every" is in all of them (its pages come from the newest rows),
     # "tenth" in one of ten, "sparse" in one of 150 (too few among the newest:
     # the bitmaps serve it), "old" only in the oldest 40 (none among the newest).
@@ -123,6 +126,9 @@ def test_pages_are_newest_first_whatever_plan_serves_them(pool: ConnectionPool, 
         words += ["tenth"] * (n % 10 == 3) + ["sparse"] * (n % 150 == 7) + ["old"] * (n < 40)
         made.append(".".join(words))
     add(pool, made)
+    if analyzed:  # the planner's guesses, from statistics, decide whether the newest are looked at
+        with pool.connection() as conn:
+            conn.execute("ANALYZE catalog")
     table = CatalogTable(pool)
     for q in ("every", "tenth", "sparse", "old", "tenth sparse", "spars", "tent old"):
         wanted = query_words(q)
