@@ -34,8 +34,16 @@ def add(pool: ConnectionPool, names: Sequence[str], first_posted: int = 1_700_00
         )
 
 
-def names(table: CatalogTable, q: str, **asked: int) -> list[str]:
-    return [row.item.name for row in table.search(Search(words=q, **asked))[1]]
+def names(
+    table: CatalogTable,
+    q: str,
+    *,
+    offset: int = 0,
+    season: int | None = None,
+    episode: int | None = None,
+) -> list[str]:
+    search = Search(words=q, offset=offset, season=season, episode=episode)
+    return [row.item.name for row in table.search(search)[1]]
 
 
 @pytest.fixture

@@ -51,9 +51,10 @@ logger = logging.getLogger(__name__)
 # takes no trigram from one or two characters, and LIKE '%ab%' would read
 # the whole trigram index.
 _TRIGRAM_MIN = 3
-# The partial-word retry's statement timeout. Its LIKE estimates can send the
-# planner down the newest-first index over rows that rarely match (~0.7 us a
-# row: ~700 ms for 1M); past this the retry gives up and the q finds nothing.
+# The partial-word retry's statement timeout. Trigrams narrow a part of a word
+# less than full text does a word (pg_trgm's bitmap holds every name with its
+# trigrams, each LIKE-checked), so its bitmaps can be large; past this the
+# retry gives up and the q finds nothing (logged). 1M rows: 5-40 ms.
 _PARTIAL_TIMEOUT_MS = 300
 # A search with words looks at the newest rows first (see `_word_page`): this
 # many pages of them (offset, the page and one past it), at most _WINDOW_MAX.
@@ -355,8 +356,8 @@ def _word_page(
     wanted = search.offset + search.limit + 1
     window = min(_WINDOW_PAGES * wanted, _WINDOW_MAX)
     # A show's season or episode (tvsearch) is a handful of releases, never a
-    # page among the newest rows: straight to the bitmaps (catalog_episode's too).
-    # So is a q the planner expects to be rare even there (it errs the other way).
+    # page among the newest rows: straight to the bitmaps (catalog_episode's too),
+    # as when the planner expects under a tenth of a page there.
     if (
         search.season is None
         and search.episode is None
