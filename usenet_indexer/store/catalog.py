@@ -76,11 +76,6 @@ _WINDOW = """
 # bitmaps. Two words of one show: 4 expected of 5k rows (17 there), skipped; a
 # word it has no statistics for: 13 expected (none there), looked at.
 _WINDOW_HOPE = 0.1
-# For one transaction: the matches by the indexes' bitmaps, neither the
-# newest-first index walked nor the table read whole.
-_BITMAP_ONLY = (
-    "SELECT set_config('enable_seqscan', 'off', true), set_config('enable_indexscan', 'off', true)"
-)
 
 _RELEASES = "SELECT key, head_name, poster, groups, files_announced FROM releases"
 _FRAGMENTS = "SELECT release_key, packed FROM fragments ORDER BY range_id, batch_first"
@@ -118,6 +113,11 @@ _ROW = """
            season, episode, grabs, sources
     FROM catalog
 """
+# Every match by the indexes' bitmaps, sorted: `posted + 0` is the order of no
+# index (catalog_newest, catalog_category), so the planner cannot walk one
+# newest first on a guess, and needs no setting changed (a round trip each).
+_BITMAP_PAGE = _ROW + " WHERE {} ORDER BY posted + 0 DESC, id DESC LIMIT %s OFFSET %s"
+_BITMAP_ANY = "SELECT FROM catalog WHERE {} ORDER BY posted + 0 LIMIT 1"
 _GRAB = "UPDATE catalog SET grabs = grabs + 1 WHERE guid = %s"
 _STORED = "SELECT count(*), max(stored_at) FROM batches"
 _PROBED = "SELECT release_key FROM probe_candidates"
@@ -309,7 +309,8 @@ def _where(conditions: Sequence[_Condition]) -> tuple[sql.Composable, list[objec
 def _page(
     conn: psycopg.Connection[Any], conditions: Sequence[_Condition], search: Search
 ) -> list[tuple[Any, ...]]:
-    """The page's rows and one past it, newest first (id breaks ties).
+    """The page's rows and one past it, newest first (id breaks ties), as the
+    planner likes (a search without words: the newest-first indexes serve it).
 
     One row past the page tells whether more follow; the total is then a lower
     bound (clients page on until a page comes back short), exact once the last
@@ -324,8 +325,7 @@ def _page(
 @contextlib.contextmanager
 def _settings(conn: psycopg.Connection[Any], statement: str) -> Iterator[None]:
     """The block under `statement`'s transaction-local settings, in a savepoint that
-    is rolled back after it, so that they end with it (the search's next query, in
-    the same transaction, plans as ever). Rows fetched in the block are kept."""
+    is rolled back after it, so that they end with it. Rows fetched in it are kept."""
     with conn.transaction() as savepoint:
         conn.execute(statement)
         yield
@@ -368,12 +368,12 @@ def _word_page(
         page = cursor.fetchall()
         if len(page) > search.limit:
             return page
-    with _settings(conn, _BITMAP_ONLY):
-        records = _page(conn, conditions, search)
-        if records or search.offset == 0:
-            return records or None
-        found = conn.execute(sql.SQL("SELECT FROM catalog WHERE {} LIMIT 1").format(where), params)
-        return [] if found.fetchone() is not None else None
+    bitmaps = sql.SQL(_BITMAP_PAGE).format(where)
+    records = conn.execute(bitmaps, [*params, search.limit + 1, search.offset]).fetchall()
+    if records or search.offset == 0:
+        return records or None
+    found = conn.execute(sql.SQL(_BITMAP_ANY).format(where), params).fetchone()
+    return [] if found is not None else None
 
 
 def _expected(
