@@ -34,6 +34,7 @@ from usenet_indexer.core.newznab import (
     parse_request,
 )
 from usenet_indexer.core.nzb import parse_nzb
+from usenet_indexer.store.catalog import search_name
 from usenet_indexer.store.groups import GroupStore
 from usenet_indexer.store.ranges import Finish
 from usenet_indexer.synth.generator import GeneratorConfig, generate
@@ -210,6 +211,26 @@ async def test_q_words_all_match_and_categories_filter(api: tuple[httpx.AsyncCli
     in_category = items(await get_xml(client, t="search", apikey=key, cat=f"{category},99999"))
     assert in_category
     assert all(category in attrs_of(i)["category"] for i in in_category)
+
+
+@pytest.mark.trio
+async def test_q_as_a_name_is_written_or_cut_short_finds_the_release(
+    api: tuple[httpx.AsyncClient, str],
+) -> None:
+    client, key = api
+    name = items(await get_xml(client, t="search", apikey=key))[0].findtext("title", "")
+    words = [w for w in search_name(name).split() if len(w) > 4][:2]
+    assert words, name
+    asked = {
+        "dotted": ".".join(w.upper() for w in words),
+        "cut short": " ".join(w[:-1] for w in words),
+    }
+    for how, q in asked.items():
+        found = items(await get_xml(client, t="search", apikey=key, q=q))
+        assert name in [i.findtext("title") for i in found], (how, q)
+    # A typo is no error: an empty feed, HTTP 200, well within a second.
+    with trio.fail_after(1):
+        assert items(await get_xml(client, t="search", apikey=key, q=words[0] + "qzx")) == []
 
 
 @pytest.mark.trio

@@ -7,10 +7,29 @@ together, so a catalog export and an offline index of the same lines agree.
 (name, category, size, the release keys it came from), updating rows by
 guid so that grabs survive; `release` rebuilds one release, for its NZB,
 from the fragments of those keys alone.
+
+How q matches
+-------------
+A name and a q are split the same way (`search_name`, `query_words`): lower
+case, anything but letters and digits a word break, so `Show.Name`,
+`show name` and `SHOW_NAME` ask the same, and `WEB-DL` is the two words of
+`...WEB-DL-Kitsune`. Every word of q must be in the name, as newznab
+indexers and the programs that ask them (Sonarr, Radarr, NZBHydra2) expect;
+a repeated word counts once. First each word must be a whole word of the
+name: full text search over `words` (GIN catalog_words). Only when no
+release has them all are words of 3 characters or more taken as parts of
+words too, `search_name LIKE '%word%'` (pg_trgm, GIN catalog_trigrams):
+`s01e0` finds `S01E05`, `1080` finds `1080p`, `kitsu` finds `Kitsune`; the
+shorter words stay whole (pg_trgm takes no trigram from them). That retry has
+its own statement timeout, so a q that is neither (a typo) finds nothing in
+a few milliseconds and never takes a second. Typos are not corrected:
+similarity over a million names is what costs the second.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -18,6 +37,7 @@ from datetime import datetime
 from typing import Any
 
 import attrs
+import psycopg
 from psycopg import sql
 from psycopg_pool import ConnectionPool
 
@@ -28,6 +48,38 @@ from usenet_indexer.core.newznab import Item
 from usenet_indexer.core.renames import Shown, apply, more_probe
 from usenet_indexer.store.probes import ProbeStore
 from usenet_indexer.wire import fragments
+
+logger = logging.getLogger(__name__)
+
+# Words shorter than this stay whole words in the partial-word retry: pg_trgm
+# takes no trigram from one or two characters, and LIKE '%ab%' would read
+# the whole trigram index.
+_TRIGRAM_MIN = 3
+# The partial-word retry's statement timeout. Trigrams narrow a part of a word
+# less than full text does a word (pg_trgm's bitmap holds every name with its
+# trigrams, each LIKE-checked), so its bitmaps can be large; past this the
+# retry gives up and the q finds nothing (logged). 1M rows: 5-40 ms.
+_PARTIAL_TIMEOUT_MS = 300
+# A search with words looks at the newest rows first (see `_word_page`): this
+# many pages of them (offset, the page and one past it), at most _WINDOW_MAX.
+# A page of 101 looks at 5k rows: any word in 2% of the names fills it there.
+_WINDOW_PAGES = 50
+_WINDOW_MAX = 20_000  # rows; ~8 ms
+_WINDOW_ROWS = """
+    SELECT FROM (SELECT * FROM catalog ORDER BY posted DESC, id DESC LIMIT %s) AS catalog
+    WHERE {}
+"""
+_WINDOW = """
+    SELECT id, guid, name, category, size, files, poster, groups, posted, completion,
+           season, episode, grabs, sources
+    FROM (SELECT * FROM catalog ORDER BY posted DESC, id DESC LIMIT %s) AS catalog
+    WHERE {} ORDER BY posted DESC, id DESC LIMIT %s OFFSET %s
+"""
+# The window is skipped when the planner expects it to hold less than this
+# share of the page: a miss costs the look (2-3 ms for 5k rows) on top of the
+# bitmaps. Two words of one show: 4 expected of 5k rows (17 there), skipped; a
+# word it has no statistics for: 13 expected (none there), looked at.
+_WINDOW_HOPE = 0.1
 
 _RELEASES = "SELECT key, head_name, poster, groups, files_announced FROM releases"
 _FRAGMENTS = "SELECT release_key, packed FROM fragments ORDER BY range_id, batch_first"
@@ -98,6 +150,11 @@ _ROW = """
            season, episode, grabs, sources
     FROM catalog
 """
+# Every match by the indexes' bitmaps, sorted: `posted + 0` is the order of no
+# index (catalog_newest, catalog_category), so the planner cannot walk one
+# newest first on a guess, and needs no setting changed (a round trip each).
+_BITMAP_PAGE = _ROW + " WHERE {} ORDER BY posted + 0 DESC, id DESC LIMIT %s OFFSET %s"
+_BITMAP_ANY = "SELECT FROM catalog WHERE {} ORDER BY posted + 0 LIMIT 1"
 _GRAB = "UPDATE catalog SET grabs = grabs + 1 WHERE guid = %s"
 _STORED = "SELECT count(*), max(stored_at) FROM batches"
 _PROBED = "SELECT release_key FROM probe_candidates"
@@ -232,6 +289,165 @@ def _rows(records: Sequence[tuple[Any, ...]]) -> list[CatalogRow]:
         )
         for r in records
     ]
+
+
+def query_words(q: str) -> tuple[str, ...]:
+    """q's words as the catalog's names are split (`search_name`), each once, in order.
+
+    Args:
+        q: the q of a request, as given.
+
+    Returns:
+        The words, lower case; none for a q without letters or digits.
+    """
+    return tuple(dict.fromkeys(search_name(q).split()))
+
+
+# A condition of a search's WHERE with its one parameter.
+_Condition = tuple[sql.Composable, object]
+
+
+def _word_conditions(words: Sequence[str], *, partial: bool) -> list[_Condition]:
+    """Every word in full (full text, catalog_words), or, `partial`, those of
+    _TRIGRAM_MIN characters or more anywhere in the name (pg_trgm, catalog_trigrams)."""
+    parts = [w for w in words if partial and len(w) >= _TRIGRAM_MIN]
+    whole = [w for w in words if w not in parts]
+    conditions: list[_Condition] = []
+    if whole:
+        # The words hold letters and digits only: the parser splits them as it split
+        # the names, and no tsquery operator can be among them.
+        conditions.append((sql.SQL("words @@ plainto_tsquery('simple', %s)"), " ".join(whole)))
+    # No word holds % or _ (search_name breaks on both): nothing to escape.
+    conditions += [(sql.SQL("search_name LIKE %s"), f"%{w}%") for w in parts]
+    return conditions
+
+
+def _has_partial(words: Sequence[str]) -> bool:
+    return any(len(w) >= _TRIGRAM_MIN for w in words)
+
+
+def _filters(search: Search) -> list[_Condition]:
+    """The conditions of a search but q."""
+    conditions: list[_Condition] = []
+    if search.categories:
+        # A parent takes its subcategories: one = ANY over ids, which the index serves.
+        ids = sorted({c for asked in search.categories for c in (asked, *subcategories(asked))})
+        conditions.append((sql.SQL("category = ANY(%s)"), ids))
+    for column, value, op in (
+        ("season", search.season, "="),
+        ("episode", search.episode, "="),
+        ("posted", search.since, ">="),
+        ("size", search.min_size, ">="),
+        ("size", search.max_size, "<="),
+    ):
+        if value is not None:
+            conditions.append((sql.SQL("{} " + op + " %s").format(sql.Identifier(column)), value))
+    if search.group is not None:
+        conditions.append((sql.SQL("%s = ANY(groups)"), search.group))
+    return conditions
+
+
+def _where(conditions: Sequence[_Condition]) -> tuple[sql.Composable, list[object]]:
+    # Only releases shown: complete, or quiet long enough (see CatalogTable).
+    where = sql.SQL(" AND ").join([sql.SQL("shown"), *(c for c, _ in conditions)])
+    return where, [value for _, value in conditions]
+
+
+def _page(
+    conn: psycopg.Connection[Any], conditions: Sequence[_Condition], search: Search
+) -> list[tuple[Any, ...]]:
+    """The page's rows and one past it, newest first (id breaks ties), as the
+    planner likes (a search without words: the newest-first indexes serve it).
+
+    One row past the page tells whether more follow; the total is then a lower
+    bound (clients page on until a page comes back short), exact once the last
+    page is reached. A count of the matches would cost more than the page (a
+    common word: 40 ms of 1M rows).
+    """
+    where, params = _where(conditions)
+    page = sql.SQL(_ROW + " WHERE {} ORDER BY posted DESC, id DESC LIMIT %s OFFSET %s")
+    return conn.execute(page.format(where), [*params, search.limit + 1, search.offset]).fetchall()
+
+
+@contextlib.contextmanager
+def _settings(conn: psycopg.Connection[Any], statement: str) -> Iterator[None]:
+    """The block under `statement`'s transaction-local settings, in a savepoint that
+    is rolled back after it, so that they end with it. Rows fetched in it are kept."""
+    with conn.transaction() as savepoint:
+        conn.execute(statement)
+        yield
+        raise psycopg.Rollback(savepoint)
+
+
+def _word_page(
+    conn: psycopg.Connection[Any], conditions: Sequence[_Condition], search: Search
+) -> list[tuple[Any, ...]] | None:
+    """The page of a search with words: the newest rows looked at first, else every
+    match by the indexes' bitmaps; None when no release matches (at any offset).
+
+    The planner guesses a word's matches from statistics and errs both ways. A
+    word it has no statistics for it takes for 0.27% of the rows, and walks the
+    newest-first index for them: 550 ms over 1M rows when there are none. Two
+    words of one show it takes for independent (700 rows for 25k), and its
+    bitmap then fetches and sorts them all. So it is not left to pick: the
+    newest _WINDOW_PAGES pages of rows are looked at first (2-3 ms for 5k
+    rows), where the page of a word in 2% of the names is. When they do not
+    fill the page, the matches are few (under 1 in _WINDOW_PAGES of the newest
+    rows), and the bitmaps fetch and sort them all, at a cost in proportion to
+    them. Neither walks the whole table. The window is skipped when it would
+    surely miss: a tvsearch, or a q the planner expects under a tenth of a page
+    in it (_WINDOW_HOPE; its guess of a rare pair is low, which then costs the
+    bitmaps, as before, but no walk).
+    """
+    where, params = _where(conditions)
+    wanted = search.offset + search.limit + 1
+    window = min(_WINDOW_PAGES * wanted, _WINDOW_MAX)
+    # A show's season or episode (tvsearch) is a handful of releases, never a
+    # page among the newest rows: straight to the bitmaps (catalog_episode's too),
+    # as when the planner expects under a tenth of a page there.
+    if (
+        search.season is None
+        and search.episode is None
+        and _expected(conn, where, params, window) >= _WINDOW_HOPE * wanted
+    ):
+        newest = sql.SQL(_WINDOW).format(where)
+        cursor = conn.execute(newest, [window, *params, search.limit + 1, search.offset])
+        page = cursor.fetchall()
+        if len(page) > search.limit:
+            return page
+    bitmaps = sql.SQL(_BITMAP_PAGE).format(where)
+    records = conn.execute(bitmaps, [*params, search.limit + 1, search.offset]).fetchall()
+    if records or search.offset == 0:
+        return records or None
+    found = conn.execute(sql.SQL(_BITMAP_ANY).format(where), params).fetchone()
+    return [] if found is not None else None
+
+
+def _expected(
+    conn: psycopg.Connection[Any], where: sql.Composable, params: list[object], window: int
+) -> float:
+    """The planner's guess of the matches among the newest `window` rows (0.3 ms)."""
+    # EXPLAIN takes no bound parameters: the values are quoted into it by psycopg.
+    explain = sql.SQL("EXPLAIN (FORMAT JSON) " + _WINDOW_ROWS).format(where)
+    row = psycopg.ClientCursor(conn).execute(explain, [window, *params]).fetchone()
+    return 0.0 if row is None else float(row[0][0]["Plan"]["Plan Rows"])
+
+
+def _partial_page(
+    conn: psycopg.Connection[Any], conditions: Sequence[_Condition], search: Search
+) -> list[tuple[Any, ...]] | None:
+    """The partial-word retry's page (None: no match), or None when it takes longer
+    than _PARTIAL_TIMEOUT_MS (logged): a nice extra that never holds a request up."""
+    try:
+        with _settings(conn, f"SET LOCAL statement_timeout = {_PARTIAL_TIMEOUT_MS}"):
+            return _word_page(conn, conditions, search)
+    except psycopg.errors.QueryCanceled:
+        logger.info(
+            "search: q %r: the partial-word retry took over %d ms",
+            search.words,
+            _PARTIAL_TIMEOUT_MS,
+        )
+        return None
 
 
 def _catalog_record(shown: Shown, changed_at: datetime) -> tuple[object, ...]:
@@ -376,40 +592,27 @@ class CatalogTable:
         probes.add_archives(more)
 
     def search(self, search: Search) -> tuple[int, list[CatalogRow]]:
-        """(how many releases match, at least: see below; the page of them), newest first."""
-        where: list[sql.Composable] = [sql.SQL("shown")]
-        params: list[object] = []
-        if search.words:
-            where.append(sql.SQL("words @@ plainto_tsquery('simple', %s)"))
-            params.append(search.words)
-        if search.categories:
-            # A parent takes its subcategories: one = ANY over ids, which the index serves.
-            ids = sorted({c for asked in search.categories for c in (asked, *subcategories(asked))})
-            where.append(sql.SQL("category = ANY(%s)"))
-            params.append(ids)
-        for column, value, op in (
-            ("season", search.season, "="),
-            ("episode", search.episode, "="),
-            ("posted", search.since, ">="),
-            ("size", search.min_size, ">="),
-            ("size", search.max_size, "<="),
-        ):
-            if value is not None:
-                where.append(sql.SQL("{} " + op + " %s").format(sql.Identifier(column)))
-                params.append(value)
-        if search.group is not None:
-            where.append(sql.SQL("%s = ANY(groups)"))
-            params.append(search.group)
-        condition = sql.SQL(" AND ").join(where)
-        # One row past the page tells whether more follow; the total is then a
-        # lower bound (offset + limit + 1: clients page on until a page comes
-        # back short), exact once the last page is reached. A count of the
-        # matches would cost more than the page (a common word: 40 ms of 1M).
-        page = sql.SQL(_ROW + " WHERE {} ORDER BY posted DESC, id DESC LIMIT %s OFFSET %s").format(
-            condition
-        )
+        """Releases that match a search, newest first (see "How q matches" above).
+
+        Args:
+            search: what is asked.
+
+        Returns:
+            (how many releases match, at least: offset + the page + 1 while more
+            follow, exact on the last page; the page of them).
+        """
+        words = query_words(search.words)
+        filters = _filters(search)
         with self.pool.connection() as conn:
-            records = conn.execute(page, [*params, search.limit + 1, search.offset]).fetchall()
+            if not words:
+                records = _page(conn, filters, search)
+            else:
+                whole = [*_word_conditions(words, partial=False), *filters]
+                found = _word_page(conn, whole, search)
+                if found is None and _has_partial(words):
+                    partial = [*_word_conditions(words, partial=True), *filters]
+                    found = _partial_page(conn, partial, search)
+                records = found or []
         return search.offset + len(records), _rows(records[: search.limit])
 
     def row(self, guid: str) -> CatalogRow | None:
