@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import socket
 import statistics
@@ -108,7 +109,18 @@ def main() -> int:
             process.send_signal(signal.SIGTERM)
             process.wait(timeout=120)
         lines = trio.run(over_above, news.url(), start_high)
-        figures = score(home, lines, posts, seen)
+        with psycopg.connect(url) as conn:
+            listed = {
+                str(name): (str(guid), float(done), bool(shown))
+                for guid, name, done, shown in conn.execute(
+                    "SELECT guid, name, completion, shown FROM catalog"
+                ).fetchall()
+            }
+        figures = score(home, lines, posts, seen, listed)
+        if figures.get("lost"):
+            kept = Path(tempfile.gettempdir()) / f"bench-latency-{int(time.time())}.log"
+            shutil.copy(home / "standalone.log", kept)
+            print(f"bench-latency: releases lost: the log is kept in {kept}", file=sys.stderr)
     print(json.dumps({"bench": "latency", "live_poll_seconds": args.live_poll_seconds, **figures}))
     return 0
 
@@ -166,7 +178,11 @@ async def post_and_watch(
 
 
 def score(
-    home: Path, lines: list[bytes], posts: list[tuple[float, int]], seen: dict[str, float]
+    home: Path,
+    lines: list[bytes],
+    posts: list[tuple[float, int]],
+    seen: dict[str, float],
+    listed: dict[str, tuple[str, float, bool]],
 ) -> dict[str, object]:
     dump = home / "posted.txt"
     dump.write_bytes(b"\n".join(lines) + b"\n")
@@ -187,6 +203,12 @@ def score(
         posted_at = next(at for at, high in posts if high >= last)
         if guid not in seen:
             lost += 1
+            # What the catalog has by that name instead: (guid, completion, shown).
+            print(
+                f"bench-latency: not listed: {release.name} ({guid}); the catalog has"
+                f" {listed.get(release.name)}",
+                file=sys.stderr,
+            )
             continue
         latencies.append(seen[guid] - posted_at)
     extra = len(set(seen) - complete)

@@ -46,8 +46,9 @@
     │   ├── Par2Error            decode/par2: not one valid PAR2 packet
     │   └── ArchiveError         decode/archives: no archive signature, malformed at the start
     ├── UnknownGroup             store/groups
-    └── NewsdError               testing/newsd: the private INN2 cannot run
-        └── CannotInstall        INN2 is missing and cannot be installed here
+    ├── NewsdError               testing/newsd: the private INN2 cannot run
+    │   └── CannotInstall        INN2 is missing and cannot be installed here
+    └── ToolMissing              testing/obfuscated: par2 or 7z is not installed
 
 tests/test_errors.py holds this tree to the code: every exception class
 defined in the package is a UidxError and is named here.

@@ -88,7 +88,9 @@ _FRAGMENTS_OF = (
     "SELECT release_key, packed FROM fragments WHERE release_key = ANY(%s)"
     " ORDER BY range_id, batch_first"
 )
-_PROBED_OF = "SELECT release_key FROM probe_candidates WHERE release_key = ANY(%s)"
+_PROBED_OF = (
+    "SELECT release_key FROM probe_candidates WHERE release_key = ANY(%s) AND source = 'batch'"
+)
 _CATALOG_TEMP = """
     CREATE TEMPORARY TABLE catalog_new (LIKE catalog INCLUDING DEFAULTS) ON COMMIT DROP
 """
@@ -157,7 +159,9 @@ _BITMAP_PAGE = _ROW + " WHERE {} ORDER BY posted + 0 DESC, id DESC LIMIT %s OFFS
 _BITMAP_ANY = "SELECT FROM catalog WHERE {} ORDER BY posted + 0 LIMIT 1"
 _GRAB = "UPDATE catalog SET grabs = grabs + 1 WHERE guid = %s"
 _STORED = "SELECT count(*), max(stored_at) FROM batches"
-_PROBED = "SELECT release_key FROM probe_candidates"
+# A release is a probe candidate as the indexer says (a batch's candidate),
+# as `uidx index` says it; the build's own candidates (renames.more_probe) not.
+_PROBED = "SELECT release_key FROM probe_candidates WHERE source = 'batch'"
 _SIZES = """
     SELECT coalesce(sum(pg_total_relation_size(c)), 0)::bigint,
            (SELECT coalesce(sum(segments), 0)::bigint FROM fragments)

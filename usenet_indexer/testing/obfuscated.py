@@ -44,6 +44,7 @@ from pathlib import Path
 
 import attrs
 
+from usenet_indexer.errors import UidxError
 from usenet_indexer.testing.newsd import PostedArticle
 from usenet_indexer.testing.yenc import yenc_articles
 
@@ -52,7 +53,7 @@ _SHOWS = ("Fallout", "Severance", "Andor", "Shogun", "Slow.Horses", "The.Bear", 
 _GROUPS = ("Kitsune", "NTb", "FLUX", "SiGMA", "playWEB", "EDITH")
 
 
-class ToolMissing(Exception):
+class ToolMissing(UidxError):
     """par2 or 7z is not installed (scripts/ensure-probe-tools installs them)."""
 
 
