@@ -47,14 +47,14 @@ from __future__ import annotations
 import hashlib
 import re
 from array import array
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 from calendar import timegm
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from email.utils import mktime_tz, parsedate_tz
 from functools import partial
-from itertools import accumulate, pairwise
-from operator import add, itemgetter
+from itertools import pairwise
+from operator import itemgetter
 from typing import NamedTuple
 
 import attrs
@@ -265,13 +265,13 @@ class RangeIndexer:
             raise ValueError(f"next_article {next_article} is below the resume point {self._next}")
         if b"\r" in data:
             data = data.replace(b"\r", b"")
-        lines = data.split(b"\n")
         # Lines with a NUL are taken out before the loop (they are rare, and
         # the loop would split each): counted as read and as malformed.
         nul = 0
         if b"\x00" in data:
-            nul = _drop_nul_lines(data, lines)
+            data, nul = _without_nul_lines(data)
             self._skipped["nul_byte"] += nul
+        lines = data.split(b"\n")
         fast = self._fast
         slow = self._slow_line
         empty = 0
@@ -1109,24 +1109,26 @@ def _probe_candidate(chunk: ReleaseChunk) -> ProbeCandidate | None:
     )
 
 
-def _drop_nul_lines(data: bytes, lines: list[bytes]) -> int:
-    """Remove from `lines` (data split on "\\n") the lines that hold a NUL byte; how many.
+def _without_nul_lines(data: bytes) -> tuple[bytes, int]:
+    """The data without the lines that hold a NUL byte, and how many there were.
 
-    Only the NULs are looked for: the lines in between are not tested one by one.
+    Only the NULs are looked for: the lines in between are neither tested nor
+    counted one by one, and the data is copied once. (A last line dropped
+    leaves the line end before it: an empty last line, which add_data skips.)
     """
-    # Where each line's "\n" is (the last line's: the end of data), with C-level
-    # operations only: a NUL is put in its line by bisection, not by counting
-    # the line ends before it (most blocks of a real dump hold one or two).
-    ends = list(map(add, accumulate(map(len, lines)), range(len(lines))))
-    dropped: list[int] = []
+    kept: list[bytes] = []
+    dropped = 0
+    begin = 0  # where the text not yet kept starts (a line start)
     at = data.find(b"\x00")
     while at >= 0:
-        line = bisect_right(ends, at)
-        dropped.append(line)
-        at = data.find(b"\x00", ends[line])
-    for line in reversed(dropped):
-        del lines[line]
-    return len(dropped)
+        before = data.rfind(b"\n", begin, at)
+        kept.append(data[begin : before + 1] if before >= 0 else b"")
+        dropped += 1
+        end = data.find(b"\n", at)
+        begin = len(data) if end < 0 else end + 1
+        at = data.find(b"\x00", begin)
+    kept.append(data[begin:])
+    return b"".join(kept), dropped
 
 
 def _xref_field(rest: bytes) -> bytes:
