@@ -265,13 +265,13 @@ class RangeIndexer:
             raise ValueError(f"next_article {next_article} is below the resume point {self._next}")
         if b"\r" in data:
             data = data.replace(b"\r", b"")
-        lines = data.split(b"\n")
         # Lines with a NUL are taken out before the loop (they are rare, and
         # the loop would split each): counted as read and as malformed.
         nul = 0
         if b"\x00" in data:
-            nul = _drop_nul_lines(data, lines)
+            data, nul = _without_nul_lines(data)
             self._skipped["nul_byte"] += nul
+        lines = data.split(b"\n")
         fast = self._fast
         slow = self._slow_line
         empty = 0
@@ -559,7 +559,7 @@ class RangeIndexer:
         passes = _Passes(self._dates, cuts=sorted(set(cuts)))
         pairs = list(zip(members, texts, strict=True))
         found: list[tuple[list[FileChunk | None], _OpenFile]] = []
-        if any(len(set(text.ks)) < len(text.ks) for text in texts):
+        if any(not text.in_order() and len(set(text.ks)) < len(text.ks) for text in texts):
             # A file repeats numbers: every file waits for the release's passes.
             passes.deferred = list(members)
         else:
@@ -696,7 +696,19 @@ class _Texts:
     sizes: list[bytes]
     _numbers: list[int] | None = attrs.field(init=False, default=None)
     _article_numbers: list[int] | None = attrs.field(init=False, default=None)
+    _in_order: bool | None = attrs.field(init=False, default=None)
     _read: int = attrs.field(init=False, default=0)  # bit 1: numbers, bit 2: articles
+
+    def in_order(self) -> bool:
+        """Whether the k texts are 1, 2, ..., count as the poster writes them (unpadded or
+        zero padded): how most files arrive; then they are unique and need no conversion.
+
+        Read once: the restarts, the repeats and the conversion all ask.
+        """
+        if self._in_order is None:
+            ks = self.ks
+            self._in_order = len(ks) <= _COUNTING_MAX and ks == _counting(ks[0])[: len(ks)]
+        return self._in_order
 
     def numbers(self) -> list[int] | None:
         """The k texts as ints (`_digit_ints`): None if one is not plain digits."""
@@ -775,9 +787,7 @@ def _article_ints(texts: _Texts) -> list[int]:
 
 def _restarts(member: _OpenFile, texts: _Texts) -> list[int]:
     """Where a file's numbers start over (reposts.restarts); none for a file posted 1, 2, ..."""
-    ks = texts.ks
-    count = len(ks)
-    if count < RUN or (count <= _COUNTING_MAX and ks == _counting(ks[0])[:count]):
+    if len(texts.ks) < RUN or texts.in_order():
         return []
     numbers = texts.numbers()
     if numbers is None or not starts_over(numbers, member.total):
@@ -862,12 +872,7 @@ def _file_chunks(
         sizes = array("I", size_list)  # uint32: raises for a negative or too big size
     except OverflowError:
         return _file_chunks_slow(open_file, texts, skipped, passes)
-    if (
-        count <= total
-        and count <= _COUNTING_MAX
-        and ks == _counting(ks[0])[:count]
-        and not passes.pieces
-    ):
+    if count <= total and texts.in_order() and not passes.pieces:
         # Segments 1, 2, ..., count in order (how most files arrive): no conversion.
         return [_make_file_chunk(open_file, dates, _ONE_TO[:count], message_ids, sizes)]
     numbers = texts.numbers()
@@ -1104,25 +1109,26 @@ def _probe_candidate(chunk: ReleaseChunk) -> ProbeCandidate | None:
     )
 
 
-def _drop_nul_lines(data: bytes, lines: list[bytes]) -> int:
-    """Remove from `lines` (data split on "\\n") the lines that hold a NUL byte; how many.
+def _without_nul_lines(data: bytes) -> tuple[bytes, int]:
+    """The data without the lines that hold a NUL byte, and how many there were.
 
-    Only the NULs are looked for: the lines in between are not tested one by one.
+    Only the NULs are looked for: the lines in between are neither tested nor
+    counted one by one, and the data is copied once. (A last line dropped
+    leaves the line end before it: an empty last line, which add_data skips.)
     """
-    dropped: list[int] = []
-    line = 0
-    searched = 0
+    kept: list[bytes] = []
+    dropped = 0
+    begin = 0  # where the text not yet kept starts (a line start)
     at = data.find(b"\x00")
     while at >= 0:
-        line += data.count(b"\n", searched, at)
-        dropped.append(line)
-        searched = data.find(b"\n", at)
-        if searched < 0:
-            break
-        at = data.find(b"\x00", searched)
-    for line in reversed(dropped):
-        del lines[line]
-    return len(dropped)
+        before = data.rfind(b"\n", begin, at)
+        kept.append(data[begin : before + 1] if before >= 0 else b"")
+        dropped += 1
+        end = data.find(b"\n", at)
+        begin = len(data) if end < 0 else end + 1
+        at = data.find(b"\x00", begin)
+    kept.append(data[begin:])
+    return b"".join(kept), dropped
 
 
 def _xref_field(rest: bytes) -> bytes:

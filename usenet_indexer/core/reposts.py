@@ -178,5 +178,6 @@ def restarts(numbers: Sequence[int], articles: Sequence[int], total: int) -> lis
                 low = 0
         else:
             low = 0
-            highest = max(highest, number)
+            if number > highest:  # (not max(): a call per segment)
+                highest = number
     return found
