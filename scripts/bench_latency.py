@@ -120,6 +120,7 @@ def main() -> int:
         if figures.get("lost"):
             kept = Path(tempfile.gettempdir()) / f"bench-latency-{int(time.time())}.log"
             shutil.copy(home / "standalone.log", kept)
+            shutil.copy(home / "posted.txt", kept.with_suffix(".overview"))
             print(f"bench-latency: releases lost: the log is kept in {kept}", file=sys.stderr)
     print(json.dumps({"bench": "latency", "live_poll_seconds": args.live_poll_seconds, **figures}))
     return 0

@@ -16,7 +16,8 @@ data as what the file is:
   called): the names of the files inside, as far as the first segment
   holds them; an archive of executables only is an executable flood
   (rar-wrapped floods cannot be seen in headers);
-- otherwise only the yEnc name, when it is not obfuscated.
+- otherwise only the yEnc name, when the subject's file name is obfuscated
+  and the yEnc name is a plain file name (with an extension).
 
 The verdict (`Examined`) is one of the outcomes of store/probes.py's
 `Outcome`: renamed (a name other than the release's), already named,
@@ -104,9 +105,19 @@ def examine(body: bytes, file_name: str, release: str, *, max_bytes: int = 4 << 
         names = release_names(nfo_text(data))
         if names:
             return _named(names[0], (), release, "nfo")
-    if yenc_name is not None:
+    if yenc_name is not None and _tells(yenc_name, file_name):
         return _named(release_name(None, [(yenc_name, 1)]), (yenc_name,), release, "yEnc name")
     return Examined(Verdict.NO_NAMES, detail="no par2, nfo name, archive or plain yEnc name")
+
+
+def _tells(yenc_name: str, file_name: str) -> bool:
+    """Whether a yEnc name says more than the subject: the subject's file name is
+    obfuscated, and the yEnc name is a file's (it has an extension) that is not."""
+    return (
+        looks_obfuscated(file_stem(file_name))
+        and bool(extension(yenc_name))
+        and yenc_name != file_name
+    )
 
 
 def _par2(data: bytes, release: str) -> Examined:
