@@ -136,8 +136,13 @@ class Prober:
         except (NNTPError, RemoteProtocolError) as error:
             logger.warning("probes on %s: %s", server, error)
             await self._give_back([job for job in jobs if job is not _DONE])
+            failed = True
+        else:
+            failed = False
         finally:
             state.probing -= 1
+        if failed:  # the server or the connection: not in a tight loop
+            await trio.sleep(self.options.retry_seconds)
 
     async def _probe(self, client: NNTPClient, server: str, job: ProbeJob) -> bool:
         """Probe one candidate; False when the connection cannot be used again."""
@@ -150,6 +155,11 @@ class Prober:
         except NoSuchArticle:
             await self._retry(job, Outcome.ARTICLE_MISSING, f"430 on {server}", server)
             return True
+        except RemoteProtocolError as error:
+            # What the server sent for this article broke the protocol (a line
+            # over the cap): bad data, and the connection is spent.
+            await self._record(job, Outcome.BAD_DATA, detail=f"{server}: {error}")
+            return False
         except ReplyError as error:
             if error.code == 222:  # over max_body_bytes: never read whole; the rest unread
                 await self._record(job, Outcome.BAD_DATA, detail=f"{error}")
