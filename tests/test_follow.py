@@ -39,6 +39,14 @@ def test_a_new_group_without_backfill_is_followed_from_its_high_water_mark() -> 
     assert later.followed_to == 10_250
 
 
+def test_a_new_group_is_followed_from_where_it_was_when_added() -> None:
+    # Posted between `uidx groups add` (high 9,000) and the daemon's first poll.
+    decision = follow(view(high=10_000, known_high=9_000), slice_articles=SLICE)
+    assert decision.spans == (Span(9_001, 10_000, Kind.LIVE),)
+    # A stored mark above the server's (another server's): from the server's.
+    assert follow(view(high=10_000, known_high=12_000), slice_articles=SLICE).spans == ()
+
+
 def test_nothing_new_plans_nothing() -> None:
     assert follow(view(followed_to=10_000, top=10_000), slice_articles=SLICE).spans == ()
 

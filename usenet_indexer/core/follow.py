@@ -10,9 +10,10 @@ group's water marks and hands this module what it knows (`GroupView`);
   follower's own mark, `followed_to`, or the highest planned article, if an
   operator planned higher) up to the high water mark less `margin` is
   planned as live ranges, which the edges lease before any other. A group
-  seen for the first time is followed from its high water mark on (what
-  was posted before is the backfill's), or from the top of its plan if an
-  operator planned it before (the posts since are not lost).
+  seen for the first time is followed from the high water mark it had when
+  it was added (what was posted before is the backfill's), or from the top
+  of its plan if an operator planned it before (the posts since are not
+  lost), else from its high water mark now.
 - **The backfill**, when the group has a floor (the first article posted
   `backfill_days` ago, which the follower finds by a bisect over dates):
   one slice of `slice_articles` at a time below the lowest planned
@@ -57,6 +58,10 @@ class GroupView:
         waiting_from: the lowest resume point of the ranges not done; None when
             every range is done.
         last_high: the high water mark of the poll before; None at the first.
+        known_high: the high water mark stored before this poll (`uidx groups
+            add` stores the server's): a group never followed is followed from
+            there, so what was posted between its add and the daemon's first
+            poll is not skipped.
     """
 
     low: int
@@ -68,6 +73,7 @@ class GroupView:
     backfill_waiting: int
     waiting_from: int | None = None
     last_high: int | None = None
+    known_high: int | None = None
 
 
 @attrs.frozen
@@ -123,6 +129,8 @@ def follow(view: GroupView, *, margin: int = 0, slice_articles: int, ahead: int 
         followed = view.followed_to if view.top is None else max(view.followed_to, view.top)
     elif view.top is not None:
         followed = view.top  # planned before it was followed: on from the plan's top
+    elif view.known_high is not None and view.low - 1 <= view.known_high <= head:
+        followed = view.known_high  # from where it was when added
     else:
         followed = head
     spans: list[Span] = []

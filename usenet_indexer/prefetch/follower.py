@@ -127,6 +127,7 @@ class Follower:
             floor=floor,
             backfill_waiting=group.backfill_waiting,
             waiting_from=group.waiting_from,
+            known_high=group.high,
             last_high=self._last_high.get(group.id),
         )
         self._last_high[group.id] = carrier.high

@@ -48,7 +48,7 @@ _FOLLOWED = """
     SELECT g.id, g.name, g.backfill_days, g.backfill_floor, g.backfill_checked_at,
            g.followed_to, max(r.last_article), min(r.first_article),
            count(r.id) FILTER (WHERE r.kind = 'backfill' AND r.state <> 'done'),
-           min(r.resume) FILTER (WHERE r.state <> 'done')
+           min(r.resume) FILTER (WHERE r.state <> 'done'), g.high
     FROM groups g LEFT JOIN ranges r ON r.group_id = g.id
     WHERE g.enabled
     GROUP BY g.id ORDER BY g.name
@@ -98,6 +98,7 @@ class FollowedGroup:
     bottom: int | None  # the lowest
     backfill_waiting: int  # backfill ranges not done
     waiting_from: int | None  # the lowest resume point of the ranges not done
+    high: int | None  # the high water mark stored last (at `groups add`, or a poll)
 
 
 @attrs.frozen
