@@ -10,30 +10,24 @@ the new posts ahead of it; and `uidx status` must say where each group is.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import re
-import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 
-import psycopg
 import pytest
 import trio
 from process_logs import log_until
+from running import own_news_server, rows, standalone, uidx
 from test_edge import offline_index
 from test_standalone import Posted, assert_clean_log, over_all, standalone_env
 
 from usenet_indexer.core.article_dates import first_dated
 from usenet_indexer.testing.newsd_private import (
-    CannotInstall,
     PrivateNewsServer,
-    private_news_server,
 )
 
 GROUP = "alt.binaries.uidx.live"
@@ -42,47 +36,8 @@ RUN_SECONDS = 180
 
 @pytest.fixture
 def news() -> Iterator[PrivateNewsServer]:
-    """A private INN2 of this test's own (articles are posted during the test)."""
-    try:
-        with private_news_server(
-            [GROUP], prefix="uidx-newsd-live-", start_timeout_seconds=600
-        ) as s:
-            yield s
-    except CannotInstall as error:
-        if os.environ.get("CI"):
-            raise
-        pytest.skip(f"INN2 is not available here: {error}")
-
-
-def uidx(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "usenet_indexer", *args],
-        env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-
-
-@contextlib.contextmanager
-def standalone(env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
-    """`uidx standalone` running for good; stopped with SIGTERM (and its log checked) after."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "usenet_indexer", "standalone", "--processes", "1"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )  # fmt: skip
-    try:
-        yield process
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            _, rest = process.communicate(timeout=120)
-        finally:
-            process.kill()
-            process.wait()
-    assert process.returncode == 0, rest.decode()[-4000:]
-
-
-def rows(url: str, sql: str) -> list[tuple[object, ...]]:
-    with psycopg.connect(url) as conn:
-        return list(conn.execute(sql).fetchall())
+    with own_news_server(GROUP, "uidx-newsd-live-") as server:
+        yield server
 
 
 def until(

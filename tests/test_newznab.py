@@ -19,11 +19,11 @@ import httpx
 import orjson
 import pytest
 import trio
+from test_catalog_build import batches_of_generated
 
 from usenet_indexer.config import Settings
 from usenet_indexer.coordinator.server import serve
 from usenet_indexer.coordinator.stores import Stores
-from usenet_indexer.core.indexer import RangeIndexer
 from usenet_indexer.core.newznab import (
     NEWZNAB_NS,
     Item,
@@ -35,10 +35,6 @@ from usenet_indexer.core.newznab import (
 )
 from usenet_indexer.core.nzb import parse_nzb
 from usenet_indexer.store.catalog import search_name
-from usenet_indexer.store.groups import GroupStore
-from usenet_indexer.store.ranges import Finish
-from usenet_indexer.synth.generator import GeneratorConfig, generate
-from usenet_indexer.wire.packed import pack_batch
 
 NS = {"newznab": NEWZNAB_NS}
 TTL = 900.0
@@ -46,25 +42,8 @@ TTL = 900.0
 
 def store_generated(stores: Stores, articles: int, seed: int) -> int:
     """Index generated lines as an edge would and store the batches; the catalog rows built."""
-    generated = generate(GeneratorConfig(articles=articles, seed=seed))
-    lines = [line for line in generated.lines if line.split(b"\t", 1)[0].isdigit()]
-    numbers = [int(line.split(b"\t", 1)[0]) for line in lines]
-    group = GroupStore(stores.ranges.pool).add(generated.truth.group)
-    low, high = min(numbers), max(numbers)
-    stores.ranges.plan(group, low, high, high - low + 1)
-    node_id = stores.nodes.authenticate(stores.nodes.create("edge"))
-    assert node_id is not None
-    lease = stores.ranges.lease(node_id, TTL)
-    assert lease is not None
-    indexer = RangeIndexer(group=lease.group, first=lease.next)
-    for start in range(0, len(lines), 5_000):
-        part = lines[start : start + 5_000]
-        last = start + 5_000 >= len(lines)
-        end = high + 1 if last else numbers[start + len(part) - 1] + 1
-        indexer.add_data(b"\n".join(part), end)
-        batch = indexer.finish() if last else indexer.take()
-        stores.batches.store(node_id, lease.range_id, lease.epoch, pack_batch(batch), 0, TTL)
-    assert stores.ranges.finish(node_id, lease.range_id, lease.epoch) is Finish.OK
+    for _ in batches_of_generated(stores, articles, seed, every=5_000):
+        pass
     return stores.catalog.build(quiet_seconds=0).releases
 
 

@@ -12,25 +12,19 @@ were, and no flood.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import psycopg
 import pytest
 from process_logs import log_until
+from running import own_news_server, rows, standalone, uidx
 from test_standalone import Posted, assert_clean_log, standalone_env
 
 from usenet_indexer.testing.newsd_private import (
-    CannotInstall,
     PrivateNewsServer,
-    private_news_server,
 )
 from usenet_indexer.testing.obfuscated import Built, ToolMissing, build
 
@@ -42,15 +36,8 @@ RUN_SECONDS = 240
 
 @pytest.fixture
 def news() -> Iterator[PrivateNewsServer]:
-    try:
-        with private_news_server(
-            [GROUP], prefix="uidx-newsd-probe-", start_timeout_seconds=600
-        ) as s:
-            yield s
-    except CannotInstall as error:
-        if os.environ.get("CI"):
-            raise
-        pytest.skip(f"INN2 is not available here: {error}")
+    with own_news_server(GROUP, "uidx-newsd-probe-") as server:
+        yield server
 
 
 @pytest.fixture
@@ -70,35 +57,6 @@ def uploads(tmp_path: Path) -> list[Built]:
             raise
         pytest.skip(str(error))
     return made
-
-
-def uidx(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "usenet_indexer", *args],
-        env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-
-
-def rows(url: str, sql: str) -> list[tuple[object, ...]]:
-    with psycopg.connect(url) as conn:
-        return list(conn.execute(sql).fetchall())
-
-
-@contextlib.contextmanager
-def standalone(env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "usenet_indexer", "standalone", "--processes", "1"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )  # fmt: skip
-    try:
-        yield process
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.communicate(timeout=120)
-        finally:
-            process.kill()
-            process.wait()
 
 
 def test_obfuscated_uploads_get_their_real_names_and_floods_go(
