@@ -65,12 +65,12 @@ async def time_loops(url: str, segments: list[tuple[str, str]], repeat: int) -> 
         for _ in range(repeat):
             started = time.perf_counter()
             for message_id, _name in segments:
-                await client.body(message_id)
+                await client.body(f"<{message_id}>")
             bare.append(time.perf_counter() - started)
             started = time.perf_counter()
             decoding = 0.0
             for message_id, name in segments:
-                body = await client.body(message_id)
+                body = await client.body(f"<{message_id}>")
                 at = time.perf_counter()
                 examine(body, name, "")
                 decoding += time.perf_counter() - at
