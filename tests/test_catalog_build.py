@@ -17,6 +17,7 @@ from usenet_indexer.coordinator.stores import Stores
 from usenet_indexer.core.indexer import RangeIndexer
 from usenet_indexer.store.catalog import CatalogStore, Search
 from usenet_indexer.store.groups import GroupStore
+from usenet_indexer.store.ranges import Finish
 from usenet_indexer.synth.generator import GeneratorConfig, generate
 from usenet_indexer.wire.packed import pack_batch
 
@@ -28,7 +29,7 @@ def batches_of_generated(
     stores: Stores, articles: int, seed: int, every: int, profile: str = "default"
 ) -> Iterator[int]:
     """Index generated lines as one edge, storing a batch every `every` lines; yields the
-    batches stored so far after each."""
+    batches stored so far after each (the range is finished with the last)."""
     generated = generate(GeneratorConfig(articles=articles, seed=seed, profile=profile))
     lines = [line for line in generated.lines if line.split(b"\t", 1)[0].isdigit()]
     numbers = [int(line.split(b"\t", 1)[0]) for line in lines]
@@ -47,6 +48,8 @@ def batches_of_generated(
         indexer.add_data(b"\n".join(part), end)
         batch = indexer.finish() if last else indexer.take()
         stores.batches.store(node_id, lease.range_id, lease.epoch, pack_batch(batch), 0, TTL)
+        if last:
+            assert stores.ranges.finish(node_id, lease.range_id, lease.epoch) is Finish.OK
         yield at
 
 
