@@ -32,7 +32,12 @@ import trio
 from psycopg_pool import ConnectionPool
 
 from usenet_indexer.config import Settings
-from usenet_indexer.coordinator.http.node import INCOMPLETE, ApiOptions
+from usenet_indexer.coordinator.http.node import (
+    INCOMPLETE,
+    LEASE_WAIT_MAX_SECONDS,
+    ApiOptions,
+    _lease_wait,
+)
 from usenet_indexer.coordinator.landings import APPLICATION_NAME, Landings
 from usenet_indexer.coordinator.server import serve
 from usenet_indexer.coordinator.stores import Stores
@@ -1002,3 +1007,11 @@ def test_a_supervised_coordinator_stops_on_sigterm_while_its_supervisor_lives(
         process.stderr.close()
         os.close(read_end)
         os.close(write_end)
+
+
+def test_a_lease_wait_is_capped_and_a_bad_one_waits_not_at_all() -> None:
+    assert _lease_wait(b"") == 0.0
+    assert _lease_wait(b"wait=12.5") == 12.5
+    assert _lease_wait(b"wait=3600") == _lease_wait(b"wait=inf") == LEASE_WAIT_MAX_SECONDS
+    for bad in (b"wait=nan", b"wait=-5", b"wait=soon", b"wait=%00"):
+        assert _lease_wait(bad) == 0.0

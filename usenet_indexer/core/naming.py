@@ -21,7 +21,8 @@ from usenet_indexer.core.subject import (
     looks_obfuscated,
 )
 
-_COMPANIONS = frozenset({"par2", "nfo", "sfv", "nzb", "txt", "jpg", "png", "md5", "srr", "srs"})
+# Extensions of the files that come beside an upload's content (not its content).
+COMPANIONS = frozenset({"par2", "nfo", "sfv", "nzb", "txt", "jpg", "png", "md5", "srr", "srs"})
 
 
 def release_name(head_name: str | None, files: Iterable[tuple[str, int]]) -> str:
@@ -39,7 +40,7 @@ def release_name(head_name: str | None, files: Iterable[tuple[str, int]]) -> str
     best: tuple[int, int, str] | None = None
     for name, total in files:
         # Content before companions, then bigger, then the smaller name (stable).
-        rank = (0 if extension(name) in _COMPANIONS else 1, total, name)
+        rank = (0 if extension(name) in COMPANIONS else 1, total, name)
         if best is None or rank[:2] > best[:2] or (rank[:2] == best[:2] and rank[2] < best[2]):
             best = rank
     if best is None:
@@ -75,7 +76,7 @@ def upload_name(head_names: Sequence[str | None], files: Iterable[tuple[str, int
     ]
     for name, total in files:
         stem = file_stem(name) or name
-        content = 0 if extension(name) in _COMPANIONS else 1
+        content = 0 if extension(name) in COMPANIONS else 1
         ranked.append(((not looks_obfuscated(stem), _scene_marks(stem), content, total), stem))
     if not ranked:
         return ""

@@ -35,7 +35,7 @@ import attrs
 
 from usenet_indexer.core.naming import release_name
 from usenet_indexer.core.rules import EXECUTABLE_EXTENSIONS
-from usenet_indexer.core.subject import extension, file_stem, looks_obfuscated
+from usenet_indexer.core.subject import NFO_SUFFIX, extension, file_stem, looks_obfuscated
 from usenet_indexer.decode.archives import list_archive
 from usenet_indexer.decode.errors import DecodeError
 from usenet_indexer.decode.nfo import nfo_text, release_names
@@ -44,7 +44,6 @@ from usenet_indexer.decode.yenc import decode_body
 
 _PAR2_MAGIC = b"PAR2\x00PKT"
 _ARCHIVE_MAGIC = (b"Rar!\x1a\x07", b"7z\xbc\xaf\x27\x1c", b"PK\x03\x04")
-_NFO = re.compile(r"(?i)\.nfo$")
 _SEPARATORS = re.compile(r"[\W_]+")
 
 
@@ -101,7 +100,7 @@ def examine(body: bytes, file_name: str, release: str, *, max_bytes: int = 4 << 
             return _archive(data, release, yenc_name)
     except DecodeError as error:
         return Examined(Verdict.BAD_DATA, detail=str(error))
-    if _NFO.search(file_name) or (yenc_name is not None and _NFO.search(yenc_name)):
+    if NFO_SUFFIX.search(file_name) or (yenc_name is not None and NFO_SUFFIX.search(yenc_name)):
         names = release_names(nfo_text(data))
         if names:
             return _named(names[0], (), release, "nfo")

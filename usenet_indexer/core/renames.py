@@ -34,6 +34,7 @@ from collections.abc import Mapping, Sequence, Set
 import attrs
 
 from usenet_indexer.core.merge import CatalogFile, CatalogRelease
+from usenet_indexer.core.naming import COMPANIONS
 from usenet_indexer.core.subject import (
     PAR2_SUFFIX,
     PAR2_VOLUME,
@@ -57,7 +58,6 @@ FLOOD_FILES = 3
 
 _ARCHIVE = re.compile(r"(?i)\.(?:rar|r\d\d|7z(?:\.\d{3})?|zip|z\d\d|part0*1\.rar|\d{3})$")
 _FIRST_VOLUME = re.compile(r"(?i)(?:\.part0*1\.rar|\.rar|\.7z(?:\.001)?|\.zip|\.001)$")
-_COMPANION = frozenset({"par2", "nfo", "sfv", "nzb", "txt", "jpg", "png", "md5", "srr", "srs"})
 
 
 @attrs.frozen
@@ -254,7 +254,7 @@ def archive_probe(release: CatalogRelease) -> tuple[str, str] | None:
     nfo candidate, or None (see the module docstring)."""
     if release.dropped is not None or release.probe_candidate:
         return None
-    data = [f for f in release.files if extension(f.name).lower() not in _COMPANION and f.segments]
+    data = [f for f in release.files if extension(f.name).lower() not in COMPANIONS and f.segments]
     if not data:
         return None
     archives = [f for f in data if _ARCHIVE.search(f.name)]

@@ -40,8 +40,6 @@ from usenet_indexer.store.probes import Outcome, ProbeJob, ProbeStore
 
 logger = logging.getLogger(__name__)
 
-_DONE = ProbeJob(b"", "", "", (), 0, "")  # a job of the list that was probed
-
 
 @attrs.frozen
 class ProbeOptions:
@@ -117,6 +115,8 @@ class Prober:
         self, state: ServerState, jobs: list[ProbeJob], opportunistic: bool
     ) -> None:
         server = state.config.server
+        left = list(jobs)  # not probed yet (the first one is in flight)
+        failed = False
         state.probing += 1
         try:
             async with connect(
@@ -125,22 +125,18 @@ class Prober:
                 max_body_bytes=self.options.max_body_bytes,
                 open_stream=self.open_stream,
             ) as client:
-                for at, job in enumerate(jobs):
-                    if opportunistic and not self.header_idle():
-                        await self._give_back(jobs[at:])  # header work came first
-                        return
-                    if not await self._probe(client, server, job):
-                        await self._give_back(jobs[at + 1 :])  # the connection is spent
-                        return
-                    jobs[at] = _DONE
+                # Until header work comes first, or the connection is spent.
+                while left and not (opportunistic and not self.header_idle()):
+                    usable = await self._probe(client, server, left[0])
+                    del left[0]
+                    if not usable:
+                        break
         except (NNTPError, RemoteProtocolError) as error:
             logger.warning("probes on %s: %s", server, error)
-            await self._give_back([job for job in jobs if job is not _DONE])
             failed = True
-        else:
-            failed = False
         finally:
             state.probing -= 1
+        await self._give_back(left)
         if failed:  # the server or the connection: not in a tight loop
             await trio.sleep(self.options.retry_seconds)
 

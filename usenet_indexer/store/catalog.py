@@ -31,7 +31,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
@@ -45,7 +45,7 @@ from usenet_indexer.core.batch import ReleaseChunk
 from usenet_indexer.core.categories import categorise, season_episode, subcategories
 from usenet_indexer.core.merge import CatalogRelease, ReleaseMerger
 from usenet_indexer.core.newznab import Item
-from usenet_indexer.core.renames import Shown, apply, more_probe
+from usenet_indexer.core.renames import Finding, Shown, apply, more_probe
 from usenet_indexer.store.probes import ProbeStore
 from usenet_indexer.wire import fragments
 
@@ -197,7 +197,11 @@ class CatalogStore:
         (of the release `keys`' chunks only, when given)."""
         return [shown.release for shown in self.shown(keys)]
 
-    def shown(self, keys: Sequence[bytes] | None = None) -> list[Shown]:
+    def shown(
+        self,
+        keys: Sequence[bytes] | None = None,
+        found: Mapping[bytes, Sequence[Finding]] | None = None,
+    ) -> list[Shown]:
         """The merged releases with what probes found applied (core/renames.py), and the
         names they had before it (of the release `keys`' chunks only, when given)."""
         merger = ReleaseMerger()
@@ -208,7 +212,9 @@ class CatalogStore:
             ).fetchall()
         for (key,) in probed:
             merger.mark_probe(bytes(key))
-        return apply(list(merger.releases()), ProbeStore(self.pool).found(keys))
+        if found is None:
+            found = ProbeStore(self.pool).found(keys)
+        return apply(list(merger.releases()), found)
 
     def bytes_per_segment(self) -> tuple[int, int]:
         """(bytes of the catalog tables with their indexes and TOAST, segments stored)."""
@@ -516,10 +522,11 @@ class CatalogTable:
         that are kept (one transaction; a release's grabs stay)."""
         with self._locked():
             pending = self._pending()
-            releases = CatalogStore(self.pool).shown()
+            found = ProbeStore(self.pool).found()
+            releases = CatalogStore(self.pool).shown(None, found)
             with self.pool.connection() as conn:
                 changed = _changed(conn.execute(_CHANGED).fetchall())
-            return self._write(releases, changed, quiet_seconds, pending, None)
+            return self._write(releases, found, changed, quiet_seconds, pending, None)
 
     def build_pending(self, quiet_seconds: float) -> Built:
         """Merge again the releases that batches stored since the last build touched
@@ -534,8 +541,9 @@ class CatalogTable:
                     for r in conn.execute(_POSTERS_KEYS, {"keys": list(pending)}).fetchall()
                 ]
                 changed = _changed(conn.execute(_CHANGED_OF, (keys,)).fetchall())
-            releases = CatalogStore(self.pool).shown(keys) if keys else []
-            return self._write(releases, changed, quiet_seconds, pending, keys)
+            found = ProbeStore(self.pool).found(keys) if keys else {}
+            releases = CatalogStore(self.pool).shown(keys, found) if keys else []
+            return self._write(releases, found, changed, quiet_seconds, pending, keys)
 
     @contextmanager
     def _locked(self) -> Iterator[None]:
@@ -557,13 +565,14 @@ class CatalogTable:
     def _write(
         self,
         releases: list[Shown],
+        found: Mapping[bytes, Sequence[Finding]],
         changed: dict[bytes, datetime],
         quiet_seconds: float,
         pending: dict[bytes, int],
         keys: list[bytes] | None,
     ) -> Built:
         kept = [r for r in releases if r.release.dropped is None]
-        self._queue_probes(kept)
+        self._queue_probes(kept, found)
         with self.pool.connection() as conn, conn.transaction():
             conn.execute(_CATALOG_TEMP)
             with conn.cursor().copy(_CATALOG_COPY) as copy:
@@ -579,21 +588,21 @@ class CatalogTable:
             conn.execute(_PENDING_DONE, (list(pending), list(pending.values())))
         return Built(len(kept), len(changed) if keys is None else len(keys), quiet)
 
-    def _queue_probes(self, kept: list[Shown]) -> None:
+    def _queue_probes(self, kept: list[Shown], found: Mapping[bytes, Sequence[Finding]]) -> None:
         """More candidates the merged releases call for (core/renames.py's more_probe):
-        an archive's first volume, a par2 an nfo's probe did not read."""
+        an archive's first volume, a par2 an nfo's probe did not read. `found`: what the
+        probes found for their keys (read once per build)."""
         probes = ProbeStore(self.pool)
         keys = list({k for shown in kept for k in (shown.release.key, *shown.release.sources)})
         if not keys:
             return
         asked = probes.candidates_of(keys)
-        found = probes.found(keys)
         more = [
             probe
             for shown in kept
             if (probe := more_probe(shown.release, asked, found)) is not None
         ]
-        probes.add_archives(more)
+        probes.add_more(more)
 
     def search(self, search: Search) -> tuple[int, list[CatalogRow]]:
         """Releases that match a search, newest first (see "How q matches" above).

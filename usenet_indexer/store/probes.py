@@ -42,7 +42,7 @@ _TAKE = """
         deadline = now() + make_interval(secs => %(lease)s)
     FROM due LEFT JOIN releases r ON r.key = due.release_key
     WHERE p.release_key = due.release_key AND p.message_id = due.message_id
-    RETURNING p.release_key, p.message_id, p.file_name, p.missing_on, p.attempts,
+    RETURNING p.release_key, p.message_id, p.file_name, p.attempts,
               coalesce(r.name, '')
 """
 _RECORD = """
@@ -73,9 +73,9 @@ _GIVE_BACK = """
     WHERE (release_key, message_id) IN (SELECT * FROM unnest(%s::bytea[], %s::text[]))
       AND state = 'probing'
 """
-_ADD_ARCHIVES = """
+_ADD_MORE = """
     INSERT INTO probe_candidates (release_key, message_id, file_name, source)
-    SELECT * , 'archive' FROM unnest(%s::bytea[], %s::text[], %s::text[])
+    SELECT *, 'build' FROM unnest(%s::bytea[], %s::text[], %s::text[])
     ON CONFLICT DO NOTHING
 """
 _CANDIDATES_OF = "SELECT message_id FROM probe_candidates WHERE release_key = ANY(%s)"
@@ -113,7 +113,6 @@ class ProbeJob:
     release_key: bytes
     message_id: str
     file_name: str
-    missing_on: tuple[str, ...]  # servers that answered 430 before
     attempts: int  # this one included
     release_name: str  # the release's name now ('' when unknown)
 
@@ -137,7 +136,7 @@ class ProbeStore:
         args = {"limit": limit, "lease": lease_seconds, "server": server, "servers": servers}
         with self.pool.connection() as conn:
             rows = conn.execute(_TAKE, args).fetchall()
-        return [ProbeJob(bytes(r[0]), r[1], r[2], tuple(r[3]), r[4], r[5]) for r in rows]
+        return [ProbeJob(bytes(r[0]), r[1], r[2], r[3], r[4]) for r in rows]
 
     def record(
         self,
@@ -203,7 +202,7 @@ class ProbeStore:
             rows = conn.execute(_CANDIDATES_OF, (list(keys),)).fetchall()
         return {str(row[0]) for row in rows}
 
-    def add_archives(self, candidates: Sequence[tuple[bytes, str, str]]) -> int:
+    def add_more(self, candidates: Sequence[tuple[bytes, str, str]]) -> int:
         """Candidates (release key, message-id, file name) the catalog build found (an
         archive's first volume, a par2 the nfo's probe did not read); those with a
         candidate already are kept as they are."""
@@ -211,7 +210,7 @@ class ProbeStore:
             return 0
         keys, ids, names = zip(*candidates, strict=True)
         with self.pool.connection() as conn:
-            return conn.execute(_ADD_ARCHIVES, (list(keys), list(ids), list(names))).rowcount
+            return conn.execute(_ADD_MORE, (list(keys), list(ids), list(names))).rowcount
 
     def due(self) -> int:
         """Candidates a prober could take now."""

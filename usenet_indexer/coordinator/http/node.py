@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import math
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -200,7 +201,9 @@ def _lease_wait(query: bytes) -> float:
                 seconds = float(value)
             except ValueError:
                 return 0.0
-            return min(max(seconds, 0.0), LEASE_WAIT_MAX_SECONDS) if seconds == seconds else 0.0
+            if math.isnan(seconds):
+                return 0.0
+            return min(max(seconds, 0.0), LEASE_WAIT_MAX_SECONDS)
     return 0.0
 
 

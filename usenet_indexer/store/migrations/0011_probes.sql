@@ -21,9 +21,10 @@ ALTER TABLE probe_candidates
     ADD COLUMN found_files text[] NOT NULL DEFAULT '{}',
     -- Each found file's length (a par2's), 0 where unknown.
     ADD COLUMN found_sizes bigint[] NOT NULL DEFAULT '{}',
-    -- Where the candidate came from: a batch (par2, nfo) or the catalog
-    -- build (the first archive volume of a release without either).
-    ADD COLUMN source text NOT NULL DEFAULT 'batch' CHECK (source IN ('batch', 'archive'));
+    -- Where the candidate came from: a batch (par2, nfo) or the catalog build
+    -- (renames.more_probe: a par2 an nfo's probe did not read, an archive's
+    -- first volume).
+    ADD COLUMN source text NOT NULL DEFAULT 'batch' CHECK (source IN ('batch', 'build'));
 CREATE INDEX probe_candidates_due ON probe_candidates (next_at) WHERE state = 'new';
 -- A key's chain may hold several uploads of one name (a tool's default From):
 -- the catalog build may ask for one segment of each, so a candidate is a
