@@ -187,12 +187,7 @@ class Prober:
             self.probes.record, job, outcome, detail=detail, body_bytes=body_bytes, name=name,
             files=files, sizes=sizes,
         )  # fmt: skip
-        try:
-            await trio.to_thread.run_sync(record)
-        except psycopg.OperationalError as error:
-            logger.warning("probes: cannot record %s: %s", job.file_name, error)
-            return
-        self.observe(outcome)
+        await self._store(record, "record", job, outcome)
 
     async def _retry(
         self, job: ProbeJob, outcome: Outcome, detail: str, server: str | None
@@ -201,10 +196,17 @@ class Prober:
             self.probes.retry, job, outcome, detail, server=server,
             pause_seconds=self.options.retry_seconds,
         )  # fmt: skip
+        await self._store(retry, "put back", job, outcome)
+
+    async def _store(
+        self, call: Callable[[], object], what: str, job: ProbeJob, outcome: Outcome
+    ) -> None:
+        """One store call for a candidate in a worker thread; told to `observe` once done
+        (the database away: a warning, and the lease passes the candidate on)."""
         try:
-            await trio.to_thread.run_sync(retry)
+            await trio.to_thread.run_sync(call)
         except psycopg.OperationalError as error:
-            logger.warning("probes: cannot put back %s: %s", job.file_name, error)
+            logger.warning("probes: cannot %s %s: %s", what, job.file_name, error)
             return
         self.observe(outcome)
 
