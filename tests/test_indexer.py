@@ -608,19 +608,17 @@ def test_every_malformed_line_is_a_line_read() -> None:
     assert len(batch.releases) == 1
 
 
-def test_nul_lines_are_dropped_by_position() -> None:
-    from usenet_indexer.core.indexer import _without_nul_lines
+def test_nul_lines_are_blanked_by_position() -> None:
+    from usenet_indexer.core.indexer import _blank_nul_lines
 
     rng = random.Random(1)
     for _ in range(5000):
         data = bytes(rng.choice(b"ab\n\x00") for _ in range(rng.randint(0, 30)))
         lines = data.split(b"\n")
-        kept = [text for text in lines if b"\x00" not in text]
-        cleaned, dropped = _without_nul_lines(data)
-        assert dropped == len(lines) - len(kept), data
-        # A last line dropped leaves the line end before it: an empty last line.
-        left = cleaned.split(b"\n")
-        assert left == kept or (b"\x00" in lines[-1] and left == [*kept, b""]), data
+        expected = [b"" if b"\x00" in text else text for text in lines]
+        blanked = _blank_nul_lines(data, lines)
+        assert blanked == sum(b"\x00" in text for text in data.split(b"\n")), data
+        assert lines == expected, data
 
 
 def test_the_executable_rule_reads_extensions_as_subject_extension_does() -> None:

@@ -265,13 +265,13 @@ class RangeIndexer:
             raise ValueError(f"next_article {next_article} is below the resume point {self._next}")
         if b"\r" in data:
             data = data.replace(b"\r", b"")
-        # Lines with a NUL are taken out before the loop (they are rare, and
-        # the loop would split each): counted as read and as malformed.
-        nul = 0
-        if b"\x00" in data:
-            data, nul = _without_nul_lines(data)
-            self._skipped["nul_byte"] += nul
         lines = data.split(b"\n")
+        # Lines with a NUL are blanked before the loop (they are rare, and the
+        # loop would split each; blanking copies no data): counted as read and
+        # as malformed, not as the empty lines the loop skips.
+        nul = _blank_nul_lines(data, lines) if b"\x00" in data else 0
+        if nul:
+            self._skipped["nul_byte"] += nul
         fast = self._fast
         slow = self._slow_line
         empty = 0
@@ -1109,26 +1109,29 @@ def _probe_candidate(chunk: ReleaseChunk) -> ProbeCandidate | None:
     )
 
 
-def _without_nul_lines(data: bytes) -> tuple[bytes, int]:
-    """The data without the lines that hold a NUL byte, and how many there were.
+def _blank_nul_lines(data: bytes, lines: list[bytes]) -> int:
+    """Blank the lines (of `data`, split on "\\n" into `lines`) that hold a NUL byte;
+    how many there were.
 
-    Only the NULs are looked for: the lines in between are neither tested nor
-    counted one by one, and the data is copied once. (A last line dropped
-    leaves the line end before it: an empty last line, which add_data skips.)
+    Only the NULs are looked for: a line's place is the count of line ends
+    before its NUL, counted from the NUL before (the data is read once and
+    not copied). A line blanked is empty: add_data counts it here, not as
+    an empty line.
     """
-    kept: list[bytes] = []
-    dropped = 0
-    begin = 0  # where the text not yet kept starts (a line start)
+    blanked = 0
+    line = 0  # the line that `begin` is in
+    begin = 0
     at = data.find(b"\x00")
     while at >= 0:
-        before = data.rfind(b"\n", begin, at)
-        kept.append(data[begin : before + 1] if before >= 0 else b"")
-        dropped += 1
+        line += data.count(b"\n", begin, at)
+        lines[line] = b""
+        blanked += 1
         end = data.find(b"\n", at)
-        begin = len(data) if end < 0 else end + 1
+        if end < 0:
+            break
+        begin, line = end + 1, line + 1
         at = data.find(b"\x00", begin)
-    kept.append(data[begin:])
-    return b"".join(kept), dropped
+    return blanked
 
 
 def _xref_field(rest: bytes) -> bytes:
