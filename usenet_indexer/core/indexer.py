@@ -808,6 +808,11 @@ def release_pass_starts(files: Sequence[tuple[_Texts, int]]) -> list[int]:
     for texts, total in files:
         file_numbers = texts.numbers()
         file_articles = texts.article_numbers()
+        if file_numbers is None and b"".join(texts.ks).isdigit() and all(texts.ks):
+            # Zero padded ("001"): every k is digits, so every segment is kept.
+            file_numbers = list(map(int, texts.ks))
+            if file_articles is None:
+                file_articles = list(map(int, texts.articles))
         if file_numbers is None or file_articles is None:
             kept = [
                 (k, article)
@@ -1194,6 +1199,13 @@ def parse_date(text: str) -> int:
         return 0
 
 
+# Copied for each key (never updated itself): a copy costs less than a new
+# hasher's keyword arguments.
+_BLAKE2B_16 = hashlib.blake2b(digest_size=16)
+
+
 def _digest(kind: bytes, *parts: bytes) -> bytes:
     """16-byte key of what every edge sees alike (never Python's salted hash)."""
-    return hashlib.blake2b(b"\x00".join((kind, *parts)), digest_size=16).digest()
+    hasher = _BLAKE2B_16.copy()
+    hasher.update(b"\x00".join((kind, *parts)))
+    return hasher.digest()

@@ -103,14 +103,24 @@ def gap_cuts(articles: Sequence[int]) -> list[int]:
     Args:
         articles: article numbers, ascending.
     """
-    wide = _median_wide(articles)
-    return [at for at, gap in enumerate(map(sub, articles[1:], articles[:-1]), 1) if gap > wide]
+    gaps = list(map(sub, articles[1:], articles[:-1]))
+    wide = _wide_of(gaps)
+    if not gaps or max(gaps) <= wide:
+        return []  # (most releases: no gap to look for one by one)
+    return [at for at, gap in enumerate(gaps, 1) if gap > wide]
 
 
 def _median_wide(articles: Sequence[int]) -> int:
     """A gap wider than this is a pause: `WIDE` times the median gap, at least `MIN_GAP`."""
-    gaps = sorted(map(sub, articles[1:], articles[:-1]))
-    return max(MIN_GAP, WIDE * gaps[len(gaps) // 2]) if gaps else MIN_GAP
+    return _wide_of(list(map(sub, articles[1:], articles[:-1])))
+
+
+def _wide_of(gaps: list[int]) -> int:
+    """`_median_wide` of the gaps between articles."""
+    if not gaps:
+        return MIN_GAP
+    ordered = sorted(gaps)
+    return max(MIN_GAP, WIDE * ordered[len(ordered) // 2])
 
 
 def pauses(articles: Sequence[int]) -> list[tuple[int, int]]:
@@ -147,7 +157,10 @@ def starts_over(numbers: Sequence[int], total: int) -> bool:
     """Whether a file's numbers ever fall well below the highest so far (see `restarts`);
     one pass of C-level operations, for the files that do not (most)."""
     window = min(SHUFFLE, total // 2)
-    return bool(window) and max(map(sub, accumulate(numbers, max), numbers), default=0) > window
+    if not window or sorted(numbers) == numbers:
+        # Ascending (a file's part after a batch cut, a file with gaps): never below.
+        return False
+    return max(map(sub, accumulate(numbers, max), numbers), default=0) > window
 
 
 def restarts(numbers: Sequence[int], articles: Sequence[int], total: int) -> list[int]:
