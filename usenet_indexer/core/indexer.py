@@ -53,8 +53,8 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from email.utils import mktime_tz, parsedate_tz
 from functools import partial
-from itertools import pairwise
-from operator import itemgetter
+from itertools import islice, pairwise
+from operator import itemgetter, lt
 from typing import NamedTuple
 
 import attrs
@@ -886,7 +886,8 @@ def _file_chunks(
             numbers = list(map(int, ks))
         except ValueError:
             return _file_chunks_slow(open_file, texts, skipped, passes)
-        digits = False
+        # Zero padded ("001") reads as the segment-by-segment check reads it.
+        digits = digit_sizes is not None and b"".join(ks).isdigit() and all(ks)
     else:
         digits = digit_sizes is not None
     if not (min(numbers) >= 1 and max(numbers) <= total):
@@ -934,30 +935,52 @@ def _pieces(
 ) -> list[FileChunk | None]:
     """A file cut at `starts` (articles where a pass or a piece begins): a chunk per piece,
     the first post of each number in it (the other posts counted as repeats)."""
-    # Each piece's first post of each number: {piece: {k: position}}. The
-    # articles ascend: each piece is a slice, and its first posts one dict.
-    numbers, articles = segments.numbers, segments.articles
+    # The articles ascend: each piece is a slice. A slice whose numbers
+    # ascend (a whole pass, most pieces) is kept as it is; else the first post
+    # of each number, from a dict {k: position} of the slice.
+    numbers, articles, mids, sizes = (
+        segments.numbers,
+        segments.articles,
+        segments.mids,
+        segments.sizes,
+    )
     bounds = [0, *(bisect_left(articles, start) for start in starts), len(numbers)]
-    firsts: dict[int, dict[int, int]] = {}
-    for piece, (begin, end) in enumerate(pairwise(bounds)):
-        if begin < end:
-            firsts[piece] = dict(
-                zip(reversed(numbers[begin:end]), range(end - 1, begin - 1, -1), strict=True)
+    chunks: list[FileChunk | None] = []
+    repeats = 0
+    for begin, end in pairwise(bounds):
+        if begin == end:
+            chunks.append(None)
+            continue
+        part = numbers[begin:end]
+        if all(map(lt, part, islice(part, 1, None))):
+            kept, kept_mids, kept_sizes, first_at = (
+                part,
+                mids[begin:end],
+                array("I", sizes[begin:end]),
+                begin,
             )
-    skipped["repeated_segment"] += len(segments.numbers) - sum(map(len, firsts.values()))
-    chunks: list[FileChunk | None] = [None] * (max(firsts, default=-1) + 1)
-    for piece, first in firsts.items():
-        kept = sorted(first)
-        order = list(map(first.__getitem__, kept))
-        blob = b"\n".join(map(segments.mids.__getitem__, order))
-        chunks[piece] = _make_file_chunk(
-            open_file,
-            dates,
-            array("I", kept),
-            blob[1:-1].replace(b">\n<", b"\n"),
-            array("I", map(segments.sizes.__getitem__, order)),
-            posted=_parsed(dates, segments.dates[min(order)]),
+        else:
+            first = dict(zip(reversed(part), range(end - 1, begin - 1, -1), strict=True))
+            repeats += end - begin - len(first)
+            kept = sorted(first)
+            order = list(map(first.__getitem__, kept))
+            kept_mids = list(map(mids.__getitem__, order))
+            kept_sizes = array("I", map(sizes.__getitem__, order))
+            first_at = min(order)
+        blob = b"\n".join(kept_mids)
+        chunks.append(
+            _make_file_chunk(
+                open_file,
+                dates,
+                array("I", kept),
+                blob[1:-1].replace(b">\n<", b"\n"),
+                kept_sizes,
+                posted=_parsed(dates, segments.dates[first_at]),
+            )
         )
+    skipped["repeated_segment"] += repeats
+    while chunks and chunks[-1] is None:
+        chunks.pop()
     return chunks
 
 

@@ -111,13 +111,18 @@ def gap_cuts(articles: Sequence[int]) -> list[int]:
 
 
 def _median_wide(articles: Sequence[int]) -> int:
-    """A gap wider than this is a pause: `WIDE` times the median gap, at least `MIN_GAP`."""
+    """A gap wider than this is a pause: `WIDE` times the median gap, at least `MIN_GAP`
+    (`MIN_GAP` when no gap is wider: see `_wide_of`)."""
     return _wide_of(list(map(sub, articles[1:], articles[:-1])))
 
 
 def _wide_of(gaps: list[int]) -> int:
-    """`_median_wide` of the gaps between articles."""
-    if not gaps:
+    """`_median_wide` of the gaps between articles, for telling which of them are wider.
+
+    When no gap is wider than `MIN_GAP`, none is wider than the answer
+    either, and `MIN_GAP` is given without the sort for the median.
+    """
+    if not gaps or max(gaps) <= MIN_GAP:
         return MIN_GAP
     ordered = sorted(gaps)
     return max(MIN_GAP, WIDE * ordered[len(ordered) // 2])
