@@ -156,7 +156,9 @@ class _OpenFile:
     counter: bytes  # "k/N" of the first segment seen
     tail: bytes  # the subject after "(k/N)"
     date: bytes
-    xref: bytes
+    # The fields after "bytes" (lines, Xref, ...) as the line has them: read
+    # (`_xref_field`) only for the files of kept releases.
+    after_bytes: bytes
     # k, article number, date, message-id and bytes of each segment as the
     # lines have them, each followed by a tab (none of them holds one): one
     # growing buffer rather than five objects a segment, which a batch would
@@ -393,9 +395,10 @@ class RangeIndexer:
                 fields[1][p + 1 : q],
                 fields[1][q + 1 :],
                 fields[3],
-                _xref_field(fields[7]),
+                fields[7],
                 bytearray(b"\t".join((k_text, fields[0], fields[3], fields[4], fields[6], b""))),
-                b"yenc" in fields[1].lower(),
+                # (Most subjects say "yEnc": no lowered copy for them.)
+                b"yEnc" in fields[1] or b"yenc" in fields[1].lower(),
             )
         else:
             open_file.segments += b"\t".join(
@@ -589,7 +592,7 @@ class RangeIndexer:
                 by_pass[number].append((chunk, member))
         groups: set[str] = set()
         for member in members:
-            groups.update(_xref_groups(member.xref))
+            groups.update(_xref_groups(_xref_field(member.after_bytes)))
         released = []
         key = release_key
         for kept in by_pass:
