@@ -8,6 +8,7 @@ tools write them (test_indexer's `upload`), never from the indexer's rules.
 
 from __future__ import annotations
 
+import itertools
 import random
 from email.utils import formatdate
 
@@ -15,7 +16,16 @@ import pytest
 from test_indexer import BASE, index, line, merged, skipped, upload
 
 from usenet_indexer.core.merge import CatalogRelease
-from usenet_indexer.core.reposts import pass_starts, pauses, restarts
+from usenet_indexer.core.reposts import (
+    MIN_GAP,
+    SHUFFLE,
+    WIDE,
+    gap_cuts,
+    pass_starts,
+    pauses,
+    restarts,
+    starts_over,
+)
 
 FILES = [("show.s01e01.part1.rar", 30), ("show.s01e01.part2.rar", 30), ("show.s01e01.par2", 1)]
 HEAD = "Show.S01E01.1080p.WEB-DL-GRP"
@@ -218,3 +228,30 @@ def test_a_file_its_first_post_lost_nearly_all_of_is_reposted_whole() -> None:
             False,
             True,
         ]
+
+
+def _median_gap_cuts(articles: list[int]) -> list[int]:
+    """gap_cuts as defined: after each gap wider than WIDE times the median gap (and MIN_GAP)."""
+    gaps = [b - a for a, b in itertools.pairwise(articles)]
+    wide = max(MIN_GAP, WIDE * sorted(gaps)[len(gaps) // 2]) if gaps else MIN_GAP
+    return [at for at, gap in enumerate(gaps, 1) if gap > wide]
+
+
+def test_gap_cuts_and_starts_over_answer_as_defined_without_their_shortcuts() -> None:
+    """gap_cuts sorts for the median only when a gap passes MIN_GAP, and starts_over skips
+    ascending numbers: the same answers as the definitions, on random postings."""
+    rng = random.Random(7)
+    for _ in range(3000):
+        count = rng.randint(0, 40)
+        articles = sorted(rng.sample(range(rng.choice([50, 2_000, 200_000])), count))
+        assert gap_cuts(articles) == _median_gap_cuts(articles), articles
+        total = rng.randint(1, 80)
+        numbers = [rng.randint(1, total) for _ in range(count)]
+        if rng.random() < 0.5:
+            numbers.sort()
+        window = min(SHUFFLE, total // 2)
+        highest, drop = 0, 0
+        for number in numbers:
+            highest = max(highest, number)
+            drop = max(drop, highest - number)
+        assert starts_over(numbers, total) == (bool(window) and drop > window), numbers
