@@ -61,6 +61,10 @@ _QUOTED_NAME = re.compile(
     re.DOTALL | re.VERBOSE,
 )
 
+# What `text[:4].lower() == "re: "` accepts: no other character lowers to
+# one of these four.
+_REPLY_PREFIXES = ("re: ", "Re: ", "rE: ", "RE: ")
+
 # A letter or a digit: a head without one is a placeholder.
 _ALNUM = re.compile(r"[^\W_]")
 
@@ -134,8 +138,25 @@ _STEM_WORDS = frozenset(
         "txt",
     ]
 )
-# The words no two-dot form (part01.rar, vol0+1.par2, 7z.001) ends in.
-_ONE_DOT_WORDS = _STEM_WORDS - {"rar", "par2"}
+
+# What may follow a name's last dot in a suffix (_STEM_SUFFIX), lower case:
+# "one" for a suffix of its own (mkv, r01, z01), "two" for one a two-dot form
+# may end in too (part01.rar, vol0+1.par2, 7z.001), "short" for one or two
+# digits (a suffix of random names only). A table: one look-up answers most.
+_LAST_SUFFIXES: dict[str, str] = {
+    **dict.fromkeys(_STEM_WORDS, "one"),
+    **{
+        f"{letter}{n:0{width}}": "one"
+        for letter in "rs"
+        for width in (2, 3)
+        for n in range(10**width)
+    },
+    **{f"z{n:02}": "one" for n in range(100)},
+    **{f"{n:0{width}}": "short" for width in (1, 2) for n in range(10**width)},
+    **{f"{n:03}": "two" for n in range(1000)},
+    "rar": "two",
+    "par2": "two",
+}
 _STEM_NUMBERED = frozenset({"7z", "zip", "rar"})  # 7z.001, zip.001, rar.001
 
 # Tags in the head that name the poster's crew or channel, not the release.
@@ -223,7 +244,7 @@ def parse_file_subject(before_counter: str) -> FileSubject:
     # no quote and no bracket, so the quotes, the name and every file counter
     # are where they were, and the text keeps its first four characters (no
     # quote among "re: ").
-    text = before_counter[4:] if before_counter[:4].lower() == "re: " else before_counter
+    text = before_counter[4:] if before_counter.startswith(_REPLY_PREFIXES) else before_counter
     found = _QUOTED_NAME.match(text)
     if found is None:
         return _parse_without_quoted_name(before_counter)
@@ -241,7 +262,7 @@ def parse_file_subject(before_counter: str) -> FileSubject:
         file_index, files_announced = int(index), int(total)
         if not file_index <= files_announced <= MAX_FILES:
             file_index = files_announced = None
-    head_key = _head_key(head)
+    head_key = _head_key(head) if head else ""
     if head_key:
         basis, keyed_by_poster = f"{head_key}\x1f{files_announced}", True
     else:
@@ -308,7 +329,8 @@ def _headless_basis(name: str, files_announced: int | None) -> tuple[str, bool]:
     """
     stem = file_stem(name)
     lower = stem.lower()
-    if looks_obfuscated(stem) or lower in FIXED_STEMS:
+    # A dot (in most stems) is the quick "no" of looks_obfuscated.
+    if ("." not in stem and looks_obfuscated(stem)) or lower in FIXED_STEMS:
         return f"\x1e\x1f{files_announced}", True
     # A bare executable of a flood is named after a film like the other
     # bots' are: its own poster keeps it apart from theirs (and from a
@@ -469,26 +491,11 @@ def file_stem(name: str) -> str:
     `x.rar.vol0+1.PAR2` -> `x`.
     """
     stem = name.strip()
-    if not stem.isascii() or "\n" in stem:
-        return _unicode_file_stem(stem)
-    # Nearly every name: no regular expression (and its stems stay ASCII).
-    for _ in range(3):
-        cut = _ascii_stem_suffix(stem)
-        if cut <= 0:
-            break
-        stem = stem[:cut]
-    return stem
-
-
-def _unicode_file_stem(stem: str) -> str:
-    """file_stem of a stripped name with other than ASCII or with a newline."""
-    for _ in range(3):
+    if stem.isascii() and "\n" not in stem:
+        return _ascii_file_stem(stem, 3)  # nearly every name: no regular expression
+    for strips in range(3, 0, -1):
         if stem.isascii() and "\n" not in stem:
-            cut = _ascii_stem_suffix(stem)
-            if cut <= 0:
-                break
-            stem = stem[:cut]
-            continue
+            return _ascii_file_stem(stem, strips)
         # A suffix is at most _STEM_SUFFIX_MAX characters long and ends the
         # name (or comes just before a final newline): search only there.
         found = _STEM_SUFFIX.search(stem, max(0, len(stem) - _STEM_SUFFIX_MAX - 1))
@@ -498,38 +505,34 @@ def _unicode_file_stem(stem: str) -> str:
     return stem
 
 
-def _ascii_stem_suffix(stem: str) -> int:
-    """Where _STEM_SUFFIX matches in an ASCII name without newlines, or -1.
+def _ascii_file_stem(stem: str, strips: int) -> str:
+    """`stem` without up to `strips` suffixes, as _STEM_SUFFIX finds them, for
+    an ASCII name without newlines (its stems stay so).
 
     The same answer as the regular expression, without it: a suffix holds at
     most two dots, and the leftmost match wins, so the two-dot forms (which
     end in rar, par2 or three digits) are tried at the second last dot
-    before the one-dot forms at the last.
+    before the one-dot forms at the last. A name that is all suffix keeps it.
     """
-    last = stem.rfind(".")
-    if last < 0:
-        return -1
-    ext = stem[last + 1 :].lower()
-    if ext in _ONE_DOT_WORDS:
-        return last  # the quick answer for most names
-    size = len(ext)
-    if ext == "rar" or ext == "par2" or (size == 3 and ext.isdigit()):
-        second = stem.rfind(".", 0, last)
-        if second >= 0 and _is_two_dot_suffix(stem[second + 1 : last].lower(), ext):
-            return second
-        return last  # rar, par2 and three digits are suffixes of their own
-    # The other forms end in a digit and have at most four characters: the
-    # quick answer for the rest (x264, 1080p, S01E01).
-    if size > 4 or not ext[-1:].isdigit():
-        return -1
-    if size <= 2:
-        # hash.10: a hash-named upload numbers its files by extension; a
-        # date or a volume (Show.2020.01.15, Book.Vol.2) keeps its number.
-        return last if ext.isdigit() and looks_obfuscated(stem[:last]) else -1
-    # r00, r000, s00, s000 (split archives and their sets), z01 (zip splits)
-    if ext[1:].isdigit() and (ext[0] in "rs" or (ext[0] == "z" and size == 3)):
-        return last
-    return -1
+    for _ in range(strips):
+        rest, _, ext = stem.rpartition(".")
+        ext = ext.lower()
+        kind = _LAST_SUFFIXES.get(ext)
+        if kind is None or not rest:
+            break  # x264, 1080p, S01E01, no dot, or a name that is all suffix
+        if kind == "two":
+            second = rest.rfind(".")
+            if second >= 0 and _is_two_dot_suffix(rest[second + 1 :].lower(), ext):
+                if second == 0:
+                    break
+                rest = rest[:second]
+            # else rar, par2 and three digits are suffixes of their own
+        elif kind == "short" and not looks_obfuscated(rest):
+            # hash.10: a hash-named upload numbers its files by extension; a
+            # date or a volume (Show.2020.01.15, Book.Vol.2) keeps its number.
+            break
+        stem = rest
+    return stem
 
 
 def _is_two_dot_suffix(mid: str, ext: str) -> bool:
@@ -578,6 +581,12 @@ def looks_obfuscated(name: str) -> bool:
         return True
     if not _OBFUSCATED_TOKEN.match(name):
         return False
+    # ASCII letters and digits only from here: digits and letters of both
+    # cases without counting them (most random names have all three).
+    if not name.isalpha() and name != name.lower() and name != name.upper():
+        return True
+    if len(name) < 16:
+        return False  # every test below wants 16 characters
     digits = sum(c.isdigit() for c in name)
     upper = sum(c.isupper() for c in name)
     lower = sum(c.islower() for c in name)
