@@ -44,6 +44,27 @@ _FILE_COUNTER = re.compile(r"[\[(](\d{1,5})/(\d{1,5})[\])]")
 # The rightmost file counter of a text (.* backtracks from its end).
 _LAST_FILE_COUNTER = re.compile(r".*[\[(](\d{1,5})/(\d{1,5})[\])]", re.DOTALL)
 
+# A subject with a quoted name, in one match: the head before the last file
+# counter ahead of the name and that counter, or all the text before the name
+# when no counter is there; the text between the first and the last quote;
+# the first file counter after the last quote, only looked for when there
+# was none before the name (?(2)...). The same counters as
+# _find_file_counter_around_quotes finds (none holds a quote).
+_QUOTED_NAME = re.compile(
+    r"""(?:
+        ([^"]*) [\[(] (\d{1,5}) / (\d{1,5}) [\])] [^"]*
+      | ([^"]*)
+    )
+    "(.*)"
+    (?(2) | (?: [^"]*? [\[(] (\d{1,5}) / (\d{1,5}) [\])] )? )
+    """,
+    re.DOTALL | re.VERBOSE,
+)
+
+# What `text[:4].lower() == "re: "` accepts: no other character lowers to
+# one of these four.
+_REPLY_PREFIXES = ("re: ", "Re: ", "rE: ", "RE: ")
+
 # A letter or a digit: a head without one is a placeholder.
 _ALNUM = re.compile(r"[^\W_]")
 
@@ -117,6 +138,25 @@ _STEM_WORDS = frozenset(
         "txt",
     ]
 )
+
+# What may follow a name's last dot in a suffix (_STEM_SUFFIX), lower case:
+# "one" for a suffix of its own (mkv, r01, z01), "two" for one a two-dot form
+# may end in too (part01.rar, vol0+1.par2, 7z.001), "short" for one or two
+# digits (a suffix of random names only). A table: one look-up answers most.
+_LAST_SUFFIXES: dict[str, str] = {
+    **dict.fromkeys(_STEM_WORDS, "one"),
+    **{
+        f"{letter}{n:0{width}}": "one"
+        for letter in "rs"
+        for width in (2, 3)
+        for n in range(10**width)
+    },
+    **{f"z{n:02}": "one" for n in range(100)},
+    **{f"{n:0{width}}": "short" for width in (1, 2) for n in range(10**width)},
+    **{f"{n:03}": "two" for n in range(1000)},
+    "rar": "two",
+    "par2": "two",
+}
 _STEM_NUMBERED = frozenset({"7z", "zip", "rar"})  # 7z.001, zip.001, rar.001
 
 # Tags in the head that name the poster's crew or channel, not the release.
@@ -184,6 +224,11 @@ class FileSubject(NamedTuple):
         return head_release_name(self.head)
 
 
+# FileSubject's own __new__ is a Python function taking its fields one by
+# one; tuple.__new__ makes the same object from a tuple, without that call.
+_new_file_subject = tuple.__new__
+
+
 def parse_file_subject(before_counter: str) -> FileSubject:
     """Parse the subject text before the segment counter.
 
@@ -194,21 +239,50 @@ def parse_file_subject(before_counter: str) -> FileSubject:
     Returns:
         The file's name, counter, head and release basis.
     """
+    # The common case, a quoted name, in one match and without
+    # _strip_yenc_tail: what that strips (spaces, "yEnc", dots, digits) holds
+    # no quote and no bracket, so the quotes, the name and every file counter
+    # are where they were, and the text keeps its first four characters (no
+    # quote among "re: ").
+    text = before_counter[4:] if before_counter.startswith(_REPLY_PREFIXES) else before_counter
+    found = _QUOTED_NAME.match(text)
+    if found is None:
+        return _parse_without_quoted_name(before_counter)
+    head, index, total, before, quoted, index_after, total_after = found.groups()
+    name = quoted.strip('" ')
+    if not name:
+        return _parse_without_quoted_name(before_counter)
+    if head is None:
+        # No counter before the name: the head is all before it, and the
+        # counter the first one after it.
+        head, index, total = before, index_after, total_after
+    file_index: int | None = None
+    files_announced: int | None = None
+    if index is not None:
+        file_index, files_announced = int(index), int(total)
+        if not file_index <= files_announced <= MAX_FILES:
+            file_index = files_announced = None
+    head_key = _head_key(head) if head else ""
+    if head_key:
+        basis, keyed_by_poster = f"{head_key}\x1f{files_announced}", True
+    else:
+        basis, keyed_by_poster = _headless_basis(name, files_announced)
+    return _new_file_subject(
+        FileSubject, (name, head, file_index, files_announced, basis, keyed_by_poster)
+    )
+
+
+def _parse_without_quoted_name(before_counter: str) -> FileSubject:
+    """parse_file_subject for a subject without a quoted name: a bracketed name,
+    empty quotes, or the text after the file counter."""
     text = _strip_yenc_tail(before_counter)
     if text[:4].lower() == "re: ":
         text = text[4:]
-    # The common case, a quoted name, inline (_find_file_name's first answer).
-    name_start = text.find('"')
-    name_end = text.rfind('"') + 1
-    name = text[name_start + 1 : name_end - 1].strip('" ') if 0 <= name_start < name_end - 1 else ""
-    if name:
+    name, name_start, name_end = _find_file_name(text)
+    if name_start >= 0 and text[name_start] == '"' and text[name_end - 1] == '"':
         counter = _find_file_counter_around_quotes(text, name_start, name_end)
     else:
-        name, name_start, name_end = _find_file_name(text)
-        if name_start >= 0 and text[name_start] == '"' and text[name_end - 1] == '"':
-            counter = _find_file_counter_around_quotes(text, name_start, name_end)
-        else:
-            counter = _find_file_counter(text, name_start, name_end)
+        counter = _find_file_counter(text, name_start, name_end)
     file_index: int | None = None
     files_announced: int | None = None
     cut = name_start
@@ -223,32 +297,46 @@ def parse_file_subject(before_counter: str) -> FileSubject:
     if cut < 0:
         cut = 0 if name else len(text)
     head = text[:cut]
+    head_key = _head_key(head)
+    if head_key:
+        basis, keyed_by_poster = f"{head_key}\x1f{files_announced}", True
+    else:
+        basis, keyed_by_poster = _headless_basis(name, files_announced)
+    return FileSubject(name, head, file_index, files_announced, basis, keyed_by_poster)
+
+
+def _head_key(head: str) -> str:
+    """The head as the release basis has it (_squash), or "" for no head."""
+    if not head:
+        return ""
     head_key = _squash(head)
-    if head_key and _ALNUM.search(head_key) is None:
+    # str.isalnum is _ALNUM's class (checked for every character), and
+    # most heads begin with a letter or a digit: no search for them.
+    if head_key and not head_key[0].isalnum() and _ALNUM.search(head_key) is None:
         # `(????)`, `[]`, `---`: a posting tool's template placeholder (PowerPost
         # writes "(????)" where the poster left the name out), not a name.
-        head_key = ""
-    if head_key:
-        keyed_by_poster = True
-        basis = f"{head_key}\x1f{files_announced}"
-    else:
-        # Without a head, the file names link the files of an upload, whoever
-        # posts them (some tools give each file a poster of its own; a separate
-        # [1/1] post of the .nfo belongs with them) -- unless the names are
-        # random: then each file has its own, and only the poster and M link
-        # them.
-        stem = file_stem(name)
-        if looks_obfuscated(stem) or stem.lower() in FIXED_STEMS:
-            keyed_by_poster = True
-            basis = f"\x1e\x1f{files_announced}"
-        else:
-            # A bare executable of a flood is named after a film like the
-            # other bots' are: its own poster keeps it apart from theirs
-            # (and from a rar-wrapped flood of the same name, which its rule
-            # would no longer see as executables only).
-            keyed_by_poster = (files_announced or 1) <= 2 and _is_executable(name)
-            basis = "\x1e" + stem.lower()
-    return FileSubject(name, head, file_index, files_announced, basis, keyed_by_poster)
+        return ""
+    return head_key
+
+
+def _headless_basis(name: str, files_announced: int | None) -> tuple[str, bool]:
+    """The release basis and keyed_by_poster of a file whose subject has no head.
+
+    Without a head, the file names link the files of an upload, whoever
+    posts them (some tools give each file a poster of its own; a separate
+    [1/1] post of the .nfo belongs with them) -- unless the names are
+    random: then each file has its own, and only the poster and M link them.
+    """
+    stem = file_stem(name)
+    lower = stem.lower()
+    # A dot (in most stems) is the quick "no" of looks_obfuscated.
+    if ("." not in stem and looks_obfuscated(stem)) or lower in FIXED_STEMS:
+        return f"\x1e\x1f{files_announced}", True
+    # A bare executable of a flood is named after a film like the other
+    # bots' are: its own poster keeps it apart from theirs (and from a
+    # rar-wrapped flood of the same name, which its rule would no longer see
+    # as executables only).
+    return "\x1e" + lower, (files_announced or 1) <= 2 and _is_executable(name)
 
 
 def _is_executable(name: str) -> bool:
@@ -403,13 +491,11 @@ def file_stem(name: str) -> str:
     `x.rar.vol0+1.PAR2` -> `x`.
     """
     stem = name.strip()
-    for _ in range(3):
+    if stem.isascii() and "\n" not in stem:
+        return _ascii_file_stem(stem, 3)  # nearly every name: no regular expression
+    for strips in range(3, 0, -1):
         if stem.isascii() and "\n" not in stem:
-            cut = _ascii_stem_suffix(stem)
-            if cut <= 0:
-                break
-            stem = stem[:cut]
-            continue
+            return _ascii_file_stem(stem, strips)
         # A suffix is at most _STEM_SUFFIX_MAX characters long and ends the
         # name (or comes just before a final newline): search only there.
         found = _STEM_SUFFIX.search(stem, max(0, len(stem) - _STEM_SUFFIX_MAX - 1))
@@ -419,54 +505,57 @@ def file_stem(name: str) -> str:
     return stem
 
 
-def _ascii_stem_suffix(stem: str) -> int:
-    """Where _STEM_SUFFIX matches in an ASCII name without newlines, or -1.
+def _ascii_file_stem(stem: str, strips: int) -> str:
+    """`stem` without up to `strips` suffixes, as _STEM_SUFFIX finds them, for
+    an ASCII name without newlines (its stems stay so).
 
     The same answer as the regular expression, without it: a suffix holds at
-    most two dots, and the leftmost match wins, so the two-dot forms are
-    tried at the second last dot before the one-dot forms at the last.
+    most two dots, and the leftmost match wins, so the two-dot forms (which
+    end in rar, par2 or three digits) are tried at the second last dot
+    before the one-dot forms at the last. A name that is all suffix keeps it.
     """
-    last = stem.rfind(".")
-    if last < 0:
-        return -1
-    ext = stem[last + 1 :].lower()
-    second = stem.rfind(".", 0, last)
-    if second >= 0 and len(ext) <= 4:
-        mid = stem[second + 1 : last].lower()
-        if ext == "rar":
-            if mid[:4] == "part" and 5 <= len(mid) <= 8 and mid[4:].isdigit():
-                return second
-        elif ext == "par2":
-            if mid[:3] == "vol":
-                plus = max(mid.find("+"), mid.find("-"))
-                if (
-                    plus > 3
-                    and plus - 3 <= 5
-                    and 1 <= len(mid) - plus - 1 <= 5
-                    and mid[3:plus].isdigit()
-                    and mid[plus + 1 :].isdigit()
-                ):
-                    return second
-                # vol01.par2, vol-01.par2 (Nyuu's and ngPost's volume names)
-                number = mid[4:] if mid[3:4] == "-" else mid[3:]
-                if 1 <= len(number) <= 5 and number.isdigit():
-                    return second
-        elif len(ext) == 3 and ext.isdigit() and mid in _STEM_NUMBERED:
-            return second
-    if ext in _STEM_WORDS:
-        return last
-    size = len(ext)
-    if size == 3 and ext.isdigit():
-        return last
-    if size <= 2 and ext.isdigit() and looks_obfuscated(stem[:last]):
-        # hash.10: a hash-named upload numbers its files by extension; a
-        # date or a volume (Show.2020.01.15, Book.Vol.2) keeps its number.
-        return last
-    if 3 <= size <= 4 and ext[0] in "rs" and ext[1:].isdigit():
-        return last
-    if size == 3 and ext[0] == "z" and ext[1:].isdigit():
-        return last
-    return -1
+    for _ in range(strips):
+        rest, _, ext = stem.rpartition(".")
+        ext = ext.lower()
+        kind = _LAST_SUFFIXES.get(ext)
+        if kind is None or not rest:
+            break  # x264, 1080p, S01E01, no dot, or a name that is all suffix
+        if kind == "two":
+            second = rest.rfind(".")
+            if second >= 0 and _is_two_dot_suffix(rest[second + 1 :].lower(), ext):
+                if second == 0:
+                    break
+                rest = rest[:second]
+            # else rar, par2 and three digits are suffixes of their own
+        elif kind == "short" and not looks_obfuscated(rest):
+            # hash.10: a hash-named upload numbers its files by extension; a
+            # date or a volume (Show.2020.01.15, Book.Vol.2) keeps its number.
+            break
+        stem = rest
+    return stem
+
+
+def _is_two_dot_suffix(mid: str, ext: str) -> bool:
+    """Whether `mid.ext` (lower case) is a two-dot suffix: part01.rar,
+    vol0+1.par2, vol01.par2, vol-01.par2, 7z.001, zip.001, rar.001."""
+    if ext == "rar":
+        return mid[:4] == "part" and 5 <= len(mid) <= 8 and mid[4:].isdigit()
+    if ext != "par2":
+        return mid in _STEM_NUMBERED  # ext is three digits
+    if mid[:3] != "vol":
+        return False
+    plus = max(mid.find("+"), mid.find("-"))
+    if (
+        plus > 3
+        and plus - 3 <= 5
+        and 1 <= len(mid) - plus - 1 <= 5
+        and mid[3:plus].isdigit()
+        and mid[plus + 1 :].isdigit()
+    ):
+        return True
+    # vol01.par2, vol-01.par2 (Nyuu's and ngPost's volume names)
+    number = mid[4:] if mid[3:4] == "-" else mid[3:]
+    return 1 <= len(number) <= 5 and number.isdigit()
 
 
 def extension(name: str) -> str:
@@ -492,6 +581,12 @@ def looks_obfuscated(name: str) -> bool:
         return True
     if not _OBFUSCATED_TOKEN.match(name):
         return False
+    # ASCII letters and digits only from here: digits and letters of both
+    # cases without counting them (most random names have all three).
+    if not name.isalpha() and name != name.lower() and name != name.upper():
+        return True
+    if len(name) < 16:
+        return False  # every test below wants 16 characters
     digits = sum(c.isdigit() for c in name)
     upper = sum(c.isupper() for c in name)
     lower = sum(c.islower() for c in name)
