@@ -245,7 +245,9 @@ def parse_file_subject(before_counter: str) -> FileSubject:
     # are where they were, and the text keeps its first four characters (no
     # quote among "re: ").
     text = before_counter[4:] if before_counter.startswith(_REPLY_PREFIXES) else before_counter
-    found = _QUOTED_NAME.match(text)
+    # Two quotes at least, or no match: the pattern would try every file
+    # counter of the text before failing (16 ms for 4 kB of "(1/2)").
+    found = _QUOTED_NAME.match(text) if text.count('"') >= 2 else None
     if found is None:
         return _parse_without_quoted_name(before_counter)
     head, index, total, before, quoted, index_after, total_after = found.groups()
