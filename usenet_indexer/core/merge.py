@@ -600,18 +600,28 @@ def _posted_again(generation: _Release, chunk: FileChunk) -> int:
     file = generation.files.get(chunk.key)
     if file is None:
         return _NOTHING_AGAIN
-    held = {number: message_id for number, message_id, _ in file.segments()}
-    segments = list(chunk.segments())
+    held = _held(file)
     other = sum(
-        1 for number, message_id, _ in segments if held.get(number, message_id) != message_id
+        1
+        for number, message_id in zip(chunk.numbers, chunk.message_ids.split("\n"), strict=True)
+        if held.get(number, message_id) != message_id
     )
     if other >= min(RUN, chunk.total_segments):
         return _AGAIN
-    if other == len(held) and len(segments) - other >= RUN:
+    if other == len(held) and len(chunk.numbers) - other >= RUN:
         # All it holds again, and more: a repost of a file its first post
         # lost most of (a takedown), not a post check's re-send.
         return _AGAIN
     return _SOME_AGAIN if other else _NOTHING_AGAIN
+
+
+def _held(file: _File) -> dict[int, str]:
+    """The message-id of each number a file holds, as `_File.segments` has them (the
+    first chunk's wins), without making its segment list: only the ids are compared."""
+    held: dict[int, str] = {}
+    for chunk in reversed(file.chunks):
+        held.update(zip(chunk.numbers, chunk.message_ids.split("\n"), strict=True))
+    return held
 
 
 def _merge_file(files: dict[bytes, _File], chunk: FileChunk) -> None:
