@@ -273,13 +273,15 @@ class ReleaseMerger:
     def _generations(self) -> Iterator[_Release]:
         """Every key's chunks and its repost keys' chunks, as generations (see above)."""
         entries = self._releases
-        later = {next_key for key in entries if (next_key := repost_key(key)) in entries}
+        # Each key's repost key among the entries: hashed once per key.
+        following = {key: later for key in entries if (later := repost_key(key)) in entries}
+        reposts = set(following.values())
         for key, entry in entries.items():
-            if key in later:
+            if key in reposts:
                 continue  # taken with the key it is a repost of
             chain = [entry]
-            while (following := entries.get(repost_key(chain[-1].key))) is not None:
-                chain.append(following)
+            while (next_key := following.get(chain[-1].key)) is not None:
+                chain.append(entries[next_key])
             sources = tuple(entry.key for entry in chain)
             for generation in _split(chain):
                 generation.sources = sources
@@ -380,11 +382,7 @@ def _split(chain: list[_Entry]) -> list[_Release]:
     See the module's docstring.
     """
     base = chain[0]
-    if len(chain) == 1 and not _repeats(base):
-        only = _generation(base, base.key)
-        for file, _ in base.files:
-            _merge_file(only.files, file)
-        only.chunks = base.chunks
+    if len(chain) == 1 and (only := _only_generation(base)) is not None:
         return [only]
     generations = [_generation(base, base.key)]
     placed: list[_Placed] = []
@@ -571,11 +569,24 @@ def _piece_order(files: list[FileChunk]) -> tuple[int, bytes, str]:
     return (posted, *min((f.key, f.first_message_id) for f in files))
 
 
-def _repeats(entry: _Entry) -> bool:
-    """Whether a file key comes more than once in the entry's chunks, or a file name
-    under two keys (else the entry is one generation)."""
-    keys = {file.key: file.name for file, _ in entry.files}
-    return len(keys) < len(entry.files) or len(set(keys.values())) < len(keys)
+def _only_generation(entry: _Entry) -> _Release | None:
+    """The entry as its one generation, or None when a file key comes more than once
+    in its chunks, or a file name under two keys (then `_split` places its pieces).
+
+    Most entries are one generation: their files are made in one pass, without
+    the checks of `_merge_file`.
+    """
+    files: dict[bytes, _File] = {}
+    for chunk, _ in entry.files:
+        if chunk.key in files:
+            return None
+        files[chunk.key] = _new_file(chunk)
+    if len({file.name for file in files.values()}) < len(files):
+        return None
+    only = _generation(entry, entry.key)
+    only.files = files
+    only.chunks = entry.chunks
+    return only
 
 
 def _generation(entry: _Entry, key: bytes) -> _Release:
@@ -627,15 +638,19 @@ def _held(file: _File) -> dict[int, str]:
 def _merge_file(files: dict[bytes, _File], chunk: FileChunk) -> None:
     file = files.get(chunk.key)
     if file is None:
-        files[chunk.key] = _File(
-            name=chunk.name,
-            subject=chunk.subject,
-            index=chunk.index,
-            total_segments=chunk.total_segments,
-            posted=chunk.posted,
-            chunks=[chunk],
-        )
+        files[chunk.key] = _new_file(chunk)
         return
     if chunk.posted and (not file.posted or chunk.posted < file.posted):
         file.posted = chunk.posted
     file.chunks.append(chunk)
+
+
+def _new_file(chunk: FileChunk) -> _File:
+    return _File(
+        name=chunk.name,
+        subject=chunk.subject,
+        index=chunk.index,
+        total_segments=chunk.total_segments,
+        posted=chunk.posted,
+        chunks=[chunk],
+    )
