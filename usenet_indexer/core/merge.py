@@ -255,9 +255,10 @@ class ReleaseMerger:
         for keys in link(parts.values()):
             members = [generations[key] for key in keys]
             files = sorted(
-                (f for member in members for f in member.files.values()), key=_file_order
+                chain.from_iterable(member.files.values() for member in members), key=_file_order
             )
-            dated = [f.posted for f in files if f.posted]
+            # The earliest file's date: the earliest of the parts' (Part.first, 0 if undated).
+            posted = min((parts[key].first for key in keys if parts[key].first), default=0)
             # One part: the name its Part already has (release_name of its files).
             name = (
                 parts[keys[0]].name
@@ -266,7 +267,7 @@ class ReleaseMerger:
                     [m.head_name for m in members], ((f.name, f.total_segments) for f in files)
                 )
             )
-            order.append((min(dated) if dated else 0, name, upload_key(keys), members, files))
+            order.append((posted, name, upload_key(keys), members, files))
         order.sort(key=lambda o: o[:3])
         return (self._build(members, files, name) for _, name, _, members, files in order)
 
@@ -360,19 +361,18 @@ def _announced(members: list[_Release]) -> int:
 
 def _part(release: _Release) -> Part:
     """What uploads.link needs of a release: its poster, M, file indexes and dates."""
-    dated = [f.posted for f in release.files.values() if f.posted]
+    files = list(release.files.values())
+    dated = [f.posted for f in files if f.posted]
     return Part(
         key=release.key,
         poster=release.poster,
         files_announced=release.files_announced,
-        indexes=frozenset(f.index for f in release.files.values() if f.index is not None),
+        indexes=frozenset([f.index for f in files if f.index is not None]),
         first=min(dated) if dated else 0,
         last=max(dated) if dated else 0,
         dropped=release.dropped is not None,
-        name=release_name(
-            release.head_name, ((f.name, f.total_segments) for f in release.files.values())
-        ),
-        files=frozenset(f.name for f in release.files.values()),
+        name=release_name(release.head_name, ((f.name, f.total_segments) for f in files)),
+        files=frozenset([f.name for f in files]),
     )
 
 
