@@ -306,7 +306,7 @@ class ReleaseMerger:
         # Bytes of the segments kept: a segment posted again (a repost in a
         # later batch) counts once, like it does in the segment list.
         size = sum(
-            sum(f.chunks[0].sizes) if len(f.chunks) == 1 else sum(s for _, _, s in b.segments)
+            sum(f.chunks[0].sizes) if len(f.chunks) == 1 else sum(map(itemgetter(2), b.segments))
             for f, b in zip(files, built, strict=True)
         )
         dated = [f.posted for f in built if f.posted]
