@@ -668,3 +668,35 @@ def test_overview_blocks_end_at_line_ends_and_close_their_file(tmp_path: Path) -
     broken.write_bytes(gzip.compress(text)[:-5000])
     with pytest.raises(InputError):
         list(read_blocks(broken, block_bytes=10_000))
+
+
+def test_overview_blocks_stop_their_reading_thread(tmp_path: Path) -> None:
+    """read_blocks reads ahead in a thread: a reader that stops early, or a dump
+    that fails, ends that thread (and closes the file) before the caller goes on."""
+    import gc
+    import gzip
+    import threading
+
+    from usenet_indexer.errors import InputError
+    from usenet_indexer.spool.dumps import read_blocks
+
+    def readers() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t.name == "read-ahead"]
+
+    text = "".join(f"{n}\tsubject {n}\tposter\n" for n in range(50_000)).encode()
+    packed = tmp_path / "packed.gz"
+    packed.write_bytes(gzip.compress(text))
+    blocks = read_blocks(packed, block_bytes=1_000)
+    assert next(blocks).endswith(b"\n")
+    assert readers()  # reading ahead, with more than READ_AHEAD blocks to come
+    blocks.close()
+    assert not readers()
+    for _ in read_blocks(packed, block_bytes=1_000):
+        break  # the loop drops the generator: closed as it goes
+    gc.collect()
+    assert not readers()
+    broken = tmp_path / "broken.gz"
+    broken.write_bytes(gzip.compress(text)[:-5000])
+    with pytest.raises(InputError, match="cannot be read as overview data"):
+        list(read_blocks(broken, block_bytes=1_000))
+    assert not readers()

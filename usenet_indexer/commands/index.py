@@ -35,6 +35,8 @@ from usenet_indexer.spool.dumps import check_readable, last_article, read_blocks
 
 # Seconds between progress lines on stderr.
 PROGRESS_SECONDS = 2.0
+# Bytes of JSON lines gathered before a write (see write_releases).
+WRITE_BYTES = 1 << 20
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -184,13 +186,27 @@ def _absorb(batch: Batch, merger: ReleaseMerger, stats: IndexStats) -> None:
 
 
 def write_releases(releases: Iterable[CatalogRelease], out: Output) -> None:
-    """Write releases as JSON lines, one at a time.
+    """Write releases as JSON lines, made one at a time.
+
+    The lines go out `WRITE_BYTES` or so at a time: a release's line is
+    bigger than the stream's buffer, and one system call each cost more
+    than joining them.
 
     Raises:
         OutputError: the file cannot be written.
     """
+    pending: list[bytes] = []
+    size = 0
     for release in releases:
-        out.write(orjson.dumps(release.to_json(), option=orjson.OPT_APPEND_NEWLINE))
+        line = orjson.dumps(release.to_json(), option=orjson.OPT_APPEND_NEWLINE)
+        pending.append(line)
+        size += len(line)
+        if size >= WRITE_BYTES:
+            out.write(b"".join(pending))
+            pending.clear()
+            size = 0
+    if pending:
+        out.write(b"".join(pending))
 
 
 def make_folder(folder: Path) -> None:

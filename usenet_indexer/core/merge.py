@@ -255,9 +255,10 @@ class ReleaseMerger:
         for keys in link(parts.values()):
             members = [generations[key] for key in keys]
             files = sorted(
-                (f for member in members for f in member.files.values()), key=_file_order
+                chain.from_iterable(member.files.values() for member in members), key=_file_order
             )
-            dated = [f.posted for f in files if f.posted]
+            # The earliest file's date: the earliest of the parts' (Part.first, 0 if undated).
+            posted = min((parts[key].first for key in keys if parts[key].first), default=0)
             # One part: the name its Part already has (release_name of its files).
             name = (
                 parts[keys[0]].name
@@ -266,20 +267,22 @@ class ReleaseMerger:
                     [m.head_name for m in members], ((f.name, f.total_segments) for f in files)
                 )
             )
-            order.append((min(dated) if dated else 0, name, upload_key(keys), members, files))
+            order.append((posted, name, upload_key(keys), members, files))
         order.sort(key=lambda o: o[:3])
         return (self._build(members, files, name) for _, name, _, members, files in order)
 
     def _generations(self) -> Iterator[_Release]:
         """Every key's chunks and its repost keys' chunks, as generations (see above)."""
         entries = self._releases
-        later = {next_key for key in entries if (next_key := repost_key(key)) in entries}
+        # Each key's repost key among the entries: hashed once per key.
+        following = {key: later for key in entries if (later := repost_key(key)) in entries}
+        reposts = set(following.values())
         for key, entry in entries.items():
-            if key in later:
+            if key in reposts:
                 continue  # taken with the key it is a repost of
             chain = [entry]
-            while (following := entries.get(repost_key(chain[-1].key))) is not None:
-                chain.append(following)
+            while (next_key := following.get(chain[-1].key)) is not None:
+                chain.append(entries[next_key])
             sources = tuple(entry.key for entry in chain)
             for generation in _split(chain):
                 generation.sources = sources
@@ -303,7 +306,7 @@ class ReleaseMerger:
         # Bytes of the segments kept: a segment posted again (a repost in a
         # later batch) counts once, like it does in the segment list.
         size = sum(
-            sum(f.chunks[0].sizes) if len(f.chunks) == 1 else sum(s for _, _, s in b.segments)
+            sum(f.chunks[0].sizes) if len(f.chunks) == 1 else sum(map(itemgetter(2), b.segments))
             for f, b in zip(files, built, strict=True)
         )
         dated = [f.posted for f in built if f.posted]
@@ -358,19 +361,18 @@ def _announced(members: list[_Release]) -> int:
 
 def _part(release: _Release) -> Part:
     """What uploads.link needs of a release: its poster, M, file indexes and dates."""
-    dated = [f.posted for f in release.files.values() if f.posted]
+    files = list(release.files.values())
+    dated = [f.posted for f in files if f.posted]
     return Part(
         key=release.key,
         poster=release.poster,
         files_announced=release.files_announced,
-        indexes=frozenset(f.index for f in release.files.values() if f.index is not None),
+        indexes=frozenset([f.index for f in files if f.index is not None]),
         first=min(dated) if dated else 0,
         last=max(dated) if dated else 0,
         dropped=release.dropped is not None,
-        name=release_name(
-            release.head_name, ((f.name, f.total_segments) for f in release.files.values())
-        ),
-        files=frozenset(f.name for f in release.files.values()),
+        name=release_name(release.head_name, ((f.name, f.total_segments) for f in files)),
+        files=frozenset([f.name for f in files]),
     )
 
 
@@ -380,11 +382,7 @@ def _split(chain: list[_Entry]) -> list[_Release]:
     See the module's docstring.
     """
     base = chain[0]
-    if len(chain) == 1 and not _repeats(base):
-        only = _generation(base, base.key)
-        for file, _ in base.files:
-            _merge_file(only.files, file)
-        only.chunks = base.chunks
+    if len(chain) == 1 and (only := _only_generation(base)) is not None:
         return [only]
     generations = [_generation(base, base.key)]
     placed: list[_Placed] = []
@@ -571,11 +569,24 @@ def _piece_order(files: list[FileChunk]) -> tuple[int, bytes, str]:
     return (posted, *min((f.key, f.first_message_id) for f in files))
 
 
-def _repeats(entry: _Entry) -> bool:
-    """Whether a file key comes more than once in the entry's chunks, or a file name
-    under two keys (else the entry is one generation)."""
-    keys = {file.key: file.name for file, _ in entry.files}
-    return len(keys) < len(entry.files) or len(set(keys.values())) < len(keys)
+def _only_generation(entry: _Entry) -> _Release | None:
+    """The entry as its one generation, or None when a file key comes more than once
+    in its chunks, or a file name under two keys (then `_split` places its pieces).
+
+    Most entries are one generation: their files are made in one pass, without
+    the checks of `_merge_file`.
+    """
+    files: dict[bytes, _File] = {}
+    for chunk, _ in entry.files:
+        if chunk.key in files:
+            return None
+        files[chunk.key] = _new_file(chunk)
+    if len({file.name for file in files.values()}) < len(files):
+        return None
+    only = _generation(entry, entry.key)
+    only.files = files
+    only.chunks = entry.chunks
+    return only
 
 
 def _generation(entry: _Entry, key: bytes) -> _Release:
@@ -600,32 +611,46 @@ def _posted_again(generation: _Release, chunk: FileChunk) -> int:
     file = generation.files.get(chunk.key)
     if file is None:
         return _NOTHING_AGAIN
-    held = {number: message_id for number, message_id, _ in file.segments()}
-    segments = list(chunk.segments())
+    held = _held(file)
     other = sum(
-        1 for number, message_id, _ in segments if held.get(number, message_id) != message_id
+        1
+        for number, message_id in zip(chunk.numbers, chunk.message_ids.split("\n"), strict=True)
+        if held.get(number, message_id) != message_id
     )
     if other >= min(RUN, chunk.total_segments):
         return _AGAIN
-    if other == len(held) and len(segments) - other >= RUN:
+    if other == len(held) and len(chunk.numbers) - other >= RUN:
         # All it holds again, and more: a repost of a file its first post
         # lost most of (a takedown), not a post check's re-send.
         return _AGAIN
     return _SOME_AGAIN if other else _NOTHING_AGAIN
 
 
+def _held(file: _File) -> dict[int, str]:
+    """The message-id of each number a file holds, as `_File.segments` has them (the
+    first chunk's wins), without making its segment list: only the ids are compared."""
+    held: dict[int, str] = {}
+    for chunk in reversed(file.chunks):
+        held.update(zip(chunk.numbers, chunk.message_ids.split("\n"), strict=True))
+    return held
+
+
 def _merge_file(files: dict[bytes, _File], chunk: FileChunk) -> None:
     file = files.get(chunk.key)
     if file is None:
-        files[chunk.key] = _File(
-            name=chunk.name,
-            subject=chunk.subject,
-            index=chunk.index,
-            total_segments=chunk.total_segments,
-            posted=chunk.posted,
-            chunks=[chunk],
-        )
+        files[chunk.key] = _new_file(chunk)
         return
     if chunk.posted and (not file.posted or chunk.posted < file.posted):
         file.posted = chunk.posted
     file.chunks.append(chunk)
+
+
+def _new_file(chunk: FileChunk) -> _File:
+    return _File(
+        name=chunk.name,
+        subject=chunk.subject,
+        index=chunk.index,
+        total_segments=chunk.total_segments,
+        posted=chunk.posted,
+        chunks=[chunk],
+    )

@@ -97,11 +97,12 @@ _MARK = re.compile(r"^(?:s\d{1,2}e\d{1,3}|(?:19|20)\d\d|\d{3,4}p)$")
 
 def joinable(part: Part) -> bool:
     """Whether a part can be joined to others of its M."""
-    return (
-        _collection_joinable(part)
-        and part.files_announced is not None
-        and part.files_announced >= 2
-    )
+    return _collection_joinable(part) and _has_counter(part)
+
+
+def _has_counter(part: Part) -> bool:
+    """Whether a part's M can join it to others: at least 2."""
+    return part.files_announced is not None and part.files_announced >= 2
 
 
 def _collection_joinable(part: Part) -> bool:
@@ -112,14 +113,15 @@ def _collection_joinable(part: Part) -> bool:
 @attrs.define(eq=False)
 class _Upload:
     keys: list[bytes]
-    indexes: set[int]
+    # Frozen, as its first part's are (so not copied): a join makes new ones.
+    indexes: frozenset[int]
     last: int
     poster: str
     first: int
     files_announced: int | None
     words: tuple[str, ...]
     joined: bool  # _collection_joinable: kept, dated, not under a shared From
-    files: set[str]  # its files' names
+    files: frozenset[str]  # its files' names
 
 
 def link(parts: Iterable[Part]) -> list[list[bytes]]:
@@ -132,19 +134,21 @@ def link(parts: Iterable[Part]) -> list[list[bytes]]:
     uploads: list[_Upload] = []
     open_uploads: dict[tuple[str, int], list[_Upload]] = {}
     for part in ordered:
-        by_m = joinable(part)
+        collection = _collection_joinable(part)
+        by_m = collection and _has_counter(part)
         upload = _joined(part, open_uploads) if by_m else None
         if upload is None:
             upload = _Upload(
                 [part.key],
-                set(part.indexes),
+                frozenset(part.indexes),  # the part's own when frozen already
                 part.last,
                 part.poster,
                 part.first,
                 part.files_announced,
-                _words(part.name),
-                _collection_joinable(part),
-                set(part.files),
+                # Only _join_collections reads them, of joinable uploads.
+                _words(part.name) if collection else (),
+                collection,
+                frozenset(part.files),
             )
             uploads.append(upload)
             if by_m:
@@ -153,7 +157,10 @@ def link(parts: Iterable[Part]) -> list[list[bytes]]:
 
 
 def _words(name: str) -> tuple[str, ...]:
-    return tuple(w for w in _WORD.findall(name.lower()) if w != "sample")
+    words: list[str] = _WORD.findall(name.lower())
+    if "sample" in words:
+        words = [w for w in words if w != "sample"]
+    return tuple(words)
 
 
 def _one_release(a: tuple[str, ...], b: tuple[str, ...]) -> bool:

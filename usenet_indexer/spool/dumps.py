@@ -1,12 +1,18 @@
 """Reading overview dumps: plain, gzip or zlib files, in blocks of whole lines.
 
 isal's igzip/zlib inflate several times faster than the standard library's
-and read the same formats, so a dump inflates faster than it indexes.
+and read the same formats, so a dump inflates faster than it indexes. They
+inflate without holding the GIL, so `read_blocks` reads and inflates in a
+background thread a few blocks ahead: on a second core the inflating
+overlaps the caller's work on the blocks before.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import contextlib
+import queue
+import threading
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -18,6 +24,9 @@ from usenet_indexer.wire.inflate import INFLATE_ERROR
 # Bytes read at a time: big enough that per-block costs vanish, small enough
 # that a block of text stays a few MB in memory.
 BLOCK_BYTES = 4 << 20
+# Blocks the background reader keeps ready: enough that the caller never
+# waits for one while the reader can keep up, few enough to stay small.
+READ_AHEAD = 2
 
 
 def check_readable(path: Path) -> None:
@@ -64,9 +73,59 @@ def open_overview(path: Path) -> BinaryIO:
 def read_blocks(path: Path, block_bytes: int = BLOCK_BYTES) -> Iterator[bytes]:
     """The file's content in blocks that end at a line end (the last may not).
 
+    The blocks are read (and inflated, and cut at line ends) in a background
+    thread, `READ_AHEAD` blocks ahead of the caller; stopping early or
+    failing stops that thread and waits for it, which closes the file.
+
     Raises:
         InputError: the file cannot be read or does not inflate.
     """
+    yield from _read_ahead(_blocks(path, block_bytes))
+
+
+def _read_ahead(blocks: Generator[bytes, None, None], depth: int = READ_AHEAD) -> Iterator[bytes]:
+    """`blocks`, made in a background thread up to `depth` ahead; what it raises is
+    raised here, after the thread has ended."""
+    handoff: queue.Queue[bytes | BaseException | None] = queue.Queue(depth)
+    stop = threading.Event()
+    worker = threading.Thread(
+        target=_hand_over, args=(blocks, handoff, stop), name="read-ahead", daemon=True
+    )
+    worker.start()
+    try:
+        while (item := handoff.get()) is not None:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        # Take what it still hands over, so that a full queue does not hold it.
+        while worker.is_alive():
+            with contextlib.suppress(queue.Empty):
+                handoff.get(timeout=0.01)
+        worker.join()
+
+
+def _hand_over(
+    blocks: Generator[bytes, None, None],
+    handoff: queue.Queue[bytes | BaseException | None],
+    stop: threading.Event,
+) -> None:
+    """The background thread: each block, then None at the end or the error that ended it."""
+    try:
+        for block in blocks:
+            if stop.is_set():
+                return
+            handoff.put(block)
+        handoff.put(None)
+    except BaseException as error:  # raised again in the caller's thread
+        handoff.put(error)
+    finally:
+        blocks.close()  # stopped early: closes the file
+
+
+def _blocks(path: Path, block_bytes: int) -> Generator[bytes, None, None]:
+    """The blocks of `read_blocks`, made in the thread that iterates this (the background one)."""
     with open_overview(path) as stream:
         try:
             first = stream.read(block_bytes)
