@@ -70,7 +70,7 @@ def open_overview(path: Path) -> BinaryIO:
     return raw
 
 
-def read_blocks(path: Path, block_bytes: int = BLOCK_BYTES) -> Iterator[bytes]:
+def read_blocks(path: Path, block_bytes: int = BLOCK_BYTES) -> Generator[bytes, None, None]:
     """The file's content in blocks that end at a line end (the last may not).
 
     The blocks are read (and inflated, and cut at line ends) in a background
