@@ -719,6 +719,11 @@ class _Texts:
             self._numbers, self._read = _digit_ints(self.ks), self._read | 1
         return self._numbers
 
+    def ks_are_digits(self) -> bool:
+        """Whether every k text is ASCII digits (zero padding allowed): what the
+        segment-by-segment check reads as a number, as int() does."""
+        return b"".join(self.ks).isdigit() and all(self.ks)
+
     def article_numbers(self) -> list[int] | None:
         """The article number texts as ints (`_digit_ints`): None if one is not plain digits."""
         if not self._read & 2:
@@ -811,7 +816,7 @@ def release_pass_starts(files: Sequence[tuple[_Texts, int]]) -> list[int]:
     for texts, total in files:
         file_numbers = texts.numbers()
         file_articles = texts.article_numbers()
-        if file_numbers is None and b"".join(texts.ks).isdigit() and all(texts.ks):
+        if file_numbers is None and texts.ks_are_digits():
             # Zero padded ("001"): every k is digits, so every segment is kept.
             file_numbers = list(map(int, texts.ks))
             if file_articles is None:
@@ -890,7 +895,7 @@ def _file_chunks(
         except ValueError:
             return _file_chunks_slow(open_file, texts, skipped, passes)
         # Zero padded ("001") reads as the segment-by-segment check reads it.
-        digits = digit_sizes is not None and b"".join(ks).isdigit() and all(ks)
+        digits = digit_sizes is not None and texts.ks_are_digits()
     else:
         digits = digit_sizes is not None
     if not (min(numbers) >= 1 and max(numbers) <= total):
