@@ -50,6 +50,10 @@ class FileChunk:
         """(k, message-id, bytes) of each segment, by k."""
         return zip(self.numbers, self.message_ids.split("\n"), self.sizes, strict=True)
 
+    def numbered_ids(self) -> Iterator[tuple[int, str]]:
+        """(k, message-id) of each segment, by k: `segments` without the sizes."""
+        return zip(self.numbers, self.message_ids.split("\n"), strict=True)
+
     @property
     def first_message_id(self) -> str:
         """The message-id of the lowest segment seen."""

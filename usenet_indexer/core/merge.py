@@ -614,7 +614,7 @@ def _posted_again(generation: _Release, chunk: FileChunk) -> int:
     held = _held(file)
     other = sum(
         1
-        for number, message_id in zip(chunk.numbers, chunk.message_ids.split("\n"), strict=True)
+        for number, message_id in chunk.numbered_ids()
         if held.get(number, message_id) != message_id
     )
     if other >= min(RUN, chunk.total_segments):
@@ -631,7 +631,7 @@ def _held(file: _File) -> dict[int, str]:
     first chunk's wins), without making its segment list: only the ids are compared."""
     held: dict[int, str] = {}
     for chunk in reversed(file.chunks):
-        held.update(zip(chunk.numbers, chunk.message_ids.split("\n"), strict=True))
+        held.update(chunk.numbered_ids())
     return held
 
 
