@@ -272,7 +272,7 @@ def check(args: argparse.Namespace) -> int:
     import orjson
 
     from usenet_indexer.config import Settings
-    from usenet_indexer.store.catalog import CatalogStore
+    from usenet_indexer.coordinator.catalog_build import CatalogBuild
     from usenet_indexer.store.pool import open_pool
 
     with open_pool(args.database_url, Settings(home=Path(args.check)), max_size=2) as pool:
@@ -285,7 +285,7 @@ def check(args: argparse.Namespace) -> int:
             raise SystemExit(f"bench-edge: {row[0]} of {row[1]} ranges are not done")
         exported = {
             release.key.hex(): comparable(json.loads(orjson.dumps(release.to_json())))
-            for release in CatalogStore(pool).export()
+            for release in CatalogBuild(pool).export()
         }
     with Path(args.index_out).open("rb") as stream:
         wanted = {

@@ -2,20 +2,24 @@
 
 Generated lines are indexed as an edge would (a batch every 2,000 lines)
 and stored in a real PostgreSQL; after each batch the catalog takes in
-what the batch touched (`build_pending`). The rows must be those a whole
+what the batch touched (`CatalogBuild.pending`). The rows must be those a whole
 rebuild makes, complete releases must be listed at once, incomplete ones
 only once quiet, and a grab must survive the rebuilds.
 """
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections.abc import Iterator
+from typing import Any
 
+import psycopg
 import pytest
 
 from usenet_indexer.coordinator.stores import Stores
 from usenet_indexer.core.indexer import RangeIndexer
-from usenet_indexer.store.catalog import CatalogStore, Search
+from usenet_indexer.store.catalog import Search
 from usenet_indexer.store.groups import GroupStore
 from usenet_indexer.store.ranges import Finish
 from usenet_indexer.synth.generator import GeneratorConfig, generate
@@ -68,13 +72,13 @@ def test_release_by_release_the_catalog_is_what_a_whole_rebuild_makes(
     stores: Stores, profile: str
 ) -> None:
     # Small batches: an upload's parts (linked per poster) come in different batches.
-    for _ in batches_of_generated(stores, 12_000, seed=3, every=700, profile=profile):
-        stores.catalog.build_pending(quiet_seconds=0)
-    assert stores.catalog.build_pending(quiet_seconds=0).keys == 0  # nothing left pending
+    for _ in batches_of_generated(stores, 40_000, seed=3, every=300, profile=profile):
+        stores.build.pending(quiet_seconds=0)
+    assert stores.build.pending(quiet_seconds=0).keys == 0  # nothing left pending
     followed = catalog_rows(stores)
-    built = stores.catalog.build(quiet_seconds=0)
+    built = stores.build.everything(quiet_seconds=0)
     assert catalog_rows(stores) == followed
-    kept = [r for r in CatalogStore(stores.catalog.pool).export() if r.dropped is None]
+    kept = [r for r in stores.build.export() if r.dropped is None]
     assert built.releases == len(kept) == len(followed) > 20
     assert {r.key.hex() for r in kept} == set(followed)
 
@@ -83,7 +87,7 @@ def test_a_complete_release_is_listed_at_once_an_incomplete_one_once_quiet(
     stores: Stores,
 ) -> None:
     for _ in batches_of_generated(stores, 12_000, seed=4, every=3_000):
-        stores.catalog.build_pending(quiet_seconds=HOUR)
+        stores.build.pending(quiet_seconds=HOUR)
     rows = catalog_rows(stores)
     complete = {guid for guid, row in rows.items() if float(str(row[7])) >= 1.0}
     incomplete = set(rows) - complete
@@ -94,26 +98,91 @@ def test_a_complete_release_is_listed_at_once_an_incomplete_one_once_quiet(
     assert {row.guid for row in page} == complete
     assert stores.catalog.counts() == (len(complete), len(incomplete))
     # Nothing new: quiet for 0 s is quiet enough, and every release is listed.
-    assert stores.catalog.build_pending(quiet_seconds=0).shown == len(incomplete)
+    assert stores.build.pending(quiet_seconds=0).shown == len(incomplete)
     assert stores.catalog.counts() == (len(rows), 0)
     # Once listed, it stays listed, even with a long quiet time again.
-    stores.catalog.build(quiet_seconds=HOUR)
+    stores.build.everything(quiet_seconds=HOUR)
     assert stores.catalog.counts() == (len(rows), 0)
 
 
 def test_a_grab_survives_the_builds(stores: Stores) -> None:
     batches = batches_of_generated(stores, 8_000, seed=5, every=2_500)
     next(batches)
-    stores.catalog.build_pending(quiet_seconds=0)
+    stores.build.pending(quiet_seconds=0)
     early = set(catalog_rows(stores))
     for guid in early:
         stores.catalog.grab(guid)
     for _ in batches:
-        stores.catalog.build_pending(quiet_seconds=0)
-    stores.catalog.build(quiet_seconds=0)
+        stores.build.pending(quiet_seconds=0)
+    stores.build.everything(quiet_seconds=0)
     kept = early & set(catalog_rows(stores))
     assert len(kept) > 5
     for guid in kept:
         row = stores.catalog.row(guid)
         assert row is not None
         assert row.item.grabs == 1
+
+
+# A catalog of realistic size for the planner: releases of many posters over a
+# year (a tenth under a posting tool's shared From), catalog rows of most, and
+# statistics taken, as autovacuum would have them.
+_REALISTIC = """
+    INSERT INTO releases (key, name, head_name, poster, groups, posted, latest, files_announced)
+    SELECT decode(md5(n::text), 'hex'), 'r' || n, 'r' || n,
+           CASE WHEN n %% 10 = 0 THEN 'yenc@power-post.org' ELSE 'poster' || (n %% 3000) END,
+           ARRAY['alt.binaries.test'], 1700000000 + n * 300, 1700000000 + n * 300 + 900, 10
+    FROM generate_series(1, %(releases)s) AS n;
+    INSERT INTO catalog (guid, name, search_name, category, size, files, poster, groups, posted,
+                         completion, probe_candidate, sources)
+    SELECT md5(n::text), 'r' || n, 'r ' || n, 2000, 1000, 10, 'poster' || (n %% 3000),
+           ARRAY['alt.binaries.test'], 1700000000 + n * 300, 1, false,
+           ARRAY[decode(md5(n::text), 'hex')]
+    FROM generate_series(1, %(releases)s, 2) AS n;
+    ANALYZE releases; ANALYZE catalog; ANALYZE catalog_keys;
+"""
+
+
+def _plan(stores: Stores, statement: str, params: tuple[object, ...]) -> str:
+    with stores.catalog.pool.connection() as conn:
+        cursor = psycopg.ClientCursor(conn)
+        rows = cursor.execute("EXPLAIN " + statement, params).fetchall()
+    return "\n".join(str(r[0]) for r in rows)
+
+
+def test_the_build_reads_what_a_batch_touched_through_indexes_on_a_realistic_catalog(
+    stores: Stores,
+) -> None:
+    from usenet_indexer.store import catalog as sql
+
+    releases = 100_000
+    with stores.catalog.pool.connection() as conn:
+        for statement in _REALISTIC.split(";"):
+            if statement.strip():
+                conn.execute(statement, {"releases": releases})
+    # A batch's worth of keys and windows: 0.2% of the catalog (a 10M run's batches
+    # touched ~1,600 keys; a real catalog holds millions of releases).
+    keys = [hashlib.md5(str(n).encode()).digest() for n in range(1000, releases, 500)]
+    posters = [f"poster{n % 3000}" for n in range(1000, releases, 500)]
+    lows = [1_700_000_000 + n * 300 - 1800 for n in range(1000, releases, 500)]
+    highs = [low + 3600 + 900 for low in lows]
+    plans = {
+        "spans": _plan(stores, sql._SPANS, (keys,)),
+        "rows": _plan(stores, sql._ROW_KEYS, (keys,)),
+        "windows": _plan(stores, sql._WINDOW_KEYS, (posters, lows, highs)),
+        "changed": _plan(stores, sql._CHANGED_OF, (keys,)),
+        "fragments": _plan(stores, sql._FRAGMENTS_OF, (keys,)),
+    }
+    with stores.catalog.pool.connection() as conn, conn.transaction():
+        conn.execute(sql._CATALOG_TEMP)
+        plans["prune"] = _plan_in(conn, sql._CATALOG_PRUNE_OF, (keys,))
+    for name, plan in plans.items():
+        scanned = re.findall(r"Seq Scan on (\w+)", plan)
+        assert not set(scanned) & {"releases", "catalog", "catalog_keys", "fragments"}, (name, plan)
+    assert "releases_span" in plans["windows"], plans["windows"]
+    assert "catalog_keys_pkey" in plans["rows"], plans["rows"]
+    assert "catalog_pkey" in plans["rows"], plans["rows"]
+
+
+def _plan_in(conn: psycopg.Connection[Any], statement: str, params: tuple[object, ...]) -> str:
+    rows = psycopg.ClientCursor(conn).execute("EXPLAIN " + statement, params).fetchall()
+    return "\n".join(str(r[0]) for r in rows)

@@ -34,6 +34,7 @@ from psycopg_pool import ConnectionPool
 from usenet_indexer.commands import edge as edge_command
 from usenet_indexer.commands.index import index_files
 from usenet_indexer.config import Settings
+from usenet_indexer.coordinator.catalog_build import CatalogBuild
 from usenet_indexer.coordinator.http import node as nodeapi
 from usenet_indexer.coordinator.server import serve
 from usenet_indexer.coordinator.stores import Stores
@@ -63,7 +64,6 @@ from usenet_indexer.edge.options import EdgeOptions
 from usenet_indexer.edge.range_runner import Outcome, RangeRunner
 from usenet_indexer.edge.worker import EdgeTotals
 from usenet_indexer.errors import ConfigError, RemoteProtocolError
-from usenet_indexer.store.catalog import CatalogStore
 from usenet_indexer.store.groups import GroupStore
 from usenet_indexer.store.spool import SpoolChunk
 from usenet_indexer.synth.generator import GeneratorConfig, generate
@@ -316,7 +316,7 @@ async def test_two_ranges_end_in_the_catalog_an_offline_index_makes(
     assert batches == len(watcher.kinds(EventKind.STORED))
     assert batches >= 6  # ~15k articles per range in batches of 5k
     expected = offline_index(tmp_path, list(data.lines))
-    assert_same_catalog(CatalogStore(coordinator.pool).export(), expected)
+    assert_same_catalog(CatalogBuild(coordinator.pool).export(), expected)
     # One line per range, with its figures; never the token.
     lines = [r.getMessage() for r in caplog.records if r.name == "usenet_indexer.edge.range_runner"]
     assert len(lines) == 2
@@ -355,7 +355,7 @@ async def test_edges_starting_at_once_on_a_fresh_group_get_no_5xx(
     assert results == [EdgeTotals(finished=1)] * edges
     assert coordinator.row("SELECT count(DISTINCT node_id) FROM batches") == (edges,)
     expected = offline_index(tmp_path, list(data.lines))
-    assert_same_catalog(CatalogStore(coordinator.pool).export(), expected)
+    assert_same_catalog(CatalogBuild(coordinator.pool).export(), expected)
 
 
 @pytest.mark.trio
@@ -383,7 +383,7 @@ async def test_the_edge_waits_through_keepalives_for_a_chunk_that_lands_late(
 
     assert results == [EdgeTotals(finished=1)]
     expected = offline_index(tmp_path, list(data.lines))
-    assert_same_catalog(CatalogStore(coordinator.pool).export(), expected)
+    assert_same_catalog(CatalogBuild(coordinator.pool).export(), expected)
 
 
 @pytest.mark.trio
@@ -469,7 +469,7 @@ async def test_a_stopped_range_is_given_back_and_another_edge_finishes_it(
     assert totals == EdgeTotals(finished=1)
     assert coordinator.row(f"SELECT state FROM ranges WHERE id = {range_id}") == ("done",)
     expected = offline_index(tmp_path, list(data.lines))
-    assert_same_catalog(CatalogStore(coordinator.pool).export(), expected)
+    assert_same_catalog(CatalogBuild(coordinator.pool).export(), expected)
 
 
 @pytest.mark.trio

@@ -44,7 +44,7 @@ def store_generated(stores: Stores, articles: int, seed: int) -> int:
     """Index generated lines as an edge would and store the batches; the catalog rows built."""
     for _ in batches_of_generated(stores, articles, seed, every=5_000):
         pass
-    return stores.catalog.build(quiet_seconds=0).releases
+    return stores.build.everything(quiet_seconds=0).releases
 
 
 @pytest.fixture

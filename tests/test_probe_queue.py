@@ -22,7 +22,7 @@ def rows(stores: Stores, sql: str) -> list[tuple[object, ...]]:
 def test_candidates_are_leased_once_and_the_outcome_renames_the_release(stores: Stores) -> None:
     for _ in batches_of_generated(stores, 12_000, seed=7, every=3_000, profile="posting-tools"):
         pass
-    stores.catalog.build(quiet_seconds=0)
+    stores.build.everything(quiet_seconds=0)
     queue = probes(stores)
     due = queue.due()
     assert due > 3
@@ -42,7 +42,7 @@ def test_candidates_are_leased_once_and_the_outcome_renames_the_release(stores: 
         files=("Real.Name.S01E01.1080p.WEB-GRP.mkv",), sizes=(1,),
     )  # fmt: skip
     assert not queue.record(job, Outcome.RENAMED, detail="twice")  # the lease is used up
-    stores.catalog.build_pending(quiet_seconds=0)
+    stores.build.pending(quiet_seconds=0)
     _total, page = stores.catalog.search(Search(words="real name s01e01"))
     assert [row.item.name for row in page] == ["Real.Name.S01E01.1080p.WEB-GRP"]
     # The name it had before is still found.

@@ -29,9 +29,9 @@ from process_logs import log_until
 from psycopg_pool import ConnectionPool
 from test_edge import assert_same_catalog, offline_index
 
+from usenet_indexer.coordinator.catalog_build import CatalogBuild
 from usenet_indexer.core.merge import CatalogRelease
 from usenet_indexer.nntp.client import connect
-from usenet_indexer.store.catalog import CatalogStore
 from usenet_indexer.testing.logcheck import problems
 from usenet_indexer.testing.newsd_private import (
     CannotInstall,
@@ -192,7 +192,7 @@ def _assert_every_article_once(run: Run, expected: list[CatalogRelease]) -> None
     expected_segments = sum(len(f.segments) for r in expected for f in r.files)
     assert stored_segments == expected_segments
     assert run.rows("SELECT count(*) FROM ranges WHERE state <> 'done'") == [(0,)]
-    assert_same_catalog(CatalogStore(run.pool).export(), expected)
+    assert_same_catalog(CatalogBuild(run.pool).export(), expected)
 
 
 def test_standalone_indexes_a_group_into_the_catalog_uidx_index_makes(

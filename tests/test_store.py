@@ -14,6 +14,7 @@ from psycopg_pool import ConnectionPool
 
 from usenet_indexer.commands.index import index_files
 from usenet_indexer.config import Settings
+from usenet_indexer.coordinator.catalog_build import CatalogBuild
 from usenet_indexer.core.batch import Batch
 from usenet_indexer.core.indexer import RangeIndexer
 from usenet_indexer.store.batches import (
@@ -279,7 +280,7 @@ def test_the_catalog_equals_an_offline_index_of_the_same_lines(
             batch = indexer.finish() if end == lease.last + 1 else indexer.take()
             stores.batches.store(node_id, lease.range_id, lease.epoch, pack_batch(batch), 0, TTL)
         assert stores.ranges.finish(node_id, lease.range_id, lease.epoch) is Finish.OK
-    exported = {r.key: r for r in stores.catalog.export()}
+    exported = {r.key: r for r in CatalogBuild(stores.catalog.pool).export()}
     expected = {r.key: r for r in offline.releases()}
     assert exported.keys() == expected.keys()
     for key, release in expected.items():

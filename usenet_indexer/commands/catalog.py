@@ -10,8 +10,9 @@ from pathlib import Path
 from usenet_indexer.commands import output
 from usenet_indexer.commands.index import write_releases
 from usenet_indexer.config import from_process
+from usenet_indexer.coordinator.catalog_build import CatalogBuild
 from usenet_indexer.errors import ConfigError
-from usenet_indexer.store.catalog import CatalogStore, CatalogTable
+from usenet_indexer.store.catalog import CatalogTable
 from usenet_indexer.store.database import opened
 
 
@@ -54,9 +55,8 @@ def run(args: argparse.Namespace) -> int:
         if quiet < 0:
             raise ConfigError("--quiet-seconds", "must not be negative")
         with opened(settings) as pool:
-            table = CatalogTable(pool)
-            table.build(quiet)
-            shown, waiting = table.counts()
+            CatalogBuild(pool).everything(quiet)
+            shown, waiting = CatalogTable(pool).counts()
         print(
             f"uidx catalog: {shown:,} releases in the searchable catalog"
             f" ({waiting:,} incomplete ones shown once quiet for {quiet:g} s)",
@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     with output(args.out) as out:
         with opened(settings) as pool:
-            releases = CatalogStore(pool).export()
+            releases = CatalogBuild(pool).export()
         write_releases(releases, out)
     print(f"uidx catalog: {len(releases):,} releases written to {out.shown}", file=sys.stderr)
     return 0

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from usenet_indexer.commands import output
 from usenet_indexer.config import from_process
+from usenet_indexer.coordinator.catalog_build import CatalogBuild
 from usenet_indexer.core.nzb import write_nzb
 from usenet_indexer.errors import InputError
 from usenet_indexer.store.catalog import CatalogTable
@@ -38,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     with opened(settings) as pool:
         table = CatalogTable(pool)
         row = table.row(guid)
-        release = None if row is None else table.release(row)
+        release = None if row is None else CatalogBuild(pool).release(row)
     if release is None:
         raise InputError(f"no catalog release {args.release[:64]!r} (see uidx catalog build)")
     with output(args.out) as out:

@@ -4,7 +4,7 @@ A stored batch marks its release keys pending (in its own transaction) and,
 when the node API of this process stored it, pokes the builder's
 `CatalogDue`; so a release is in the catalog a moment after the batch that
 made it whole, not at the next tick. The builder then merges again what is
-pending (store/catalog.py's `CatalogTable.build_pending`, in a worker
+pending (catalog_build.py's `CatalogBuild.pending`, in a worker
 thread), at most once per `settle_seconds` so that a burst of batches is one
 build. Every `every_seconds` it builds anyway: batches stored through
 another coordinator process, and releases that went quiet (shown after
@@ -22,7 +22,7 @@ import attrs
 import psycopg
 import trio
 
-from usenet_indexer.store.catalog import CatalogTable
+from usenet_indexer.coordinator.catalog_build import CatalogBuild
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ class CatalogDue:
 
 
 async def build_catalog_forever(
-    catalog: CatalogTable,
+    catalog: CatalogBuild,
     due: CatalogDue,
     *,
     every_seconds: float,
@@ -61,11 +61,15 @@ async def build_catalog_forever(
     while True:
         try:
             started = time.monotonic()
-            built = await trio.to_thread.run_sync(catalog.build_pending, quiet_seconds)
+            built = await trio.to_thread.run_sync(catalog.pending, quiet_seconds)
             if built.keys or built.shown:
+                # One line per build, key=value: scripts/bench-scale reads it.
                 logger.info(
-                    "catalog built: %d releases from %d keys, %d shown after quiet, in %.2f s",
-                    *(built.releases, built.keys, built.shown, time.monotonic() - started),
+                    "catalog built: pending=%d merged=%d written=%d shown=%d cpu_s=%.3f"
+                    " wall_s=%.3f (%d releases, %d pruned, %d look-ups)",
+                    *(built.pending, built.keys, built.written, built.shown, built.cpu_s),
+                    time.monotonic() - started,
+                    *(built.releases, built.pruned, built.rounds),
                 )
         except psycopg.OperationalError as error:
             logger.warning("catalog build put off: database unavailable: %s", error)

@@ -18,10 +18,10 @@ from functools import partial
 import trio
 
 from usenet_indexer.config import Settings
+from usenet_indexer.coordinator.catalog_build import CatalogBuild
 from usenet_indexer.coordinator.catalog_builder import CatalogDue, build_catalog_forever
 from usenet_indexer.coordinator.server import serve
 from usenet_indexer.coordinator.stores import Stores
-from usenet_indexer.store.catalog import CatalogTable
 from usenet_indexer.store.database import migrate_url
 from usenet_indexer.store.pgcluster import Cluster, database_url
 from usenet_indexer.store.pool import open_pool
@@ -95,7 +95,7 @@ async def _serve_until_signal(settings: Settings, stores: Stores, parent_fd: int
                 partial(serve, settings, stores, shutdown=shutdown, catalog_due=due)
             )
             builder = trio.CancelScope()
-            nursery.start_soon(_cancellable, builder, stores.catalog, due, settings)
+            nursery.start_soon(_cancellable, builder, stores.build, due, settings)
             stop = trio.Event()
             # What stops it: a signal, or the supervisor's end; both watchers
             # go once either has spoken, then the server drains.
@@ -110,7 +110,7 @@ async def _serve_until_signal(settings: Settings, stores: Stores, parent_fd: int
 
 
 async def _cancellable(
-    scope: trio.CancelScope, catalog: CatalogTable, due: CatalogDue, settings: Settings
+    scope: trio.CancelScope, catalog: CatalogBuild, due: CatalogDue, settings: Settings
 ) -> None:
     with scope:
         await build_catalog_forever(

@@ -140,7 +140,7 @@ def coordinator_app(stores: Stores, node: NodeApi) -> App:
     """
     options = node.options
     counts = ApiCounts()
-    newznab = NewznabApi(stores.catalog, stores.users, counts)
+    newznab = NewznabApi(stores.catalog, stores.users, stores.build, counts)
     status = StatusStore(stores.catalog.pool)
     return App(
         {PREFIX: node},

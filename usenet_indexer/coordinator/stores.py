@@ -5,6 +5,7 @@ from __future__ import annotations
 import attrs
 from psycopg_pool import ConnectionPool
 
+from usenet_indexer.coordinator.catalog_build import CatalogBuild
 from usenet_indexer.store.batches import BatchStore
 from usenet_indexer.store.catalog import CatalogTable
 from usenet_indexer.store.nodes import NodeStore
@@ -23,6 +24,7 @@ class Stores:
         batches: the fenced store of a batch.
         spool: the spool's chunk index.
         catalog: the searchable catalog the newznab API serves.
+        build: the catalog build (merges stored chunks into catalog rows; NZBs).
         users: the newznab API's users.
     """
 
@@ -32,6 +34,7 @@ class Stores:
     spool: SpoolIndex
     catalog: CatalogTable
     users: UserStore
+    build: CatalogBuild
 
     @classmethod
     def from_pool(cls, pool: ConnectionPool, *, fenced: bool = True) -> Stores:
@@ -52,4 +55,5 @@ class Stores:
             spool=SpoolIndex(pool),
             catalog=CatalogTable(pool),
             users=UserStore(pool),
+            build=CatalogBuild(pool),
         )

@@ -81,18 +81,19 @@ _BATCH = """
 _RELEASES_IN = """
     CREATE TEMPORARY TABLE releases_in (
         k bytea, n text, h text, p text, g text, d int8, m int4, s int8, b int8,
-        rp int8, rf bytea
+        rp int8, rf bytea, l int8
     ) ON COMMIT DELETE ROWS
 """
 _RELEASES_IN_EXISTS = "SELECT to_regclass('pg_temp.releases_in') IS NOT NULL"
 _RELEASES_COPY = "COPY releases_in FROM STDIN (FORMAT BINARY)"
 _RELEASES_TYPES = (
-    "bytea", "text", "text", "text", "text", "int8", "int4", "int8", "int8", "int8", "bytea"
+    "bytea", "text", "text", "text", "text", "int8", "int4", "int8", "int8", "int8", "bytea",
+    "int8",
 )  # fmt: skip
 _RELEASES = """
     INSERT INTO releases AS r (key, name, head_name, poster, groups, posted, files_announced,
-                               chunks, segments, bytes, rep_posted, rep_file)
-    SELECT k, n, h, p, string_to_array(g, E'\\n'), d, m, 1, s, b, rp, rf FROM releases_in
+                               chunks, segments, bytes, rep_posted, rep_file, latest)
+    SELECT k, n, h, p, string_to_array(g, E'\\n'), d, m, 1, s, b, rp, rf, l FROM releases_in
     -- In key order: two batches merging the same releases lock them alike (no deadlock).
     ORDER BY k
     ON CONFLICT (key) DO UPDATE SET
@@ -100,6 +101,8 @@ _RELEASES = """
         posted = CASE WHEN r.posted = 0 THEN excluded.posted
                       WHEN excluded.posted = 0 THEN r.posted
                       ELSE least(r.posted, excluded.posted) END,
+        -- NULL (stored before the column came) stays unknown: `uidx catalog build`.
+        latest = CASE WHEN r.latest IS NOT NULL THEN greatest(r.latest, excluded.latest) END,
         -- The earliest file speaks for the release (batch.representative).
         head_name = CASE WHEN r.rep_posted IS NULL
                            OR (excluded.rep_posted, excluded.rep_file) < (r.rep_posted, r.rep_file)
@@ -343,6 +346,7 @@ def _write_releases(
                     r.segments,
                     r.bytes,
                     *r.representative,
+                    r.latest,
                 )
             )
     conn.execute(_RELEASES)

@@ -1,12 +1,11 @@
-"""The catalog: stored fragments merged into releases by the merge code, and the
-searchable `catalog` table built from them (what the newznab API serves).
+"""The catalog's rows: stored release chunks read back, and the searchable `catalog`
+table (what the newznab API serves) read and written.
 
-The same `merge.ReleaseMerger` that `uidx index` uses puts the stored chunks
-together, so a catalog export and an offline index of the same lines agree.
-`build` writes one `catalog` row per merged release that is not dropped
-(name, category, size, the release keys it came from), updating rows by
-guid so that grabs survive; `release` rebuilds one release, for its NZB,
-from the fragments of those keys alone.
+The merge itself is pure (core/catalog.py, core/merge.py) and driven by the
+coordinator (coordinator/catalog_build.py): this module reads what it needs
+(chunks, pending keys, spans, the keys of rows, windows) and writes what it
+made (rows by guid, so that grabs survive; an unchanged row is not
+written again).
 
 How q matches
 -------------
@@ -30,8 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
@@ -42,12 +40,12 @@ from psycopg import sql
 from psycopg_pool import ConnectionPool
 
 from usenet_indexer.core.batch import ReleaseChunk
-from usenet_indexer.core.categories import categorise, season_episode, subcategories
-from usenet_indexer.core.merge import CatalogRelease, ReleaseMerger
+from usenet_indexer.core.catalog import CatalogEntry, Span, Window, query_words, search_name
+from usenet_indexer.core.categories import subcategories
 from usenet_indexer.core.newznab import Item
-from usenet_indexer.core.renames import Finding, Shown, apply, more_probe
-from usenet_indexer.store.probes import ProbeStore
 from usenet_indexer.wire import fragments
+
+__all__ = ["CatalogRow", "CatalogStore", "CatalogTable", "Search", "query_words", "search_name"]
 
 logger = logging.getLogger(__name__)
 
@@ -99,11 +97,13 @@ _CATALOG_COPY = """
                       completion, season, episode, probe_candidate, sources, changed_at)
     FROM STDIN
 """
-# Shown: complete, or quiet for long enough; a row once shown stays shown.
+# Shown: complete, or quiet for long enough; a row once shown stays shown. A row
+# the build made again as it was is not written (no dead tuple, no index entry,
+# no trigger): only a new row, a changed one, or one to show now.
 _CATALOG_MERGE = """
-    INSERT INTO catalog (guid, name, search_name, category, size, files, poster, groups,
-                         posted, completion, season, episode, probe_candidate, sources,
-                         changed_at, shown)
+    INSERT INTO catalog AS c (guid, name, search_name, category, size, files, poster, groups,
+                              posted, completion, season, episode, probe_candidate, sources,
+                              changed_at, shown)
     SELECT guid, name, search_name, category, size, files, poster, groups, posted,
            completion, season, episode, probe_candidate, sources, changed_at,
            completion >= 1 OR changed_at <= now() - make_interval(secs => %(quiet)s)
@@ -115,12 +115,22 @@ _CATALOG_MERGE = """
         completion = excluded.completion, season = excluded.season,
         episode = excluded.episode, probe_candidate = excluded.probe_candidate,
         sources = excluded.sources, changed_at = excluded.changed_at,
-        shown = catalog.shown OR excluded.shown, built_at = now()
+        shown = c.shown OR excluded.shown, built_at = now()
+    WHERE (c.name, c.search_name, c.category, c.size, c.files, c.poster, c.groups, c.posted,
+           c.completion, c.season, c.episode, c.probe_candidate, c.sources, c.changed_at)
+          IS DISTINCT FROM
+          (excluded.name, excluded.search_name, excluded.category, excluded.size,
+           excluded.files, excluded.poster, excluded.groups, excluded.posted,
+           excluded.completion, excluded.season, excluded.episode, excluded.probe_candidate,
+           excluded.sources, excluded.changed_at)
+       OR (excluded.shown AND NOT c.shown)
 """
 _CATALOG_PRUNE_ALL = "DELETE FROM catalog WHERE guid NOT IN (SELECT guid FROM catalog_new)"
-# The rows made before from keys merged anew that the merge no longer makes.
+# The rows made before from keys merged anew that the merge no longer makes
+# (catalog_keys: the rows of a key, by a btree).
 _CATALOG_PRUNE_OF = """
-    DELETE FROM catalog WHERE sources && %s::bytea[]
+    DELETE FROM catalog
+    WHERE id = ANY(ARRAY(SELECT catalog_id FROM catalog_keys WHERE key = ANY(%s)))
       AND guid NOT IN (SELECT guid FROM catalog_new)
 """
 _SHOW_QUIET = """
@@ -132,14 +142,27 @@ _PENDING_DONE = """
     DELETE FROM catalog_pending p USING unnest(%s::bytea[], %s::bigint[]) AS d(key, seq)
     WHERE p.key = d.key AND p.seq = d.seq
 """
-# The keys to merge again for touched keys: every release of their posters
-# (uploads are joined per poster), now and as the catalog had them.
-_POSTERS_KEYS = """
-    WITH posters AS (
-        SELECT poster FROM releases WHERE key = ANY(%(keys)s)
-        UNION SELECT poster FROM catalog WHERE sources && %(keys)s::bytea[]
-    )
-    SELECT key FROM releases WHERE poster IN (SELECT poster FROM posters)
+# What the closure of a build's keys reads (core/catalog.py's Closure), each by
+# an index: release rows by key (releases_pkey), the keys of the catalog rows
+# the keys went into (catalog_keys), the releases of a poster whose span meets
+# a window (releases_span, a GiST of poster and span).
+_SPANS = "SELECT key, poster, posted, latest FROM releases WHERE key = ANY(%s)"
+# The rows' ids as an array (an InitPlan): each row is then fetched by its
+# primary key, where a join of catalog_keys with itself was planned as a hash
+# over the whole table once the keys were a few hundred.
+_ROW_KEYS = """
+    SELECT DISTINCT k FROM catalog AS c, unnest(c.sources) AS k
+    WHERE c.id = ANY(ARRAY(SELECT catalog_id FROM catalog_keys WHERE key = ANY(%s)))
+"""
+_WINDOW_KEYS = """
+    SELECT r.key FROM unnest(%s::text[], %s::int8[], %s::int8[]) AS w(poster, low, high)
+    JOIN releases AS r ON r.poster = w.poster AND r.posted > 0
+      AND int8range(r.posted, r.latest, '[]') && int8range(w.low, w.high, '[]')
+"""
+_FILL_LATEST = """
+    UPDATE releases AS r SET latest = f.latest
+    FROM unnest(%s::bytea[], %s::int8[]) AS f(key, latest)
+    WHERE r.key = f.key AND r.latest IS NULL
 """
 _CHANGED = "SELECT key, updated_at FROM releases"
 _CHANGED_OF = _CHANGED + " WHERE key = ANY(%s)"
@@ -192,29 +215,14 @@ class CatalogStore:
             files = tuple(fragments.unpack(bytes(packed)))
             yield ReleaseChunk(key, head_name, poster, tuple(groups), announced, files)
 
-    def export(self, keys: Sequence[bytes] | None = None) -> list[CatalogRelease]:
-        """The catalog as merged releases, oldest first, with what probes found applied
-        (of the release `keys`' chunks only, when given)."""
-        return [shown.release for shown in self.shown(keys)]
-
-    def shown(
-        self,
-        keys: Sequence[bytes] | None = None,
-        found: Mapping[bytes, Sequence[Finding]] | None = None,
-    ) -> list[Shown]:
-        """The merged releases with what probes found applied (core/renames.py), and the
-        names they had before it (of the release `keys`' chunks only, when given)."""
-        merger = ReleaseMerger()
-        merger.add_all(self.chunks(keys))
+    def probed(self, keys: Sequence[bytes] | None = None) -> list[bytes]:
+        """The release keys a batch reported a probe candidate for (of `keys`, when given),
+        as `uidx index` marks them; the build's own candidates (renames.more_probe) not."""
         with self.pool.connection() as conn:
-            probed = (
+            rows = (
                 conn.execute(_PROBED) if keys is None else conn.execute(_PROBED_OF, (list(keys),))
             ).fetchall()
-        for (key,) in probed:
-            merger.mark_probe(bytes(key))
-        if found is None:
-            found = ProbeStore(self.pool).found(keys)
-        return apply(list(merger.releases()), found)
+        return [bytes(key) for (key,) in rows]
 
     def bytes_per_segment(self) -> tuple[int, int]:
         """(bytes of the catalog tables with their indexes and TOAST, segments stored)."""
@@ -222,15 +230,6 @@ class CatalogStore:
             row = conn.execute(_SIZES).fetchone()
         assert row is not None
         return int(row[0]), int(row[1])
-
-
-_SPLIT = re.compile(r"[\W_]+")
-
-
-def search_name(name: str) -> str:
-    """A release name as q matches it: lower case, anything but letters and digits
-    (dots, underscores, dashes, brackets) a word break."""
-    return " ".join(_SPLIT.split(name.lower())).strip()
 
 
 @attrs.frozen
@@ -299,18 +298,6 @@ def _rows(records: Sequence[tuple[Any, ...]]) -> list[CatalogRow]:
         )
         for r in records
     ]
-
-
-def query_words(q: str) -> tuple[str, ...]:
-    """q's words as the catalog's names are split (`search_name`), each once, in order.
-
-    Args:
-        q: the q of a request, as given.
-
-    Returns:
-        The words, lower case; none for a q without letters or digits.
-    """
-    return tuple(dict.fromkeys(search_name(q).split()))
 
 
 # A condition of a search's WHERE with its one parameter.
@@ -460,56 +447,54 @@ def _partial_page(
         return None
 
 
-def _catalog_record(shown: Shown, changed_at: datetime) -> tuple[object, ...]:
-    release = shown.release
-    season, episode = season_episode(release.name)
-    # The names it had before a probe renamed it stay searchable.
-    searched = " ".join((release.name, *shown.aliases))
+def _catalog_record(entry: CatalogEntry) -> tuple[object, ...]:
     return (
-        release.key.hex(),
-        release.name,
-        search_name(searched),
-        categorise(release.name, release.groups, tuple(f.name for f in release.files)),
-        release.bytes,
-        len(release.files),
-        release.poster,
-        list(release.groups),
-        release.posted,
-        release.complete,
-        season,
-        episode,
-        release.probe_candidate,
-        list(release.sources),
-        changed_at,
+        entry.guid,
+        entry.name,
+        entry.search_name,
+        entry.category,
+        entry.size,
+        entry.files,
+        entry.poster,
+        list(entry.groups),
+        entry.posted,
+        entry.completion,
+        entry.season,
+        entry.episode,
+        entry.probe_candidate,
+        list(entry.sources),
+        entry.changed_at,
     )
 
 
 @attrs.frozen
-class Built:
-    """What one catalog build did.
+class Written:
+    """What one write of catalog rows did.
 
     Attributes:
-        releases: catalog rows written (merged releases kept, not dropped).
-        keys: release keys merged (all of them for a full build).
+        rows: rows the build made (kept releases).
+        written: of those, rows inserted or changed (the others were as they were).
+        pruned: rows deleted that the merge no longer makes.
         shown: rows shown for having been quiet long enough (and not complete).
     """
 
-    releases: int
-    keys: int
+    rows: int
+    written: int
+    pruned: int
     shown: int
 
 
 @attrs.define(eq=False)
 class CatalogTable:
-    """The searchable catalog (`catalog` rows) and the NZBs behind it.
+    """The searchable catalog (`catalog` rows): read for a build, written, searched.
 
-    Rows follow the stored batches release by release: a stored batch marks
-    its release keys pending (store/batches.py); `build_pending` merges
-    again every release of the posters of those keys (the merge joins an
-    upload's parts per poster, so that is all a key can change) and
-    replaces their rows, `build` does every release. A row is shown (listed
-    and searched) once its release is complete, or once no chunk of it came
-    for `quiet_seconds`, with its completion; once shown it stays shown.
+    A stored batch marks its release keys pending (store/batches.py); the
+    coordinator's build (coordinator/catalog_build.py) reads them, asks what
+    else to merge with them (spans, the keys of their rows, windows),
+    merges (core/catalog.py) and writes the rows back (`write`). A row is
+    shown (listed and searched) once its release is complete, or once no
+    chunk of it came for `quiet_seconds`, with its completion; once shown
+    it stays shown.
 
     Attributes:
         pool: the database's connection pool.
@@ -517,36 +502,9 @@ class CatalogTable:
 
     pool: ConnectionPool
 
-    def build(self, quiet_seconds: float) -> Built:
-        """Merge every stored chunk and replace the catalog's rows with the releases
-        that are kept (one transaction; a release's grabs stay)."""
-        with self._locked():
-            pending = self._pending()
-            found = ProbeStore(self.pool).found()
-            releases = CatalogStore(self.pool).shown(None, found)
-            with self.pool.connection() as conn:
-                changed = _changed(conn.execute(_CHANGED).fetchall())
-            return self._write(releases, found, changed, quiet_seconds, pending, None)
-
-    def build_pending(self, quiet_seconds: float) -> Built:
-        """Merge again the releases that batches stored since the last build touched
-        (with every release of their posters), and show the rows gone quiet."""
-        with self._locked():
-            pending = self._pending()
-            if not pending:
-                return Built(0, 0, self._show_quiet(quiet_seconds))
-            with self.pool.connection() as conn:
-                keys = [
-                    bytes(r[0])
-                    for r in conn.execute(_POSTERS_KEYS, {"keys": list(pending)}).fetchall()
-                ]
-                changed = _changed(conn.execute(_CHANGED_OF, (keys,)).fetchall())
-            found = ProbeStore(self.pool).found(keys) if keys else {}
-            releases = CatalogStore(self.pool).shown(keys, found) if keys else []
-            return self._write(releases, found, changed, quiet_seconds, pending, keys)
-
     @contextmanager
-    def _locked(self) -> Iterator[None]:
+    def locked(self) -> Iterator[None]:
+        """One builder at a time, over every process and machine of the database."""
         with self.pool.connection() as conn:
             conn.execute(_BUILD_LOCK)
             try:
@@ -554,55 +512,85 @@ class CatalogTable:
             finally:
                 conn.execute(_BUILD_UNLOCK)
 
-    def _pending(self) -> dict[bytes, int]:
+    def pending(self) -> dict[bytes, int]:
+        """The keys batches touched since the last build, with their seq."""
         with self.pool.connection() as conn:
             return {bytes(k): int(seq) for k, seq in conn.execute(_PENDING).fetchall()}
 
-    def _show_quiet(self, quiet_seconds: float) -> int:
+    def spans(self, keys: Sequence[bytes]) -> dict[bytes, Span]:
+        """The stored releases of `keys`: poster, earliest and latest file's date."""
+        with self.pool.connection() as conn:
+            rows = conn.execute(_SPANS, (list(keys),)).fetchall()
+        return {
+            bytes(key): Span(poster, int(posted), None if latest is None else int(latest))
+            for key, poster, posted, latest in rows
+        }
+
+    def row_keys(self, keys: Sequence[bytes]) -> set[bytes]:
+        """Every source key of the catalog rows any of `keys` went into."""
+        with self.pool.connection() as conn:
+            rows = conn.execute(_ROW_KEYS, (list(keys),)).fetchall()
+        return {bytes(key) for (key,) in rows}
+
+    def window_keys(self, windows: Sequence[Window]) -> set[bytes]:
+        """The keys of the releases of each window's poster whose span meets it."""
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                _WINDOW_KEYS,
+                (
+                    [w.poster for w in windows],
+                    [w.low for w in windows],
+                    [w.high for w in windows],
+                ),
+            ).fetchall()
+        return {bytes(key) for (key,) in rows}
+
+    def changed(self, keys: Sequence[bytes] | None = None) -> dict[bytes, datetime]:
+        """When each key's chunks last changed (of `keys`, when given)."""
+        with self.pool.connection() as conn:
+            if keys is None:
+                return _changed(conn.execute(_CHANGED).fetchall())
+            return _changed(conn.execute(_CHANGED_OF, (list(keys),)).fetchall())
+
+    def fill_latest(self, latest: Mapping[bytes, int]) -> int:
+        """Set the latest file date of the releases stored before it was kept."""
+        with self.pool.connection() as conn:
+            return int(conn.execute(_FILL_LATEST, (list(latest), list(latest.values()))).rowcount)
+
+    def show_quiet(self, quiet_seconds: float) -> int:
+        """Show the rows no chunk came for in `quiet_seconds`; how many."""
         with self.pool.connection() as conn:
             return int(conn.execute(_SHOW_QUIET, (quiet_seconds,)).rowcount)
 
-    def _write(
+    def write(
         self,
-        releases: list[Shown],
-        found: Mapping[bytes, Sequence[Finding]],
-        changed: dict[bytes, datetime],
+        entries: Iterable[CatalogEntry],
         quiet_seconds: float,
-        pending: dict[bytes, int],
-        keys: list[bytes] | None,
-    ) -> Built:
-        kept = [r for r in releases if r.release.dropped is None]
-        self._queue_probes(kept, found)
+        pending: Mapping[bytes, int],
+        keys: Sequence[bytes] | None,
+    ) -> Written:
+        """Replace the rows made from `keys` (every row: None) by `entries`, in one
+        transaction, and take `pending` (at the seq read) as built.
+
+        Rows are matched by guid (a release's grabs stay); a row as it was is
+        left alone; a row made before from `keys` that is not among `entries`
+        is deleted.
+        """
+        made = 0
         with self.pool.connection() as conn, conn.transaction():
             conn.execute(_CATALOG_TEMP)
             with conn.cursor().copy(_CATALOG_COPY) as copy:
-                for shown in kept:
-                    when = max(changed[key] for key in shown.release.sources)
-                    copy.write_row(_catalog_record(shown, when))
-            conn.execute(_CATALOG_MERGE, {"quiet": quiet_seconds})
+                for entry in entries:
+                    copy.write_row(_catalog_record(entry))
+                    made += 1
+            written = int(conn.execute(_CATALOG_MERGE, {"quiet": quiet_seconds}).rowcount)
             if keys is None:
-                conn.execute(_CATALOG_PRUNE_ALL)
+                pruned = conn.execute(_CATALOG_PRUNE_ALL).rowcount
             else:
-                conn.execute(_CATALOG_PRUNE_OF, (keys,))
+                pruned = conn.execute(_CATALOG_PRUNE_OF, (list(keys),)).rowcount
             quiet = int(conn.execute(_SHOW_QUIET, (quiet_seconds,)).rowcount)
             conn.execute(_PENDING_DONE, (list(pending), list(pending.values())))
-        return Built(len(kept), len(changed) if keys is None else len(keys), quiet)
-
-    def _queue_probes(self, kept: list[Shown], found: Mapping[bytes, Sequence[Finding]]) -> None:
-        """More candidates the merged releases call for (core/renames.py's more_probe):
-        an archive's first volume, a par2 an nfo's probe did not read. `found`: what the
-        probes found for their keys (read once per build)."""
-        probes = ProbeStore(self.pool)
-        keys = list({k for shown in kept for k in (shown.release.key, *shown.release.sources)})
-        if not keys:
-            return
-        asked = probes.candidates_of(keys)
-        more = [
-            probe
-            for shown in kept
-            if (probe := more_probe(shown.release, asked, found)) is not None
-        ]
-        probes.add_more(more)
+        return Written(made, written, int(pruned), quiet)
 
     def search(self, search: Search) -> tuple[int, list[CatalogRow]]:
         """Releases that match a search, newest first (see "How q matches" above).
@@ -634,12 +622,6 @@ class CatalogTable:
             records = conn.execute(_ROW + " WHERE guid = %s", (guid,)).fetchall()
         rows = _rows(records)
         return rows[0] if rows else None
-
-    def release(self, row: CatalogRow) -> CatalogRelease | None:
-        """The release of a catalog row, merged again from its source keys' fragments
-        (None if they no longer make it: the catalog is older than the fragments)."""
-        releases = CatalogStore(self.pool).export(row.sources)
-        return next((r for r in releases if r.key.hex() == row.guid), None)
 
     def count(self) -> int:
         """Releases in the searchable catalog (shown)."""

@@ -269,6 +269,7 @@ class Facts:
         files: file chunks in it.
         segments: segments in it.
         posted: the earliest readable date of its files (0 when none has one).
+        latest: the latest readable date of its files (0 when none has one).
         representative: the smallest `batch.representative_order` of its files.
         inflated: bytes it inflated to.
         bytes: the segments' sizes, summed.
@@ -277,6 +278,7 @@ class Facts:
     files: int
     segments: int
     posted: int
+    latest: int
     representative: tuple[int, bytes]
     inflated: int
     bytes: int
@@ -359,6 +361,7 @@ def inspect(data: bytes, *, max_bytes: int, max_text_chars: int) -> Facts:
         segments=total,
         bytes=sum(sizes),
         posted=min(dated) if dated else 0,
+        latest=max(dated) if dated else 0,
         representative=min((e[4] or UNDATED, e[0]) for e in entries),
         inflated=len(raw),
     )

@@ -42,6 +42,8 @@ class PackedRelease:
         fragment: the files with their segments (fragments.pack).
         name: the release name (naming.release_name of head and files).
         posted: the earliest readable date of its files, 0 when none has one.
+        latest: the latest readable date of its files, 0 when none has one (with
+            `posted`, the span the catalog build looks in for the parts of one upload).
         representative: the smallest batch.representative_order of its files.
         files: file chunks in the fragment.
         segments: segments in the fragment.
@@ -56,6 +58,7 @@ class PackedRelease:
     fragment: bytes
     name: str
     posted: int
+    latest: int
     representative: tuple[int, bytes]
     files: int
     segments: int
@@ -97,6 +100,7 @@ def pack_release(chunk: ReleaseChunk) -> PackedRelease:
         fragment=fragments.pack(files),
         name=chunk.name,
         posted=min(dated) if dated else 0,
+        latest=max(dated) if dated else 0,
         representative=representative(files),
         files=len(files),
         segments=sum([len(f.numbers) for f in files]),
@@ -148,6 +152,7 @@ def checked_release(
         fragment=fragment,
         name=name,
         posted=facts.posted,
+        latest=facts.latest,
         representative=facts.representative,
         files=facts.files,
         segments=facts.segments,

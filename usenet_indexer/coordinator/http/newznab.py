@@ -20,6 +20,7 @@ import attrs
 import trio
 from hypercorn.typing import ASGISendCallable
 
+from usenet_indexer.coordinator.catalog_build import CatalogBuild
 from usenet_indexer.coordinator.http.asgi import ApiCounts, Exchange, Response, header
 from usenet_indexer.core.newznab import (
     NewznabError,
@@ -58,12 +59,14 @@ class NewznabApi:
     Attributes:
         catalog: the searchable catalog.
         users: the API users.
+        build: the catalog build (an NZB is merged again from its row's source keys).
         counts: the requests answered, by function and status (for /metrics).
         title: the server's title in caps and feeds.
     """
 
     catalog: CatalogTable
     users: UserStore
+    build: CatalogBuild
     counts: ApiCounts = attrs.field(factory=ApiCounts)
     title: str = "uidx"
     _limiter: trio.CapacityLimiter = attrs.field(factory=lambda: trio.CapacityLimiter(4))
@@ -140,7 +143,7 @@ class NewznabApi:
         return Response(200, body, (_JSON if request.json else _RSS,))
 
     async def _nzb(self, row: CatalogRow) -> Response:
-        release = await self._run(self.catalog.release, row)
+        release = await self._run(self.build.release, row)
         if release is None:
             # The catalog is older than its fragments (a build is due): not found for now.
             logger.warning("catalog row %s no longer matches its fragments", row.guid)

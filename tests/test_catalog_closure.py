@@ -1,0 +1,111 @@
+"""What a catalog build merges again for the keys a batch touched (core/catalog.py).
+
+The closure is read from a small in-memory catalog here (the SQL that answers
+it on PostgreSQL is tested in test_catalog_build.py): its repost chains, the
+keys the catalog joined before, and the poster's releases posted within
+uploads.TOGETHER_SECONDS, to the fixpoint; nothing of other hours or posters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from usenet_indexer.core.catalog import Closure, Span
+from usenet_indexer.core.reposts import repost_key
+from usenet_indexer.core.uploads import TOGETHER_SECONDS
+
+HOUR = 3600
+T0 = 1_700_000_000
+
+
+def key(n: int) -> bytes:
+    return n.to_bytes(16, "big")
+
+
+def closure_of(
+    touched: Iterable[bytes],
+    spans: Mapping[bytes, Span],
+    rows: Iterable[Iterable[bytes]] = (),
+) -> set[bytes]:
+    """The closure driven over dicts, answering each look-up as store/catalog.py's SQL."""
+    catalog_rows = [set(r) for r in rows]
+    closure = Closure.of(touched)
+    while wanted := closure.wanted():
+        if wanted.spans:
+            closure.answer(spans={k: spans[k] for k in wanted.spans if k in spans})
+            continue
+        asked = set(wanted.rows)
+        in_rows = {k for row in catalog_rows if row & asked for k in row}
+        in_windows = {
+            k
+            for w in wanted.windows
+            for k, s in spans.items()
+            if s.poster == w.poster
+            and s.posted > 0
+            and (w.high is None or s.posted <= w.high)
+            and (s.latest is None or s.latest >= w.low)
+        }
+        closure.answer(rows=in_rows, windows=in_windows)
+    return closure.keys
+
+
+def test_a_touched_key_brings_its_stored_repost_chain() -> None:
+    base = key(1)
+    first, second = repost_key(base), repost_key(repost_key(base))
+    spans = {
+        base: Span("a@b", T0, T0 + 60),
+        first: Span("a@b", T0 + 90 * 24 * HOUR, T0 + 90 * 24 * HOUR),
+        second: Span("a@b", T0 + 400 * 24 * HOUR, T0 + 400 * 24 * HOUR),
+    }
+    assert closure_of([base], spans) == {base, first, second}
+    del spans[first]  # the chain ends where a repost key is not stored
+    assert closure_of([base], spans) == {base}
+
+
+def test_the_keys_a_row_was_made_of_come_again_whatever_their_poster_and_date() -> None:
+    spans = {key(1): Span("a@b", T0, T0), key(2): Span("other@c", T0 + 30 * 24 * HOUR, T0)}
+    assert closure_of([key(1)], spans, rows=[[key(1), key(2)]]) == {key(1), key(2)}
+    assert closure_of([key(1)], spans) == {key(1)}
+
+
+def test_the_posters_releases_near_in_time_come_again_and_no_others() -> None:
+    spans = {
+        key(1): Span("a@b", T0, T0 + 600),
+        # Within TOGETHER_SECONDS of key 1's span, before and after.
+        key(2): Span("a@b", T0 - 900, T0 - 60),
+        key(3): Span("a@b", T0 + 600 + TOGETHER_SECONDS, T0 + 600 + TOGETHER_SECONDS + 60),
+        # The same poster an hour and more away; another poster at the same time.
+        key(4): Span("a@b", T0 + 600 + TOGETHER_SECONDS + 2 * HOUR, T0 + 5 * HOUR),
+        key(5): Span("c@d", T0, T0 + 600),
+        # Undated: never joined by link.
+        key(6): Span("a@b", 0, 0),
+    }
+    assert closure_of([key(1)], spans) == {key(1), key(2), key(3)}
+
+
+def test_parts_near_each_other_in_a_row_are_followed_to_the_end() -> None:
+    # Each part starts 20 minutes after the last: one chain of windows.
+    spans = {key(n): Span("a@b", T0 + n * 20 * 60, T0 + n * 20 * 60 + 60) for n in range(8)}
+    spans[key(99)] = Span("a@b", T0 + 8 * 20 * 60 + 3 * HOUR, T0 + 10 * HOUR)
+    assert closure_of([key(0)], spans) == {key(n) for n in range(8)}
+
+
+def test_a_shared_from_asks_no_window() -> None:
+    spans = {
+        key(1): Span("yenc@power-post.org", T0, T0),
+        key(2): Span("yenc@power-post.org", T0, T0),
+    }
+    assert closure_of([key(1)], spans) == {key(1)}
+
+
+def test_a_release_stored_before_its_latest_date_was_kept_is_open_ended() -> None:
+    spans = {
+        key(1): Span("a@b", T0, None),
+        key(2): Span("a@b", T0 + 30 * 24 * HOUR, T0 + 30 * 24 * HOUR),
+    }
+    assert closure_of([key(1)], spans) == {key(1), key(2)}
+    assert closure_of([key(2)], spans) == {key(1), key(2)}
+
+
+def test_keys_not_stored_are_left_out() -> None:
+    assert closure_of([key(1), key(2)], {key(1): Span("a@b", T0, T0)}) == {key(1)}

@@ -1,0 +1,325 @@
+"""What the catalog build makes of stored release chunks, and what it must merge again.
+
+Pure: the coordinator's driver (coordinator/catalog_build.py) reads rows
+through store/catalog.py, hands them here, and writes back what comes out.
+
+Theory of operation
+-------------------
+The catalog's rows are the releases `merge.ReleaseMerger` makes of every
+stored chunk, with what probes found applied (`renames.apply`). A stored
+batch changes the chunks of a few keys; the rows it can change are those
+that merging those keys again, with every key they can be merged with,
+makes. What can merge with a key (and nothing else, so the build's cost
+is bounded by the batch, never by what the catalog already holds):
+
+- its repost chain: the key's `repost_key`, that key's, and so on, while
+  stored (the merge takes a chain's chunks together and cuts them into
+  generations). A batch that sends a chunk under a repost key sends the
+  chunk of its first key too (the indexer's piece 0), so walking forward
+  from every touched key finds every chain whole;
+- the keys the catalog made one row with before (`catalog_keys`): what
+  was joined may fall apart, and then both halves need rows again;
+- the releases of the same poster posted within `uploads.TOGETHER_SECONDS`
+  of the chain's span (earliest file to latest): `uploads.link` joins
+  parts of one upload only within that, and never under a shared From
+  (`uploads.SHARED_FROMS`). Parts further apart than that from every
+  part of a set are never joined to it, so the posters' uploads of other
+  hours or days are neither read nor written again.
+
+Each key found brings its own chain, rows and window: `Closure` walks
+these to their fixpoint, asking its driver for one kind of look-up at a
+time (`Closure.wanted`), and is done when a round finds no new key.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence, Set
+from datetime import datetime
+
+import attrs
+
+from usenet_indexer.core.batch import ReleaseChunk
+from usenet_indexer.core.categories import categorise, season_episode
+from usenet_indexer.core.merge import CatalogRelease, ReleaseMerger
+from usenet_indexer.core.renames import Finding, Shown, apply, more_probe
+from usenet_indexer.core.reposts import repost_key
+from usenet_indexer.core.uploads import SHARED_FROMS, TOGETHER_SECONDS
+
+_SPLIT = re.compile(r"[\W_]+")
+
+
+def search_name(name: str) -> str:
+    """A release name as q matches it: lower case, anything but letters and digits
+    (dots, underscores, dashes, brackets) a word break."""
+    return " ".join(_SPLIT.split(name.lower())).strip()
+
+
+def query_words(q: str) -> tuple[str, ...]:
+    """q's words as the catalog's names are split (`search_name`), each once, in order.
+
+    Args:
+        q: the q of a request, as given.
+
+    Returns:
+        The words, lower case; none for a q without letters or digits.
+    """
+    return tuple(dict.fromkeys(search_name(q).split()))
+
+
+def merged(
+    chunks: Iterable[ReleaseChunk],
+    probed: Iterable[bytes],
+    found: Mapping[bytes, Sequence[Finding]],
+) -> list[Shown]:
+    """The releases the chunks make (oldest first), with what probes found applied.
+
+    Args:
+        chunks: the stored release chunks of the keys merged.
+        probed: the release keys a batch reported a probe candidate for.
+        found: what probes found, by release key.
+    """
+    merger = ReleaseMerger()
+    merger.add_all(chunks)
+    for key in probed:
+        merger.mark_probe(key)
+    return apply(list(merger.releases()), found)
+
+
+@attrs.frozen
+class CatalogEntry:
+    """One searchable catalog row, as the build writes it."""
+
+    guid: str
+    name: str
+    search_name: str
+    category: int
+    size: int
+    files: int
+    poster: str
+    groups: tuple[str, ...]
+    posted: int
+    completion: float
+    season: int | None
+    episode: int | None
+    probe_candidate: bool
+    sources: tuple[bytes, ...]
+    changed_at: datetime
+
+
+def entry(shown: Shown, changed: Mapping[bytes, datetime]) -> CatalogEntry:
+    """The row of a kept release; `changed`: when each source key's chunks last changed."""
+    release = shown.release
+    season, episode = season_episode(release.name)
+    # The names it had before a probe renamed it stay searchable.
+    searched = " ".join((release.name, *shown.aliases))
+    return CatalogEntry(
+        guid=release.key.hex(),
+        name=release.name,
+        search_name=search_name(searched),
+        category=categorise(release.name, release.groups, tuple(f.name for f in release.files)),
+        size=release.bytes,
+        files=len(release.files),
+        poster=release.poster,
+        groups=release.groups,
+        posted=release.posted,
+        completion=release.complete,
+        season=season,
+        episode=episode,
+        probe_candidate=release.probe_candidate,
+        sources=release.sources,
+        changed_at=max(changed[key] for key in release.sources),
+    )
+
+
+def kept(releases: Iterable[Shown]) -> list[Shown]:
+    """The releases the catalog lists: those no rule dropped."""
+    return [shown for shown in releases if shown.release.dropped is None]
+
+
+def probe_keys(releases: Iterable[Shown]) -> list[bytes]:
+    """The keys whose probe candidates `more_probes` needs to know (each once)."""
+    return list({k: None for s in releases for k in (s.release.key, *s.release.sources)})
+
+
+def more_probes(
+    releases: Iterable[Shown], asked: Set[str], found: Mapping[bytes, Sequence[Finding]]
+) -> list[tuple[bytes, str, str]]:
+    """More candidates the releases call for (renames.more_probe): an archive's first
+    volume, a par2 an nfo's probe did not read. `asked`: the candidates' message-ids."""
+    return [
+        probe
+        for shown in releases
+        if (probe := more_probe(shown.release, asked, found)) is not None
+    ]
+
+
+def latest_dates(chunks: Iterable[ReleaseChunk]) -> dict[bytes, int]:
+    """The latest date of each key's files (0: none dated): `releases.latest`."""
+    latest: dict[bytes, int] = {}
+    for chunk in chunks:
+        dated = max((f.posted for f in chunk.files), default=0)
+        latest[chunk.key] = max(latest.get(chunk.key, 0), dated)
+    return latest
+
+
+def export(chunks: Iterable[ReleaseChunk], probed: Iterable[bytes]) -> list[CatalogRelease]:
+    """The merged releases without findings applied (`uidx catalog export`'s rows)."""
+    return [shown.release for shown in merged(chunks, probed, {})]
+
+
+# ---------------------------------------------------------------------------
+# What a build must merge again
+
+
+@attrs.frozen
+class Span:
+    """What a stored release row says of when and by whom it was posted.
+
+    Attributes:
+        poster: the From of its earliest file.
+        posted: its earliest file's date (0: no file dated).
+        latest: its latest file's date (None: stored before that was kept, unknown).
+    """
+
+    poster: str
+    posted: int
+    latest: int | None
+
+
+@attrs.frozen
+class Window:
+    """A poster's releases whose span meets [low, high] (None: open-ended)."""
+
+    poster: str
+    low: int
+    high: int | None
+
+
+@attrs.frozen
+class Wanted:
+    """The look-ups a closure's next round needs (each empty when not needed).
+
+    Attributes:
+        spans: keys whose rows to read (those not stored are left out of the answer).
+        rows: keys whose catalog rows' source keys to read.
+        windows: posters' time windows whose release keys to read.
+    """
+
+    spans: tuple[bytes, ...] = ()
+    rows: tuple[bytes, ...] = ()
+    windows: tuple[Window, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.spans or self.rows or self.windows)
+
+
+@attrs.define(eq=False)
+class Closure:
+    """The keys to merge again for the keys a batch touched (see the module docstring).
+
+    The driver loops: `wanted()`, then answers every look-up it names with
+    `answer(...)`, until `wanted()` is empty; `keys` is then the closure.
+    Each key's span is read once, each key's rows once, each window once.
+
+    Attributes:
+        keys: every key found so far (stored releases only, once answered).
+        spans: the span of each stored key read.
+    """
+
+    keys: set[bytes] = attrs.field(factory=set)
+    spans: dict[bytes, Span] = attrs.field(factory=dict)
+    _unread: set[bytes] = attrs.field(factory=set)  # keys whose span to read
+    _walk: set[bytes] = attrs.field(factory=set)  # stored keys whose repost key to look for
+    _rows_read: set[bytes] = attrs.field(factory=set)
+    _windows_read: set[Window] = attrs.field(factory=set)
+    _absent: set[bytes] = attrs.field(factory=set)
+    _asked: Wanted = attrs.field(factory=Wanted)
+    rounds: int = 0
+
+    @classmethod
+    def of(cls, touched: Iterable[bytes]) -> Closure:
+        closure = cls()
+        closure._found(touched)
+        return closure
+
+    def _found(self, keys: Iterable[bytes]) -> None:
+        for key in keys:
+            if key not in self.keys and key not in self._absent:
+                self._unread.add(key)
+
+    def wanted(self) -> Wanted:
+        """What the next round must look up (nothing: the closure is complete)."""
+        # Spans first: a key is known to be stored (and so walked, its rows and
+        # windows read) only once its span is read.
+        nexts = {repost_key(key) for key in self._walk}
+        self._walk.clear()
+        self._found(nexts)
+        if self._unread:
+            self._asked = Wanted(spans=tuple(sorted(self._unread)))
+        else:
+            rows = tuple(sorted(self.keys - self._rows_read))
+            windows = tuple(
+                sorted(
+                    set(self._windows()) - self._windows_read,
+                    key=lambda w: (w.poster, w.low, w.high is None, w.high or 0),
+                )
+            )
+            self._asked = Wanted(rows=rows, windows=windows)
+        return self._asked
+
+    def answer(
+        self,
+        *,
+        spans: Mapping[bytes, Span] | None = None,
+        rows: Iterable[bytes] | None = None,
+        windows: Iterable[bytes] | None = None,
+    ) -> None:
+        """The answers to the last `wanted()`: the stored spans of the keys asked, the
+        source keys of their catalog rows, the keys of the releases in the windows."""
+        wanted = self._asked
+        self.rounds += 1
+        if spans is not None:
+            for key in wanted.spans:
+                span = spans.get(key)
+                if span is None:
+                    self._absent.add(key)
+                else:
+                    self.keys.add(key)
+                    self.spans[key] = span
+                    self._walk.add(key)
+            self._unread.difference_update(wanted.spans)
+        if rows is not None:
+            self._rows_read.update(wanted.rows)
+            self._found(rows)
+        if windows is not None:
+            self._windows_read.update(wanted.windows)
+            self._found(windows)
+
+    def _windows(self) -> Iterator[Window]:
+        """A window per chain and poster: the chain's span, TOGETHER_SECONDS either side."""
+        for chain in self._chains():
+            spans = [self.spans[key] for key in chain]
+            dated = [s for s in spans if s.posted]
+            if not dated:
+                continue  # undated parts are never joined (uploads.link)
+            low = min(s.posted for s in dated) - TOGETHER_SECONDS
+            ends = [s.latest for s in dated]
+            high = None if None in ends else max(e or 0 for e in ends) + TOGETHER_SECONDS
+            for poster in sorted({s.poster for s in dated}):
+                if poster.strip().lower() not in SHARED_FROMS:
+                    yield Window(poster, low, high)
+
+    def _chains(self) -> list[list[bytes]]:
+        """The stored keys as repost chains: each from its first key on."""
+        following = {key: nxt for key in self.keys if (nxt := repost_key(key)) in self.keys}
+        later = set(following.values())
+        chains = []
+        for key in sorted(self.keys - later):
+            chain = [key]
+            step = following.get(key)
+            while step is not None and step not in chain:
+                chain.append(step)
+                step = following.get(step)
+            chains.append(chain)
+        return chains
