@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import hashlib
 import re
+import threading
 from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
 
+from usenet_indexer.coordinator.catalog_build import Built, CatalogBuild
 from usenet_indexer.coordinator.stores import Stores
 from usenet_indexer.core.indexer import RangeIndexer
 from usenet_indexer.store.catalog import Search
@@ -73,8 +75,8 @@ def test_release_by_release_the_catalog_is_what_a_whole_rebuild_makes(
 ) -> None:
     # Small batches: an upload's parts (linked per poster) come in different batches.
     for _ in batches_of_generated(stores, 40_000, seed=3, every=300, profile=profile):
-        stores.build.pending(quiet_seconds=0)
-    assert stores.build.pending(quiet_seconds=0).keys == 0  # nothing left pending
+        stores.build.drain(quiet_seconds=0)
+    assert stores.build.drain(quiet_seconds=0).keys == 0  # nothing left pending
     followed = catalog_rows(stores)
     built = stores.build.everything(quiet_seconds=0)
     assert catalog_rows(stores) == followed
@@ -87,7 +89,7 @@ def test_a_complete_release_is_listed_at_once_an_incomplete_one_once_quiet(
     stores: Stores,
 ) -> None:
     for _ in batches_of_generated(stores, 12_000, seed=4, every=3_000):
-        stores.build.pending(quiet_seconds=HOUR)
+        stores.build.drain(quiet_seconds=HOUR)
     rows = catalog_rows(stores)
     complete = {guid for guid, row in rows.items() if float(str(row[7])) >= 1.0}
     incomplete = set(rows) - complete
@@ -98,7 +100,7 @@ def test_a_complete_release_is_listed_at_once_an_incomplete_one_once_quiet(
     assert {row.guid for row in page} == complete
     assert stores.catalog.counts() == (len(complete), len(incomplete))
     # Nothing new: quiet for 0 s is quiet enough, and every release is listed.
-    assert stores.build.pending(quiet_seconds=0).shown == len(incomplete)
+    assert stores.build.drain(quiet_seconds=0).shown == len(incomplete)
     assert stores.catalog.counts() == (len(rows), 0)
     # Once listed, it stays listed, even with a long quiet time again.
     stores.build.everything(quiet_seconds=HOUR)
@@ -108,12 +110,12 @@ def test_a_complete_release_is_listed_at_once_an_incomplete_one_once_quiet(
 def test_a_grab_survives_the_builds(stores: Stores) -> None:
     batches = batches_of_generated(stores, 8_000, seed=5, every=2_500)
     next(batches)
-    stores.build.pending(quiet_seconds=0)
+    stores.build.drain(quiet_seconds=0)
     early = set(catalog_rows(stores))
     for guid in early:
         stores.catalog.grab(guid)
     for _ in batches:
-        stores.build.pending(quiet_seconds=0)
+        stores.build.drain(quiet_seconds=0)
     stores.build.everything(quiet_seconds=0)
     kept = early & set(catalog_rows(stores))
     assert len(kept) > 5
@@ -186,3 +188,38 @@ def test_the_build_reads_what_a_batch_touched_through_indexes_on_a_realistic_cat
 def _plan_in(conn: psycopg.Connection[Any], statement: str, params: tuple[object, ...]) -> str:
     rows = psycopg.ClientCursor(conn).execute("EXPLAIN " + statement, params).fetchall()
     return "\n".join(str(r[0]) for r in rows)
+
+
+def test_two_builders_share_the_pending_keys_and_make_what_one_whole_build_makes(
+    stores: Stores,
+) -> None:
+    for _ in batches_of_generated(stores, 12_000, seed=5, every=700, profile="posting-tools"):
+        pass
+    pending = len(stores.catalog.pending())
+    builders = [CatalogBuild(stores.catalog.pool), CatalogBuild(stores.catalog.pool)]
+    taken: list[list[Built]] = [[], []]
+    start = threading.Barrier(2)
+
+    def build(at: int) -> None:
+        start.wait()
+        # Each builds until nothing is pending (a busy answer: the other holds a
+        # shard this one's keys reach; it asks again). Bounded: never a hang.
+        for _ in range(10_000):
+            built = builders[at].pending(quiet_seconds=0)
+            taken[at].append(built)
+            if not built.more and not built.busy:
+                return
+        raise AssertionError("the builders never got through the pending keys")
+
+    threads = [threading.Thread(target=build, args=(at,)) for at in (0, 1)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not stores.catalog.pending()
+    # Both built, and no pending key was taken twice.
+    assert all(any(b.pending for b in builds) for builds in taken)
+    assert sum(b.pending for builds in taken for b in builds) == pending
+    followed = catalog_rows(stores)
+    stores.build.everything(quiet_seconds=0)
+    assert catalog_rows(stores) == followed

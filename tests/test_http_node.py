@@ -1015,3 +1015,46 @@ def test_a_lease_wait_is_capped_and_a_bad_one_waits_not_at_all() -> None:
     assert _lease_wait(b"wait=3600") == _lease_wait(b"wait=inf") == LEASE_WAIT_MAX_SECONDS
     for bad in (b"wait=nan", b"wait=-5", b"wait=soon", b"wait=%00"):
         assert _lease_wait(bad) == 0.0
+
+
+def test_two_coordinator_processes_serve_on_one_port(pg_url: str, tmp_path: Path) -> None:
+    from process_logs import log_until
+
+    from usenet_indexer.coordinator.http.node import PREFIX as node_prefix
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("UIDX_")}
+    env.update(DATABASE_URL=pg_url, UIDX_HOME=str(tmp_path), UIDX_LISTEN="127.0.0.1:0")
+    argv = [sys.executable, "-m", "usenet_indexer", "coordinator", "--processes", "2"]
+    process = subprocess.Popen(argv, env=env, stderr=subprocess.PIPE)
+    try:
+        listening: list[str] = []
+
+        def two_listen(line: str) -> bool:
+            if "node API listening on" in line:
+                listening.append(line.split("node API listening on ", 1)[1].strip())
+            return len(listening) == 2
+
+        log_until(process, two_listen, 90)
+        # One address for both: the supervisor's socket, any free port it got.
+        assert listening[0] == listening[1]
+        base = listening[0].removesuffix(node_prefix)
+        workers = [
+            int(p)
+            for p in subprocess.run(
+                ["pgrep", "-P", str(process.pid)], capture_output=True, text=True, check=True
+            ).stdout.split()
+        ]
+        assert len(workers) == 2
+        # Each a fresh connection: the kernel hands them to either process.
+        for _ in range(20):
+            with httpx.Client(base_url=base) as client:
+                answer = client.get("/api", params={"t": "caps"})
+            assert answer.status_code == 200
+            assert b"<caps>" in answer.content
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0
+    finally:
+        process.kill()
+        process.wait()
+        assert process.stderr is not None
+        process.stderr.close()

@@ -42,7 +42,7 @@ def test_candidates_are_leased_once_and_the_outcome_renames_the_release(stores: 
         files=("Real.Name.S01E01.1080p.WEB-GRP.mkv",), sizes=(1,),
     )  # fmt: skip
     assert not queue.record(job, Outcome.RENAMED, detail="twice")  # the lease is used up
-    stores.build.pending(quiet_seconds=0)
+    stores.build.drain(quiet_seconds=0)
     _total, page = stores.catalog.search(Search(words="real name s01e01"))
     assert [row.item.name for row in page] == ["Real.Name.S01E01.1080p.WEB-GRP"]
     # The name it had before is still found.

@@ -1,21 +1,46 @@
-"""`uidx coordinator`: the node API on the coordinator's PostgreSQL catalog.
+"""`uidx coordinator`: the node API, newznab API, status page and catalog build
+on the PostgreSQL catalog.
 
 Uses DATABASE_URL when it is set, else the embedded cluster (started for
 the run and stopped after it, unless `uidx db start` started it), applies the
-migrations, and serves the node API on UIDX_LISTEN until SIGINT or SIGTERM.
+migrations, and serves on UIDX_LISTEN until SIGINT or SIGTERM.
+
+--processes N (0 = one per core; default: the processes setting) runs N
+coordinator processes under the supervisor. The supervisor binds UIDX_LISTEN
+once and every process accepts on that one socket (the kernel hands each
+connection to one of them), so edges, the *arr programs and the status page
+see one address. Nothing lives only in one process: leases, batches and the
+catalog are in PostgreSQL, and the catalog build is shared out by poster
+(coordinator/catalog_build.py), so coordinators on several machines against
+one PostgreSQL work the same way.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import logging
+import socket
+from collections.abc import Iterator
 from functools import partial
 
 import trio
 
 from usenet_indexer.config import Settings, from_process
 from usenet_indexer.coordinator.daemon import run_coordinator
-from usenet_indexer.errors import run_reporting
-from usenet_indexer.supervisor.entry import add_worker_arguments, global_argv, supervised
+from usenet_indexer.errors import ConfigError, run_reporting
+from usenet_indexer.store.pgcluster import database_url
+from usenet_indexer.supervisor.entry import (
+    add_worker_arguments,
+    global_argv,
+    is_worker,
+    resolve_processes,
+    supervised,
+)
+
+logger = logging.getLogger(__name__)
+
+LISTEN_FD_OPTION = "--listen-fd"
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -33,6 +58,13 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     # Test-only: the negative control of scripts/chaos stores batches without
     # the fence, to show that the checker finds what the fence prevents.
     parser.add_argument("--unsafe-no-fence", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--processes",
+        type=int,
+        help="coordinator processes on one port (0 = one per core; default: the processes setting)",
+    )
+    # The supervisor's listening socket, inherited by its workers.
+    parser.add_argument(LISTEN_FD_OPTION, type=int, help=argparse.SUPPRESS)
     add_worker_arguments(parser)
     parser.set_defaults(run=run)
 
@@ -52,24 +84,88 @@ def run(args: argparse.Namespace) -> int:
         DatabaseError: the database cannot be started, reached or migrated.
     """
     settings = from_process(args.config)
-    # One process: several would race for the listen port and the embedded
-    # cluster. Under systemd the supervisor runs it, reporting READY=1.
+    processes = args.processes if args.processes is not None else settings.processes
+    if processes < 0:
+        raise ConfigError("--processes", "must be 0 (one per core) or more")
     argv = [*global_argv(args), "coordinator"]
     fenced = not args.unsafe_no_fence
     if not fenced:
         argv.append("--unsafe-no-fence")
-    return supervised(
-        args,
-        1,
-        argv,
-        partial(run_worker, settings, fenced=fenced, parent_fd=args.parent_fd),
-        notify_socket=settings.notify_socket,
+    work = partial(
+        run_worker, settings, fenced=fenced, parent_fd=args.parent_fd, listen_fd=args.listen_fd
     )
+    count = resolve_processes(processes)
+    if is_worker(args) or count == 1:
+        # One process (under systemd, the supervisor runs it, reporting READY=1).
+        return supervised(args, 1, argv, work, notify_socket=settings.notify_socket)
+    # Several: the supervisor binds the address and starts the embedded cluster
+    # once, before the workers, which would race for both.
+    with _listening(settings.listen) as listener, _cluster_for_workers(settings):
+        fd = listener.fileno()
+        return supervised(
+            args,
+            count,
+            [*argv, LISTEN_FD_OPTION, str(fd)],
+            work,
+            notify_socket=settings.notify_socket,
+            inherit_fds=(fd,),
+        )
 
 
-def run_worker(settings: Settings, *, fenced: bool = True, parent_fd: int | None = None) -> int:
+@contextlib.contextmanager
+def _listening(listen: str) -> Iterator[socket.socket]:
+    """The one listening socket of the coordinator processes, on `listen` (host:port)."""
+    host, _, port_text = listen.rpartition(":")
+    host = host.strip("[]") or "0.0.0.0"
+    try:
+        port = int(port_text)
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (ValueError, OSError) as error:
+        raise ConfigError("listen", f"cannot listen on {listen}: {error}") from error
+    family, kind, proto, _, address = infos[0]
+    listener = socket.socket(family, kind, proto)
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(address)
+        listener.listen(1024)
+    except OSError as error:
+        listener.close()
+        raise ConfigError(
+            "listen", f"cannot listen on {listen}: {error.strerror or error}"
+        ) from error
+    listener.set_inheritable(True)
+    with listener:
+        yield listener
+
+
+@contextlib.contextmanager
+def _cluster_for_workers(settings: Settings) -> Iterator[None]:
+    """The embedded cluster started here (not by each worker), when no DATABASE_URL is set
+    and it is not running already; stopped after the workers."""
+    _, cluster = database_url(settings.database_url, settings.home)
+    if cluster is None or cluster.status().running:
+        yield
+        return
+    cluster.start()
+    logger.info("embedded PostgreSQL in %s started", cluster.data_dir)
+    try:
+        yield
+    finally:
+        cluster.stop()
+        logger.info("embedded PostgreSQL in %s stopped", cluster.data_dir)
+
+
+def run_worker(
+    settings: Settings,
+    *,
+    fenced: bool = True,
+    parent_fd: int | None = None,
+    listen_fd: int | None = None,
+) -> int:
     """One coordinator in this process until stopped (a signal, or the supervisor's end); 0."""
     # A start-up error comes out of the nurseries wrapped: reported bare.
-    run = partial(run_coordinator, settings, fenced=fenced, parent_fd=parent_fd)
+    run = partial(
+        run_coordinator, settings, fenced=fenced, parent_fd=parent_fd, listen_fd=listen_fd
+    )
     run_reporting(lambda: trio.run(run))
     return 0

@@ -3,9 +3,19 @@
 `CatalogBuild.pending` takes in what batches touched since the last build
 (the coordinator's builder calls it a moment after batches are stored; see
 catalog_builder.py), `everything` merges every stored chunk (`uidx catalog
-build`). Both hold the build lock (`CatalogTable.locked`) while they read
-and write, so two builders (two coordinator processes, or one and the
-command) never write over each other's rows.
+build`).
+
+Builds are shared out by poster (store/catalog.py's SHARDS): a pending build
+locks some of the shards that have pending keys (at most MAX_SHARDS, ones
+no other builder holds: it never waits), takes their pending keys, finds
+their closure, and locks the shards the closure reaches beyond (a key
+joined with another poster's before); when one of those is held elsewhere
+it gives up and tries again later. So builders in several coordinator
+processes (or machines) build disjoint posters at once, never write over
+each other's rows, and take each pending key once. `everything` waits
+for every shard. The locks are session locks of one connection: a
+coordinator killed mid-build loses them with its connection, and its
+pending keys stay pending (they are deleted in the write's transaction).
 
 What a pending build merges again is the closure of the touched keys
 (core/catalog.py's `Closure`): their repost chains, the keys their catalog
@@ -18,6 +28,7 @@ Sync code, for a worker thread: psycopg stays inside store/.
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Mapping, Sequence
 
@@ -27,8 +38,19 @@ from psycopg_pool import ConnectionPool
 from usenet_indexer.core import catalog as core
 from usenet_indexer.core.merge import CatalogRelease
 from usenet_indexer.core.renames import Finding, Shown
-from usenet_indexer.store.catalog import CatalogRow, CatalogStore, CatalogTable, Written
+from usenet_indexer.store.catalog import (
+    SHARDS,
+    CatalogRow,
+    CatalogStore,
+    CatalogTable,
+    ShardLocks,
+    Written,
+)
 from usenet_indexer.store.probes import ProbeStore
+
+# The most shards one pending build takes: with a few builders, each takes
+# some of the posters with pending keys, and the rest are left to the others.
+MAX_SHARDS = SHARDS // 4
 
 
 @attrs.frozen
@@ -44,6 +66,8 @@ class Built:
         shown: rows shown for having been quiet long enough (and not complete).
         rounds: look-ups the closure took.
         cpu_s: this thread's CPU seconds for the build.
+        more: pending keys are left that this build did not take (build again).
+        busy: the closure reached a shard another builder holds: nothing was done.
     """
 
     pending: int
@@ -54,6 +78,8 @@ class Built:
     shown: int = 0
     rounds: int = 0
     cpu_s: float = 0.0
+    more: bool = False
+    busy: bool = False
 
 
 @attrs.define(eq=False)
@@ -71,26 +97,61 @@ class CatalogBuild:
         self.probes = ProbeStore(self.pool)
 
     def pending(self, quiet_seconds: float) -> Built:
-        """Merge again what batches stored since the last build touched (their
-        closure), and show the rows gone quiet."""
+        """Merge again what batches touched since the last build in some shards no other
+        builder holds (their closure), and show the rows gone quiet."""
         started = time.thread_time()
-        with self.table.locked():
-            pending = self.table.pending()
-            if not pending:
+        with self.table.shards() as locks:
+            shards = locks.pending_shards()
+            if not shards:
                 return Built(0, 0, 0, shown=self.table.show_quiet(quiet_seconds))
+            # A random order: builders starting together take different shards.
+            order = random.sample(shards, len(shards))
+            got = locks.try_lock(order)
+            mine = {s for s in order if s in got}
+            if len(mine) > MAX_SHARDS:
+                mine = set([s for s in order if s in got][:MAX_SHARDS])
+                locks.unlock(got - mine)
+            more = len(mine) < len(shards)
+            if not mine:
+                return Built(0, 0, 0, more=True, busy=True)
+            pending = locks.pending(mine)
             closure = self.closure(list(pending))
             keys = sorted(closure.keys)
+            if not self._reach(locks, keys):
+                return Built(0, 0, 0, more=True, busy=True)
+            # The closure's keys pending in the shards it reached are built here too.
+            pending.update(locks.pending_of(keys))
             found = self.probes.found(keys) if keys else {}
             releases = self.shown(keys, found) if keys else []
             written = self._write(releases, found, keys, quiet_seconds, pending)
-        return _built(len(pending), len(keys), written, closure.rounds, started)
+        return _built(len(pending), len(keys), written, closure.rounds, started, more)
+
+    def drain(self, quiet_seconds: float) -> Built:
+        """Build pending keys until none are left that another builder does not hold
+        (`pending` over and over); what the builds did, summed."""
+        builds = [self.pending(quiet_seconds)]
+        while builds[-1].more and not builds[-1].busy:
+            builds.append(self.pending(quiet_seconds))
+        return Built(
+            pending=sum(b.pending for b in builds),
+            keys=sum(b.keys for b in builds),
+            releases=sum(b.releases for b in builds),
+            written=sum(b.written for b in builds),
+            pruned=sum(b.pruned for b in builds),
+            shown=sum(b.shown for b in builds),
+            rounds=sum(b.rounds for b in builds),
+            cpu_s=sum(b.cpu_s for b in builds),
+            more=builds[-1].more,
+            busy=builds[-1].busy,
+        )
 
     def everything(self, quiet_seconds: float) -> Built:
         """Merge every stored chunk and replace the catalog's rows with the releases
         kept (one transaction; a release's grabs stay); fill in the releases' latest
         dates where they are not known (stored before they were kept)."""
         started = time.thread_time()
-        with self.table.locked():
+        with self.table.shards() as locks:
+            locks.lock_all()
             pending = self.table.pending()
             chunks = list(self.store.chunks())
             self.table.fill_latest(core.latest_dates(chunks))
@@ -98,7 +159,19 @@ class CatalogBuild:
             releases = core.merged(chunks, self.store.probed(), found)
             del chunks
             written = self._write(releases, found, None, quiet_seconds, pending)
-        return _built(len(pending), len(self.table.changed()), written, 0, started)
+        return _built(len(pending), len(self.table.changed()), written, 0, started, False)
+
+    def _reach(self, locks: ShardLocks, keys: Sequence[bytes]) -> bool:
+        """Lock the shards of `keys` beyond those held; False (and those given up)
+        when another builder holds one."""
+        beyond = locks.shards_of(keys) - locks.held
+        if not beyond:
+            return True
+        got = locks.try_lock(beyond)
+        if got == beyond:
+            return True
+        locks.unlock(got)
+        return False
 
     def closure(self, touched: Sequence[bytes]) -> core.Closure:
         """The keys to merge again for `touched` (core/catalog.py), read to its fixpoint."""
@@ -157,7 +230,9 @@ class CatalogBuild:
         self.probes.add_more(core.more_probes(kept, self.probes.candidates_of(keys), found))
 
 
-def _built(pending: int, keys: int, written: Written, rounds: int, started: float) -> Built:
+def _built(
+    pending: int, keys: int, written: Written, rounds: int, started: float, more: bool
+) -> Built:
     return Built(
         pending=pending,
         keys=keys,
@@ -167,4 +242,5 @@ def _built(pending: int, keys: int, written: Written, rounds: int, started: floa
         shown=written.shown,
         rounds=rounds,
         cpu_s=time.thread_time() - started,
+        more=more,
     )

@@ -6,7 +6,8 @@ when the node API of this process stored it, pokes the builder's
 made it whole, not at the next tick. The builder then merges again what is
 pending (catalog_build.py's `CatalogBuild.pending`, in a worker
 thread), at most once per `settle_seconds` so that a burst of batches is one
-build. Every `every_seconds` it builds anyway: batches stored through
+build; while pending keys are left (shards taken by another coordinator
+process, or more than one build takes), it builds again after the settle. Every `every_seconds` it builds anyway: batches stored through
 another coordinator process, and releases that went quiet (shown after
 `quiet_seconds` without a chunk, complete or not). The database down or
 restarting is a warning and a try at the next tick, never the coordinator's
@@ -59,9 +60,13 @@ async def build_catalog_forever(
     """Build what batches touched whenever poked or every `every_seconds`; until cancelled."""
     task_status.started()
     while True:
+        again = False
         try:
             started = time.monotonic()
             built = await trio.to_thread.run_sync(catalog.pending, quiet_seconds)
+            # Keys left to other shards, or a shard another builder held: build
+            # again soon, without waiting for a poke.
+            again = built.more
             if built.keys or built.shown:
                 # One line per build, key=value: scripts/bench-scale reads it.
                 logger.info(
@@ -73,5 +78,6 @@ async def build_catalog_forever(
                 )
         except psycopg.OperationalError as error:
             logger.warning("catalog build put off: database unavailable: %s", error)
-        await due.wait(every_seconds)
+        if not again:
+            await due.wait(every_seconds)
         await trio.sleep(settle_seconds)

@@ -38,7 +38,11 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 async def run_coordinator(
-    settings: Settings, *, fenced: bool = True, parent_fd: int | None = None
+    settings: Settings,
+    *,
+    fenced: bool = True,
+    parent_fd: int | None = None,
+    listen_fd: int | None = None,
 ) -> None:
     """Run the coordinator until SIGINT or SIGTERM, or until its supervisor dies.
 
@@ -48,6 +52,8 @@ async def run_coordinator(
             (`uidx coordinator --unsafe-no-fence`; see `BatchStore.fenced`).
         parent_fd: the supervisor's pipe (`--parent-fd`): its end stops the
             coordinator as SIGTERM does.
+        listen_fd: a listening socket to serve on (the supervisor's, shared by
+            its coordinator processes) instead of binding `settings.listen`.
 
     Raises:
         ConfigError: no DATABASE_URL and no PostgreSQL binaries; the listen
@@ -64,7 +70,7 @@ async def run_coordinator(
             if not fenced:
                 logger.warning("batches are stored WITHOUT the fence (a test-only switch)")
             stores = Stores.from_pool(pool, fenced=fenced)
-            await _serve_until_signal(settings, stores, parent_fd)
+            await _serve_until_signal(settings, stores, parent_fd, listen_fd)
         finally:
             with trio.move_on_after(CLOSE_POOL_SECONDS, shield=True):
                 await trio.to_thread.run_sync(pool.close)
@@ -85,14 +91,23 @@ async def _start_cluster(cluster: Cluster | None) -> Cluster | None:
     return cluster
 
 
-async def _serve_until_signal(settings: Settings, stores: Stores, parent_fd: int | None) -> None:
+async def _serve_until_signal(
+    settings: Settings, stores: Stores, parent_fd: int | None, listen_fd: int | None
+) -> None:
     shutdown = trio.Event()
     # Opened before serving, so a signal during start-up is not lost.
     with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
         async with trio.open_nursery() as nursery:
             due = CatalogDue()
             await nursery.start(
-                partial(serve, settings, stores, shutdown=shutdown, catalog_due=due)
+                partial(
+                    serve,
+                    settings,
+                    stores,
+                    shutdown=shutdown,
+                    catalog_due=due,
+                    listen_fd=listen_fd,
+                )
             )
             builder = trio.CancelScope()
             nursery.start_soon(_cancellable, builder, stores.build, due, settings)

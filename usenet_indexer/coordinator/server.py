@@ -78,6 +78,7 @@ async def serve(
     shutdown: trio.Event | None = None,
     landings: Landings | None = None,
     catalog_due: CatalogDue | None = None,
+    listen_fd: int | None = None,
     task_status: trio.TaskStatus[tuple[str, int]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve the node API on `settings.listen` until cancelled or `shutdown` is set.
@@ -90,6 +91,8 @@ async def serve(
             (for at most GRACEFUL_SECONDS); without it, cancel the task.
         landings: where the spool's landings are counted (None: a new one).
         catalog_due: poked when a batch is stored (None: a new one, nobody builds).
+        listen_fd: a listening socket to accept on (shared by several coordinator
+            processes) instead of binding `settings.listen`.
         task_status: gets the bound (host, port) once the socket listens.
 
     Raises:
@@ -100,7 +103,9 @@ async def serve(
     landings = landings or Landings()
     node = NodeApi(stores, options, landings, catalog_due or CatalogDue())
     app = coordinator_app(stores, node)
-    config = hypercorn_config(settings.listen, options)
+    config = hypercorn_config(
+        settings.listen if listen_fd is None else f"fd://{listen_fd}", options
+    )
     trigger = partial(_stopping, shutdown, node) if shutdown is not None else None
     async with trio.open_nursery() as nursery:
         # Streams wake when a chunk lands; the listener ends with the server.

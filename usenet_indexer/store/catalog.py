@@ -166,10 +166,29 @@ _FILL_LATEST = """
 """
 _CHANGED = "SELECT key, updated_at FROM releases"
 _CHANGED_OF = _CHANGED + " WHERE key = ANY(%s)"
-# One builder at a time (the coordinator's, `uidx catalog build`): a build
-# that read before another's write must not write over it.
-_BUILD_LOCK = "SELECT pg_advisory_lock(3, 0)"
-_BUILD_UNLOCK = "SELECT pg_advisory_unlock(3, 0)"
+# The catalog build is shared out by poster: a key's shard is its release's
+# poster's (a build's closure is its posters' releases, so it stays in its
+# shards), and a builder holds the advisory lock (4, shard) of every shard its
+# keys are in while it reads and writes them. Pending builds only try locks
+# (never wait: no deadlock); a whole build waits for every shard, in order.
+SHARDS = 64
+_LOCK_CLASS = 4
+_SHARD = f"(hashtext(r.poster) & {SHARDS - 1})"
+_PENDING_SHARDS = f"""
+    SELECT DISTINCT {_SHARD} FROM catalog_pending p JOIN releases r USING (key)
+"""
+_PENDING_IN = f"""
+    SELECT p.key, p.seq FROM catalog_pending p JOIN releases r USING (key)
+    WHERE {_SHARD} = ANY(%s)
+"""
+_PENDING_OF = "SELECT key, seq FROM catalog_pending WHERE key = ANY(%s)"
+_SHARDS_OF = f"SELECT DISTINCT {_SHARD} FROM releases r WHERE key = ANY(%s)"
+_TRY_LOCK = f"SELECT s FROM unnest(%s::int[]) AS s WHERE pg_try_advisory_lock({_LOCK_CLASS}, s)"
+_LOCK_ALL = f"""
+    SELECT count(pg_advisory_lock({_LOCK_CLASS}, s))
+    FROM (SELECT s FROM generate_series(0, {SHARDS - 1}) AS s ORDER BY s) AS shards
+"""
+_UNLOCK = f"SELECT pg_advisory_unlock({_LOCK_CLASS}, s) FROM unnest(%s::int[]) AS s"
 _ROW = """
     SELECT id, guid, name, category, size, files, poster, groups, posted, completion,
            season, episode, grabs, sources
@@ -484,6 +503,57 @@ class Written:
     shown: int
 
 
+def _seqs(records: Sequence[tuple[Any, ...]]) -> dict[bytes, int]:
+    return {bytes(key): int(seq) for key, seq in records}
+
+
+@attrs.define(eq=False)
+class ShardLocks:
+    """The advisory locks of the catalog build's shards one builder holds (see SHARDS).
+
+    Attributes:
+        held: the shards locked.
+    """
+
+    _conn: psycopg.Connection[Any]
+    held: set[int] = attrs.field(factory=set)
+
+    def pending_shards(self) -> list[int]:
+        """The shards with pending keys."""
+        return sorted(int(s) for (s,) in self._conn.execute(_PENDING_SHARDS).fetchall())
+
+    def try_lock(self, shards: Iterable[int]) -> set[int]:
+        """Lock those of `shards` no other builder holds (never waits); the ones locked."""
+        wanted = sorted(set(shards) - self.held)
+        got = {int(s) for (s,) in self._conn.execute(_TRY_LOCK, (wanted,)).fetchall()}
+        self.held |= got
+        return got
+
+    def lock_all(self) -> None:
+        """Every shard, waiting for each in order (a whole build)."""
+        self._conn.execute(_LOCK_ALL)
+        self.held = set(range(SHARDS))
+
+    def unlock(self, shards: Iterable[int] | None = None) -> None:
+        """Give up `shards` (every shard held: None)."""
+        given = sorted(self.held if shards is None else set(shards) & self.held)
+        if given and not self._conn.closed:
+            self._conn.execute(_UNLOCK, (given,))
+        self.held -= set(given)
+
+    def pending(self, shards: Iterable[int]) -> dict[bytes, int]:
+        """The pending keys of `shards`, with their seq."""
+        return _seqs(self._conn.execute(_PENDING_IN, (sorted(shards),)).fetchall())
+
+    def pending_of(self, keys: Sequence[bytes]) -> dict[bytes, int]:
+        """Those of `keys` that are pending, with their seq."""
+        return _seqs(self._conn.execute(_PENDING_OF, (list(keys),)).fetchall())
+
+    def shards_of(self, keys: Sequence[bytes]) -> set[int]:
+        """The shards of the stored releases of `keys`."""
+        return {int(s) for (s,) in self._conn.execute(_SHARDS_OF, (list(keys),)).fetchall()}
+
+
 @attrs.define(eq=False)
 class CatalogTable:
     """The searchable catalog (`catalog` rows): read for a build, written, searched.
@@ -503,14 +573,15 @@ class CatalogTable:
     pool: ConnectionPool
 
     @contextmanager
-    def locked(self) -> Iterator[None]:
-        """One builder at a time, over every process and machine of the database."""
+    def shards(self) -> Iterator[ShardLocks]:
+        """The build's shard locks, on a connection held for the build (every lock it
+        took is given up at the end; a builder that dies gives them up with it)."""
         with self.pool.connection() as conn:
-            conn.execute(_BUILD_LOCK)
+            locks = ShardLocks(conn)
             try:
-                yield
+                yield locks
             finally:
-                conn.execute(_BUILD_UNLOCK)
+                locks.unlock()
 
     def pending(self) -> dict[bytes, int]:
         """The keys batches touched since the last build, with their seq."""

@@ -101,6 +101,8 @@ class ArbiterOptions:
     environment: Mapping[str, str] = attrs.field(factory=dict, repr=False)
     # Slots stopped only once the other workers are gone (see the docstring).
     stop_last: frozenset[int] = frozenset()
+    # File descriptors every worker inherits (the coordinators' listening socket).
+    inherit_fds: tuple[int, ...] = ()
 
     def __attrs_post_init__(self) -> None:
         if self.processes < 1:
@@ -307,7 +309,10 @@ class Arbiter:
                 {**os.environ, **self.options.environment} if self.options.environment else None
             )
             process = subprocess.Popen(
-                command, pass_fds=(self._parent_read,), process_group=0, env=environment
+                command,
+                pass_fds=(self._parent_read, *self.options.inherit_fds),
+                process_group=0,
+                env=environment,
             )
         except OSError as error:
             self._halt(Halt(f"cannot start worker {slot}: {error}", 1))

@@ -101,6 +101,7 @@ def supervised(
     environment: Mapping[str, str] | None = None,
     always_supervise: bool = False,
     stop_last: frozenset[int] = frozenset(),
+    inherit_fds: tuple[int, ...] = (),
 ) -> int:
     """Run `run_worker` here, or run the supervisor over worker processes.
 
@@ -129,6 +130,8 @@ def supervised(
             of different roles, as in `uidx standalone`).
         stop_last: slots stopped only once the others are gone (the
             standalone coordinator, which the edges need to give back).
+        inherit_fds: file descriptors the workers inherit (the coordinators'
+            one listening socket).
 
     Returns:
         The worker's exit status, or the supervisor's: 0 after a stop,
@@ -149,5 +152,6 @@ def supervised(
         done=done,
         environment=dict(environment or {}),
         stop_last=stop_last,
+        inherit_fds=inherit_fds,
     )
     return arbiter.run(options)
