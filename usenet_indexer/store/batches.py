@@ -126,6 +126,7 @@ _PENDING = """
     INSERT INTO catalog_pending (key) SELECT DISTINCT k FROM releases_in ORDER BY k
     ON CONFLICT (key) DO UPDATE SET seq = nextval('catalog_pending_seq')
 """
+_PENDING_COUNT = "SELECT count(*) FROM catalog_pending"
 _FRAGMENTS = """
     COPY fragments (group_id, release_key, range_id, batch_first, files, segments, packed)
     FROM STDIN (FORMAT BINARY)
@@ -190,6 +191,12 @@ class BatchStore:
 
     pool: ConnectionPool
     fenced: bool = True
+
+    def pending_keys(self) -> int:
+        """How many release keys stored batches marked that no catalog build took yet."""
+        with self.pool.connection() as conn:
+            row = conn.execute(_PENDING_COUNT).fetchone()
+        return int(row[0]) if row is not None else 0
 
     def store(
         self,
