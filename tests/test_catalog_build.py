@@ -117,3 +117,15 @@ def test_a_grab_survives_the_builds(stores: Stores) -> None:
         row = stores.catalog.row(guid)
         assert row is not None
         assert row.item.grabs == 1
+
+
+def test_the_keys_a_batch_marks_are_pending_until_a_build_takes_them(stores: Stores) -> None:
+    batches = batches_of_generated(stores, 4_000, seed=6, every=2_000)
+    assert stores.batches.pending_keys() == 0
+    next(batches)
+    with stores.catalog.pool.connection() as conn:
+        marked = conn.execute("SELECT count(DISTINCT release_key) FROM fragments").fetchone()
+    assert marked is not None
+    assert stores.batches.pending_keys() == marked[0] > 0
+    stores.catalog.build_pending(quiet_seconds=HOUR)
+    assert stores.batches.pending_keys() == 0
