@@ -15,8 +15,10 @@ In one invocation, on a private PostgreSQL:
   free loopback port) and waited for, bounded; then `uidx edge --ranges R
   --batch-articles B` as a subprocess, alone in its process, timed whole
   (interpreter start, leasing, streaming, inflating, indexing, posting,
-  finishing) with its peak RSS and CPU; the coordinator stopped (SIGTERM)
-  for its CPU time, PostgreSQL's from its postmaster's (reaped backends);
+  finishing) with its peak RSS and CPU; once the catalog build has caught
+  up (no row left in `catalog_pending`: the last batch's build is counted),
+  the coordinator stopped (SIGTERM) for its CPU time, PostgreSQL's from its
+  postmaster's (reaped backends);
 - checks: no ERROR line, traceback or 5xx answer in the coordinator's or
   the edge's log (`testing.logcheck`); in a child process, every range is done, and the catalog exported
   from the database has the releases (keys, and the same content but for
@@ -63,6 +65,10 @@ ROOT = Path(__file__).resolve().parent.parent
 UIDX = [sys.executable, "-m", "usenet_indexer"]
 STARTUP_SECONDS = 60.0
 STOP_SECONDS = 30.0
+# After the edge ends, the coordinator's catalog builder still merges the last
+# batch's keys; it is stopped once that is done (or after this long), so that
+# its CPU counts every build.
+CATALOG_SECONDS = 300.0
 
 
 def log(message: str) -> None:
@@ -241,6 +247,23 @@ def wait_until_answering(child: subprocess.Popen[bytes], url: str, errors: Path)
             time.sleep(0.1)
 
 
+def wait_for_catalog(database_url: str) -> None:
+    """Until no release key is left in `catalog_pending` (the last build done), bounded."""
+    import psycopg
+
+    deadline = time.monotonic() + CATALOG_SECONDS
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        while True:
+            row = conn.execute("SELECT count(*) FROM catalog_pending").fetchone()
+            if row is not None and row[0] == 0:
+                return
+            if time.monotonic() > deadline:
+                raise SystemExit(
+                    f"bench-edge: the catalog did not catch up within {CATALOG_SECONDS:.0f} s"
+                )
+            time.sleep(0.2)
+
+
 def postgres_cpu(data_directory: str) -> float | None:
     """CPU seconds of the PostgreSQL server: its postmaster and the backends it has reaped.
 
@@ -371,6 +394,7 @@ def edge_run(
             child_env(COORDINATOR_URL=url, NODE_TOKEN=registered.token, UIDX_HOME=str(home)),
             home / "edge.err", args.timeout,
         )  # fmt: skip
+        wait_for_catalog(database_url)
     if not coordinator_cpu:
         raise SystemExit("bench-edge: the coordinator ended before it was stopped")
     # A 5xx that the edge's retry hid is still a defect: the logs say it.

@@ -223,3 +223,15 @@ def test_two_builders_share_the_pending_keys_and_make_what_one_whole_build_makes
     followed = catalog_rows(stores)
     stores.build.everything(quiet_seconds=0)
     assert catalog_rows(stores) == followed
+
+
+def test_the_keys_a_batch_marks_are_pending_until_a_build_takes_them(stores: Stores) -> None:
+    batches = batches_of_generated(stores, 4_000, seed=6, every=2_000)
+    assert not stores.catalog.pending()
+    next(batches)
+    with stores.catalog.pool.connection() as conn:
+        marked = conn.execute("SELECT count(DISTINCT release_key) FROM fragments").fetchone()
+    assert marked is not None
+    assert len(stores.catalog.pending()) == marked[0] > 0
+    stores.build.drain(quiet_seconds=HOUR)
+    assert not stores.catalog.pending()
