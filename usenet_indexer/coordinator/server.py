@@ -1,8 +1,9 @@
 """The coordinator's HTTP server: hypercorn's trio worker serving one `asgi.App`.
 
-The App is where the coordinator's APIs are mounted, each under its path
-prefix (today the node API under /api/v1/node/); this module only builds
-it, binds, and says where edges connect.
+The App is where the coordinator's APIs are mounted: the node API under
+/api/v1/node/, the newznab API at /api, the status page at / and /metrics;
+this module only builds it, binds (or takes the supervisor's socket, for
+several coordinator processes on one port), and says where edges connect.
 """
 
 from __future__ import annotations
