@@ -256,6 +256,9 @@ async def test_a_range_refused_three_times_in_a_row_is_parked_until_retried(
     assert "past the range's end 1999" in parked["reason"]
     assert parked["failed_at"].endswith("+00:00")
     assert [(r["state"], r["ranges"]) for r in status["ranges"]] == [("failed", 1)]
+    # Nothing is left to index: `uidx standalone --exit-when-done` stops (and exits 1).
+    assert stores.ranges.all_done()
+    assert stores.ranges.progress().parked == 1
     assert main(["status"]) == 0
     text = capsys.readouterr().out
     assert "parked ranges" in text
