@@ -10,8 +10,9 @@ environment, never on a command line).
 
 It indexes what is planned (`uidx groups add`, `uidx ranges plan`);
 --exit-when-done stops it once every planned range is done, for scripts and
-tests (or parked as failed: then it says so and exits 1). SIGTERM or SIGINT stops every worker as their own commands do: the
-edges give their ranges back.
+tests (or parked as failed: then it says so and exits 1). SIGTERM or SIGINT
+stops every worker as their own commands do: the edges give their ranges
+back.
 
 Where to look afterwards: `uidx status`, and `uidx catalog export --out FILE`
 (the schema of `uidx index`).

@@ -178,6 +178,11 @@ def within(piece: Piece, resume: int, last: int) -> Piece | None:
     before. So a batch covers at most [resume, last + 1): the coordinator's
     422 for a batch past the range's end stays a guard that never fires.
 
+    The cost: a chunk that straddles an end is read line by line once more
+    (`lines_within`, about 1.4 us a line: 140 ms for a chunk of 100k lines,
+    where indexing 50k of them takes 670 ms); at most two chunks of a range
+    straddle, and none when the spool is cut where the ranges are.
+
     Args:
         piece: what one frame gave.
         resume: the indexer's resume point (the first article not indexed yet).

@@ -3,14 +3,14 @@
 Theory of operation
 -------------------
 A range is planned, leased, done, or failed (parked). A lease goes to the
-oldest plan that is not done, not parked, and not held by a live lease (`FOR UPDATE SKIP LOCKED`, so
-concurrent nodes never wait on each other nor get the same range), and
-raises the range's epoch: every later call of the holder names the epoch,
-and a call naming an older one (a node that lost its lease while stopped,
-or slowed down past its deadline) changes nothing and gets 409. Deadlines
-use the database's clock, never a node's. A lease with no batch or
-heartbeat until its deadline passes to the next node, which resumes at the
-resume point (the last stored batch's end).
+oldest plan that is neither done nor parked and not held by a live lease
+(`FOR UPDATE SKIP LOCKED`, so concurrent nodes never wait on each other nor
+get the same range), and raises the range's epoch: every later call of the
+holder names the epoch, and a call naming an older one (a node that lost its
+lease while stopped, or slowed down past its deadline) changes nothing and
+gets 409. Deadlines use the database's clock, never a node's. A lease with
+no batch or heartbeat until its deadline passes to the next node, which
+resumes at the resume point (the last stored batch's end).
 
 Parking. A range whose holder's work the coordinator refuses (a batch past
 the range's end, a finish before it) is given back by the edge and leased

@@ -1,8 +1,8 @@
 """What `uidx status` shows, read from the stores: one `Status` value.
 
-The groups, ranges (and the parked ones, with why), nodes, servers and spool come from their own stores (their
-SQL stays there); this module holds the one query of its own, the throughput
-of the batches stored lately.
+The groups, ranges (and the parked ones, with why), nodes, servers and spool
+come from their own stores (their SQL stays there); this module holds the
+one query of its own, the throughput of the batches stored lately.
 
 Throughput is measured over the time the work took, not over the lookback:
 among the batches stored in the last `LOOKBACK_SECONDS`, from the first one's

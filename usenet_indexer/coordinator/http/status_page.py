@@ -2,13 +2,13 @@
 
 The page is server-rendered (Jinja2, autoescaped; no script) and refreshes
 itself: groups (high water mark, indexed to, lag, progress, backfill),
-ranges by state with progress bars, the ranges parked as failed and why, nodes, the prefetcher's servers and the
-spool, the batch rate, and the newest releases or those matching the search
-box, with NZB links that carry the API key the page was opened with (a key
-that is not a user's is not carried). Where there is nothing yet it says
-so. /metrics is Prometheus' text format (prometheus_client, a registry of
-the app's own, never the process-global one), read from the database on
-each scrape.
+ranges by state with progress bars, the ranges parked as failed and why,
+nodes, the prefetcher's servers and the spool, the batch rate, and the
+newest releases or those matching the search box, with NZB links that carry
+the API key the page was opened with (a key that is not a user's is not
+carried). Where there is nothing yet it says so. /metrics is Prometheus'
+text format (prometheus_client, a registry of the app's own, never the
+process-global one), read from the database on each scrape.
 """
 
 from __future__ import annotations
