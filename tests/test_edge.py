@@ -46,9 +46,11 @@ from usenet_indexer.edge import worker
 from usenet_indexer.edge.chunks import (
     INFLATE_BLOCK_BYTES,
     ChunkError,
+    Piece,
     inflate,
     line_parts,
-    lines_from,
+    lines_within,
+    within,
 )
 from usenet_indexer.edge.client import (
     NODE_API_PATH,
@@ -874,13 +876,37 @@ def test_inflating_in_blocks_gives_what_inflating_whole_gives() -> None:
         list(line_parts([text], 0))
 
 
-def test_lines_from_drops_what_is_stored_already() -> None:
-    data = b"5\ta\n6\tb\nbroken\n7\tc\n"
+def test_lines_within_keep_a_ranges_articles_only() -> None:
+    data = b"5\ta\n6\tb\nbroken\n7\tc\n8\td\n"
     # A line without a number goes with the line before it, across blocks too.
-    for blocks in ((data,), (b"5\ta\n6\tb\nbr", b"oken\n7\tc\n")):
-        assert lines_from(blocks, 6) == (b"6\tb\nbroken\n7\tc\n",)
-        assert lines_from(blocks, 8) == ()
-        assert lines_from(blocks, 1) == (data,)
+    for blocks in ((data,), (b"5\ta\n6\tb\nbr", b"oken\n7\tc\n8\td\n")):
+        assert lines_within(blocks, 6, 100) == (b"6\tb\nbroken\n7\tc\n8\td\n",)
+        assert lines_within(blocks, 9, 100) == ()
+        assert lines_within(blocks, 1, 100) == (data,)
+        assert lines_within(blocks, 1, 6) == (b"5\ta\n6\tb\nbroken\n",)
+        assert lines_within(blocks, 6, 7) == (b"6\tb\nbroken\n7\tc\n",)
+        assert lines_within(blocks, 1, 4) == ()
+
+
+def test_a_chunk_straddling_a_ranges_ends_gives_only_the_ranges_articles() -> None:
+    text = b"".join(b"%d\tline %d\n" % (n, n) for n in (98, 99, 100, 103, 104, 105))
+    chunk = Piece(97, 107, (text,))
+    # The range 100..104, nothing indexed yet: the range before's tail and the
+    # next range's head are cut off, and the resume point stops at 105.
+    assert within(chunk, 100, 104) == Piece(
+        100, 105, (b"100\tline 100\n103\tline 103\n104\tline 104\n",)
+    )
+    # Indexed to 103 already: only 103 and 104.
+    assert within(chunk, 103, 104) == Piece(103, 105, (b"103\tline 103\n104\tline 104\n",))
+    # A chunk inside the range is taken as it is; a gap is cut like a chunk.
+    assert within(chunk, 90, 200) == chunk
+    assert within(Piece(101, 201), 100, 150) == Piece(101, 151)
+    # Nothing left: all of it before the resume point, or the range is indexed to its end.
+    assert within(chunk, 107, 200) is None
+    assert within(chunk, 105, 104) is None
+    assert within(Piece(104, 105, end=True), 105, 104) is None
+    # The end flag stays with the piece.
+    assert within(Piece(104, 105, end=True), 104, 104) == Piece(104, 105, end=True)
 
 
 # --- under the supervisor -----------------------------------------------------------

@@ -531,13 +531,9 @@ async def test_bad_batch_bodies_get_4xx_and_store_nothing(
             {},
             "range",
         ),
-        (
-            422,
-            encode_batch(pack_batch(empty_batch(1000, 2500)), range_id=range_id, epoch=epoch),
-            {},
-            "past",
-        ),
     ]
+    # A batch past the range's end is refused too (422), and counted on the
+    # range: tests/test_range_ends.py.
     before = snapshot(pg_url, but=("nodes",))
     with trio.fail_after(DEADLINE_SECONDS):
         url = await start_api(nursery, settings, stores)

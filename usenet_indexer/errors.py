@@ -36,6 +36,7 @@
     ├── LeaseLost                store/batches: not held with that epoch there (409)
     ├── BatchRejected            store/batches: the batch cannot belong to its range (422)
     ├── PlanOverlap              store/ranges: a plan over ranges planned before
+    ├── NotParked                store/ranges: `ranges retry` of a range not parked
     ├── NodeExists               store/nodes
     ├── UserExists               store/users
     ├── UnknownUser              store/users

@@ -1,10 +1,15 @@
-"""`uidx ranges plan`: cut a group's articles into ranges for the edges to lease.
+"""`uidx ranges plan`: cut a group's articles into ranges for the edges to lease;
+`uidx ranges retry`: put ranges parked as failed back.
 
 Either a span of articles (`--from A --to B`) or a span of time (`--days N`,
 by default the group's backfill_days): from just below what is planned
 already (or from the server's high water mark) down to the first article
 posted N days ago, found by a bisect over the Date of OVER lines
 (article_dates.py decides where to look; this module reads).
+
+A range the coordinator refused again and again is parked as failed
+(store/ranges.py); `uidx status` shows it with the reason, and `retry`
+plans it again from its resume point, once what refused it is mended.
 """
 
 from __future__ import annotations
@@ -65,7 +70,31 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     plan.add_argument(
         "--size", type=int, help="articles per range (default: the range_articles setting)"
     )
-    parser.set_defaults(run=run)
+    plan.set_defaults(run=run)
+    retry = actions.add_parser(
+        "retry",
+        help="plan ranges parked as failed again (RANGE_ID ... or --all)",
+        description=(
+            "Put ranges parked as failed (refused again and again: `uidx status` shows them"
+            " and why) back in the plan, from their resume points: the edges lease them again."
+        ),
+    )
+    retry.add_argument("range_ids", metavar="RANGE_ID", type=int, nargs="*", help="a range's id")
+    retry.add_argument("--all", action="store_true", help="every parked range")
+    retry.set_defaults(run=run_retry)
+
+
+def run_retry(args: argparse.Namespace) -> int:
+    """`uidx ranges retry`: the named parked ranges (or --all) planned again."""
+    if bool(args.range_ids) == args.all:
+        raise ConfigError("RANGE_ID/--all", "give the ids of parked ranges, or --all")
+    with opened(from_process(args.config)) as pool:
+        back = RangeStore(pool).retry(None if args.all else args.range_ids)
+    if not back:
+        print("no range is parked")
+    else:
+        print(f"planned again: {len(back)} ranges ({', '.join(map(str, back))})")
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:

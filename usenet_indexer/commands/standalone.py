@@ -10,8 +10,9 @@ environment, never on a command line).
 
 It indexes what is planned (`uidx groups add`, `uidx ranges plan`);
 --exit-when-done stops it once every planned range is done, for scripts and
-tests. SIGTERM or SIGINT stops every worker as their own commands do: the
-edges give their ranges back.
+tests (or parked as failed: then it says so and exits 1). SIGTERM or SIGINT
+stops every worker as their own commands do: the edges give their ranges
+back.
 
 Where to look afterwards: `uidx status`, and `uidx catalog export --out FILE`
 (the schema of `uidx index`).
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import logging
 import socket
+import sys
 import time
 
 from usenet_indexer.commands import coordinator as coordinator_command
@@ -74,7 +76,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.add_argument(
         "--exit-when-done",
         action="store_true",
-        help="stop once every planned range is done (nothing planned: stop at once)",
+        help="stop once every planned range is done (nothing planned: stop at once; exit 1 when"
+        " ranges were parked as failed instead)",
     )
     add_worker_arguments(parser)
     parser.set_defaults(run=run)
@@ -120,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
                 # The edges give their ranges back to a coordinator still up.
                 stop_last=frozenset({COORDINATOR_SLOT}),
             )
+            parked = ranges.progress().parked if status == 0 else 0
     finally:
         if started is not None:
             started.stop()
@@ -130,6 +134,13 @@ def run(args: argparse.Namespace) -> int:
             f"Where to look: `{home}uidx status` (groups, ranges, nodes, servers) and"
             f" `{home}uidx catalog export --out catalog.jsonl` (the schema of `uidx index`)."
         )
+        if args.exit_when_done and parked:
+            print(
+                f"uidx standalone: {parked} ranges are parked as failed, not indexed: see"
+                f" `{home}uidx status`, then `{home}uidx ranges retry`",
+                file=sys.stderr,
+            )
+            return 1
     return status
 
 

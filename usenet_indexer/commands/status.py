@@ -1,4 +1,5 @@
-"""`uidx status`: groups, ranges by state, nodes, throughput, NNTP servers and the spool.
+"""`uidx status`: groups, ranges by state (the parked ones with why), nodes, throughput,
+NNTP servers and the spool.
 
 `--json` prints the same as one JSON object whose fields are documented in
 docs/status-json.md (its "schema" field is the version of that layout).
@@ -15,7 +16,7 @@ from usenet_indexer.config import from_process
 from usenet_indexer.store.database import opened
 from usenet_indexer.store.groups import GroupRow
 from usenet_indexer.store.nodes import NodeRow
-from usenet_indexer.store.ranges import RangeStateRow
+from usenet_indexer.store.ranges import ParkedRange, RangeStateRow
 from usenet_indexer.store.servers import ServerReport
 from usenet_indexer.store.status import Status, StatusStore, Throughput
 
@@ -70,6 +71,7 @@ def as_text(status: Status) -> list[str]:
         f" {s.articles:>14,} {s.expired:>8}"
         for s in status.ranges
     ]
+    lines += _parked_lines(status.parked)
     lines.append("nodes")
     for n in status.nodes:
         state = "revoked" if n.revoked_at else f"{n.leases} leases"
@@ -89,6 +91,18 @@ def as_text(status: Status) -> list[str]:
         lines.append("  no candidates yet")
     for p in status.probes:
         lines.append(f"  {p.state:8} {p.outcome or '-':16} {p.candidates:>10,}")
+    return lines
+
+
+def _parked_lines(parked: tuple[ParkedRange, ...]) -> list[str]:
+    if not parked:
+        return []
+    lines = ["parked ranges (refused again and again; `uidx ranges retry ID` plans one again)"]
+    for p in parked:
+        lines.append(
+            f"  range {p.range_id} {p.group} {p.first}..{p.last} at {p.resume}:"
+            f" {p.refusals} refusals, parked {_clock(p.failed_at)}: {p.reason}"
+        )
     return lines
 
 
@@ -162,6 +176,7 @@ def as_json(status: Status) -> dict[str, Any]:
         "taken_at": _when(status.taken_at),
         "groups": [_group_json(g) for g in status.groups],
         "ranges": [_range_json(s) for s in status.ranges],
+        "parked_ranges": [_parked_json(p) for p in status.parked],
         "nodes": [_node_json(n) for n in status.nodes],
         "throughput": _throughput_json(status.throughput),
         "nntp_servers": [_server_json(v) for v in status.servers],
@@ -210,6 +225,19 @@ def _range_json(s: RangeStateRow) -> dict[str, Any]:
         "articles": s.articles,
         "articles_indexed": s.articles_indexed,
         "expired_leases": s.expired,
+    }
+
+
+def _parked_json(p: ParkedRange) -> dict[str, Any]:
+    return {
+        "id": p.range_id,
+        "group": p.group,
+        "first": p.first,
+        "last": p.last,
+        "resume": p.resume,
+        "refusals": p.refusals,
+        "reason": p.reason,
+        "failed_at": _when(p.failed_at),
     }
 
 

@@ -62,7 +62,7 @@ import trio
 
 from usenet_indexer.core.batch import Batch
 from usenet_indexer.core.indexer import RangeIndexer
-from usenet_indexer.edge.chunks import ChunkError, Piece, line_parts, lines_from, piece_of
+from usenet_indexer.edge.chunks import ChunkError, Piece, line_parts, piece_of, within
 from usenet_indexer.edge.client import (
     EdgeLease,
     LeaseLostError,
@@ -341,11 +341,12 @@ class RangeRunner:
     async def _feed(self, piece: Piece) -> None:
         indexer = self._indexer
         resume = indexer.resume_point
-        if piece.next_article <= resume:
+        # Only the range's own articles: a chunk may begin before the resume
+        # point or run past the range's end (chunks.within says why).
+        clipped = within(piece, resume, self.lease.last)
+        if clipped is None:
             return  # all stored already (the spool was cut differently)
-        blocks = piece.blocks
-        if blocks and piece.first < resume:
-            blocks = lines_from(blocks, resume)
+        blocks = clipped.blocks
         # Fed a part at a time, with a turn for the other tasks after each: the
         # stream reader then reads the next frame off the socket and starts
         # inflating it (in a thread) while this chunk is indexed, instead of
@@ -358,7 +359,7 @@ class RangeRunner:
                 indexer.add_data(fed, resume)
                 await trio.lowlevel.cancel_shielded_checkpoint()
             fed = part
-        indexer.add_data(b"" if fed is None else fed, piece.next_article)
+        indexer.add_data(b"" if fed is None else fed, clipped.next_article)
 
     async def _read_stream(self, pieces: trio.MemorySendChannel[Piece | str]) -> None:
         async with pieces, trio.open_nursery() as nursery:

@@ -47,7 +47,9 @@ from usenet_indexer.wire.packed import PackedBatch, PackedRelease
 _ADVANCE = """
     UPDATE ranges
     SET resume = %(next)s, deadline = now() + make_interval(secs => %(ttl)s),
-        batches = batches + 1, headers = headers + %(lines)s
+        batches = batches + 1, headers = headers + %(lines)s,
+        -- A stored batch ends a run of refusals (store/ranges.py: parking).
+        refusals = 0, refusal = NULL
     WHERE id = %(range)s AND epoch = %(epoch)s AND holder = %(node)s AND state = 'leased'
       AND resume = %(first)s AND %(next)s <= last_article + 1
     RETURNING group_id

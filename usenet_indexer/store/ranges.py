@@ -2,20 +2,31 @@
 
 Theory of operation
 -------------------
-A range is planned, leased, or done. A lease goes to the oldest plan that is
-not done and not held by a live lease (`FOR UPDATE SKIP LOCKED`, so
-concurrent nodes never wait on each other nor get the same range), and
-raises the range's epoch: every later call of the holder names the epoch,
-and a call naming an older one (a node that lost its lease while stopped,
-or slowed down past its deadline) changes nothing and gets 409. Deadlines
-use the database's clock, never a node's. A lease with no batch or
-heartbeat until its deadline passes to the next node, which resumes at the
-resume point (the last stored batch's end).
+A range is planned, leased, done, or failed (parked). A lease goes to the
+oldest plan that is neither done nor parked and not held by a live lease
+(`FOR UPDATE SKIP LOCKED`, so concurrent nodes never wait on each other nor
+get the same range), and raises the range's epoch: every later call of the
+holder names the epoch, and a call naming an older one (a node that lost its
+lease while stopped, or slowed down past its deadline) changes nothing and
+gets 409. Deadlines use the database's clock, never a node's. A lease with
+no batch or heartbeat until its deadline passes to the next node, which
+resumes at the resume point (the last stored batch's end).
+
+Parking. A range whose holder's work the coordinator refuses (a batch past
+the range's end, a finish before it) is given back by the edge and leased
+again at once; if the refusal comes from the range itself, that loops for
+ever. So each such refusal of the holder is counted on the range row
+(`refuse`), a stored batch or a finish sets the count back to 0, and the
+`refusals_to_park`-th refusal in a row parks the range: state 'failed', no
+holder, the reason kept. Nothing leases a parked range until `uidx ranges
+retry` (`retry`) plans it again.
 """
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
+from datetime import datetime
 
 import attrs
 from psycopg_pool import ConnectionPool
@@ -43,7 +54,8 @@ _OVERLAP = """
 _LEASE = """
     WITH candidate AS (
         SELECT r.id FROM ranges r JOIN groups g ON g.id = r.group_id
-        WHERE r.state <> 'done' AND (r.state = 'planned' OR r.deadline < now()) AND g.enabled
+        WHERE r.state IN ('planned', 'leased') AND (r.state = 'planned' OR r.deadline < now())
+          AND g.enabled
         -- The live head first (see core/follow.py), then in plan order.
         ORDER BY (r.kind <> 'live'), r.planned_at, r.id
         LIMIT 1
@@ -61,7 +73,8 @@ _HEARTBEAT = """
     WHERE id = %(range)s AND epoch = %(epoch)s AND holder = %(node)s AND state = 'leased'
 """
 _FINISH = """
-    UPDATE ranges SET state = 'done', finished_at = now(), deadline = NULL
+    UPDATE ranges SET state = 'done', finished_at = now(), deadline = NULL,
+        refusals = 0, refusal = NULL
     WHERE id = %(range)s AND epoch = %(epoch)s AND holder = %(node)s AND state = 'leased'
       AND resume > last_article
 """
@@ -87,11 +100,41 @@ _STATES = """
 """
 
 
-_PROGRESS = "SELECT count(*) FILTER (WHERE state <> 'done'), count(*) FROM ranges"
+_PROGRESS = """
+    SELECT count(*) FILTER (WHERE state IN ('planned', 'leased')), count(*),
+           count(*) FILTER (WHERE state = 'failed')
+    FROM ranges
+"""
+# One refusal of the holder's work counted; the limit-th in a row parks the range.
+_REFUSE = """
+    UPDATE ranges SET refusals = refusals + 1, refusal = %(reason)s,
+        state = CASE WHEN refusals + 1 >= %(limit)s THEN 'failed' ELSE state END,
+        holder = CASE WHEN refusals + 1 >= %(limit)s THEN NULL ELSE holder END,
+        deadline = CASE WHEN refusals + 1 >= %(limit)s THEN NULL ELSE deadline END,
+        failed_at = CASE WHEN refusals + 1 >= %(limit)s THEN now() ELSE failed_at END
+    WHERE id = %(range)s AND epoch = %(epoch)s AND holder = %(node)s AND state = 'leased'
+    RETURNING refusals, state = 'failed'
+"""
+_PARKED = """
+    SELECT r.id, g.name, r.first_article, r.last_article, r.resume, r.refusals,
+           coalesce(r.refusal, ''), r.failed_at
+    FROM ranges r JOIN groups g ON g.id = r.group_id
+    WHERE r.state = 'failed' ORDER BY r.id
+"""
+_RETRY = """
+    UPDATE ranges SET state = 'planned', refusals = 0, refusal = NULL, failed_at = NULL
+    WHERE state = 'failed' AND (%(all)s OR id = ANY(%(ids)s::bigint[]))
+    RETURNING id, group_id
+"""
+_STATE_OF = "SELECT id, state FROM ranges WHERE id = ANY(%s::bigint[])"
 
 
 class PlanOverlap(UidxError):
     """A planned range would overlap one planned before."""
+
+
+class NotParked(UidxError):
+    """`uidx ranges retry` named a range that does not exist or is not parked."""
 
 
 class Finish(enum.Enum):
@@ -127,10 +170,41 @@ class Lease:
 
 @attrs.frozen
 class Progress:
-    """Ranges planned in all, and those not done yet."""
+    """Ranges planned in all, those left to index (planned or leased), and those parked."""
 
     planned: int
     not_done: int
+    parked: int = 0
+
+
+@attrs.frozen
+class Refusal:
+    """A refusal counted on a range: the refusals in a row, and whether it is parked now."""
+
+    refusals: int
+    parked: bool
+
+
+@attrs.frozen
+class ParkedRange:
+    """A range parked after refusals in a row (state 'failed'), for `uidx status`.
+
+    Attributes:
+        range_id, group, first, last: the range.
+        resume: its resume point (what its stored batches reached).
+        refusals: the refusals in a row that parked it.
+        reason: the last refusal's answer.
+        failed_at: when it was parked.
+    """
+
+    range_id: int
+    group: str
+    first: int
+    last: int
+    resume: int
+    refusals: int
+    reason: str
+    failed_at: datetime
 
 
 @attrs.frozen
@@ -216,6 +290,56 @@ class RangeStore:
         with self.pool.connection() as conn:
             return conn.execute(_RELEASE, args).rowcount == 1
 
+    def refuse(
+        self, node_id: int, range_id: int, epoch: int, reason: str, limit: int
+    ) -> Refusal | None:
+        """Count a refusal of the holder's work on the range; park it at `limit` in a row.
+
+        Args:
+            node_id, range_id, epoch: the call refused (only the holder's count).
+            reason: the refusal's answer (kept on the range).
+            limit: the refusals in a row that park the range (state 'failed').
+
+        Returns:
+            The count and whether the range is parked now; None when the node
+            does not hold the range with that epoch (nothing is counted).
+        """
+        args = {"node": node_id, "range": range_id, "epoch": epoch, "reason": reason}
+        with self.pool.connection() as conn:
+            row = conn.execute(_REFUSE, {**args, "limit": limit}).fetchone()
+        return None if row is None else Refusal(int(row[0]), bool(row[1]))
+
+    def parked(self) -> list[ParkedRange]:
+        """The parked ranges (state 'failed'), by id."""
+        with self.pool.connection() as conn:
+            return [ParkedRange(*row) for row in conn.execute(_PARKED).fetchall()]
+
+    def retry(self, range_ids: Sequence[int] | None) -> list[int]:
+        """Plan parked ranges again (refusals back to 0), from their resume points.
+
+        Args:
+            range_ids: the ranges to put back; None for every parked range.
+
+        Returns:
+            The ids put back, in order.
+
+        Raises:
+            NotParked: a range named does not exist or is not parked (then
+                none is put back).
+        """
+        args = {"all": range_ids is None, "ids": list(range_ids or ())}
+        with self.pool.connection() as conn, conn.transaction():
+            rows = conn.execute(_RETRY, args).fetchall()
+            back = sorted(int(row[0]) for row in rows)
+            missing = sorted(set(range_ids or ()) - set(back))
+            if missing:
+                found = conn.execute(_STATE_OF, (missing,)).fetchall()
+                states = {int(str(i)): str(state) for i, state in found}
+                raise NotParked(_not_parked(missing, states))
+            for group_id in sorted({int(row[1]) for row in rows}):
+                conn.execute(_NOTIFY_PLANNED, (PLANNED_CHANNEL, str(group_id)))
+        return back
+
     def held(self, node_id: int, range_id: int) -> Lease | None:
         """The lease if this node holds the range now."""
         with self.pool.connection() as conn:
@@ -236,13 +360,21 @@ class RangeStore:
         return lowest
 
     def progress(self) -> Progress:
-        """How many ranges are planned in all, and how many are not done."""
+        """How many ranges are planned in all, left to index, and parked."""
         with self.pool.connection() as conn:
             row = conn.execute(_PROGRESS).fetchone()
         assert row is not None
-        return Progress(planned=int(row[1]), not_done=int(row[0]))
+        return Progress(planned=int(row[1]), not_done=int(row[0]), parked=int(row[2]))
 
     def all_done(self) -> bool:
-        """Whether ranges are planned and every one of them is done."""
+        """Whether ranges are planned and none is left to index: each is done or parked
+        (a parked range waits for an operator, so waiting for it would never end)."""
         progress = self.progress()
         return progress.planned > 0 and progress.not_done == 0
+
+
+def _not_parked(missing: Sequence[int], states: dict[int, str]) -> str:
+    said = [
+        f"range {i} is {states[i]}" if i in states else f"there is no range {i}" for i in missing
+    ]
+    return "; ".join(said) + " (only a failed range is retried; none was)"

@@ -29,8 +29,8 @@ _ADD_NEW = _ADD + " ON CONFLICT (group_id, first_article) DO NOTHING"
 LANDED_CHANNEL = "uidx_spool_landed"
 LISTEN_LANDED = f"LISTEN {LANDED_CHANNEL}"
 _NOTIFY_LANDED = "SELECT pg_notify(%s, %s)"
-# Ranges not done that still miss part of [resume, last]: leased ones first
-# (an edge waits for them), then in plan order.
+# Ranges to index (neither done nor parked) that still miss part of [resume,
+# last]: leased ones first (an edge waits for them), then in plan order.
 _WANTED = """
     SELECT r.id, r.group_id, g.name, r.first_article, r.last_article, r.resume,
            r.state = 'leased' AND r.deadline >= now() AS leased
@@ -42,7 +42,7 @@ _WANTED = """
         WHERE s.group_id = r.group_id
           AND s.last_article >= r.resume AND s.first_article <= r.last_article
     ) covered
-    WHERE r.state <> 'done' AND r.resume <= r.last_article AND g.enabled
+    WHERE r.state IN ('planned', 'leased') AND r.resume <= r.last_article AND g.enabled
       AND covered.have < r.last_article - r.resume + 1
     -- Leased ranges first (an edge waits), then the live head, then in plan order.
     ORDER BY leased DESC, (r.kind <> 'live'), r.planned_at, r.id

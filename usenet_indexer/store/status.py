@@ -1,8 +1,8 @@
 """What `uidx status` shows, read from the stores: one `Status` value.
 
-The groups, ranges, nodes, servers and spool come from their own stores (their
-SQL stays there); this module holds the one query of its own, the throughput
-of the batches stored lately.
+The groups, ranges (and the parked ones, with why), nodes, servers and spool
+come from their own stores (their SQL stays there); this module holds the
+one query of its own, the throughput of the batches stored lately.
 
 Throughput is measured over the time the work took, not over the lookback:
 among the batches stored in the last `LOOKBACK_SECONDS`, from the first one's
@@ -21,7 +21,7 @@ from psycopg_pool import ConnectionPool
 from usenet_indexer.store.groups import GroupRow, GroupStore
 from usenet_indexer.store.nodes import NodeRow, NodeStore
 from usenet_indexer.store.probes import ProbeCount, ProbeStore
-from usenet_indexer.store.ranges import RangeStateRow, RangeStore
+from usenet_indexer.store.ranges import ParkedRange, RangeStateRow, RangeStore
 from usenet_indexer.store.servers import ServerReport, ServerStore
 from usenet_indexer.store.spool import SpoolIndex
 
@@ -109,6 +109,7 @@ class Status:
     servers: tuple[ServerReport, ...]
     spool: SpoolSize
     probes: tuple[ProbeCount, ...] = ()
+    parked: tuple[ParkedRange, ...] = ()  # ranges parked as failed, with why
 
     @property
     def taken_at(self) -> datetime:
@@ -176,4 +177,5 @@ class StatusStore:
             servers=tuple(ServerStore(self.pool).list()),
             spool=SpoolSize(*SpoolIndex(self.pool).size()),
             probes=tuple(ProbeStore(self.pool).counts()),
+            parked=tuple(RangeStore(self.pool).parked()),
         )

@@ -2,13 +2,13 @@
 
 The page is server-rendered (Jinja2, autoescaped; no script) and refreshes
 itself: groups (high water mark, indexed to, lag, progress, backfill),
-ranges by state with progress bars, nodes, the prefetcher's servers and the
-spool, the batch rate, and the newest releases or those matching the search
-box, with NZB links that carry the API key the page was opened with (a key
-that is not a user's is not carried). Where there is nothing yet it says
-so. /metrics is Prometheus' text format (prometheus_client, a registry of
-the app's own, never the process-global one), read from the database on
-each scrape.
+ranges by state with progress bars, the ranges parked as failed and why,
+nodes, the prefetcher's servers and the spool, the batch rate, and the
+newest releases or those matching the search box, with NZB links that carry
+the API key the page was opened with (a key that is not a user's is not
+carried). Where there is nothing yet it says so. /metrics is Prometheus'
+text format (prometheus_client, a registry of the app's own, never the
+process-global one), read from the database on each scrape.
 """
 
 from __future__ import annotations
@@ -145,6 +145,18 @@ class StatusPage:
                 }
                 for r in snapshot.ranges
             ],
+            parked=[
+                {
+                    "id": p.range_id,
+                    "group": p.group,
+                    "span": f"{p.first}..{p.last}",
+                    "resume": p.resume,
+                    "refusals": p.refusals,
+                    "reason": p.reason,
+                    "failed_at": p.failed_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
+                }
+                for p in snapshot.parked
+            ],
             nodes=[
                 {
                     "name": row.name,
@@ -191,6 +203,11 @@ class _StoreCollector(Collector):
         for row in snapshot.ranges:
             ranges.add_metric([row.group, row.state], row.ranges)
         yield ranges
+        yield GaugeMetricFamily(
+            "uidx_ranges_parked",
+            "Ranges parked as failed after refusals in a row (uidx ranges retry).",
+            value=len(snapshot.parked),
+        )
         lag = GaugeMetricFamily(
             "uidx_group_lag_articles", "Articles above what is indexed.", labels=["group"]
         )
