@@ -11,11 +11,12 @@ LEASE_WAIT_SECONDS for a range to be planned, so a new range (the live
 head) is leased a moment after its plan. A stop cuts the call short at
 once (the connection closes, and the coordinator leases nothing to a node
 that went away, or gives back what it leased just then); a lease answered
-just before the stop is given back here, shielded and time-limited. A 204 after such a wait means
-nothing came: the worker asks again at once. A 204 at once (an older
-coordinator) or a failed call: it waits `idle_seconds` (cut short by a
-stop) first; with `ranges` set it asks without waiting and ends instead, so a script's
-`uidx edge --ranges N` returns when the work is done. A failed range is
+just before the stop is given back here, shielded and time-limited. A 204
+after such a wait means nothing came: the worker asks again at once. A 204
+at once (an older coordinator) or a failed call: it waits `idle_seconds`
+(cut short by a stop) first; with `ranges` set it asks without waiting and
+ends instead, so a script's `uidx edge --ranges N` returns when the work is
+done. A failed range is
 followed by the same wait, so a range that fails every time (a corrupt
 chunk, a coordinator bug) is not retried in a tight loop.
 """
