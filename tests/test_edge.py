@@ -12,10 +12,13 @@ import gzip
 import itertools
 import logging
 import os
+import signal
 import ssl
 import sys
+import time
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -67,6 +70,7 @@ from usenet_indexer.edge.range_runner import Outcome, RangeRunner
 from usenet_indexer.edge.worker import EdgeTotals
 from usenet_indexer.errors import ConfigError, RemoteProtocolError
 from usenet_indexer.store.groups import GroupStore
+from usenet_indexer.store.ranges import Lease, RangeStore
 from usenet_indexer.store.spool import SpoolChunk
 from usenet_indexer.synth.generator import GeneratorConfig, generate
 from usenet_indexer.testing.logcheck import record_problems
@@ -95,6 +99,9 @@ FAST_STREAM = StreamTiming(keepalive_seconds=0.01, poll_seconds=0.005)
 FAST_RETRY = RetryPolicy(base_seconds=0.001, cap_seconds=0.004)
 LINES_PER_CHUNK = 2_000
 TTL = 900.0
+# An edge told to stop while it waits for a lease is gone within this (a user-visible
+# bound: the supervisor's SIGKILL comes at 30 s, a lease call waits up to 30 s).
+STOP_SECONDS = 2.0
 
 
 # --- the data: generated lines, cut into spool chunks as a prefetcher would -----
@@ -238,6 +245,63 @@ async def coordinator(
     caplog: pytest.LogCaptureFixture,
 ) -> AsyncIterator[Coordinator]:
     """A coordinator whose log must hold no ERROR line and no 5xx answer when the test ends."""
+    async with _serving(nursery, settings, stores, pool, caplog) as served:
+        yield served
+
+
+@attrs.define(eq=False)
+class GatedRanges(RangeStore):
+    """The coordinator's range store, telling the test when a lease call has looked for
+    a range and when a range was given back; with a `gate`, a lease waits for it first
+    (in its worker thread: the coordinator's call is in its database hop meanwhile)."""
+
+    asked: trio.Event = attrs.field(factory=trio.Event)
+    looked: trio.Event = attrs.field(factory=trio.Event)
+    released: trio.Event = attrs.field(factory=trio.Event)
+    gate: trio.Event | None = None
+
+    def lease(self, node_id: int, ttl_seconds: float) -> Lease | None:
+        trio.from_thread.run_sync(self.asked.set)
+        if self.gate is not None:
+            trio.from_thread.run(self.gate.wait)
+        lease = super().lease(node_id, ttl_seconds)
+        trio.from_thread.run_sync(self.looked.set)
+        return lease
+
+    def release(self, node_id: int, range_id: int, epoch: int) -> bool:
+        given = super().release(node_id, range_id, epoch)
+        trio.from_thread.run_sync(self.released.set)
+        return given
+
+
+@pytest.fixture
+def gated_ranges(pool: ConnectionPool) -> GatedRanges:
+    return GatedRanges(pool)
+
+
+@pytest.fixture
+async def gated_coordinator(
+    nursery: trio.Nursery,
+    settings: Settings,
+    stores: Stores,
+    pool: ConnectionPool,
+    caplog: pytest.LogCaptureFixture,
+    gated_ranges: GatedRanges,
+) -> AsyncIterator[Coordinator]:
+    """`coordinator`, its range store `gated_ranges`."""
+    gated = attrs.evolve(stores, ranges=gated_ranges)
+    async with _serving(nursery, settings, gated, pool, caplog) as served:
+        yield served
+
+
+@asynccontextmanager
+async def _serving(
+    nursery: trio.Nursery,
+    settings: Settings,
+    stores: Stores,
+    pool: ConnectionPool,
+    caplog: pytest.LogCaptureFixture,
+) -> AsyncIterator[Coordinator]:
     options = attrs.evolve(nodeapi.ApiOptions.from_settings(settings), stream=FAST_STREAM)
     with trio.fail_after(DEADLINE_SECONDS):
         host, port = await nursery.start(partial(serve, settings, stores, options=options))
@@ -502,6 +566,89 @@ async def test_a_cancelled_worker_still_gives_its_range_back(
     assert coordinator.row("SELECT count(*) FROM batches") == (0,)
 
 
+# --- stopping while a lease call waits -------------------------------------------
+
+
+def edge_env(coordinator: Coordinator, home: Path, token: str) -> dict[str, str]:
+    """The environment of a `uidx edge` process of this coordinator (no supervisor)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("UIDX_")}
+    env.update(UIDX_HOME=str(home), COORDINATOR_URL=coordinator.url, NODE_TOKEN=token)
+    env.pop("NOTIFY_SOCKET", None)
+    return env
+
+
+@pytest.mark.trio
+async def test_sigterm_during_a_lease_wait_stops_the_edge_within_2_s(
+    gated_coordinator: Coordinator, gated_ranges: GatedRanges, tmp_path: Path
+) -> None:
+    """An idle `uidx edge` is in a lease call the coordinator holds for up to 30 s:
+    SIGTERM cuts it short, and the process is gone well before the supervisor's SIGKILL."""
+    token = gated_coordinator.stores.nodes.create("edge-1")
+    log = tmp_path / "edge.log"
+    with trio.fail_after(DEADLINE_SECONDS), log.open("wb") as stderr:
+        process = await trio.lowlevel.open_process(
+            [sys.executable, "-m", "usenet_indexer", "edge", "--processes", "1"],
+            env=edge_env(gated_coordinator, tmp_path / "edge-home", token),
+            stderr=stderr,
+        )
+        try:
+            # The coordinator found nothing to lease: the call now waits for work.
+            await gated_ranges.looked.wait()
+            process.send_signal(signal.SIGTERM)
+            signalled = time.monotonic()
+            await process.wait()
+            elapsed = time.monotonic() - signalled
+        finally:
+            process.kill()
+            await process.wait()
+    said = log.read_text()
+    assert process.returncode == 0, said
+    assert elapsed < STOP_SECONDS, f"{elapsed:.1f} s\n{said}"
+    assert "edge worker done" in said
+
+
+@pytest.mark.trio
+async def test_a_range_leased_as_its_edge_stops_is_given_back_at_once(
+    gated_coordinator: Coordinator,
+    gated_ranges: GatedRanges,
+    settings: Settings,
+) -> None:
+    """The race: the edge stops while the coordinator is leasing it a range. The edge goes
+    at once; the coordinator, its node gone, gives the range back: another node leases it
+    now, not after the lease's TTL."""
+    coordinator = gated_coordinator
+    token = coordinator.stores.nodes.create("edge-1")
+    other = coordinator.stores.nodes.authenticate(coordinator.stores.nodes.create("edge-2"))
+    assert other is not None
+    group_id = coordinator.add_group("alt.binaries.race")
+    gate = gated_ranges.gate = trio.Event()
+    stop = trio.Event()
+    results: list[EdgeTotals] = []
+
+    with trio.fail_after(DEADLINE_SECONDS):
+        async with trio.open_nursery() as nursery:
+            run = partial(run_edge, settings, coordinator.options(token), results, stop=stop)
+            nursery.start_soon(run)
+            # The lease call is in its database hop, held at the gate; a range is planned
+            # meanwhile, which that hop will lease to the edge once let through.
+            await gated_ranges.asked.wait()
+            range_id = await trio.to_thread.run_sync(coordinator.plan, group_id, 1, 1000)
+            stop.set()
+        # The edge is gone without waiting for its answer.
+        assert results == [EdgeTotals()]
+        # Once the coordinator has taken in that the edge's connection closed (every
+        # task idle), the held hop leases the range to the node that went away.
+        await trio.testing.wait_all_tasks_blocked()
+        gate.set()
+        await gated_ranges.released.wait()
+
+    state = coordinator.row(f"SELECT state, holder, epoch FROM ranges WHERE id = {range_id}")
+    assert state == ("planned", None, 1)
+    takeover = RangeStore(coordinator.pool).lease(other, TTL)
+    assert takeover is not None
+    assert (takeover.range_id, takeover.epoch) == (range_id, 2)
+
+
 # --- faults a real coordinator does not produce on demand: a fake -------------------
 
 
@@ -519,6 +666,7 @@ class FakeCoordinator:
     batch_statuses: list[int] = attrs.field(factory=list)
     beats_before_end: int = 0
     trailer: bytes = b""  # bytes after the frames (not a frame: a broken stream)
+    on_lease: Callable[[], object] | None = None  # called as the lease is answered
     calls: list[str] = attrs.field(factory=list)
     stored: list[Any] = attrs.field(factory=list)
     tokens: list[str] = attrs.field(factory=list)
@@ -558,6 +706,8 @@ class FakeCoordinator:
                 "epoch": 1,
             }
             rules = [rule.to_wire() for rule in DEFAULT_RULES]
+            if self.on_lease is not None:
+                self.on_lease()
             return 200, httpx.Response(200, json={"range": lease, "rules": rules}).content
         if action == "stream":
             if self.beats_before_end:
@@ -677,6 +827,23 @@ async def test_heartbeats_keep_a_lease_that_is_long_between_batches(settings: Se
     # A heartbeat may still go out between the last post and the finish (the
     # clock is real here, its beat 5 ms): what ends the range is post, finish.
     assert [call for call in fake.calls if call != "heartbeat"][-2:] == ["batches", "finish"]
+
+
+@pytest.mark.trio
+async def test_a_lease_answered_as_the_worker_stops_is_given_back(settings: Settings) -> None:
+    """The stop comes as the lease is answered: the worker leases no more, and gives the
+    range back at once (shielded) rather than leave it leased until its deadline."""
+    stop = trio.Event()
+    fake = FakeCoordinator([], on_lease=stop.set)
+    with trio.fail_after(DEADLINE_SECONDS):
+        totals = await worker.run(
+            settings,
+            options=fake_options(ranges=None),
+            stop=stop,
+            transport=httpx.ASGITransport(app=fake),
+        )
+    assert totals == EdgeTotals()
+    assert fake.calls == ["lease", "release"]
 
 
 @pytest.mark.trio

@@ -8,7 +8,8 @@ ranges, or as soon as there is nothing to do.
 
 SIGTERM or SIGINT: the current chunk is indexed, what is indexed is posted
 and the range is given back (the next worker resumes from the last stored
-batch). A second signal stops at once, still giving the range back.
+batch); an edge waiting for work stops at once. A second signal stops at
+once, still giving the range back.
 
 --processes N (0 = one per core; default: the processes setting) runs N
 worker processes under the supervisor, which restarts a crashed worker,

@@ -8,11 +8,15 @@ range_runner's "The tail").
 
 Running for good, a lease call asks the coordinator to hold it up to
 LEASE_WAIT_SECONDS for a range to be planned, so a new range (the live
-head) is leased a moment after its plan. A 204 after such a wait means
-nothing came: the worker asks again at once. A 204 at once (an older
-coordinator) or a failed call: it waits `idle_seconds` (cut short by a
-stop) first; with `ranges` set it asks without waiting and ends instead, so a script's
-`uidx edge --ranges N` returns when the work is done. A failed range is
+head) is leased a moment after its plan. A stop cuts the call short at
+once (the connection closes, and the coordinator leases nothing to a node
+that went away, or gives back what it leased just then); a lease answered
+just before the stop is given back here, shielded and time-limited. A 204
+after such a wait means nothing came: the worker asks again at once. A 204
+at once (an older coordinator) or a failed call: it waits `idle_seconds`
+(cut short by a stop) first; with `ranges` set it asks without waiting and
+ends instead, so a script's `uidx edge --ranges N` returns when the work is
+done. A failed range is
 followed by the same wait, so a range that fails every time (a corrupt
 chunk, a coordinator bug) is not retried in a tight loop.
 """
@@ -139,7 +143,11 @@ async def _lease_loop(
     leased = 0
     while not stop.is_set() and (options.ranges is None or leased < options.ranges):
         asked = trio.current_time()
-        lease = await _lease(client, options)
+        lease = await _lease_unless_stopped(client, options, stop)
+        if stop.is_set():
+            if lease is not None:
+                await _give_back(client, lease, options)
+            break
         if lease is None:
             if options.ranges is not None:
                 break
@@ -155,6 +163,39 @@ async def _lease_loop(
         previous = runner.indexed
         if runner.report is not None and runner.report.outcome is Outcome.FAILED:
             await _idle(stop, options.idle_seconds)
+
+
+async def _lease_unless_stopped(
+    client: NodeClient, options: EdgeOptions, stop: trio.Event
+) -> EdgeLease | None:
+    """A lease (as `_lease`), the call cut short by a stop: then None, or the lease
+    answered just before it (the caller gives that back)."""
+    lease: EdgeLease | None = None
+    with trio.CancelScope() as call:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_cancel_when_set, stop, call)
+            lease = await _lease(client, options)
+            nursery.cancel_scope.cancel()
+    return lease
+
+
+async def _cancel_when_set(event: trio.Event, scope: trio.CancelScope) -> None:
+    await event.wait()
+    scope.cancel()
+
+
+async def _give_back(client: NodeClient, lease: EdgeLease, options: EdgeOptions) -> None:
+    """Give back a range leased just as the worker was told to stop (shielded, time-limited)."""
+    with trio.move_on_after(options.give_back_seconds, shield=True):
+        try:
+            await client.release(lease)
+        except NodeApiError as error:
+            # Lost meanwhile, or the coordinator is away: the lease expires by itself.
+            logger.warning(
+                "%s: leased as the worker stopped; could not give it back: %s", lease, error
+            )
+            return
+        logger.info("%s: leased as the worker stopped; given back", lease)
 
 
 async def _lease(client: NodeClient, options: EdgeOptions) -> EdgeLease | None:

@@ -73,6 +73,9 @@ PREFIX: Final = "/api/v1/node/"
 # not announced).
 LEASE_WAIT_MAX_SECONDS: Final = 30.0
 LEASE_RECHECK_SECONDS: Final = 2.0
+# Giving back a range leased to a node that went away before its answer: one
+# small UPDATE; past this the lease expires by itself.
+GIVE_BACK_SECONDS: Final = 10.0
 
 # Range ids and epochs are PostgreSQL bigints; a larger number is none of ours.
 MAX_BIGINT: Final = 2**63 - 1
@@ -307,7 +310,7 @@ class NodeApi:
         exchange.caller = f"node {node_id}"
         if found.range_id is None:
             await self._read_body(exchange, CONTROL_BODY_BYTES)  # none expected
-            return await self._lease(node_id, _lease_wait(exchange.query))
+            return await self._lease(node_id, _lease_wait(exchange.query), exchange.body)
         if found.action is Action.STREAM:
             await self._stream(node_id, found.range_id, exchange.body, send)
             return None
@@ -329,19 +332,32 @@ class NodeApi:
             raise Refused(Response.error(401, "unknown or revoked token", headers=_INVALID))
         return node_id
 
-    async def _lease(self, node_id: int, wait_seconds: float) -> Response:
-        """A lease; with nothing to lease, wait up to `wait_seconds` for a range to be
-        planned (or given back, or its lease to expire: looked at every few seconds)."""
-        ttl = self.options.lease_ttl_seconds
-        deadline = trio.current_time() + wait_seconds
-        while True:
-            mark = self.landings.planned_mark()
-            lease = await self._run(self.stores.ranges.lease, node_id, ttl)
-            left = deadline - trio.current_time()
-            if lease is not None or left <= 0 or self._stopping:
-                break
-            with trio.move_on_after(min(left, LEASE_RECHECK_SECONDS)):
-                await self.landings.wait_planned(mark)
+    async def _lease(
+        self, node_id: int, wait_seconds: float, receive: ASGIReceiveCallable
+    ) -> Response | None:
+        """A lease, 204 for none, or None (nothing to answer) when the node went away.
+
+        A node that goes away while its call waits (an edge told to stop) stops
+        the wait: nothing is leased to it. A range leased to it just as it
+        went away is given back at once, not left leased until its deadline.
+        """
+        lease: Lease | None = None
+        gone = True  # until the call ends with the node still there to answer
+        try:
+            with trio.CancelScope() as call:
+                async with trio.open_nursery() as nursery:
+                    # As for streams: only `receive` tells that the node went away.
+                    nursery.start_soon(_cancel_on_disconnect, receive, call)
+                    lease = await self._wait_for_lease(node_id, wait_seconds)
+                    nursery.cancel_scope.cancel()
+            gone = call.cancel_called
+        finally:
+            if gone and lease is not None:
+                await self._give_back_unanswered(node_id, lease)
+        if gone:
+            if lease is None:
+                logger.info("node %d: went away during its lease call", node_id)
+            return None
         if lease is None:
             logger.debug("node %d: nothing to lease", node_id)
             return Response(204)
@@ -352,6 +368,39 @@ class NodeApi:
         )
         rules = [rule.to_wire() for rule in DEFAULT_RULES]
         return Response.json(200, {"range": lease.to_json(), "rules": rules})
+
+    async def _wait_for_lease(self, node_id: int, wait_seconds: float) -> Lease | None:
+        """A lease; with nothing to lease, wait up to `wait_seconds` for a range to be
+        planned (or given back, or its lease to expire: looked at every few seconds)."""
+        ttl = self.options.lease_ttl_seconds
+        deadline = trio.current_time() + wait_seconds
+        while True:
+            mark = self.landings.planned_mark()
+            # Shielded: a lease made in the database is never dropped by a
+            # cancellation on its way back (the caller gives it back instead).
+            with trio.CancelScope(shield=True):
+                lease = await self._run(self.stores.ranges.lease, node_id, ttl)
+            left = deadline - trio.current_time()
+            if lease is not None or left <= 0 or self._stopping:
+                return lease
+            with trio.move_on_after(min(left, LEASE_RECHECK_SECONDS)):
+                await self.landings.wait_planned(mark)
+
+    async def _give_back_unanswered(self, node_id: int, lease: Lease) -> None:
+        # The node went away (or the server stops) as the range was leased to
+        # it, before the answer: the range is planned again now, for the next
+        # lease call, instead of staying leased to nobody until its deadline.
+        with trio.move_on_after(GIVE_BACK_SECONDS, shield=True):
+            given = await self._run(
+                self.stores.ranges.release, node_id, lease.range_id, lease.epoch
+            )
+            if given:
+                self.landings.planned()
+            logger.info(
+                "node %d went away (or the server stops) as range %d epoch %d was leased to it: %s",
+                *(node_id, lease.range_id, lease.epoch),
+                "given back" if given else "not given back (lost meanwhile)",
+            )
 
     async def _batch(self, node_id: int, range_id: int, exchange: Exchange) -> Response:
         body = await self._read_body(exchange, self.options.max_body_bytes)
