@@ -17,6 +17,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg.pq import TransactionStatus
 
 from usenet_indexer.coordinator.catalog_build import Built, CatalogBuild
 from usenet_indexer.coordinator.stores import Stores
@@ -235,3 +236,16 @@ def test_the_keys_a_batch_marks_are_pending_until_a_build_takes_them(stores: Sto
     assert len(stores.catalog.pending()) == marked[0] > 0
     stores.build.drain(quiet_seconds=HOUR)
     assert not stores.catalog.pending()
+
+
+def test_a_builders_shard_locks_hold_no_transaction_open(stores: Stores) -> None:
+    # A transaction left open on the lock's connection while the build works on
+    # others is ended by idle_in_transaction_session_timeout, and the lock with it
+    # (a 10M run's long build lost its lock so, and the coordinator its worker).
+    with stores.catalog.shards() as locks:
+        assert locks.try_lock([1, 2]) == {1, 2}
+        assert locks._conn.info.transaction_status == TransactionStatus.IDLE
+        with stores.catalog.shards() as other:
+            assert other.try_lock([2, 3]) == {3}
+    with stores.catalog.shards() as again:
+        assert again.try_lock([1, 2, 3]) == {1, 2, 3}

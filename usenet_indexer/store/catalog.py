@@ -577,11 +577,16 @@ class CatalogTable:
         """The build's shard locks, on a connection held for the build (every lock it
         took is given up at the end; a builder that dies gives them up with it)."""
         with self.pool.connection() as conn:
+            # Autocommit: session locks need no transaction, and one left open
+            # while the build works on other connections would be ended by the
+            # idle-in-transaction timeout (a long build lost its lock so).
+            conn.autocommit = True
             locks = ShardLocks(conn)
             try:
                 yield locks
             finally:
                 locks.unlock()
+                conn.autocommit = False
 
     def pending(self) -> dict[bytes, int]:
         """The keys batches touched since the last build, with their seq."""
