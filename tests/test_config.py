@@ -11,6 +11,8 @@ from usenet_indexer.cli import main
 from usenet_indexer.config import Settings, default, load
 from usenet_indexer.edge.options import EdgeOptions
 from usenet_indexer.errors import ConfigError
+from usenet_indexer.nntp.client import DEFAULT_TIMEOUT_SECONDS
+from usenet_indexer.prefetch.options import PrefetchOptions
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "systemd" / "uidx.toml.example"
 
@@ -93,3 +95,15 @@ def test_defaults_are_written_once_and_read_by_the_commands(
         with pytest.raises(SystemExit):
             main([command, "--help"])
         assert str(settings.batch_articles) in " ".join(capsys.readouterr().out.split())
+
+
+def test_options_built_without_settings_are_the_default_settings_options(tmp_path: Path) -> None:
+    """Each role's options at their defaults are those of the default settings (issue 25)."""
+    settings = Settings(home=tmp_path)
+    assert PrefetchOptions(tmp_path / "spool") == PrefetchOptions.from_settings(settings)
+    assert PrefetchOptions(tmp_path).budget_bytes == 20 << 30
+    edge = attrs.evolve(settings, coordinator_url="http://c", node_token="t")
+    assert EdgeOptions(coordinator_url="http://c", node_token="t") == EdgeOptions.from_settings(
+        edge
+    )
+    assert settings.nntp_timeout_seconds == DEFAULT_TIMEOUT_SECONDS

@@ -21,6 +21,7 @@ from process_logs import log_until
 from psycopg_pool import ConnectionPool
 
 from usenet_indexer.cli import main
+from usenet_indexer.config import default
 from usenet_indexer.core.retry import RetryPolicy
 from usenet_indexer.nntp.client import StreamFactory
 from usenet_indexer.prefetch.daemon import Prefetcher
@@ -579,3 +580,27 @@ async def test_connections_asking_at_once_share_one_read_of_the_work_list(
         (1, 15_000),
         (15_001, 30_000),
     ]
+
+
+@attrs.define(eq=False)
+class _FullSpool(SpoolIndex):
+    """A spool index that says the spool holds the default budget's bytes."""
+
+    def size(self) -> tuple[int, int, int]:
+        return 1, default("spool_budget_bytes"), 1
+
+
+@pytest.mark.trio
+async def test_options_at_their_defaults_keep_to_the_spool_budget(
+    pool: ConnectionPool, tmp_path: Path
+) -> None:
+    """Options built without a budget have the setting's (20 GiB), not 0 = no limit."""
+    group_id = GroupStore(pool).add("alt.binaries.full")
+    RangeStore(pool).plan(group_id, 1, 30_000, 30_000)
+    spool = _FullSpool(pool)
+    unlimited = SharedWork(spool, PrefetchOptions(tmp_path / "spool", budget_bytes=0), servers=1)
+    at_defaults = SharedWork(spool, PrefetchOptions(tmp_path / "spool"), servers=1)
+    with trio.fail_after(DEADLINE_SECONDS):
+        assert await unlimited.take(0) is not None
+        # Over budget only leased ranges are fetched, and this one is not leased.
+        assert await at_defaults.take(0) is None

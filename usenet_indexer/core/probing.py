@@ -83,7 +83,8 @@ def examine(body: bytes, file_name: str, release: str, *, max_bytes: int = 4 << 
         body: the article body (lines joined with CRLF, dot-unstuffed).
         file_name: the file whose segment it is, as the subject names it.
         release: the release's name now (to tell renamed from already named).
-        max_bytes: the most decoded data read.
+        max_bytes: the most decoded data read (a cap, not a setting: the same
+            number as probe_max_body_bytes' default, which caps the encoded body).
     """
     try:
         part = decode_body(body, max_bytes=max_bytes)

@@ -187,6 +187,7 @@ NFO_SUFFIX = re.compile(r"\.nfo$", re.IGNORECASE)
 
 # Largest file counter M and segment counter N taken as real; above that the
 # counter is forged (a 50 GB file in 100 kB segments has 500k segments).
+# Caps, not settings (MAX_SEGMENTS is batch_articles' default number by chance).
 MAX_FILES = 99_999
 MAX_SEGMENTS = 500_000
 

@@ -12,6 +12,8 @@ from usenet_indexer.errors import ConfigError
 
 # A spool chunk holds some 10k-100k overview lines (a few MB compressed); a
 # frame announcing more than this is refused before its payload is buffered.
+# A cap, not a setting (the same number as max_body_bytes' default, not that
+# setting: that one caps a batch body the coordinator reads).
 MAX_CHUNK_PAYLOAD_BYTES: Final = 256 << 20
 
 # And inflated: ~314 B per line makes 100k lines ~31 MB. The cap only stops
@@ -62,7 +64,9 @@ class EdgeOptions:
     ranges: int | None = attrs.field(default=None, validator=_positive_or_none)
     batch_articles: int = attrs.field(default=default("batch_articles"), validator=_positive)
     idle_seconds: float = attrs.field(default=default("idle_seconds"), validator=_positive)
-    heartbeat_seconds: float = attrs.field(default=300.0, validator=_positive)
+    heartbeat_seconds: float = attrs.field(
+        default=default("lease_ttl_seconds") / HEARTBEATS_PER_TTL, validator=_positive
+    )
     retry: RetryPolicy = attrs.field(factory=RetryPolicy)
     give_back_seconds: float = attrs.field(default=GIVE_BACK_SECONDS, validator=_positive)
     max_payload_bytes: int = attrs.field(default=MAX_CHUNK_PAYLOAD_BYTES, validator=_positive)

@@ -46,6 +46,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import attrs
 import trio
 
+from usenet_indexer.config import default
 from usenet_indexer.errors import ConfigError
 from usenet_indexer.nntp import protocol as p
 from usenet_indexer.nntp.errors import (
@@ -64,7 +65,8 @@ from usenet_indexer.nntp.replies import GroupStatus, ServerCapabilities, parse_d
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_TIMEOUT_SECONDS: Final = 60.0
+# The nntp_timeout_seconds setting's default (written once, in config.py).
+DEFAULT_TIMEOUT_SECONDS: Final[float] = default("nntp_timeout_seconds")
 # Bytes asked of the socket per read, and the most one inflate step may give.
 READ_BYTES: Final = 256 * 1024
 # A par2 or nfo probe reads one segment (~750 KB of yEnc); 16 MiB refuses absurd bodies.

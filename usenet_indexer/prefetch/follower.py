@@ -37,6 +37,7 @@ import attrs
 import psycopg
 import trio
 
+from usenet_indexer.config import default
 from usenet_indexer.core.follow import Decision, GroupView, follow
 from usenet_indexer.errors import RemoteProtocolError
 from usenet_indexer.nntp.carrier import Carrier, carrying
@@ -64,10 +65,10 @@ class FollowOptions:
         backfill_ahead: backfill ranges waiting before the next slice is planned.
     """
 
-    poll_seconds: float = 60.0
-    margin_articles: int = 0
-    range_articles: int = 5_000_000
-    backfill_ahead: int = 2
+    poll_seconds: float = default("live_poll_seconds")
+    margin_articles: int = default("live_margin_articles")
+    range_articles: int = default("range_articles")
+    backfill_ahead: int = default("backfill_ranges_ahead")
 
 
 @attrs.define(eq=False)

@@ -6,27 +6,28 @@ from pathlib import Path
 
 import attrs
 
-from usenet_indexer.config import Settings
+from usenet_indexer.config import Settings, default
 from usenet_indexer.core.retry import RetryPolicy
 from usenet_indexer.errors import ConfigError
 from usenet_indexer.prefetch.follower import FollowOptions
 from usenet_indexer.prefetch.prober import ProbeOptions
 
-# How often the servers' figures go to the database, and the sweep runs.
+# How often the servers' figures go to the database, and the sweep runs. Not a
+# setting (the same number as prefetch_poll_seconds' default, not that setting).
 REPORT_SECONDS = 5.0
 
 
 @attrs.frozen
 class PrefetchOptions:
-    """What the prefetcher needs of the settings."""
+    """What the prefetcher needs of the settings; the defaults are the settings' (config.py)."""
 
     spool_dir: Path
-    slice_articles: int = 10_000
-    chunk_articles: int = 50_000
-    poll_seconds: float = 5.0
-    budget_bytes: int = 0
-    ca_file: str | None = None
-    timeout_seconds: float = 60.0
+    slice_articles: int = default("prefetch_slice_articles")
+    chunk_articles: int = default("prefetch_chunk_articles")
+    poll_seconds: float = default("prefetch_poll_seconds")
+    budget_bytes: int = default("spool_budget_bytes")  # 0: no limit
+    ca_file: str | None = default("nntp_ca_file") or None
+    timeout_seconds: float = default("nntp_timeout_seconds")
     # Pauses after failures of a connection in a row: 1, 2, 4 ... 60 s, for ever.
     retry: RetryPolicy = attrs.field(factory=RetryPolicy)
     report_seconds: float = REPORT_SECONDS

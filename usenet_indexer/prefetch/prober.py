@@ -31,6 +31,7 @@ import attrs
 import psycopg
 import trio
 
+from usenet_indexer.config import default
 from usenet_indexer.core.probing import Verdict, examine
 from usenet_indexer.errors import LocalProtocolError, RemoteProtocolError
 from usenet_indexer.nntp.client import NNTPClient, StreamFactory, connect
@@ -54,8 +55,10 @@ class ProbeOptions:
         batch: candidates taken at once.
     """
 
-    share: float = 0.1
-    max_body_bytes: int = 4 << 20
+    share: float = default("probe_share")
+    max_body_bytes: int = default("probe_max_body_bytes")
+    # Not settings: poll_seconds is the same number as prefetch_poll_seconds'
+    # default, but that setting does not reach it.
     poll_seconds: float = 5.0
     lease_seconds: float = 300.0
     retry_seconds: float = 60.0

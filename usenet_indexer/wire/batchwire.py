@@ -147,6 +147,9 @@ class BatchLimits:
 
     The defaults leave room for batches of 8x the default 500k articles;
     a batch is also bounded by the coordinator's `max_inflated_bytes`.
+    These are caps of the codec, not settings: max_fragment_bytes and
+    max_inflated_fragments are the same numbers as the max_body_bytes and
+    max_inflated_bytes settings' defaults, and follow neither.
 
     Attributes:
         max_releases: release chunks per batch.
