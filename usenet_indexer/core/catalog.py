@@ -235,6 +235,8 @@ class Closure:
     _windows_read: set[Window] = attrs.field(factory=set)
     _absent: set[bytes] = attrs.field(factory=set)
     _asked: Wanted = attrs.field(factory=Wanted)
+    _windowed: set[bytes] = attrs.field(factory=set)  # keys whose chain's windows were made
+    _next: dict[bytes, bytes] = attrs.field(factory=dict)  # each stored key's repost key
     rounds: int = 0
 
     @classmethod
@@ -252,7 +254,7 @@ class Closure:
         """What the next round must look up (nothing: the closure is complete)."""
         # Spans first: a key is known to be stored (and so walked, its rows and
         # windows read) only once its span is read.
-        nexts = {repost_key(key) for key in self._walk}
+        nexts = {self._repost(key) for key in self._walk}
         self._walk.clear()
         self._found(nexts)
         if self._unread:
@@ -296,9 +298,19 @@ class Closure:
             self._windows_read.update(wanted.windows)
             self._found(windows)
 
+    def _repost(self, key: bytes) -> bytes:
+        nxt = self._next.get(key)
+        if nxt is None:
+            nxt = self._next[key] = repost_key(key)
+        return nxt
+
     def _windows(self) -> Iterator[Window]:
-        """A window per chain and poster: the chain's span, TOGETHER_SECONDS either side."""
+        """A window per chain and poster: the chain's span, TOGETHER_SECONDS either side
+        (of the chains that gained a key since the last round: the others' are read)."""
         for chain in self._chains():
+            if self._windowed.issuperset(chain):
+                continue
+            self._windowed.update(chain)
             spans = [self.spans[key] for key in chain]
             dated = [s for s in spans if s.posted]
             if not dated:
@@ -312,7 +324,7 @@ class Closure:
 
     def _chains(self) -> list[list[bytes]]:
         """The stored keys as repost chains: each from its first key on."""
-        following = {key: nxt for key in self.keys if (nxt := repost_key(key)) in self.keys}
+        following = {key: nxt for key in self.keys if (nxt := self._repost(key)) in self.keys}
         later = set(following.values())
         chains = []
         for key in sorted(self.keys - later):

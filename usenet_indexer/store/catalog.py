@@ -81,13 +81,13 @@ _WINDOW_HOPE = 0.1
 
 _RELEASES = "SELECT key, head_name, poster, groups, files_announced FROM releases"
 _FRAGMENTS = "SELECT release_key, packed FROM fragments ORDER BY range_id, batch_first"
-_RELEASES_OF = _RELEASES + " WHERE key = ANY(%s)"
+_RELEASES_OF = _RELEASES + " WHERE key = ANY(%b)"
 _FRAGMENTS_OF = (
-    "SELECT release_key, packed FROM fragments WHERE release_key = ANY(%s)"
+    "SELECT release_key, packed FROM fragments WHERE release_key = ANY(%b)"
     " ORDER BY range_id, batch_first"
 )
 _PROBED_OF = (
-    "SELECT release_key FROM probe_candidates WHERE release_key = ANY(%s) AND source = 'batch'"
+    "SELECT release_key FROM probe_candidates WHERE release_key = ANY(%b) AND source = 'batch'"
 )
 _CATALOG_TEMP = """
     CREATE TEMPORARY TABLE catalog_new (LIKE catalog INCLUDING DEFAULTS) ON COMMIT DROP
@@ -130,7 +130,7 @@ _CATALOG_PRUNE_ALL = "DELETE FROM catalog WHERE guid NOT IN (SELECT guid FROM ca
 # (catalog_keys: the rows of a key, by a btree).
 _CATALOG_PRUNE_OF = """
     DELETE FROM catalog
-    WHERE id = ANY(ARRAY(SELECT catalog_id FROM catalog_keys WHERE key = ANY(%s)))
+    WHERE id = ANY(ARRAY(SELECT catalog_id FROM catalog_keys WHERE key = ANY(%b)))
       AND guid NOT IN (SELECT guid FROM catalog_new)
 """
 _SHOW_QUIET = """
@@ -139,20 +139,22 @@ _SHOW_QUIET = """
 """
 _PENDING = "SELECT key, seq FROM catalog_pending"
 _PENDING_DONE = """
-    DELETE FROM catalog_pending p USING unnest(%s::bytea[], %s::bigint[]) AS d(key, seq)
+    DELETE FROM catalog_pending p USING unnest(%b::bytea[], %s::bigint[]) AS d(key, seq)
     WHERE p.key = d.key AND p.seq = d.seq
 """
+# Lists of keys go as binary parameters (%b): psycopg dumps a bytea list in
+# text 70x slower (380 ms against 5.6 ms for 10k keys).
 # What the closure of a build's keys reads (core/catalog.py's Closure), each by
 # an index: release rows by key (releases_pkey), the keys of the catalog rows
 # the keys went into (catalog_keys), the releases of a poster whose span meets
 # a window (releases_span, a GiST of poster and span).
-_SPANS = "SELECT key, poster, posted, latest FROM releases WHERE key = ANY(%s)"
+_SPANS = "SELECT key, poster, posted, latest FROM releases WHERE key = ANY(%b)"
 # The rows' ids as an array (an InitPlan): each row is then fetched by its
 # primary key, where a join of catalog_keys with itself was planned as a hash
 # over the whole table once the keys were a few hundred.
 _ROW_KEYS = """
     SELECT DISTINCT k FROM catalog AS c, unnest(c.sources) AS k
-    WHERE c.id = ANY(ARRAY(SELECT catalog_id FROM catalog_keys WHERE key = ANY(%s)))
+    WHERE c.id = ANY(ARRAY(SELECT catalog_id FROM catalog_keys WHERE key = ANY(%b)))
 """
 _WINDOW_KEYS = """
     SELECT r.key FROM unnest(%s::text[], %s::int8[], %s::int8[]) AS w(poster, low, high)
@@ -161,11 +163,11 @@ _WINDOW_KEYS = """
 """
 _FILL_LATEST = """
     UPDATE releases AS r SET latest = f.latest
-    FROM unnest(%s::bytea[], %s::int8[]) AS f(key, latest)
+    FROM unnest(%b::bytea[], %s::int8[]) AS f(key, latest)
     WHERE r.key = f.key AND r.latest IS NULL
 """
 _CHANGED = "SELECT key, updated_at FROM releases"
-_CHANGED_OF = _CHANGED + " WHERE key = ANY(%s)"
+_CHANGED_OF = _CHANGED + " WHERE key = ANY(%b)"
 # The catalog build is shared out by poster: a key's shard is its release's
 # poster's (a build's closure is its posters' releases, so it stays in its
 # shards), and a builder holds the advisory lock (4, shard) of every shard its
@@ -181,8 +183,8 @@ _PENDING_IN = f"""
     SELECT p.key, p.seq FROM catalog_pending p JOIN releases r USING (key)
     WHERE {_SHARD} = ANY(%s)
 """
-_PENDING_OF = "SELECT key, seq FROM catalog_pending WHERE key = ANY(%s)"
-_SHARDS_OF = f"SELECT DISTINCT {_SHARD} FROM releases r WHERE key = ANY(%s)"
+_PENDING_OF = "SELECT key, seq FROM catalog_pending WHERE key = ANY(%b)"
+_SHARDS_OF = f"SELECT DISTINCT {_SHARD} FROM releases r WHERE key = ANY(%b)"
 _TRY_LOCK = f"SELECT s FROM unnest(%s::int[]) AS s WHERE pg_try_advisory_lock({_LOCK_CLASS}, s)"
 _LOCK_ALL = f"""
     SELECT count(pg_advisory_lock({_LOCK_CLASS}, s))

@@ -70,15 +70,15 @@ _RETRY = """
 _GIVE_BACK = """
     UPDATE probe_candidates
     SET state = 'new', attempts = attempts - 1, deadline = NULL, next_at = now()
-    WHERE (release_key, message_id) IN (SELECT * FROM unnest(%s::bytea[], %s::text[]))
+    WHERE (release_key, message_id) IN (SELECT * FROM unnest(%b::bytea[], %s::text[]))
       AND state = 'probing'
 """
 _ADD_MORE = """
     INSERT INTO probe_candidates (release_key, message_id, file_name, source)
-    SELECT *, 'build' FROM unnest(%s::bytea[], %s::text[], %s::text[])
+    SELECT *, 'build' FROM unnest(%b::bytea[], %s::text[], %s::text[])
     ON CONFLICT DO NOTHING
 """
-_CANDIDATES_OF = "SELECT message_id FROM probe_candidates WHERE release_key = ANY(%s)"
+_CANDIDATES_OF = "SELECT message_id FROM probe_candidates WHERE release_key = ANY(%b)"
 _COUNTS = """
     SELECT state, coalesce(outcome, ''), count(*) FROM probe_candidates
     GROUP BY state, outcome ORDER BY state, outcome
@@ -92,7 +92,7 @@ _FOUND = """
     FROM probe_candidates
     WHERE state = 'done' AND outcome IN ('renamed', 'already_named', 'executable')
 """
-_FOUND_OF = _FOUND + " AND release_key = ANY(%s)"
+_FOUND_OF = _FOUND + " AND release_key = ANY(%b)"
 
 
 class Outcome(enum.Enum):
