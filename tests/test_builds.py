@@ -4,6 +4,7 @@ pending, and the builds recorded by the builder (coordinator/catalog_builder.py)
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 
 import pytest
 from test_catalog_build import batches_of_generated
@@ -15,7 +16,7 @@ from usenet_indexer.store.builds import KEEP_SECONDS, BuildRecord, BuildStore
 HOUR = 3600.0
 
 
-def _pending(stores: Stores) -> dict[bytes, tuple[int, object]]:
+def _pending(stores: Stores) -> dict[bytes, tuple[int, datetime]]:
     with stores.catalog.pool.connection() as conn:
         rows = conn.execute("SELECT key, seq, since FROM catalog_pending").fetchall()
     return {bytes(key): (seq, since) for key, seq, since in rows}
