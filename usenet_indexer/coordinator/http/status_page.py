@@ -237,7 +237,7 @@ def _rate(snapshot: Status) -> str:
     return (
         f"{stored}: {t.headers_per_second:,.0f} headers/s, "
         f"{t.release_chunks_per_second:,.1f} release chunks/s over the "
-        f"{t.window_seconds or 0:,.0f} s they took."
+        f"{t.window_seconds or 0:,.1f} s they took."
     )
 
 
