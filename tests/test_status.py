@@ -10,11 +10,15 @@ from typing import Any
 import pytest
 from nntp_fixtures import NewsServer
 from psycopg_pool import ConnectionPool
+from test_catalog_build import batches_of_generated
 
 from usenet_indexer.cli import main
+from usenet_indexer.coordinator.catalog_builder import build_once
+from usenet_indexer.coordinator.stores import Stores
 from usenet_indexer.core.batch import Batch
 from usenet_indexer.core.indexer import RangeIndexer
 from usenet_indexer.store.batches import BatchStore
+from usenet_indexer.store.builds import BuildStore
 from usenet_indexer.store.groups import GroupStore
 from usenet_indexer.store.nodes import NodeStore
 from usenet_indexer.store.ranges import RangeStore
@@ -133,6 +137,8 @@ def test_one_batch_or_none_gives_no_rate(
     out = capsys.readouterr().out
     assert "  1 batch, " in out
     assert "  no rate: one batch" in out
+    # Read as a person expects: a plural only for more than one, times to the second.
+    assert re.search(r"  edge-1 +1 lease +last seen \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC\n", out)
     throughput = _status_json(capsys)["throughput"]
     assert (throughput["batches"], throughput["window_seconds"]) == (1, None)
     assert throughput["headers_per_second"] is None
@@ -253,3 +259,52 @@ def test_range_figures_are_integers(pool: ConnectionPool) -> None:
     states = RangeStore(pool).states()
     assert [(type(s.articles), type(s.articles_indexed)) for s in states] == [(int, int)]
     assert states[0].articles == 1000
+
+
+@pytest.mark.usefixtures("env")
+def test_status_shows_the_keys_waiting_for_the_catalog_and_the_builds(
+    stores: Stores, capsys: pytest.CaptureFixture[str]
+) -> None:
+    catalog = _status_json(capsys)["catalog"]
+    assert (catalog["pending_keys"], catalog["oldest_pending_seconds"]) == (0, None)
+    assert (catalog["builds"], catalog["last_build"]) == (0, None)
+    assert main(["status"]) == 0
+    out = capsys.readouterr().out
+    assert "  no keys pending\n" in out
+    assert "  0 builds: 0 pending keys taken, 0.00 CPU s\n" in out
+    assert "  no build recorded in the last day\n" in out
+
+    for _ in batches_of_generated(stores, 4_000, 3, every=2_000):
+        pass
+    with stores.catalog.pool.connection() as conn:
+        conn.execute("UPDATE catalog_pending SET since = since - interval '90 seconds'")
+        row = conn.execute("SELECT count(*) FROM catalog_pending").fetchone()
+    assert row is not None
+    pending = int(row[0])
+    assert pending > 1
+    catalog = _status_json(capsys)["catalog"]
+    assert catalog["pending_keys"] == pending
+    assert 90 <= catalog["oldest_pending_seconds"] < 150
+    assert catalog["oldest_pending_since"].endswith("+00:00")
+    assert main(["status"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(rf"  {pending:,} keys pending, the oldest for (9\d|1[0-4]\d) s \(since", out)
+
+    built = build_once(stores.build, BuildStore(stores.catalog.pool), 3600.0)
+    catalog = _status_json(capsys)["catalog"]
+    assert catalog["builds"] == 1
+    assert catalog["builds_pending_keys"] == built.pending > 0
+    last = catalog["last_build"]
+    assert (last["pending_keys"], last["keys_merged"], last["rows_written"]) == (
+        built.pending,
+        built.keys,
+        built.written,
+    )
+    assert last["cpu_seconds"] == pytest.approx(built.cpu_s)
+    assert last["at"].endswith("+00:00")
+    assert last["pid"] > 0
+    assert main(["status"]) == 0
+    out = capsys.readouterr().out
+    assert f"  1 build: {built.pending:,} pending keys taken," in out
+    assert re.search(r"  the last at \d\d:\d\d:\d\d UTC, \d+ s ago:\n", out)
+    assert f"    {built.pending:,} pending keys taken, {built.keys:,} keys merged," in out

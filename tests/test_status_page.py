@@ -6,6 +6,7 @@ Chromium) by tests/test_status_browser.py.
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from functools import partial
 from html.parser import HTMLParser
@@ -13,11 +14,15 @@ from html.parser import HTMLParser
 import httpx
 import pytest
 import trio
+from test_catalog_build import batches_of_generated
 from test_newznab import store_generated
 
 from usenet_indexer.config import Settings
+from usenet_indexer.coordinator.catalog_builder import build_once
 from usenet_indexer.coordinator.server import serve
 from usenet_indexer.coordinator.stores import Stores
+from usenet_indexer.store.builds import BuildStore
+from usenet_indexer.store.status import StatusStore
 
 
 class _Page(HTMLParser):
@@ -31,8 +36,10 @@ class _Page(HTMLParser):
         self.release_rows = 0
         self.release_names: list[str] = []
         self.refresh = ""
+        self.headings: list[str] = []
         self._skip = False
         self._cell = 0
+        self._heading = False
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         found = dict(attrs)
@@ -47,16 +54,22 @@ class _Page(HTMLParser):
         if tag == "td" and self._cell >= 0:
             self._cell += 1
         self._skip = tag in ("style", "title")
+        self._heading = tag == "h2"
+        if self._heading:
+            self.headings.append("")
         if tag == "meta" and found.get("http-equiv") == "refresh":
             self.refresh = found.get("content") or ""
 
     def handle_endtag(self, tag: str) -> None:
         self._skip = False
+        self._heading = False
 
     def handle_data(self, data: str) -> None:
         if self._skip:
             return
         self.text.append(data)
+        if self._heading:
+            self.headings[-1] += data
         if self._cell == 1:
             self.release_names.append(data)
 
@@ -84,6 +97,8 @@ async def test_an_empty_indexer_says_there_is_nothing_yet(served: httpx.AsyncCli
     text = " ".join(page.text)
     assert "No groups yet" in text
     assert "No releases in the catalog yet" in text
+    assert "No keys waiting for the catalog build." in text
+    assert "No build in the last 5 minutes." in text
     assert page.refresh.isdigit()
 
 
@@ -139,3 +154,84 @@ async def test_metrics_are_prometheus_text(served: httpx.AsyncClient, stores: St
     assert any('function="error 100"' in line for line in lines)
     releases = next(line for line in lines if line.startswith("uidx_releases "))
     assert float(releases.split()[1]) == stores.catalog.count() > 2
+
+
+@pytest.mark.trio
+async def test_the_releases_header_says_a_true_count(
+    served: httpx.AsyncClient, stores: Stores
+) -> None:
+    await trio.to_thread.run_sync(store_generated, stores, 20_000, 5)
+    shown = stores.catalog.count()
+    assert shown > 25
+    page = read((await served.get("/")).text)
+    assert page.release_rows == 25
+    assert f"Recent releases: the 25 newest of {shown:,}" in page.headings
+    # A search counts up to one past its page: a full page says "more than", not 26.
+    word = page.release_names[0].replace("-", ".").replace("_", ".").split(".")[0]
+    found = read((await served.get("/", params={"q": word})).text)
+    (said,) = [h for h in found.headings if h.startswith("Releases matching")]
+    if found.release_rows == 25:
+        assert said.endswith("the 25 newest of more than 25")
+    else:
+        assert said.endswith(f"({found.release_rows})")
+    assert "(26)" not in " ".join(found.headings + page.headings)
+
+
+@pytest.mark.trio
+async def test_the_page_reads_as_a_person_expects(
+    served: httpx.AsyncClient, stores: Stores
+) -> None:
+    await trio.to_thread.run_sync(store_generated, stores, 20_000, 5)
+    html = (await served.get("/")).text
+    text = " ".join(read(html).text)
+    assert "<title>uidx: 1 group, " in html  # not "1 groups"
+    assert re.search(r"\b4 batches stored in the last 5 minutes: [\d,]+ headers/s", text)
+    assert re.search(r"\d{1,3}(,\d{3})+ of \d{1,3}(,\d{3})+ articles", text)  # 12,345
+    assert "Spool: 0 chunks, 0 bytes, 0 lines." in text
+    assert not re.search(r"\d\d:\d\d:\d\d\.\d", text)  # times to the second
+    figures = text[: text.index("Recent releases")]  # release names have digits of their own
+    assert not re.search(r"\d\.\d{4,}", figures)  # no raw floats
+    # One edge's run: its headers/s in the nodes table is the page's figure.
+    status = StatusStore(stores.catalog.pool)
+    (work,) = await trio.to_thread.run_sync(status.node_work)
+    throughput = await trio.to_thread.run_sync(status.throughput)
+    assert work.headers_per_second == pytest.approx(throughput.headers_per_second)
+    rate = f"{throughput.headers_per_second:,.0f}"
+    assert f"{rate} headers/s" in text
+    nodes = html[html.index('<table id="nodes">') :]
+    assert f'<td class="n">{rate}</td>' in nodes[: nodes.index("</table>")]
+
+
+def _stored_and_built_once(stores: Stores) -> None:
+    """Two batches stored and built, then a third stored: its keys wait."""
+    stored = batches_of_generated(stores, 6_000, 3, every=2_000)
+    next(stored)
+    next(stored)
+    build_once(stores.build, BuildStore(stores.catalog.pool), 3600.0)
+    for _ in stored:
+        pass
+
+
+@pytest.mark.trio
+async def test_the_page_and_metrics_show_the_catalogs_lag_and_builds(
+    served: httpx.AsyncClient, stores: Stores
+) -> None:
+    await trio.to_thread.run_sync(_stored_and_built_once, stores)
+    lag = await trio.to_thread.run_sync(BuildStore(stores.catalog.pool).lag, 300)
+    assert lag.pending_keys > 1
+    assert lag.last is not None
+    text = " ".join(read((await served.get("/")).text).text)
+    assert f"{lag.pending_keys:,} keys waiting for the catalog build, the oldest for" in text
+    assert f"1 build in the last 5 minutes took {lag.last.pending:,} pending keys in" in text
+    assert re.search(r"The last at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC: ", text)
+
+    metrics = {
+        line.split()[0]: float(line.split()[1])
+        for line in (await served.get("/metrics")).text.splitlines()
+        if line.startswith("uidx_catalog")
+    }
+    assert metrics["uidx_catalog_pending_keys"] == lag.pending_keys
+    assert metrics["uidx_catalog_pending_oldest_seconds"] >= 0
+    assert metrics["uidx_catalog_builds_recent"] == 1
+    assert metrics["uidx_catalog_builds_recent_cpu_seconds"] == pytest.approx(lag.builds_cpu_s)
+    assert "uidx_catalog_last_build_age_seconds" in metrics

@@ -1,5 +1,5 @@
 """`uidx status`: groups, ranges by state (the parked ones with why), nodes, throughput,
-NNTP servers and the spool.
+the catalog's lag and builds, NNTP servers and the spool.
 
 `--json` prints the same as one JSON object whose fields are documented in
 docs/status-json.md (its "schema" field is the version of that layout).
@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from usenet_indexer.config import from_process
+from usenet_indexer.store.builds import BuildRecord, CatalogLag
 from usenet_indexer.store.database import opened
 from usenet_indexer.store.groups import GroupRow
 from usenet_indexer.store.nodes import NodeRow
@@ -67,16 +68,18 @@ def as_text(status: Status) -> list[str]:
         f"  {'group':36} {'state':8} {'ranges':>7} {'indexed':>14} {'of':>14} {'expired':>8}"
     )
     lines += [
-        f"  {s.group:36} {s.state:8} {s.ranges:>7} {s.articles_indexed:>14,}"
-        f" {s.articles:>14,} {s.expired:>8}"
+        f"  {s.group:36} {s.state:8} {s.ranges:>7,} {s.articles_indexed:>14,}"
+        f" {s.articles:>14,} {s.expired:>8,}"
         for s in status.ranges
     ]
     lines += _parked_lines(status.parked)
     lines.append("nodes")
     for n in status.nodes:
-        state = "revoked" if n.revoked_at else f"{n.leases} leases"
-        lines.append(f"  {n.name:24} {state:12} last seen {n.last_seen or 'never'}")
+        state = "revoked" if n.revoked_at else _plural(n.leases, "lease")
+        seen = _moment(n.last_seen) if isinstance(n.last_seen, datetime) else "never"
+        lines.append(f"  {n.name:24} {state:12} last seen {seen}")
     lines += _throughput_lines(status.throughput)
+    lines += _catalog_lines(status.catalog)
     lines.append("nntp servers (as the prefetcher last reported them)")
     if not status.servers:
         lines.append("  none yet (uidx prefetch reports every few seconds)")
@@ -101,22 +104,22 @@ def _parked_lines(parked: tuple[ParkedRange, ...]) -> list[str]:
     for p in parked:
         lines.append(
             f"  range {p.range_id} {p.group} {p.first}..{p.last} at {p.resume}:"
-            f" {p.refusals} refusals, parked {_clock(p.failed_at)}: {p.reason}"
+            f" {_plural(p.refusals, 'refusal')}, parked {_clock(p.failed_at)}: {p.reason}"
         )
     return lines
 
 
 def _group_line(g: GroupRow) -> str:
     lag = "-" if g.lag is None else f"{g.lag:,}"
-    high = "-" if g.high is None else str(g.high)
+    high = "-" if g.high is None else f"{g.high:,}"
     head = g.head_indexed_to if g.head_indexed_to is not None else g.indexed_to
-    indexed = "-" if head is None else str(head)
+    indexed = "-" if head is None else f"{head:,}"
     if g.backfill_days is None:
         backfill = "-"
     elif g.backfill_reached is None:
         backfill = f"0/{g.backfill_days}d"
     else:
-        backfill = str(g.backfill_reached)
+        backfill = f"{g.backfill_reached:,}"
         if g.backfill_floor is not None and g.backfill_reached <= g.backfill_floor:
             backfill += " (all)"
     seconds = "-" if g.lag_seconds is None else f"{g.lag_seconds:,.0f}"
@@ -130,7 +133,7 @@ def _throughput_lines(t: Throughput) -> list[str]:
     head = f"throughput: the batches stored in the last {minutes}"
     if t.batches == 0 or t.first_stored_at is None or t.last_stored_at is None:
         return [head, "  none"]
-    batches = f"{t.batches:,} batch" if t.batches == 1 else f"{t.batches:,} batches"
+    batches = _plural(t.batches, "batch", "batches")
     stored = f"  {batches}, {t.headers:,} headers, {t.release_chunks:,} release chunks"
     ago = f"; the last one {t.idle_seconds or 0:,.0f} s ago"
     if t.batches == 1:
@@ -150,8 +153,42 @@ def _throughput_lines(t: Throughput) -> list[str]:
     return [head, f"{stored}, {span}{ago}", rates]
 
 
+def _catalog_lines(c: CatalogLag) -> list[str]:
+    minutes = f"{c.lookback_seconds / 60:g} minutes"
+    lines = [f"catalog: the keys waiting for a build, and the builds of the last {minutes}"]
+    if c.oldest_pending_since is None:
+        lines.append("  no keys pending")
+    else:
+        lines.append(
+            f"  {_plural(c.pending_keys, 'key')} pending, the oldest for"
+            f" {c.oldest_pending_seconds or 0:,.0f} s (since {_clock(c.oldest_pending_since)})"
+        )
+    lines.append(
+        f"  {_plural(c.builds, 'build')}: {_plural(c.builds_pending, 'pending key')} taken,"
+        f" {c.builds_cpu_s:,.2f} CPU s"
+    )
+    if c.last is None or c.last.at is None:
+        lines.append("  no build recorded in the last day")
+    else:
+        lines.append(f"  the last at {_clock(c.last.at)}, {c.last_build_seconds or 0:,.0f} s ago:")
+        lines.append(f"    {_build_text(c.last)}")
+    return lines
+
+
+def _build_text(b: BuildRecord) -> str:
+    return (
+        f"{_plural(b.pending, 'pending key')} taken, {_plural(b.keys, 'key')} merged,"
+        f" {_plural(b.written, 'row')} written, {_plural(b.shown, 'row')} shown once quiet,"
+        f" {b.cpu_s:,.2f} CPU s, {b.wall_s:,.2f} s (pid {b.pid} on {b.host})"
+    )
+
+
+def _plural(count: int, one: str, many: str | None = None) -> str:
+    return f"{count:,} {one if count == 1 else many or one + 's'}"
+
+
 def _server_lines(v: ServerReport) -> list[str]:
-    when = v.updated_at.strftime("%Y-%m-%d %H:%M:%S") if v.updated_at else "-"
+    when = _moment(v.updated_at) if v.updated_at else "-"
     lines = [
         f"  {v.server:32} {v.connections:>3}/{v.connection_limit:<3} connections"
         f" {v.lines_per_second:>10,.0f} lines/s {v.lines:>14,} lines"
@@ -164,6 +201,10 @@ def _server_lines(v: ServerReport) -> list[str]:
 
 def _clock(when: datetime) -> str:
     return f"{when.astimezone(UTC):%H:%M:%S} UTC"
+
+
+def _moment(when: datetime) -> str:
+    return f"{when.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"
 
 
 # -- JSON ---------------------------------------------------------------------------
@@ -179,6 +220,7 @@ def as_json(status: Status) -> dict[str, Any]:
         "parked_ranges": [_parked_json(p) for p in status.parked],
         "nodes": [_node_json(n) for n in status.nodes],
         "throughput": _throughput_json(status.throughput),
+        "catalog": _catalog_json(status.catalog),
         "nntp_servers": [_server_json(v) for v in status.servers],
         "probes": [
             {"state": p.state, "outcome": p.outcome or None, "candidates": p.candidates}
@@ -264,6 +306,33 @@ def _throughput_json(t: Throughput) -> dict[str, Any]:
         "headers_per_second": t.headers_per_second,
         "release_chunks_per_second": t.release_chunks_per_second,
         "idle_seconds": t.idle_seconds,
+    }
+
+
+def _catalog_json(c: CatalogLag) -> dict[str, Any]:
+    last = c.last
+    return {
+        "pending_keys": c.pending_keys,
+        "oldest_pending_since": _when(c.oldest_pending_since),
+        "oldest_pending_seconds": c.oldest_pending_seconds,
+        "lookback_seconds": c.lookback_seconds,
+        "builds": c.builds,
+        "builds_pending_keys": c.builds_pending,
+        "builds_cpu_seconds": c.builds_cpu_s,
+        "last_build": None
+        if last is None
+        else {
+            "at": _when(last.at),
+            "seconds_ago": c.last_build_seconds,
+            "pending_keys": last.pending,
+            "keys_merged": last.keys,
+            "rows_written": last.written,
+            "rows_shown": last.shown,
+            "cpu_seconds": last.cpu_s,
+            "wall_seconds": last.wall_s,
+            "host": last.host,
+            "pid": last.pid,
+        },
     }
 
 

@@ -11,25 +11,31 @@ process, or more than one build takes), it builds again after the settle. Every 
 another coordinator process, and releases that went quiet (shown after
 `quiet_seconds` without a chunk, complete or not). The database down or
 restarting is a warning and a try at the next tick, never the coordinator's
-end.
+end. A build that did something is logged and recorded in the database
+(store/builds.py), where `uidx status`, the page and /metrics read it.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import time
 
 import attrs
 import psycopg
 import trio
 
-from usenet_indexer.coordinator.catalog_build import CatalogBuild
+from usenet_indexer.coordinator.catalog_build import Built, CatalogBuild
+from usenet_indexer.store.builds import BuildRecord, BuildStore
 
 logger = logging.getLogger(__name__)
 
 # A burst of batches (the edges of one range, one after another) is merged
 # in one build: the builder waits this long after a poke before it builds.
 SETTLE_SECONDS = 0.5
+# Which machine a recorded build ran on (with its pid: which process).
+_HOST = socket.gethostname()
 
 
 @attrs.define(eq=False)
@@ -59,25 +65,53 @@ async def build_catalog_forever(
 ) -> None:
     """Build what batches touched whenever poked or every `every_seconds`; until cancelled."""
     task_status.started()
+    builds = BuildStore(catalog.pool)
     while True:
         again = False
         try:
-            started = time.monotonic()
-            built = await trio.to_thread.run_sync(catalog.pending, quiet_seconds)
+            built = await trio.to_thread.run_sync(build_once, catalog, builds, quiet_seconds)
             # Keys left to other shards, or a shard another builder held: build
             # again soon, without waiting for a poke.
             again = built.more
-            if built.keys or built.shown:
-                # One line per build, key=value: scripts/bench-scale reads it.
-                logger.info(
-                    "catalog built: pending=%d merged=%d written=%d shown=%d cpu_s=%.3f"
-                    " wall_s=%.3f (%d releases, %d pruned, %d look-ups)",
-                    *(built.pending, built.keys, built.written, built.shown, built.cpu_s),
-                    time.monotonic() - started,
-                    *(built.releases, built.pruned, built.rounds),
-                )
         except psycopg.OperationalError as error:
             logger.warning("catalog build put off: database unavailable: %s", error)
         if not again:
             await due.wait(every_seconds)
         await trio.sleep(settle_seconds)
+
+
+def build_once(catalog: CatalogBuild, builds: BuildStore, quiet_seconds: float) -> Built:
+    """One pending build, logged and recorded when it did something (sync: a worker
+    thread's one hop).
+
+    Args:
+        catalog: the build.
+        builds: where the build's row goes (`uidx status`, the page, /metrics read it).
+        quiet_seconds: a release incomplete and quiet this long is shown.
+
+    Returns:
+        What the build did.
+
+    Raises:
+        psycopg.OperationalError: the database is unavailable.
+    """
+    started = time.monotonic()
+    built = catalog.pending(quiet_seconds)
+    wall_s = time.monotonic() - started
+    if built.keys or built.shown:
+        # One line per build, key=value: scripts/bench-scale reads it.
+        logger.info(
+            "catalog built: pending=%d merged=%d written=%d shown=%d cpu_s=%.3f"
+            " wall_s=%.3f (%d releases, %d pruned, %d look-ups)",
+            *(built.pending, built.keys, built.written, built.shown, built.cpu_s, wall_s),
+            *(built.releases, built.pruned, built.rounds),
+        )
+        builds.record(
+            BuildRecord(
+                *(built.pending, built.keys, built.written, built.shown, built.cpu_s),
+                wall_s=wall_s,
+                host=_HOST,
+                pid=os.getpid(),
+            )
+        )
+    return built

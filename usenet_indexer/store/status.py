@@ -1,14 +1,17 @@
 """What `uidx status` shows, read from the stores: one `Status` value.
 
-The groups, ranges (and the parked ones, with why), nodes, servers and spool
-come from their own stores (their SQL stays there); this module holds the
-one query of its own, the throughput of the batches stored lately.
+The groups, ranges (and the parked ones, with why), nodes, servers, spool
+and the catalog's lag and builds come from their own stores (their SQL
+stays there); this module holds the queries of its own, the throughput of
+the batches stored lately, overall and per node.
 
 Throughput is measured over the time the work took, not over the lookback:
 among the batches stored in the last `LOOKBACK_SECONDS`, from the first one's
 store to the last one's. The first batch's headers were indexed before that
 span began, so the rates count only the batches stored after it (n batches
 stored at equal steps T apart give their true rate, L/T, for any n >= 2).
+A node's headers per second (the status page's) are the same measure over
+that node's batches alone, so one node's run shows one figure.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from datetime import datetime
 import attrs
 from psycopg_pool import ConnectionPool
 
+from usenet_indexer.store.builds import BuildStore, CatalogLag
 from usenet_indexer.store.groups import GroupRow, GroupStore
 from usenet_indexer.store.nodes import NodeRow, NodeStore
 from usenet_indexer.store.probes import ProbeCount, ProbeStore
@@ -108,6 +112,7 @@ class Status:
     throughput: Throughput
     servers: tuple[ServerReport, ...]
     spool: SpoolSize
+    catalog: CatalogLag  # the keys waiting for the catalog build, the builds lately
     probes: tuple[ProbeCount, ...] = ()
     parked: tuple[ParkedRange, ...] = ()  # ranges parked as failed, with why
 
@@ -117,26 +122,39 @@ class Status:
         return self.throughput.now
 
 
+# Each node's rate as the throughput's: its batches after its first, over the
+# time from its first batch's store to its last one's.
 _NODE_WORK = """
+    WITH recent AS (
+        SELECT node_id, lines, stored_at,
+               row_number() OVER (PARTITION BY node_id
+                                  ORDER BY stored_at, range_id, batch_first) AS n
+        FROM batches WHERE stored_at > now() - make_interval(secs => %(lookback)s)
+    ), rated AS (
+        SELECT node_id, coalesce(sum(lines) FILTER (WHERE n > 1), 0) AS lines,
+               extract(epoch FROM max(stored_at) - min(stored_at))::float8 AS window
+        FROM recent GROUP BY node_id
+    )
     SELECT n.name,
            (SELECT string_agg(g.name || ' ' || r.first_article || '-' || r.last_article
                               || ' at ' || r.resume, ', ' ORDER BY r.id)
               FROM ranges r JOIN groups g ON g.id = r.group_id
              WHERE r.holder = n.id AND r.state = 'leased'),
-           (SELECT coalesce(sum(b.lines), 0) FROM batches b
-             WHERE b.node_id = n.id AND b.stored_at > now() - make_interval(secs => %(lookback)s))
-    FROM nodes n WHERE n.revoked_at IS NULL ORDER BY n.name
+           rated.lines, rated.window
+    FROM nodes n LEFT JOIN rated ON rated.node_id = n.id
+    WHERE n.revoked_at IS NULL ORDER BY n.name
 """
 
 
 @attrs.frozen
 class NodeWork:
     """What a node is doing: its leased ranges ("group first-last at resume"), and its
-    headers per second over the lookback."""
+    headers per second as `Throughput.headers_per_second` measures them, over its own
+    batches in the lookback (None with fewer than two, or all stored at one instant)."""
 
     name: str
     current: str | None
-    headers_per_second: float
+    headers_per_second: float | None
 
 
 @attrs.define(eq=False)
@@ -165,7 +183,10 @@ class StatusStore:
         """Each live node's leased ranges and headers per second (the status page's)."""
         with self.pool.connection() as conn:
             rows = conn.execute(_NODE_WORK, {"lookback": float(lookback_seconds)}).fetchall()
-        return [NodeWork(str(n), c, int(lines) / lookback_seconds) for n, c, lines in rows]
+        return [
+            NodeWork(str(name), current, None if not window else int(lines) / window)
+            for name, current, lines, window in rows
+        ]
 
     def snapshot(self) -> Status:
         """Read every part of the status (each store in its own short transaction)."""
@@ -176,6 +197,7 @@ class StatusStore:
             throughput=self.throughput(),
             servers=tuple(ServerStore(self.pool).list()),
             spool=SpoolSize(*SpoolIndex(self.pool).size()),
+            catalog=BuildStore(self.pool).lag(LOOKBACK_SECONDS),
             probes=tuple(ProbeStore(self.pool).counts()),
             parked=tuple(RangeStore(self.pool).parked()),
         )

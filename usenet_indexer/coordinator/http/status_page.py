@@ -3,12 +3,16 @@
 The page is server-rendered (Jinja2, autoescaped; no script) and refreshes
 itself: groups (high water mark, indexed to, lag, progress, backfill),
 ranges by state with progress bars, the ranges parked as failed and why,
-nodes, the prefetcher's servers and the spool, the batch rate, and the
+nodes, the prefetcher's servers and the spool, the batch rate, the
+catalog's lag (keys pending, the oldest's age) and its builds, and the
 newest releases or those matching the search box, with NZB links that carry
 the API key the page was opened with (a key that is not a user's is not
-carried). Where there is nothing yet it says so. /metrics is Prometheus'
-text format (prometheus_client, a registry of the app's own, never the
-process-global one), read from the database on each scrape.
+carried). Where there is nothing yet it says so. It reads as a person
+expects: counts with thousands separators and plurals, times to the second,
+a header's count what it says (the catalog's shown releases, not the
+search's "at least one more"). /metrics is Prometheus' text format
+(prometheus_client, a registry of the app's own, never the process-global
+one), read from the database on each scrape.
 """
 
 from __future__ import annotations
@@ -44,6 +48,32 @@ _TEMPLATES = jinja2.Environment(
     autoescape=True,
     undefined=jinja2.StrictUndefined,
 )
+
+
+# What a cell says where there is no figure.
+_NONE = "\N{EN DASH}"
+
+
+def _count(value: float | None, places: int = 0) -> str:
+    """12,345 (a dash for nothing)."""
+    return _NONE if value is None else f"{value:,.{places}f}"
+
+
+def _plural(count: int, one: str, many: str | None = None) -> str:
+    """ "1 range", "2 ranges", "12,345 batches"."""
+    return f"{count:,} {one if count == 1 else many or one + 's'}"
+
+
+def _moment(when: object) -> str:
+    """A time to the second, in UTC (a dash for none)."""
+    return (
+        _NONE if not isinstance(when, datetime) else f"{when.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"
+    )
+
+
+_TEMPLATES.filters["count"] = _count
+_TEMPLATES.filters["moment"] = _moment
+_TEMPLATES.globals["plural"] = _plural
 
 
 def _human(size: int) -> str:
@@ -96,6 +126,7 @@ class StatusPage:
         snapshot = self.status.snapshot()
         work = {row.name: row for row in self.status.node_work()}
         total, rows = self.catalog.search(Search(words=q, limit=RECENT))
+        shown, _ = self.catalog.counts()
         apikey = key if key and self.users.authenticate(key) is not None else ""
         releases = [
             {
@@ -113,9 +144,10 @@ class StatusPage:
         ]
         return _TEMPLATES.get_template("status.html").render(
             refresh=REFRESH_SECONDS,
-            taken_at=snapshot.taken_at.strftime("%Y-%m-%d %H:%M:%S %Z"),
+            taken_at=_moment(snapshot.taken_at),
             rate=_rate(snapshot),
             lookback=int(snapshot.throughput.lookback_seconds),
+            catalog=snapshot.catalog,
             q=q,
             apikey=apikey,
             groups=[
@@ -127,7 +159,7 @@ class StatusPage:
                     if g.head_indexed_to is not None
                     else g.indexed_to,
                     "lag": g.lag,
-                    "lag_seconds": None if g.lag_seconds is None else round(g.lag_seconds),
+                    "lag_seconds": g.lag_seconds,
                     "percent": _percent(g.articles_indexed, g.articles_planned),
                     "backfill": _backfill(g),
                     "quirk": g.quirk,
@@ -153,7 +185,7 @@ class StatusPage:
                     "resume": p.resume,
                     "refusals": p.refusals,
                     "reason": p.reason,
-                    "failed_at": p.failed_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
+                    "failed_at": _moment(p.failed_at),
                 }
                 for p in snapshot.parked
             ],
@@ -163,7 +195,7 @@ class StatusPage:
                     "leases": row.leases,
                     "last_seen": row.last_seen,
                     "current": work[row.name].current if row.name in work else None,
-                    "rate": work[row.name].headers_per_second if row.name in work else 0.0,
+                    "rate": work[row.name].headers_per_second if row.name in work else None,
                 }
                 for row in snapshot.nodes
             ],
@@ -171,19 +203,41 @@ class StatusPage:
             spool=snapshot.spool,
             probes=[(p.state, p.outcome or "waiting", p.candidates) for p in snapshot.probes],
             releases=releases,
-            catalog_total=total,
+            releases_said=_releases_said(q, total, len(releases), shown),
+            catalog_shown=shown,
         )
 
 
+def _releases_said(q: str, total: int, page: int, shown: int) -> str:
+    """The releases' header: what the rows below are, with true figures.
+
+    Without words the page holds the newest of the `shown` releases. With words
+    the search counts only up to one past the page ("at least offset + page + 1"
+    while more follow, exact when it does not), so a full page says "more than".
+    """
+    if not q:
+        if page < shown:
+            return f"Recent releases: the {page:,} newest of {shown:,}"
+        return f"Recent releases ({page:,})"
+    if total > page:
+        return f"Releases matching “{q}”: the {page:,} newest of more than {page:,}"
+    return f"Releases matching “{q}” ({page:,})"
+
+
 def _rate(snapshot: Status) -> str:
-    throughput = snapshot.throughput
-    headers = throughput.headers_per_second
-    chunks = throughput.release_chunks_per_second
-    if headers is None or chunks is None:
+    """The batches lately and their rates (store/status.py's Throughput: the batches
+    after the first over the time from the first's store to the last's)."""
+    t = snapshot.throughput
+    if t.batches == 0:
         return ""
+    stored = f"{_plural(t.batches, 'batch', 'batches')} stored in the last {t.lookback_seconds / 60:g} minutes"
+    if t.headers_per_second is None or t.release_chunks_per_second is None:
+        why = "one batch" if t.batches == 1 else "all stored at one instant"
+        return f"{stored} (no rate: {why})."
     return (
-        f"{throughput.batches} batches in the last {int(throughput.lookback_seconds)} s: "
-        f"{headers:,.0f} headers/s, {chunks:,.1f} release chunks/s."
+        f"{stored}: {t.headers_per_second:,.0f} headers/s, "
+        f"{t.release_chunks_per_second:,.1f} release chunks/s over the "
+        f"{t.window_seconds or 0:,.1f} s they took."
     )
 
 
@@ -245,6 +299,7 @@ class _StoreCollector(Collector):
         yield GaugeMetricFamily(
             "uidx_spool_bytes", "Bytes of spool chunks.", value=snapshot.spool.bytes
         )
+        yield from _catalog_metrics(snapshot)
         requests = CounterMetricFamily(
             "uidx_api_requests",
             "Requests answered, by API, function and status.",
@@ -253,6 +308,39 @@ class _StoreCollector(Collector):
         for (api, function, status), answered in sorted(self.counts.counts.items()):
             requests.add_metric([api, function, str(status)], answered)
         yield requests
+
+
+def _catalog_metrics(snapshot: Status) -> Iterator[GaugeMetricFamily]:
+    """The catalog's lag and its builds, from the database (every coordinator process's
+    builds; no labels, never a release's name)."""
+    lag = snapshot.catalog
+    yield GaugeMetricFamily(
+        "uidx_catalog_pending_keys",
+        "Release keys waiting for a catalog build.",
+        value=lag.pending_keys,
+    )
+    yield GaugeMetricFamily(
+        "uidx_catalog_pending_oldest_seconds",
+        "How long the oldest pending key has waited (0 when none waits).",
+        value=lag.oldest_pending_seconds or 0.0,
+    )
+    window = f"the last {lag.lookback_seconds:g} s"
+    yield GaugeMetricFamily(
+        "uidx_catalog_builds_recent",
+        f"Catalog builds that did something in {window}, by every coordinator process.",
+        value=lag.builds,
+    )
+    yield GaugeMetricFamily(
+        "uidx_catalog_builds_recent_cpu_seconds",
+        f"CPU seconds of the catalog builds in {window}.",
+        value=lag.builds_cpu_s,
+    )
+    if lag.last_build_seconds is not None:
+        yield GaugeMetricFamily(
+            "uidx_catalog_last_build_age_seconds",
+            "Since the last catalog build was recorded (absent with none in a day).",
+            value=lag.last_build_seconds,
+        )
 
 
 @attrs.define(eq=False)
