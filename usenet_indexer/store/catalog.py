@@ -92,11 +92,16 @@ _PROBED_OF = (
 _CATALOG_TEMP = """
     CREATE TEMPORARY TABLE catalog_new (LIKE catalog INCLUDING DEFAULTS) ON COMMIT DROP
 """
+# Binary: the rows' arrays (groups, sources) dumped in text cost a tenth of a build.
 _CATALOG_COPY = """
     COPY catalog_new (guid, name, search_name, category, size, files, poster, groups, posted,
                       completion, season, episode, probe_candidate, sources, changed_at)
-    FROM STDIN
+    FROM STDIN (FORMAT BINARY)
 """
+_CATALOG_TYPES = (
+    "text", "text", "text", "int4", "int8", "int4", "text", "text[]", "int8",
+    "float4", "int4", "int4", "bool", "bytea[]", "timestamptz",
+)  # fmt: skip
 # Shown: complete, or quiet for long enough; a row once shown stays shown. A row
 # the build made again as it was is not written (no dead tuple, no index entry,
 # no trigger): only a new row, a changed one, or one to show now.
@@ -658,6 +663,7 @@ class CatalogTable:
         with self.pool.connection() as conn, conn.transaction():
             conn.execute(_CATALOG_TEMP)
             with conn.cursor().copy(_CATALOG_COPY) as copy:
+                copy.set_types(_CATALOG_TYPES)
                 for entry in entries:
                     copy.write_row(_catalog_record(entry))
                     made += 1
