@@ -341,7 +341,7 @@ def run(
     postgres_before = postgres_cpu(data_directory)
     began = time.monotonic()
     coordinator = started(
-        [*UIDX, "coordinator"],
+        [*UIDX, "coordinator", "--processes", str(args.coordinator_processes)],
         child_env(DATABASE_URL=database_url, UIDX_HOME=str(home), UIDX_LISTEN=listen),
         home / "coordinator.err",
     )
@@ -476,6 +476,12 @@ def main() -> int:
         "--edge-processes", type=int, default=2, help="`uidx edge --processes` (default 2)"
     )
     parser.add_argument(
+        "--coordinator-processes",
+        type=int,
+        default=1,
+        help="`uidx coordinator --processes` (default 1, as the issue's figures)",
+    )
+    parser.add_argument(
         "--chunk-articles", type=int, default=100_000, help="articles per spool chunk (100000)"
     )
     parser.add_argument("--batch-articles", type=int, default=default("batch_articles"))
@@ -487,8 +493,19 @@ def main() -> int:
         "--timeout", type=float, default=4 * 3600.0, help="seconds until every range is done"
     )
     args = parser.parse_args()
-    if min(args.articles, args.size, args.edge_processes, args.chunk_articles) < 1:
-        parser.error("--articles, --size, --edge-processes, --chunk-articles: >= 1")
+    if (
+        min(
+            args.articles,
+            args.size,
+            args.edge_processes,
+            args.coordinator_processes,
+            args.chunk_articles,
+        )
+        < 1
+    ):
+        parser.error(
+            "--articles, --size, --edge-processes, --coordinator-processes, --chunk-articles: >= 1"
+        )
     if args.overview is not None and not args.overview.is_file():
         parser.error(f"--overview: {args.overview} is not a file")
     return bench(args)
@@ -581,6 +598,7 @@ def bench(args: argparse.Namespace) -> int:
         "batches": spent.last.batches,
         "range_articles": args.size,
         "edge_processes": args.edge_processes,
+        "coordinator_processes": args.coordinator_processes,
         "batch_articles": args.batch_articles,
         "source": str(args.overview)
         if args.overview
