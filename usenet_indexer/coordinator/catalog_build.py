@@ -227,7 +227,7 @@ class CatalogBuild:
         keys = core.probe_keys(kept)
         if not keys:
             return
-        self.probes.add_more(core.more_probes(kept, self.probes.candidates_of(keys), found))
+        self.probes.add_more(core.more_probes(kept, self.probes.candidates_by_key(keys), found))
 
 
 def _built(

@@ -143,15 +143,22 @@ def probe_keys(releases: Iterable[Shown]) -> list[bytes]:
 
 
 def more_probes(
-    releases: Iterable[Shown], asked: Set[str], found: Mapping[bytes, Sequence[Finding]]
+    releases: Iterable[Shown],
+    asked: Mapping[bytes, Set[str]],
+    found: Mapping[bytes, Sequence[Finding]],
 ) -> list[tuple[bytes, str, str]]:
     """More candidates the releases call for (renames.more_probe): an archive's first
-    volume, a par2 an nfo's probe did not read. `asked`: the candidates' message-ids."""
-    return [
-        probe
-        for shown in releases
-        if (probe := more_probe(shown.release, asked, found)) is not None
-    ]
+    volume, a par2 an nfo's probe did not read. `asked`: the candidates' message-ids
+    by release key; a release's are those of its key and its sources."""
+    more = []
+    for shown in releases:
+        release = shown.release
+        keys = (release.key, *release.sources)
+        mine: Set[str] = frozenset().union(*(asked.get(k, ()) for k in keys))
+        probe = more_probe(release, mine, found)
+        if probe is not None:
+            more.append(probe)
+    return more
 
 
 def latest_dates(chunks: Iterable[ReleaseChunk]) -> dict[bytes, int]:

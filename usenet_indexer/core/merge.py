@@ -27,10 +27,10 @@ repost key.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import chain
 from operator import itemgetter
-from typing import Any
+from typing import Any, overload
 
 import attrs
 
@@ -111,6 +111,56 @@ class _Release(_Fields):
     sources: tuple[bytes, ...] = ()  # the release keys of its chain (whose chunks it may hold)
 
 
+class Segments(Sequence[tuple[int, str, int]]):
+    """A merged file's segments (k, message-id, bytes) by k, made from its chunks when
+    first read: a catalog build needs their count and sizes, which the chunks give,
+    and the list itself only for an NZB, an export or a probe."""
+
+    __slots__ = ("_file", "_made")
+
+    def __init__(self, file: _File) -> None:
+        self._file = file
+        self._made: list[tuple[int, str, int]] | None = None
+
+    def listed(self) -> list[tuple[int, str, int]]:
+        """The segments as a list (made once)."""
+        if self._made is None:
+            self._made = self._file.segments()
+        return self._made
+
+    def __len__(self) -> int:
+        if self._made is None and len(self._file.chunks) == 1:
+            return len(self._file.chunks[0].numbers)
+        return len(self.listed())
+
+    @overload
+    def __getitem__(self, at: int) -> tuple[int, str, int]: ...
+    @overload
+    def __getitem__(self, at: slice) -> list[tuple[int, str, int]]: ...
+    def __getitem__(self, at: int | slice) -> tuple[int, str, int] | list[tuple[int, str, int]]:
+        return self.listed()[at]
+
+    def __iter__(self) -> Iterator[tuple[int, str, int]]:
+        return iter(self.listed())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Segments):
+            return self.listed() == other.listed()
+        if isinstance(other, list):
+            return self.listed() == other
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # a list's equality, a list's hash
+
+    def __repr__(self) -> str:
+        return repr(self.listed())
+
+
+def listed(segments: Sequence[tuple[int, str, int]]) -> list[tuple[int, str, int]]:
+    """A CatalogFile's segments as a list (as JSON and NZB writers need them)."""
+    return segments.listed() if isinstance(segments, Segments) else list(segments)
+
+
 @attrs.frozen
 class CatalogFile:
     """A file of a catalog release with every segment seen of it."""
@@ -120,7 +170,8 @@ class CatalogFile:
     index: int | None
     total_segments: int
     posted: int
-    segments: list[tuple[int, str, int]]  # (k, message-id, bytes), by k
+    # (k, message-id, bytes), by k: a list, or the merge's Segments (made when read).
+    segments: Sequence[tuple[int, str, int]]
 
 
 @attrs.frozen
@@ -185,7 +236,7 @@ class CatalogRelease:
                     "index": f.index,
                     "total_segments": f.total_segments,
                     "date": f.posted,
-                    "segments": f.segments,
+                    "segments": listed(f.segments),
                 }
                 for f in self.files
             ],
@@ -297,7 +348,7 @@ class ReleaseMerger:
                 index=f.index,
                 total_segments=f.total_segments,
                 posted=f.posted,
-                segments=f.segments(),
+                segments=Segments(f),
             )
             for f in files
         ]

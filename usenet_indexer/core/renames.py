@@ -229,8 +229,8 @@ def more_probe(
     """
     if release.dropped is not None:
         return None
-    ids = {m for f in release.files for _, m, _ in f.segments}
-    own = ids & asked
+    # Its segments' ids only when something was asked (most releases: nothing).
+    own = {m for f in release.files for _, m, _ in f.segments} & asked if asked else set()
     findings = _of(release, found)
     if any(f.sizes or f.executable for f in findings):
         return None

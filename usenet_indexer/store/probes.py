@@ -78,7 +78,7 @@ _ADD_MORE = """
     SELECT *, 'build' FROM unnest(%b::bytea[], %s::text[], %s::text[])
     ON CONFLICT DO NOTHING
 """
-_CANDIDATES_OF = "SELECT message_id FROM probe_candidates WHERE release_key = ANY(%b)"
+_CANDIDATES_OF = "SELECT release_key, message_id FROM probe_candidates WHERE release_key = ANY(%b)"
 _COUNTS = """
     SELECT state, coalesce(outcome, ''), count(*) FROM probe_candidates
     GROUP BY state, outcome ORDER BY state, outcome
@@ -198,9 +198,16 @@ class ProbeStore:
 
     def candidates_of(self, keys: Sequence[bytes]) -> set[str]:
         """The message-ids asked for (in any state) of these release keys."""
+        return {m for ids in self.candidates_by_key(keys).values() for m in ids}
+
+    def candidates_by_key(self, keys: Sequence[bytes]) -> dict[bytes, set[str]]:
+        """The message-ids asked for (in any state) of each of these release keys."""
         with self.pool.connection() as conn:
             rows = conn.execute(_CANDIDATES_OF, (list(keys),)).fetchall()
-        return {str(row[0]) for row in rows}
+        asked: dict[bytes, set[str]] = {}
+        for key, message_id in rows:
+            asked.setdefault(bytes(key), set()).add(str(message_id))
+        return asked
 
     def add_more(self, candidates: Sequence[tuple[bytes, str, str]]) -> int:
         """Candidates (release key, message-id, file name) the catalog build found (an
