@@ -128,6 +128,13 @@ class Segments(Sequence[tuple[int, str, int]]):
             self._made = self._file.segments()
         return self._made
 
+    def holds(self, message_id: str) -> bool:
+        """Whether a segment has this message-id (a file of one chunk: its joined ids
+        searched, the list not made)."""
+        if self._made is None and len(self._file.chunks) == 1:
+            return f"\n{message_id}\n" in f"\n{self._file.chunks[0].message_ids}\n"
+        return any(m == message_id for _, m, _ in self.listed())
+
     def __len__(self) -> int:
         if self._made is None and len(self._file.chunks) == 1:
             return len(self._file.chunks[0].numbers)
@@ -154,6 +161,13 @@ class Segments(Sequence[tuple[int, str, int]]):
 
     def __repr__(self) -> str:
         return repr(self.listed())
+
+
+def holds(segments: Sequence[tuple[int, str, int]], message_id: str) -> bool:
+    """Whether a CatalogFile's segments have this message-id."""
+    if isinstance(segments, Segments):
+        return segments.holds(message_id)
+    return any(m == message_id for _, m, _ in segments)
 
 
 def listed(segments: Sequence[tuple[int, str, int]]) -> list[tuple[int, str, int]]:

@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence, Set
 
 import attrs
 
-from usenet_indexer.core.merge import CatalogFile, CatalogRelease
+from usenet_indexer.core.merge import CatalogFile, CatalogRelease, holds
 from usenet_indexer.core.naming import COMPANIONS
 from usenet_indexer.core.subject import (
     PAR2_SUFFIX,
@@ -229,8 +229,8 @@ def more_probe(
     """
     if release.dropped is not None:
         return None
-    # Its segments' ids only when something was asked (most releases: nothing).
-    own = {m for f in release.files for _, m, _ in f.segments} & asked if asked else set()
+    # The asked ids among its segments' (a few asked; its segment lists not made).
+    own = {m for m in asked if any(holds(f.segments, m) for f in release.files)}
     findings = _of(release, found)
     if any(f.sizes or f.executable for f in findings):
         return None
