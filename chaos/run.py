@@ -20,6 +20,7 @@ import random
 import signal
 import socket
 import sys
+import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence, Set
 from functools import partial
@@ -29,6 +30,7 @@ import attrs
 import httpx
 import psycopg
 import trio
+from psycopg_pool import ConnectionPool
 
 from chaos import check as checks
 from chaos.abuse import UNKNOWN_TOKEN, bad_requests, send_bad_requests
@@ -50,6 +52,7 @@ from chaos.proxy import (
     serve_proxy,
 )
 from usenet_indexer.config import Settings
+from usenet_indexer.coordinator.catalog_build import CatalogBuild
 from usenet_indexer.store.catalog import CatalogStore
 from usenet_indexer.store.pgcluster import Cluster
 from usenet_indexer.store.pool import GET_TIMEOUT_SECONDS, open_pool
@@ -66,6 +69,9 @@ CATCH_SECONDS = 5.0
 NAMED_ATTEMPTS = 3
 # How long a thawed edge has for its first call, which must be refused.
 REFUSAL_SECONDS = 30.0
+# How long the conclusion waits for shard locks a killed coordinator's
+# connection still held (its backend ends once it sees the socket closed).
+DRAIN_SECONDS = 10.0
 # The kinds of the named kills (issue 6 item 1), by the proxy's point.
 NAMED_KILLS = {BEFORE_POST: "edge_kill9_before_post", AFTER_COMMIT: "edge_kill9_after_commit"}
 
@@ -821,12 +827,23 @@ class Outcome:
     same_node_regrants: int
     stopped_edges_409: int
     truth_stored: int
+    rebuild: checks.RebuildCheck | None = None
 
 
 def conclude(
-    run: Run, expected: Set[str], samples: Sequence[Sequence[RangeRow]], truth: Set[str]
+    run: Run,
+    expected: Set[str],
+    samples: Sequence[Sequence[RangeRow]],
+    truth: Set[str],
+    *,
+    rebuild: bool = False,
 ) -> Outcome:
-    """Read what the run left in the database and its log; draw the conclusions."""
+    """Read what the run left in the database and its log; draw the conclusions.
+
+    With `rebuild`, also hold the catalog the builders followed to a whole
+    rebuild (`followed_and_rebuilt`); its processes must be stopped by then.
+    """
+    rebuilt = followed_and_rebuilt(run) if rebuild else None
     with open_pool(run.prepared.url, Settings(home=run.home), max_size=2) as pool:
         stored = list(checks.chunk_message_ids(CatalogStore(pool).chunks()))
         with pool.connection() as conn:
@@ -866,7 +883,45 @@ def conclude(
         same_node_regrants=regrants,
         stopped_edges_409=sum(figures.conflicts[node] for node in run.tally.stopped_nodes),
         truth_stored=truth_stored,
+        rebuild=rebuilt,
     )
+
+
+# The catalog's columns a user sees (and the sources they were made from), by guid.
+_CATALOG_ROWS = """
+    SELECT guid, name, size, files, poster, groups, posted, completion, sources FROM catalog
+"""
+
+
+def followed_and_rebuilt(run: Run) -> checks.RebuildCheck:
+    """The catalog the builders followed (what is still pending built first) against
+    a whole rebuild of the same fragments (`CatalogBuild.everything`)."""
+    # A build holds its shard locks on one connection while it reads and writes on others.
+    with open_pool(run.prepared.url, Settings(home=run.home), max_size=4) as pool:
+        build = CatalogBuild(pool)
+        _drain(build)
+        followed = _catalog_rows(pool)
+        build.everything(quiet_seconds=0)
+        rebuilt = _catalog_rows(pool)
+    found = checks.check_rebuild(followed, rebuilt)
+    log(
+        f"{run.name}: catalog followed vs rebuilt: {found.rows} rows; {found.missing} missing, "
+        f"{found.extra} extra, {found.changed} changed {list(found.sample)}"
+    )
+    return found
+
+
+def _drain(build: CatalogBuild) -> None:
+    # A shard may still be locked by the backend of a coordinator killed last
+    # (it ends once it sees its client gone): tried again until none is.
+    deadline = time.monotonic() + DRAIN_SECONDS
+    while build.drain(quiet_seconds=0).busy and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
+def _catalog_rows(pool: ConnectionPool) -> dict[str, tuple[object, ...]]:
+    with pool.connection() as conn:
+        return {str(row[0]): tuple(row[1:]) for row in conn.execute(_CATALOG_ROWS).fetchall()}
 
 
 def _pairs_by_range(

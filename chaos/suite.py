@@ -23,7 +23,9 @@ has three parts:
    killed and started again, PostgreSQL stopped (`pg_ctl stop -m
    immediate`) and started, and rounds of bad input (chaos_abuse). The last
    part of the spool waits until the faults are done, so there is always
-   work in flight to hit. Then every range must be done.
+   work in flight to hit. Then every range must be done, and the catalog
+   the builders followed (what is left pending built first) must be the
+   one a whole rebuild makes.
 2. The negative control: the same kind of run with the fence off (`uidx
    coordinator --unsafe-no-fence`) and the primary keys of batches,
    fragments and rule_counts dropped (they alone refuse an exact replay,
@@ -204,7 +206,7 @@ def _chaos_part(
     log(f"chaos run: coordinator, a burst of {config.burst_edges} leases, edges, then faults")
     finished = trio.run(alongside, side, main)
     samples = [rows for _, rows in main.monitor.samples]
-    outcome = conclude(main, data.expected, samples, data.truth)
+    outcome = conclude(main, data.expected, samples, data.truth, rebuild=True)
     log(f"chaos run: {'every range done' if finished else 'NOT every range done'}")
     return main, outcome, finished
 
@@ -281,6 +283,7 @@ def _report(
     clock = _clock_figures(side)
     unfenced, unfenced_run, _ = controls[False]
     http_5xx = sum(n for status, n in tally.bad_statuses.items() if status >= 500)
+    rebuild = outcome.rebuild if outcome.rebuild is not None else checks.RebuildCheck(0, 0, 0, 0)
     report: dict[str, Any] = {
         "faults": faults,
         "expected": catalog.expected,
@@ -294,6 +297,13 @@ def _report(
         "truth_segments": len(truth),
         "truth_segments_stored": outcome.truth_stored,
         "rows_after_409": outcome.rows_after_409,
+        # The catalog the builders followed (some killed mid-build) against a whole rebuild.
+        "catalog_rows": rebuild.rows,
+        "catalog_rows_differing": rebuild.differing,
+        "catalog_rows_missing": rebuild.missing,
+        "catalog_rows_extra": rebuild.extra,
+        "catalog_rows_changed": rebuild.changed,
+        "catalog_rows_sample": list(rebuild.sample),
         "http_5xx": http_5xx,
         "conflicts_409": outcome.conflicts_409,
         "stopped_edges_409": outcome.stopped_edges_409,
@@ -413,7 +423,8 @@ def failures(report: dict[str, Any]) -> list[str]:
     """What makes the run fail (an empty list: it passed)."""
     bad = [
         f"{key} = {report[key]}"
-        for key in ("lost", "doubled", "rows_after_409", "http_5xx", "coordinator_log_errors",
+        for key in ("lost", "doubled", "rows_after_409", "catalog_rows_differing", "http_5xx",
+                    "coordinator_log_errors",
                     "coordinator_log_5xx", "holder_violations",
                     "chain_gaps", "ranges_incomplete", "lease_state_lost", "unrecovered",
                     *SPOOL_FAILURES, *CLOCK_FAILURES)
@@ -470,6 +481,9 @@ def _print_figures(report: dict[str, Any]) -> None:
         f"409s returned {report['conflicts_409']} (to frozen edges {report['stopped_edges_409']}); "
         f"rows written after a 409: {report['rows_after_409']}; "
         f"retries answered 'already stored': {report['already_stored']}",
+        f"catalog rows the builders followed vs a whole rebuild: {report['catalog_rows']:,} rows, "
+        f"{report['catalog_rows_differing']} differing ({report['catalog_rows_missing']} missing, "
+        f"{report['catalog_rows_extra']} extra, {report['catalog_rows_changed']} changed)",
         f"recovery (fault -> range leased again): p50 {report['recovery_p50_seconds']} s, "
         f"p95 {report['recovery_p95_seconds']} s over {report['recovery_samples']}",
         f"5xx under bad input: {report['http_5xx']} ({report['bad_input_statuses']})",
