@@ -94,6 +94,8 @@ class ChaosConfig:
         feed_seconds: the pause between two spool imports.
         pause_seconds: the longest random pause between two faults.
         kills, stops, coordinator_kills, postgres_restarts, bad_rounds: faults of each kind.
+        coordinator_processes: `uidx coordinator --processes` of the chaos
+            run (the controls and the clock run keep one, in-process).
         named_kills: kills -9 of an edge at each named point of a batch post
             (held by the proxy before it reaches the coordinator; after the
             commit, before the answer reaches the edge).
@@ -137,6 +139,7 @@ class ChaosConfig:
     prefetch: PrefetchConfig
     deadline_seconds: float = 300.0
     control_deadline_seconds: float = 60.0
+    coordinator_processes: int = 2
 
 
 def check_config(config: ChaosConfig) -> ChaosConfig:
@@ -160,7 +163,8 @@ def short_config(seed: int) -> ChaosConfig:
     return ChaosConfig(
         articles=40_000, ranges=8, chunk_articles=1000, batch_articles=1000, edges=8,
         feed_seconds=1.5, pause_seconds=0.3, kills=2, stops=1, coordinator_kills=1,
-        postgres_restarts=1, bad_rounds=1, named_kills=1, drop_every=2, drop_limit=2,
+        postgres_restarts=1, bad_rounds=1, named_kills=1, drop_every=2,
+        drop_limit=2,
         bomb_bytes=256 << 20,
         control_ranges=1, fenced_control=False, fence_rounds=1, burst_processes=False,
         seed=seed, prefetch=prefetch,
@@ -181,7 +185,8 @@ def long_config(seed: int) -> ChaosConfig:
     return ChaosConfig(
         articles=400_000, ranges=24, chunk_articles=2000, batch_articles=2000, edges=8,
         feed_seconds=5.0, pause_seconds=3.0, kills=10, stops=3, coordinator_kills=2,
-        postgres_restarts=2, bad_rounds=3, named_kills=3, drop_every=3, drop_limit=8,
+        postgres_restarts=2, bad_rounds=3, named_kills=3, drop_every=3,
+        drop_limit=8,
         bomb_bytes=1 << 30,
         control_ranges=4, fenced_control=True, fence_rounds=3, burst_processes=True, seed=seed,
         prefetch=prefetch, deadline_seconds=900.0,
@@ -235,6 +240,8 @@ class Run:
     fenced: bool
     rng: random.Random
     dropper: ReplyDropper
+    # `uidx coordinator --processes`: more than one, a supervisor over workers.
+    processes: int = 1
     ambush: Ambush = attrs.field(factory=Ambush)
     port: int = attrs.field(factory=free_port)
     coordinator: Child = attrs.field(init=False)
@@ -257,6 +264,8 @@ class Run:
     def __attrs_post_init__(self) -> None:
         (self.folder / "logs").mkdir(parents=True, exist_ok=True)
         argv = ("coordinator",) if self.fenced else ("coordinator", "--unsafe-no-fence")
+        if self.processes > 1:
+            argv = (*argv, "--processes", str(self.processes))
         env = child_env(
             DATABASE_URL=self.prepared.url,
             UIDX_HOME=str(self.home),
@@ -265,7 +274,13 @@ class Run:
             UIDX_MAX_BODY_BYTES=str(self.max_body_bytes),
             UIDX_MAX_INFLATED_BYTES=str(64 << 20),
         )
-        self.coordinator = Child("coordinator", argv, env, self.folder / "logs" / "coordinator.log")
+        self.coordinator = Child(
+            "coordinator",
+            argv,
+            env,
+            self.folder / "logs" / "coordinator.log",
+            supervisor=self.processes > 1,
+        )
         self.monitor = Monitor(self.prepared.url)
         held = max(1, len(self.parts) - HOLD_BACK)
         self.named_parts = list(range(max(1, held - 2 * self.config.named_kills), held))

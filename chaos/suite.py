@@ -20,12 +20,13 @@ has three parts:
    the named kills import a part kept from the feed, so that a batch post
    comes at once), an edge frozen (SIGSTOP) past its lease until
    another node holds its range and then let go (SIGCONT), the coordinator
-   killed and started again, PostgreSQL stopped (`pg_ctl stop -m
-   immediate`) and started, and rounds of bad input (chaos_abuse). The last
-   part of the spool waits until the faults are done, so there is always
-   work in flight to hit. Then every range must be done, and the catalog
-   the builders followed (what is left pending built first) must be the
-   one a whole rebuild makes.
+   (`--processes 2`: the supervisor and its workers) killed and started
+   again, PostgreSQL stopped (`pg_ctl stop -m immediate`) and started,
+   and rounds of bad input (chaos_abuse).
+   The last part of the spool waits until the faults are done, so there is
+   always work in flight to hit. Then every range must be done, and the
+   catalog the builders followed (what is left pending built first) must be
+   the one a whole rebuild makes.
 2. The negative control: the same kind of run with the fence off (`uidx
    coordinator --unsafe-no-fence`) and the primary keys of batches,
    fragments and rule_counts dropped (they alone refuse an exact replay,
@@ -199,7 +200,10 @@ def _chaos_part(
     side: SideRuns,
 ) -> tuple[Run, Outcome, bool]:
     dropper = ReplyDropper(config.drop_every, config.drop_limit)
-    main = _make_run("chaos", config, folder, cluster, data.parts, rng, True, dropper)
+    main = _make_run(
+        "chaos", config, folder, cluster, data.parts, rng, True, dropper,
+        processes=config.coordinator_processes,
+    )  # fmt: skip
     spares = main.prepared.node_ids[config.burst_edges : config.burst_edges + config.stops]
     main.spare_nodes.extend(spares)
     _spool_import(main, data.parts[:1])
@@ -252,6 +256,7 @@ def _make_run(
     dropper: ReplyDropper,
     *,
     without_keys: bool = False,
+    processes: int = 1,
 ) -> Run:
     run_folder = folder / name
     (run_folder / "home").mkdir(parents=True)
@@ -261,7 +266,7 @@ def _make_run(
     prepared = prepare_database(
         cluster.url(name), run_folder / "home", parts, nodes, without_keys=without_keys
     )
-    return Run(name, config, run_folder, cluster, parts, prepared, fenced, rng, dropper)
+    return Run(name, config, run_folder, cluster, parts, prepared, fenced, rng, dropper, processes)
 
 
 def _report(
