@@ -43,7 +43,16 @@ from chaos.prepare import (
     Prepared,
     spool_import_args,
 )
-from chaos.procs import Child, Monitor, log, read_log, wait_answering
+from chaos.procs import (
+    SAMPLE_SECONDS,
+    Child,
+    Monitor,
+    kill_pid,
+    log,
+    read_log,
+    wait_answering,
+    worker_pids,
+)
 from chaos.proxy import (
     AFTER_COMMIT,
     BEFORE_POST,
@@ -69,6 +78,20 @@ CATCH_SECONDS = 5.0
 NAMED_ATTEMPTS = 3
 # How long a thawed edge has for its first call, which must be refused.
 REFUSAL_SECONDS = 30.0
+# How long build_kill9 waits for a catalog build running or keys pending
+# before it is skipped: a stored batch marks its keys pending at once, and
+# edges store one every second or so while ranges have spool data.
+BUILD_WAIT_SECONDS = 10.0
+# For this long of it, only a build holding shard locks will do (a build
+# takes 0.1-0.5 s here, so the monitor's pace catches one): the kill then
+# hits it mid-build when it picks the builder's process. After that, pending
+# keys will do too.
+BUILD_PREFER_SECONDS = 5.0
+# How often it looks: a fifth of the shortest builds seen.
+BUILD_POLL_SECONDS = 0.02
+# How long the supervisor has to start a worker in place of one killed (its
+# first pause is 1 s; a busy machine starts a coordinator in a few seconds).
+WORKER_BACK_SECONDS = 30.0
 # How long the conclusion waits for shard locks a killed coordinator's
 # connection still held (its backend ends once it sees the socket closed).
 DRAIN_SECONDS = 10.0
@@ -93,7 +116,9 @@ class ChaosConfig:
         idle_seconds: an edge's pause after a 204 (its poll).
         feed_seconds: the pause between two spool imports.
         pause_seconds: the longest random pause between two faults.
-        kills, stops, coordinator_kills, postgres_restarts, bad_rounds: faults of each kind.
+        kills, stops, coordinator_kills, postgres_restarts, bad_rounds, build_kills:
+            faults of each kind (build_kills: kill -9 of one coordinator
+            process while a catalog build runs or keys are pending).
         coordinator_processes: `uidx coordinator --processes` of the chaos
             run (the controls and the clock run keep one, in-process).
         named_kills: kills -9 of an edge at each named point of a batch post
@@ -127,6 +152,7 @@ class ChaosConfig:
     coordinator_kills: int
     postgres_restarts: int
     bad_rounds: int
+    build_kills: int
     named_kills: int
     drop_every: int
     drop_limit: int
@@ -163,7 +189,7 @@ def short_config(seed: int) -> ChaosConfig:
     return ChaosConfig(
         articles=40_000, ranges=8, chunk_articles=1000, batch_articles=1000, edges=8,
         feed_seconds=1.5, pause_seconds=0.3, kills=2, stops=1, coordinator_kills=1,
-        postgres_restarts=1, bad_rounds=1, named_kills=1, drop_every=2,
+        postgres_restarts=1, bad_rounds=1, build_kills=1, named_kills=1, drop_every=2,
         drop_limit=2,
         bomb_bytes=256 << 20,
         control_ranges=1, fenced_control=False, fence_rounds=1, burst_processes=False,
@@ -185,7 +211,7 @@ def long_config(seed: int) -> ChaosConfig:
     return ChaosConfig(
         articles=400_000, ranges=24, chunk_articles=2000, batch_articles=2000, edges=8,
         feed_seconds=5.0, pause_seconds=3.0, kills=10, stops=3, coordinator_kills=2,
-        postgres_restarts=2, bad_rounds=3, named_kills=3, drop_every=3,
+        postgres_restarts=2, bad_rounds=3, build_kills=2, named_kills=3, drop_every=3,
         drop_limit=8,
         bomb_bytes=1 << 30,
         control_ranges=4, fenced_control=True, fence_rounds=3, burst_processes=True, seed=seed,
@@ -498,6 +524,7 @@ class Run:
             + ["coordinator_kill9"] * config.coordinator_kills
             + ["postgres_restart"] * config.postgres_restarts
             + ["bad_input"] * config.bad_rounds
+            + ["build_kill9"] * config.build_kills
             + [NAMED_KILLS[BEFORE_POST], NAMED_KILLS[AFTER_COMMIT]] * config.named_kills
         )
         self.rng.shuffle(kinds)
@@ -507,6 +534,7 @@ class Run:
             "coordinator_kill9": self.kill_coordinator,
             "postgres_restart": self.restart_postgres,
             "bad_input": self.bad_input,
+            "build_kill9": self.kill_builder,
             NAMED_KILLS[BEFORE_POST]: partial(self.kill_edge_at, BEFORE_POST),
             NAMED_KILLS[AFTER_COMMIT]: partial(self.kill_edge_at, AFTER_COMMIT),
         }
@@ -683,6 +711,48 @@ class Run:
         await self.monitor.until(lambda rows: self.monitor.samples[-1][0] > up, 10.0)
         self.tally.lease_state_lost += checks.lease_state_lost(before, self.monitor.latest)
 
+    async def kill_builder(self) -> None:
+        """kill -9 of one coordinator process (a supervisor's worker) while a catalog
+        build runs or keys are pending; the supervisor starts another in its place.
+
+        Skipped when no build or pending key shows up within BUILD_WAIT_SECONDS,
+        or the coordinator has no workers (one process). A worker that does not
+        come back is counted unrecovered.
+        """
+        kind = "build_kill9"
+        process = self.coordinator.process
+        # Found first: the kill follows the sample that saw the build at once.
+        workers = set() if process is None else await worker_pids(process.pid)
+        if process is None or not workers:
+            self.tally.skipped[kind] += 1
+            log(f"{kind}: the coordinator has no worker process; skipped")
+            return
+        state = await trio.to_thread.run_sync(
+            _until_building, self.prepared.url, BUILD_WAIT_SECONDS, BUILD_PREFER_SECONDS
+        )
+        if state is None:
+            self.tally.skipped[kind] += 1
+            log(f"{kind}: no catalog build nor pending key in {BUILD_WAIT_SECONDS:.0f} s; skipped")
+            return
+        victim = self.rng.choice(sorted(workers))
+        killed_at = trio.current_time()
+        kill_pid(victim)
+        self.tally.faults[kind] += 1
+        pending, building = state
+        log(
+            f"kill -9 of coordinator worker pid {victim} ({pending} keys pending, "
+            f"{building} shard locks held)"
+        )
+        with trio.move_on_after(WORKER_BACK_SECONDS):
+            while True:
+                if _replaced(await worker_pids(process.pid), workers, victim):
+                    back = trio.current_time() - killed_at
+                    log(f"the supervisor started a worker again after {back:.2f} s")
+                    return
+                await trio.sleep(SAMPLE_SECONDS)
+        self.tally.unrecovered += 1
+        log(f"{kind}: no worker in place of pid {victim} after {WORKER_BACK_SECONDS:.0f} s")
+
     async def restart_postgres(self) -> None:
         async with (
             self.db_quiet,
@@ -741,6 +811,45 @@ async def _probe(client: httpx.AsyncClient) -> int:
 
 def _uidx_argv() -> list[str]:
     return [sys.executable, "-m", "usenet_indexer"]
+
+
+def _replaced(workers: Set[int], before: Set[int], victim: int) -> bool:
+    """Whether the supervisor has as many workers as before, the victim not among them."""
+    return victim not in workers and len(workers) >= len(before)
+
+
+# Shard locks are session advisory locks (4, shard): store/catalog.py's _LOCK_CLASS.
+_BUILD_STATE = """
+    SELECT (SELECT count(*) FROM catalog_pending),
+           (SELECT count(*) FROM pg_locks
+            WHERE locktype = 'advisory' AND classid = 4 AND objsubid = 2 AND granted)
+"""
+
+
+def _until_building(url: str, within: float, prefer: float) -> tuple[int, int] | None:
+    """Wait until a build holds shard locks (or, after `prefer` s, keys are pending):
+    (pending keys, shard locks held) then; None after `within` s. Sync, on one
+    connection (a new one after an error), for a worker thread."""
+    began = time.monotonic()
+    conn: psycopg.Connection[tuple[object, ...]] | None = None
+    try:
+        while (waited := time.monotonic() - began) < within:
+            try:
+                conn = conn or psycopg.connect(url, autocommit=True, connect_timeout=2)
+                row = conn.execute(_BUILD_STATE).fetchone()
+            except psycopg.Error:
+                if conn is not None:
+                    conn.close()
+                conn, row = None, None
+            if row is not None:
+                pending, locks = int(str(row[0])), int(str(row[1]))
+                if locks or (pending and waited > prefer):
+                    return pending, locks
+            time.sleep(BUILD_POLL_SECONDS)
+        return None
+    finally:
+        if conn is not None:
+            conn.close()
 
 
 def _rows_of(url: str, range_id: int, epoch: int, node_id: int) -> int:

@@ -21,8 +21,9 @@ has three parts:
    comes at once), an edge frozen (SIGSTOP) past its lease until
    another node holds its range and then let go (SIGCONT), the coordinator
    (`--processes 2`: the supervisor and its workers) killed and started
-   again, PostgreSQL stopped (`pg_ctl stop -m immediate`) and started,
-   and rounds of bad input (chaos_abuse).
+   again, one coordinator process killed while a catalog build runs or keys
+   are pending (the supervisor starts another), PostgreSQL stopped (`pg_ctl
+   stop -m immediate`) and started, and rounds of bad input (chaos_abuse).
    The last part of the spool waits until the faults are done, so there is
    always work in flight to hit. Then every range must be done, and the
    catalog the builders followed (what is left pending built first) must be
@@ -111,6 +112,7 @@ KINDS = (
     "edge_sigstop",
     "reply_lost",
     "coordinator_kill9",
+    "build_kill9",
     "postgres_restart",
     "lease_burst",
     "bad_input",

@@ -110,6 +110,12 @@ def test_a_catalog_that_differs_from_a_whole_rebuild_fails_the_run() -> None:
     assert failures(report) == ["catalog_rows_differing = 2"]
 
 
+def test_both_runs_kill_a_coordinator_process_mid_build() -> None:
+    assert "build_kill9" in KINDS
+    assert (short_config(1).build_kills, long_config(1).build_kills) == (1, 2)
+    assert short_config(1).coordinator_processes == 2
+
+
 def test_message_ids_of_stored_chunks_count_every_copy() -> None:
     chunk = release_chunk()
     assert list(checks.chunk_message_ids([chunk, chunk])) == ["m1@x", "m2@x"] * 2
