@@ -27,6 +27,10 @@ The prefetcher's spool (the prefetch part) is checked the same way: its
 chunks and gaps must cover every planned range once (`check_spool_coverage`:
 holes and overlaps), and each chunk must hold exactly the lines the server
 returns for OVER over its articles (`check_chunk_lines`).
+
+The catalog rows the builders wrote as batches came (their pending builds,
+some of them killed) must be those a whole rebuild makes from the same
+fragments (`check_rebuild`: rows missing, extra or changed).
 """
 
 from __future__ import annotations
@@ -109,6 +113,56 @@ def chunk_message_ids(chunks: Iterable[ReleaseChunk]) -> Iterator[str]:
         for file in chunk.files:
             if file.message_ids:
                 yield from file.message_ids.split("\n")
+
+
+@attrs.frozen
+class RebuildCheck:
+    """The catalog the builders followed against a whole rebuild, row by row (by guid).
+
+    Attributes:
+        rows: rows of the whole rebuild.
+        missing: rows the rebuild makes that the builders did not.
+        extra: rows the builders made that the rebuild does not.
+        changed: rows of both whose columns differ.
+        sample: a few guids of those rows.
+    """
+
+    rows: int
+    missing: int
+    extra: int
+    changed: int
+    sample: tuple[str, ...] = ()
+
+    @property
+    def differing(self) -> int:
+        """Rows missing, extra or changed."""
+        return self.missing + self.extra + self.changed
+
+
+def check_rebuild(
+    followed: Mapping[str, Sequence[object]], rebuilt: Mapping[str, Sequence[object]]
+) -> RebuildCheck:
+    """Compare the catalog rows the builders left with those a whole rebuild makes.
+
+    Args:
+        followed: the rows after the pending builds, by guid (their other columns).
+        rebuilt: the rows after `CatalogBuild.everything`, the same way.
+
+    Returns:
+        The counts of rows missing, extra and changed, with a few guids.
+    """
+    missing = sorted(rebuilt.keys() - followed.keys())
+    extra = sorted(followed.keys() - rebuilt.keys())
+    changed = sorted(
+        guid for guid in followed.keys() & rebuilt.keys() if followed[guid] != rebuilt[guid]
+    )
+    return RebuildCheck(
+        rows=len(rebuilt),
+        missing=len(missing),
+        extra=len(extra),
+        changed=len(changed),
+        sample=tuple((missing + extra + changed)[:SAMPLE]),
+    )
 
 
 def percentile(values: Sequence[float], fraction: float) -> float | None:

@@ -11,6 +11,8 @@ refused (409) and answered "already stored": `read_log` counts those.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import signal
 import subprocess
@@ -53,7 +55,11 @@ _RANGES = """
 
 @attrs.define(eq=False)
 class Child:
-    """One `uidx` process, its log file, and whether it was stopped (SIGSTOP)."""
+    """One `uidx` process, its log file, and whether it was stopped (SIGSTOP).
+
+    `supervisor`: the process is a supervisor (`uidx coordinator --processes
+    N`) whose workers die with it when it is killed.
+    """
 
     name: str
     argv: tuple[str, ...]
@@ -61,6 +67,7 @@ class Child:
     log: Path
     process: trio.Process | None = None
     frozen: bool = False
+    supervisor: bool = False
 
     async def start(self) -> None:
         with self.log.open("ab") as stream:
@@ -77,10 +84,21 @@ class Child:
         return self.process is not None and self.process.returncode is None
 
     async def kill(self) -> None:
-        """SIGKILL, and reap it."""
-        if self.process is not None:
-            self.process.kill()
-            await self.process.wait()
+        """SIGKILL, and reap it; a supervisor's workers too, at the same moment.
+
+        Killed alone, a supervisor's workers would see its pipe close and stop
+        like on SIGTERM (finishing a build): not a kill -9 of the coordinator.
+        The supervisor is stopped first, so that it starts no worker in place
+        of those killed (its workers have process groups of their own).
+        """
+        if self.process is None:
+            return
+        if self.supervisor and self.running:
+            self.process.send_signal(signal.SIGSTOP)
+            for pid in await worker_pids(self.process.pid):
+                kill_pid(pid)
+        self.process.kill()
+        await self.process.wait()
 
     def signal(self, signum: signal.Signals) -> None:
         if self.running and self.process is not None:
@@ -100,6 +118,20 @@ class Child:
             if self.running:
                 self.process.kill()
         return await self.process.wait()
+
+
+async def worker_pids(supervisor: int) -> set[int]:
+    """The pids of the supervisor's children (its workers), by `pgrep -P`."""
+    done = await trio.run_process(
+        ["pgrep", "-P", str(supervisor)], capture_stdout=True, check=False
+    )
+    return {int(word) for word in done.stdout.split()}
+
+
+def kill_pid(pid: int) -> None:
+    """SIGKILL to `pid`, gone already or not."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
 
 
 async def wait_answering(child: Child, url: str) -> float:

@@ -20,6 +20,7 @@ import random
 import signal
 import socket
 import sys
+import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence, Set
 from functools import partial
@@ -29,6 +30,7 @@ import attrs
 import httpx
 import psycopg
 import trio
+from psycopg_pool import ConnectionPool
 
 from chaos import check as checks
 from chaos.abuse import UNKNOWN_TOKEN, bad_requests, send_bad_requests
@@ -41,7 +43,16 @@ from chaos.prepare import (
     Prepared,
     spool_import_args,
 )
-from chaos.procs import Child, Monitor, log, read_log, wait_answering
+from chaos.procs import (
+    SAMPLE_SECONDS,
+    Child,
+    Monitor,
+    kill_pid,
+    log,
+    read_log,
+    wait_answering,
+    worker_pids,
+)
 from chaos.proxy import (
     AFTER_COMMIT,
     BEFORE_POST,
@@ -50,6 +61,7 @@ from chaos.proxy import (
     serve_proxy,
 )
 from usenet_indexer.config import Settings
+from usenet_indexer.coordinator.catalog_build import CatalogBuild
 from usenet_indexer.store.catalog import CatalogStore
 from usenet_indexer.store.pgcluster import Cluster
 from usenet_indexer.store.pool import GET_TIMEOUT_SECONDS, open_pool
@@ -66,6 +78,23 @@ CATCH_SECONDS = 5.0
 NAMED_ATTEMPTS = 3
 # How long a thawed edge has for its first call, which must be refused.
 REFUSAL_SECONDS = 30.0
+# How long build_kill9 waits for a catalog build running or keys pending
+# before it is skipped: a stored batch marks its keys pending at once, and
+# edges store one every second or so while ranges have spool data.
+BUILD_WAIT_SECONDS = 10.0
+# For this long of it, only a build holding shard locks will do (a build
+# takes 0.1-0.5 s here, so the monitor's pace catches one): the kill then
+# hits it mid-build when it picks the builder's process. After that, pending
+# keys will do too.
+BUILD_PREFER_SECONDS = 5.0
+# How often it looks: a fifth of the shortest builds seen.
+BUILD_POLL_SECONDS = 0.02
+# How long the supervisor has to start a worker in place of one killed (its
+# first pause is 1 s; a busy machine starts a coordinator in a few seconds).
+WORKER_BACK_SECONDS = 30.0
+# How long the conclusion waits for shard locks a killed coordinator's
+# connection still held (its backend ends once it sees the socket closed).
+DRAIN_SECONDS = 10.0
 # The kinds of the named kills (issue 6 item 1), by the proxy's point.
 NAMED_KILLS = {BEFORE_POST: "edge_kill9_before_post", AFTER_COMMIT: "edge_kill9_after_commit"}
 
@@ -87,7 +116,11 @@ class ChaosConfig:
         idle_seconds: an edge's pause after a 204 (its poll).
         feed_seconds: the pause between two spool imports.
         pause_seconds: the longest random pause between two faults.
-        kills, stops, coordinator_kills, postgres_restarts, bad_rounds: faults of each kind.
+        kills, stops, coordinator_kills, postgres_restarts, bad_rounds, build_kills:
+            faults of each kind (build_kills: kill -9 of one coordinator
+            process while a catalog build runs or keys are pending).
+        coordinator_processes: `uidx coordinator --processes` of the chaos
+            run (the controls and the clock run keep one, in-process).
         named_kills: kills -9 of an edge at each named point of a batch post
             (held by the proxy before it reaches the coordinator; after the
             commit, before the answer reaches the edge).
@@ -119,6 +152,7 @@ class ChaosConfig:
     coordinator_kills: int
     postgres_restarts: int
     bad_rounds: int
+    build_kills: int
     named_kills: int
     drop_every: int
     drop_limit: int
@@ -131,6 +165,7 @@ class ChaosConfig:
     prefetch: PrefetchConfig
     deadline_seconds: float = 300.0
     control_deadline_seconds: float = 60.0
+    coordinator_processes: int = 2
 
 
 def check_config(config: ChaosConfig) -> ChaosConfig:
@@ -154,7 +189,8 @@ def short_config(seed: int) -> ChaosConfig:
     return ChaosConfig(
         articles=40_000, ranges=8, chunk_articles=1000, batch_articles=1000, edges=8,
         feed_seconds=1.5, pause_seconds=0.3, kills=2, stops=1, coordinator_kills=1,
-        postgres_restarts=1, bad_rounds=1, named_kills=1, drop_every=2, drop_limit=2,
+        postgres_restarts=1, bad_rounds=1, build_kills=1, named_kills=1, drop_every=2,
+        drop_limit=2,
         bomb_bytes=256 << 20,
         control_ranges=1, fenced_control=False, fence_rounds=1, burst_processes=False,
         seed=seed, prefetch=prefetch,
@@ -175,7 +211,8 @@ def long_config(seed: int) -> ChaosConfig:
     return ChaosConfig(
         articles=400_000, ranges=24, chunk_articles=2000, batch_articles=2000, edges=8,
         feed_seconds=5.0, pause_seconds=3.0, kills=10, stops=3, coordinator_kills=2,
-        postgres_restarts=2, bad_rounds=3, named_kills=3, drop_every=3, drop_limit=8,
+        postgres_restarts=2, bad_rounds=3, build_kills=2, named_kills=3, drop_every=3,
+        drop_limit=8,
         bomb_bytes=1 << 30,
         control_ranges=4, fenced_control=True, fence_rounds=3, burst_processes=True, seed=seed,
         prefetch=prefetch, deadline_seconds=900.0,
@@ -229,6 +266,8 @@ class Run:
     fenced: bool
     rng: random.Random
     dropper: ReplyDropper
+    # `uidx coordinator --processes`: more than one, a supervisor over workers.
+    processes: int = 1
     ambush: Ambush = attrs.field(factory=Ambush)
     port: int = attrs.field(factory=free_port)
     coordinator: Child = attrs.field(init=False)
@@ -251,6 +290,8 @@ class Run:
     def __attrs_post_init__(self) -> None:
         (self.folder / "logs").mkdir(parents=True, exist_ok=True)
         argv = ("coordinator",) if self.fenced else ("coordinator", "--unsafe-no-fence")
+        if self.processes > 1:
+            argv = (*argv, "--processes", str(self.processes))
         env = child_env(
             DATABASE_URL=self.prepared.url,
             UIDX_HOME=str(self.home),
@@ -259,7 +300,13 @@ class Run:
             UIDX_MAX_BODY_BYTES=str(self.max_body_bytes),
             UIDX_MAX_INFLATED_BYTES=str(64 << 20),
         )
-        self.coordinator = Child("coordinator", argv, env, self.folder / "logs" / "coordinator.log")
+        self.coordinator = Child(
+            "coordinator",
+            argv,
+            env,
+            self.folder / "logs" / "coordinator.log",
+            supervisor=self.processes > 1,
+        )
         self.monitor = Monitor(self.prepared.url)
         held = max(1, len(self.parts) - HOLD_BACK)
         self.named_parts = list(range(max(1, held - 2 * self.config.named_kills), held))
@@ -477,6 +524,7 @@ class Run:
             + ["coordinator_kill9"] * config.coordinator_kills
             + ["postgres_restart"] * config.postgres_restarts
             + ["bad_input"] * config.bad_rounds
+            + ["build_kill9"] * config.build_kills
             + [NAMED_KILLS[BEFORE_POST], NAMED_KILLS[AFTER_COMMIT]] * config.named_kills
         )
         self.rng.shuffle(kinds)
@@ -486,6 +534,7 @@ class Run:
             "coordinator_kill9": self.kill_coordinator,
             "postgres_restart": self.restart_postgres,
             "bad_input": self.bad_input,
+            "build_kill9": self.kill_builder,
             NAMED_KILLS[BEFORE_POST]: partial(self.kill_edge_at, BEFORE_POST),
             NAMED_KILLS[AFTER_COMMIT]: partial(self.kill_edge_at, AFTER_COMMIT),
         }
@@ -662,6 +711,48 @@ class Run:
         await self.monitor.until(lambda rows: self.monitor.samples[-1][0] > up, 10.0)
         self.tally.lease_state_lost += checks.lease_state_lost(before, self.monitor.latest)
 
+    async def kill_builder(self) -> None:
+        """kill -9 of one coordinator process (a supervisor's worker) while a catalog
+        build runs or keys are pending; the supervisor starts another in its place.
+
+        Skipped when no build or pending key shows up within BUILD_WAIT_SECONDS,
+        or the coordinator has no workers (one process). A worker that does not
+        come back is counted unrecovered.
+        """
+        kind = "build_kill9"
+        process = self.coordinator.process
+        # Found first: the kill follows the sample that saw the build at once.
+        workers = set() if process is None else await worker_pids(process.pid)
+        if process is None or not workers:
+            self.tally.skipped[kind] += 1
+            log(f"{kind}: the coordinator has no worker process; skipped")
+            return
+        state = await trio.to_thread.run_sync(
+            _until_building, self.prepared.url, BUILD_WAIT_SECONDS, BUILD_PREFER_SECONDS
+        )
+        if state is None:
+            self.tally.skipped[kind] += 1
+            log(f"{kind}: no catalog build nor pending key in {BUILD_WAIT_SECONDS:.0f} s; skipped")
+            return
+        victim = self.rng.choice(sorted(workers))
+        killed_at = trio.current_time()
+        kill_pid(victim)
+        self.tally.faults[kind] += 1
+        pending, building = state
+        log(
+            f"kill -9 of coordinator worker pid {victim} ({pending} keys pending, "
+            f"{building} shard locks held)"
+        )
+        with trio.move_on_after(WORKER_BACK_SECONDS):
+            while True:
+                if _replaced(await worker_pids(process.pid), workers, victim):
+                    back = trio.current_time() - killed_at
+                    log(f"the supervisor started a worker again after {back:.2f} s")
+                    return
+                await trio.sleep(SAMPLE_SECONDS)
+        self.tally.unrecovered += 1
+        log(f"{kind}: no worker in place of pid {victim} after {WORKER_BACK_SECONDS:.0f} s")
+
     async def restart_postgres(self) -> None:
         async with (
             self.db_quiet,
@@ -720,6 +811,45 @@ async def _probe(client: httpx.AsyncClient) -> int:
 
 def _uidx_argv() -> list[str]:
     return [sys.executable, "-m", "usenet_indexer"]
+
+
+def _replaced(workers: Set[int], before: Set[int], victim: int) -> bool:
+    """Whether the supervisor has as many workers as before, the victim not among them."""
+    return victim not in workers and len(workers) >= len(before)
+
+
+# Shard locks are session advisory locks (4, shard): store/catalog.py's _LOCK_CLASS.
+_BUILD_STATE = """
+    SELECT (SELECT count(*) FROM catalog_pending),
+           (SELECT count(*) FROM pg_locks
+            WHERE locktype = 'advisory' AND classid = 4 AND objsubid = 2 AND granted)
+"""
+
+
+def _until_building(url: str, within: float, prefer: float) -> tuple[int, int] | None:
+    """Wait until a build holds shard locks (or, after `prefer` s, keys are pending):
+    (pending keys, shard locks held) then; None after `within` s. Sync, on one
+    connection (a new one after an error), for a worker thread."""
+    began = time.monotonic()
+    conn: psycopg.Connection[tuple[object, ...]] | None = None
+    try:
+        while (waited := time.monotonic() - began) < within:
+            try:
+                conn = conn or psycopg.connect(url, autocommit=True, connect_timeout=2)
+                row = conn.execute(_BUILD_STATE).fetchone()
+            except psycopg.Error:
+                if conn is not None:
+                    conn.close()
+                conn, row = None, None
+            if row is not None:
+                pending, locks = int(str(row[0])), int(str(row[1]))
+                if locks or (pending and waited > prefer):
+                    return pending, locks
+            time.sleep(BUILD_POLL_SECONDS)
+        return None
+    finally:
+        if conn is not None:
+            conn.close()
 
 
 def _rows_of(url: str, range_id: int, epoch: int, node_id: int) -> int:
@@ -821,12 +951,23 @@ class Outcome:
     same_node_regrants: int
     stopped_edges_409: int
     truth_stored: int
+    rebuild: checks.RebuildCheck | None = None
 
 
 def conclude(
-    run: Run, expected: Set[str], samples: Sequence[Sequence[RangeRow]], truth: Set[str]
+    run: Run,
+    expected: Set[str],
+    samples: Sequence[Sequence[RangeRow]],
+    truth: Set[str],
+    *,
+    rebuild: bool = False,
 ) -> Outcome:
-    """Read what the run left in the database and its log; draw the conclusions."""
+    """Read what the run left in the database and its log; draw the conclusions.
+
+    With `rebuild`, also hold the catalog the builders followed to a whole
+    rebuild (`followed_and_rebuilt`); its processes must be stopped by then.
+    """
+    rebuilt = followed_and_rebuilt(run) if rebuild else None
     with open_pool(run.prepared.url, Settings(home=run.home), max_size=2) as pool:
         stored = list(checks.chunk_message_ids(CatalogStore(pool).chunks()))
         with pool.connection() as conn:
@@ -866,7 +1007,45 @@ def conclude(
         same_node_regrants=regrants,
         stopped_edges_409=sum(figures.conflicts[node] for node in run.tally.stopped_nodes),
         truth_stored=truth_stored,
+        rebuild=rebuilt,
     )
+
+
+# The catalog's columns a user sees (and the sources they were made from), by guid.
+_CATALOG_ROWS = """
+    SELECT guid, name, size, files, poster, groups, posted, completion, sources FROM catalog
+"""
+
+
+def followed_and_rebuilt(run: Run) -> checks.RebuildCheck:
+    """The catalog the builders followed (what is still pending built first) against
+    a whole rebuild of the same fragments (`CatalogBuild.everything`)."""
+    # A build holds its shard locks on one connection while it reads and writes on others.
+    with open_pool(run.prepared.url, Settings(home=run.home), max_size=4) as pool:
+        build = CatalogBuild(pool)
+        _drain(build)
+        followed = _catalog_rows(pool)
+        build.everything(quiet_seconds=0)
+        rebuilt = _catalog_rows(pool)
+    found = checks.check_rebuild(followed, rebuilt)
+    log(
+        f"{run.name}: catalog followed vs rebuilt: {found.rows} rows; {found.missing} missing, "
+        f"{found.extra} extra, {found.changed} changed {list(found.sample)}"
+    )
+    return found
+
+
+def _drain(build: CatalogBuild) -> None:
+    # A shard may still be locked by the backend of a coordinator killed last
+    # (it ends once it sees its client gone): tried again until none is.
+    deadline = time.monotonic() + DRAIN_SECONDS
+    while build.drain(quiet_seconds=0).busy and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
+def _catalog_rows(pool: ConnectionPool) -> dict[str, tuple[object, ...]]:
+    with pool.connection() as conn:
+        return {str(row[0]): tuple(row[1:]) for row in conn.execute(_CATALOG_ROWS).fetchall()}
 
 
 def _pairs_by_range(

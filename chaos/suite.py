@@ -20,10 +20,14 @@ has three parts:
    the named kills import a part kept from the feed, so that a batch post
    comes at once), an edge frozen (SIGSTOP) past its lease until
    another node holds its range and then let go (SIGCONT), the coordinator
-   killed and started again, PostgreSQL stopped (`pg_ctl stop -m
-   immediate`) and started, and rounds of bad input (chaos_abuse). The last
-   part of the spool waits until the faults are done, so there is always
-   work in flight to hit. Then every range must be done.
+   (`--processes 2`: the supervisor and its workers) killed and started
+   again, one coordinator process killed while a catalog build runs or keys
+   are pending (the supervisor starts another), PostgreSQL stopped (`pg_ctl
+   stop -m immediate`) and started, and rounds of bad input (chaos_abuse).
+   The last part of the spool waits until the faults are done, so there is
+   always work in flight to hit. Then every range must be done, and the
+   catalog the builders followed (what is left pending built first) must be
+   the one a whole rebuild makes.
 2. The negative control: the same kind of run with the fence off (`uidx
    coordinator --unsafe-no-fence`) and the primary keys of batches,
    fragments and rule_counts dropped (they alone refuse an exact replay,
@@ -108,6 +112,7 @@ KINDS = (
     "edge_sigstop",
     "reply_lost",
     "coordinator_kill9",
+    "build_kill9",
     "postgres_restart",
     "lease_burst",
     "bad_input",
@@ -197,14 +202,17 @@ def _chaos_part(
     side: SideRuns,
 ) -> tuple[Run, Outcome, bool]:
     dropper = ReplyDropper(config.drop_every, config.drop_limit)
-    main = _make_run("chaos", config, folder, cluster, data.parts, rng, True, dropper)
+    main = _make_run(
+        "chaos", config, folder, cluster, data.parts, rng, True, dropper,
+        processes=config.coordinator_processes,
+    )  # fmt: skip
     spares = main.prepared.node_ids[config.burst_edges : config.burst_edges + config.stops]
     main.spare_nodes.extend(spares)
     _spool_import(main, data.parts[:1])
     log(f"chaos run: coordinator, a burst of {config.burst_edges} leases, edges, then faults")
     finished = trio.run(alongside, side, main)
     samples = [rows for _, rows in main.monitor.samples]
-    outcome = conclude(main, data.expected, samples, data.truth)
+    outcome = conclude(main, data.expected, samples, data.truth, rebuild=True)
     log(f"chaos run: {'every range done' if finished else 'NOT every range done'}")
     return main, outcome, finished
 
@@ -250,6 +258,7 @@ def _make_run(
     dropper: ReplyDropper,
     *,
     without_keys: bool = False,
+    processes: int = 1,
 ) -> Run:
     run_folder = folder / name
     (run_folder / "home").mkdir(parents=True)
@@ -259,7 +268,7 @@ def _make_run(
     prepared = prepare_database(
         cluster.url(name), run_folder / "home", parts, nodes, without_keys=without_keys
     )
-    return Run(name, config, run_folder, cluster, parts, prepared, fenced, rng, dropper)
+    return Run(name, config, run_folder, cluster, parts, prepared, fenced, rng, dropper, processes)
 
 
 def _report(
@@ -281,6 +290,7 @@ def _report(
     clock = _clock_figures(side)
     unfenced, unfenced_run, _ = controls[False]
     http_5xx = sum(n for status, n in tally.bad_statuses.items() if status >= 500)
+    rebuild = outcome.rebuild if outcome.rebuild is not None else checks.RebuildCheck(0, 0, 0, 0)
     report: dict[str, Any] = {
         "faults": faults,
         "expected": catalog.expected,
@@ -294,6 +304,13 @@ def _report(
         "truth_segments": len(truth),
         "truth_segments_stored": outcome.truth_stored,
         "rows_after_409": outcome.rows_after_409,
+        # The catalog the builders followed (some killed mid-build) against a whole rebuild.
+        "catalog_rows": rebuild.rows,
+        "catalog_rows_differing": rebuild.differing,
+        "catalog_rows_missing": rebuild.missing,
+        "catalog_rows_extra": rebuild.extra,
+        "catalog_rows_changed": rebuild.changed,
+        "catalog_rows_sample": list(rebuild.sample),
         "http_5xx": http_5xx,
         "conflicts_409": outcome.conflicts_409,
         "stopped_edges_409": outcome.stopped_edges_409,
@@ -413,7 +430,8 @@ def failures(report: dict[str, Any]) -> list[str]:
     """What makes the run fail (an empty list: it passed)."""
     bad = [
         f"{key} = {report[key]}"
-        for key in ("lost", "doubled", "rows_after_409", "http_5xx", "coordinator_log_errors",
+        for key in ("lost", "doubled", "rows_after_409", "catalog_rows_differing", "http_5xx",
+                    "coordinator_log_errors",
                     "coordinator_log_5xx", "holder_violations",
                     "chain_gaps", "ranges_incomplete", "lease_state_lost", "unrecovered",
                     *SPOOL_FAILURES, *CLOCK_FAILURES)
@@ -470,6 +488,9 @@ def _print_figures(report: dict[str, Any]) -> None:
         f"409s returned {report['conflicts_409']} (to frozen edges {report['stopped_edges_409']}); "
         f"rows written after a 409: {report['rows_after_409']}; "
         f"retries answered 'already stored': {report['already_stored']}",
+        f"catalog rows the builders followed vs a whole rebuild: {report['catalog_rows']:,} rows, "
+        f"{report['catalog_rows_differing']} differing ({report['catalog_rows_missing']} missing, "
+        f"{report['catalog_rows_extra']} extra, {report['catalog_rows_changed']} changed)",
         f"recovery (fault -> range leased again): p50 {report['recovery_p50_seconds']} s, "
         f"p95 {report['recovery_p95_seconds']} s over {report['recovery_samples']}",
         f"5xx under bad input: {report['http_5xx']} ({report['bad_input_statuses']})",

@@ -94,6 +94,28 @@ def release_chunk(group: str = "alt.test") -> ReleaseChunk:
     return ReleaseChunk(b"r" * 16, None, "p", (group,), None, (file,))
 
 
+def test_the_rebuild_check_finds_a_missing_an_extra_and_a_changed_row() -> None:
+    rebuilt = {"a": ("A", 10, [b"k1"]), "b": ("B", 20, [b"k2"]), "c": ("C", 30, [b"k3"])}
+    assert checks.check_rebuild(rebuilt, dict(rebuilt)) == checks.RebuildCheck(3, 0, 0, 0)
+    # "a" not built, "b" built with another size, "x" built and not in a whole rebuild.
+    followed = {"b": ("B", 21, [b"k2"]), "c": ("C", 30, [b"k3"]), "x": ("X", 5, [b"k9"])}
+    found = checks.check_rebuild(followed, rebuilt)
+    assert (found.rows, found.missing, found.extra, found.changed) == (3, 1, 1, 1)
+    assert found.differing == 3
+    assert found.sample == ("a", "x", "b")
+
+
+def test_a_catalog_that_differs_from_a_whole_rebuild_fails_the_run() -> None:
+    report = _clean_report() | {"catalog_rows_differing": 2}
+    assert failures(report) == ["catalog_rows_differing = 2"]
+
+
+def test_both_runs_kill_a_coordinator_process_mid_build() -> None:
+    assert "build_kill9" in KINDS
+    assert (short_config(1).build_kills, long_config(1).build_kills) == (1, 2)
+    assert short_config(1).coordinator_processes == 2
+
+
 def test_message_ids_of_stored_chunks_count_every_copy() -> None:
     chunk = release_chunk()
     assert list(checks.chunk_message_ids([chunk, chunk])) == ["m1@x", "m2@x"] * 2
@@ -164,7 +186,8 @@ def test_the_coordinator_log_tells_grants_409s_and_retries(tmp_path: Path) -> No
 
 def _clean_report() -> dict[str, object]:
     """A report of a run with nothing wrong in it (the side runs not run)."""
-    counted = ("lost", "doubled", "rows_after_409", "http_5xx", "coordinator_log_errors",
+    counted = ("lost", "doubled", "rows_after_409", "catalog_rows_differing", "http_5xx",
+               "coordinator_log_errors",
                "coordinator_log_5xx", "holder_violations", "chain_gaps", "ranges_incomplete",
                "lease_state_lost", "unrecovered", *SPOOL_FAILURES, *CLOCK_FAILURES)  # fmt: skip
     report: dict[str, object] = dict.fromkeys(counted, 0)

@@ -829,6 +829,28 @@ async def test_the_database_down_is_503_with_retry_after(
                     assert "unavailable" in response.json()["error"]
 
 
+class _GoneAtLease(RangeStore):
+    """PostgreSQL going away after the token was checked, as the lease is taken."""
+
+    def lease(self, node_id: int, ttl_seconds: float) -> None:
+        raise psycopg.OperationalError("server closed the connection unexpectedly")
+
+
+@pytest.mark.trio
+async def test_the_database_gone_during_a_lease_call_is_503_not_500(
+    nursery: trio.Nursery, settings: Settings, stores: Stores, token: str
+) -> None:
+    # The lease waits in a nursery (it watches for the node going away): the
+    # database's error must not reach the API wrapped in an exception group.
+    gone = attrs.evolve(stores, ranges=_GoneAtLease(stores.ranges.pool))
+    with trio.fail_after(DEADLINE_SECONDS):
+        url = await start_api(nursery, settings, gone)
+        async with httpx.AsyncClient(base_url=url, headers=bearer(token)) as client:
+            response = await client.post("lease")
+    assert response.status_code == 503
+    assert "unavailable" in response.json()["error"]
+
+
 # --- slow clients ------------------------------------------------------------------------
 
 

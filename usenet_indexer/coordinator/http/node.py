@@ -59,6 +59,7 @@ from usenet_indexer.coordinator.landings import Landings
 from usenet_indexer.coordinator.stores import Stores
 from usenet_indexer.coordinator.stream import RangeStream, SpoolReader, Streamed, StreamTiming
 from usenet_indexer.core.rules import DEFAULT_RULES
+from usenet_indexer.errors import sole_error
 from usenet_indexer.store.batches import BatchRejected, LeaseLost, Stored
 from usenet_indexer.store.ranges import Finish, Lease
 from usenet_indexer.wire.batchwire import BatchWireError, WireBatch, decode_batch, decode_body
@@ -345,11 +346,16 @@ class NodeApi:
         gone = True  # until the call ends with the node still there to answer
         try:
             with trio.CancelScope() as call:
-                async with trio.open_nursery() as nursery:
-                    # As for streams: only `receive` tells that the node went away.
-                    nursery.start_soon(_cancel_on_disconnect, receive, call)
-                    lease = await self._wait_for_lease(node_id, wait_seconds)
-                    nursery.cancel_scope.cancel()
+                try:
+                    async with trio.open_nursery() as nursery:
+                        # As for streams: only `receive` tells that the node went away.
+                        nursery.start_soon(_cancel_on_disconnect, receive, call)
+                        lease = await self._wait_for_lease(node_id, wait_seconds)
+                        nursery.cancel_scope.cancel()
+                except BaseExceptionGroup as group:
+                    # The wait's own error bare (the database gone: a 503), not
+                    # wrapped in a group the API would answer with a 500.
+                    raise sole_error(group) from None
             gone = call.cancel_called
         finally:
             if gone and lease is not None:
