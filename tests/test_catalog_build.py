@@ -249,3 +249,22 @@ def test_a_builders_shard_locks_hold_no_transaction_open(stores: Stores) -> None
             assert other.try_lock([2, 3]) == {3}
     with stores.catalog.shards() as again:
         assert again.try_lock([1, 2, 3]) == {1, 2, 3}
+
+
+def test_a_pending_key_no_release_has_is_built_from_its_rows_sources(stores: Stores) -> None:
+    # A probe's outcome marks the key of the generation it probed; a repost merged
+    # from its first key's chunks has no stored release of its own (its row's guid).
+    for _ in batches_of_generated(stores, 6_000, seed=4, every=3_000):
+        pass
+    stores.build.drain(quiet_seconds=0)
+    before = catalog_rows(stores)
+    guid = next(iter(before))
+    orphan = bytes.fromhex(guid)
+    with stores.catalog.pool.connection() as conn:
+        conn.execute("DELETE FROM catalog_pending")
+        assert conn.execute("SELECT count(*) FROM releases WHERE key = %s", (orphan,)).fetchone()
+        conn.execute("DELETE FROM releases WHERE key = %s", (orphan,))
+        conn.execute("INSERT INTO catalog_pending (key) VALUES (%s)", (orphan,))
+    built = stores.build.drain(quiet_seconds=0)
+    assert not stores.catalog.pending()  # never left waiting (--exit-when-done waits for it)
+    assert built.pending == 1

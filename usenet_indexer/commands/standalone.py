@@ -25,6 +25,7 @@ import logging
 import socket
 import sys
 import time
+from functools import partial
 
 from usenet_indexer.commands import coordinator as coordinator_command
 from usenet_indexer.commands import edge as edge_command
@@ -35,6 +36,7 @@ from usenet_indexer.edge.options import EdgeOptions
 from usenet_indexer.errors import ConfigError
 from usenet_indexer.prefetch.daemon import PrefetchOptions
 from usenet_indexer.prefetch.servers import server_configs
+from usenet_indexer.store.catalog import CatalogTable
 from usenet_indexer.store.database import migrate_url
 from usenet_indexer.store.nodes import NodeStore
 from usenet_indexer.store.pgcluster import Cluster, database_url
@@ -114,7 +116,9 @@ def run(args: argparse.Namespace) -> int:
                 [*global_argv(args), "standalone"],
                 lambda: 0,  # never called: always_supervise
                 notify_socket=settings.notify_socket,
-                done=ranges.all_done if args.exit_when_done else None,
+                done=partial(_work_done, ranges, CatalogTable(pool))
+                if args.exit_when_done
+                else None,
                 environment={
                     "COORDINATOR_URL": coordinator_url(settings.listen),
                     "NODE_TOKEN": token,
@@ -142,6 +146,12 @@ def run(args: argparse.Namespace) -> int:
             )
             return 1
     return status
+
+
+def _work_done(ranges: RangeStore, catalog: CatalogTable) -> bool:
+    """--exit-when-done: every range done or parked, and the catalog built from them
+    (what the last batches touched taken in: the catalog is what a client then sees)."""
+    return ranges.all_done() and not catalog.any_pending()
 
 
 def coordinator_url(listen: str) -> str:

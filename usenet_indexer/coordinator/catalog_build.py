@@ -102,7 +102,8 @@ class CatalogBuild:
         started = time.thread_time()
         with self.table.shards() as locks:
             shards = locks.pending_shards()
-            if not shards:
+            orphans = locks.orphans()
+            if not shards and not orphans:
                 return Built(0, 0, 0, shown=self.table.show_quiet(quiet_seconds))
             # A random order: builders starting together take different shards.
             order = random.sample(shards, len(shards))
@@ -112,10 +113,13 @@ class CatalogBuild:
                 mine = set([s for s in order if s in got][:MAX_SHARDS])
                 locks.unlock(got - mine)
             more = len(mine) < len(shards)
-            if not mine:
+            if shards and not mine:
                 return Built(0, 0, 0, more=True, busy=True)
-            pending = locks.pending(mine)
-            closure = self.closure(list(pending))
+            pending = locks.pending(mine) if mine else {}
+            # A generation's key marked by a probe stands for its row's source keys.
+            touched = [*pending, *(locks.guid_sources(list(orphans)) if orphans else ())]
+            pending.update(orphans)
+            closure = self.closure(touched)
             keys = sorted(closure.keys)
             if not self._reach(locks, keys):
                 return Built(0, 0, 0, more=True, busy=True)

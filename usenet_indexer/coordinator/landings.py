@@ -25,11 +25,13 @@ itself, with a growing pause, and logs both.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 import attrs
 import psycopg
 import trio
 
+from usenet_indexer.store.probes import PENDING_CHANNEL
 from usenet_indexer.store.ranges import PLANNED_CHANNEL
 from usenet_indexer.store.spool import LISTEN_LANDED
 
@@ -63,6 +65,9 @@ class Landings:
     _session_event: trio.Event = attrs.field(factory=trio.Event)
     _planned: int = 0
     _planned_event: trio.Event = attrs.field(factory=trio.Event)
+    # Called when keys were marked pending for the catalog by another process (a
+    # probe's outcome): the coordinator's builder is poked (its CatalogDue.due).
+    on_pending: list[Callable[[], None]] = attrs.field(factory=list)
 
     @property
     def sessions(self) -> int:
@@ -158,11 +163,14 @@ async def listen_for_landings(
         landings.listening()
         try:
             while True:
-                landed, planned = await trio.to_thread.run_sync(_received, conn)
+                landed, planned, pending = await trio.to_thread.run_sync(_received, conn)
                 if landed:
                     landings.landed(landed)
                 if planned:
                     landings.planned()
+                if pending:
+                    for poke in landings.on_pending:
+                        poke()
         except psycopg.OperationalError as error:
             logger.warning("lost the connection that listens for spool chunks: %s", error)
             lost = True
@@ -187,23 +195,30 @@ def _listening(conninfo: str) -> psycopg.Connection[tuple[object, ...]]:
     try:
         conn.execute(LISTEN_LANDED)
         conn.execute(f"LISTEN {PLANNED_CHANNEL}")
+        conn.execute(f"LISTEN {PENDING_CHANNEL}")
     except BaseException:
         conn.close()
         raise
     return conn
 
 
-def _received(conn: psycopg.Connection[tuple[object, ...]]) -> tuple[list[int], bool]:
-    """(the groups of the chunks announced, whether ranges were planned), from the first
-    notification or within WAIT_SECONDS (blocking, in a worker thread)."""
+def _received(
+    conn: psycopg.Connection[tuple[object, ...]],
+) -> tuple[list[int], bool, bool]:
+    """(the groups of the chunks announced, whether ranges were planned, whether catalog
+    keys were marked pending), from the first notification or within WAIT_SECONDS
+    (blocking, in a worker thread)."""
     found: list[int] = []
-    planned = False
+    planned = pending = False
     for notify in conn.notifies(timeout=WAIT_SECONDS, stop_after=1):
         if notify.channel == PLANNED_CHANNEL:
             planned = True
+            continue
+        if notify.channel == PENDING_CHANNEL:
+            pending = True
             continue
         try:
             found.append(int(notify.payload))
         except ValueError:
             logger.warning("a spool notification without a group id: %r", notify.payload)
-    return found, planned
+    return found, planned, pending

@@ -102,6 +102,8 @@ async def serve(
     """
     options = options or ApiOptions.from_settings(settings)
     landings = landings or Landings()
+    if catalog_due is not None:
+        landings.on_pending.append(catalog_due.due)
     node = NodeApi(stores, options, landings, catalog_due or CatalogDue())
     app = coordinator_app(stores, node)
     config = hypercorn_config(

@@ -143,6 +143,7 @@ _SHOW_QUIET = """
     WHERE NOT shown AND changed_at <= now() - make_interval(secs => %s)
 """
 _PENDING = "SELECT key, seq FROM catalog_pending"
+_ANY_PENDING = "SELECT EXISTS (SELECT FROM catalog_pending)"
 _PENDING_DONE = """
     DELETE FROM catalog_pending p USING unnest(%b::bytea[], %s::bigint[]) AS d(key, seq)
     WHERE p.key = d.key AND p.seq = d.seq
@@ -189,6 +190,13 @@ _PENDING_IN = f"""
     WHERE {_SHARD} = ANY(%s)
 """
 _PENDING_OF = "SELECT key, seq FROM catalog_pending WHERE key = ANY(%b)"
+# Pending keys no stored release has: a probe's outcome for a generation's key
+# (a repost merged from its first key's chunks; its row's guid is that key).
+_ORPHANS = """
+    SELECT p.key, p.seq FROM catalog_pending p
+    WHERE NOT EXISTS (SELECT FROM releases r WHERE r.key = p.key)
+"""
+_GUID_SOURCES = "SELECT DISTINCT unnest(sources) FROM catalog WHERE guid = ANY(%s)"
 _SHARDS_OF = f"SELECT DISTINCT {_SHARD} FROM releases r WHERE key = ANY(%b)"
 _TRY_LOCK = f"SELECT s FROM unnest(%s::int[]) AS s WHERE pg_try_advisory_lock({_LOCK_CLASS}, s)"
 _LOCK_ALL = f"""
@@ -556,6 +564,15 @@ class ShardLocks:
         """Those of `keys` that are pending, with their seq."""
         return _seqs(self._conn.execute(_PENDING_OF, (list(keys),)).fetchall())
 
+    def orphans(self) -> dict[bytes, int]:
+        """Pending keys that no stored release has (a generation's key), with their seq."""
+        return _seqs(self._conn.execute(_ORPHANS).fetchall())
+
+    def guid_sources(self, keys: Sequence[bytes]) -> set[bytes]:
+        """The source keys of the catalog rows whose guids are `keys`."""
+        rows = self._conn.execute(_GUID_SOURCES, ([k.hex() for k in keys],)).fetchall()
+        return {bytes(key) for (key,) in rows}
+
     def shards_of(self, keys: Sequence[bytes]) -> set[int]:
         """The shards of the stored releases of `keys`."""
         return {int(s) for (s,) in self._conn.execute(_SHARDS_OF, (list(keys),)).fetchall()}
@@ -594,6 +611,12 @@ class CatalogTable:
             finally:
                 locks.unlock()
                 conn.autocommit = False
+
+    def any_pending(self) -> bool:
+        """Whether a batch touched keys that no build took in yet."""
+        with self.pool.connection() as conn:
+            row = conn.execute(_ANY_PENDING).fetchone()
+        return bool(row and row[0])
 
     def pending(self) -> dict[bytes, int]:
         """The keys batches touched since the last build, with their seq."""

@@ -57,6 +57,10 @@ _PENDING = """
     INSERT INTO catalog_pending (key) VALUES (%s)
     ON CONFLICT (key) DO UPDATE SET seq = nextval('catalog_pending_seq')
 """
+# The coordinators' builders hear it (coordinator/landings.py): a probe's outcome
+# is built in a moment, not at the next tick.
+PENDING_CHANNEL = "uidx_catalog_pending"
+_NOTIFY_PENDING = f"SELECT pg_notify('{PENDING_CHANNEL}', '')"
 # Again later (a pause that doubles per attempt), or given up at the cap.
 _RETRY = """
     UPDATE probe_candidates
@@ -164,6 +168,7 @@ class ProbeStore:
             if conn.execute(_RECORD, args).rowcount != 1:
                 return False
             conn.execute(_PENDING, (job.release_key,))
+            conn.execute(_NOTIFY_PENDING)
             return True
 
     def retry(
