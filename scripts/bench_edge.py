@@ -55,11 +55,10 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-import httpx
 
 from usenet_indexer.config import default
 from usenet_indexer.testing.logcheck import file_problems
-from usenet_indexer.testing.processes import child_env
+from usenet_indexer.testing.processes import child_env, wait_until_answering
 
 ROOT = Path(__file__).resolve().parent.parent
 UIDX = [sys.executable, "-m", "usenet_indexer"]
@@ -215,7 +214,7 @@ def coordinator(env: Mapping[str, str], errors: Path, url: str) -> Iterator[list
             [*UIDX, "coordinator"], env=env, stdout=subprocess.DEVNULL, stderr=stream
         )
         try:
-            wait_until_answering(child, url, errors)
+            wait_until_answering(child, url, errors, who="bench-edge", seconds=STARTUP_SECONDS)
             yield cpu
         finally:
             if child.returncode is None:
@@ -228,23 +227,6 @@ def coordinator(env: Mapping[str, str], errors: Path, url: str) -> Iterator[list
                     timer.cancel()
                 child.returncode = os.waitstatus_to_exitcode(status)
                 cpu.append(usage.ru_utime + usage.ru_stime)
-
-
-def wait_until_answering(child: subprocess.Popen[bytes], url: str, errors: Path) -> None:
-    deadline = time.monotonic() + STARTUP_SECONDS
-    while True:
-        if child.poll() is not None:
-            tail = errors.read_text(errors="replace")[-4000:]
-            raise SystemExit(f"bench-edge: the coordinator exited ({child.returncode}):\n{tail}")
-        try:
-            httpx.get(url, timeout=1.0)
-            return
-        except httpx.TransportError:
-            if time.monotonic() > deadline:
-                raise SystemExit(
-                    f"bench-edge: the coordinator did not answer within {STARTUP_SECONDS:.0f} s"
-                ) from None
-            time.sleep(0.1)
 
 
 def wait_for_catalog(database_url: str) -> None:

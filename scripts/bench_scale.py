@@ -60,12 +60,11 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-import httpx
 import psycopg
 
 from usenet_indexer.config import default
 from usenet_indexer.testing.logcheck import file_problems
-from usenet_indexer.testing.processes import child_env
+from usenet_indexer.testing.processes import child_env, wait_until_answering
 
 UIDX = [sys.executable, "-m", "usenet_indexer"]
 GROUP = "alt.binaries.test"  # `uidx generate`'s default group
@@ -196,23 +195,6 @@ def stopped(child: subprocess.Popen[bytes], what: str, *, signalled: bool = Fals
     if child.returncode != 0:
         raise SystemExit(f"bench-scale: {what} exited {child.returncode} when stopped")
     return usage.ru_utime + usage.ru_stime
-
-
-def wait_until_answering(child: subprocess.Popen[bytes], url: str, errors: Path) -> None:
-    deadline = time.monotonic() + STARTUP_SECONDS
-    while True:
-        if child.poll() is not None:
-            tail = errors.read_text(errors="replace")[-4000:]
-            raise SystemExit(f"bench-scale: the coordinator exited ({child.returncode}):\n{tail}")
-        try:
-            httpx.get(url, timeout=1.0)
-            return
-        except httpx.TransportError:
-            if time.monotonic() > deadline:
-                raise SystemExit(
-                    f"bench-scale: the coordinator did not answer within {STARTUP_SECONDS:.0f} s"
-                ) from None
-            time.sleep(0.1)
 
 
 def stat_fields(pid: int) -> list[str] | None:
@@ -346,7 +328,9 @@ def run(
         home / "coordinator.err",
     )
     try:
-        wait_until_answering(coordinator, url, home / "coordinator.err")
+        wait_until_answering(
+            coordinator, url, home / "coordinator.err", who="bench-scale", seconds=STARTUP_SECONDS
+        )
         startup_cpu = own_cpu(coordinator.pid)
         edge = started(
             [*UIDX, "edge", "--processes", str(args.edge_processes),

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
 
 # Variables of this process that must not reach uidx's children: their own
 # settings are set explicitly, and config.py refuses unknown UIDX_ variables.
@@ -18,3 +23,24 @@ def child_env(**settings: str) -> dict[str, str]:
     }
     env.update(settings)
     return env
+
+
+def wait_until_answering(
+    child: subprocess.Popen[bytes], url: str, errors: Path, *, who: str, seconds: float
+) -> None:
+    """Until the coordinator `child` answers HTTP at `url` (SystemExit, naming `who` and
+    with the tail of its log `errors`, when it exits or `seconds` pass first)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        if child.poll() is not None:
+            tail = errors.read_text(errors="replace")[-4000:]
+            raise SystemExit(f"{who}: the coordinator exited ({child.returncode}):\n{tail}")
+        try:
+            httpx.get(url, timeout=1.0)
+            return
+        except httpx.TransportError:
+            if time.monotonic() > deadline:
+                raise SystemExit(
+                    f"{who}: the coordinator did not answer within {seconds:.0f} s"
+                ) from None
+            time.sleep(0.1)
