@@ -2,15 +2,16 @@
 
 The closure is read from a small in-memory catalog here (the SQL that answers
 it on PostgreSQL is tested in test_catalog_build.py): its repost chains, the
-keys the catalog joined before, and the poster's releases posted within
-uploads.TOGETHER_SECONDS, to the fixpoint; nothing of other hours or posters.
+keys the catalog joined before (both to the fixpoint), and the poster's
+releases posted within uploads.TOGETHER_SECONDS, two windows deep; nothing of
+other hours or posters.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from usenet_indexer.core.catalog import Closure, Span
+from usenet_indexer.core.catalog import WINDOW_ROUNDS, Closure, Span
 from usenet_indexer.core.reposts import repost_key
 from usenet_indexer.core.uploads import TOGETHER_SECONDS
 
@@ -83,11 +84,15 @@ def test_the_posters_releases_near_in_time_come_again_and_no_others() -> None:
     assert closure_of([key(1)], spans) == {key(1), key(2), key(3)}
 
 
-def test_parts_near_each_other_in_a_row_are_followed_to_the_end() -> None:
-    # Each part starts 20 minutes after the last: one chain of windows.
+def test_windows_reach_two_deep_not_through_a_posters_whole_history() -> None:
+    # A poster around the clock: each upload 20 minutes after the last. The
+    # touched key's window finds the next, whose window finds the one after;
+    # no further (WINDOW_ROUNDS), or every build would bring back all of them.
     spans = {key(n): Span("a@b", T0 + n * 20 * 60, T0 + n * 20 * 60 + 60) for n in range(8)}
-    spans[key(99)] = Span("a@b", T0 + 8 * 20 * 60 + 3 * HOUR, T0 + 10 * HOUR)
-    assert closure_of([key(0)], spans) == {key(n) for n in range(8)}
+    assert WINDOW_ROUNDS == 2
+    assert closure_of([key(0)], spans) == {key(0), key(1), key(2)}
+    # The rows the catalog made are still followed whole, however far.
+    assert closure_of([key(0)], spans, rows=[[key(2), key(7)]]) == {key(n) for n in (0, 1, 2, 7)}
 
 
 def test_a_shared_from_asks_no_window() -> None:

@@ -138,9 +138,12 @@ def test_the_daemon_backfills_a_group_behind_its_live_head(
         assert group["backfill_reached"] == floor
         assert group["head_indexed_to"] == high + 600
         text = uidx(env, "status").stdout
+        # Article numbers as a person reads them: with thousands separators.
+        head = re.escape(f"{high + 600:,}")
         assert re.search(
-            rf"{re.escape(GROUP)}\s+checked\s+{high + 600}\s+{high + 600}\s+{floor} \(all\)", text
-        )
+            rf"{re.escape(GROUP)}\s+checked\s+{head}\s+{head}\s+{re.escape(f'{floor:,}')} \(all\)",
+            text,
+        ), text
     assert_clean_log("".join(log))
 
 

@@ -25,7 +25,9 @@ import logging
 import socket
 import sys
 import time
-from functools import partial
+from datetime import datetime
+
+import attrs
 
 from usenet_indexer.commands import coordinator as coordinator_command
 from usenet_indexer.commands import edge as edge_command
@@ -116,9 +118,7 @@ def run(args: argparse.Namespace) -> int:
                 [*global_argv(args), "standalone"],
                 lambda: 0,  # never called: always_supervise
                 notify_socket=settings.notify_socket,
-                done=partial(_work_done, ranges, CatalogTable(pool))
-                if args.exit_when_done
-                else None,
+                done=_WorkDone(ranges, CatalogTable(pool)) if args.exit_when_done else None,
                 environment={
                     "COORDINATOR_URL": coordinator_url(settings.listen),
                     "NODE_TOKEN": token,
@@ -148,10 +148,25 @@ def run(args: argparse.Namespace) -> int:
     return status
 
 
-def _work_done(ranges: RangeStore, catalog: CatalogTable) -> bool:
-    """--exit-when-done: every range done or parked, and the catalog built from them
-    (what the last batches touched taken in: the catalog is what a client then sees)."""
-    return ranges.all_done() and not catalog.any_pending()
+@attrs.define(eq=False)
+class _WorkDone:
+    """--exit-when-done: every range done or parked, and the catalog built from them.
+
+    The keys pending when the ranges were all done (the last batches', and
+    probes' outcomes until then) are waited for; keys a probe marks later are
+    not: the probes go on after the ranges, and each outcome is a build.
+    """
+
+    ranges: RangeStore
+    catalog: CatalogTable
+    _ranges_done_at: datetime | None = None
+
+    def __call__(self) -> bool:
+        if self._ranges_done_at is None:
+            if not self.ranges.all_done():
+                return False
+            self._ranges_done_at = self.catalog.now()
+        return not self.catalog.any_pending(self._ranges_done_at)
 
 
 def coordinator_url(listen: str) -> str:

@@ -26,9 +26,16 @@ is bounded by the batch, never by what the catalog already holds):
   part of a set are never joined to it, so the posters' uploads of other
   hours or days are neither read nor written again.
 
-Each key found brings its own chain, rows and window: `Closure` walks
-these to their fixpoint, asking its driver for one kind of look-up at a
-time (`Closure.wanted`), and is done when a round finds no new key.
+Each key found brings its own chain and rows, walked to their fixpoint;
+windows are looked in from the touched keys and from what those windows
+found (WINDOW_ROUNDS, 2), no further: a poster who posts around the clock
+would otherwise chain every release of his, each within 30 minutes of the
+next, into every build. The cost of that bound: an upload whose parts a
+new part would join only through three or more windows in a row is joined
+when one of those parts is touched again, or by `uidx catalog build` (the
+whole rebuild the tests and the chaos run compare with found no such case).
+`Closure` asks its driver for one kind of look-up at a time
+(`Closure.wanted`) and is done when a round finds no new key.
 """
 
 from __future__ import annotations
@@ -47,6 +54,11 @@ from usenet_indexer.core.reposts import repost_key
 from usenet_indexer.core.uploads import SHARED_FROMS, TOGETHER_SECONDS
 
 _SPLIT = re.compile(r"[\W_]+")
+# Windows are looked in from the touched keys and from what the first windows
+# found, not further (chains and rows are followed to the end): a poster who
+# posts around the clock, an upload every few minutes, would otherwise bring
+# every release of his back at every build, each within 30 minutes of the next.
+WINDOW_ROUNDS = 2
 
 
 def search_name(name: str) -> str:
@@ -244,6 +256,7 @@ class Closure:
     _asked: Wanted = attrs.field(factory=Wanted)
     _windowed: set[bytes] = attrs.field(factory=set)  # keys whose chain's windows were made
     _next: dict[bytes, bytes] = attrs.field(factory=dict)  # each stored key's repost key
+    _window_rounds: int = 0
     rounds: int = 0
 
     @classmethod
@@ -268,12 +281,15 @@ class Closure:
             self._asked = Wanted(spans=tuple(sorted(self._unread)))
         else:
             rows = tuple(sorted(self.keys - self._rows_read))
-            windows = tuple(
-                sorted(
-                    set(self._windows()) - self._windows_read,
-                    key=lambda w: (w.poster, w.low, w.high is None, w.high or 0),
+            windows: tuple[Window, ...] = ()
+            if self._window_rounds < WINDOW_ROUNDS:
+                windows = tuple(
+                    sorted(
+                        set(self._windows()) - self._windows_read,
+                        key=lambda w: (w.poster, w.low, w.high is None, w.high or 0),
+                    )
                 )
-            )
+                self._window_rounds += bool(windows)
             self._asked = Wanted(rows=rows, windows=windows)
         return self._asked
 

@@ -143,7 +143,8 @@ _SHOW_QUIET = """
     WHERE NOT shown AND changed_at <= now() - make_interval(secs => %s)
 """
 _PENDING = "SELECT key, seq FROM catalog_pending"
-_ANY_PENDING = "SELECT EXISTS (SELECT FROM catalog_pending)"
+_ANY_PENDING = "SELECT EXISTS (SELECT FROM catalog_pending WHERE since <= %s)"
+_NOW = "SELECT now()"
 _PENDING_DONE = """
     DELETE FROM catalog_pending p USING unnest(%b::bytea[], %s::bigint[]) AS d(key, seq)
     WHERE p.key = d.key AND p.seq = d.seq
@@ -612,11 +613,19 @@ class CatalogTable:
                 locks.unlock()
                 conn.autocommit = False
 
-    def any_pending(self) -> bool:
-        """Whether a batch touched keys that no build took in yet."""
+    def any_pending(self, since: datetime) -> bool:
+        """Whether keys pending since `since` or before (the database's clock) wait for a
+        build."""
         with self.pool.connection() as conn:
-            row = conn.execute(_ANY_PENDING).fetchone()
+            row = conn.execute(_ANY_PENDING, (since,)).fetchone()
         return bool(row and row[0])
+
+    def now(self) -> datetime:
+        """The database's clock."""
+        with self.pool.connection() as conn:
+            row = conn.execute(_NOW).fetchone()
+        assert row is not None
+        return row[0]  # type: ignore[no-any-return]
 
     def pending(self) -> dict[bytes, int]:
         """The keys batches touched since the last build, with their seq."""
