@@ -87,6 +87,8 @@ class Settings:
             obfuscated releases (0: none; a server with too few for a share
             probes on one connection while header fetching is idle).
         probe_max_body_bytes: the largest article body a probe reads.
+        metrics_token: the bearer token /metrics asks of a scraper (never
+            logged); empty: /metrics is closed (404).
     """
 
     home: Path
@@ -119,6 +121,7 @@ class Settings:
     backfill_ranges_ahead: int = 2
     probe_share: float = 0.1
     probe_max_body_bytes: int = 4 << 20
+    metrics_token: str = attrs.field(default="", repr=False)
 
     @property
     def listen_host_port(self) -> tuple[str, int]:

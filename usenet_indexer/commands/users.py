@@ -23,6 +23,12 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "this once (Sonarr, Radarr, SABnzbd and Prowlarr call it the API key).",
     )
     create.add_argument("name", help="the user's name")
+    create.add_argument(
+        "--operator",
+        action="store_true",
+        help="an operator: its key (or a login with it) shows the whole status page "
+        "(groups, ranges, nodes, servers); a user's shows the search and NZB links only",
+    )
     actions.add_parser(
         "list",
         help="the users, their requests, when they were last seen",
@@ -47,9 +53,10 @@ def run(args: argparse.Namespace) -> int:
     with opened(from_process(args.config)) as pool:
         store = UserStore(pool)
         if args.action == "create":
-            key = store.create(args.name)
+            key = store.create(args.name, operator=args.operator)
             print(key)
-            print(f"(the API key of {args.name}; it is shown this once)")
+            role = "operator" if args.operator else "API user"
+            print(f"(the API key of {args.name}, {role}; it is shown this once)")
             return 0
         if args.action == "revoke":
             store.revoke(args.name)

@@ -1,9 +1,10 @@
 """The coordinator's HTTP server: hypercorn's trio worker serving one `asgi.App`.
 
-The App is where the coordinator's APIs are mounted: the node API under
-/api/v1/node/, the newznab API at /api, the status page at / and /metrics;
-this module only builds it, binds (or takes the supervisor's socket, for
-several coordinator processes on one port), and says where edges connect.
+The App is where the coordinator's APIs are mounted, each with who may
+call it (`coordinator_app`: the one table of routes and their access
+levels); this module only builds it, binds (or takes the supervisor's
+socket, for several coordinator processes on one port), and says where
+edges connect.
 """
 
 from __future__ import annotations
@@ -21,11 +22,21 @@ from hypercorn.trio import serve as hypercorn_serve
 
 from usenet_indexer.config import Settings
 from usenet_indexer.coordinator.catalog_builder import CatalogDue
-from usenet_indexer.coordinator.http.asgi import ApiCounts, App
+from usenet_indexer.coordinator.http.access import StoreGate
+from usenet_indexer.coordinator.http.asgi import (
+    Access,
+    ApiCounts,
+    App,
+    Denied,
+    Exchange,
+    Response,
+    Route,
+)
+from usenet_indexer.coordinator.http.login import LOGIN_PATH, LOGOUT_PATH, LoginApi, refused_page
 from usenet_indexer.coordinator.http.newznab import PATH as NEWZNAB_PATH
-from usenet_indexer.coordinator.http.newznab import NewznabApi
+from usenet_indexer.coordinator.http.newznab import NewznabApi, is_public
 from usenet_indexer.coordinator.http.node import PREFIX, ApiOptions, NodeApi
-from usenet_indexer.coordinator.http.status_page import MetricsApi, StatusPage
+from usenet_indexer.coordinator.http.status_page import HealthApi, MetricsApi, StatusPage
 from usenet_indexer.coordinator.landings import Landings, listen_for_landings
 from usenet_indexer.coordinator.stores import Stores
 from usenet_indexer.errors import ConfigError, sole_error
@@ -103,7 +114,7 @@ async def serve(
     options = options or ApiOptions.from_settings(settings)
     landings = landings or Landings()
     node = NodeApi(stores, options, landings, catalog_due or CatalogDue())
-    app = coordinator_app(stores, node)
+    app = coordinator_app(stores, node, metrics_token=settings.metrics_token)
     config = hypercorn_config(
         settings.listen if listen_fd is None else f"fd://{listen_fd}", options
     )
@@ -134,12 +145,13 @@ async def _stopping(shutdown: trio.Event, node: NodeApi) -> None:
     node.stop_waiting()
 
 
-def coordinator_app(stores: Stores, node: NodeApi) -> App:
-    """The ASGI app of the coordinator: its APIs, each under its path prefix.
+def coordinator_app(stores: Stores, node: NodeApi, *, metrics_token: str = "") -> App:
+    """The ASGI app of the coordinator: its routes, each with who may call it.
 
     Args:
         stores: the open stores.
         node: the node API (its options give the App its body timeout and Retry-After).
+        metrics_token: the bearer token of /metrics (empty: /metrics is closed).
 
     Returns:
         The App hypercorn serves.
@@ -148,15 +160,37 @@ def coordinator_app(stores: Stores, node: NodeApi) -> App:
     counts = ApiCounts()
     newznab = NewznabApi(stores.catalog, stores.users, stores.build, counts)
     status = StatusStore(stores.catalog.pool)
+    login = LoginApi(stores.users)
     return App(
-        {PREFIX: node},
+        {PREFIX: Route(node, Access.NODE)},
+        gate=StoreGate(stores.nodes, stores.users, metrics_token),
         body_timeout_seconds=options.body_timeout_seconds,
         retry_after_seconds=options.retry_after_seconds,
         paths={
-            NEWZNAB_PATH: newznab,
-            "/": StatusPage(status, stores.catalog, stores.users),
-            "/metrics": MetricsApi.of(status, stores.catalog, counts),
+            # t=caps is anyone's; every other call needs an API user's key.
+            NEWZNAB_PATH: Route(newznab, Access.API_USER, is_public, newznab.refused),
+            # An API user sees the search and NZB links, an operator all of it.
+            "/": Route(StatusPage(status, stores.catalog), Access.API_USER, refusal=refused_page),
+            LOGIN_PATH: Route(login, Access.PUBLIC),
+            LOGOUT_PATH: Route(login, Access.PUBLIC),
+            "/healthz": Route(HealthApi(status), Access.PUBLIC),
+            "/metrics": Route(
+                MetricsApi.of(status, stores.catalog, counts),
+                Access.METRICS,
+                refusal=_metrics_refused,
+            ),
         },
+    )
+
+
+def _metrics_refused(exchange: Exchange, denied: Denied) -> Response:
+    # Without a metrics_token, /metrics is not there at all.
+    if denied is Denied.CLOSED:
+        return Response.error(404, f"no such call: {exchange.path}")
+    return Response.error(
+        401,
+        "a bearer token is required (metrics_token)",
+        headers=((b"www-authenticate", b"Bearer"),),
     )
 
 

@@ -4,10 +4,18 @@ Theory of operation
 -------------------
 hypercorn serves one `App`. The App answers the lifespan by itself (there is
 nothing to set up: the stores are open before it is served) and hands each
-HTTP request to the API of its exact path (`paths`: the newznab API at
+HTTP request to the route of its exact path (`paths`: the newznab API at
 /api) or else the one whose path prefix it falls under (`mounts`: the node
 API under /api/v1/node/); a path under none is 404 before anything else is
 looked at. A status page or a metrics endpoint is one more `Api`.
+
+Every route is a `Route`: its API and its `Access` level, declared beside
+its path (server.coordinator_app); the App takes nothing else. Before the
+API's handler runs, the App asks its `Gate` whether the request's
+credentials reach the route's level, and answers a request that does not
+with the route's own refusal (the node API's JSON 401, newznab's error 100,
+the page's login form). So a route added later cannot be open by accident:
+it is public only where its declaration says PUBLIC.
 
 An API answers a request with a `Response`, or by itself (a stream, once its
 200 is out), or raises. `Refused` carries an answer the API chose (a 401, a
@@ -28,9 +36,10 @@ is never read. Nothing here logs a header, and paths are logged quoted.
 
 from __future__ import annotations
 
+import enum
 import logging
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final, Protocol
 
 import attrs
@@ -88,11 +97,16 @@ class Response:
 
 
 class Refused(UidxError):
-    """Raised by an API to answer a request early with `response` (caught by the App)."""
+    """Raised by an API to answer a request early with `response` (caught by the App).
 
-    def __init__(self, response: Response) -> None:
+    `wrong_credentials`: the request named a key or token that is nobody's
+    (counted against the client, as a guess).
+    """
+
+    def __init__(self, response: Response, *, wrong_credentials: bool = False) -> None:
         super().__init__(response.status)
         self.response = response
+        self.wrong_credentials = wrong_credentials
 
 
 class _ClientGone(UidxError):
@@ -137,6 +151,8 @@ class Exchange:
     caller: str | None = None
     query: bytes = b""  # the query string, as sent (never logged: it may carry a key)
     scheme: str = "http"
+    client: str = ""  # the peer's address (what failed attempts are counted by)
+    user: Caller | None = None  # who the Gate admitted (None: a public route)
 
     def __str__(self) -> str:
         # For log lines: the path is the client's, so quoted (no line breaks).
@@ -170,7 +186,81 @@ class Api(Protocol):
         ...
 
 
+class Access(enum.Enum):
+    """Who may call a route (see the module docstring)."""
+
+    PUBLIC = "public"  # anyone, no credentials
+    NODE = "node"  # an edge's bearer token
+    API_USER = "api user"  # an API user's key or login session (an operator is one too)
+    OPERATOR = "operator"  # an operator's key or login session
+    METRICS = "metrics"  # the `metrics_token` as a bearer token
+
+
+class Denied(enum.Enum):
+    """Why the Gate did not admit a request."""
+
+    MISSING = "no credentials"
+    WRONG = "wrong credentials"  # counted against the client (brute force)
+    NOT_ENOUGH = "credentials below the route's level"  # an API user on an operator's route
+    CLOSED = "the route is closed"  # /metrics without a metrics_token set
+
+
+@attrs.frozen
+class Caller:
+    """Who the Gate admitted: a node, an API user (`operator` or not), or the scraper."""
+
+    kind: str  # "node", "api user", "metrics"
+    name: str
+    node_id: int | None = None
+    operator: bool = False
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.name}"
+
+
+class Gate(Protocol):
+    """Checks a request's credentials against a level (coordinator/http/access.py)."""
+
+    async def admit(self, exchange: Exchange, level: Access) -> Caller | Denied:
+        """The caller, when the request's credentials reach `level`; else why not."""
+        ...
+
+
+def _unauthorized(exchange: Exchange, denied: Denied) -> Response:
+    return Response.error(401, str(denied.value), headers=((b"www-authenticate", b"Bearer"),))
+
+
+@attrs.frozen
+class Route:
+    """An API and who may call it, declared together.
+
+    Attributes:
+        api: the API that answers.
+        access: the level every request must reach.
+        public: requests of the route that anyone may make (/api's t=caps); None: none.
+        refusal: the answer to a request below the level (default: a JSON 401).
+    """
+
+    api: Api
+    access: Access
+    public: Callable[[Exchange], bool] | None = None
+    refusal: Callable[[Exchange, Denied], Response] = _unauthorized
+
+    def level(self, exchange: Exchange) -> Access:
+        """The level this request must reach."""
+        if self.public is not None and self.public(exchange):
+            return Access.PUBLIC
+        return self.access
+
+
+def _routes_valid(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+    for path, route in value.items():
+        if not isinstance(route, Route) or not isinstance(route.access, Access):
+            raise ValueError(f"{path!r} has no declared access level")
+
+
 def _mounts_valid(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+    _routes_valid(instance, attribute, value)
     # Prefixes are whole path segments that do not nest: one API per path.
     for prefix in value:
         if not (prefix.startswith("/") and prefix.endswith("/")):
@@ -184,17 +274,23 @@ class App:
     """The ASGI app hypercorn serves: the APIs by path prefix (see the module docstring).
 
     Attributes:
-        mounts: path prefix ("/api/v1/node/") -> the API under it.
+        mounts: path prefix ("/api/v1/node/") -> the route under it.
+        gate: checks credentials against a route's level.
         body_timeout_seconds: the longest the rest of a refused body is
             thrown away for while its answer is sent.
         retry_after_seconds: the Retry-After of a 503.
+        paths: exact paths ("/api", "/") -> their routes, looked at before the prefixes.
     """
 
-    mounts: Mapping[str, Api] = attrs.field(validator=_mounts_valid)
+    mounts: Mapping[str, Route] = attrs.field(validator=_mounts_valid)
+    gate: Gate
     body_timeout_seconds: float
     retry_after_seconds: int
-    # Exact paths ("/api", "/"), looked at before the prefixes.
-    paths: Mapping[str, Api] = attrs.field(factory=dict)
+    paths: Mapping[str, Route] = attrs.field(factory=dict, validator=_routes_valid)
+
+    def routes(self) -> dict[str, Route]:
+        """Every route: exact paths as they are, prefixes ending in "/"."""
+        return {**self.paths, **self.mounts}
 
     async def __call__(
         self, scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable
@@ -216,6 +312,7 @@ class App:
             body,
             query=scope["query_string"],
             scheme=scope["scheme"],
+            client=(scope.get("client") or ("", 0))[0],
         )
         try:
             response = await self._dispatch(exchange, send)
@@ -226,14 +323,29 @@ class App:
         if response is not None:
             await self._send(response, body, send)
 
-    async def _dispatch(self, exchange: Exchange, send: ASGISendCallable) -> Response | None:
-        exact = self.paths.get(exchange.path)
+    def route(self, path: str) -> Route | None:
+        """The route of `path`; None for a path under none."""
+        exact = self.paths.get(path)
         if exact is not None:
-            return await exact.respond(exchange, send)
-        for prefix, api in self.mounts.items():
-            if exchange.path.startswith(prefix):
-                return await api.respond(exchange, send)
-        return Response.error(404, f"no such call: {exchange.path[:200]}")
+            return exact
+        for prefix, route in self.mounts.items():
+            if path.startswith(prefix):
+                return route
+        return None
+
+    async def _dispatch(self, exchange: Exchange, send: ASGISendCallable) -> Response | None:
+        route = self.route(exchange.path)
+        if route is None:
+            return Response.error(404, f"no such call: {exchange.path[:200]}")
+        level = route.level(exchange)
+        if level is not Access.PUBLIC:
+            admitted = await self.gate.admit(exchange, level)
+            if isinstance(admitted, Denied):
+                wrong = admitted is Denied.WRONG
+                raise Refused(route.refusal(exchange, admitted), wrong_credentials=wrong)
+            exchange.user = admitted
+            exchange.caller = str(admitted)
+        return await route.api.respond(exchange, send)
 
     async def _send(self, response: Response, body: Body, send: ASGISendCallable) -> None:
         if body.done:

@@ -306,7 +306,10 @@ class NodeApi:
         found = route(exchange.method, exchange.path)
         if isinstance(found, Response):
             return found
-        node_id = await self._authenticate(exchange.headers)
+        if exchange.user is not None and exchange.user.node_id is not None:
+            node_id = exchange.user.node_id  # the App's Gate took the token already
+        else:
+            node_id = await self._authenticate(exchange.headers)
         exchange.caller = f"node {node_id}"
         if found.range_id is None:
             await self._read_body(exchange, CONTROL_BODY_BYTES)  # none expected
