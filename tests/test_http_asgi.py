@@ -469,3 +469,49 @@ async def test_the_gate_runs_before_the_handler_and_the_route_says_how_to_refuse
         assert caps.status == 200
     assert api.paths == ["/page", "/caps"]
     assert gate.levels == [Access.OPERATOR, Access.OPERATOR, Access.NODE, Access.OPERATOR]
+
+
+@pytest.mark.trio
+async def test_guesses_are_slowed_then_429_and_warned_once_a_window(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    api = FakeApi(ok)
+    app = App(
+        {"/node/": Route(api, Access.NODE)},
+        gate=FakeGate(),
+        body_timeout_seconds=1,
+        retry_after_seconds=1,
+        paths={"/healthz": Route(api, Access.PUBLIC)},
+    )
+    guess = [(b"x-who", b"bogus")]
+    throttle = app.throttle
+    statuses = []
+    # On the autojump clock: the delays and the window pass at once, in virtual time.
+    with trio.fail_after(3 * throttle.window_seconds):
+        for _ in range(throttle.block_after + 1):
+            started = trio.current_time()
+            answer, _ = await call(app, "GET", "/node/lease", headers=guess)
+            assert answer is not None
+            statuses.append((answer.status, trio.current_time() - started))
+        # Right credentials from that address wait too; a public route does not.
+        blocked, _ = await call(app, "GET", "/node/lease", headers=[(b"x-who", b"node")])
+        assert blocked is not None
+        assert blocked.status == 429
+        assert 0 < int(blocked.headers[b"retry-after"]) <= throttle.window_seconds
+        health, _ = await call(app, "GET", "/healthz")
+        assert health is not None
+        assert health.status == 200
+        await trio.sleep(throttle.window_seconds)
+        again, _ = await call(app, "GET", "/node/lease", headers=[(b"x-who", b"node")])
+        assert again is not None
+        assert again.status == 200
+    free = throttle.free_failures
+    assert statuses[:free] == [(401, 0)] * free
+    assert statuses[free : throttle.block_after] == [(401, throttle.delay_seconds)] * (
+        throttle.block_after - free
+    )
+    assert statuses[throttle.block_after] == (429, 0)
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert "127.0.0.1: 6 failed key attempts" in warnings[0].getMessage()
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]

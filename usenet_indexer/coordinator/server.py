@@ -171,7 +171,7 @@ def coordinator_app(stores: Stores, node: NodeApi, *, metrics_token: str = "") -
             NEWZNAB_PATH: Route(newznab, Access.API_USER, is_public, newznab.refused),
             # An API user sees the search and NZB links, an operator all of it.
             "/": Route(StatusPage(status, stores.catalog), Access.API_USER, refusal=refused_page),
-            LOGIN_PATH: Route(login, Access.PUBLIC),
+            LOGIN_PATH: Route(login, Access.PUBLIC, guarded=True),
             LOGOUT_PATH: Route(login, Access.PUBLIC),
             "/healthz": Route(HealthApi(status), Access.PUBLIC),
             "/metrics": Route(

@@ -17,6 +17,12 @@ with the route's own refusal (the node API's JSON 401, newznab's error 100,
 the page's login form). So a route added later cannot be open by accident:
 it is public only where its declaration says PUBLIC.
 
+A refusal of credentials that are nobody's (`Refused.wrong_credentials`)
+is counted against the client's address (core/throttle.py, in this
+process's memory): past a few it is answered late, then the address gets
+429 with Retry-After on every guarded route (those with a level, and the
+login) until its window ends, and a WARNING once per address and window.
+
 An API answers a request with a `Response`, or by itself (a stream, once its
 200 is out), or raises. `Refused` carries an answer the API chose (a 401, a
 413, a 409 ...) and is logged as one info line; the App answers everything
@@ -54,6 +60,7 @@ from hypercorn.typing import (
     Scope,
 )
 
+from usenet_indexer.core.throttle import Throttle
 from usenet_indexer.errors import UidxError
 
 logger = logging.getLogger(__name__)
@@ -239,12 +246,20 @@ class Route:
         access: the level every request must reach.
         public: requests of the route that anyone may make (/api's t=caps); None: none.
         refusal: the answer to a request below the level (default: a JSON 401).
+        guarded: whether an address refused for guessing gets 429 here (None: a
+            route with a level is, a PUBLIC one is not; the login says True).
     """
 
     api: Api
     access: Access
     public: Callable[[Exchange], bool] | None = None
     refusal: Callable[[Exchange, Denied], Response] = _unauthorized
+    guarded: bool | None = None
+
+    @property
+    def throttled(self) -> bool:
+        """Whether a blocked address is refused here (see `guarded`)."""
+        return self.access is not Access.PUBLIC if self.guarded is None else self.guarded
 
     def level(self, exchange: Exchange) -> Access:
         """The level this request must reach."""
@@ -280,6 +295,7 @@ class App:
             thrown away for while its answer is sent.
         retry_after_seconds: the Retry-After of a 503.
         paths: exact paths ("/api", "/") -> their routes, looked at before the prefixes.
+        throttle: failed attempts per client address (this process's).
     """
 
     mounts: Mapping[str, Route] = attrs.field(validator=_mounts_valid)
@@ -287,6 +303,7 @@ class App:
     body_timeout_seconds: float
     retry_after_seconds: int
     paths: Mapping[str, Route] = attrs.field(factory=dict, validator=_routes_valid)
+    throttle: Throttle = attrs.field(factory=Throttle)
 
     def routes(self) -> dict[str, Route]:
         """Every route: exact paths as they are, prefixes ending in "/"."""
@@ -320,6 +337,8 @@ class App:
             return
         except Exception as error:
             response = self._answer_for(error, exchange)
+            if isinstance(error, Refused) and error.wrong_credentials:
+                await self._failed(exchange)
         if response is not None:
             await self._send(response, body, send)
 
@@ -333,10 +352,29 @@ class App:
                 return route
         return None
 
+    async def _failed(self, exchange: Exchange) -> None:
+        """A guess counted; the refusal held back once past the free ones."""
+        delay, warn = self.throttle.failed(exchange.client, trio.current_time())
+        if warn:
+            # WARNING, not ERROR: a client's mistake, nothing wrong here. Once per window.
+            logger.warning(
+                "client %s: %d failed key attempts in %g s; its refusals are slowed, "
+                "then it gets 429",
+                exchange.client,
+                self.throttle.failures(exchange.client, trio.current_time()),
+                self.throttle.window_seconds,
+            )
+        await trio.sleep(delay)
+
     async def _dispatch(self, exchange: Exchange, send: ASGISendCallable) -> Response | None:
         route = self.route(exchange.path)
         if route is None:
             return Response.error(404, f"no such call: {exchange.path[:200]}")
+        if route.throttled:
+            verdict = self.throttle.check(exchange.client, trio.current_time())
+            if verdict.retry_after is not None:
+                retry = ((b"retry-after", str(verdict.retry_after).encode()),)
+                return Response.error(429, "too many failed key attempts", headers=retry)
         level = route.level(exchange)
         if level is not Access.PUBLIC:
             admitted = await self.gate.admit(exchange, level)
