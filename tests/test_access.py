@@ -207,3 +207,10 @@ def test_uidx_users_create_operator_makes_an_operator(
         found = users.authenticate(sonarr)
         assert found is not None
         assert not found.operator
+    assert main(["users", "list"]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    assert listed[0].split()[:3] == ["user", "role", "requests"]
+    assert [line.split()[:3] for line in listed[1:]] == [
+        ["admin", "operator", "1"],
+        ["sonarr", "user", "1"],
+    ]

@@ -31,8 +31,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     actions.add_parser(
         "list",
-        help="the users, their requests, when they were last seen",
-        description="List the API users: requests made, when last seen, revoked.",
+        help="the users, their roles, their requests, when they were last seen",
+        description="List the API users: role, requests made, when last seen, revoked.",
     )
     revoke = actions.add_parser(
         "revoke",
@@ -63,9 +63,11 @@ def run(args: argparse.Namespace) -> int:
             print(f"revoked {args.name}")
             return 0
         rows = store.list()
-    print(f"{'user':24} {'requests':>9}  {'last seen':32} {'revoked'}")
+    print(f"{'user':24} {'role':9} {'requests':>9}  {'last seen':32} {'revoked'}")
     for row in rows:
+        role = "operator" if row.operator else "user"
         print(
-            f"{row.name:24} {row.requests:>9}  {row.last_seen or 'never'!s:32} {row.revoked_at or ''}"
+            f"{row.name:24} {role:9} {row.requests:>9}  {row.last_seen or 'never'!s:32} "
+            f"{row.revoked_at or ''}"
         )
     return 0

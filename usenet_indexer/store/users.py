@@ -34,7 +34,10 @@ _BY_SESSION = (
 _END_SESSION = "DELETE FROM sessions WHERE token_hash = %s"
 _SEEN = "UPDATE api_users SET requests = requests + 1, last_seen = now() WHERE id = %s"
 _REVOKE = "UPDATE api_users SET revoked_at = now() WHERE name = %s AND revoked_at IS NULL"
-_LIST = "SELECT name, created_at, revoked_at, requests, last_seen FROM api_users ORDER BY name"
+_LIST = (
+    "SELECT name, role = 'operator', created_at, revoked_at, requests, last_seen"
+    " FROM api_users ORDER BY name"
+)
 
 
 class UserExists(UidxError):
@@ -63,6 +66,7 @@ class UserRow:
     """An API user as `uidx users list` shows it."""
 
     name: str
+    operator: bool
     created_at: datetime
     revoked_at: datetime | None
     requests: int
