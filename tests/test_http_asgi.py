@@ -432,7 +432,10 @@ def test_a_route_without_a_declared_level_is_refused() -> None:
 
 
 @pytest.mark.trio
-async def test_the_gate_runs_before_the_handler_and_the_route_says_how_to_refuse() -> None:
+async def test_the_gate_runs_before_the_handler_and_the_route_says_how_to_refuse(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO)
     api = FakeApi(ok)
     gate = FakeGate()
 
@@ -468,6 +471,8 @@ async def test_the_gate_runs_before_the_handler_and_the_route_says_how_to_refuse
         assert caps is not None
         assert caps.status == 200
     assert api.paths == ["/page", "/caps"]
+    said = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+    assert said[0] == "unauthenticated GET '/page': 401 refused (no credentials for operator)"
     assert gate.levels == [Access.OPERATOR, Access.OPERATOR, Access.NODE, Access.OPERATOR]
 
 

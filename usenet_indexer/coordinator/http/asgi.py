@@ -107,13 +107,17 @@ class Refused(UidxError):
     """Raised by an API to answer a request early with `response` (caught by the App).
 
     `wrong_credentials`: the request named a key or token that is nobody's
-    (counted against the client, as a guess).
+    (counted against the client, as a guess). `reason`: what the log says
+    instead of the start of the body (a login form says little).
     """
 
-    def __init__(self, response: Response, *, wrong_credentials: bool = False) -> None:
+    def __init__(
+        self, response: Response, *, wrong_credentials: bool = False, reason: str | None = None
+    ) -> None:
         super().__init__(response.status)
         self.response = response
         self.wrong_credentials = wrong_credentials
+        self.reason = reason
 
 
 class _ClientGone(UidxError):
@@ -379,8 +383,11 @@ class App:
         if level is not Access.PUBLIC:
             admitted = await self.gate.admit(exchange, level)
             if isinstance(admitted, Denied):
-                wrong = admitted is Denied.WRONG
-                raise Refused(route.refusal(exchange, admitted), wrong_credentials=wrong)
+                raise Refused(
+                    route.refusal(exchange, admitted),
+                    wrong_credentials=admitted is Denied.WRONG,
+                    reason=f"refused ({admitted.value} for {level.value})",
+                )
             exchange.user = admitted
             exchange.caller = str(admitted)
         return await route.api.respond(exchange, send)
@@ -401,7 +408,7 @@ class App:
         """The response for what an API raised; anything unexpected is logged (500)."""
         if isinstance(error, Refused):
             response = error.response
-            message = response.body[:300].decode("utf-8", "replace")
+            message = error.reason or response.body[:300].decode("utf-8", "replace")
             logger.info("%s: %d %s", exchange, response.status, message)
             return response
         if isinstance(error, psycopg.OperationalError):

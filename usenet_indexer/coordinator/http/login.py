@@ -101,7 +101,11 @@ class LoginApi:
         key = _form_key(body)
         user = None if key is None else await self._run(self.users.authenticate, key)
         if user is None:
-            raise Refused(login_form(401, _PROBLEMS[Denied.WRONG]), wrong_credentials=True)
+            raise Refused(
+                login_form(401, _PROBLEMS[Denied.WRONG]),
+                wrong_credentials=True,
+                reason="login refused (wrong credentials)",
+            )
         exchange.caller = f"{'operator' if user.operator else 'api user'} {user.name}"
         token = await self._run(self.users.open_session, user, SESSION_SECONDS)
         cookie = session_cookie(exchange, token, SESSION_SECONDS)
