@@ -10,6 +10,8 @@ what came back must be what the route's declared level says.
 
 from __future__ import annotations
 
+import logging
+import socket
 import xml.etree.ElementTree as ET
 from collections.abc import AsyncIterator
 from functools import partial
@@ -26,7 +28,7 @@ from usenet_indexer.cli import main
 from usenet_indexer.config import Settings
 from usenet_indexer.coordinator.http.asgi import Access, App, Body, Exchange
 from usenet_indexer.coordinator.http.node import ApiOptions, NodeApi
-from usenet_indexer.coordinator.server import coordinator_app, serve
+from usenet_indexer.coordinator.server import coordinator_app, metrics_app, serve
 from usenet_indexer.coordinator.stores import Stores
 from usenet_indexer.store.pool import open_pool
 from usenet_indexer.store.users import ApiUser, UserStore
@@ -214,3 +216,51 @@ def test_uidx_users_create_operator_makes_an_operator(
         ["admin", "operator", "1"],
         ["sonarr", "user", "1"],
     ]
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+@pytest.mark.trio
+async def test_metrics_listen_serves_metrics_alone_without_a_token(
+    settings: Settings, stores: Stores, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    metrics_listen = f"127.0.0.1:{_free_port()}"
+    separate = attrs.evolve(settings, metrics_listen=metrics_listen)
+    key = stores.users.create("admin", operator=True)
+    with trio.fail_after(DEADLINE_SECONDS):
+        async with trio.open_nursery() as nursery:
+            host, port = await nursery.start(partial(serve, separate, stores))
+            async with httpx.AsyncClient() as client:
+                scraped = await client.get(f"http://{metrics_listen}/metrics")
+                assert scraped.status_code == 200
+                assert "uidx_releases " in scraped.text
+                health = await client.get(f"http://{metrics_listen}/healthz")
+                assert health.status_code == 200
+                # Nothing else is there, whatever the key.
+                for path in ("/", "/api", "/login", "/api/v1/node/lease"):
+                    answer = await client.get(
+                        f"http://{metrics_listen}{path}", params={"apikey": key, "t": "search"}
+                    )
+                    assert answer.status_code == 404, path
+                # The main listener still keeps /metrics closed (no metrics_token).
+                assert (await client.get(f"http://{host}:{port}/metrics")).status_code == 404
+            nursery.cancel_scope.cancel()
+    said = [r.getMessage() for r in caplog.records]
+    assert f"metrics listening on http://{metrics_listen}/metrics" in said
+
+
+def test_the_metrics_listeners_routes_declare_their_level(
+    settings: Settings, stores: Stores
+) -> None:
+    app = coordinator_app(stores, NodeApi(stores, ApiOptions.from_settings(settings)))
+    routes = metrics_app(app).routes()
+    assert {path: route.access for path, route in routes.items()} == {
+        "/metrics": Access.PUBLIC,
+        "/healthz": Access.PUBLIC,
+    }

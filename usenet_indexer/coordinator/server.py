@@ -9,10 +9,11 @@ edges connect.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import logging
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from functools import partial
 from urllib.parse import urlsplit
 
@@ -91,6 +92,7 @@ async def serve(
     landings: Landings | None = None,
     catalog_due: CatalogDue | None = None,
     listen_fd: int | None = None,
+    metrics_fd: int | None = None,
     task_status: trio.TaskStatus[tuple[str, int]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve the node API on `settings.listen` until cancelled or `shutdown` is set.
@@ -105,11 +107,12 @@ async def serve(
         catalog_due: poked when a batch is stored (None: a new one, nobody builds).
         listen_fd: a listening socket to accept on (shared by several coordinator
             processes) instead of binding `settings.listen`.
+        metrics_fd: the same for `settings.metrics_listen`.
         task_status: gets the bound (host, port) once the socket listens.
 
     Raises:
-        ConfigError: `settings.listen` cannot be bound (inside the nursery's
-            exception group; see `sole_error`).
+        ConfigError: `settings.listen` or `settings.metrics_listen` cannot be
+            bound (inside the nursery's exception group; see `sole_error`).
     """
     options = options or ApiOptions.from_settings(settings)
     landings = landings or Landings()
@@ -122,21 +125,41 @@ async def serve(
     async with trio.open_nursery() as nursery:
         # Streams wake when a chunk lands; the listener ends with the server.
         await nursery.start(listen_for_landings, stores.spool.pool.conninfo, landings)
-        try:
+        with _bind_errors("listen", settings.listen):
             binds: list[str] = await nursery.start(
                 partial(_serve_then_cancel, app, config, trigger, nursery.cancel_scope)
             )
-        except BaseExceptionGroup as group:
-            error = sole_error(group)
-            if not isinstance(error, OSError):
-                raise
-            # Address in use, no such address, no permission: the setting is wrong.
-            problem = f"cannot listen on {settings.listen}: {error.strerror or error}"
-            raise ConfigError("listen", problem) from group
+        if settings.metrics_listen:
+            where = settings.metrics_listen if metrics_fd is None else f"fd://{metrics_fd}"
+            # Its own server: ended by the same shutdown, it never ends the main one's
+            # graceful drain (nor the landings' listener): the main server does that.
+            metrics = partial(
+                hypercorn_serve,
+                metrics_app(app),
+                hypercorn_config(where, options),
+                shutdown_trigger=shutdown.wait if shutdown is not None else None,
+            )
+            with _bind_errors("metrics_listen", settings.metrics_listen):
+                metrics_binds: list[str] = await nursery.start(metrics)
+            logger.info("metrics listening on %s/metrics", metrics_binds[0])
         logger.info("node API listening on %s%s", binds[0], PREFIX)
         host, port = bound_address(binds[0])
         logger.info("%s", edges_connect_with(host, port, socket.gethostname()))
         task_status.started((host, port))
+
+
+@contextlib.contextmanager
+def _bind_errors(key: str, listen: str) -> Iterator[None]:
+    """A failed bind as the ConfigError of the setting `key`."""
+    try:
+        yield
+    except BaseExceptionGroup as group:
+        error = sole_error(group)
+        if not isinstance(error, OSError):
+            raise
+        # Address in use, no such address, no permission: the setting is wrong.
+        problem = f"cannot listen on {listen}: {error.strerror or error}"
+        raise ConfigError(key, problem) from group
 
 
 async def _stopping(shutdown: trio.Event, node: NodeApi) -> None:
@@ -179,6 +202,24 @@ def coordinator_app(stores: Stores, node: NodeApi, *, metrics_token: str = "") -
                 Access.METRICS,
                 refusal=_metrics_refused,
             ),
+        },
+    )
+
+
+def metrics_app(app: App) -> App:
+    """The App of `metrics_listen`: /metrics (and /healthz) of `app`, nothing else, public.
+
+    Whoever reaches that address may scrape: it is meant for a Prometheus on the
+    same host (127.0.0.1:9750) or a private network, so it asks no token.
+    """
+    return App(
+        {},
+        gate=app.gate,
+        body_timeout_seconds=app.body_timeout_seconds,
+        retry_after_seconds=app.retry_after_seconds,
+        paths={
+            "/metrics": Route(app.paths["/metrics"].api, Access.PUBLIC),
+            "/healthz": app.paths["/healthz"],
         },
     )
 
