@@ -264,3 +264,20 @@ def test_the_metrics_listeners_routes_declare_their_level(
         "/metrics": Access.PUBLIC,
         "/healthz": Access.PUBLIC,
     }
+
+
+@pytest.mark.trio
+async def test_the_node_api_refuses_as_edges_read_it(coordinator: Coordinator) -> None:
+    with trio.fail_after(DEADLINE_SECONDS):
+        async with httpx.AsyncClient(base_url=coordinator.url) as client:
+            missing = await client.post("/api/v1/node/lease")
+            assert (missing.status_code, missing.json()) == (
+                401,
+                {"error": "a bearer token is required"},
+            )
+            assert missing.headers["www-authenticate"] == "Bearer"
+            wrong = await client.post(
+                "/api/v1/node/lease", headers={"authorization": f"Bearer {'A' * 43}"}
+            )
+            assert (wrong.status_code, wrong.json()) == (401, {"error": "unknown or revoked token"})
+            assert wrong.headers["www-authenticate"] == 'Bearer error="invalid_token"'

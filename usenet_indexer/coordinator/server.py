@@ -37,6 +37,7 @@ from usenet_indexer.coordinator.http.login import LOGIN_PATH, LOGOUT_PATH, Login
 from usenet_indexer.coordinator.http.newznab import PATH as NEWZNAB_PATH
 from usenet_indexer.coordinator.http.newznab import NewznabApi, is_public
 from usenet_indexer.coordinator.http.node import PREFIX, ApiOptions, NodeApi
+from usenet_indexer.coordinator.http.node import refused as node_refused
 from usenet_indexer.coordinator.http.status_page import HealthApi, MetricsApi, StatusPage
 from usenet_indexer.coordinator.landings import Landings, listen_for_landings
 from usenet_indexer.coordinator.stores import Stores
@@ -185,7 +186,7 @@ def coordinator_app(stores: Stores, node: NodeApi, *, metrics_token: str = "") -
     status = StatusStore(stores.catalog.pool)
     login = LoginApi(stores.users)
     return App(
-        {PREFIX: Route(node, Access.NODE)},
+        {PREFIX: Route(node, Access.NODE, refusal=node_refused)},
         gate=StoreGate(stores.nodes, stores.users, metrics_token),
         body_timeout_seconds=options.body_timeout_seconds,
         retry_after_seconds=options.retry_after_seconds,

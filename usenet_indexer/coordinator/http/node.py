@@ -48,6 +48,7 @@ from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable
 from usenet_indexer.config import Settings
 from usenet_indexer.coordinator.catalog_builder import CatalogDue
 from usenet_indexer.coordinator.http.asgi import (
+    Denied,
     Exchange,
     Headers,
     Refused,
@@ -233,6 +234,14 @@ def _range_id(text: str) -> int | None:
         return None
     value = int(text)
     return value if value <= MAX_BIGINT else None
+
+
+def refused(exchange: Exchange, denied: Denied) -> Response:
+    """The node API's refusal of a request without a node's token (`Route.refusal`):
+    401 as `_authenticate` answers it, so an edge reads the same either way."""
+    if denied is Denied.MISSING:
+        return Response.error(401, "a bearer token is required", headers=_BEARER)
+    return Response.error(401, "unknown or revoked token", headers=_INVALID)
 
 
 def bearer_token(headers: Headers) -> str | None:
