@@ -26,11 +26,15 @@ from hypercorn.typing import (
 )
 
 from usenet_indexer.coordinator.http.asgi import (
+    Access,
     Api,
     App,
+    Caller,
+    Denied,
     Exchange,
     Refused,
     Response,
+    Route,
     read_body,
 )
 from usenet_indexer.testing.logcheck import problems
@@ -73,9 +77,40 @@ def raising(error: Exception) -> Handler:
     return handler
 
 
-def app_of(mounts: dict[str, Api]) -> App:
+@attrs.define
+class FakeGate:
+    """Admits a request whose `x-who` header names an operator, a user or a node."""
+
+    levels: list[Access] = attrs.field(factory=list)
+
+    async def admit(self, exchange: Exchange, level: Access) -> Caller | Denied:
+        self.levels.append(level)
+        who = dict(exchange.headers).get(b"x-who", b"").decode()
+        callers = {
+            "operator": Caller("operator", "o", operator=True),
+            "user": Caller("api user", "u"),
+            "node": Caller("node", "3", node_id=3),
+        }
+        if not who:
+            return Denied.MISSING
+        if who not in callers:
+            return Denied.WRONG
+        caller = callers[who]
+        if level is Access.NODE and caller.kind != "node":
+            return Denied.WRONG
+        if level is Access.OPERATOR and not caller.operator:
+            return Denied.NOT_ENOUGH
+        if level is Access.API_USER and caller.kind == "node":
+            return Denied.WRONG
+        return caller
+
+
+def app_of(mounts: dict[str, Api], gate: FakeGate | None = None) -> App:
     return App(
-        mounts, body_timeout_seconds=BODY_TIMEOUT_SECONDS, retry_after_seconds=RETRY_AFTER_SECONDS
+        {prefix: Route(api, Access.PUBLIC) for prefix, api in mounts.items()},
+        gate=gate or FakeGate(),
+        body_timeout_seconds=BODY_TIMEOUT_SECONDS,
+        retry_after_seconds=RETRY_AFTER_SECONDS,
     )
 
 
@@ -380,3 +415,108 @@ async def test_a_204_has_no_length_and_other_answers_do() -> None:
     assert content is not None
     assert b"content-length" not in no_content.headers
     assert content.headers[b"content-length"] == b"2"
+
+
+def test_a_route_without_a_declared_level_is_refused() -> None:
+    api = FakeApi(ok)
+    with pytest.raises(ValueError, match="no declared access level"):
+        App({"/a/": api}, gate=FakeGate(), body_timeout_seconds=1, retry_after_seconds=1)  # type: ignore[dict-item]
+    with pytest.raises(ValueError, match="no declared access level"):
+        App(
+            {},
+            gate=FakeGate(),
+            body_timeout_seconds=1,
+            retry_after_seconds=1,
+            paths={"/x": api},  # type: ignore[dict-item]
+        )
+
+
+@pytest.mark.trio
+async def test_the_gate_runs_before_the_handler_and_the_route_says_how_to_refuse(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO)
+    api = FakeApi(ok)
+    gate = FakeGate()
+
+    def refusal(exchange: Exchange, denied: Denied) -> Response:
+        return Response.error(401, f"login first: {denied.value}")
+
+    app = App(
+        {"/node/": Route(api, Access.NODE)},
+        gate=gate,
+        body_timeout_seconds=1,
+        retry_after_seconds=1,
+        paths={
+            "/page": Route(api, Access.OPERATOR, refusal=refusal),
+            "/caps": Route(api, Access.API_USER, public=lambda exchange: True),
+        },
+    )
+    with trio.fail_after(DEADLINE_SECONDS):
+        missing = (await call(app, "GET", "/page"))[0]
+        assert missing is not None
+        assert (missing.status, missing.json()) == (401, {"error": "login first: no credentials"})
+        user = (await call(app, "GET", "/page", headers=[(b"x-who", b"user")]))[0]
+        assert user is not None
+        assert user.json() == {"error": "login first: credentials below the route's level"}
+        node = (await call(app, "GET", "/node/lease", headers=[(b"x-who", b"user")]))[0]
+        assert node is not None
+        assert node.status == 401
+        assert node.headers[b"www-authenticate"] == b"Bearer"
+        assert api.paths == []  # no handler ran for a refused request
+        operator = (await call(app, "GET", "/page", headers=[(b"x-who", b"operator")]))[0]
+        assert operator is not None
+        assert operator.status == 200
+        caps = (await call(app, "GET", "/caps"))[0]
+        assert caps is not None
+        assert caps.status == 200
+    assert api.paths == ["/page", "/caps"]
+    said = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+    assert said[0] == "unauthenticated GET '/page': 401 refused (no credentials for operator)"
+    assert gate.levels == [Access.OPERATOR, Access.OPERATOR, Access.NODE, Access.OPERATOR]
+
+
+@pytest.mark.trio
+async def test_guesses_are_slowed_then_429_and_warned_once_a_window(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    api = FakeApi(ok)
+    app = App(
+        {"/node/": Route(api, Access.NODE)},
+        gate=FakeGate(),
+        body_timeout_seconds=1,
+        retry_after_seconds=1,
+        paths={"/healthz": Route(api, Access.PUBLIC)},
+    )
+    guess = [(b"x-who", b"bogus")]
+    throttle = app.throttle
+    statuses = []
+    # On the autojump clock: the delays and the window pass at once, in virtual time.
+    with trio.fail_after(3 * throttle.window_seconds):
+        for _ in range(throttle.block_after + 1):
+            started = trio.current_time()
+            answer, _ = await call(app, "GET", "/node/lease", headers=guess)
+            assert answer is not None
+            statuses.append((answer.status, trio.current_time() - started))
+        # Right credentials from that address wait too; a public route does not.
+        blocked, _ = await call(app, "GET", "/node/lease", headers=[(b"x-who", b"node")])
+        assert blocked is not None
+        assert blocked.status == 429
+        assert 0 < int(blocked.headers[b"retry-after"]) <= throttle.window_seconds
+        health, _ = await call(app, "GET", "/healthz")
+        assert health is not None
+        assert health.status == 200
+        await trio.sleep(throttle.window_seconds)
+        again, _ = await call(app, "GET", "/node/lease", headers=[(b"x-who", b"node")])
+        assert again is not None
+        assert again.status == 200
+    free = throttle.free_failures
+    assert statuses[:free] == [(401, 0)] * free
+    assert statuses[free : throttle.block_after] == [(401, throttle.delay_seconds)] * (
+        throttle.block_after - free
+    )
+    assert statuses[throttle.block_after] == (429, 0)
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert "127.0.0.1: 6 failed key attempts" in warnings[0].getMessage()
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]

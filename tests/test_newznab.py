@@ -296,7 +296,9 @@ def test_users_keys_are_stored_hashed_and_revoked(
     stores: Stores, pool: object, tmp_path: Path
 ) -> None:
     key = stores.users.create("radarr")
-    assert stores.users.authenticate(key) == "radarr"
+    user = stores.users.authenticate(key)
+    assert user is not None
+    assert (user.name, user.operator) == ("radarr", False)
     with stores.users.pool.connection() as conn:
         stored = [bytes(r[0]) for r in conn.execute("SELECT key_hash FROM api_users").fetchall()]
     assert key.encode() not in stored

@@ -56,6 +56,10 @@ def env(pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("UIDX_HOME", str(tmp_path))
 
 
+METRICS_TOKEN = "t" * 40
+SCRAPER = {"authorization": f"Bearer {METRICS_TOKEN}"}
+
+
 @attrs.frozen
 class Served:
     """A coordinator on loopback: its base URL (the edge's COORDINATOR_URL)."""
@@ -75,7 +79,8 @@ async def served(
     caplog.set_level(logging.INFO)
     options = attrs.evolve(nodeapi.ApiOptions.from_settings(settings), stream=FAST_STREAM)
     with trio.fail_after(DEADLINE_SECONDS):
-        host, port = await nursery.start(partial(serve, settings, stores, options=options))
+        scraped = attrs.evolve(settings, metrics_token=METRICS_TOKEN)
+        host, port = await nursery.start(partial(serve, scraped, stores, options=options))
     yield Served(f"http://{host}:{port}")
     found = record_problems(caplog.get_records("call"))
     assert not found, found.describe()
@@ -242,9 +247,10 @@ async def test_a_range_refused_three_times_in_a_row_is_parked_until_retried(
                 # Given back (as the edge does): once parked, it is not the edge's.
                 assert await edge.give_back(lease) == (200 if attempt < 3 else 409)
             assert await edge.lease() is None
+            operator = {"apikey": stores.users.create("admin", operator=True)}
             async with httpx.AsyncClient(base_url=served.url) as browser:
-                page = (await browser.get("/")).text
-                metrics = (await browser.get("/metrics")).text
+                page = (await browser.get("/", params=operator)).text
+                metrics = (await browser.get("/metrics", headers=SCRAPER)).text
 
     # What the operator sees: the range parked, why, and how to put it back.
     status = status_json(capsys)
@@ -286,7 +292,7 @@ async def test_a_range_refused_three_times_in_a_row_is_parked_until_retried(
             assert lease is not None
             assert (lease["id"], lease["next"]) == (range_id, 1000)
             async with httpx.AsyncClient(base_url=served.url) as browser:
-                metrics = (await browser.get("/metrics")).text
+                metrics = (await browser.get("/metrics", headers=SCRAPER)).text
     assert "uidx_ranges_parked 0.0" in metrics
 
 

@@ -1,4 +1,4 @@
-"""The status page at / and the metrics at /metrics, as an operator sees them.
+"""The status page at / and the metrics at /metrics, as an operator (and an API user) sees them.
 
 The page is read as HTML by a parser here, and in a real browser (headless
 Chromium) by tests/test_status_browser.py.
@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from functools import partial
 from html.parser import HTMLParser
 
+import attrs
 import httpx
 import pytest
 import trio
@@ -80,18 +81,33 @@ def read(html: str) -> _Page:
     return page
 
 
+METRICS_TOKEN = "scrape-" + "7" * 40
+
+
 @pytest.fixture
 async def served(settings: Settings, stores: Stores) -> AsyncIterator[httpx.AsyncClient]:
+    scraped = attrs.evolve(settings, metrics_token=METRICS_TOKEN)
     async with trio.open_nursery() as nursery:
-        host, port = await nursery.start(partial(serve, settings, stores))
+        host, port = await nursery.start(partial(serve, scraped, stores))
         async with httpx.AsyncClient(base_url=f"http://{host}:{port}") as client:
             yield client
         nursery.cancel_scope.cancel()
 
 
+@pytest.fixture
+def operator(stores: Stores) -> dict[str, str]:
+    """The query of an operator's page: `?apikey=` of an operator's key."""
+    return {"apikey": stores.users.create("operator", operator=True)}
+
+
+SCRAPER = {"authorization": f"Bearer {METRICS_TOKEN}"}
+
+
 @pytest.mark.trio
-async def test_an_empty_indexer_says_there_is_nothing_yet(served: httpx.AsyncClient) -> None:
-    response = await served.get("/")
+async def test_an_empty_indexer_says_there_is_nothing_yet(
+    served: httpx.AsyncClient, operator: dict[str, str]
+) -> None:
+    response = await served.get("/", params=operator)
     assert response.status_code == 200
     page = read(response.text)
     text = " ".join(page.text)
@@ -107,7 +123,7 @@ async def test_the_page_shows_groups_ranges_and_releases_with_nzb_links(
     served: httpx.AsyncClient, stores: Stores
 ) -> None:
     await trio.to_thread.run_sync(store_generated, stores, 20_000, 5)
-    key = stores.users.create("operator")
+    key = stores.users.create("operator", operator=True)
     page = read((await served.get("/", params={"apikey": key})).text)
     text = " ".join(page.text)
     assert "alt.binaries.test" in text
@@ -120,17 +136,22 @@ async def test_the_page_shows_groups_ranges_and_releases_with_nzb_links(
     nzb = await served.get(nzb_links[0])
     assert nzb.status_code == 200
     assert nzb.content.startswith(b"<?xml")
-    # The search box: releases matching every word; a key that is no user's is not carried.
+    # The search box: releases matching every word.
     word = page.release_names[0].replace("-", ".").replace("_", ".").split(".")[0]
-    found = read((await served.get("/", params={"q": word, "apikey": "nope"})).text)
+    found = read((await served.get("/", params={"q": word, "apikey": key})).text)
     assert found.release_rows > 0
     assert all(word.lower() in name.lower() for name in found.release_names)
-    assert all("apikey" not in link for link in found.links)
-    crowded = await served.get("/", params={f"x{n}": "1" for n in range(40)})
+    # A key that is no user's sees the login form, and nothing of the catalog.
+    nope = await served.get("/", params={"q": word, "apikey": "nope"})
+    assert nope.status_code == 401
+    assert read(nope.text).release_rows == 0
+    assert 'action="/login"' in nope.text
+    crowded = await served.get("/", params={"apikey": key, **{f"x{n}": "1" for n in range(40)}})
     assert crowded.status_code == 200
-    hostile = await served.get("/", params={"q": "<script>alert(1)</script>", "apikey": "\x00"})
+    hostile = await served.get("/", params={"q": "<script>alert(1)</script>", "apikey": key})
     assert hostile.status_code == 200
     assert "<script>" not in hostile.text
+    assert (await served.get("/", params={"apikey": "\x00"})).status_code == 401
 
 
 @pytest.mark.trio
@@ -139,7 +160,10 @@ async def test_metrics_are_prometheus_text(served: httpx.AsyncClient, stores: St
     key = stores.users.create("prom")
     await served.get("/api", params={"t": "search", "apikey": key})
     await served.get("/api", params={"t": "search", "apikey": "wrong"})
-    response = await served.get("/metrics")
+    assert (await served.get("/metrics")).status_code == 401
+    assert (await served.get("/metrics", headers={"authorization": "Bearer no"})).status_code == 401
+    assert (await served.get("/metrics", params={"apikey": key})).status_code == 401
+    response = await served.get("/metrics", headers=SCRAPER)
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/plain")
     lines = response.text.splitlines()
@@ -154,21 +178,29 @@ async def test_metrics_are_prometheus_text(served: httpx.AsyncClient, stores: St
     assert any('function="error 100"' in line for line in lines)
     releases = next(line for line in lines if line.startswith("uidx_releases "))
     assert float(releases.split()[1]) == stores.catalog.count() > 2
+    # No label holds a release's name: only groups, states, outcomes and API functions.
+    labels = {
+        name.split("=")[0]
+        for line in lines
+        if "{" in line and not line.startswith("#")
+        for name in line[line.index("{") + 1 : line.index("}")].split(",")
+    }
+    assert labels <= {"group", "state", "outcome", "api", "function", "code"}
 
 
 @pytest.mark.trio
 async def test_the_releases_header_says_a_true_count(
-    served: httpx.AsyncClient, stores: Stores
+    served: httpx.AsyncClient, stores: Stores, operator: dict[str, str]
 ) -> None:
     await trio.to_thread.run_sync(store_generated, stores, 20_000, 5)
     shown = stores.catalog.count()
     assert shown > 25
-    page = read((await served.get("/")).text)
+    page = read((await served.get("/", params=operator)).text)
     assert page.release_rows == 25
     assert f"Recent releases: the 25 newest of {shown:,}" in page.headings
     # A search counts up to one past its page: a full page says "more than", not 26.
     word = page.release_names[0].replace("-", ".").replace("_", ".").split(".")[0]
-    found = read((await served.get("/", params={"q": word})).text)
+    found = read((await served.get("/", params={"q": word, **operator})).text)
     (said,) = [h for h in found.headings if h.startswith("Releases matching")]
     if found.release_rows == 25:
         assert said.endswith("the 25 newest of more than 25")
@@ -179,10 +211,10 @@ async def test_the_releases_header_says_a_true_count(
 
 @pytest.mark.trio
 async def test_the_page_reads_as_a_person_expects(
-    served: httpx.AsyncClient, stores: Stores
+    served: httpx.AsyncClient, stores: Stores, operator: dict[str, str]
 ) -> None:
     await trio.to_thread.run_sync(store_generated, stores, 20_000, 5)
-    html = (await served.get("/")).text
+    html = (await served.get("/", params=operator)).text
     text = " ".join(read(html).text)
     assert "<title>uidx: 1 group, " in html  # not "1 groups"
     assert re.search(r"\b4 batches stored in the last 5 minutes: [\d,]+ headers/s", text)
@@ -214,20 +246,20 @@ def _stored_and_built_once(stores: Stores) -> None:
 
 @pytest.mark.trio
 async def test_the_page_and_metrics_show_the_catalogs_lag_and_builds(
-    served: httpx.AsyncClient, stores: Stores
+    served: httpx.AsyncClient, stores: Stores, operator: dict[str, str]
 ) -> None:
     await trio.to_thread.run_sync(_stored_and_built_once, stores)
     lag = await trio.to_thread.run_sync(BuildStore(stores.catalog.pool).lag, 300)
     assert lag.pending_keys > 1
     assert lag.last is not None
-    text = " ".join(read((await served.get("/")).text).text)
+    text = " ".join(read((await served.get("/", params=operator)).text).text)
     assert f"{lag.pending_keys:,} keys waiting for the catalog build, the oldest for" in text
     assert f"1 build in the last 5 minutes took {lag.last.pending:,} pending keys in" in text
     assert re.search(r"The last at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC: ", text)
 
     metrics = {
         line.split()[0]: float(line.split()[1])
-        for line in (await served.get("/metrics")).text.splitlines()
+        for line in (await served.get("/metrics", headers=SCRAPER)).text.splitlines()
         if line.startswith("uidx_catalog")
     }
     assert metrics["uidx_catalog_pending_keys"] == lag.pending_keys
@@ -235,3 +267,68 @@ async def test_the_page_and_metrics_show_the_catalogs_lag_and_builds(
     assert metrics["uidx_catalog_builds_recent"] == 1
     assert metrics["uidx_catalog_builds_recent_cpu_seconds"] == pytest.approx(lag.builds_cpu_s)
     assert "uidx_catalog_last_build_age_seconds" in metrics
+
+
+@pytest.mark.trio
+async def test_an_api_users_page_has_the_search_and_nzb_links_only(
+    served: httpx.AsyncClient, stores: Stores
+) -> None:
+    await trio.to_thread.run_sync(store_generated, stores, 20_000, 5)
+    key = stores.users.create("sonarr")
+    response = await served.get("/", params={"apikey": key})
+    assert response.status_code == 200
+    page = read(response.text)
+    text = " ".join(page.text)
+    assert page.release_rows > 0
+    assert all(f"apikey={key}" in link for link in page.links if link.startswith("/api?"))
+    # Nothing of the groups, ranges, nodes, servers or the catalog's workings.
+    for heading in ("Groups", "Ranges", "Nodes", "Prefetch", "Probes", "Catalog"):
+        assert heading not in page.headings
+    assert "alt.binaries.test" not in text
+    assert not page.bars
+    assert "edge" not in text
+
+
+@pytest.mark.trio
+async def test_the_login_form_sets_a_strict_session_cookie(
+    served: httpx.AsyncClient, stores: Stores
+) -> None:
+    await trio.to_thread.run_sync(store_generated, stores, 20_000, 5)
+    key = stores.users.create("operator", operator=True)
+    anonymous = await served.get("/", params={"q": "the"})
+    assert anonymous.status_code == 401
+    assert 'action="/login"' in anonymous.text
+    assert read(anonymous.text).release_rows == 0
+    wrong = await served.post("/login", data={"apikey": "guess"})
+    assert wrong.status_code == 401
+    assert "not an API user's key" in " ".join(read(wrong.text).text)
+    assert "set-cookie" not in wrong.headers
+    login = await served.post("/login", data={"apikey": key})
+    assert login.status_code == 303
+    assert login.headers["location"] == "/"
+    cookie = login.headers["set-cookie"]
+    assert cookie.startswith("uidx_session=")
+    assert "HttpOnly" in cookie
+    assert "SameSite=Strict" in cookie
+    assert "Secure" not in cookie  # plain http: a Secure cookie would never come back
+    assert key not in cookie
+    page = await served.get("/")  # the client keeps the cookie
+    assert page.status_code == 200
+    assert "Groups" in read(page.text).headings
+    nzb_link = next(link for link in read(page.text).links if link.startswith("/api?t=get"))
+    assert "apikey" not in nzb_link
+    assert (await served.get(nzb_link)).status_code == 200  # the session's cookie is enough
+    # Behind an https proxy the cookie is Secure.
+    proxied = await served.post(
+        "/login", data={"apikey": key}, headers={"x-forwarded-proto": "https"}
+    )
+    assert "; Secure" in proxied.headers["set-cookie"]
+    # Logged out, the page asks again; the session is gone from the database too.
+    await served.post("/logout")
+    served.cookies.clear()
+    assert (await served.get("/")).status_code == 401
+    # A revoked user's session ends with its key.
+    served.cookies.set("uidx_session", proxied.cookies["uidx_session"])
+    assert (await served.get("/")).status_code == 200
+    stores.users.revoke("operator")
+    assert (await served.get("/")).status_code == 401

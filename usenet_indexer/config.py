@@ -87,6 +87,10 @@ class Settings:
             obfuscated releases (0: none; a server with too few for a share
             probes on one connection while header fetching is idle).
         probe_max_body_bytes: the largest article body a probe reads.
+        metrics_token: the bearer token /metrics asks of a scraper (never
+            logged); empty: /metrics is closed (404).
+        metrics_listen: host:port of a listener that serves /metrics (and
+            /healthz) only, to anyone who reaches it, without a token; empty: none.
     """
 
     home: Path
@@ -119,6 +123,8 @@ class Settings:
     backfill_ranges_ahead: int = 2
     probe_share: float = 0.1
     probe_max_body_bytes: int = 4 << 20
+    metrics_token: str = attrs.field(default="", repr=False)
+    metrics_listen: str = ""
 
     @property
     def listen_host_port(self) -> tuple[str, int]:

@@ -41,6 +41,7 @@ from usenet_indexer.supervisor.entry import (
 logger = logging.getLogger(__name__)
 
 LISTEN_FD_OPTION = "--listen-fd"
+METRICS_FD_OPTION = "--metrics-fd"
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -65,6 +66,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     # The supervisor's listening socket, inherited by its workers.
     parser.add_argument(LISTEN_FD_OPTION, type=int, help=argparse.SUPPRESS)
+    parser.add_argument(METRICS_FD_OPTION, type=int, help=argparse.SUPPRESS)
     add_worker_arguments(parser)
     parser.set_defaults(run=run)
 
@@ -92,7 +94,12 @@ def run(args: argparse.Namespace) -> int:
     if not fenced:
         argv.append("--unsafe-no-fence")
     work = partial(
-        run_worker, settings, fenced=fenced, parent_fd=args.parent_fd, listen_fd=args.listen_fd
+        run_worker,
+        settings,
+        fenced=fenced,
+        parent_fd=args.parent_fd,
+        listen_fd=args.listen_fd,
+        metrics_fd=args.metrics_fd,
     )
     count = resolve_processes(processes)
     if is_worker(args) or count == 1:
@@ -100,28 +107,31 @@ def run(args: argparse.Namespace) -> int:
         return supervised(args, 1, argv, work, notify_socket=settings.notify_socket)
     # Several: the supervisor binds the address and starts the embedded cluster
     # once, before the workers, which would race for both.
-    with _listening(settings.listen) as listener, _cluster_for_workers(settings):
-        fd = listener.fileno()
+    with contextlib.ExitStack() as stack:
+        fd = stack.enter_context(_listening("listen", settings.listen)).fileno()
+        fds = [fd]
+        argv += [LISTEN_FD_OPTION, str(fd)]
+        if settings.metrics_listen:
+            metrics = stack.enter_context(_listening("metrics_listen", settings.metrics_listen))
+            fds.append(metrics.fileno())
+            argv += [METRICS_FD_OPTION, str(metrics.fileno())]
+        stack.enter_context(_cluster_for_workers(settings))
         return supervised(
-            args,
-            count,
-            [*argv, LISTEN_FD_OPTION, str(fd)],
-            work,
-            notify_socket=settings.notify_socket,
-            inherit_fds=(fd,),
+            args, count, argv, work, notify_socket=settings.notify_socket, inherit_fds=tuple(fds)
         )
 
 
 @contextlib.contextmanager
-def _listening(listen: str) -> Iterator[socket.socket]:
-    """The one listening socket of the coordinator processes, on `listen` (host:port)."""
+def _listening(key: str, listen: str) -> Iterator[socket.socket]:
+    """A listening socket the coordinator processes share, on `listen` (host:port), the
+    value of the setting `key` (named by its errors)."""
     host, _, port_text = listen.rpartition(":")
     host = host.strip("[]") or "0.0.0.0"
     try:
         port = int(port_text)
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except (ValueError, OSError) as error:
-        raise ConfigError("listen", f"cannot listen on {listen}: {error}") from error
+        raise ConfigError(key, f"cannot listen on {listen}: {error}") from error
     family, kind, proto, _, address = infos[0]
     listener = socket.socket(family, kind, proto)
     try:
@@ -130,9 +140,7 @@ def _listening(listen: str) -> Iterator[socket.socket]:
         listener.listen(1024)
     except OSError as error:
         listener.close()
-        raise ConfigError(
-            "listen", f"cannot listen on {listen}: {error.strerror or error}"
-        ) from error
+        raise ConfigError(key, f"cannot listen on {listen}: {error.strerror or error}") from error
     listener.set_inheritable(True)
     with listener:
         yield listener
@@ -161,11 +169,17 @@ def run_worker(
     fenced: bool = True,
     parent_fd: int | None = None,
     listen_fd: int | None = None,
+    metrics_fd: int | None = None,
 ) -> int:
     """One coordinator in this process until stopped (a signal, or the supervisor's end); 0."""
     # A start-up error comes out of the nurseries wrapped: reported bare.
     run = partial(
-        run_coordinator, settings, fenced=fenced, parent_fd=parent_fd, listen_fd=listen_fd
+        run_coordinator,
+        settings,
+        fenced=fenced,
+        parent_fd=parent_fd,
+        listen_fd=listen_fd,
+        metrics_fd=metrics_fd,
     )
     run_reporting(lambda: trio.run(run))
     return 0

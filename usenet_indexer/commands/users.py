@@ -23,10 +23,16 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "this once (Sonarr, Radarr, SABnzbd and Prowlarr call it the API key).",
     )
     create.add_argument("name", help="the user's name")
+    create.add_argument(
+        "--operator",
+        action="store_true",
+        help="an operator: its key (or a login with it) shows the whole status page "
+        "(groups, ranges, nodes, servers); a user's shows the search and NZB links only",
+    )
     actions.add_parser(
         "list",
-        help="the users, their requests, when they were last seen",
-        description="List the API users: requests made, when last seen, revoked.",
+        help="the users, their roles, their requests, when they were last seen",
+        description="List the API users: role, requests made, when last seen, revoked.",
     )
     revoke = actions.add_parser(
         "revoke",
@@ -47,18 +53,21 @@ def run(args: argparse.Namespace) -> int:
     with opened(from_process(args.config)) as pool:
         store = UserStore(pool)
         if args.action == "create":
-            key = store.create(args.name)
+            key = store.create(args.name, operator=args.operator)
             print(key)
-            print(f"(the API key of {args.name}; it is shown this once)")
+            role = "operator" if args.operator else "API user"
+            print(f"(the API key of {args.name}, {role}; it is shown this once)")
             return 0
         if args.action == "revoke":
             store.revoke(args.name)
             print(f"revoked {args.name}")
             return 0
         rows = store.list()
-    print(f"{'user':24} {'requests':>9}  {'last seen':32} {'revoked'}")
+    print(f"{'user':24} {'role':9} {'requests':>9}  {'last seen':32} {'revoked'}")
     for row in rows:
+        role = "operator" if row.operator else "user"
         print(
-            f"{row.name:24} {row.requests:>9}  {row.last_seen or 'never'!s:32} {row.revoked_at or ''}"
+            f"{row.name:24} {role:9} {row.requests:>9}  {row.last_seen or 'never'!s:32} "
+            f"{row.revoked_at or ''}"
         )
     return 0

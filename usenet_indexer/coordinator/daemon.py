@@ -43,6 +43,7 @@ async def run_coordinator(
     fenced: bool = True,
     parent_fd: int | None = None,
     listen_fd: int | None = None,
+    metrics_fd: int | None = None,
 ) -> None:
     """Run the coordinator until SIGINT or SIGTERM, or until its supervisor dies.
 
@@ -54,6 +55,7 @@ async def run_coordinator(
             coordinator as SIGTERM does.
         listen_fd: a listening socket to serve on (the supervisor's, shared by
             its coordinator processes) instead of binding `settings.listen`.
+        metrics_fd: the same for `settings.metrics_listen`.
 
     Raises:
         ConfigError: no DATABASE_URL and no PostgreSQL binaries; the listen
@@ -70,7 +72,7 @@ async def run_coordinator(
             if not fenced:
                 logger.warning("batches are stored WITHOUT the fence (a test-only switch)")
             stores = Stores.from_pool(pool, fenced=fenced)
-            await _serve_until_signal(settings, stores, parent_fd, listen_fd)
+            await _serve_until_signal(settings, stores, parent_fd, listen_fd, metrics_fd)
         finally:
             with trio.move_on_after(CLOSE_POOL_SECONDS, shield=True):
                 await trio.to_thread.run_sync(pool.close)
@@ -92,7 +94,11 @@ async def _start_cluster(cluster: Cluster | None) -> Cluster | None:
 
 
 async def _serve_until_signal(
-    settings: Settings, stores: Stores, parent_fd: int | None, listen_fd: int | None
+    settings: Settings,
+    stores: Stores,
+    parent_fd: int | None,
+    listen_fd: int | None,
+    metrics_fd: int | None,
 ) -> None:
     shutdown = trio.Event()
     # Opened before serving, so a signal during start-up is not lost.
@@ -107,6 +113,7 @@ async def _serve_until_signal(
                     shutdown=shutdown,
                     catalog_due=due,
                     listen_fd=listen_fd,
+                    metrics_fd=metrics_fd,
                 )
             )
             builder = trio.CancelScope()

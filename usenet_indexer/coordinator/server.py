@@ -1,17 +1,19 @@
 """The coordinator's HTTP server: hypercorn's trio worker serving one `asgi.App`.
 
-The App is where the coordinator's APIs are mounted: the node API under
-/api/v1/node/, the newznab API at /api, the status page at / and /metrics;
-this module only builds it, binds (or takes the supervisor's socket, for
-several coordinator processes on one port), and says where edges connect.
+The App is where the coordinator's APIs are mounted, each with who may
+call it (`coordinator_app`: the one table of routes and their access
+levels); this module only builds it, binds (or takes the supervisor's
+socket, for several coordinator processes on one port), and says where
+edges connect.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import logging
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from functools import partial
 from urllib.parse import urlsplit
 
@@ -21,11 +23,22 @@ from hypercorn.trio import serve as hypercorn_serve
 
 from usenet_indexer.config import Settings
 from usenet_indexer.coordinator.catalog_builder import CatalogDue
-from usenet_indexer.coordinator.http.asgi import ApiCounts, App
+from usenet_indexer.coordinator.http.access import StoreGate
+from usenet_indexer.coordinator.http.asgi import (
+    Access,
+    ApiCounts,
+    App,
+    Denied,
+    Exchange,
+    Response,
+    Route,
+)
+from usenet_indexer.coordinator.http.login import LOGIN_PATH, LOGOUT_PATH, LoginApi, refused_page
 from usenet_indexer.coordinator.http.newznab import PATH as NEWZNAB_PATH
-from usenet_indexer.coordinator.http.newznab import NewznabApi
+from usenet_indexer.coordinator.http.newznab import NewznabApi, is_public
 from usenet_indexer.coordinator.http.node import PREFIX, ApiOptions, NodeApi
-from usenet_indexer.coordinator.http.status_page import MetricsApi, StatusPage
+from usenet_indexer.coordinator.http.node import refused as node_refused
+from usenet_indexer.coordinator.http.status_page import HealthApi, MetricsApi, StatusPage
 from usenet_indexer.coordinator.landings import Landings, listen_for_landings
 from usenet_indexer.coordinator.stores import Stores
 from usenet_indexer.errors import ConfigError, sole_error
@@ -80,6 +93,7 @@ async def serve(
     landings: Landings | None = None,
     catalog_due: CatalogDue | None = None,
     listen_fd: int | None = None,
+    metrics_fd: int | None = None,
     task_status: trio.TaskStatus[tuple[str, int]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve the node API on `settings.listen` until cancelled or `shutdown` is set.
@@ -94,18 +108,19 @@ async def serve(
         catalog_due: poked when a batch is stored (None: a new one, nobody builds).
         listen_fd: a listening socket to accept on (shared by several coordinator
             processes) instead of binding `settings.listen`.
+        metrics_fd: the same for `settings.metrics_listen`.
         task_status: gets the bound (host, port) once the socket listens.
 
     Raises:
-        ConfigError: `settings.listen` cannot be bound (inside the nursery's
-            exception group; see `sole_error`).
+        ConfigError: `settings.listen` or `settings.metrics_listen` cannot be
+            bound (inside the nursery's exception group; see `sole_error`).
     """
     options = options or ApiOptions.from_settings(settings)
     landings = landings or Landings()
     if catalog_due is not None:
         landings.on_pending.append(catalog_due.due)
     node = NodeApi(stores, options, landings, catalog_due or CatalogDue())
-    app = coordinator_app(stores, node)
+    app = coordinator_app(stores, node, metrics_token=settings.metrics_token)
     config = hypercorn_config(
         settings.listen if listen_fd is None else f"fd://{listen_fd}", options
     )
@@ -113,21 +128,41 @@ async def serve(
     async with trio.open_nursery() as nursery:
         # Streams wake when a chunk lands; the listener ends with the server.
         await nursery.start(listen_for_landings, stores.spool.pool.conninfo, landings)
-        try:
+        with _bind_errors("listen", settings.listen):
             binds: list[str] = await nursery.start(
                 partial(_serve_then_cancel, app, config, trigger, nursery.cancel_scope)
             )
-        except BaseExceptionGroup as group:
-            error = sole_error(group)
-            if not isinstance(error, OSError):
-                raise
-            # Address in use, no such address, no permission: the setting is wrong.
-            problem = f"cannot listen on {settings.listen}: {error.strerror or error}"
-            raise ConfigError("listen", problem) from group
+        if settings.metrics_listen:
+            where = settings.metrics_listen if metrics_fd is None else f"fd://{metrics_fd}"
+            # Its own server: ended by the same shutdown, it never ends the main one's
+            # graceful drain (nor the landings' listener): the main server does that.
+            metrics = partial(
+                hypercorn_serve,
+                metrics_app(app),
+                hypercorn_config(where, options),
+                shutdown_trigger=shutdown.wait if shutdown is not None else None,
+            )
+            with _bind_errors("metrics_listen", settings.metrics_listen):
+                metrics_binds: list[str] = await nursery.start(metrics)
+            logger.info("metrics listening on %s/metrics", metrics_binds[0])
         logger.info("node API listening on %s%s", binds[0], PREFIX)
         host, port = bound_address(binds[0])
         logger.info("%s", edges_connect_with(host, port, socket.gethostname()))
         task_status.started((host, port))
+
+
+@contextlib.contextmanager
+def _bind_errors(key: str, listen: str) -> Iterator[None]:
+    """A failed bind as the ConfigError of the setting `key`."""
+    try:
+        yield
+    except BaseExceptionGroup as group:
+        error = sole_error(group)
+        if not isinstance(error, OSError):
+            raise
+        # Address in use, no such address, no permission: the setting is wrong.
+        problem = f"cannot listen on {listen}: {error.strerror or error}"
+        raise ConfigError(key, problem) from group
 
 
 async def _stopping(shutdown: trio.Event, node: NodeApi) -> None:
@@ -136,12 +171,13 @@ async def _stopping(shutdown: trio.Event, node: NodeApi) -> None:
     node.stop_waiting()
 
 
-def coordinator_app(stores: Stores, node: NodeApi) -> App:
-    """The ASGI app of the coordinator: its APIs, each under its path prefix.
+def coordinator_app(stores: Stores, node: NodeApi, *, metrics_token: str = "") -> App:
+    """The ASGI app of the coordinator: its routes, each with who may call it.
 
     Args:
         stores: the open stores.
         node: the node API (its options give the App its body timeout and Retry-After).
+        metrics_token: the bearer token of /metrics (empty: /metrics is closed).
 
     Returns:
         The App hypercorn serves.
@@ -150,15 +186,55 @@ def coordinator_app(stores: Stores, node: NodeApi) -> App:
     counts = ApiCounts()
     newznab = NewznabApi(stores.catalog, stores.users, stores.build, counts)
     status = StatusStore(stores.catalog.pool)
+    login = LoginApi(stores.users)
     return App(
-        {PREFIX: node},
+        {PREFIX: Route(node, Access.NODE, refusal=node_refused)},
+        gate=StoreGate(stores.nodes, stores.users, metrics_token),
         body_timeout_seconds=options.body_timeout_seconds,
         retry_after_seconds=options.retry_after_seconds,
         paths={
-            NEWZNAB_PATH: newznab,
-            "/": StatusPage(status, stores.catalog, stores.users),
-            "/metrics": MetricsApi.of(status, stores.catalog, counts),
+            # t=caps is anyone's; every other call needs an API user's key.
+            NEWZNAB_PATH: Route(newznab, Access.API_USER, is_public, newznab.refused),
+            # An API user sees the search and NZB links, an operator all of it.
+            "/": Route(StatusPage(status, stores.catalog), Access.API_USER, refusal=refused_page),
+            LOGIN_PATH: Route(login, Access.PUBLIC, guarded=True),
+            LOGOUT_PATH: Route(login, Access.PUBLIC),
+            "/healthz": Route(HealthApi(status), Access.PUBLIC),
+            "/metrics": Route(
+                MetricsApi.of(status, stores.catalog, counts),
+                Access.METRICS,
+                refusal=_metrics_refused,
+            ),
         },
+    )
+
+
+def metrics_app(app: App) -> App:
+    """The App of `metrics_listen`: /metrics (and /healthz) of `app`, nothing else, public.
+
+    Whoever reaches that address may scrape: it is meant for a Prometheus on the
+    same host (127.0.0.1:9750) or a private network, so it asks no token.
+    """
+    return App(
+        {},
+        gate=app.gate,
+        body_timeout_seconds=app.body_timeout_seconds,
+        retry_after_seconds=app.retry_after_seconds,
+        paths={
+            "/metrics": Route(app.paths["/metrics"].api, Access.PUBLIC),
+            "/healthz": app.paths["/healthz"],
+        },
+    )
+
+
+def _metrics_refused(exchange: Exchange, denied: Denied) -> Response:
+    # Without a metrics_token, /metrics is not there at all.
+    if denied is Denied.CLOSED:
+        return Response.error(404, f"no such call: {exchange.path}")
+    return Response.error(
+        401,
+        "a bearer token is required (metrics_token)",
+        headers=((b"www-authenticate", b"Bearer"),),
     )
 
 

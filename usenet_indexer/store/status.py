@@ -161,6 +161,11 @@ class NodeWork:
 class StatusStore:
     pool: ConnectionPool
 
+    def ping(self) -> None:
+        """Ask the database the simplest question (/healthz); raises when it does not answer."""
+        with self.pool.connection() as conn:
+            conn.execute("SELECT 1")
+
     def throughput(self, lookback_seconds: float = LOOKBACK_SECONDS) -> Throughput:
         """The batches stored in the last `lookback_seconds` (database clock)."""
         with self.pool.connection() as conn:

@@ -4,10 +4,24 @@ Theory of operation
 -------------------
 hypercorn serves one `App`. The App answers the lifespan by itself (there is
 nothing to set up: the stores are open before it is served) and hands each
-HTTP request to the API of its exact path (`paths`: the newznab API at
+HTTP request to the route of its exact path (`paths`: the newznab API at
 /api) or else the one whose path prefix it falls under (`mounts`: the node
 API under /api/v1/node/); a path under none is 404 before anything else is
 looked at. A status page or a metrics endpoint is one more `Api`.
+
+Every route is a `Route`: its API and its `Access` level, declared beside
+its path (server.coordinator_app); the App takes nothing else. Before the
+API's handler runs, the App asks its `Gate` whether the request's
+credentials reach the route's level, and answers a request that does not
+with the route's own refusal (the node API's JSON 401, newznab's error 100,
+the page's login form). So a route added later cannot be open by accident:
+it is public only where its declaration says PUBLIC.
+
+A refusal of credentials that are nobody's (`Refused.wrong_credentials`)
+is counted against the client's address (core/throttle.py, in this
+process's memory): past a few it is answered late, then the address gets
+429 with Retry-After on every guarded route (those with a level, and the
+login) until its window ends, and a WARNING once per address and window.
 
 An API answers a request with a `Response`, or by itself (a stream, once its
 200 is out), or raises. `Refused` carries an answer the API chose (a 401, a
@@ -28,9 +42,10 @@ is never read. Nothing here logs a header, and paths are logged quoted.
 
 from __future__ import annotations
 
+import enum
 import logging
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final, Protocol
 
 import attrs
@@ -45,6 +60,7 @@ from hypercorn.typing import (
     Scope,
 )
 
+from usenet_indexer.core.throttle import Throttle
 from usenet_indexer.errors import UidxError
 
 logger = logging.getLogger(__name__)
@@ -88,11 +104,20 @@ class Response:
 
 
 class Refused(UidxError):
-    """Raised by an API to answer a request early with `response` (caught by the App)."""
+    """Raised by an API to answer a request early with `response` (caught by the App).
 
-    def __init__(self, response: Response) -> None:
+    `wrong_credentials`: the request named a key or token that is nobody's
+    (counted against the client, as a guess). `reason`: what the log says
+    instead of the start of the body (a login form says little).
+    """
+
+    def __init__(
+        self, response: Response, *, wrong_credentials: bool = False, reason: str | None = None
+    ) -> None:
         super().__init__(response.status)
         self.response = response
+        self.wrong_credentials = wrong_credentials
+        self.reason = reason
 
 
 class _ClientGone(UidxError):
@@ -137,6 +162,8 @@ class Exchange:
     caller: str | None = None
     query: bytes = b""  # the query string, as sent (never logged: it may carry a key)
     scheme: str = "http"
+    client: str = ""  # the peer's address (what failed attempts are counted by)
+    user: Caller | None = None  # who the Gate admitted (None: a public route)
 
     def __str__(self) -> str:
         # For log lines: the path is the client's, so quoted (no line breaks).
@@ -170,7 +197,89 @@ class Api(Protocol):
         ...
 
 
+class Access(enum.Enum):
+    """Who may call a route (see the module docstring)."""
+
+    PUBLIC = "public"  # anyone, no credentials
+    NODE = "node"  # an edge's bearer token
+    API_USER = "api user"  # an API user's key or login session (an operator is one too)
+    OPERATOR = "operator"  # an operator's key or login session
+    METRICS = "metrics"  # the `metrics_token` as a bearer token
+
+
+class Denied(enum.Enum):
+    """Why the Gate did not admit a request."""
+
+    MISSING = "no credentials"
+    WRONG = "wrong credentials"  # counted against the client (brute force)
+    NOT_ENOUGH = "credentials below the route's level"  # an API user on an operator's route
+    CLOSED = "the route is closed"  # /metrics without a metrics_token set
+
+
+@attrs.frozen
+class Caller:
+    """Who the Gate admitted: a node, an API user (`operator` or not), or the scraper."""
+
+    kind: str  # "node", "api user", "metrics"
+    name: str
+    node_id: int | None = None
+    operator: bool = False
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.name}"
+
+
+class Gate(Protocol):
+    """Checks a request's credentials against a level (coordinator/http/access.py)."""
+
+    async def admit(self, exchange: Exchange, level: Access) -> Caller | Denied:
+        """The caller, when the request's credentials reach `level`; else why not."""
+        ...
+
+
+def _unauthorized(exchange: Exchange, denied: Denied) -> Response:
+    return Response.error(401, str(denied.value), headers=((b"www-authenticate", b"Bearer"),))
+
+
+@attrs.frozen
+class Route:
+    """An API and who may call it, declared together.
+
+    Attributes:
+        api: the API that answers.
+        access: the level every request must reach.
+        public: requests of the route that anyone may make (/api's t=caps); None: none.
+        refusal: the answer to a request below the level (default: a JSON 401).
+        guarded: whether an address refused for guessing gets 429 here (None: a
+            route with a level is, a PUBLIC one is not; the login says True).
+    """
+
+    api: Api
+    access: Access
+    public: Callable[[Exchange], bool] | None = None
+    refusal: Callable[[Exchange, Denied], Response] = _unauthorized
+    guarded: bool | None = None
+
+    @property
+    def throttled(self) -> bool:
+        """Whether a blocked address is refused here (see `guarded`)."""
+        return self.access is not Access.PUBLIC if self.guarded is None else self.guarded
+
+    def level(self, exchange: Exchange) -> Access:
+        """The level this request must reach."""
+        if self.public is not None and self.public(exchange):
+            return Access.PUBLIC
+        return self.access
+
+
+def _routes_valid(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+    for path, route in value.items():
+        if not isinstance(route, Route) or not isinstance(route.access, Access):
+            raise ValueError(f"{path!r} has no declared access level")
+
+
 def _mounts_valid(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+    _routes_valid(instance, attribute, value)
     # Prefixes are whole path segments that do not nest: one API per path.
     for prefix in value:
         if not (prefix.startswith("/") and prefix.endswith("/")):
@@ -184,17 +293,25 @@ class App:
     """The ASGI app hypercorn serves: the APIs by path prefix (see the module docstring).
 
     Attributes:
-        mounts: path prefix ("/api/v1/node/") -> the API under it.
+        mounts: path prefix ("/api/v1/node/") -> the route under it.
+        gate: checks credentials against a route's level.
         body_timeout_seconds: the longest the rest of a refused body is
             thrown away for while its answer is sent.
         retry_after_seconds: the Retry-After of a 503.
+        paths: exact paths ("/api", "/") -> their routes, looked at before the prefixes.
+        throttle: failed attempts per client address (this process's).
     """
 
-    mounts: Mapping[str, Api] = attrs.field(validator=_mounts_valid)
+    mounts: Mapping[str, Route] = attrs.field(validator=_mounts_valid)
+    gate: Gate
     body_timeout_seconds: float
     retry_after_seconds: int
-    # Exact paths ("/api", "/"), looked at before the prefixes.
-    paths: Mapping[str, Api] = attrs.field(factory=dict)
+    paths: Mapping[str, Route] = attrs.field(factory=dict, validator=_routes_valid)
+    throttle: Throttle = attrs.field(factory=Throttle)
+
+    def routes(self) -> dict[str, Route]:
+        """Every route: exact paths as they are, prefixes ending in "/"."""
+        return {**self.paths, **self.mounts}
 
     async def __call__(
         self, scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable
@@ -216,6 +333,7 @@ class App:
             body,
             query=scope["query_string"],
             scheme=scope["scheme"],
+            client=(scope.get("client") or ("", 0))[0],
         )
         try:
             response = await self._dispatch(exchange, send)
@@ -223,17 +341,56 @@ class App:
             return
         except Exception as error:
             response = self._answer_for(error, exchange)
+            if isinstance(error, Refused) and error.wrong_credentials:
+                await self._failed(exchange)
         if response is not None:
             await self._send(response, body, send)
 
-    async def _dispatch(self, exchange: Exchange, send: ASGISendCallable) -> Response | None:
-        exact = self.paths.get(exchange.path)
+    def route(self, path: str) -> Route | None:
+        """The route of `path`; None for a path under none."""
+        exact = self.paths.get(path)
         if exact is not None:
-            return await exact.respond(exchange, send)
-        for prefix, api in self.mounts.items():
-            if exchange.path.startswith(prefix):
-                return await api.respond(exchange, send)
-        return Response.error(404, f"no such call: {exchange.path[:200]}")
+            return exact
+        for prefix, route in self.mounts.items():
+            if path.startswith(prefix):
+                return route
+        return None
+
+    async def _failed(self, exchange: Exchange) -> None:
+        """A guess counted; the refusal held back once past the free ones."""
+        delay, warn = self.throttle.failed(exchange.client, trio.current_time())
+        if warn:
+            # WARNING, not ERROR: a client's mistake, nothing wrong here. Once per window.
+            logger.warning(
+                "client %s: %d failed key attempts in %g s; its refusals are slowed, "
+                "then it gets 429",
+                exchange.client,
+                self.throttle.failures(exchange.client, trio.current_time()),
+                self.throttle.window_seconds,
+            )
+        await trio.sleep(delay)
+
+    async def _dispatch(self, exchange: Exchange, send: ASGISendCallable) -> Response | None:
+        route = self.route(exchange.path)
+        if route is None:
+            return Response.error(404, f"no such call: {exchange.path[:200]}")
+        if route.throttled:
+            verdict = self.throttle.check(exchange.client, trio.current_time())
+            if verdict.retry_after is not None:
+                retry = ((b"retry-after", str(verdict.retry_after).encode()),)
+                return Response.error(429, "too many failed key attempts", headers=retry)
+        level = route.level(exchange)
+        if level is not Access.PUBLIC:
+            admitted = await self.gate.admit(exchange, level)
+            if isinstance(admitted, Denied):
+                raise Refused(
+                    route.refusal(exchange, admitted),
+                    wrong_credentials=admitted is Denied.WRONG,
+                    reason=f"refused ({admitted.value} for {level.value})",
+                )
+            exchange.user = admitted
+            exchange.caller = str(admitted)
+        return await route.api.respond(exchange, send)
 
     async def _send(self, response: Response, body: Body, send: ASGISendCallable) -> None:
         if body.done:
@@ -251,7 +408,7 @@ class App:
         """The response for what an API raised; anything unexpected is logged (500)."""
         if isinstance(error, Refused):
             response = error.response
-            message = response.body[:300].decode("utf-8", "replace")
+            message = error.reason or response.body[:300].decode("utf-8", "replace")
             logger.info("%s: %d %s", exchange, response.status, message)
             return response
         if isinstance(error, psycopg.OperationalError):

@@ -21,7 +21,7 @@ import trio
 from hypercorn.typing import ASGISendCallable
 
 from usenet_indexer.coordinator.catalog_build import CatalogBuild
-from usenet_indexer.coordinator.http.asgi import ApiCounts, Exchange, Response, header
+from usenet_indexer.coordinator.http.asgi import ApiCounts, Denied, Exchange, Response, header
 from usenet_indexer.core.newznab import (
     NewznabError,
     Request,
@@ -86,18 +86,35 @@ class NewznabApi:
         self.counts.add("newznab", request.function, response.status)
         return response
 
+    def refused(self, exchange: Exchange, denied: Denied) -> Response:
+        """The refusal of a request without a user's key (`Route.refusal`): error 100,
+        as HTTP 200 (the *arr programs read no body of a 401)."""
+        params = _params(exchange.query)
+        try:
+            parse_request(params)  # a request that is wrong anyway says so first, as before
+        except NewznabError as wrong:
+            error = wrong
+        else:
+            missing = denied is Denied.MISSING
+            error = NewznabError(
+                100, "missing parameter: apikey" if missing else "incorrect user credentials"
+            )
+        self.counts.add("newznab", f"error {error.code}", 200)
+        return _error(error, json=params.get("o", "").lower() == "json")
+
     async def _answer(self, request: Request, exchange: Exchange) -> Response:
         site = Site(_base_url(exchange), self.title)
         if request.function == "caps":
             if request.json:
                 return Response(200, caps_json(site), (_JSON,))
             return Response(200, caps_xml(site), (_XML,))
-        if not request.apikey:
-            raise NewznabError(100, "missing parameter: apikey")
-        user = await self._run(self.users.authenticate, request.apikey)
-        if user is None:
-            raise NewznabError(100, "incorrect user credentials")
-        exchange.caller = f"api user {user}"
+        if exchange.user is None:  # not behind the App's Gate (which checks the key)
+            if not request.apikey:
+                raise NewznabError(100, "missing parameter: apikey")
+            user = await self._run(self.users.authenticate, request.apikey)
+            if user is None:
+                raise NewznabError(100, "incorrect user credentials")
+            exchange.caller = f"api user {user.name}"
         if request.function in ("get", "details", "getnfo"):
             row = await self._run(self.catalog.row, request.guid)
             if row is None:
@@ -155,6 +172,14 @@ class NewznabApi:
 
     async def _run(self, function: Callable[..., T], *args: Any) -> T:
         return await trio.to_thread.run_sync(function, *args, limiter=self._limiter)
+
+
+def is_public(exchange: Exchange) -> bool:
+    """Whether a request is one anyone may make (`Route.public`): t=caps."""
+    try:
+        return parse_request(_params(exchange.query)).function == "caps"
+    except NewznabError:
+        return False
 
 
 def _params(query: bytes) -> dict[str, str]:

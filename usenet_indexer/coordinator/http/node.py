@@ -48,6 +48,7 @@ from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable
 from usenet_indexer.config import Settings
 from usenet_indexer.coordinator.catalog_builder import CatalogDue
 from usenet_indexer.coordinator.http.asgi import (
+    Denied,
     Exchange,
     Headers,
     Refused,
@@ -236,6 +237,14 @@ def _range_id(text: str) -> int | None:
     return value if value <= MAX_BIGINT else None
 
 
+def refused(exchange: Exchange, denied: Denied) -> Response:
+    """The node API's refusal of a request without a node's token (`Route.refusal`):
+    401 as `_authenticate` answers it, so an edge reads the same either way."""
+    if denied is Denied.MISSING:
+        return Response.error(401, "a bearer token is required", headers=_BEARER)
+    return Response.error(401, "unknown or revoked token", headers=_INVALID)
+
+
 def bearer_token(headers: Headers) -> str | None:
     """The token of the one `Authorization: Bearer` header, or None.
 
@@ -307,7 +316,10 @@ class NodeApi:
         found = route(exchange.method, exchange.path)
         if isinstance(found, Response):
             return found
-        node_id = await self._authenticate(exchange.headers)
+        if exchange.user is not None and exchange.user.node_id is not None:
+            node_id = exchange.user.node_id  # the App's Gate took the token already
+        else:
+            node_id = await self._authenticate(exchange.headers)
         exchange.caller = f"node {node_id}"
         if found.range_id is None:
             await self._read_body(exchange, CONTROL_BODY_BYTES)  # none expected

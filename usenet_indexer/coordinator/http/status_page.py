@@ -1,4 +1,10 @@
-"""The status page at / and the Prometheus metrics at /metrics.
+"""The status page at /, the Prometheus metrics at /metrics and the health answer at /healthz.
+
+Who sees what (the App's Gate admits only an API user or an operator to
+the page): an operator sees all of it; an API user the search box and the
+releases with their NZB links, nothing of groups, ranges, nodes, servers
+or the catalog's workings. /healthz says whether the database answers, and
+nothing else.
 
 The page is server-rendered (Jinja2, autoescaped; no script) and refreshes
 itself: groups (high water mark, indexed to, lag, progress, backfill),
@@ -31,16 +37,17 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from usenet_indexer.coordinator.http.access import query_apikey
 from usenet_indexer.coordinator.http.asgi import ApiCounts, Exchange, Response
 from usenet_indexer.core.categories import CATEGORIES
-from usenet_indexer.store.catalog import CatalogTable, Search
+from usenet_indexer.store.catalog import CatalogRow, CatalogTable, Search
 from usenet_indexer.store.groups import GroupRow
 from usenet_indexer.store.status import Status, StatusStore
-from usenet_indexer.store.users import UserStore
 
 REFRESH_SECONDS = 10
 RECENT = 25
 _HTML = (b"content-type", b"text/html; charset=utf-8")
+_NO_STORE = (b"cache-control", b"no-store")  # a page behind a login stays out of caches
 _METRICS = (b"content-type", b"text/plain; version=0.0.4; charset=utf-8")
 
 _TEMPLATES = jinja2.Environment(
@@ -107,7 +114,6 @@ class StatusPage:
 
     status: StatusStore
     catalog: CatalogTable
-    users: UserStore
     _limiter: trio.CapacityLimiter = attrs.field(factory=lambda: trio.CapacityLimiter(2))
 
     async def respond(self, exchange: Exchange, send: ASGISendCallable) -> Response | None:
@@ -118,31 +124,25 @@ class StatusPage:
         except ValueError:  # more than 20 fields: the page as if none were given
             params = {}
         q = " ".join(params.get("q", "").replace("\x00", " ")[:256].split())
-        key = params.get("apikey", "").replace("\x00", "").strip()[:128]
-        html = await trio.to_thread.run_sync(self._render, q, key, limiter=self._limiter)
-        return Response(200, html.encode("utf-8", "replace"), (_HTML,))
+        # The Gate admitted the key of the query when there is one: links carry it
+        # (a session's page carries none: its cookie goes with the NZB link too).
+        apikey = query_apikey(exchange.query) or ""
+        operator = exchange.user is not None and exchange.user.operator
+        html = await trio.to_thread.run_sync(
+            self._render, q, apikey, operator, limiter=self._limiter
+        )
+        return Response(200, html.encode("utf-8", "replace"), (_HTML, _NO_STORE))
 
-    def _render(self, q: str, key: str) -> str:
-        snapshot = self.status.snapshot()
-        work = {row.name: row for row in self.status.node_work()}
+    def _render(self, q: str, apikey: str, operator: bool) -> str:
         total, rows = self.catalog.search(Search(words=q, limit=RECENT))
         shown, _ = self.catalog.counts()
-        apikey = key if key and self.users.authenticate(key) is not None else ""
-        releases = [
-            {
-                "name": item.name,
-                "category": CATEGORIES.get(item.category, "Other"),
-                "size": _human(item.size),
-                "files": item.files,
-                "posted": datetime.fromtimestamp(item.posted, UTC).strftime("%Y-%m-%d %H:%M"),
-                "nzb": "/api?"
-                + urlencode(
-                    {"t": "get", "id": item.guid, **({"apikey": apikey} if apikey else {})}
-                ),
-            }
-            for item in (row.item for row in rows)
-        ]
+        if not operator:
+            return self._releases_only(q, apikey, rows, total, shown)
+        snapshot = self.status.snapshot()
+        work = {row.name: row for row in self.status.node_work()}
+        releases = _releases(rows, apikey)
         return _TEMPLATES.get_template("status.html").render(
+            operator=True,
             refresh=REFRESH_SECONDS,
             taken_at=_moment(snapshot.taken_at),
             rate=_rate(snapshot),
@@ -206,6 +206,38 @@ class StatusPage:
             releases_said=_releases_said(q, total, len(releases), shown),
             catalog_shown=shown,
         )
+
+    def _releases_only(
+        self, q: str, apikey: str, rows: list[CatalogRow], total: int, shown: int
+    ) -> str:
+        """The page of an API user: the search and the releases."""
+        releases = _releases(rows, apikey)
+        return _TEMPLATES.get_template("status.html").render(
+            operator=False,
+            refresh=REFRESH_SECONDS,
+            q=q,
+            apikey=apikey,
+            groups=[],
+            catalog_shown=shown,
+            releases=releases,
+            releases_said=_releases_said(q, total, len(releases), shown),
+        )
+
+
+def _releases(rows: list[CatalogRow], apikey: str) -> list[dict[str, Any]]:
+    """The release rows as the page shows them, the NZB links with `apikey` if any."""
+    return [
+        {
+            "name": item.name,
+            "category": CATEGORIES.get(item.category, "Other"),
+            "size": _human(item.size),
+            "files": item.files,
+            "posted": datetime.fromtimestamp(item.posted, UTC).strftime("%Y-%m-%d %H:%M"),
+            "nzb": "/api?"
+            + urlencode({"t": "get", "id": item.guid, **({"apikey": apikey} if apikey else {})}),
+        }
+        for item in (row.item for row in rows)
+    ]
 
 
 def _releases_said(q: str, total: int, page: int, shown: int) -> str:
@@ -360,3 +392,14 @@ class MetricsApi:
         body = await trio.to_thread.run_sync(generate_latest, self.registry)
         body += f"# scrape took {time.monotonic() - started:.3f} s\n".encode()
         return Response(200, body, (_METRICS,))
+
+
+@attrs.define(eq=False)
+class HealthApi:
+    """/healthz: 200 "ok" when the database answers (else the App's 503), nothing more."""
+
+    status: StatusStore
+
+    async def respond(self, exchange: Exchange, send: ASGISendCallable) -> Response | None:
+        await trio.to_thread.run_sync(self.status.ping)
+        return Response(200, b"ok\n", ((b"content-type", b"text/plain"),))
