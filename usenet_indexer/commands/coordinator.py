@@ -29,7 +29,7 @@ import trio
 from usenet_indexer.config import Settings, from_process
 from usenet_indexer.coordinator.daemon import run_coordinator
 from usenet_indexer.errors import ConfigError, run_reporting
-from usenet_indexer.store.pgcluster import database_url
+from usenet_indexer.store.pgcluster import database_url, start_if_stopped
 from usenet_indexer.supervisor.entry import (
     add_worker_arguments,
     global_argv,
@@ -150,17 +150,13 @@ def _listening(key: str, listen: str) -> Iterator[socket.socket]:
 def _cluster_for_workers(settings: Settings) -> Iterator[None]:
     """The embedded cluster started here (not by each worker), when no DATABASE_URL is set
     and it is not running already; stopped after the workers."""
-    _, cluster = database_url(settings.database_url, settings.home)
-    if cluster is None or cluster.status().running:
-        yield
-        return
-    cluster.start()
-    logger.info("embedded PostgreSQL in %s started", cluster.data_dir)
+    started = start_if_stopped(database_url(settings.database_url, settings.home)[1])
     try:
         yield
     finally:
-        cluster.stop()
-        logger.info("embedded PostgreSQL in %s stopped", cluster.data_dir)
+        if started is not None:
+            started.stop()
+            logger.info("embedded PostgreSQL in %s stopped", started.data_dir)
 
 
 def run_worker(

@@ -41,7 +41,7 @@ from usenet_indexer.prefetch.servers import server_configs
 from usenet_indexer.store.catalog import CatalogTable
 from usenet_indexer.store.database import migrate_url
 from usenet_indexer.store.nodes import NodeStore
-from usenet_indexer.store.pgcluster import Cluster, database_url
+from usenet_indexer.store.pgcluster import database_url, start_if_stopped
 from usenet_indexer.store.pool import open_pool
 from usenet_indexer.store.ranges import RangeStore
 from usenet_indexer.supervisor.entry import (
@@ -103,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
     if settings.listen_host_port[1] == 0:
         raise ConfigError("listen", "uidx standalone needs a fixed port: its edges connect to it")
     url, cluster = database_url(settings.database_url, settings.home)
-    started = _start_cluster(cluster)
+    started = start_if_stopped(cluster)
     try:
         migrate_url(url)
         with open_pool(url, settings, max_size=1) as pool:
@@ -180,15 +180,6 @@ def coordinator_url(listen: str) -> str:
     if ":" in host:
         host = f"[{host}]"
     return f"http://{host}:{port}"
-
-
-def _start_cluster(cluster: Cluster | None) -> Cluster | None:
-    # The cluster this process started (and so stops); the workers find it running.
-    if cluster is None or cluster.status().running:
-        return None
-    cluster.start()
-    logger.info("embedded PostgreSQL in %s started", cluster.data_dir)
-    return cluster
 
 
 def _run_worker(settings: Settings, slot: int, parent_fd: int | None) -> int:

@@ -108,10 +108,8 @@ class CatalogBuild:
             # A random order: builders starting together take different shards.
             order = random.sample(shards, len(shards))
             got = locks.try_lock(order)
-            mine = {s for s in order if s in got}
-            if len(mine) > MAX_SHARDS:
-                mine = set([s for s in order if s in got][:MAX_SHARDS])
-                locks.unlock(got - mine)
+            mine = [s for s in order if s in got][:MAX_SHARDS]
+            locks.unlock(got.difference(mine))
             more = len(mine) < len(shards)
             if shards and not mine:
                 return Built(0, 0, 0, more=True, busy=True)
@@ -158,12 +156,13 @@ class CatalogBuild:
             locks.lock_all()
             pending = self.table.pending()
             chunks = list(self.store.chunks())
-            self.table.fill_latest(core.latest_dates(chunks))
+            latest = core.latest_dates(chunks)  # one entry per stored key
+            self.table.fill_latest(latest)
             found = self.probes.found()
             releases = core.merged(chunks, self.store.probed(), found)
             del chunks
             written = self._write(releases, found, None, quiet_seconds, pending)
-        return _built(len(pending), len(self.table.changed()), written, 0, started, False)
+        return _built(len(pending), len(latest), written, 0, started, False)
 
     def _reach(self, locks: ShardLocks, keys: Sequence[bytes]) -> bool:
         """Lock the shards of `keys` beyond those held; False (and those given up)

@@ -23,7 +23,7 @@ from usenet_indexer.coordinator.catalog_builder import CatalogDue, build_catalog
 from usenet_indexer.coordinator.server import serve
 from usenet_indexer.coordinator.stores import Stores
 from usenet_indexer.store.database import migrate_url
-from usenet_indexer.store.pgcluster import Cluster, database_url
+from usenet_indexer.store.pgcluster import database_url, start_if_stopped
 from usenet_indexer.store.pool import open_pool
 from usenet_indexer.supervisor.parent import watch_parent
 
@@ -64,7 +64,7 @@ async def run_coordinator(
         DatabaseError: the database cannot be started, reached or migrated.
     """
     url, cluster = database_url(settings.database_url, settings.home)
-    started = await _start_cluster(cluster)
+    started = await trio.to_thread.run_sync(start_if_stopped, cluster)
     try:
         await trio.to_thread.run_sync(migrate_url, url)
         pool = await trio.to_thread.run_sync(open_pool, url, settings)
@@ -81,16 +81,6 @@ async def run_coordinator(
             with trio.move_on_after(STOP_CLUSTER_SECONDS, shield=True):
                 await trio.to_thread.run_sync(started.stop)
                 logger.info("embedded PostgreSQL in %s stopped", started.data_dir)
-
-
-async def _start_cluster(cluster: Cluster | None) -> Cluster | None:
-    # The cluster this process started (and so stops), if any: one started
-    # by `uidx db start` is the operator's and keeps running.
-    if cluster is None or (await trio.to_thread.run_sync(cluster.status)).running:
-        return None
-    await trio.to_thread.run_sync(cluster.start)
-    logger.info("embedded PostgreSQL in %s started", cluster.data_dir)
-    return cluster
 
 
 async def _serve_until_signal(

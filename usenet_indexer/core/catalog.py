@@ -48,7 +48,7 @@ import attrs
 
 from usenet_indexer.core.batch import ReleaseChunk
 from usenet_indexer.core.categories import categorise, season_episode
-from usenet_indexer.core.merge import CatalogRelease, ReleaseMerger
+from usenet_indexer.core.merge import ReleaseMerger
 from usenet_indexer.core.renames import Finding, Shown, apply, more_probe
 from usenet_indexer.core.reposts import repost_key
 from usenet_indexer.core.uploads import SHARED_FROMS, TOGETHER_SECONDS
@@ -180,11 +180,6 @@ def latest_dates(chunks: Iterable[ReleaseChunk]) -> dict[bytes, int]:
         dated = max((f.posted for f in chunk.files), default=0)
         latest[chunk.key] = max(latest.get(chunk.key, 0), dated)
     return latest
-
-
-def export(chunks: Iterable[ReleaseChunk], probed: Iterable[bytes]) -> list[CatalogRelease]:
-    """The merged releases without findings applied (`uidx catalog export`'s rows)."""
-    return [shown.release for shown in merged(chunks, probed, {})]
 
 
 # ---------------------------------------------------------------------------

@@ -488,6 +488,17 @@ def candidate_bindirs() -> list[Path]:
     return list(unique)
 
 
+def start_if_stopped(cluster: Cluster | None) -> Cluster | None:
+    """Start the embedded cluster when it is not running; the cluster this process
+    started (and so stops), or None: no cluster (DATABASE_URL), or one running already
+    (`uidx db start`'s, the operator's, or a supervisor's that its workers find)."""
+    if cluster is None or cluster.status().running:
+        return None
+    cluster.start()
+    logger.info("embedded PostgreSQL in %s started", cluster.data_dir)
+    return cluster
+
+
 def database_url(settings_url: str | None, home: Path) -> tuple[str, Cluster | None]:
     """The database to use: DATABASE_URL when set, else the embedded cluster's.
 

@@ -201,10 +201,6 @@ class ProbeStore:
                 _GIVE_BACK, ([job.release_key for job in jobs], [job.message_id for job in jobs])
             )
 
-    def candidates_of(self, keys: Sequence[bytes]) -> set[str]:
-        """The message-ids asked for (in any state) of these release keys."""
-        return {m for ids in self.candidates_by_key(keys).values() for m in ids}
-
     def candidates_by_key(self, keys: Sequence[bytes]) -> dict[bytes, set[str]]:
         """The message-ids asked for (in any state) of each of these release keys."""
         with self.pool.connection() as conn:
