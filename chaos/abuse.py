@@ -8,11 +8,18 @@ a 1 MB name, control bodies that are not `{"epoch": N}`. They are sent with
 a token of a node that holds no range, so a batch that passes every check
 is still refused by the fence (409) and nothing is stored.
 
-`bad_requests` builds the cases (pure); `send_bad_requests` sends them.
+`bad_requests` builds the cases; `send_bad_requests` sends them.
+
+Abuse of the HTTP side (issue 29), sent as raw bytes from an address of its
+own: a 10 MB query string, 10,000 parameters, 1 GB bodies announced
+(`abuse_requests`), and guessed API keys until the throttle answers 429
+(`brute_force_request`); `send_raw` sends one.
 """
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import struct
 import zlib
 from array import array
@@ -215,3 +222,87 @@ async def send_bad_requests(
             continue
         statuses[response.status_code] += 1
     return statuses
+
+
+# --- abuse of the HTTP side: sent as raw bytes, from an address of its own -----------------
+
+# The abuse comes from another loopback address than the edges' (127.0.0.1):
+# the coordinator counts failed keys per address, and would slow the edges.
+ABUSER_ADDRESS = "127.0.0.2"
+# Far more than the coordinator's throttle lets through (core/throttle.py's
+# block_after, per coordinator process).
+BRUTE_FORCE_TRIES = 100
+
+
+@attrs.frozen
+class RawRequest:
+    """One request as bytes: what httpx would refuse to send (a 10 MB URL)."""
+
+    name: str
+    head: bytes
+    body: bytes = b""
+
+
+def abuse_requests(range_id: int) -> list[RawRequest]:
+    """The size abuses of issue 29: each must be a 4xx or a closed connection.
+
+    Args:
+        range_id: a range that exists.
+
+    Returns:
+        The requests.
+    """
+    params = "&".join(f"p{n}={n}" for n in range(10_000)).encode()
+    gigabyte = b"Content-Length: 1073741824\r\n\r\n"
+    return [
+        RawRequest(
+            "10 MB query string",
+            b"GET /api?t=search&apikey=nope&q="
+            + b"a" * (10 << 20)
+            + b" HTTP/1.1\r\nHost: x\r\n\r\n",
+        ),
+        RawRequest(
+            "10,000 parameters",
+            b"GET /api?t=search&apikey=nope&" + params + b" HTTP/1.1\r\nHost: x\r\n\r\n",
+        ),
+        RawRequest(
+            "1 GB batch announced",
+            f"POST /api/v1/node/ranges/{range_id}/batches HTTP/1.1\r\nHost: x\r\n".encode()
+            + b"Authorization: Bearer nope\r\nContent-Encoding: gzip\r\n"
+            + gigabyte,
+            bytes(1 << 20),
+        ),
+        RawRequest(
+            "1 GB body to the newznab API",
+            b"POST /api?t=search&apikey=nope HTTP/1.1\r\nHost: x\r\n" + gigabyte,
+            bytes(1 << 20),
+        ),
+    ]
+
+
+def brute_force_request(attempt: int) -> RawRequest:
+    """A guess at an API key: a new wrong key each time."""
+    return RawRequest(
+        f"wrong key {attempt}",
+        f"GET /api?t=search&q=x&apikey=guess{attempt:06} HTTP/1.1\r\nHost: x\r\n\r\n".encode(),
+    )
+
+
+def send_raw(host: str, port: int, request: RawRequest) -> int:
+    """Send one request from ABUSER_ADDRESS; the answer's status (0: closed without one).
+
+    Sync (sockets with a timeout), for a worker thread.
+    """
+    with socket.create_connection(
+        (host, port), timeout=60, source_address=(ABUSER_ADDRESS, 0)
+    ) as conn:
+        # Refused while still sending: as good as an answer.
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            conn.sendall(request.head + request.body)
+        answer = b""
+        with contextlib.suppress(ConnectionResetError):
+            while len(answer) < 12 and (data := conn.recv(65536)):
+                answer += data
+    if not answer.startswith(b"HTTP/1.1 ") or not answer[9:12].isdigit():
+        return 0
+    return int(answer[9:12])

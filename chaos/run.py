@@ -33,7 +33,15 @@ import trio
 from psycopg_pool import ConnectionPool
 
 from chaos import check as checks
-from chaos.abuse import UNKNOWN_TOKEN, bad_requests, send_bad_requests
+from chaos.abuse import (
+    BRUTE_FORCE_TRIES,
+    UNKNOWN_TOKEN,
+    abuse_requests,
+    bad_requests,
+    brute_force_request,
+    send_bad_requests,
+    send_raw,
+)
 from chaos.check import BatchRow, RangeRow
 from chaos.nntp_faults import AUTH, DROP, NNTP_KINDS, REFUSE, STALL
 from chaos.prefetch import PrefetchConfig
@@ -250,6 +258,8 @@ class Tally:
     postgres_down_statuses: Counter[int] = attrs.field(factory=Counter)
     postgres_reconnect_seconds: list[float] = attrs.field(factory=list)
     bad_statuses: Counter[int] = attrs.field(factory=Counter)
+    # Brute-force rounds that guessed BRUTE_FORCE_TRIES keys without a 429.
+    never_throttled: int = 0
     burst: dict[str, float] = attrs.field(factory=dict)
 
 
@@ -784,6 +794,10 @@ class Run:
                 self.tally.postgres_reconnect_seconds.append(seconds)
                 log(f"the coordinator reconnected {seconds:.2f} s after the start")
 
+    async def _guess(self, attempt: int, answers: list[int]) -> None:
+        request = brute_force_request(attempt)
+        answers.append(await trio.to_thread.run_sync(send_raw, "127.0.0.1", self.port, request))
+
     async def _probe_down(self, client: httpx.AsyncClient) -> None:
         self.tally.postgres_down_statuses[await _probe(client)] += 1
 
@@ -798,6 +812,30 @@ class Run:
         self.tally.faults["bad_input"] += len(cases)
         self.tally.bad_statuses.update(statuses)
         log(f"bad input: {len(cases)} requests, answers {dict(sorted(statuses.items()))}")
+        await self.abuse()
+
+    async def abuse(self) -> None:
+        """Huge query strings and bodies, then guessed keys until the throttle says 429."""
+        statuses: Counter[int] = Counter()
+        requests = abuse_requests(self.prepared.range_ids[0])
+        for request in requests:
+            statuses[await trio.to_thread.run_sync(send_raw, "127.0.0.1", self.port, request)] += 1
+        # Guesses ten at a time, as a script would (each refusal past the free
+        # ones is slowed), until one is 429: each coordinator process counts
+        # its own.
+        guesses = 0
+        while guesses < BRUTE_FORCE_TRIES and 429 not in statuses:
+            answers: list[int] = []
+            async with trio.open_nursery() as nursery:
+                for _ in range(10):
+                    guesses += 1
+                    nursery.start_soon(self._guess, guesses, answers)
+            statuses.update(answers)
+        if 429 not in statuses:
+            self.tally.never_throttled += 1
+        self.tally.faults["abuse"] += len(requests) + guesses
+        self.tally.bad_statuses.update(statuses)
+        log(f"abuse: {guesses} guessed keys, answers {dict(sorted(statuses.items()))}")
 
 
 async def _probe(client: httpx.AsyncClient) -> int:

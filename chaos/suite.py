@@ -116,6 +116,7 @@ KINDS = (
     "postgres_restart",
     "lease_burst",
     "bad_input",
+    "abuse",
     *PREFETCH_KINDS,
     *CLOCK_KINDS,
 )
@@ -312,6 +313,7 @@ def _report(
         "catalog_rows_changed": rebuild.changed,
         "catalog_rows_sample": list(rebuild.sample),
         "http_5xx": http_5xx,
+        "never_throttled": tally.never_throttled,
         "conflicts_409": outcome.conflicts_409,
         "stopped_edges_409": outcome.stopped_edges_409,
         "already_stored": outcome.already_stored,
@@ -431,6 +433,7 @@ def failures(report: dict[str, Any]) -> list[str]:
     bad = [
         f"{key} = {report[key]}"
         for key in ("lost", "doubled", "rows_after_409", "catalog_rows_differing", "http_5xx",
+                    "never_throttled",
                     "coordinator_log_errors",
                     "coordinator_log_5xx", "holder_violations",
                     "chain_gaps", "ranges_incomplete", "lease_state_lost", "unrecovered",
@@ -493,7 +496,8 @@ def _print_figures(report: dict[str, Any]) -> None:
         f"{report['catalog_rows_extra']} extra, {report['catalog_rows_changed']} changed)",
         f"recovery (fault -> range leased again): p50 {report['recovery_p50_seconds']} s, "
         f"p95 {report['recovery_p95_seconds']} s over {report['recovery_samples']}",
-        f"5xx under bad input: {report['http_5xx']} ({report['bad_input_statuses']})",
+        f"5xx under bad input and abuse: {report['http_5xx']} ({report['bad_input_statuses']});"
+        f" brute force never answered 429: {report['never_throttled']}",
         f"coordinator log: {report['coordinator_log_errors']} ERROR lines, "
         f"{report['coordinator_log_5xx']} 5xx answers (and {report['coordinator_log_503']} "
         "503 while PostgreSQL was stopped)",

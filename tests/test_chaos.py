@@ -187,7 +187,7 @@ def test_the_coordinator_log_tells_grants_409s_and_retries(tmp_path: Path) -> No
 def _clean_report() -> dict[str, object]:
     """A report of a run with nothing wrong in it (the side runs not run)."""
     counted = ("lost", "doubled", "rows_after_409", "catalog_rows_differing", "http_5xx",
-               "coordinator_log_errors",
+               "never_throttled", "coordinator_log_errors",
                "coordinator_log_5xx", "holder_violations", "chain_gaps", "ranges_incomplete",
                "lease_state_lost", "unrecovered", *SPOOL_FAILURES, *CLOCK_FAILURES)  # fmt: skip
     report: dict[str, object] = dict.fromkeys(counted, 0)

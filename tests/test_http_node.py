@@ -890,6 +890,90 @@ async def test_slow_heads_and_bodies_are_cut(
         assert await answer_to(url, head[:40]) == b""
 
 
+async def trickled(url: str, data: bytes) -> tuple[bytes, float, int]:
+    """`trickled_on` a new connection to `url`."""
+    address = httpx.URL(url)
+    assert address.port is not None
+    stream = await trio.open_tcp_stream(address.host, address.port)
+    async with stream:
+        return await trickled_on(stream, data)
+
+
+@pytest.mark.trio
+async def test_a_client_sending_one_byte_a_second_is_cut_at_the_timeouts(
+    autojump_clock: trio.testing.MockClock,
+    nursery: trio.Nursery,
+    settings: Settings,
+    stores: Stores,
+    token: str,
+    leased: tuple[int, int],
+) -> None:
+    # The operator's defaults (30 s for a head, 600 s for a body), on the
+    # autojump clock: a slowloris holding connections open is cut long
+    # before it has sent what it announced.
+    range_id, _ = leased
+    options = ApiOptions.from_settings(settings)
+    head = (
+        f"POST /api/v1/node/ranges/{range_id}/batches HTTP/1.1\r\nHost: uidx\r\n"
+        f"Authorization: Bearer {token}\r\nContent-Encoding: gzip\r\n"
+        f"Content-Length: 100000\r\n\r\n"
+    ).encode()
+    newznab = b"GET /api?t=search&q=" + b"a" * 200 + b" HTTP/1.1\r\nHost: uidx\r\n\r\n"
+    with trio.fail_after(10 * options.body_timeout_seconds):
+        url = await start_api(nursery, settings, stores, options)
+        # A head a byte a second (either API): closed without an answer
+        # once the connection has been idle for idle_timeout_seconds.
+        for request in (head, newznab):
+            answer, took, sent = await trickled(url, request)
+            assert answer == b""
+            assert took == pytest.approx(options.idle_timeout_seconds, abs=1.5)
+            assert sent < len(request)
+        # The head at once, then its body a byte a second: 408 once
+        # body_timeout_seconds have passed, with 100 kB announced.
+        address = httpx.URL(url)
+        assert address.port is not None
+        stream = await trio.open_tcp_stream(address.host, address.port)
+        async with stream:
+            await stream.send_all(head)
+            answer, took, sent = await trickled_on(stream, b"\x1f" * 100_000)
+    assert answer.startswith(b"HTTP/1.1 408")
+    # The clock also jumps while the request waits on a database thread (the
+    # token, the fence): the body's deadline starts some seconds after the head.
+    assert options.body_timeout_seconds <= took <= options.body_timeout_seconds + 60
+    assert sent < 1000
+
+
+async def trickled_on(stream: trio.SocketStream, data: bytes) -> tuple[bytes, float, int]:
+    """Send `data` one byte a second until the server closes the connection:
+    what it answered, after how many seconds, and how many bytes went out."""
+    answer = b""
+    sent = 0
+    started = trio.current_time()
+    closed = trio.Event()
+
+    async def read() -> None:
+        nonlocal answer
+        try:
+            while chunk := await stream.receive_some():
+                answer += chunk
+        except trio.BrokenResourceError:
+            pass  # a reset is a close too
+        closed.set()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(read)
+        try:
+            while sent < len(data) and not closed.is_set():
+                await stream.send_all(data[sent : sent + 1])
+                sent += 1
+                await trio.sleep(1)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass  # the server cut the connection while we sent
+        # Sent whole or not: until the server closes the connection.
+        await closed.wait()
+    return answer, trio.current_time() - started, sent
+
+
 # --- uidx coordinator ------------------------------------------------------------------------
 
 # Runs the subcommand as cli.py will: through its add_parser and run, with
