@@ -302,6 +302,15 @@ def test_every_command_refuses_a_config_it_cannot_read(
     assert not out.exists()
 
 
+def test_a_database_url_that_is_not_one_is_named(env: dict[str, str]) -> None:
+    for words in (["status"], ["groups", "list"], ["users", "list"]):
+        done = uidx(*words, env={**env, "DATABASE_URL": "postgres//uidx@db/uidx"})
+        assert_refused(
+            done, "DATABASE_URL", "neither a postgresql:// URL nor a conninfo", EXIT_CONFIG
+        )
+        assert len(done.stderr.splitlines()) == 1, done.stderr
+
+
 def test_a_home_that_is_a_file_is_a_configuration_mistake(
     tmp_path: Path, env: dict[str, str]
 ) -> None:

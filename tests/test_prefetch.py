@@ -108,6 +108,18 @@ def test_bad_server_urls_name_the_key(url: str) -> None:
         server_configs([url], 4)
 
 
+def test_an_unknown_server_url_parameter_is_refused_with_a_hint() -> None:
+    from usenet_indexer.errors import ConfigError
+
+    with pytest.raises(ConfigError) as refused:
+        server_configs(["nntp://news.example.com?conections=4"], 4)
+    assert refused.value.key == "nntp"
+    assert "unknown parameter 'conections' (did you mean connections?)" in str(refused.value)
+    # What is known still works, starttls included.
+    (config,) = server_configs(["nntp://news.example.com?starttls=1&connections=3"], 4)
+    assert config.connections == 3
+
+
 # -- against PostgreSQL and INN2 -----------------------------------------------
 
 

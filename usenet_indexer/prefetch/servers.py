@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Sequence
 from urllib.parse import parse_qs, urlsplit
 
@@ -27,18 +28,31 @@ class ServerConfig:
         return f"ServerConfig({self.server}, connections={self.connections})"
 
 
+# What a server's URL may say after `?` (nntp/client.py reads starttls).
+PARAMETERS = frozenset({"connections", "starttls"})
+
+
 def server_configs(urls: Sequence[str], default_connections: int) -> list[ServerConfig]:
     """The servers of the `nntp` setting, in order (a group goes to the first that has it).
 
     Raises:
-        ConfigError: no server, a bad URL, or a bad `connections=` (names the key `nntp`).
+        ConfigError: no server, a bad URL, an unknown parameter (`?conections=4`) or a
+            bad `connections=` (names the key `nntp`).
     """
     if not urls:
         raise ConfigError("nntp", "the prefetcher needs at least one NNTP server (UIDX_NNTP)")
     configs = []
     for url in urls:
         target = ServerURL.parse(url)
-        query = parse_qs(urlsplit(url).query)
+        query = parse_qs(urlsplit(url).query, keep_blank_values=True)
+        for unknown in sorted(set(query) - PARAMETERS):
+            near = difflib.get_close_matches(unknown, PARAMETERS, n=1)
+            hint = f" (did you mean {near[0]}?)" if near else ""
+            raise ConfigError(
+                "nntp",
+                f"{target.server}: unknown parameter {unknown!r}{hint};"
+                f" known: {', '.join(sorted(PARAMETERS))}",
+            )
         raw = query.get("connections", [str(default_connections)])[-1]
         try:
             connections = int(raw)

@@ -509,8 +509,19 @@ def database_url(settings_url: str | None, home: Path) -> tuple[str, Cluster | N
     Returns:
         The URL or conninfo for psycopg, and the embedded cluster to start
         before connecting (None when DATABASE_URL is used).
+
+    Raises:
+        ConfigError: DATABASE_URL cannot be read as a URL or conninfo.
     """
     if settings_url:
+        try:
+            conninfo.conninfo_to_dict(settings_url)
+        except psycopg.ProgrammingError as error:
+            raise ConfigError(
+                "database_url",
+                "DATABASE_URL is neither a postgresql:// URL nor a conninfo: "
+                + " ".join(str(error).split()),
+            ) from None
         return settings_url, None
     cluster = Cluster(home / "postgres")
     return cluster.url(), cluster
