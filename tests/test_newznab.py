@@ -10,6 +10,7 @@ parsed). Errors are HTTP 200 with an error element, never a 5xx.
 from __future__ import annotations
 
 import email.utils
+from collections import Counter
 from collections.abc import AsyncIterator
 from functools import partial
 from pathlib import Path
@@ -34,6 +35,7 @@ from usenet_indexer.core.newznab import (
     parse_request,
 )
 from usenet_indexer.core.nzb import parse_nzb
+from usenet_indexer.store import catalog
 from usenet_indexer.store.catalog import search_name
 
 NS = {"newznab": NEWZNAB_NS}
@@ -171,6 +173,96 @@ async def test_the_newest_feed_pages_and_its_enclosures_fetch_their_nzb(
         client, t="details", apikey=key, id=first_page[0].findtext("guid", ""), extended="1"
     )
     assert attrs_of(items(details)[0])["grabs"] == ["1"]
+
+
+async def pages_of(
+    client: httpx.AsyncClient, limit: int, **params: str
+) -> tuple[list[int], list[str]]:
+    """Every page of a query, as NZBHydra2 pages one (on while offset + items < total):
+    each page's total, and the guids of all the pages in order."""
+    totals: list[int] = []
+    guids: list[str] = []
+    while True:
+        page = await get_xml(client, **params, limit=str(limit), offset=str(len(guids)))
+        response = page.find("./channel/newznab:response", NS)
+        assert response is not None
+        totals.append(int(response.get("total", "-1")))
+        assert int(response.get("offset", "-1")) == len(guids)
+        found = [i.findtext("guid", "") for i in items(page)]
+        guids += found
+        if not found or len(guids) >= totals[-1]:
+            return totals, guids
+
+
+@pytest.mark.trio
+async def test_a_query_has_one_total_on_every_page(
+    api: tuple[httpx.AsyncClient, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """NZBHydra2 pages by the total: every page of a query says the same one, and it is
+    the number of releases the pages hold (no word, a word, a category)."""
+    client, key = api
+    newest = items(await get_xml(client, t="search", apikey=key))
+    # The word most of the newest names have, and their commonest category.
+    words = Counter(w for i in newest for w in set(search_name(i.findtext("title", "")).split()))
+    word = next(w for w, _ in words.most_common() if len(w) > 2)
+    category = Counter(attrs_of(i)["category"][-1] for i in newest).most_common(1)[0][0]
+    for query in ({}, {"q": word}, {"cat": category}):
+        totals, guids = await pages_of(client, 7, t="search", apikey=key, **query)
+        assert len(totals) >= 2, query  # more than one page: the test means something
+        assert set(totals) == {len(guids)}, (query, totals)
+        assert len(set(guids)) == len(guids)
+        whole = items(await get_xml(client, t="search", apikey=key, limit="100", **query))
+        if len(whole) < 100:
+            assert guids == [i.findtext("guid") for i in whole]
+    # Past the count's cap the total says "at least the cap", the same on every page.
+    monkeypatch.setattr(catalog, "_COUNT_MAX", 10)
+    for offset in ("0", "5", "9", "20", "100"):
+        feed = await get_xml(client, t="search", apikey=key, limit="5", offset=offset)
+        response = feed.find("./channel/newznab:response", NS)
+        assert response is not None
+        assert response.get("total") == "10", offset
+    # A page past the end still tells the query's total.
+    past = await get_xml(client, t="search", apikey=key, q=word, offset="5000")
+    response = past.find("./channel/newznab:response", NS)
+    assert response is not None
+    assert items(past) == []
+    assert response.get("total") == str(min(10, len(guids)))
+
+
+@pytest.mark.trio
+async def test_season_and_episode_attrs_are_numbers(api: tuple[httpx.AsyncClient, str]) -> None:
+    """The newznab spec's attrs, which Sonarr and Prowlarr parse as integers: "5", not "S05"."""
+    client, key = api
+    tv = items(await get_xml(client, t="tvsearch", apikey=key, cat="5000", limit="100"))
+    numbered = [attrs_of(i) for i in tv if "season" in attrs_of(i)]
+    assert numbered
+    for found in numbered:
+        assert all(v.isdigit() for v in found["season"] + found.get("episode", [])), found
+    first = next(f for f in numbered if "episode" in f)
+    season, episode = first["season"][0], first["episode"][0]
+    asked = items(
+        await get_xml(client, t="tvsearch", apikey=key, season=season, ep=episode, cat="5000")
+    )
+    assert asked
+    assert {(attrs_of(i)["season"][0], attrs_of(i)["episode"][0]) for i in asked} == {
+        (season, episode)
+    }
+
+
+@pytest.mark.trio
+async def test_details_give_every_attr_a_search_with_extended_gives(
+    api: tuple[httpx.AsyncClient, str],
+) -> None:
+    """t=details (Prowlarr, NZBHydra2 ask it without extended=1) gives the files, the
+    grabs and every other attr of `t=search&extended=1`, with the same values."""
+    client, key = api
+    for item in items(await get_xml(client, t="search", apikey=key, extended="1", limit="5")):
+        guid = item.findtext("guid", "")
+        for extended in ({}, {"extended": "1"}):
+            details = items(await get_xml(client, t="details", apikey=key, id=guid, **extended))
+            assert [d.findtext("guid") for d in details] == [guid]
+            assert attrs_of(details[0]) == attrs_of(item)
+            assert {"files", "grabs", "poster", "usenetdate"} <= set(attrs_of(details[0]))
 
 
 @pytest.mark.trio

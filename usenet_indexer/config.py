@@ -14,11 +14,14 @@ systemd/uidx.toml.example documents every key.
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import attrs
 
@@ -91,6 +94,17 @@ class Settings:
             logged); empty: /metrics is closed (404).
         metrics_listen: host:port of a listener that serves /metrics (and
             /healthz) only, to anyone who reaches it, without a token; empty: none.
+        public_url: the site's root as its users reach it
+            ("https://indexer.example.org"): every link, guid and enclosure
+            starts with it; empty: the request's own (see trusted_proxies).
+        trusted_proxies: addresses or networks of the proxies in front of the
+            coordinator whose X-Forwarded-Proto and X-Forwarded-Host are believed
+            (without public_url); nobody else's are.
+        api_requests_per_day: newznab requests (searches, feeds, details) per key
+            and UTC day; past it, error 500 with Retry-After; 0 = no limit. A
+            user's own limit (`uidx users limits`) wins.
+        api_grabs_per_day: NZB downloads (t=get) per key and UTC day; past it,
+            error 501 with Retry-After; 0 = no limit.
     """
 
     home: Path
@@ -125,6 +139,10 @@ class Settings:
     probe_max_body_bytes: int = 4 << 20
     metrics_token: str = attrs.field(default="", repr=False)
     metrics_listen: str = ""
+    public_url: str = ""
+    trusted_proxies: tuple[str, ...] = ()
+    api_requests_per_day: int = 0
+    api_grabs_per_day: int = 0
 
     @property
     def listen_host_port(self) -> tuple[str, int]:
@@ -234,11 +252,14 @@ def _convert(key: str, default: object, value: object) -> object:
         if key == "home":
             return Path(str(value)).expanduser()
         if key == "nntp":
-            if isinstance(value, str):
-                return tuple(value.split())
-            if isinstance(value, list) and all(isinstance(v, str) for v in value):
-                return tuple(value)
-            raise TypeError("a list of URLs (or, in the environment, URLs separated by spaces)")
+            return _words(
+                value, "a list of URLs (or, in the environment, URLs separated by spaces)"
+            )
+        if key == "trusted_proxies":
+            expected = "a list of addresses or networks (in the environment: separated by spaces)"
+            return _networks(_words(value, expected))
+        if key == "public_url":
+            return _public_url(value)
         if isinstance(default, bool) or isinstance(value, bool):
             raise TypeError("booleans are not settings")
         if isinstance(default, int):
@@ -258,6 +279,47 @@ def _convert(key: str, default: object, value: object) -> object:
         raise TypeError("must be a string")
     except (TypeError, ValueError) as error:
         raise ConfigError(key, f"{value!r}: {error}") from error
+
+
+def _words(value: object, expected: str) -> tuple[str, ...]:
+    """A list of strings: a TOML list, or an environment value split at spaces."""
+    if isinstance(value, str):
+        return tuple(value.split())
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    raise TypeError(expected)
+
+
+def _networks(values: tuple[str, ...]) -> tuple[str, ...]:
+    """Addresses or networks ("10.0.0.1", "192.168.0.0/16", "::1"), as networks."""
+    networks = []
+    for value in values:
+        try:
+            networks.append(str(ipaddress.ip_network(value, strict=False)))
+        except ValueError as error:
+            raise ValueError(f"{value!r} is no address or network") from error
+    return tuple(networks)
+
+
+# A URL's host[:port]: a host name or a bracketed IPv6 address (no user, no password).
+_URL_HOST = re.compile(r"^(?:[A-Za-z0-9._-]{1,253}|\[[0-9A-Fa-f:.]{2,45}\])(?::[0-9]{1,5})?$")
+
+
+def _public_url(value: object) -> str:
+    """http(s)://host[:port][/path], without a trailing "/" ("" stays: no public URL)."""
+    if not isinstance(value, str):
+        raise TypeError("must be a string")
+    url = value.strip()
+    if not url:
+        return ""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https"):
+        raise ValueError("must start with http:// or https://")
+    if not _URL_HOST.match(parts.netloc):
+        raise ValueError("must name a host and an optional port (no user or password)")
+    if "?" in url or "#" in url:
+        raise ValueError("must have no query (?) or fragment (#)")
+    return url.rstrip("/")
 
 
 def _refuse(value: object) -> int:

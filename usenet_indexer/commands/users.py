@@ -1,8 +1,10 @@
-"""`uidx users create|list|revoke`: the newznab API's users and their API keys."""
+"""`uidx users create|list|revoke|limits`: the newznab API's users, their API keys and
+their own daily limits."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 
 from usenet_indexer.config import from_process
 from usenet_indexer.store.database import opened
@@ -40,7 +42,30 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         description="Revoke a user's API key: its requests are refused (error 100) from now on.",
     )
     revoke.add_argument("name", help="the user's name")
+    limits = actions.add_parser(
+        "limits",
+        help="set a user's own daily limits (requests, NZB downloads)",
+        description="Set a user's own limits per UTC day, instead of the settings' "
+        "api_requests_per_day and api_grabs_per_day: a number (0: no limit), or 'default' "
+        "for the settings' again. Past a limit the newznab API answers error 500 (requests) "
+        "or 501 (downloads) with Retry-After, until the UTC day ends.",
+    )
+    limits.add_argument("name", help="the user's name")
+    limits.add_argument("--requests-per-day", type=_limit, metavar="N|default")
+    limits.add_argument("--grabs-per-day", type=_limit, metavar="N|default")
     parser.set_defaults(run=run)
+
+
+_DEFAULT = "default"
+
+
+def _limit(text: str) -> int | str:
+    """A limit as given: a number >= 0, or 'default'."""
+    if text == _DEFAULT:
+        return text
+    if not (text.isascii() and text.isdigit()):
+        raise argparse.ArgumentTypeError(f"a number >= 0 or 'default', not {text!r}")
+    return int(text)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -62,12 +87,39 @@ def run(args: argparse.Namespace) -> int:
             store.revoke(args.name)
             print(f"revoked {args.name}")
             return 0
+        if args.action == "limits":
+            return _set_limits(store, args)
         rows = store.list()
-    print(f"{'user':24} {'role':9} {'requests':>9}  {'last seen':32} {'revoked'}")
+    print(f"{'user':24} {'role':9} {'requests':>9}  {'last seen':32} {'today (limits)':24} revoked")
     for row in rows:
         role = "operator" if row.operator else "user"
+        today = (
+            f"{row.requests_today} ({_said(row.requests_per_day)}), "
+            f"{row.grabs_today} NZB ({_said(row.grabs_per_day)})"
+        )
         print(
             f"{row.name:24} {role:9} {row.requests:>9}  {row.last_seen or 'never'!s:32} "
-            f"{row.revoked_at or ''}"
+            f"{today:24} {row.revoked_at or ''}"
         )
+    return 0
+
+
+def _said(limit: int | None) -> str:
+    return _DEFAULT if limit is None else "none" if limit == 0 else str(limit)
+
+
+def _set_limits(store: UserStore, args: argparse.Namespace) -> int:
+    """`uidx users limits NAME --requests-per-day N --grabs-per-day N`.
+
+    Raises:
+        UnknownUser: no live user of that name.
+    """
+    given = {"requests_per_day": args.requests_per_day, "grabs_per_day": args.grabs_per_day}
+    changes = {k: None if v == _DEFAULT else int(v) for k, v in given.items() if v is not None}
+    if not changes:
+        print("uidx users limits: give --requests-per-day or --grabs-per-day", file=sys.stderr)
+        return 2
+    store.set_limits(args.name, changes)
+    said = ", ".join(f"{k.replace('_', ' ')}: {_said(v)}" for k, v in changes.items())
+    print(f"{args.name}: {said}")
     return 0

@@ -35,7 +35,7 @@ from usenet_indexer.coordinator.http.asgi import (
 )
 from usenet_indexer.coordinator.http.login import LOGIN_PATH, LOGOUT_PATH, LoginApi, refused_page
 from usenet_indexer.coordinator.http.newznab import PATH as NEWZNAB_PATH
-from usenet_indexer.coordinator.http.newznab import NewznabApi, is_public
+from usenet_indexer.coordinator.http.newznab import NewznabApi, NewznabOptions, is_public
 from usenet_indexer.coordinator.http.node import PREFIX, ApiOptions, NodeApi
 from usenet_indexer.coordinator.http.node import refused as node_refused
 from usenet_indexer.coordinator.http.status_page import HealthApi, MetricsApi, StatusPage
@@ -120,7 +120,12 @@ async def serve(
     if catalog_due is not None:
         landings.on_pending.append(catalog_due.due)
     node = NodeApi(stores, options, landings, catalog_due or CatalogDue())
-    app = coordinator_app(stores, node, metrics_token=settings.metrics_token)
+    app = coordinator_app(
+        stores,
+        node,
+        metrics_token=settings.metrics_token,
+        newznab=NewznabOptions.from_settings(settings),
+    )
     config = hypercorn_config(
         settings.listen if listen_fd is None else f"fd://{listen_fd}", options
     )
@@ -171,20 +176,30 @@ async def _stopping(shutdown: trio.Event, node: NodeApi) -> None:
     node.stop_waiting()
 
 
-def coordinator_app(stores: Stores, node: NodeApi, *, metrics_token: str = "") -> App:
+def coordinator_app(
+    stores: Stores,
+    node: NodeApi,
+    *,
+    metrics_token: str = "",
+    newznab: NewznabOptions | None = None,
+) -> App:
     """The ASGI app of the coordinator: its routes, each with who may call it.
 
     Args:
         stores: the open stores.
         node: the node API (its options give the App its body timeout and Retry-After).
         metrics_token: the bearer token of /metrics (empty: /metrics is closed).
+        newznab: the newznab API's options (public URL, trusted proxies, daily
+            limits); None: the defaults (the request's own URL, no limits).
 
     Returns:
         The App hypercorn serves.
     """
     options = node.options
     counts = ApiCounts()
-    newznab = NewznabApi(stores.catalog, stores.users, stores.build, counts)
+    api = NewznabApi(
+        stores.catalog, stores.users, stores.build, counts, options=newznab or NewznabOptions()
+    )
     status = StatusStore(stores.catalog.pool)
     login = LoginApi(stores.users)
     return App(
@@ -194,7 +209,7 @@ def coordinator_app(stores: Stores, node: NodeApi, *, metrics_token: str = "") -
         retry_after_seconds=options.retry_after_seconds,
         paths={
             # t=caps is anyone's; every other call needs an API user's key.
-            NEWZNAB_PATH: Route(newznab, Access.API_USER, is_public, newznab.refused),
+            NEWZNAB_PATH: Route(api, Access.API_USER, is_public, api.refused),
             # An API user sees the search and NZB links, an operator all of it.
             "/": Route(StatusPage(status, stores.catalog), Access.API_USER, refusal=refused_page),
             LOGIN_PATH: Route(login, Access.PUBLIC, guarded=True),

@@ -8,13 +8,22 @@ Prowlarr, NZBHydra2) send and read:
 - `t=search|tvsearch|movie|music|book` with `q`, `cat`, `limit`, `offset`,
   `maxage`, `minsize`, `maxsize`, `group`, `season`, `ep`, `extended`,
   `o=json`: an RSS 2.0 feed with `newznab:attr` elements;
-- `t=details&id=`, `t=get&id=` (the NZB), `t=getnfo&id=`.
+- `t=details&id=` (every attr, as `extended=1` gives them), `t=get&id=` (the
+  NZB, with the X-DNZB headers SABnzbd and NZBGet read), `t=getnfo&id=`;
+- `t=failed&id=` (the X-DNZB-Failure URL: a downloader reports a failed
+  download of the release; NZBGet's FailureLink may add `&corrupt=true`).
 
 Errors are HTTP 200 with `<error code description/>` (Sonarr and Radarr
 throw on a status >= 400 before they read the body): 100 wrong or missing
 apikey, 200 missing parameter, 201 bad parameter, 202 no such function, 203
-function not available, 300 no such item. A bad value is refused by name;
-a limit past the maximum is clamped, never refused.
+function not available, 300 no such item, 500 request limit reached, 501
+download limit reached (the *arr programs and Prowlarr know a limit by the
+description "Request limit reached"; the adapter adds Retry-After). A bad
+value is refused by name; a limit past the maximum is clamped, never refused.
+
+Daily limits count per key and UTC day (`Usage`); a feed reports them as
+`<newznab:apilimits>` (what NZBHydra2 reads: apicurrent, apimax, grabcurrent,
+grabmax, and when the day's count began), only the limits that are set.
 
 No I/O: the adapter (coordinator/http/newznab.py) reads the store and
 calls these.
@@ -24,7 +33,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from email.utils import format_datetime
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -64,6 +73,7 @@ _FUNCTIONS = {
     "getnfo": "getnfo",
     "caps": "caps",
     "c": "caps",
+    "failed": "failed",
 }
 _NOT_AVAILABLE = {"register", "cart-add", "cart-del", "comments", "comments-add", "user"}
 _GUID = re.compile(r"^[0-9a-f]{32}$")
@@ -77,14 +87,60 @@ class NewznabError(UidxError):
     """A request the newznab API answers with an error element.
 
     Attributes:
-        code: the newznab error code (100, 200, 201, 202, 203, 300).
+        code: the newznab error code (100, 200, 201, 202, 203, 300, 500, 501).
         description: what was wrong, naming the parameter.
+        retry_after_seconds: when to ask again (a limit reached), else None.
     """
 
-    def __init__(self, code: int, description: str) -> None:
+    def __init__(
+        self, code: int, description: str, *, retry_after_seconds: int | None = None
+    ) -> None:
         super().__init__(f"{code} {description}")
         self.code = code
         self.description = description
+        self.retry_after_seconds = retry_after_seconds
+
+
+# The descriptions clients match on (Sonarr, Radarr, Prowlarr: "Request limit reached").
+REQUEST_LIMIT = "Request limit reached"
+DOWNLOAD_LIMIT = "Download limit reached"
+_DAY_SECONDS = 86_400
+
+
+def usage_day(now: float) -> date:
+    """The UTC day whose counters a request at unix time `now` counts in."""
+    return datetime.fromtimestamp(now, UTC).date()
+
+
+def limit_reached(grab: bool, now: float) -> NewznabError:
+    """Error 501 (an NZB download, `grab`) or 500 (any other request) of a key past its
+    daily limit, to be asked again when the UTC day ends."""
+    retry = max(1, _DAY_SECONDS - int(now) % _DAY_SECONDS)
+    if grab:
+        return NewznabError(501, DOWNLOAD_LIMIT, retry_after_seconds=retry)
+    return NewznabError(500, REQUEST_LIMIT, retry_after_seconds=retry)
+
+
+@attrs.frozen
+class Usage:
+    """One key's use of a UTC day, this request counted in.
+
+    Attributes:
+        day: the UTC day.
+        requests, grabs: requests (searches, feeds, details) and NZB downloads.
+        requests_cap, grabs_cap: the limits (0: none).
+    """
+
+    day: date
+    requests: int
+    grabs: int
+    requests_cap: int
+    grabs_cap: int
+
+    @property
+    def limited(self) -> bool:
+        """Whether the key has a limit to report."""
+        return bool(self.requests_cap or self.grabs_cap)
 
 
 @attrs.frozen
@@ -102,6 +158,7 @@ class Request:
         season, episode: tvsearch's numbers.
         max_age_days, min_size, max_size, group: filters.
         limit, offset: the page (limit clamped to 1..MAX_LIMIT).
+        corrupt: t=failed's report says the download was corrupt (corrupt=true).
     """
 
     function: str
@@ -119,6 +176,7 @@ class Request:
     group: str | None = None
     limit: int = DEFAULT_LIMIT
     offset: int = 0
+    corrupt: bool = False
 
 
 def parse_request(params: Mapping[str, str]) -> Request:
@@ -142,13 +200,16 @@ def parse_request(params: Mapping[str, str]) -> Request:
         "json": params.get("o", "").lower() == "json",
         "extended": params.get("extended", "") == "1",
     }
-    if function in ("details", "get", "getnfo"):
+    if function in ("details", "get", "getnfo", "failed"):
         guid = params.get("id", params.get("guid", "")).strip().lower()
         if not guid:
             raise NewznabError(200, "missing parameter: id")
         if not _GUID.match(guid):
             raise NewznabError(300, "no such item")
         fields["guid"] = guid
+        # Details give every attr: a client reads a release's files and grabs there.
+        fields["extended"] = fields["extended"] or function == "details"
+        fields["corrupt"] = params.get("corrupt", "").strip().lower() in ("1", "true", "yes")
         return Request(**fields)
     if function == "caps":
         return Request(**fields)
@@ -220,6 +281,7 @@ class Item:
     completion: float
     season: int | None = None
     episode: int | None = None
+    failures: int = 0  # users who reported a failed download (t=failed)
 
 
 @attrs.frozen
@@ -283,25 +345,79 @@ def comments_url(site: Site, item: Item) -> str:
 
 def nzb_url(site: Site, guid: str, apikey: str) -> str:
     """The URL of an item's NZB, working as-is (it carries the apikey)."""
-    return f"{site.base_url}/api?{urlencode({'t': 'get', 'id': guid, 'apikey': apikey})}"
+    return _api_url(site, "get", guid, apikey)
+
+
+def details_url(site: Site, guid: str, apikey: str) -> str:
+    """The URL of an item's details (t=details: every attr), working as-is."""
+    return _api_url(site, "details", guid, apikey)
+
+
+def failure_url(site: Site, guid: str, apikey: str) -> str:
+    """The URL a downloader calls (GET) when the item's download failed: t=failed, with
+    the key of whoever fetched the NZB (FailureLink may append `&corrupt=true`)."""
+    return _api_url(site, "failed", guid, apikey)
+
+
+def _api_url(site: Site, function: str, guid: str, apikey: str) -> str:
+    return f"{site.base_url}/api?{urlencode({'t': function, 'id': guid, 'apikey': apikey})}"
+
+
+# Characters a header value cannot carry (CR and LF would end it; other controls
+# and DEL no client expects): dropped from a release's name.
+_NOT_IN_HEADER = re.compile("[\x00-\x1f\x7f]")
+
+
+def dnzb_headers(
+    site: Site, item: Item, apikey: str, *, password: str | None = None
+) -> list[tuple[str, str]]:
+    """The X-DNZB headers of an item's NZB, as SABnzbd and NZBGet read them.
+
+    X-DNZB-Name: the release name, which SABnzbd takes as the job's (it adds
+    ".nzb"); X-DNZB-Category: "Parent > Sub" as newznab writes it (SABnzbd maps
+    it to its categories by prefix, NZBGet by its category mapping);
+    X-DNZB-Details: the item's details URL; X-DNZB-Failure: the URL that
+    records a failed download; X-DNZB-Password only when a password is known
+    (never a guess).
+    """
+    name = _NOT_IN_HEADER.sub("", item.name).strip() or item.guid
+    category = CATEGORIES.get(item.category, "Other").replace("/", " > ")
+    headers = [
+        ("X-DNZB-Name", name),
+        ("X-DNZB-Category", category),
+        ("X-DNZB-Details", details_url(site, item.guid, apikey)),
+        ("X-DNZB-Failure", failure_url(site, item.guid, apikey)),
+    ]
+    if password:
+        headers.append(("X-DNZB-Password", _NOT_IN_HEADER.sub("", password)))
+    return headers
 
 
 def feed_xml(
-    site: Site, items: Sequence[Item], *, offset: int, total: int, apikey: str, extended: bool
+    site: Site,
+    items: Sequence[Item],
+    *,
+    offset: int,
+    total: int,
+    apikey: str,
+    extended: bool,
+    usage: Usage | None = None,
 ) -> bytes:
-    """An RSS 2.0 feed of search results.
+    """An RSS 2.0 feed of search results (with the key's `usage`, when it has limits).
 
     Written as text (a feed of 100 items is the API's most common answer, and
     ElementTree took 20 ms for one): every value goes through `_text` or
     `_attr`, which escape it and drop what XML 1.0 cannot hold.
     """
     title = _text(site.title)
+    limits = "".join(f' {key}="{_attr(value)}"' for key, value in _api_limits(usage))
     parts = [
         '<?xml version="1.0" encoding="UTF-8"?>\n'
         f'<rss version="2.0" xmlns:newznab="{NEWZNAB_NS}"><channel>'
         f"<title>{title}</title><description>{title} feed</description>"
         f"<link>{_text(site.base_url)}/</link>"
         f'<newznab:response offset="{offset}" total="{total}"/>'
+        + (f"<newznab:apilimits{limits}/>" if limits else "")
     ]
     for item in items:
         url = _attr(nzb_url(site, item.guid, apikey))
@@ -348,10 +464,12 @@ def _attributes(item: Item, extended: bool) -> list[tuple[str, str]]:
     if item.category != parent(item.category):
         attributes.append(("category", str(item.category)))
     attributes.append(("size", str(item.size)))
+    # Numbers, as the newznab spec has them ("5", not "S05"): Sonarr and Prowlarr
+    # parse them as integers.
     if item.season is not None:
-        attributes.append(("season", f"S{item.season:02}"))
+        attributes.append(("season", str(item.season)))
     if item.episode is not None:
-        attributes.append(("episode", f"E{item.episode:02}"))
+        attributes.append(("episode", str(item.episode)))
     if extended:
         attributes += [
             ("files", str(item.files)),
@@ -360,12 +478,35 @@ def _attributes(item: Item, extended: bool) -> list[tuple[str, str]]:
             ("usenetdate", rfc1123(item.posted)),
             ("grabs", str(item.grabs)),
             ("completion", str(round(item.completion * 100))),
+            ("failed", str(item.failures)),
         ]
     return attributes
 
 
+def _api_limits(usage: Usage | None) -> list[tuple[str, str]]:
+    """newznab:apilimits' attributes: the counts, the limits that are set (a limit
+    absent is none: NZBHydra2 takes any number for one), when the day began."""
+    if usage is None or not usage.limited:
+        return []
+    began = rfc1123(int(datetime(*usage.day.timetuple()[:3], tzinfo=UTC).timestamp()))
+    limits = [("apicurrent", str(usage.requests))]
+    if usage.requests_cap:
+        limits.append(("apimax", str(usage.requests_cap)))
+    limits.append(("grabcurrent", str(usage.grabs)))
+    if usage.grabs_cap:
+        limits.append(("grabmax", str(usage.grabs_cap)))
+    return [*limits, ("apioldesttime", began), ("graboldesttime", began)]
+
+
 def feed_json(
-    site: Site, items: Sequence[Item], *, offset: int, total: int, apikey: str, extended: bool
+    site: Site,
+    items: Sequence[Item],
+    *,
+    offset: int,
+    total: int,
+    apikey: str,
+    extended: bool,
+    usage: Usage | None = None,
 ) -> bytes:
     """The feed in the classic newznab JSON shape (the XML one-to-one)."""
     channel: dict[str, Any] = {
@@ -373,8 +514,11 @@ def feed_json(
         "description": f"{site.title} feed",
         "link": f"{site.base_url}/",
         "response": {"@attributes": {"offset": str(offset), "total": str(total)}},
-        "item": [],
     }
+    limits = _api_limits(usage)
+    if limits:
+        channel["apilimits"] = {"@attributes": dict(limits)}
+    channel["item"] = []
     for item in items:
         url = nzb_url(site, item.guid, apikey)
         name = _NOT_XML.sub("", item.name)

@@ -216,6 +216,12 @@ _ROW = """
 _BITMAP_PAGE = _ROW + " WHERE {} ORDER BY posted + 0 DESC, id DESC LIMIT %s OFFSET %s"
 _BITMAP_ANY = "SELECT FROM catalog WHERE {} ORDER BY posted + 0 LIMIT 1"
 _GRAB = "UPDATE catalog SET grabs = grabs + 1 WHERE guid = %s"
+# A search's total: its matches counted, up to _COUNT_MAX, by the conditions of its
+# page (offset and limit play no part: every page of a query says the same).
+_COUNT = "SELECT count(*) FROM (SELECT FROM catalog WHERE {} LIMIT %s) AS matches"
+# Past this a total says "at least this many": counting on would cost more than the
+# page (a common word's 100k matches: ~40 ms of 1M rows), and no client pages that far.
+_COUNT_MAX = 10_000
 _STORED = "SELECT count(*), max(stored_at) FROM batches"
 # A release is a probe candidate as the indexer says (a batch's candidate),
 # as `uidx index` says it; the build's own candidates (renames.more_probe) not.
@@ -399,6 +405,53 @@ def _page(
     where, params = _where(conditions)
     page = sql.SQL(_ROW + " WHERE {} ORDER BY posted DESC, id DESC LIMIT %s OFFSET %s")
     return conn.execute(page.format(where), [*params, search.limit + 1, search.offset]).fetchall()
+
+
+def _page_end(search: Search, records: Sequence[tuple[Any, ...]]) -> int | None:
+    """The total when the page tells it: a short page is the last (none past the
+    page's end), an empty first page matches nothing; else None (a count is needed)."""
+    if 0 < len(records) <= search.limit or (not records and search.offset == 0):
+        return min(search.offset + len(records), _COUNT_MAX)
+    return None
+
+
+def _total(
+    conn: psycopg.Connection[Any],
+    conditions: Sequence[_Condition],
+    search: Search,
+    records: Sequence[tuple[Any, ...]],
+) -> int:
+    """How many releases match, up to _COUNT_MAX: told by the page (`_page_end`), else
+    a count of the conditions the page was found by."""
+    end = _page_end(search, records)
+    if end is not None:
+        return end
+    where, params = _where(conditions)
+    row = conn.execute(sql.SQL(_COUNT).format(where), [*params, _COUNT_MAX]).fetchone()
+    return 0 if row is None else int(row[0])
+
+
+def _partial_total(
+    conn: psycopg.Connection[Any],
+    conditions: Sequence[_Condition],
+    search: Search,
+    records: Sequence[tuple[Any, ...]],
+) -> int:
+    """The partial-word retry's total, a count under its statement timeout; past it
+    (the trigrams narrow little: many matches), _COUNT_MAX."""
+    end = _page_end(search, records)
+    if end is not None:
+        return end
+    try:
+        with _settings(conn, f"SET LOCAL statement_timeout = {_PARTIAL_TIMEOUT_MS}"):
+            return _total(conn, conditions, search, records)
+    except psycopg.errors.QueryCanceled:
+        logger.info(
+            "search: q %r: the partial-word count took over %d ms",
+            search.words,
+            _PARTIAL_TIMEOUT_MS,
+        )
+        return _COUNT_MAX
 
 
 @contextlib.contextmanager
@@ -715,22 +768,23 @@ class CatalogTable:
             search: what is asked.
 
         Returns:
-            (how many releases match, at least: offset + the page + 1 while more
-            follow, exact on the last page; the page of them).
+            (how many releases match, counted up to _COUNT_MAX, the same on every
+            page; the page of them).
         """
         words = query_words(search.words)
         filters = _filters(search)
         with self.pool.connection() as conn:
             if not words:
                 records = _page(conn, filters, search)
-            else:
-                whole = [*_word_conditions(words, partial=False), *filters]
-                found = _word_page(conn, whole, search)
-                if found is None and _has_partial(words):
-                    partial = [*_word_conditions(words, partial=True), *filters]
-                    found = _partial_page(conn, partial, search)
-                records = found or []
-        return search.offset + len(records), _rows(records[: search.limit])
+                return _total(conn, filters, search, records), _rows(records[: search.limit])
+            whole = [*_word_conditions(words, partial=False), *filters]
+            found = _word_page(conn, whole, search)
+            total = 0 if found is None else _total(conn, whole, search, found)
+            if found is None and _has_partial(words):
+                partial = [*_word_conditions(words, partial=True), *filters]
+                found = _partial_page(conn, partial, search)
+                total = 0 if found is None else _partial_total(conn, partial, search, found)
+        return total, _rows((found or [])[: search.limit])
 
     def row(self, guid: str) -> CatalogRow | None:
         """The catalog row of a guid, or None."""

@@ -1,22 +1,31 @@
 """Users of the newznab API, their API keys (kept as SHA-256 hashes, never as keys), their
-role (a user or an operator, who may see the whole status page) and their login sessions.
+role (a user or an operator, who may see the whole status page), their login sessions,
+their daily use and limits, and the failed downloads they reported.
 
 An API key is 32 random bytes, like a node token, so a plain hash is enough
 to keep a stolen table from giving keys away. Node tokens and API keys live
 in different tables: one is never taken for the other. A session token is
 32 random bytes too, kept hashed in `sessions` with its expiry, so every
 coordinator process knows every session.
+
+Daily limits: each newznab request or NZB download is counted per user and
+UTC day in `api_usage` by one upsert, which refuses to count past the
+user's limit (its own, else the settings'), so that several coordinator
+processes share one count and a limit is never overshot by a race.
 """
 
 from __future__ import annotations
 
 import secrets
-from datetime import datetime
+from collections.abc import Mapping, Sequence
+from datetime import date, datetime
 
 import attrs
 import psycopg
+import psycopg.sql
 from psycopg_pool import ConnectionPool
 
+from usenet_indexer.core.newznab import Usage
 from usenet_indexer.errors import UidxError
 from usenet_indexer.store.nodes import TOKEN_BYTES, token_hash
 
@@ -34,10 +43,39 @@ _BY_SESSION = (
 _END_SESSION = "DELETE FROM sessions WHERE token_hash = %s"
 _SEEN = "UPDATE api_users SET requests = requests + 1, last_seen = now() WHERE id = %s"
 _REVOKE = "UPDATE api_users SET revoked_at = now() WHERE name = %s AND revoked_at IS NULL"
-_LIST = (
-    "SELECT name, role = 'operator', created_at, revoked_at, requests, last_seen"
-    " FROM api_users ORDER BY name"
-)
+_LIST = """
+    SELECT u.name, u.role = 'operator', u.created_at, u.revoked_at, u.requests, u.last_seen,
+           u.requests_per_day, u.grabs_per_day,
+           coalesce(d.requests, 0), coalesce(d.grabs, 0)
+    FROM api_users u
+    LEFT JOIN api_usage d ON d.user_id = u.id AND d.day = (now() AT TIME ZONE 'UTC')::date
+    ORDER BY u.name
+"""
+# One count of a request (or an NZB download: the grabs column), refused past the
+# user's limit (its own, else the default; 0: none): no row comes back then, and
+# nothing is counted. A day's first request makes the row, counted as 1.
+_TAKE = """
+    WITH caps AS (
+        SELECT coalesce(requests_per_day, %(requests)s) AS requests,
+               coalesce(grabs_per_day, %(grabs)s) AS grabs
+        FROM api_users WHERE id = %(user)s
+    )
+    INSERT INTO api_usage AS u (user_id, day, requests, grabs)
+    VALUES (%(user)s, %(day)s, {first})
+    ON CONFLICT (user_id, day) DO UPDATE SET {column} = u.{column} + 1
+        WHERE (SELECT {column} FROM caps) = 0 OR u.{column} < (SELECT {column} FROM caps)
+    RETURNING u.requests, u.grabs, (SELECT requests FROM caps), (SELECT grabs FROM caps)
+"""
+_TAKE_REQUEST = _TAKE.format(first="1, 0", column="requests")
+_TAKE_GRAB = _TAKE.format(first="0, 1", column="grabs")
+_LIMITS = "UPDATE api_users SET {} WHERE name = %s AND revoked_at IS NULL"
+_LIMIT_COLUMNS = ("requests_per_day", "grabs_per_day")
+_FAILED = """
+    INSERT INTO download_failures AS f (guid, user_id, corrupt) VALUES (%s, %s, %s)
+    ON CONFLICT (guid, user_id) DO UPDATE
+        SET reports = f.reports + 1, corrupt = f.corrupt OR excluded.corrupt, last_at = now()
+"""
+_FAILURES = "SELECT guid, count(*) FROM download_failures WHERE guid = ANY(%s) GROUP BY guid"
 
 
 class UserExists(UidxError):
@@ -71,6 +109,23 @@ class UserRow:
     revoked_at: datetime | None
     requests: int
     last_seen: datetime | None
+    requests_per_day: int | None = None  # its own limit (None: the settings')
+    grabs_per_day: int | None = None
+    requests_today: int = 0  # this UTC day's
+    grabs_today: int = 0
+
+
+@attrs.frozen
+class DailyLimits:
+    """The settings' daily limits per key (0: none); a user's own win.
+
+    Attributes:
+        requests: newznab requests (api_requests_per_day).
+        grabs: NZB downloads (api_grabs_per_day).
+    """
+
+    requests: int = 0
+    grabs: int = 0
 
 
 @attrs.define(eq=False)
@@ -139,6 +194,65 @@ class UserStore:
                 raise UnknownUser(f"no API user named {name!r} (or it is revoked already)")
 
     def list(self) -> list[UserRow]:
-        """Every user, by name."""
+        """Every user, by name, with its limits and this UTC day's use."""
         with self.pool.connection() as conn:
             return [UserRow(*row) for row in conn.execute(_LIST).fetchall()]
+
+    def take(self, user_id: int, *, grab: bool, defaults: DailyLimits, day: date) -> Usage | None:
+        """Count one request (`grab`: one NZB download) of a user on `day`.
+
+        Args:
+            user_id: the user (`ApiUser.id`).
+            grab: an NZB download (else any other request).
+            defaults: the limits of a user without its own.
+            day: the UTC day it counts in.
+
+        Returns:
+            The day's use with this one counted; None when the limit was reached
+            (nothing counted).
+        """
+        statement = _TAKE_GRAB if grab else _TAKE_REQUEST
+        params = {"user": user_id, "day": day, "requests": defaults.requests,
+                  "grabs": defaults.grabs}  # fmt: skip
+        with self.pool.connection() as conn, conn.transaction():
+            # A count lost in a crash is no loss: not worth an fsync per request.
+            conn.execute("SET LOCAL synchronous_commit TO off")
+            row = conn.execute(statement, params).fetchone()
+        return None if row is None else Usage(day, *row)
+
+    def set_limits(self, name: str, limits: Mapping[str, int | None]) -> None:
+        """Set a user's own daily limits: `requests_per_day`, `grabs_per_day` (None: the
+        settings' again; 0: none); a limit not named stays as it is.
+
+        Raises:
+            UnknownUser: no live user of that name.
+            ValueError: a name that is no limit, or a negative limit.
+        """
+        if not limits or set(limits) - set(_LIMIT_COLUMNS):
+            raise ValueError(f"limits are {', '.join(_LIMIT_COLUMNS)}")
+        if any(value is not None and value < 0 for value in limits.values()):
+            raise ValueError("a limit is 0 (none) or more")
+        columns = sorted(limits)
+        assignments = psycopg.sql.SQL(", ").join(
+            psycopg.sql.SQL("{} = %s").format(psycopg.sql.Identifier(c)) for c in columns
+        )
+        statement = psycopg.sql.SQL(_LIMITS).format(assignments)
+        with self.pool.connection() as conn:
+            updated = conn.execute(statement, [*(limits[c] for c in columns), name]).rowcount
+        if updated == 0:
+            raise UnknownUser(f"no API user named {name!r} (or it is revoked)")
+
+    def report_failure(self, guid: str, user_id: int, *, corrupt: bool = False) -> None:
+        """Record a user's report of a failed download of release `guid` (once per
+        release and user; a repeat is counted in `reports`)."""
+        with self.pool.connection() as conn:
+            conn.execute(_FAILED, (guid, user_id, corrupt))
+
+    def failures(self, guids: Sequence[str]) -> dict[str, int]:
+        """How many users reported a failed download of each of `guids` (those with none
+        are absent)."""
+        if not guids:
+            return {}
+        with self.pool.connection() as conn:
+            rows = conn.execute(_FAILURES, (list(guids),)).fetchall()
+        return {str(guid): int(count) for guid, count in rows}

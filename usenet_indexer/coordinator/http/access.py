@@ -91,7 +91,7 @@ class StoreGate:
         if level is Access.OPERATOR and not user.operator:
             return Denied.NOT_ENOUGH
         kind = "operator" if user.operator else "api user"
-        return Caller(kind, user.name, operator=user.operator)
+        return Caller(kind, user.name, operator=user.operator, user_id=user.id)
 
     async def _node(self, exchange: Exchange) -> Caller | Denied:
         token = bearer_token(exchange.headers)

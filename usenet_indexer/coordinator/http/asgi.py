@@ -224,6 +224,7 @@ class Caller:
     name: str
     node_id: int | None = None
     operator: bool = False
+    user_id: int | None = None  # an API user's (what its daily use is counted by)
 
     def __str__(self) -> str:
         return f"{self.kind} {self.name}"

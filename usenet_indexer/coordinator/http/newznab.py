@@ -5,7 +5,17 @@ A thin adapter: the query string is read into a checked request
 thread (store/users.py, store/catalog.py), and the answer is rendered by
 core/newznab.py again. Every refusal is HTTP 200 with a newznab error
 element (the *arr programs throw on a status >= 400 before reading the
-body), except `t=get` of an unknown id, which is 404 as downloaders expect.
+body), except `t=get` and `t=failed` of an unknown id, which are 404 as
+downloaders expect; a daily limit reached is error 500 or 501 with
+Retry-After (the seconds to the end of the UTC day).
+
+Every absolute URL (links, guids' enclosures, the X-DNZB headers) starts with
+the site's root as core/origin.py says: `public_url`, else what a trusted
+proxy forwarded, else the request's own scheme and Host.
+
+Each request but t=caps and t=failed is counted against its key's daily use
+(store/users.py: one upsert, in the same worker hop as the work when it can
+be): t=get as an NZB download, the rest as requests.
 """
 
 from __future__ import annotations
@@ -13,6 +23,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl
 
@@ -20,25 +31,31 @@ import attrs
 import trio
 from hypercorn.typing import ASGISendCallable
 
+from usenet_indexer.config import Settings
 from usenet_indexer.coordinator.catalog_build import CatalogBuild
 from usenet_indexer.coordinator.http.asgi import ApiCounts, Denied, Exchange, Response, header
 from usenet_indexer.core.newznab import (
     NewznabError,
     Request,
     Site,
+    Usage,
     caps_json,
     caps_xml,
     content_disposition,
     default_categories,
+    dnzb_headers,
     error_json,
     error_xml,
     feed_json,
     feed_xml,
+    limit_reached,
     parse_request,
+    usage_day,
 )
 from usenet_indexer.core.nzb import nzb_filename, write_nzb
+from usenet_indexer.core.origin import Origin
 from usenet_indexer.store.catalog import CatalogRow, CatalogTable, Search
-from usenet_indexer.store.users import UserStore
+from usenet_indexer.store.users import DailyLimits, UserStore
 
 logger = logging.getLogger(__name__)
 
@@ -47,9 +64,30 @@ _XML = (b"content-type", b"application/xml; charset=utf-8")
 _RSS = (b"content-type", b"application/rss+xml; charset=utf-8")
 _JSON = (b"content-type", b"application/json")
 _NZB = (b"content-type", b"application/x-nzb")
+_TEXT = (b"content-type", b"text/plain; charset=utf-8")
 _MAX_QUERY = 8192  # bytes of query string read; the rest is not looked at
 
 T = TypeVar("T")
+
+
+@attrs.frozen
+class NewznabOptions:
+    """What the settings say of the newznab API.
+
+    Attributes:
+        origin: where absolute URLs start (public_url, trusted_proxies).
+        limits: the daily limits of a key without its own (0: none).
+    """
+
+    origin: Origin = attrs.field(factory=Origin)
+    limits: DailyLimits = attrs.field(factory=DailyLimits)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> NewznabOptions:
+        return cls(
+            Origin.of(settings.public_url, settings.trusted_proxies),
+            DailyLimits(settings.api_requests_per_day, settings.api_grabs_per_day),
+        )
 
 
 @attrs.define(eq=False)
@@ -58,10 +96,11 @@ class NewznabApi:
 
     Attributes:
         catalog: the searchable catalog.
-        users: the API users.
+        users: the API users (keys, daily use, failure reports).
         build: the catalog build (an NZB is merged again from its row's source keys).
         counts: the requests answered, by function and status (for /metrics).
         title: the server's title in caps and feeds.
+        options: the public URL, the trusted proxies, the daily limits.
     """
 
     catalog: CatalogTable
@@ -69,6 +108,7 @@ class NewznabApi:
     build: CatalogBuild
     counts: ApiCounts = attrs.field(factory=ApiCounts)
     title: str = "uidx"
+    options: NewznabOptions = attrs.field(factory=NewznabOptions)
     _limiter: trio.CapacityLimiter = attrs.field(factory=lambda: trio.CapacityLimiter(4))
 
     async def respond(self, exchange: Exchange, send: ASGISendCallable) -> Response | None:
@@ -103,30 +143,60 @@ class NewznabApi:
         return _error(error, json=params.get("o", "").lower() == "json")
 
     async def _answer(self, request: Request, exchange: Exchange) -> Response:
-        site = Site(_base_url(exchange), self.title)
+        site = Site(self._base_url(exchange), self.title)
         if request.function == "caps":
             if request.json:
                 return Response(200, caps_json(site), (_JSON,))
             return Response(200, caps_xml(site), (_XML,))
-        if exchange.user is None:  # not behind the App's Gate (which checks the key)
-            if not request.apikey:
-                raise NewznabError(100, "missing parameter: apikey")
-            user = await self._run(self.users.authenticate, request.apikey)
-            if user is None:
-                raise NewznabError(100, "incorrect user credentials")
-            exchange.caller = f"api user {user.name}"
-        if request.function in ("get", "details", "getnfo"):
-            row = await self._run(self.catalog.row, request.guid)
+        user_id = await self._user_id(request, exchange)
+        if request.function == "failed":
+            return await self._failed(request, user_id)
+        if request.function == "get":
+            return await self._get(site, request, user_id)
+        if request.function in ("details", "getnfo"):
+            row, usage = await self._run(self._row, request, user_id)
             if row is None:
-                if request.function == "get":
-                    return Response(404, b"no such item\n", ((b"content-type", b"text/plain"),))
                 raise NewznabError(300, "no such item")
             if request.function == "getnfo":
                 # Probes (issue 18) will fetch nfo bodies; until then there is none.
                 raise NewznabError(300, "no nfo for this item")
-            if request.function == "get":
-                return await self._nzb(row)
-            return self._feed(site, request, [row], total=1)
+            return self._feed(site, request, [row], total=1, usage=usage)
+        total, rows, usage = await self._run(self._search, request, user_id)
+        return self._feed(site, request, rows, total=total, usage=usage)
+
+    async def _user_id(self, request: Request, exchange: Exchange) -> int | None:
+        """The caller's user id (the Gate's; or the key checked here, for an App without
+        a Gate in front)."""
+        if exchange.user is not None:
+            return exchange.user.user_id
+        if not request.apikey:
+            raise NewznabError(100, "missing parameter: apikey")
+        user = await self._run(self.users.authenticate, request.apikey)
+        if user is None:
+            raise NewznabError(100, "incorrect user credentials")
+        exchange.caller = f"api user {user.name}"
+        return user.id
+
+    def _take(self, user_id: int | None, *, grab: bool) -> Usage | None:
+        """Count this request in its key's day (a worker thread's part).
+
+        Raises:
+            NewznabError: 500/501, the key's daily limit reached.
+        """
+        if user_id is None:  # no user to count for (a caller the Gate named otherwise)
+            return None
+        now = time.time()
+        usage = self.users.take(
+            user_id, grab=grab, defaults=self.options.limits, day=usage_day(now)
+        )
+        if usage is None:
+            raise limit_reached(grab, now)
+        return usage
+
+    def _search(
+        self, request: Request, user_id: int | None
+    ) -> tuple[int, list[CatalogRow], Usage | None]:
+        usage = self._take(user_id, grab=False)
         search = Search(
             words=request.words,
             categories=default_categories(request),
@@ -141,11 +211,36 @@ class NewznabApi:
             limit=request.limit,
             offset=request.offset,
         )
-        total, rows = await self._run(self.catalog.search, search)
-        return self._feed(site, request, rows, total=total)
+        total, rows = self.catalog.search(search)
+        return total, self._with_failures(rows, request.extended), usage
+
+    def _row(self, request: Request, user_id: int | None) -> tuple[CatalogRow | None, Usage | None]:
+        usage = self._take(user_id, grab=False)
+        row = self.catalog.row(request.guid)
+        if row is None:
+            return None, usage
+        return self._with_failures([row], request.extended)[0], usage
+
+    def _with_failures(self, rows: list[CatalogRow], extended: bool) -> list[CatalogRow]:
+        """The rows with their failure reports (an extended attr: read only then)."""
+        if not extended or not rows:
+            return rows
+        failures = self.users.failures([row.guid for row in rows])
+        return [
+            attrs.evolve(row, item=attrs.evolve(row.item, failures=failures[row.guid]))
+            if row.guid in failures
+            else row
+            for row in rows
+        ]
 
     def _feed(
-        self, site: Site, request: Request, rows: list[CatalogRow], *, total: int
+        self,
+        site: Site,
+        request: Request,
+        rows: list[CatalogRow],
+        *,
+        total: int,
+        usage: Usage | None,
     ) -> Response:
         items = [row.item for row in rows]
         render = feed_json if request.json else feed_xml
@@ -156,19 +251,62 @@ class NewznabApi:
             total=total,
             apikey=request.apikey,
             extended=request.extended,
+            usage=usage,
         )
         return Response(200, body, (_JSON if request.json else _RSS,))
 
-    async def _nzb(self, row: CatalogRow) -> Response:
+    async def _get(self, site: Site, request: Request, user_id: int | None) -> Response:
+        """t=get: the NZB, with its name and the X-DNZB headers; 404 for an unknown id."""
+        row = await self._run(self.catalog.row, request.guid)
+        if row is None:
+            return Response(404, b"no such item\n", (_TEXT,))
+        await self._run(partial(self._take, user_id, grab=True))
         release = await self._run(self.build.release, row)
         if release is None:
             # The catalog is older than its fragments (a build is due): not found for now.
             logger.warning("catalog row %s no longer matches its fragments", row.guid)
-            return Response(404, b"no such item\n", ((b"content-type", b"text/plain"),))
+            return Response(404, b"no such item\n", (_TEXT,))
         await self._run(self.catalog.grab, row.guid)
         body = write_nzb(release.to_json())
-        disposition = content_disposition(nzb_filename(release.name or row.guid))
-        return Response(200, body, (_NZB, (b"content-disposition", disposition.encode())))
+        filename = nzb_filename(row.item.name or row.guid)
+        headers = [
+            _NZB,
+            (b"content-disposition", content_disposition(filename).encode()),
+            *(
+                (name.lower().encode(), value.encode("utf-8"))
+                for name, value in dnzb_headers(site, row.item, request.apikey)
+            ),
+        ]
+        return Response(200, body, tuple(headers))
+
+    async def _failed(self, request: Request, user_id: int | None) -> Response:
+        """t=failed: a downloader reports that the release's download failed (recorded
+        once per release and user). The answer is plain text, never XML: NZBGet's
+        FailureLink would take a body starting with "<?xml" for another release's NZB."""
+        if user_id is None:
+            raise NewznabError(100, "incorrect user credentials")
+        row = await self._run(self.catalog.row, request.guid)
+        if row is None:
+            return Response(404, b"no such item\n", (_TEXT,))
+        await self._run(
+            partial(self.users.report_failure, row.guid, user_id, corrupt=request.corrupt)
+        )
+        logger.info(
+            "api user %d reported a failed download of %s%s",
+            user_id,
+            row.guid,
+            " (corrupt)" if request.corrupt else "",
+        )
+        return Response(200, b"failure recorded; no other release is offered\n", (_TEXT,))
+
+    def _base_url(self, exchange: Exchange) -> str:
+        return self.options.origin.base_url(
+            scheme=exchange.scheme,
+            host=header(exchange.headers, b"host"),
+            peer=exchange.client,
+            forwarded_proto=header(exchange.headers, b"x-forwarded-proto"),
+            forwarded_host=header(exchange.headers, b"x-forwarded-host"),
+        )
 
     async def _run(self, function: Callable[..., T], *args: Any) -> T:
         return await trio.to_thread.run_sync(function, *args, limiter=self._limiter)
@@ -197,11 +335,9 @@ def _params(query: bytes) -> dict[str, str]:
 
 
 def _error(error: NewznabError, *, json: bool) -> Response:
+    retry: tuple[tuple[bytes, bytes], ...] = ()
+    if error.retry_after_seconds is not None:
+        retry = ((b"retry-after", str(error.retry_after_seconds).encode()),)
     if json:
-        return Response(200, error_json(error), (_JSON,))
-    return Response(200, error_xml(error), (_XML,))
-
-
-def _base_url(exchange: Exchange) -> str:
-    host = header(exchange.headers, b"host") or "localhost"
-    return f"{exchange.scheme}://{host.split(',')[0].strip()}"
+        return Response(200, error_json(error), (_JSON, *retry))
+    return Response(200, error_xml(error), (_XML, *retry))
