@@ -23,7 +23,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from functools import partial
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl
 
@@ -221,6 +220,22 @@ class NewznabApi:
             return None, usage
         return self._with_failures([row], request.extended)[0], usage
 
+    def _grabbed_row(self, guid: str, user_id: int | None) -> CatalogRow | None:
+        """The row of an NZB about to be downloaded, the download counted (None: no
+        such release, nothing counted)."""
+        row = self.catalog.row(guid)
+        if row is not None:
+            self._take(user_id, grab=True)
+        return row
+
+    def _reported_row(self, request: Request, user_id: int) -> CatalogRow | None:
+        """The row of a release reported failed, the report recorded (None: no such
+        release, nothing recorded)."""
+        row = self.catalog.row(request.guid)
+        if row is not None:
+            self.users.report_failure(row.guid, user_id, corrupt=request.corrupt)
+        return row
+
     def _with_failures(self, rows: list[CatalogRow], extended: bool) -> list[CatalogRow]:
         """The rows with their failure reports (an extended attr: read only then)."""
         if not extended or not rows:
@@ -257,10 +272,9 @@ class NewznabApi:
 
     async def _get(self, site: Site, request: Request, user_id: int | None) -> Response:
         """t=get: the NZB, with its name and the X-DNZB headers; 404 for an unknown id."""
-        row = await self._run(self.catalog.row, request.guid)
+        row = await self._run(self._grabbed_row, request.guid, user_id)
         if row is None:
             return Response(404, b"no such item\n", (_TEXT,))
-        await self._run(partial(self._take, user_id, grab=True))
         release = await self._run(self.build.release, row)
         if release is None:
             # The catalog is older than its fragments (a build is due): not found for now.
@@ -285,12 +299,9 @@ class NewznabApi:
         FailureLink would take a body starting with "<?xml" for another release's NZB."""
         if user_id is None:
             raise NewznabError(100, "incorrect user credentials")
-        row = await self._run(self.catalog.row, request.guid)
+        row = await self._run(self._reported_row, request, user_id)
         if row is None:
             return Response(404, b"no such item\n", (_TEXT,))
-        await self._run(
-            partial(self.users.report_failure, row.guid, user_id, corrupt=request.corrupt)
-        )
         logger.info(
             "api user %d reported a failed download of %s%s",
             user_id,
