@@ -217,11 +217,14 @@ _BITMAP_PAGE = _ROW + " WHERE {} ORDER BY posted + 0 DESC, id DESC LIMIT %s OFFS
 _BITMAP_ANY = "SELECT FROM catalog WHERE {} ORDER BY posted + 0 LIMIT 1"
 _GRAB = "UPDATE catalog SET grabs = grabs + 1 WHERE guid = %s"
 # A search's total: its matches counted, up to _COUNT_MAX, by the conditions of its
-# page (offset and limit play no part: every page of a query says the same).
+# page (offset and limit play no part: every page of a query says the same). Only a
+# full page is counted (a short one is the last: its end is the total). The count
+# costs the conditions' bitmap (1M rows: ~11 ms for a word's 25k matches) and a
+# heap visit per row counted, hence the cap: ten pages of 100 (the most a page
+# holds), and below the 10k at which NZBHydra2 takes an id search's results for an
+# indexer that ignored the id. Past it a total says "this many or more".
+_COUNT_MAX = 1_000
 _COUNT = "SELECT count(*) FROM (SELECT FROM catalog WHERE {} LIMIT %s) AS matches"
-# Past this a total says "at least this many": counting on would cost more than the
-# page (a common word's 100k matches: ~40 ms of 1M rows), and no client pages that far.
-_COUNT_MAX = 10_000
 _STORED = "SELECT count(*), max(stored_at) FROM batches"
 # A release is a probe candidate as the indexer says (a batch's candidate),
 # as `uidx index` says it; the build's own candidates (renames.more_probe) not.
