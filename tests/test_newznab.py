@@ -231,7 +231,7 @@ async def test_a_query_has_one_total_on_every_page(
 
 @pytest.mark.trio
 async def test_season_and_episode_attrs_are_numbers(api: tuple[httpx.AsyncClient, str]) -> None:
-    """The newznab spec's attrs, which Sonarr and Prowlarr parse as integers: "5", not "S05"."""
+    """The attrs as the newznab spec has them: "5", not "S05"."""
     client, key = api
     tv = items(await get_xml(client, t="tvsearch", apikey=key, cat="5000", limit="100"))
     numbered = [attrs_of(i) for i in tv if "season" in attrs_of(i)]

@@ -368,29 +368,24 @@ def _api_url(site: Site, function: str, guid: str, apikey: str) -> str:
 _NOT_IN_HEADER = re.compile("[\x00-\x1f\x7f]")
 
 
-def dnzb_headers(
-    site: Site, item: Item, apikey: str, *, password: str | None = None
-) -> list[tuple[str, str]]:
+def dnzb_headers(site: Site, item: Item, apikey: str) -> list[tuple[str, str]]:
     """The X-DNZB headers of an item's NZB, as SABnzbd and NZBGet read them.
 
     X-DNZB-Name: the release name, which SABnzbd takes as the job's (it adds
     ".nzb"); X-DNZB-Category: "Parent > Sub" as newznab writes it (SABnzbd maps
     it to its categories by prefix, NZBGet by its category mapping);
     X-DNZB-Details: the item's details URL; X-DNZB-Failure: the URL that
-    records a failed download; X-DNZB-Password only when a password is known
-    (never a guess).
+    records a failed download. No X-DNZB-Password: probes see that an archive
+    is encrypted, nothing tells its password, and a guess is worse than none.
     """
     name = _NOT_IN_HEADER.sub("", item.name).strip() or item.guid
     category = CATEGORIES.get(item.category, "Other").replace("/", " > ")
-    headers = [
+    return [
         ("X-DNZB-Name", name),
         ("X-DNZB-Category", category),
         ("X-DNZB-Details", details_url(site, item.guid, apikey)),
         ("X-DNZB-Failure", failure_url(site, item.guid, apikey)),
     ]
-    if password:
-        headers.append(("X-DNZB-Password", _NOT_IN_HEADER.sub("", password)))
-    return headers
 
 
 def feed_xml(
@@ -464,8 +459,7 @@ def _attributes(item: Item, extended: bool) -> list[tuple[str, str]]:
     if item.category != parent(item.category):
         attributes.append(("category", str(item.category)))
     attributes.append(("size", str(item.size)))
-    # Numbers, as the newznab spec has them ("5", not "S05"): Sonarr and Prowlarr
-    # parse them as integers.
+    # Numbers, as the newznab spec has them ("5", not "S05").
     if item.season is not None:
         attributes.append(("season", str(item.season)))
     if item.episode is not None:
