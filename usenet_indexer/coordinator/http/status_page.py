@@ -244,8 +244,8 @@ def _releases_said(q: str, total: int, page: int, shown: int) -> str:
     """The releases' header: what the rows below are, with true figures.
 
     Without words the page holds the newest of the `shown` releases. With words
-    the search counts only up to one past the page ("at least offset + page + 1"
-    while more follow, exact when it does not), so a full page says "more than".
+    the search's total is counted only up to a cap (store/catalog.py), so a full
+    page says "more than" rather than a figure that may be the cap.
     """
     if not q:
         if page < shown:
