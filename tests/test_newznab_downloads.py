@@ -17,6 +17,7 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import partial
+from pathlib import Path
 from xml.etree import ElementTree as ET
 
 import attrs
@@ -25,11 +26,15 @@ import pytest
 import trio
 from test_newznab import NS, attrs_of, get_xml, items, store_generated
 
+from usenet_indexer.cli import main
 from usenet_indexer.config import Settings
 from usenet_indexer.coordinator.server import serve
 from usenet_indexer.coordinator.stores import Stores
 from usenet_indexer.core.categories import CATEGORIES
+from usenet_indexer.core.newznab import usage_day
 from usenet_indexer.core.nzb import parse_nzb
+from usenet_indexer.store.pool import open_pool
+from usenet_indexer.store.users import DailyLimits, UserStore
 
 DEADLINE_SECONDS = 120
 ARTICLES = 8_000
@@ -225,3 +230,35 @@ async def test_a_limit_holds_under_concurrent_requests(settings: Settings, catal
             for _ in range(12):
                 nursery.start_soon(ask, client)
     assert sorted(codes) == ["500"] * 7 + ["rss"] * 5
+
+
+def test_uidx_users_limits_sets_a_users_own_and_list_shows_them(
+    pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("DATABASE_URL", pg_url)
+    monkeypatch.setenv("UIDX_HOME", str(tmp_path))
+    assert main(["users", "create", "sonarr"]) == 0
+    key = capsys.readouterr().out.splitlines()[0]
+    assert (
+        main(["users", "limits", "sonarr", "--requests-per-day", "2", "--grabs-per-day", "0"]) == 0
+    )
+    assert capsys.readouterr().out == "sonarr: requests per day: 2, grabs per day: none\n"
+    with open_pool(pg_url, Settings(home=tmp_path)) as pool:
+        users = UserStore(pool)
+        user = users.authenticate(key)
+        assert user is not None
+        today = usage_day(time.time())
+        defaults = DailyLimits(requests=100, grabs=1)
+        taken = [users.take(user.id, grab=False, defaults=defaults, day=today) for _ in "abc"]
+        # Its own limit (2) wins over the default (100): the third is refused.
+        assert [t is not None for t in taken] == [True, True, False]
+        for _ in range(3):  # and its own "none" over the default grabs (1)
+            assert users.take(user.id, grab=True, defaults=defaults, day=today) is not None
+    assert main(["users", "list"]) == 0
+    (row,) = capsys.readouterr().out.splitlines()[1:]
+    assert "2 (2), 3 NZB (none)" in row
+    assert main(["users", "limits", "sonarr", "--requests-per-day", "default"]) == 0
+    assert capsys.readouterr().out == "sonarr: requests per day: default\n"
+    with pytest.raises(SystemExit):
+        main(["users", "limits", "sonarr", "--grabs-per-day", "-1"])
+    assert main(["users", "limits", "nobody", "--grabs-per-day", "1"]) != 0
