@@ -91,6 +91,9 @@ class Settings:
             logged); empty: /metrics is closed (404).
         metrics_listen: host:port of a listener that serves /metrics (and
             /healthz) only, to anyone who reaches it, without a token; empty: none.
+        offer_broken_releases: the newznab API lists broken releases too (those
+            missing more than their PAR2 recovery rebuilds: a downloader fails
+            them); off, feeds and searches offer whole and repairable ones only.
     """
 
     home: Path
@@ -125,6 +128,7 @@ class Settings:
     probe_max_body_bytes: int = 4 << 20
     metrics_token: str = attrs.field(default="", repr=False)
     metrics_listen: str = ""
+    offer_broken_releases: bool = False
 
     @property
     def listen_host_port(self) -> tuple[str, int]:
@@ -239,8 +243,10 @@ def _convert(key: str, default: object, value: object) -> object:
             if isinstance(value, list) and all(isinstance(v, str) for v in value):
                 return tuple(value)
             raise TypeError("a list of URLs (or, in the environment, URLs separated by spaces)")
-        if isinstance(default, bool) or isinstance(value, bool):
-            raise TypeError("booleans are not settings")
+        if isinstance(default, bool):
+            return _boolean(value)
+        if isinstance(value, bool):
+            raise TypeError("must be a number or a string, not a boolean")
         if isinstance(default, int):
             converted = int(value) if isinstance(value, (int, str)) else _refuse(value)
             if converted < 0:
@@ -258,6 +264,19 @@ def _convert(key: str, default: object, value: object) -> object:
         raise TypeError("must be a string")
     except (TypeError, ValueError) as error:
         raise ConfigError(key, f"{value!r}: {error}") from error
+
+
+# What a switch may be written as (TOML's true and false, or these in the environment).
+_TRUE = frozenset({"true", "yes", "on", "1"})
+_FALSE = frozenset({"false", "no", "off", "0"})
+
+
+def _boolean(value: object) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+        return value.strip().lower() in _TRUE
+    raise TypeError("must be true or false")
 
 
 def _refuse(value: object) -> int:

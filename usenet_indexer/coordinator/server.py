@@ -120,7 +120,12 @@ async def serve(
     if catalog_due is not None:
         landings.on_pending.append(catalog_due.due)
     node = NodeApi(stores, options, landings, catalog_due or CatalogDue())
-    app = coordinator_app(stores, node, metrics_token=settings.metrics_token)
+    app = coordinator_app(
+        stores,
+        node,
+        metrics_token=settings.metrics_token,
+        offer_broken=settings.offer_broken_releases,
+    )
     config = hypercorn_config(
         settings.listen if listen_fd is None else f"fd://{listen_fd}", options
     )
@@ -171,20 +176,25 @@ async def _stopping(shutdown: trio.Event, node: NodeApi) -> None:
     node.stop_waiting()
 
 
-def coordinator_app(stores: Stores, node: NodeApi, *, metrics_token: str = "") -> App:
+def coordinator_app(
+    stores: Stores, node: NodeApi, *, metrics_token: str = "", offer_broken: bool = False
+) -> App:
     """The ASGI app of the coordinator: its routes, each with who may call it.
 
     Args:
         stores: the open stores.
         node: the node API (its options give the App its body timeout and Retry-After).
         metrics_token: the bearer token of /metrics (empty: /metrics is closed).
+        offer_broken: the newznab API lists broken releases too (offer_broken_releases).
 
     Returns:
         The App hypercorn serves.
     """
     options = node.options
     counts = ApiCounts()
-    newznab = NewznabApi(stores.catalog, stores.users, stores.build, counts)
+    newznab = NewznabApi(
+        stores.catalog, stores.users, stores.build, counts, offer_broken=offer_broken
+    )
     status = StatusStore(stores.catalog.pool)
     login = LoginApi(stores.users)
     return App(
@@ -196,7 +206,11 @@ def coordinator_app(stores: Stores, node: NodeApi, *, metrics_token: str = "") -
             # t=caps is anyone's; every other call needs an API user's key.
             NEWZNAB_PATH: Route(newznab, Access.API_USER, is_public, newznab.refused),
             # An API user sees the search and NZB links, an operator all of it.
-            "/": Route(StatusPage(status, stores.catalog), Access.API_USER, refusal=refused_page),
+            "/": Route(
+                StatusPage(status, stores.catalog, offer_broken=offer_broken),
+                Access.API_USER,
+                refusal=refused_page,
+            ),
             LOGIN_PATH: Route(login, Access.PUBLIC, guarded=True),
             LOGOUT_PATH: Route(login, Access.PUBLIC),
             "/healthz": Route(HealthApi(status), Access.PUBLIC),

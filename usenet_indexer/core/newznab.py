@@ -22,6 +22,7 @@ calls these.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -220,6 +221,7 @@ class Item:
     completion: float
     season: int | None = None
     episode: int | None = None
+    state: str = "whole"  # completion.State's value: whole, repairable or broken
 
 
 @attrs.frozen
@@ -348,6 +350,10 @@ def _attributes(item: Item, extended: bool) -> list[tuple[str, str]]:
     if item.category != parent(item.category):
         attributes.append(("category", str(item.category)))
     attributes.append(("size", str(item.size)))
+    # Always, not only extended: the share of the announced articles there (rounded
+    # down: 100 only when all are), and whole or repairable (from its par2 set).
+    attributes.append(("completion", str(math.floor(item.completion * 100))))
+    attributes.append(("uidx_state", item.state))
     if item.season is not None:
         attributes.append(("season", f"S{item.season:02}"))
     if item.episode is not None:
@@ -359,7 +365,6 @@ def _attributes(item: Item, extended: bool) -> list[tuple[str, str]]:
             ("group", item.groups[0] if item.groups else ""),
             ("usenetdate", rfc1123(item.posted)),
             ("grabs", str(item.grabs)),
-            ("completion", str(round(item.completion * 100))),
         ]
     return attributes
 

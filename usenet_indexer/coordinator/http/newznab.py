@@ -62,6 +62,8 @@ class NewznabApi:
         build: the catalog build (an NZB is merged again from its row's source keys).
         counts: the requests answered, by function and status (for /metrics).
         title: the server's title in caps and feeds.
+        offer_broken: list broken releases too (offer_broken_releases); else only
+            whole and repairable ones.
     """
 
     catalog: CatalogTable
@@ -69,6 +71,7 @@ class NewznabApi:
     build: CatalogBuild
     counts: ApiCounts = attrs.field(factory=ApiCounts)
     title: str = "uidx"
+    offer_broken: bool = False
     _limiter: trio.CapacityLimiter = attrs.field(factory=lambda: trio.CapacityLimiter(4))
 
     async def respond(self, exchange: Exchange, send: ASGISendCallable) -> Response | None:
@@ -140,6 +143,7 @@ class NewznabApi:
             group=request.group,
             limit=request.limit,
             offset=request.offset,
+            broken=self.offer_broken,
         )
         total, rows = await self._run(self.catalog.search, search)
         return self._feed(site, request, rows, total=total)
