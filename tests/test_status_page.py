@@ -147,9 +147,8 @@ async def test_the_page_shows_groups_ranges_and_releases_with_nzb_links(
     assert set(page.release_states) <= {"whole", "repairable"}
     assert page.broken_rows == min(25, states.broken) > 0
     assert not set(page.broken_names) & set(page.release_names)
-    assert (
-        f"{states.whole:,} whole releases, {states.repairable:,} repairable"
-        in " ".join(" ".join(page.text).split())
+    assert f"{states.whole:,} whole releases, {states.repairable:,} repairable" in " ".join(
+        " ".join(page.text).split()
     )
     assert f"{states.broken:,} broken" in text
     assert all(f"apikey={key}" in link for link in nzb_links)
