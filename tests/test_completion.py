@@ -13,17 +13,21 @@ without a file counter.
 from __future__ import annotations
 
 import random
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 import attrs
 import pytest
+from probe_tools import require_tool, run_tool
 
 from usenet_indexer.core.completion import REPAIR_MARGIN, State, Volume, judge, volume
 from usenet_indexer.core.indexer import RangeIndexer
 from usenet_indexer.core.merge import CatalogFile, CatalogRelease, ReleaseMerger
 from usenet_indexer.core.nzb import Nzb, NzbFile, NzbSegment, parse_nzb
 from usenet_indexer.testing.corpus import nzb_to_overview
+from usenet_indexer.testing.newsd import PostedArticle
+from usenet_indexer.testing.yenc import yenc_articles
 
 GROUP = "alt.binaries.corpus"
 EVOLVE = "mozvip__sabnzbd-client__test.nzb"  # Game.of.Thrones.S03E10.720p.HDTV.x264-EVOLVE
@@ -213,11 +217,9 @@ def test_a_run_of_lost_articles_is_one_stretch() -> None:
     rar = _file("a.rar", 1, 40, [k for k in range(1, 41) if not 11 <= k <= 20], 500_000)
     volume_file = _file("a.vol00+20.par2", 2, 40, list(range(1, 41)), 500_000)
     judged = judge([rar, volume_file], 2)
-    assert (judged.damaged_blocks, judged.recovery_blocks, judged.block_bytes) == (
-        6,
-        20,
-        1_000_000,
-    )
+    assert (judged.damaged_blocks, judged.recovery_blocks) == (6, 20)
+    # The block from the volume's articles: less their headers and yEnc's overhead.
+    assert 0.95 * 1_000_000 < judged.block_bytes < 1_000_000
     assert judged.state is State.REPAIRABLE
 
 
@@ -230,3 +232,150 @@ def test_a_volume_s_own_lost_articles_are_blocks_it_no_longer_has() -> None:
     assert judged.state is State.BROKEN
     # A probe read the index: the slice size is known, not guessed from the volume.
     assert judge([rar, volume_file], 2, slice_bytes=250_000).block_bytes == 250_000
+
+
+@pytest.mark.parametrize(
+    ("options", "blocks"),
+    [
+        (["-c15", "-n4"], 15),  # the ladder: vol00+1 ... vol07+8
+        (["-c31", "-n5"], 31),  # vol00+01 ... vol15+16
+        (["-c200", "-n3"], 200),  # vol000+...: three digits
+        (["-c40", "-n4", "-u"], 40),  # uniform: vol00+10, vol10+10, ...
+    ],
+)
+def test_par2cmdline_names_its_volumes_as_read_here(
+    tmp_path: Path, options: list[str], blocks: int
+) -> None:
+    """The volumes par2cmdline writes: their names' blocks are the set's recovery blocks,
+    each volume's bytes over its blocks its block size (and the headers of its packets)."""
+    par2 = require_tool("par2", "par2")
+    (tmp_path / "a.bin").write_bytes(random.Random(5).randbytes(400_000))
+    run_tool([par2, "create", "-q", "-q", "-s4096", *options, "set.par2", "a.bin"], tmp_path)
+    volumes = {p.name: volume(p.name) for p in tmp_path.glob("set.vol*.par2")}
+    assert None not in volumes.values(), volumes
+    found = sorted((v for v in volumes.values() if v is not None), key=lambda v: v.first)
+    assert sum(v.blocks for v in found) == blocks
+    assert [v.first for v in found] == [0, *(v.end for v in found[:-1])]  # no gap, no overlap
+    assert {v.base for v in found} == {"set"}
+    for name, v in volumes.items():
+        assert v is not None
+        size = (tmp_path / name).stat().st_size
+        assert 4096 <= size / v.blocks <= 4096 + 68 + 4096  # a slice, its head, critical copies
+
+
+# -- par2cmdline as the judge of the judge --------------------------------------------
+
+PART = 102_400  # raw bytes per article (yEnc part), as posters set it
+RARS_POSTED = 4  # show.part1.rar ... part4.rar, 5 articles each
+FILE_BYTES = 5 * PART
+
+
+@attrs.frozen
+class Posted:
+    """A real upload: its files on disk, its par2 set by par2cmdline, its overview lines
+    by (file, article number)."""
+
+    folder: Path
+    names: tuple[str, ...]
+    lines: dict[tuple[str, int], str]
+
+
+def post(folder: Path, par2_options: list[str]) -> Posted:
+    """Four rar volumes and a par2cmdline set over them, yEnc-encoded in PART-byte parts
+    (Nyuu's subjects), as the overview lines a server would give for them."""
+    par2 = require_tool("par2", "par2")
+    rng = random.Random(11)
+    rars = [f"show.part{n}.rar" for n in range(1, RARS_POSTED + 1)]
+    for name in rars:
+        (folder / name).write_bytes(rng.randbytes(FILE_BYTES))
+    run_tool([par2, "create", "-q", "-q", *par2_options, "show.par2", *rars], folder)
+    names = (*rars, *sorted(p.name for p in folder.glob("*.par2")))
+    lines: dict[tuple[str, int], str] = {}
+    article = 5_000
+    for i, name in enumerate(names, 1):
+        bodies = yenc_articles((folder / name).read_bytes(), name.encode(), PART)
+        for k, body in enumerate(bodies, 1):
+            subject = f'[{i:02}/{len(names):02}] - "{name}" yEnc ({k}/{len(bodies)})'
+            posted = PostedArticle(f"<{i}.{k}@nyuu>", subject, "poster <p@x>", DATE, body)
+            size, body_lines = len(posted.wire(GROUP)), body.count(b"\n")
+            lines[(name, k)] = (
+                f"{article}\t{subject}\t{posted.poster}\t{DATE}\t{posted.message_id}\t\t"
+                f"{size}\t{body_lines}\tXref: news.example.com {GROUP}:{article}"
+            )
+            article += 1
+    return Posted(folder, names, lines)
+
+
+DATE = "Tue, 01 Jul 2025 10:00:00 +0000"
+
+
+def judged_without(posted: Posted, lost: set[tuple[str, int]]) -> State:
+    kept = [line for at, line in posted.lines.items() if at not in lost]
+    first = int(kept[0].split("\t", 1)[0])
+    indexer = RangeIndexer(group=GROUP, first=first)
+    indexer.add_text("\n".join(kept), int(kept[-1].split("\t", 1)[0]) + 1)
+    merger = ReleaseMerger()
+    merger.add_all(indexer.finish().releases)
+    [release] = merger.releases()
+    return judge(release.files, release.files_announced).state
+
+
+def repairs(posted: Posted, lost: set[tuple[str, int]], folder: Path) -> bool:
+    """Whether par2cmdline repairs the files a downloader writes without the lost
+    articles (zeros where they were, as SABnzbd and NZBGet write them)."""
+    for name in posted.names:
+        data = bytearray((posted.folder / name).read_bytes())
+        for gone, k in lost:
+            if gone == name:
+                data[(k - 1) * PART : k * PART] = bytes(len(data[(k - 1) * PART : k * PART]))
+        (folder / name).write_bytes(bytes(data))
+    done = subprocess.run(
+        ["par2", "repair", "-q", "-q", "show.par2"], cwd=folder, capture_output=True, check=False
+    )
+    return done.returncode == 0
+
+
+def rar(n: int, *articles: int) -> set[tuple[str, int]]:
+    return {(f"show.part{n}.rar", k) for k in articles}
+
+
+@pytest.mark.parametrize(
+    ("par2_options", "lost", "expected"),
+    [
+        # A block an article (-s = PART), 25% recovery: 20 source blocks, 5 recovery.
+        (["-s102400", "-r25", "-n3"], set(), State.WHOLE),
+        (["-s102400", "-r25", "-n3"], rar(2, 3), State.REPAIRABLE),
+        (["-s102400", "-r25", "-n3"], rar(1, 2) | rar(4, 4), State.REPAIRABLE),
+        (["-s102400", "-r25", "-n3"], rar(1, 1, 3) | rar(3, 2) | rar(4, 5), State.BROKEN),
+        (["-s102400", "-r25", "-n3"], rar(3, 1, 2, 3, 4, 5) | rar(1, 1), State.BROKEN),
+        # par2cmdline's own choice: 2,000 blocks of ~1 kB, 10% recovery. Its volumes are
+        # mostly copies of the critical packets (40 kB each): a block size taken as a
+        # volume's bytes over its blocks would be 3x too big, and 3 lost articles (300
+        # blocks of 200) would look repairable.
+        (["-r10", "-n2"], rar(2, 3), State.REPAIRABLE),
+        (["-r10", "-n2"], rar(1, 2) | rar(2, 4) | rar(4, 1), State.BROKEN),
+        (["-r10", "-n2"], rar(1, 1, 2, 3, 4, 5), State.BROKEN),
+        # Recovery lost with the data: a volume's lost articles are blocks it lacks.
+        (["-s102400", "-r25", "-n3"], rar(2, 3) | {("show.vol3+2.par2", 1)}, State.REPAIRABLE),
+        (["-s102400", "-r25", "-n3"], rar(2, 3, 5) | {("show.vol3+2.par2", 1)}, State.BROKEN),
+    ],
+)  # fmt: skip
+def test_judged_repairable_is_what_par2cmdline_repairs(
+    tmp_path: Path, par2_options: list[str], lost: set[tuple[str, int]], expected: State
+) -> None:
+    """A real par2cmdline set, real yEnc articles; what is lost is zeroed in the files and
+    par2 repair is asked: repairable must mean it repairs, and what it cannot repair must
+    be broken (the margin may call broken what it could just repair)."""
+    folder = tmp_path / "posted"
+    folder.mkdir()
+    posted = post(folder, par2_options)
+    assert set(lost) <= set(posted.lines), sorted(posted.lines)
+    state = judged_without(posted, lost)
+    assert state is expected
+    downloaded = tmp_path / "downloaded"
+    downloaded.mkdir()
+    repaired = repairs(posted, lost, downloaded)
+    if state is not State.BROKEN:
+        assert repaired
+    if not repaired:
+        assert state is State.BROKEN

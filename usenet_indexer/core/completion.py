@@ -19,9 +19,12 @@ volumes, which carry their block counts:
   exclusive (`vol01-03` holds two blocks);
 
 and each volume's size, from its articles' sizes: the set's block (slice)
-size is a volume's bytes over its blocks (the biggest volume's, where the
-copies of the critical packets weigh least), unless a probe read the par2
-index's main packet, which says it exactly.
+size is a volume's bytes, less the copies of the critical packets it
+carries (each about the index file's size), over its blocks (the least of
+its volumes' estimates), unless a probe read the par2 index's main
+packet, which says it exactly. Sizes are taken raw: an article's bytes
+less its headers and yEnc's overhead (`renames.ENCODED_RATIO`,
+`HEADER_BYTES`), on both sides of every division.
 
 A missing stretch of X bytes of a file can touch at most ceil(X / block)
 + 1 of the file's blocks (a file starts at a block's start, so a stretch
@@ -29,9 +32,10 @@ needs its length in blocks and one more where it straddles a boundary).
 So each missing segment damages ceil(segment bytes / block) + 1 blocks,
 and a run of consecutive missing segments, taken as one stretch, ceil(run
 bytes / block) + 1 (a run of one: the same); an unseen segment is a full
-article, the size of the release's biggest (a file's last is smaller). A file the counter announces
-and no header shows is damaged whole, at the size of the release's other
-data files. A release is:
+article, the size of the release's biggest (a file's last is smaller). A
+file the counter announces and no header shows is damaged whole, at the
+size of the release's biggest data file (archive volumes but the last are
+all that size). A release is:
 
 - **whole** when every data file (anything but .par2) is there with every
   segment; missing recovery volumes or their segments do not matter;
@@ -62,15 +66,23 @@ from collections.abc import Sequence
 import attrs
 
 from usenet_indexer.core.merge import CatalogFile
+from usenet_indexer.core.renames import ENCODED_RATIO, HEADER_BYTES
 from usenet_indexer.core.subject import MAX_FILES, PAR2_SUFFIX
 
 # Recovery blocks must cover the damage with a fifth to spare: the block size
-# comes from encoded article bytes (yEnc adds 1-3%, and a volume's critical
-# packets a little more), an unseen file is sized like its neighbours, and a
-# server that lost these articles may lose one more before the download.
+# is estimated from article bytes (yEnc adds 1-4%, headers vary, the copies of
+# the critical packets are sized by the index file), an unseen file is sized
+# like the biggest seen, and a server that lost these articles may lose one
+# more before the download.
 REPAIR_MARGIN = 1.2
 
 _VOLUME = re.compile(r"\.vol(\d{1,6})([+-])(\d{1,6})\.par2$", re.IGNORECASE)
+# A recovery packet's bytes besides its block: the packet head (64) and the exponent (4).
+_RECOVERY_HEAD = 68
+# Raw sizes are estimates within a few percent either way: a stretch within 2% of a
+# whole number of blocks is that number (posters often make a block one article,
+# whose estimate then comes out a hair over or under the block's).
+_FIT = 0.02
 
 
 class State(enum.Enum):
@@ -178,16 +190,16 @@ def judge(
     # The poster's article size: its biggest article (a file's last is smaller).
     article = max((size for f in files for _, _, size in f.segments), default=0)
     volumes = _main_set(files)
-    block = slice_bytes or _block_bytes(volumes, article)
+    block = slice_bytes or _block_bytes(files, volumes, article)
     if not block:
         return Completion(State.BROKEN, **counts)
     recovery = sum(max(0, v.blocks - _damage(f, block, article)) for f, v in volumes)
     damage = sum(_damage(f, block, article) for f in short)
     if lost:
-        sizes = [_full_bytes(f, article) for f in data if len(f.segments)]
+        sizes = [_raw_file(f, article) for f in data if len(f.segments)]
         if not sizes:
             return Completion(State.BROKEN, **counts, recovery_blocks=recovery, block_bytes=block)
-        damage += lost * (math.ceil(max(sizes) / block) + 1)
+        damage += lost * _stretch(max(sizes), block)
     state = State.REPAIRABLE if recovery >= damage * REPAIR_MARGIN else State.BROKEN
     return Completion(
         state, **counts, damaged_blocks=damage, recovery_blocks=recovery, block_bytes=block
@@ -238,14 +250,50 @@ def _main_set(files: Sequence[CatalogFile]) -> list[tuple[CatalogFile, Volume]]:
     return max(sorted(sets.items()), key=lambda item: sum(v.blocks for _, v in item[1]))[1]
 
 
-def _block_bytes(volumes: list[tuple[CatalogFile, Volume]], article: int) -> int:
-    """The block size a set's volumes tell: the biggest volume's bytes over its blocks
-    (its unseen segments full articles); 0 when no volume has a segment."""
-    sized = [(v.blocks, f) for f, v in volumes if len(f.segments)]
+def _block_bytes(
+    files: Sequence[CatalogFile], volumes: list[tuple[CatalogFile, Volume]], article: int
+) -> int:
+    """The block size a set's volumes tell (0: no volume has a segment).
+
+    A volume of c blocks holds c recovery packets (a 68-byte head and a block
+    each) and copies of the critical packets (par2cmdline: as many as c has
+    binary digits; ParPar likewise), each copy about the index file's size
+    (the index holds one, and the creator's packet). Each volume's bytes less
+    those copies, over its blocks, less the heads, is an estimate; the least of
+    them is taken (a smaller block counts more damage). Without the index file,
+    the copies are not taken off: the least is then the biggest volume's.
+    """
+    sized = [(f, v) for f, v in volumes if len(f.segments)]
     if not sized:
         return 0
-    blocks, file = max(sized, key=lambda item: (item[0], len(item[1].segments)))
-    return max(1, _full_bytes(file, article) // blocks)
+    index = _index_bytes(files, sized[0][1].base, article)
+    estimates = [
+        (_raw_file(f, article) - v.blocks.bit_length() * index) / v.blocks - _RECOVERY_HEAD
+        for f, v in sized
+    ]
+    if not any(e > 0 for e in estimates):  # the index was no measure of the copies
+        estimates = [_raw_file(f, article) / v.blocks - _RECOVERY_HEAD for f, v in sized]
+    positive = [e for e in estimates if e > 0]
+    return max(1, int(min(positive))) if positive else 0
+
+
+def _index_bytes(files: Sequence[CatalogFile], base: str, article: int) -> float:
+    """The raw bytes of a set's index file (`base.par2`), whole; 0 when not seen whole."""
+    for file in files:
+        if file.name.lower() == f"{base}.par2" and len(file.segments) >= file.total_segments:
+            return _raw_file(file, article)
+    return 0.0
+
+
+def _raw(encoded: float, articles: int) -> float:
+    """What articles of `encoded` bytes hold of a file: less their headers, less yEnc's
+    overhead (both as the renames take them)."""
+    return max(0.0, encoded - articles * HEADER_BYTES) / ENCODED_RATIO
+
+
+def _raw_file(file: CatalogFile, article: int) -> float:
+    """A file's raw bytes had every announced segment come (`_full_bytes`)."""
+    return _raw(_full_bytes(file, article), max(file.total_segments, len(file.segments)))
 
 
 def _full_bytes(file: CatalogFile, article: int) -> int:
@@ -257,16 +305,23 @@ def _full_bytes(file: CatalogFile, article: int) -> int:
 
 def _damage(file: CatalogFile, block: int, article: int) -> int:
     """The blocks a file's missing segments damage: each run of consecutive missing
-    numbers one stretch of that many full articles, ceil(stretch / block) + 1."""
+    numbers one stretch of that many full articles' raw bytes, ceil(stretch / block) + 1."""
     if len(file.segments) >= file.total_segments:
         return 0
     numbers = [k for k, _, _ in file.segments]
+    full = _raw(article, 1)
     damage = 0
     previous = 0
     # Numbers are distinct, ascending and at most N (the indexer keeps no other).
     for number in (*numbers, file.total_segments + 1):
         run = number - previous - 1
         if run > 0:
-            damage += math.ceil(run * article / block) + 1
+            damage += _stretch(run * full, block)
         previous = number
     return damage
+
+
+def _stretch(raw: float, block: int) -> int:
+    """The blocks a stretch of `raw` bytes can touch: its length in blocks (one within
+    _FIT of a whole number of blocks taken as that number), and one more."""
+    return max(1, math.ceil(raw / block - _FIT)) + 1

@@ -376,7 +376,7 @@ _Condition = tuple[sql.Composable, object]
 _NO_PARAMETER = object()
 # What a search offers unless asked for broken releases too: a literal, never a
 # parameter, so that a prepared statement's generic plan still proves the
-# partial indexes' predicate (catalog_offered, catalog_offered_category).
+# partial index's predicate (catalog_offered).
 _OFFERED: _Condition = (sql.SQL("state <> 'broken'"), _NO_PARAMETER)
 
 
@@ -633,7 +633,8 @@ class CatalogTable:
     merges (core/catalog.py) and writes the rows back (`write`). A row is
     shown (listed and searched) once its release is complete, or once no
     chunk of it came for `quiet_seconds`, with its completion; once shown
-    it stays shown.
+    it stays shown. A search offers the rows whose state (core/completion.py)
+    is whole or repairable, and broken ones only when asked (`Search.broken`).
 
     Attributes:
         pool: the database's connection pool.

@@ -13,13 +13,12 @@ ALTER TABLE catalog ADD COLUMN state text NOT NULL DEFAULT 'whole'
 UPDATE catalog SET state = 'broken' WHERE completion < 1;
 
 -- What feeds and searches ask by default (shown, not broken), newest first,
--- as a walk of an index that holds only those rows: RSS without q and a
--- category's newest (catalog_newest and catalog_category serve the same
--- with broken releases offered). A partial index never walks past broken
--- rows, however many of the newest there are (a takedown's backfill).
+-- as a walk of an index that holds only those rows: RSS without q, and a
+-- category's newest (`category = ANY(...)` filters that walk, as it filters
+-- catalog_newest's, which serves the same with broken releases offered). A
+-- partial index never walks past broken rows, however many of the newest
+-- there are (a takedown's backfill).
 CREATE INDEX catalog_offered ON catalog (posted DESC, id DESC)
-    WHERE shown AND state <> 'broken';
-CREATE INDEX catalog_offered_category ON catalog (category, posted DESC, id DESC)
     WHERE shown AND state <> 'broken';
 -- The broken releases the status page lists, newest first.
 CREATE INDEX catalog_broken ON catalog (posted DESC, id DESC) WHERE state = 'broken';
