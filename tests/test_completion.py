@@ -15,16 +15,19 @@ from __future__ import annotations
 import random
 import subprocess
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
 import attrs
 import pytest
 from probe_tools import require_tool, run_tool
 
+from usenet_indexer.core.catalog import entry
 from usenet_indexer.core.completion import REPAIR_MARGIN, State, Volume, judge, volume
 from usenet_indexer.core.indexer import RangeIndexer
 from usenet_indexer.core.merge import CatalogFile, CatalogRelease, ReleaseMerger
 from usenet_indexer.core.nzb import Nzb, NzbFile, NzbSegment, parse_nzb
+from usenet_indexer.core.renames import Finding, Shown
 from usenet_indexer.testing.corpus import nzb_to_overview
 from usenet_indexer.testing.newsd import PostedArticle
 from usenet_indexer.testing.yenc import yenc_articles
@@ -379,3 +382,19 @@ def test_judged_repairable_is_what_par2cmdline_repairs(
         assert repaired
     if not repaired:
         assert state is State.BROKEN
+
+
+def test_a_probe_s_slice_size_is_the_release_s_block_size(corpus_dir: Path) -> None:
+    """The catalog's row takes the slice size a probe read in the release's own par2
+    index (core/catalog.entry), over the volumes' estimate; a finding of a segment that
+    is not the release's is another upload's. The slice here is made up, 10x EVOLVE's
+    (~800 kB), so that it changes the verdict on eight lost rar volumes."""
+    release = indexed(without(load(corpus_dir, EVOLVE), files(*RARS[3:11])))
+    changed = dict.fromkeys(release.sources, datetime.now(UTC))
+    [index] = [f for f in release.files if f.name.lower().endswith("evolve.par2")]
+    probed = index.segments[0][1]
+    assert entry(Shown(release), changed).state == "broken"
+    read = Finding(release.name, slice_bytes=8_000_000, message_id=probed)
+    assert entry(Shown(release), changed, {release.key: [read]}).state == "repairable"
+    other = attrs.evolve(read, message_id="not-this-release@x")
+    assert entry(Shown(release), changed, {release.key: [other]}).state == "broken"
