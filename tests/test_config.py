@@ -51,6 +51,8 @@ def test_environment_wins_over_the_file(tmp_path: Path) -> None:
         ({}, 'batch_articles = "lots"\n', "batch_articles"),
         ({}, "lease_ttl_seconds = -1\n", "lease_ttl_seconds"),
         ({}, "processes = true\n", "processes"),
+        ({"UIDX_OFFER_BROKEN_RELEASES": "perhaps"}, "", "offer_broken_releases"),
+        ({}, "offer_broken_releases = 1\n", "offer_broken_releases"),
         ({}, "listen = [\n", "uidx.toml"),
     ],
 )
@@ -59,6 +61,23 @@ def test_mistakes_name_the_key(tmp_path: Path, env: dict[str, str], file: str, k
         (tmp_path / "uidx.toml").write_text(file)
     with pytest.raises(ConfigError, match=key):
         load({"UIDX_HOME": str(tmp_path), **env})
+
+
+@pytest.mark.parametrize(
+    ("env", "file", "offered"),
+    [
+        ({}, "", False),
+        ({}, "offer_broken_releases = true\n", True),
+        ({"UIDX_OFFER_BROKEN_RELEASES": "true"}, "", True),
+        ({"UIDX_OFFER_BROKEN_RELEASES": "0"}, "offer_broken_releases = true\n", False),
+        ({"UIDX_OFFER_BROKEN_RELEASES": "Yes"}, "", True),
+    ],
+)
+def test_a_switch_is_true_or_false(
+    tmp_path: Path, env: dict[str, str], file: str, offered: bool
+) -> None:
+    (tmp_path / "uidx.toml").write_text(file)
+    assert load({"UIDX_HOME": str(tmp_path), **env}).offer_broken_releases is offered
 
 
 def test_a_named_config_file_must_exist(tmp_path: Path) -> None:

@@ -73,6 +73,18 @@ def the_files(folder: Path) -> dict[bytes, bytes]:
     }
 
 
+def test_the_slice_size_comes_out_of_the_main_packet(tmp_path: Path) -> None:
+    par2 = require_tool("par2", "par2")
+    (tmp_path / "a.bin").write_bytes(random.Random(3).randbytes(100_000))
+    run_tool([par2, "create", "-q", "-q", "-s8192", "-c5", "a.par2", "a.bin"], tmp_path)
+    assert parse_par2((tmp_path / "a.par2").read_bytes()).slice_bytes == 8192
+    # Built packet by packet: the main packet's first field.
+    data = main_packet(b"f" * 16) + file_desc(b"f" * 16, b"x.bin")
+    assert parse_par2(data).slice_bytes == 65536
+    # No main packet read (a prefix of a volume): not known.
+    assert parse_par2(file_desc(b"f" * 16, b"x.bin")).slice_bytes is None
+
+
 def test_the_real_names_come_out_of_a_real_index_file(par2_set: Path) -> None:
     index = parse_par2((par2_set / "abc123.par2").read_bytes())
     files = the_files(par2_set)

@@ -129,17 +129,17 @@ async def test_the_newest_feed_pages_and_its_enclosures_fetch_their_nzb(
     """Sonarr's RSS sync: no q, newest first; pages are consecutive slices of one order;
     each enclosure URL works as it is and its NZB matches the item."""
     client, key = api
-    feed = await get_xml(client, t="search", apikey=key, extended="1")
+    feed = await get_xml(client, t="search", apikey=key, extended="1", limit="50")
     response = feed.find("./channel/newznab:response", NS)
     assert response is not None
     total = int(response.get("total", "0"))
     first_page = items(feed)
     # At least what follows the page: exact on the last page.
-    assert total > len(first_page) == 100
-    last = await get_xml(client, t="search", apikey=key, offset="100")
+    assert total > len(first_page) == 50
+    last = await get_xml(client, t="search", apikey=key, offset="50", limit="50")
     last_total = last.find("./channel/newznab:response", NS)
     assert last_total is not None
-    assert int(last_total.get("total", "0")) == 100 + len(items(last)) < 200
+    assert int(last_total.get("total", "0")) == 50 + len(items(last)) < 100
     dates = [email.utils.parsedate_to_datetime(i.findtext("pubDate", "")) for i in first_page]
     assert dates == sorted(dates, reverse=True)
     for item in first_page[:5]:

@@ -29,6 +29,7 @@ from process_logs import log_until
 from test_edge import offline_index
 from test_standalone import Posted, posted_group, standalone_env
 
+from usenet_indexer.core.completion import State, judge
 from usenet_indexer.core.merge import CatalogRelease
 from usenet_indexer.core.newznab import NEWZNAB_NS
 from usenet_indexer.core.nzb import parse_nzb
@@ -166,7 +167,14 @@ def test_the_arr_programs_and_sabnzbd_read_the_catalog_through_the_newznab_api(
 
 
 def _play_the_clients(client: httpx.Client, key: str, expected: list[CatalogRelease]) -> None:
-    kept = [r for r in expected if r.dropped is None]
+    # What is offered: the releases kept that a downloader can finish (broken ones are
+    # not, unless offer_broken_releases: tests/test_offered.py).
+    kept = [
+        r
+        for r in expected
+        if r.dropped is None and judge(r.files, r.files_announced).state is not State.BROKEN
+    ]
+    assert len(kept) < len([r for r in expected if r.dropped is None])  # some are broken
     # Sonarr, Radarr, Prowlarr: caps first (Test), no key needed.
     caps = _get_xml(client, t="caps")
     tv = caps.find("./searching/tv-search")

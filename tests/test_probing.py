@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from usenet_indexer.core.completion import volume
 from usenet_indexer.core.probing import Verdict, examine
 from usenet_indexer.testing.newsd import PostedArticle
 from usenet_indexer.testing.obfuscated import Built, ToolMissing, build
@@ -53,6 +54,28 @@ def test_a_release_already_so_named_is_said_so(tmp_path: Path) -> None:
     upload = built(tmp_path, "nyuu")
     body, name = first_of(upload, f'"{upload.real_name}.par2"')
     assert examine(body, name, upload.real_name).verdict is Verdict.ALREADY_NAMED
+
+
+def test_a_par2_index_tells_its_slice_size(tmp_path: Path) -> None:
+    """par2cmdline picks the size (-r10 -n2). A volume of c blocks holds c recovery
+    packets (a 68-byte head and a slice each) and as many copies of the critical packets
+    as c has binary digits, each about the index file's size (which holds one copy and
+    the creator's packet): what core/completion.py's estimate of the size takes off."""
+    upload = built(tmp_path, "nyuu")
+    body, name = first_of(upload, f'"{upload.real_name}.par2"')
+    slice_bytes = examine(body, name, upload.real_name).slice_bytes
+    assert slice_bytes is not None
+    assert slice_bytes % 4 == 0
+    index = (tmp_path / "nyuu-0" / f"{upload.real_name}.par2").stat().st_size
+    volumes = list((tmp_path / "nyuu-0").glob("*.vol*.par2"))
+    assert volumes
+    for path in volumes:
+        found = volume(path.name)
+        assert found is not None
+        copies = found.blocks.bit_length()
+        rest = path.stat().st_size - found.blocks * (slice_bytes + 68) - copies * index
+        # Each copy but one less a creator's packet (~100 bytes) than the index.
+        assert -copies * 256 <= rest <= 0, (path.name, rest)
 
 
 def test_an_nfo_names_the_release(tmp_path: Path) -> None:

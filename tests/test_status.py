@@ -308,3 +308,37 @@ def test_status_shows_the_keys_waiting_for_the_catalog_and_the_builds(
     assert f"  1 build: {built.pending:,} pending keys taken," in out
     assert re.search(r"  the last at \d\d:\d\d:\d\d UTC, \d+ s ago:\n", out)
     assert f"    {built.pending:,} pending keys taken, {built.keys:,} keys merged," in out
+
+
+@pytest.mark.usefixtures("env")
+def test_status_counts_whole_repairable_and_broken_releases(
+    stores: Stores, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _status_json(capsys)["releases"] == {
+        "whole": 0,
+        "repairable": 0,
+        "broken": 0,
+        "waiting": 0,
+    }
+    for _ in batches_of_generated(stores, 20_000, 5, every=5_000):
+        pass
+    stores.build.everything(quiet_seconds=0)
+    with stores.catalog.pool.connection() as conn:
+        rows = conn.execute("SELECT state, count(*) FROM catalog GROUP BY state").fetchall()
+    counted = {str(state): int(n) for state, n in rows}
+    # The generator posts incomplete uploads: some whole, some with too little par2.
+    assert counted["whole"] > 0
+    assert counted["broken"] > 0
+    releases = _status_json(capsys)["releases"]
+    assert releases == {
+        "whole": counted["whole"],
+        "repairable": counted.get("repairable", 0),
+        "broken": counted["broken"],
+        "waiting": 0,
+    }
+    assert main(["status"]) == 0
+    out = capsys.readouterr().out
+    assert (
+        f"  {counted['whole']:,} whole, {counted.get('repairable', 0):,} repairable"
+        f" (from their par2), {counted['broken']:,} broken; 0 incomplete not shown yet\n"
+    ) in out

@@ -36,6 +36,10 @@ class _Page(HTMLParser):
         self.links: list[str] = []
         self.release_rows = 0
         self.release_names: list[str] = []
+        self.release_states: list[str] = []
+        self.broken_rows = 0
+        self.broken_names: list[str] = []
+        self._row = ""
         self.refresh = ""
         self.headings: list[str] = []
         self._skip = False
@@ -49,9 +53,12 @@ class _Page(HTMLParser):
         if tag == "a" and found.get("href"):
             self.links.append(found["href"] or "")
         if tag == "tr":
-            self._cell = -1 if found.get("class") != "release" else 0
-            if found.get("class") == "release":
+            self._row = found.get("class") or ""
+            self._cell = 0 if self._row in ("release", "broken") else -1
+            if self._row == "release":
                 self.release_rows += 1
+            if self._row == "broken":
+                self.broken_rows += 1
         if tag == "td" and self._cell >= 0:
             self._cell += 1
         self._skip = tag in ("style", "title")
@@ -72,7 +79,9 @@ class _Page(HTMLParser):
         if self._heading:
             self.headings[-1] += data
         if self._cell == 1:
-            self.release_names.append(data)
+            (self.release_names if self._row == "release" else self.broken_names).append(data)
+        if self._cell == 6 and self._row == "release":
+            self.release_states.append(data)
 
 
 def read(html: str) -> _Page:
@@ -131,7 +140,17 @@ async def test_the_page_shows_groups_ranges_and_releases_with_nzb_links(
     assert "edge" in text  # the node that stored the batches, with its rate
     assert page.release_rows > 0
     nzb_links = [link for link in page.links if link.startswith("/api?t=get")]
-    assert len(nzb_links) == page.release_rows
+    assert len(nzb_links) == page.release_rows + page.broken_rows
+    # What a downloader makes of them: the search offers whole and repairable ones; the
+    # broken ones are listed apart, with their completion, and counted.
+    states = stores.catalog.states()
+    assert set(page.release_states) <= {"whole", "repairable"}
+    assert page.broken_rows == min(25, states.broken) > 0
+    assert not set(page.broken_names) & set(page.release_names)
+    assert f"{states.whole:,} whole releases, {states.repairable:,} repairable" in " ".join(
+        " ".join(page.text).split()
+    )
+    assert f"{states.broken:,} broken" in text
     assert all(f"apikey={key}" in link for link in nzb_links)
     nzb = await served.get(nzb_links[0])
     assert nzb.status_code == 200
@@ -178,6 +197,18 @@ async def test_metrics_are_prometheus_text(served: httpx.AsyncClient, stores: St
     assert any('function="error 100"' in line for line in lines)
     releases = next(line for line in lines if line.startswith("uidx_releases "))
     assert float(releases.split()[1]) == stores.catalog.count() > 2
+    by_state = {
+        line.split('"')[1]: float(line.split()[1])
+        for line in lines
+        if line.startswith("uidx_releases_by_state{")
+    }
+    states = stores.catalog.states()
+    assert by_state == {
+        "whole": states.whole,
+        "repairable": states.repairable,
+        "broken": states.broken,
+    }
+    assert sum(by_state.values()) == stores.catalog.count()
     # No label holds a release's name: only groups, states, outcomes and API functions.
     labels = {
         name.split("=")[0]
@@ -193,11 +224,12 @@ async def test_the_releases_header_says_a_true_count(
     served: httpx.AsyncClient, stores: Stores, operator: dict[str, str]
 ) -> None:
     await trio.to_thread.run_sync(store_generated, stores, 20_000, 5)
-    shown = stores.catalog.count()
-    assert shown > 25
+    states = stores.catalog.states()
+    offered = states.whole + states.repairable  # broken ones are not in the search
+    assert offered > 25
     page = read((await served.get("/", params=operator)).text)
     assert page.release_rows == 25
-    assert f"Recent releases: the 25 newest of {shown:,}" in page.headings
+    assert f"Recent releases: the 25 newest of {offered:,}" in page.headings
     # A search counts up to one past its page: a full page says "more than", not 26.
     word = page.release_names[0].replace("-", ".").replace("_", ".").split(".")[0]
     found = read((await served.get("/", params={"q": word, **operator})).text)

@@ -105,6 +105,9 @@ class Settings:
             user's own limit (`uidx users limits`) wins.
         api_grabs_per_day: NZB downloads (t=get) per key and UTC day; past it,
             error 501 with Retry-After; 0 = no limit.
+        offer_broken_releases: the newznab API lists broken releases too (those
+            missing more than their PAR2 recovery rebuilds: a downloader fails
+            them); off, feeds and searches offer whole and repairable ones only.
     """
 
     home: Path
@@ -143,6 +146,7 @@ class Settings:
     trusted_proxies: tuple[str, ...] = ()
     api_requests_per_day: int = 0
     api_grabs_per_day: int = 0
+    offer_broken_releases: bool = False
 
     @property
     def listen_host_port(self) -> tuple[str, int]:
@@ -260,8 +264,10 @@ def _convert(key: str, default: object, value: object) -> object:
             return _networks(_words(value, expected))
         if key == "public_url":
             return _public_url(value)
-        if isinstance(default, bool) or isinstance(value, bool):
-            raise TypeError("booleans are not settings")
+        if isinstance(default, bool):
+            return _boolean(value)
+        if isinstance(value, bool):
+            raise TypeError("must be a number or a string, not a boolean")
         if isinstance(default, int):
             converted = int(value) if isinstance(value, (int, str)) else _refuse(value)
             if converted < 0:
@@ -320,6 +326,19 @@ def _public_url(value: object) -> str:
     if "?" in url or "#" in url:
         raise ValueError("must have no query (?) or fragment (#)")
     return url.rstrip("/")
+
+
+# What a switch may be written as (TOML's true and false, or these in the environment).
+_TRUE = frozenset({"true", "yes", "on", "1"})
+_FALSE = frozenset({"false", "no", "off", "0"})
+
+
+def _boolean(value: object) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+        return value.strip().lower() in _TRUE
+    raise TypeError("must be true or false")
 
 
 def _refuse(value: object) -> int:

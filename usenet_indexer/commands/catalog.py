@@ -56,10 +56,12 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError("--quiet-seconds", "must not be negative")
         with opened(settings) as pool:
             CatalogBuild(pool).everything(quiet)
-            shown, waiting = CatalogTable(pool).counts()
+            states = CatalogTable(pool).states()
         print(
-            f"uidx catalog: {shown:,} releases in the searchable catalog"
-            f" ({waiting:,} incomplete ones shown once quiet for {quiet:g} s)",
+            f"uidx catalog: {states.shown:,} releases in the searchable catalog"
+            f" ({states.whole:,} whole, {states.repairable:,} repairable,"
+            f" {states.broken:,} broken; {states.waiting:,} incomplete ones shown once quiet"
+            f" for {quiet:g} s)",
             file=sys.stderr,
         )
         return 0

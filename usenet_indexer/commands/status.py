@@ -14,6 +14,7 @@ from typing import Any
 
 from usenet_indexer.config import from_process
 from usenet_indexer.store.builds import BuildRecord, CatalogLag
+from usenet_indexer.store.catalog import ReleaseStates
 from usenet_indexer.store.database import opened
 from usenet_indexer.store.groups import GroupRow
 from usenet_indexer.store.nodes import NodeRow
@@ -80,6 +81,7 @@ def as_text(status: Status) -> list[str]:
         lines.append(f"  {n.name:24} {state:12} last seen {seen}")
     lines += _throughput_lines(status.throughput)
     lines += _catalog_lines(status.catalog)
+    lines += _release_lines(status.releases)
     lines.append("nntp servers (as the prefetcher last reported them)")
     if not status.servers:
         lines.append("  none yet (uidx prefetch reports every few seconds)")
@@ -175,6 +177,15 @@ def _catalog_lines(c: CatalogLag) -> list[str]:
     return lines
 
 
+def _release_lines(r: ReleaseStates) -> list[str]:
+    return [
+        "releases: what a downloader makes of them (broken ones are not offered by the"
+        " newznab API unless offer_broken_releases)",
+        f"  {r.whole:,} whole, {r.repairable:,} repairable (from their par2),"
+        f" {r.broken:,} broken; {r.waiting:,} incomplete not shown yet",
+    ]
+
+
 def _build_text(b: BuildRecord) -> str:
     return (
         f"{_plural(b.pending, 'pending key')} taken, {_plural(b.keys, 'key')} merged,"
@@ -221,6 +232,12 @@ def as_json(status: Status) -> dict[str, Any]:
         "nodes": [_node_json(n) for n in status.nodes],
         "throughput": _throughput_json(status.throughput),
         "catalog": _catalog_json(status.catalog),
+        "releases": {
+            "whole": status.releases.whole,
+            "repairable": status.releases.repairable,
+            "broken": status.releases.broken,
+            "waiting": status.releases.waiting,
+        },
         "nntp_servers": [_server_json(v) for v in status.servers],
         "probes": [
             {"state": p.state, "outcome": p.outcome or None, "candidates": p.candidates}

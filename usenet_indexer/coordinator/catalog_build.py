@@ -221,7 +221,7 @@ class CatalogBuild:
         kept = core.kept(releases)
         self._queue_probes(kept, found)
         changed = self.table.changed(keys)
-        entries = (core.entry(shown, changed) for shown in kept)
+        entries = (core.entry(shown, changed, found) for shown in kept)
         return self.table.write(entries, quiet_seconds, pending, keys)
 
     def _queue_probes(self, kept: list[Shown], found: Mapping[bytes, Sequence[Finding]]) -> None:

@@ -125,6 +125,7 @@ async def serve(
         node,
         metrics_token=settings.metrics_token,
         newznab=NewznabOptions.from_settings(settings),
+        offer_broken=settings.offer_broken_releases,
     )
     config = hypercorn_config(
         settings.listen if listen_fd is None else f"fd://{listen_fd}", options
@@ -182,6 +183,7 @@ def coordinator_app(
     *,
     metrics_token: str = "",
     newznab: NewznabOptions | None = None,
+    offer_broken: bool = False,
 ) -> App:
     """The ASGI app of the coordinator: its routes, each with who may call it.
 
@@ -191,6 +193,7 @@ def coordinator_app(
         metrics_token: the bearer token of /metrics (empty: /metrics is closed).
         newznab: the newznab API's options (public URL, trusted proxies, daily
             limits); None: the defaults (the request's own URL, no limits).
+        offer_broken: the newznab API lists broken releases too (offer_broken_releases).
 
     Returns:
         The App hypercorn serves.
@@ -198,7 +201,12 @@ def coordinator_app(
     options = node.options
     counts = ApiCounts()
     api = NewznabApi(
-        stores.catalog, stores.users, stores.build, counts, options=newznab or NewznabOptions()
+        stores.catalog,
+        stores.users,
+        stores.build,
+        counts,
+        options=newznab or NewznabOptions(),
+        offer_broken=offer_broken,
     )
     status = StatusStore(stores.catalog.pool)
     login = LoginApi(stores.users)
@@ -211,7 +219,11 @@ def coordinator_app(
             # t=caps is anyone's; every other call needs an API user's key.
             NEWZNAB_PATH: Route(api, Access.API_USER, is_public, api.refused),
             # An API user sees the search and NZB links, an operator all of it.
-            "/": Route(StatusPage(status, stores.catalog), Access.API_USER, refusal=refused_page),
+            "/": Route(
+                StatusPage(status, stores.catalog, offer_broken=offer_broken),
+                Access.API_USER,
+                refusal=refused_page,
+            ),
             LOGIN_PATH: Route(login, Access.PUBLIC, guarded=True),
             LOGOUT_PATH: Route(login, Access.PUBLIC),
             "/healthz": Route(HealthApi(status), Access.PUBLIC),

@@ -48,7 +48,8 @@ import attrs
 
 from usenet_indexer.core.batch import ReleaseChunk
 from usenet_indexer.core.categories import categorise, season_episode
-from usenet_indexer.core.merge import ReleaseMerger
+from usenet_indexer.core.completion import judge
+from usenet_indexer.core.merge import CatalogRelease, ReleaseMerger, holds
 from usenet_indexer.core.renames import Finding, Shown, apply, more_probe
 from usenet_indexer.core.reposts import repost_key
 from usenet_indexer.core.uploads import SHARED_FROMS, TOGETHER_SECONDS
@@ -117,10 +118,16 @@ class CatalogEntry:
     probe_candidate: bool
     sources: tuple[bytes, ...]
     changed_at: datetime
+    state: str  # completion.State's value: whole, repairable or broken
 
 
-def entry(shown: Shown, changed: Mapping[bytes, datetime]) -> CatalogEntry:
-    """The row of a kept release; `changed`: when each source key's chunks last changed."""
+def entry(
+    shown: Shown,
+    changed: Mapping[bytes, datetime],
+    found: Mapping[bytes, Sequence[Finding]] | None = None,
+) -> CatalogEntry:
+    """The row of a kept release; `changed`: when each source key's chunks last changed;
+    `found`: what probes found of its keys (a par2 index's slice size, for its state)."""
     release = shown.release
     season, episode = season_episode(release.name)
     # The names it had before a probe renamed it stay searchable.
@@ -141,7 +148,29 @@ def entry(shown: Shown, changed: Mapping[bytes, datetime]) -> CatalogEntry:
         probe_candidate=release.probe_candidate,
         sources=release.sources,
         changed_at=max(changed[key] for key in release.sources),
+        state=judge(
+            release.files, release.files_announced, _slice_bytes(release, found)
+        ).state.value,
     )
+
+
+def _slice_bytes(
+    release: CatalogRelease, found: Mapping[bytes, Sequence[Finding]] | None
+) -> int | None:
+    """The slice size a probe read in the release's own par2 index (one of its segments
+    probed), or None."""
+    if not found:
+        return None
+    for key in (release.key, *release.sources):
+        for finding in found.get(key, ()):
+            probed = finding.message_id
+            if (
+                finding.slice_bytes
+                and probed
+                and any(holds(f.segments, probed) for f in release.files)
+            ):
+                return finding.slice_bytes
+    return None
 
 
 def kept(releases: Iterable[Shown]) -> list[Shown]:

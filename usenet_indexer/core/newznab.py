@@ -31,6 +31,7 @@ calls these.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from datetime import UTC, date, datetime
@@ -282,6 +283,7 @@ class Item:
     season: int | None = None
     episode: int | None = None
     failures: int = 0  # users who reported a failed download (t=failed)
+    state: str = "whole"  # completion.State's value: whole, repairable or broken
 
 
 @attrs.frozen
@@ -459,6 +461,10 @@ def _attributes(item: Item, extended: bool) -> list[tuple[str, str]]:
     if item.category != parent(item.category):
         attributes.append(("category", str(item.category)))
     attributes.append(("size", str(item.size)))
+    # Always, not only extended: the share of the announced articles there (rounded
+    # down: 100 only when all are), and whole or repairable (from its par2 set).
+    attributes.append(("completion", str(math.floor(item.completion * 100))))
+    attributes.append(("uidx_state", item.state))
     # Numbers, as the newznab spec has them ("5", not "S05").
     if item.season is not None:
         attributes.append(("season", str(item.season)))
@@ -471,7 +477,6 @@ def _attributes(item: Item, extended: bool) -> list[tuple[str, str]]:
             ("group", item.groups[0] if item.groups else ""),
             ("usenetdate", rfc1123(item.posted)),
             ("grabs", str(item.grabs)),
-            ("completion", str(round(item.completion * 100))),
             ("failed", str(item.failures)),
         ]
     return attributes

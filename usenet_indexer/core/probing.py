@@ -67,6 +67,7 @@ class Examined:
         files: the real file names found (a par2's list, an archive's contents).
         sizes: each file's length where known (a par2's), else 0.
         detail: one line for the operator (what was read, or what was wrong).
+        slice_bytes: a par2 set's block size (its main packet's), else None.
     """
 
     verdict: Verdict
@@ -74,6 +75,7 @@ class Examined:
     files: tuple[str, ...] = ()
     sizes: tuple[int, ...] = ()
     detail: str = ""
+    slice_bytes: int | None = None
 
 
 def examine(body: bytes, file_name: str, release: str, *, max_bytes: int = 4 << 20) -> Examined:
@@ -131,7 +133,8 @@ def _par2(data: bytes, release: str) -> Examined:
     largest = max(real, key=lambda f: (f.length, f.name))
     name = release_name(None, [(largest.name, 1)])
     sizes = tuple(lengths[n] for n in names)
-    return _named(name, names, release, f"par2: {len(names)} files", sizes)
+    found = _named(name, names, release, f"par2: {len(names)} files", sizes)
+    return attrs.evolve(found, slice_bytes=index.slice_bytes)
 
 
 def _archive(data: bytes, release: str, yenc_name: str | None) -> Examined:

@@ -71,6 +71,7 @@ class Finding:
         executable: the release's archive holds executables only.
         message_id: the segment probed: the finding is of the release that
             holds it (a key's chain may hold several uploads of one name).
+        slice_bytes: the block size of the par2 set probed (None: not a par2's).
     """
 
     name: str | None
@@ -78,6 +79,7 @@ class Finding:
     sizes: tuple[int, ...] = ()
     executable: bool = False
     message_id: str | None = None
+    slice_bytes: int | None = None
 
 
 @attrs.frozen

@@ -49,6 +49,8 @@ _HEADER = struct.Struct("<8sQ16s16s16s")
 MAX_NAME_BYTES = 64 * 1024
 # A file description body: file id, MD5, 16k MD5, length; the name after it.
 _FILE_DESC = struct.Struct("<16s16s16sQ")
+# A main packet body starts with the slice size.
+_SLICE = struct.Struct("<Q")
 
 
 @attrs.frozen
@@ -75,7 +77,8 @@ class Par2Index:
     `packets` counts the packets whose MD5 checked out (of any type),
     `unknown_packets` those of them with a type not in the spec,
     `bad_packets` the malformed ones and the ones failing their MD5;
-    `truncated` says the data ended inside a packet.
+    `truncated` says the data ended inside a packet. `slice_bytes` is the
+    set's block (slice) size, from its main packet (None: none read).
     """
 
     set_id: bytes | None
@@ -84,6 +87,7 @@ class Par2Index:
     bad_packets: int
     unknown_packets: int
     truncated: bool
+    slice_bytes: int | None = None
 
 
 @attrs.define
@@ -92,6 +96,7 @@ class _Walk:
 
     set_id: bytes | None = None
     main_set_id: bytes | None = None
+    slice_bytes: int | None = None
     descriptions: dict[bytes, Par2File] = attrs.Factory(dict)
     unicode_names: dict[bytes, str] = attrs.Factory(dict)
     packets: int = 0
@@ -137,6 +142,7 @@ def parse_par2(data: bytes, *, max_packets: int = 10_000) -> Par2Index:
         bad_packets=walk.bad,
         unknown_packets=walk.unknown,
         truncated=walk.truncated,
+        slice_bytes=walk.slice_bytes,
     )
 
 
@@ -177,6 +183,10 @@ def _read(kind: bytes, set_id: bytes, body: memoryview, walk: _Walk) -> bool:
         if len(body) < 12 or (len(body) - 12) % 16:
             return False
         walk.main_set_id = walk.main_set_id or set_id
+        if walk.slice_bytes is None:
+            (slice_bytes,) = _SLICE.unpack_from(body)
+            # The spec: a multiple of 4; 0 would divide nothing.
+            walk.slice_bytes = slice_bytes if slice_bytes and not slice_bytes % 4 else None
     elif kind == FILE_DESC:
         if not _FILE_DESC.size <= len(body) <= _FILE_DESC.size + MAX_NAME_BYTES:
             return False

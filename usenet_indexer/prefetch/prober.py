@@ -171,7 +171,7 @@ class Prober:
             logger.info("probe %s: bad data: %s", job.file_name, found.detail)
         await self._record(
             job, outcome, detail=found.detail, body_bytes=len(body), name=found.name,
-            files=found.files, sizes=found.sizes,
+            files=found.files, sizes=found.sizes, slice_bytes=found.slice_bytes,
         )  # fmt: skip
         return True
 
@@ -185,10 +185,11 @@ class Prober:
         name: str | None = None,
         files: tuple[str, ...] = (),
         sizes: tuple[int, ...] = (),
+        slice_bytes: int | None = None,
     ) -> None:
         record = partial(
             self.probes.record, job, outcome, detail=detail, body_bytes=body_bytes, name=name,
-            files=files, sizes=sizes,
+            files=files, sizes=sizes, slice_bytes=slice_bytes,
         )  # fmt: skip
         await self._store(record, "record", job, outcome)
 

@@ -45,7 +45,15 @@ from usenet_indexer.core.categories import subcategories
 from usenet_indexer.core.newznab import Item
 from usenet_indexer.wire import fragments
 
-__all__ = ["CatalogRow", "CatalogStore", "CatalogTable", "Search", "query_words", "search_name"]
+__all__ = [
+    "CatalogRow",
+    "CatalogStore",
+    "CatalogTable",
+    "ReleaseStates",
+    "Search",
+    "query_words",
+    "search_name",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -69,7 +77,7 @@ _WINDOW_ROWS = """
 """
 _WINDOW = """
     SELECT id, guid, name, category, size, files, poster, groups, posted, completion,
-           season, episode, grabs, sources
+           season, episode, grabs, sources, state
     FROM (SELECT * FROM catalog ORDER BY posted DESC, id DESC LIMIT %s) AS catalog
     WHERE {} ORDER BY posted DESC, id DESC LIMIT %s OFFSET %s
 """
@@ -95,12 +103,12 @@ _CATALOG_TEMP = """
 # Binary: the rows' arrays (groups, sources) dumped in text cost a tenth of a build.
 _CATALOG_COPY = """
     COPY catalog_new (guid, name, search_name, category, size, files, poster, groups, posted,
-                      completion, season, episode, probe_candidate, sources, changed_at)
+                      completion, season, episode, probe_candidate, sources, changed_at, state)
     FROM STDIN (FORMAT BINARY)
 """
 _CATALOG_TYPES = (
     "text", "text", "text", "int4", "int8", "int4", "text", "text[]", "int8",
-    "float4", "int4", "int4", "bool", "bytea[]", "timestamptz",
+    "float4", "int4", "int4", "bool", "bytea[]", "timestamptz", "text",
 )  # fmt: skip
 # Shown: complete, or quiet for long enough; a row once shown stays shown. A row
 # the build made again as it was is not written (no dead tuple, no index entry,
@@ -108,9 +116,9 @@ _CATALOG_TYPES = (
 _CATALOG_MERGE = """
     INSERT INTO catalog AS c (guid, name, search_name, category, size, files, poster, groups,
                               posted, completion, season, episode, probe_candidate, sources,
-                              changed_at, shown)
+                              changed_at, state, shown)
     SELECT guid, name, search_name, category, size, files, poster, groups, posted,
-           completion, season, episode, probe_candidate, sources, changed_at,
+           completion, season, episode, probe_candidate, sources, changed_at, state,
            completion >= 1 OR changed_at <= now() - make_interval(secs => %(quiet)s)
     FROM catalog_new
     ON CONFLICT (guid) DO UPDATE SET
@@ -119,15 +127,16 @@ _CATALOG_MERGE = """
         poster = excluded.poster, groups = excluded.groups, posted = excluded.posted,
         completion = excluded.completion, season = excluded.season,
         episode = excluded.episode, probe_candidate = excluded.probe_candidate,
-        sources = excluded.sources, changed_at = excluded.changed_at,
+        sources = excluded.sources, changed_at = excluded.changed_at, state = excluded.state,
         shown = c.shown OR excluded.shown, built_at = now()
     WHERE (c.name, c.search_name, c.category, c.size, c.files, c.poster, c.groups, c.posted,
-           c.completion, c.season, c.episode, c.probe_candidate, c.sources, c.changed_at)
+           c.completion, c.season, c.episode, c.probe_candidate, c.sources, c.changed_at,
+           c.state)
           IS DISTINCT FROM
           (excluded.name, excluded.search_name, excluded.category, excluded.size,
            excluded.files, excluded.poster, excluded.groups, excluded.posted,
            excluded.completion, excluded.season, excluded.episode, excluded.probe_candidate,
-           excluded.sources, excluded.changed_at)
+           excluded.sources, excluded.changed_at, excluded.state)
        OR (excluded.shown AND NOT c.shown)
 """
 _CATALOG_PRUNE_ALL = "DELETE FROM catalog WHERE guid NOT IN (SELECT guid FROM catalog_new)"
@@ -207,7 +216,7 @@ _LOCK_ALL = f"""
 _UNLOCK = f"SELECT pg_advisory_unlock({_LOCK_CLASS}, s) FROM unnest(%s::int[]) AS s"
 _ROW = """
     SELECT id, guid, name, category, size, files, poster, groups, posted, completion,
-           season, episode, grabs, sources
+           season, episode, grabs, sources, state
     FROM catalog
 """
 # Every match by the indexes' bitmaps, sorted: `posted + 0` is the order of no
@@ -225,6 +234,14 @@ _GRAB = "UPDATE catalog SET grabs = grabs + 1 WHERE guid = %s"
 # indexer that ignored the id. Past it a total says "this many or more".
 _COUNT_MAX = 1_000
 _COUNT = "SELECT count(*) FROM (SELECT FROM catalog WHERE {} LIMIT %s) AS matches"
+_STATES = """
+    SELECT count(*) FILTER (WHERE shown AND state = 'whole'),
+           count(*) FILTER (WHERE shown AND state = 'repairable'),
+           count(*) FILTER (WHERE shown AND state = 'broken'),
+           count(*) FILTER (WHERE NOT shown)
+    FROM catalog
+"""
+_BROKEN = _ROW + " WHERE state = 'broken' AND shown ORDER BY posted DESC, id DESC LIMIT %s"
 _STORED = "SELECT count(*), max(stored_at) FROM batches"
 # A release is a probe candidate as the indexer says (a batch's candidate),
 # as `uidx index` says it; the build's own candidates (renames.more_probe) not.
@@ -291,6 +308,21 @@ class CatalogRow:
 
 
 @attrs.frozen
+class ReleaseStates:
+    """The catalog's releases shown, by what a downloader makes of them
+    (core/completion.py), and those not shown yet."""
+
+    whole: int
+    repairable: int
+    broken: int
+    waiting: int  # incomplete and not quiet yet: not shown
+
+    @property
+    def shown(self) -> int:
+        return self.whole + self.repairable + self.broken
+
+
+@attrs.frozen
 class Search:
     """What a search asks for (the newznab API's parameters, checked).
 
@@ -302,6 +334,8 @@ class Search:
         min_size, max_size: bytes (None: no bound).
         group: only releases posted to this group.
         limit, offset: the page.
+        broken: broken releases too (completion.State); by default only whole and
+            repairable ones, what a downloader can finish.
     """
 
     words: str = ""
@@ -314,6 +348,7 @@ class Search:
     group: str | None = None
     limit: int = 100
     offset: int = 0
+    broken: bool = False
 
 
 def _changed(records: Sequence[tuple[Any, ...]]) -> dict[bytes, datetime]:
@@ -337,6 +372,7 @@ def _rows(records: Sequence[tuple[Any, ...]]) -> list[CatalogRow]:
                 season=None if r[10] is None else int(r[10]),
                 episode=None if r[11] is None else int(r[11]),
                 grabs=int(r[12]),
+                state=str(r[14]),
             ),
             sources=tuple(bytes(k) for k in r[13]),
         )
@@ -344,8 +380,13 @@ def _rows(records: Sequence[tuple[Any, ...]]) -> list[CatalogRow]:
     ]
 
 
-# A condition of a search's WHERE with its one parameter.
+# A condition of a search's WHERE with its one parameter (_NO_PARAMETER: none).
 _Condition = tuple[sql.Composable, object]
+_NO_PARAMETER = object()
+# What a search offers unless asked for broken releases too: a literal, never a
+# parameter, so that a prepared statement's generic plan still proves the
+# partial index's predicate (catalog_offered).
+_OFFERED: _Condition = (sql.SQL("state <> 'broken'"), _NO_PARAMETER)
 
 
 def _word_conditions(words: Sequence[str], *, partial: bool) -> list[_Condition]:
@@ -385,13 +426,15 @@ def _filters(search: Search) -> list[_Condition]:
             conditions.append((sql.SQL("{} " + op + " %s").format(sql.Identifier(column)), value))
     if search.group is not None:
         conditions.append((sql.SQL("%s = ANY(groups)"), search.group))
+    if not search.broken:
+        conditions.append(_OFFERED)
     return conditions
 
 
 def _where(conditions: Sequence[_Condition]) -> tuple[sql.Composable, list[object]]:
     # Only releases shown: complete, or quiet long enough (see CatalogTable).
     where = sql.SQL(" AND ").join([sql.SQL("shown"), *(c for c, _ in conditions)])
-    return where, [value for _, value in conditions]
+    return where, [value for _, value in conditions if value is not _NO_PARAMETER]
 
 
 def _page(
@@ -555,6 +598,7 @@ def _catalog_record(entry: CatalogEntry) -> tuple[object, ...]:
         entry.probe_candidate,
         list(entry.sources),
         entry.changed_at,
+        entry.state,
     )
 
 
@@ -645,7 +689,8 @@ class CatalogTable:
     merges (core/catalog.py) and writes the rows back (`write`). A row is
     shown (listed and searched) once its release is complete, or once no
     chunk of it came for `quiet_seconds`, with its completion; once shown
-    it stays shown.
+    it stays shown. A search offers the rows whose state (core/completion.py)
+    is whole or repairable, and broken ones only when asked (`Search.broken`).
 
     Attributes:
         pool: the database's connection pool.
@@ -802,13 +847,20 @@ class CatalogTable:
 
     def counts(self) -> tuple[int, int]:
         """(releases shown, releases waiting: incomplete and not quiet yet)."""
+        states = self.states()
+        return states.shown, states.waiting
+
+    def states(self) -> ReleaseStates:
+        """The releases shown, by state, and those waiting (one read of the table)."""
         with self.pool.connection() as conn:
-            row = conn.execute(
-                "SELECT count(*) FILTER (WHERE shown), count(*) FILTER (WHERE NOT shown)"
-                " FROM catalog"
-            ).fetchone()
+            row = conn.execute(_STATES).fetchone()
         assert row is not None
-        return int(row[0]), int(row[1])
+        return ReleaseStates(*(int(n) for n in row))
+
+    def broken(self, limit: int) -> list[CatalogRow]:
+        """The newest broken releases shown (catalog_broken), at most `limit`."""
+        with self.pool.connection() as conn:
+            return _rows(conn.execute(_BROKEN, (limit,)).fetchall())
 
     def stored_mark(self) -> tuple[int, object]:
         """What changes when a batch is stored: (batches, the latest stored_at)."""

@@ -49,7 +49,7 @@ _RECORD = """
     UPDATE probe_candidates
     SET state = 'done', outcome = %(outcome)s, detail = %(detail)s, probed_at = now(),
         body_bytes = %(body_bytes)s, found_name = %(name)s, found_files = %(files)s,
-        found_sizes = %(sizes)s, deadline = NULL
+        found_sizes = %(sizes)s, found_slice_bytes = %(slice_bytes)s, deadline = NULL
     WHERE release_key = %(key)s AND message_id = %(message_id)s AND state = 'probing'
 """
 # The catalog builder applies what was found (store/catalog.py).
@@ -92,7 +92,8 @@ _DUE = """
     WHERE (state = 'new' AND next_at <= now()) OR (state = 'probing' AND deadline < now())
 """
 _FOUND = """
-    SELECT release_key, outcome, found_name, found_files, found_sizes, message_id
+    SELECT release_key, outcome, found_name, found_files, found_sizes, message_id,
+           found_slice_bytes
     FROM probe_candidates
     WHERE state = 'done' AND outcome IN ('renamed', 'already_named', 'executable')
 """
@@ -152,6 +153,7 @@ class ProbeStore:
         name: str | None = None,
         files: Sequence[str] = (),
         sizes: Sequence[int] = (),
+        slice_bytes: int | None = None,
     ) -> bool:
         """The candidate's outcome; False when its lease had passed to another prober."""
         args = {
@@ -163,6 +165,7 @@ class ProbeStore:
             "name": name,
             "files": list(files),
             "sizes": list(sizes),
+            "slice_bytes": slice_bytes,
         }
         with self.pool.connection() as conn, conn.transaction():
             if conn.execute(_RECORD, args).rowcount != 1:
@@ -240,7 +243,7 @@ class ProbeStore:
                 conn.execute(_FOUND) if keys is None else conn.execute(_FOUND_OF, (list(keys),))
             ).fetchall()
         found: dict[bytes, list[Finding]] = {}
-        for key, outcome, name, files, sizes, message_id in rows:
+        for key, outcome, name, files, sizes, message_id, slice_bytes in rows:
             found.setdefault(bytes(key), []).append(
                 Finding(
                     name=None if outcome == Outcome.EXECUTABLE.value else name,
@@ -248,6 +251,7 @@ class ProbeStore:
                     sizes=tuple(int(s) for s in sizes),
                     executable=outcome == Outcome.EXECUTABLE.value,
                     message_id=message_id,
+                    slice_bytes=None if slice_bytes is None else int(slice_bytes),
                 )
             )
         return found

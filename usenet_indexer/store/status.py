@@ -22,6 +22,7 @@ import attrs
 from psycopg_pool import ConnectionPool
 
 from usenet_indexer.store.builds import BuildStore, CatalogLag
+from usenet_indexer.store.catalog import CatalogTable, ReleaseStates
 from usenet_indexer.store.groups import GroupRow, GroupStore
 from usenet_indexer.store.nodes import NodeRow, NodeStore
 from usenet_indexer.store.probes import ProbeCount, ProbeStore
@@ -113,6 +114,7 @@ class Status:
     servers: tuple[ServerReport, ...]
     spool: SpoolSize
     catalog: CatalogLag  # the keys waiting for the catalog build, the builds lately
+    releases: ReleaseStates  # the catalog's releases: whole, repairable, broken, waiting
     probes: tuple[ProbeCount, ...] = ()
     parked: tuple[ParkedRange, ...] = ()  # ranges parked as failed, with why
 
@@ -205,4 +207,5 @@ class StatusStore:
             catalog=BuildStore(self.pool).lag(LOOKBACK_SECONDS),
             probes=tuple(ProbeStore(self.pool).counts()),
             parked=tuple(RangeStore(self.pool).parked()),
+            releases=CatalogTable(self.pool).states(),
         )

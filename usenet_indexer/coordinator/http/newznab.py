@@ -100,6 +100,8 @@ class NewznabApi:
         counts: the requests answered, by function and status (for /metrics).
         title: the server's title in caps and feeds.
         options: the public URL, the trusted proxies, the daily limits.
+        offer_broken: list broken releases too (offer_broken_releases); else only
+            whole and repairable ones.
     """
 
     catalog: CatalogTable
@@ -108,6 +110,7 @@ class NewznabApi:
     counts: ApiCounts = attrs.field(factory=ApiCounts)
     title: str = "uidx"
     options: NewznabOptions = attrs.field(factory=NewznabOptions)
+    offer_broken: bool = False
     _limiter: trio.CapacityLimiter = attrs.field(factory=lambda: trio.CapacityLimiter(4))
 
     async def respond(self, exchange: Exchange, send: ASGISendCallable) -> Response | None:
@@ -209,6 +212,7 @@ class NewznabApi:
             group=request.group,
             limit=request.limit,
             offset=request.offset,
+            broken=self.offer_broken,
         )
         total, rows = self.catalog.search(search)
         return total, self._with_failures(rows, request.extended), usage

@@ -13,9 +13,13 @@ nodes, the prefetcher's servers and the spool, the batch rate, the
 catalog's lag (keys pending, the oldest's age) and its builds, and the
 newest releases or those matching the search box, with NZB links that carry
 the API key the page was opened with (a key that is not a user's is not
-carried). Where there is nothing yet it says so. It reads as a person
+carried); each with its completion and state (whole, or repairable from
+its PAR2 recovery), the counts of whole, repairable and broken releases,
+and the newest broken ones, kept but not offered by the newznab API unless
+offer_broken_releases says so (the search then lists them too). Where
+there is nothing yet it says so. It reads as a person
 expects: counts with thousands separators and plurals, times to the second,
-a header's count what it says (the catalog's shown releases, not the
+a header's count what it says (the releases the search offers, not the
 search's "at least one more"). /metrics is Prometheus' text format
 (prometheus_client, a registry of the app's own, never the process-global
 one), read from the database on each scrape.
@@ -23,6 +27,7 @@ one), read from the database on each scrape.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -114,6 +119,7 @@ class StatusPage:
 
     status: StatusStore
     catalog: CatalogTable
+    offer_broken: bool = False  # the search lists broken releases too (offer_broken_releases)
     _limiter: trio.CapacityLimiter = attrs.field(factory=lambda: trio.CapacityLimiter(2))
 
     async def respond(self, exchange: Exchange, send: ASGISendCallable) -> Response | None:
@@ -134,10 +140,20 @@ class StatusPage:
         return Response(200, html.encode("utf-8", "replace"), (_HTML, _NO_STORE))
 
     def _render(self, q: str, apikey: str, operator: bool) -> str:
-        total, rows = self.catalog.search(Search(words=q, limit=RECENT))
-        shown, _ = self.catalog.counts()
+        total, rows = self.catalog.search(Search(words=q, limit=RECENT, broken=self.offer_broken))
+        states = self.catalog.states()
+        shown = states.shown
+        # What the newest are the newest of: the releases the search offers.
+        offered = shown if self.offer_broken else states.whole + states.repairable
+        broken = _releases(self.catalog.broken(RECENT), apikey) if states.broken else []
+        listing = {
+            "states": states,
+            "offer_broken": self.offer_broken,
+            "broken": broken,
+            "broken_said": _broken_said(len(broken), states.broken),
+        }
         if not operator:
-            return self._releases_only(q, apikey, rows, total, shown)
+            return self._releases_only(q, apikey, rows, total, (shown, offered), listing)
         snapshot = self.status.snapshot()
         work = {row.name: row for row in self.status.node_work()}
         releases = _releases(rows, apikey)
@@ -203,15 +219,23 @@ class StatusPage:
             spool=snapshot.spool,
             probes=[(p.state, p.outcome or "waiting", p.candidates) for p in snapshot.probes],
             releases=releases,
-            releases_said=_releases_said(q, total, len(releases), shown),
+            releases_said=_releases_said(q, total, len(releases), offered),
             catalog_shown=shown,
+            **listing,
         )
 
     def _releases_only(
-        self, q: str, apikey: str, rows: list[CatalogRow], total: int, shown: int
+        self,
+        q: str,
+        apikey: str,
+        rows: list[CatalogRow],
+        total: int,
+        counts: tuple[int, int],
+        listing: dict[str, Any],
     ) -> str:
         """The page of an API user: the search and the releases."""
         releases = _releases(rows, apikey)
+        shown, offered = counts
         return _TEMPLATES.get_template("status.html").render(
             operator=False,
             refresh=REFRESH_SECONDS,
@@ -220,8 +244,16 @@ class StatusPage:
             groups=[],
             catalog_shown=shown,
             releases=releases,
-            releases_said=_releases_said(q, total, len(releases), shown),
+            releases_said=_releases_said(q, total, len(releases), offered),
+            **listing,
         )
+
+
+def _broken_said(page: int, broken: int) -> str:
+    """The broken releases' header: how many of how many."""
+    if page < broken:
+        return f"Broken releases: the {page:,} newest of {broken:,}"
+    return f"Broken releases ({broken:,})"
 
 
 def _releases(rows: list[CatalogRow], apikey: str) -> list[dict[str, Any]]:
@@ -233,6 +265,9 @@ def _releases(rows: list[CatalogRow], apikey: str) -> list[dict[str, Any]]:
             "size": _human(item.size),
             "files": item.files,
             "posted": datetime.fromtimestamp(item.posted, UTC).strftime("%Y-%m-%d %H:%M"),
+            # Rounded down, like the newznab attr: 100% only when every article is there.
+            "completion": math.floor(item.completion * 100),
+            "state": item.state,
             "nzb": "/api?"
             + urlencode({"t": "get", "id": item.guid, **({"apikey": apikey} if apikey else {})}),
         }
@@ -240,7 +275,7 @@ def _releases(rows: list[CatalogRow], apikey: str) -> list[dict[str, Any]]:
     ]
 
 
-def _releases_said(q: str, total: int, page: int, shown: int) -> str:
+def _releases_said(q: str, total: int, page: int, offered: int) -> str:
     """The releases' header: what the rows below are, with true figures.
 
     Without words the page holds the newest of the `shown` releases. With words
@@ -248,8 +283,8 @@ def _releases_said(q: str, total: int, page: int, shown: int) -> str:
     page says "more than" rather than a figure that may be the cap.
     """
     if not q:
-        if page < shown:
-            return f"Recent releases: the {page:,} newest of {shown:,}"
+        if page < offered:
+            return f"Recent releases: the {page:,} newest of {offered:,}"
         return f"Recent releases ({page:,})"
     if total > page:
         return f"Releases matching “{q}”: the {page:,} newest of more than {page:,}"
@@ -321,13 +356,24 @@ class _StoreCollector(Collector):
             if count.outcome:
                 probes.add_metric([count.outcome], count.candidates)
         yield probes
-        shown, waiting = self.catalog.counts()
-        yield GaugeMetricFamily("uidx_releases", "Releases in the searchable catalog.", value=shown)
+        states = self.catalog.states()
+        yield GaugeMetricFamily(
+            "uidx_releases", "Releases in the searchable catalog.", value=states.shown
+        )
         yield GaugeMetricFamily(
             "uidx_releases_waiting",
             "Incomplete releases not listed yet (listed once quiet).",
-            value=waiting,
+            value=states.waiting,
         )
+        by_state = GaugeMetricFamily(
+            "uidx_releases_by_state",
+            "Releases in the searchable catalog: whole, repairable from their PAR2"
+            " recovery, or broken (not offered unless offer_broken_releases).",
+            labels=["state"],
+        )
+        for state in ("whole", "repairable", "broken"):
+            by_state.add_metric([state], getattr(states, state))
+        yield by_state
         yield GaugeMetricFamily(
             "uidx_spool_bytes", "Bytes of spool chunks.", value=snapshot.spool.bytes
         )
