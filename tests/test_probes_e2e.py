@@ -113,8 +113,11 @@ def test_obfuscated_uploads_get_their_real_names_and_floods_go(
             assert upload.real_name not in names, upload.kind
             continue
         assert upload.real_name in names, (upload.kind, sorted(names))
-        files = {f["name"] for f in releases[upload.real_name]["files"]}
-        assert set(upload.data_files) <= files, (upload.kind, files)
+        files = {f["name"]: f for f in releases[upload.real_name]["files"]}
+        assert set(upload.data_files) <= files.keys(), (upload.kind, files)
+        # The NZB names them so too: a downloader names a file after its subject.
+        for name in upload.data_files:
+            assert f'"{name}"' in files[name]["subject"], upload.kind
     outcomes = {
         str(o): int(str(n))
         for o, n in rows(pg_url, "SELECT outcome, count(*) FROM probe_candidates GROUP BY outcome")

@@ -43,6 +43,7 @@ random names sorts them by the random name.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Mapping, Sequence
 
@@ -94,15 +95,18 @@ class Posted:
         high = sum(sizes) + missing * max(full) if full else math.inf
         return cls(name, articles, sum(sizes), high if missing else sum(sizes))
 
-    def fits(self, name: str, length: int, growth: tuple[float, float]) -> bool:
-        """Whether this could be the file `name` of `length` bytes, yEnc growing its data
-        by a factor within `growth`."""
+    def lengths(self, growth: tuple[float, float]) -> tuple[float, float]:
+        """The least and most a file's length can be for these bytes, yEnc growing its
+        data by a factor within `growth`."""
+        return (
+            (self.low - self.articles * ARTICLE_MAX) / growth[1],
+            (self.high - self.articles * ARTICLE_MIN) / growth[0],
+        )
+
+    def keeps(self, name: str) -> bool:
+        """Whether the posted name's extension, if it has one, is the name's."""
         posted = extension(self.name)
-        if posted and posted != extension(name):
-            return False
-        least = length * growth[0] + self.articles * ARTICLE_MIN
-        most = length * growth[1] + self.articles * ARTICLE_MAX
-        return self.low <= most and self.high >= least
+        return not posted or posted == extension(name)
 
     def growth(self, length: int) -> tuple[float, float]:
         """The growths of the data for which this file's bytes are `length` bytes encoded."""
@@ -133,10 +137,7 @@ def real_names(posted: Sequence[Posted], listed: Mapping[str, int]) -> dict[int,
     named: dict[int, str] = {}
     growth = (ENCODED_MIN, ENCODED_MAX)
     while open_ and left:
-        fits = {
-            i: {n for n, length in left.items() if p.fits(n, length, _growth(p, growth))}
-            for i, p in open_.items()
-        }
+        fits = _fits(open_, left, growth)
         found = _certain(fits, len(left))
         if not found:
             narrowed = _own_growth(posted, listed, named)
@@ -148,6 +149,22 @@ def real_names(posted: Sequence[Posted], listed: Mapping[str, int]) -> dict[int,
             named[i] = name
             del open_[i], left[name]
     return named
+
+
+def _fits(
+    posted: Mapping[int, Posted], left: Mapping[str, int], growth: tuple[float, float]
+) -> dict[int, set[str]]:
+    """The listed files each posted file fits: those of a length in its span (found by
+    bisection: a release of many files costs no product of their counts) that it keeps
+    the extension of."""
+    ordered = sorted((length, name) for name, length in left.items())
+    lengths = [length for length, _ in ordered]
+    fits = {}
+    for i, p in posted.items():
+        least, most = p.lengths(_growth(p, growth))
+        span = ordered[bisect.bisect_left(lengths, least) : bisect.bisect_right(lengths, most)]
+        fits[i] = {name for _, name in span if p.keeps(name)}
+    return fits
 
 
 def _growth(posted: Posted, upload: tuple[float, float]) -> tuple[float, float]:

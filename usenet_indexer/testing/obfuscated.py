@@ -34,26 +34,39 @@ documents them; re-done here, no code copied):
 
 Which bodies a candidate's probe reads, and what it must find, is the
 truth (`Built.real_name`, `Built.data_files`, `Built.flood`).
+
+`scripts/post-obfuscated DIR` (`main`) posts a showcase of them to the
+private INN2 that `scripts/newsd start DIR` runs, and writes their truth:
+scripts/demo does, and says afterwards how many the catalog names.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import math
 import random
 import shutil
 import string
 import subprocess
+import sys
+import tempfile
+import time
 import zipfile
+from collections.abc import Sequence
 from email.utils import formatdate
 from pathlib import Path
 
 import attrs
 
 from usenet_indexer.errors import UidxError
-from usenet_indexer.testing.newsd import PostedArticle
+from usenet_indexer.testing.newsd import PostedArticle, post_articles
 from usenet_indexer.testing.yenc import yenc_articles
 
 KINDS = ("nyuu", "newsup", "ngpost", "plain", "zip_flood", "7z_flood")
+OBFUSCATED = ("nyuu", "newsup", "ngpost")
+# Uploads of one From (NewsUP's default) are told apart by time, as in real groups.
+SHOWCASE_GAP_SECONDS = 2 * 3600
 _SHOWS = ("Fallout", "Severance", "Andor", "Shogun", "Slow.Horses", "The.Bear", "Silo", "Dune")
 _GROUPS = ("Kitsune", "NTb", "FLUX", "SiGMA", "playWEB", "EDITH")
 
@@ -252,3 +265,55 @@ def _nfo(name: str) -> str:
         "  Source  : WEB\n  Video   : H264 1080p\n  Audio   : EAC3 5.1\n\n"
         "  Greetings to all the groups out there.\n"
     )
+
+
+def showcase(folder: Path, count: int, seed: int, *, end: int) -> list[Built]:
+    """`count` obfuscated uploads (Nyuu's, NewsUP's and ngPost's styles in turn, every
+    second round with the video in 4 volumes) and 2 zip floods, posted
+    SHOWCASE_GAP_SECONDS apart, the last before `end` (unix time).
+
+    Raises:
+        ToolMissing: par2 is not installed.
+    """
+    at = end - (count + 2) * SHOWCASE_GAP_SECONDS
+    made = []
+    for n in range(count):
+        kind = OBFUSCATED[n % len(OBFUSCATED)]
+        volumes = 4 if (n // len(OBFUSCATED)) % 2 else 1
+        posted = at + n * SHOWCASE_GAP_SECONDS
+        made.append(build(folder, kind, n, seed, posted=posted, volumes=volumes))
+    for n in range(2):
+        posted = at + (count + n) * SHOWCASE_GAP_SECONDS
+        made.append(build(folder, "zip_flood", n, seed, posted=posted))
+    return made
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`post-obfuscated DIR --group G [--uploads N] [--seed S] --truth FILE`: the showcase
+    posted to the INN2 under DIR, its truth written to FILE (a JSON object a line)."""
+    parser = argparse.ArgumentParser(prog="post-obfuscated", description=main.__doc__)
+    parser.add_argument("dir", help="the folder `scripts/newsd start` ran in")
+    parser.add_argument("--group", required=True)
+    parser.add_argument("--uploads", type=int, default=12, help="obfuscated uploads (default 12)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--truth", required=True, help="where the truth goes (JSON lines)")
+    args = parser.parse_args(argv)
+    try:
+        with tempfile.TemporaryDirectory(prefix="uidx-obfuscated-") as work:
+            made = showcase(Path(work), args.uploads, args.seed, end=int(time.time()))
+    except ToolMissing as error:
+        print(f"post-obfuscated: {error} (scripts/ensure-probe-tools installs it)", file=sys.stderr)
+        return 2
+    articles = [article for upload in made for article in upload.articles]
+    posted = post_articles(Path(args.dir), args.group, articles)
+    Path(args.truth).write_text(
+        "".join(
+            json.dumps(
+                {"kind": u.kind, "real_name": u.real_name, "flood": u.flood,
+                 "data_files": list(u.data_files), "posted_as": [list(p) for p in u.posted_as]}
+            ) + "\n"
+            for u in made
+        )
+    )  # fmt: skip
+    print(json.dumps({"uploads": len(made), "articles": posted["articles"]}))
+    return 0
