@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import os
+import random
 from pathlib import Path
 
 import pytest
@@ -41,17 +42,22 @@ def posted(name: str, length: int, *, growth: float = 1.031, seen: int | None = 
     return Posted.of(name, len(parts), segments[:seen] if seen is not None else segments)
 
 
+def named(files: list[Posted], listed: dict[str, int], *, whole: bool = True) -> dict[int, str]:
+    """What `real_names` names; `whole`: every file of the upload was seen (the default)."""
+    return real_names(files, listed, whole=whole)
+
+
 REAL = "Andor.S02E01.1080p.WEB.H264-FLUX"
 
 
-def test_files_of_sizes_apart_take_their_real_names() -> None:
+def test_files_of_sizes_apart_take_their_named() -> None:
     files = [
         posted("fA3kQ9zLm2XwT7bR.mkv", 1_450_000_000),
         posted("pQ7sT2vX9kL3mN8c.nfo", 4_100),
         posted("fA3kQ9zLm2XwT7bR.par2", 40_000),
     ]
     listed = {f"{REAL}.mkv": 1_450_000_000, f"{REAL}.nfo": 4_100}
-    assert real_names(files, listed) == {0: f"{REAL}.mkv", 1: f"{REAL}.nfo"}
+    assert named(files, listed) == {0: f"{REAL}.mkv", 1: f"{REAL}.nfo"}
 
 
 def test_volumes_of_one_size_keep_their_names_and_the_shorter_last_one_is_named() -> None:
@@ -60,7 +66,7 @@ def test_volumes_of_one_size_keep_their_names_and_the_shorter_last_one_is_named(
     files.append(posted("k9Zp3Qx8Lm2Tw7Rb9Vc.rar", 21_000_000))
     listed = {f"{REAL}.part{n + 1}.rar": volume for n in range(4)}
     listed[f"{REAL}.part5.rar"] = 21_000_000
-    assert real_names(files, listed) == {4: f"{REAL}.part5.rar"}
+    assert named(files, listed) == {4: f"{REAL}.part5.rar"}
 
 
 def test_files_of_close_sizes_keep_their_names() -> None:
@@ -70,7 +76,7 @@ def test_files_of_close_sizes_keep_their_names() -> None:
         posted("y2Qz8Lm2Tw7Rb9Vc.mkv", 1_224_000_000),
     ]
     listed = {"Show.S01E01.mkv": 1_200_000_000, "Show.S01E02.mkv": 1_224_000_000, "x.nfo": 900}
-    assert real_names(files, listed) == {}
+    assert named(files, listed) == {}
 
 
 def test_the_uploads_own_encoding_tells_close_sizes_apart() -> None:
@@ -86,7 +92,7 @@ def test_the_uploads_own_encoding_tells_close_sizes_apart() -> None:
         "Show.S01E02.mkv": 1_224_000_000,
         "Show.S01E03.Extras.mkv": 600_000_000,
     }
-    assert real_names(files, listed) == {
+    assert named(files, listed) == {
         0: "Show.S01E01.mkv",
         1: "Show.S01E02.mkv",
         2: "Show.S01E03.Extras.mkv",
@@ -108,16 +114,16 @@ def test_files_of_another_growth_than_the_uploads_own_keep_their_names() -> None
         "Show.S01E02.mkv": 1_224_000_000,
         "Show.S01E03.Extras.mkv": 600_000_000,
     }
-    assert real_names(files, listed) == {2: "Show.S01E03.Extras.mkv"}
+    assert named(files, listed) == {2: "Show.S01E03.Extras.mkv"}
 
 
 def test_an_extension_kept_by_the_tool_must_be_the_real_one() -> None:
     # An nfo and an sfv of nearly one size: their extensions tell them apart.
     files = [posted("a1Qz8Lm2Tw7Rb9Vc.nfo", 3_000), posted("b2Qz8Lm2Tw7Rb9Vc.sfv", 3_100)]
     listed = {f"{REAL}.nfo": 3_000, f"{REAL}.sfv": 3_100}
-    assert real_names(files, listed) == {0: f"{REAL}.nfo", 1: f"{REAL}.sfv"}
+    assert named(files, listed) == {0: f"{REAL}.nfo", 1: f"{REAL}.sfv"}
     # A posted extension no real name has: no match.
-    assert real_names([posted("a1Qz8Lm2Tw7Rb9Vc.bin", 3_000)], {f"{REAL}.nfo": 3_000}) == {}
+    assert named([posted("a1Qz8Lm2Tw7Rb9Vc.bin", 3_000)], {f"{REAL}.nfo": 3_000}) == {}
 
 
 def test_as_many_files_as_listed_are_paired_one_to_one() -> None:
@@ -130,7 +136,7 @@ def test_as_many_files_as_listed_are_paired_one_to_one() -> None:
         posted("cQz8Lm2Tw7Rb", 300_000_000),
     )
     listed = {f"{REAL}.nfo": 3_000, f"{REAL}.sfv": 1_200, f"{REAL}.mkv": 300_000_000}
-    assert real_names([nfo, sfv, video], listed) == {
+    assert named([nfo, sfv, video], listed) == {
         0: f"{REAL}.nfo",
         1: f"{REAL}.sfv",
         2: f"{REAL}.mkv",
@@ -138,27 +144,93 @@ def test_as_many_files_as_listed_are_paired_one_to_one() -> None:
     # A file the par2 does not protect beside them: the count says nothing, and
     # the small ones keep their names.
     extra = posted("dQz8Lm2Tw7Rb", 2_500)
-    assert real_names([nfo, sfv, video, extra], listed) == {2: f"{REAL}.mkv"}
+    assert named([nfo, sfv, video, extra], listed) == {2: f"{REAL}.mkv"}
+    # A file of the upload not seen (the srr the par2 lists) and the unprotected one
+    # posted: as many left by chance, so nothing is paired by the count.
+    listed[f"{REAL}.srr"] = 2_900
+    assert named([nfo, sfv, video, extra], listed, whole=False) == {2: f"{REAL}.mkv"}
 
 
 def test_par2_files_and_real_names_are_left_as_they_are() -> None:
     files = [posted(f"{REAL}.mkv", 300_000_000), posted("qZ8Lm2Tw7Rb9Vc3x.par2", 300_000)]
     # The par2 file's size fits a listed file's: it is never one of them.
     listed = {f"{REAL}.mkv": 300_000_000, f"{REAL}.sample.mkv": 300_000}
-    assert real_names(files, listed) == {}
+    assert named(files, listed) == {}
 
 
 def test_a_file_with_articles_missing_is_matched_while_the_rest_is_bounded() -> None:
     # 3 of 10 articles missing: at most 3 full articles more; only the 7 GB file fits.
     files = [posted("x1Qz8Lm2Tw7Rb9Vc.mkv", 7_000_000, seen=7)]
-    assert real_names(files, {"A.mkv": 7_000_000, "B.mkv": 3_000_000}) == {0: "A.mkv"}
+    assert named(files, {"A.mkv": 7_000_000, "B.mkv": 3_000_000}) == {0: "A.mkv"}
     # Only its last (short) article seen: nothing bounds the rest, it fits both.
     tail = Posted.of("x1Qz8Lm2Tw7Rb9Vc.mkv", 10, [(10, "x@y", 90_000)])
-    assert real_names([tail], {"A.mkv": 7_000_000, "B.mkv": 3_000_000}) == {}
+    assert named([tail], {"A.mkv": 7_000_000, "B.mkv": 3_000_000}) == {}
 
 
 def test_unknown_lengths_match_nothing() -> None:
-    assert real_names([posted("x1Qz8Lm2Tw7Rb9Vc.mkv", 7_000)], {"A.mkv": 0}) == {}
+    assert named([posted("x1Qz8Lm2Tw7Rb9Vc.mkv", 7_000)], {"A.mkv": 0}) == {}
+
+
+def test_no_file_of_a_whole_upload_takes_another_files_name() -> None:
+    # Uploads as posting tools make them: volumes of one length, episodes within 10%
+    # of each other, files of any size; with and without kept extensions, each tool's
+    # line length (yEnc's growth) and headers, some articles missing, sometimes a file
+    # the par2 does not protect. Many keep their names; none takes another's.
+    rng = random.Random(26)
+    named_files = 0
+    for case in range(400):
+        growth = rng.choice([1.0315, 1.0236, 1.047])
+        headers = rng.randint(300, 2_500)
+        lengths = _lengths(rng, rng.randint(1, 12))
+        exts = [rng.choice(["mkv", "rar", "nfo", "sfv", "001"]) for _ in lengths]
+        listed = {
+            f"Real.{i}.{ext}": length
+            for i, (ext, length) in enumerate(zip(exts, lengths, strict=True))
+        }
+        keeps = rng.random() < 0.5
+        truth: dict[int, str | None] = {}
+        files = []
+        for real, length in rng.sample(sorted(listed.items()), len(listed)):
+            name = f"r{rng.getrandbits(48):x}" + (f".{real.rsplit('.', 1)[1]}" if keeps else "")
+            truth[len(files)] = real
+            files.append(_posted_as_tools_do(rng, name, length, growth, headers))
+        if rng.random() < 0.3:
+            truth[len(files)] = None
+            files.append(
+                _posted_as_tools_do(rng, "x.mkv", rng.randint(1_000, 3 * 10**8), growth, headers)
+            )
+        got = named(files, listed)
+        assert all(truth[i] == name for i, name in got.items()), (case, got, truth)
+        named_files += len(got)
+    assert named_files > 400  # (not a test that names nothing)
+
+
+def _lengths(rng: random.Random, count: int) -> list[int]:
+    """A release's file lengths: volumes of one length and a shorter last one, episodes
+    within 10% of each other, or any sizes."""
+    kind = rng.random()
+    if kind < 0.3:
+        volume = rng.choice([15_000_000, 50_000_000])
+        return [volume] * (count - 1) + [rng.randint(1, volume)]
+    if kind < 0.6:
+        base = rng.randint(10**7, 3 * 10**8)
+        return [round(base * rng.uniform(0.9, 1.1)) for _ in range(count)]
+    return [rng.randint(200, 3 * 10**8) for _ in range(count)]
+
+
+def _posted_as_tools_do(
+    rng: random.Random, name: str, length: int, growth: float, headers: int
+) -> Posted:
+    """A file posted in articles of PART bytes: each grown by yEnc (with the escapes' own
+    spread) and its headers; now and then an article or two missing (never the last)."""
+    parts = [min(PART, length - k * PART) for k in range(max(1, math.ceil(length / PART)))]
+    segments = [
+        (k, f"{name}.{k}", round(size * growth * rng.uniform(0.9995, 1.0005)) + headers)
+        for k, size in enumerate(parts, 1)
+    ]
+    for _ in range(rng.choice([0, 0, 0, 1, 2]) if len(segments) > 2 else 0):
+        segments.pop(rng.randrange(len(segments) - 1))
+    return Posted.of(name, len(parts), segments)
 
 
 @pytest.mark.parametrize(

@@ -23,11 +23,14 @@ sizes fit each other's spans. A file takes a real name only without doubt:
 
 1. **unique both ways**: the file fits that par2 file only, and no other
    posted file fits it;
-2. **one to one**: when the posted files left are as many as the par2's
-   files left and can be paired one to one by their fits (every file is one
-   of them: nothing unprotected beside them), a file that fits one par2 file
-   only is that file, and a par2 file that one posted file fits is that
-   file, one after the other;
+2. **one to one**: when every file the upload announced was seen (its
+   [i/M] counter: no listed file can be missing), the posted files left
+   are as many as the par2's files left and they can be paired one to one
+   by their fits, every file is one of them (nothing unprotected beside
+   them): a file that fits one par2 file only is that file, and a par2 file
+   that one posted file fits is that file, one after the other. (A file
+   missing and an unprotected one posted would make the counts agree by
+   chance, and the pairs wrong: so only a whole upload;)
 3. **the upload's own encoding**: the files named so far (of two articles
    or more) say how much this upload's yEnc grew the data (one posting tool,
    one line length): the spans of the other files of two articles or more
@@ -116,12 +119,15 @@ class Posted:
         )
 
 
-def real_names(posted: Sequence[Posted], listed: Mapping[str, int]) -> dict[int, str]:
+def real_names(
+    posted: Sequence[Posted], listed: Mapping[str, int], *, whole: bool
+) -> dict[int, str]:
     """The real names of the posted files that the par2's list gives without doubt.
 
     Args:
         posted: a release's files (see `Posted`), in any order.
         listed: the par2's files, name -> length (0: unknown, never matched).
+        whole: every file the upload announced was seen (rule 2 needs it).
 
     Returns:
         Index in `posted` -> real name, for the files matched (see the module
@@ -138,7 +144,7 @@ def real_names(posted: Sequence[Posted], listed: Mapping[str, int]) -> dict[int,
     growth = (ENCODED_MIN, ENCODED_MAX)
     while open_ and left:
         fits = _fits(open_, left, growth)
-        found = _certain(fits, len(left))
+        found = _certain(fits, len(left) if whole else None)
         if not found:
             narrowed = _own_growth(posted, listed, named)
             if narrowed is None or narrowed == growth:
@@ -173,8 +179,9 @@ def _growth(posted: Posted, upload: tuple[float, float]) -> tuple[float, float]:
     return upload if posted.articles > 1 else (ENCODED_MIN, ENCODED_MAX)
 
 
-def _certain(fits: Mapping[int, set[str]], listed: int) -> dict[int, str]:
-    """The matches the fits leave no doubt about (rules 1 and 2 of the docstring)."""
+def _certain(fits: Mapping[int, set[str]], listed: int | None) -> dict[int, str]:
+    """The matches the fits leave no doubt about (rules 1 and 2 of the docstring; `listed`:
+    the listed files left, None when the upload is not whole: rule 2 is not tried)."""
     fitted = _fitted(fits)
     found = {
         i: next(iter(names))

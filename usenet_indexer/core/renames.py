@@ -117,7 +117,10 @@ def apply(
                 aliases.append(other.name)
         renamed[index] = (release, finding, aliases)
     for release, finding, aliases in renamed:
-        files, old_names = _renamed_files(release.files, finding)
+        whole = release.files_announced is not None and len(release.files) >= (
+            release.files_announced
+        )
+        files, old_names = _renamed_files(release.files, finding, whole=whole)
         assert finding.name is not None
         named = attrs.evolve(release, name=finding.name, files=files)
         kept = tuple(dict.fromkeys(a for a in [*aliases, *old_names] if a != finding.name))
@@ -181,15 +184,15 @@ def _announced(release: CatalogRelease) -> float:
 
 
 def _renamed_files(
-    files: tuple[CatalogFile, ...], finding: Finding
+    files: tuple[CatalogFile, ...], finding: Finding, *, whole: bool
 ) -> tuple[tuple[CatalogFile, ...], list[str]]:
     """Files with their real names where the par2's list maps them without doubt, and
-    the names they had."""
+    the names they had; `whole`: every file the upload announced was seen."""
     listed = dict(zip(finding.files, finding.sizes or (0,) * len(finding.files), strict=False))
     if not any(listed.values()):
         return files, []
     posted = [Posted.of(f.name, f.total_segments, f.segments) for f in files]
-    named = real_names(posted, listed)
+    named = real_names(posted, listed, whole=whole)
     renamed = tuple(
         attrs.evolve(f, name=named[i], subject=renamed_subject(f.subject, f.name, named[i]))
         if i in named
