@@ -189,7 +189,7 @@ def test_no_file_of_a_whole_upload_takes_another_files_name() -> None:
         }
         keeps = rng.random() < 0.5
         truth: dict[int, str | None] = {}
-        files = []
+        files: list[Posted] = []
         for real, length in rng.sample(sorted(listed.items()), len(listed)):
             name = f"r{rng.getrandbits(48):x}" + (f".{real.rsplit('.', 1)[1]}" if keeps else "")
             truth[len(files)] = real
