@@ -28,6 +28,7 @@ from usenet_indexer.testing.postgres import scratch_dir
 REPO = Path(__file__).resolve().parent.parent
 DEMO_GROUP = "alt.binaries.uidx.demo"
 DEMO_ARTICLES = 3_000
+DEMO_OBFUSCATED = 3
 # Two demo runs: each sets up (bootstrap, initdb) and starts the supervisor: ~25 s here.
 DEMO_SECONDS = 600
 STATUS_SECONDS = 120
@@ -77,7 +78,8 @@ def run_demo(checkout: Path) -> str:
     done = subprocess.run(
         [str(checkout / "scripts" / "demo"), str(DEMO_ARTICLES)],
         cwd="/",
-        env=clean_env(),
+        # Three real obfuscated uploads, not twelve: par2cmdline takes seconds for each.
+        env=clean_env(DEMO_OBFUSCATED=str(DEMO_OBFUSCATED)),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -101,6 +103,11 @@ def test_the_demo_keeps_its_data_where_the_commands_it_prints_find_it(checkout: 
     # A second run starts from clean: its `groups add` finds no group in the way.
     second = run_demo(checkout)
     assert f"added {DEMO_GROUP}" in second
+    # It waited for the probes, and says what they made of the real obfuscated uploads.
+    assert re.search(r"== the probes: \d+ candidates, .*, 0 left unprobed", second), second
+    assert (
+        f"real obfuscated uploads found by their real name: {DEMO_OBFUSCATED} of {DEMO_OBFUSCATED}"
+    ) in second
     # The last lines say how to look; pasted from another folder, they find the data.
     status_line = next(
         line.strip() for line in second.splitlines() if line.strip().endswith("uidx status")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from test_catalog_build import batches_of_generated
 
 from usenet_indexer.coordinator.stores import Stores
+from usenet_indexer.core.drain import Queue
 from usenet_indexer.store.catalog import Search
 from usenet_indexer.store.probes import MAX_ATTEMPTS, Outcome, ProbeStore
 
@@ -108,3 +109,42 @@ def test_a_prober_that_dies_gives_its_candidates_back_by_expiry(stores: Stores) 
     }
     queue.give_back(taken)
     assert queue.due() == len(taken)
+
+
+def test_the_queue_says_what_a_one_shot_run_still_waits_for(stores: Stores) -> None:
+    for _ in batches_of_generated(stores, 6_000, seed=10, every=3_000, profile="posting-tools"):
+        pass
+    queue = probes(stores)
+    due = queue.due()
+    assert due > 2
+    # The batches' keys wait for a build, their candidates for a prober.
+    looked = queue.queue()
+    assert (looked.candidates, looked.retrying) == (due, 0)
+    assert looked.pending > 0
+    assert not looked.drained
+    stores.build.drain(quiet_seconds=0)
+    assert queue.queue().pending == 0
+    missing, *probed = queue.take(1_000, 60.0, server="a", servers=1)
+    assert queue.retry(missing, Outcome.ARTICLE_MISSING, "430 on a", pause_seconds=60)
+    rounds = 0
+    while probed:
+        for job in probed:
+            assert queue.record(job, Outcome.NO_NAMES, detail="nothing")
+        # Probed: their keys wait for the build that applies what they found ...
+        keys = len({job.release_key for job in probed})
+        assert queue.queue() == Queue(candidates=1, retrying=1, pending=keys)
+        stores.build.drain(quiet_seconds=0)
+        # ... which may ask for more (a par2 where an nfo named nothing, an archive).
+        probed = queue.take(1_000, 60.0, server="a", servers=1)
+        assert queue.queue() == Queue(candidates=1 + len(probed), retrying=1, pending=0)
+        rounds += 1
+    assert rounds >= 1
+    # Given up at its attempt cap: nothing is left to wait for.
+    with stores.catalog.pool.connection() as conn:
+        conn.execute(
+            "UPDATE probe_candidates SET attempts = %s, state = 'probing' WHERE message_id = %s",
+            (MAX_ATTEMPTS, missing.message_id),
+        )
+    assert queue.retry(missing, Outcome.ARTICLE_MISSING, "430 on a", pause_seconds=60)
+    assert queue.queue() == Queue(candidates=0, retrying=0, pending=0)
+    assert queue.queue().drained

@@ -7,22 +7,27 @@ says which tool source each imitates) are posted to a private INN2 with
 real yEnc bodies. `uidx standalone` indexes the group; its prober reads
 one body of each candidate, and the catalog must show the obfuscated
 uploads under their real names (their files too), the plain ones as they
-were, and no flood.
+were, and no flood: the daemon left running, and a one-shot run
+(`--exit-when-done`), which must wait for the probes before it ends.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from process_logs import log_until
+from psycopg_pool import ConnectionPool
 from running import own_news_server, rows, standalone, uidx
 from test_standalone import Posted, assert_clean_log, standalone_env
 
+from usenet_indexer.store.catalog import CatalogTable, Search
 from usenet_indexer.testing.newsd_private import (
     PrivateNewsServer,
 )
@@ -59,19 +64,28 @@ def uploads(tmp_path: Path) -> list[Built]:
     return made
 
 
-def test_obfuscated_uploads_get_their_real_names_and_floods_go(
-    news: PrivateNewsServer, uploads: list[Built], pg_url: str, tmp_path: Path
-) -> None:
+def posted_and_planned(
+    news: PrivateNewsServer, uploads: list[Built], pg_url: str, home: Path, **settings: str
+) -> dict[str, str]:
+    """The uploads posted to the server, its group added and planned whole; the
+    environment of a uidx process that indexes it (`settings` besides)."""
     for upload in uploads:
         news.post_articles(GROUP, upload.articles)
-    env = standalone_env(
-        Posted(news.url(), ()), pg_url, tmp_path / "home",
-        UIDX_CATALOG_BUILD_SECONDS="0.5", UIDX_CATALOG_QUIET_SECONDS="0", UIDX_PROBE_SHARE="0.5",
-    )  # fmt: skip
+    env = standalone_env(Posted(news.url(), ()), pg_url, home, **settings)
     assert uidx(env, "groups", "add", GROUP).returncode == 0
     ((low, high),) = rows(pg_url, f"SELECT low, high FROM groups WHERE name = '{GROUP}'")
     planned = uidx(env, "ranges", "plan", GROUP, "--from", str(low), "--to", str(high))
     assert planned.returncode == 0, planned.stderr
+    return env
+
+
+def test_obfuscated_uploads_get_their_real_names_and_floods_go(
+    news: PrivateNewsServer, uploads: list[Built], pg_url: str, tmp_path: Path
+) -> None:
+    env = posted_and_planned(
+        news, uploads, pg_url, tmp_path / "home",
+        UIDX_CATALOG_BUILD_SECONDS="0.5", UIDX_CATALOG_QUIET_SECONDS="0", UIDX_PROBE_SHARE="0.5",
+    )  # fmt: skip
 
     def settled() -> bool:
         waiting = rows(
@@ -99,8 +113,11 @@ def test_obfuscated_uploads_get_their_real_names_and_floods_go(
             assert upload.real_name not in names, upload.kind
             continue
         assert upload.real_name in names, (upload.kind, sorted(names))
-        files = {f["name"] for f in releases[upload.real_name]["files"]}
-        assert set(upload.data_files) <= files, (upload.kind, files)
+        files = {f["name"]: f for f in releases[upload.real_name]["files"]}
+        assert set(upload.data_files) <= files.keys(), (upload.kind, files)
+        # The NZB names them so too: a downloader names a file after its subject.
+        for name in upload.data_files:
+            assert f'"{name}"' in files[name]["subject"], upload.kind
     outcomes = {
         str(o): int(str(n))
         for o, n in rows(pg_url, "SELECT outcome, count(*) FROM probe_candidates GROUP BY outcome")
@@ -109,3 +126,37 @@ def test_obfuscated_uploads_get_their_real_names_and_floods_go(
     assert outcomes.get("renamed", 0) >= 2 * EACH  # NewsUP's and ngPost's names are all random
     status = json.loads(uidx(env, "status", "--json").stdout)
     assert {p["outcome"] for p in status["probes"]} >= {"renamed", "executable"}
+
+
+def test_a_one_shot_run_ends_once_its_probes_have_renamed_the_obfuscated(
+    news: PrivateNewsServer, uploads: list[Built], pg_url: str, pool: ConnectionPool, tmp_path: Path
+) -> None:
+    # The default probe share: 2 connections give no slot of their own, only the
+    # one that probes while no header work is left.
+    env = posted_and_planned(
+        news, uploads, pg_url, tmp_path / "home", UIDX_CATALOG_QUIET_SECONDS="0"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "usenet_indexer", "standalone", "--exit-when-done",
+         "--processes", "1"],
+        env=env, capture_output=True, text=True, timeout=RUN_SECONDS,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert_clean_log(done.stderr)
+    # What a newznab client finds by the real name (t=search&q=...).
+    catalog = CatalogTable(pool)
+    for upload in uploads:
+        _total, page = catalog.search(Search(words=upload.real_name))
+        found = [row.item.name for row in page]
+        if upload.flood:
+            assert upload.real_name not in found, upload.kind
+        else:
+            assert found == [upload.real_name], (upload.kind, found)
+    # It said what it waited for, and that the wait is over.
+    assert "the ranges are done; waiting for the probe queue: " in done.stderr
+    assert "candidates left" in done.stderr
+    assert "the probe queue is drained" in done.stderr
+    assert rows(
+        pg_url, "SELECT count(*) FROM probe_candidates WHERE state IN ('new', 'probing')"
+    ) == [(0,)]
+    assert rows(pg_url, "SELECT count(*) FROM catalog_pending") == [(0,)]

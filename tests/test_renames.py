@@ -15,6 +15,7 @@ from usenet_indexer.core.renames import (
     Finding,
     apply,
     archive_probe,
+    more_probe,
 )
 
 POSTER = "kLm3QzR8@ngPost.com"
@@ -53,7 +54,8 @@ def release(key: bytes, name: str, *files: CatalogFile, poster: str = POSTER) ->
 
 def test_a_renamed_release_takes_the_real_name_and_its_files_theirs_by_size() -> None:
     mkv = file("L3iMP7Tg4XaObh32FqTzvP6durgw7wZi.mkv", 20, size=10_300_000, index=1)
-    nfo = file("a8Hs2kQ0pLmZ7xYt.nfo", 1, size=2_060, index=2)
+    # An article of a 2,000-byte nfo: its text, a few hundred bytes of headers.
+    nfo = file("a8Hs2kQ0pLmZ7xYt.nfo", 1, size=2_600, index=2)
     par2 = file("L3iMP7Tg4XaObh32FqTzvP6durgw7wZi.par2", 1, size=40_000, index=3)
     obfuscated = release(b"k" * 16, "L3iMP7Tg4XaObh32FqTzvP6durgw7wZi", mkv, nfo, par2)
     found = Finding(
@@ -142,3 +144,26 @@ def test_a_par2_finding_wins_over_an_nfo_finding_of_the_same_upload() -> None:
     }
     (shown,) = apply([upload], found)
     assert [f.name for f in shown.release.files] == [f"{REAL}.mkv"]
+
+
+def test_a_release_whose_par2_index_was_not_seen_gets_its_smallest_volume_probed() -> None:
+    data = file("lTS1AiQsM3AV", 3, size=180_000, index=1)
+    big = file("rename.with.this.vol000+128.par2", 6, size=360_000, index=4)
+    small = file("rename.with.this.vol128+072.par2", 5, size=300_000, index=5)
+    upload = attrs.evolve(
+        release(b"u" * 16, "GPcWm0O0xcjm", data, big, small), probe_candidate=False
+    )
+    # A par2 volume lists the files too (par2cmdline writes them among its first packets).
+    assert more_probe(upload, set(), {}) == (
+        b"u" * 16,
+        "rename.with.this.vol128+072.par2.1@ngPost",
+        "rename.with.this.vol128+072.par2",
+    )
+    # The index, when it was seen, comes first.
+    index = file("rename.with.this.par2", 1, size=40_000, index=3)
+    with_index = attrs.evolve(upload, files=(data, index, big, small))
+    assert more_probe(with_index, set(), {}) == (
+        b"u" * 16,
+        "rename.with.this.par2.1@ngPost",
+        "rename.with.this.par2",
+    )

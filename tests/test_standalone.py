@@ -45,10 +45,12 @@ ARTICLES = 200_000
 RANGE_ARTICLES = 50_000
 SEED = 11
 RUN_SECONDS = 240
-# --exit-when-done: from the last range finished to the supervisor's exit. Measured
-# 2.0-3.4 s here: the done check (every 0.5 s), the edges' exits (~0.8 s after their
-# ranges), the coordinator's, which waits for a catalog build in progress (~2 s over
-# this run's catalog). It took ~31 s while idle edges sat out their lease calls.
+# --exit-when-done: from the work done (the last range finished, then the probe queue
+# drained) to the supervisor's exit. Measured 2.0-3.4 s here: the done check (every
+# 0.5 s), the edges' exits (~0.8 s after their ranges), the coordinator's, which waits
+# for a catalog build in progress (~2 s over this run's catalog). It took ~31 s while
+# idle edges sat out their lease calls. (The probes' wait before it: ~30 s here, most
+# of it catalog builds of ~6 s each applying the outcomes.)
 EXIT_AFTER_DONE_SECONDS = 10.0
 
 
@@ -208,8 +210,15 @@ def test_standalone_indexes_a_group_into_the_catalog_uidx_index_makes(
     assert code == 0, err[-4000:]
     assert_clean_log(err)
     finished = _logged_at(err, lambda line: bool(re.search(r"finish range \d+ .*: ok", line)))
+    # The probes come after the ranges; the run says so, and waits for them.
+    waits = _logged_at(err, lambda line: "the ranges are done; waiting for the probe" in line)
+    drained = _logged_at(err, lambda line: "the probe queue is drained" in line)
     gone = _logged_at(err, lambda line: "all workers gone" in line)
-    assert gone - finished < EXIT_AFTER_DONE_SECONDS, f"{gone - finished:.1f} s\n{err[-4000:]}"
+    assert finished <= waits <= drained
+    assert gone - drained < EXIT_AFTER_DONE_SECONDS, f"{gone - drained:.1f} s\n{err[-4000:]}"
+    assert run.rows("SELECT count(*) FROM probe_candidates WHERE state IN ('new', 'probing')") == [
+        (0,)
+    ]
     assert "uidx status" in out
     assert "catalog export" in out
     _assert_every_article_once(run, expected)

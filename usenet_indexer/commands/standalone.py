@@ -9,10 +9,14 @@ which gets a fresh token at every start (passed to them in their
 environment, never on a command line).
 
 It indexes what is planned (`uidx groups add`, `uidx ranges plan`);
---exit-when-done stops it once every planned range is done, for scripts and
-tests (or parked as failed: then it says so and exits 1). SIGTERM or SIGINT
-stops every worker as their own commands do: the edges give their ranges
-back.
+--exit-when-done stops it once every planned range is done (or parked as
+failed: then it says so and exits 1) and the probes that come after are
+done too: every candidate probed or given up, and the catalog built from
+what they found (the obfuscated releases renamed). That wait goes on while
+the probe queue moves, saying every few seconds how many candidates are
+left, and ends after --probe-stall-seconds without progress. For scripts
+and tests. SIGTERM or SIGINT stops every worker as their own commands do:
+the edges give their ranges back.
 
 Where to look afterwards: `uidx status`, and `uidx catalog export --out FILE`
 (the schema of `uidx index`).
@@ -25,6 +29,7 @@ import logging
 import socket
 import sys
 import time
+from collections.abc import Callable
 from datetime import datetime
 
 import attrs
@@ -34,6 +39,7 @@ from usenet_indexer.commands import edge as edge_command
 from usenet_indexer.commands import non_negative_int
 from usenet_indexer.commands import prefetch as prefetch_command
 from usenet_indexer.config import Settings, from_process
+from usenet_indexer.core.drain import Drained, DrainWatch, Queue
 from usenet_indexer.edge.options import EdgeOptions
 from usenet_indexer.errors import ConfigError
 from usenet_indexer.prefetch.daemon import PrefetchOptions
@@ -43,6 +49,7 @@ from usenet_indexer.store.database import migrate_url
 from usenet_indexer.store.nodes import NodeStore
 from usenet_indexer.store.pgcluster import database_url, start_if_stopped
 from usenet_indexer.store.pool import open_pool
+from usenet_indexer.store.probes import ProbeStore
 from usenet_indexer.store.ranges import RangeStore
 from usenet_indexer.supervisor.entry import (
     add_worker_arguments,
@@ -61,6 +68,9 @@ FIRST_EDGE_SLOT = 2
 # starts anyway (and retries with backoff), and how often it looks.
 COORDINATOR_START_SECONDS = 120.0
 LISTENER_POLL_SECONDS = 0.2
+# --exit-when-done gives up on a probe queue that has not moved for this long:
+# longer than a retry's longest pause (240 s) and a dead prober's lease (300 s).
+PROBE_STALL_SECONDS = 600
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -80,8 +90,15 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.add_argument(
         "--exit-when-done",
         action="store_true",
-        help="stop once every planned range is done (nothing planned: stop at once; exit 1 when"
-        " ranges were parked as failed instead)",
+        help="stop once every planned range is done and the probes after them are (nothing"
+        " planned: stop at once; exit 1 when ranges were parked as failed instead)",
+    )
+    parser.add_argument(
+        "--probe-stall-seconds",
+        type=non_negative_int,
+        default=PROBE_STALL_SECONDS,
+        help="with --exit-when-done: stop waiting for the probe queue once it has not moved"
+        f" for this long (default {PROBE_STALL_SECONDS}; 0: do not wait for the probes)",
     )
     add_worker_arguments(parser)
     parser.set_defaults(run=run)
@@ -112,13 +129,18 @@ def run(args: argparse.Namespace) -> int:
             if args.exit_when_done and ranges.progress().planned == 0:
                 print("nothing is planned: see `uidx groups add` and `uidx ranges plan`")
                 return 0
+            done = (
+                _work_done(args, settings, ranges, CatalogTable(pool), ProbeStore(pool))
+                if args.exit_when_done
+                else None
+            )
             status = supervised(
                 args,
                 FIRST_EDGE_SLOT + edges,
                 [*global_argv(args), "standalone"],
                 lambda: 0,  # never called: always_supervise
                 notify_socket=settings.notify_socket,
-                done=_WorkDone(ranges, CatalogTable(pool)) if args.exit_when_done else None,
+                done=done,
                 environment={
                     "COORDINATOR_URL": coordinator_url(settings.listen),
                     "NODE_TOKEN": token,
@@ -145,20 +167,49 @@ def run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 1
+        left = done.left if done is not None else None
+        if left is not None and left.candidates:
+            print(
+                f"uidx standalone: {left.candidates} probe candidates are left unprobed (the"
+                f" probe queue stood still for {args.probe_stall_seconds} s): see `{home}uidx"
+                " status`; the next run probes them",
+                file=sys.stderr,
+            )
     return status
+
+
+def _work_done(
+    args: argparse.Namespace,
+    settings: Settings,
+    ranges: RangeStore,
+    catalog: CatalogTable,
+    probes: ProbeStore,
+) -> _WorkDone:
+    """The arbiter's done check for --exit-when-done: the probes waited for, unless they
+    are off (probe_share = 0: no prober runs) or --probe-stall-seconds is 0."""
+    waits = settings.probe_share > 0 and args.probe_stall_seconds > 0
+    return _WorkDone(
+        ranges, catalog, probes if waits else None, DrainWatch(float(args.probe_stall_seconds))
+    )
 
 
 @attrs.define(eq=False)
 class _WorkDone:
-    """--exit-when-done: every range done or parked, and the catalog built from them.
+    """--exit-when-done: every range done or parked, then the probe queue drained and the
+    catalog built from it (core/drain.py decides; its lines are logged).
 
-    The keys pending when the ranges were all done (the last batches', and
-    probes' outcomes until then) are waited for; keys a probe marks later are
-    not: the probes go on after the ranges, and each outcome is a build.
+    Without probes to wait for, the keys pending when the ranges were all done
+    (the last batches', and probes' outcomes until then) are waited for, not
+    the keys a probe marks later.
     """
 
     ranges: RangeStore
     catalog: CatalogTable
+    probes: ProbeStore | None
+    watch: DrainWatch
+    clock: Callable[[], float] = time.monotonic
+    # What the probe queue held when the wait ended (None: not waited for).
+    left: Queue | None = None
     _ranges_done_at: datetime | None = None
 
     def __call__(self) -> bool:
@@ -166,7 +217,16 @@ class _WorkDone:
             if not self.ranges.all_done():
                 return False
             self._ranges_done_at = self.catalog.now()
-        return not self.catalog.any_pending(self._ranges_done_at)
+        if self.probes is None:
+            return not self.catalog.any_pending(self._ranges_done_at)
+        decision = self.watch.observe(self.probes.queue(), self.clock())
+        if not isinstance(decision, Drained):
+            if decision.line is not None:
+                logger.info("%s", decision.line)
+            return False
+        logger.log(logging.WARNING if decision.stalled else logging.INFO, "%s", decision.line)
+        self.left = decision.left
+        return True
 
 
 def coordinator_url(listen: str) -> str:

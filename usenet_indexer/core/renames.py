@@ -10,10 +10,11 @@ store/catalog.py) and the findings of their keys, and returns them as the
 catalog shows them:
 
 - **renamed**: a release whose key (or a key it was merged from) has a
-  name found is called by it; its files get the real names, matched by
-  size (a par2 gives each file's length; a file's articles are 1-4%
-  larger for yEnc, `ENCODED_RATIO`, plus their headers), the nearest
-  unmatched one for each, largest first; the obfuscated names stay as aliases (searchable);
+  name found is called by it; its files get the real names where the
+  par2's list (each file's length) maps them without doubt
+  (core/filematch.py), in their subjects too (an NZB's file names are
+  its subjects'), and keep theirs elsewhere; the obfuscated names stay as
+  aliases (searchable);
 - **one upload**: a release of the same poster whose files are all
   among a renamed release's real names (headers split it, the par2 says
   it is one upload) is merged into it;
@@ -33,25 +34,18 @@ from collections.abc import Mapping, Sequence, Set
 
 import attrs
 
+from usenet_indexer.core.filematch import Posted, real_names
 from usenet_indexer.core.merge import CatalogFile, CatalogRelease, holds
 from usenet_indexer.core.naming import COMPANIONS
 from usenet_indexer.core.subject import (
     PAR2_SUFFIX,
     PAR2_VOLUME,
     extension,
-    file_stem,
     looks_obfuscated,
 )
 
 # The rule name of a release dropped for what its archive holds.
 EXECUTABLE_INSIDE = "executable_inside"
-# What a file of a par2 length L is in its articles' bytes (what overview
-# says): yEnc's 1-4% more, and each article's headers (a few hundred bytes:
-# a server counts the whole article). The nearest file within the slack is
-# its match.
-ENCODED_RATIO = 1.03
-HEADER_BYTES = 600
-SLACK_RATIO = 0.06
 # A release of at most this many data files, all archives, may be a
 # rar-wrapped flood: its first volume is probed.
 FLOOD_FILES = 3
@@ -125,7 +119,10 @@ def apply(
                 aliases.append(other.name)
         renamed[index] = (release, finding, aliases)
     for release, finding, aliases in renamed:
-        files, old_names = _renamed_files(release.files, finding)
+        whole = release.files_announced is not None and len(release.files) >= (
+            release.files_announced
+        )
+        files, old_names = _renamed_files(release.files, finding, whole=whole)
         assert finding.name is not None
         named = attrs.evolve(release, name=finding.name, files=files)
         kept = tuple(dict.fromkeys(a for a in [*aliases, *old_names] if a != finding.name))
@@ -189,32 +186,33 @@ def _announced(release: CatalogRelease) -> float:
 
 
 def _renamed_files(
-    files: tuple[CatalogFile, ...], finding: Finding
+    files: tuple[CatalogFile, ...], finding: Finding, *, whole: bool
 ) -> tuple[tuple[CatalogFile, ...], list[str]]:
-    """Files with their real names where a par2 length matches (or the name is real already)."""
-    real = dict(zip(finding.files, finding.sizes or (0,) * len(finding.files), strict=False))
-    named = set(real)
-    unmatched = {
-        i: (sum(s for _, _, s in f.segments), len(f.segments))
+    """Files with their real names where the par2's list maps them without doubt, and
+    the names they had; `whole`: every file the upload announced was seen."""
+    listed = dict(zip(finding.files, finding.sizes or (0,) * len(finding.files), strict=False))
+    if not any(listed.values()):
+        return files, []
+    posted = [Posted.of(f.name, f.total_segments, f.segments) for f in files]
+    named = real_names(posted, listed, whole=whole)
+    renamed = tuple(
+        attrs.evolve(f, name=named[i], subject=renamed_subject(f.subject, f.name, named[i]))
+        if i in named
+        else f
         for i, f in enumerate(files)
-        if f.name not in named and looks_obfuscated(file_stem(f.name))
-    }
-    names = [f.name for f in files]
-    old: list[str] = []
-    for name, length in sorted(real.items(), key=lambda item: -item[1]):
-        if not length or name in names:
-            continue
-        fits = []
-        for i, (size, articles) in unmatched.items():
-            off = abs(size - length * ENCODED_RATIO - articles * HEADER_BYTES)
-            if off <= length * SLACK_RATIO + articles * HEADER_BYTES:
-                fits.append((off, i))
-        if fits:
-            _, i = min(fits)
-            del unmatched[i]
-            old.append(names[i])
-            names[i] = name
-    return tuple(attrs.evolve(f, name=n) for f, n in zip(files, names, strict=True)), old
+    )
+    return renamed, [files[i].name for i in sorted(named)]
+
+
+def renamed_subject(subject: str, old: str, new: str) -> str:
+    """A file's subject with its name in it replaced (the last time it is there, quoted
+    first): what a downloader names the file after (SABnzbd and NZBGet read the name in
+    an NZB's subject). A subject without the name is left as it is."""
+    for was, now in ((f'"{old}"', f'"{new}"'), (old, new)):
+        before, found, after = subject.rpartition(was)
+        if found:
+            return before + now + after
+    return subject
 
 
 def more_probe(
@@ -227,7 +225,11 @@ def more_probe(
     gets its par2 probed for the file names; a release without a candidate
     of its own segments gets its par2 index probed, else its first archive
     volume when it is obfuscated or looks like a flood (see the module
-    docstring).
+    docstring). A release whose par2 index was not seen (lost, or taken for
+    a repeat of another upload's file of the same subject: NewsUP names
+    every index `rename.with.this.par2`) gets its smallest par2 volume
+    probed: a volume repeats the file list at its start (par2cmdline writes
+    the critical packets among the first).
     """
     if release.dropped is not None:
         return None
@@ -236,12 +238,7 @@ def more_probe(
     findings = _of(release, found)
     if any(f.sizes or f.executable for f in findings):
         return None
-    par2 = [
-        f
-        for f in release.files
-        if PAR2_SUFFIX.search(f.name) and not PAR2_VOLUME.search(f.name) and f.segments
-    ]
-    first = next((f for f in par2 if f.segments[0][0] == 1), None)
+    first = _par2_to_probe(release)
     wanted = bool(own) or release.probe_candidate or looks_obfuscated(release.name)
     if first is not None and first.segments[0][1] not in asked and wanted:
         return release.key, first.segments[0][1], first.name
@@ -249,6 +246,15 @@ def more_probe(
         return None
     archive = archive_probe(release)
     return None if archive is None else (release.key, *archive)
+
+
+def _par2_to_probe(release: CatalogRelease) -> CatalogFile | None:
+    """The par2 index whose first segment was seen, else the smallest such volume."""
+    seen = [f for f in release.files if PAR2_SUFFIX.search(f.name) and f.segments]
+    seen = [f for f in seen if f.segments[0][0] == 1]
+    index = next((f for f in seen if not PAR2_VOLUME.search(f.name)), None)
+    volumes = [f for f in seen if PAR2_VOLUME.search(f.name)]
+    return index or min(volumes, key=lambda f: (len(f.segments), f.name), default=None)
 
 
 def archive_probe(release: CatalogRelease) -> tuple[str, str] | None:

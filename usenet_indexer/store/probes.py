@@ -21,6 +21,7 @@ from typing import Final
 import attrs
 from psycopg_pool import ConnectionPool
 
+from usenet_indexer.core.drain import Queue
 from usenet_indexer.core.renames import Finding
 
 # Tries of one candidate before it is given up.
@@ -90,6 +91,16 @@ _COUNTS = """
 _DUE = """
     SELECT count(*) FROM probe_candidates
     WHERE (state = 'new' AND next_at <= now()) OR (state = 'probing' AND deadline < now())
+"""
+# The open candidates and the catalog keys waiting for a build, in one snapshot
+# (one statement): a build adds its candidates before it deletes its pending
+# keys, and a probe's outcome marks its key in the same transaction, so a
+# look that finds neither has nothing left coming (core/drain.py).
+_QUEUE = """
+    SELECT count(*),
+           count(*) FILTER (WHERE state = 'new' AND next_at > now()),
+           (SELECT count(*) FROM catalog_pending)
+    FROM probe_candidates WHERE state IN ('new', 'probing')
 """
 _FOUND = """
     SELECT release_key, outcome, found_name, found_files, found_sizes, message_id,
@@ -229,6 +240,14 @@ class ProbeStore:
             row = conn.execute(_DUE).fetchone()
         assert row is not None
         return int(row[0])
+
+    def queue(self) -> Queue:
+        """What is left of the probe queue: the open candidates (those waiting for a
+        later try among them) and the catalog keys waiting for a build."""
+        with self.pool.connection() as conn:
+            row = conn.execute(_QUEUE).fetchone()
+        assert row is not None
+        return Queue(candidates=int(row[0]), retrying=int(row[1]), pending=int(row[2]))
 
     def counts(self) -> list[ProbeCount]:
         """Candidates by state and outcome (for `uidx status` and /metrics)."""

@@ -24,31 +24,49 @@ documents them; re-done here, no code copied):
   `@ngPost.com` (randomStdFrom).
 - `plain`: the same upload under its real names (any tool's default): a
   probe must leave it as it is.
+- any of these with `volumes=N`: the video cut into N volumes, all of one
+  size but the last, about half as long, `name.mkv.001` ... (HJSplit's
+  and 7-Zip's split naming), each posted as a file of its own, the par2
+  set made over them: its lengths cannot tell the equal volumes apart.
 - `zip_flood`, `7z_flood`: the flood bots' `Movie.Title.2024.1080p.BluRay
   .x264-GRP.zip` holding `setup.exe` only: the headers look like a film,
   the archive says otherwise.
 
 Which bodies a candidate's probe reads, and what it must find, is the
 truth (`Built.real_name`, `Built.data_files`, `Built.flood`).
+
+`scripts/post-obfuscated DIR` (`main`) posts a showcase of them to the
+private INN2 that `scripts/newsd start DIR` runs, and writes their truth:
+scripts/demo does, and says afterwards how many the catalog names.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
+import math
 import random
 import shutil
 import string
 import subprocess
+import sys
+import tempfile
+import time
 import zipfile
+from collections.abc import Sequence
 from email.utils import formatdate
 from pathlib import Path
 
 import attrs
 
 from usenet_indexer.errors import UidxError
-from usenet_indexer.testing.newsd import PostedArticle
+from usenet_indexer.testing.newsd import PostedArticle, post_articles
 from usenet_indexer.testing.yenc import yenc_articles
 
 KINDS = ("nyuu", "newsup", "ngpost", "plain", "zip_flood", "7z_flood")
+OBFUSCATED = ("nyuu", "newsup", "ngpost")
+# Uploads of one From (NewsUP's default) are told apart by time, as in real groups.
+SHOWCASE_GAP_SECONDS = 2 * 3600
 _SHOWS = ("Fallout", "Severance", "Andor", "Shogun", "Slow.Horses", "The.Bear", "Silo", "Dune")
 _GROUPS = ("Kitsune", "NTb", "FLUX", "SiGMA", "playWEB", "EDITH")
 
@@ -64,9 +82,11 @@ class Built:
     Attributes:
         kind: one of KINDS.
         real_name: the release's real name.
-        data_files: the real names of its data files (video, nfo), as the par2 lists them.
+        data_files: the real names of its data files (video or its volumes, nfo), as the
+            par2 lists them.
         flood: an archive of executables only.
         articles: in posting order.
+        posted_as: (name posted under, real name) of each file.
     """
 
     kind: str
@@ -74,13 +94,22 @@ class Built:
     data_files: tuple[str, ...]
     flood: bool
     articles: tuple[PostedArticle, ...]
+    posted_as: tuple[tuple[str, str], ...] = ()
 
 
 def build(
-    folder: Path, kind: str, n: int, seed: int, *, posted: int, part_bytes: int = 60_000
+    folder: Path,
+    kind: str,
+    n: int,
+    seed: int,
+    *,
+    posted: int,
+    part_bytes: int = 60_000,
+    volumes: int = 1,
 ) -> Built:
     """Upload number `n` of a kind, its files made in `folder`, posted at unix time `posted`
-    (uploads of one tool's default From are told apart by time, as in real groups).
+    (uploads of one tool's default From are told apart by time, as in real groups); the
+    video whole, or cut into `volumes` volumes.
 
     Raises:
         ToolMissing: par2 (or, for a 7z flood, 7z) is not installed.
@@ -93,16 +122,31 @@ def build(
         return _flood(work, kind, rng, part_bytes, date)
     show = rng.choice(_SHOWS)
     name = f"{show}.S0{rng.randint(1, 9)}E{n % 99 + 1:02}.1080p.WEB.H264-{rng.choice(_GROUPS)}"
-    video = work / f"{name}.mkv"
-    video.write_bytes(rng.randbytes(rng.randint(150_000, 400_000)))
+    video = rng.randbytes(rng.randint(150_000, 400_000))
+    data = _cut(work, f"{name}.mkv", video, volumes)
     nfo = work / f"{name}.nfo"
     nfo.write_bytes(_nfo(name).encode("cp437"))
-    par2 = _par2(work, name, [video, nfo])
-    real = [video, nfo, *par2]
+    par2 = _par2(work, name, [*data, nfo])
+    real = [*data, nfo, *par2]
     posted_names = _posted_names(kind, rng, name, real)
     poster = _poster(kind, rng)
     articles = _articles(kind, rng, poster, [(p, posted_names[p]) for p in real], part_bytes, date)
-    return Built(kind, name, (video.name, nfo.name), False, tuple(articles))
+    data_files = (*(d.name for d in data), nfo.name)
+    posted_as = tuple((posted_names[p], p.name) for p in real)
+    return Built(kind, name, data_files, False, tuple(articles), posted_as)
+
+
+def _cut(work: Path, name: str, data: bytes, volumes: int) -> list[Path]:
+    """The file `name` of `data` written whole, or cut into volumes of one size, the last
+    about half as long."""
+    if volumes == 1:
+        (work / name).write_bytes(data)
+        return [work / name]
+    size = math.ceil(len(data) / (volumes - 0.5))
+    paths = [work / f"{name}.{i + 1:03}" for i in range(volumes)]
+    for i, path in enumerate(paths):
+        path.write_bytes(data[i * size : (i + 1) * size])
+    return paths
 
 
 def _par2(work: Path, name: str, files: list[Path]) -> list[Path]:
@@ -119,8 +163,9 @@ def _posted_names(kind: str, rng: random.Random, name: str, files: list[Path]) -
     if kind == "plain":
         return {f: f.name for f in files}
     if kind == "nyuu":
+        # One random name for the upload, the real extension kept (a volume's too).
         hidden = _random(rng, 32)
-        return {f: f.name if f.suffix == ".par2" else f"{hidden}{f.suffix}" for f in files}
+        return {f: f.name if f.suffix == ".par2" else f"{hidden}{_kept(f)}" for f in files}
     if kind == "newsup":
         out = {}
         for f in files:
@@ -133,6 +178,11 @@ def _posted_names(kind: str, rng: random.Random, name: str, files: list[Path]) -
         return out
     assert kind == "ngpost"
     return {f: f"{_random(rng, 17)}{f.suffix}" for f in files}
+
+
+def _kept(path: Path) -> str:
+    """The suffix a tool keeps: `.mkv`, or `.mkv.001` for a volume."""
+    return "".join(path.suffixes[-2:]) if path.suffix[1:].isdigit() else path.suffix
 
 
 def _poster(kind: str, rng: random.Random) -> str:
@@ -215,3 +265,55 @@ def _nfo(name: str) -> str:
         "  Source  : WEB\n  Video   : H264 1080p\n  Audio   : EAC3 5.1\n\n"
         "  Greetings to all the groups out there.\n"
     )
+
+
+def showcase(folder: Path, count: int, seed: int, *, end: int) -> list[Built]:
+    """`count` obfuscated uploads (Nyuu's, NewsUP's and ngPost's styles in turn, every
+    second round with the video in 4 volumes) and 2 zip floods, posted
+    SHOWCASE_GAP_SECONDS apart, the last before `end` (unix time).
+
+    Raises:
+        ToolMissing: par2 is not installed.
+    """
+    at = end - (count + 2) * SHOWCASE_GAP_SECONDS
+    made = []
+    for n in range(count):
+        kind = OBFUSCATED[n % len(OBFUSCATED)]
+        volumes = 4 if (n // len(OBFUSCATED)) % 2 else 1
+        posted = at + n * SHOWCASE_GAP_SECONDS
+        made.append(build(folder, kind, n, seed, posted=posted, volumes=volumes))
+    for n in range(2):
+        posted = at + (count + n) * SHOWCASE_GAP_SECONDS
+        made.append(build(folder, "zip_flood", n, seed, posted=posted))
+    return made
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`post-obfuscated DIR --group G [--uploads N] [--seed S] --truth FILE`: the showcase
+    posted to the INN2 under DIR, its truth written to FILE (a JSON object a line)."""
+    parser = argparse.ArgumentParser(prog="post-obfuscated", description=main.__doc__)
+    parser.add_argument("dir", help="the folder `scripts/newsd start` ran in")
+    parser.add_argument("--group", required=True)
+    parser.add_argument("--uploads", type=int, default=12, help="obfuscated uploads (default 12)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--truth", required=True, help="where the truth goes (JSON lines)")
+    args = parser.parse_args(argv)
+    try:
+        with tempfile.TemporaryDirectory(prefix="uidx-obfuscated-") as work:
+            made = showcase(Path(work), args.uploads, args.seed, end=int(time.time()))
+    except ToolMissing as error:
+        print(f"post-obfuscated: {error} (scripts/ensure-probe-tools installs it)", file=sys.stderr)
+        return 2
+    articles = [article for upload in made for article in upload.articles]
+    posted = post_articles(Path(args.dir), args.group, articles)
+    Path(args.truth).write_text(
+        "".join(
+            json.dumps(
+                {"kind": u.kind, "real_name": u.real_name, "flood": u.flood,
+                 "data_files": list(u.data_files), "posted_as": [list(p) for p in u.posted_as]}
+            ) + "\n"
+            for u in made
+        )
+    )  # fmt: skip
+    print(json.dumps({"uploads": len(made), "articles": posted["articles"]}))
+    return 0
