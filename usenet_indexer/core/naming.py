@@ -28,24 +28,52 @@ COMPANIONS = frozenset({"par2", "nfo", "sfv", "nzb", "txt", "jpg", "png", "md5",
 def release_name(head_name: str | None, files: Iterable[tuple[str, int]]) -> str:
     """The name of a release.
 
+    The head's name, unless the head says less than the files do: a random
+    head (`[N3wZ] \\6aZWVk237607\\::[PRiVATE]-[WtFnZb]-[Show.S01E02...mkv]`) or a
+    poster's word (`Film - "Jerry Maguire (1996) 1080p ...-PHD.part13.rar"`,
+    `panter - "74518-The Hunters (2011).par2"`) gives way to the main file's
+    stem when that is a name (not random; a scene mark or two words at least).
+
     Args:
         head_name: the name the subjects' head gives, if any.
         files: (file name, total segments) of the files known.
 
     Returns:
-        The head name, else the stem of the main file, else of any file.
+        The head name or the stem of the main file, else of any file.
     """
-    if head_name:
-        return head_name
+    stem = _main_stem(files)
+    head_named = bool(head_name) and not looks_obfuscated(head_name or "")
+    stem_named = bool(stem) and not looks_obfuscated(stem)
+    if head_named and (not stem_named or _says_something(head_name or "")):
+        return head_name or ""
+    if stem_named and (not head_name or _says_something(stem)):
+        return stem
+    return head_name or stem
+
+
+def _main_stem(files: Iterable[tuple[str, int]]) -> str:
+    """The stem of the main file: content before companions, then the bigger,
+    then the smaller name (stable); "" without files."""
     best: tuple[int, int, str] | None = None
     for name, total in files:
-        # Content before companions, then bigger, then the smaller name (stable).
         rank = (0 if extension(name) in COMPANIONS else 1, total, name)
         if best is None or rank[:2] > best[:2] or (rank[:2] == best[:2] and rank[2] < best[2]):
             best = rank
     if best is None:
         return ""
     return file_stem(best[2]) or best[2]
+
+
+# Words of a name: what spaces, dots and underscores part.
+_WORD_GAPS = re.compile(r"[\s._]+")
+
+
+def _says_something(name: str) -> bool:
+    """Whether a name tells a release: a scene mark (-GROUP, an episode, a year,
+    a resolution) or two words at least; a lone word is a poster's or a crew's."""
+    if _GROUP_SUFFIX.search(name) or _SCENE_MARK.search(name):
+        return True
+    return len([word for word in _WORD_GAPS.split(name) if word]) >= 2
 
 
 # What scene names have that volume names and random names lack: a -GROUP
