@@ -22,8 +22,9 @@ corpus (../shared/corpus/subjects.tsv) shows again and again:
 The head is cut into parts at brackets and banner marks ([] <> {} | ~ ^,
 -= =-, .: :., ::, runs of three parentheses). Each part loses a poster's prefix
 (`<handle> post`, `postet`, `uppt`, `presents`), a leading `Re:`/`REQ:`,
-sites, sizes and counters, and a trailing "sponsored by ..."; a part with
-fewer than three letters or digits left, or that is only a tag, is noise.
+sites, sizes and counters, a "sponsored by X" or "partner of X", and a
+slogan's rest; a part with fewer than three letters or digits left, or that
+is only a tag, is noise.
 The longest part left is the name (the bots give the release a bracket of
 its own); with none left the head says nothing, and the release is named
 after its files (naming.release_name). The release key is not made from
@@ -46,18 +47,19 @@ _PART_MARKS = re.compile(r"[\[\]<>{}|~^«»]+|-=+|=+-|\.:|:\.|::|\({3,}|\){3,}")
 _COUNTERS = re.compile(
     r"(?i)\bfiles?\s+\d{1,5}\s*(?:of|/)\s*\d{1,5}\b:?"
     r"|[\[(]\s*\d{1,5}\s*(?:of|/|\|)\s*\d{1,5}\s*[\])]"
-    r"|(?:^|\s-)\s*\d{1,5}\s*of\s*\d{1,5}\s*$"
-    r"|(?:^|[\s-])\d{1,5}\s*/\s*\d{1,5}\s*[\])]?\s*$"
 )
+_END_COUNTER = re.compile(
+    r"(?i)(?:(?:^|\s-)\s*\d{1,5}\s*of|(?:^|[\s-])\d{1,5}\s*/)\s*\d{1,5}\s*[\])]?\s*$"
+)
+# The longest text _END_COUNTER matches but for spaces: " - 12345 of 12345]".
+_END_COUNTER_MAX = 24
 
 # The tools' own word, where a poster's template put it before the counter.
 _YENC = re.compile(r"(?i)\byenc\b")
 
 # A size: `1,31 GB`, `405.6 kBytes`, `552 MB`: a decimal or a space before the
 # unit (`100MB` in `reftestnzb 100MB auto` is the post's name).
-_SIZE = re.compile(
-    r"(?i)(?<![\w.,])(?:\d+[.,]\d+\s?|\d+\s)(?:[kmgt]i?b|[kmgt]?bytes)(?![\w.])"
-)
+_SIZE = re.compile(r"(?i)(?<![\w.,])(?:\d+[.,]\d+\s?|\d+\s)(?:[kmgt]i?b|[kmgt]?bytes)(?![\w.])")
 
 # A site: a board's or a sponsor's address (`www.town.ag`, `Art-Of-Use.Net`,
 # `http://dream-of-usenet.info`, `brothers-of-usenet.info/.net`): at most two
@@ -78,6 +80,7 @@ _SITE = re.compile(
 # "postet by" take the word after them (the sponsor, the poster: `Partner of
 # SSL-News UK.Single.Charts.Top.40` keeps the release); a slogan takes the
 # rest of its part.
+_SPONSOR_WORDS = (" by", "partner", "download", "empfehlen", "thanks", "thnx")
 _SPONSOR = re.compile(
     r"(?i)\b(?:(?:sponsored|powered|presented|posted|postet|upped|uploaded)\s+by"
     r"|partner\s+(?:of|von))\b[\s:-]*\S*"
@@ -128,33 +131,71 @@ def head_release_name(head: str) -> str | None:
     """
     if not head:
         return None
-    text = _SIZE.sub(" ", _COUNTERS.sub(" ", head))
+    text = _counters_off(head)
+    if "b" in text.lower():
+        text = _SIZE.sub(" ", text)
     candidates = [name for part in _PART_MARKS.split(text) if (name := _clean_part(part))]
     if not candidates:
         return None
     return max(candidates, key=len)
 
 
+# Each pattern below is tried only where a word it needs is in the text: most
+# heads hold none of them, and a head is read for every release of a batch.
+
+
 def _clean_part(part: str) -> str | None:
     """One part of a head without its noise, or None when nothing names a release."""
-    name = _SPONSOR.sub("", _YENC.sub(" ", _PLACEHOLDER.sub(" ", part)))
-    name = _SITE.sub(" ", name)
+    if len(part) < 3:
+        return None
+    lower = part.lower()
+    name = _PLACEHOLDER.sub(" ", part) if "??" in part else part
+    if "enc" in lower:
+        name = _YENC.sub(" ", name)
+    if any(word in lower for word in _SPONSOR_WORDS):
+        name = _SPONSOR.sub("", name)
+    if "." in name:
+        name = _SITE.sub(" ", name)
     name = _strip_edges(name)
-    name = _REQUEST.sub("", name)
-    name = _PRESENTS.sub("", _POSTER_PREFIX.sub("", name))
-    name = _strip_edges(_TRAILING_TAG.sub("", _COUNTERS.sub(" ", name)))
+    if ":" in name or "*" in name:
+        name = _REQUEST.sub("", name)
+    if "post" in lower or "uppt" in lower:
+        name = _POSTER_PREFIX.sub("", name)
+    if "sent" in lower:
+        name = _PRESENTS.sub("", name)
+    name = _counters_off(name)
+    if any(tag in name[-8:].lower() for tag in ("post", "set", "pw")):
+        name = _TRAILING_TAG.sub("", name)
+    name = _strip_edges(name)
     if not _THREE_ALNUM.search(name) or _TAG.match(name):
         return None
     return " ".join(name.split())
+
+
+def _counters_off(text: str) -> str:
+    """`text` without the counters a poster wrote (_COUNTERS, _END_COUNTER)."""
+    lower = text.lower()
+    if "/" not in text and "|" not in text and "of" not in lower:
+        return text
+    text = _COUNTERS.sub(" ", text)
+    end = _END_COUNTER.search(text, max(0, len(text.rstrip()) - _END_COUNTER_MAX))
+    return text[: end.start()] + " " if end else text
 
 
 def _strip_edges(text: str) -> str:
     """`text` without the separators and brackets around it, but with the closing
     bracket of one it opened: `Title (1978) - ` gives `Title (1978)`."""
     name = text.strip(_EDGES)
-    end = text.find(name) + len(name) if name else 0
+    if not name:
+        return name
+    end = text.find(name) + len(name)
+    if text[end : end + 1] not in _CLOSING:
+        return name
     for opening, closing in ("()", "[]", "{}"):
         while name.count(opening) > name.count(closing) and text[end : end + 1] == closing:
             name += closing
             end += 1
     return name
+
+
+_CLOSING = frozenset(")]}")

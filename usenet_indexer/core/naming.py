@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterable, Sequence
 
 from usenet_indexer.core.subject import (
+    FIXED_STEMS,
     NFO_SUFFIX,
     PAR2_SUFFIX,
     PAR2_VOLUME,
@@ -29,10 +30,11 @@ def release_name(head_name: str | None, files: Iterable[tuple[str, int]]) -> str
     """The name of a release.
 
     The head's name, unless the head says less than the files do: a random
-    head (`[N3wZ] \\6aZWVk237607\\::[PRiVATE]-[WtFnZb]-[Show.S01E02...mkv]`) or a
-    poster's word (`Film - "Jerry Maguire (1996) 1080p ...-PHD.part13.rar"`,
-    `panter - "74518-The Hunters (2011).par2"`) gives way to the main file's
-    stem when that is a name (not random; a scene mark or two words at least).
+    head (`[N3wZ] \\6aZWVk237607\\::[PRiVATE]-[WtFnZb]-[Show.S01E02...mkv]`) gives
+    way to the main file's stem when that is not random, and a poster's word
+    (`Film - "Jerry Maguire (1996) 1080p ...-PHD.part13.rar"`, `panter -
+    "74518-The Hunters (2011).par2"`) when the stem says more (a scene mark or
+    two words at least).
 
     Args:
         head_name: the name the subjects' head gives, if any.
@@ -41,14 +43,15 @@ def release_name(head_name: str | None, files: Iterable[tuple[str, int]]) -> str
     Returns:
         The head name or the stem of the main file, else of any file.
     """
+    named = head_name if head_name and not looks_obfuscated(head_name) else None
+    if named and _says_something(named):
+        return named  # most releases: the files are not looked at
     stem = _main_stem(files)
-    head_named = bool(head_name) and not looks_obfuscated(head_name or "")
-    stem_named = bool(stem) and not looks_obfuscated(stem)
-    if head_named and (not stem_named or _says_something(head_name or "")):
-        return head_name or ""
-    if stem_named and (not head_name or _says_something(stem)):
-        return stem
-    return head_name or stem
+    if not stem or looks_obfuscated(stem) or stem.lower() in FIXED_STEMS:
+        return named or head_name or stem
+    if named and not _says_something(stem):
+        return named
+    return stem
 
 
 def _main_stem(files: Iterable[tuple[str, int]]) -> str:
