@@ -1,15 +1,20 @@
-"""Newznab categories: the standard table, and a release's category from its name and group.
+"""Newznab categories: the standard table; a release's category from its name, files, groups.
 
 The numbers are those the *arr programs (Sonarr, Radarr, Prowlarr) and
 NZBHydra2 use: parents 1000 Console, 2000 Movies, 3000 Audio, 4000 PC,
 5000 TV, 6000 XXX, 7000 Books, 8000 Other, and their subcategories.
 
 A release's category comes from rules, as data (`RULES`): each rule names a
-category and the patterns that give it, tried in order on the release name
-(and, where a rule says so, the group); the first that matches wins, and a
-release that no rule takes is 8010 Other/Misc (8020 Hashed when its name
-looks random). The rules are checked on ../shared/corpus/subjects.tsv and
-the corpus NZB names (tests/test_categories.py). Pure: no I/O.
+category and the patterns that give it, on the release name and, where a
+rule says so, on its groups. A random name (`looks_hashed`) is 8020
+Other/Hashed before any rule; then the first rule whose name pattern
+matches, the files' extensions, the first rule whose group pattern matches,
+the weak name rules, and 8010 Other/Misc for what none takes (`categorise`).
+The rules follow how releases are named (scene rules: an episode's SxxExx, a
+film's year and source, a game's platform tag or group, music's format and
+Artist-Title-SOURCE-YEAR-GROUP) and are checked on a table of real corpus
+names filed by reading them, and on ../shared/corpus/subjects.tsv and the
+corpus NZB names (tests/test_categories.py). Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -296,12 +301,15 @@ _BY_GROUP = tuple((rule.category, _compiled(rule.group)) for rule in RULES if ru
 # A random name: hex of 32, 40 or 64 digits (and any other 16 or more), UUIDs,
 # the posting tools' random strings (subject.looks_obfuscated), shorter
 # letters-and-digits runs with two of each (`MAlXD245333`), and base64-like
-# strings with `_` or `-` (`CQVNAj4WLDW_7Bm8Ax6J`): three of each case, two
-# digits, and no four lower-case letters in a row (words have them).
+# strings with `_` or `-` (`CQVNAj4WLDW_7Bm8Ax6J`: three of each case, two
+# digits); never four lower-case letters in a row (`Windows10Pro64bit`: words
+# have them).
 _UUID = re.compile(
     r"^\{?[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}\}?$", re.IGNORECASE
 )
-_TOKEN = re.compile(r"^(?=(?:[^0-9]*[0-9]){2})(?=(?:[^A-Za-z]*[A-Za-z]){2})[A-Za-z0-9]{10,64}$")
+_TOKEN = re.compile(
+    r"^(?=(?:[^0-9]*[0-9]){2})(?=(?:[^A-Za-z]*[A-Za-z]){2})(?!.*[a-z]{4})[A-Za-z0-9]{10,64}$"
+)
 _BASE64ISH = re.compile(
     r"^(?=(?:[^A-Z]*[A-Z]){3})(?=(?:[^a-z]*[a-z]){3})(?=(?:[^0-9]*[0-9]){2})(?!.*[a-z]{4})"
     r"[A-Za-z0-9_-]{16,64}$"
