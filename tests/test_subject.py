@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from usenet_indexer.core.heads import head_release_name
 from usenet_indexer.core.indexer import find_segment_counter
 from usenet_indexer.core.subject import (
     file_stem,
-    head_release_name,
     looks_obfuscated,
     parse_file_subject,
 )
