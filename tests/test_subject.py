@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from usenet_indexer.core.heads import head_release_name
 from usenet_indexer.core.indexer import find_segment_counter
 from usenet_indexer.core.subject import (
     file_stem,
-    head_release_name,
     looks_obfuscated,
     parse_file_subject,
 )
@@ -44,7 +44,7 @@ def _rows(corpus_dir: Path, kind: str) -> list[dict[str, str]]:
             "Ubuntu 8.10 desktop i386.part02.rar",
             3,
             25,
-            "am9295 post Ubuntu 8.10 Desktop i386",
+            "Ubuntu 8.10 Desktop i386",
         ),
         (
             'Ubuntu 10.10 Desktop I386 - "ubuntu-10.10-desktop-i386.nfo" - [02/50] yEnc (1/1)',

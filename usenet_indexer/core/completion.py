@@ -66,8 +66,12 @@ from collections.abc import Sequence
 import attrs
 
 from usenet_indexer.core.merge import CatalogFile
-from usenet_indexer.core.renames import ENCODED_RATIO, HEADER_BYTES
 from usenet_indexer.core.subject import MAX_FILES, PAR2_SUFFIX
+
+# An article's bytes against the data it carries: yEnc's growth (1-4%, taken
+# at its middle) and each article's headers (a posting tool's, ~600 bytes).
+ENCODED_RATIO = 1.03
+HEADER_BYTES = 600
 
 # Recovery blocks must cover the damage with a fifth to spare: the block size
 # is estimated from article bytes (yEnc adds 1-4%, headers vary, the copies of
@@ -287,7 +291,7 @@ def _index_bytes(files: Sequence[CatalogFile], base: str, article: int) -> float
 
 def _raw(encoded: float, articles: int) -> float:
     """What articles of `encoded` bytes hold of a file: less their headers, less yEnc's
-    overhead (both as the renames take them)."""
+    overhead."""
     return max(0.0, encoded - articles * HEADER_BYTES) / ENCODED_RATIO
 
 

@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterable, Sequence
 
 from usenet_indexer.core.subject import (
+    FIXED_STEMS,
     NFO_SUFFIX,
     PAR2_SUFFIX,
     PAR2_VOLUME,
@@ -28,24 +29,54 @@ COMPANIONS = frozenset({"par2", "nfo", "sfv", "nzb", "txt", "jpg", "png", "md5",
 def release_name(head_name: str | None, files: Iterable[tuple[str, int]]) -> str:
     """The name of a release.
 
+    The head's name, unless the head says less than the files do: a random
+    head (`[N3wZ] \\6aZWVk237607\\::[PRiVATE]-[WtFnZb]-[Show.S01E02...mkv]`) gives
+    way to the main file's stem when that is not random, and a poster's word
+    (`Film - "Jerry Maguire (1996) 1080p ...-PHD.part13.rar"`, `panter -
+    "74518-The Hunters (2011).par2"`) when the stem says more (a scene mark or
+    two words at least).
+
     Args:
         head_name: the name the subjects' head gives, if any.
         files: (file name, total segments) of the files known.
 
     Returns:
-        The head name, else the stem of the main file, else of any file.
+        The head name or the stem of the main file, else of any file.
     """
-    if head_name:
-        return head_name
+    named = head_name if head_name and not looks_obfuscated(head_name) else None
+    if named and _says_something(named):
+        return named  # most releases: the files are not looked at
+    stem = _main_stem(files)
+    if not stem or looks_obfuscated(stem) or stem.lower() in FIXED_STEMS:
+        return named or head_name or stem
+    if named and not _says_something(stem):
+        return named
+    return stem
+
+
+def _main_stem(files: Iterable[tuple[str, int]]) -> str:
+    """The stem of the main file: content before companions, then the bigger,
+    then the smaller name (stable); "" without files."""
     best: tuple[int, int, str] | None = None
     for name, total in files:
-        # Content before companions, then bigger, then the smaller name (stable).
         rank = (0 if extension(name) in COMPANIONS else 1, total, name)
         if best is None or rank[:2] > best[:2] or (rank[:2] == best[:2] and rank[2] < best[2]):
             best = rank
     if best is None:
         return ""
     return file_stem(best[2]) or best[2]
+
+
+# Words of a name: what spaces, dots and underscores part.
+_WORD_GAPS = re.compile(r"[\s._]+")
+
+
+def _says_something(name: str) -> bool:
+    """Whether a name tells a release: a scene mark (-GROUP, an episode, a year,
+    a resolution) or two words at least; a lone word is a poster's or a crew's."""
+    if _GROUP_SUFFIX.search(name) or _SCENE_MARK.search(name):
+        return True
+    return len([word for word in _WORD_GAPS.split(name) if word]) >= 2
 
 
 # What scene names have that volume names and random names lack: a -GROUP

@@ -35,6 +35,7 @@ from __future__ import annotations
 import re
 from typing import AnyStr, NamedTuple
 
+from usenet_indexer.core.heads import head_release_name
 from usenet_indexer.core.rules import EXECUTABLE_EXTENSIONS
 
 # A file counter: [i/M] or (i/M). Five digits: no real upload has 100k files,
@@ -67,9 +68,6 @@ _REPLY_PREFIXES = ("re: ", "Re: ", "rE: ", "RE: ")
 
 # A letter or a digit: a head without one is a placeholder.
 _ALNUM = re.compile(r"[^\W_]")
-
-# At least three letters or digits: less is no name.
-_THREE_ALNUM = re.compile(r"[^\W_].*?[^\W_].*?[^\W_]", re.DOTALL)
 
 # A bracketed file name, as WtFnZb posts carry it: [name.ext]
 _BRACKET_NAME = re.compile(r"\[([^\[\]]*\.[A-Za-z0-9]{2,5})\]")
@@ -159,10 +157,6 @@ _LAST_SUFFIXES: dict[str, str] = {
 }
 _STEM_NUMBERED = frozenset({"7z", "zip", "rar"})  # 7z.001, zip.001, rar.001
 
-# Tags in the head that name the poster's crew or channel, not the release.
-_HEAD_TAG = re.compile(
-    r"^(?:\d+|FULL|PRiVATE|WtFnZb|N3wZ|REQ|#.*|a\.b\..*|.*@efnet|part \d+ of \d+)$", re.IGNORECASE
-)
 _HEAD_EDGES = " \t-_.:|\\/[](){}<>\"'"
 
 # WtFnZb bracket groups that are not the file name: tags, numbers, counters.
@@ -454,37 +448,6 @@ def _find_file_counter_around_quotes(
 def _squash(text: str) -> str:
     """Text reduced to what identifies it: trimmed, inner space collapsed, lower case."""
     return " ".join(text.strip(_HEAD_EDGES).split()).lower()
-
-
-def head_release_name(head: str) -> str | None:
-    """The release name that a subject's head gives, or None for an uninformative head.
-
-    `[108505]-[FULL]-[#a.b.teevee@EFNet]-[ Show.S05E04.x264-FQM ]-` gives
-    `Show.S05E04.x264-FQM`; `[PRiVATE]-[WtFnZb]-[` gives None (tags only).
-    """
-    if "[" in head:
-        parts = [_strip_edges(p) for p in re.split(r"[\[\]]", head)]
-        candidates = [p for p in parts if len(p) >= 3 and not _HEAD_TAG.match(p)]
-        if not candidates:
-            return None
-        name = max(candidates, key=len)
-        return " ".join(name.split()) if _THREE_ALNUM.search(name) else None
-    name = _strip_edges(head)
-    if not _THREE_ALNUM.search(name) or _HEAD_TAG.match(name):
-        return None
-    return " ".join(name.split())
-
-
-def _strip_edges(text: str) -> str:
-    """`text` without the separators and brackets around it, but with the closing
-    bracket of one it opened: `Title (1978) - ` gives `Title (1978)`."""
-    name = text.strip(_HEAD_EDGES)
-    end = text.find(name) + len(name) if name else 0
-    for opening, closing in ("()", "[]", "{}"):
-        while name.count(opening) > name.count(closing) and text[end : end + 1] == closing:
-            name += closing
-            end += 1
-    return name
 
 
 def file_stem(name: str) -> str:
