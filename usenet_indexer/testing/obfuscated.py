@@ -29,7 +29,17 @@ documents them; re-done here, no code copied):
   the archive says otherwise.
 
 Which bodies a candidate's probe reads, and what it must find, is the
-truth (`Built.real_name`, `Built.data_files`, `Built.flood`).
+truth (`Built.real_name`, `Built.data_files`, `Built.flood`); what a
+downloader must come to is in `Built.originals` (the files as made).
+
+An upload may lose articles on the way, as real ones do (a server that
+never got them, a takedown): `leave_out` names segments of the video that
+are made but not posted (`Built.left_out`), and `redundancy` is the share
+of recovery data par2 makes (`par2 create -rN`). Whether what is left can
+be repaired is par2's arithmetic, and the caller chooses the two so that
+the answer is plain: tests/test_download.py has NZBGet repair a video
+that lost one article of 8-20 with 30% of recovery data, and fail on one
+that lost five with 5%.
 """
 
 from __future__ import annotations
@@ -39,6 +49,7 @@ import shutil
 import string
 import subprocess
 import zipfile
+from collections.abc import Collection
 from email.utils import formatdate
 from pathlib import Path
 
@@ -66,7 +77,10 @@ class Built:
         real_name: the release's real name.
         data_files: the real names of its data files (video, nfo), as the par2 lists them.
         flood: an archive of executables only.
-        articles: in posting order.
+        articles: in posting order (what is posted).
+        originals: the files as made, under their real names (video, nfo, par2 set;
+            a flood's archive): a downloader's output must equal them.
+        left_out: the articles made but not posted (`leave_out`).
     """
 
     kind: str
@@ -74,22 +88,46 @@ class Built:
     data_files: tuple[str, ...]
     flood: bool
     articles: tuple[PostedArticle, ...]
+    originals: tuple[Path, ...] = ()
+    left_out: tuple[PostedArticle, ...] = ()
 
 
 def build(
-    folder: Path, kind: str, n: int, seed: int, *, posted: int, part_bytes: int = 60_000
+    folder: Path,
+    kind: str,
+    n: int,
+    seed: int,
+    *,
+    posted: int,
+    part_bytes: int = 60_000,
+    redundancy: int = 10,
+    leave_out: Collection[int] = (),
 ) -> Built:
     """Upload number `n` of a kind, its files made in `folder`, posted at unix time `posted`
     (uploads of one tool's default From are told apart by time, as in real groups).
 
+    Args:
+        folder: where its files are made (a folder of its own inside).
+        kind: one of KINDS.
+        n: the upload's number (its episode number comes from it).
+        seed: the seed of its random names and bytes, with `kind` and `n`.
+        posted: the unix time of its Date headers.
+        part_bytes: the bytes of one article (the video's 150-400 kB in 3-7 at 60 kB).
+        redundancy: par2's recovery data, in percent of the files it covers.
+        leave_out: the numbers (1-based) of the video's segments not posted.
+
     Raises:
         ToolMissing: par2 (or, for a 7z flood, 7z) is not installed.
+        ValueError: `leave_out` names a segment the video does not have, or is
+            asked of a flood.
     """
     rng = random.Random(f"{seed}-{kind}-{n}")
     work = folder / f"{kind}-{n}"
     work.mkdir(parents=True)
     date = formatdate(posted, usegmt=True)
     if kind.endswith("_flood"):
+        if leave_out:
+            raise ValueError("leave_out is for uploads with a video, not floods")
         return _flood(work, kind, rng, part_bytes, date)
     show = rng.choice(_SHOWS)
     name = f"{show}.S0{rng.randint(1, 9)}E{n % 99 + 1:02}.1080p.WEB.H264-{rng.choice(_GROUPS)}"
@@ -97,19 +135,28 @@ def build(
     video.write_bytes(rng.randbytes(rng.randint(150_000, 400_000)))
     nfo = work / f"{name}.nfo"
     nfo.write_bytes(_nfo(name).encode("cp437"))
-    par2 = _par2(work, name, [video, nfo])
+    par2 = _par2(work, name, [video, nfo], redundancy)
     real = [video, nfo, *par2]
     posted_names = _posted_names(kind, rng, name, real)
     poster = _poster(kind, rng)
     articles = _articles(kind, rng, poster, [(p, posted_names[p]) for p in real], part_bytes, date)
-    return Built(kind, name, (video.name, nfo.name), False, tuple(articles))
+    # The video is posted first: its segment k is article k.
+    segments = -(-video.stat().st_size // part_bytes)
+    if not set(leave_out) <= set(range(1, segments + 1)):
+        raise ValueError(f"leave_out {sorted(leave_out)}: the video has segments 1-{segments}")
+    left_out = [a for k, a in enumerate(articles, 1) if k in leave_out]
+    kept = [a for k, a in enumerate(articles, 1) if k not in leave_out]
+    return Built(
+        kind, name, (video.name, nfo.name), False, tuple(kept), tuple(real), tuple(left_out)
+    )
 
 
-def _par2(work: Path, name: str, files: list[Path]) -> list[Path]:
+def _par2(work: Path, name: str, files: list[Path], redundancy: int) -> list[Path]:
     if shutil.which("par2") is None:
         raise ToolMissing("par2 (par2cmdline) is not installed")
     subprocess.run(
-        ["par2", "create", "-q", "-q", "-r10", "-n2", f"{name}.par2", *(f.name for f in files)],
+        ["par2", "create", "-q", "-q", f"-r{redundancy}", "-n2", f"{name}.par2",
+         *(f.name for f in files)],
         cwd=work, check=True, capture_output=True,
     )  # fmt: skip
     return sorted(work.glob("*.par2"), key=lambda p: (".vol" in p.name, p.name))
@@ -198,7 +245,7 @@ def _flood(work: Path, kind: str, rng: random.Random, part_bytes: int, date: str
         )
     poster = f"{_random(rng, 10)}@{_random(rng, 5).lower()}.com"
     articles = _articles("plain", rng, poster, [(archive, archive.name)], part_bytes, date)
-    return Built(kind, name, (), True, tuple(articles))
+    return Built(kind, name, (), True, tuple(articles), (archive,))
 
 
 def _random(rng: random.Random, length: int) -> str:
