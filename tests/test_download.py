@@ -13,7 +13,7 @@ enclosure URL, checks it against its par2 set (forced on every download)
 and must produce every posted file byte for byte.
 
 Two uploads lost articles on the way (`leave_out`): a repairable one (one
-video article of ~20 missing, 30% of recovery data), which is offered and
+video article of 8-20 missing, 30% of recovery data), which is offered and
 which NZBGet repairs from its par2 volumes; and a broken one (five articles
 missing, 5% of recovery data), which must not be offered at all.
 """
