@@ -65,3 +65,16 @@ def rows(url: str, sql: str) -> list[tuple[object, ...]]:
     """The rows of one query of the test's database."""
     with psycopg.connect(url) as conn:
         return list(conn.execute(sql).fetchall())
+
+
+def probed_and_built(url: str) -> bool:
+    """Every range indexed, every probe candidate probed (there are some) and no key left
+    for the catalog's build: what a run with probes has come to when nothing is left."""
+    ((left, candidates, pending, ranges),) = rows(
+        url,
+        "SELECT (SELECT count(*) FROM probe_candidates WHERE state IN ('new', 'probing')),"
+        " (SELECT count(*) FROM probe_candidates),"
+        " (SELECT count(*) FROM catalog_pending),"
+        " (SELECT count(*) FROM ranges WHERE state <> 'done')",
+    )
+    return left == 0 and candidates != 0 and pending == 0 and ranges == 0

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from process_logs import log_until
 from psycopg_pool import ConnectionPool
-from running import own_news_server, rows, standalone, uidx
+from running import own_news_server, probed_and_built, rows, standalone, uidx
 from test_standalone import Posted, assert_clean_log, standalone_env
 
 from usenet_indexer.store.catalog import CatalogTable, Search
@@ -87,20 +87,11 @@ def test_obfuscated_uploads_get_their_real_names_and_floods_go(
         UIDX_CATALOG_BUILD_SECONDS="0.5", UIDX_CATALOG_QUIET_SECONDS="0", UIDX_PROBE_SHARE="0.5",
     )  # fmt: skip
 
-    def settled() -> bool:
-        waiting = rows(
-            pg_url,
-            "SELECT (SELECT count(*) FROM probe_candidates WHERE state IN ('new', 'probing')),"
-            " (SELECT count(*) FROM probe_candidates),"
-            " (SELECT count(*) FROM catalog_pending),"
-            " (SELECT count(*) FROM ranges WHERE state <> 'done')",
-        )
-        (left, candidates, pending, ranges) = waiting[0]
-        return left == 0 and candidates != 0 and pending == 0 and ranges == 0
-
     log: list[str] = []
     with standalone(env) as process:
-        log += log_until(process, lambda line: "catalog built" in line and settled(), RUN_SECONDS)
+        log += log_until(
+            process, lambda line: "catalog built" in line and probed_and_built(pg_url), RUN_SECONDS
+        )
     assert_clean_log("".join(log))
     names = {str(r[0]) for r in rows(pg_url, "SELECT name FROM catalog")}
     export = tmp_path / "catalog.jsonl"

@@ -49,7 +49,9 @@
     ├── UnknownGroup             store/groups
     ├── NewsdError               testing/newsd: the private INN2 cannot run
     │   └── CannotInstall        INN2 is missing and cannot be installed here
-    └── ToolMissing              testing/obfuscated: par2 or 7z is not installed
+    ├── ToolMissing              testing/obfuscated: par2 or 7z is not installed
+    └── NzbgetError              testing/nzbget: NZBGet exited, refused or took too long
+        └── NzbgetMissing        nzbget is not installed
 
 tests/test_errors.py holds this tree to the code: every exception class
 defined in the package is a UidxError and is named here.

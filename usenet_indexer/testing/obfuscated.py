@@ -33,7 +33,17 @@ documents them; re-done here, no code copied):
   the archive says otherwise.
 
 Which bodies a candidate's probe reads, and what it must find, is the
-truth (`Built.real_name`, `Built.data_files`, `Built.flood`).
+truth (`Built.real_name`, `Built.data_files`, `Built.flood`); what a
+downloader must come to is in `Built.originals` (the files as made).
+
+An upload may lose articles on the way, as real ones do (a server that
+never got them, a takedown): `leave_out` names segments of the video that
+are made but not posted (`Built.left_out`), and `redundancy` is the share
+of recovery data par2 makes (`par2 create -rN`). Whether what is left can
+be repaired is par2's arithmetic, and the caller chooses the two so that
+the answer is plain: tests/test_download.py has NZBGet repair a video
+that lost one article of 8-20 with 30% of recovery data, and fail on one
+that lost five with 5%.
 
 `scripts/post-obfuscated DIR` (`main`) posts a showcase of them to the
 private INN2 that `scripts/newsd start DIR` runs, and writes their truth:
@@ -53,7 +63,7 @@ import sys
 import tempfile
 import time
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from email.utils import formatdate
 from pathlib import Path
 
@@ -87,6 +97,9 @@ class Built:
         flood: an archive of executables only.
         articles: in posting order.
         posted_as: (name posted under, real name) of each file.
+        originals: the files as made, under their real names (video, nfo, par2 set;
+            a flood's archive): a downloader's output must equal them.
+        left_out: the articles made but not posted (`leave_out`).
     """
 
     kind: str
@@ -95,6 +108,8 @@ class Built:
     flood: bool
     articles: tuple[PostedArticle, ...]
     posted_as: tuple[tuple[str, str], ...] = ()
+    originals: tuple[Path, ...] = ()
+    left_out: tuple[PostedArticle, ...] = ()
 
 
 def build(
@@ -106,19 +121,35 @@ def build(
     posted: int,
     part_bytes: int = 60_000,
     volumes: int = 1,
+    redundancy: int = 10,
+    leave_out: Collection[int] = (),
 ) -> Built:
     """Upload number `n` of a kind, its files made in `folder`, posted at unix time `posted`
     (uploads of one tool's default From are told apart by time, as in real groups); the
     video whole, or cut into `volumes` volumes.
 
+    Args:
+        folder: where its files are made (a folder of its own inside).
+        kind: one of KINDS.
+        n: the upload's number (its episode number comes from it).
+        seed: the seed of its random names and bytes, with `kind` and `n`.
+        posted: the unix time of its Date headers.
+        part_bytes: the bytes of one article (the video's 150-400 kB in 3-7 at 60 kB).
+        redundancy: par2's recovery data, in percent of the files it covers.
+        leave_out: the numbers (1-based) of the video's segments not posted.
+
     Raises:
         ToolMissing: par2 (or, for a 7z flood, 7z) is not installed.
+        ValueError: `leave_out` names a segment the video does not have, or is
+            asked of a flood.
     """
     rng = random.Random(f"{seed}-{kind}-{n}")
     work = folder / f"{kind}-{n}"
     work.mkdir(parents=True)
     date = formatdate(posted, usegmt=True)
     if kind.endswith("_flood"):
+        if leave_out:
+            raise ValueError("leave_out is for uploads with a video, not floods")
         return _flood(work, kind, rng, part_bytes, date)
     show = rng.choice(_SHOWS)
     name = f"{show}.S0{rng.randint(1, 9)}E{n % 99 + 1:02}.1080p.WEB.H264-{rng.choice(_GROUPS)}"
@@ -126,14 +157,22 @@ def build(
     data = _cut(work, f"{name}.mkv", video, volumes)
     nfo = work / f"{name}.nfo"
     nfo.write_bytes(_nfo(name).encode("cp437"))
-    par2 = _par2(work, name, [*data, nfo])
+    par2 = _par2(work, name, [*data, nfo], redundancy)
     real = [*data, nfo, *par2]
     posted_names = _posted_names(kind, rng, name, real)
     poster = _poster(kind, rng)
     articles = _articles(kind, rng, poster, [(p, posted_names[p]) for p in real], part_bytes, date)
+    # The video (its first volume) is posted first: its segment k is article k.
+    segments = -(-data[0].stat().st_size // part_bytes)
+    if not set(leave_out) <= set(range(1, segments + 1)):
+        raise ValueError(f"leave_out {sorted(leave_out)}: the video has segments 1-{segments}")
+    left_out = [a for k, a in enumerate(articles, 1) if k in leave_out]
+    kept = [a for k, a in enumerate(articles, 1) if k not in leave_out]
     data_files = (*(d.name for d in data), nfo.name)
     posted_as = tuple((posted_names[p], p.name) for p in real)
-    return Built(kind, name, data_files, False, tuple(articles), posted_as)
+    return Built(
+        kind, name, data_files, False, tuple(kept), posted_as, tuple(real), tuple(left_out)
+    )
 
 
 def _cut(work: Path, name: str, data: bytes, volumes: int) -> list[Path]:
@@ -149,11 +188,12 @@ def _cut(work: Path, name: str, data: bytes, volumes: int) -> list[Path]:
     return paths
 
 
-def _par2(work: Path, name: str, files: list[Path]) -> list[Path]:
+def _par2(work: Path, name: str, files: list[Path], redundancy: int) -> list[Path]:
     if shutil.which("par2") is None:
         raise ToolMissing("par2 (par2cmdline) is not installed")
     subprocess.run(
-        ["par2", "create", "-q", "-q", "-r10", "-n2", f"{name}.par2", *(f.name for f in files)],
+        ["par2", "create", "-q", "-q", f"-r{redundancy}", "-n2", f"{name}.par2",
+         *(f.name for f in files)],
         cwd=work, check=True, capture_output=True,
     )  # fmt: skip
     return sorted(work.glob("*.par2"), key=lambda p: (".vol" in p.name, p.name))
@@ -248,7 +288,7 @@ def _flood(work: Path, kind: str, rng: random.Random, part_bytes: int, date: str
         )
     poster = f"{_random(rng, 10)}@{_random(rng, 5).lower()}.com"
     articles = _articles("plain", rng, poster, [(archive, archive.name)], part_bytes, date)
-    return Built(kind, name, (), True, tuple(articles))
+    return Built(kind, name, (), True, tuple(articles), originals=(archive,))
 
 
 def _random(rng: random.Random, length: int) -> str:
