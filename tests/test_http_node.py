@@ -890,12 +890,13 @@ async def test_slow_heads_and_bodies_are_cut(
         assert await answer_to(url, head[:40]) == b""
 
 
-async def trickled(url: str, data: bytes) -> tuple[bytes, float, int]:
-    """`trickled_on` a new connection to `url`."""
+async def trickled(url: str, data: bytes, *, at_once: bytes = b"") -> tuple[bytes, float, int]:
+    """`trickled_on` a new connection to `url`, after sending `at_once` whole."""
     address = httpx.URL(url)
     assert address.port is not None
     stream = await trio.open_tcp_stream(address.host, address.port)
     async with stream:
+        await stream.send_all(at_once)
         return await trickled_on(stream, data)
 
 
@@ -930,12 +931,7 @@ async def test_a_client_sending_one_byte_a_second_is_cut_at_the_timeouts(
             assert sent < len(request)
         # The head at once, then its body a byte a second: 408 once
         # body_timeout_seconds have passed, with 100 kB announced.
-        address = httpx.URL(url)
-        assert address.port is not None
-        stream = await trio.open_tcp_stream(address.host, address.port)
-        async with stream:
-            await stream.send_all(head)
-            answer, took, sent = await trickled_on(stream, b"\x1f" * 100_000)
+        answer, took, sent = await trickled(url, b"\x1f" * 100_000, at_once=head)
     assert answer.startswith(b"HTTP/1.1 408")
     # The clock also jumps while the request waits on a database thread (the
     # token, the fence): the body's deadline starts some seconds after the head.
