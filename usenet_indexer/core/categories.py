@@ -291,7 +291,9 @@ RULES: tuple[Rule, ...] = (
 
 
 def _compiled(patterns: tuple[str, ...]) -> tuple[re.Pattern[str], ...]:
-    return tuple(re.compile(p, re.IGNORECASE) for p in patterns)
+    """A rule's patterns as one alternation (one search per rule, not per pattern: a
+    catalog build files every release it merges; no pattern refers back to a group)."""
+    return (re.compile("|".join(f"(?:{p})" for p in patterns), re.IGNORECASE),)
 
 
 _BY_NAME = tuple((r.category, _compiled(r.name)) for r in RULES if r.name and not r.weak)

@@ -65,7 +65,7 @@ from collections.abc import Sequence
 
 import attrs
 
-from usenet_indexer.core.merge import CatalogFile
+from usenet_indexer.core.merge import CatalogFile, segment_numbers, segment_sizes
 from usenet_indexer.core.subject import MAX_FILES, PAR2_SUFFIX
 
 # An article's bytes against the data it carries: yEnc's growth (1-4%, taken
@@ -192,7 +192,7 @@ def judge(
     if not short and not lost:
         return Completion(State.WHOLE, **counts)
     # The poster's article size: its biggest article (a file's last is smaller).
-    article = max((size for f in files for _, _, size in f.segments), default=0)
+    article = max((max(segment_sizes(f.segments), default=0) for f in files), default=0)
     volumes = _main_set(files)
     block = slice_bytes or _block_bytes(files, volumes, article)
     if not block:
@@ -303,7 +303,7 @@ def _raw_file(file: CatalogFile, article: int) -> float:
 def _full_bytes(file: CatalogFile, article: int) -> int:
     """A file's bytes had every announced segment come: those seen, and the unseen
     ones each a full article."""
-    seen = sum(size for _, _, size in file.segments)
+    seen = sum(segment_sizes(file.segments))
     return seen + article * max(0, file.total_segments - len(file.segments))
 
 
@@ -312,7 +312,7 @@ def _damage(file: CatalogFile, block: int, article: int) -> int:
     numbers one stretch of that many full articles' raw bytes, ceil(stretch / block) + 1."""
     if len(file.segments) >= file.total_segments:
         return 0
-    numbers = [k for k, _, _ in file.segments]
+    numbers = segment_numbers(file.segments)
     full = _raw(article, 1)
     damage = 0
     previous = 0

@@ -128,6 +128,24 @@ class Segments(Sequence[tuple[int, str, int]]):
             self._made = self._file.segments()
         return self._made
 
+    def numbers(self) -> Sequence[int]:
+        """The segments' numbers k, ascending (a file of one chunk: its array, no list
+        of tuples made)."""
+        if self._made is None and len(self._file.chunks) == 1:
+            return self._file.chunks[0].numbers
+        return [k for k, _, _ in self.listed()]
+
+    def sizes(self) -> Iterable[int]:
+        """The segments' sizes, in no set order (its chunks' arrays while the list of
+        tuples is not made and no number is in two chunks)."""
+        if self._made is None:
+            chunks = self._file.chunks
+            if len(chunks) == 1:
+                return chunks[0].sizes
+            if sum(len(c.numbers) for c in chunks) == len({k for c in chunks for k in c.numbers}):
+                return chain.from_iterable(c.sizes for c in chunks)
+        return [size for _, _, size in self.listed()]
+
     def holds(self, message_id: str) -> bool:
         """Whether a segment has this message-id (a file of one chunk: its joined ids
         searched, the list not made)."""
@@ -168,6 +186,20 @@ def holds(segments: Sequence[tuple[int, str, int]], message_id: str) -> bool:
     if isinstance(segments, Segments):
         return segments.holds(message_id)
     return any(m == message_id for _, m, _ in segments)
+
+
+def segment_numbers(segments: Sequence[tuple[int, str, int]]) -> Sequence[int]:
+    """A CatalogFile's segment numbers k, ascending."""
+    if isinstance(segments, Segments):
+        return segments.numbers()
+    return [k for k, _, _ in segments]
+
+
+def segment_sizes(segments: Sequence[tuple[int, str, int]]) -> Iterable[int]:
+    """A CatalogFile's segment sizes, in no set order."""
+    if isinstance(segments, Segments):
+        return segments.sizes()
+    return [size for _, _, size in segments]
 
 
 def listed(segments: Sequence[tuple[int, str, int]]) -> list[tuple[int, str, int]]:

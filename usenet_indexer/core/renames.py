@@ -35,7 +35,7 @@ from collections.abc import Mapping, Sequence, Set
 import attrs
 
 from usenet_indexer.core.filematch import Posted, real_names
-from usenet_indexer.core.merge import CatalogFile, CatalogRelease, holds
+from usenet_indexer.core.merge import CatalogFile, CatalogRelease, holds, segment_numbers
 from usenet_indexer.core.naming import COMPANIONS
 from usenet_indexer.core.subject import (
     PAR2_SUFFIX,
@@ -250,11 +250,17 @@ def more_probe(
 
 def _par2_to_probe(release: CatalogRelease) -> CatalogFile | None:
     """The par2 index whose first segment was seen, else the smallest such volume."""
-    seen = [f for f in release.files if PAR2_SUFFIX.search(f.name) and f.segments]
-    seen = [f for f in seen if f.segments[0][0] == 1]
+    par2 = [f for f in release.files if PAR2_SUFFIX.search(f.name)]
+    # Its numbers, not its segments: a build asks this of every release.
+    seen = [f for f in par2 if _first_number(f) == 1]
     index = next((f for f in seen if not PAR2_VOLUME.search(f.name)), None)
     volumes = [f for f in seen if PAR2_VOLUME.search(f.name)]
     return index or min(volumes, key=lambda f: (len(f.segments), f.name), default=None)
+
+
+def _first_number(file: CatalogFile) -> int | None:
+    numbers = segment_numbers(file.segments)
+    return numbers[0] if numbers else None
 
 
 def archive_probe(release: CatalogRelease) -> tuple[str, str] | None:
