@@ -216,7 +216,7 @@ async def test_metrics_are_prometheus_text(served: httpx.AsyncClient, stores: St
         if "{" in line and not line.startswith("#")
         for name in line[line.index("{") + 1 : line.index("}")].split(",")
     }
-    assert labels <= {"group", "state", "outcome", "api", "function", "code"}
+    assert labels <= {"group", "state", "outcome", "api", "function", "code", "component"}
 
 
 @pytest.mark.trio

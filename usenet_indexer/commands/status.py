@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections import Counter
 from datetime import UTC, datetime
 from typing import Any
 
 from usenet_indexer.config import from_process
+from usenet_indexer.core.health import Health
 from usenet_indexer.store.builds import BuildRecord, CatalogLag
 from usenet_indexer.store.catalog import ReleaseStates
 from usenet_indexer.store.database import opened
@@ -55,6 +57,7 @@ def run(args: argparse.Namespace) -> int:
 def as_text(status: Status) -> list[str]:
     """The lines `uidx status` prints."""
     lines = [
+        *health_lines(status.health),
         "groups",
         f"  {'group':36} {'state':9} {'server high':>14} {'head indexed to':>15}"
         f" {'backfill reached':>16} {'lag':>12} {'lag s':>7}",
@@ -239,6 +242,7 @@ def as_json(status: Status) -> dict[str, Any]:
             "waiting": status.releases.waiting,
         },
         "nntp_servers": [_server_json(v) for v in status.servers],
+        "health": [_health_json(h) for h in status.health],
         "probes": [
             {"state": p.state, "outcome": p.outcome or None, "candidates": p.candidates}
             for p in status.probes
@@ -248,6 +252,39 @@ def as_json(status: Status) -> dict[str, Any]:
             "bytes": status.spool.bytes,
             "lines": status.spool.lines,
         },
+    }
+
+
+def health_lines(health: tuple[Health, ...]) -> list[str]:
+    """The health section: a line per component not ok (with since when and why), then
+    how many are ok."""
+    lines = ["health"]
+    if not health:
+        lines.append(
+            "  nothing reported yet (coordinators and prefetchers report every few seconds)"
+        )
+    for h in health:
+        if not h.healthy:
+            lines.append(
+                f"  {h.component:11} {h.subject:36} {h.state.value:20} since {_moment(h.since)}"
+                f" ({h.reporter}): {h.detail}"
+            )
+    ok = Counter(h.component for h in health if h.healthy)
+    if ok:
+        parts = ", ".join(_plural(n, kind) for kind, n in sorted(ok.items()))
+        lines.append(f"  ok: {parts}")
+    return lines
+
+
+def _health_json(h: Health) -> dict[str, Any]:
+    return {
+        "component": h.component,
+        "subject": h.subject,
+        "state": h.state.value,
+        "since": _when(h.since),
+        "detail": h.detail,
+        "reporter": h.reporter,
+        "last_report": _when(h.seen_at),
     }
 
 

@@ -23,6 +23,8 @@ from usenet_indexer.coordinator.catalog_builder import CatalogDue, build_catalog
 from usenet_indexer.coordinator.server import serve
 from usenet_indexer.coordinator.stores import Stores
 from usenet_indexer.store.database import migrate_url
+from usenet_indexer.store.health import HealthStore
+from usenet_indexer.store.heartbeat import beat_forever
 from usenet_indexer.store.pgcluster import database_url, start_if_stopped
 from usenet_indexer.store.pool import open_pool
 from usenet_indexer.supervisor.parent import watch_parent
@@ -108,6 +110,8 @@ async def _serve_until_signal(
             )
             builder = trio.CancelScope()
             nursery.start_soon(_cancellable, builder, stores.build, due, settings)
+            beating = trio.CancelScope()
+            nursery.start_soon(_beating, beating, stores.health)
             stop = trio.Event()
             # What stops it: a signal, or the supervisor's end; both watchers
             # go once either has spoken, then the server drains.
@@ -118,6 +122,7 @@ async def _serve_until_signal(
                 await stop.wait()
                 watchers.cancel_scope.cancel()
             builder.cancel()
+            beating.cancel()  # its rows taken away: a clean stop is not silence
             shutdown.set()
 
 
@@ -131,6 +136,11 @@ async def _cancellable(
             every_seconds=settings.catalog_build_seconds,
             quiet_seconds=settings.catalog_quiet_seconds,
         )
+
+
+async def _beating(scope: trio.CancelScope, health: HealthStore) -> None:
+    with scope:
+        await beat_forever(health, "coordinator")
 
 
 async def _first_signal(signals: AsyncIterator[int], stop: trio.Event) -> None:

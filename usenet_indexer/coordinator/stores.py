@@ -8,6 +8,7 @@ from psycopg_pool import ConnectionPool
 from usenet_indexer.coordinator.catalog_build import CatalogBuild
 from usenet_indexer.store.batches import BatchStore
 from usenet_indexer.store.catalog import CatalogTable
+from usenet_indexer.store.health import HealthStore
 from usenet_indexer.store.nodes import NodeStore
 from usenet_indexer.store.ranges import RangeStore
 from usenet_indexer.store.spool import SpoolIndex
@@ -26,6 +27,7 @@ class Stores:
         catalog: the searchable catalog the newznab API serves.
         build: the catalog build (merges stored chunks into catalog rows; NZBs).
         users: the newznab API's users.
+        health: what processes report of themselves and what they see.
     """
 
     nodes: NodeStore
@@ -35,6 +37,7 @@ class Stores:
     catalog: CatalogTable
     users: UserStore
     build: CatalogBuild
+    health: HealthStore
 
     @classmethod
     def from_pool(cls, pool: ConnectionPool, *, fenced: bool = True) -> Stores:
@@ -56,4 +59,5 @@ class Stores:
             catalog=CatalogTable(pool),
             users=UserStore(pool),
             build=CatalogBuild(pool),
+            health=HealthStore(pool),
         )

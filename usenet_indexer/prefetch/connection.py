@@ -181,8 +181,11 @@ class Connection:
     async def _serve(self, job: ChunkJob, landings: trio.Nursery) -> None:
         """Connect; fetch `job`, then each next chunk for this server; QUIT when none is left."""
         self._held = job
+        connected = False
         try:
             async with self._connect() as client:
+                connected = True
+                self.state.connected()
                 self.state.open += 1
                 try:
                     await self._fetch_held(client, landings)
@@ -192,6 +195,7 @@ class Connection:
             logger.warning("%s", error)  # NNTP errors name their server
             self.work.not_on_server(self._group, self.index)
         except (NNTPError, RemoteProtocolError, psycopg.Error) as error:
+            self.state.judge(error, connected)
             self._failed(error)
         finally:
             # Landed or not: a chunk that did not land is listed again.

@@ -25,6 +25,7 @@ import trio
 from psycopg_pool import ConnectionPool
 
 from usenet_indexer.config import Settings
+from usenet_indexer.core.health import Observed, State
 from usenet_indexer.errors import DatabaseError
 from usenet_indexer.nntp.client import StreamFactory
 from usenet_indexer.prefetch.connection import Connection, Watermarks
@@ -79,7 +80,7 @@ class Prefetcher:
         self._landing = Landing(spool, self._work, self.observe)
         self._watermarks = Watermarks(GroupStore(self.pool))
         self._housekeeping = Housekeeping(
-            self.pool, self.options, self.servers, spool, self.observe
+            self.pool, self.options, self.servers, spool, self.observe, self._health
         )
         self._follower = Follower(
             GroupStore(self.pool),
@@ -110,6 +111,22 @@ class Prefetcher:
             for connection in self._connections():
                 nursery.start_soon(connection.run)
             task_status.started()
+
+    def _health(self) -> list[Observed]:
+        """What this prefetcher sees: its servers, the groups none of them carries, its
+        spool (core/health.py)."""
+        spool = self._landing.failing
+        where = str(self.options.spool_dir)
+        return [
+            *(state.observed() for state in self.servers),
+            *(
+                Observed("group", g, State.NOT_CARRIED, why)
+                for g, why in self._work.uncarried.items()
+            ),
+            Observed(
+                "spool", where, State.OK if spool is None else State.WRITES_FAILING, spool or ""
+            ),
+        ]
 
     def _connections(self) -> Iterator[Connection]:
         for index, state in enumerate(self.servers):

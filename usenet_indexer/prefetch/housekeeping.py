@@ -14,6 +14,7 @@ figures as they are then.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import attrs
@@ -21,9 +22,12 @@ import psycopg
 import trio
 from psycopg_pool import ConnectionPool
 
+from usenet_indexer.core.health import Observed
 from usenet_indexer.prefetch.events import Observer, Reported, ignore
 from usenet_indexer.prefetch.options import PrefetchOptions
 from usenet_indexer.prefetch.servers import ServerState
+from usenet_indexer.store.health import HealthStore
+from usenet_indexer.store.heartbeat import forget, report, this_process
 from usenet_indexer.store.servers import ServerStore
 from usenet_indexer.store.spool import SpoolIndex
 
@@ -42,6 +46,9 @@ class Housekeeping:
     servers: list[ServerState]
     spool: SpoolIndex
     observe: Observer = ignore
+    # What the prefetcher sees of its servers, groups and spool, for its health report.
+    health: Callable[[], Sequence[Observed]] = tuple
+    reporter: str = attrs.field(factory=this_process)
 
     async def run(self) -> None:
         """A round every `report_seconds`, and a last one when cancelled."""
@@ -53,11 +60,14 @@ class Housekeeping:
         finally:
             # The last figures and sweep when stopped (shielded, time-limited).
             with trio.CancelScope(shield=True), trio.move_on_after(LAST_ROUND_SECONDS):
-                await self._report_and_sweep(last)
+                await self._report_and_sweep(last, health=False)
+            await forget(HealthStore(self.pool), self.reporter)  # a clean stop is not silence
 
-    async def _report_and_sweep(self, last: float) -> float:
+    async def _report_and_sweep(self, last: float, *, health: bool = True) -> float:
         now = trio.current_time()
         reports = [state.report(now - last) for state in self.servers]
+        if health:
+            await report(HealthStore(self.pool), self.reporter, "prefetcher", self.health())
         try:
             await trio.to_thread.run_sync(ServerStore(self.pool).report, reports)
             swept = await trio.to_thread.run_sync(sweep_spool, self.spool, self.options.spool_dir)

@@ -42,6 +42,8 @@ class Landing:
     spool: SpoolIndex
     work: SharedWork
     observe: Observer = ignore
+    # Why the last chunk could not be written to the spool store (None: it was).
+    failing: str | None = None
 
     async def land(self, job: ChunkJob, state: ServerState, writer: ChunkWriter | None) -> None:
         """File and row of `job` (no writer, or no lines: a gap), in one thread call.
@@ -62,6 +64,14 @@ class Landing:
         except psycopg.Error as error:
             state.failed(error)
             logger.warning("%s %d-%d: not indexed: %s", job.group, job.first, job.last, error)
+        except OSError as error:
+            # The spool cannot take it (a full disk, a folder gone): the chunk is
+            # listed again, and the health report says so until one lands.
+            state.failed(error)
+            self.failing = f"{type(error).__name__}: {error}"
+            logger.warning("%s %d-%d: not written: %s", job.group, job.first, job.last, error)
+        else:
+            self.failing = None
         finally:
             if writer is not None:
                 writer.abort()

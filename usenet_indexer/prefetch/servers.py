@@ -8,6 +8,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import attrs
 
+from usenet_indexer.core.health import Observed, State, nntp_state
 from usenet_indexer.errors import ConfigError
 from usenet_indexer.nntp.client import ServerURL
 from usenet_indexer.store.servers import ServerReport
@@ -83,6 +84,8 @@ class ServerState:
     rate: float = 0.0
     lowered_at: float = 0.0
     probing: int = 0  # connections the prober holds now: as many header slots yield
+    health: State = State.OK  # what the last connection's outcome says of the server
+    health_detail: str = ""
     _lines_at_report: int = 0
 
     @classmethod
@@ -92,6 +95,20 @@ class ServerState:
     def failed(self, error: BaseException) -> None:
         self.errors += 1
         self.last_error = f"{type(error).__name__}: {error}"
+
+    def connected(self) -> None:
+        """A connection was made: the server takes logins and connections."""
+        self.health, self.health_detail = State.OK, ""
+
+    def judge(self, error: BaseException, connected: bool) -> None:
+        """What `error` says of the server (core/health.nntp_state), if anything."""
+        state = nntp_state(error, connected)
+        if state is not None:
+            self.health, self.health_detail = state, f"{type(error).__name__}: {error}"
+
+    def observed(self) -> Observed:
+        """The server's health, for the prefetcher's report."""
+        return Observed("server", self.config.server, self.health, self.health_detail)
 
     def lower_limit(self, now: float) -> int:
         """One connection fewer (400/502 "too many connections"), never below one."""

@@ -37,6 +37,8 @@ class SharedWork:
     options: PrefetchOptions
     servers: int
     observe: Observer = ignore
+    # Groups no server carries (411 from each), with why: the health report's.
+    uncarried: dict[str, str] = attrs.field(init=False, factory=dict)
     _scheduler: Scheduler = attrs.field(init=False)
     _read_done: trio.Event = attrs.field(init=False, factory=trio.Event)
     _new_work: trio.Event = attrs.field(init=False, factory=trio.Event)
@@ -85,7 +87,9 @@ class SharedWork:
     def not_on_server(self, group: str, server: int) -> None:
         """The server does not carry the group: the next server of the settings gets it."""
         if not self._scheduler.not_on_server(group, server):
-            logger.error("no NNTP server carries %s: its ranges cannot be fetched", group)
+            if group not in self.uncarried:
+                logger.error("no NNTP server carries %s: its ranges cannot be fetched", group)
+            self.uncarried[group] = "411 from every server of this prefetcher"
 
     def _handed(self, job: ChunkJob | None) -> ChunkJob | None:
         if job is not None:

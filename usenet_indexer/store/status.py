@@ -21,9 +21,11 @@ from datetime import datetime
 import attrs
 from psycopg_pool import ConnectionPool
 
+from usenet_indexer.core.health import Health, judged
 from usenet_indexer.store.builds import BuildStore, CatalogLag
 from usenet_indexer.store.catalog import CatalogTable, ReleaseStates
 from usenet_indexer.store.groups import GroupRow, GroupStore
+from usenet_indexer.store.health import HealthStore
 from usenet_indexer.store.nodes import NodeRow, NodeStore
 from usenet_indexer.store.probes import ProbeCount, ProbeStore
 from usenet_indexer.store.ranges import ParkedRange, RangeStateRow, RangeStore
@@ -117,6 +119,7 @@ class Status:
     releases: ReleaseStates  # the catalog's releases: whole, repairable, broken, waiting
     probes: tuple[ProbeCount, ...] = ()
     parked: tuple[ParkedRange, ...] = ()  # ranges parked as failed, with why
+    health: tuple[Health, ...] = ()  # core/health.judged: unhealthy first
 
     @property
     def taken_at(self) -> datetime:
@@ -208,4 +211,10 @@ class StatusStore:
             probes=tuple(ProbeStore(self.pool).counts()),
             parked=tuple(RangeStore(self.pool).parked()),
             releases=CatalogTable(self.pool).states(),
+            health=self.health(),
         )
+
+    def health(self) -> tuple[Health, ...]:
+        """The health rows as shown (core/health.judged, on the database's clock)."""
+        rows, now = HealthStore(self.pool).list()
+        return tuple(judged(rows, now)) if now is not None else ()

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -45,6 +46,7 @@ from prometheus_client.registry import Collector
 from usenet_indexer.coordinator.http.access import query_apikey
 from usenet_indexer.coordinator.http.asgi import ApiCounts, Exchange, Response
 from usenet_indexer.core.categories import CATEGORIES
+from usenet_indexer.core.health import counts
 from usenet_indexer.store.catalog import CatalogRow, CatalogTable, Search
 from usenet_indexer.store.groups import GroupRow
 from usenet_indexer.store.status import Status, StatusStore
@@ -216,6 +218,24 @@ class StatusPage:
                 for row in snapshot.nodes
             ],
             servers=snapshot.servers,
+            health_problems=[
+                {
+                    "component": h.component,
+                    "subject": h.subject,
+                    "state": h.state.value,
+                    "since": _moment(h.since),
+                    "reporter": h.reporter,
+                    "detail": h.detail,
+                }
+                for h in snapshot.health
+                if not h.healthy
+            ],
+            health_ok=", ".join(
+                _plural(n, kind)
+                for kind, n in sorted(
+                    Counter(h.component for h in snapshot.health if h.healthy).items()
+                )
+            ),
             spool=snapshot.spool,
             probes=[(p.state, p.outcome or "waiting", p.candidates) for p in snapshot.probes],
             releases=releases,
@@ -378,6 +398,7 @@ class _StoreCollector(Collector):
             "uidx_spool_bytes", "Bytes of spool chunks.", value=snapshot.spool.bytes
         )
         yield from _catalog_metrics(snapshot)
+        yield from _health_metrics(snapshot)
         requests = CounterMetricFamily(
             "uidx_api_requests",
             "Requests answered, by API, function and status.",
@@ -386,6 +407,31 @@ class _StoreCollector(Collector):
         for (api, function, status), answered in sorted(self.counts.counts.items()):
             requests.add_metric([api, function, str(status)], answered)
         yield requests
+
+
+def _health_metrics(snapshot: Status) -> Iterator[GaugeMetricFamily]:
+    """`uidx_health{component,state}`: how many subjects are in each state (core/health.py),
+    and since when the oldest of them (no subject's name in a label)."""
+    health = GaugeMetricFamily(
+        "uidx_health",
+        "Components by state (ok, not carried, login refused, refusing connections,"
+        " unreachable, writes failing, silent), as processes last reported them.",
+        labels=["component", "state"],
+    )
+    since = GaugeMetricFamily(
+        "uidx_health_since_seconds",
+        "Unix time the oldest subject of a component entered its state.",
+        labels=["component", "state"],
+    )
+    oldest: dict[tuple[str, str], float] = {}
+    for row in snapshot.health:
+        key = (row.component, row.state.value)
+        oldest[key] = min(oldest.get(key, math.inf), row.since.timestamp())
+    for (component, state), count in sorted(counts(snapshot.health).items()):
+        health.add_metric([component, state], count)
+        since.add_metric([component, state], oldest[component, state])
+    yield health
+    yield since
 
 
 def _catalog_metrics(snapshot: Status) -> Iterator[GaugeMetricFamily]:

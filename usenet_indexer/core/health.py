@@ -1,0 +1,135 @@
+"""Health an operator can see: each component's state, and since when. Pure.
+
+Theory of operation
+-------------------
+Processes report what they see, every few seconds, as `Observed` values
+under their own name (the reporter: "host:pid"): a prefetcher its NNTP
+servers (a login refused, connections refused or unreachable), the groups
+no server of its carries (411 from each) and its spool store (writes
+failing); a coordinator only that it is alive. Each report is also the
+reporter's heartbeat (component "prefetcher" or "coordinator", state ok).
+store/health.py keeps one row per (component, subject, reporter) and the
+time its state began: a state reported again keeps its `since`.
+
+A reporter that stopped cleanly takes its rows away. One that was killed,
+or hangs, stops reporting: `judged` turns its heartbeat row into "silent"
+(since its last report) once it is `silent_seconds` old, and leaves out the
+rows it reported (what it saw then is no longer known). `uidx status`, the
+status page and /metrics (`uidx_health{component,state}`: how many
+subjects are in each state, never a release's name) read the judged rows.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta
+
+import attrs
+
+from usenet_indexer.nntp.errors import AuthRequired, ConnectionLost, Timeout, Unavailable
+
+
+class State(enum.Enum):
+    """A component's state; only `OK` is healthy."""
+
+    OK = "ok"
+    NOT_CARRIED = "not carried"  # a group: 411 from every server
+    LOGIN_REFUSED = "login refused"  # a server: 480/481/502 to AUTHINFO
+    REFUSING_CONNECTIONS = "refusing connections"  # a server: 400/502 on connect
+    UNREACHABLE = "unreachable"  # a server: no TCP/TLS connection, or no greeting in time
+    WRITES_FAILING = "writes failing"  # a spool store: a chunk could not be written
+    SILENT = "silent"  # a prefetcher or coordinator that stopped reporting
+
+
+# The components whose rows are heartbeats: one per process, named after it.
+HEARTBEATS = frozenset({"prefetcher", "coordinator"})
+# A heartbeat older than this is silent (processes report every 5 to 15 s).
+SILENT_SECONDS = 60.0
+
+
+@attrs.frozen
+class Observed:
+    """What a reporter sees of one subject now.
+
+    Attributes:
+        component: what kind of thing: "server", "group", "spool", "prefetcher",
+            "coordinator".
+        subject: which one: "host:port", a group's name, the spool's URL, a
+            process's "host:pid".
+        state: its state.
+        detail: the error or reason, for a person (empty when ok).
+    """
+
+    component: str
+    subject: str
+    state: State
+    detail: str = ""
+
+
+@attrs.frozen
+class Health:
+    """A stored health row, as judged for showing.
+
+    Attributes:
+        reporter: the process that reported it ("host:pid").
+        since: when its state began (the database's clock).
+        seen_at: its last report.
+    """
+
+    component: str
+    subject: str
+    state: State
+    detail: str
+    reporter: str
+    since: datetime
+    seen_at: datetime
+
+    @property
+    def healthy(self) -> bool:
+        return self.state is State.OK
+
+
+def nntp_state(error: BaseException, connected: bool) -> State | None:
+    """What an NNTP error says of its server, or None when it says nothing of it (a
+    reply to one command, a dropped connection after it worked).
+
+    Args:
+        error: the error a connection met.
+        connected: whether the connection had been made (greeting and login
+            passed) before it.
+    """
+    if isinstance(error, AuthRequired):
+        return State.LOGIN_REFUSED
+    if isinstance(error, Unavailable) and not connected:
+        return State.REFUSING_CONNECTIONS
+    if isinstance(error, ConnectionLost | Timeout) and not connected:
+        return State.UNREACHABLE
+    return None
+
+
+def judged(
+    rows: Iterable[Health], now: datetime, silent_seconds: float = SILENT_SECONDS
+) -> list[Health]:
+    """The rows to show: a heartbeat older than `silent_seconds` silent since its last
+    report, and the other rows of its reporter left out; ordered unhealthy first,
+    then by component and subject."""
+    rows = list(rows)
+    cutoff = now - timedelta(seconds=silent_seconds)
+    silent = {r.reporter for r in rows if r.component in HEARTBEATS and r.seen_at < cutoff}
+    shown = []
+    for row in rows:
+        if row.reporter not in silent:
+            shown.append(row)
+        elif row.component in HEARTBEATS:
+            detail = f"no report since {row.seen_at:%Y-%m-%d %H:%M:%S}"
+            shown.append(attrs.evolve(row, state=State.SILENT, detail=detail, since=row.seen_at))
+    return sorted(shown, key=lambda r: (r.healthy, r.component, r.subject, r.reporter))
+
+
+def counts(rows: Sequence[Health]) -> dict[tuple[str, str], int]:
+    """How many subjects are in each (component, state): /metrics' `uidx_health`. A
+    subject two reporters see counts once per state it is in."""
+    seen = {(r.component, r.subject, r.state.value) for r in rows}
+    return dict(Counter((component, state) for component, _, state in seen))
