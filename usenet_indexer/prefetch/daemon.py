@@ -10,8 +10,14 @@ it read (landing.py), beside one housekeeping task (housekeeping.py: the
 servers' figures, the sweep of the spool). SIGINT, SIGTERM or the death of
 the supervisor stop it; chunks in flight are abandoned, never half-written.
 
-Several prefetcher processes would fetch the same chunks (the index keeps
-one); run one per coordinator.
+Several prefetchers (on one machine or many, each with its own servers)
+share the work through PostgreSQL: each lists and claims only the first
+few chunks of the work list that no other prefetcher's live claim overlaps
+(work.py, store/spool.py's `claim`, under a per-group advisory lock), so no
+chunk is fetched twice and none is skipped; a group none of its servers
+carries is left to the others; a killed prefetcher's claims lapse after
+CLAIM_SECONDS and its chunks are listed again. Probes are shared the same
+way through the probe queue's leases (store/probes.py).
 """
 
 from __future__ import annotations
@@ -36,10 +42,11 @@ from usenet_indexer.prefetch.landing import Landing
 from usenet_indexer.prefetch.options import PrefetchOptions
 from usenet_indexer.prefetch.prober import Prober
 from usenet_indexer.prefetch.servers import ServerState, server_configs
-from usenet_indexer.prefetch.work import SharedWork
+from usenet_indexer.prefetch.work import CLAIMS_PER_CONNECTION, SharedWork
 from usenet_indexer.spool.files import remove_temporary_files
 from usenet_indexer.store.database import migrate_url
 from usenet_indexer.store.groups import GroupStore
+from usenet_indexer.store.heartbeat import this_process
 from usenet_indexer.store.pgcluster import database_url
 from usenet_indexer.store.pool import open_pool
 from usenet_indexer.store.probes import ProbeStore
@@ -67,6 +74,8 @@ class Prefetcher:
     servers: list[ServerState]
     observe: Observer = ignore
     open_stream: Callable[[int], StreamFactory] | None = None  # tests: a fake server per slot
+    # Its name among prefetchers ("host:pid"): its claims on chunks, its health rows.
+    name: str = attrs.field(factory=this_process)
     _work: SharedWork = attrs.field(init=False)
     _landing: Landing = attrs.field(init=False)
     _watermarks: Watermarks = attrs.field(init=False)
@@ -76,11 +85,19 @@ class Prefetcher:
 
     def __attrs_post_init__(self) -> None:
         spool = SpoolIndex(self.pool)
-        self._work = SharedWork(spool, self.options, len(self.servers), self.observe)
+        connections = sum(state.config.connections for state in self.servers)
+        self._work = SharedWork(
+            spool,
+            self.options,
+            len(self.servers),
+            self.observe,
+            claimant=self.name,
+            claim_limit=CLAIMS_PER_CONNECTION * connections,
+        )
         self._landing = Landing(spool, self._work, self.observe)
         self._watermarks = Watermarks(GroupStore(self.pool))
         self._housekeeping = Housekeeping(
-            self.pool, self.options, self.servers, spool, self.observe, self._health
+            self.pool, self.options, self.servers, spool, self.observe, self._health, self.name
         )
         self._follower = Follower(
             GroupStore(self.pool),

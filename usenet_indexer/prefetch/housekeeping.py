@@ -8,7 +8,11 @@ compression, errors) to `nntp_servers`, and sweeps the chunks that no
 stream will read again (wholly below their range's resume point), deleting
 their files after their rows: a row never names a file that is gone. A
 round the database cannot take is skipped (logged); the next one writes the
-figures as they are then.
+figures as they are then. Each round also reports the prefetcher's health
+(core/health.py: its servers, the groups none of them carries, its spool)
+and renews its claims on the chunks it listed (store/spool.py: they lapse
+CLAIM_SECONDS after a prefetcher that was killed); the last one, when
+stopped, gives its claims back and takes its health rows away.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from usenet_indexer.core.health import Observed
 from usenet_indexer.prefetch.events import Observer, Reported, ignore
 from usenet_indexer.prefetch.options import PrefetchOptions
 from usenet_indexer.prefetch.servers import ServerState
+from usenet_indexer.prefetch.work import CLAIM_SECONDS
 from usenet_indexer.store.health import HealthStore
 from usenet_indexer.store.heartbeat import forget, report, this_process
 from usenet_indexer.store.servers import ServerStore
@@ -61,6 +66,8 @@ class Housekeeping:
             # The last figures and sweep when stopped (shielded, time-limited).
             with trio.CancelScope(shield=True), trio.move_on_after(LAST_ROUND_SECONDS):
                 await self._report_and_sweep(last, health=False)
+                # Its chunks go to the other prefetchers at once.
+                await trio.to_thread.run_sync(self.spool.release_claims, self.reporter)
             await forget(HealthStore(self.pool), self.reporter)  # a clean stop is not silence
 
     async def _report_and_sweep(self, last: float, *, health: bool = True) -> float:
@@ -69,6 +76,9 @@ class Housekeeping:
         if health:
             await report(HealthStore(self.pool), self.reporter, "prefetcher", self.health())
         try:
+            if health:
+                # Alive: its claims hold.
+                await trio.to_thread.run_sync(self.spool.renew_claims, self.reporter, CLAIM_SECONDS)
             await trio.to_thread.run_sync(ServerStore(self.pool).report, reports)
             swept = await trio.to_thread.run_sync(sweep_spool, self.spool, self.options.spool_dir)
         except psycopg.Error as error:

@@ -20,13 +20,20 @@ import trio
 from usenet_indexer.prefetch.events import Observer, ignore
 from usenet_indexer.prefetch.options import PrefetchOptions
 from usenet_indexer.prefetch.scheduler import NO_WORK, Refresh, Scheduler, WorkList
-from usenet_indexer.spool.plan import ChunkJob, work_list
+from usenet_indexer.spool.plan import ChunkJob, claimable, work_list
 from usenet_indexer.store.spool import SpoolIndex
 
 logger = logging.getLogger(__name__)
 
 # Ranges looked at per refresh of the work list (each gives many chunks).
 WANTED_RANGES = 32
+# A prefetcher's claims on the chunks it lists last this long unless renewed
+# (its housekeeping renews them every few seconds): a killed prefetcher's
+# chunks go to the others after it.
+CLAIM_SECONDS = 60.0
+# Chunks listed (and claimed) per connection at a read of the work list: the
+# rest stay for other prefetchers.
+CLAIMS_PER_CONNECTION = 2
 
 
 @attrs.define(eq=False)
@@ -37,6 +44,10 @@ class SharedWork:
     options: PrefetchOptions
     servers: int
     observe: Observer = ignore
+    # Several prefetchers share the list through claims (store/spool.py): this
+    # one's name, and how many chunks it lists (and claims) at one read.
+    claimant: str = ""
+    claim_limit: int = 1 << 30
     # Groups no server carries (411 from each), with why: the health report's.
     uncarried: dict[str, str] = attrs.field(init=False, factory=dict)
     _scheduler: Scheduler = attrs.field(init=False)
@@ -97,23 +108,35 @@ class SharedWork:
         return job
 
     async def _refresh(self, refresh: Refresh) -> None:
+        skip = frozenset(self.uncarried)
         # A new event before the first checkpoint: whoever gets Pending from
         # now on waits for this read. Set whatever happens (a cancelled read
         # too), or they would wait for ever.
         read = self._read_done = trio.Event()
         work = NO_WORK
         try:
-            work = await trio.to_thread.run_sync(self._read_work, refresh.busy)
+            work = await trio.to_thread.run_sync(self._read_work, refresh.busy, skip)
         except psycopg.Error as error:
             logger.warning("cannot read the work list from the database: %s", error)
         finally:
             self._scheduler.refreshed(work)
             read.set()
 
-    def _read_work(self, busy: tuple[ChunkJob, ...]) -> WorkList:
-        # In a worker thread: three queries, then the pure plan over them.
+    def _read_work(self, busy: tuple[ChunkJob, ...], skip: frozenset[str]) -> WorkList:
+        # In a worker thread: four queries, the pure plan over them, then the claim
+        # of the first of its chunks (another prefetcher's claims count as covered).
         wanted = self.spool.wanted(WANTED_RANGES)
-        jobs = work_list(wanted, self.spool.covered(wanted), self.options.chunk_articles, busy=busy)
+        covered = self.spool.covered(wanted, self.claimant)
+        jobs = work_list(wanted, covered, self.options.chunk_articles, busy=busy)
         budget = self.options.budget_bytes
         over = bool(budget) and self.spool.size()[1] >= budget
-        return WorkList(tuple(jobs), over)
+        # Over budget only leased ranges are fetched; a group none of this
+        # prefetcher's servers carries is left to the others.
+        jobs = [j for j in jobs if (j.leased or not over) and j.group not in skip]
+        limit = self.claim_limit
+
+        def choose(others: dict[int, list[tuple[int, int]]]) -> list[ChunkJob]:
+            return claimable(jobs, others, limit)
+
+        chosen = self.spool.claim(self.claimant, jobs, busy, CLAIM_SECONDS, choose)
+        return WorkList(tuple(chosen), over)

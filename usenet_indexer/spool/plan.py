@@ -115,6 +115,22 @@ def work_list(
     return jobs
 
 
+def claimable(
+    jobs: Sequence[ChunkJob], claimed: dict[int, list[tuple[int, int]]], limit: int
+) -> list[ChunkJob]:
+    """The first `limit` of `jobs` that overlap no (first, last) another prefetcher
+    claimed in their group (several prefetchers share the list; store/spool.py claims
+    them under a per-group lock)."""
+    chosen: list[ChunkJob] = []
+    for job in jobs:
+        if len(chosen) >= limit:
+            break
+        spans = claimed.get(job.group_id, ())
+        if not any(first <= job.last and job.first <= last for first, last in spans):
+            chosen.append(job)
+    return chosen
+
+
 def clip(job: ChunkJob, low: int, high: int) -> ChunkJob | None:
     """The job cut to the server's articles: None when none of it exists yet.
 

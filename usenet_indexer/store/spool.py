@@ -7,10 +7,12 @@ a path is a gap (articles the server does not have), recorded, never skipped.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 import attrs
 from psycopg_pool import ConnectionPool
 
-from usenet_indexer.spool.plan import WantedRange
+from usenet_indexer.spool.plan import ChunkJob, WantedRange
 
 _FROM = """
     SELECT first_article, last_article, codec, path, lines FROM spool_chunks
@@ -53,7 +55,37 @@ _COVERED = """
     FROM spool_chunks s JOIN ranges r ON r.group_id = s.group_id
     WHERE r.id = ANY(%(ranges)s)
       AND s.last_article >= r.resume AND s.first_article <= r.last_article
+    UNION
+    SELECT c.group_id, c.first_article, c.last_article
+    FROM spool_claims c JOIN ranges r ON r.group_id = c.group_id
+    WHERE r.id = ANY(%(ranges)s) AND c.claimant <> %(claimant)s AND c.until > now()
+      AND c.last_article >= r.resume AND c.first_article <= r.last_article
 """
+# Claims: what a prefetcher is about to fetch (see migrations/0023_spool_claims.sql).
+_CLAIM_LOCK = "SELECT pg_advisory_xact_lock(6, %(group)s::int)"
+_DROP_MINE = """
+    DELETE FROM spool_claims
+    WHERE claimant = %(claimant)s
+      AND NOT (group_id, first_article) IN (SELECT * FROM unnest(%(keep_groups)s::bigint[],
+                                                                %(keep_firsts)s::bigint[]))
+"""
+_DROP_LAPSED = "DELETE FROM spool_claims WHERE until < now() - interval '1 hour'"
+_OTHERS = """
+    SELECT group_id, first_article, last_article FROM spool_claims
+    WHERE group_id = ANY(%(groups)s) AND claimant <> %(claimant)s AND until > now()
+"""
+_CLAIM = """
+    INSERT INTO spool_claims (group_id, first_article, last_article, claimant, until)
+    VALUES (%(group)s, %(first)s, %(last)s, %(claimant)s,
+            now() + make_interval(secs => %(ttl)s))
+    ON CONFLICT (group_id, first_article, claimant) DO UPDATE
+        SET last_article = excluded.last_article, until = excluded.until
+"""
+_RENEW = """
+    UPDATE spool_claims SET until = now() + make_interval(secs => %(ttl)s)
+    WHERE claimant = %(claimant)s
+"""
+_RELEASE = "DELETE FROM spool_claims WHERE claimant = %(claimant)s"
 # Chunks no stream will read again: wholly below the resume point of the
 # range they are in (a done range's resume point is past its end). Gaps go
 # too; what is left of a range is fetched again if it is ever re-planned.
@@ -114,16 +146,75 @@ class SpoolIndex:
             rows = conn.execute(_WANTED, {"limit": limit}).fetchall()
         return [WantedRange(*row) for row in rows]
 
-    def covered(self, ranges: list[WantedRange]) -> dict[int, list[tuple[int, int]]]:
-        """Per group, the (first, last) of the chunks and gaps inside these ranges' rest."""
+    def covered(
+        self, ranges: list[WantedRange], claimant: str = ""
+    ) -> dict[int, list[tuple[int, int]]]:
+        """Per group, the (first, last) of the chunks and gaps inside these ranges' rest,
+        and of the live claims of prefetchers other than `claimant`."""
         covered: dict[int, list[tuple[int, int]]] = {}
         if not ranges:
             return covered
+        args = {"ranges": [r.range_id for r in ranges], "claimant": claimant}
         with self.pool.connection() as conn:
-            rows = conn.execute(_COVERED, {"ranges": [r.range_id for r in ranges]}).fetchall()
+            rows = conn.execute(_COVERED, args).fetchall()
         for group_id, first, last in rows:
             covered.setdefault(group_id, []).append((first, last))
         return covered
+
+    def claim(
+        self,
+        claimant: str,
+        jobs: Sequence[ChunkJob],
+        keep: Sequence[ChunkJob],
+        ttl_seconds: float,
+        choose: Callable[[dict[int, list[tuple[int, int]]]], list[ChunkJob]],
+    ) -> list[ChunkJob]:
+        """Claim for `claimant` the jobs `choose` picks, given the other prefetchers'
+        live claims in their groups (taken under a per-group lock, so two prefetchers
+        never claim overlapping articles); its claims other than those of `keep` (its
+        chunks in flight) are dropped first. Returns what `choose` picked."""
+        groups = sorted({job.group_id for job in jobs})
+        keep_args = {
+            "claimant": claimant,
+            "keep_groups": [job.group_id for job in keep],
+            "keep_firsts": [job.first for job in keep],
+        }
+        with self.pool.connection() as conn, conn.transaction():
+            conn.execute(_DROP_MINE, keep_args)
+            conn.execute(_DROP_LAPSED)
+            for group in groups:  # in order: two claimers never wait on each other in a cycle
+                conn.execute(_CLAIM_LOCK, {"group": group})
+            others: dict[int, list[tuple[int, int]]] = {}
+            if groups:
+                rows = conn.execute(_OTHERS, {"groups": groups, "claimant": claimant})
+                for group_id, first, last in rows.fetchall():
+                    others.setdefault(group_id, []).append((first, last))
+            chosen = choose(others)
+            with conn.cursor() as cur:
+                cur.executemany(
+                    _CLAIM,
+                    [
+                        {
+                            "group": job.group_id,
+                            "first": job.first,
+                            "last": job.last,
+                            "claimant": claimant,
+                            "ttl": float(ttl_seconds),
+                        }
+                        for job in chosen
+                    ],
+                )
+        return chosen
+
+    def renew_claims(self, claimant: str, ttl_seconds: float) -> None:
+        """The claimant's claims last `ttl_seconds` from now (it is alive)."""
+        with self.pool.connection() as conn:
+            conn.execute(_RENEW, {"claimant": claimant, "ttl": float(ttl_seconds)})
+
+    def release_claims(self, claimant: str) -> None:
+        """A prefetcher that stops cleanly gives its claims back."""
+        with self.pool.connection() as conn:
+            conn.execute(_RELEASE, {"claimant": claimant})
 
     def sweep(self) -> list[tuple[str | None, int]]:
         """Remove the index rows of chunks nobody will read again; returns (path, bytes).
