@@ -30,7 +30,7 @@ WANTED_RANGES = 32
 # A prefetcher's claims on the chunks it lists last this long unless renewed
 # (its housekeeping renews them every few seconds): a killed prefetcher's
 # chunks go to the others after it.
-CLAIM_SECONDS = 60.0
+CLAIM_SECONDS = 30.0
 # Chunks listed (and claimed) per connection at a read of the work list: the
 # rest stay for other prefetchers.
 CLAIMS_PER_CONNECTION = 2
