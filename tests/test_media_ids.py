@@ -281,9 +281,9 @@ def test_a_film_or_a_show_has_its_nfo_probed_once_and_nothing_else() -> None:
     assert more_probes([Shown(film)], {film.key: {first}}, {}) == []
     assert more_probe(film, {first}, {}) is None
     # Music, software, books: no id to find, no probe.
-    assert ids_probe(film, 3010, set()) is None
-    assert ids_probe(film, 4050, set()) is None
-    assert ids_probe(film, 5040, set()) is not None
+    assert ids_probe(film, set(), 3010) is None
+    assert ids_probe(film, set(), 4050) is None
+    assert ids_probe(film, set(), 5040) is not None
     # A release without an NFO: nothing to read.
     assert more_probes([Shown(well_named(FILM, f"{FILM}.par2"))], {}, {}) == []
 

@@ -181,7 +181,7 @@ def _ids(release: CatalogRelease, found: Mapping[bytes, Sequence[Finding]] | Non
     """The ids the NFOs probed among the release's own segments named: of each kind
     the first found (a show's TMDB id left out: the catalog offers a movie's)."""
     if not found:
-        return MediaIds()
+        return NO_IDS
     named: dict[str, int] = {}
     for key in dict.fromkeys((release.key, *release.sources)):
         for finding in found.get(key, ()):
@@ -222,8 +222,7 @@ def more_probes(
         mine: Set[str] = frozenset().union(*(asked.get(k, ()) for k in keys))
         probe = more_probe(release, mine, found)
         if probe is None:
-            files = tuple(f.name for f in release.files)
-            probe = ids_probe(release, categorise(release.name, release.groups, files), mine)
+            probe = ids_probe(release, mine)
         if probe is not None:
             more.append(probe)
     return more

@@ -41,7 +41,7 @@ from collections.abc import Mapping, Sequence, Set
 
 import attrs
 
-from usenet_indexer.core.categories import parent
+from usenet_indexer.core.categories import categorise, parent
 from usenet_indexer.core.filematch import Posted, real_names
 from usenet_indexer.core.merge import CatalogFile, CatalogRelease, holds
 from usenet_indexer.core.naming import COMPANIONS
@@ -304,22 +304,27 @@ ID_PARENTS = frozenset({2000, 5000})
 
 
 def ids_probe(
-    release: CatalogRelease, category: int, asked: Set[str]
+    release: CatalogRelease, asked: Set[str], category: int | None = None
 ) -> tuple[bytes, str, str] | None:
     """(release key, message-id, file name) of the NFO to read for the release's ids, or
     None.
 
-    A film or a show (`category`, the release's newznab category, under
-    ID_PARENTS) with an NFO whose first segment was seen, none of its NFOs
-    asked for yet (`asked`: the message-ids of the candidates of its keys):
-    its first NFO's first segment. One body per release, only where an id
-    can be: what the probes add stays bounded by the films and shows posted
-    with an NFO.
+    A film or a show (its newznab category under ID_PARENTS: `category`, else
+    categorised here, only for a release with an NFO to read) with an NFO
+    whose first segment was seen, none of its NFOs asked for yet (`asked`:
+    the message-ids of the candidates of its keys): its first NFO's first
+    segment. One body per release, only where an id can be: what the probes
+    add stays bounded by the films and shows posted with an NFO.
     """
-    if release.dropped is not None or parent(category) not in ID_PARENTS:
+    if release.dropped is not None:
         return None
     nfos = _nfos(release)
     if not nfos or any(f.segments[0][1] in asked for f in nfos):
+        return None
+    if category is None:
+        files = tuple(f.name for f in release.files)
+        category = categorise(release.name, release.groups, files)
+    if parent(category) not in ID_PARENTS:
         return None
     first = nfos[0]
     return release.key, first.segments[0][1], first.name
