@@ -50,9 +50,10 @@ from usenet_indexer.core.batch import ReleaseChunk
 from usenet_indexer.core.categories import categorise, season_episode
 from usenet_indexer.core.completion import judge
 from usenet_indexer.core.merge import CatalogRelease, ReleaseMerger, holds
-from usenet_indexer.core.renames import Finding, Shown, apply, more_probe
+from usenet_indexer.core.renames import Finding, Shown, apply, ids_probe, more_probe
 from usenet_indexer.core.reposts import repost_key
 from usenet_indexer.core.uploads import SHARED_FROMS, TOGETHER_SECONDS
+from usenet_indexer.decode.ids import NO_IDS, MediaIds
 
 _SPLIT = re.compile(r"[\W_]+")
 # Windows are looked in from the touched keys and from what the first windows
@@ -119,6 +120,7 @@ class CatalogEntry:
     sources: tuple[bytes, ...]
     changed_at: datetime
     state: str  # completion.State's value: whole, repairable or broken
+    ids: MediaIds = NO_IDS  # what its NFO named (a show's TMDB id is not kept)
 
 
 def entry(
@@ -127,7 +129,8 @@ def entry(
     found: Mapping[bytes, Sequence[Finding]] | None = None,
 ) -> CatalogEntry:
     """The row of a kept release; `changed`: when each source key's chunks last changed;
-    `found`: what probes found of its keys (a par2 index's slice size, for its state)."""
+    `found`: what probes found of its keys (a par2 index's slice size, for its state;
+    the ids its NFO named)."""
     release = shown.release
     season, episode = season_episode(release.name)
     # The names it had before a probe renamed it stay searchable.
@@ -151,6 +154,7 @@ def entry(
         state=judge(
             release.files, release.files_announced, _slice_bytes(release, found)
         ).state.value,
+        ids=_ids(release, found),
     )
 
 
@@ -173,6 +177,25 @@ def _slice_bytes(
     return None
 
 
+def _ids(release: CatalogRelease, found: Mapping[bytes, Sequence[Finding]] | None) -> MediaIds:
+    """The ids the NFOs probed among the release's own segments named: of each kind
+    the first found (a show's TMDB id left out: the catalog offers a movie's)."""
+    if not found:
+        return NO_IDS
+    named: dict[str, int] = {}
+    for key in dict.fromkeys((release.key, *release.sources)):
+        for finding in found.get(key, ()):
+            probed = finding.message_id
+            if not finding.ids or not (
+                probed and any(holds(f.segments, probed) for f in release.files)
+            ):
+                continue
+            for kind, value in attrs.asdict(finding.ids).items():
+                if value is not None and kind != "tmdb_tv":
+                    named.setdefault(kind, value)
+    return MediaIds(**named)
+
+
 def kept(releases: Iterable[Shown]) -> list[Shown]:
     """The releases the catalog lists: those no rule dropped."""
     return [shown for shown in releases if shown.release.dropped is None]
@@ -189,7 +212,8 @@ def more_probes(
     found: Mapping[bytes, Sequence[Finding]],
 ) -> list[tuple[bytes, str, str]]:
     """More candidates the releases call for (renames.more_probe): an archive's first
-    volume, a par2 an nfo's probe did not read. `asked`: the candidates' message-ids
+    volume, a par2 an nfo's probe did not read; else, for a film or a show, its NFO,
+    for the ids it names (renames.ids_probe). `asked`: the candidates' message-ids
     by release key; a release's are those of its key and its sources."""
     more = []
     for shown in releases:
@@ -197,6 +221,8 @@ def more_probes(
         keys = (release.key, *release.sources)
         mine: Set[str] = frozenset().union(*(asked.get(k, ()) for k in keys))
         probe = more_probe(release, mine, found)
+        if probe is None:
+            probe = ids_probe(release, mine)
         if probe is not None:
             more.append(probe)
     return more

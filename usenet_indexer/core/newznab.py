@@ -8,6 +8,11 @@ Prowlarr, NZBHydra2) send and read:
 - `t=search|tvsearch|movie|music|book` with `q`, `cat`, `limit`, `offset`,
   `maxage`, `minsize`, `maxsize`, `group`, `season`, `ep`, `extended`,
   `o=json`: an RSS 2.0 feed with `newznab:attr` elements;
+- ids, from the NFOs probes read: Radarr's `t=movie&imdbid=0133093` (its
+  digits, `tt` taken off; `tt0133093` is taken too) and `tmdbid`, Sonarr's
+  `t=tvsearch` with `tvdbid`, `tvmazeid`, `imdbid` (with `season`/`ep`);
+  items carry `imdb` (7 digits at least, no `tt`: what Radarr reads),
+  `tvdbid` (Sonarr's), `tvmazeid`, `tmdbid`;
 - `t=details&id=` (every attr, as `extended=1` gives them), `t=get&id=` (the
   NZB, with the X-DNZB headers SABnzbd and NZBGet read), `t=getnfo&id=`;
 - `t=failed&id=` (the X-DNZB-Failure URL: a downloader reports a failed
@@ -44,6 +49,7 @@ import attrs
 import orjson
 
 from usenet_indexer.core.categories import CATEGORIES, parent, subcategories
+from usenet_indexer.decode.ids import NO_IDS, MediaIds
 from usenet_indexer.errors import UidxError
 
 NEWZNAB_NS = "http://www.newznab.com/DTD/2010/feeds/attributes/"
@@ -53,8 +59,8 @@ MAX_Q = 256  # characters of q looked at; a longer q is cut, never refused
 # Functions and the search parameters each takes (caps says so).
 SEARCH_MODES: Mapping[str, tuple[str, ...]] = {
     "search": ("q",),
-    "tv-search": ("q", "season", "ep"),
-    "movie-search": ("q",),
+    "tv-search": ("q", "season", "ep", "tvdbid", "tvmazeid", "imdbid"),
+    "movie-search": ("q", "imdbid", "tmdbid"),
     "audio-search": ("q",),
     "book-search": ("q",),
 }
@@ -80,6 +86,16 @@ _NOT_AVAILABLE = {"register", "cart-add", "cart-del", "comments", "comments-add"
 _GUID = re.compile(r"^[0-9a-f]{32}$")
 _SEASON = re.compile(r"^[sS]?(\d{1,4})$")
 _EPISODE = re.compile(r"^[eE]?(\d{1,5})$")
+# An id's digits (IMDb's with or without its `tt`): 8 at most, as NFOs write them.
+_IMDB_ID = re.compile(r"^(?:tt)?(\d{1,8})$", re.IGNORECASE)
+_ID = re.compile(r"^(\d{1,8})$")
+# The id parameters: (parameter, MediaIds field, what a value must be).
+_ID_PARAMETERS = (
+    ("imdbid", "imdb", _IMDB_ID, "an IMDb id: its digits, with or without tt"),
+    ("tvdbid", "tvdb", _ID, "a TheTVDB id: digits"),
+    ("tvmazeid", "tvmaze", _ID, "a TVmaze id: digits"),
+    ("tmdbid", "tmdb", _ID, "a TMDB id: digits"),
+)
 # What a category of its function means when no cat is given.
 _FUNCTION_PARENT = {"tvsearch": 5000, "movie": 2000, "music": 3000, "book": 7000}
 
@@ -160,6 +176,7 @@ class Request:
         max_age_days, min_size, max_size, group: filters.
         limit, offset: the page (limit clamped to 1..MAX_LIMIT).
         corrupt: t=failed's report says the download was corrupt (corrupt=true).
+        ids: the media ids asked for (imdbid, tvdbid, tvmazeid, tmdbid).
     """
 
     function: str
@@ -178,6 +195,7 @@ class Request:
     limit: int = DEFAULT_LIMIT
     offset: int = 0
     corrupt: bool = False
+    ids: MediaIds = NO_IDS
 
 
 def parse_request(params: Mapping[str, str]) -> Request:
@@ -219,6 +237,7 @@ def parse_request(params: Mapping[str, str]) -> Request:
     if function == "tvsearch":
         fields["season"] = _matched(params, "season", _SEASON)
         fields["episode"] = _matched(params, "ep", _EPISODE)
+    fields["ids"] = _ids(params)
     fields["max_age_days"] = _number(params, "maxage")
     fields["min_size"] = _number(params, "minsize")
     fields["max_size"] = _number(params, "maxsize")
@@ -256,6 +275,21 @@ def _number(params: Mapping[str, str], name: str) -> int | None:
     return int(text)
 
 
+def _ids(params: Mapping[str, str]) -> MediaIds:
+    """The ids asked for; an empty value or 0 is none asked (a client without one)."""
+    asked: dict[str, int] = {}
+    for name, field, pattern, what in _ID_PARAMETERS:
+        text = params.get(name, "").strip()
+        if not text:
+            continue
+        found = pattern.match(text)
+        if found is None:
+            raise NewznabError(201, f"bad parameter: {name} must be {what}")
+        if int(found.group(1)):
+            asked[field] = int(found.group(1))
+    return MediaIds(**asked)
+
+
 def _matched(params: Mapping[str, str], name: str, pattern: re.Pattern[str]) -> int | None:
     text = params.get(name, "").strip()
     if not text:
@@ -284,6 +318,7 @@ class Item:
     episode: int | None = None
     failures: int = 0  # users who reported a failed download (t=failed)
     state: str = "whole"  # completion.State's value: whole, repairable or broken
+    ids: MediaIds = NO_IDS  # what its NFO named
 
 
 @attrs.frozen
@@ -470,6 +505,16 @@ def _attributes(item: Item, extended: bool) -> list[tuple[str, str]]:
         attributes.append(("season", str(item.season)))
     if item.episode is not None:
         attributes.append(("episode", str(item.episode)))
+    # The ids, always (what the *arr programs map a result by): `imdb` as Radarr
+    # reads it, the digits without `tt`.
+    for name, value in (
+        ("imdb", item.ids.imdb_text),
+        ("tvdbid", item.ids.tvdb),
+        ("tvmazeid", item.ids.tvmaze),
+        ("tmdbid", item.ids.tmdb),
+    ):
+        if value is not None:
+            attributes.append((name, str(value)))
     if extended:
         attributes += [
             ("files", str(item.files)),

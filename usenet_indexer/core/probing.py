@@ -11,7 +11,9 @@ data as what the file is:
 - a PAR2 file: its file description packets list every real file name
   with its length; the release is named after the largest (its stem),
   and all the names are kept (the catalog renames the files by them);
-- an NFO: the first scene-style release name in the text;
+- an NFO: the first scene-style release name in the text, and the IMDb,
+  TheTVDB, TVmaze and TMDB ids it names (decode/ids.py), what the *arr
+  programs search by;
 - an archive (RAR 4/5, 7z, zip, by signature, whatever the file is
   called): the names of the files inside, as far as the first segment
   holds them; an archive of executables only is an executable flood
@@ -38,6 +40,7 @@ from usenet_indexer.core.rules import EXECUTABLE_EXTENSIONS
 from usenet_indexer.core.subject import NFO_SUFFIX, extension, file_stem, looks_obfuscated
 from usenet_indexer.decode.archives import list_archive
 from usenet_indexer.decode.errors import DecodeError
+from usenet_indexer.decode.ids import NO_IDS, MediaIds, media_ids
 from usenet_indexer.decode.nfo import nfo_text, release_names
 from usenet_indexer.decode.par2 import parse_par2
 from usenet_indexer.decode.yenc import decode_body
@@ -68,6 +71,7 @@ class Examined:
         sizes: each file's length where known (a par2's), else 0.
         detail: one line for the operator (what was read, or what was wrong).
         slice_bytes: a par2 set's block size (its main packet's), else None.
+        ids: the media ids an NFO names (none: not an NFO, or it names none).
     """
 
     verdict: Verdict
@@ -76,6 +80,7 @@ class Examined:
     sizes: tuple[int, ...] = ()
     detail: str = ""
     slice_bytes: int | None = None
+    ids: MediaIds = NO_IDS
 
 
 def examine(body: bytes, file_name: str, release: str, *, max_bytes: int = 4 << 20) -> Examined:
@@ -103,12 +108,18 @@ def examine(body: bytes, file_name: str, release: str, *, max_bytes: int = 4 << 
             return _archive(data, release, yenc_name)
     except DecodeError as error:
         return Examined(Verdict.BAD_DATA, detail=str(error))
+    ids = NO_IDS
     if NFO_SUFFIX.search(file_name) or (yenc_name is not None and NFO_SUFFIX.search(yenc_name)):
-        names = release_names(nfo_text(data))
+        text = nfo_text(data)
+        ids = media_ids(text)
+        names = release_names(text)
         if names:
-            return _named(names[0], (), release, "nfo")
+            return attrs.evolve(_named(names[0], (), release, "nfo"), ids=ids)
     if yenc_name is not None and _tells(yenc_name, file_name):
-        return _named(release_name(None, [(yenc_name, 1)]), (yenc_name,), release, "yEnc name")
+        found = _named(release_name(None, [(yenc_name, 1)]), (yenc_name,), release, "yEnc name")
+        return attrs.evolve(found, ids=ids)
+    if ids:
+        return Examined(Verdict.NO_NAMES, detail="nfo: ids, no release name", ids=ids)
     return Examined(Verdict.NO_NAMES, detail="no par2, nfo name, archive or plain yEnc name")
 
 

@@ -19,12 +19,19 @@ catalog shows them:
   among a renamed release's real names (headers split it, the par2 says
   it is one upload) is merged into it;
 - **executable inside**: a release whose archive holds only executables
-  is dropped (`EXECUTABLE_INSIDE`), like a bare executable flood.
+  is dropped (`EXECUTABLE_INSIDE`), like a bare executable flood;
+- **well named**: an NFO's name (a finding without files) renames only a
+  release that looks obfuscated or that the indexer marked for a probe; a
+  well-named release's NFO is read for the ids it names (`ids_probe`), and
+  the name in the headers stands.
 
 `archive_probe` says which segment to probe for a release that has no
 candidate of the indexer's (no par2, no nfo): the first segment of its
 first archive volume (or, obfuscated, of its first data file), for a
 release that is obfuscated or that looks like a flood (a few archives).
+`ids_probe` says which NFO to read for a film's or a show's ids (IMDb,
+TheTVDB, TVmaze, TMDB: what the *arr programs search by): one per release,
+its first NFO's first segment, once the release has no other probe to make.
 """
 
 from __future__ import annotations
@@ -34,15 +41,18 @@ from collections.abc import Mapping, Sequence, Set
 
 import attrs
 
+from usenet_indexer.core.categories import categorise, parent
 from usenet_indexer.core.filematch import Posted, real_names
 from usenet_indexer.core.merge import CatalogFile, CatalogRelease, holds, segment_numbers
 from usenet_indexer.core.naming import COMPANIONS
 from usenet_indexer.core.subject import (
+    NFO_SUFFIX,
     PAR2_SUFFIX,
     PAR2_VOLUME,
     extension,
     looks_obfuscated,
 )
+from usenet_indexer.decode.ids import NO_IDS, MediaIds
 
 # The rule name of a release dropped for what its archive holds.
 EXECUTABLE_INSIDE = "executable_inside"
@@ -66,6 +76,7 @@ class Finding:
         message_id: the segment probed: the finding is of the release that
             holds it (a key's chain may hold several uploads of one name).
         slice_bytes: the block size of the par2 set probed (None: not a par2's).
+        ids: the media ids an NFO probed named.
     """
 
     name: str | None
@@ -74,6 +85,7 @@ class Finding:
     executable: bool = False
     message_id: str | None = None
     slice_bytes: int | None = None
+    ids: MediaIds = NO_IDS
 
 
 @attrs.frozen
@@ -99,7 +111,7 @@ def apply(
             rest.append(release)
         elif finding.executable:
             shown.append(Shown(attrs.evolve(release, dropped=EXECUTABLE_INSIDE)))
-        elif finding.name:
+        elif finding.name and (finding.files or _renameable(release)):
             renamed.append((release, finding, [release.name]))
         else:
             rest.append(release)
@@ -129,6 +141,12 @@ def apply(
         shown.append(Shown(named, kept))
     shown += [Shown(r) for r in rest if r.key not in absorbed]
     return shown
+
+
+def _renameable(release: CatalogRelease) -> bool:
+    """Whether an NFO's name may rename the release: its own looks obfuscated, or the
+    indexer marked it for a probe (a well-named release's NFO is read for its ids)."""
+    return release.probe_candidate or looks_obfuscated(release.name)
 
 
 def _of(release: CatalogRelease, found: Mapping[bytes, Sequence[Finding]]) -> list[Finding]:
@@ -233,8 +251,11 @@ def more_probe(
     """
     if release.dropped is not None:
         return None
-    # The asked ids among its segments' (a few asked; its segment lists not made).
+    # The asked ids among its segments' (a few asked; its segment lists not made),
+    # but a well-named release's NFO read for its ids (that asks for no more).
     own = {m for m in asked if any(holds(f.segments, m) for f in release.files)}
+    if not _renameable(release):
+        own -= {f.segments[0][1] for f in _nfos(release)}
     findings = _of(release, found)
     if any(f.sizes or f.executable for f in findings):
         return None
@@ -281,3 +302,47 @@ def archive_probe(release: CatalogRelease) -> tuple[str, str] | None:
     if segment[0] != 1:
         return None  # its first segment was not seen
     return segment[1], chosen.name
+
+
+# The newznab parents whose releases the *arr programs search by id: Movies
+# (Radarr: imdbid, tmdbid) and TV (Sonarr: tvdbid, tvmazeid, imdbid).
+ID_PARENTS = frozenset({2000, 5000})
+
+
+def ids_probe(
+    release: CatalogRelease, asked: Set[str], category: int | None = None
+) -> tuple[bytes, str, str] | None:
+    """(release key, message-id, file name) of the NFO to read for the release's ids, or
+    None.
+
+    A film or a show (its newznab category under ID_PARENTS: `category`, else
+    categorised here, only for a release with an NFO to read) with an NFO
+    whose first segment was seen, none of its NFOs asked for yet (`asked`:
+    the message-ids of the candidates of its keys): its first NFO's first
+    segment. One body per release, only where an id can be: what the probes
+    add stays bounded by the films and shows posted with an NFO.
+    """
+    if release.dropped is not None:
+        return None
+    nfos = _nfos(release)
+    if not nfos or any(f.segments[0][1] in asked for f in nfos):
+        return None
+    if category is None:
+        files = tuple(f.name for f in release.files)
+        category = categorise(release.name, release.groups, files)
+    if parent(category) not in ID_PARENTS:
+        return None
+    first = nfos[0]
+    return release.key, first.segments[0][1], first.name
+
+
+def _nfos(release: CatalogRelease) -> list[CatalogFile]:
+    """The release's NFOs whose first segment was seen, by name."""
+    return sorted(
+        (
+            f
+            for f in release.files
+            if NFO_SUFFIX.search(f.name) and f.segments and f.segments[0][0] == 1
+        ),
+        key=lambda f: f.name,
+    )

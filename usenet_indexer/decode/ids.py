@@ -30,7 +30,7 @@ from collections.abc import Iterable
 
 import attrs
 
-__all__ = ["MediaIds", "media_ids"]
+__all__ = ["NO_IDS", "MediaIds", "media_ids"]
 
 # Ids above these are not ids (a phone number, a date run together).
 _MAX_ID = 99_999_999
@@ -72,6 +72,10 @@ class MediaIds:
     def imdb_text(self) -> str | None:
         """As newznab's `imdb` attr writes it: 7 digits at least, no `tt`."""
         return None if self.imdb is None else f"{self.imdb:07d}"
+
+
+# None named (frozen: one value serves every default).
+NO_IDS = MediaIds()
 
 
 def media_ids(text: str) -> MediaIds:

@@ -33,6 +33,7 @@ import trio
 
 from usenet_indexer.config import default
 from usenet_indexer.core.probing import Verdict, examine
+from usenet_indexer.decode.ids import NO_IDS, MediaIds
 from usenet_indexer.errors import LocalProtocolError, RemoteProtocolError
 from usenet_indexer.nntp.client import NNTPClient, StreamFactory, connect
 from usenet_indexer.nntp.errors import NNTPError, NoSuchArticle, ReplyError
@@ -171,7 +172,7 @@ class Prober:
             logger.info("probe %s: bad data: %s", job.file_name, found.detail)
         await self._record(
             job, outcome, detail=found.detail, body_bytes=len(body), name=found.name,
-            files=found.files, sizes=found.sizes, slice_bytes=found.slice_bytes,
+            files=found.files, sizes=found.sizes, slice_bytes=found.slice_bytes, ids=found.ids,
         )  # fmt: skip
         return True
 
@@ -186,10 +187,11 @@ class Prober:
         files: tuple[str, ...] = (),
         sizes: tuple[int, ...] = (),
         slice_bytes: int | None = None,
+        ids: MediaIds = NO_IDS,
     ) -> None:
         record = partial(
             self.probes.record, job, outcome, detail=detail, body_bytes=body_bytes, name=name,
-            files=files, sizes=sizes, slice_bytes=slice_bytes,
+            files=files, sizes=sizes, slice_bytes=slice_bytes, ids=ids,
         )  # fmt: skip
         await self._store(record, "record", job, outcome)
 

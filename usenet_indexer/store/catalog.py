@@ -23,6 +23,13 @@ shorter words stay whole (pg_trgm takes no trigram from them). That retry has
 its own statement timeout, so a q that is neither (a typo) finds nothing in
 a few milliseconds and never takes a second. Typos are not corrected:
 similarity over a million names is what costs the second.
+
+By id
+-----
+A search by id (imdbid, tvdbid, tvmazeid, tmdbid: the ids a release's NFO
+named) is an equality on its column, served by that column's partial index
+(only rows with an id have an entry); with q, both must match, and the id's
+few rows are sorted rather than the newest rows walked for them.
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ from usenet_indexer.core.batch import ReleaseChunk
 from usenet_indexer.core.catalog import CatalogEntry, Span, Window, query_words, search_name
 from usenet_indexer.core.categories import subcategories
 from usenet_indexer.core.newznab import Item
+from usenet_indexer.decode.ids import NO_IDS, MediaIds
 from usenet_indexer.wire import fragments
 
 __all__ = [
@@ -103,12 +111,14 @@ _CATALOG_TEMP = """
 # Binary: the rows' arrays (groups, sources) dumped in text cost a tenth of a build.
 _CATALOG_COPY = """
     COPY catalog_new (guid, name, search_name, category, size, files, poster, groups, posted,
-                      completion, season, episode, probe_candidate, sources, changed_at, state)
+                      completion, season, episode, probe_candidate, sources, changed_at, state,
+                      imdb, tvdb, tvmaze, tmdb)
     FROM STDIN (FORMAT BINARY)
 """
 _CATALOG_TYPES = (
     "text", "text", "text", "int4", "int8", "int4", "text", "text[]", "int8",
     "float4", "int4", "int4", "bool", "bytea[]", "timestamptz", "text",
+    "int4", "int4", "int4", "int4",
 )  # fmt: skip
 # Shown: complete, or quiet for long enough; a row once shown stays shown. A row
 # the build made again as it was is not written (no dead tuple, no index entry,
@@ -116,9 +126,10 @@ _CATALOG_TYPES = (
 _CATALOG_MERGE = """
     INSERT INTO catalog AS c (guid, name, search_name, category, size, files, poster, groups,
                               posted, completion, season, episode, probe_candidate, sources,
-                              changed_at, state, shown)
+                              changed_at, state, imdb, tvdb, tvmaze, tmdb, shown)
     SELECT guid, name, search_name, category, size, files, poster, groups, posted,
            completion, season, episode, probe_candidate, sources, changed_at, state,
+           imdb, tvdb, tvmaze, tmdb,
            completion >= 1 OR changed_at <= now() - make_interval(secs => %(quiet)s)
     FROM catalog_new
     ON CONFLICT (guid) DO UPDATE SET
@@ -128,15 +139,17 @@ _CATALOG_MERGE = """
         completion = excluded.completion, season = excluded.season,
         episode = excluded.episode, probe_candidate = excluded.probe_candidate,
         sources = excluded.sources, changed_at = excluded.changed_at, state = excluded.state,
-        shown = c.shown OR excluded.shown, built_at = now()
+        imdb = excluded.imdb, tvdb = excluded.tvdb, tvmaze = excluded.tvmaze,
+        tmdb = excluded.tmdb, shown = c.shown OR excluded.shown, built_at = now()
     WHERE (c.name, c.search_name, c.category, c.size, c.files, c.poster, c.groups, c.posted,
            c.completion, c.season, c.episode, c.probe_candidate, c.sources, c.changed_at,
-           c.state)
+           c.state, c.imdb, c.tvdb, c.tvmaze, c.tmdb)
           IS DISTINCT FROM
           (excluded.name, excluded.search_name, excluded.category, excluded.size,
            excluded.files, excluded.poster, excluded.groups, excluded.posted,
            excluded.completion, excluded.season, excluded.episode, excluded.probe_candidate,
-           excluded.sources, excluded.changed_at, excluded.state)
+           excluded.sources, excluded.changed_at, excluded.state, excluded.imdb,
+           excluded.tvdb, excluded.tvmaze, excluded.tmdb)
        OR (excluded.shown AND NOT c.shown)
 """
 _CATALOG_PRUNE_ALL = "DELETE FROM catalog WHERE guid NOT IN (SELECT guid FROM catalog_new)"
@@ -216,7 +229,7 @@ _LOCK_ALL = f"""
 _UNLOCK = f"SELECT pg_advisory_unlock({_LOCK_CLASS}, s) FROM unnest(%s::int[]) AS s"
 _ROW = """
     SELECT id, guid, name, category, size, files, poster, groups, posted, completion,
-           season, episode, grabs, sources, state
+           season, episode, grabs, sources, state, imdb, tvdb, tvmaze, tmdb
     FROM catalog
 """
 # Every match by the indexes' bitmaps, sorted: `posted + 0` is the order of no
@@ -336,6 +349,8 @@ class Search:
         limit, offset: the page.
         broken: broken releases too (completion.State); by default only whole and
             repairable ones, what a downloader can finish.
+        ids: the media ids a release's NFO must have named (imdbid, tvdbid, tvmazeid,
+            tmdbid: each given must match; none given: any release).
     """
 
     words: str = ""
@@ -349,6 +364,7 @@ class Search:
     limit: int = 100
     offset: int = 0
     broken: bool = False
+    ids: MediaIds = NO_IDS
 
 
 def _changed(records: Sequence[tuple[Any, ...]]) -> dict[bytes, datetime]:
@@ -373,6 +389,7 @@ def _rows(records: Sequence[tuple[Any, ...]]) -> list[CatalogRow]:
                 episode=None if r[11] is None else int(r[11]),
                 grabs=int(r[12]),
                 state=str(r[14]),
+                ids=MediaIds(*r[15:19]),
             ),
             sources=tuple(bytes(k) for k in r[13]),
         )
@@ -424,6 +441,11 @@ def _filters(search: Search) -> list[_Condition]:
     ):
         if value is not None:
             conditions.append((sql.SQL("{} " + op + " %s").format(sql.Identifier(column)), value))
+    # Each by its partial index (catalog_imdb, ...): `= %s` proves `IS NOT NULL`.
+    for column in ("imdb", "tvdb", "tvmaze", "tmdb"):
+        value = getattr(search.ids, column)
+        if value is not None:
+            conditions.append((sql.SQL("{} = %s").format(sql.Identifier(column)), value))
     if search.group is not None:
         conditions.append((sql.SQL("%s = ANY(groups)"), search.group))
     if not search.broken:
@@ -451,6 +473,17 @@ def _page(
     where, params = _where(conditions)
     page = sql.SQL(_ROW + " WHERE {} ORDER BY posted DESC, id DESC LIMIT %s OFFSET %s")
     return conn.execute(page.format(where), [*params, search.limit + 1, search.offset]).fetchall()
+
+
+def _id_page(
+    conn: psycopg.Connection[Any], conditions: Sequence[_Condition], search: Search
+) -> list[tuple[Any, ...]]:
+    """The page of a search by id and one row past it: the id's few rows by its partial
+    index, sorted (never a walk of the newest rows for an id, on a wrong guess of how
+    many have it)."""
+    where, params = _where(conditions)
+    page = sql.SQL(_BITMAP_PAGE).format(where)
+    return conn.execute(page, [*params, search.limit + 1, search.offset]).fetchall()
 
 
 def _page_end(search: Search, records: Sequence[tuple[Any, ...]]) -> int | None:
@@ -539,6 +572,7 @@ def _word_page(
     if (
         search.season is None
         and search.episode is None
+        and not search.ids
         and _expected(conn, where, params, window) >= _WINDOW_HOPE * wanted
     ):
         newest = sql.SQL(_WINDOW).format(where)
@@ -599,6 +633,10 @@ def _catalog_record(entry: CatalogEntry) -> tuple[object, ...]:
         list(entry.sources),
         entry.changed_at,
         entry.state,
+        entry.ids.imdb,
+        entry.ids.tvdb,
+        entry.ids.tvmaze,
+        entry.ids.tmdb,
     )
 
 
@@ -823,7 +861,7 @@ class CatalogTable:
         filters = _filters(search)
         with self.pool.connection() as conn:
             if not words:
-                records = _page(conn, filters, search)
+                records = (_id_page if search.ids else _page)(conn, filters, search)
                 return _total(conn, filters, search, records), _rows(records[: search.limit])
             whole = [*_word_conditions(words, partial=False), *filters]
             found = _word_page(conn, whole, search)

@@ -23,6 +23,7 @@ from psycopg_pool import ConnectionPool
 
 from usenet_indexer.core.drain import Queue
 from usenet_indexer.core.renames import Finding
+from usenet_indexer.decode.ids import NO_IDS, MediaIds
 
 # Tries of one candidate before it is given up.
 MAX_ATTEMPTS: Final = 4
@@ -50,7 +51,9 @@ _RECORD = """
     UPDATE probe_candidates
     SET state = 'done', outcome = %(outcome)s, detail = %(detail)s, probed_at = now(),
         body_bytes = %(body_bytes)s, found_name = %(name)s, found_files = %(files)s,
-        found_sizes = %(sizes)s, found_slice_bytes = %(slice_bytes)s, deadline = NULL
+        found_sizes = %(sizes)s, found_slice_bytes = %(slice_bytes)s, deadline = NULL,
+        found_imdb = %(imdb)s, found_tvdb = %(tvdb)s, found_tvmaze = %(tvmaze)s,
+        found_tmdb = %(tmdb)s, found_tmdb_tv = %(tmdb_tv)s
     WHERE release_key = %(key)s AND message_id = %(message_id)s AND state = 'probing'
 """
 # The catalog builder applies what was found (store/catalog.py).
@@ -102,11 +105,14 @@ _QUEUE = """
            (SELECT count(*) FROM catalog_pending)
     FROM probe_candidates WHERE state IN ('new', 'probing')
 """
+# A body that named no release may still have named ids (an NFO's).
 _FOUND = """
     SELECT release_key, outcome, found_name, found_files, found_sizes, message_id,
-           found_slice_bytes
+           found_slice_bytes, found_imdb, found_tvdb, found_tvmaze, found_tmdb, found_tmdb_tv
     FROM probe_candidates
-    WHERE state = 'done' AND outcome IN ('renamed', 'already_named', 'executable')
+    WHERE state = 'done'
+      AND (outcome IN ('renamed', 'already_named', 'executable')
+           OR num_nonnulls(found_imdb, found_tvdb, found_tvmaze, found_tmdb, found_tmdb_tv) > 0)
 """
 _FOUND_OF = _FOUND + " AND release_key = ANY(%b)"
 
@@ -165,8 +171,10 @@ class ProbeStore:
         files: Sequence[str] = (),
         sizes: Sequence[int] = (),
         slice_bytes: int | None = None,
+        ids: MediaIds = NO_IDS,
     ) -> bool:
-        """The candidate's outcome; False when its lease had passed to another prober."""
+        """The candidate's outcome (`ids`: those its NFO named); False when its lease had
+        passed to another prober."""
         args = {
             "key": job.release_key,
             "message_id": job.message_id,
@@ -177,6 +185,7 @@ class ProbeStore:
             "files": list(files),
             "sizes": list(sizes),
             "slice_bytes": slice_bytes,
+            **attrs.asdict(ids),
         }
         with self.pool.connection() as conn, conn.transaction():
             if conn.execute(_RECORD, args).rowcount != 1:
@@ -262,7 +271,7 @@ class ProbeStore:
                 conn.execute(_FOUND) if keys is None else conn.execute(_FOUND_OF, (list(keys),))
             ).fetchall()
         found: dict[bytes, list[Finding]] = {}
-        for key, outcome, name, files, sizes, message_id, slice_bytes in rows:
+        for key, outcome, name, files, sizes, message_id, slice_bytes, *ids in rows:
             found.setdefault(bytes(key), []).append(
                 Finding(
                     name=None if outcome == Outcome.EXECUTABLE.value else name,
@@ -271,6 +280,7 @@ class ProbeStore:
                     executable=outcome == Outcome.EXECUTABLE.value,
                     message_id=message_id,
                     slice_bytes=None if slice_bytes is None else int(slice_bytes),
+                    ids=MediaIds(*ids),
                 )
             )
         return found

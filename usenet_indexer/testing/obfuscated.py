@@ -123,6 +123,8 @@ def build(
     volumes: int = 1,
     redundancy: int = 10,
     leave_out: Collection[int] = (),
+    name: str | None = None,
+    links: Sequence[str] = (),
 ) -> Built:
     """Upload number `n` of a kind, its files made in `folder`, posted at unix time `posted`
     (uploads of one tool's default From are told apart by time, as in real groups); the
@@ -137,6 +139,9 @@ def build(
         part_bytes: the bytes of one article (the video's 150-400 kB in 3-7 at 60 kB).
         redundancy: par2's recovery data, in percent of the files it covers.
         leave_out: the numbers (1-based) of the video's segments not posted.
+        name: the release's name (a film's, say); else a show's episode, from `n`.
+        links: lines the NFO carries below its release line, as scene and P2P NFOs
+            write a film's or a show's pages (`IMDb  : https://www.imdb.com/title/tt...`).
 
     Raises:
         ToolMissing: par2 (or, for a 7z flood, 7z) is not installed.
@@ -152,11 +157,12 @@ def build(
             raise ValueError("leave_out is for uploads with a video, not floods")
         return _flood(work, kind, rng, part_bytes, date)
     show = rng.choice(_SHOWS)
-    name = f"{show}.S0{rng.randint(1, 9)}E{n % 99 + 1:02}.1080p.WEB.H264-{rng.choice(_GROUPS)}"
+    episode = f"{show}.S0{rng.randint(1, 9)}E{n % 99 + 1:02}.1080p.WEB.H264-{rng.choice(_GROUPS)}"
+    name = name or episode
     video = rng.randbytes(rng.randint(150_000, 400_000))
     data = _cut(work, f"{name}.mkv", video, volumes)
     nfo = work / f"{name}.nfo"
-    nfo.write_bytes(_nfo(name).encode("cp437"))
+    nfo.write_bytes(_nfo(name, links).encode("cp437"))
     par2 = _par2(work, name, [*data, nfo], redundancy)
     real = [*data, nfo, *par2]
     posted_names = _posted_names(kind, rng, name, real)
@@ -295,14 +301,15 @@ def _random(rng: random.Random, length: int) -> str:
     return "".join(rng.choice(string.ascii_letters + string.digits) for _ in range(length))
 
 
-def _nfo(name: str) -> str:
+def _nfo(name: str, links: Sequence[str] = ()) -> str:
     group = name.rsplit("-", 1)[-1]
     return (
         "\u2554" + "\u2550" * 60 + "\u2557\n"
         f"\u2551   {group:^54}   \u2551\n"
         "\u255a" + "\u2550" * 60 + "\u255d\n\n"
         f"  Release : {name}\n"
-        "  Source  : WEB\n  Video   : H264 1080p\n  Audio   : EAC3 5.1\n\n"
+        + "".join(f"  {line}\n" for line in links)
+        + "  Source  : WEB\n  Video   : H264 1080p\n  Audio   : EAC3 5.1\n\n"
         "  Greetings to all the groups out there.\n"
     )
 

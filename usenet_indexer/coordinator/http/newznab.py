@@ -213,6 +213,7 @@ class NewznabApi:
             limit=request.limit,
             offset=request.offset,
             broken=self.offer_broken,
+            ids=request.ids,
         )
         total, rows = self.catalog.search(search)
         return total, self._with_failures(rows, request.extended), usage
