@@ -934,8 +934,10 @@ async def test_a_client_sending_one_byte_a_second_is_cut_at_the_timeouts(
         answer, took, sent = await trickled(url, b"\x1f" * 100_000, at_once=head)
     assert answer.startswith(b"HTTP/1.1 408")
     # The clock also jumps while the request waits on a database thread (the
-    # token, the fence): the body's deadline starts some seconds after the head.
-    assert options.body_timeout_seconds <= took <= options.body_timeout_seconds + 60
+    # token, the fence), the more the busier the machine: the body's deadline
+    # starts some seconds after the head. Cut within twice the timeout, where
+    # the 100 kB announced would take 100,000 s at this pace.
+    assert options.body_timeout_seconds <= took < 2 * options.body_timeout_seconds
     assert sent < 1000
 
 
