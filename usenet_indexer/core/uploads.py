@@ -45,10 +45,11 @@ nfo, sfv, par2, cue, log), of one M, disjoint file indexes, posted
 together, and either of one artist (the field after the track number, as
 the scene's `NN-artist-title` and `NN - Artist - Title` names put it) or,
 for names that give none, numbered alike (a track's file index less its
-number the same as the album's tracks'). A part goes to the album of its
-artist last posted to, so an album stays apart from the uploader's next
-one and from the next upload under that From (rar volumes, another
-artist's album).
+number the same as the album's tracks'), and in the order PowerPost posts
+(a part posted after all of an album's files is numbered after them). A
+part goes to the album it continues (numbered right after its highest
+index), so an album stays apart from the uploader's next one and from the
+next upload under that From (rar volumes, another artist's album).
 
 No I/O, no clock: the dates are the articles'.
 """
@@ -216,11 +217,16 @@ def _joined_album(
     """
     best: tuple[tuple[bool, bool, int], _OpenAlbum] | None = None
     low = min(part.indexes)
-    for candidate in open_albums.get((part.poster, part.files_announced or 0), ()):
+    albums = open_albums.get((part.poster, part.files_announced or 0))
+    if not albums:
+        return None
+    # Parts come in order of date: an album left behind joins nothing more
+    # (under a shared From there are many, all day long).
+    albums[:] = [a for a in albums if part.first <= a.upload.last + TOGETHER_SECONDS]
+    for candidate in albums:
         upload = candidate.upload
         if not (
-            part.first <= upload.last + TOGETHER_SECONDS
-            and upload.indexes.isdisjoint(part.indexes)
+            upload.indexes.isdisjoint(part.indexes)
             and upload.files.isdisjoint(part.files)
             and _agrees(album, candidate)
             and _in_order(part, upload)
