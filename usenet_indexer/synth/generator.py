@@ -1785,8 +1785,8 @@ class _ToolPlanner:
         poster = POWERPOST_FROM if rng.random() < 0.85 else _pick(rng, self._owner._posters)
         template = _pick(rng, ('(????) [$1/$2] - "$F" yEnc', '[$1/$2] - "$F" yEnc'))
         # A music group carries thousands of artists: a few known ones, and
-        # band names of two words (one artist's albums by two uploaders in
-        # the same hour are as rare as they are in real groups).
+        # band names of two words (the twelve known names alone would give
+        # most albums another uploader's album of its artist in the same hour).
         artists: list[str] = []
         count = _pick(rng, (1, 1, 1, 2, 3))
         while len(artists) < count:
