@@ -13,6 +13,7 @@ import hashlib
 import re
 import threading
 from collections.abc import Iterator
+from email.utils import formatdate
 from typing import Any
 
 import psycopg
@@ -39,8 +40,15 @@ def batches_of_generated(
     batches stored so far after each (the range is finished with the last)."""
     generated = generate(GeneratorConfig(articles=articles, seed=seed, profile=profile))
     lines = [line for line in generated.lines if line.split(b"\t", 1)[0].isdigit()]
+    yield from batches_of_lines(stores, generated.truth.group, lines, every)
+
+
+def batches_of_lines(
+    stores: Stores, group_name: str, lines: list[bytes], every: int
+) -> Iterator[int]:
+    """Index overview lines as one edge, storing a batch every `every` lines (see above)."""
     numbers = [int(line.split(b"\t", 1)[0]) for line in lines]
-    group = GroupStore(stores.ranges.pool).add(generated.truth.group)
+    group = GroupStore(stores.ranges.pool).add(group_name)
     low, high = min(numbers), max(numbers)
     stores.ranges.plan(group, low, high, high - low + 1)
     node_id = stores.nodes.authenticate(stores.nodes.create("edge"))
@@ -268,3 +276,48 @@ def test_a_pending_key_no_release_has_is_built_from_its_rows_sources(stores: Sto
     built = stores.build.drain(quiet_seconds=0)
     assert not stores.catalog.pending()  # never left waiting (--exit-when-done waits for it)
     assert built.pending == 1
+
+
+def album_lines(artist: str, album: str, tracks: int, *, at: int) -> list[str]:
+    """An album as PowerPost posts it with its defaults: one file per track, no head.
+
+    `(????) [05/13] - "05-artist-title.mp3" yEnc (1/4)` under its default From,
+    the files in the order of their names (the playlist, cover and nfo first).
+    """
+    names = sorted(
+        [f"00-{artist}-{album}.{ext}" for ext in ("jpg", "m3u", "nfo")]
+        + [f"{n:02}-{artist}-track_{n}.mp3" for n in range(1, tracks + 1)]
+    )
+    lines = []
+    for i, name in enumerate(names, 1):
+        for k in range(1, 5):
+            date = at + 30 * i + k
+            lines.append(
+                f'(????) [{i:02}/{len(names)}] - "{name}" yEnc ({k}/4)'
+                f"\tYenc@power-post.org (Yenc-PP-A&A)\t{formatdate(date)}"
+                f"\t<{date}.{i}.{k}@eu.news.astraweb.com>\t\t250000\t1950"
+            )
+    return lines
+
+
+def test_an_album_stored_in_two_batches_is_one_row_and_the_next_album_another(
+    stores: Stores,
+) -> None:
+    start = 1_764_000_000
+    first = album_lines("massive_attack", "mezzanine-web-1998-grp", 10, at=start)
+    second = album_lines("portishead", "dummy-web-1994-grp", 10, at=start + 30 * 14)
+    numbered = [f"{n}\t{line}".encode() for n, line in enumerate([*first, *second], 1000)]
+    # Cut inside each album: the catalog takes in each batch as it comes.
+    for _ in batches_of_lines(stores, "alt.binaries.sounds.mp3", numbered, every=23):
+        stores.build.drain(quiet_seconds=0)
+    rows = catalog_rows(stores)
+    assert sorted((row[3], row[4]) for row in rows.values()) == [
+        (13, "Yenc@power-post.org (Yenc-PP-A&A)"),
+        (13, "Yenc@power-post.org (Yenc-PP-A&A)"),
+    ]
+    assert sorted(str(row[0]) for row in rows.values()) == [
+        "00-massive_attack-mezzanine-web-1998-grp",
+        "00-portishead-dummy-web-1994-grp",
+    ]
+    stores.build.everything(quiet_seconds=0)
+    assert catalog_rows(stores) == rows

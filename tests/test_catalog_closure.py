@@ -95,12 +95,15 @@ def test_windows_reach_two_deep_not_through_a_posters_whole_history() -> None:
     assert closure_of([key(0)], spans, rows=[[key(2), key(7)]]) == {key(n) for n in (0, 1, 2, 7)}
 
 
-def test_a_shared_from_asks_no_window() -> None:
+def test_a_shared_from_asks_a_window_too() -> None:
+    # uploads.link joins an album's tracks posted under PowerPost's default
+    # From (issue 28): a track stored later must bring the album's others back.
     spans = {
         key(1): Span("yenc@power-post.org", T0, T0),
-        key(2): Span("yenc@power-post.org", T0, T0),
+        key(2): Span("yenc@power-post.org", T0 + 60, T0 + 60),
+        key(3): Span("yenc@power-post.org", T0 + 3 * HOUR, T0 + 3 * HOUR),
     }
-    assert closure_of([key(1)], spans) == {key(1)}
+    assert closure_of([key(1)], spans) == {key(1), key(2)}
 
 
 def test_a_release_stored_before_its_latest_date_was_kept_is_open_ended() -> None:

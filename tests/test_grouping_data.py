@@ -412,3 +412,45 @@ def test_obfuscated_articles_are_unattributable_junk(
     newsup = [f for f in fields if not f[4].endswith("@ngPost>")]
     assert newsup
     assert all(re.fullmatch(r"[a-z]{1,32}", f[1]) for f in newsup)
+
+
+def test_albums_are_posted_track_by_track_with_powerposts_defaults(
+    run: Generated, lines: dict[str, list[str]]
+) -> None:
+    albums = releases_of(run, "powerpost_album")
+    assert Counter(release.poster for release in albums).most_common(1)[0][0] == POWERPOST_FROM
+    templates = set()
+    # Those posted whole in the run (some were under way when it began, or lost files).
+    whole = [release for release in albums if len(release.files) == release.files_announced]
+    assert len(whole) > len(albums) / 2
+    for release in albums:
+        names = [file.name for file in release.files]
+        tracks = [n for n in names if n.endswith((".flac", ".mp3"))]
+        # One file per track, each named after its track; the album's extras beside them.
+        assert all(re.fullmatch(r"\d\d-[^-]+-[^-]+\.(flac|mp3)", n) for n in tracks)
+        if release in whole:
+            assert len(tracks) >= 8
+            assert {n.rsplit(".", 1)[1] for n in names} >= {"m3u", "jpg", "nfo"}
+        for file in release.files:
+            subject = first_subject(lines, file)
+            found = re.fullmatch(
+                r'(\(\?\?\?\?\) )?\[(\d+)/(\d+)\] - "([^"]+)" yEnc \((\d+)/(\d+)\)', subject
+            )
+            assert found is not None, subject
+            templates.add(found.group(1))
+            assert found.group(4) == file.name
+            assert int(found.group(3)) == release.files_announced
+            assert len(found.group(2)) == len(found.group(3))  # $1 padded to the digits of $2
+            assert len(found.group(5)) == len(found.group(6))  # (kk/NN)
+    assert templates == {"(????) ", None}
+    # Two albums of one uploader at once, and albums beside other default uploads of their M.
+    at_once = [
+        (a, b)
+        for a, b in itertools.combinations(albums, 2)
+        if a.poster == b.poster and a.files_announced == b.files_announced and overlap(a, b)
+    ]
+    assert at_once
+    others = releases_of(run, "powerpost_default")
+    assert any(
+        a.files_announced == b.files_announced and overlap(a, b) for a in albums for b in others
+    )

@@ -310,3 +310,154 @@ def test_collections_of_other_releases_stay_apart(first: str, second: str) -> No
     one = lines_of([f"{first}.mkv", f"{first}.nfo"], poster, at=START)
     two = lines_of([f"{second}.{e}" for e in ("mkv", "nfo", "par2")], poster, at=START + 60)
     assert len(index(one, two)) == 2
+
+
+# -- albums posted track by track under a posting tool's default From (issue 28)
+
+POWERPOST_FROM = "Yenc@power-post.org (Yenc-PP-A&A)"
+
+
+def album_lines(
+    names: Sequence[str],
+    *,
+    at: int,
+    template: str = '(????) [{i}/{m}] - "{name}" yEnc ({k}/{n})',
+    poster: str = POWERPOST_FROM,
+) -> Iterator[tuple[int, str]]:
+    """An album as PowerPost posts it: one file per name, its default template, one after another.
+
+    `(????) [05/13] - "05-artist-title.flac" yEnc (01/20)`: the file number padded to
+    the digits of M, the segment counter to those of N (PowerPost's Common.cpp).
+    """
+    total, width = len(names), len(str(len(names)))
+    for i, name in enumerate(names, 1):
+        for k in range(1, SEGMENTS + 1):
+            subject = template.format(i=f"{i:0{width}}", m=total, name=name, k=k, n=SEGMENTS)
+            date = at + i * 40 + k
+            message_id = f"<{date}.{abs(hash((name, k, at))) % 10**8:08}.{k}@eu.news.astraweb.com>"
+            yield (
+                date,
+                f"{subject}\t{poster}\t{formatdate(date)}\t{message_id}\t\t250000\t1950",
+            )
+
+
+def scene_album(artist: str, album: str, tracks: Sequence[str], ext: str = "flac") -> list[str]:
+    """File names as the scene's music rules give them: `00-` extras, `NN-artist-title` tracks."""
+    extras = [f"00-{artist}-{album}.{e}" for e in ("jpg", "m3u", "nfo")]
+    numbered = [f"{n:02}-{artist}-{title}.{ext}" for n, title in enumerate(tracks, 1)]
+    return sorted([*extras, *numbered])
+
+
+TITLES = [
+    "intro", "the_long_road", "nightfall", "paper_moon", "glass_houses", "river",
+    "iron_sky", "slow_burn", "echoes", "last_light", "the_harbour", "outro",
+    "winter_song", "coda", "undertow", "ghosts", "aftermath", "home",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("names", "template"),
+    [
+        # The issue's form: PowerPost's default template and From, 10 tracks, playlist, cover, nfo.
+        (scene_album("artist_name", "album_title-web-2015-grp", TITLES[:10]), None),
+        # The template with its placeholder deleted: no "(????)".
+        (
+            scene_album("sigur_ros", "takk-web-2005-esc", TITLES[:13], "mp3"),
+            '[{i}/{m}] - "{name}" yEnc ({k}/{n})',
+        ),
+        # 18 tracks, with an sfv and a par2 set named after the album ("Sort PAR" order).
+        (
+            [
+                "00-boards_of_canada-geogaddi-web-2002-fwyh.nfo",
+                "00-boards_of_canada-geogaddi-web-2002-fwyh.sfv",
+                "00-boards_of_canada-geogaddi-web-2002-fwyh.par2",
+                *scene_album("boards_of_canada", "geogaddi-web-2002-fwyh", TITLES, "mp3")[:2],
+                *scene_album("boards_of_canada", "geogaddi-web-2002-fwyh", TITLES, "mp3")[3:],
+                "00-boards_of_canada-geogaddi-web-2002-fwyh.vol00+01.par2",
+                "00-boards_of_canada-geogaddi-web-2002-fwyh.vol01+02.par2",
+            ],
+            None,
+        ),
+        # Tracks named `NN - Artist - Title` (the corpus's `01 - Sido - Bilder Im Kopf.mp3`).
+        (
+            [
+                *(
+                    f"{n:02} - Sido - {t.replace('_', ' ').title()}.mp3"
+                    for n, t in enumerate(TITLES[:9], 1)
+                ),
+                "Sido - Ich.m3u",
+                "Sido - Ich.nfo",
+            ],
+            None,
+        ),
+        # Tracks that name no artist (`01. September '79.flac`): numbered alike.
+        (
+            [f"{n:02}. {t.replace('_', ' ').title()}.flac" for n, t in enumerate(TITLES[:11], 1)],
+            None,
+        ),
+    ],
+    ids=["powerpost-default", "no-placeholder", "sfv-par2-18-tracks", "spaced-fields", "no-artist"],
+)
+def test_an_album_posted_track_by_track_under_the_default_from_is_one_release(
+    names: list[str], template: str | None
+) -> None:
+    lines = (
+        album_lines(names, at=START)
+        if template is None
+        else album_lines(names, at=START, template=template)
+    )
+    releases = index(lines)
+    assert [sorted(f.name for f in r.files) for r in releases] == [sorted(names)]
+
+
+def test_two_albums_posted_back_to_back_under_one_from_stay_two() -> None:
+    first = scene_album("enya", "shepherd_moons-web-1991-grp", TITLES[:10])
+    second = scene_album("portishead", "dummy-web-1994-grp", TITLES[5:15])
+    assert len(first) == len(second)  # the same [i/13]: only the names tell them apart
+    end = START + 40 * (len(first) + 1)
+    releases = index(album_lines(first, at=START), album_lines(second, at=end + 60))
+    assert sorted(sorted(f.name for f in r.files) for r in releases) == sorted([first, second])
+
+
+def test_two_albums_of_one_artist_posted_one_after_the_other_stay_two() -> None:
+    # A discography: the same artist, the same M, each album in turn.
+    first = scene_album("enya", "shepherd_moons-web-1991-grp", TITLES[:10])
+    second = scene_album("enya", "the_memory_of_trees-web-1995-grp", TITLES[8:18])
+    end = START + 40 * (len(first) + 1)
+    releases = index(album_lines(first, at=START), album_lines(second, at=end + 60))
+    assert sorted(sorted(f.name for f in r.files) for r in releases) == sorted([first, second])
+
+
+def test_an_album_and_the_next_upload_under_the_same_from_stay_apart() -> None:
+    album = scene_album("massive_attack", "mezzanine-web-1998-grp", TITLES[:10])
+    # Another uploader's next PowerPost upload with the defaults: the same From and [i/13].
+    volumes = [f"Other.Upload.2024.1080p.part{n:02}.rar" for n in range(1, 14)]
+    end = START + 40 * (len(album) + 1)
+    releases = index(album_lines(album, at=START), album_lines(volumes, at=end + 30))
+    assert sorted(sorted(f.name for f in r.files) for r in releases) == sorted([album, volumes])
+
+
+def test_albums_of_two_artists_posted_at_once_under_the_default_from_stay_apart() -> None:
+    one = scene_album("daft_punk", "discovery-web-2001-grp", TITLES[:10])
+    two = scene_album("royksopp", "melody_am-web-2001-grp", TITLES[2:12])
+    releases = index(album_lines(one, at=START), album_lines(two, at=START + 7))
+    assert sorted(sorted(f.name for f in r.files) for r in releases) == sorted([one, two])
+
+
+@pytest.mark.parametrize("batch_lines", [1, 7, 20, 41])
+def test_an_album_cut_across_batches_is_one_release(batch_lines: int) -> None:
+    names = scene_album("motorhead", "ace_of_spades-web-1980-grp", TITLES[:12])
+    (release,) = index(album_lines(names, at=START), batch_lines=batch_lines)
+    assert sorted(f.name for f in release.files) == sorted(names)
+
+
+def test_a_later_album_of_the_same_artist_does_not_fill_the_gaps_of_an_earlier_one() -> None:
+    # The first album lost its first tracks (a takedown); ten minutes later the
+    # same From posts another album of that artist with the same [i/13].
+    first = scene_album("enya", "shepherd_moons-web-1991-grp", TITLES[:10])
+    second = scene_album("enya", "the_memory_of_trees-web-1995-grp", TITLES[8:18])
+    kept = [
+        line for line in album_lines(first, at=START) if not any(n in line[1] for n in first[:8])
+    ]
+    releases = index(iter(kept), album_lines(second, at=START + 40 * 14 + 600))
+    assert sorted(sorted(f.name for f in r.files) for r in releases) == sorted([first[8:], second])

@@ -21,10 +21,11 @@ is bounded by the batch, never by what the catalog already holds):
   was joined may fall apart, and then both halves need rows again;
 - the releases of the same poster posted within `uploads.TOGETHER_SECONDS`
   of the chain's span (earliest file to latest): `uploads.link` joins
-  parts of one upload only within that, and never under a shared From
-  (`uploads.SHARED_FROMS`). Parts further apart than that from every
-  part of a set are never joined to it, so the posters' uploads of other
-  hours or days are neither read nor written again.
+  parts of one upload only within that (under a shared From,
+  `uploads.SHARED_FROMS`, only an album's tracks and extras). Parts
+  further apart than that from every part of a set are never joined to
+  it, so the posters' uploads of other hours or days are neither read
+  nor written again.
 
 Each key found brings its own chain and rows, walked to their fixpoint;
 windows are looked in from the touched keys and from what those windows
@@ -52,7 +53,7 @@ from usenet_indexer.core.completion import judge
 from usenet_indexer.core.merge import CatalogRelease, ReleaseMerger, holds
 from usenet_indexer.core.renames import Finding, Shown, apply, ids_probe, more_probe
 from usenet_indexer.core.reposts import repost_key
-from usenet_indexer.core.uploads import SHARED_FROMS, TOGETHER_SECONDS
+from usenet_indexer.core.uploads import TOGETHER_SECONDS
 from usenet_indexer.decode.ids import NO_IDS, MediaIds
 
 _SPLIT = re.compile(r"[\W_]+")
@@ -392,8 +393,7 @@ class Closure:
             ends = [s.latest for s in dated]
             high = None if None in ends else max(e or 0 for e in ends) + TOGETHER_SECONDS
             for poster in sorted({s.poster for s in dated}):
-                if poster.strip().lower() not in SHARED_FROMS:
-                    yield Window(poster, low, high)
+                yield Window(poster, low, high)
 
     def _chains(self) -> list[list[bytes]]:
         """The stored keys as repost chains: each from its first key on."""

@@ -470,6 +470,8 @@ def _part(release: _Release) -> Part:
         dropped=release.dropped is not None,
         name=release_name(release.head_name, ((f.name, f.total_segments) for f in files)),
         files=frozenset([f.name for f in files]),
+        headless=release.head_name is None,
+        numbered=frozenset([(f.index, f.name) for f in files if f.index is not None]),
     )
 
 

@@ -35,6 +35,22 @@ close in time; and no file name is in both (a repost's collections, posted
 soon after, go with the repost). Their M may be the same (an nfo and sfv
 `[1/2]` beside a sample and its par2 `[1/2]`).
 
+Under a posting tool's default From nothing of that says one upload: its
+users post at once, often the same M. There an album posted track by track
+(PowerPost's `(????) [05/13] - "05-artist_name-track_title.flac"`: no head,
+and a file stem of its own for every track) is joined by what its names
+say (`_Album`): parts without a head whose every file is an audio track
+numbered at the start of its name or an album's extra (playlist, cover,
+nfo, sfv, par2, cue, log), of one M, disjoint file indexes, posted
+together, and either of one artist (the field after the track number, as
+the scene's `NN-artist-title` and `NN - Artist - Title` names put it) or,
+for names that give none, numbered alike (a track's file index less its
+number the same as the album's tracks'), and in the order PowerPost posts
+(a part posted after all of an album's files is numbered after them). A
+part goes to the album it continues (numbered right after its highest
+index), so an album stays apart from the uploader's next one and from the
+next upload under that From (rar volumes, another artist's album).
+
 No I/O, no clock: the dates are the articles'.
 """
 
@@ -77,6 +93,8 @@ class Part:
         dropped: a rule dropped it.
         name: its name (naming.release_name).
         files: its files' names.
+        headless: its subjects have no head (only then can it be an album's part).
+        numbered: (file index, file name) of its files with an index.
     """
 
     key: bytes
@@ -88,6 +106,8 @@ class Part:
     dropped: bool
     name: str = ""
     files: frozenset[str] = frozenset()
+    headless: bool = False
+    numbered: frozenset[tuple[int, str]] = frozenset()
 
 
 # Words of a name, and the marks that make a name a release's.
@@ -124,6 +144,127 @@ class _Upload:
     files: frozenset[str]  # its files' names
 
 
+# An album's files: audio tracks, and the extras posted beside them.
+_AUDIO = frozenset({"mp3", "flac", "m4a", "ogg", "opus", "wav", "ape", "wv", "aac", "wma"})
+_EXTRAS = frozenset(
+    {"m3u", "m3u8", "nfo", "jpg", "jpeg", "png", "sfv", "par2", "cue", "log", "txt", "md5"}
+)
+# A track's number at the start of its name (`05-`, `05 - `, `05. `, `105_`
+# for disc 1 track 05), then the rest.
+_TRACK = re.compile(r"(\d{1,3})(?:[ ._]*-[ ._]*|\.[ _]*|[ _]+)(.*)", re.DOTALL)
+# The fields of a name: scene names join them by "-", others by " - ".
+_FIELD = re.compile(r"\s*-\s*")
+
+
+@attrs.frozen
+class _Album:
+    """What a part's names say of the album it is part of.
+
+    Attributes:
+        artists: the artist fields of its names (lower case, "_" as " ").
+        offsets: file index less track number of its tracks.
+        tracks: whether it holds a track.
+    """
+
+    artists: frozenset[str]
+    offsets: frozenset[int]
+    tracks: bool
+
+
+def _album(part: Part) -> _Album | None:
+    """The album a part's names say it belongs to, or None when they say it is none's."""
+    if not part.headless or part.dropped or not part.first or not _has_counter(part):
+        return None
+    artists: set[str] = set()
+    offsets: set[int] = set()
+    tracks = False
+    for index, name in part.numbered:
+        stem, _, extension = name.rpartition(".")
+        extension = extension.lower()
+        found = _TRACK.fullmatch(stem)
+        if extension in _AUDIO:
+            if found is None:
+                return None  # a sound file not numbered as a track: not an album's
+            tracks = True
+            offsets.add(index - int(found.group(1)))
+        elif extension not in _EXTRAS:
+            return None
+        rest = found.group(2) if found is not None else stem
+        fields = _FIELD.split(rest.replace("_", " ").strip(), maxsplit=1)
+        if len(fields) == 2 and fields[0].strip():
+            artists.add(fields[0].strip().lower())
+    if not part.numbered or len(part.numbered) != len(part.files):
+        return None
+    return _Album(frozenset(artists), frozenset(offsets), tracks)
+
+
+@attrs.define(eq=False)
+class _OpenAlbum:
+    upload: _Upload
+    artists: set[str]
+    offsets: set[int]
+
+
+def _joined_album(
+    part: Part, album: _Album, open_albums: dict[tuple[str, int], list[_OpenAlbum]]
+) -> _Upload | None:
+    """The album upload `part` joins (and now belongs to), or None.
+
+    Of the albums it fits (its indexes free, posted within TOGETHER_SECONDS
+    of the album's last file, its names agreeing, in posting order), the one
+    it continues best: numbered right after the album's highest index, then
+    after it, then posted to last.
+    """
+    best: tuple[tuple[bool, bool, int], _OpenAlbum] | None = None
+    low = min(part.indexes)
+    albums = open_albums.get((part.poster, part.files_announced or 0))
+    if not albums:
+        return None
+    # Parts come in order of date: an album left behind joins nothing more
+    # (under a shared From there are many, all day long).
+    albums[:] = [a for a in albums if part.first <= a.upload.last + TOGETHER_SECONDS]
+    for candidate in albums:
+        upload = candidate.upload
+        if not (
+            upload.indexes.isdisjoint(part.indexes)
+            and upload.files.isdisjoint(part.files)
+            and _agrees(album, candidate)
+            and _in_order(part, upload)
+        ):
+            continue
+        high = max(upload.indexes)
+        rank = (low == high + 1, low > high, upload.last)
+        if best is None or rank > best[0]:
+            best = rank, candidate
+    if best is None:
+        return None
+    chosen = best[1]
+    upload = chosen.upload
+    upload.keys.append(part.key)
+    upload.indexes |= part.indexes
+    upload.files |= part.files
+    upload.last = max(upload.last, part.last)
+    chosen.artists |= album.artists
+    chosen.offsets |= album.offsets
+    return upload
+
+
+def _in_order(part: Part, upload: _Upload) -> bool:
+    """Whether a part can be of an album in the order PowerPost posts: the file
+    list's order, the order of the file numbers. So a part posted after all
+    of the album's files so far is numbered after them (a part posted while
+    the album's files were, an extra posted in its own order, may not be).
+    """
+    return part.first <= upload.last or min(part.indexes) > max(upload.indexes)
+
+
+def _agrees(album: _Album, candidate: _OpenAlbum) -> bool:
+    """A part's names agree with an album's: one artist, else tracks numbered alike."""
+    if album.artists:
+        return not album.artists.isdisjoint(candidate.artists)
+    return album.tracks and len(candidate.offsets) == 1 and album.offsets == candidate.offsets
+
+
 def link(parts: Iterable[Part]) -> list[list[bytes]]:
     """The uploads the parts make up: lists of release keys, each upload's in part order.
 
@@ -133,10 +274,14 @@ def link(parts: Iterable[Part]) -> list[list[bytes]]:
     ordered = sorted(parts, key=lambda p: (p.poster, p.files_announced or 0, p.first, p.key))
     uploads: list[_Upload] = []
     open_uploads: dict[tuple[str, int], list[_Upload]] = {}
+    open_albums: dict[tuple[str, int], list[_OpenAlbum]] = {}
     for part in ordered:
         collection = _collection_joinable(part)
         by_m = collection and _has_counter(part)
         upload = _joined(part, open_uploads) if by_m else None
+        album = None if by_m else _album(part)
+        if album is not None:
+            upload = _joined_album(part, album, open_albums)
         if upload is None:
             upload = _Upload(
                 [part.key],
@@ -153,6 +298,9 @@ def link(parts: Iterable[Part]) -> list[list[bytes]]:
             uploads.append(upload)
             if by_m:
                 open_uploads.setdefault((part.poster, part.files_announced or 0), []).append(upload)
+            elif album is not None:
+                opened = _OpenAlbum(upload, set(album.artists), set(album.offsets))
+                open_albums.setdefault((part.poster, part.files_announced or 0), []).append(opened)
     return [upload.keys for upload in _join_collections(uploads)]
 
 

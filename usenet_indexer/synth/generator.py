@@ -71,7 +71,12 @@ seed gives the same bytes as before. Per tool, the file each format follows:
   (`CM_BuildSubjectFromTemplate`, `CM_BuildArticleName`: `(kk/NN)` padded to
   the digits of N), PostMost/TaskObject.cpp and PosterThread.cpp
   (`<part{k}of{N}.{20-character id}@domain>` with one id per file, a re-post's
-  try number appended, References to part 1).
+  try number appended, References to part 1), PostMost/PropPage_Add_Subject.cpp
+  (`OnApply`: a template needs only `$F`, and an unchanged one is posted
+  after a yes to "unchanged?": the `(????)` stays, or the user deletes it),
+  PostMost/PropPage_Add_FileOrder.cpp (the files in the order added, or
+  "Sort PAR" `OnButtonAfoSortpar`: the .nfo, the .sfv and the .par2 index
+  first, the par2 volumes last; the files are numbered in that order).
 - JBinUp (closed source): its message-ids as nzblnk/nzb-monkey:src/nzbmonkey.py
   reads them (`..._{i}o{M}@JBinUp.local`); its subject with the upload's
   size in MB as the corpus's sanderjo__sj-nzb-getter__mynzb-30MB NZB shows.
@@ -95,7 +100,14 @@ sometimes with a sample set and its own par2 in that counter, or the nfo as
 video with a par2 set carrying the real name; ngPost `--gen_name` uploads;
 NewsUP renamed uploads; hash-named split files without a file counter;
 batches of unrelated PowerPost uploads with the default template and From
-and the same `[x/13]`; flood waves (several bots posting executables of one
+and the same `[x/13]`; music albums posted with PowerPost's defaults
+(`powerpost_album`: `(????) [05/13] - "05-artist_name-track_title.flac"
+yEnc`, some with the placeholder deleted, one file per track named as the
+scene's music rules and the corpus's music subjects show, an `.m3u`, a
+`.jpg` and an `.nfo` named `00-artist-album-...`, sometimes an `.sfv` and a
+par2 set; one album, or two or three of one uploader (other artists) at
+once, sometimes with another default upload of the same M right after);
+flood waves (several bots posting executables of one
 film name at once, sometimes one wrapping it in a rar: `wrapped_flood`);
 one scene release posted by two posters; reposts by the same poster, later,
 with new message-ids (often of an upload a takedown left incomplete; never
@@ -1243,6 +1255,7 @@ _RECIPES = (
     ("newsup_rename", 0.025),
     ("hash_named", 0.025),
     ("powerpost_default", 0.015),
+    ("powerpost_album", 0.02),
     ("same_name", 0.025),
     ("repost", 0.04),
     ("random_subjects", 0.02),
@@ -1697,37 +1710,121 @@ class _ToolPlanner:
         # the '(????)' template, the same From, the same [x/13].
         rng = self._rng
         total = _pick(rng, (13, 13, 13, 25, 7))
-        uploads = []
-        for _ in range(_between(rng, 2, 3)):
-            name = self._unique(_CONTENT_NAMES[_pick(rng, ("tv", "software", "movie"))](rng))
-            article = _ARTICLE["powerpost"]
-            par2 = [_FileSpec(f"{name}.par2", 1, 20_000, "par2")] + [
-                _FileSpec(f"{name}.vol{start:02}+{2**i:02}.par2", 2**i, article, "par2")
-                for i, start in enumerate((0, 1, 3))
-            ]
-            parts = total - len(par2)
-            per_part = _pick(rng, (20, 40, 80, 157))
-            data = [
-                _FileSpec(f"{name}.part{i:02}.rar", per_part, article, "data")
-                for i in range(1, parts)
-            ]
-            data.append(
-                _FileSpec(f"{name}.part{parts:02}.rar", _between(rng, 1, per_part), article, "data")
+        return [self._powerpost_default_upload(total) for _ in range(_between(rng, 2, 3))]
+
+    def _powerpost_default_upload(self, total: int) -> _Upload:
+        rng = self._rng
+        name = self._unique(_CONTENT_NAMES[_pick(rng, ("tv", "software", "movie"))](rng))
+        article = _ARTICLE["powerpost"]
+        par2 = [_FileSpec(f"{name}.par2", 1, 20_000, "par2")] + [
+            _FileSpec(f"{name}.vol{start:02}+{2**i:02}.par2", 2**i, article, "par2")
+            for i, start in enumerate((0, 1, 3))
+        ]
+        parts = total - len(par2)
+        per_part = _pick(rng, (20, 40, 80, 157))
+        data = [
+            _FileSpec(f"{name}.part{i:02}.rar", per_part, article, "data") for i in range(1, parts)
+        ]
+        data.append(
+            _FileSpec(f"{name}.part{parts:02}.rar", _between(rng, 1, per_part), article, "data")
+        )
+        return self._make(
+            kind="legit",
+            pattern="powerpost_default",
+            name=name,
+            real_name=name,
+            poster=POWERPOST_FROM,
+            tool="powerpost",
+            specs=[*data, *par2],
+            article=article,
+            subject=_powerpost_subject('(????) [$1/$2] - "$F" yEnc'),
+            retry=_RETRY_PER_SEGMENT,  # AutoRetry is on by default
+        )
+
+    def _album_specs(self, artist: str, album: str, tracks: int) -> list[_FileSpec]:
+        # A music release as the scene's music rules name its files and the
+        # corpus's subjects show them (`06-all_shall_perish-deconstruction-eos.mp3`,
+        # `00-da_morty_-_boondock_sampler_02-(tbr002)-web-2013-srg.m3u`): lower
+        # case, words joined by "_", fields by "-"; the playlist, the cover,
+        # the nfo (and sometimes an sfv and a par2 set) named after the album
+        # as `00-...`, every track `NN-artist-title` and nothing of the album's
+        # name. Each track is a file of its own: nothing is archived.
+        rng = self._rng
+        article = _ARTICLE["powerpost"]
+        extension = ".flac" if rng.random() < 0.4 else ".mp3"
+        # A FLAC track is ~30 MB, an MP3 ~9 MB: PowerPost articles of 249,600 bytes.
+        low, high = (90, 160) if extension == ".flac" else (25, 50)
+        specs = [
+            _FileSpec(
+                f"{n:02}-{artist}-{_title(rng, 1, 4, '_').lower()}{extension}",
+                _between(rng, low, high),
+                _between(rng, article // 10, article),
+                "data",
             )
+            for n in range(1, tracks + 1)
+        ]
+        specs.append(_small_file(rng, f"00-{album}.m3u", "data", 200, 2_000))
+        specs.append(_FileSpec(f"00-{album}.jpg", _between(rng, 1, 3), article // 2, "data"))
+        specs.append(_small_file(rng, f"00-{album}.nfo", "nfo", 500, 8_000))
+        if rng.random() < 0.4:
+            specs.append(_small_file(rng, f"00-{album}.sfv", "sfv", 100, 1_500))
+        if rng.random() < 0.3:
+            data = sum(spec.segments for spec in specs)
+            specs.extend(_par2_volumes(rng, f"00-{album}", data, article, "+")[:4])
+        return specs
+
+    def _powerpost_album(self) -> list[_Upload]:
+        # Music albums posted with PowerPost's untouched defaults (see the
+        # module docstring): one album, or several of one uploader (of
+        # different artists) queued so that they start while the first is
+        # still being posted, sometimes followed by another uploader's
+        # default upload of the same M: all under the default From, with the
+        # '(????)' template or that template with the placeholder deleted,
+        # so that no head names the album.
+        rng = self._rng
+        poster = POWERPOST_FROM if rng.random() < 0.85 else _pick(rng, self._owner._posters)
+        template = _pick(rng, ('(????) [$1/$2] - "$F" yEnc', '[$1/$2] - "$F" yEnc'))
+        # A music group carries thousands of artists: a few known ones, and
+        # band names of two words (the twelve known names alone would give
+        # most albums another uploader's album of its artist in the same hour).
+        artists: list[str] = []
+        count = _pick(rng, (1, 1, 1, 2, 3))
+        while len(artists) < count:
+            artist = _pick(rng, _ARTISTS) if rng.random() < 0.2 else _title(rng, 2, 2, " ")
+            if artist not in artists:
+                artists.append(artist)
+        uploads = []
+        for artist in artists:
+            name = self._unique(f"{artist.replace(' ', '_')}-{_title(rng, 1, 3, '_')}")
+            year, group = _between(rng, 1990, 2026), _pick(rng, _SCENE_GROUPS)
+            name = f"{name}-WEB-{year}-{group}"
+            scene = name.lower()
+            specs = self._album_specs(
+                artist.lower().replace(" ", "_"), scene, _pick(rng, (8, 10, 10, 12, 13, 18))
+            )
+            if rng.random() < 0.5:
+                # SortOnAdd: the files in byte order of their names.
+                specs.sort(key=lambda spec: spec.name)
+            else:
+                # "Sort PAR" (PropPage_Add_FileOrder.cpp OnButtonAfoSortpar):
+                # the nfo, the sfv and the par2 index first, the par2 volumes last.
+                specs.sort(key=lambda spec: (_powerpost_par_order(spec.name), spec.name))
             uploads.append(
                 self._make(
                     kind="legit",
-                    pattern="powerpost_default",
+                    pattern="powerpost_album",
                     name=name,
                     real_name=name,
-                    poster=POWERPOST_FROM,
+                    poster=poster,
                     tool="powerpost",
-                    specs=[*data, *par2],
-                    article=article,
-                    subject=_powerpost_subject('(????) [$1/$2] - "$F" yEnc'),
+                    specs=specs,
+                    article=_ARTICLE["powerpost"],
+                    subject=_powerpost_subject(template),
                     retry=_RETRY_PER_SEGMENT,  # AutoRetry is on by default
                 )
             )
+        if poster == POWERPOST_FROM and rng.random() < 0.3:
+            uploads.append(self._powerpost_default_upload(len(uploads[-1].files)))
         return uploads
 
     def _same_name(self) -> list[_Upload]:
@@ -1903,6 +2000,18 @@ class _ToolPlanner:
         if rng.random() < 0.35:
             uploads.append(self._flood(name, "wrapped_flood", [".rar"], (3, 15)))
         return uploads
+
+
+def _powerpost_par_order(name: str) -> int:
+    # PowerPost's "Sort PAR" order: .nfo, .sfv, .par2 index, the rest, .volNN+NN.par2.
+    lower = name.lower()
+    if lower.endswith(".nfo"):
+        return 0
+    if lower.endswith(".sfv"):
+        return 1
+    if lower.endswith(".par2"):
+        return 4 if ".vol" in lower else 2
+    return 3
 
 
 def _no_message_ids(_ks: Sequence[int], _total: int) -> list[str]:
