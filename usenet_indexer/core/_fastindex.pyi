@@ -1,0 +1,7 @@
+# The compiled loop's signature (core/_fastindex.pyx); see indexer.Scan.
+from collections.abc import Callable
+from typing import Any
+
+def scan(
+    data: bytes, fast: dict[bytes, Any], slow: Callable[[list[bytes]], None]
+) -> tuple[int, int]: ...
