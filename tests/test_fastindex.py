@@ -16,6 +16,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -90,58 +91,79 @@ def test_the_real_corpus_gives_the_same_batches(corpus_dir: Path) -> None:
     assert compiled == pure
 
 
-# Fuzzed lines: fields drawn from what servers and posters send and what
-# breaks parsers, few enough values that segments meet their files again.
+# Fuzzed lines: a good segment line, then (more often than not) one fault
+# drawn from what servers and posters send and what breaks parsers; few
+# enough values that segments meet their files again.
 _MB = b"x" * (1 << 20)
-_NUMBERS = st.one_of(
-    st.integers(1, 10**6).map(b"%d".__mod__),
-    st.sampled_from([b"", b"12a", b"-5", b"18446744073709551616", b"\x00", b"0"]),
-)
-_COUNTS = st.one_of(st.integers(0, 12), st.sampled_from([2**64, 2**64 - 1, 2**32, 10**7, 999_999]))
-_COUNTERS = st.one_of(
-    st.builds(b"(%d/%d)".__mod__, st.tuples(_COUNTS, _COUNTS)),
-    st.builds(b"(%03d/%03d)".__mod__, st.tuples(_COUNTS, _COUNTS)),
-    st.sampled_from([b"", b"(", b"(1/", b"(/3)", b"(x/5)", b"(1/2", b"[1/3]", b"(1/3) (2/3)"]),
-)
-_SUBJECT_PARTS = st.sampled_from(
+_BIG = st.sampled_from([2**64, 2**64 - 1, 2**32, 2**32 - 1, 10**7, 500_001])
+_HEADS = st.sampled_from(
     [
         b"",
         b'Show.S01E01 [01/12] - "show.part01.rar" yEnc ',
         b'"a.par2" yEnc ',
-        b"Re: a question ",
         b"file.exe ",
-        b"\xff\xfebad utf-8 ",
-        b"nul\x00inside ",
-        b"tab\tinside ",
         b"(????) [05/13] - ",
-        b"yenc",
-        _MB,
+        b"\xff\xfebad utf-8 ",
     ]
 )
-_SIZES = st.one_of(
-    st.integers(0, 2**64 + 5).map(b"%d".__mod__),
-    st.sampled_from([b"", b"12x", b"-1", b"4294967295", b"4294967296", b"007"]),
+_GOOD = st.tuples(
+    st.integers(1, 10**6).map(b"%d".__mod__),  # number
+    _HEADS,
+    st.one_of(st.just(1), st.integers(0, 12)),  # k
+    st.integers(1, 12),  # N
+    st.sampled_from([b"%d/%d", b"%03d/%03d"]),  # the counter's form
+    st.sampled_from([b"", b" yEnc", b' - "x.rar"']),  # tail
+    st.sampled_from([b"a@x", b"b@x"]),  # poster
+    st.sampled_from([b"Mon, 6 May 2024 10:00:00 +0000", b"garbage"]),
+    st.integers(0, 40).map(b"<%d@x>".__mod__),  # message-id
+    st.integers(0, 800_000).map(b"%d".__mod__),  # bytes
+    st.sampled_from([[b"5400"], [b"5400", b"Xref: h alt.binaries.a:1 b:2"]]),
 )
-_MESSAGE_IDS = st.one_of(
-    st.integers(0, 40).map(b"<%d@x>".__mod__),
-    st.sampled_from([b"", b"<>", b"<a<b>", b"abc", b"<" + b"m" * 1000 + b">"]),
-)
-_LINES = st.builds(
-    lambda number, head, counter, tail, poster, date, mid, refs, size, rest, fields: b"\t".join(
-        [number, head + counter + tail, poster, date, mid, refs, size, *rest][:fields]
+_FAULTS = st.one_of(
+    st.none(),
+    st.tuples(st.just(0), st.sampled_from([b"", b"12a", b"-5", b"18446744073709551616", b"0"])),
+    st.tuples(st.just(1), st.sampled_from([b"Re: ", b"nul\x00", b"tab\t", b"yenc ", _MB])),
+    st.tuples(st.just(2), st.sampled_from([b"", b"(", b"(/3)", b"(x/5)", b"[1/3]", b"(2/3) "])),
+    st.tuples(st.just(3), _BIG.map(b"%d".__mod__)),  # k
+    st.tuples(st.just(4), _BIG.map(b"%d".__mod__)),  # N
+    st.tuples(st.just(5), st.sampled_from([b"", _MB[:5000]])),  # poster
+    st.tuples(
+        st.just(6), st.sampled_from([b"", b"<>", b"<a<b>", b"abc", b"<" + b"m" * 1000 + b">"])
     ),
-    _NUMBERS,
-    _SUBJECT_PARTS,
-    _COUNTERS,
-    st.sampled_from([b"", b" yEnc", b' - "x.rar"', b" (1/2)"]),
-    st.sampled_from([b"a@x", b"b@x", b"", _MB[:5000]]),
-    st.sampled_from([b"Mon, 6 May 2024 10:00:00 +0000", b"", b"garbage", b"Tue, 7 May 2024 1"]),
-    _MESSAGE_IDS,
-    st.sampled_from([b"", b"<r@x>"]),
-    _SIZES,
-    st.sampled_from([[b"5400"], [b"5400", b"Xref: h alt.binaries.a:1 b:2"], [], [b"1", b"2", b""]]),
-    st.sampled_from([8, 8, 8, 7, 6, 3, 1]),
+    st.tuples(st.just(7), st.sampled_from([b"<first@x>"])),  # References
+    st.tuples(
+        st.just(8), st.one_of(_BIG.map(b"%d".__mod__), st.sampled_from([b"", b"1x", b"007"]))
+    ),
+    st.tuples(st.just(9), st.integers(1, 7)),  # fields left
 )
+
+
+def _line(good: tuple[Any, ...], fault: tuple[int, Any] | None) -> bytes:
+    number, head, k, total, form, tail, poster, date, mid, size, rest = good
+    counter = b"(" + form % (k, total) + b")"
+    references = b""
+    what, value = fault if fault is not None else (-1, b"")
+    if what == 0:
+        number = value
+    elif what == 1:
+        head = value + head
+    elif what == 2:
+        counter = value + counter if value.endswith(b" ") else value
+    elif what in (3, 4):
+        counter = b"(%d/%s)" % (k, value) if what == 4 else b"(%s/%d)" % (value, total)
+    elif what == 5:
+        poster = value
+    elif what == 6:
+        mid = value
+    elif what == 7:
+        references = value
+    elif what == 8:
+        size = value
+    fields = [number, head + counter + tail, poster, date, mid, references, size, *rest]
+    return b"\t".join(fields[: value if what == 9 else None])
+
+
+_LINES = st.builds(_line, _GOOD, _FAULTS)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -150,17 +172,49 @@ _LINES = st.builds(
     repeat=st.integers(1, 4),
     block=st.integers(1, 30),
     crlf=st.booleans(),
+    threaded=st.booleans(),
 )
 def test_fuzzed_lines_give_the_same_batches(
-    lines: list[bytes], repeat: int, block: int, crlf: bool
+    lines: list[bytes], repeat: int, block: int, crlf: bool, threaded: bool
 ) -> None:
-    # Each line again with the next numbers: segments of files the first opened.
-    posted = [line.replace(b"(1/", b"(%d/" % (2 + at)) for at in range(repeat) for line in lines]
+    # Each line again with the next numbers: segments of files the first opened
+    # (threaded: the later ones with References, as PowerPost posts and a reply quotes).
+    posted = [
+        _threaded(line.replace(b"(1/", b"(%d/" % (2 + at))) if threaded and at else line
+        for at in range(repeat)
+        for line in lines
+    ]
     blocks = blocks_of(posted, block)
     if crlf:
         blocks = [b.replace(b"\n", b"\r\n") for b in blocks]
     pure, compiled = index_both(blocks, take_every=3)
     assert compiled == pure
+
+
+def _threaded(line: bytes) -> bytes:
+    fields = line.split(b"\t")
+    if len(fields) > 5:
+        fields[5] = b"<first@x>"
+    return b"\t".join(fields)
+
+
+def test_a_reply_quoting_a_file_is_a_reply_and_a_threaded_yenc_part_a_segment() -> None:
+    date = b"Mon, 6 May 2024 10:00:00 +0000"
+    lines = [
+        b"1\tfile.exe (1/3)\ta@x\t%s\t<m1@x>\t\t500\t1" % date,
+        b"2\tfile.exe (2/3)\ta@x\t%s\t<m2@x>\t<m1@x>\t500\t1" % date,
+        b'3\t"f.rar" yEnc (1/2)\ta@x\t%s\t<m3@x>\t\t500\t1' % date,
+        b'4\t"f.rar" yEnc (2/2)\ta@x\t%s\t<m4@x>\t<m3@x>\t500\t1' % date,
+    ]
+    batches = []
+    for pure in (True, False):
+        indexer = RangeIndexer(group=GROUP, first=1, rules=(), pure=pure)
+        indexer.add_data(b"\n".join(lines), 5)
+        batches.append(indexer.finish())
+    for batch in batches:
+        assert dict(batch.skipped) == {"reply": 1}
+        counts = sorted(len(f.numbers) for r in batch.releases for f in r.files)
+        assert counts == [1, 2]
 
 
 def test_malformed_lines_are_counted_and_skipped_alike() -> None:

@@ -3,5 +3,9 @@ from collections.abc import Callable
 from typing import Any
 
 def scan(
-    data: bytes, fast: dict[bytes, Any], slow: Callable[[list[bytes]], None]
+    data: bytes,
+    fast: dict[bytes, Any],
+    slow: Callable[[list[bytes]], None],
+    add: Callable[[list[bytes], int, int, int, bytes, bytes, bool], None],
+    limits: tuple[int, int, int, int],
 ) -> tuple[int, int]: ...

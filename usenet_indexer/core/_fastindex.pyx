@@ -18,10 +18,15 @@ consecutive lines are mostly segments of one file. When that file's poster
 and "N) tail" match, the line has no References (or the file says yEnc) and
 the article number is digits, the segment's k, article number, date,
 message-id and bytes are copied, tab-separated, onto the end of the file's
-one `segments` bytearray: the same bytes the pure loop appends. Every other
-line is split as the pure loop splits it and handed to `slow` (the
-indexer's `_slow_line`), which opens files and counts skipped lines; the
-file cache is dropped after each such call, since `slow` may change `fast`.
+one `segments` bytearray: the same bytes the pure loop appends.
+
+Every other line is split as the pure loop splits it. The first segment of
+a new file, with a plain "(k/N)" as its subject's last "(", is checked here
+as `_slow_line` checks it inline (the same checks, in C: the counter's
+numbers, the size, the message-id, "Re:") and handed to `add` (the
+indexer's `_add_segment`, which opens the file); anything else goes to
+`slow` (`_slow_line` itself), which sorts it out or counts it as skipped.
+The file cache is dropped after each such call: both may change `fast`.
 
 No state lives here between calls: `fast`, the files and their buffers
 belong to the RangeIndexer.
@@ -51,6 +56,39 @@ cdef inline bint _digits(const char *s, Py_ssize_t n) noexcept nogil:
     return True
 
 
+# Past every limit a number is compared with (sizes are uint32, counters at
+# most MAX_SEGMENTS): longer digit texts read as this.
+cdef long long BIG = 1099511627776  # 2**40
+
+
+cdef inline long long _number(const char *s, Py_ssize_t n) noexcept nogil:
+    # int() of a digit text (zero padding allowed), capped at BIG.
+    cdef long long value = 0
+    cdef Py_ssize_t i
+    for i in range(n):
+        value = value * 10 + (s[i] - 48)
+        if value >= BIG:
+            return BIG
+    return value
+
+
+cdef inline Py_ssize_t _find(const char *s, Py_ssize_t start, Py_ssize_t end, char c) noexcept nogil:
+    # bytes.find within [start, end): the index, or -1.
+    cdef Py_ssize_t i
+    for i in range(start, end):
+        if s[i] == c:
+            return i
+    return -1
+
+
+cdef inline Py_ssize_t _count(const char *s, Py_ssize_t n, char c) noexcept nogil:
+    cdef Py_ssize_t i, found = 0
+    for i in range(n):
+        if s[i] == c:
+            found += 1
+    return found
+
+
 cdef inline bint _same(object text, const char *s, Py_ssize_t n):
     # A bytes object equal to s[:n].
     return PyBytes_GET_SIZE(text) == n and memcmp(PyBytes_AS_STRING(text), s, n) == 0
@@ -63,15 +101,59 @@ cdef inline void _put(char *to, Py_ssize_t *at, const char *s, Py_ssize_t n) noe
     at[0] += 1
 
 
-def scan(bytes data, dict fast, object slow):
-    """Feed the lines of `data` to the files in `fast`, the others to `slow`.
+cdef bint _first_segment(
+    const char **f, Py_ssize_t *n, long long *limits, Py_ssize_t *where
+) noexcept nogil:
+    # The checks of RangeIndexer._slow_line's inline case, on a line of 8 or
+    # more fields whose subject and poster are not too long and without
+    # References. Fills where: p, q, total, the end of k.
+    cdef const char *subject = f[1]
+    cdef Py_ssize_t length = n[1], p, q, slash
+    cdef long long k, total
+    p = length - 1
+    while p >= 0 and subject[p] != b'(':
+        p -= 1
+    if p < 0:
+        return False
+    q = _find(subject, p, length, b')')
+    if q <= p:
+        return False
+    if not (_digits(f[0], n[0]) and _digits(f[6], n[6])):
+        return False
+    if not (2 < n[4] <= limits[1] and f[4][0] == b'<' and f[4][n[4] - 1] == b'>'):
+        return False
+    if _count(f[4], n[4], b'<') != 1 or _count(f[4], n[4], b'>') != 1:
+        return False
+    if length >= 3 and subject[0] | 32 == b'r' and subject[1] | 32 == b'e' and subject[2] == b':':
+        return False  # ("R" | 32 is "r"; no other byte maps to "r", "e" so, and ":" stays)
+    slash = _find(subject, p + 1, q, b'/')
+    if slash < 0 or not (_digits(subject + p + 1, slash - p - 1) and _digits(subject + slash + 1, q - slash - 1)):
+        return False
+    k = _number(subject + p + 1, slash - p - 1)
+    total = _number(subject + slash + 1, q - slash - 1)
+    if not (0 < k <= total <= limits[2] and _number(f[6], n[6]) <= limits[3]):
+        return False
+    where[0] = p
+    where[1] = q
+    where[2] = <Py_ssize_t>total
+    where[3] = slash
+    return True
+
+
+def scan(bytes data, dict fast, object slow, object add, tuple limits):
+    """Feed the lines of `data` to the files in `fast`, new files to `add`, the rest to `slow`.
 
     Args:
         data: overview lines separated by "\\n", without "\\r".
         fast: the file each subject prefix last fed (`RangeIndexer._fast`),
             read only.
         slow: called with a line's fields (`line.split(b"\\t", 7)`) for each
-            line the fast path does not take.
+            line neither the fast path nor `add` takes.
+        add: called as `add(fields, p, q, N, k, after, True)` with the first
+            segment of a file (RangeIndexer._add_segment).
+        limits: the longest subject or poster, the longest message-id, the
+            most segments of a file, the biggest size (indexer.MAX_HEADER_BYTES,
+            MAX_MESSAGE_ID_BYTES, subject.MAX_SEGMENTS, the uint32 size cap).
 
     Returns:
         (lines, nul): the lines read (empty ones not counted, lines with a
@@ -99,6 +181,12 @@ def scan(bytes data, dict fast, object slow):
     cdef bint took
     cdef char *buffer
     cdef object prefix
+    cdef object fields
+    cdef long long limit[4]
+    cdef Py_ssize_t where[4]
+    cdef bint eight
+    for i in range(4):
+        limit[i] = limits[i]
     while start <= size:
         nl = <const char *>memchr(base + start, b'\n', size - start)
         end = size if nl == NULL else nl - base
@@ -115,6 +203,7 @@ def scan(bytes data, dict fast, object slow):
         # The first seven fields; the seventh ("bytes") ends at a tab or the line's end.
         tabs = 0
         p = 0
+        eight = False
         for i in range(length):
             if line[i] == b'\t':
                 f[tabs] = line + p
@@ -122,6 +211,7 @@ def scan(bytes data, dict fast, object slow):
                 p = i + 1
                 tabs += 1
                 if tabs == FIELDS:
+                    eight = True
                     break
         if tabs == FIELDS - 1:
             f[tabs] = line + p
@@ -177,6 +267,25 @@ def scan(bytes data, dict fast, object slow):
                 _put(buffer, &at, f[6], n[6])
                 took = True
         if not took:
-            slow(PyBytes_FromStringAndSize(line, length).split(b"\t", FIELDS))
+            fields = PyBytes_FromStringAndSize(line, length).split(b"\t", FIELDS)
+            if (
+                eight
+                and n[1] <= limit[0]
+                and n[2] <= limit[0]
+                and n[5] == 0
+                and _first_segment(f, n, limit, where)
+            ):
+                # "N) tail" starts after "(", k and "/".
+                add(
+                    fields,
+                    where[0],
+                    where[1],
+                    where[2],
+                    PyBytes_FromStringAndSize(f[1] + where[0] + 1, where[3] - where[0] - 1),
+                    PyBytes_FromStringAndSize(f[1] + where[3] + 1, n[1] - where[3] - 1),
+                    True,
+                )
+            else:
+                slow(fields)
             open_file = None
     return lines, nul

@@ -137,8 +137,20 @@ MALFORMED = frozenset(
 _COUNTER = re.compile(rb"\((\d{1,7})/(\d{1,7})\)")
 
 # The compiled twin of RangeIndexer._scan (core/_fastindex.pyx): data, the
-# indexer's _fast dict and its _slow_line in; (lines, lines with a NUL) out.
-Scan = Callable[[bytes, "dict[bytes, _OpenFile]", Callable[[list[bytes]], None]], tuple[int, int]]
+# indexer's _fast dict, its _slow_line and _add_segment, _LIMITS in; (lines,
+# lines with a NUL) out.
+Scan = Callable[
+    [
+        bytes,
+        "dict[bytes, _OpenFile]",
+        Callable[[list[bytes]], None],
+        Callable[[list[bytes], int, int, int, bytes, bytes, bool], None],
+        tuple[int, int, int, int],
+    ],
+    tuple[int, int],
+]
+# What the compiled loop checks a new file's first segment against, as _slow_line does.
+_LIMITS = (MAX_HEADER_BYTES, MAX_MESSAGE_ID_BYTES, MAX_SEGMENTS, _MAX_SIZE)
 
 
 def _compiled_scan() -> Scan | None:
@@ -296,7 +308,9 @@ class RangeIndexer:
         if b"\r" in data:
             data = data.replace(b"\r", b"")
         if COMPILED_SCAN is not None and not self.pure:
-            lines, nul = COMPILED_SCAN(data, self._fast, self._slow_line)
+            lines, nul = COMPILED_SCAN(
+                data, self._fast, self._slow_line, self._add_segment, _LIMITS
+            )
         else:
             lines, nul = self._scan(data)
         if nul:
