@@ -16,7 +16,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -142,7 +142,8 @@ def _line(good: tuple[Any, ...], fault: tuple[int, Any] | None) -> bytes:
     number, head, k, total, form, tail, poster, date, mid, size, rest = good
     counter = b"(" + form % (k, total) + b")"
     references = b""
-    what, value = fault if fault is not None else (-1, b"")
+    what, value = fault if fault is not None else (-1, None)
+    value = cast(Any, value)
     if what == 0:
         number = value
     elif what == 1:
