@@ -315,13 +315,14 @@ def run(args: argparse.Namespace) -> int:
     progress = None if args.quiet else sys.stderr
     # The one setting `uidx index` reads (UIDX_PURE_INDEXER): the tests run both loops.
     pure = from_process(args.config).pure_indexer
-    logger.info("indexer: %s", indexer_kind(pure))
     for path in args.files:
         check_readable(path)
     if args.nzb_dir is not None:
         make_folder(args.nzb_dir)
     # Opened first: a mistake in --out shows before the indexing, not after it.
     with output(args.out) as out, no_cyclic_gc():
+        # Once the input and output were found good: a mistake is the one line on stderr.
+        logger.info("indexer: %s", indexer_kind(pure))
         merger, stats = index_files(
             args.files,
             group=args.group,
