@@ -310,6 +310,11 @@ def check(args: argparse.Namespace) -> int:
 # --- the bench ----------------------------------------------------------------------
 
 
+def pure_indexer(args: argparse.Namespace) -> dict[str, str]:
+    """The measured runs' setting for --pure-indexer (children get no UIDX_ variable else)."""
+    return {"UIDX_PURE_INDEXER": "1"} if args.pure_indexer else {}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -328,6 +333,11 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument(
         "--timeout", type=float, default=1800.0, help="seconds a measured run may take"
+    )
+    parser.add_argument(
+        "--pure-indexer",
+        action="store_true",
+        help="the edge and `uidx index` run the pure-Python indexer loop (UIDX_PURE_INDEXER=1)",
     )
     # The child processes' modes: the folder, the database, the index output.
     parser.add_argument("--prepare", help=argparse.SUPPRESS)
@@ -373,7 +383,8 @@ def edge_run(
         edge = measured(
             [*UIDX, "edge", "--ranges", str(registered.ranges),
              "--batch-articles", str(args.batch_articles)],
-            child_env(COORDINATOR_URL=url, NODE_TOKEN=registered.token, UIDX_HOME=str(home)),
+            child_env(COORDINATOR_URL=url, NODE_TOKEN=registered.token, UIDX_HOME=str(home),
+                      **pure_indexer(args)),
             home / "edge.err", args.timeout,
         )  # fmt: skip
         wait_for_catalog(database_url)
@@ -445,7 +456,8 @@ def bench(args: argparse.Namespace) -> int:
         for attempt in range(1, args.repeat + 1):
             index = measured(
                 [*index_command, "--out", "/dev/null"],
-                child_env(UIDX_HOME=str(home)), home / "index.err", args.timeout,
+                child_env(UIDX_HOME=str(home), **pure_indexer(args)), home / "index.err",
+                args.timeout,
             )  # fmt: skip
             with server.fresh_database() as database_url:
                 edge = edge_run(args, database_url, data_directory, home, prepared, index_out)

@@ -108,6 +108,10 @@ class Settings:
         offer_broken_releases: the newznab API lists broken releases too (those
             missing more than their PAR2 recovery rebuilds: a downloader fails
             them); off, feeds and searches offer whole and repairable ones only.
+        pure_indexer: edges and `uidx index` run the RangeIndexer's pure-Python
+            per-line loop even where the compiled one is built (the same
+            output, slower: for tests and for telling a fault of the compiled
+            loop apart).
     """
 
     home: Path
@@ -147,6 +151,7 @@ class Settings:
     api_requests_per_day: int = 0
     api_grabs_per_day: int = 0
     offer_broken_releases: bool = False
+    pure_indexer: bool = False
 
     @property
     def listen_host_port(self) -> tuple[str, int]:

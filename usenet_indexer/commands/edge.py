@@ -30,6 +30,7 @@ import trio
 
 from usenet_indexer.commands import non_negative_int, positive_int
 from usenet_indexer.config import Settings, default, from_process
+from usenet_indexer.core.indexer import indexer_kind
 from usenet_indexer.edge import worker
 from usenet_indexer.edge.client import NodeApiError
 from usenet_indexer.edge.options import EdgeOptions
@@ -117,6 +118,7 @@ def run_worker(settings: Settings, options: EdgeOptions, parent_fd: int | None) 
     # default 5 ms, 19-23 ms (as alone) with 0.5 ms. The indexing pays only
     # for the switches the other threads ask for.
     sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
+    logger.info("indexer: %s", indexer_kind(options.pure_indexer))
     # Collections at the range runner's own points (gcpolicy): not while it indexes.
     with no_cyclic_gc():
         return run_reporting(

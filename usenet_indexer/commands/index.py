@@ -13,6 +13,7 @@ exit status is 1, unless --allow-empty.
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 import time
 from collections import Counter
@@ -24,14 +25,16 @@ import attrs
 import orjson
 
 from usenet_indexer.commands import Output, output, positive_int
-from usenet_indexer.config import default
+from usenet_indexer.config import default, from_process
 from usenet_indexer.core.batch import Batch
-from usenet_indexer.core.indexer import MALFORMED, RangeIndexer
+from usenet_indexer.core.indexer import MALFORMED, RangeIndexer, indexer_kind
 from usenet_indexer.core.merge import CatalogRelease, ReleaseMerger
 from usenet_indexer.core.rules import DEFAULT_RULES, Rule
 from usenet_indexer.errors import OutputError
 from usenet_indexer.gcpolicy import no_cyclic_gc
 from usenet_indexer.spool.dumps import check_readable, last_article, read_blocks
+
+logger = logging.getLogger(__name__)
 
 # Seconds between progress lines on stderr.
 PROGRESS_SECONDS = 2.0
@@ -140,11 +143,12 @@ def index_files(
     rules: Sequence[Rule] = DEFAULT_RULES,
     include_dropped: bool = False,
     progress: TextIO | None = None,
+    pure: bool = False,
 ) -> tuple[ReleaseMerger, IndexStats]:
     """Index overview dumps the way edges index ranges, and merge the chunks.
 
     Each file is one range: its lines must be in article order, as a server
-    sends them.
+    sends them. `pure` runs the indexer's pure-Python loop (RangeIndexer.pure).
 
     Raises:
         InputError: a file cannot be read.
@@ -154,7 +158,9 @@ def index_files(
     started = last_report = time.monotonic()
     for path in paths:
         lines_before, malformed_before = stats.lines, stats.malformed
-        indexer = RangeIndexer(group=group, first=0, rules=rules, keep_dropped=include_dropped)
+        indexer = RangeIndexer(
+            group=group, first=0, rules=rules, keep_dropped=include_dropped, pure=pure
+        )
         for block in read_blocks(path):
             number = last_article(block)
             next_article = max(indexer.resume_point, number + 1 if number is not None else 0)
@@ -307,18 +313,23 @@ def run(args: argparse.Namespace) -> int:
     """
     started = time.monotonic()
     progress = None if args.quiet else sys.stderr
+    # The one setting `uidx index` reads (UIDX_PURE_INDEXER): the tests run both loops.
+    pure = from_process(args.config).pure_indexer
     for path in args.files:
         check_readable(path)
     if args.nzb_dir is not None:
         make_folder(args.nzb_dir)
     # Opened first: a mistake in --out shows before the indexing, not after it.
     with output(args.out) as out, no_cyclic_gc():
+        # Once the input and output were found good: a mistake is the one line on stderr.
+        logger.info("indexer: %s", indexer_kind(pure))
         merger, stats = index_files(
             args.files,
             group=args.group,
             batch_articles=args.batch_articles,
             include_dropped=args.include_dropped,
             progress=progress,
+            pure=pure,
         )
         kept = KeptTally()
         # Built and written one at a time (a release's segment lists are the

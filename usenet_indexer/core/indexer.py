@@ -50,7 +50,7 @@ from array import array
 from bisect import bisect_left
 from calendar import timegm
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from email.utils import mktime_tz, parsedate_tz
 from functools import partial
 from itertools import islice, pairwise
@@ -136,6 +136,43 @@ MALFORMED = frozenset(
 
 _COUNTER = re.compile(rb"\((\d{1,7})/(\d{1,7})\)")
 
+# The compiled twin of RangeIndexer._scan (core/_fastindex.pyx): data, the
+# indexer's _fast dict, its _slow_line and _add_segment, _LIMITS in; (lines,
+# lines with a NUL) out.
+Scan = Callable[
+    [
+        bytes,
+        "dict[bytes, _OpenFile]",
+        Callable[[list[bytes]], None],
+        Callable[[list[bytes], int, int, int, bytes, bytes, bool], None],
+        tuple[int, int, int, int],
+    ],
+    tuple[int, int],
+]
+# What the compiled loop checks a new file's first segment against, as _slow_line does.
+_LIMITS = (MAX_HEADER_BYTES, MAX_MESSAGE_ID_BYTES, MAX_SEGMENTS, _MAX_SIZE)
+
+
+def _compiled_scan() -> Scan | None:
+    """The compiled loop, or None where the extension was not built (no C compiler)."""
+    try:
+        from usenet_indexer.core._fastindex import scan
+    except ImportError:
+        return None
+    return scan
+
+
+COMPILED_SCAN = _compiled_scan()
+
+
+def indexer_kind(pure: bool) -> str:
+    """Which per-line loop a RangeIndexer built with `pure` runs, for the one status line."""
+    if COMPILED_SCAN is None:
+        return "pure Python (the compiled loop, core/_fastindex, is not built)"
+    if pure:
+        return "pure Python (pure_indexer is set)"
+    return "compiled (core/_fastindex)"
+
 
 @attrs.define(eq=False, slots=True)
 class _OpenFile:
@@ -203,12 +240,15 @@ class RangeIndexer:
         keep_dropped: keep dropped release chunks in batches, marked with the
             rule's name (for `uidx index --include-dropped`); else they only
             count.
+        pure: run the pure-Python per-line loop (`_scan`) even where the
+            compiled one (core/_fastindex) is built; the output is the same.
     """
 
     group: str
     first: int
     rules: Sequence[Rule] = DEFAULT_RULES
     keep_dropped: bool = False
+    pure: bool = False
     finished: bool = attrs.field(init=False, default=False)
     _next: int = attrs.field(init=False)
     _batch_first: int = attrs.field(init=False)
@@ -267,13 +307,30 @@ class RangeIndexer:
             raise ValueError(f"next_article {next_article} is below the resume point {self._next}")
         if b"\r" in data:
             data = data.replace(b"\r", b"")
+        if COMPILED_SCAN is not None and not self.pure:
+            lines, nul = COMPILED_SCAN(
+                data, self._fast, self._slow_line, self._add_segment, _LIMITS
+            )
+        else:
+            lines, nul = self._scan(data)
+        if nul:
+            self._skipped["nul_byte"] += nul
+        self._lines += lines
+        self._next = next_article
+
+    def _scan(self, data: bytes) -> tuple[int, int]:
+        """The lines of `data` to their files: the pure-Python loop, the oracle of
+        `_fastindex.scan` (its compiled twin, which must do exactly this).
+
+        Returns:
+            (lines, nul): the lines read (not the empty ones), and of those the
+            lines with a NUL byte (skipped).
+        """
         lines = data.split(b"\n")
         # Lines with a NUL are blanked before the loop (they are rare, and the
         # loop would split each; blanking copies no data): counted as read and
         # as malformed, not as the empty lines the loop skips.
         nul = _blank_nul_lines(data, lines) if b"\x00" in data else 0
-        if nul:
-            self._skipped["nul_byte"] += nul
         fast = self._fast
         slow = self._slow_line
         empty = 0
@@ -301,8 +358,7 @@ class RangeIndexer:
                 slow(fields)
             else:
                 empty += 1
-        self._lines += len(lines) - empty + nul
-        self._next = next_article
+        return len(lines) - empty + nul, nul
 
     def _slow_line(self, fields: list[bytes]) -> None:
         """A line the fast path did not take: a new file, or one to count and skip."""

@@ -57,6 +57,7 @@ class EdgeOptions:
         give_back_seconds: the deadline of the shielded release at the end.
         max_payload_bytes: the largest chunk payload accepted.
         max_text_bytes: the most a chunk may inflate to.
+        pure_indexer: run the RangeIndexer's pure-Python loop (settings.pure_indexer).
     """
 
     coordinator_url: str
@@ -71,6 +72,7 @@ class EdgeOptions:
     give_back_seconds: float = attrs.field(default=GIVE_BACK_SECONDS, validator=_positive)
     max_payload_bytes: int = attrs.field(default=MAX_CHUNK_PAYLOAD_BYTES, validator=_positive)
     max_text_bytes: int = attrs.field(default=MAX_CHUNK_TEXT_BYTES, validator=_positive)
+    pure_indexer: bool = False
 
     @classmethod
     def from_settings(
@@ -111,4 +113,5 @@ class EdgeOptions:
             batch_articles=batch_articles or settings.batch_articles,
             idle_seconds=settings.idle_seconds,
             heartbeat_seconds=settings.lease_ttl_seconds / HEARTBEATS_PER_TTL,
+            pure_indexer=settings.pure_indexer,
         )

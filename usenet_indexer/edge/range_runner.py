@@ -190,7 +190,9 @@ class RangeRunner:
 
     def __attrs_post_init__(self) -> None:
         lease = self.lease
-        self._indexer = RangeIndexer(group=lease.group, first=lease.next, rules=lease.rules)
+        self._indexer = RangeIndexer(
+            group=lease.group, first=lease.next, rules=lease.rules, pure=self.options.pure_indexer
+        )
         self._tally = _Tally(resume=lease.next)
 
     async def run(self) -> RangeReport:

@@ -1,0 +1,303 @@
+"""The compiled per-line loop (core/_fastindex.pyx) against its oracle, the pure one.
+
+Both loops feed the same RangeIndexer; what an edge would post (every batch
+packed and encoded to the wire format, kept and dropped releases, counts of
+skipped lines by reason) must be the same bytes on every generator profile,
+on the real corpus and on fuzzed input. The compiled loop must be built here
+(CI builds it with `pip install -e .`): otherwise these tests would compare
+the pure loop with itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from usenet_indexer.cli import main
+from usenet_indexer.core.indexer import COMPILED_SCAN, RangeIndexer, indexer_kind
+from usenet_indexer.synth.generator import PROFILES, GeneratorConfig, generate
+from usenet_indexer.testing.corpus import load_corpus, nzb_to_overview
+from usenet_indexer.wire.batchwire import encode_batch
+from usenet_indexer.wire.packed import pack_batch
+
+GROUP = "alt.binaries.test"
+FIRST = 5_000_000
+
+
+def index_both(blocks: Sequence[bytes], take_every: int = 0) -> tuple[list[bytes], list[bytes]]:
+    """The encoded batches of the pure and the compiled loop over the same blocks."""
+    return index(blocks, True, take_every), index(blocks, False, take_every)
+
+
+def index(blocks: Sequence[bytes], pure: bool, take_every: int) -> list[bytes]:
+    indexer = RangeIndexer(group=GROUP, first=FIRST, keep_dropped=True, pure=pure)
+    batches = []
+    next_article = FIRST
+    for number, block in enumerate(blocks, 1):
+        next_article += block.count(b"\n") + 1
+        indexer.add_data(block, next_article)
+        if take_every and number % take_every == 0:
+            batches.append(indexer.take())
+    batches.append(indexer.finish())
+    return [encode_batch(pack_batch(batch), range_id=1, epoch=1) for batch in batches]
+
+
+def blocks_of(lines: Sequence[bytes], size: int) -> list[bytes]:
+    """Lines in blocks of `size` lines, as a spool chunk or a dump block holds them."""
+    return [b"\n".join(lines[at : at + size]) + b"\n" for at in range(0, len(lines), size)]
+
+
+def test_the_compiled_loop_is_built() -> None:
+    # Without it every comparison below would be the pure loop against itself.
+    assert COMPILED_SCAN is not None, "core/_fastindex is not built: run scripts/bootstrap"
+    assert indexer_kind(pure=False).startswith("compiled")
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_every_generator_profile_gives_the_same_batches(profile: str) -> None:
+    generated = generate(GeneratorConfig(articles=40_000, seed=5, profile=profile))
+    blocks = blocks_of(generated.lines, 3_000)
+    pure, compiled = index_both(blocks, take_every=5)
+    assert len(pure) == 3
+    assert sum(map(len, pure)) > 300_000  # releases, not empty batches
+    assert compiled == pure
+
+
+def test_the_real_corpus_gives_the_same_batches(corpus_dir: Path) -> None:
+    nzbs = [nzb for _, nzb in load_corpus(corpus_dir / "nzb")]
+    replay = nzb_to_overview(
+        nzbs, first_article=FIRST, rng=random.Random(3), uploads_in_flight=4, group=GROUP
+    )
+    lines = [line.encode("utf-8", "surrogateescape") for line in replay.lines]
+    # And every real subject of subjects.tsv as the segment of an article.
+    with (corpus_dir / "subjects.tsv").open("rb") as stream:
+        subjects = [row.split(b"\t")[1] for row in stream.read().splitlines()[1:]]
+    lines += [
+        b"%d\t%s\tposter@example.com\tMon, 6 May 2024 10:00:00 +0000\t<s%d@x>\t\t700000\t5400"
+        % (FIRST + len(lines) + at, subject, at)
+        for at, subject in enumerate(subjects)
+    ]
+    pure, compiled = index_both(blocks_of(lines, 1_000), take_every=10)
+    assert sum(map(len, pure)) > 300_000
+    assert compiled == pure
+
+
+# Fuzzed lines: a good segment line, then (more often than not) one fault
+# drawn from what servers and posters send and what breaks parsers; few
+# enough values that segments meet their files again.
+_MB = b"x" * (1 << 20)
+_BIG = st.sampled_from([2**64, 2**64 - 1, 2**32, 2**32 - 1, 10**7, 500_001])
+_HEADS = st.sampled_from(
+    [
+        b"",
+        b'Show.S01E01 [01/12] - "show.part01.rar" yEnc ',
+        b'"a.par2" yEnc ',
+        b"file.exe ",
+        b"(????) [05/13] - ",
+        b"\xff\xfebad utf-8 ",
+    ]
+)
+_GOOD = st.tuples(
+    st.integers(1, 10**6).map(b"%d".__mod__),  # number
+    _HEADS,
+    st.one_of(st.just(1), st.integers(0, 12)),  # k
+    st.integers(1, 12),  # N
+    st.sampled_from([b"%d/%d", b"%03d/%03d"]),  # the counter's form
+    st.sampled_from([b"", b" yEnc", b' - "x.rar"']),  # tail
+    st.sampled_from([b"a@x", b"b@x"]),  # poster
+    st.sampled_from([b"Mon, 6 May 2024 10:00:00 +0000", b"garbage"]),
+    st.integers(0, 40).map(b"<%d@x>".__mod__),  # message-id
+    st.integers(0, 800_000).map(b"%d".__mod__),  # bytes
+    st.sampled_from([[b"5400"], [b"5400", b"Xref: h alt.binaries.a:1 b:2"]]),
+)
+_FAULTS = st.one_of(
+    st.none(),
+    st.tuples(st.just(0), st.sampled_from([b"", b"12a", b"-5", b"18446744073709551616", b"0"])),
+    st.tuples(st.just(1), st.sampled_from([b"Re: ", b"nul\x00", b"tab\t", b"yenc ", _MB])),
+    st.tuples(st.just(2), st.sampled_from([b"", b"(", b"(/3)", b"(x/5)", b"[1/3]", b"(2/3) "])),
+    st.tuples(st.just(3), _BIG.map(b"%d".__mod__)),  # k
+    st.tuples(st.just(4), _BIG.map(b"%d".__mod__)),  # N
+    st.tuples(st.just(5), st.sampled_from([b"", _MB[:5000]])),  # poster
+    st.tuples(
+        st.just(6), st.sampled_from([b"", b"<>", b"<a<b>", b"abc", b"<" + b"m" * 1000 + b">"])
+    ),
+    st.tuples(st.just(7), st.sampled_from([b"<first@x>"])),  # References
+    st.tuples(
+        st.just(8), st.one_of(_BIG.map(b"%d".__mod__), st.sampled_from([b"", b"1x", b"007"]))
+    ),
+    st.tuples(st.just(9), st.integers(1, 7)),  # fields left
+)
+
+
+def _line(good: tuple[Any, ...], fault: tuple[int, Any] | None) -> bytes:
+    number, head, k, total, form, tail, poster, date, mid, size, rest = good
+    counter = b"(" + form % (k, total) + b")"
+    references = b""
+    what, value = fault if fault is not None else (-1, None)
+    value = cast(Any, value)
+    if what == 0:
+        number = value
+    elif what == 1:
+        head = value + head
+    elif what == 2:
+        counter = value + counter if value.endswith(b" ") else value
+    elif what in (3, 4):
+        counter = b"(%d/%s)" % (k, value) if what == 4 else b"(%s/%d)" % (value, total)
+    elif what == 5:
+        poster = value
+    elif what == 6:
+        mid = value
+    elif what == 7:
+        references = value
+    elif what == 8:
+        size = value
+    fields = [number, head + counter + tail, poster, date, mid, references, size, *rest]
+    return b"\t".join(fields[: value if what == 9 else None])
+
+
+_LINES = st.builds(_line, _GOOD, _FAULTS)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    lines=st.lists(_LINES, max_size=40),
+    repeat=st.integers(1, 4),
+    block=st.integers(1, 30),
+    crlf=st.booleans(),
+    threaded=st.booleans(),
+)
+def test_fuzzed_lines_give_the_same_batches(
+    lines: list[bytes], repeat: int, block: int, crlf: bool, threaded: bool
+) -> None:
+    # Each line again with the next numbers: segments of files the first opened
+    # (threaded: the later ones with References, as PowerPost posts and a reply quotes).
+    posted = [
+        _threaded(line.replace(b"(1/", b"(%d/" % (2 + at))) if threaded and at else line
+        for at in range(repeat)
+        for line in lines
+    ]
+    blocks = blocks_of(posted, block)
+    if crlf:
+        blocks = [b.replace(b"\n", b"\r\n") for b in blocks]
+    pure, compiled = index_both(blocks, take_every=3)
+    assert compiled == pure
+
+
+def _threaded(line: bytes) -> bytes:
+    fields = line.split(b"\t")
+    if len(fields) > 5:
+        fields[5] = b"<first@x>"
+    return b"\t".join(fields)
+
+
+def test_a_reply_quoting_a_file_is_a_reply_and_a_threaded_yenc_part_a_segment() -> None:
+    date = b"Mon, 6 May 2024 10:00:00 +0000"
+    lines = [
+        b"1\tfile.exe (1/3)\ta@x\t%s\t<m1@x>\t\t500\t1" % date,
+        b"2\tfile.exe (2/3)\ta@x\t%s\t<m2@x>\t<m1@x>\t500\t1" % date,
+        b'3\t"f.rar" yEnc (1/2)\ta@x\t%s\t<m3@x>\t\t500\t1' % date,
+        b'4\t"f.rar" yEnc (2/2)\ta@x\t%s\t<m4@x>\t<m3@x>\t500\t1' % date,
+    ]
+    batches = []
+    for pure in (True, False):
+        indexer = RangeIndexer(group=GROUP, first=1, rules=(), pure=pure)
+        indexer.add_data(b"\n".join(lines), 5)
+        batches.append(indexer.finish())
+    for batch in batches:
+        assert dict(batch.skipped) == {"reply": 1}
+        counts = sorted(len(f.numbers) for r in batch.releases for f in r.files)
+        assert counts == [1, 2]
+
+
+def test_malformed_lines_are_counted_and_skipped_alike() -> None:
+    lines = [
+        b"1\tno counter here\ta@x\tdate\t<m@x>\t\t500\t1",
+        b"2\ttoo few",
+        b'3\t"f.rar" yEnc (1/2)\ta@x\tdate\t<m3@x>\t\t18446744073709551616\t1',
+        b'4\t"f.rar" yEnc (1/2)\ta@x\tdate\t<m4@x>\t\t500\t1',
+        b'5\t"f.rar" yEnc (2/2)\ta@x\tdate\tno-brackets\t\t500\t1',
+        b'6\t"f.rar" yEnc (2/2)\ta@x\tda\x00te\t<m6@x>\t\t500\t1',
+        b'x7\t"f.rar" yEnc (2/2)\ta@x\tdate\t<m7@x>\t\t500\t1',
+        b"8\t" + _MB + b" (1/2)\ta@x\tdate\t<m8@x>\t\t500\t1",
+        b"",
+    ]
+    pure_indexer = RangeIndexer(group=GROUP, first=1, pure=True)
+    compiled_indexer = RangeIndexer(group=GROUP, first=1)
+    for indexer in (pure_indexer, compiled_indexer):
+        indexer.add_data(b"\n".join(lines), 9)
+    pure, compiled = pure_indexer.finish(), compiled_indexer.finish()
+    assert compiled.lines == pure.lines == 8
+    assert dict(compiled.skipped) == dict(pure.skipped)
+    assert dict(pure.skipped) == {
+        "bad_bytes": 1,
+        "bad_message_id": 1,
+        "bad_number": 1,
+        "nul_byte": 1,
+        "text_post": 1,
+        "too_few_fields": 1,
+        "too_long": 1,
+    }
+    assert encode_batch(pack_batch(compiled), range_id=1, epoch=1) == encode_batch(
+        pack_batch(pure), range_id=1, epoch=1
+    )
+
+
+@pytest.fixture(scope="module")
+def dump(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("dump") / "overview"
+    path.write_bytes(b"\n".join(generate(GeneratorConfig(articles=5_000, seed=2)).lines) + b"\n")
+    return path
+
+
+def test_uidx_pure_indexer_runs_the_pure_loop_with_the_same_output(
+    dump: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("UIDX_HOME", str(tmp_path))
+    caplog.set_level(logging.INFO)
+    outputs = []
+    for pure in ("0", "1"):
+        monkeypatch.setenv("UIDX_PURE_INDEXER", pure)
+        out = tmp_path / f"releases-{pure}.jsonl"
+        caplog.clear()
+        assert main(["index", str(dump), "--out", str(out), "--quiet"]) == 0
+        kinds = [r.getMessage() for r in caplog.records if r.getMessage().startswith("indexer:")]
+        assert kinds == [f"indexer: {indexer_kind(pure == '1')}"]
+        outputs.append(out.read_bytes())
+    assert outputs[0].count(b"\n") > 10
+    assert outputs[0] == outputs[1]
+
+
+def test_without_the_compiled_loop_uidx_index_runs_the_pure_one(dump: Path, tmp_path: Path) -> None:
+    # As a wheel built without a C compiler: the extension cannot be imported.
+    without = (
+        "import sys; sys.modules['usenet_indexer.core._fastindex'] = None;"
+        "from usenet_indexer.cli import main; sys.exit(main(sys.argv[1:]))"
+    )
+    outputs: list[tuple[str, bytes]] = []
+    for code in (
+        without,
+        "from usenet_indexer.cli import main; import sys; sys.exit(main(sys.argv[1:]))",
+    ):
+        out = tmp_path / f"releases-{len(outputs)}.jsonl"
+        result = subprocess.run(
+            [sys.executable, "-c", code, "index", str(dump), "--out", str(out), "--quiet"],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={"UIDX_HOME": str(tmp_path), "PATH": "/usr/bin:/bin"},
+        )
+        outputs.append((result.stderr, out.read_bytes()))
+    assert (
+        "indexer: pure Python (the compiled loop, core/_fastindex, is not built)" in outputs[0][0]
+    )
+    assert "indexer: compiled (core/_fastindex)" in outputs[1][0]
+    assert outputs[0][1] == outputs[1][1]

@@ -1,0 +1,11 @@
+# The compiled loop's signature (core/_fastindex.pyx); see indexer.Scan.
+from collections.abc import Callable
+from typing import Any
+
+def scan(
+    data: bytes,
+    fast: dict[bytes, Any],
+    slow: Callable[[list[bytes]], None],
+    add: Callable[[list[bytes], int, int, int, bytes, bytes, bool], None],
+    limits: tuple[int, int, int, int],
+) -> tuple[int, int]: ...

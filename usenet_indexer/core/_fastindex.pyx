@@ -1,0 +1,291 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False
+"""The RangeIndexer's per-line loop, compiled: overview bytes in, segments appended.
+
+Theory of operation
+-------------------
+This is the compiled twin of `RangeIndexer._scan` (core/indexer.py), the
+deliberate oracle pair: the pure-Python loop stays as the reference and the
+fallback, and tests/test_fastindex.py checks that both leave the indexer in
+the same state, byte for byte, on every generator profile, the real corpus
+and fuzzed input.
+
+`scan(data, fast, slow)` walks `data` line by line with pointers, without a
+Python object per line or per field. For each line it finds the tabs of the
+first seven fields, the subject's last "(" and the "/" after it, and looks
+the subject before that "(" up in `fast` (the indexer's dict of the file
+each prefix last fed), first against the file the previous line went to:
+consecutive lines are mostly segments of one file. When that file's poster
+and "N) tail" match, the line has no References (or the file says yEnc) and
+the article number is digits, the segment's k, article number, date,
+message-id and bytes are copied, tab-separated, onto the end of the file's
+one `segments` bytearray: the same bytes the pure loop appends.
+
+Every other line is split as the pure loop splits it. The first segment of
+a new file, with a plain "(k/N)" as its subject's last "(", is checked here
+as `_slow_line` checks it inline (the same checks, in C: the counter's
+numbers, the size, the message-id, "Re:") and handed to `add` (the
+indexer's `_add_segment`, which opens the file); anything else goes to
+`slow` (`_slow_line` itself), which sorts it out or counts it as skipped.
+The file cache is dropped after each such call: both may change `fast`.
+
+No state lives here between calls: `fast`, the files and their buffers
+belong to the RangeIndexer.
+"""
+
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.dict cimport PyDict_GetItem
+from cpython.object cimport PyObject
+from libc.string cimport memchr, memcmp, memcpy
+
+# The fields up to "bytes" (RFC 3977 8.3.2): number, subject, from, date,
+# message-id, references, bytes. The fast path reads these seven; a line
+# split by the slow path is split this many times (indexer._SPLITS).
+cdef enum:
+    FIELDS = 7
+
+
+cdef inline bint _digits(const char *s, Py_ssize_t n) noexcept nogil:
+    # bytes.isdigit(): not empty, ASCII digits only.
+    cdef Py_ssize_t i
+    if n == 0:
+        return False
+    for i in range(n):
+        if s[i] < b'0' or s[i] > b'9':
+            return False
+    return True
+
+
+# Past every limit a number is compared with (sizes are uint32, counters at
+# most MAX_SEGMENTS): longer digit texts read as this.
+cdef long long BIG = 1099511627776  # 2**40
+
+
+cdef inline long long _number(const char *s, Py_ssize_t n) noexcept nogil:
+    # int() of a digit text (zero padding allowed), capped at BIG.
+    cdef long long value = 0
+    cdef Py_ssize_t i
+    for i in range(n):
+        value = value * 10 + (s[i] - 48)
+        if value >= BIG:
+            return BIG
+    return value
+
+
+cdef inline Py_ssize_t _find(const char *s, Py_ssize_t start, Py_ssize_t end, char c) noexcept nogil:
+    # bytes.find within [start, end): the index, or -1.
+    cdef Py_ssize_t i
+    for i in range(start, end):
+        if s[i] == c:
+            return i
+    return -1
+
+
+cdef inline Py_ssize_t _count(const char *s, Py_ssize_t n, char c) noexcept nogil:
+    cdef Py_ssize_t i, found = 0
+    for i in range(n):
+        if s[i] == c:
+            found += 1
+    return found
+
+
+cdef inline bint _same(object text, const char *s, Py_ssize_t n):
+    # A bytes object equal to s[:n].
+    return PyBytes_GET_SIZE(text) == n and memcmp(PyBytes_AS_STRING(text), s, n) == 0
+
+
+cdef inline void _put(char *to, Py_ssize_t *at, const char *s, Py_ssize_t n) noexcept nogil:
+    memcpy(to + at[0], s, n)
+    at[0] += n
+    to[at[0]] = b'\t'
+    at[0] += 1
+
+
+cdef bint _first_segment(
+    const char **f, Py_ssize_t *n, long long *limits, Py_ssize_t *where
+) noexcept nogil:
+    # The checks of RangeIndexer._slow_line's inline case, on a line of 8 or
+    # more fields whose subject and poster are not too long and without
+    # References. Fills where: p, q, total, the end of k.
+    cdef const char *subject = f[1]
+    cdef Py_ssize_t length = n[1], p, q, slash
+    cdef long long k, total
+    p = length - 1
+    while p >= 0 and subject[p] != b'(':
+        p -= 1
+    if p < 0:
+        return False
+    q = _find(subject, p, length, b')')
+    if q <= p:
+        return False
+    if not (_digits(f[0], n[0]) and _digits(f[6], n[6])):
+        return False
+    if not (2 < n[4] <= limits[1] and f[4][0] == b'<' and f[4][n[4] - 1] == b'>'):
+        return False
+    if _count(f[4], n[4], b'<') != 1 or _count(f[4], n[4], b'>') != 1:
+        return False
+    if length >= 3 and subject[0] | 32 == b'r' and subject[1] | 32 == b'e' and subject[2] == b':':
+        return False  # ("R" | 32 is "r"; no other byte maps to "r", "e" so, and ":" stays)
+    slash = _find(subject, p + 1, q, b'/')
+    if slash < 0 or not (_digits(subject + p + 1, slash - p - 1) and _digits(subject + slash + 1, q - slash - 1)):
+        return False
+    k = _number(subject + p + 1, slash - p - 1)
+    total = _number(subject + slash + 1, q - slash - 1)
+    if not (0 < k <= total <= limits[2] and _number(f[6], n[6]) <= limits[3]):
+        return False
+    where[0] = p
+    where[1] = q
+    where[2] = <Py_ssize_t>total
+    where[3] = slash
+    return True
+
+
+def scan(bytes data, dict fast, object slow, object add, tuple limits):
+    """Feed the lines of `data` to the files in `fast`, new files to `add`, the rest to `slow`.
+
+    Args:
+        data: overview lines separated by "\\n", without "\\r".
+        fast: the file each subject prefix last fed (`RangeIndexer._fast`),
+            read only.
+        slow: called with a line's fields (`line.split(b"\\t", 7)`) for each
+            line neither the fast path nor `add` takes.
+        add: called as `add(fields, p, q, N, k, after, True)` with the first
+            segment of a file (RangeIndexer._add_segment).
+        limits: the longest subject or poster, the longest message-id, the
+            most segments of a file, the biggest size (indexer.MAX_HEADER_BYTES,
+            MAX_MESSAGE_ID_BYTES, subject.MAX_SEGMENTS, the uint32 size cap).
+
+    Returns:
+        (lines, nul): the lines read (empty ones not counted, lines with a
+        NUL byte counted), and of those the lines with a NUL byte, which
+        are skipped.
+    """
+    cdef const char *base = PyBytes_AS_STRING(data)
+    cdef Py_ssize_t size = PyBytes_GET_SIZE(data)
+    cdef Py_ssize_t start = 0, end, length, i, tabs, p, slash, at, grown
+    cdef const char *line
+    cdef const char *nl
+    cdef const char *f[FIELDS]
+    cdef Py_ssize_t n[FIELDS]
+    cdef const char *subject
+    cdef Py_ssize_t subject_n, prefix_n, k_n, after_n
+    cdef const char *after
+    cdef long lines = 0, nul = 0
+    cdef PyObject *found
+    cdef object open_file = None  # the file the cache holds, or None
+    cdef object cached_prefix = None
+    cdef object poster = None
+    cdef object file_after = None
+    cdef object segments = None
+    cdef bint yenc = False
+    cdef bint took
+    cdef char *buffer
+    cdef object prefix
+    cdef object fields
+    cdef long long limit[4]
+    cdef Py_ssize_t where[4]
+    cdef bint eight
+    for i in range(4):
+        limit[i] = limits[i]
+    while start <= size:
+        nl = <const char *>memchr(base + start, b'\n', size - start)
+        end = size if nl == NULL else nl - base
+        line = base + start
+        length = end - start
+        start = end + 1
+        if length == 0:
+            continue
+        lines += 1
+        if memchr(line, 0, length) != NULL:
+            nul += 1
+            continue
+        took = False
+        # The first seven fields; the seventh ("bytes") ends at a tab or the line's end.
+        tabs = 0
+        p = 0
+        eight = False
+        for i in range(length):
+            if line[i] == b'\t':
+                f[tabs] = line + p
+                n[tabs] = i - p
+                p = i + 1
+                tabs += 1
+                if tabs == FIELDS:
+                    eight = True
+                    break
+        if tabs == FIELDS - 1:
+            f[tabs] = line + p
+            n[tabs] = length - p
+            tabs += 1
+        if tabs == FIELDS:
+            subject = f[1]
+            subject_n = n[1]
+            # rpartition(b"("): the prefix before the last "(" (all of it is
+            # "rest" when there is none), then partition(b"/") of the rest.
+            p = subject_n - 1
+            while p >= 0 and subject[p] != b'(':
+                p -= 1
+            prefix_n = p if p >= 0 else 0
+            slash = p + 1
+            while slash < subject_n and subject[slash] != b'/':
+                slash += 1
+            k_n = slash - (p + 1)
+            if slash < subject_n:
+                after = subject + slash + 1
+                after_n = subject_n - slash - 1
+            else:
+                after = subject + subject_n
+                after_n = 0
+            if open_file is None or not _same(cached_prefix, subject, prefix_n):
+                prefix = PyBytes_FromStringAndSize(subject, prefix_n)
+                found = PyDict_GetItem(fast, prefix)
+                if found == NULL:
+                    open_file = None
+                else:
+                    open_file = <object>found
+                    cached_prefix = prefix
+                    poster = open_file.poster
+                    file_after = open_file.after
+                    segments = open_file.segments
+                    yenc = open_file.yenc
+            if (
+                open_file is not None
+                and _same(poster, f[2], n[2])
+                and _same(file_after, after, after_n)
+                and (n[5] == 0 or yenc)
+                and _digits(f[0], n[0])
+            ):
+                # k, number, date, message-id, bytes: each followed by a tab.
+                at = PyByteArray_GET_SIZE(segments)
+                grown = at + k_n + n[0] + n[3] + n[4] + n[6] + 5
+                PyByteArray_Resize(segments, grown)
+                buffer = PyByteArray_AS_STRING(segments)
+                _put(buffer, &at, subject + p + 1, k_n)
+                _put(buffer, &at, f[0], n[0])
+                _put(buffer, &at, f[3], n[3])
+                _put(buffer, &at, f[4], n[4])
+                _put(buffer, &at, f[6], n[6])
+                took = True
+        if not took:
+            fields = PyBytes_FromStringAndSize(line, length).split(b"\t", FIELDS)
+            if (
+                eight
+                and n[1] <= limit[0]
+                and n[2] <= limit[0]
+                and n[5] == 0
+                and _first_segment(f, n, limit, where)
+            ):
+                # "N) tail" starts after "(", k and "/".
+                add(
+                    fields,
+                    where[0],
+                    where[1],
+                    where[2],
+                    PyBytes_FromStringAndSize(f[1] + where[0] + 1, where[3] - where[0] - 1),
+                    PyBytes_FromStringAndSize(f[1] + where[3] + 1, n[1] - where[3] - 1),
+                    True,
+                )
+            else:
+                slow(fields)
+            open_file = None
+    return lines, nul
