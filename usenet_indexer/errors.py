@@ -5,6 +5,7 @@
     ├── InputError               an input cannot be read (a dump, an NZB, a truth file)
     ├── OutputError              an output file or folder cannot be written (names the path)
     ├── DatabaseError            PostgreSQL cannot be run, reached or migrated
+    ├── SpoolStoreError          spool/s3: the object store refused a chunk or cannot be reached
     ├── ProtocolError            a peer or a wire format broke the rules
     │   ├── LocalProtocolError   we were about to break them (our bug)
     │   └── RemoteProtocolError  the peer (or the bytes it sent) broke them
@@ -102,6 +103,15 @@ class OutputError(UidxError):
 
 class DatabaseError(UidxError):
     """The database cannot be run, reached or migrated; the message says what to do."""
+
+
+class SpoolStoreError(UidxError):
+    """The spool's object store refused a chunk or cannot be reached; names the key."""
+
+    def __init__(self, key: str, problem: str) -> None:
+        super().__init__(f"spool chunk {key}: {problem}")
+        self.key = key
+        self.problem = problem
 
 
 class ProtocolError(UidxError):

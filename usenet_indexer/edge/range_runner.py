@@ -10,7 +10,9 @@ which is what bounds memory:
                                                                   heartbeats
 
 - The frame reader decodes frames off the stream, one ahead in the channel
-  (compressed); it sets `streamed` when it reads END.
+  (compressed); it sets `streamed` when it reads END. A LINK (a chunk of an
+  S3 spool) it replaces by the CHUNK it GETs from the link's URL, so the
+  chunk's bytes come from the object store, not through the coordinator.
 - The inflater inflates each CHUNK in a worker thread (into blocks, see
   chunks.py), so the next chunk inflates while this one is indexed; it then
   waits until the indexing loop takes it: at most one chunk ahead. The
@@ -388,6 +390,8 @@ class RangeRunner:
             try:
                 while True:
                     frame = await frames.next()
+                    if frame.kind == FrameKind.LINK:
+                        frame = await self._fetch(frame)
                     if frame.kind in {FrameKind.END, FrameKind.ERROR}:
                         if frame.kind == FrameKind.END:
                             # Nothing more comes for this range: the next may be leased.
@@ -398,9 +402,15 @@ class RangeRunner:
                         await read.send(frame)
                         return
                     await read.send(frame)
-            except (FrameError, httpx.TransportError) as error:
+            except (FrameError, httpx.TransportError, NodeApiError) as error:
                 # In its turn: the frames read before it are indexed first.
                 await read.send(error)
+
+    async def _fetch(self, link: Frame) -> Frame:
+        # A chunk of an S3 spool, read from its link: the reader's read of
+        # its payload, as for a CHUNK that came in the stream.
+        payload = await self.client.chunk(link.url, self.options.max_payload_bytes)
+        return Frame.chunk(link.first, link.last, payload, codec=link.codec)
 
     async def _send_pieces(
         self,
@@ -430,7 +440,7 @@ class RangeRunner:
 
 
 # What the frame reader hands on: a frame, or why the stream broke.
-_Read = Frame | FrameError | httpx.TransportError
+_Read = Frame | FrameError | httpx.TransportError | NodeApiError
 
 
 @attrs.define(eq=False)
