@@ -118,8 +118,6 @@ _KINDS: Final = {kind.value: kind for kind in FrameKind}
 _CODECS: Final = {codec.value: codec for codec in Codec}
 # Kinds that end the stream.
 _LAST_KINDS: Final = frozenset({FrameKind.END, FrameKind.ERROR})
-# Kinds whose payload is UTF-8 text.
-_TEXT_KINDS: Final = frozenset({FrameKind.ERROR, FrameKind.LINK})
 
 
 def _header_ok(kind: int, first: int, last: int, codec: int, length: int) -> bool:
@@ -196,7 +194,9 @@ class Frame:
             raise LocalProtocolError(
                 _header_problem(self.kind, self.first, self.last, self.codec, length)
             )
-        if self.kind in _TEXT_KINDS and (problem := _utf8_problem(self.kind, self.payload)):
+        if (self.kind == FrameKind.ERROR or self.kind == FrameKind.LINK) and (
+            problem := _utf8_problem(self.kind, self.payload)
+        ):
             raise LocalProtocolError(problem)
 
     @classmethod
@@ -380,7 +380,9 @@ class FrameDecoder:
             with memoryview(self._buffer) as view:
                 payload = bytes(view[self._start + HEADER_BYTES : end])
         self._start = end
-        if kind in _TEXT_KINDS and (problem := _utf8_problem(_KINDS[kind], payload)) is not None:
+        if (kind == FrameKind.ERROR or kind == FrameKind.LINK) and (
+            problem := _utf8_problem(_KINDS[kind], payload)
+        ) is not None:
             raise FrameError(problem)
         frame = Frame(_KINDS[kind], first, last, _CODECS[codec], payload)
         self._finished = frame.kind in _LAST_KINDS
