@@ -24,6 +24,7 @@ from pathlib import Path
 import attrs
 import pytest
 import trio
+from nntp_fixtures import NewsServer
 from psycopg_pool import ConnectionPool
 from test_edge import (
     DEADLINE_SECONDS,
@@ -37,8 +38,13 @@ from test_edge import (
 from usenet_indexer.config import Settings
 from usenet_indexer.coordinator.catalog_build import CatalogBuild
 from usenet_indexer.coordinator.stores import Stores
+from usenet_indexer.core.retry import RetryPolicy
 from usenet_indexer.errors import SpoolStoreError
+from usenet_indexer.prefetch.daemon import Prefetcher
+from usenet_indexer.prefetch.events import Landed, NotLanded
 from usenet_indexer.prefetch.housekeeping import sweep_spool
+from usenet_indexer.prefetch.options import PrefetchOptions
+from usenet_indexer.prefetch.servers import ServerState, server_configs
 from usenet_indexer.spool.s3 import S3Spool
 from usenet_indexer.spool.store import open_spool
 from usenet_indexer.store.groups import GroupStore
@@ -248,3 +254,56 @@ def test_the_spool_setting_picks_the_store(tmp_path: Path, object_store: ObjectS
     assert url is not None
     assert url.startswith(f"{object_store.endpoint}/{object_store.bucket}/a/b/g/1-2.zlib?")
     assert "X-Amz-Signature=" in url
+
+
+@pytest.mark.trio
+async def test_the_prefetcher_lands_every_chunk_once_though_the_store_dies_mid_upload(
+    news_server: NewsServer,
+    pool: ConnectionPool,
+    object_store: ObjectStore,
+    s3_prefix: str,
+    tmp_path: Path,
+) -> None:
+    """The object store killed (SIGKILL) while chunks are being stored, then started
+    again: the chunks that did not land are fetched and stored again; every article
+    is in the spool once, and every object in the bucket is a chunk the index names."""
+    group_id = GroupStore(pool).add(news_server.group)
+    RangeStore(pool).plan(group_id, 1, 60_000, 60_000)
+    spool = s3_spool(s3_settings(tmp_path, object_store, s3_prefix))
+    options = PrefetchOptions(
+        spool, slice_articles=2_000, chunk_articles=4_000, poll_seconds=0.2,
+        retry=RetryPolicy(base_seconds=0.05),
+    )  # fmt: skip
+    covered = 0
+    landed_once = trio.Event()
+    refused = trio.Event()
+    done = trio.Event()
+
+    def observe(event: object) -> None:
+        nonlocal covered
+        if isinstance(event, Landed):
+            landed_once.set()
+            if event.job.last <= 60_000:  # (the daemon follows the group's head too)
+                covered += event.job.last - event.job.first + 1
+            if covered == 60_000:
+                done.set()
+        elif isinstance(event, NotLanded):
+            refused.set()
+
+    state = ServerState.of(server_configs([news_server.url()], 2)[0])
+    with trio.fail_after(DEADLINE_SECONDS * 3):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(Prefetcher(pool, options, [state], observe).run)
+            await landed_once.wait()
+            await trio.to_thread.run_sync(object_store.kill)
+            await refused.wait()
+            await trio.to_thread.run_sync(object_store.start)
+            await done.wait()
+            nursery.cancel_scope.cancel()
+
+    every = SpoolIndex(pool).chunks_from(group_id, 1, 10**9, 1_000)
+    assert object_store.keys(s3_prefix) == sorted(f"{s3_prefix}/{c.path}" for c in every)
+    chunks = [c for c in every if c.last <= 60_000]
+    assert [(c.first, c.last) for c in chunks] == [(n, n + 3_999) for n in range(1, 60_001, 4_000)]
+    lines = [line for c in chunks for line in zlib.decompress(spool.read(str(c.path))).splitlines()]
+    assert [int(line.split(b"\t", 1)[0]) for line in lines] == list(range(1, 60_001))

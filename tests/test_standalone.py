@@ -35,12 +35,12 @@ from usenet_indexer.coordinator.catalog_build import CatalogBuild
 from usenet_indexer.core.merge import CatalogRelease
 from usenet_indexer.nntp.client import connect
 from usenet_indexer.testing.logcheck import problems
-from usenet_indexer.testing.objectstore import ObjectStore
 from usenet_indexer.testing.newsd_private import (
     CannotInstall,
     PrivateNewsServer,
     private_news_server,
 )
+from usenet_indexer.testing.objectstore import ObjectStore
 
 GROUP = "alt.binaries.uidx.e2e"
 ARTICLES = 200_000

@@ -26,7 +26,7 @@ import psycopg
 import trio
 
 from usenet_indexer.errors import SpoolStoreError
-from usenet_indexer.prefetch.events import Landed, Observer, ignore
+from usenet_indexer.prefetch.events import Landed, NotLanded, Observer, ignore
 from usenet_indexer.prefetch.servers import ServerState
 from usenet_indexer.prefetch.work import SharedWork
 from usenet_indexer.spool.plan import ChunkJob
@@ -65,6 +65,7 @@ class Landing:
         except (psycopg.Error, SpoolStoreError) as error:
             state.failed(error)
             logger.warning("%s %d-%d: not indexed: %s", job.group, job.first, job.last, error)
+            self.observe(NotLanded(job, state.config.server, str(error)))
         finally:
             if writer is not None:
                 writer.abort()
