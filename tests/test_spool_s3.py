@@ -39,7 +39,7 @@ from usenet_indexer.config import Settings
 from usenet_indexer.coordinator.catalog_build import CatalogBuild
 from usenet_indexer.coordinator.stores import Stores
 from usenet_indexer.core.retry import RetryPolicy
-from usenet_indexer.errors import SpoolStoreError
+from usenet_indexer.errors import ConfigError, SpoolStoreError
 from usenet_indexer.prefetch.daemon import Prefetcher
 from usenet_indexer.prefetch.events import Landed, NotLanded
 from usenet_indexer.prefetch.housekeeping import sweep_spool
@@ -307,3 +307,24 @@ async def test_the_prefetcher_lands_every_chunk_once_though_the_store_dies_mid_u
     assert [(c.first, c.last) for c in chunks] == [(n, n + 3_999) for n in range(1, 60_001, 4_000)]
     lines = [line for c in chunks for line in zlib.decompress(spool.read(str(c.path))).splitlines()]
     assert [int(line.split(b"\t", 1)[0]) for line in lines] == list(range(1, 60_001))
+
+
+def test_a_store_that_cannot_be_used_is_named_at_start(
+    object_store: ObjectStore, tmp_path: Path
+) -> None:
+    """What the coordinator and the prefetcher ask before they start: a missing bucket
+    or refused keys are settings mistakes that name the setting; an endpoint that does
+    not answer is the store's trouble (a supervisor starts the process again later)."""
+    s3_spool(s3_settings(tmp_path, object_store, "p")).check()
+    missing = s3_settings(tmp_path, object_store, "p", spool_url="s3://no-such-bucket/p")
+    with pytest.raises(ConfigError, match="spool_url: no bucket 'no-such-bucket'"):
+        s3_spool(missing).check()
+    wrong = s3_settings(tmp_path, object_store, "p", spool_secret_access_key="wrong")
+    with pytest.raises(ConfigError, match="spool_access_key_id: refused"):
+        s3_spool(wrong).check()
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{unused.getsockname()[1]}"
+    gone = s3_settings(tmp_path, object_store, "p", spool_endpoint_url=closed)
+    with pytest.raises(SpoolStoreError, match="Could not connect"):
+        s3_spool(gone).check()

@@ -98,6 +98,7 @@ class Prefetcher:
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Fetch until cancelled."""
+        await trio.to_thread.run_sync(self.options.spool.check)
         removed = await trio.to_thread.run_sync(self.options.spool.remove_leftovers)
         if removed:
             logger.info("removed %d temporary files of a writer that died", removed)

@@ -56,6 +56,13 @@ def _error_code(error: Exception) -> str:
     return ""
 
 
+def _status(error: Exception) -> int | None:
+    if isinstance(error, botocore.exceptions.ClientError):
+        status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        return int(status) if status is not None else None
+    return None
+
+
 def split_url(url: str) -> tuple[str, str]:
     """`s3://bucket/prefix` as (bucket, prefix without slashes at its ends).
 
@@ -192,6 +199,26 @@ class S3Spool:
 
     def describe(self) -> str:
         return f"s3://{self.bucket}/{self.prefix}"
+
+    def check(self) -> None:
+        """The bucket is there and the keys may use it (HEAD bucket).
+
+        Raises:
+            ConfigError: no such bucket (names spool_url), the keys refused
+                (names spool_access_key_id).
+            SpoolStoreError: the endpoint cannot be reached or answers 5xx.
+        """
+        try:
+            self.client.head_bucket(Bucket=self.bucket)
+        except _ERRORS as error:
+            status = _status(error)
+            if status == 404:
+                raise ConfigError("spool_url", f"no bucket {self.bucket!r} there") from error
+            if status in (401, 403):
+                raise ConfigError(
+                    "spool_access_key_id", f"refused by s3://{self.bucket} ({status})"
+                ) from error
+            raise SpoolStoreError("(bucket)", f"s3://{self.bucket}: {error}") from error
 
 
 @attrs.define(eq=False)

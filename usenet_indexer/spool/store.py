@@ -94,6 +94,15 @@ class SpoolStore(Protocol):
         """Where the chunks are, for log lines."""
         ...
 
+    def check(self) -> None:
+        """Whether the store can be used, asked once at a daemon's start.
+
+        Raises:
+            ConfigError: a mistake of the settings (no such bucket, keys refused).
+            SpoolStoreError: the store cannot be reached now.
+        """
+        ...
+
 
 @attrs.frozen
 class FolderSpool:
@@ -128,6 +137,9 @@ class FolderSpool:
 
     def describe(self) -> str:
         return str(self.folder)
+
+    def check(self) -> None:
+        return None  # the folder is made with the first chunk
 
 
 def as_spool(value: SpoolStore | Path) -> SpoolStore:
