@@ -39,6 +39,8 @@ from usenet_indexer.config import Settings
 from usenet_indexer.coordinator.catalog_build import CatalogBuild
 from usenet_indexer.coordinator.stores import Stores
 from usenet_indexer.core.retry import RetryPolicy
+from usenet_indexer.edge import worker
+from usenet_indexer.edge.worker import EdgeTotals
 from usenet_indexer.errors import ConfigError, SpoolStoreError
 from usenet_indexer.prefetch.daemon import Prefetcher
 from usenet_indexer.prefetch.events import Landed, NotLanded
@@ -328,3 +330,47 @@ def test_a_store_that_cannot_be_used_is_named_at_start(
     gone = s3_settings(tmp_path, object_store, "p", spool_endpoint_url=closed)
     with pytest.raises(SpoolStoreError, match="Could not connect"):
         s3_spool(gone).check()
+
+
+@pytest.mark.trio
+async def test_a_chunk_missing_from_the_bucket_gives_the_range_back_after_what_was_read(
+    nursery: trio.Nursery,
+    object_store: ObjectStore,
+    s3_prefix: str,
+    tmp_path: Path,
+    pool: ConnectionPool,
+    stores: Stores,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The store answers 404 for the range's second chunk (deleted behind the index's
+    back): the edge stores what the first chunk held, says why, and gives the range back
+    for a later lease, as it does when a stream breaks."""
+    settings = s3_settings(tmp_path / "coordinator", object_store, s3_prefix)
+    spool = s3_spool(settings)
+    data = generated(6_000, seed=3)
+    group_id = GroupStore(pool).add(data.group)
+    stores.ranges.plan(group_id, data.low, data.high, data.high - data.low + 1)
+    keys = []
+    for chunk in data.chunks(data.low, data.high, 3_000):
+        text = b"".join(line + b"\n" for line in chunk.lines)
+        key, size, codec = spool.write_chunk(data.group, chunk.first, chunk.last, text)
+        stores.spool.add(
+            group_id, SpoolChunk(chunk.first, chunk.last, int(codec), key, len(chunk.lines)), size
+        )
+        keys.append((chunk, key))
+    (first, _), (second, missing_key) = keys
+    spool.delete([missing_key])
+    token = stores.nodes.create("edge-1")
+
+    async with _serving(nursery, settings, stores, pool, caplog) as coordinator:
+        with trio.fail_after(DEADLINE_SECONDS):
+            totals = await worker.run(
+                Settings(home=tmp_path / "edge"), options=coordinator.options(token, ranges=1)
+            )
+
+    assert totals == EdgeTotals(given_back=1)
+    assert "the stream broke: chunk: HTTP 404" in caplog.text
+    with pool.connection() as conn:
+        rows = conn.execute("SELECT resume, state FROM ranges").fetchall()
+    assert rows == [(second.first, "planned")]
+    assert first.last + 1 == second.first

@@ -383,6 +383,7 @@ class RangeRunner:
                     await self._send_pieces(to_inflate, pieces)
                     nursery.cancel_scope.cancel()
             finally:
+                await frames.abandon()
                 await raw.aclose()
 
     async def _read_frames(self, frames: _FrameSource, read: trio.MemorySendChannel[_Read]) -> None:
@@ -463,6 +464,20 @@ class _FrameSource:
                 self.decoder.receive_eof()
             else:
                 self.decoder.receive_data(data)
+
+    async def abandon(self) -> None:
+        """Stop reading, wherever the stream is (a stream read to its end: nothing to do).
+
+        A read under a cancelled scope: the Cancelled goes up through httpx's and
+        httpcore's generators and ends them. Closed from outside instead, while
+        suspended mid-stream (the reader stopped at a chunk link that failed, or
+        was cancelled while it waited to hand a frame on), the inner ones would
+        be left half-done for the garbage collector.
+        """
+        with trio.CancelScope() as scope:
+            scope.cancel()
+            while await anext(self.raw, None) is not None:
+                pass
 
     async def closed(self) -> None:
         """Read what follows the last frame: nothing but the end of the stream."""
