@@ -107,11 +107,12 @@ class DatabaseError(UidxError):
 
 
 class SpoolStoreError(UidxError):
-    """The spool's object store refused a chunk or cannot be reached; names the key."""
+    """The spool's object store refused a chunk or cannot be reached; names what
+    ("spool chunk GROUP/FIRST-LAST.zlib", "spool s3://bucket/prefix")."""
 
-    def __init__(self, key: str, problem: str) -> None:
-        super().__init__(f"spool chunk {key}: {problem}")
-        self.key = key
+    def __init__(self, what: str, problem: str) -> None:
+        super().__init__(f"{what}: {problem}")
+        self.what = what
         self.problem = problem
 
 

@@ -144,7 +144,9 @@ class S3Spool:
             self.client.put_object(Bucket=self.bucket, Key=name, Body=data, IfNoneMatch="*")
         except _ERRORS as error:
             if _error_code(error) != "PreconditionFailed":
-                raise SpoolStoreError(key, f"not stored in s3://{self.bucket}: {error}") from error
+                raise SpoolStoreError(
+                    f"spool chunk {key}", f"not stored in s3://{self.bucket}: {error}"
+                ) from error
             return self._size(key)
         return len(data)
 
@@ -152,7 +154,9 @@ class S3Spool:
         try:
             head = self.client.head_object(Bucket=self.bucket, Key=self.key_of(key))
         except _ERRORS as error:
-            raise SpoolStoreError(key, f"cannot be read in s3://{self.bucket}: {error}") from error
+            raise SpoolStoreError(
+                f"spool chunk {key}", f"cannot be read in s3://{self.bucket}: {error}"
+            ) from error
         return int(head["ContentLength"])
 
     def read(self, key: str) -> bytes:
@@ -160,7 +164,9 @@ class S3Spool:
             answer = self.client.get_object(Bucket=self.bucket, Key=self.key_of(key))
             return answer["Body"].read()
         except _ERRORS as error:
-            raise SpoolStoreError(key, f"cannot be read in s3://{self.bucket}: {error}") from error
+            raise SpoolStoreError(
+                f"spool chunk {key}", f"cannot be read in s3://{self.bucket}: {error}"
+            ) from error
 
     def presign(self, key: str) -> str:
         try:
@@ -170,7 +176,7 @@ class S3Spool:
                 ExpiresIn=self.presign_seconds,
             )
         except _ERRORS as error:
-            raise SpoolStoreError(key, f"cannot be presigned: {error}") from error
+            raise SpoolStoreError(f"spool chunk {key}", f"cannot be presigned: {error}") from error
 
     def delete(self, keys: Sequence[str]) -> None:
         """Delete chunks, 1000 a request.
@@ -187,11 +193,12 @@ class S3Spool:
                     Bucket=self.bucket, Delete={"Objects": objects, "Quiet": True}
                 )
             except _ERRORS as error:
-                raise SpoolStoreError(part[0], f"not deleted: {error}") from error
+                raise SpoolStoreError(f"spool chunk {part[0]}", f"not deleted: {error}") from error
             if errors := answer.get("Errors"):
                 first = errors[0]
                 raise SpoolStoreError(
-                    str(first.get("Key")), f"not deleted: {first.get('Message')} ({len(errors)})"
+                    f"spool object {first.get('Key')}",
+                    f"not deleted: {first.get('Message')} ({len(errors)})",
                 )
 
     def remove_leftovers(self) -> int:
@@ -216,9 +223,10 @@ class S3Spool:
                 raise ConfigError("spool_url", f"no bucket {self.bucket!r} there") from error
             if status in (401, 403):
                 raise ConfigError(
-                    "spool_access_key_id", f"refused by s3://{self.bucket} ({status})"
+                    "spool_access_key_id",
+                    f"refused by s3://{self.bucket} ({status}); or spool_secret_access_key",
                 ) from error
-            raise SpoolStoreError("(bucket)", f"s3://{self.bucket}: {error}") from error
+            raise SpoolStoreError(f"spool {self.describe()}", str(error)) from error
 
 
 @attrs.define(eq=False)
