@@ -113,12 +113,9 @@ async def serve(
 
     Raises:
         ConfigError: `settings.listen` or `settings.metrics_listen` cannot be
-            bound (inside the nursery's exception group; see `sole_error`); an
-            S3 spool's bucket is missing or refuses the keys.
-        SpoolStoreError: an S3 spool's endpoint cannot be reached.
+            bound (inside the nursery's exception group; see `sole_error`).
     """
     options = options or ApiOptions.from_settings(settings)
-    await trio.to_thread.run_sync(options.spool.check)
     landings = landings or Landings()
     if catalog_due is not None:
         landings.on_pending.append(catalog_due.due)
