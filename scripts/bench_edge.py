@@ -33,6 +33,13 @@ wanders by 10-30% from one minute to the next.
 Targets (issue 5): edge headers/s >= 0.9 x `uidx index` lines/s (streaming,
 inflating and posting hide behind indexing); <= 300 MB RSS per edge process.
 
+`--spool s3` (issue 27) also writes the chunks into a private S3 server
+(SeaweedFS, testing/objectstore.py) and adds, to each run, an edge run on a
+coordinator whose spool is that bucket: the stream hands the edge presigned
+links and the edge GETs the chunks itself. It prints the S3 run's headers/s
+against the folder run's (`s3_ratio`, best against best; target >= 0.9)
+and the coordinator's CPU seconds per 1M lines with each spool.
+
 The last line printed is one JSON object: {"bench": "edge", ...}.
 """
 
@@ -85,11 +92,16 @@ def prepare(args: argparse.Namespace) -> int:
     """
     from isal import igzip
 
-    from usenet_indexer.spool.files import write_chunk
+    from usenet_indexer.config import from_process
+    from usenet_indexer.spool.store import FolderSpool, SpoolStore, open_spool
     from usenet_indexer.synth.generator import GeneratorConfig, generate
     from usenet_indexer.wire.frames import Codec
 
     home = Path(args.prepare)
+    # The folder spool, and the S3 one of the environment (--spool s3) with the same keys.
+    spools: list[SpoolStore] = [FolderSpool(home / "spool")]
+    if args.spool == "s3":
+        spools.append(open_spool(from_process()))
     config = GeneratorConfig(articles=args.lines, seed=args.seed)
     generated = generate(config)
     lines = generated.lines
@@ -123,7 +135,8 @@ def prepare(args: argparse.Namespace) -> int:
                 chunks.append([start, end, int(Codec.NONE), None, 0, 0])
                 continue
             text = b"".join(line + b"\n" for line in lines[begin:at])
-            relative, written, codec = write_chunk(home / "spool", group, start, end, text)
+            for spool in spools:
+                relative, written, codec = spool.write_chunk(group, start, end, text)
             chunks.append([start, end, int(codec), str(relative), at - begin, written])
     if at != len(lines):
         raise SystemExit(f"bench-edge: {len(lines) - at} lines left out of the spool")
@@ -332,6 +345,12 @@ def main() -> int:
     )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument(
+        "--spool",
+        choices=("folder", "s3"),
+        default="folder",
+        help="s3: also run the edge on an S3 spool (a private SeaweedFS) and print the ratio",
+    )
+    parser.add_argument(
         "--timeout", type=float, default=1800.0, help="seconds a measured run may take"
     )
     parser.add_argument(
@@ -372,13 +391,17 @@ def edge_run(
     home: Path,
     prepared: Mapping[str, Any],
     index_out: Path,
+    spool_env: Mapping[str, str],
 ) -> EdgeRun:
-    """Coordinator up, one measured `uidx edge` run, coordinator down, the check."""
+    """Coordinator up (its spool: `spool_env`'s), one measured `uidx edge` run (with no
+    spool setting), coordinator down, the check."""
     registered = register(database_url, home, prepared)
     postgres_before = postgres_cpu(data_directory)
     listen = f"127.0.0.1:{free_port()}"
     url = f"http://{listen}"
-    coordinator_env = child_env(DATABASE_URL=database_url, UIDX_HOME=str(home), UIDX_LISTEN=listen)
+    coordinator_env = child_env(
+        DATABASE_URL=database_url, UIDX_HOME=str(home), UIDX_LISTEN=listen, **spool_env
+    )
     with coordinator(coordinator_env, home / "coordinator.err", url) as coordinator_cpu:
         edge = measured(
             [*UIDX, "edge", "--ranges", str(registered.ranges),
@@ -416,20 +439,25 @@ def edge_run(
 
 
 def bench(args: argparse.Namespace) -> int:
+    from usenet_indexer.testing.objectstore import running_object_store
     from usenet_indexer.testing.postgres import running_server
 
     with (
         tempfile.TemporaryDirectory(prefix="bench-edge-") as folder,
         running_server() as server,
+        contextlib.ExitStack() as stack,
     ):
+        s3_env: dict[str, str] = {}
+        if args.spool == "s3":
+            s3_env = stack.enter_context(running_object_store()).environment("bench-edge")
         home = Path(folder)
         log(f"generating {args.lines:,} lines; writing the dump and the spool")
         started = time.perf_counter()
         made = subprocess.run(
             [sys.executable, __file__, "--prepare", str(home), "--lines", str(args.lines),
              "--seed", str(args.seed), "--ranges", str(args.ranges),
-             "--chunk-articles", str(args.chunk_articles)],
-            env=child_env(), stdout=subprocess.PIPE, text=True, check=True,
+             "--chunk-articles", str(args.chunk_articles), "--spool", args.spool],
+            env=child_env(**s3_env), stdout=subprocess.PIPE, text=True, check=True,
         )  # fmt: skip
         prepared = json.loads(made.stdout.splitlines()[-1])
         lines: int = prepared["lines"]
@@ -451,6 +479,7 @@ def bench(args: argparse.Namespace) -> int:
 
         best_index: Run | None = None
         best_edge: EdgeRun | None = None
+        best_s3: EdgeRun | None = None
         edge_rss = 0.0
         paired: list[float] = []  # each run's edge headers/s over its index run's lines/s
         for attempt in range(1, args.repeat + 1):
@@ -460,7 +489,21 @@ def bench(args: argparse.Namespace) -> int:
                 args.timeout,
             )  # fmt: skip
             with server.fresh_database() as database_url:
-                edge = edge_run(args, database_url, data_directory, home, prepared, index_out)
+                edge = edge_run(args, database_url, data_directory, home, prepared, index_out, {})
+            if s3_env:
+                with server.fresh_database() as database_url:
+                    s3 = edge_run(
+                        args, database_url, data_directory, home, prepared, index_out, s3_env
+                    )
+                if best_s3 is None or s3.run.seconds < best_s3.run.seconds:
+                    best_s3 = s3
+                log(
+                    f"run {attempt}: uidx edge on the S3 spool "
+                    f"{lines / s3.run.seconds:,.0f} headers/s ({s3.run.seconds:.1f} s, "
+                    f"{s3.run.cpu_seconds:.1f} s CPU, {s3.run.peak_rss_mb:.0f} MB), "
+                    f"coordinator {s3.coordinator_cpu_seconds:.1f} s CPU; {s3.differing} "
+                    "releases differ"
+                )
             if best_index is None or index.seconds < best_index.seconds:
                 best_index = index
             if best_edge is None or edge.run.seconds < best_edge.run.seconds:
@@ -508,7 +551,18 @@ def bench(args: argparse.Namespace) -> int:
         "releases": best_edge.releases,
         "releases_differing": best_edge.differing,
         "cpus": os.cpu_count(),
+        "coordinator_cpu_s_per_1m_lines": round(best_edge.coordinator_cpu_seconds * 1e6 / lines, 2),
     }
+    if best_s3 is not None:
+        result.update(
+            spool="s3",
+            s3_edge_headers_per_s=round(lines / best_s3.run.seconds),
+            s3_ratio=round(best_edge.run.seconds / best_s3.run.seconds, 3),
+            s3_coordinator_cpu_s_per_1m_lines=round(
+                best_s3.coordinator_cpu_seconds * 1e6 / lines, 2
+            ),
+            s3_releases_differing=best_s3.differing,
+        )
     print(json.dumps(result))
     return 0
 

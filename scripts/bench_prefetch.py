@@ -26,6 +26,11 @@ runs of a pair follow each other, so they mostly meet the same load).
 
 Targets (issue 4): ratio >= 0.95; spool bytes per overview line <= 60.
 
+`--spool s3` (issue 27) adds, for each N, a prefetcher run into an S3 spool
+on a private S3 server (SeaweedFS, testing/objectstore.py; a fresh prefix
+each run), and prints its lines/s against the folder spool's
+(`s3_ratio_N`, best against best; `s3_ratio` the worst; target >= 0.9).
+
 CPU: this process's user + system time (all threads: the event loop and the
 compression threads) during the prefetcher's runs, per 1M lines. INN2's own
 CPU (nnrpd reading its overview and deflating) and PostgreSQL's are not in
@@ -46,6 +51,7 @@ import json
 import logging
 import os
 import resource
+import secrets
 import shutil
 import statistics
 import subprocess
@@ -61,7 +67,7 @@ import attrs
 import trio
 from psycopg_pool import ConnectionPool
 
-from usenet_indexer.config import Settings
+from usenet_indexer.config import Settings, load
 from usenet_indexer.nntp.client import Slice, connect
 from usenet_indexer.nntp.errors import NoSuchGroup
 from usenet_indexer.prefetch.daemon import Prefetcher
@@ -69,10 +75,12 @@ from usenet_indexer.prefetch.events import Landed
 from usenet_indexer.prefetch.options import PrefetchOptions
 from usenet_indexer.prefetch.servers import ServerState, server_configs
 from usenet_indexer.spool.plan import slices
+from usenet_indexer.spool.store import SpoolStore, open_spool
 from usenet_indexer.store.groups import GroupStore
 from usenet_indexer.store.pool import open_pool
 from usenet_indexer.store.ranges import RangeStore
 from usenet_indexer.store.spool import SpoolIndex
+from usenet_indexer.testing.objectstore import ObjectStore, running_object_store
 from usenet_indexer.testing.postgres import PgServer, running_server
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -265,8 +273,15 @@ async def baseline(target: Target, connections: int) -> Run:
     return Run("baseline", connections, lines, seconds, cpu, one(compression))
 
 
-def prefetch(server: PgServer, target: Target, connections: int, args: argparse.Namespace) -> Run:
-    """The prefetcher with N connections, from a fresh database into a fresh spool."""
+def prefetch(
+    server: PgServer,
+    target: Target,
+    connections: int,
+    args: argparse.Namespace,
+    s3: ObjectStore | None = None,
+) -> Run:
+    """The prefetcher with N connections, from a fresh database into a fresh spool
+    (a folder, or a fresh prefix of `s3`'s bucket)."""
     with (
         server.fresh_database() as database,
         open_pool(database, Settings(home=Path("/nonexistent"))) as pool,
@@ -274,7 +289,12 @@ def prefetch(server: PgServer, target: Target, connections: int, args: argparse.
     ):
         group_id = GroupStore(pool).add(target.group)
         RangeStore(pool).plan(group_id, target.first, target.last, args.range_articles)
-        options = PrefetchOptions(spool_dir)
+        spool: SpoolStore | Path = spool_dir
+        if s3 is not None:
+            prefix = f"bench-{secrets.token_hex(4)}"
+            environment = {"UIDX_HOME": str(spool_dir), **s3.environment(prefix)}
+            spool = open_spool(load(environment))
+        options = PrefetchOptions(spool)
         state = ServerState.of(server_configs([target.url], connections)[0])
         run = trio.run(fetch_all, pool, options, state, target)
         chunks, size, lines = SpoolIndex(pool).size()
@@ -335,16 +355,19 @@ def one(values: set[str | None]) -> str | None:
 def measure(args: argparse.Namespace, target: Target) -> dict[str, list[Run]]:
     """Every (mode, N) --repeat times, alternating which goes first."""
     runs: dict[str, list[Run]] = {}
-    with running_server() as server:
+    with running_server() as server, contextlib.ExitStack() as stack:
+        s3 = stack.enter_context(running_object_store()) if args.spool == "s3" else None
         for round_ in range(args.repeat):
             for connections in args.connections:
-                order = ["baseline", "prefetch"]
+                order = ["baseline", "prefetch", *(["prefetch-s3"] if s3 else [])]
                 if round_ % 2:
                     order.reverse()
                 for mode in order:
                     before = reaped_cpu_seconds(target.reader_pid)
                     if mode == "baseline":
                         run = trio.run(baseline, target, connections)
+                    elif mode == "prefetch-s3":
+                        run = prefetch(server, target, connections, args, s3)
                     else:
                         run = prefetch(server, target, connections, args)
                     run = with_server_cpu(target, before, run)
@@ -389,7 +412,16 @@ def report(args: argparse.Namespace, target: Target, runs: dict[str, list[Run]])
         paired = statistics.median(p.per_connection / b.per_connection for p, b in pairs)
         result[f"ratio_paired_{n}"] = round(paired, 3)
         rows.append((n, base, pre, ratios[n]))
-    prefetched = [run for key, group in runs.items() if key.startswith("prefetch") for run in group]
+        if f"prefetch-s3_{n}" in runs:
+            s3_best = best(runs[f"prefetch-s3_{n}"])
+            result[f"lines_per_second_prefetch_s3_{n}"] = round(s3_best.per_connection)
+            result[f"s3_ratio_{n}"] = round(s3_best.per_connection / pre.per_connection, 3)
+    s3_ratios = [value for key, value in result.items() if key.startswith("s3_ratio_")]
+    if s3_ratios:
+        result["s3_ratio"] = min(s3_ratios)
+    prefetched = [
+        run for key, group in runs.items() if key.startswith("prefetch_") for run in group
+    ]
     baselines = [run for key, group in runs.items() if key.startswith("baseline") for run in group]
     last = prefetched[-1]
     compression = one({run.compression for run in prefetched})
@@ -467,6 +499,12 @@ def main() -> int:
     parser.add_argument("--newsd", help="a folder of a running `scripts/newsd start` to reuse")
     parser.add_argument("--spool-root", help="where the spool folders go (default: $TMPDIR)")
     parser.add_argument("--keep-newsd", action="store_true", help="leave the INN2 started here")
+    parser.add_argument(
+        "--spool",
+        choices=("folder", "s3"),
+        default="folder",
+        help="s3: also prefetch into an S3 spool (a private SeaweedFS) and print the ratio",
+    )
     args = parser.parse_args()
     # The prefetcher's warnings (retries, fallbacks) are worth seeing; its per-chunk lines not.
     logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")

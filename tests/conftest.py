@@ -12,7 +12,8 @@ from usenet_indexer.testing.corpus import find_corpus
 # A private PostgreSQL for the session, a fresh database per test (tests/pg_fixtures.py);
 # a private INN2 for the NNTP tests (tests/nntp_fixtures.py, scripts/newsd);
 # the coordinator's settings, pool and stores (tests/coordinator_fixtures.py).
-pytest_plugins = ["pg_fixtures", "nntp_fixtures", "coordinator_fixtures"]
+# a private S3 server (SeaweedFS) for the S3 spool's tests (tests/s3_fixtures.py).
+pytest_plugins = ["pg_fixtures", "nntp_fixtures", "coordinator_fixtures", "s3_fixtures"]
 
 
 @pytest.fixture(scope="session")

@@ -54,6 +54,11 @@ def test_environment_wins_over_the_file(tmp_path: Path) -> None:
         ({"UIDX_OFFER_BROKEN_RELEASES": "perhaps"}, "", "offer_broken_releases"),
         ({}, "offer_broken_releases = 1\n", "offer_broken_releases"),
         ({}, "listen = [\n", "uidx.toml"),
+        ({"UIDX_SPOOL": "s3://"}, "", "spool_url"),
+        ({"UIDX_SPOOL": "s3://Bad_Bucket/p"}, "", "spool_url"),
+        ({}, 'spool_url = "https://bucket/p"\n', "spool_url"),
+        ({"UIDX_SPOOL_URL": "s3://bucket"}, "", "UIDX_SPOOL_URL"),
+        ({"AWS_ENDPOINT_URL": "localhost:8333"}, "", "spool_endpoint_url"),
     ],
 )
 def test_mistakes_name_the_key(tmp_path: Path, env: dict[str, str], file: str, key: str) -> None:
@@ -78,6 +83,36 @@ def test_a_switch_is_true_or_false(
 ) -> None:
     (tmp_path / "uidx.toml").write_text(file)
     assert load({"UIDX_HOME": str(tmp_path), **env}).offer_broken_releases is offered
+
+
+def test_the_spool_is_a_folder_or_a_bucket_with_aws_variables_as_fallbacks(
+    tmp_path: Path,
+) -> None:
+    home = {"UIDX_HOME": str(tmp_path)}
+    assert load(home).spool_url == ""
+    assert load({**home, "UIDX_SPOOL": "/srv/spool"}).spool_url == "/srv/spool"
+    aws = {
+        "AWS_ENDPOINT_URL": "http://127.0.0.1:8333",
+        "AWS_DEFAULT_REGION": "eu-west-1",
+        "AWS_REGION": "eu-central-1",
+        "AWS_ACCESS_KEY_ID": "from-aws",
+        "AWS_SECRET_ACCESS_KEY": "aws-secret",
+    }
+    settings = load({**home, **aws, "UIDX_SPOOL": "s3://spool/uidx/"})
+    assert (settings.spool_url, settings.spool_endpoint_url, settings.spool_region) == (
+        "s3://spool/uidx",
+        "http://127.0.0.1:8333",
+        "eu-central-1",
+    )
+    assert (settings.spool_access_key_id, settings.spool_secret_access_key) == (
+        "from-aws",
+        "aws-secret",
+    )
+    assert "aws-secret" not in repr(settings)
+    # A uidx setting wins over the AWS variable (file or environment).
+    (tmp_path / "uidx.toml").write_text('spool_access_key_id = "from-file"\n')
+    assert load({**home, **aws}).spool_access_key_id == "from-file"
+    assert load({**home, **aws, "UIDX_SPOOL_REGION": "us-east-1"}).spool_region == "us-east-1"
 
 
 def test_a_named_config_file_must_exist(tmp_path: Path) -> None:

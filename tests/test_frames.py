@@ -18,6 +18,7 @@ from usenet_indexer.wire.frames import (
     HEADER_BYTES,
     MAX_ARTICLE,
     MAX_ERROR_BYTES,
+    MAX_LINK_BYTES,
     NEED_DATA,
     Codec,
     Frame,
@@ -89,6 +90,9 @@ def test_the_header_layout() -> None:
     assert encode_frame(Frame.end(9)) == header(4, 9, 9)
     assert encode_frame(Frame.gap(5, 6)) == header(2, 5, 6)
     assert encode_frame(Frame.error("x")) == header(5, length=1) + b"x"
+    link = Frame.link(3, 4, "http://s3/b/k?X-Amz-Signature=1", codec=Codec.ZLIB)
+    assert encode_frame(link) == header(6, 3, 4, 1, 31) + b"http://s3/b/k?X-Amz-Signature=1"
+    assert link.url == "http://s3/b/k?X-Amz-Signature=1"
 
 
 RANGE = [
@@ -98,7 +102,13 @@ RANGE = [
     Frame.gap(1001, 1500),
     Frame.chunk(1501, 1501, b"", codec=Codec.NONE),
     Frame.chunk(1502, 2**40, b"gz", codec=Codec.GZIP),
-    Frame.end(2**40),
+    Frame.link(
+        2**40 + 1,
+        2**41,
+        "https://s3.example.org/spool/g/1-2.zlib?X-Amz-Signature=ab",
+        codec=Codec.ZLIB,
+    ),
+    Frame.end(2**41),
 ]
 
 
@@ -177,7 +187,10 @@ BAD_HEADERS = {
     "json": (b'{"error": "lease lost", "detail": ""}', "magic b'{\"'"),
     "version 2": (header(3, version=2), "frame version 2 is not supported"),
     "kind 0": (header(0), "unknown frame kind 0"),
-    "kind 6": (header(6), "unknown frame kind 6"),
+    "kind 7": (header(7), "unknown frame kind 7"),
+    "link without url": (header(6, 1, 2, 1), "LINK frame: 0 bytes of URL"),
+    "link too long": (header(6, 1, 2, 1, MAX_LINK_BYTES + 1), "LINK frame: 8193 bytes of URL"),
+    "link not UTF-8": (header(6, 1, 2, 1, 2) + b"\xff\xfe", "the URL is not UTF-8"),
     "first after last": (header(1, 9, 8, 1, 1), r"articles 9..8 are not a range"),
     "beyond bigint": (header(2, 1, 2**63), r"articles 1..9223372036854775808"),
     "codec 4": (header(1, 1, 2, 4, 1), "CHUNK frame: unknown codec 4"),

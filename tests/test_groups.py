@@ -100,7 +100,7 @@ async def test_an_unchecked_group_is_checked_once_the_prefetcher_has_its_group_a
             done.set()
 
     options = PrefetchOptions(
-        spool_dir=tmp_path / "spool",
+        spool=tmp_path / "spool",
         slice_articles=5_000,
         chunk_articles=5_000,
         poll_seconds=0.2,

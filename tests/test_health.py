@@ -128,7 +128,7 @@ def _by_subject(store: HealthStore) -> tuple[list[Health], datetime | None]:
 
 def _options(tmp_path: Path) -> PrefetchOptions:
     return PrefetchOptions(
-        spool_dir=tmp_path / "spool",
+        spool=tmp_path / "spool",
         slice_articles=5_000,
         chunk_articles=10_000,
         poll_seconds=0.2,

@@ -31,6 +31,7 @@ from usenet_indexer.prefetch.options import PrefetchOptions
 from usenet_indexer.prefetch.servers import ServerState, server_configs
 from usenet_indexer.prefetch.work import SharedWork
 from usenet_indexer.spool.plan import ChunkJob, WantedRange, clip, cut, missing, work_list
+from usenet_indexer.spool.store import FolderSpool
 from usenet_indexer.store.groups import GroupStore
 from usenet_indexer.store.nodes import NodeStore
 from usenet_indexer.store.ranges import RangeStore
@@ -170,7 +171,7 @@ def _assert_posted(news_server: NewsServer, lines: list[bytes], first: int, coun
 
 def _options(tmp_path: Path, **changes: object) -> PrefetchOptions:
     values: dict[str, object] = {
-        "spool_dir": tmp_path / "spool",
+        "spool": tmp_path / "spool",
         "slice_articles": 5_000,
         "chunk_articles": 15_000,
         "poll_seconds": 0.2,
@@ -239,13 +240,13 @@ async def test_prefetcher_fills_leased_ranges_first_and_every_article_once(
     assert [(j.first, j.last) for j in taken[:2]] == [(20_001, 35_000), (35_001, 40_000)]
     assert all(j.leased for j in taken[:2])
     assert not any(j.leased for j in taken[2:])
-    chunks = _read_spool(pool, options.spool_dir, group_id)
+    chunks = _read_spool(pool, tmp_path / "spool", group_id)
     _assert_exactly_once(chunks, 20_001, 100_000)
     assert not any(c.path is None for c in chunks)
-    _assert_posted(news_server, _lines(options.spool_dir, chunks), 20_001, 80_000)
+    _assert_posted(news_server, _lines(tmp_path / "spool", chunks), 20_001, 80_000)
     (row,) = [g for g in GroupStore(pool).list() if g.name == news_server.group]
     assert (row.low, row.high) == (1, news_server.articles)
-    assert not list(options.spool_dir.glob("*/.*.tmp"))
+    assert not list((tmp_path / "spool").glob("*/.*.tmp"))
 
     # What an operator sees: the server, its connections and lines.
     monkeypatch.setenv("DATABASE_URL", pg_url)
@@ -279,14 +280,14 @@ async def test_articles_below_the_servers_low_water_mark_are_recorded_as_gaps(
     options = _options(tmp_path, chunk_articles=10_000)
     await _run_until(Prefetcher(pool, options, [ServerState.of(config)], observe), done)
 
-    chunks = _read_spool(pool, options.spool_dir, group_id)
+    chunks = _read_spool(pool, tmp_path / "spool", group_id)
     _assert_exactly_once(chunks, low - 20_000, last)
     assert [(c.first, c.last, c.path is None) for c in chunks] == [
         (low - 20_000, low - 10_001, True),
         (low - 10_000, low - 1, True),
         (low, last, False),
     ]
-    assert len(_lines(options.spool_dir, chunks)) == news_server.high_articles
+    assert len(_lines(tmp_path / "spool", chunks)) == news_server.high_articles
 
 
 def test_sweep_removes_chunks_below_the_resume_point_rows_then_files(
@@ -303,7 +304,7 @@ def test_sweep_removes_chunks_below_the_resume_point_rows_then_files(
         spool.add(group_id, SpoolChunk(first, first + 99, int(codec), str(path), 1), size)
     with pool.connection() as conn:
         conn.execute("UPDATE ranges SET resume = 201 WHERE id = %s", (range_id,))
-    assert sweep_spool(spool, spool_dir) == 2
+    assert sweep_spool(spool, FolderSpool(spool_dir)) == 2
     left = _read_spool(pool, spool_dir, group_id)
     assert [c.first for c in left] == [201]
     assert sorted(p.name for p in spool_dir.glob("*/*.zlib")) == [Path(str(left[0].path)).name]
@@ -434,9 +435,9 @@ async def test_fake_faults_are_retried_without_a_gap_or_a_double(
     options = _options(tmp_path, chunk_articles=1_000, slice_articles=250, timeout_seconds=0.5)
     await _prefetch_from_fake(pool, fake, options, state, count)
 
-    chunks = _read_spool(pool, options.spool_dir, group_id)
+    chunks = _read_spool(pool, tmp_path / "spool", group_id)
     _assert_exactly_once(chunks, FAR, FAR + count - 1)
-    lines = _lines(options.spool_dir, chunks)
+    lines = _lines(tmp_path / "spool", chunks)
     assert lines == [_fake_line(n) for n in range(FAR, FAR + count)]
     assert state.errors == 4
     assert state.limit == 1  # lowered by the 502
@@ -533,9 +534,9 @@ async def test_the_next_chunk_is_asked_for_before_the_last_one_is_read(
     options = _options(tmp_path, chunk_articles=chunk, slice_articles=slice_articles)
     await _prefetch_from_fake(pool, fake, options, state, count, open_stream)
 
-    chunks = _read_spool(pool, options.spool_dir, group_id)
+    chunks = _read_spool(pool, tmp_path / "spool", group_id)
     _assert_exactly_once(chunks, FAR, FAR + count - 1)
-    assert _lines(options.spool_dir, chunks) == [_fake_line(n) for n in range(FAR, FAR + count)]
+    assert _lines(tmp_path / "spool", chunks) == [_fake_line(n) for n in range(FAR, FAR + count)]
     (connection,) = connections
     overs = [(line, ends) for line, ends in connection.sent if line.startswith("OVER")]
     assert [line for line, _ in overs] == [

@@ -40,6 +40,7 @@ from usenet_indexer.testing.newsd_private import (
     PrivateNewsServer,
     private_news_server,
 )
+from usenet_indexer.testing.objectstore import ObjectStore
 
 GROUP = "alt.binaries.uidx.e2e"
 ARTICLES = 200_000
@@ -238,6 +239,25 @@ def test_standalone_indexes_a_group_into_the_catalog_uidx_index_makes(
     assert export.returncode == 0, export.stderr
     # Every chunk is swept once its range is done.
     assert run.rows("SELECT count(*) FROM spool_chunks") == [(0,)]
+
+
+def test_standalone_on_an_s3_spool_makes_the_same_catalog(
+    run: Run, expected: list[CatalogRelease], object_store: ObjectStore, s3_prefix: str
+) -> None:
+    """The same run with the spool in SeaweedFS: the prefetcher stores the chunks
+    there, the edges read them through the links the coordinator's stream hands
+    them, the sweep deletes them; the catalog is the folder spool's (`uidx index`'s)."""
+    run.env.update(object_store.environment(s3_prefix))
+    code, _out, err = _finish(run.start())
+    assert code == 0, err[-4000:]
+    assert_clean_log(err)
+    _assert_every_article_once(run, expected)
+    assert f"into s3://{object_store.bucket}/{s3_prefix}" in err
+    # Every chunk landed in the bucket, none in the home's folder; all swept at the end.
+    assert re.search(r"stream from \d+: [1-9]\d* chunks", err)
+    assert not (Path(run.env["UIDX_HOME"]) / "spool").exists()
+    assert run.rows("SELECT count(*) FROM spool_chunks") == [(0,)]
+    assert object_store.keys(s3_prefix) == []
 
 
 def assert_clean_log(err: str) -> None:

@@ -41,8 +41,18 @@ _NAMED_ENV = {
     "UIDX_NNTP": "nntp",
     "COORDINATOR_URL": "coordinator_url",
     "NODE_TOKEN": "node_token",
+    "UIDX_SPOOL": "spool_url",
     # Set by systemd for Type=notify units: where READY=1 and STOPPING=1 go.
     "NOTIFY_SOCKET": "notify_socket",
+}
+
+# The usual AWS variables, for an S3 spool: used where the spool_ setting is
+# not given (in the file or as UIDX_SPOOL_...); the first one set wins.
+_AWS_ENV = {
+    "spool_endpoint_url": ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"),
+    "spool_region": ("AWS_REGION", "AWS_DEFAULT_REGION"),
+    "spool_access_key_id": ("AWS_ACCESS_KEY_ID",),
+    "spool_secret_access_key": ("AWS_SECRET_ACCESS_KEY",),
 }
 
 
@@ -112,6 +122,17 @@ class Settings:
             per-line loop even where the compiled one is built (the same
             output, slower: for tests and for telling a fault of the compiled
             loop apart).
+        spool_url: where the header spool's chunks are (`UIDX_SPOOL`): empty for
+            `$UIDX_HOME/spool`, a folder, or `s3://bucket/prefix` (an
+            S3-compatible object store; edges then read chunks from it directly).
+        spool_endpoint_url: the S3 endpoint (`http://127.0.0.1:8333`); empty:
+            AWS_ENDPOINT_URL(_S3), else AWS's own.
+        spool_region: the S3 region; empty: AWS_REGION, else the SDK's default.
+        spool_access_key_id: the S3 access key; empty: AWS_ACCESS_KEY_ID.
+        spool_secret_access_key: the S3 secret key (never logged); empty:
+            AWS_SECRET_ACCESS_KEY.
+        spool_presign_seconds: how long a chunk link the coordinator hands an
+            edge stays valid.
     """
 
     home: Path
@@ -152,6 +173,12 @@ class Settings:
     api_grabs_per_day: int = 0
     offer_broken_releases: bool = False
     pure_indexer: bool = False
+    spool_url: str = ""
+    spool_endpoint_url: str = ""
+    spool_region: str = ""
+    spool_access_key_id: str = attrs.field(default="", repr=False)
+    spool_secret_access_key: str = attrs.field(default="", repr=False)
+    spool_presign_seconds: int = 3600
 
     @property
     def listen_host_port(self) -> tuple[str, int]:
@@ -200,6 +227,9 @@ def load(
     if config_file is not None or path.is_file():
         values.update(_read_toml(path))
     values.update(_from_env(env))
+    for key, names in _AWS_ENV.items():
+        if not values.get(key) and (found := next((env[n] for n in names if env.get(n)), None)):
+            values[key] = found
     values.setdefault("home", str(home))
     return _build(values)
 
@@ -269,6 +299,10 @@ def _convert(key: str, default: object, value: object) -> object:
             return _networks(_words(value, expected))
         if key == "public_url":
             return _public_url(value)
+        if key == "spool_url":
+            return _spool_url(value)
+        if key == "spool_endpoint_url" and value:
+            return _endpoint_url(value)
         if isinstance(default, bool):
             return _boolean(value)
         if isinstance(value, bool):
@@ -331,6 +365,31 @@ def _public_url(value: object) -> str:
     if "?" in url or "#" in url:
         raise ValueError("must have no query (?) or fragment (#)")
     return url.rstrip("/")
+
+
+def _spool_url(value: object) -> str:
+    """ "" (the home's spool folder), a folder, or s3://BUCKET[/PREFIX]."""
+    if not isinstance(value, str):
+        raise TypeError("must be a string")
+    url = value.strip()
+    if url.startswith("s3://"):
+        bucket = url[5:].partition("/")[0]
+        if not re.fullmatch(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", bucket):
+            raise ValueError("must be s3://BUCKET/PREFIX with a bucket name of 3-63 a-z 0-9 . -")
+        return url.rstrip("/")
+    if "://" in url:
+        raise ValueError("must be a folder or s3://BUCKET/PREFIX")
+    return url
+
+
+def _endpoint_url(value: object) -> str:
+    """http(s)://host[:port]."""
+    if not isinstance(value, str):
+        raise TypeError("must be a string")
+    parts = urlsplit(value.strip())
+    if parts.scheme not in ("http", "https") or not _URL_HOST.match(parts.netloc):
+        raise ValueError("must be http(s)://HOST[:PORT]")
+    return value.strip().rstrip("/")
 
 
 # What a switch may be written as (TOML's true and false, or these in the environment).

@@ -5,6 +5,7 @@
     ├── InputError               an input cannot be read (a dump, an NZB, a truth file)
     ├── OutputError              an output file or folder cannot be written (names the path)
     ├── DatabaseError            PostgreSQL cannot be run, reached or migrated
+    ├── SpoolStoreError          spool/s3: the object store refused a chunk or cannot be reached
     ├── ProtocolError            a peer or a wire format broke the rules
     │   ├── LocalProtocolError   we were about to break them (our bug)
     │   └── RemoteProtocolError  the peer (or the bytes it sent) broke them
@@ -49,6 +50,7 @@
     ├── UnknownGroup             store/groups
     ├── NewsdError               testing/newsd: the private INN2 cannot run
     │   └── CannotInstall        INN2 is missing and cannot be installed here
+    ├── ObjectStoreError         testing/objectstore: the private S3 server cannot run
     ├── ToolMissing              testing/obfuscated: par2 or 7z is not installed
     └── NzbgetError              testing/nzbget: NZBGet exited, refused or took too long
         └── NzbgetMissing        nzbget is not installed
@@ -102,6 +104,16 @@ class OutputError(UidxError):
 
 class DatabaseError(UidxError):
     """The database cannot be run, reached or migrated; the message says what to do."""
+
+
+class SpoolStoreError(UidxError):
+    """The spool's object store refused a chunk or cannot be reached; names what
+    ("spool chunk GROUP/FIRST-LAST.zlib", "spool s3://bucket/prefix")."""
+
+    def __init__(self, what: str, problem: str) -> None:
+        super().__init__(f"{what}: {problem}")
+        self.what = what
+        self.problem = problem
 
 
 class ProtocolError(UidxError):

@@ -15,7 +15,7 @@ from usenet_indexer.commands import positive_int
 from usenet_indexer.config import from_process
 from usenet_indexer.errors import OutputError
 from usenet_indexer.spool.dumps import check_readable, dump_chunks
-from usenet_indexer.spool.files import write_chunk
+from usenet_indexer.spool.store import open_spool
 from usenet_indexer.store.database import opened
 from usenet_indexer.store.groups import GroupStore
 from usenet_indexer.store.spool import SpoolChunk, SpoolIndex
@@ -55,18 +55,18 @@ def run(args: argparse.Namespace) -> int:
     """
     settings = from_process(args.config)
     check_readable(args.file)
-    spool_dir = settings.home / "spool"
+    spool = open_spool(settings)
     with opened(settings) as pool:
         group_id = GroupStore(pool).id_of(args.group)
         index = SpoolIndex(pool)
         chunks = lines = 0
         for first, last, text, count in dump_chunks(args.file, args.chunk_articles):
             try:
-                path, size, codec = write_chunk(spool_dir, args.group, first, last, text)
+                path, size, codec = spool.write_chunk(args.group, first, last, text)
             except OSError as error:
-                raise OutputError.of(error.filename or spool_dir, error) from error
+                raise OutputError.of(error.filename or spool.describe(), error) from error
             index.add(group_id, SpoolChunk(first, last, int(codec), str(path), count), size)
             chunks += 1
             lines += count
-    print(f"spooled {lines:,} lines of {args.group} in {chunks} chunks under {spool_dir}")
+    print(f"spooled {lines:,} lines of {args.group} in {chunks} chunks under {spool.describe()}")
     return 0

@@ -22,6 +22,7 @@ from usenet_indexer.coordinator.catalog_build import CatalogBuild
 from usenet_indexer.coordinator.catalog_builder import CatalogDue, build_catalog_forever
 from usenet_indexer.coordinator.server import serve
 from usenet_indexer.coordinator.stores import Stores
+from usenet_indexer.spool.store import open_spool
 from usenet_indexer.store.database import migrate_url
 from usenet_indexer.store.health import HealthStore
 from usenet_indexer.store.heartbeat import beat_forever
@@ -62,8 +63,10 @@ async def run_coordinator(
     Raises:
         ConfigError: no DATABASE_URL and no PostgreSQL binaries; the listen
             address cannot be bound (this one inside exception groups, from
-            the nurseries: see `errors.sole_error`).
+            the nurseries: see `errors.sole_error`); an S3 spool's bucket is
+            missing or refuses the keys.
         DatabaseError: the database cannot be started, reached or migrated.
+        SpoolStoreError: an S3 spool's endpoint cannot be reached.
     """
     url, cluster = database_url(settings.database_url, settings.home)
     started = await trio.to_thread.run_sync(start_if_stopped, cluster)
@@ -74,6 +77,8 @@ async def run_coordinator(
             if not fenced:
                 logger.warning("batches are stored WITHOUT the fence (a test-only switch)")
             stores = Stores.from_pool(pool, fenced=fenced)
+            # An S3 spool's bucket and keys, once, before any edge is served.
+            await trio.to_thread.run_sync(open_spool(settings).check)
             await _serve_until_signal(settings, stores, parent_fd, listen_fd, metrics_fd)
         finally:
             with trio.move_on_after(CLOSE_POOL_SECONDS, shield=True):

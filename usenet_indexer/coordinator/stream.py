@@ -7,7 +7,9 @@ articles. Each step is one worker-thread hop (`SpoolReader.next_frame`):
 check that the node still holds the range with the lease's epoch, look up
 the spool chunk that holds the next article, and read its file. Then:
 
-- a chunk or a gap: send it; the next article is the one after its last;
+- a chunk or a gap: send it (a chunk of an S3 spool as a LINK: a presigned
+  URL the edge reads it from; of a folder spool as a CHUNK: its bytes); the
+  next article is the one after its last;
 - nothing there yet (the prefetcher has not written it): wait until a chunk
   lands (coordinator/landings.py: a notification from whoever indexed it)
   or `poll_seconds` pass, then look again; send a KEEPALIVE whenever
@@ -26,7 +28,6 @@ from __future__ import annotations
 import enum
 import logging
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 
 import attrs
 import psycopg
@@ -34,6 +35,8 @@ import trio
 
 from usenet_indexer.coordinator.landings import Landings
 from usenet_indexer.coordinator.stores import Stores
+from usenet_indexer.errors import SpoolStoreError
+from usenet_indexer.spool.store import SpoolStore
 from usenet_indexer.store.ranges import Lease
 from usenet_indexer.store.spool import SpoolChunk
 from usenet_indexer.wire.frames import Codec, Frame, FrameKind
@@ -80,16 +83,16 @@ PENDING = Pending.PENDING
 
 @attrs.frozen
 class SpoolReader:
-    """The blocking half of a stream: lease check, index lookup, chunk file read.
+    """The blocking half of a stream: lease check, index lookup, chunk read or link.
 
     Attributes:
         stores: the ranges store (lease check) and the spool index.
-        spool_dir: the folder relative chunk paths are under (absolute paths
-            in the index are used as they are).
+        spool: where the chunks are (a folder's are read and sent, an S3
+            spool's are sent as links).
     """
 
     stores: Stores
-    spool_dir: Path
+    spool: SpoolStore
 
     def next_frame(self, node_id: int, lease: Lease, article: int) -> Frame | Pending:
         """The frame that holds `article`, PENDING, or an ERROR frame (run in a thread).
@@ -129,8 +132,11 @@ class SpoolReader:
             return Frame.gap(chunk.first, chunk.last)
         try:
             codec = Codec(chunk.codec)
-            payload = (self.spool_dir / chunk.path).read_bytes()
-        except (ValueError, OSError) as error:
+            url = self.spool.presign(chunk.path)
+            if url is not None:
+                return Frame.link(chunk.first, chunk.last, url, codec=codec)
+            payload = self.spool.read(chunk.path)
+        except (ValueError, OSError, SpoolStoreError) as error:
             logger.error("%s: %s cannot be sent: %s", where, span, error)
             return Frame.error(f"{span} cannot be read")
         return Frame.chunk(chunk.first, chunk.last, payload, codec=codec)
@@ -188,7 +194,7 @@ class RangeStream:
             await send(step)
             if step.kind == FrameKind.ERROR:
                 return Streamed(chunks, gaps, payload_bytes, f"error: {step.message}")
-            chunks += step.kind == FrameKind.CHUNK
+            chunks += step.kind in {FrameKind.CHUNK, FrameKind.LINK}
             gaps += step.kind == FrameKind.GAP
             payload_bytes += len(step.payload)
             article = step.last + 1

@@ -11,6 +11,11 @@ here::
     └── NodeApiError        a call failed for good (status, or network trouble)
         └── LeaseLostError  409: the range is no longer ours; store nothing more
 
+A chunk of an S3 spool comes as a link (a presigned GET URL in the stream's
+LINK frame): `chunk` fetches it with a second client that sends no token
+(the URL carries its own signature; S3 refuses a request signed twice), with
+the same retries, and a cap on its size.
+
 Retrying a batch POST is safe: the coordinator answers a batch it stored
 before (its reply lost) with "already stored", and refuses anything stale.
 The token goes into the client's default headers and nowhere else; log
@@ -180,14 +185,17 @@ async def open_client(
         The client.
     """
     base = api_base(coordinator_url)
-    async with httpx.AsyncClient(
-        base_url=base,
-        headers={"Authorization": f"Bearer {token}"},
-        timeout=TIMEOUT,
-        transport=transport,
-        verify=tls_verify(base),
-    ) as http:
-        yield NodeClient(http, retry)
+    async with (
+        httpx.AsyncClient(
+            base_url=base,
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=TIMEOUT,
+            transport=transport,
+            verify=tls_verify(base),
+        ) as http,
+        httpx.AsyncClient(timeout=STREAM_TIMEOUT, transport=transport) as links,
+    ):
+        yield NodeClient(http, retry, links)
 
 
 @attrs.define(eq=False)
@@ -201,6 +209,7 @@ class NodeClient:
 
     _http: httpx.AsyncClient
     retry: RetryPolicy
+    _links: httpx.AsyncClient
 
     async def lease(self, wait_seconds: float = 0.0) -> EdgeLease | None:
         """A range to index, or None when there is nothing to do (204).
@@ -235,6 +244,29 @@ class NodeClient:
         )
         try:
             yield response
+        finally:
+            await response.aclose()
+
+    async def chunk(self, url: str, max_bytes: int) -> bytes:
+        """A spool chunk's stored bytes from its link (a LINK frame's presigned URL).
+
+        Raises:
+            NodeApiError: the store refused (403: the link expired), kept
+                failing, or the chunk is over `max_bytes`.
+        """
+        request = self._links.build_request("GET", url)
+        response = await self._attempts(
+            "chunk", lambda: self._links.send(request, stream=True), streaming=True
+        )
+        try:
+            data = bytearray()
+            async for block in response.aiter_bytes():
+                data += block
+                if len(data) > max_bytes:
+                    raise NodeApiError("chunk", 200, f"larger than {max_bytes} bytes")
+            return bytes(data)
+        except httpx.TransportError as error:
+            raise NodeApiError("chunk", None, transport_problem(error)) from error
         finally:
             await response.aclose()
 

@@ -10,7 +10,9 @@ which is what bounds memory:
                                                                   heartbeats
 
 - The frame reader decodes frames off the stream, one ahead in the channel
-  (compressed); it sets `streamed` when it reads END.
+  (compressed); it sets `streamed` when it reads END. A LINK (a chunk of an
+  S3 spool) it replaces by the CHUNK it GETs from the link's URL, so the
+  chunk's bytes come from the object store, not through the coordinator.
 - The inflater inflates each CHUNK in a worker thread (into blocks, see
   chunks.py), so the next chunk inflates while this one is indexed; it then
   waits until the indexing loop takes it: at most one chunk ahead. The
@@ -383,6 +385,7 @@ class RangeRunner:
                     await self._send_pieces(to_inflate, pieces)
                     nursery.cancel_scope.cancel()
             finally:
+                await frames.abandon()
                 await raw.aclose()
 
     async def _read_frames(self, frames: _FrameSource, read: trio.MemorySendChannel[_Read]) -> None:
@@ -390,6 +393,8 @@ class RangeRunner:
             try:
                 while True:
                     frame = await frames.next()
+                    if frame.kind == FrameKind.LINK:
+                        frame = await self._fetch(frame)
                     if frame.kind in {FrameKind.END, FrameKind.ERROR}:
                         if frame.kind == FrameKind.END:
                             # Nothing more comes for this range: the next may be leased.
@@ -400,9 +405,15 @@ class RangeRunner:
                         await read.send(frame)
                         return
                     await read.send(frame)
-            except (FrameError, httpx.TransportError) as error:
+            except (FrameError, httpx.TransportError, NodeApiError) as error:
                 # In its turn: the frames read before it are indexed first.
                 await read.send(error)
+
+    async def _fetch(self, link: Frame) -> Frame:
+        # A chunk of an S3 spool, read from its link: the reader's read of
+        # its payload, as for a CHUNK that came in the stream.
+        payload = await self.client.chunk(link.url, self.options.max_payload_bytes)
+        return Frame.chunk(link.first, link.last, payload, codec=link.codec)
 
     async def _send_pieces(
         self,
@@ -432,7 +443,7 @@ class RangeRunner:
 
 
 # What the frame reader hands on: a frame, or why the stream broke.
-_Read = Frame | FrameError | httpx.TransportError
+_Read = Frame | FrameError | httpx.TransportError | NodeApiError
 
 
 @attrs.define(eq=False)
@@ -455,6 +466,20 @@ class _FrameSource:
                 self.decoder.receive_eof()
             else:
                 self.decoder.receive_data(data)
+
+    async def abandon(self) -> None:
+        """Stop reading, wherever the stream is (a stream read to its end: nothing to do).
+
+        A read under a cancelled scope: the Cancelled goes up through httpx's and
+        httpcore's generators and ends them. Closed from outside instead, while
+        suspended mid-stream (the reader stopped at a chunk link that failed, or
+        was cancelled while it waited to hand a frame on), the inner ones would
+        be left half-done for the garbage collector.
+        """
+        with trio.CancelScope() as scope:
+            scope.cancel()
+            while await anext(self.raw, None) is not None:
+                pass
 
     async def closed(self) -> None:
         """Read what follows the last frame: nothing but the end of the stream."""

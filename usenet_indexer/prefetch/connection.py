@@ -41,8 +41,8 @@ from usenet_indexer.prefetch.landing import Landing
 from usenet_indexer.prefetch.options import PrefetchOptions
 from usenet_indexer.prefetch.servers import ServerState
 from usenet_indexer.prefetch.work import SharedWork
-from usenet_indexer.spool.files import ChunkWriter
 from usenet_indexer.spool.plan import ChunkJob, clip, slices
+from usenet_indexer.spool.store import ChunkSink
 from usenet_indexer.store.groups import GroupStore
 
 logger = logging.getLogger(__name__)
@@ -81,7 +81,7 @@ class _Fetching:
     job: ChunkJob  # as the scheduler gave it
     clipped: ChunkJob  # cut to the server's articles
     unread: int = 0  # slices not read yet
-    writer: ChunkWriter | None = None  # opened with its first lines
+    writer: ChunkSink | None = None  # opened with its first lines
     landing: bool = False  # handed to its landing task, which owns it now
 
 
@@ -359,6 +359,6 @@ class Connection:
         if fetching.writer is None:
             part = fetching.clipped
             fetching.writer = await trio.to_thread.run_sync(
-                ChunkWriter.open, self.options.spool_dir, part.group, part.first, part.last
+                self.options.spool.open_chunk, part.group, part.first, part.last
             )
         await trio.to_thread.run_sync(fetching.writer.write, text.blocks, text.lines)

@@ -43,7 +43,6 @@ from usenet_indexer.prefetch.options import PrefetchOptions
 from usenet_indexer.prefetch.prober import Prober
 from usenet_indexer.prefetch.servers import ServerState, server_configs
 from usenet_indexer.prefetch.work import CLAIMS_PER_CONNECTION, SharedWork
-from usenet_indexer.spool.files import remove_temporary_files
 from usenet_indexer.store.database import migrate_url
 from usenet_indexer.store.groups import GroupStore
 from usenet_indexer.store.heartbeat import this_process
@@ -117,7 +116,8 @@ class Prefetcher:
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Fetch until cancelled."""
-        removed = await trio.to_thread.run_sync(remove_temporary_files, self.options.spool_dir)
+        await trio.to_thread.run_sync(self.options.spool.check)
+        removed = await trio.to_thread.run_sync(self.options.spool.remove_leftovers)
         if removed:
             logger.info("removed %d temporary files of a writer that died", removed)
         async with trio.open_nursery() as nursery:
@@ -133,7 +133,7 @@ class Prefetcher:
         """What this prefetcher sees: its servers, the groups none of them carries, its
         spool (core/health.py)."""
         spool = self._landing.failing
-        where = str(self.options.spool_dir)
+        where = self.options.spool.describe()
         return [
             *(state.observed() for state in self.servers),
             *(
@@ -182,7 +182,7 @@ async def run_prefetcher(settings: Settings, *, parent_fd: int | None = None) ->
             logger.info(
                 "prefetching from %s into %s",
                 ", ".join(f"{c.server} ({c.connections} connections)" for c in configs),
-                options.spool_dir,
+                options.spool.describe(),
             )
             await stop.wait()
             nursery.cancel_scope.cancel()

@@ -32,6 +32,16 @@ class Landed:
 
 
 @attrs.frozen
+class NotLanded:
+    """A chunk read whole did not land (the database or the spool store refused it);
+    it is listed again."""
+
+    job: ChunkJob
+    server: str
+    reason: str
+
+
+@attrs.frozen
 class Reported:
     """The servers' figures went to the database, and the spool was swept."""
 

@@ -6,7 +6,7 @@ Every `report_seconds` (5 s), and once more when stopped, a task reports
 each server's figures (for `uidx status`: connections, lines, rate,
 compression, errors) to `nntp_servers`, and sweeps the chunks that no
 stream will read again (wholly below their range's resume point), deleting
-their files after their rows: a row never names a file that is gone. A
+their files (or objects) after their rows: a row never names a file that is gone. A
 round the database cannot take is skipped (logged); the next one writes the
 figures as they are then. Each round also reports the prefetcher's health
 (core/health.py: its servers, the groups none of them carries, its spool)
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 import attrs
 import psycopg
@@ -27,10 +26,12 @@ import trio
 from psycopg_pool import ConnectionPool
 
 from usenet_indexer.core.health import Observed
+from usenet_indexer.errors import SpoolStoreError
 from usenet_indexer.prefetch.events import Observer, Reported, ignore
 from usenet_indexer.prefetch.options import PrefetchOptions
 from usenet_indexer.prefetch.servers import ServerState
 from usenet_indexer.prefetch.work import CLAIM_SECONDS
+from usenet_indexer.spool.store import SpoolStore
 from usenet_indexer.store.health import HealthStore
 from usenet_indexer.store.heartbeat import forget, report, this_process
 from usenet_indexer.store.servers import ServerStore
@@ -80,9 +81,13 @@ class Housekeeping:
                 # Alive: its claims hold.
                 await trio.to_thread.run_sync(self.spool.renew_claims, self.reporter, CLAIM_SECONDS)
             await trio.to_thread.run_sync(ServerStore(self.pool).report, reports)
-            swept = await trio.to_thread.run_sync(sweep_spool, self.spool, self.options.spool_dir)
+            swept = await trio.to_thread.run_sync(sweep_spool, self.spool, self.options.spool)
         except psycopg.Error as error:
             logger.warning("housekeeping: database unavailable: %s", error)
+            return now
+        except SpoolStoreError as error:
+            # The rows are gone: those objects are never read, only left over.
+            logger.warning("housekeeping: spool chunks not deleted: %s", error)
             return now
         if swept:
             logger.info("removed %d spool chunks below their ranges' resume points", swept)
@@ -90,10 +95,13 @@ class Housekeeping:
         return now
 
 
-def sweep_spool(spool: SpoolIndex, spool_dir: Path) -> int:
-    """Remove the chunks no stream will read again: rows first, then files; returns how many."""
+def sweep_spool(spool: SpoolIndex, store: SpoolStore) -> int:
+    """Remove the chunks no stream will read again: rows first, then files; returns how many.
+
+    Raises:
+        psycopg.Error: the rows could not be removed (nothing was).
+        SpoolStoreError: the object store did not delete some (their rows are gone).
+    """
     rows = spool.sweep()
-    for path, _size in rows:
-        if path is not None:
-            (spool_dir / path).unlink(missing_ok=True)
+    store.delete([path for path, _size in rows if path is not None])
     return len(rows)

@@ -2,8 +2,9 @@
 
 Theory of operation
 -------------------
-When the last slice of a chunk is in, the chunk's temporary file is fsynced
-and renamed and its index row written (`ON CONFLICT DO NOTHING`), in one
+When the last slice of a chunk is in, the chunk is committed to the spool
+store (a folder: its temporary file fsynced and renamed; S3: one conditional
+PUT, spool/s3.py) and its index row written (`ON CONFLICT DO NOTHING`), in one
 thread call: a cancellation cannot come between the rename and the row, so a
 cancelled or killed prefetcher leaves no chunk half-written and no row
 naming a file that is not whole (a temporary file of a dead writer is
@@ -24,11 +25,12 @@ import attrs
 import psycopg
 import trio
 
-from usenet_indexer.prefetch.events import Landed, Observer, ignore
+from usenet_indexer.errors import SpoolStoreError
+from usenet_indexer.prefetch.events import Landed, NotLanded, Observer, ignore
 from usenet_indexer.prefetch.servers import ServerState
 from usenet_indexer.prefetch.work import SharedWork
-from usenet_indexer.spool.files import ChunkWriter
 from usenet_indexer.spool.plan import ChunkJob
+from usenet_indexer.spool.store import ChunkSink
 from usenet_indexer.store.spool import SpoolChunk, SpoolIndex
 from usenet_indexer.wire.frames import Codec
 
@@ -37,7 +39,7 @@ logger = logging.getLogger(__name__)
 
 @attrs.define(eq=False)
 class Landing:
-    """Chunks into the spool folder and its index, for every connection."""
+    """Chunks into the spool store and its index, for every connection."""
 
     spool: SpoolIndex
     work: SharedWork
@@ -45,31 +47,36 @@ class Landing:
     # Why the last chunk could not be written to the spool store (None: it was).
     failing: str | None = None
 
-    async def land(self, job: ChunkJob, state: ServerState, writer: ChunkWriter | None) -> None:
+    async def land(self, job: ChunkJob, state: ServerState, writer: ChunkSink | None) -> None:
         """File and row of `job` (no writer, or no lines: a gap), in one thread call.
 
         Raises:
             psycopg.Error: the database refused or dropped the row.
+            SpoolStoreError: the spool's object store refused the chunk.
         """
         lines = await trio.to_thread.run_sync(self._store, job, writer)
         state.chunks += 1
         self.observe(Landed(job, state.config.server, lines, gap=lines == 0))
 
     async def land_later(
-        self, job: ChunkJob, clipped: ChunkJob, state: ServerState, writer: ChunkWriter | None
+        self, job: ChunkJob, clipped: ChunkJob, state: ServerState, writer: ChunkSink | None
     ) -> None:
         """Land `clipped` (the part of `job` the server has); then `job` is done, landed or not."""
         try:
             await self.land(clipped, state, writer)
-        except psycopg.Error as error:
+        except (psycopg.Error, SpoolStoreError) as error:
             state.failed(error)
+            if isinstance(error, SpoolStoreError):
+                self.failing = str(error)  # the health report says so until one lands
             logger.warning("%s %d-%d: not indexed: %s", job.group, job.first, job.last, error)
+            self.observe(NotLanded(job, state.config.server, str(error)))
         except OSError as error:
             # The spool cannot take it (a full disk, a folder gone): the chunk is
             # listed again, and the health report says so until one lands.
             state.failed(error)
             self.failing = f"{type(error).__name__}: {error}"
             logger.warning("%s %d-%d: not written: %s", job.group, job.first, job.last, error)
+            self.observe(NotLanded(job, state.config.server, str(error)))
         else:
             self.failing = None
         finally:
@@ -77,7 +84,7 @@ class Landing:
                 writer.abort()
             self.work.done(job)  # landed or not: a chunk that did not land is listed again
 
-    def _store(self, job: ChunkJob, writer: ChunkWriter | None) -> int:
+    def _store(self, job: ChunkJob, writer: ChunkSink | None) -> int:
         if writer is None or writer.lines == 0:
             return self._store_gap(job)
         path, size, codec = writer.commit()

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import attrs
 
 from usenet_indexer.config import Settings, default
@@ -11,6 +9,7 @@ from usenet_indexer.core.retry import RetryPolicy
 from usenet_indexer.errors import ConfigError
 from usenet_indexer.prefetch.follower import FollowOptions
 from usenet_indexer.prefetch.prober import ProbeOptions
+from usenet_indexer.spool.store import SpoolStore, as_spool, open_spool
 
 # How often the servers' figures go to the database, and the sweep runs. Not a
 # setting (the same number as prefetch_poll_seconds' default, not that setting).
@@ -21,7 +20,8 @@ REPORT_SECONDS = 5.0
 class PrefetchOptions:
     """What the prefetcher needs of the settings; the defaults are the settings' (config.py)."""
 
-    spool_dir: Path
+    # Where chunks go (a Path is a folder spool).
+    spool: SpoolStore = attrs.field(converter=as_spool)
     slice_articles: int = default("prefetch_slice_articles")
     chunk_articles: int = default("prefetch_chunk_articles")
     poll_seconds: float = default("prefetch_poll_seconds")
@@ -55,7 +55,7 @@ class PrefetchOptions:
         if settings.probe_max_body_bytes < 1 << 16:
             raise ConfigError("probe_max_body_bytes", "must be at least 65536 (a segment's)")
         return cls(
-            settings.home / "spool",
+            open_spool(settings),
             settings.prefetch_slice_articles,
             settings.prefetch_chunk_articles,
             settings.prefetch_poll_seconds,

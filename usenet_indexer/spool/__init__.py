@@ -1,8 +1,10 @@
-"""The header spool: what it misses, its files, and the dumps read into it.
+"""The header spool: what it misses, where its chunks are, and the dumps read into it.
 
 plan.py     pure: which chunks are missing, in which order, clipped to the server;
             the OVER slices of a chunk
+store.py    SpoolStore: the one interface of the folder and the S3 spool; open_spool
 files.py    spool chunk files written atomically (temporary name, fsync, rename)
+s3.py       the spool in an S3 bucket (conditional PUTs, presigned GETs)
 dumps.py    overview dumps read in blocks of whole lines (plain, gzip, zlib)
 """
 

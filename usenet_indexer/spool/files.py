@@ -78,7 +78,7 @@ class ChunkWriter:
             self._stream.write(self._compressor.compress(block))
         self.lines += lines
 
-    def commit(self) -> tuple[Path, int, Codec]:
+    def commit(self) -> tuple[str, int, Codec]:
         """Finish, fsync and rename; returns (relative path, bytes, codec)."""
         try:
             self._stream.write(self._compressor.flush())
@@ -89,7 +89,7 @@ class ChunkWriter:
             self._temporary.rename(self.final)
         finally:
             self.abort()
-        return self.relative, size, Codec.ZLIB
+        return str(self.relative), size, Codec.ZLIB
 
     def abort(self) -> None:
         """Drop the temporary file (nothing once committed)."""

@@ -9,7 +9,10 @@ says the server does not have some articles (the edge moves its resume point
 over them); KEEPALIVE frames go out while the next chunk is still being
 fetched (so proxies and the edge's read timeout see a live stream); END
 closes a complete range; ERROR closes it with a short UTF-8 reason. After END
-or ERROR nothing follows.
+or ERROR nothing follows. Where the spool is in an object store, a LINK
+stands for a CHUNK: its payload is a presigned URL the edge GETs the chunk's
+stored bytes from (the codec byte is the chunk's), so the chunks' bytes do
+not pass through the coordinator.
 
 Every frame is a fixed 25-byte header and a payload, big-endian:
 
@@ -18,7 +21,7 @@ Every frame is a fixed 25-byte header and a payload, big-endian:
                           so an HTML or JSON error body is told apart at
                           its first byte)
     2       1     version 1
-    3       1     kind    1 CHUNK, 2 GAP, 3 KEEPALIVE, 4 END, 5 ERROR
+    3       1     kind    1 CHUNK, 2 GAP, 3 KEEPALIVE, 4 END, 5 ERROR, 6 LINK
     4       8     first   article (u64, at most 2**63 - 1)
     12      8     last    article (u64, at most 2**63 - 1, >= first)
     20      1     codec   0 none, 1 zlib (deflate), 2 gzip, 3 zstd (reserved)
@@ -34,6 +37,7 @@ let alone buffered):
     KEEPALIVE  first = last = 0, codec 0, no payload
     END        first = last (the range's last article), codec 0, no payload
     ERROR      first = last = 0, codec 0, 1..MAX_ERROR_BYTES bytes of UTF-8
+    LINK       first <= last, any codec, 1..MAX_LINK_BYTES bytes of UTF-8 (an http(s) URL)
 
 The decoder is sans-IO in the manner of h11 and wsproto: feed it bytes with
 `receive_data`, call `next_frame` until it answers NEED_DATA, and at the
@@ -71,6 +75,9 @@ MAX_PAYLOAD_BYTES: Final = 2**32 - 1
 # An ERROR frame carries a reason for a log line, not a document.
 MAX_ERROR_BYTES: Final = 1024
 
+# A presigned URL: ~600 bytes with SigV4, a few KB with a session token.
+MAX_LINK_BYTES: Final = 8192
+
 
 class FrameKind(enum.IntEnum):
     """What a frame says; the values are the kind byte."""
@@ -80,6 +87,7 @@ class FrameKind(enum.IntEnum):
     KEEPALIVE = 3
     END = 4
     ERROR = 5
+    LINK = 6
 
 
 class Codec(enum.IntEnum):
@@ -118,6 +126,8 @@ def _header_ok(kind: int, first: int, last: int, codec: int, length: int) -> boo
         return False
     if kind == FrameKind.CHUNK:
         return codec in _CODECS
+    if kind == FrameKind.LINK:
+        return codec in _CODECS and 0 < length <= MAX_LINK_BYTES
     if codec != Codec.NONE:
         return False
     if kind == FrameKind.ERROR:
@@ -142,6 +152,8 @@ def _header_problem(kind: int, first: int, last: int, codec: int, length: int) -
         return f"{name} frame: articles {first}..{last} are not a range within 0..{MAX_ARTICLE}"
     if not 0 <= length <= MAX_PAYLOAD_BYTES:
         return f"{name} frame: payload length {length} is out of range"
+    if kind == FrameKind.LINK:
+        return f"LINK frame: {length} bytes of URL (1..{MAX_LINK_BYTES})"
     if codec != Codec.NONE:
         return f"{name} frame: codec {codec} (only CHUNK frames have a codec)"
     if kind in {FrameKind.KEEPALIVE, FrameKind.ERROR} and last != 0:
@@ -182,13 +194,20 @@ class Frame:
             raise LocalProtocolError(
                 _header_problem(self.kind, self.first, self.last, self.codec, length)
             )
-        if self.kind == FrameKind.ERROR and (problem := _utf8_problem(self.payload)):
+        if (self.kind == FrameKind.ERROR or self.kind == FrameKind.LINK) and (
+            problem := _utf8_problem(self.kind, self.payload)
+        ):
             raise LocalProtocolError(problem)
 
     @classmethod
     def chunk(cls, first: int, last: int, payload: bytes, *, codec: Codec) -> Frame:
         """The articles first..last as stored in the spool, compressed with `codec`."""
         return cls(FrameKind.CHUNK, first, last, codec, payload)
+
+    @classmethod
+    def link(cls, first: int, last: int, url: str, *, codec: Codec) -> Frame:
+        """The articles first..last are at `url` (a presigned GET), compressed with `codec`."""
+        return cls(FrameKind.LINK, first, last, codec, url.encode())
 
     @classmethod
     def gap(cls, first: int, last: int) -> Frame:
@@ -221,6 +240,11 @@ class Frame:
         """An ERROR frame's reason ("" for other kinds)."""
         return self.payload.decode() if self.kind == FrameKind.ERROR else ""
 
+    @property
+    def url(self) -> str:
+        """A LINK frame's URL ("" for other kinds)."""
+        return self.payload.decode() if self.kind == FrameKind.LINK else ""
+
 
 def encode_header(frame: Frame) -> bytes:
     """The 25-byte header of a frame (send it, then `frame.payload`, to avoid a copy).
@@ -248,11 +272,11 @@ def encode_frame(frame: Frame) -> bytes:
     return encode_header(frame) + frame.payload
 
 
-def _utf8_problem(payload: bytes) -> str | None:
+def _utf8_problem(kind: FrameKind, payload: bytes) -> str | None:
     try:
         payload.decode()
     except UnicodeDecodeError as exc:
-        return f"ERROR frame: the message is not UTF-8 ({exc.reason} at byte {exc.start})"
+        return f"{kind.name} frame: the {'URL' if kind == FrameKind.LINK else 'message'} is not UTF-8 ({exc.reason} at byte {exc.start})"
     return None
 
 
@@ -356,7 +380,9 @@ class FrameDecoder:
             with memoryview(self._buffer) as view:
                 payload = bytes(view[self._start + HEADER_BYTES : end])
         self._start = end
-        if kind == FrameKind.ERROR and (problem := _utf8_problem(payload)) is not None:
+        if (kind == FrameKind.ERROR or kind == FrameKind.LINK) and (
+            problem := _utf8_problem(_KINDS[kind], payload)
+        ) is not None:
             raise FrameError(problem)
         frame = Frame(_KINDS[kind], first, last, _CODECS[codec], payload)
         self._finished = frame.kind in _LAST_KINDS

@@ -36,7 +36,6 @@ import logging
 import math
 from collections.abc import Callable
 from functools import partial
-from pathlib import Path
 from typing import Any, Final, TypeVar, TypeVarTuple, Unpack
 from urllib.parse import parse_qsl
 
@@ -61,6 +60,7 @@ from usenet_indexer.coordinator.stores import Stores
 from usenet_indexer.coordinator.stream import RangeStream, SpoolReader, Streamed, StreamTiming
 from usenet_indexer.core.rules import DEFAULT_RULES
 from usenet_indexer.errors import sole_error
+from usenet_indexer.spool.store import SpoolStore, as_spool, open_spool
 from usenet_indexer.store.batches import BatchRejected, LeaseLost, Stored
 from usenet_indexer.store.ranges import Finish, Lease
 from usenet_indexer.wire.batchwire import BatchWireError, WireBatch, decode_batch, decode_body
@@ -129,7 +129,7 @@ class ApiOptions:
         max_body_bytes: the largest batch body read (compressed).
         max_inflated_bytes: the most a batch body may inflate to.
         lease_ttl_seconds: how long a batch or heartbeat keeps a lease.
-        spool_dir: where relative spool chunk paths are.
+        spool: where the spool's chunks are (a Path: a folder spool).
         stream: keepalive and poll intervals of range streams.
         body_timeout_seconds: the longest a request body may take to arrive
             (then 408): a slow client cannot hold a request forever.
@@ -147,7 +147,7 @@ class ApiOptions:
     max_body_bytes: int
     max_inflated_bytes: int
     lease_ttl_seconds: float
-    spool_dir: Path
+    spool: SpoolStore = attrs.field(converter=as_spool)
     stream: StreamTiming = attrs.field(factory=StreamTiming)
     body_timeout_seconds: float = attrs.field(default=600.0, validator=_positive)
     idle_timeout_seconds: float = attrs.field(default=30.0, validator=_positive)
@@ -169,7 +169,7 @@ class ApiOptions:
             max_body_bytes=settings.max_body_bytes,
             max_inflated_bytes=settings.max_inflated_bytes,
             lease_ttl_seconds=settings.lease_ttl_seconds,
-            spool_dir=settings.home / "spool",
+            spool=open_spool(settings),
         )
 
 
@@ -296,7 +296,7 @@ class NodeApi:
 
     def __attrs_post_init__(self) -> None:
         self._limiter = trio.CapacityLimiter(self.options.database_threads)
-        reader = SpoolReader(self.stores, self.options.spool_dir)
+        reader = SpoolReader(self.stores, self.options.spool)
         self._streams = RangeStream(reader, self._limiter, self.options.stream, self.landings)
 
     def stop_waiting(self) -> None:

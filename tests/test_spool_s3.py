@@ -1,0 +1,376 @@
+"""The spool in an S3 bucket (spool/s3.py) on a real S3 server: SeaweedFS on loopback.
+
+What a user of an S3 spool relies on: a chunk is in the bucket whole or not
+at all (an upload cut mid-way leaves no object), a chunk once stored is not
+replaced, the prefetcher's sweep deletes what is below the resume points,
+and an edge that has only COORDINATOR_URL and NODE_TOKEN reads the chunks
+from the bucket through the links the coordinator's stream hands it, and
+indexes what `uidx index` makes of the same lines. (The whole pipeline on an
+S3 spool: tests/test_standalone.py.)
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import socket
+import sys
+import threading
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import attrs
+import pytest
+import trio
+from nntp_fixtures import NewsServer
+from psycopg_pool import ConnectionPool
+from test_edge import (
+    DEADLINE_SECONDS,
+    LINES_PER_CHUNK,
+    _serving,
+    assert_same_catalog,
+    generated,
+    offline_index,
+)
+
+from usenet_indexer.config import Settings
+from usenet_indexer.coordinator.catalog_build import CatalogBuild
+from usenet_indexer.coordinator.stores import Stores
+from usenet_indexer.core.retry import RetryPolicy
+from usenet_indexer.edge import worker
+from usenet_indexer.edge.worker import EdgeTotals
+from usenet_indexer.errors import ConfigError, SpoolStoreError
+from usenet_indexer.prefetch.daemon import Prefetcher
+from usenet_indexer.prefetch.events import Landed, NotLanded
+from usenet_indexer.prefetch.housekeeping import sweep_spool
+from usenet_indexer.prefetch.options import PrefetchOptions
+from usenet_indexer.prefetch.servers import ServerState, server_configs
+from usenet_indexer.spool.s3 import S3Spool
+from usenet_indexer.spool.store import open_spool
+from usenet_indexer.store.groups import GroupStore
+from usenet_indexer.store.ranges import RangeStore
+from usenet_indexer.store.spool import SpoolChunk, SpoolIndex
+from usenet_indexer.testing.objectstore import ObjectStore
+
+GROUP = "alt.binaries.s3"
+
+
+def s3_settings(home: Path, store: ObjectStore, prefix: str, **changes: object) -> Settings:
+    """Settings of an S3 spool under `prefix` of the session's bucket."""
+    values: dict[str, object] = {
+        "spool_url": store.spool_url(prefix),
+        "spool_endpoint_url": store.endpoint,
+        "spool_region": "us-east-1",
+        "spool_access_key_id": store.access_key,
+        "spool_secret_access_key": store.secret_key,
+    }
+    values.update(changes)
+    return Settings(home=home, listen="127.0.0.1:0", **values)  # type: ignore[arg-type]
+
+
+def s3_spool(settings: Settings) -> S3Spool:
+    spool = open_spool(settings)
+    assert isinstance(spool, S3Spool)
+    return spool
+
+
+@attrs.define(eq=False)
+class CuttingProxy:
+    """A fake network path (a fault a real S3 server cannot make on demand): forwards
+    each connection to `upstream`, but closes both ends once `cut_after` bytes of the
+    request went through, as a prefetcher killed mid-upload, or its link dropping, would."""
+
+    upstream: tuple[str, int]
+    cut_after: int
+    listener: socket.socket = attrs.field(factory=socket.socket)
+    cuts: int = 0
+
+    def start(self) -> str:
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen()
+        threading.Thread(target=self._accept, daemon=True).start()
+        return f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+
+    def close(self) -> None:
+        self.listener.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return  # closed
+            server = socket.create_connection(self.upstream)
+            threading.Thread(target=self._pipe, args=(server, client), daemon=True).start()
+            threading.Thread(target=self._request, args=(client, server), daemon=True).start()
+
+    def _request(self, client: socket.socket, server: socket.socket) -> None:
+        sent = 0
+        with client, server:
+            while sent < self.cut_after:
+                data = client.recv(min(65536, self.cut_after - sent))
+                if not data:
+                    return
+                server.sendall(data)
+                sent += len(data)
+            self.cuts += 1
+
+    def _pipe(self, server: socket.socket, client: socket.socket) -> None:
+        try:
+            while data := server.recv(65536):
+                client.sendall(data)
+        except OSError:
+            return
+
+
+@pytest.fixture
+def cutting_proxy(object_store: ObjectStore) -> Iterator[CuttingProxy]:
+    port = int(object_store.endpoint.rsplit(":", 1)[1])
+    proxy = CuttingProxy(("127.0.0.1", port), cut_after=1 << 20)
+    yield proxy
+    proxy.close()
+
+
+def test_a_chunk_whose_upload_is_cut_mid_way_is_not_in_the_bucket(
+    object_store: ObjectStore, s3_prefix: str, tmp_path: Path, cutting_proxy: CuttingProxy
+) -> None:
+    # Random bytes do not compress: the chunk is ~3 MB, cut after its first MB.
+    text = b"".join(os.urandom(300).hex().encode() + b"\n" for _ in range(5_000))
+    cut = s3_spool(
+        s3_settings(tmp_path, object_store, s3_prefix, spool_endpoint_url=cutting_proxy.start())
+    )
+    with pytest.raises(SpoolStoreError, match="not stored"):
+        cut.write_chunk(GROUP, 1, 5_000, text)
+    assert cutting_proxy.cuts >= 1
+    assert object_store.keys(s3_prefix) == []
+    # Nothing half-stored stands in the way of the chunk's next landing.
+    whole = s3_spool(s3_settings(tmp_path, object_store, s3_prefix))
+    key, size, _codec = whole.write_chunk(GROUP, 1, 5_000, text)
+    assert object_store.keys(s3_prefix) == [f"{s3_prefix}/{key}"]
+    assert zlib.decompress(whole.read(key)) == text
+    assert size == len(whole.read(key))
+
+
+def test_a_stored_chunk_is_never_replaced(
+    object_store: ObjectStore, s3_prefix: str, tmp_path: Path
+) -> None:
+    """A second writer of the same chunk (a prefetcher killed between its PUT and its
+    index row, landing the chunk again) finds it there and takes it as it is."""
+    spool = s3_spool(s3_settings(tmp_path, object_store, s3_prefix))
+    key, size, _ = spool.write_chunk(GROUP, 1, 2, b"1\tfirst\n2\tsecond\n")
+    again, size_again, _ = spool.write_chunk(GROUP, 1, 2, b"1\tother\n")
+    assert (again, size_again) == (key, size)
+    assert zlib.decompress(spool.read(key)) == b"1\tfirst\n2\tsecond\n"
+
+
+def test_the_sweep_deletes_the_chunks_below_the_resume_point_from_the_bucket(
+    object_store: ObjectStore, s3_prefix: str, tmp_path: Path, pool: ConnectionPool
+) -> None:
+    spool = s3_spool(s3_settings(tmp_path, object_store, s3_prefix))
+    group_id = GroupStore(pool).add(GROUP)
+    (range_id,) = RangeStore(pool).plan(group_id, 1, 300, 300)
+    index = SpoolIndex(pool)
+    for first in (1, 101, 201):
+        key, size, codec = spool.write_chunk(GROUP, first, first + 99, b"x\n")
+        index.add(group_id, SpoolChunk(first, first + 99, int(codec), key, 1), size)
+    with pool.connection() as conn:
+        conn.execute("UPDATE ranges SET resume = 201 WHERE id = %s", (range_id,))
+
+    assert sweep_spool(index, spool) == 2
+
+    (left,) = index.chunks_from(group_id, 1, 300, 10)
+    assert left.first == 201
+    assert object_store.keys(s3_prefix) == [f"{s3_prefix}/{left.path}"]
+
+
+@pytest.mark.trio
+async def test_an_edge_with_only_its_two_settings_reads_the_chunks_from_the_bucket(
+    nursery: trio.Nursery,
+    object_store: ObjectStore,
+    s3_prefix: str,
+    tmp_path: Path,
+    pool: ConnectionPool,
+    stores: Stores,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The coordinator's stream hands LINK frames (presigned URLs), not the chunks:
+    the edge, which has no S3 setting and no AWS variable, GETs them from SeaweedFS."""
+    caplog.set_level(logging.INFO)
+    settings = s3_settings(tmp_path / "coordinator", object_store, s3_prefix)
+    spool = s3_spool(settings)
+    data = generated(20_000, seed=7)
+    group_id = GroupStore(pool).add(data.group)
+    middle = (data.low + data.high) // 2
+    for first, last in ((data.low, middle), (middle + 1, data.high)):
+        stores.ranges.plan(group_id, first, last, last - first + 1)
+        for chunk in data.chunks(first, last, LINES_PER_CHUNK):
+            text = b"".join(line + b"\n" for line in chunk.lines)
+            key, size, codec = spool.write_chunk(data.group, chunk.first, chunk.last, text)
+            row = SpoolChunk(chunk.first, chunk.last, int(codec), key, len(chunk.lines))
+            stores.spool.add(group_id, row, size)
+    token = stores.nodes.create("edge-1")
+
+    async with _serving(nursery, settings, stores, pool, caplog) as coordinator:
+        env = {
+            k: v for k, v in os.environ.items() if not k.startswith(("UIDX_", "AWS_", "DATABASE"))
+        }
+        env.update(COORDINATOR_URL=coordinator.url, NODE_TOKEN=token)
+        env.pop("NOTIFY_SOCKET", None)
+        with trio.fail_after(DEADLINE_SECONDS):
+            edge = await trio.run_process(
+                [sys.executable, "-m", "usenet_indexer", "edge", "--processes", "1",
+                 "--ranges", "2"],
+                env=env, cwd=tmp_path, capture_stderr=True, check=False,
+            )  # fmt: skip
+
+    said = edge.stderr.decode()
+    assert edge.returncode == 0, said
+    assert said.count(": finished;") == 2, said
+    assert_same_catalog(CatalogBuild(pool).export(), offline_index(tmp_path, list(data.lines)))
+    # The streams sent links, under a KB each, not the chunks (tens of KB each here).
+    streamed = [
+        re.search(r"stream from \d+: (\d+) chunks, \d+ gaps, (\d+) bytes", r.getMessage())
+        for r in caplog.records
+    ]
+    sent = [(int(m[1]), int(m[2])) for m in streamed if m is not None]
+    assert sum(chunks for chunks, _ in sent) == len(object_store.keys(s3_prefix))
+    assert len(object_store.keys(s3_prefix)) == len(stores_sizes(pool))
+    assert sum(payload for _, payload in sent) < 1024 * sum(chunks for chunks, _ in sent)
+    assert sum(size for (size,) in stores_sizes(pool)) > 50 * sum(payload for _, payload in sent)
+    assert not (tmp_path / "coordinator" / "spool").exists()
+
+
+def stores_sizes(pool: ConnectionPool) -> list[tuple[int]]:
+    with pool.connection() as conn:
+        return [(int(row[0]),) for row in conn.execute("SELECT bytes FROM spool_chunks")]
+
+
+def test_the_spool_setting_picks_the_store(tmp_path: Path, object_store: ObjectStore) -> None:
+    assert open_spool(Settings(home=tmp_path)).describe() == str(tmp_path / "spool")
+    assert open_spool(Settings(home=tmp_path, spool_url="/srv/spool")).describe() == "/srv/spool"
+    s3 = open_spool(s3_settings(tmp_path, object_store, "a/b"))
+    assert s3.describe() == f"s3://{object_store.bucket}/a/b"
+    url = s3.presign("g/1-2.zlib")
+    assert url is not None
+    assert url.startswith(f"{object_store.endpoint}/{object_store.bucket}/a/b/g/1-2.zlib?")
+    assert "X-Amz-Signature=" in url
+
+
+@pytest.mark.trio
+async def test_the_prefetcher_lands_every_chunk_once_though_the_store_dies_mid_upload(
+    news_server: NewsServer,
+    pool: ConnectionPool,
+    object_store: ObjectStore,
+    s3_prefix: str,
+    tmp_path: Path,
+) -> None:
+    """The object store killed (SIGKILL) while chunks are being stored, then started
+    again: the chunks that did not land are fetched and stored again; every article
+    is in the spool once, and every object in the bucket is a chunk the index names."""
+    group_id = GroupStore(pool).add(news_server.group)
+    RangeStore(pool).plan(group_id, 1, 60_000, 60_000)
+    spool = s3_spool(s3_settings(tmp_path, object_store, s3_prefix))
+    options = PrefetchOptions(
+        spool, slice_articles=2_000, chunk_articles=4_000, poll_seconds=0.2,
+        retry=RetryPolicy(base_seconds=0.05),
+    )  # fmt: skip
+    covered = 0
+    landed_once = trio.Event()
+    refused = trio.Event()
+    done = trio.Event()
+
+    def observe(event: object) -> None:
+        nonlocal covered
+        if isinstance(event, Landed):
+            landed_once.set()
+            if event.job.last <= 60_000:  # (the daemon follows the group's head too)
+                covered += event.job.last - event.job.first + 1
+            if covered == 60_000:
+                done.set()
+        elif isinstance(event, NotLanded):
+            refused.set()
+
+    state = ServerState.of(server_configs([news_server.url()], 2)[0])
+    with trio.fail_after(DEADLINE_SECONDS * 3):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(Prefetcher(pool, options, [state], observe).run)
+            await landed_once.wait()
+            await trio.to_thread.run_sync(object_store.kill)
+            await refused.wait()
+            await trio.to_thread.run_sync(object_store.start)
+            await done.wait()
+            nursery.cancel_scope.cancel()
+
+    every = SpoolIndex(pool).chunks_from(group_id, 1, 10**9, 1_000)
+    assert object_store.keys(s3_prefix) == sorted(f"{s3_prefix}/{c.path}" for c in every)
+    chunks = [c for c in every if c.last <= 60_000]
+    assert [(c.first, c.last) for c in chunks] == [(n, n + 3_999) for n in range(1, 60_001, 4_000)]
+    lines = [line for c in chunks for line in zlib.decompress(spool.read(str(c.path))).splitlines()]
+    assert [int(line.split(b"\t", 1)[0]) for line in lines] == list(range(1, 60_001))
+
+
+def test_a_store_that_cannot_be_used_is_named_at_start(
+    object_store: ObjectStore, tmp_path: Path
+) -> None:
+    """What the coordinator and the prefetcher ask before they start: a missing bucket
+    or refused keys are settings mistakes that name the setting; an endpoint that does
+    not answer is the store's trouble (a supervisor starts the process again later)."""
+    s3_spool(s3_settings(tmp_path, object_store, "p")).check()
+    missing = s3_settings(tmp_path, object_store, "p", spool_url="s3://no-such-bucket/p")
+    with pytest.raises(ConfigError, match="spool_url: no bucket 'no-such-bucket'"):
+        s3_spool(missing).check()
+    wrong = s3_settings(tmp_path, object_store, "p", spool_secret_access_key="wrong")
+    with pytest.raises(ConfigError, match="spool_access_key_id: refused"):
+        s3_spool(wrong).check()
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{unused.getsockname()[1]}"
+    gone = s3_settings(tmp_path, object_store, "p", spool_endpoint_url=closed)
+    with pytest.raises(SpoolStoreError, match="Could not connect"):
+        s3_spool(gone).check()
+
+
+@pytest.mark.trio
+async def test_a_chunk_missing_from_the_bucket_gives_the_range_back_after_what_was_read(
+    nursery: trio.Nursery,
+    object_store: ObjectStore,
+    s3_prefix: str,
+    tmp_path: Path,
+    pool: ConnectionPool,
+    stores: Stores,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The store answers 404 for the range's second chunk (deleted behind the index's
+    back): the edge stores what the first chunk held, says why, and gives the range back
+    for a later lease, as it does when a stream breaks."""
+    settings = s3_settings(tmp_path / "coordinator", object_store, s3_prefix)
+    spool = s3_spool(settings)
+    data = generated(6_000, seed=3)
+    group_id = GroupStore(pool).add(data.group)
+    stores.ranges.plan(group_id, data.low, data.high, data.high - data.low + 1)
+    keys = []
+    for chunk in data.chunks(data.low, data.high, 3_000):
+        text = b"".join(line + b"\n" for line in chunk.lines)
+        key, size, codec = spool.write_chunk(data.group, chunk.first, chunk.last, text)
+        stores.spool.add(
+            group_id, SpoolChunk(chunk.first, chunk.last, int(codec), key, len(chunk.lines)), size
+        )
+        keys.append((chunk, key))
+    (first, _), (second, missing_key) = keys
+    spool.delete([missing_key])
+    token = stores.nodes.create("edge-1")
+
+    async with _serving(nursery, settings, stores, pool, caplog) as coordinator:
+        with trio.fail_after(DEADLINE_SECONDS):
+            totals = await worker.run(
+                Settings(home=tmp_path / "edge"), options=coordinator.options(token, ranges=1)
+            )
+
+    assert totals == EdgeTotals(given_back=1)
+    assert "the stream broke: chunk: HTTP 404" in caplog.text
+    with pool.connection() as conn:
+        rows = conn.execute("SELECT resume, state FROM ranges").fetchall()
+    assert rows == [(second.first, "planned")]
+    assert first.last + 1 == second.first
