@@ -27,7 +27,6 @@ from usenet_indexer.core.health import (
     State,
     counts,
     judged,
-    nntp_state,
 )
 from usenet_indexer.core.retry import RetryPolicy
 from usenet_indexer.nntp.errors import (
@@ -39,7 +38,7 @@ from usenet_indexer.nntp.errors import (
 )
 from usenet_indexer.prefetch.daemon import Prefetcher, PrefetchOptions
 from usenet_indexer.prefetch.events import Reported
-from usenet_indexer.prefetch.servers import ServerState, server_configs
+from usenet_indexer.prefetch.servers import ServerState, nntp_state, server_configs
 from usenet_indexer.store.groups import GroupStore
 from usenet_indexer.store.health import HealthStore
 from usenet_indexer.store.heartbeat import beat_forever

@@ -28,8 +28,6 @@ from datetime import datetime, timedelta
 
 import attrs
 
-from usenet_indexer.nntp.errors import AuthRequired, ConnectionLost, Timeout, Unavailable
-
 
 class State(enum.Enum):
     """A component's state; only `OK` is healthy."""
@@ -89,24 +87,6 @@ class Health:
     @property
     def healthy(self) -> bool:
         return self.state is State.OK
-
-
-def nntp_state(error: BaseException, connected: bool) -> State | None:
-    """What an NNTP error says of its server, or None when it says nothing of it (a
-    reply to one command, a dropped connection after it worked).
-
-    Args:
-        error: the error a connection met.
-        connected: whether the connection had been made (greeting and login
-            passed) before it.
-    """
-    if isinstance(error, AuthRequired):
-        return State.LOGIN_REFUSED
-    if isinstance(error, Unavailable) and not connected:
-        return State.REFUSING_CONNECTIONS
-    if isinstance(error, ConnectionLost | Timeout) and not connected:
-        return State.UNREACHABLE
-    return None
 
 
 def judged(

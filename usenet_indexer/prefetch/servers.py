@@ -8,9 +8,10 @@ from urllib.parse import parse_qs, urlsplit
 
 import attrs
 
-from usenet_indexer.core.health import Observed, State, nntp_state
+from usenet_indexer.core.health import Observed, State
 from usenet_indexer.errors import ConfigError
 from usenet_indexer.nntp.client import ServerURL
+from usenet_indexer.nntp.errors import AuthRequired, ConnectionLost, Timeout, Unavailable
 from usenet_indexer.store.servers import ServerReport
 
 # Connections per server beyond this are a typo, not a plan (providers allow 10-100).
@@ -101,7 +102,7 @@ class ServerState:
         self.health, self.health_detail = State.OK, ""
 
     def judge(self, error: BaseException, connected: bool) -> None:
-        """What `error` says of the server (core/health.nntp_state), if anything."""
+        """What `error` says of the server (`nntp_state`), if anything."""
         state = nntp_state(error, connected)
         if state is not None:
             self.health, self.health_detail = state, f"{type(error).__name__}: {error}"
@@ -137,3 +138,21 @@ class ServerState:
             self.errors,
             self.last_error,
         )
+
+
+def nntp_state(error: BaseException, connected: bool) -> State | None:
+    """What an NNTP error says of its server, or None when it says nothing of it (a
+    reply to one command, a dropped connection after it worked).
+
+    Args:
+        error: the error a connection met.
+        connected: whether the connection had been made (greeting and login
+            passed) before it.
+    """
+    if isinstance(error, AuthRequired):
+        return State.LOGIN_REFUSED
+    if isinstance(error, Unavailable) and not connected:
+        return State.REFUSING_CONNECTIONS
+    if isinstance(error, ConnectionLost | Timeout) and not connected:
+        return State.UNREACHABLE
+    return None
