@@ -5,7 +5,6 @@ each a state with the time it began, in `uidx status`, on the page and in /metri
 from __future__ import annotations
 
 import json
-import socket
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from functools import partial
@@ -16,6 +15,7 @@ import pytest
 import trio
 from nntp_fixtures import NewsServer
 from psycopg_pool import ConnectionPool
+from test_standalone import free_port
 from test_status_page import SCRAPER, operator, read, served  # noqa: F401 (fixtures)
 
 from usenet_indexer.cli import main
@@ -157,12 +157,6 @@ async def _health_while_running(
     return health
 
 
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.mark.trio
 async def test_a_prefetcher_reports_what_it_cannot_fetch_and_takes_it_away_when_stopped(
     news_server: NewsServer,
@@ -198,7 +192,7 @@ async def test_a_prefetcher_reports_what_it_cannot_fetch_and_takes_it_away_when_
     assert "AuthRequired" in row.detail
 
     # A port nothing listens on: unreachable; shown by `uidx status` and --json.
-    port = _closed_port()
+    port = free_port()
     gone = ServerState.of(server_configs([f"nntp://127.0.0.1:{port}"], 1)[0])
     monkeypatch.setenv("DATABASE_URL", pg_url)
     monkeypatch.setenv("UIDX_HOME", str(tmp_path))

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections import Counter
 from datetime import UTC, datetime
 from typing import Any
 
 from usenet_indexer.config import from_process
-from usenet_indexer.core.health import Health
+from usenet_indexer.core.health import Health, healthy
 from usenet_indexer.store.builds import BuildRecord, CatalogLag
 from usenet_indexer.store.catalog import ReleaseStates
 from usenet_indexer.store.database import opened
@@ -269,9 +268,9 @@ def health_lines(health: tuple[Health, ...]) -> list[str]:
                 f"  {h.component:11} {h.subject:36} {h.state.value:20} since {_moment(h.since)}"
                 f" ({h.reporter}): {h.detail}"
             )
-    ok = Counter(h.component for h in health if h.healthy)
+    ok = healthy(health)
     if ok:
-        parts = ", ".join(_plural(n, kind) for kind, n in sorted(ok.items()))
+        parts = ", ".join(_plural(n, kind) for kind, n in ok)
         lines.append(f"  ok: {parts}")
     return lines
 

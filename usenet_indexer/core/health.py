@@ -108,6 +108,12 @@ def judged(
     return sorted(shown, key=lambda r: (r.healthy, r.component, r.subject, r.reporter))
 
 
+def healthy(rows: Iterable[Health]) -> list[tuple[str, int]]:
+    """How many rows of each component are ok, by component: the "ok: ..." summary of
+    `uidx status` and the page."""
+    return sorted(Counter(r.component for r in rows if r.healthy).items())
+
+
 def counts(rows: Sequence[Health]) -> dict[tuple[str, str], int]:
     """How many subjects are in each (component, state): /metrics' `uidx_health`. A
     subject two reporters see counts once per state it is in."""

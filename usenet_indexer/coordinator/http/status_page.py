@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import math
 import time
-from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -46,7 +45,7 @@ from prometheus_client.registry import Collector
 from usenet_indexer.coordinator.http.access import query_apikey
 from usenet_indexer.coordinator.http.asgi import ApiCounts, Exchange, Response
 from usenet_indexer.core.categories import CATEGORIES
-from usenet_indexer.core.health import counts
+from usenet_indexer.core.health import counts, healthy
 from usenet_indexer.store.catalog import CatalogRow, CatalogTable, Search
 from usenet_indexer.store.groups import GroupRow
 from usenet_indexer.store.status import Status, StatusStore
@@ -230,12 +229,7 @@ class StatusPage:
                 for h in snapshot.health
                 if not h.healthy
             ],
-            health_ok=", ".join(
-                _plural(n, kind)
-                for kind, n in sorted(
-                    Counter(h.component for h in snapshot.health if h.healthy).items()
-                )
-            ),
+            health_ok=", ".join(_plural(n, kind) for kind, n in healthy(snapshot.health)),
             spool=snapshot.spool,
             probes=[(p.state, p.outcome or "waiting", p.candidates) for p in snapshot.probes],
             releases=releases,
