@@ -28,6 +28,12 @@ The catalog lag is from the last batch's `stored_at` to the first poll that
 saw `catalog_pending` empty after it (both on the database's clock; polls
 1 s apart while the edges work, 0.2 s once every range is done).
 
+`--spool s3` (issue 27) puts the spool in a private S3 server (SeaweedFS,
+`testing.objectstore`): `uidx spool import` and the coordinator get its
+settings, the edge still only COORDINATOR_URL and NODE_TOKEN, and reads the
+chunks through the presigned links the stream hands it, so the coordinator
+is out of the data path (issue 27's target there: <= 0.2 CPU-s per 1M).
+
 The logs must have no ERROR line, traceback or 5xx answer (`testing.logcheck`).
 
 Targets (issue 25): coordinator <= 0.4 CPU-s per 1M lines, every build
@@ -315,16 +321,22 @@ class Spent:
 
 
 def run(
-    args: argparse.Namespace, database_url: str, data_directory: str, home: Path, token: str
+    args: argparse.Namespace,
+    database_url: str,
+    data_directory: str,
+    home: Path,
+    token: str,
+    spool_env: Mapping[str, str],
 ) -> Spent:
-    """Coordinator and edges up until every range is done and the catalog caught up."""
+    """Coordinator (its spool: `spool_env`'s) and edges up until every range is done and
+    the catalog caught up."""
     listen = f"127.0.0.1:{free_port()}"
     url = f"http://{listen}"
     postgres_before = postgres_cpu(data_directory)
     began = time.monotonic()
     coordinator = started(
         [*UIDX, "coordinator", "--processes", str(args.coordinator_processes)],
-        child_env(DATABASE_URL=database_url, UIDX_HOME=str(home), UIDX_LISTEN=listen),
+        child_env(DATABASE_URL=database_url, UIDX_HOME=str(home), UIDX_LISTEN=listen, **spool_env),
         home / "coordinator.err",
     )
     try:
@@ -469,6 +481,12 @@ def main() -> int:
         "--chunk-articles", type=int, default=100_000, help="articles per spool chunk (100000)"
     )
     parser.add_argument("--batch-articles", type=int, default=default("batch_articles"))
+    parser.add_argument(
+        "--spool",
+        choices=("folder", "s3"),
+        default="folder",
+        help="s3: the spool in a private S3 server; edges read chunks by presigned links",
+    )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument(
         "--logs", type=Path, help="a folder to keep the logs in (coordinator, edge, setup)"
@@ -506,9 +524,18 @@ def database() -> Iterator[tuple[str, str]]:
 
 
 def bench(args: argparse.Namespace) -> int:
-    with tempfile.TemporaryDirectory(prefix="bench-scale-") as folder, database() as (url, data):
+    from usenet_indexer.testing.objectstore import running_object_store
+
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-scale-") as folder,
+        database() as (url, data),
+        contextlib.ExitStack() as stack,
+    ):
         home = Path(folder)
-        env = child_env(DATABASE_URL=url, UIDX_HOME=str(home))
+        spool_env: dict[str, str] = {}
+        if args.spool == "s3":
+            spool_env = stack.enter_context(running_object_store()).environment("bench-scale")
+        env = child_env(DATABASE_URL=url, UIDX_HOME=str(home), **spool_env)
         began = time.perf_counter()
         dump = args.overview
         if dump is None:
@@ -539,7 +566,7 @@ def bench(args: argparse.Namespace) -> int:
             f"{args.edge_processes} edge processes start"
         )
         try:
-            spent = run(args, url, data, home, token)
+            spent = run(args, url, data, home, token, spool_env)
         finally:
             if args.logs is not None:
                 args.logs.mkdir(parents=True, exist_ok=True)
@@ -584,6 +611,7 @@ def bench(args: argparse.Namespace) -> int:
         "edge_processes": args.edge_processes,
         "coordinator_processes": args.coordinator_processes,
         "batch_articles": args.batch_articles,
+        "spool": args.spool,
         "source": str(args.overview)
         if args.overview
         else f"generated posting-tools seed {args.seed}",
