@@ -11,7 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from usenet_indexer.core.catalog import WINDOW_ROUNDS, Closure, Span
+from hypothesis import given
+from hypothesis import strategies as st
+
+from usenet_indexer.core.catalog import WINDOW_ROUNDS, Closure, Span, Window, coalesced
 from usenet_indexer.core.reposts import repost_key
 from usenet_indexer.core.uploads import TOGETHER_SECONDS
 
@@ -117,3 +120,53 @@ def test_a_release_stored_before_its_latest_date_was_kept_is_open_ended() -> Non
 
 def test_keys_not_stored_are_left_out() -> None:
     assert closure_of([key(1), key(2)], {key(1): Span("a@b", T0, T0)}) == {key(1)}
+
+
+def in_window(window: Window, span: Span) -> bool:
+    """Whether a release's span meets a window, as store/catalog.py's window query asks."""
+    return (
+        span.poster == window.poster
+        and span.posted > 0
+        and (window.high is None or span.posted <= window.high)
+        and (span.latest is None or span.latest >= window.low)
+    )
+
+
+def test_one_posters_overlapping_windows_are_asked_as_one() -> None:
+    windows = [
+        Window("a@b", T0, T0 + HOUR),
+        Window("a@b", T0 + 30 * 60, T0 + 2 * HOUR),
+        Window("a@b", T0 + 5 * HOUR, T0 + 6 * HOUR),
+        Window("c@d", T0, T0 + HOUR),
+        Window("a@b", T0 + 2 * HOUR + 1, T0 + 3 * HOUR),
+    ]
+    assert coalesced(windows) == [
+        Window("a@b", T0, T0 + 3 * HOUR),
+        Window("a@b", T0 + 5 * HOUR, T0 + 6 * HOUR),
+        Window("c@d", T0, T0 + HOUR),
+    ]
+    assert coalesced([Window("a@b", T0, None), Window("a@b", T0 + HOUR, T0 + 2 * HOUR)]) == [
+        Window("a@b", T0, None)
+    ]
+
+
+_times = st.integers(min_value=0, max_value=40)
+
+
+@given(
+    windows=st.lists(
+        st.tuples(st.sampled_from("ab"), _times, st.one_of(st.none(), _times)), max_size=12
+    ),
+    spans=st.lists(
+        st.tuples(st.sampled_from("ab"), _times, st.one_of(st.none(), _times)), max_size=20
+    ),
+)
+def test_coalesced_windows_find_the_same_releases(
+    windows: list[tuple[str, int, int | None]], spans: list[tuple[str, int, int | None]]
+) -> None:
+    asked = [Window(p, low, None if n is None else low + n) for p, low, n in windows]
+    stored = [Span(p, posted, None if n is None else posted + n) for p, posted, n in spans]
+    found = {i for i, s in enumerate(stored) for w in asked if in_window(w, s)}
+    joined = coalesced(asked)
+    assert {i for i, s in enumerate(stored) for w in joined if in_window(w, s)} == found
+    assert len(joined) <= len(set(asked))

@@ -185,7 +185,9 @@ class CatalogBuild:
                 continue
             closure.answer(
                 rows=self.table.row_keys(wanted.rows) if wanted.rows else set(),
-                windows=self.table.window_keys(wanted.windows) if wanted.windows else set(),
+                windows=self.table.window_keys(core.coalesced(wanted.windows))
+                if wanted.windows
+                else set(),
             )
         return closure
 

@@ -266,6 +266,33 @@ class Window:
     high: int | None
 
 
+def coalesced(windows: Iterable[Window]) -> list[Window]:
+    """The same releases' windows, fewer: each poster's windows that overlap (or
+    touch) made one, their union.
+
+    A build's closure asks a window per repost chain, and one poster's chains
+    in one batch lie close together: their windows overlap, and each would
+    read the same releases again (a batch at 1M lines asked 31 windows that
+    read 812k rows for 25k keys). A release meets the union of overlapping
+    windows iff it meets one of them, so the keys read are the same.
+    """
+    by_poster: dict[str, list[Window]] = {}
+    for window in windows:
+        by_poster.setdefault(window.poster, []).append(window)
+    joined: list[Window] = []
+    for poster in sorted(by_poster):
+        ordered = sorted(by_poster[poster], key=lambda w: w.low)
+        low, high = ordered[0].low, ordered[0].high
+        for window in ordered[1:]:
+            if high is not None and window.low > high + 1:
+                joined.append(Window(poster, low, high))
+                low, high = window.low, window.high
+            elif high is not None:
+                high = None if window.high is None else max(high, window.high)
+        joined.append(Window(poster, low, high))
+    return joined
+
+
 @attrs.frozen
 class Wanted:
     """The look-ups a closure's next round needs (each empty when not needed).
