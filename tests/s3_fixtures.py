@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Iterator
+from pathlib import Path
 
+import attrs
 import pytest
 
+from usenet_indexer.config import Settings
+from usenet_indexer.spool.store import FolderSpool, SpoolStore, open_spool
 from usenet_indexer.testing.objectstore import ObjectStore, running_object_store
 
 
@@ -25,3 +29,71 @@ def object_store() -> Iterator[ObjectStore]:
 def s3_prefix(object_store: ObjectStore) -> str:
     """A prefix of the bucket no other test of the session writes under."""
     return f"test-{secrets.token_hex(6)}"
+
+
+@attrs.frozen
+class TestSpool:
+    """A spool of either kind, for tests that run on both (`any_spool`).
+
+    Attributes:
+        kind: "folder" or "s3".
+        store: the spool, as the prefetcher and the coordinator open it.
+        env: its settings for a uidx process (none for the folder: UIDX_HOME's spool).
+        folder: the folder spool's folder (UIDX_HOME/spool), or None.
+        object_store: the S3 server, or None.
+        prefix: the S3 spool's prefix in the bucket.
+    """
+
+    __test__ = False  # not a test class, for pytest's collection
+
+    kind: str
+    store: SpoolStore
+    env: dict[str, str]
+    folder: Path | None = None
+    object_store: ObjectStore | None = None
+    prefix: str = ""
+
+    def stored(self) -> set[str]:
+        """The keys of the chunks stored, as the spool index names them."""
+        if self.folder is not None:
+            return {str(p.relative_to(self.folder)) for p in self.folder.glob("*/*.zlib")}
+        assert self.object_store is not None
+        return {k.removeprefix(self.prefix + "/") for k in self.object_store.keys(self.prefix)}
+
+    def settings(self, base: Settings) -> Settings:
+        """`base` with this spool (the folder spool is UIDX_HOME's: `base` as it is)."""
+        if not self.env:
+            return base
+        return attrs.evolve(base, **_spool_settings(self.env))  # type: ignore[arg-type]
+
+    def leftovers(self) -> list[str]:
+        """Partly written chunks left behind (the folder's temporary files; an S3 chunk
+        is one PUT, whole or absent, so none)."""
+        if self.folder is not None:
+            return sorted(str(p) for p in self.folder.glob("*/.*.tmp"))
+        return []
+
+
+@pytest.fixture(params=["folder", "s3"])
+def any_spool(request: pytest.FixtureRequest, tmp_path: Path) -> TestSpool:
+    """The test's spool: a folder under tmp_path (UIDX_HOME's), then a prefix of the
+    session's SeaweedFS: the spool's tests run on both kinds (issue 27)."""
+    if request.param == "folder":
+        folder = tmp_path / "spool"
+        return TestSpool("folder", FolderSpool(folder), {}, folder=folder)
+    store: ObjectStore = request.getfixturevalue("object_store")
+    prefix = f"test-{secrets.token_hex(6)}"
+    env = store.environment(prefix)
+    settings = Settings(home=tmp_path, **_spool_settings(env))  # type: ignore[arg-type]
+    return TestSpool("s3", open_spool(settings), env, object_store=store, prefix=prefix)
+
+
+def _spool_settings(env: dict[str, str]) -> dict[str, str]:
+    """The Settings fields of an S3 spool's environment (`ObjectStore.environment`)."""
+    return {
+        "spool_url": env["UIDX_SPOOL"],
+        "spool_endpoint_url": env["UIDX_SPOOL_ENDPOINT_URL"],
+        "spool_region": env["UIDX_SPOOL_REGION"],
+        "spool_access_key_id": env["UIDX_SPOOL_ACCESS_KEY_ID"],
+        "spool_secret_access_key": env["UIDX_SPOOL_SECRET_ACCESS_KEY"],
+    }

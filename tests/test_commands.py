@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from s3_fixtures import TestSpool
 
 from usenet_indexer.cli import main
 
@@ -77,10 +78,15 @@ def test_an_unknown_setting_is_named(
 
 
 @pytest.mark.usefixtures("env")
-def test_spool_import_covers_the_dump_in_whole_chunks(tmp_path: Path, pg_url: str) -> None:
+def test_spool_import_covers_the_dump_in_whole_chunks(
+    tmp_path: Path, pg_url: str, any_spool: TestSpool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import zlib
 
     import psycopg
+
+    for name, value in any_spool.env.items():
+        monkeypatch.setenv(name, value)
 
     lines = [f"{n}\tsubject {n} (1/1)\tposter\tdate\t<m{n}@x>\t\t100\t1" for n in range(5000, 5250)]
     dump = tmp_path / "dump.txt"
@@ -96,9 +102,10 @@ def test_spool_import_covers_the_dump_in_whole_chunks(tmp_path: Path, pg_url: st
         (5100, 5199, 100),
         (5200, 5249, 50),
     ]
-    text = b"".join(zlib.decompress((tmp_path / "spool" / r[2]).read_bytes()) for r in rows)
+    text = b"".join(zlib.decompress(any_spool.store.read(r[2])) for r in rows)
     assert text.decode().splitlines() == lines
-    assert not list((tmp_path / "spool").rglob("*.tmp"))
+    assert any_spool.stored() == {r[2] for r in rows}
+    assert not any_spool.leftovers()
 
 
 @pytest.mark.usefixtures("env")

@@ -33,6 +33,7 @@ import trustme
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from psycopg_pool import ConnectionPool
+from s3_fixtures import TestSpool
 
 from usenet_indexer.commands import edge as edge_command
 from usenet_indexer.commands.index import index_files
@@ -69,6 +70,7 @@ from usenet_indexer.edge.options import EdgeOptions
 from usenet_indexer.edge.range_runner import Outcome, RangeRunner
 from usenet_indexer.edge.worker import EdgeTotals
 from usenet_indexer.errors import ConfigError, RemoteProtocolError
+from usenet_indexer.spool.store import SpoolStore, open_spool
 from usenet_indexer.store.groups import GroupStore
 from usenet_indexer.store.ranges import Lease, RangeStore
 from usenet_indexer.store.spool import SpoolChunk
@@ -201,7 +203,7 @@ class Coordinator:
     url: str
     stores: Stores
     pool: ConnectionPool
-    spool: Path
+    spool: SpoolStore
 
     def add_group(self, name: str) -> int:
         return GroupStore(self.pool).add(name)
@@ -211,13 +213,11 @@ class Coordinator:
         return range_id
 
     def write(self, group_id: int, chunk: Chunk) -> None:
-        """A zlib chunk file and its index row, as the prefetcher writes them."""
-        self.spool.mkdir(parents=True, exist_ok=True)
-        data = zlib.compress(b"".join(line + b"\n" for line in chunk.lines))
-        path = self.spool / f"{group_id}-{chunk.first}.zz"
-        path.write_bytes(data)
-        row = SpoolChunk(chunk.first, chunk.last, Codec.ZLIB, path.name, len(chunk.lines))
-        self.stores.spool.add(group_id, row, len(data))
+        """A chunk in the spool and its index row, as the prefetcher writes them."""
+        text = b"".join(line + b"\n" for line in chunk.lines)
+        path, size, codec = self.spool.write_chunk(f"g{group_id}", chunk.first, chunk.last, text)
+        row = SpoolChunk(chunk.first, chunk.last, int(codec), path, len(chunk.lines))
+        self.stores.spool.add(group_id, row, size)
 
     def row(self, sql: str) -> tuple[Any, ...]:
         with self.pool.connection() as conn:
@@ -246,6 +246,22 @@ async def coordinator(
 ) -> AsyncIterator[Coordinator]:
     """A coordinator whose log must hold no ERROR line and no 5xx answer when the test ends."""
     async with _serving(nursery, settings, stores, pool, caplog) as served:
+        yield served
+
+
+@pytest.fixture
+async def any_coordinator(
+    nursery: trio.Nursery,
+    settings: Settings,
+    stores: Stores,
+    pool: ConnectionPool,
+    caplog: pytest.LogCaptureFixture,
+    any_spool: TestSpool,
+) -> AsyncIterator[Coordinator]:
+    """`coordinator` on a folder spool, then on an S3 one (its stream hands the edge
+    presigned links there)."""
+    served_settings = any_spool.settings(settings)
+    async with _serving(nursery, served_settings, stores, pool, caplog) as served:
         yield served
 
 
@@ -306,7 +322,7 @@ async def _serving(
     with trio.fail_after(DEADLINE_SECONDS):
         host, port = await nursery.start(partial(serve, settings, stores, options=options))
     # The coordinator's URL without the API path: the edge adds it.
-    yield Coordinator(f"http://{host}:{port}", stores, pool, settings.home / "spool")
+    yield Coordinator(f"http://{host}:{port}", stores, pool, open_spool(settings))
     found = record_problems(caplog.get_records("call"))
     assert not found, found.describe()
 
@@ -351,12 +367,13 @@ async def run_edge(
 
 @pytest.mark.trio
 async def test_two_ranges_end_in_the_catalog_an_offline_index_makes(
-    coordinator: Coordinator,
+    any_coordinator: Coordinator,
     settings: Settings,
     tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.INFO)
+    coordinator = any_coordinator
     data = generated(30_000, seed=5)
     group_id = coordinator.add_group(data.group)
     middle = (data.low + data.high) // 2

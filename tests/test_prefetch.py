@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from nntp_fixtures import NewsServer
 from process_logs import log_until
 from psycopg_pool import ConnectionPool
+from s3_fixtures import TestSpool
 
 from usenet_indexer.cli import main
 from usenet_indexer.config import default
@@ -31,7 +32,7 @@ from usenet_indexer.prefetch.options import PrefetchOptions
 from usenet_indexer.prefetch.servers import ServerState, server_configs
 from usenet_indexer.prefetch.work import SharedWork
 from usenet_indexer.spool.plan import ChunkJob, WantedRange, clip, cut, missing, work_list
-from usenet_indexer.spool.store import FolderSpool
+from usenet_indexer.spool.store import FolderSpool, SpoolStore
 from usenet_indexer.store.groups import GroupStore
 from usenet_indexer.store.nodes import NodeStore
 from usenet_indexer.store.ranges import RangeStore
@@ -124,7 +125,7 @@ def test_an_unknown_server_url_parameter_is_refused_with_a_hint() -> None:
 # -- against PostgreSQL and INN2 -----------------------------------------------
 
 
-def _read_spool(pool: ConnectionPool, spool_dir: Path, group_id: int) -> list[SpoolChunk]:
+def _read_spool(pool: ConnectionPool, group_id: int) -> list[SpoolChunk]:
     with pool.connection() as conn:
         rows = conn.execute(
             "SELECT first_article, last_article, codec, path, lines FROM spool_chunks"
@@ -143,12 +144,12 @@ def _assert_exactly_once(chunks: list[SpoolChunk], first: int, last: int) -> Non
     assert at == last + 1
 
 
-def _lines(spool_dir: Path, chunks: list[SpoolChunk]) -> list[bytes]:
+def _lines(spool: SpoolStore, chunks: list[SpoolChunk]) -> list[bytes]:
     lines: list[bytes] = []
     for chunk in chunks:
         if chunk.path is None:
             continue
-        text = zlib.decompress((spool_dir / chunk.path).read_bytes())
+        text = zlib.decompress(spool.read(chunk.path))
         assert text.endswith(b"\n")
         got = text[:-1].split(b"\n")
         assert len(got) == chunk.lines
@@ -197,6 +198,7 @@ async def test_prefetcher_fills_leased_ranges_first_and_every_article_once(
     pool: ConnectionPool,
     pg_url: str,
     tmp_path: Path,
+    any_spool: TestSpool,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -232,7 +234,7 @@ async def test_prefetcher_fills_leased_ranges_first_and_every_article_once(
             done.set()  # the figures of the whole run are in the database
 
     config = server_configs([news_server.url()], 3)[0]
-    options = _options(tmp_path, report_seconds=0.2)
+    options = _options(tmp_path, report_seconds=0.2, spool=any_spool.store)
     state = ServerState.of(config)
     await _run_until(Prefetcher(pool, options, [state], observe), done)
     assert state.lines == 80_000  # fetched once each
@@ -240,13 +242,14 @@ async def test_prefetcher_fills_leased_ranges_first_and_every_article_once(
     assert [(j.first, j.last) for j in taken[:2]] == [(20_001, 35_000), (35_001, 40_000)]
     assert all(j.leased for j in taken[:2])
     assert not any(j.leased for j in taken[2:])
-    chunks = _read_spool(pool, tmp_path / "spool", group_id)
+    chunks = _read_spool(pool, group_id)
     _assert_exactly_once(chunks, 20_001, 100_000)
     assert not any(c.path is None for c in chunks)
-    _assert_posted(news_server, _lines(tmp_path / "spool", chunks), 20_001, 80_000)
+    _assert_posted(news_server, _lines(any_spool.store, chunks), 20_001, 80_000)
+    assert any_spool.stored() == {str(c.path) for c in chunks}
     (row,) = [g for g in GroupStore(pool).list() if g.name == news_server.group]
     assert (row.low, row.high) == (1, news_server.articles)
-    assert not list((tmp_path / "spool").glob("*/.*.tmp"))
+    assert not any_spool.leftovers()
 
     # What an operator sees: the server, its connections and lines.
     monkeypatch.setenv("DATABASE_URL", pg_url)
@@ -261,7 +264,7 @@ async def test_prefetcher_fills_leased_ranges_first_and_every_article_once(
 
 @pytest.mark.trio
 async def test_articles_below_the_servers_low_water_mark_are_recorded_as_gaps(
-    news_server: NewsServer, pool: ConnectionPool, tmp_path: Path
+    news_server: NewsServer, pool: ConnectionPool, tmp_path: Path, any_spool: TestSpool
 ) -> None:
     low = news_server.high_first
     last = low + news_server.high_articles - 1
@@ -277,37 +280,38 @@ async def test_articles_below_the_servers_low_water_mark_are_recorded_as_gaps(
                 done.set()
 
     config = server_configs([news_server.url()], 2)[0]
-    options = _options(tmp_path, chunk_articles=10_000)
+    options = _options(tmp_path, chunk_articles=10_000, spool=any_spool.store)
     await _run_until(Prefetcher(pool, options, [ServerState.of(config)], observe), done)
 
-    chunks = _read_spool(pool, tmp_path / "spool", group_id)
+    chunks = _read_spool(pool, group_id)
     _assert_exactly_once(chunks, low - 20_000, last)
     assert [(c.first, c.last, c.path is None) for c in chunks] == [
         (low - 20_000, low - 10_001, True),
         (low - 10_000, low - 1, True),
         (low, last, False),
     ]
-    assert len(_lines(tmp_path / "spool", chunks)) == news_server.high_articles
+    assert len(_lines(any_spool.store, chunks)) == news_server.high_articles
+    assert any_spool.stored() == {str(chunks[-1].path)}
 
 
 def test_sweep_removes_chunks_below_the_resume_point_rows_then_files(
-    pool: ConnectionPool, tmp_path: Path
+    pool: ConnectionPool, any_spool: TestSpool
 ) -> None:
-    from usenet_indexer.spool.files import write_chunk
-
     group_id = GroupStore(pool).add("alt.binaries.sweep")
     (range_id,) = RangeStore(pool).plan(group_id, 1, 300, 300)
     spool = SpoolIndex(pool)
-    spool_dir = tmp_path / "spool"
     for first in (1, 101, 201):
-        path, size, codec = write_chunk(spool_dir, "alt.binaries.sweep", first, first + 99, b"x\n")
-        spool.add(group_id, SpoolChunk(first, first + 99, int(codec), str(path), 1), size)
+        path, size, codec = any_spool.store.write_chunk(
+            "alt.binaries.sweep", first, first + 99, b"x\n"
+        )
+        spool.add(group_id, SpoolChunk(first, first + 99, int(codec), path, 1), size)
+    assert len(any_spool.stored()) == 3
     with pool.connection() as conn:
         conn.execute("UPDATE ranges SET resume = 201 WHERE id = %s", (range_id,))
-    assert sweep_spool(spool, FolderSpool(spool_dir)) == 2
-    left = _read_spool(pool, spool_dir, group_id)
+    assert sweep_spool(spool, any_spool.store) == 2
+    left = _read_spool(pool, group_id)
     assert [c.first for c in left] == [201]
-    assert sorted(p.name for p in spool_dir.glob("*/*.zlib")) == [Path(str(left[0].path)).name]
+    assert any_spool.stored() == {str(left[0].path)}
 
 
 # -- the command, killed and started again ---------------------------------------
@@ -344,11 +348,14 @@ def prefetch_env(news_server: NewsServer, pg_url: str, tmp_path: Path) -> dict[s
 
 
 def test_a_range_is_filled_exactly_once_across_a_kill_9(
-    prefetch_env: dict[str, str], news_server: NewsServer, pool: ConnectionPool, tmp_path: Path
+    prefetch_env: dict[str, str],
+    news_server: NewsServer,
+    pool: ConnectionPool,
+    any_spool: TestSpool,
 ) -> None:
     group_id = GroupStore(pool).add(news_server.group)
     RangeStore(pool).plan(group_id, 1, 60_000, 30_000)
-    spool_dir = tmp_path / "spool"
+    prefetch_env = {**prefetch_env, **any_spool.env}
 
     landed = 0
 
@@ -362,13 +369,13 @@ def test_a_range_is_filled_exactly_once_across_a_kill_9(
         log_until(first, three_chunks, 60)
     finally:
         _end(first)
-    partial = _read_spool(pool, spool_dir, group_id)
+    partial = _read_spool(pool, group_id)
     assert 2 <= len(partial) < 15
 
     # The prefetcher also follows the group above the plan (its live head):
     # the planned articles are those up to 60,000.
     def planned() -> list[SpoolChunk]:
-        return [c for c in _read_spool(pool, spool_dir, group_id) if c.first <= 60_000]
+        return [c for c in _read_spool(pool, group_id) if c.first <= 60_000]
 
     def complete(_line: str) -> bool:
         return sum(c.last - c.first + 1 for c in planned()) >= 60_000
@@ -382,10 +389,9 @@ def test_a_range_is_filled_exactly_once_across_a_kill_9(
         _end(second)
     chunks = planned()
     _assert_exactly_once(chunks, 1, 60_000)
-    _assert_posted(news_server, _lines(spool_dir, chunks), 1, 60_000)
-    assert not list(spool_dir.glob("*/.*.tmp"))
-    indexed = {Path(str(c.path)).name for c in _read_spool(pool, spool_dir, group_id)}
-    assert {p.name for p in spool_dir.glob("*/*.zlib")} == indexed
+    _assert_posted(news_server, _lines(any_spool.store, chunks), 1, 60_000)
+    assert not any_spool.leftovers()
+    assert any_spool.stored() == {str(c.path) for c in _read_spool(pool, group_id) if c.path}
 
 
 def test_prefetch_without_servers_names_the_setting(
@@ -435,9 +441,9 @@ async def test_fake_faults_are_retried_without_a_gap_or_a_double(
     options = _options(tmp_path, chunk_articles=1_000, slice_articles=250, timeout_seconds=0.5)
     await _prefetch_from_fake(pool, fake, options, state, count)
 
-    chunks = _read_spool(pool, tmp_path / "spool", group_id)
+    chunks = _read_spool(pool, group_id)
     _assert_exactly_once(chunks, FAR, FAR + count - 1)
-    lines = _lines(tmp_path / "spool", chunks)
+    lines = _lines(FolderSpool(tmp_path / "spool"), chunks)
     assert lines == [_fake_line(n) for n in range(FAR, FAR + count)]
     assert state.errors == 4
     assert state.limit == 1  # lowered by the 502
@@ -534,9 +540,11 @@ async def test_the_next_chunk_is_asked_for_before_the_last_one_is_read(
     options = _options(tmp_path, chunk_articles=chunk, slice_articles=slice_articles)
     await _prefetch_from_fake(pool, fake, options, state, count, open_stream)
 
-    chunks = _read_spool(pool, tmp_path / "spool", group_id)
+    chunks = _read_spool(pool, group_id)
     _assert_exactly_once(chunks, FAR, FAR + count - 1)
-    assert _lines(tmp_path / "spool", chunks) == [_fake_line(n) for n in range(FAR, FAR + count)]
+    assert _lines(FolderSpool(tmp_path / "spool"), chunks) == [
+        _fake_line(n) for n in range(FAR, FAR + count)
+    ]
     (connection,) = connections
     overs = [(line, ends) for line, ends in connection.sent if line.startswith("OVER")]
     assert [line for line, _ in overs] == [
