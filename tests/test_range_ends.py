@@ -16,6 +16,7 @@ import json
 import logging
 import re
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ import httpx
 import pytest
 import trio
 from psycopg_pool import ConnectionPool
+from s3_fixtures import TestSpool
 from test_edge import FAST_RETRY, FAST_STREAM, assert_same_catalog, offline_index
 from test_http_node import batch_body, bearer, empty_batch
 
@@ -76,6 +78,30 @@ async def served(
     nursery: trio.Nursery, settings: Settings, stores: Stores, caplog: pytest.LogCaptureFixture
 ) -> AsyncIterator[Served]:
     """A coordinator whose log must hold no ERROR line and no 5xx answer when the test ends."""
+    async with _serving(nursery, settings, stores, caplog) as served:
+        yield served
+
+
+@pytest.fixture
+async def any_served(
+    nursery: trio.Nursery,
+    settings: Settings,
+    stores: Stores,
+    caplog: pytest.LogCaptureFixture,
+    any_spool: TestSpool,
+    monkeypatch: pytest.MonkeyPatch,
+) -> AsyncIterator[Served]:
+    """`served` on a folder spool, then on an S3 one (the operator's commands too)."""
+    for name, value in any_spool.env.items():
+        monkeypatch.setenv(name, value)
+    async with _serving(nursery, any_spool.settings(settings), stores, caplog) as served:
+        yield served
+
+
+@asynccontextmanager
+async def _serving(
+    nursery: trio.Nursery, settings: Settings, stores: Stores, caplog: pytest.LogCaptureFixture
+) -> AsyncIterator[Served]:
     caplog.set_level(logging.INFO)
     options = attrs.evolve(nodeapi.ApiOptions.from_settings(settings), stream=FAST_STREAM)
     with trio.fail_after(DEADLINE_SECONDS):
@@ -132,7 +158,7 @@ def gapped_lines() -> list[bytes]:
 @pytest.mark.trio
 @pytest.mark.usefixtures("env")
 async def test_ranges_on_round_numbers_over_a_spool_cut_elsewhere_end_done_unrefused(
-    served: Served,
+    any_served: Served,
     settings: Settings,
     stores: Stores,
     pool: ConnectionPool,
@@ -160,7 +186,7 @@ async def test_ranges_on_round_numbers_over_a_spool_cut_elsewhere_end_done_unref
     assert rows(pool, straddling)[0][0] >= 3
     token = stores.nodes.create("edge-1")
     options = EdgeOptions(
-        coordinator_url=served.url,
+        coordinator_url=any_served.url,
         node_token=token,
         ranges=planned,
         batch_articles=2_000,
