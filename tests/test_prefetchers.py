@@ -16,6 +16,7 @@ from usenet_indexer.prefetch.daemon import Prefetcher
 from usenet_indexer.prefetch.events import Landed
 from usenet_indexer.prefetch.servers import ServerState, server_configs
 from usenet_indexer.spool.plan import ChunkJob, claimable
+from usenet_indexer.spool.store import FolderSpool
 from usenet_indexer.store.groups import GroupStore
 from usenet_indexer.store.ranges import RangeStore
 from usenet_indexer.store.spool import SpoolIndex
@@ -94,9 +95,9 @@ async def test_two_prefetchers_share_a_group_and_fetch_every_article_once(
     # Every article fetched once between them, and both did part of it.
     assert states[0].lines + states[1].lines == ARTICLES
     assert min(landed.values()) > 0, landed
-    chunks = _read_spool(pool, (tmp_path / "spool"), group_id)
+    chunks = _read_spool(pool, group_id)
     _assert_exactly_once(chunks, 1, ARTICLES)
-    _assert_posted(news_server, _lines((tmp_path / "spool"), chunks), 1, ARTICLES)
+    _assert_posted(news_server, _lines(FolderSpool(tmp_path / "spool"), chunks), 1, ARTICLES)
     # Stopped cleanly: their claims are given back.
     with pool.connection() as conn:
         assert conn.execute("SELECT count(*) FROM spool_claims").fetchone() == (0,)
