@@ -16,6 +16,9 @@ from usenet_indexer.store.servers import ServerReport
 
 # Connections per server beyond this are a typo, not a plan (providers allow 10-100).
 MAX_CONNECTIONS = 500
+# A server in one of these states fetches nothing: it carries no group for the
+# prefetcher, which then claims no chunk while all of its servers are so.
+NOT_ANSWERING = frozenset({State.LOGIN_REFUSED, State.REFUSING_CONNECTIONS, State.UNREACHABLE})
 
 
 @attrs.frozen(repr=False)
@@ -92,6 +95,11 @@ class ServerState:
     @classmethod
     def of(cls, config: ServerConfig) -> ServerState:
         return cls(config, config.connections)
+
+    @property
+    def answering(self) -> bool:
+        """Whether the server takes logins and connections, as far as its last one said."""
+        return self.health not in NOT_ANSWERING
 
     def failed(self, error: BaseException) -> None:
         self.errors += 1
