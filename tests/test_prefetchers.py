@@ -106,6 +106,24 @@ async def test_two_prefetchers_share_a_group_and_fetch_every_article_once(
         assert conn.execute("SELECT count(*) FROM spool_claims").fetchone() == (0,)
 
 
+def test_a_server_answers_unless_its_login_is_refused_or_it_is_unreachable() -> None:
+    state = ServerState.of(server_configs(["nntp://news.example:119"], 2)[0])
+    assert _answering(state)
+    for refused in (State.LOGIN_REFUSED, State.UNREACHABLE):
+        state.health = refused
+        assert not _answering(state)
+        state.open = 1  # a connection of it still fetches: it answers
+        assert _answering(state)
+        state.open = 0
+    # "Too many connections" at the greeting: the pool lowers itself; it still fetches.
+    state.health = State.REFUSING_CONNECTIONS
+    assert _answering(state)
+
+
+def _answering(state: ServerState) -> bool:
+    return state.answering
+
+
 def _claims(pool: ConnectionPool, claimant: str) -> int:
     with pool.connection() as conn:
         row = conn.execute(

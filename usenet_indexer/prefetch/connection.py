@@ -19,7 +19,7 @@ Errors are normal: a dropped or stalled connection gives its chunk back and
 retries after a pause that grows (1 s to 60 s); 400/502 ("too many
 connections") lowers the server's pool by one; a group the server does not
 carry goes to the next server of the settings. While no server of the
-prefetcher takes logins or connections it claims no chunk (work.py), and a
+prefetcher takes its login or a connection it claims no chunk (work.py), and a
 connection with no chunk tries its server with the same growing pauses
 until it answers.
 """
@@ -210,9 +210,9 @@ class Connection:
                 self._held = None
 
     async def _try_server(self) -> None:
-        """The server refused logins or connections (the prefetcher claims nothing while
-        all of its servers do): connect again after a pause that grows; once it answers,
-        the work list is read again."""
+        """The server refused the login or was unreachable (the prefetcher claims nothing
+        while all of its servers are so): connect again after a pause that grows; once
+        it answers, the work list is read again."""
         await trio.sleep(self.options.retry.delay(max(1, self._failures)))
         try:
             async with self._connect():

@@ -16,7 +16,7 @@ few chunks of the work list that no other prefetcher's live claim overlaps
 (work.py, store/spool.py's `claim`, under a per-group advisory lock), so no
 chunk is fetched twice and none is skipped; a group none of its servers
 carries is left to the others, and so is everything while none of its servers
-takes logins or connections (it claims nothing then; its connections try
+takes its login or a connection (it claims nothing then; its connections try
 their servers again, with growing pauses, until one answers); a killed
 prefetcher's claims lapse after
 CLAIM_SECONDS and its chunks are listed again. Probes are shared the same

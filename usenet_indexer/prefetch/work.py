@@ -118,7 +118,7 @@ class SharedWork:
             self._answered = answering
             if not answering:
                 logger.warning(
-                    "no NNTP server of this prefetcher takes logins or connections:"
+                    "no NNTP server of this prefetcher takes its login or a connection:"
                     " claiming no chunk until one does"
                 )
         # A new event before the first checkpoint: whoever gets Pending from
