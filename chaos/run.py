@@ -68,6 +68,7 @@ from chaos.proxy import (
     ReplyDropper,
     serve_proxy,
 )
+from chaos.several import SeveralConfig
 from usenet_indexer.config import Settings
 from usenet_indexer.coordinator.catalog_build import CatalogBuild
 from usenet_indexer.store.catalog import CatalogStore
@@ -141,6 +142,9 @@ class ChaosConfig:
             `burst_edges` edge processes at once.
         seed: the generator's and the faults' seed.
         prefetch: the prefetch part (chaos_prefetch: kill -9, NNTP faults).
+        several: the run on several machines (chaos_several: an S3 spool, two
+            prefetchers, two coordinator processes; the store, a prefetcher and a
+            coordinator process killed).
         deadline_seconds: the longest the chaos run may take to finish its ranges.
         control_deadline_seconds: the same for a control run.
     """
@@ -171,6 +175,7 @@ class ChaosConfig:
     burst_processes: bool
     seed: int
     prefetch: PrefetchConfig
+    several: SeveralConfig
     deadline_seconds: float = 300.0
     control_deadline_seconds: float = 60.0
     coordinator_processes: int = 2
@@ -187,7 +192,8 @@ def short_config(seed: int) -> ChaosConfig:
     """The CI version: 40k articles in 8 ranges, one fault of each kind (two kills).
 
     The prefetch part: 20k articles on INN2, two kills of the prefetcher and
-    one NNTP fault of each kind.
+    one NNTP fault of each kind. The run on several machines: 40k articles on
+    INN2 into an S3 spool, one fault of each of its kinds.
     """
     prefetch = PrefetchConfig(
         articles=20_000, range_articles=5_000, chunk_articles=1_000, slice_articles=250,
@@ -202,6 +208,10 @@ def short_config(seed: int) -> ChaosConfig:
         bomb_bytes=256 << 20,
         control_ranges=1, fenced_control=False, fence_rounds=1, burst_processes=False,
         seed=seed, prefetch=prefetch,
+        several=SeveralConfig(
+            articles=40_000, range_articles=10_000, chunk_articles=1_000, slice_articles=250,
+            seed=seed,
+        ),
     )  # fmt: skip
 
 
@@ -209,6 +219,7 @@ def long_config(seed: int) -> ChaosConfig:
     """The long version: 400k articles in 24 ranges, many faults at random moments.
 
     The prefetch part: 200k articles on INN2, eight kills, ten NNTP faults.
+    The run on several machines: 120k articles, one fault of each of its kinds.
     """
     # Two 502s of six connections: the pool goes down to four; they all send a GROUP.
     faults = {DROP: 4, REFUSE: 2, AUTH: 2, STALL: 2}
@@ -224,6 +235,10 @@ def long_config(seed: int) -> ChaosConfig:
         bomb_bytes=1 << 30,
         control_ranges=4, fenced_control=True, fence_rounds=3, burst_processes=True, seed=seed,
         prefetch=prefetch, deadline_seconds=900.0,
+        several=SeveralConfig(
+            articles=120_000, range_articles=20_000, chunk_articles=2_000, slice_articles=500,
+            seed=seed, deadline_seconds=600.0,
+        ),
     )  # fmt: skip
 
 

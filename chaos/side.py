@@ -1,4 +1,5 @@
-"""The side runs of scripts/chaos: the prefetch part and the clock run.
+"""The side runs of scripts/chaos: the prefetch part, the clock run, and the run on
+several machines (chaos_several: its own INN2 and object store).
 
 They need neither the chaos run's processes nor its faults, and they would
 not survive its PostgreSQL restarts (nor should their figures mix with its
@@ -10,6 +11,7 @@ little to its length.
 
 from __future__ import annotations
 
+import contextlib
 import random
 from functools import partial
 from pathlib import Path
@@ -30,6 +32,13 @@ from chaos.prepare import (
 from chaos.procs import log
 from chaos.proxy import ReplyDropper
 from chaos.run import ChaosConfig, Outcome, Run, chaos_run, conclude
+from chaos.several import (
+    NoObjectStore,
+    SeveralOutcome,
+    describe,
+    posted_group,
+    several_machines,
+)
 from usenet_indexer.config import Settings
 from usenet_indexer.store.groups import GroupStore
 from usenet_indexer.store.migrate import migrate
@@ -37,9 +46,11 @@ from usenet_indexer.store.nodes import NodeStore
 from usenet_indexer.store.pgcluster import Cluster
 from usenet_indexer.store.pool import open_pool
 from usenet_indexer.store.ranges import RangeStore
+from usenet_indexer.testing.objectstore import running_object_store
 from usenet_indexer.testing.postgres import scratch_dir
 
 CLOCK = "clock"
+SEVERAL = "several"
 
 
 @attrs.define(eq=False)
@@ -56,6 +67,7 @@ class SideRuns:
         not_run: why a side run did not run, by its name.
         clock: the clock run's figures.
         clock_outcome: the clock run's catalog checked.
+        several: the run on several machines (None: it did not run).
     """
 
     config: ChaosConfig
@@ -67,6 +79,7 @@ class SideRuns:
     not_run: dict[str, str] = attrs.field(factory=dict)
     clock: ClockFigures | None = None
     clock_outcome: Outcome | None = None
+    several: SeveralOutcome | None = None
     cluster: Cluster = attrs.field(init=False)
 
     async def run(self, after: trio.Event) -> None:
@@ -78,6 +91,7 @@ class SideRuns:
                 await trio.to_thread.run_sync(self.cluster.start)
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(self._prefetch)
+                    nursery.start_soon(self._several)
                     if self.library is None:
                         self.not_run[CLOCK] = "libfaketime is not here and cannot be installed"
                     else:
@@ -103,6 +117,36 @@ class SideRuns:
             f"{self.prefetch.seconds:.1f} s; holes {found.coverage.holes}, overlaps "
             f"{found.coverage.overlaps}, bad lines {found.bad_lines}"
         )
+
+    async def _several(self) -> None:
+        config = self.config.several
+        log(
+            f"several machines: {config.articles:,} articles on INN2, an S3 spool, "
+            f"{config.prefetchers} prefetchers, {config.coordinator_processes} coordinator "
+            "processes; the store, a prefetcher and a coordinator process killed"
+        )
+        await trio.to_thread.run_sync(create_database, self.cluster.url("postgres"), SEVERAL)
+        with contextlib.ExitStack() as stack:
+            try:
+                posted = await trio.to_thread.run_sync(
+                    stack.enter_context, posted_group(config.articles, config.seed)
+                )
+                store = await trio.to_thread.run_sync(stack.enter_context, running_object_store())
+            except NoNewsServer as error:
+                self.not_run[SEVERAL] = f"INN2 cannot run here: {error}"
+                return
+            except NoObjectStore as error:
+                self.not_run[SEVERAL] = f"SeaweedFS cannot run here: {error}"
+                return
+            try:
+                self.several = await several_machines(
+                    self.folder / SEVERAL, self.cluster.url(SEVERAL), posted, config,
+                    store=store, faults=True,
+                )  # fmt: skip
+            finally:
+                with trio.CancelScope(shield=True):
+                    await trio.to_thread.run_sync(stack.close)
+        log(f"several machines: {describe(self.several)}")
 
     async def _clock(self, library: Path) -> None:
         run = await trio.to_thread.run_sync(self._prepare_clock_run)

@@ -49,6 +49,13 @@ Alongside the chaos run, once its edges run, on a cluster of their own
 5. The clock run (chaos_clock): an edge on a clock running at a fifth of
    the real speed holds a range past its lease and is fenced (409, nothing
    stored); an edge two hours ahead takes the range over and indexes it.
+6. Several machines (chaos_several): a private INN2, an S3 spool on a
+   private SeaweedFS, `uidx coordinator --processes 2`, two prefetchers with
+   two connections each, two edges; one prefetcher killed (SIGKILL) while
+   the other runs beside it, the object store killed while chunks are
+   uploaded and started again, one coordinator process killed while the
+   other serves: every segment stored once, no ERROR line or 5xx answer in
+   the coordinator's log.
 
 The conclusions are drawn by chaos_check's pure functions. Progress goes to
 stderr; the figures last, on stdout, as one JSON line.
@@ -101,6 +108,9 @@ from chaos.run import (
     long_config,
     short_config,
 )
+from chaos.several import SEVERAL_KINDS
+from chaos.several import failures as several_failures
+from chaos.several import figures as several_figures
 from chaos.side import SideRuns, alongside
 from usenet_indexer.store.pgcluster import Cluster
 from usenet_indexer.testing.postgres import private_cluster
@@ -119,9 +129,10 @@ KINDS = (
     "abuse",
     *PREFETCH_KINDS,
     *CLOCK_KINDS,
+    *SEVERAL_KINDS,
 )
 # The side runs' kinds: left out (not failed) when INN2 or libfaketime cannot run here.
-SIDE_KINDS = {"prefetch": PREFETCH_KINDS, "clock": CLOCK_KINDS}
+SIDE_KINDS = {"prefetch": PREFETCH_KINDS, "clock": CLOCK_KINDS, "several": SEVERAL_KINDS}
 LEFT_OUT = (
     "8: the edges of the chaos run read a spool made by `uidx spool import`, not by the"
     " prefetcher: that the resume point never passes a missing chunk is checked on the"
@@ -289,6 +300,9 @@ def _report(
     catalog = outcome.catalog
     spool = _spool_figures(side)
     clock = _clock_figures(side)
+    several = side.several
+    several_lost = several.catalog.lost if several is not None else 0
+    several_doubled = several.catalog.doubled if several is not None else 0
     unfenced, unfenced_run, _ = controls[False]
     http_5xx = sum(n for status, n in tally.bad_statuses.items() if status >= 500)
     rebuild = outcome.rebuild if outcome.rebuild is not None else checks.RebuildCheck(0, 0, 0, 0)
@@ -297,8 +311,11 @@ def _report(
         "expected": catalog.expected,
         "stored": catalog.stored,
         # Segments of the catalogs, and articles of the prefetcher's spool.
-        "lost": catalog.lost + spool["spool_lost_articles"] + clock["clock_lost"],
-        "doubled": catalog.doubled + spool["spool_doubled_articles"] + clock["clock_doubled"],
+        "lost": catalog.lost + spool["spool_lost_articles"] + clock["clock_lost"] + several_lost,
+        "doubled": catalog.doubled
+        + spool["spool_doubled_articles"]
+        + clock["clock_doubled"]
+        + several_doubled,
         "catalog_lost": catalog.lost,
         "catalog_doubled": catalog.doubled,
         "unexpected": catalog.unexpected,
@@ -351,6 +368,11 @@ def _report(
         "faults_skipped": dict(tally.skipped),
         **spool,
         **clock,
+        **several_figures(several),
+        # The run on several machines: lost, doubled, 5xx or ERROR in its coordinator's log.
+        "several_failures": []
+        if several is None
+        else several_failures(several, faults=True, s3=True),
         "side_runs_not_run": dict(side.not_run),
         "left_out": [*LEFT_OUT, *(f"{name}: {why}" for name, why in side.not_run.items())],
         "articles": config.articles,
@@ -371,6 +393,8 @@ def _side_faults(side: SideRuns) -> dict[str, int]:
         faults.update(side.prefetch.faults)
     if side.clock is not None:
         faults.update(side.clock.faults)
+    if side.several is not None:
+        faults.update(side.several.faults)
     return faults
 
 
@@ -441,6 +465,7 @@ def failures(report: dict[str, Any]) -> list[str]:
         if report[key]
     ]  # fmt: skip
     bad += _side_failures(report)
+    bad += report.get("several_failures", [])
     if not report["every_range_done"]:
         bad.append("not every range was done")
     burst = report["lease_burst"]
@@ -510,6 +535,11 @@ def _print_figures(report: dict[str, Any]) -> None:
         f"{report.get('prefetch_refetched')}",
         f"clocks: slow edge 409s {report.get('clock_slow_edge_409')}, rows "
         f"{report['clock_slow_edge_rows']}; edge +2h rows {report.get('clock_offset_edge_rows')}",
+        f"several machines (S3 spool, 2 prefetchers, 2 coordinator processes): lost "
+        f"{report.get('several_lost')}, doubled {report.get('several_doubled')}, coordinator log "
+        f"{report.get('several_coordinator_log_errors')} ERROR / "
+        f"{report.get('several_coordinator_log_5xx')} 5xx, chunks not stored while the store "
+        f"was down {report.get('several_not_stored')}",
         f"left out: {'; '.join(report['left_out'])}",
     ]
     for line in lines:

@@ -10,7 +10,9 @@ import subprocess
 import sys
 from array import array
 from pathlib import Path
+from typing import Any
 
+import attrs
 import httpx
 import pytest
 import trio
@@ -47,6 +49,8 @@ from chaos.proxy import (
     serve_proxy,
 )
 from chaos.run import NAMED_KILLS, long_config, short_config
+from chaos.several import SEVERAL_KINDS, SeveralOutcome
+from chaos.several import failures as several_failures
 from chaos.suite import CLOCK_FAILURES, KINDS, SPOOL_FAILURES, failures
 from usenet_indexer.core.batch import Batch, FileChunk, ReleaseChunk
 from usenet_indexer.nntp.client import NNTPClient, connect
@@ -58,6 +62,7 @@ from usenet_indexer.store.groups import GroupStore
 from usenet_indexer.store.nodes import NodeStore
 from usenet_indexer.store.ranges import RangeStore
 from usenet_indexer.testing.fake_nntp import FakeNNTPServer
+from usenet_indexer.testing.logcheck import LogProblems
 from usenet_indexer.wire.batchwire import BatchWireError, decode_batch, decode_body
 from usenet_indexer.wire.packed import pack_batch
 
@@ -707,3 +712,51 @@ def test_the_short_chaos_run_loses_doubles_and_lets_in_nothing() -> None:
     assert report["clock_offset_edge_rows"] >= 1
     assert (report["clock_lost"], report["clock_doubled"]) == (0, 0)
     assert report["clock_done"] is True
+
+
+# --- the run on several machines ----------------------------------------------------------------
+
+
+def _several(**changes: Any) -> SeveralOutcome:
+    clean = SeveralOutcome(
+        done=True,
+        faults=dict.fromkeys(SEVERAL_KINDS, 1),
+        catalog=checks.check_catalog(["<a@x>", "<b@x>"], ["<a@x>", "<b@x>"]),
+        chains=checks.ChainCheck(0, 0, 0),
+        rows=(("A.Release", 2000, 100, 2, "p", ["g"], 0, 100.0, None, None),),
+        coordinator_log=LogProblems((), ()),
+        other_errors=(),
+        landed=(3, 5),
+        not_stored=2,
+        live_claims=0,
+        stray_objects=0,
+        seconds=1.0,
+    )
+    return attrs.evolve(clean, **changes)
+
+
+def test_the_run_on_several_machines_fails_on_what_a_fault_may_leave() -> None:
+    assert several_failures(_several(), faults=True, s3=True) == []
+    doubled = checks.check_catalog(["<a@x>", "<b@x>"], ["<a@x>", "<a@x>"])
+    assert several_failures(_several(catalog=doubled), faults=True, s3=True) == [
+        "several: lost = 1",
+        "several: doubled = 1",
+    ]
+    five = LogProblems((), ((500, "... answered 500 ..."),))
+    assert several_failures(_several(coordinator_log=five), faults=True, s3=True) == [
+        "several: coordinator 5xx answers = 1"
+    ]
+    assert several_failures(_several(live_claims=2), faults=True, s3=True) == [
+        "several: live claims left = 2"
+    ]
+    # A fault that never came fails the chaos run; a folder spool has no store to kill.
+    unkilled = _several(faults={"prefetcher_kill9": 1, "coordinator_worker_kill9": 1})
+    assert several_failures(unkilled, faults=True, s3=True) == [
+        "several: faults never injected: store_kill9"
+    ]
+    assert several_failures(unkilled, faults=True, s3=False) == []
+    # The suite's report carries them.
+    assert failures(_clean_report() | {"several_failures": ["several: lost = 1"]}) == [
+        "several: lost = 1"
+    ]
+    assert set(SEVERAL_KINDS) <= set(KINDS)

@@ -430,11 +430,13 @@ async def test_fake_faults_are_retried_without_a_gap_or_a_double(
     count = 3_000
     group_id = GroupStore(pool).add(group)
     RangeStore(pool).plan(group_id, FAR, FAR + count - 1, count)
-    # One fault per connection, in order (usenet_indexer/testing/fake_nntp.py).
+    # One fault per connection, in order (usenet_indexer/testing/fake_nntp.py). The
+    # 480 last: after it the prefetcher checks its login (a connection with no OVER)
+    # before it claims chunks again, which a fault after it would fall on.
     fake = FakeNNTPServer(
         groups={group: (FAR, FAR + count - 1)},
         overview={n: _fake_line(n) for n in range(FAR, FAR + count)},
-        faults=["502", "drop", "480", "stall"],
+        faults=["502", "drop", "stall", "480"],
     )
     config = server_configs(["nntp://fake.invalid:119?connections=2"], 2)[0]
     state = ServerState.of(config)

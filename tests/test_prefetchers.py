@@ -3,7 +3,9 @@ twice, none skipped; a killed prefetcher's claims lapse and its chunks go to the
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -11,9 +13,11 @@ import trio
 from nntp_fixtures import NewsServer
 from psycopg_pool import ConnectionPool
 from test_prefetch import _assert_exactly_once, _assert_posted, _lines, _options, _read_spool
+from test_standalone import free_port
 
+from usenet_indexer.core.health import State
 from usenet_indexer.prefetch.daemon import Prefetcher
-from usenet_indexer.prefetch.events import Landed
+from usenet_indexer.prefetch.events import Landed, Reported
 from usenet_indexer.prefetch.servers import ServerState, server_configs
 from usenet_indexer.spool.plan import ChunkJob, claimable
 from usenet_indexer.spool.store import FolderSpool
@@ -101,3 +105,133 @@ async def test_two_prefetchers_share_a_group_and_fetch_every_article_once(
     # Stopped cleanly: their claims are given back.
     with pool.connection() as conn:
         assert conn.execute("SELECT count(*) FROM spool_claims").fetchone() == (0,)
+
+
+def test_a_server_answers_unless_its_login_is_refused_or_it_is_unreachable() -> None:
+    state = ServerState.of(server_configs(["nntp://news.example:119"], 2)[0])
+    assert _answering(state)
+    for refused in (State.LOGIN_REFUSED, State.UNREACHABLE):
+        state.health = refused
+        assert not _answering(state)
+        state.open = 1  # a connection of it still fetches: it answers
+        assert _answering(state)
+        state.open = 0
+    # "Too many connections" at the greeting: the pool lowers itself; it still fetches.
+    state.health = State.REFUSING_CONNECTIONS
+    assert _answering(state)
+
+
+def _answering(state: ServerState) -> bool:
+    return state.answering
+
+
+def _claims(pool: ConnectionPool, claimant: str) -> int:
+    with pool.connection() as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM spool_claims WHERE claimant = %s AND until > now()", (claimant,)
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+@pytest.mark.trio
+async def test_a_prefetcher_whose_logins_are_refused_leaves_the_group_to_the_other(
+    news_server: NewsServer, pool: ConnectionPool, tmp_path: Path
+) -> None:
+    """Its server refuses its login (a wrong password): it claims no chunk (its claims
+    would keep them from the other for as long as it runs), and the other fetches all."""
+    group_id = GroupStore(pool).add(news_server.group)
+    RangeStore(pool).plan(group_id, 1, 40_000, 20_000)
+    wrong = news_server.url().replace("@", "x@", 1)
+    refused = ServerState.of(server_configs([wrong], 2)[0])
+    good = ServerState.of(server_configs([news_server.url()], 2)[0])
+    covered = 0
+    done = trio.Event()
+    landed: dict[str, int] = {"refused": 0, "good": 0}
+
+    def observer(name: str) -> Callable[[object], None]:
+        def observe(event: object) -> None:
+            nonlocal covered
+            # (The daemon follows the group's head above the plan too.)
+            if isinstance(event, Landed) and event.job.last <= 40_000:
+                landed[name] += 1
+                covered += event.job.last - event.job.first + 1
+                if covered == 40_000:
+                    done.set()
+
+        return observe
+
+    options = _options(tmp_path, chunk_articles=2_000, slice_articles=2_000)
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            # The refused one first: it claims its first chunks before its login fails.
+            await nursery.start(
+                Prefetcher(pool, options, [refused], observer("refused"), name="host-a:1").run
+            )
+            await nursery.start(
+                Prefetcher(pool, options, [good], observer("good"), name="host-b:2").run
+            )
+            await done.wait()
+            assert refused.health is State.LOGIN_REFUSED
+            assert await trio.to_thread.run_sync(_claims, pool, "host-a:1") == 0
+            nursery.cancel_scope.cancel()
+    assert landed == {"refused": 0, "good": 20}
+    chunks = _read_spool(pool, (tmp_path / "spool"), group_id)
+    _assert_exactly_once([c for c in chunks if c.last <= 40_000], 1, 40_000)
+
+
+@pytest.mark.trio
+async def test_a_prefetcher_whose_server_does_not_answer_claims_nothing_until_it_does(
+    news_server: NewsServer, pool: ConnectionPool, tmp_path: Path
+) -> None:
+    """Nothing listens on its server's port at first (unreachable): it gives back the
+    chunks it claimed and claims no other; once the port leads to INN2, it fetches all."""
+    group_id = GroupStore(pool).add(news_server.group)
+    RangeStore(pool).plan(group_id, 1, 20_000, 20_000)
+    port = free_port()
+    url = news_server.url().replace(f"{news_server.host}:{news_server.port}", f"127.0.0.1:{port}")
+    state = ServerState.of(server_configs([url], 2)[0])
+    reports_send, reports = trio.open_memory_channel[None](100)
+    covered = 0
+    done = trio.Event()
+
+    def observe(event: object) -> None:
+        nonlocal covered
+        if isinstance(event, Reported):
+            with contextlib.suppress(trio.WouldBlock):
+                reports_send.send_nowait(None)
+        elif isinstance(event, Landed) and event.job.last <= 20_000:
+            covered += event.job.last - event.job.first + 1
+            if covered == 20_000:
+                done.set()
+
+    async def forward(client: trio.SocketStream) -> None:
+        server = await trio.open_tcp_stream(news_server.host, news_server.port)
+        async with client, server, trio.open_nursery() as pipes:
+            pipes.start_soon(_pipe, client, server)
+            pipes.start_soon(_pipe, server, client)
+
+    options = _options(tmp_path, chunk_articles=5_000, slice_articles=5_000, report_seconds=0.2)
+    prefetcher = Prefetcher(pool, options, [state], observe, name="host-a:1")
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(prefetcher.run)
+            async for _ in reports:
+                if state.health is State.UNREACHABLE and not await trio.to_thread.run_sync(
+                    _claims, pool, "host-a:1"
+                ):
+                    break
+            assert covered == 0
+            await nursery.start(partial(trio.serve_tcp, forward, port, host="127.0.0.1"))
+            await done.wait()
+            assert state.health is State.OK
+            nursery.cancel_scope.cancel()
+    chunks = _read_spool(pool, (tmp_path / "spool"), group_id)
+    _assert_exactly_once([c for c in chunks if c.last <= 20_000], 1, 20_000)
+
+
+async def _pipe(source: trio.SocketStream, sink: trio.SocketStream) -> None:
+    with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+        async for data in source:
+            await sink.send_all(data)
+        await sink.send_eof()

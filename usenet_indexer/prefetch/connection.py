@@ -18,7 +18,10 @@ A connection opens when there is work and closes (QUIT) when there is none.
 Errors are normal: a dropped or stalled connection gives its chunk back and
 retries after a pause that grows (1 s to 60 s); 400/502 ("too many
 connections") lowers the server's pool by one; a group the server does not
-carry goes to the next server of the settings.
+carry goes to the next server of the settings. While no server of the
+prefetcher takes its login or a connection it claims no chunk (work.py), and a
+connection with no chunk tries its server with the same growing pauses
+until it answers.
 """
 
 from __future__ import annotations
@@ -172,7 +175,10 @@ class Connection:
             return
         job = await self.work.take(self.index)
         if job is None:
-            await self.work.idle(self.options.poll_seconds)
+            if self.state.answering:
+                await self.work.idle(self.options.poll_seconds)
+            else:
+                await self._try_server()
             return
         await self._serve(job, landings)
         if self._failures:
@@ -202,6 +208,22 @@ class Connection:
             if self._held is not None:
                 self.work.done(self._held)
                 self._held = None
+
+    async def _try_server(self) -> None:
+        """The server refused the login or was unreachable (the prefetcher claims nothing
+        while all of its servers are so): connect again after a pause that grows; once
+        it answers, the work list is read again."""
+        await trio.sleep(self.options.retry.delay(max(1, self._failures)))
+        try:
+            async with self._connect():
+                self.state.connected()
+        except (NNTPError, RemoteProtocolError) as error:
+            self.state.judge(error, False)
+            self._failed(error)
+            return
+        self._failures = 0
+        logger.info("%s answers again", self.state.config.server)
+        self.work.announce()
 
     async def _fetch_held(self, client: NNTPClient, landings: trio.Nursery) -> None:
         selected = _Selected()

@@ -15,7 +15,10 @@ share the work through PostgreSQL: each lists and claims only the first
 few chunks of the work list that no other prefetcher's live claim overlaps
 (work.py, store/spool.py's `claim`, under a per-group advisory lock), so no
 chunk is fetched twice and none is skipped; a group none of its servers
-carries is left to the others; a killed prefetcher's claims lapse after
+carries is left to the others, and so is everything while none of its servers
+takes its login or a connection (it claims nothing then; its connections try
+their servers again, with growing pauses, until one answers); a killed
+prefetcher's claims lapse after
 CLAIM_SECONDS and its chunks are listed again. Probes are shared the same
 way through the probe queue's leases (store/probes.py).
 """
@@ -92,6 +95,7 @@ class Prefetcher:
             self.observe,
             claimant=self.name,
             claim_limit=CLAIMS_PER_CONNECTION * connections,
+            answering=lambda: any(state.answering for state in self.servers),
         )
         self._landing = Landing(spool, self._work, self.observe)
         self._watermarks = Watermarks(GroupStore(self.pool))

@@ -16,6 +16,12 @@ from usenet_indexer.store.servers import ServerReport
 
 # Connections per server beyond this are a typo, not a plan (providers allow 10-100).
 MAX_CONNECTIONS = 500
+# A server in one of these states (and no connection of it open) fetches nothing:
+# it carries no group for the prefetcher, which claims no chunk while all of its
+# servers are so. Not "refusing connections": 400/502 at the greeting is most
+# often the account's connection cap, and the pool lowers itself to what the
+# server takes (one connection at least keeps fetching).
+NOT_ANSWERING = frozenset({State.LOGIN_REFUSED, State.UNREACHABLE})
 
 
 @attrs.frozen(repr=False)
@@ -92,6 +98,12 @@ class ServerState:
     @classmethod
     def of(cls, config: ServerConfig) -> ServerState:
         return cls(config, config.connections)
+
+    @property
+    def answering(self) -> bool:
+        """Whether the server takes logins and connections: a connection of it is open,
+        or the last one's outcome did not say otherwise."""
+        return self.open > 0 or self.health not in NOT_ANSWERING
 
     def failed(self, error: BaseException) -> None:
         self.errors += 1

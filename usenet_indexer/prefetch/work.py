@@ -48,11 +48,15 @@ class SharedWork:
     # one's name, and how many chunks it lists (and claims) at one read.
     claimant: str = ""
     claim_limit: int = 1 << 30
+    # Whether any of its servers answers (takes logins and connections): while none
+    # does, it claims no chunk, leaving them to the prefetchers whose servers do.
+    answering: Callable[[], bool] = attrs.field(default=lambda: True)
     # Groups no server carries (411 from each), with why: the health report's.
     uncarried: dict[str, str] = attrs.field(init=False, factory=dict)
     _scheduler: Scheduler = attrs.field(init=False)
     _read_done: trio.Event = attrs.field(init=False, factory=trio.Event)
     _new_work: trio.Event = attrs.field(init=False, factory=trio.Event)
+    _answered: bool = attrs.field(init=False, default=True)
 
     def __attrs_post_init__(self) -> None:
         self._scheduler = Scheduler(self.servers, self.options.poll_seconds)
@@ -109,20 +113,30 @@ class SharedWork:
 
     async def _refresh(self, refresh: Refresh) -> None:
         skip = frozenset(self.uncarried)
+        answering = self.answering()
+        if answering != self._answered:
+            self._answered = answering
+            if not answering:
+                logger.warning(
+                    "no NNTP server of this prefetcher takes its login or a connection:"
+                    " claiming no chunk until one does"
+                )
         # A new event before the first checkpoint: whoever gets Pending from
         # now on waits for this read. Set whatever happens (a cancelled read
         # too), or they would wait for ever.
         read = self._read_done = trio.Event()
         work = NO_WORK
         try:
-            work = await trio.to_thread.run_sync(self._read_work, refresh.busy, skip)
+            work = await trio.to_thread.run_sync(self._read_work, refresh.busy, skip, answering)
         except psycopg.Error as error:
             logger.warning("cannot read the work list from the database: %s", error)
         finally:
             self._scheduler.refreshed(work)
             read.set()
 
-    def _read_work(self, busy: tuple[ChunkJob, ...], skip: frozenset[str]) -> WorkList:
+    def _read_work(
+        self, busy: tuple[ChunkJob, ...], skip: frozenset[str], answering: bool
+    ) -> WorkList:
         # In a worker thread: four queries, the pure plan over them, then the claim
         # of the first of its chunks (another prefetcher's claims count as covered).
         wanted = self.spool.wanted(WANTED_RANGES)
@@ -133,7 +147,9 @@ class SharedWork:
         # Over budget only leased ranges are fetched; a group none of this
         # prefetcher's servers carries is left to the others.
         jobs = [j for j in jobs if (j.leased or not over) and j.group not in skip]
-        limit = self.claim_limit
+        # No server answers: none carries a group; the claims it holds go (all but
+        # those in flight), and its connections try their servers until one answers.
+        limit = self.claim_limit if answering else 0
 
         def choose(others: dict[int, list[tuple[int, int]]]) -> list[ChunkJob]:
             return claimable(jobs, others, limit)
