@@ -391,7 +391,13 @@ def test_a_range_is_filled_exactly_once_across_a_kill_9(
     _assert_exactly_once(chunks, 1, 60_000)
     _assert_posted(news_server, _lines(any_spool.store, chunks), 1, 60_000)
     assert not any_spool.leftovers()
-    assert any_spool.stored() == {str(c.path) for c in _read_spool(pool, group_id) if c.path}
+    indexed = {str(c.path) for c in _read_spool(pool, group_id) if c.path}
+    stored = any_spool.stored()
+    assert indexed <= stored
+    # A chunk the kill cut between its write and its row is written again under
+    # the same name when fetched again; one of the live head above the plan may
+    # not be fetched again before the end, and is left over (never read).
+    assert all(int(Path(key).name.split("-")[0]) > 60_000 for key in stored - indexed)
 
 
 def test_prefetch_without_servers_names_the_setting(
