@@ -378,6 +378,12 @@ async def measure(
         "p50_ms": round(statistics.median(every) * 1000, 1),
         "caps_p95_ms": round(p95(caps) * 1000, 1),
         "db_p95_ms": round(p95(database) * 1000, 1),
+        "db_p95_ms_by_kind": {
+            k: round(
+                p95([s for (kind, _), s in zip(mix, database, strict=True) if kind == k]) * 1000, 1
+            )
+            for k in sorted({kind for kind, _ in mix})
+        },
         "p95_ms_by_kind": {
             k: round(p95(v) * 1000, 1) for k, v in sorted(by_kind.items()) if k not in EXTRA_KINDS
         },

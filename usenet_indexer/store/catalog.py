@@ -239,12 +239,16 @@ _BITMAP_PAGE = _ROW + " WHERE {} ORDER BY posted + 0 DESC, id DESC LIMIT %s OFFS
 # A search with words that the bitmaps serve reads every match to sort them: the
 # same read counts them (a window over all the matches, before LIMIT), where a
 # count of its own would build the words' bitmap a second time (2M rows: ~15 ms
-# for two words of one show).
+# for two words of one show). Only the matches' ids and dates go through the
+# window and the sort; the page's rows are then read by id.
 _BITMAP_COUNTED = """
-    SELECT id, guid, name, category, size, files, poster, groups, posted, completion,
-           season, episode, grabs, sources, state, imdb, tvdb, tvmaze, tmdb,
-           least(count(*) OVER (), %s)
-    FROM catalog WHERE {} ORDER BY posted + 0 DESC, id DESC LIMIT %s OFFSET %s
+    SELECT c.id, c.guid, c.name, c.category, c.size, c.files, c.poster, c.groups, c.posted,
+           c.completion, c.season, c.episode, c.grabs, c.sources, c.state, c.imdb, c.tvdb,
+           c.tvmaze, c.tmdb, m.total
+    FROM (SELECT id, posted, least(count(*) OVER (), %s) AS total FROM catalog
+          WHERE {} ORDER BY posted + 0 DESC, id DESC LIMIT %s OFFSET %s) AS m
+    JOIN catalog AS c ON c.id = m.id
+    ORDER BY m.posted DESC, m.id DESC
 """
 _BITMAP_ANY = "SELECT FROM catalog WHERE {} ORDER BY posted + 0 LIMIT 1"
 _GRAB = "UPDATE catalog SET grabs = grabs + 1 WHERE guid = %s"
