@@ -15,7 +15,8 @@ case, anything but letters and digits a word break, so `Show.Name`,
 `...WEB-DL-Kitsune`. Every word of q must be in the name, as newznab
 indexers and the programs that ask them (Sonarr, Radarr, NZBHydra2) expect;
 a repeated word counts once. First each word must be a whole word of the
-name: full text search over `words` (GIN catalog_words). Only when no
+name: full text search over `words` (GIN catalog_words_episode, whose
+season and episode columns serve tvsearch in the same scan). Only when no
 release has them all are words of 3 characters or more taken as parts of
 words too, `search_name LIKE '%word%'` (pg_trgm, GIN catalog_trigrams):
 `s01e0` finds `S01E05`, `1080` finds `1080p`, `kitsu` finds `Kitsune`; the
@@ -421,7 +422,7 @@ _OFFERED: _Condition = (sql.SQL("state <> 'broken'"), _NO_PARAMETER)
 
 
 def _word_conditions(words: Sequence[str], *, partial: bool) -> list[_Condition]:
-    """Every word in full (full text, catalog_words), or, `partial`, those of
+    """Every word in full (full text, catalog_words_episode), or, `partial`, those of
     _TRIGRAM_MIN characters or more anywhere in the name (pg_trgm, catalog_trigrams)."""
     parts = [w for w in words if partial and len(w) >= _TRIGRAM_MIN]
     whole = [w for w in words if w not in parts]
@@ -585,8 +586,9 @@ def _word_page(
     wanted = search.offset + search.limit + 1
     window = min(_WINDOW_PAGES * wanted, _WINDOW_MAX)
     # A show's season or episode (tvsearch) is a handful of releases, never a
-    # page among the newest rows: straight to the bitmaps (catalog_episode's too),
-    # as when the planner expects under a tenth of a page there.
+    # page among the newest rows: straight to the bitmaps (the words, season and
+    # episode in one scan of catalog_words_episode), as when the planner expects
+    # under a tenth of a page there.
     if (
         search.season is None
         and search.episode is None
