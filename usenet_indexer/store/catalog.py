@@ -15,7 +15,8 @@ case, anything but letters and digits a word break, so `Show.Name`,
 `...WEB-DL-Kitsune`. Every word of q must be in the name, as newznab
 indexers and the programs that ask them (Sonarr, Radarr, NZBHydra2) expect;
 a repeated word counts once. First each word must be a whole word of the
-name: full text search over `words` (GIN catalog_words). Only when no
+name: full text search over `words` (GIN catalog_words_episode, whose
+season and episode columns serve tvsearch in the same scan). Only when no
 release has them all are words of 3 characters or more taken as parts of
 words too, `search_name LIKE '%word%'` (pg_trgm, GIN catalog_trigrams):
 `s01e0` finds `S01E05`, `1080` finds `1080p`, `kitsu` finds `Kitsune`; the
@@ -236,6 +237,20 @@ _ROW = """
 # index (catalog_newest, catalog_category), so the planner cannot walk one
 # newest first on a guess, and needs no setting changed (a round trip each).
 _BITMAP_PAGE = _ROW + " WHERE {} ORDER BY posted + 0 DESC, id DESC LIMIT %s OFFSET %s"
+# A search with words that the bitmaps serve reads every match to sort them: the
+# same read counts them (a window over all the matches, before LIMIT), where a
+# count of its own would build the words' bitmap a second time (2M rows: ~15 ms
+# for two words of one show). Only the matches' ids and dates go through the
+# window and the sort; the page's rows are then read by id.
+_BITMAP_COUNTED = """
+    SELECT c.id, c.guid, c.name, c.category, c.size, c.files, c.poster, c.groups, c.posted,
+           c.completion, c.season, c.episode, c.grabs, c.sources, c.state, c.imdb, c.tvdb,
+           c.tvmaze, c.tmdb, m.total
+    FROM (SELECT id, posted, least(count(*) OVER (), %s) AS total FROM catalog
+          WHERE {} ORDER BY posted + 0 DESC, id DESC LIMIT %s OFFSET %s) AS m
+    JOIN catalog AS c ON c.id = m.id
+    ORDER BY m.posted DESC, m.id DESC
+"""
 _BITMAP_ANY = "SELECT FROM catalog WHERE {} ORDER BY posted + 0 LIMIT 1"
 _GRAB = "UPDATE catalog SET grabs = grabs + 1 WHERE guid = %s"
 # A search's total: its matches counted, up to _COUNT_MAX, by the conditions of its
@@ -407,7 +422,7 @@ _OFFERED: _Condition = (sql.SQL("state <> 'broken'"), _NO_PARAMETER)
 
 
 def _word_conditions(words: Sequence[str], *, partial: bool) -> list[_Condition]:
-    """Every word in full (full text, catalog_words), or, `partial`, those of
+    """Every word in full (full text, catalog_words_episode), or, `partial`, those of
     _TRIGRAM_MIN characters or more anywhere in the name (pg_trgm, catalog_trigrams)."""
     parts = [w for w in words if partial and len(w) >= _TRIGRAM_MIN]
     whole = [w for w in words if w not in parts]
@@ -432,15 +447,18 @@ def _filters(search: Search) -> list[_Condition]:
         # A parent takes its subcategories: one = ANY over ids, which the index serves.
         ids = sorted({c for asked in search.categories for c in (asked, *subcategories(asked))})
         conditions.append((sql.SQL("category = ANY(%s)"), ids))
+    # Season and episode as int4, their columns' type: btree_gin's operator class
+    # holds no cross-type operator, and psycopg sends a small int as int2, which
+    # would leave them out of catalog_words_episode's scan (filtered row by row).
     for column, value, op in (
-        ("season", search.season, "="),
-        ("episode", search.episode, "="),
-        ("posted", search.since, ">="),
-        ("size", search.min_size, ">="),
-        ("size", search.max_size, "<="),
+        ("season", search.season, "= %s::int4"),
+        ("episode", search.episode, "= %s::int4"),
+        ("posted", search.since, ">= %s"),
+        ("size", search.min_size, ">= %s"),
+        ("size", search.max_size, "<= %s"),
     ):
         if value is not None:
-            conditions.append((sql.SQL("{} " + op + " %s").format(sql.Identifier(column)), value))
+            conditions.append((sql.SQL("{} " + op).format(sql.Identifier(column)), value))
     # Each by its partial index (catalog_imdb, ...): `= %s` proves `IS NOT NULL`.
     for column in ("imdb", "tvdb", "tvmaze", "tmdb"):
         value = getattr(search.ids, column)
@@ -545,9 +563,10 @@ def _settings(conn: psycopg.Connection[Any], statement: str) -> Iterator[None]:
 
 def _word_page(
     conn: psycopg.Connection[Any], conditions: Sequence[_Condition], search: Search
-) -> list[tuple[Any, ...]] | None:
+) -> tuple[list[tuple[Any, ...]], int | None] | None:
     """The page of a search with words: the newest rows looked at first, else every
     match by the indexes' bitmaps; None when no release matches (at any offset).
+    With the page, its total when the bitmaps counted it (up to _COUNT_MAX), else None.
 
     The planner guesses a word's matches from statistics and errs both ways. A
     word it has no statistics for it takes for 0.27% of the rows, and walks the
@@ -567,8 +586,9 @@ def _word_page(
     wanted = search.offset + search.limit + 1
     window = min(_WINDOW_PAGES * wanted, _WINDOW_MAX)
     # A show's season or episode (tvsearch) is a handful of releases, never a
-    # page among the newest rows: straight to the bitmaps (catalog_episode's too),
-    # as when the planner expects under a tenth of a page there.
+    # page among the newest rows: straight to the bitmaps (the words, season and
+    # episode in one scan of catalog_words_episode), as when the planner expects
+    # under a tenth of a page there.
     if (
         search.season is None
         and search.episode is None
@@ -579,13 +599,18 @@ def _word_page(
         cursor = conn.execute(newest, [window, *params, search.limit + 1, search.offset])
         page = cursor.fetchall()
         if len(page) > search.limit:
-            return page
-    bitmaps = sql.SQL(_BITMAP_PAGE).format(where)
-    records = conn.execute(bitmaps, [*params, search.limit + 1, search.offset]).fetchall()
-    if records or search.offset == 0:
-        return records or None
+            return page, None
+    bitmaps = sql.SQL(_BITMAP_COUNTED).format(where)
+    counted = conn.execute(
+        bitmaps, [_COUNT_MAX, *params, search.limit + 1, search.offset]
+    ).fetchall()
+    if counted:
+        return [r[:-1] for r in counted], int(counted[0][-1])
+    if search.offset == 0:
+        return None
+    # Past the last match: no row to tell the total (counted apart) or whether any matches.
     found = conn.execute(sql.SQL(_BITMAP_ANY).format(where), params).fetchone()
-    return [] if found is not None else None
+    return ([], None) if found is not None else None
 
 
 def _expected(
@@ -600,7 +625,7 @@ def _expected(
 
 def _partial_page(
     conn: psycopg.Connection[Any], conditions: Sequence[_Condition], search: Search
-) -> list[tuple[Any, ...]] | None:
+) -> tuple[list[tuple[Any, ...]], int | None] | None:
     """The partial-word retry's page (None: no match), or None when it takes longer
     than _PARTIAL_TIMEOUT_MS (logged): a nice extra that never holds a request up."""
     try:
@@ -861,16 +886,26 @@ class CatalogTable:
         filters = _filters(search)
         with self.pool.connection() as conn:
             if not words:
-                records = (_id_page if search.ids else _page)(conn, filters, search)
-                return _total(conn, filters, search, records), _rows(records[: search.limit])
+                page = (_id_page if search.ids else _page)(conn, filters, search)
+                return _total(conn, filters, search, page), _rows(page[: search.limit])
             whole = [*_word_conditions(words, partial=False), *filters]
             found = _word_page(conn, whole, search)
-            total = 0 if found is None else _total(conn, whole, search, found)
-            if found is None and _has_partial(words):
+            records: Sequence[tuple[Any, ...]] = []
+            total = 0
+            if found is not None:
+                records, counted = found
+                total = _total(conn, whole, search, records) if counted is None else counted
+            elif _has_partial(words):
                 partial = [*_word_conditions(words, partial=True), *filters]
-                found = _partial_page(conn, partial, search)
-                total = 0 if found is None else _partial_total(conn, partial, search, found)
-        return total, _rows((found or [])[: search.limit])
+                retried = _partial_page(conn, partial, search)
+                if retried is not None:
+                    records, counted = retried
+                    total = (
+                        _partial_total(conn, partial, search, records)
+                        if counted is None
+                        else counted
+                    )
+        return total, _rows(records[: search.limit])
 
     def row(self, guid: str) -> CatalogRow | None:
         """The catalog row of a guid, or None."""
