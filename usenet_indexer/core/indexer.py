@@ -72,6 +72,7 @@ from usenet_indexer.core.naming import probe_file_rank, release_name
 from usenet_indexer.core.reposts import (
     MIN_GAP,
     RUN,
+    SMALL_PASS,
     WIDE,
     gap_cuts,
     pass_starts,
@@ -888,8 +889,10 @@ def release_pass_starts(files: Sequence[tuple[_Texts, int]]) -> list[int]:
         articles += file_articles
         numbers += map(base.__add__, file_numbers)
         base += total + 1
-    if len(numbers) - len(set(numbers)) < RUN:
-        # Fewer than RUN numbers come again: no pass starts, only pauses cut.
+    distinct = len(set(numbers))
+    least = min(RUN, distinct)
+    if least < SMALL_PASS or len(numbers) - distinct < least:
+        # Too few numbers come again for a pass to start (pass_starts): only pauses cut.
         articles.sort()
         return [articles[at] for at in gap_cuts(articles)]
     # In article order (one sort of positions, not of pairs).

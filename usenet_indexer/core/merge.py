@@ -617,7 +617,14 @@ def _join_next(decided: list[_Placed], generations: list[_Release], latest: list
     """Move each file of a piece that is new to its generation, just before one that went
     on to a later generation, there when it is nearer in date to that one than to its
     generation's latest file: the first files of a repost (or of another upload under
-    the key) that its first post did not have, so nothing held them back."""
+    the key) that its first post did not have, so nothing held them back.
+
+    The generation's latest file is one it held before the piece, or one of the piece
+    that goes on a file it holds: never one of the piece's other new files. A tool posts
+    an upload's files one after another, so a repost's first new files (NewsUP's renamed
+    par2 set before its fixed `rename.with.this.par2`) come a second or so apart; each
+    is nearer to the next of them than to the file the generation last held, and they
+    all go on with the file that went to the later generation."""
     for at in reversed(range(len(decided) - 1)):
         item, following = decided[at], decided[at + 1]
         posted = item.file.posted
@@ -629,7 +636,11 @@ def _join_next(decided: list[_Placed], generations: list[_Release], latest: list
             or item.file.key in generations[item.place].files
         ):
             continue
-        before = max(latest[item.place], _posted_before(decided, at))
+        held = generations[item.place].files
+        before = max(
+            latest[item.place],
+            _posted_before(decided, at, lambda other: other.file.key in held),
+        )
         if before and following.file.posted - posted < posted - before:
             item.place = following.place
 
@@ -645,10 +656,20 @@ def _resent(items: list[_Placed], at: int) -> bool:
     return item.file.posted - before < following.file.posted - item.file.posted
 
 
-def _posted_before(items: list[_Placed], at: int) -> int:
-    """The latest date of the items before `at` placed where it is (0: none dated)."""
+def _posted_before(
+    items: list[_Placed], at: int, counts: Callable[[_Placed], bool] | None = None
+) -> int:
+    """The latest date of the items before `at` placed where it is (0: none dated);
+    `counts`: of those, only the items it is true of."""
     place = items[at].place
-    return max((i.file.posted for i in items[:at] if i.place == place), default=0)
+    return max(
+        (
+            i.file.posted
+            for i in items[:at]
+            if i.place == place and (counts is None or counts(i))
+        ),
+        default=0,
+    )
 
 
 def _holds(generation: _Release, order: tuple[int, bytes]) -> bool:
