@@ -27,7 +27,7 @@ repost key.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from itertools import chain
 from operator import itemgetter
 from typing import Any, overload
@@ -637,10 +637,7 @@ def _join_next(decided: list[_Placed], generations: list[_Release], latest: list
         ):
             continue
         held = generations[item.place].files
-        before = max(
-            latest[item.place],
-            _posted_before(decided, at, lambda other: other.file.key in held),
-        )
+        before = max(latest[item.place], _posted_before(decided, at, held))
         if before and following.file.posted - posted < posted - before:
             item.place = following.place
 
@@ -656,17 +653,15 @@ def _resent(items: list[_Placed], at: int) -> bool:
     return item.file.posted - before < following.file.posted - item.file.posted
 
 
-def _posted_before(
-    items: list[_Placed], at: int, counts: Callable[[_Placed], bool] | None = None
-) -> int:
+def _posted_before(items: list[_Placed], at: int, held: Container[bytes] | None = None) -> int:
     """The latest date of the items before `at` placed where it is (0: none dated);
-    `counts`: of those, only the items it is true of."""
+    `held`: of those, only the items of these file keys."""
     place = items[at].place
     return max(
         (
             i.file.posted
             for i in items[:at]
-            if i.place == place and (counts is None or counts(i))
+            if i.place == place and (held is None or i.file.key in held)
         ),
         default=0,
     )

@@ -93,8 +93,8 @@ def pass_starts(numbers: Sequence[int], articles: Sequence[int]) -> list[int]:
         if number in seen:
             run += 1
             if run == min(RUN, len(seen)) and len(seen) >= SMALL_PASS:
-                starts.append(at - RUN + 1)
-                seen = set(numbers[at - RUN + 1 : at + 1])
+                starts.append(at - run + 1)
+                seen = set(numbers[at - run + 1 : at + 1])
                 run = 0
         else:
             run = 0
