@@ -734,9 +734,13 @@ def _posted_again(generation: _Release, chunk: FileChunk) -> int:
     )
     if other >= min(RUN, chunk.total_segments):
         return _AGAIN
-    if other == len(held) and len(chunk.numbers) - other >= RUN:
-        # All it holds again, and more: a repost of a file its first post
-        # lost most of (a takedown), not a post check's re-send.
+    if other == len(held) and (
+        len(chunk.numbers) - other >= RUN or len(chunk.numbers) == chunk.total_segments
+    ):
+        # All it holds again, and more (RUN more, or the whole file: a file
+        # of a few segments): a repost of a file its first post lost most of
+        # (a takedown), not a post check's re-send, which re-sends the
+        # segment that failed and never the file's others.
         return _AGAIN
     return _SOME_AGAIN if other else _NOTHING_AGAIN
 
