@@ -67,7 +67,7 @@ def repost_key(key: bytes) -> bytes:
     return hashlib.blake2b(b"repost\x00" + key, digest_size=16).digest()
 
 
-def pass_starts(numbers: Sequence[int], articles: Sequence[int]) -> list[int]:
+def pass_starts(numbers: Sequence[int], articles: Sequence[int], *, cut: bool = True) -> list[int]:
     """Where a release's segments are cut into pieces that may be passes (0 first).
 
     A pass starts where `RUN` segments in a row are numbers the current pass
@@ -81,13 +81,14 @@ def pass_starts(numbers: Sequence[int], articles: Sequence[int]) -> list[int]:
         numbers: the segment numbers in article order (a release's are made
             apart per file by the caller).
         articles: their article numbers.
+        cut: cut after the wide gaps too (else only the passes start).
     """
-    wide = _median_wide(articles)
+    wide = _median_wide(articles) if cut else None
     starts = [0]
     seen: set[int] = set()
     run = 0
     for at, number in enumerate(numbers):
-        if at and articles[at] - articles[at - 1] > wide and starts[-1] != at:
+        if wide is not None and at and articles[at] - articles[at - 1] > wide and starts[-1] != at:
             # A cut, not a pass: what the pass holds still counts for repeats.
             starts.append(at)
         if number in seen:
