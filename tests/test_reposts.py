@@ -315,6 +315,47 @@ def test_a_post_checks_resend_of_an_nfo_is_a_repeat() -> None:
     assert skipped(batches)["repeated_segment"] == 1
 
 
+ALBUM = [
+    ("Artist-Album-(CAT168)-WEB-2021-GRP.nfo", 1),
+    *((f"{n:02}-artist-track_{n}.flac", 3) for n in range(1, 9)),
+    ("Artist-Album-(CAT168)-WEB-2021-GRP.par2", 1),
+    ("Artist-Album-(CAT168)-WEB-2021-GRP.vol00+01.par2", 1),
+    ("Artist-Album-(CAT168)-WEB-2021-GRP.vol01+01.par2", 1),
+]
+NGPOST_FROM = "8o3Ngh5S6Yh6r@ngPost.com"  # src/NgPost.h randomStdFrom: 13 letters/digits
+
+
+def ngpost_album(first: int, tag: str, lost: frozenset[tuple[int, int]] = frozenset()) -> list[str]:
+    """An album posted by ngPost: subject `[0i/M] "name" (k/N)` (src/nntp/NntpArticle.cpp),
+    its random From, the files one after another; `lost`: (i, k) a takedown took."""
+    texts = []
+    for i, (name, total) in enumerate(ALBUM, start=1):
+        for k in range(1, total + 1):
+            if (i, k) not in lost:
+                subject = f'[{i:02}/{len(ALBUM)}] "{name}" ({k}/{total})'
+                texts.append(line(first, subject, f"{tag}{i}.{k}@ngPost", poster=NGPOST_FROM))
+    return in_flight(texts, every=60)
+
+
+def test_an_album_reposted_after_a_takedown_is_two_whole_releases() -> None:
+    """A takedown took a track whole and most of two others (tracks of three segments,
+    each a release key of its own); the poster posts the album again right after. Each
+    post is a release of its own: the repost's track the first post lacks goes with the
+    repost (its files came just before it), and the repost's segments of the tracks the
+    first post kept some of are the repost's, not the first post's missing ones."""
+    lost = frozenset({(5, 1), (5, 2), (5, 3), (6, 2), (8, 1), (8, 3)})
+    first = ngpost_album(BASE, "", lost)
+    again = ngpost_album(BASE + 60 * len(first) + 500, "again.")
+    for every in (None, 100):
+        releases = sorted(merged(index(first + again, batch_every=every)), key=lambda r: r.posted)
+        assert len(releases) == 2
+        for release, tag in zip(releases, ("", "again."), strict=True):
+            ids = [m for mids in segments_of(release).values() for m in mids]
+            assert all(m.startswith("again.") == bool(tag) for m in ids)
+        assert [len(r.files) for r in releases] == [len(ALBUM) - 1, len(ALBUM)]
+        assert releases[1].complete == 1.0
+
+
 def test_a_file_its_first_post_lost_nearly_all_of_is_reposted_whole() -> None:
     """An album track (a release key of its own) whose first post kept two segments (the
     rest taken down) is posted again whole: the repost's 21 are a release of their own,
