@@ -624,22 +624,35 @@ def _join_next(decided: list[_Placed], generations: list[_Release], latest: list
     an upload's files one after another, so a repost's first new files (NewsUP's renamed
     par2 set before its fixed `rename.with.this.par2`) come a second or so apart; each
     is nearer to the next of them than to the file the generation last held, and they
-    all go on with the file that went to the later generation."""
+    all go on with the file that went to the later generation. A tool posts them in the
+    order of its file counter too: a file numbered after every file the generation
+    holds (a sample set after the volumes) goes on its generation's upload, and stays.
+    """
     for at in reversed(range(len(decided) - 1)):
         item, following = decided[at], decided[at + 1]
         posted = item.file.posted
+        held = generations[item.place].files
         if (
             item.level != _NOTHING_AGAIN
             or following.place <= item.place
             or not posted
             or not following.file.posted
-            or item.file.key in generations[item.place].files
+            or item.file.key in held
+            or _numbered_after(item.file.index, held)
         ):
             continue
-        held = generations[item.place].files
         before = max(latest[item.place], _posted_before(decided, at, held))
         if before and following.file.posted - posted < posted - before:
             item.place = following.place
+
+
+def _numbered_after(index: int | None, held: dict[bytes, _File]) -> bool:
+    """Whether a file's [i/M] comes after those of every numbered file a generation holds
+    (False when it or they have none)."""
+    if index is None:
+        return False
+    highest = max((f.index for f in held.values() if f.index is not None), default=None)
+    return highest is not None and index > highest
 
 
 def _resent(items: list[_Placed], at: int) -> bool:
