@@ -356,6 +356,31 @@ def test_an_album_reposted_after_a_takedown_is_two_whole_releases() -> None:
         assert releases[1].complete == 1.0
 
 
+def test_a_sample_set_posted_last_stays_with_its_upload_when_a_repost_follows() -> None:
+    """The upload's sample and its par2, numbered after the volumes, are its last files;
+    the poster posts it all again at once. A batch cut after the volumes leaves the
+    sample set in one piece with the repost's first files: the sample set stays with its
+    upload (a tool posts in the order of its file counter), not with the repost."""
+    files = [
+        ("show.s01e01.nfo", 1),
+        ("show.s01e01.par2", 1),
+        ("show.s01e01.part1.rar", 30),
+        ("show.s01e01.part2.rar", 30),
+        ("sample-show.s01e01.mkv", 10),
+        ("sample-show.s01e01.par2", 1),
+    ]
+    first = in_flight(upload(BASE, HEAD, files), every=10)
+    after = int(first[-1].split("\t", 1)[0]) + 10
+    again = in_flight(upload(after, HEAD, files, tag="again."), every=10)
+    for every in (None, 62):
+        releases = sorted(merged(index(first + again, batch_every=every)), key=lambda r: r.posted)
+        assert len(releases) == 2
+        for release, tag in zip(releases, ("", "again."), strict=True):
+            ids = [m for mids in segments_of(release).values() for m in mids]
+            assert len(ids) == 73
+            assert all(m.startswith("again.") == bool(tag) for m in ids)
+
+
 def test_a_file_its_first_post_lost_nearly_all_of_is_reposted_whole() -> None:
     """An album track (a release key of its own) whose first post kept two segments (the
     rest taken down) is posted again whole: the repost's 21 are a release of their own,
