@@ -277,7 +277,7 @@ def scene_upload(first: int, tag: str) -> list[str]:
         ("sparks-wolf.echo.s08e15.1080p.rar", 15),
         ("sparks-wolf.echo.s08e15.1080p.r00", 15),
     ]
-    texts = []
+    texts: list[str] = []
     for i, (name, total) in enumerate(files, start=1):
         for k in range(1, total + 1):
             subject = f'[{i}/{len(files)}] - "{name}" - 25.22 MB yEnc ({k}/{total})'
@@ -328,7 +328,7 @@ NGPOST_FROM = "8o3Ngh5S6Yh6r@ngPost.com"  # src/NgPost.h randomStdFrom: 13 lette
 def ngpost_album(first: int, tag: str, lost: frozenset[tuple[int, int]] = frozenset()) -> list[str]:
     """An album posted by ngPost: subject `[0i/M] "name" (k/N)` (src/nntp/NntpArticle.cpp),
     its random From, the files one after another; `lost`: (i, k) a takedown took."""
-    texts = []
+    texts: list[str] = []
     for i, (name, total) in enumerate(ALBUM, start=1):
         for k in range(1, total + 1):
             if (i, k) not in lost:
