@@ -125,6 +125,10 @@ def test_pass_starts_at_runs_of_repeats_and_pauses() -> None:
     assert pass_starts(numbers, articles) == [0, 5]
     # One number again among new ones (a post check) starts nothing.
     assert pass_starts([1, 2, 3, 2, 4, 5], list(range(6))) == [0]
+    # A pass of two numbers (one .nfo and one .sfv) posted again: both again, in a row.
+    assert pass_starts([1, 3, 1, 3], list(range(4))) == [0, 2]
+    assert pass_starts([1, 3, 1, 4], list(range(4))) == [0]
+    assert pass_starts([1, 1], list(range(2))) == [0]
     # A long pause cuts, whatever follows.
     assert pass_starts([1, 2, 3, 4, 5, 6], [0, 1, 2, 3, 5_000, 5_001]) == [0, 4]
 
@@ -208,6 +212,173 @@ def test_a_post_checks_resend_stays_with_its_post_when_a_repost_follows() -> Non
         assert_two_whole_posts(releases)
         ids = {m for r in releases for mids in segments_of(r).values() for m in mids}
         assert "retry.12@ex" not in ids
+
+
+def in_flight(texts: list[str], every: int = 15) -> list[str]:
+    """An upload's lines as a busy group has them: other uploads' articles between its
+    own (`every` article numbers apart, so a second and a half apart by `dated`)."""
+    first = int(texts[0].split("\t", 1)[0])
+    return [
+        dated(f"{first + at * every}\t{text.split(chr(9), 1)[1]}") for at, text in enumerate(texts)
+    ]
+
+
+def test_newsup_uploads_minutes_apart_keep_their_par2_sets() -> None:
+    """Two NewsUP renamed uploads under its default From eight minutes apart, each posting
+    its par2 set (a random 12-character name, the index and two volumes) first, then the
+    fixed `rename.with.this.par2` and the renamed volume (lib/NewsUP/Utils.pm
+    `_obfuscate_files`). Its random names are letters and digits, some without a digit
+    (the first's par2 set, the second's volume): those are keyed by their name, the others
+    by poster and M, so the second's par2 set comes under the key of the first's
+    `rename.with.this.par2` and volume. It goes with its own `rename.with.this.par2`."""
+    one = newsup_upload(
+        BASE,
+        [
+            ("VMJkWEfeFmXA.par2", 1),
+            ("VMJkWEfeFmXA.vol00+01.par2", 1),
+            ("VMJkWEfeFmXA.vol01+01.par2", 1),
+            ("rename.with.this.par2", 1),
+            ("uV3ZuBPEHDd2", 40),
+        ],
+        "a",
+    )
+    two = in_flight(
+        newsup_upload(
+            BASE + 5_000,
+            [
+                ("FtDSHd4ZtbE9.par2", 1),
+                ("FtDSHd4ZtbE9.vol00+01.par2", 1),
+                ("FtDSHd4ZtbE9.vol01+01.par2", 1),
+                ("rename.with.this.par2", 1),
+                ("AkugKBvxcYBG", 30),
+            ],
+            "b",
+        )
+    )
+    for every in (None, 17, 60):
+        releases = merged(index(one + two, batch_every=every))
+        ids = sorted(
+            sorted({m[:1] for mids in segments_of(r).values() for m in mids}) for r in releases
+        )
+        assert ids == [["a"], ["b"]]
+        assert sorted(len(r.files) for r in releases) == [5, 5]
+
+
+POSTER = "Lisa <lisa@JBinUp.local>"
+
+
+def scene_upload(first: int, tag: str) -> list[str]:
+    """A scene upload as JBinUp posts it (subject `[i/M] - "name" - size yEnc (k/N)`, no
+    head): the .nfo and .sfv named after the release, the volumes after the group's
+    lower-case name, so the .nfo and .sfv are a release key of their own."""
+    files = [
+        ("Wolf.Echo.S08E15.1080p.AMZN.WEB.AAC2.0.x264-SPARKS.nfo", 1),
+        ("Wolf.Echo.S08E15.1080p.AMZN.WEB.AAC2.0.x264-SPARKS.sfv", 1),
+        ("sparks-wolf.echo.s08e15.1080p.rar", 15),
+        ("sparks-wolf.echo.s08e15.1080p.r00", 15),
+    ]
+    texts: list[str] = []
+    for i, (name, total) in enumerate(files, start=1):
+        for k in range(1, total + 1):
+            subject = f'[{i}/{len(files)}] - "{name}" - 25.22 MB yEnc ({k}/{total})'
+            message_id = f"{tag}{i}.{k}@JBinUp.local"
+            texts.append(line(first + len(texts), subject, message_id, poster=POSTER))
+    return [dated(text) for text in texts]
+
+
+@pytest.mark.parametrize("gap", [0, 400])
+def test_a_repost_of_an_nfo_and_sfv_key_is_no_repeat(gap: int) -> None:
+    """The upload posted again right after (new message-ids): its .nfo and .sfv come again
+    both, in a row. A post check re-sends the one segment that failed, so that is the
+    repost's .nfo and .sfv, and each post is whole and apart."""
+    first = scene_upload(BASE, "")
+    again = scene_upload(BASE + len(first) + gap, "again.")
+    for every in (None, 20):
+        batches = index(first + again, batch_every=every)
+        releases = sorted(merged(batches), key=lambda r: r.posted)
+        assert len(releases) == 2
+        for release, tag in zip(releases, ("", "again."), strict=True):
+            ids = [m for mids in segments_of(release).values() for m in mids]
+            assert len(ids) == 32
+            assert all(m.startswith("again.") == bool(tag) for m in ids)
+        assert skipped(batches).get("repeated_segment", 0) == 0
+
+
+def test_a_post_checks_resend_of_an_nfo_is_a_repeat() -> None:
+    """One of the two (the .nfo) sent again just after its post: a repeat, no repost."""
+    lines = scene_upload(BASE, "")
+    resend = line(BASE + 5, lines[0].split("\t")[1], "retry.nfo@JBinUp.local", poster=POSTER)
+    later = [f"{BASE + at}\t{text.split(chr(9), 1)[1]}" for at, text in enumerate(lines[5:], 6)]
+    batches = index([*lines[:5], dated(resend), *later])
+    [release] = merged(batches)
+    assert release.complete == 1.0
+    assert skipped(batches)["repeated_segment"] == 1
+
+
+ALBUM = [
+    ("Artist-Album-(CAT168)-WEB-2021-GRP.nfo", 1),
+    *((f"{n:02}-artist-track_{n}.flac", 3) for n in range(1, 9)),
+    ("Artist-Album-(CAT168)-WEB-2021-GRP.par2", 1),
+    ("Artist-Album-(CAT168)-WEB-2021-GRP.vol00+01.par2", 1),
+    ("Artist-Album-(CAT168)-WEB-2021-GRP.vol01+01.par2", 1),
+]
+NGPOST_FROM = "8o3Ngh5S6Yh6r@ngPost.com"  # src/NgPost.h randomStdFrom: 13 letters/digits
+
+
+def ngpost_album(first: int, tag: str, lost: frozenset[tuple[int, int]] = frozenset()) -> list[str]:
+    """An album posted by ngPost: subject `[0i/M] "name" (k/N)` (src/nntp/NntpArticle.cpp),
+    its random From, the files one after another; `lost`: (i, k) a takedown took."""
+    texts: list[str] = []
+    for i, (name, total) in enumerate(ALBUM, start=1):
+        for k in range(1, total + 1):
+            if (i, k) not in lost:
+                subject = f'[{i:02}/{len(ALBUM)}] "{name}" ({k}/{total})'
+                texts.append(line(first, subject, f"{tag}{i}.{k}@ngPost", poster=NGPOST_FROM))
+    return in_flight(texts, every=60)
+
+
+def test_an_album_reposted_after_a_takedown_is_two_whole_releases() -> None:
+    """A takedown took a track whole and most of two others (tracks of three segments,
+    each a release key of its own); the poster posts the album again right after. Each
+    post is a release of its own: the repost's track the first post lacks goes with the
+    repost (its files came just before it), and the repost's segments of the tracks the
+    first post kept some of are the repost's, not the first post's missing ones."""
+    lost = frozenset({(5, 1), (5, 2), (5, 3), (6, 2), (8, 1), (8, 3)})
+    first = ngpost_album(BASE, "", lost)
+    again = ngpost_album(BASE + 60 * len(first) + 500, "again.")
+    for every in (None, 100):
+        releases = sorted(merged(index(first + again, batch_every=every)), key=lambda r: r.posted)
+        assert len(releases) == 2
+        for release, tag in zip(releases, ("", "again."), strict=True):
+            ids = [m for mids in segments_of(release).values() for m in mids]
+            assert all(m.startswith("again.") == bool(tag) for m in ids)
+        assert [len(r.files) for r in releases] == [len(ALBUM) - 1, len(ALBUM)]
+        assert releases[1].complete == 1.0
+
+
+def test_a_sample_set_posted_last_stays_with_its_upload_when_a_repost_follows() -> None:
+    """The upload's sample and its par2, numbered after the volumes, are its last files;
+    the poster posts it all again at once. A batch cut after the volumes leaves the
+    sample set in one piece with the repost's first files: the sample set stays with its
+    upload (a tool posts in the order of its file counter), not with the repost."""
+    files = [
+        ("show.s01e01.nfo", 1),
+        ("show.s01e01.par2", 1),
+        ("show.s01e01.part1.rar", 30),
+        ("show.s01e01.part2.rar", 30),
+        ("sample-show.s01e01.mkv", 10),
+        ("sample-show.s01e01.par2", 1),
+    ]
+    first = in_flight(upload(BASE, HEAD, files), every=10)
+    after = int(first[-1].split("\t", 1)[0]) + 10
+    again = in_flight(upload(after, HEAD, files, tag="again."), every=10)
+    for every in (None, 62):
+        releases = sorted(merged(index(first + again, batch_every=every)), key=lambda r: r.posted)
+        assert len(releases) == 2
+        for release, tag in zip(releases, ("", "again."), strict=True):
+            ids = [m for mids in segments_of(release).values() for m in mids]
+            assert len(ids) == 73
+            assert all(m.startswith("again.") == bool(tag) for m in ids)
 
 
 def test_a_file_its_first_post_lost_nearly_all_of_is_reposted_whole() -> None:

@@ -143,6 +143,21 @@ def test_link_depends_only_on_the_set_of_parts() -> None:
     assert link(reversed(parts)) == link(parts)
 
 
+def test_a_reposts_file_the_first_post_lacks_goes_with_the_repost() -> None:
+    """A takedown took file 3 of 4 of the first post; the poster posts all four again a
+    minute later. File 3 fits the first post's hole too, but was posted among the
+    repost's files: it goes with the upload posted just before it."""
+    parts = [
+        Part(b"a1", "p", 4, frozenset({1, 2}), START, START + 10, dropped=False),
+        Part(b"a4", "p", 4, frozenset({4}), START + 12, START + 14, dropped=False),
+        Part(b"b1", "p", 4, frozenset({1, 2}), START + 60, START + 70, dropped=False),
+        Part(b"b3", "p", 4, frozenset({3}), START + 72, START + 74, dropped=False),
+        Part(b"b4", "p", 4, frozenset({4}), START + 76, START + 78, dropped=False),
+    ]
+    assert link(parts) == [[b"a1", b"a4"], [b"b1", b"b3", b"b4"]]
+    assert link(reversed(parts)) == link(parts)
+
+
 def test_parts_threaded_under_the_first_with_references_are_segments_not_replies() -> None:
     """PowerPost's FileThread: parts 2..N carry References to part 1."""
     names = [f"Album-(CAT1)-WEB-2020-GRP.part{i}.rar" for i in range(1, 4)]

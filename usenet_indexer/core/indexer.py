@@ -72,6 +72,7 @@ from usenet_indexer.core.naming import probe_file_rank, release_name
 from usenet_indexer.core.reposts import (
     MIN_GAP,
     RUN,
+    SMALL_PASS,
     WIDE,
     gap_cuts,
     pass_starts,
@@ -484,6 +485,7 @@ class RangeIndexer:
         drop_segments: Counter[tuple[str, str]] = Counter()
         releases: list[ReleaseChunk] = []
         candidates: list[ProbeCandidate] = []
+        judged: list[tuple[tuple[bytes, str], list[_OpenFile], str | None]] = []
         for release, members in by_release.items():
             view = ReleaseView([m.info.file_name for m in members], partial(_members_name, members))
             dropped_by = None
@@ -496,7 +498,12 @@ class RangeIndexer:
                     break
             if dropped_by is not None and not self.keep_dropped:
                 continue  # counted; never converted
-            for chunk in self._poster_chunks(_release_key(*release), members):
+            judged.append((release, members, dropped_by))
+        passes = _upload_passes(members for _, members, dropped_by in judged if dropped_by is None)
+        for release, members, dropped_by in judged:
+            upload = _upload_of(members) if passes else None
+            upload_starts = passes.get(upload, ()) if upload is not None else ()
+            for chunk in self._poster_chunks(_release_key(*release), members, upload_starts):
                 if dropped_by is not None:
                     releases.append(attrs.evolve(chunk, dropped=dropped_by))
                     continue
@@ -579,9 +586,12 @@ class RangeIndexer:
         self.finished = True
         return batch
 
-    def _poster_chunks(self, release_key: bytes, members: list[_OpenFile]) -> list[ReleaseChunk]:
+    def _poster_chunks(
+        self, release_key: bytes, members: list[_OpenFile], upload_starts: Sequence[int] = ()
+    ) -> list[ReleaseChunk]:
         """The release's chunks; one poster's after another's where two posters' files share
         a name (two uploads of one release name at once), each under its own key of the chain.
+        `upload_starts`: where its upload starts later passes (`_upload_passes`).
         """
         by_poster: dict[bytes, list[_OpenFile]] = {}
         for member in members:
@@ -599,10 +609,16 @@ class RangeIndexer:
                     chunks += made
                     key = repost_key(made[-1].key) if made else key
                 return chunks
-        return self._release_chunks(release_key, members)
+        return self._release_chunks(release_key, members, upload_starts)
 
-    def _release_chunks(self, release_key: bytes, members: list[_OpenFile]) -> list[ReleaseChunk]:
-        """The release's chunk, and one more per later pass (a repost; see reposts.py)."""
+    def _release_chunks(
+        self, release_key: bytes, members: list[_OpenFile], upload_starts: Sequence[int] = ()
+    ) -> list[ReleaseChunk]:
+        """The release's chunk, and one more per later pass (a repost; see reposts.py).
+
+        `upload_starts`: where the upload it is part of starts later passes in
+        its other keys; a release whose files repeat numbers is cut there too.
+        """
         texts = [member.lists() for member in members]
         # Where the posting pauses long, between files or inside one: every
         # file of the release is cut there alike (a piece is a chunk).
@@ -627,7 +643,11 @@ class RangeIndexer:
             # Files with repeated numbers: the release's passes, from all its
             # files' segments in article order, then every file split by them.
             passes.starts = sorted(
-                {*passes.cuts, *release_pass_starts([(t, m.total) for m, t in pairs])}
+                {
+                    *passes.cuts,
+                    *release_pass_starts([(t, m.total) for m, t in pairs]),
+                    *_own_starts(texts, upload_starts),
+                }
             )
             # Looked at (again): the deferred files (all, or those whose numbers
             # repeat once read, as "1" and "01"), and every file when it is cut.
@@ -860,11 +880,12 @@ def _restarts(member: _OpenFile, texts: _Texts) -> list[int]:
     return [] if articles is None else restarts(numbers, articles, member.total)
 
 
-def release_pass_starts(files: Sequence[tuple[_Texts, int]]) -> list[int]:
+def release_pass_starts(files: Sequence[tuple[_Texts, int]], *, cut: bool = True) -> list[int]:
     """The first article of each later pass of a release, from its files' segments.
 
     Args:
         files: each file's segment texts and its N.
+        cut: and where its posting pauses long (reposts.pass_starts).
     """
     articles: list[int] = []
     numbers: list[int] = []
@@ -888,8 +909,12 @@ def release_pass_starts(files: Sequence[tuple[_Texts, int]]) -> list[int]:
         articles += file_articles
         numbers += map(base.__add__, file_numbers)
         base += total + 1
-    if len(numbers) - len(set(numbers)) < RUN:
-        # Fewer than RUN numbers come again: no pass starts, only pauses cut.
+    distinct = len(set(numbers))
+    least = min(RUN, distinct)
+    if least < SMALL_PASS or len(numbers) - distinct < least:
+        # Too few numbers come again for a pass to start (pass_starts): only pauses cut.
+        if not cut:
+            return []
         articles.sort()
         return [articles[at] for at in gap_cuts(articles)]
     # In article order (one sort of positions, not of pairs).
@@ -897,8 +922,65 @@ def release_pass_starts(files: Sequence[tuple[_Texts, int]]) -> list[int]:
     if len(order) > 1:
         pick = itemgetter(*order)
         articles, numbers = list(pick(articles)), list(pick(numbers))
-    starts = pass_starts(numbers, articles)
+    starts = pass_starts(numbers, articles, cut=cut)
     return [articles[at] for at in starts[1:]]
+
+
+def _upload_passes(releases: Iterable[list[_OpenFile]]) -> dict[tuple[bytes, int], list[int]]:
+    """Where each upload (a poster and an M of at least 2) of the batch starts a later
+    pass in one of its release keys: the first article of each pass.
+
+    A repost goes through the upload's files again: its .nfo and par2 set,
+    keyed apart from its tracks or volumes, come again RUN (or all of a small
+    pass) in a row and start a pass there (`release_pass_starts`), while a file
+    of a few segments, keyed alone, shows too few repeats for one. Its key is
+    cut where the upload's pass starts (`_release_chunks`): a post check
+    re-sends a segment within seconds of its post, never across the start of
+    its poster's next pass of the same upload. Only keys of one poster whose
+    upload has another key in the batch, and whose files hold more segments
+    than their N (a file posted twice), are read for it.
+    """
+    by_upload: dict[tuple[bytes, int], list[list[_OpenFile]]] = {}
+    for members in releases:
+        upload = _upload_of(members)
+        if upload is not None:
+            by_upload.setdefault(upload, []).append(members)
+    found: dict[tuple[bytes, int], list[int]] = {}
+    for upload, keys in by_upload.items():
+        if len(keys) < 2:
+            continue
+        starts: set[int] = set()
+        for members in keys:
+            if any(m.count > m.total for m in members):
+                files = [(m.lists(), m.total) for m in members]
+                starts.update(release_pass_starts(files, cut=False))
+        if starts:
+            found[upload] = sorted(starts)
+    return found
+
+
+def _own_starts(texts: list[_Texts], upload_starts: Sequence[int]) -> list[int]:
+    """The upload's pass starts as a release's: each its first article at or after one
+    inside its span (a piece of the release starts at an article of its own, so no
+    pass of it is empty and its chain of keys has no gap)."""
+    if not upload_starts:
+        return []
+    articles = sorted(int(article) for text in texts for article in text.articles)
+    found = set()
+    for start in upload_starts:
+        at = bisect_left(articles, start)
+        if 0 < at < len(articles):
+            found.add(articles[at])
+    return sorted(found)
+
+
+def _upload_of(members: list[_OpenFile]) -> tuple[bytes, int] | None:
+    """The upload (poster, M) a release's files are of, or None: posters apart, or M < 2."""
+    poster = members[0].poster
+    announced = members[0].info.files_announced or 0
+    if announced < 2 or any(m.poster != poster for m in members):
+        return None
+    return poster, announced
 
 
 def _file_chunks(

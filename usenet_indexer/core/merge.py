@@ -27,7 +27,7 @@ repost key.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from itertools import chain
 from operator import itemgetter
 from typing import Any, overload
@@ -617,21 +617,42 @@ def _join_next(decided: list[_Placed], generations: list[_Release], latest: list
     """Move each file of a piece that is new to its generation, just before one that went
     on to a later generation, there when it is nearer in date to that one than to its
     generation's latest file: the first files of a repost (or of another upload under
-    the key) that its first post did not have, so nothing held them back."""
+    the key) that its first post did not have, so nothing held them back.
+
+    The generation's latest file is one it held before the piece, or one of the piece
+    that goes on a file it holds: never one of the piece's other new files. A tool posts
+    an upload's files one after another, so a repost's first new files (NewsUP's renamed
+    par2 set before its fixed `rename.with.this.par2`) come a second or so apart; each
+    is nearer to the next of them than to the file the generation last held, and they
+    all go on with the file that went to the later generation. A tool posts them in the
+    order of its file counter too: a file numbered after every file the generation
+    holds (a sample set after the volumes) goes on its generation's upload, and stays.
+    """
     for at in reversed(range(len(decided) - 1)):
         item, following = decided[at], decided[at + 1]
         posted = item.file.posted
+        held = generations[item.place].files
         if (
             item.level != _NOTHING_AGAIN
             or following.place <= item.place
             or not posted
             or not following.file.posted
-            or item.file.key in generations[item.place].files
+            or item.file.key in held
+            or _numbered_after(item.file.index, held)
         ):
             continue
-        before = max(latest[item.place], _posted_before(decided, at))
+        before = max(latest[item.place], _posted_before(decided, at, held))
         if before and following.file.posted - posted < posted - before:
             item.place = following.place
+
+
+def _numbered_after(index: int | None, held: dict[bytes, _File]) -> bool:
+    """Whether a file's [i/M] comes after those of every numbered file a generation holds
+    (False when it or they have none)."""
+    if index is None:
+        return False
+    highest = max((f.index for f in held.values() if f.index is not None), default=None)
+    return highest is not None and index > highest
 
 
 def _resent(items: list[_Placed], at: int) -> bool:
@@ -645,10 +666,18 @@ def _resent(items: list[_Placed], at: int) -> bool:
     return item.file.posted - before < following.file.posted - item.file.posted
 
 
-def _posted_before(items: list[_Placed], at: int) -> int:
-    """The latest date of the items before `at` placed where it is (0: none dated)."""
+def _posted_before(items: list[_Placed], at: int, held: Container[bytes] | None = None) -> int:
+    """The latest date of the items before `at` placed where it is (0: none dated);
+    `held`: of those, only the items of these file keys."""
     place = items[at].place
-    return max((i.file.posted for i in items[:at] if i.place == place), default=0)
+    return max(
+        (
+            i.file.posted
+            for i in items[:at]
+            if i.place == place and (held is None or i.file.key in held)
+        ),
+        default=0,
+    )
 
 
 def _holds(generation: _Release, order: tuple[int, bytes]) -> bool:
@@ -718,9 +747,13 @@ def _posted_again(generation: _Release, chunk: FileChunk) -> int:
     )
     if other >= min(RUN, chunk.total_segments):
         return _AGAIN
-    if other == len(held) and len(chunk.numbers) - other >= RUN:
-        # All it holds again, and more: a repost of a file its first post
-        # lost most of (a takedown), not a post check's re-send.
+    if other == len(held) and (
+        len(chunk.numbers) - other >= RUN or len(chunk.numbers) == chunk.total_segments
+    ):
+        # All it holds again, and more (RUN more, or the whole file: a file
+        # of a few segments): a repost of a file its first post lost most of
+        # (a takedown), not a post check's re-send, which re-sends the
+        # segment that failed and never the file's others.
         return _AGAIN
     return _SOME_AGAIN if other else _NOTHING_AGAIN
 

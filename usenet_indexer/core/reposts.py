@@ -47,6 +47,11 @@ from operator import sub
 # check re-sends one segment among new ones, and three failed in a row (and
 # re-sent in the same order) is far rarer than a repost.
 RUN = 3
+# A pass of fewer segments than RUN (a release key of a scene upload's .nfo
+# and .sfv, one segment each, beside its volumes' key) starts again when all
+# of them, at least this many, come again in a row: a post check re-sends
+# the one that failed, a repost posts the pass's files again, each of them.
+SMALL_PASS = 2
 # A pause in a posting, where a piece is cut: a gap this many times the
 # posting's usual gap between segments (other uploads in flight space them
 # out evenly), and at least this many articles. A post check's re-send comes
@@ -62,33 +67,35 @@ def repost_key(key: bytes) -> bytes:
     return hashlib.blake2b(b"repost\x00" + key, digest_size=16).digest()
 
 
-def pass_starts(numbers: Sequence[int], articles: Sequence[int]) -> list[int]:
+def pass_starts(numbers: Sequence[int], articles: Sequence[int], *, cut: bool = True) -> list[int]:
     """Where a release's segments are cut into pieces that may be passes (0 first).
 
     A pass starts where `RUN` segments in a row are numbers the current pass
-    has; a cut also falls after a gap in the posting wider than `WIDE` times
-    its median one (and `MIN_GAP` articles), inside a pass. A cut too many
-    costs a chunk and nothing else: the merge joins pieces that post nothing
-    again (merge.py).
+    has, or, in a pass of `SMALL_PASS` to `RUN - 1` numbers, where all of
+    them come again in a row; a cut also falls after a gap in the posting
+    wider than `WIDE` times its median one (and `MIN_GAP` articles), inside
+    a pass. A cut too many costs a chunk and nothing else: the merge joins
+    pieces that post nothing again (merge.py).
 
     Args:
         numbers: the segment numbers in article order (a release's are made
             apart per file by the caller).
         articles: their article numbers.
+        cut: cut after the wide gaps too (else only the passes start).
     """
-    wide = _median_wide(articles)
+    wide = _median_wide(articles) if cut else None
     starts = [0]
     seen: set[int] = set()
     run = 0
     for at, number in enumerate(numbers):
-        if at and articles[at] - articles[at - 1] > wide and starts[-1] != at:
+        if wide is not None and at and articles[at] - articles[at - 1] > wide and starts[-1] != at:
             # A cut, not a pass: what the pass holds still counts for repeats.
             starts.append(at)
         if number in seen:
             run += 1
-            if run == RUN and len(seen) >= RUN:
-                starts.append(at - RUN + 1)
-                seen = set(numbers[at - RUN + 1 : at + 1])
+            if run == min(RUN, len(seen)) and len(seen) >= SMALL_PASS:
+                starts.append(at - run + 1)
+                seen = set(numbers[at - run + 1 : at + 1])
                 run = 0
         else:
             run = 0

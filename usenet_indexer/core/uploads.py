@@ -353,16 +353,27 @@ def _join_collections(uploads: list[_Upload]) -> list[_Upload]:
 
 
 def _joined(part: Part, open_uploads: dict[tuple[str, int], list[_Upload]]) -> _Upload | None:
-    """The upload `part` joins (and now belongs to), or None."""
+    """The upload `part` joins (and now belongs to), or None.
+
+    Of the uploads it fits (its indexes free, posted within TOGETHER_SECONDS of
+    the upload's last file), the one posted last: a tool posts an upload's
+    files one after another, so a part goes on the upload posted just before
+    it. A poster's repost after a takedown posts every file again, the ones the
+    takedown took too: such a file fits the first post's hole as well, but
+    comes among the repost's files (then the earliest opened, for a tie).
+    """
+    best: _Upload | None = None
     for upload in open_uploads.get((part.poster, part.files_announced or 0), ()):
         fits = upload.indexes.isdisjoint(part.indexes)
-        if fits and part.first <= upload.last + TOGETHER_SECONDS:
-            upload.keys.append(part.key)
-            upload.indexes |= part.indexes
-            upload.files |= part.files
-            upload.last = max(upload.last, part.last)
-            return upload
-    return None
+        later = best is None or upload.last > best.last
+        if fits and later and part.first <= upload.last + TOGETHER_SECONDS:
+            best = upload
+    if best is not None:
+        best.keys.append(part.key)
+        best.indexes |= part.indexes
+        best.files |= part.files
+        best.last = max(best.last, part.last)
+    return best
 
 
 def representative(keys: Sequence[bytes]) -> bytes:
