@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import random
 import signal
-import socket
 import sys
 import time
 from collections import Counter
@@ -75,7 +74,7 @@ from usenet_indexer.store.catalog import CatalogStore
 from usenet_indexer.store.pgcluster import Cluster
 from usenet_indexer.store.pool import GET_TIMEOUT_SECONDS, open_pool
 from usenet_indexer.testing.logcheck import LogProblems, file_problems
-from usenet_indexer.testing.processes import child_env
+from usenet_indexer.testing.processes import child_env, free_port
 
 API = "/api/v1/node/"
 # Parts of the spool held back until the faults are done: the ranges waiting
@@ -240,13 +239,6 @@ def long_config(seed: int) -> ChaosConfig:
             seed=seed, deadline_seconds=600.0,
         ),
     )  # fmt: skip
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 @attrs.define(eq=False)

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import contextlib
 import re
-import socket
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
@@ -64,7 +63,7 @@ from usenet_indexer.testing.logcheck import LogProblems, file_problems
 from usenet_indexer.testing.newsd import CannotInstall
 from usenet_indexer.testing.newsd_private import PrivateNewsServer, private_news_server
 from usenet_indexer.testing.objectstore import ObjectStore, ObjectStoreError
-from usenet_indexer.testing.processes import child_env
+from usenet_indexer.testing.processes import child_env, free_port
 
 STORE_KILL = "store_kill9"
 PREFETCHER_KILL = "prefetcher_kill9"
@@ -224,13 +223,6 @@ def _prepare(url: str, home: Path, config: SeveralConfig) -> _Prepared:
     return _Prepared(group_id, tokens)
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 @attrs.define(eq=False)
 class Machines:
     """The processes of one run, and what the faults need of them."""
@@ -242,7 +234,7 @@ class Machines:
     prefix: str
     config: SeveralConfig
     prepared: _Prepared
-    port: int = attrs.field(factory=_free_port)
+    port: int = attrs.field(factory=free_port)
     coordinator: Child = attrs.field(init=False)
     prefetchers: list[Child] = attrs.field(init=False)
     edges: list[Child] = attrs.field(init=False)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -12,6 +13,14 @@ import httpx
 # Variables of this process that must not reach uidx's children: their own
 # settings are set explicitly, and config.py refuses unknown UIDX_ variables.
 CHILD_DROPS = ("DATABASE_URL", "COORDINATOR_URL", "NODE_TOKEN", "NOTIFY_SOCKET")
+
+
+def free_port() -> int:
+    """A loopback port free now (the kernel's pick), for a child to listen on."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
 
 
 def child_env(**settings: str) -> dict[str, str]:
