@@ -176,7 +176,7 @@ async def test_a_prefetcher_whose_logins_are_refused_leaves_the_group_to_the_oth
             assert await trio.to_thread.run_sync(_claims, pool, "host-a:1") == 0
             nursery.cancel_scope.cancel()
     assert landed == {"refused": 0, "good": 20}
-    chunks = _read_spool(pool, (tmp_path / "spool"), group_id)
+    chunks = _read_spool(pool, group_id)
     _assert_exactly_once([c for c in chunks if c.last <= 40_000], 1, 40_000)
 
 
@@ -226,7 +226,7 @@ async def test_a_prefetcher_whose_server_does_not_answer_claims_nothing_until_it
             await done.wait()
             assert state.health is State.OK
             nursery.cancel_scope.cancel()
-    chunks = _read_spool(pool, (tmp_path / "spool"), group_id)
+    chunks = _read_spool(pool, group_id)
     _assert_exactly_once([c for c in chunks if c.last <= 20_000], 1, 20_000)
 
 
