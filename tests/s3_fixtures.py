@@ -64,7 +64,8 @@ class TestSpool:
         """`base` with this spool (the folder spool is UIDX_HOME's: `base` as it is)."""
         if not self.env:
             return base
-        return attrs.evolve(base, **_spool_settings(self.env))  # type: ignore[arg-type]
+        assert self.object_store is not None
+        return attrs.evolve(base, **s3_fields(self.object_store, self.prefix))  # type: ignore[arg-type]
 
     def leftovers(self) -> list[str]:
         """Partly written chunks left behind (the folder's temporary files; an S3 chunk
@@ -83,17 +84,22 @@ def any_spool(request: pytest.FixtureRequest, tmp_path: Path) -> TestSpool:
         return TestSpool("folder", FolderSpool(folder), {}, folder=folder)
     store: ObjectStore = request.getfixturevalue("object_store")
     prefix = f"test-{secrets.token_hex(6)}"
-    env = store.environment(prefix)
-    settings = Settings(home=tmp_path, **_spool_settings(env))  # type: ignore[arg-type]
-    return TestSpool("s3", open_spool(settings), env, object_store=store, prefix=prefix)
+    spool = open_spool(s3_settings(tmp_path, store, prefix))
+    return TestSpool("s3", spool, store.environment(prefix), object_store=store, prefix=prefix)
 
 
-def _spool_settings(env: dict[str, str]) -> dict[str, str]:
-    """The Settings fields of an S3 spool's environment (`ObjectStore.environment`)."""
+def s3_fields(store: ObjectStore, prefix: str) -> dict[str, object]:
+    """The Settings fields of an S3 spool under `prefix` of the session's bucket."""
     return {
-        "spool_url": env["UIDX_SPOOL"],
-        "spool_endpoint_url": env["UIDX_SPOOL_ENDPOINT_URL"],
-        "spool_region": env["UIDX_SPOOL_REGION"],
-        "spool_access_key_id": env["UIDX_SPOOL_ACCESS_KEY_ID"],
-        "spool_secret_access_key": env["UIDX_SPOOL_SECRET_ACCESS_KEY"],
+        "spool_url": store.spool_url(prefix),
+        "spool_endpoint_url": store.endpoint,
+        "spool_region": "us-east-1",
+        "spool_access_key_id": store.access_key,
+        "spool_secret_access_key": store.secret_key,
     }
+
+
+def s3_settings(home: Path, store: ObjectStore, prefix: str, **changes: object) -> Settings:
+    """Settings of an S3 spool under `prefix` of the session's bucket (`changes` over them)."""
+    values = {**s3_fields(store, prefix), **changes}
+    return Settings(home=home, listen="127.0.0.1:0", **values)  # type: ignore[arg-type]

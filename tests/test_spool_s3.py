@@ -26,6 +26,7 @@ import pytest
 import trio
 from nntp_fixtures import NewsServer
 from psycopg_pool import ConnectionPool
+from s3_fixtures import s3_settings
 from test_edge import (
     DEADLINE_SECONDS,
     LINES_PER_CHUNK,
@@ -55,19 +56,6 @@ from usenet_indexer.store.spool import SpoolChunk, SpoolIndex
 from usenet_indexer.testing.objectstore import ObjectStore
 
 GROUP = "alt.binaries.s3"
-
-
-def s3_settings(home: Path, store: ObjectStore, prefix: str, **changes: object) -> Settings:
-    """Settings of an S3 spool under `prefix` of the session's bucket."""
-    values: dict[str, object] = {
-        "spool_url": store.spool_url(prefix),
-        "spool_endpoint_url": store.endpoint,
-        "spool_region": "us-east-1",
-        "spool_access_key_id": store.access_key,
-        "spool_secret_access_key": store.secret_key,
-    }
-    values.update(changes)
-    return Settings(home=home, listen="127.0.0.1:0", **values)  # type: ignore[arg-type]
 
 
 def s3_spool(settings: Settings) -> S3Spool:
