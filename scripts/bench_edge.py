@@ -50,7 +50,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -65,7 +64,7 @@ import attrs
 
 from usenet_indexer.config import default
 from usenet_indexer.testing.logcheck import file_problems
-from usenet_indexer.testing.processes import child_env, wait_until_answering
+from usenet_indexer.testing.processes import child_env, free_port, wait_until_answering
 
 ROOT = Path(__file__).resolve().parent.parent
 UIDX = [sys.executable, "-m", "usenet_indexer"]
@@ -206,13 +205,6 @@ def measured(command: Sequence[str], env: Mapping[str, str], errors: Path, timeo
         tail = errors.read_text(errors="replace")[-4000:]
         raise SystemExit(f"bench-edge: {command[3]} failed ({child.returncode}):\n{tail}")
     return Run(seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 @contextlib.contextmanager

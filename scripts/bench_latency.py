@@ -28,7 +28,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -45,6 +44,7 @@ from usenet_indexer.commands.index import index_files
 from usenet_indexer.nntp.client import connect
 from usenet_indexer.testing.newsd_private import PrivateNewsServer, private_news_server
 from usenet_indexer.testing.postgres import running_server
+from usenet_indexer.testing.processes import free_port
 
 GROUP = "alt.binaries.uidx.latency"
 UIDX = [sys.executable, "-m", "usenet_indexer"]
@@ -124,13 +124,6 @@ def main() -> int:
             print(f"bench-latency: releases lost: the log is kept in {kept}", file=sys.stderr)
     print(json.dumps({"bench": "latency", "live_poll_seconds": args.live_poll_seconds, **figures}))
     return 0
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 async def post_and_watch(

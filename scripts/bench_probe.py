@@ -23,7 +23,6 @@ import argparse
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -39,6 +38,7 @@ from usenet_indexer.nntp.client import connect
 from usenet_indexer.testing.newsd_private import private_news_server
 from usenet_indexer.testing.obfuscated import KINDS, Built, build
 from usenet_indexer.testing.postgres import running_server
+from usenet_indexer.testing.processes import free_port
 
 GROUP = "alt.binaries.uidx.probebench"
 UIDX = [sys.executable, "-m", "usenet_indexer"]
@@ -83,13 +83,6 @@ async def time_loops(url: str, segments: list[tuple[str, str]], repeat: int) -> 
         "ratio": round(min(bare) / min(probe), 3),
         "decode_ms_per_probe": round(1000 * min(decode) / n, 3),
     }
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def rows(url: str, sql: str) -> list[tuple[object, ...]]:

@@ -54,7 +54,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -70,7 +69,7 @@ import psycopg
 
 from usenet_indexer.config import default
 from usenet_indexer.testing.logcheck import file_problems
-from usenet_indexer.testing.processes import child_env, wait_until_answering
+from usenet_indexer.testing.processes import child_env, free_port, wait_until_answering
 
 UIDX = [sys.executable, "-m", "usenet_indexer"]
 GROUP = "alt.binaries.test"  # `uidx generate`'s default group
@@ -167,13 +166,6 @@ def plan_ranges(
 
 
 # --- processes and their CPU ---------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def started(

@@ -15,7 +15,6 @@ import pytest
 import trio
 from nntp_fixtures import NewsServer
 from psycopg_pool import ConnectionPool
-from test_standalone import free_port
 from test_status_page import SCRAPER, operator, read, served  # noqa: F401 (fixtures)
 
 from usenet_indexer.cli import main
@@ -44,6 +43,7 @@ from usenet_indexer.store.health import HealthStore
 from usenet_indexer.store.heartbeat import beat_forever
 from usenet_indexer.store.ranges import RangeStore
 from usenet_indexer.store.status import StatusStore
+from usenet_indexer.testing.processes import free_port
 
 NOWHERE = "alt.binaries.uidx.nowhere"
 T0 = datetime(2026, 12, 3, 4, 0, tzinfo=UTC)

@@ -13,7 +13,6 @@ import trio
 from nntp_fixtures import NewsServer
 from psycopg_pool import ConnectionPool
 from test_prefetch import _assert_exactly_once, _assert_posted, _lines, _options, _read_spool
-from test_standalone import free_port
 
 from usenet_indexer.core.health import State
 from usenet_indexer.prefetch.daemon import Prefetcher
@@ -24,6 +23,7 @@ from usenet_indexer.spool.store import FolderSpool
 from usenet_indexer.store.groups import GroupStore
 from usenet_indexer.store.ranges import RangeStore
 from usenet_indexer.store.spool import SpoolIndex
+from usenet_indexer.testing.processes import free_port
 
 ARTICLES = 100_000
 

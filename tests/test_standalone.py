@@ -18,7 +18,6 @@ import math
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -41,6 +40,7 @@ from usenet_indexer.testing.newsd_private import (
     private_news_server,
 )
 from usenet_indexer.testing.objectstore import ObjectStore
+from usenet_indexer.testing.processes import free_port
 
 GROUP = "alt.binaries.uidx.e2e"
 ARTICLES = 200_000
@@ -107,13 +107,6 @@ def posted() -> Iterator[Posted]:
 def expected(posted: Posted, tmp_path_factory: pytest.TempPathFactory) -> list[CatalogRelease]:
     """What `uidx index` makes of the same overview lines."""
     return offline_index(tmp_path_factory.mktemp("offline"), list(posted.lines))
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 @attrs.frozen
