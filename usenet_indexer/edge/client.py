@@ -52,7 +52,7 @@ STREAM_TIMEOUT: Final = httpx.Timeout(connect=10.0, read=60.0, write=60.0, pool=
 # An error body goes into a log line and an exception: the start of it is enough.
 MAX_ERROR_CHARS: Final = 300
 
-BATCH_HEADERS: Final = {"Content-Type": "application/x-msgpack", "Content-Encoding": "gzip"}
+BATCH_HEADERS: Final = {"Content-Type": "application/x-msgpack"}
 
 
 class NodeApiError(UidxError):
@@ -271,7 +271,7 @@ class NodeClient:
             await response.aclose()
 
     async def post_batch(self, lease: EdgeLease, body: bytes) -> BatchAnswer:
-        """Store one batch (a gzip msgpack body from batchwire).
+        """Store one batch (a msgpack body from batchwire.encode_batch).
 
         Raises:
             LeaseLostError: 409; nothing was stored.

@@ -75,7 +75,7 @@ from usenet_indexer.edge.client import (
 from usenet_indexer.edge.events import EdgeEvent, EventKind, Observer, ignore
 from usenet_indexer.edge.options import EdgeOptions
 from usenet_indexer.gcpolicy import collect_all
-from usenet_indexer.wire.batchwire import compress_body, encode_batch
+from usenet_indexer.wire.batchwire import encode_batch
 from usenet_indexer.wire.frames import CLOSED, Frame, FrameDecoder, FrameError, FrameKind
 from usenet_indexer.wire.packed import pack_batch
 
@@ -504,8 +504,9 @@ def _reasons(group: BaseExceptionGroup[Exception]) -> str:
 
 def _body(batch: Batch, lease: EdgeLease) -> bytes:
     # Packing the release chunks is the edge's work: the coordinator stores them as they come.
+    # No gzip over the document: its fragments are deflated already (see batchwire).
     packed = pack_batch(batch)
-    return compress_body(encode_batch(packed, range_id=lease.range_id, epoch=lease.epoch))
+    return encode_batch(packed, range_id=lease.range_id, epoch=lease.epoch)
 
 
 async def _cancel_when_set(event: trio.Event, scope: trio.CancelScope) -> None:

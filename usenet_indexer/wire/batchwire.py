@@ -2,11 +2,13 @@
 
 Theory of operation
 -------------------
-A batch travels as one msgpack document, gzip-compressed
-(`Content-Encoding: gzip`). The edge calls `encode_batch` then
-`compress_body`; the coordinator calls `decode_body` (size caps, inflate)
-then `decode_batch` (parse and check everything), and maps the errors below
-to HTTP statuses through their `http_status`.
+A batch travels as one msgpack document. The edge calls `encode_batch` and
+sends it as it is: its bulk, the fragments, is deflated already, and gzip
+over the whole document saved 3% of its bytes for 0.1 coordinator CPU-s per
+1M lines. A body with `Content-Encoding: gzip` (`compress_body`; older
+edges) is still read. The coordinator calls `decode_body` (size caps,
+inflate) then `decode_batch` (parse and check everything), and maps the
+errors below to HTTP statuses through their `http_status`.
 
 The format is explicit and versioned (version 2), with fixed key sets
 everywhere (a missing, unknown or repeated key is refused, so a version 3
