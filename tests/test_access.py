@@ -11,7 +11,6 @@ what came back must be what the route's declared level says.
 from __future__ import annotations
 
 import logging
-import socket
 import xml.etree.ElementTree as ET
 from collections.abc import AsyncIterator
 from functools import partial
@@ -32,6 +31,7 @@ from usenet_indexer.coordinator.server import coordinator_app, metrics_app, serv
 from usenet_indexer.coordinator.stores import Stores
 from usenet_indexer.store.pool import open_pool
 from usenet_indexer.store.users import ApiUser, UserStore
+from usenet_indexer.testing.processes import free_port
 
 DEADLINE_SECONDS = 60
 METRICS_TOKEN = "m" * 48
@@ -218,19 +218,12 @@ def test_uidx_users_create_operator_makes_an_operator(
     ]
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 @pytest.mark.trio
 async def test_metrics_listen_serves_metrics_alone_without_a_token(
     settings: Settings, stores: Stores, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO)
-    metrics_listen = f"127.0.0.1:{_free_port()}"
+    metrics_listen = f"127.0.0.1:{free_port()}"
     separate = attrs.evolve(settings, metrics_listen=metrics_listen)
     key = stores.users.create("admin", operator=True)
     with trio.fail_after(DEADLINE_SECONDS):

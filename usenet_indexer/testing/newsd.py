@@ -55,6 +55,7 @@ import attrs
 
 from usenet_indexer.errors import UidxError
 from usenet_indexer.synth.generator import GeneratorConfig, OverviewGenerator
+from usenet_indexer.testing.processes import free_port
 
 INN_BIN = Path("/usr/lib/news/bin")
 SYSTEM_ETC = Path("/etc/news")
@@ -316,13 +317,6 @@ def _make_certificate(folder: Path) -> None:
 # -- running ----------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind((HOST, 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 def _as_news() -> dict[str, Any]:
     """Popen arguments that run a command as `news` when we are root.
 
@@ -389,9 +383,9 @@ def start(args: argparse.Namespace) -> dict[str, object]:
     if (args.user is None) != (args.password is None):
         raise NewsdError("--user and --password go together")
     groups = [GroupSpec.parse(g) for g in args.groups.split(",") if g.strip()]
-    args.port = args.port or _free_port()
-    args.tls_port = args.tls_port or _free_port()
-    args.feeder_port = args.feeder_port or _free_port()
+    args.port = args.port or free_port()
+    args.tls_port = args.tls_port or free_port()
+    args.feeder_port = args.feeder_port or free_port()
     _write_config(layout, args, groups)
     _chown_tree(layout.root)
     makedbz = subprocess.run(

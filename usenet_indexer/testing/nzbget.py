@@ -35,7 +35,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import shutil
-import socket
 import subprocess
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
@@ -46,6 +45,7 @@ import httpx
 import trio
 
 from usenet_indexer.errors import UidxError
+from usenet_indexer.testing.processes import free_port
 
 __all__ = [
     "Download",
@@ -265,7 +265,7 @@ async def running_nzbget(folder: Path, *, news_host: str, news_port: int) -> Asy
     program = shutil.which("nzbget")
     if program is None:
         raise NzbgetMissing("nzbget is not installed (scripts/ensure-nzbget installs it)")
-    port = _free_port()
+    port = free_port()
     config = write_config(folder, news_host=news_host, news_port=news_port, control_port=port)
     with (folder / "console.log").open("wb") as console:
         process = await trio.lowlevel.open_process(
@@ -302,10 +302,3 @@ async def _until_answering(nzbget: Nzbget) -> None:
                 await trio.sleep(POLL_SECONDS)
         raise NzbgetError(f"NZBGet exited ({nzbget.process.returncode})\n{nzbget.tail()}")
     raise NzbgetError(f"NZBGet did not answer within {START_SECONDS:.0f} s\n{nzbget.tail()}")
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
