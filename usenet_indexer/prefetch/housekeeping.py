@@ -55,6 +55,9 @@ class Housekeeping:
     # What the prefetcher sees of its servers, groups and spool, for its health report.
     health: Callable[[], Sequence[Observed]] = tuple
     reporter: str = attrs.field(factory=this_process)
+    _health_rows: HealthStore = attrs.field(
+        init=False, default=attrs.Factory(lambda self: HealthStore(self.pool), takes_self=True)
+    )
 
     async def run(self) -> None:
         """A round every `report_seconds`, and a last one when cancelled."""
@@ -69,13 +72,13 @@ class Housekeeping:
                 await self._report_and_sweep(last, health=False)
                 # Its chunks go to the other prefetchers at once.
                 await trio.to_thread.run_sync(self.spool.release_claims, self.reporter)
-            await forget(HealthStore(self.pool), self.reporter)  # a clean stop is not silence
+            await forget(self._health_rows, self.reporter)  # a clean stop is not silence
 
     async def _report_and_sweep(self, last: float, *, health: bool = True) -> float:
         now = trio.current_time()
         reports = [state.report(now - last) for state in self.servers]
         if health:
-            await report(HealthStore(self.pool), self.reporter, "prefetcher", self.health())
+            await report(self._health_rows, self.reporter, "prefetcher", self.health())
         try:
             if health:
                 # Alive: its claims hold.
