@@ -70,23 +70,6 @@ class TestSpool:
         assert self.object_store is not None
         return attrs.evolve(base, **s3_fields(self.object_store, self.prefix))  # type: ignore[arg-type]
 
-    def land(
-        self,
-        index: SpoolIndex,
-        group: str,
-        group_id: int,
-        lines: Sequence[bytes],
-        first: int,
-        last: int,
-    ) -> SpoolChunk:
-        """The chunk of `lines` (articles first..last) stored and indexed, as the prefetcher
-        lands it (the spool's own write, then the index row that announces it); its row."""
-        text = b"".join(line + b"\n" for line in lines)
-        key, size, codec = self.store.write_chunk(group, first, last, text)
-        row = SpoolChunk(first, last, int(codec), key, len(lines))
-        index.add(group_id, row, size)
-        return row
-
     def chunk_frame(self, row: SpoolChunk) -> Frame:
         """The CHUNK frame of an indexed chunk: its stored bytes, as an edge must get them."""
         assert row.path is not None, "a gap has no bytes"
@@ -131,6 +114,24 @@ def any_spool(request: pytest.FixtureRequest, tmp_path: Path) -> TestSpool:
     prefix = f"test-{secrets.token_hex(6)}"
     spool = open_spool(s3_settings(tmp_path, store, prefix))
     return TestSpool("s3", spool, store.environment(prefix), object_store=store, prefix=prefix)
+
+
+def land_chunk(
+    spool: SpoolStore,
+    index: SpoolIndex,
+    group: str,
+    group_id: int,
+    lines: Sequence[bytes],
+    first: int,
+    last: int,
+) -> SpoolChunk:
+    """The chunk of `lines` (articles first..last) stored and indexed, as the prefetcher
+    lands it (the spool's own write, then the index row that announces it); its row."""
+    text = b"".join(line + b"\n" for line in lines)
+    key, size, codec = spool.write_chunk(group, first, last, text)
+    row = SpoolChunk(first, last, int(codec), key, len(lines))
+    index.add(group_id, row, size)
+    return row
 
 
 def s3_fields(store: ObjectStore, prefix: str) -> dict[str, object]:

@@ -30,7 +30,7 @@ import psycopg
 import pytest
 import trio
 from psycopg_pool import ConnectionPool
-from s3_fixtures import TestSpool
+from s3_fixtures import TestSpool, land_chunk
 
 from usenet_indexer.config import Settings
 from usenet_indexer.coordinator.http.node import (
@@ -224,9 +224,9 @@ async def test_lease_stream_batches_finish_round_trip(
     range_id = plan(pool, group_id, 1000, last)
     head = [line for line in lines if article_of(line) < 1200]
     tail = [line for line in lines if article_of(line) >= 1250]
-    chunk_a = any_spool.land(stores.spool, GROUP, group_id, head, 1000, 1199)
+    chunk_a = land_chunk(any_spool.store, stores.spool, GROUP, group_id, head, 1000, 1199)
     add_gap(stores, group_id, 1200, 1249)
-    chunk_b = any_spool.land(stores.spool, GROUP, group_id, tail, 1250, last)
+    chunk_b = land_chunk(any_spool.store, stores.spool, GROUP, group_id, tail, 1250, last)
 
     with trio.fail_after(DEADLINE_SECONDS):
         url = await start_api(nursery, any_spool.settings(settings), stores)
@@ -379,7 +379,7 @@ async def test_another_nodes_range_is_409_and_changes_nothing(
     any_spool: TestSpool,
 ) -> None:
     range_id = plan(pool, group_id, 1000, 1999)
-    any_spool.land(stores.spool, GROUP, group_id, overview(50, 1000), 1000, 1999)
+    land_chunk(any_spool.store, stores.spool, GROUP, group_id, overview(50, 1000), 1000, 1999)
     with trio.fail_after(DEADLINE_SECONDS):
         url = await start_api(nursery, any_spool.settings(settings), stores)
         async with (
@@ -664,7 +664,7 @@ async def test_the_stream_keeps_alive_until_the_chunk_lands(
             assert await reader.next() == Frame.keepalive()
             # The prefetcher lands the chunk (the whole range) now.
             chunk = await trio.to_thread.run_sync(
-                any_spool.land, stores.spool, GROUP, group_id, lines, 1000, 1999
+                land_chunk, any_spool.store, stores.spool, GROUP, group_id, lines, 1000, 1999
             )
             frames = await any_spool.as_edge_reads(await reader.rest())
     assert set(frames[:-2]) <= {Frame.keepalive()}
@@ -701,7 +701,9 @@ async def test_a_waiting_stream_sends_a_chunk_as_soon_as_it_lands(
     range_id, _ = leased
     served = any_spool.settings(settings)
     options = attrs.evolve(ApiOptions.from_settings(served), stream=NOTIFIED_STREAM)
-    first = any_spool.land(stores.spool, GROUP, group_id, overview(10, 1000), 1000, 1299)
+    first = land_chunk(
+        any_spool.store, stores.spool, GROUP, group_id, overview(10, 1000), 1000, 1299
+    )
     landings = Landings()
     with trio.fail_after(DEADLINE_SECONDS):
         url = await start_api(nursery, served, stores, options, landings)
@@ -717,7 +719,14 @@ async def test_a_waiting_stream_sends_a_chunk_as_soon_as_it_lands(
             # The stream waits for 1300.. now; without the landing's
             # notification it would look again only after an hour.
             second = await trio.to_thread.run_sync(
-                any_spool.land, stores.spool, GROUP, group_id, overview(10, 1300), 1300, 1599
+                land_chunk,
+                any_spool.store,
+                stores.spool,
+                GROUP,
+                group_id,
+                overview(10, 1300),
+                1300,
+                1599,
             )
             assert await any_spool.as_edge_reads([await reader.next()]) == [
                 any_spool.chunk_frame(second)
@@ -758,7 +767,9 @@ async def test_the_stream_stops_with_an_error_frame_when_the_lease_is_lost(
     range_id, epoch = leased
     served = any_spool.settings(settings)
     options = attrs.evolve(ApiOptions.from_settings(served), stream=FAST_STREAM)
-    chunk = any_spool.land(stores.spool, GROUP, group_id, overview(50, 1000), 1000, 1499)
+    chunk = land_chunk(
+        any_spool.store, stores.spool, GROUP, group_id, overview(50, 1000), 1000, 1499
+    )
     with trio.fail_after(DEADLINE_SECONDS):
         url = await start_api(nursery, served, stores, options)
         async with (
@@ -790,7 +801,7 @@ async def test_a_stream_of_a_fully_indexed_range_is_just_end(
 ) -> None:
     range_id, _ = leased
     # The range's chunk is still in the spool (the sweep has not run): it is not sent.
-    any_spool.land(stores.spool, GROUP, group_id, overview(50, 1000), 1000, 1999)
+    land_chunk(any_spool.store, stores.spool, GROUP, group_id, overview(50, 1000), 1000, 1999)
     with psycopg.connect(pg_url) as conn:
         conn.execute("UPDATE ranges SET resume = last_article + 1")
     with trio.fail_after(DEADLINE_SECONDS):
