@@ -7,15 +7,18 @@ Loaded by tests/conftest.py (`pytest_plugins`); the work is done in
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import attrs
+import httpx
 import pytest
 
 from usenet_indexer.config import Settings
 from usenet_indexer.spool.store import FolderSpool, SpoolStore, open_spool
+from usenet_indexer.store.spool import SpoolChunk, SpoolIndex
 from usenet_indexer.testing.objectstore import ObjectStore, running_object_store
+from usenet_indexer.wire.frames import Codec, Frame, FrameKind
 
 
 @pytest.fixture(scope="session")
@@ -67,12 +70,37 @@ class TestSpool:
         assert self.object_store is not None
         return attrs.evolve(base, **s3_fields(self.object_store, self.prefix))  # type: ignore[arg-type]
 
+    def chunk_frame(self, row: SpoolChunk) -> Frame:
+        """The CHUNK frame of an indexed chunk: its stored bytes, as an edge must get them."""
+        assert row.path is not None, "a gap has no bytes"
+        return Frame.chunk(row.first, row.last, self.store.read(row.path), codec=Codec(row.codec))
+
+    async def as_edge_reads(self, frames: Sequence[Frame]) -> list[Frame]:
+        """`frames` of a range stream as an edge reads them: a LINK's chunk fetched from
+        its URL by a plain GET (no credentials, no AWS variables) and put in the CHUNK
+        frame a folder spool sends; the rest as they came. An S3 spool's stream must
+        send each chunk as a link, a folder spool's never."""
+        sent = FrameKind.LINK if self.kind == "s3" else FrameKind.CHUNK
+        for frame in frames:
+            assert frame.kind not in {FrameKind.CHUNK, FrameKind.LINK} - {sent}, frame
+        async with httpx.AsyncClient(trust_env=False) as plain:
+            return [await _fetched(plain, frame) for frame in frames]
+
     def leftovers(self) -> list[str]:
         """Partly written chunks left behind (the folder's temporary files; an S3 chunk
         is one PUT, whole or absent, so none)."""
         if self.folder is not None:
             return sorted(str(p) for p in self.folder.glob("*/.*.tmp"))
         return []
+
+
+async def _fetched(plain: httpx.AsyncClient, frame: Frame) -> Frame:
+    # A LINK frame's chunk, as the CHUNK frame that would have carried it.
+    if frame.kind != FrameKind.LINK:
+        return frame
+    answer = await plain.get(frame.url)
+    assert answer.status_code == 200, (frame.url, answer.text)
+    return Frame.chunk(frame.first, frame.last, answer.content, codec=frame.codec)
 
 
 @pytest.fixture(params=["folder", "s3"])
@@ -86,6 +114,24 @@ def any_spool(request: pytest.FixtureRequest, tmp_path: Path) -> TestSpool:
     prefix = f"test-{secrets.token_hex(6)}"
     spool = open_spool(s3_settings(tmp_path, store, prefix))
     return TestSpool("s3", spool, store.environment(prefix), object_store=store, prefix=prefix)
+
+
+def land_chunk(
+    spool: SpoolStore,
+    index: SpoolIndex,
+    group: str,
+    group_id: int,
+    lines: Sequence[bytes],
+    first: int,
+    last: int,
+) -> SpoolChunk:
+    """The chunk of `lines` (articles first..last) stored and indexed, as the prefetcher
+    lands it (the spool's own write, then the index row that announces it); its row."""
+    text = b"".join(line + b"\n" for line in lines)
+    key, size, codec = spool.write_chunk(group, first, last, text)
+    row = SpoolChunk(first, last, int(codec), key, len(lines))
+    index.add(group_id, row, size)
+    return row
 
 
 def s3_fields(store: ObjectStore, prefix: str) -> dict[str, object]:

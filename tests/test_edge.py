@@ -33,7 +33,7 @@ import trustme
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from psycopg_pool import ConnectionPool
-from s3_fixtures import TestSpool
+from s3_fixtures import TestSpool, land_chunk
 
 from usenet_indexer.commands import edge as edge_command
 from usenet_indexer.commands.index import index_files
@@ -73,7 +73,6 @@ from usenet_indexer.errors import ConfigError, RemoteProtocolError
 from usenet_indexer.spool.store import SpoolStore, open_spool
 from usenet_indexer.store.groups import GroupStore
 from usenet_indexer.store.ranges import Lease, RangeStore
-from usenet_indexer.store.spool import SpoolChunk
 from usenet_indexer.synth.generator import GeneratorConfig, generate
 from usenet_indexer.testing.logcheck import record_problems
 from usenet_indexer.wire.batchwire import decode_batch, decode_body
@@ -214,10 +213,15 @@ class Coordinator:
 
     def write(self, group_id: int, chunk: Chunk) -> None:
         """A chunk in the spool and its index row, as the prefetcher writes them."""
-        text = b"".join(line + b"\n" for line in chunk.lines)
-        path, size, codec = self.spool.write_chunk(f"g{group_id}", chunk.first, chunk.last, text)
-        row = SpoolChunk(chunk.first, chunk.last, int(codec), path, len(chunk.lines))
-        self.stores.spool.add(group_id, row, size)
+        land_chunk(
+            self.spool,
+            self.stores.spool,
+            f"g{group_id}",
+            group_id,
+            chunk.lines,
+            chunk.first,
+            chunk.last,
+        )
 
     def row(self, sql: str) -> tuple[Any, ...]:
         with self.pool.connection() as conn:

@@ -30,6 +30,7 @@ import psycopg
 import pytest
 import trio
 from psycopg_pool import ConnectionPool
+from s3_fixtures import TestSpool, land_chunk
 
 from usenet_indexer.config import Settings
 from usenet_indexer.coordinator.http.node import (
@@ -114,19 +115,6 @@ async def start_api(
 def plan(pool: ConnectionPool, group_id: int, first: int, last: int) -> int:
     (range_id,) = RangeStore(pool).plan(group_id, first, last, last - first + 1)
     return range_id
-
-
-def add_chunk(
-    stores: Stores, spool: Path, group_id: int, lines: list[bytes], first: int, last: int
-) -> bytes:
-    """Write a zlib chunk file and index it, as the prefetcher does; returns its bytes."""
-    spool.mkdir(parents=True, exist_ok=True)
-    data = zlib.compress(b"".join(line + b"\n" for line in lines))
-    path = spool / f"{group_id}-{first}.zz"
-    path.write_bytes(data)
-    chunk = SpoolChunk(first, last, Codec.ZLIB, path.name, len(lines))
-    stores.spool.add(group_id, chunk, len(data))
-    return data
 
 
 def add_gap(stores: Stores, group_id: int, first: int, last: int) -> None:
@@ -228,6 +216,7 @@ async def test_lease_stream_batches_finish_round_trip(
     token: str,
     pg_url: str,
     caplog: pytest.LogCaptureFixture,
+    any_spool: TestSpool,
 ) -> None:
     caplog.set_level(logging.DEBUG)
     lines = overview(600, 1000)
@@ -235,13 +224,12 @@ async def test_lease_stream_batches_finish_round_trip(
     range_id = plan(pool, group_id, 1000, last)
     head = [line for line in lines if article_of(line) < 1200]
     tail = [line for line in lines if article_of(line) >= 1250]
-    spool = settings.home / "spool"
-    payload_a = add_chunk(stores, spool, group_id, head, 1000, 1199)
+    chunk_a = land_chunk(any_spool.store, stores.spool, GROUP, group_id, head, 1000, 1199)
     add_gap(stores, group_id, 1200, 1249)
-    payload_b = add_chunk(stores, spool, group_id, tail, 1250, last)
+    chunk_b = land_chunk(any_spool.store, stores.spool, GROUP, group_id, tail, 1250, last)
 
     with trio.fail_after(DEADLINE_SECONDS):
-        url = await start_api(nursery, settings, stores)
+        url = await start_api(nursery, any_spool.settings(settings), stores)
         async with httpx.AsyncClient(base_url=url, headers=bearer(token)) as client:
             leased = await client.post("lease")
             assert leased.status_code == 200
@@ -255,11 +243,13 @@ async def test_lease_stream_batches_finish_round_trip(
             async with client.stream("GET", f"ranges/{range_id}/stream") as response:
                 assert response.status_code == 200
                 assert response.headers["content-type"] == "application/octet-stream"
-                frames = await FrameReader(response.aiter_raw()).rest()
+                frames = await any_spool.as_edge_reads(
+                    await FrameReader(response.aiter_raw()).rest()
+                )
             assert frames == [
-                Frame.chunk(1000, 1199, payload_a, codec=Codec.ZLIB),
+                any_spool.chunk_frame(chunk_a),
                 Frame.gap(1200, 1249),
-                Frame.chunk(1250, last, payload_b, codec=Codec.ZLIB),
+                any_spool.chunk_frame(chunk_b),
                 Frame.end(last),
             ]
 
@@ -386,11 +376,12 @@ async def test_another_nodes_range_is_409_and_changes_nothing(
     token: str,
     other_token: str,
     pg_url: str,
+    any_spool: TestSpool,
 ) -> None:
     range_id = plan(pool, group_id, 1000, 1999)
-    add_chunk(stores, settings.home / "spool", group_id, overview(50, 1000), 1000, 1999)
+    land_chunk(any_spool.store, stores.spool, GROUP, group_id, overview(50, 1000), 1000, 1999)
     with trio.fail_after(DEADLINE_SECONDS):
-        url = await start_api(nursery, settings, stores)
+        url = await start_api(nursery, any_spool.settings(settings), stores)
         async with (
             httpx.AsyncClient(base_url=url, headers=bearer(token)) as mine,
             httpx.AsyncClient(base_url=url, headers=bearer(other_token)) as theirs,
@@ -655,9 +646,11 @@ async def test_the_stream_keeps_alive_until_the_chunk_lands(
     group_id: int,
     token: str,
     leased: tuple[int, int],
+    any_spool: TestSpool,
 ) -> None:
     range_id, _ = leased
-    options = attrs.evolve(ApiOptions.from_settings(settings), stream=FAST_STREAM)
+    served = any_spool.settings(settings)
+    options = attrs.evolve(ApiOptions.from_settings(served), stream=FAST_STREAM)
     lines = overview(50, 1000)
     with trio.fail_after(DEADLINE_SECONDS):
         url = await start_api(nursery, settings, stores, options)
@@ -670,12 +663,12 @@ async def test_the_stream_keeps_alive_until_the_chunk_lands(
             assert await reader.next() == Frame.keepalive()
             assert await reader.next() == Frame.keepalive()
             # The prefetcher lands the chunk (the whole range) now.
-            payload = await trio.to_thread.run_sync(
-                add_chunk, stores, settings.home / "spool", group_id, lines, 1000, 1999
+            chunk = await trio.to_thread.run_sync(
+                land_chunk, any_spool.store, stores.spool, GROUP, group_id, lines, 1000, 1999
             )
-            frames = await reader.rest()
+            frames = await any_spool.as_edge_reads(await reader.rest())
     assert set(frames[:-2]) <= {Frame.keepalive()}
-    assert frames[-2:] == [Frame.chunk(1000, 1999, payload, codec=Codec.ZLIB), Frame.end(1999)]
+    assert frames[-2:] == [any_spool.chunk_frame(chunk), Frame.end(1999)]
 
 
 # Streams that never poll nor keep alive by themselves: only a landing wakes them.
@@ -703,27 +696,41 @@ async def test_a_waiting_stream_sends_a_chunk_as_soon_as_it_lands(
     token: str,
     leased: tuple[int, int],
     pg_url: str,
+    any_spool: TestSpool,
 ) -> None:
     range_id, _ = leased
-    options = attrs.evolve(ApiOptions.from_settings(settings), stream=NOTIFIED_STREAM)
-    spool = settings.home / "spool"
-    first = add_chunk(stores, spool, group_id, overview(10, 1000), 1000, 1299)
+    served = any_spool.settings(settings)
+    options = attrs.evolve(ApiOptions.from_settings(served), stream=NOTIFIED_STREAM)
+    first = land_chunk(
+        any_spool.store, stores.spool, GROUP, group_id, overview(10, 1000), 1000, 1299
+    )
     landings = Landings()
     with trio.fail_after(DEADLINE_SECONDS):
-        url = await start_api(nursery, settings, stores, options, landings)
+        url = await start_api(nursery, served, stores, options, landings)
         await landings.wait_listening(0)
         async with (
             httpx.AsyncClient(base_url=url, headers=bearer(token)) as client,
             client.stream("GET", f"ranges/{range_id}/stream") as response,
         ):
             reader = FrameReader(response.aiter_raw())
-            assert await reader.next() == Frame.chunk(1000, 1299, first, codec=Codec.ZLIB)
+            assert await any_spool.as_edge_reads([await reader.next()]) == [
+                any_spool.chunk_frame(first)
+            ]
             # The stream waits for 1300.. now; without the landing's
             # notification it would look again only after an hour.
             second = await trio.to_thread.run_sync(
-                add_chunk, stores, spool, group_id, overview(10, 1300), 1300, 1599
+                land_chunk,
+                any_spool.store,
+                stores.spool,
+                GROUP,
+                group_id,
+                overview(10, 1300),
+                1300,
+                1599,
             )
-            assert await reader.next() == Frame.chunk(1300, 1599, second, codec=Codec.ZLIB)
+            assert await any_spool.as_edge_reads([await reader.next()]) == [
+                any_spool.chunk_frame(second)
+            ]
             # The listening session ended by the server: the coordinator
             # listens again by itself, and the next landing wakes the stream.
             assert await trio.to_thread.run_sync(terminate_listener, pg_url) == 1
@@ -755,18 +762,24 @@ async def test_the_stream_stops_with_an_error_frame_when_the_lease_is_lost(
     group_id: int,
     token: str,
     leased: tuple[int, int],
+    any_spool: TestSpool,
 ) -> None:
     range_id, epoch = leased
-    options = attrs.evolve(ApiOptions.from_settings(settings), stream=FAST_STREAM)
-    add_chunk(stores, settings.home / "spool", group_id, overview(50, 1000), 1000, 1499)
+    served = any_spool.settings(settings)
+    options = attrs.evolve(ApiOptions.from_settings(served), stream=FAST_STREAM)
+    chunk = land_chunk(
+        any_spool.store, stores.spool, GROUP, group_id, overview(50, 1000), 1000, 1499
+    )
     with trio.fail_after(DEADLINE_SECONDS):
-        url = await start_api(nursery, settings, stores, options)
+        url = await start_api(nursery, served, stores, options)
         async with (
             httpx.AsyncClient(base_url=url, headers=bearer(token)) as client,
             client.stream("GET", f"ranges/{range_id}/stream") as response,
         ):
             reader = FrameReader(response.aiter_raw())
-            assert (await reader.next()).kind == FrameKind.CHUNK
+            assert await any_spool.as_edge_reads([await reader.next()]) == [
+                any_spool.chunk_frame(chunk)
+            ]
             assert await reader.next() == Frame.keepalive()  # 1500.. is not spooled yet
             released = await client.post(f"ranges/{range_id}/release", json={"epoch": epoch})
             assert released.status_code == 200
@@ -780,15 +793,19 @@ async def test_a_stream_of_a_fully_indexed_range_is_just_end(
     nursery: trio.Nursery,
     settings: Settings,
     stores: Stores,
+    group_id: int,
     token: str,
     leased: tuple[int, int],
     pg_url: str,
+    any_spool: TestSpool,
 ) -> None:
     range_id, _ = leased
+    # The range's chunk is still in the spool (the sweep has not run): it is not sent.
+    land_chunk(any_spool.store, stores.spool, GROUP, group_id, overview(50, 1000), 1000, 1999)
     with psycopg.connect(pg_url) as conn:
         conn.execute("UPDATE ranges SET resume = last_article + 1")
     with trio.fail_after(DEADLINE_SECONDS):
-        url = await start_api(nursery, settings, stores)
+        url = await start_api(nursery, any_spool.settings(settings), stores)
         async with (
             httpx.AsyncClient(base_url=url, headers=bearer(token)) as client,
             client.stream("GET", f"ranges/{range_id}/stream") as response,

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from nntp_fixtures import NewsServer
 from process_logs import log_until
 from psycopg_pool import ConnectionPool
-from s3_fixtures import TestSpool
+from s3_fixtures import TestSpool, land_chunk
 
 from usenet_indexer.cli import main
 from usenet_indexer.config import default
@@ -301,10 +301,9 @@ def test_sweep_removes_chunks_below_the_resume_point_rows_then_files(
     (range_id,) = RangeStore(pool).plan(group_id, 1, 300, 300)
     spool = SpoolIndex(pool)
     for first in (1, 101, 201):
-        path, size, codec = any_spool.store.write_chunk(
-            "alt.binaries.sweep", first, first + 99, b"x\n"
+        land_chunk(
+            any_spool.store, spool, "alt.binaries.sweep", group_id, [b"x"], first, first + 99
         )
-        spool.add(group_id, SpoolChunk(first, first + 99, int(codec), path, 1), size)
     assert len(any_spool.stored()) == 3
     with pool.connection() as conn:
         conn.execute("UPDATE ranges SET resume = 201 WHERE id = %s", (range_id,))

@@ -26,7 +26,7 @@ import pytest
 import trio
 from nntp_fixtures import NewsServer
 from psycopg_pool import ConnectionPool
-from s3_fixtures import s3_settings
+from s3_fixtures import land_chunk, s3_settings
 from test_edge import (
     DEADLINE_SECONDS,
     LINES_PER_CHUNK,
@@ -52,7 +52,7 @@ from usenet_indexer.spool.s3 import S3Spool
 from usenet_indexer.spool.store import open_spool
 from usenet_indexer.store.groups import GroupStore
 from usenet_indexer.store.ranges import RangeStore
-from usenet_indexer.store.spool import SpoolChunk, SpoolIndex
+from usenet_indexer.store.spool import SpoolIndex
 from usenet_indexer.testing.objectstore import ObjectStore
 
 GROUP = "alt.binaries.s3"
@@ -161,8 +161,7 @@ def test_the_sweep_deletes_the_chunks_below_the_resume_point_from_the_bucket(
     (range_id,) = RangeStore(pool).plan(group_id, 1, 300, 300)
     index = SpoolIndex(pool)
     for first in (1, 101, 201):
-        key, size, codec = spool.write_chunk(GROUP, first, first + 99, b"x\n")
-        index.add(group_id, SpoolChunk(first, first + 99, int(codec), key, 1), size)
+        land_chunk(spool, index, GROUP, group_id, [b"x"], first, first + 99)
     with pool.connection() as conn:
         conn.execute("UPDATE ranges SET resume = 201 WHERE id = %s", (range_id,))
 
@@ -194,10 +193,9 @@ async def test_an_edge_with_only_its_two_settings_reads_the_chunks_from_the_buck
     for first, last in ((data.low, middle), (middle + 1, data.high)):
         stores.ranges.plan(group_id, first, last, last - first + 1)
         for chunk in data.chunks(first, last, LINES_PER_CHUNK):
-            text = b"".join(line + b"\n" for line in chunk.lines)
-            key, size, codec = spool.write_chunk(data.group, chunk.first, chunk.last, text)
-            row = SpoolChunk(chunk.first, chunk.last, int(codec), key, len(chunk.lines))
-            stores.spool.add(group_id, row, size)
+            land_chunk(
+                spool, stores.spool, data.group, group_id, chunk.lines, chunk.first, chunk.last
+            )
     token = stores.nodes.create("edge-1")
 
     async with _serving(nursery, settings, stores, pool, caplog) as coordinator:
@@ -338,16 +336,12 @@ async def test_a_chunk_missing_from_the_bucket_gives_the_range_back_after_what_w
     data = generated(6_000, seed=3)
     group_id = GroupStore(pool).add(data.group)
     stores.ranges.plan(group_id, data.low, data.high, data.high - data.low + 1)
-    keys = []
-    for chunk in data.chunks(data.low, data.high, 3_000):
-        text = b"".join(line + b"\n" for line in chunk.lines)
-        key, size, codec = spool.write_chunk(data.group, chunk.first, chunk.last, text)
-        stores.spool.add(
-            group_id, SpoolChunk(chunk.first, chunk.last, int(codec), key, len(chunk.lines)), size
-        )
-        keys.append((chunk, key))
-    (first, _), (second, missing_key) = keys
-    spool.delete([missing_key])
+    first, second = (
+        land_chunk(spool, stores.spool, data.group, group_id, chunk.lines, chunk.first, chunk.last)
+        for chunk in data.chunks(data.low, data.high, 3_000)
+    )
+    assert second.path is not None
+    spool.delete([second.path])
     token = stores.nodes.create("edge-1")
 
     async with _serving(nursery, settings, stores, pool, caplog) as coordinator:
