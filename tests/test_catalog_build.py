@@ -194,6 +194,29 @@ def test_the_build_reads_what_a_batch_touched_through_indexes_on_a_realistic_cat
     assert "catalog_pkey" in plans["rows"], plans["rows"]
 
 
+def test_the_builds_look_ups_stay_on_their_indexes_when_run_again_and_again(
+    stores: Stores,
+) -> None:
+    # As the build runs them: server-side parameters, prepared once they have run
+    # five times (psycopg), on a catalog the size of a 1M-line run's.
+    from usenet_indexer.store import catalog as sql
+
+    with stores.catalog.pool.connection() as conn:
+        for statement in _REALISTIC.split(";"):
+            if statement.strip():
+                conn.execute(statement, {"releases": 7_000})
+        for size in (3, 40, 200, 1, 12, 600, 40, 5, 40, 40):
+            keys = [hashlib.md5(str(n).encode()).digest() for n in range(1, 7_000, 7_000 // size)]
+            conn.execute(sql._SPANS, (keys,), prepare=True).fetchall()
+            conn.execute(sql._ROW_KEYS, (keys,), prepare=True).fetchall()
+        plans = conn.execute(
+            "SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements"
+        ).fetchall()
+        assert len(plans) == 2, plans
+        for statement, generic, custom in plans:
+            assert (generic, custom) == (0, 10), statement
+
+
 def _plan_in(conn: psycopg.Connection[Any], statement: str, params: tuple[object, ...]) -> str:
     rows = psycopg.ClientCursor(conn).execute("EXPLAIN " + statement, params).fetchall()
     return "\n".join(str(r[0]) for r in rows)

@@ -32,6 +32,13 @@ def open_pool(url: str, settings: Settings, *, max_size: int = POOL_MAX) -> Conn
     def configure(conn: psycopg.Connection[tuple[object, ...]]) -> None:
         conn.execute(f"SET statement_timeout = {statement_ms}")
         conn.execute(f"SET idle_in_transaction_session_timeout = {idle_ms}")
+        # Plan each statement for its own parameters. psycopg prepares a statement
+        # run five times, and PostgreSQL may then keep one generic plan for it,
+        # which for `key = ANY($1)` cannot see how many keys come: the catalog
+        # build's look-ups by key became sequential scans (10 ms a call against
+        # 0.4; PostgreSQL's time over a 1M-line run of batches and builds fell
+        # from 20.8 to 9.5 s with custom plans). Planning costs ~0.1 ms a call.
+        conn.execute("SET plan_cache_mode = force_custom_plan")
         conn.commit()
 
     return ConnectionPool(
