@@ -390,7 +390,8 @@ def test_feed_links_dates_and_comments_read_back_as_given() -> None:
     for item, element in zip(items, read, strict=True):
         link = element.findtext("link") or ""
         enclosure = element.find("enclosure")
-        assert enclosure is not None and enclosure.get("url") == link
+        assert enclosure is not None
+        assert enclosure.get("url") == link
         assert link.startswith("https://ex.org/idx?a=1&b=<2>/api?")
         query = dict(parse_qsl(link.split("/api?", 1)[1], keep_blank_values=True))
         assert query == {"t": "get", "id": item.guid, "apikey": apikey}
