@@ -33,11 +33,15 @@ import contextlib
 import functools
 import hashlib
 import json
+import multiprocessing
+import os
 import random
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -45,6 +49,7 @@ from pathlib import Path
 import httpx
 import psycopg
 import trio
+from psycopg import sql
 
 from usenet_indexer.config import Settings
 from usenet_indexer.coordinator.server import serve
@@ -56,7 +61,6 @@ from usenet_indexer.store.catalog import Search, copy_entries
 from usenet_indexer.store.migrate import migrate
 from usenet_indexer.store.pgcluster import Cluster
 from usenet_indexer.store.pool import open_pool
-from usenet_indexer.testing.postgres import running_server
 
 WORDS = [
     "atlas",
@@ -282,29 +286,47 @@ def filled(url: str, count: int) -> bool:
     return row is not None and row[0] == count and row[1] == count
 
 
+def buffer_cache() -> str:
+    """A quarter of the machine's memory (PostgreSQL's own advice for a server of its
+    own), at least the 256MB uidx's clusters start with: what an operator gives a
+    catalog of millions of releases (ALTER SYSTEM SET shared_buffers, see the README)."""
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return f"{max(256, memory // 4 // 2**20)}MB"
+
+
 @contextlib.contextmanager
-def database(keep: Path | None) -> Iterator[str]:
-    """A migrated database: a fresh one on a throwaway server, or, `keep`, the one of
-    the cluster in that folder (made on first use, migrated, stopped and kept after)."""
-    if keep is None:
-        with running_server() as server, server.fresh_database() as url:
-            yield url
-        return
-    cluster = Cluster(keep, durable=False)
-    cluster.start()
-    try:
+def database(keep: Path | None, shared_buffers: str) -> Iterator[str]:
+    """A migrated database on a cluster of its own with `shared_buffers`: in a
+    throwaway folder, or, `keep`, in that folder (made on first use, migrated,
+    stopped and kept after)."""
+    with contextlib.ExitStack() as stack:
+        folder = keep or Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        cluster = Cluster(folder, durable=False)
+        cluster.start()
+        stack.callback(cluster.stop)
         url = cluster.url()
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(sql.SQL("ALTER SYSTEM SET shared_buffers = {}").format(shared_buffers))
+        cluster.stop()  # shared_buffers takes a restart
+        cluster.start()
         with psycopg.connect(url, autocommit=True) as conn:
             migrate(conn)
         yield url
-    finally:
-        cluster.stop()
 
 
 def settle(url: str) -> None:
-    """VACUUM ANALYZE the catalog (outside a transaction, as VACUUM must be)."""
+    """VACUUM ANALYZE the catalog (outside a transaction, as VACUUM must be), and read
+    it and its indexes into the buffer cache, as a server that has been answering
+    searches for a while holds them (pg_prewarm: the first requests of a cold cache
+    read every page from the disk)."""
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("VACUUM ANALYZE catalog")
+        conn.execute("CREATE EXTENSION IF NOT EXISTS pg_prewarm")
+        conn.execute(
+            "SELECT pg_prewarm(c.oid) FROM pg_class AS c"
+            " WHERE c.oid = 'catalog'::regclass"
+            " OR c.oid IN (SELECT indexrelid FROM pg_index WHERE indrelid = 'catalog'::regclass)"
+        )
 
 
 def show_of(i: int) -> tuple[str, int, int]:
@@ -392,36 +414,84 @@ def p95(values: list[float]) -> float:
     return statistics.quantiles(values, n=20)[-1] if len(values) >= 20 else max(values)
 
 
+Answer = tuple[float, int, bytes, int]  # seconds, status, the body's start, its items
+
+
+def ask(base_url: str, caps: int, asked: list[dict[str, str]]) -> tuple[list[float], list[Answer]]:
+    """The client: `caps` times t=caps, then each of `asked`, one after the other, on one
+    kept-alive connection; the seconds of each caps, and of each request with its answer."""
+    with httpx.Client(base_url=base_url, timeout=60) as client:
+        caps_seconds: list[float] = []
+        for _ in range(caps):
+            started = time.perf_counter()
+            client.get("/api", params={"t": "caps"}).raise_for_status()
+            caps_seconds.append(time.perf_counter() - started)
+        answers: list[Answer] = []
+        for params in asked:
+            started = time.perf_counter()
+            response = client.get("/api", params=params)
+            seconds = time.perf_counter() - started
+            body = response.content
+            answers.append((seconds, response.status_code, body[:300], body.count(b"<item>")))
+    return caps_seconds, answers
+
+
+async def ask_inline(
+    base_url: str, caps: int, asked: list[dict[str, str]]
+) -> tuple[list[float], list[Answer]]:
+    """`ask` in the server's own trio loop (the bench's client before --client process)."""
+    async with httpx.AsyncClient(base_url=base_url, timeout=60) as client:
+        caps_seconds: list[float] = []
+        for _ in range(caps):
+            started = time.perf_counter()
+            (await client.get("/api", params={"t": "caps"})).raise_for_status()
+            caps_seconds.append(time.perf_counter() - started)
+        answers: list[Answer] = []
+        for params in asked:
+            started = time.perf_counter()
+            response = await client.get("/api", params=params)
+            seconds = time.perf_counter() - started
+            body = response.content
+            answers.append((seconds, response.status_code, body[:300], body.count(b"<item>")))
+    return caps_seconds, answers
+
+
 async def measure(
-    stores: Stores, settings: Settings, key: str, count: int, releases: int, seed: int
+    stores: Stores,
+    settings: Settings,
+    key: str,
+    count: int,
+    releases: int,
+    seed: int,
+    inline: bool,
 ) -> dict[str, object]:
     rng = random.Random(seed)
+    mix = requests(rng, key, count, releases)
+    extra = extra_requests(rng, key, count // 3, releases)
+    asked = [params for _, params in mix + extra]
     async with trio.open_nursery() as nursery:
         host, port = await nursery.start(partial(serve, settings, stores))
-        async with httpx.AsyncClient(base_url=f"http://{host}:{port}", timeout=60) as client:
-            caps: list[float] = []
-            for _ in range(50):
-                started = time.perf_counter()
-                (await client.get("/api", params={"t": "caps"})).raise_for_status()
-                caps.append(time.perf_counter() - started)
-            by_kind: dict[str, list[float]] = {}
-            every: list[float] = []
-            totals: dict[str, int] = {}
-            mix = requests(rng, key, count, releases)
-            extra = extra_requests(rng, key, count // 3, releases)
-            for kind, params in mix + extra:
-                started = time.perf_counter()
-                response = await client.get("/api", params=params)
-                seconds = time.perf_counter() - started
-                if response.status_code != 200 or b"<error" in response.content[:200]:
-                    raise SystemExit(
-                        f"bench-search: {params} answered {response.status_code}: {response.text[:300]}"
-                    )
-                by_kind.setdefault(kind, []).append(seconds)
-                if kind not in EXTRA_KINDS:
-                    every.append(seconds)
-                totals[kind] = totals.get(kind, 0) + response.content.count(b"<item>")
+        base_url = f"http://{host}:{port}"
+        if inline:
+            caps, answers = await ask_inline(base_url, 50, asked)
+        else:
+            # A client of its own, as Sonarr is: its work does not hold the server's GIL.
+            context = multiprocessing.get_context("spawn")
+            with ProcessPoolExecutor(max_workers=1, mp_context=context) as client:
+                future = client.submit(ask, base_url, 50, asked)
+                caps, answers = await trio.to_thread.run_sync(future.result)
         nursery.cancel_scope.cancel()
+    by_kind: dict[str, list[float]] = {}
+    every: list[float] = []
+    totals: dict[str, int] = {}
+    for (kind, params), (seconds, status, head, items) in zip(mix + extra, answers, strict=True):
+        if status != 200 or b"<error" in head[:200]:
+            text = head.decode(errors="replace")
+            raise SystemExit(f"bench-search: {params} answered {status}: {text}")
+        by_kind.setdefault(kind, []).append(seconds)
+        if kind not in EXTRA_KINDS:
+            every.append(seconds)
+        totals[kind] = totals.get(kind, 0) + items
     database = await trio.to_thread.run_sync(db_seconds, stores, mix)
     return {
         "p95_ms": round(p95(every) * 1000, 1),
@@ -465,13 +535,27 @@ def main() -> int:
     )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument(
+        "--shared-buffers",
+        default=buffer_cache(),
+        help="the cluster's shared_buffers (default: a quarter of the memory, here %(default)s)",
+    )
+    parser.add_argument(
+        "--client",
+        choices=("process", "inline"),
+        default="process",
+        help="the HTTP client in a process of its own (default), or in the server's trio loop",
+    )
+    parser.add_argument(
         "--keep",
         type=Path,
         help="a folder for the cluster, kept: a catalog of --releases rows there is reused",
     )
     args = parser.parse_args()
     settings = Settings(home=Path("/nonexistent"), listen="127.0.0.1:0")
-    with database(args.keep) as url, open_pool(url, settings, max_size=8) as pool:
+    with (
+        database(args.keep, args.shared_buffers) as url,
+        open_pool(url, settings, max_size=8) as pool,
+    ):
         stores = Stores.from_pool(pool)
         started = time.perf_counter()
         if filled(url, args.releases):
@@ -485,8 +569,18 @@ def main() -> int:
         fill_seconds = time.perf_counter() - started
         key = stores.users.create(f"bench-{time.time_ns()}")
         print(f"bench-search: {args.requests} requests through /api", file=sys.stderr, flush=True)
-        figures = trio.run(measure, stores, settings, key, args.requests, args.releases, args.seed)
+        figures = trio.run(
+            measure,
+            stores,
+            settings,
+            key,
+            args.requests,
+            args.releases,
+            args.seed,
+            args.client == "inline",
+        )
     print(json.dumps({"bench": "search", "releases": args.releases, "requests": args.requests,
+                      "client": args.client, "shared_buffers": args.shared_buffers,
                       "fill_seconds": round(fill_seconds, 1), **figures}))  # fmt: skip
     return 0
 
