@@ -1,15 +1,26 @@
 """scripts/bench-search: newznab searches through the HTTP API over >= 1M catalog releases.
 
-- A private PostgreSQL gets --releases catalog rows (default 1M) made in
-  SQL: scene-style TV and movie names (show words, SxxEyy, year, source
-  and codec tags, groups) spread over a year, with their categories,
-  season and episode, and sizes; then VACUUM ANALYZE, as autovacuum leaves
-  a catalog that has settled (hint bits set, the GIN indexes' pending lists
-  merged: a search reads a pending list whole).
+- A private PostgreSQL (a cluster of its own, a quarter of the memory as its
+  buffer cache: what an operator gives a catalog of millions, see the README;
+  --shared-buffers) gets --releases catalog rows (default 1M):
+  scene-style TV and movie names (show words, SxxEyy, year, source and codec
+  tags, groups) one every 31 s, with their categories, season and episode
+  (the core's, as the catalog build finds them), and sizes. The rows are
+  copied as the build copies them (store/catalog.py's copy_entries) with the
+  catalog's indexes, constraints and catalog_keys trigger off, and those are
+  made again after (read from the database, as the migrations left them):
+  sorted index builds, where 10M rows inserted one by one into the GIN
+  indexes took 51 minutes. Then VACUUM ANALYZE, as autovacuum leaves a
+  catalog that has settled (hint bits set, the GIN indexes' pending lists
+  merged: a search reads a pending list whole), and the catalog and its
+  indexes read into the buffer cache (pg_prewarm), as a server that has
+  answered searches for a while holds them.
 - The coordinator's App serves /api in this process (hypercorn on trio), as
-  `uidx coordinator` does; a client asks a mix of what Sonarr, Radarr and
-  aggregators send: the newest feed, q of one and two words, a category,
-  tvsearch with season and episode, and pages deep into a result.
+  `uidx coordinator` does; a client in a process of its own, as Sonarr is
+  (`--client inline`: in the server's trio loop, as this bench did first),
+  asks a mix of what Sonarr, Radarr and aggregators send: the newest feed, q
+  of one and two words, a category, tvsearch with season and episode, and
+  pages deep into a result.
 - Also asked, and reported apart (`extra_p95_ms_by_kind`, not in p95_ms, so
   that p95_ms stays the issue's mix): q of partial words (a show word cut
   short and a cut SxxEy: the pg_trgm retry) and q with a typo (matching
@@ -23,7 +34,7 @@ The last line printed is one JSON object: {"bench": "search", "p95_ms": ...}.
 `--keep DIR` runs the cluster in DIR and leaves it there: a later run with the
 same DIR and --releases reuses its catalog (migrations applied, no refill), so
 that index and query changes are measured without waiting for the fill again
-(10M rows: ~50 minutes on 2 cores).
+(10M rows: ~23 minutes on 2 busy cores, most of it the GIN index builds).
 """
 
 from __future__ import annotations
