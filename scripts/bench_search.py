@@ -574,7 +574,11 @@ def main() -> int:
         else:
             print(f"bench-search: filling {args.releases:,} rows", file=sys.stderr, flush=True)
             with psycopg.connect(url, autocommit=True) as conn:
-                conn.execute("TRUNCATE catalog RESTART IDENTITY CASCADE")
+                # The tables made again, not emptied: a fill stopped halfway left the
+                # catalog without the indexes it had dropped.
+                conn.execute("DROP SCHEMA public CASCADE")
+                conn.execute("CREATE SCHEMA public")
+                migrate(conn)
             fill(url, args.releases)
         settle(url)
         fill_seconds = time.perf_counter() - started
