@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import AsyncIterator
 from functools import partial
 from pathlib import Path
+from urllib.parse import parse_qsl
 from xml.etree import ElementTree as ET
 
 import httpx
@@ -370,6 +371,39 @@ def test_names_xml_cannot_hold_are_cut_and_the_rest_escaped() -> None:
         feed_json(Site("http://h"), [item], offset=0, total=1, apikey="k", extended=True)
     )
     assert data["channel"]["item"][0]["title"] == 'badna<me> & "x"'
+
+
+def test_feed_links_dates_and_comments_read_back_as_given() -> None:
+    """What a client reads of each item's URLs and date, with values that need
+    quoting and escaping (feed_xml writes the parts items share once per feed)."""
+    site = Site("https://ex.org/idx?a=1&b=<2>", "T&T")
+    names = ["Show.Name.S01E02.1080p-GRP", 'a b&c<d>"é漢', "x\ud800y", "100% +1 = ~#/?"]
+    posted = [0, 1_700_000_000, 2**31 + 5, 4_102_444_799]
+    items = [
+        Item(guid, name, 5040, 10, 1, "p", ("g",), when, 0, 1.0)
+        for guid, name, when in zip(("0" * 32, "a b+c", "é/?", "+%"), names, posted, strict=True)
+    ]
+    apikey = "k&y é+%"
+    feed = ET.fromstring(feed_xml(site, items, offset=0, total=4, apikey=apikey, extended=False))
+    read = feed.findall("./channel/item")
+    assert len(read) == len(items)
+    for item, element in zip(items, read, strict=True):
+        link = element.findtext("link") or ""
+        enclosure = element.find("enclosure")
+        assert enclosure is not None
+        assert enclosure.get("url") == link
+        assert link.startswith("https://ex.org/idx?a=1&b=<2>/api?")
+        query = dict(parse_qsl(link.split("/api?", 1)[1], keep_blank_values=True))
+        assert query == {"t": "get", "id": item.guid, "apikey": apikey}
+        comments = element.findtext("comments") or ""
+        assert comments.startswith("https://ex.org/idx?a=1&b=<2>/?q=")
+        asked = parse_qsl(comments.split("/?q=", 1)[1].join(("q=", "")), errors="replace")
+        assert asked == [("q", item.name.encode("utf-8", "replace").decode())]
+        date = email.utils.parsedate_to_datetime(element.findtext("pubDate") or "")
+        assert date.timestamp() == item.posted
+        assert element.findtext("pubDate") == email.utils.format_datetime(date).replace(
+            "-0000", "+0000"
+        )
 
 
 def test_requests_are_checked_by_name() -> None:

@@ -60,6 +60,7 @@ __all__ = [
     "CatalogTable",
     "ReleaseStates",
     "Search",
+    "copy_entries",
     "query_words",
     "search_name",
 ]
@@ -111,9 +112,9 @@ _CATALOG_TEMP = """
 """
 # Binary: the rows' arrays (groups, sources) dumped in text cost a tenth of a build.
 _CATALOG_COPY = """
-    COPY catalog_new (guid, name, search_name, category, size, files, poster, groups, posted,
-                      completion, season, episode, probe_candidate, sources, changed_at, state,
-                      imdb, tvdb, tvmaze, tmdb)
+    COPY {} (guid, name, search_name, category, size, files, poster, groups, posted,
+             completion, season, episode, probe_candidate, sources, changed_at, state,
+             imdb, tvdb, tvmaze, tmdb)
     FROM STDIN (FORMAT BINARY)
 """
 _CATALOG_TYPES = (
@@ -640,6 +641,18 @@ def _partial_page(
         return None
 
 
+def copy_entries(conn: psycopg.Connection[Any], entries: Iterable[CatalogEntry], table: str) -> int:
+    """Copy catalog rows into `table` (the build's catalog_new; scripts/bench-search
+    fills `catalog` itself so), in binary; how many."""
+    made = 0
+    with conn.cursor().copy(sql.SQL(_CATALOG_COPY).format(sql.Identifier(table))) as copy:
+        copy.set_types(_CATALOG_TYPES)
+        for entry in entries:
+            copy.write_row(_catalog_record(entry))
+            made += 1
+    return made
+
+
 def _catalog_record(entry: CatalogEntry) -> tuple[object, ...]:
     return (
         entry.guid,
@@ -855,14 +868,9 @@ class CatalogTable:
         left alone; a row made before from `keys` that is not among `entries`
         is deleted.
         """
-        made = 0
         with self.pool.connection() as conn, conn.transaction():
             conn.execute(_CATALOG_TEMP)
-            with conn.cursor().copy(_CATALOG_COPY) as copy:
-                copy.set_types(_CATALOG_TYPES)
-                for entry in entries:
-                    copy.write_row(_catalog_record(entry))
-                    made += 1
+            made = copy_entries(conn, entries, "catalog_new")
             written = int(conn.execute(_CATALOG_MERGE, {"quiet": quiet_seconds}).rowcount)
             if keys is None:
                 pruned = conn.execute(_CATALOG_PRUNE_ALL).rowcount
