@@ -286,6 +286,7 @@ _SIZES = """
 @attrs.define(eq=False)
 class CatalogStore:
     pool: ConnectionPool
+    pure: bool = False  # fragments.unpack's pure code, even where the compiled one is built
 
     def chunks(self, keys: Sequence[bytes] | None = None) -> Iterator[ReleaseChunk]:
         """Every stored release chunk (of the release `keys` only, when given),
@@ -301,7 +302,7 @@ class CatalogStore:
         for release_key, packed in rows:
             key = bytes(release_key)
             _, head_name, poster, groups, announced = releases[key]
-            files = tuple(fragments.unpack(bytes(packed)))
+            files = tuple(fragments.unpack(bytes(packed), pure=self.pure))
             yield ReleaseChunk(key, head_name, poster, tuple(groups), announced, files)
 
     def probed(self, keys: Sequence[bytes] | None = None) -> list[bytes]:
