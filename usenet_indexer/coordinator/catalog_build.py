@@ -84,16 +84,23 @@ class Built:
 
 @attrs.define(eq=False)
 class CatalogBuild:
-    """The catalog build over one database (sync: call it from a worker thread)."""
+    """The catalog build over one database (sync: call it from a worker thread).
+
+    `pure`: fragments are unpacked by the pure code even where the compiled one
+    (wire/_fastfragments) is built (settings.pure_indexer).
+    """
 
     pool: ConnectionPool
+    pure: bool = False
     table: CatalogTable = attrs.field(init=False)
     store: CatalogStore = attrs.field(init=False)
     probes: ProbeStore = attrs.field(init=False)
+    # Kept from build to build: the releases a build merges again, it categorised before.
+    categories: core.Categories = attrs.field(init=False, factory=core.Categories)
 
     def __attrs_post_init__(self) -> None:
         self.table = CatalogTable(self.pool)
-        self.store = CatalogStore(self.pool)
+        self.store = CatalogStore(self.pool, pure=self.pure)
         self.probes = ProbeStore(self.pool)
 
     def pending(self, quiet_seconds: float) -> Built:
@@ -223,7 +230,7 @@ class CatalogBuild:
         kept = core.kept(releases)
         self._queue_probes(kept, found)
         changed = self.table.changed(keys)
-        entries = (core.entry(shown, changed, found) for shown in kept)
+        entries = (core.entry(shown, changed, found, self.categories) for shown in kept)
         return self.table.write(entries, quiet_seconds, pending, keys)
 
     def _queue_probes(self, kept: list[Shown], found: Mapping[bytes, Sequence[Finding]]) -> None:
@@ -232,7 +239,8 @@ class CatalogBuild:
         keys = core.probe_keys(kept)
         if not keys:
             return
-        self.probes.add_more(core.more_probes(kept, self.probes.candidates_by_key(keys), found))
+        asked = self.probes.candidates_by_key(keys)
+        self.probes.add_more(core.more_probes(kept, asked, found, self.categories))
 
 
 def _built(
