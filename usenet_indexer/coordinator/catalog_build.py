@@ -23,6 +23,11 @@ rows were made with, and their posters' releases posted within
 `uploads.TOGETHER_SECONDS` of them, each read through an index. So its
 cost follows the batch, whatever the catalog already holds.
 
+A build makes no reference cycles but many objects (files, their figures,
+rows): automatic cyclic collection is off while it runs
+(gcpolicy.no_cyclic_gc), else its full collections walk the coordinator's
+whole heap again and again (about a sixth of a build's CPU).
+
 Sync code, for a worker thread: psycopg stays inside store/.
 """
 
@@ -38,6 +43,7 @@ from psycopg_pool import ConnectionPool
 from usenet_indexer.core import catalog as core
 from usenet_indexer.core.merge import CatalogRelease
 from usenet_indexer.core.renames import Finding, Shown
+from usenet_indexer.gcpolicy import no_cyclic_gc
 from usenet_indexer.store.catalog import (
     SHARDS,
     CatalogRow,
@@ -107,7 +113,7 @@ class CatalogBuild:
         """Merge again what batches touched since the last build in some shards no other
         builder holds (their closure), and show the rows gone quiet."""
         started = time.thread_time()
-        with self.table.shards() as locks:
+        with self.table.shards() as locks, no_cyclic_gc():
             shards = locks.pending_shards()
             orphans = locks.orphans()
             if not shards and not orphans:
@@ -159,7 +165,7 @@ class CatalogBuild:
         kept (one transaction; a release's grabs stay); fill in the releases' latest
         dates where they are not known (stored before they were kept)."""
         started = time.thread_time()
-        with self.table.shards() as locks:
+        with self.table.shards() as locks, no_cyclic_gc():
             locks.lock_all()
             pending = self.table.pending()
             chunks = list(self.store.chunks())
