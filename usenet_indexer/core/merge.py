@@ -430,22 +430,18 @@ class ReleaseMerger:
 
     def _build(self, members: list[_Release], files: list[_File], name: str) -> CatalogRelease:
         release = members[0]
-        built = [
-            CatalogFile(
-                name=f.name,
-                subject=f.subject,
-                index=f.index,
-                total_segments=f.total_segments,
-                posted=f.posted,
-                segments=Segments(f),
+        built = []
+        seen = size = 0
+        for f in files:  # one pass: a build makes every release of the keys around a batch
+            segments = Segments(f)
+            built.append(
+                CatalogFile(f.name, f.subject, f.index, f.total_segments, f.posted, segments)
             )
-            for f in files
-        ]
-        seen = sum(len(f.segments) for f in built)
+            seen += len(segments)
+            # Bytes of the segments kept: a segment posted again (a repost in a
+            # later batch) counts once, like it does in the segment list.
+            size += sum(segments.sizes())
         announced = _announced(members)
-        # Bytes of the segments kept: a segment posted again (a repost in a
-        # later batch) counts once, like it does in the segment list.
-        size = sum(sum(segment_sizes(f.segments)) for f in built)
         dated = [f.posted for f in built if f.posted]
         return CatalogRelease(
             key=release.key,
