@@ -1,5 +1,6 @@
-"""The compiled parts of uidx: the RangeIndexer's per-line loop (core/_fastindex.pyx)
-and a batch fragment's checks at the coordinator (wire/_fastwire.pyx).
+"""The compiled parts of uidx: the RangeIndexer's per-line loop (core/_fastindex.pyx),
+a batch fragment's checks at the coordinator (wire/_fastwire.pyx) and the catalog
+build's fragment unpacking (wire/_fastfragments.pyx).
 
 Everything else is in pyproject.toml. The extensions are optional: where they
 cannot be built (no C compiler, no Python headers) the install goes on
@@ -19,6 +20,12 @@ setup(
         Extension(
             "usenet_indexer.wire._fastwire",
             ["usenet_indexer/wire/_fastwire.pyx"],
+            optional=True,
+            extra_compile_args=["-O2"],
+        ),
+        Extension(
+            "usenet_indexer.wire._fastfragments",
+            ["usenet_indexer/wire/_fastfragments.pyx"],
             optional=True,
             extra_compile_args=["-O2"],
         ),

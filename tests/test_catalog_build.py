@@ -9,6 +9,7 @@ only once quiet, and a grab must survive the rebuilds.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import re
 import threading
@@ -20,10 +21,10 @@ import psycopg
 import pytest
 from psycopg.pq import TransactionStatus
 
-from usenet_indexer.coordinator.catalog_build import Built, CatalogBuild
+from usenet_indexer.coordinator.catalog_build import MAX_SHARDS, Built, CatalogBuild
 from usenet_indexer.coordinator.stores import Stores
 from usenet_indexer.core.indexer import RangeIndexer
-from usenet_indexer.store.catalog import Search
+from usenet_indexer.store.catalog import SHARDS, Search
 from usenet_indexer.store.groups import GroupStore
 from usenet_indexer.store.ranges import Finish
 from usenet_indexer.synth.generator import GeneratorConfig, generate
@@ -344,3 +345,28 @@ def test_an_album_stored_in_two_batches_is_one_row_and_the_next_album_another(
     ]
     stores.build.everything(quiet_seconds=0)
     assert catalog_rows(stores) == rows
+
+
+def test_no_automatic_garbage_collection_runs_while_a_build_merges(stores: Stores) -> None:
+    # A build makes many objects and no cycles: collections during it would only walk
+    # the process's heap (gcpolicy). They run again once it is done.
+    collections: list[str] = []
+    builder = threading.get_ident()
+
+    def seen(phase: str, info: dict[str, int]) -> None:
+        if phase == "start" and threading.get_ident() == builder:
+            collections.append(phase)
+
+    batches = batches_of_generated(stores, 20_000, seed=4, every=20_000, profile="posting-tools")
+    next(batches)
+    assert gc.isenabled()
+    gc.callbacks.append(seen)
+    try:
+        built = stores.build.drain(0)
+    finally:
+        gc.callbacks.remove(seen)
+    assert built.keys > 100
+    # At most the one each build's end lets happen (a drain builds SHARDS // MAX_SHARDS
+    # times at most); a build with the collector on met 11 here.
+    assert len(collections) <= SHARDS // MAX_SHARDS
+    assert gc.isenabled()

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from usenet_indexer.core.catalog import entry
+from usenet_indexer.core.catalog import Categories, entry
 from usenet_indexer.core.categories import (
     CATEGORIES,
     HASHED,
@@ -276,3 +276,18 @@ def test_a_probe_renamed_release_is_filed_by_its_new_name() -> None:
     real = "Show.Name.S02E03.720p.HDTV.x264-GRP"
     (renamed,) = apply([release], {b"k" * 16: [Finding(real, (f"{real}.mkv",), (10_000_000,))]})
     assert (entry(renamed, changed).name, entry(renamed, changed).category) == (real, 5040)
+
+
+def test_a_builds_memo_of_categories_answers_as_categorise_does() -> None:
+    # A build keeps each release's category (Categories) from build to build: the
+    # same releases, groups and files, the same answer, also after the memo is full.
+    asked = [
+        (name, groups, files)
+        for name in ("Show.Name.S01E02.720p.HDTV.x264-KILLERS", "holiday pictures", "a1b2c3")
+        for groups in ((), ("alt.binaries.teevee",), ("alt.binaries.ebook",))
+        for files in ((), ("a.epub", "b.epub", "c.nfo"), ("x.mkv",))
+    ]
+    memo = Categories(limit=5)
+    for _ in range(2):
+        assert [memo.of(*a) for a in asked] == [categorise(*a) for a in asked]
+    assert len({categorise(*a) for a in asked}) >= 4  # the groups and files told

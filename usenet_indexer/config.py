@@ -119,9 +119,9 @@ class Settings:
             missing more than their PAR2 recovery rebuilds: a downloader fails
             them); off, feeds and searches offer whole and repairable ones only.
         pure_indexer: edges and `uidx index` run the RangeIndexer's pure-Python
-            per-line loop even where the compiled one is built (the same
-            output, slower: for tests and for telling a fault of the compiled
-            loop apart).
+            per-line loop, and the coordinator's catalog build the pure fragment
+            unpacking, even where the compiled ones are built (the same output,
+            slower: for tests and for telling a fault of compiled code apart).
         spool_url: where the header spool's chunks are (`UIDX_SPOOL`): empty for
             `$UIDX_HOME/spool`, a folder, or `s3://bucket/prefix` (an
             S3-compatible object store; edges then read chunks from it directly).

@@ -8,6 +8,9 @@ nothing. A command that indexes turns automatic collection off
 (`no_cyclic_gc`) and collects at points of its own choosing
 (`collect_all` when a batch or range has been let go, and when idle),
 which still frees the few cycles trio and httpx make (tracebacks, frames).
+The coordinator's catalog build (coordinator/catalog_build.py) turns it off
+while a build runs; the cycles made meanwhile elsewhere in the process are
+collected once it is back on.
 """
 
 from __future__ import annotations

@@ -23,6 +23,11 @@ rows were made with, and their posters' releases posted within
 `uploads.TOGETHER_SECONDS` of them, each read through an index. So its
 cost follows the batch, whatever the catalog already holds.
 
+A build makes no reference cycles but many objects (files, their figures,
+rows): automatic cyclic collection is off while it runs
+(gcpolicy.no_cyclic_gc), else its full collections walk the coordinator's
+whole heap again and again (about a sixth of a build's CPU).
+
 Sync code, for a worker thread: psycopg stays inside store/.
 """
 
@@ -38,6 +43,7 @@ from psycopg_pool import ConnectionPool
 from usenet_indexer.core import catalog as core
 from usenet_indexer.core.merge import CatalogRelease
 from usenet_indexer.core.renames import Finding, Shown
+from usenet_indexer.gcpolicy import no_cyclic_gc
 from usenet_indexer.store.catalog import (
     SHARDS,
     CatalogRow,
@@ -84,23 +90,30 @@ class Built:
 
 @attrs.define(eq=False)
 class CatalogBuild:
-    """The catalog build over one database (sync: call it from a worker thread)."""
+    """The catalog build over one database (sync: call it from a worker thread).
+
+    `pure`: fragments are unpacked by the pure code even where the compiled one
+    (wire/_fastfragments) is built (settings.pure_indexer).
+    """
 
     pool: ConnectionPool
+    pure: bool = False
     table: CatalogTable = attrs.field(init=False)
     store: CatalogStore = attrs.field(init=False)
     probes: ProbeStore = attrs.field(init=False)
+    # Kept from build to build: the releases a build merges again, it categorised before.
+    categories: core.Categories = attrs.field(init=False, factory=core.Categories)
 
     def __attrs_post_init__(self) -> None:
         self.table = CatalogTable(self.pool)
-        self.store = CatalogStore(self.pool)
+        self.store = CatalogStore(self.pool, pure=self.pure)
         self.probes = ProbeStore(self.pool)
 
     def pending(self, quiet_seconds: float) -> Built:
         """Merge again what batches touched since the last build in some shards no other
         builder holds (their closure), and show the rows gone quiet."""
         started = time.thread_time()
-        with self.table.shards() as locks:
+        with self.table.shards() as locks, no_cyclic_gc():
             shards = locks.pending_shards()
             orphans = locks.orphans()
             if not shards and not orphans:
@@ -152,7 +165,7 @@ class CatalogBuild:
         kept (one transaction; a release's grabs stay); fill in the releases' latest
         dates where they are not known (stored before they were kept)."""
         started = time.thread_time()
-        with self.table.shards() as locks:
+        with self.table.shards() as locks, no_cyclic_gc():
             locks.lock_all()
             pending = self.table.pending()
             chunks = list(self.store.chunks())
@@ -223,7 +236,7 @@ class CatalogBuild:
         kept = core.kept(releases)
         self._queue_probes(kept, found)
         changed = self.table.changed(keys)
-        entries = (core.entry(shown, changed, found) for shown in kept)
+        entries = (core.entry(shown, changed, found, self.categories) for shown in kept)
         return self.table.write(entries, quiet_seconds, pending, keys)
 
     def _queue_probes(self, kept: list[Shown], found: Mapping[bytes, Sequence[Finding]]) -> None:
@@ -232,7 +245,8 @@ class CatalogBuild:
         keys = core.probe_keys(kept)
         if not keys:
             return
-        self.probes.add_more(core.more_probes(kept, self.probes.candidates_by_key(keys), found))
+        asked = self.probes.candidates_by_key(keys)
+        self.probes.add_more(core.more_probes(kept, asked, found, self.categories))
 
 
 def _built(

@@ -40,13 +40,15 @@ class Stores:
     health: HealthStore
 
     @classmethod
-    def from_pool(cls, pool: ConnectionPool, *, fenced: bool = True) -> Stores:
+    def from_pool(cls, pool: ConnectionPool, *, fenced: bool = True, pure: bool = False) -> Stores:
         """Every store on one pool.
 
         Args:
             pool: an open pool (see `usenet_indexer.store.pool.open_pool`).
             fenced: False only for the chaos script's negative control (see
                 `BatchStore.fenced`).
+            pure: the catalog build unpacks fragments with the pure code even where
+                the compiled one is built (settings.pure_indexer).
 
         Returns:
             The stores.
@@ -58,6 +60,6 @@ class Stores:
             spool=SpoolIndex(pool),
             catalog=CatalogTable(pool),
             users=UserStore(pool),
-            build=CatalogBuild(pool),
+            build=CatalogBuild(pool, pure=pure),
             health=HealthStore(pool),
         )

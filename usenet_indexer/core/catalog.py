@@ -124,14 +124,39 @@ class CatalogEntry:
     ids: MediaIds = NO_IDS  # what its NFO named (a show's TMDB id is not kept)
 
 
+@attrs.define(eq=False)
+class Categories:
+    """Releases' categories (categories.categorise), each worked out once: a pending
+    build merges again the releases around the keys a batch touched, most of which
+    an earlier build categorised, and a release is asked twice (its row, its NFO's
+    probe). A build's memo, dropped whole when it holds `limit` releases.
+    """
+
+    limit: int = 20_000
+    _known: dict[tuple[str, tuple[str, ...], tuple[str, ...]], int] = attrs.field(
+        init=False, factory=dict
+    )
+
+    def of(self, name: str, groups: tuple[str, ...], files: tuple[str, ...]) -> int:
+        """categorise(name, groups, files), remembered."""
+        known = (name, groups, files)
+        category = self._known.get(known)
+        if category is None:
+            if len(self._known) >= self.limit:
+                self._known.clear()
+            category = self._known[known] = categorise(name, groups, files)
+        return category
+
+
 def entry(
     shown: Shown,
     changed: Mapping[bytes, datetime],
     found: Mapping[bytes, Sequence[Finding]] | None = None,
+    categories: Categories | None = None,
 ) -> CatalogEntry:
     """The row of a kept release; `changed`: when each source key's chunks last changed;
     `found`: what probes found of its keys (a par2 index's slice size, for its state;
-    the ids its NFO named)."""
+    the ids its NFO named); `categories`: the build's memo of categories."""
     release = shown.release
     season, episode = season_episode(release.name)
     # The names it had before a probe renamed it stay searchable.
@@ -140,7 +165,9 @@ def entry(
         guid=release.key.hex(),
         name=release.name,
         search_name=search_name(searched),
-        category=categorise(release.name, release.groups, tuple(f.name for f in release.files)),
+        category=(categorise if categories is None else categories.of)(
+            release.name, release.groups, tuple(f.name for f in release.files)
+        ),
         size=release.bytes,
         files=len(release.files),
         poster=release.poster,
@@ -211,11 +238,14 @@ def more_probes(
     releases: Iterable[Shown],
     asked: Mapping[bytes, Set[str]],
     found: Mapping[bytes, Sequence[Finding]],
+    categories: Categories | None = None,
 ) -> list[tuple[bytes, str, str]]:
     """More candidates the releases call for (renames.more_probe): an archive's first
     volume, a par2 an nfo's probe did not read; else, for a film or a show, its NFO,
     for the ids it names (renames.ids_probe). `asked`: the candidates' message-ids
-    by release key; a release's are those of its key and its sources."""
+    by release key; a release's are those of its key and its sources; `categories`:
+    the build's memo of categories."""
+    categorised = categorise if categories is None else categories.of
     more = []
     for shown in releases:
         release = shown.release
@@ -223,7 +253,7 @@ def more_probes(
         mine: Set[str] = frozenset().union(*(asked.get(k, ()) for k in keys))
         probe = more_probe(release, mine, found)
         if probe is None:
-            probe = ids_probe(release, mine)
+            probe = ids_probe(release, mine, categorised=categorised)
         if probe is not None:
             more.append(probe)
     return more

@@ -113,14 +113,17 @@ class _Release(_Fields):
 
 class Segments(Sequence[tuple[int, str, int]]):
     """A merged file's segments (k, message-id, bytes) by k, made from its chunks when
-    first read: a catalog build needs their count and sizes, which the chunks give,
+    first read: a catalog build needs their count, numbers and sizes, which the
+    chunks' arrays give (when no number is in two chunks: a file a batch cut in two),
     and the list itself only for an NZB, an export or a probe."""
 
-    __slots__ = ("_file", "_made")
+    __slots__ = ("_count", "_distinct", "_file", "_made")
 
     def __init__(self, file: _File) -> None:
         self._file = file
         self._made: list[tuple[int, str, int]] | None = None
+        self._distinct: bool | None = None
+        self._count: int | None = None  # a build asks it of each file many times
 
     def listed(self) -> list[tuple[int, str, int]]:
         """The segments as a list (made once)."""
@@ -128,22 +131,34 @@ class Segments(Sequence[tuple[int, str, int]]):
             self._made = self._file.segments()
         return self._made
 
+    def _arrays(self) -> bool:
+        """Whether the chunks' arrays are the segments (no number in two chunks) while
+        the list is not made."""
+        if self._made is not None:
+            return False
+        if self._distinct is None:
+            self._distinct = _distinct(self._file.chunks)
+        return self._distinct
+
     def numbers(self) -> Sequence[int]:
-        """The segments' numbers k, ascending (a file of one chunk: its array, no list
-        of tuples made)."""
-        if self._made is None and len(self._file.chunks) == 1:
-            return self._file.chunks[0].numbers
+        """The segments' numbers k, ascending (from the chunks' arrays, no list of
+        tuples made, when no number is in two chunks)."""
+        if self._arrays():
+            chunks = self._file.chunks
+            if len(chunks) == 1:
+                return chunks[0].numbers
+            return sorted(chain.from_iterable(c.numbers for c in chunks))
         return [k for k, _, _ in self.listed()]
 
     def sizes(self) -> Iterable[int]:
-        """The segments' sizes, in no set order (its chunks' arrays while the list of
-        tuples is not made and no number is in two chunks)."""
-        if self._made is None:
+        """The segments' sizes, in no set order (likewise from the chunks' arrays)."""
+        if self._arrays():
             chunks = self._file.chunks
-            if len(chunks) == 1:
-                return chunks[0].sizes
-            if sum(len(c.numbers) for c in chunks) == len({k for c in chunks for k in c.numbers}):
-                return chain.from_iterable(c.sizes for c in chunks)
+            return (
+                chunks[0].sizes
+                if len(chunks) == 1
+                else chain.from_iterable(c.sizes for c in chunks)
+            )
         return [size for _, _, size in self.listed()]
 
     def holds(self, message_id: str) -> bool:
@@ -153,16 +168,33 @@ class Segments(Sequence[tuple[int, str, int]]):
             return f"\n{message_id}\n" in f"\n{self._file.chunks[0].message_ids}\n"
         return any(m == message_id for _, m, _ in self.listed())
 
+    def first(self) -> tuple[int, str, int]:
+        """The segment of the lowest number (IndexError when none), the list not made:
+        of the chunks that start with it, the first's (as `_File.segments` keeps it)."""
+        if self._made is not None:
+            return self._made[0]
+        chunks = [c for c in self._file.chunks if c.numbers]
+        if not chunks:
+            raise IndexError("no segments")
+        low = min(c.numbers[0] for c in chunks)
+        chunk = next(c for c in chunks if c.numbers[0] == low)
+        return low, chunk.first_message_id, chunk.sizes[0]
+
     def __len__(self) -> int:
-        if self._made is None and len(self._file.chunks) == 1:
-            return len(self._file.chunks[0].numbers)
-        return len(self.listed())
+        if self._count is None:
+            chunks = self._file.chunks
+            self._count = (
+                sum(len(c.numbers) for c in chunks) if self._arrays() else len(self.listed())
+            )
+        return self._count
 
     @overload
     def __getitem__(self, at: int) -> tuple[int, str, int]: ...
     @overload
     def __getitem__(self, at: slice) -> list[tuple[int, str, int]]: ...
     def __getitem__(self, at: int | slice) -> tuple[int, str, int] | list[tuple[int, str, int]]:
+        if at == 0 and self._made is None:
+            return self.first()
         return self.listed()[at]
 
     def __iter__(self) -> Iterator[tuple[int, str, int]]:
@@ -179,6 +211,17 @@ class Segments(Sequence[tuple[int, str, int]]):
 
     def __repr__(self) -> str:
         return repr(self.listed())
+
+
+def _distinct(chunks: Sequence[FileChunk]) -> bool:
+    """Whether no segment number is in two of a file's chunks: their spans apart (a
+    file a batch cut in two), else the numbers counted."""
+    if len(chunks) == 1:
+        return True
+    spans = sorted((c.numbers[0], c.numbers[-1]) for c in chunks if c.numbers)
+    if all(spans[i][1] < spans[i + 1][0] for i in range(len(spans) - 1)):
+        return True
+    return sum(len(c.numbers) for c in chunks) == len({k for c in chunks for k in c.numbers})
 
 
 def holds(segments: Sequence[tuple[int, str, int]], message_id: str) -> bool:
@@ -387,25 +430,18 @@ class ReleaseMerger:
 
     def _build(self, members: list[_Release], files: list[_File], name: str) -> CatalogRelease:
         release = members[0]
-        built = [
-            CatalogFile(
-                name=f.name,
-                subject=f.subject,
-                index=f.index,
-                total_segments=f.total_segments,
-                posted=f.posted,
-                segments=Segments(f),
+        built = []
+        seen = size = 0
+        for f in files:  # one pass: a build makes every release of the keys around a batch
+            segments = Segments(f)
+            built.append(
+                CatalogFile(f.name, f.subject, f.index, f.total_segments, f.posted, segments)
             )
-            for f in files
-        ]
-        seen = sum(len(f.segments) for f in built)
+            seen += len(segments)
+            # Bytes of the segments kept: a segment posted again (a repost in a
+            # later batch) counts once, like it does in the segment list.
+            size += sum(segments.sizes())
         announced = _announced(members)
-        # Bytes of the segments kept: a segment posted again (a repost in a
-        # later batch) counts once, like it does in the segment list.
-        size = sum(
-            sum(f.chunks[0].sizes) if len(f.chunks) == 1 else sum(map(itemgetter(2), b.segments))
-            for f, b in zip(files, built, strict=True)
-        )
         dated = [f.posted for f in built if f.posted]
         return CatalogRelease(
             key=release.key,
@@ -694,7 +730,8 @@ def _file_chunk_order(file: FileChunk) -> tuple[int, bytes, str]:
 def _piece_order(files: list[FileChunk]) -> tuple[int, bytes, str]:
     """A piece's place: its earliest file's date, then its smallest file key and message-id."""
     posted = min((f.posted for f in files if f.posted), default=UNDATED)
-    return (posted, *min((f.key, f.first_message_id) for f in files))
+    low = min(f.key for f in files)
+    return (posted, low, min(f.first_message_id for f in files if f.key == low))
 
 
 def _only_generation(entry: _Entry) -> _Release | None:
@@ -737,7 +774,7 @@ _NOTHING_AGAIN, _SOME_AGAIN, _AGAIN = 0, 1, 2
 def _posted_again(generation: _Release, chunk: FileChunk) -> int:
     """How much of a file chunk a generation holds under other message-ids (see above)."""
     file = generation.files.get(chunk.key)
-    if file is None:
+    if file is None or _apart(file, chunk):
         return _NOTHING_AGAIN
     held = _held(file)
     other = sum(
@@ -756,6 +793,17 @@ def _posted_again(generation: _Release, chunk: FileChunk) -> int:
         # segment that failed and never the file's others.
         return _AGAIN
     return _SOME_AGAIN if other else _NOTHING_AGAIN
+
+
+def _apart(file: _File, chunk: FileChunk) -> bool:
+    """Whether a chunk's numbers lie outside the span of each of the file's chunks (a
+    file a batch cut in two, most often): then none is held again, which `_posted_again`
+    would find segment by segment."""
+    numbers = chunk.numbers
+    if not numbers or chunk.total_segments < 1:
+        return False
+    first, last = numbers[0], numbers[-1]
+    return all(c.numbers and (c.numbers[-1] < first or c.numbers[0] > last) for c in file.chunks)
 
 
 def _held(file: _File) -> dict[int, str]:

@@ -37,7 +37,7 @@ its first NFO's first segment, once the release has no other probe to make.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence, Set
+from collections.abc import Callable, Mapping, Sequence, Set
 
 import attrs
 
@@ -53,6 +53,9 @@ from usenet_indexer.core.subject import (
     looks_obfuscated,
 )
 from usenet_indexer.decode.ids import NO_IDS, MediaIds
+
+# categories.categorise, or a memo of it: (name, groups, file names) -> category.
+Categorise = Callable[[str, tuple[str, ...], tuple[str, ...]], int]
 
 # The rule name of a release dropped for what its archive holds.
 EXECUTABLE_INSIDE = "executable_inside"
@@ -310,7 +313,10 @@ ID_PARENTS = frozenset({2000, 5000})
 
 
 def ids_probe(
-    release: CatalogRelease, asked: Set[str], category: int | None = None
+    release: CatalogRelease,
+    asked: Set[str],
+    category: int | None = None,
+    categorised: Categorise = categorise,
 ) -> tuple[bytes, str, str] | None:
     """(release key, message-id, file name) of the NFO to read for the release's ids, or
     None.
@@ -320,7 +326,8 @@ def ids_probe(
     whose first segment was seen, none of its NFOs asked for yet (`asked`:
     the message-ids of the candidates of its keys): its first NFO's first
     segment. One body per release, only where an id can be: what the probes
-    add stays bounded by the films and shows posted with an NFO.
+    add stays bounded by the films and shows posted with an NFO. `categorised`:
+    what categorises it (a build's memo, core/catalog.Categories).
     """
     if release.dropped is not None:
         return None
@@ -329,7 +336,7 @@ def ids_probe(
         return None
     if category is None:
         files = tuple(f.name for f in release.files)
-        category = categorise(release.name, release.groups, files)
+        category = categorised(release.name, release.groups, files)
     if parent(category) not in ID_PARENTS:
         return None
     first = nfos[0]

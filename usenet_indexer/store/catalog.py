@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
@@ -47,7 +48,7 @@ import psycopg
 from psycopg import sql
 from psycopg_pool import ConnectionPool
 
-from usenet_indexer.core.batch import ReleaseChunk
+from usenet_indexer.core.batch import FileChunk, ReleaseChunk
 from usenet_indexer.core.catalog import CatalogEntry, Span, Window, query_words, search_name
 from usenet_indexer.core.categories import subcategories
 from usenet_indexer.core.newznab import Item
@@ -284,9 +285,26 @@ _SIZES = """
 """
 
 
+# The segments of the fragments a CatalogStore keeps unpacked (see `chunks`).
+UNPACKED_SEGMENTS = 2_000_000
+
+
 @attrs.define(eq=False)
 class CatalogStore:
+    """Stored release chunks read back.
+
+    The fragments of the keys asked (not of every key) stay unpacked, by their
+    bytes, up to UNPACKED_SEGMENTS segments, the least recently read dropped
+    first: a pending build merges again the keys around those a batch touched,
+    whose fragments the builds before mostly read too. The same bytes unpack to
+    the same files, so what a fragment is never depends on what is kept.
+    """
+
     pool: ConnectionPool
+    pure: bool = False  # fragments.unpack's pure code, even where the compiled one is built
+    _unpacked: dict[bytes, tuple[FileChunk, ...]] = attrs.field(init=False, factory=dict)
+    _held: int = attrs.field(init=False, default=0)  # their segments
+    _lock: threading.Lock = attrs.field(init=False, factory=threading.Lock)
 
     def chunks(self, keys: Sequence[bytes] | None = None) -> Iterator[ReleaseChunk]:
         """Every stored release chunk (of the release `keys` only, when given),
@@ -302,8 +320,30 @@ class CatalogStore:
         for release_key, packed in rows:
             key = bytes(release_key)
             _, head_name, poster, groups, announced = releases[key]
-            files = tuple(fragments.unpack(bytes(packed)))
+            files = self._files(bytes(packed), keep=keys is not None)
             yield ReleaseChunk(key, head_name, poster, tuple(groups), announced, files)
+
+    def _files(self, packed: bytes, *, keep: bool) -> tuple[FileChunk, ...]:
+        """A fragment's files: kept ones, else unpacked (and kept when `keep`)."""
+        with self._lock:
+            files = self._unpacked.pop(packed, None)
+            if files is not None:
+                self._unpacked[packed] = files  # the most recently read now
+                return files
+        files = tuple(fragments.unpack(packed, pure=self.pure))
+        if keep:
+            with self._lock:
+                self._keep(packed, files)
+        return files
+
+    def _keep(self, packed: bytes, files: tuple[FileChunk, ...]) -> None:
+        if packed in self._unpacked:
+            return
+        self._unpacked[packed] = files
+        self._held += _segments(files)
+        while self._held > UNPACKED_SEGMENTS and len(self._unpacked) > 1:
+            oldest = next(iter(self._unpacked))
+            self._held -= _segments(self._unpacked.pop(oldest))
 
     def probed(self, keys: Sequence[bytes] | None = None) -> list[bytes]:
         """The release keys a batch reported a probe candidate for (of `keys`, when given),
@@ -693,6 +733,10 @@ class Written:
     written: int
     pruned: int
     shown: int
+
+
+def _segments(files: Sequence[FileChunk]) -> int:
+    return sum(len(f.numbers) for f in files)
 
 
 def _seqs(records: Sequence[tuple[Any, ...]]) -> dict[bytes, int]:

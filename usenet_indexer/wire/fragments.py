@@ -67,6 +67,23 @@ _HEAD = struct.Struct("<II")
 _ENTRY = struct.Struct("<16sIIIqII")
 _NEWLINE = ord("\n")
 
+# The compiled twin of `_files` (wire/_fastfragments.pyx): the inflated bytes, the
+# FileChunk class, MAX_FILES and MAX_SEGMENTS in; the files out, or None where
+# the pure code raises.
+CompiledFiles = Callable[[bytes, type[FileChunk], int, int], "list[FileChunk] | None"]
+
+
+def _compiled_files() -> CompiledFiles | None:
+    """The compiled unpacking, or None where the extension was not built."""
+    try:
+        from usenet_indexer.wire._fastfragments import files
+    except ImportError:
+        return None
+    return files
+
+
+COMPILED_FILES = _compiled_files()
+
 
 class BadFragment(RemoteProtocolError):
     """A fragment does not unpack, or breaks what `inspect` checks."""
@@ -167,8 +184,13 @@ def _rows(columns: bytes, count: int, width: int) -> bytearray:
     return joined[:-1]
 
 
-def unpack(data: bytes) -> list[FileChunk]:
+def unpack(data: bytes, *, pure: bool = False) -> list[FileChunk]:
     """The files of a packed release chunk, with their segments.
+
+    Args:
+        data: the fragment.
+        pure: unpack with the pure code even where its compiled twin
+            (wire/_fastfragments) is built (the same files, slower).
 
     Raises:
         BadFragment: the data is not a fragment of this version.
@@ -180,6 +202,17 @@ def unpack(data: bytes) -> list[FileChunk]:
         raw = isal_zlib.decompress(memoryview(data)[1:])
     except INFLATE_ERROR as error:
         raise BadFragment(f"fragment does not inflate: {error}") from error
+    if COMPILED_FILES is not None and not pure:
+        files = COMPILED_FILES(raw, FileChunk, MAX_FILES, MAX_SEGMENTS)
+        if files is not None:
+            return files
+    # The pure code: the oracle, and what says what is wrong with a fragment.
+    return _files(raw)
+
+
+def _files(raw: bytes) -> list[FileChunk]:
+    """The files of an inflated fragment (`unpack`'s pure code: the compiled twin,
+    wire/_fastfragments.pyx, gives the same)."""
     if len(raw) < _HEAD.size:
         raise BadFragment("fragment too short")
     count, width = _HEAD.unpack_from(raw)

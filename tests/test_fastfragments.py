@@ -1,0 +1,207 @@
+"""The compiled fragment unpacking (wire/_fastfragments.pyx) against its oracle, the pure one.
+
+What the catalog build reads of a fragment (every file's key, name, subject,
+index, counts, date, numbers, message-ids and sizes) must be the same from
+both, field for field, for what edges post of every generator profile and of
+the real corpus, for any files packed, and for damaged fragments: where the
+pure code raises, the compiled one hands over to it and the same error comes
+out. The compiled part must be built here (CI builds it with `pip install
+-e .`): otherwise these tests would compare the pure code with itself.
+"""
+
+from __future__ import annotations
+
+import random
+import zlib
+from array import array
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from usenet_indexer.core.batch import FileChunk
+from usenet_indexer.core.indexer import RangeIndexer
+from usenet_indexer.synth.generator import PROFILES, GeneratorConfig, generate
+from usenet_indexer.testing.corpus import load_corpus, nzb_to_overview
+from usenet_indexer.wire import fragments
+from usenet_indexer.wire.fragments import COMPILED_FILES, BadFragment
+
+FIRST = 7_000_000
+
+
+def fields(files: Sequence[FileChunk]) -> list[tuple[object, ...]]:
+    """Every field of every file, the arrays with their type: what `==` on files
+    would not tell apart (an array of another type with the same values)."""
+    return [
+        (
+            f.key,
+            f.name,
+            f.subject,
+            f.index,
+            f.total_segments,
+            f.posted,
+            f.numbers.typecode,
+            f.numbers.tobytes(),
+            f.message_ids,
+            f.sizes.typecode,
+            f.sizes.tobytes(),
+        )
+        for f in files
+    ]
+
+
+def both(fragment: bytes) -> tuple[object, object]:
+    """What the pure and the compiled unpacking make of a fragment: its files' fields,
+    or the error raised."""
+    results: list[object] = []
+    for pure in (True, False):
+        try:
+            results.append(fields(fragments.unpack(fragment, pure=pure)))
+        except BadFragment as error:
+            results.append((type(error), str(error)))
+    return results[0], results[1]
+
+
+def posted_fragments(lines: Sequence[bytes], group: str) -> list[bytes]:
+    """The fragments an edge posts of overview lines, a batch every 2,000 lines."""
+    indexer = RangeIndexer(group=group, first=FIRST)
+    batches = []
+    for at in range(0, len(lines), 2_000):
+        indexer.add_data(b"\n".join(lines[at : at + 2_000]) + b"\n", FIRST + at + 2_000)
+        batches.append(indexer.take())
+    return [
+        fragments.pack(chunk.files)
+        for batch in batches
+        for chunk in batch.releases
+        if chunk.dropped is None
+    ]
+
+
+def test_the_compiled_unpacking_is_built() -> None:
+    # Without it every comparison below would be the pure code against itself.
+    assert COMPILED_FILES is not None, "wire/_fastfragments is not built: run scripts/bootstrap"
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_every_generator_profile_unpacks_the_same(profile: str) -> None:
+    generated = generate(GeneratorConfig(articles=20_000, seed=9, profile=profile))
+    lines = [line for line in generated.lines if line.split(b"\t", 1)[0].isdigit()]
+    posted = posted_fragments(lines, generated.truth.group)
+    assert sum(len(fragments.unpack(f, pure=True)) for f in posted) > 100  # files, not nothing
+    for fragment in posted:
+        pure, compiled = both(fragment)
+        assert compiled == pure
+
+
+def test_the_real_corpus_unpacks_the_same(corpus_dir: Path) -> None:
+    nzbs = [nzb for _, nzb in load_corpus(corpus_dir / "nzb")]
+    replay = nzb_to_overview(
+        nzbs, first_article=FIRST, rng=random.Random(4), uploads_in_flight=4, group="a.b.test"
+    )
+    lines = [line.encode("utf-8", "surrogateescape") for line in replay.lines]
+    posted = posted_fragments(lines, "a.b.test")
+    assert sum(len(fragments.unpack(f, pure=True)) for f in posted) > 100
+    for fragment in posted:
+        pure, compiled = both(fragment)
+        assert compiled == pure
+
+
+# Text as posters write it and as breaks decoders: any character, lone
+# surrogates (stored exactly), newlines, NULs.
+_TEXT = st.text(st.characters(codec=None, blacklist_categories=()), max_size=12)
+_IDS = st.one_of(
+    # One width (a posting tool's random part, counter and host): stored column-wise.
+    st.integers(1, 40).flatmap(
+        lambda w: st.lists(st.text("abcdef0123456789@.", min_size=w, max_size=w), max_size=30)
+    ),
+    # Any widths and characters but the "\n" that joins them.
+    st.lists(
+        st.text(st.characters(blacklist_characters="\n", codec=None), max_size=9), max_size=12
+    ),
+)
+
+
+@st.composite
+def file_chunks(draw: st.DrawFn, i: int) -> FileChunk:
+    ids = draw(_IDS)
+    numbers = sorted(draw(st.sets(st.integers(0, 2**32 - 1), min_size=len(ids), max_size=len(ids))))
+    return FileChunk(
+        key=draw(st.binary(min_size=16, max_size=16)),
+        name=draw(_TEXT),
+        subject=draw(_TEXT),
+        index=draw(st.none() | st.integers(0, 2**32 - 2)),
+        total_segments=draw(st.integers(0, 2**32 - 1)),
+        posted=draw(st.integers(-(2**63), 2**63 - 1)),
+        numbers=array("I", numbers),
+        message_ids="\n".join(ids),
+        sizes=array(
+            "I", draw(st.lists(st.integers(0, 2**32 - 1), min_size=len(ids), max_size=len(ids)))
+        ),
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 5).flatmap(lambda n: st.tuples(*(file_chunks(i) for i in range(n)))))
+def test_any_files_unpack_the_same_as_packed(files: tuple[FileChunk, ...]) -> None:
+    fragment = fragments.pack(files)
+    pure, compiled = both(fragment)
+    assert compiled == pure == fields(files)
+
+
+GOOD = [
+    FileChunk(
+        key=bytes(range(16)),
+        name="né.part01.rar",
+        subject='né [1/2] - "né.part01.rar" yEnc (1/30)',
+        index=1,
+        total_segments=30,
+        posted=1_700_000_000,
+        numbers=array("I", range(1, 21)),
+        message_ids="\n".join(f"{k:020}@w" for k in range(20)),
+        sizes=array("I", [716_800] * 20),
+    ),
+    FileChunk(
+        key=bytes(range(1, 17)),
+        name="né.par2",
+        subject='né [2/2] - "né.par2" yEnc (1/1)',
+        index=None,
+        total_segments=10,
+        posted=0,
+        numbers=array("I", [2, 5, 9]),
+        message_ids="a@b\ncd@e\nf@g",
+        sizes=array("I", [1, 2, 3]),
+    ),
+]
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.data())
+def test_damaged_fragments_unpack_the_same_or_fail_the_same(data: st.DataObject) -> None:
+    # Bytes changed inside the deflate (past what its checksum sees): counts, widths,
+    # lengths and text that no longer fit, as a faulty node or disk may send them.
+    files = data.draw(st.sampled_from([GOOD, GOOD[1:], [GOOD[0]] * 2]))
+    raw = bytearray(zlib.decompress(fragments.pack(files)[1:]))
+    for _ in range(data.draw(st.integers(1, 3))):
+        at = data.draw(st.integers(0, len(raw) - 1))
+        raw[at] = data.draw(st.sampled_from([0, 1, 2, 3, 0x0A, 0x40, 0x80, 0xC3, 0xED, 0xFF]))
+    if data.draw(st.booleans()):
+        raw = raw[: data.draw(st.integers(0, len(raw)))]
+    pure, compiled = both(bytes([fragments.VERSION]) + zlib.compress(bytes(raw)))
+    assert compiled == pure
+
+
+def test_a_fragment_the_pure_code_refuses_is_refused_with_its_message() -> None:
+    raw = zlib.decompress(fragments.pack(GOOD)[1:])
+    bad = [
+        raw.replace("né".encode(), b"n\xc3\x28", 1),  # a name not UTF-8
+        raw[:4] + (3).to_bytes(4, "little") + raw[8:],  # an id width that does not fit
+        (1000).to_bytes(4, "little") + raw[4:],  # more files than there are
+        raw[:60],  # cut short
+    ]
+    for data in bad:
+        pure, compiled = both(bytes([fragments.VERSION]) + zlib.compress(data))
+        assert isinstance(pure, tuple)
+        assert pure[0] is BadFragment
+        assert compiled == pure
