@@ -1,4 +1,5 @@
 # The compiled loop's signature (core/_fastindex.pyx); see indexer.Scan.
+from array import array
 from collections.abc import Callable
 from typing import Any
 
@@ -9,3 +10,7 @@ def scan(
     add: Callable[[list[bytes], int, int, int, bytes, bytes, bool], None],
     limits: tuple[int, int, int, int],
 ) -> tuple[int, int]: ...
+
+def file_segments(
+    segments: bytearray, total: int, max_message_id: int, shuffle: int
+) -> tuple[array[int], array[int], array[int], bytes] | None: ...

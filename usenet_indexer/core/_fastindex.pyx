@@ -32,11 +32,21 @@ No state lives here between calls: `fast`, the files and their buffers
 belong to the RangeIndexer.
 """
 
+from cpython cimport array
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.dict cimport PyDict_GetItem
+from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.object cimport PyObject
+from libc.stdlib cimport qsort
 from libc.string cimport memchr, memcmp, memcpy
+
+import array as _array
+
+# The types of file_segments' arrays, cloned for each file.
+cdef array.array _NUMBERS = _array.array("I")
+cdef array.array _ARTICLES = _array.array("q")
+cdef array.array _SIZES = _array.array("I")
 
 # The fields up to "bytes" (RFC 3977 8.3.2): number, subject, from, date,
 # message-id, references, bytes. The fast path reads these seven; a line
@@ -289,3 +299,138 @@ def scan(bytes data, dict fast, object slow, object add, tuple limits):
                 slow(fields)
             open_file = None
     return lines, nul
+
+
+# A file's segments converted for take() (RangeIndexer._common_release): the
+# compiled twin of `_OpenFile.lists` followed by `_file_chunks`' quick path.
+
+# Article numbers past this go to the pure path (Python ints have no bound).
+cdef long long ARTICLE_CAP = 1LL << 62
+
+
+cdef int _ascending(const void *a, const void *b) noexcept nogil:
+    cdef long long x = (<const long long *>a)[0], y = (<const long long *>b)[0]
+    return (x > y) - (x < y)
+
+
+def file_segments(bytearray segments, long long total, Py_ssize_t max_message_id, long long shuffle):
+    """A file's segments as take() converts them in the common case, or None.
+
+    The common case is `_file_chunks`' quick one: every k is ASCII digits
+    (zero padding allowed) within 1..N and none repeats, every message-id
+    is "<" + text without angle brackets + ">" of at most `max_message_id`
+    bytes, every size is ASCII digits within uint32, every article number
+    digits below 2**62; and the numbers never fall more than
+    min(`shuffle`, N // 2) below the highest before them (else the file may
+    start over: `reposts.starts_over`). Anything else is None: the caller
+    converts the file in Python (`_file_chunks`), which sorts it out.
+
+    Args:
+        segments: the file's buffer (`_OpenFile.segments`): k, article
+            number, date, message-id and bytes of each segment, each
+            followed by a tab.
+        total: the file's N.
+
+    Returns:
+        (numbers, articles, sizes, message_ids): the numbers ascending
+        (array "I"), the article numbers in the order the lines came (array
+        "q"), the sizes by number (array "I"), the message-ids by number
+        without brackets, joined by "\\n".
+    """
+    cdef const char *s = PyByteArray_AS_STRING(segments)
+    cdef Py_ssize_t size = PyByteArray_GET_SIZE(segments)
+    cdef Py_ssize_t count = _count(s, size, b'\t') // 5
+    cdef Py_ssize_t at = 0, i, j, tab, n, mids = 0
+    cdef long long value, k, highest = 0
+    cdef long long window = min(shuffle, total // 2)
+    cdef bint ascending = True
+    cdef array.array numbers, articles, sizes
+    cdef bytes message_ids
+    cdef char *out
+    cdef Py_ssize_t *where = NULL  # each message-id's start
+    cdef long long *order = NULL  # k << 32 | i, sorted when the lines came out of order
+    if count == 0 or count > total:
+        return None
+    numbers = array.clone(_NUMBERS, count, zero=False)
+    articles = array.clone(_ARTICLES, count, zero=False)
+    sizes = array.clone(_SIZES, count, zero=False)
+    where = <Py_ssize_t *>PyMem_Malloc(count * sizeof(Py_ssize_t))
+    order = <long long *>PyMem_Malloc(count * sizeof(long long))
+    if where == NULL or order == NULL:
+        PyMem_Free(where)
+        PyMem_Free(order)
+        raise MemoryError()
+    try:
+        # Every field checked and read; the message-ids' places noted.
+        for i in range(count):
+            tab = _find(s, at, size, b'\t')  # k
+            n = tab - at
+            if not _digits(s + at, n):
+                return None
+            k = _number(s + at, n)
+            if not 0 < k <= total:
+                return None
+            if k <= highest:
+                ascending = False
+                if highest - k > window:
+                    return None
+            else:
+                highest = k
+            order[i] = (k << 32) | i
+            at = tab + 1
+            tab = _find(s, at, size, b'\t')  # article number
+            n = tab - at
+            if not _digits(s + at, n):
+                return None
+            value = 0
+            for j in range(n):
+                value = value * 10 + (s[at + j] - 48)
+                if value >= ARTICLE_CAP:
+                    return None
+            articles.data.as_longlongs[i] = value
+            at = _find(s, tab + 1, size, b'\t') + 1  # past the date
+            tab = _find(s, at, size, b'\t')  # message-id
+            n = tab - at
+            if not (2 <= n <= max_message_id and s[at] == b'<' and s[tab - 1] == b'>'):
+                return None
+            if memchr(s + at + 1, b'<', n - 2) != NULL or memchr(s + at + 1, b'>', n - 2) != NULL:
+                return None
+            where[i] = at
+            mids += n - 2
+            at = tab + 1
+            tab = _find(s, at, size, b'\t')  # bytes
+            n = tab - at
+            if not _digits(s + at, n):
+                return None
+            value = _number(s + at, n)
+            if value > 0xFFFFFFFF:
+                return None
+            sizes.data.as_uints[i] = <unsigned int>value
+            at = tab + 1
+        if not ascending:
+            qsort(order, count, sizeof(long long), _ascending)
+            for i in range(1, count):
+                if order[i] >> 32 == order[i - 1] >> 32:
+                    return None  # a number repeats
+        # By number: the numbers, the sizes and the message-ids without brackets.
+        message_ids = PyBytes_FromStringAndSize(NULL, mids + count - 1)
+        out = PyBytes_AS_STRING(message_ids)
+        j = 0
+        for i in range(count):
+            numbers.data.as_uints[i] = <unsigned int>(order[i] >> 32)
+            at = where[order[i] & 0xFFFFFFFF]
+            n = _find(s, at, size, b'\t') - at - 2
+            memcpy(out + j, s + at + 1, n)
+            j += n
+            if i + 1 < count:
+                out[j] = b'\n'
+                j += 1
+        if not ascending:
+            for i in range(count):
+                order[i] = sizes.data.as_uints[order[i] & 0xFFFFFFFF]
+            for i in range(count):
+                sizes.data.as_uints[i] = <unsigned int>order[i]
+        return numbers, articles, sizes, message_ids
+    finally:
+        PyMem_Free(where)
+        PyMem_Free(order)

@@ -72,6 +72,7 @@ from usenet_indexer.core.naming import probe_file_rank, release_name
 from usenet_indexer.core.reposts import (
     MIN_GAP,
     RUN,
+    SHUFFLE,
     WIDE,
     gap_cuts,
     pass_starts,
@@ -151,18 +152,26 @@ Scan = Callable[
 ]
 # What the compiled loop checks a new file's first segment against, as _slow_line does.
 _LIMITS = (MAX_HEADER_BYTES, MAX_MESSAGE_ID_BYTES, MAX_SEGMENTS, _MAX_SIZE)
+# The compiled twin of `_OpenFile.lists` and `_file_chunks`' quick path
+# (`_fastindex.file_segments`): a file's segments buffer, N, the longest
+# message-id and reposts.SHUFFLE in; the numbers, article numbers, sizes and
+# joined message-ids out, or None for the pure path.
+FileSegments = Callable[
+    [bytearray, int, int, int], "tuple[array[int], array[int], array[int], bytes] | None"
+]
 
 
-def _compiled_scan() -> Scan | None:
-    """The compiled loop, or None where the extension was not built (no C compiler)."""
+def _compiled() -> tuple[Scan | None, FileSegments | None]:
+    """The compiled loop and file conversion, or None where the extension was not built
+    (no C compiler)."""
     try:
-        from usenet_indexer.core._fastindex import scan
+        from usenet_indexer.core._fastindex import file_segments, scan
     except ImportError:
-        return None
-    return scan
+        return None, None
+    return scan, file_segments
 
 
-COMPILED_SCAN = _compiled_scan()
+COMPILED_SCAN, COMPILED_FILES = _compiled()
 
 
 def indexer_kind(pure: bool) -> str:
@@ -603,11 +612,17 @@ class RangeIndexer:
 
     def _release_chunks(self, release_key: bytes, members: list[_OpenFile]) -> list[ReleaseChunk]:
         """The release's chunk, and one more per later pass (a repost; see reposts.py)."""
+        if COMPILED_FILES is not None and not self.pure:
+            common = self._common_release(COMPILED_FILES, members)
+            if common is not None:
+                return self._released(release_key, members, common)
         texts = [member.lists() for member in members]
         # Where the posting pauses long, between files or inside one: every
         # file of the release is cut there alike (a piece is a chunk).
         paused = [pauses(_article_ints(text)) for text in texts]
-        cuts = _release_gaps(texts, paused)
+        cuts = _release_gaps(
+            [(int(t.articles[0]), int(t.articles[-1]), len(t.ks)) for t in texts], paused
+        )
         # A repost starts each file over in turn: one cut where the first does.
         started = sorted(at for m, t in zip(members, texts, strict=True) for at in _restarts(m, t))
         cuts += [
@@ -638,6 +653,39 @@ class RangeIndexer:
                     # A file looked at once already was counted then.
                     counted = self._skipped if id(member) in deferred else Counter[str]()
                     found.append((_file_chunks(member, text, counted, passes), member))
+        return self._released(release_key, members, found)
+
+    def _common_release(
+        self, convert: FileSegments, members: list[_OpenFile]
+    ) -> list[tuple[list[FileChunk | None], _OpenFile]] | None:
+        """The files' chunks when every file is the common case and nothing cuts the release
+        (`_fastindex.file_segments`, the compiled twin of `lists` and `_file_chunks`' quick
+        path); None, having changed nothing, for the pure path to sort out.
+
+        Files whose numbers do not repeat and do not start over (`file_segments`)
+        give the release one pass, cut only where its posting pauses.
+        """
+        converted = []
+        for member in members:
+            found = convert(member.segments, member.total, MAX_MESSAGE_ID_BYTES, SHUFFLE)
+            if found is None:
+                return None
+            converted.append(found)
+        paused = [pauses(articles) for _, articles, _, _ in converted]
+        if _release_gaps([(a[0], a[-1], len(a)) for _, a, _, _ in converted], paused):
+            return None  # cut into pieces
+        return [
+            ([_make_file_chunk(member, self._dates, numbers, mids, sizes)], member)
+            for member, (numbers, _, sizes, mids) in zip(members, converted, strict=True)
+        ]
+
+    def _released(
+        self,
+        release_key: bytes,
+        members: list[_OpenFile],
+        found: list[tuple[list[FileChunk | None], _OpenFile]],
+    ) -> list[ReleaseChunk]:
+        """The release's chunks from its files' chunks (each file's chunk of each pass)."""
         by_pass: list[list[tuple[FileChunk, _OpenFile]]] = []
         for chunks, member in found:
             for number, chunk in enumerate(chunks):
@@ -811,7 +859,9 @@ class _Passes:
         return self.cuts if self.starts is None else self.starts
 
 
-def _release_gaps(texts: list[_Texts], paused: list[list[tuple[int, int]]]) -> list[int]:
+def _release_gaps(
+    files: list[tuple[int, int, int]], paused: list[list[tuple[int, int]]]
+) -> list[int]:
     """Where a release's posting pauses long (the first articles after each pause).
 
     Inside a file (`reposts.pauses`), and between its files' runs: a gap
@@ -819,11 +869,14 @@ def _release_gaps(texts: list[_Texts], paused: list[list[tuple[int, int]]]) -> l
     `reposts.MIN_GAP`). A batch that holds the end of an upload and its
     repost's start cuts them apart there. Read from each file's first and
     last article and its pauses only.
+
+    Args:
+        files: each file's first and last article number and segment count.
+        paused: each file's pauses.
     """
     cuts = {after for pauses_of in paused for _, after in pauses_of}
     spans = []
-    for text, pauses_of in zip(texts, paused, strict=True):
-        first, last = int(text.articles[0]), int(text.articles[-1])
+    for (first, last, _), pauses_of in zip(files, paused, strict=True):
         for before, after in pauses_of:
             spans.append((first, before))
             first = after
@@ -831,7 +884,7 @@ def _release_gaps(texts: list[_Texts], paused: list[list[tuple[int, int]]]) -> l
     if len(spans) < 2:
         return sorted(cuts)
     spans.sort()
-    count = sum(len(text.ks) for text in texts)
+    count = sum(count for _, _, count in files)
     wide = wide_gap(spans[-1][1] - spans[0][0], count)
     reached = spans[0][1]
     for first, last in spans[1:]:
