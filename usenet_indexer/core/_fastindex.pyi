@@ -7,7 +7,8 @@ def scan(
     data: bytes,
     fast: dict[bytes, Any],
     slow: Callable[[list[bytes]], None],
-    add: Callable[[list[bytes], int, int, int, bytes, bytes, bool], None],
+    opened: dict[tuple[bytes, bytes, int], Any],
+    make: Callable[..., Any],
     limits: tuple[int, int, int, int],
 ) -> tuple[int, int]: ...
 

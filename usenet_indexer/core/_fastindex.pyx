@@ -33,7 +33,12 @@ belong to the RangeIndexer.
 """
 
 from cpython cimport array
-from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
+from cpython.bytearray cimport (
+    PyByteArray_AS_STRING,
+    PyByteArray_FromStringAndSize,
+    PyByteArray_GET_SIZE,
+    PyByteArray_Resize,
+)
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.dict cimport PyDict_GetItem
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
@@ -150,17 +155,81 @@ cdef bint _first_segment(
     return True
 
 
-def scan(bytes data, dict fast, object slow, object add, tuple limits):
-    """Feed the lines of `data` to the files in `fast`, new files to `add`, the rest to `slow`.
+cdef bint _says_yenc(const char *s, Py_ssize_t n) noexcept nogil:
+    # b"yenc" in s[:n].lower() (ASCII letters lowered, as bytes.lower does).
+    cdef Py_ssize_t i
+    for i in range(n - 3):
+        if (
+            s[i] | 32 == b'y'
+            and s[i + 1] | 32 == b'e'
+            and s[i + 2] | 32 == b'n'
+            and s[i + 3] | 32 == b'c'
+        ):
+            return True
+    return False
+
+
+cdef void _add_first(
+    const char **f, Py_ssize_t *n, const char *rest, Py_ssize_t rest_n, Py_ssize_t *where,
+    dict opened, dict fast, object make,
+) except *:
+    # RangeIndexer._add_segment of a checked first segment (where: p, q, N, the
+    # counter's "/"): to its file in `opened`, opened now if new; `fast` points
+    # its prefix at it.
+    cdef const char *subject = f[1]
+    cdef Py_ssize_t p = where[0], q = where[1], slash = where[3], at
+    cdef bytes prefix = PyBytes_FromStringAndSize(subject, p)
+    cdef bytes poster = PyBytes_FromStringAndSize(f[2], n[2])
+    cdef tuple key = (prefix, poster, where[2])
+    cdef PyObject *found = PyDict_GetItem(opened, key)
+    cdef object segments
+    cdef object open_file
+    cdef char *buffer
+    if found == NULL:
+        segments = PyByteArray_FromStringAndSize(NULL, 0)
+    else:
+        open_file = <object>found
+        segments = open_file.segments
+    # k, number, date, message-id, bytes: each followed by a tab.
+    at = PyByteArray_GET_SIZE(segments)
+    PyByteArray_Resize(segments, at + (slash - p - 1) + n[0] + n[3] + n[4] + n[6] + 5)
+    buffer = PyByteArray_AS_STRING(segments)
+    _put(buffer, &at, subject + p + 1, slash - p - 1)
+    _put(buffer, &at, f[0], n[0])
+    _put(buffer, &at, f[3], n[3])
+    _put(buffer, &at, f[4], n[4])
+    _put(buffer, &at, f[6], n[6])
+    if found == NULL:
+        open_file = make(
+            poster,
+            prefix,
+            PyBytes_FromStringAndSize(subject + slash + 1, n[1] - slash - 1),  # "N) tail"
+            where[2],
+            PyBytes_FromStringAndSize(subject + p + 1, q - p - 1),  # "k/N"
+            PyBytes_FromStringAndSize(subject + q + 1, n[1] - q - 1),  # the tail
+            PyBytes_FromStringAndSize(f[3], n[3]),  # date
+            PyBytes_FromStringAndSize(rest, rest_n),  # lines, Xref, ...
+            segments,
+            _says_yenc(subject, n[1]),
+        )
+        opened[key] = open_file
+    fast[prefix] = open_file
+
+
+def scan(bytes data, dict fast, object slow, dict opened, object make, tuple limits):
+    """Feed the lines of `data` to the files in `fast` and `opened`, the rest to `slow`.
 
     Args:
         data: overview lines separated by "\\n", without "\\r".
-        fast: the file each subject prefix last fed (`RangeIndexer._fast`),
-            read only.
+        fast: the file each subject prefix last fed (`RangeIndexer._fast`);
+            a file opened here, or fed its first segment here, is set in it.
         slow: called with a line's fields (`line.split(b"\\t", 7)`) for each
-            line neither the fast path nor `add` takes.
-        add: called as `add(fields, p, q, N, k, after, True)` with the first
-            segment of a file (RangeIndexer._add_segment).
+            line the fast path does not take and that is not a plain first
+            segment of a file.
+        opened: every open file by (prefix, poster, N) (`RangeIndexer._open`):
+            a plain first segment goes to its file, opened here (as
+            `RangeIndexer._add_segment` does) when new.
+        make: the open file's class (`indexer._OpenFile`).
         limits: the longest subject or poster, the longest message-id, the
             most segments of a file, the biggest size (indexer.MAX_HEADER_BYTES,
             MAX_MESSAGE_ID_BYTES, subject.MAX_SEGMENTS, the uint32 size cap).
@@ -195,6 +264,7 @@ def scan(bytes data, dict fast, object slow, object add, tuple limits):
     cdef long long limit[4]
     cdef Py_ssize_t where[4]
     cdef bint eight
+    cdef Py_ssize_t rest = 0  # where the fields after "bytes" start
     for i in range(4):
         limit[i] = limits[i]
     while start <= size:
@@ -222,6 +292,7 @@ def scan(bytes data, dict fast, object slow, object add, tuple limits):
                 tabs += 1
                 if tabs == FIELDS:
                     eight = True
+                    rest = p
                     break
         if tabs == FIELDS - 1:
             f[tabs] = line + p
@@ -277,7 +348,6 @@ def scan(bytes data, dict fast, object slow, object add, tuple limits):
                 _put(buffer, &at, f[6], n[6])
                 took = True
         if not took:
-            fields = PyBytes_FromStringAndSize(line, length).split(b"\t", FIELDS)
             if (
                 eight
                 and n[1] <= limit[0]
@@ -285,18 +355,9 @@ def scan(bytes data, dict fast, object slow, object add, tuple limits):
                 and n[5] == 0
                 and _first_segment(f, n, limit, where)
             ):
-                # "N) tail" starts after "(", k and "/".
-                add(
-                    fields,
-                    where[0],
-                    where[1],
-                    where[2],
-                    PyBytes_FromStringAndSize(f[1] + where[0] + 1, where[3] - where[0] - 1),
-                    PyBytes_FromStringAndSize(f[1] + where[3] + 1, n[1] - where[3] - 1),
-                    True,
-                )
+                _add_first(f, n, line + rest, length - rest, where, opened, fast, make)
             else:
-                slow(fields)
+                slow(PyBytes_FromStringAndSize(line, length).split(b"\t", FIELDS))
             open_file = None
     return lines, nul
 

@@ -138,14 +138,15 @@ MALFORMED = frozenset(
 _COUNTER = re.compile(rb"\((\d{1,7})/(\d{1,7})\)")
 
 # The compiled twin of RangeIndexer._scan (core/_fastindex.pyx): data, the
-# indexer's _fast dict, its _slow_line and _add_segment, _LIMITS in; (lines,
-# lines with a NUL) out.
+# indexer's _fast dict, its _slow_line, its _open dict, the _OpenFile class and
+# _LIMITS in; (lines, lines with a NUL) out.
 Scan = Callable[
     [
         bytes,
         "dict[bytes, _OpenFile]",
         Callable[[list[bytes]], None],
-        Callable[[list[bytes], int, int, int, bytes, bytes, bool], None],
+        "dict[tuple[bytes, bytes, int], _OpenFile]",
+        "type[_OpenFile]",
         tuple[int, int, int, int],
     ],
     tuple[int, int],
@@ -318,7 +319,7 @@ class RangeIndexer:
             data = data.replace(b"\r", b"")
         if COMPILED_SCAN is not None and not self.pure:
             lines, nul = COMPILED_SCAN(
-                data, self._fast, self._slow_line, self._add_segment, _LIMITS
+                data, self._fast, self._slow_line, self._open, _OpenFile, _LIMITS
             )
         else:
             lines, nul = self._scan(data)
