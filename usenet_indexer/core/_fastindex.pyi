@@ -11,7 +11,6 @@ def scan(
     make: Callable[..., Any],
     limits: tuple[int, int, int, int],
 ) -> tuple[int, int]: ...
-
 def file_segments(
     segments: bytearray, total: int, max_message_id: int, shuffle: int
 ) -> tuple[array[int], array[int], array[int], bytes] | None: ...

@@ -1,15 +1,16 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False
-"""The RangeIndexer's per-line loop, compiled: overview bytes in, segments appended.
+"""The RangeIndexer's hot paths, compiled: its per-line loop and take()'s file conversion.
 
 Theory of operation
 -------------------
-This is the compiled twin of `RangeIndexer._scan` (core/indexer.py), the
-deliberate oracle pair: the pure-Python loop stays as the reference and the
-fallback, and tests/test_fastindex.py checks that both leave the indexer in
-the same state, byte for byte, on every generator profile, the real corpus
+This is the compiled twin of `RangeIndexer._scan` with `_add_segment`'s
+opening of a file, and of `_file_chunks`' quick path (core/indexer.py),
+the deliberate oracle pairs: the pure-Python code stays as the reference
+and the fallback, and tests/test_fastindex.py checks that both give the
+same batches, byte for byte, on every generator profile, the real corpus
 and fuzzed input.
 
-`scan(data, fast, slow)` walks `data` line by line with pointers, without a
+`scan(data, fast, slow, opened, make)` walks `data` line by line with pointers, without a
 Python object per line or per field. For each line it finds the tabs of the
 first seven fields, the subject's last "(" and the "/" after it, and looks
 the subject before that "(" up in `fast` (the indexer's dict of the file
@@ -20,13 +21,20 @@ the article number is digits, the segment's k, article number, date,
 message-id and bytes are copied, tab-separated, onto the end of the file's
 one `segments` bytearray: the same bytes the pure loop appends.
 
-Every other line is split as the pure loop splits it. The first segment of
-a new file, with a plain "(k/N)" as its subject's last "(", is checked here
-as `_slow_line` checks it inline (the same checks, in C: the counter's
-numbers, the size, the message-id, "Re:") and handed to `add` (the
-indexer's `_add_segment`, which opens the file); anything else goes to
-`slow` (`_slow_line` itself), which sorts it out or counts it as skipped.
-The file cache is dropped after each such call: both may change `fast`.
+The first segment of a new file, with a plain "(k/N)" as its subject's
+last "(", is checked here as `_slow_line` checks it inline (the same
+checks, in C: the counter's numbers, the size, the message-id, "Re:") and
+goes to its file as `_add_segment` puts it there (`_add_first`: the file
+found in `opened` by (prefix, poster, N), or made with `make` and put
+there, and set in `fast`). Every other line is split as the pure loop
+splits it and goes to `slow` (`_slow_line` itself), which sorts it out or
+counts it as skipped. The file cache is dropped after each such line: both
+change `fast`.
+
+`file_segments(segments, N, ...)`, for take(), reads one file's buffer in
+one pass and, when the file is the common case, gives its numbers, article
+numbers and sizes as arrays and its message-ids as one string; else None,
+and the pure code converts the file.
 
 No state lives here between calls: `fast`, the files and their buffers
 belong to the RangeIndexer.
