@@ -382,6 +382,22 @@ cdef int _ascending(const void *a, const void *b) noexcept nogil:
     return (x > y) - (x < y)
 
 
+cdef inline Py_ssize_t _tab(const char *s, Py_ssize_t start, Py_ssize_t end) noexcept nogil:
+    # The next tab at or after start (memchr: the fields of a buffer run to a tab).
+    cdef const char *found = <const char *>memchr(s + start, b'\t', end - start)
+    return -1 if found == NULL else found - s
+
+
+cdef inline Py_ssize_t _tabs(const char *s, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t at = 0, found = 0
+    while True:
+        at = _tab(s, at, n)
+        if at < 0:
+            return found
+        found += 1
+        at += 1
+
+
 def file_segments(bytearray segments, long long total, Py_ssize_t max_message_id, long long shuffle):
     """A file's segments as take() converts them in the common case, or None.
 
@@ -408,7 +424,7 @@ def file_segments(bytearray segments, long long total, Py_ssize_t max_message_id
     """
     cdef const char *s = PyByteArray_AS_STRING(segments)
     cdef Py_ssize_t size = PyByteArray_GET_SIZE(segments)
-    cdef Py_ssize_t count = _count(s, size, b'\t') // 5
+    cdef Py_ssize_t count = _tabs(s, size) // 5
     cdef Py_ssize_t at = 0, i, j, tab, n, mids = 0
     cdef long long value, k, highest = 0
     cdef long long window = min(shuffle, total // 2)
@@ -432,7 +448,7 @@ def file_segments(bytearray segments, long long total, Py_ssize_t max_message_id
     try:
         # Every field checked and read; the message-ids' places noted.
         for i in range(count):
-            tab = _find(s, at, size, b'\t')  # k
+            tab = _tab(s, at, size)  # k
             n = tab - at
             if not _digits(s + at, n):
                 return None
@@ -447,7 +463,7 @@ def file_segments(bytearray segments, long long total, Py_ssize_t max_message_id
                 highest = k
             order[i] = (k << 32) | i
             at = tab + 1
-            tab = _find(s, at, size, b'\t')  # article number
+            tab = _tab(s, at, size)  # article number
             n = tab - at
             if not _digits(s + at, n):
                 return None
@@ -457,8 +473,8 @@ def file_segments(bytearray segments, long long total, Py_ssize_t max_message_id
                 if value >= ARTICLE_CAP:
                     return None
             articles.data.as_longlongs[i] = value
-            at = _find(s, tab + 1, size, b'\t') + 1  # past the date
-            tab = _find(s, at, size, b'\t')  # message-id
+            at = _tab(s, tab + 1, size) + 1  # past the date
+            tab = _tab(s, at, size)  # message-id
             n = tab - at
             if not (2 <= n <= max_message_id and s[at] == b'<' and s[tab - 1] == b'>'):
                 return None
@@ -467,7 +483,7 @@ def file_segments(bytearray segments, long long total, Py_ssize_t max_message_id
             where[i] = at
             mids += n - 2
             at = tab + 1
-            tab = _find(s, at, size, b'\t')  # bytes
+            tab = _tab(s, at, size)  # bytes
             n = tab - at
             if not _digits(s + at, n):
                 return None
@@ -488,7 +504,7 @@ def file_segments(bytearray segments, long long total, Py_ssize_t max_message_id
         for i in range(count):
             numbers.data.as_uints[i] = <unsigned int>(order[i] >> 32)
             at = where[order[i] & 0xFFFFFFFF]
-            n = _find(s, at, size, b'\t') - at - 2
+            n = _tab(s, at, size) - at - 2
             memcpy(out + j, s + at + 1, n)
             j += n
             if i + 1 < count:
