@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from usenet_indexer.cli import main
@@ -109,6 +109,7 @@ def test_a_file_posted_out_of_order_is_converted_by_number() -> None:
         ([(b"1", 7, b"<a@x>", b"4294967296")], 5),  # past uint32
         ([(b"1", 7, b"<a@x>", b"")], 5),
         ([(b"1", 2**62, b"<a@x>", b"1")], 5),  # an article number past int64's range here
+        ([(b"1", 2**64, b"<a@x>", b"1")], 5),  # 20 digits: read in 64 bits it wraps to 0
         # Numbers falling more than SHUFFLE below the highest: maybe a repost.
         ([(b"40", 7, b"<a@x>", b"1"), (b"1", 8, b"<b@x>", b"1")], 100),
     ],
@@ -344,8 +345,24 @@ def _file_lines(draw: st.DrawFn) -> list[bytes]:
     return lines
 
 
+def _segment(article: int, k: int, total: int) -> bytes:
+    date = b"Mon, 6 May 2024 10:00:00 +0000"
+    subject = b'Show.S01E01 - "show.part01.rar" yEnc (%d/%d)' % (k, total)
+    return b"%d\t%s\ta@x\t%s\t<%d.%d@x>\t\t%d\t5400" % (article, subject, date, k, article, k)
+
+
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(files=st.lists(_file_lines(), min_size=1, max_size=4), block=st.integers(5, 200))
+# An article number of 2**64 in a file of a release of two: the compiled
+# conversion read it as 0 (its digits overflowed 64 bits) and took the
+# release the pure code cuts at that article.
+@example(
+    files=[
+        [_segment(2**64, 106, 108), _segment(1_107_812, 107, 108)],
+        [_segment(1_076_481, 61, 61)],
+    ],
+    block=5,
+)
 def test_fuzzed_files_give_the_same_batches(files: list[list[bytes]], block: int) -> None:
     # take()'s conversion of each file's segments: the compiled one and the pure one.
     lines = [line for file in files for line in file]

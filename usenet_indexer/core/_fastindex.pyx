@@ -469,9 +469,11 @@ def file_segments(bytearray segments, long long total, Py_ssize_t max_message_id
                 return None
             value = 0
             for j in range(n):
-                value = value * 10 + (s[at + j] - 48)
-                if value >= ARTICLE_CAP:
+                # Checked before the step: value * 10 of a 20-digit number
+                # overflows 64 bits (2**64 read as 0 would pass the cap).
+                if value > (ARTICLE_CAP - 1 - (s[at + j] - 48)) // 10:
                     return None
+                value = value * 10 + (s[at + j] - 48)
             articles.data.as_longlongs[i] = value
             at = _tab(s, tab + 1, size) + 1  # past the date
             tab = _tab(s, at, size)  # message-id
