@@ -1,8 +1,9 @@
-"""The compiled part of uidx: the RangeIndexer's hot paths (core/_fastindex.pyx).
+"""The compiled parts of uidx: the RangeIndexer's hot paths (core/_fastindex.pyx)
+and a batch fragment's checks at the coordinator (wire/_fastwire.pyx).
 
-Everything else is in pyproject.toml. The extension is optional: where it
+Everything else is in pyproject.toml. The extensions are optional: where they
 cannot be built (no C compiler, no Python headers) the install goes on
-without it and the pure-Python code runs (core/indexer.py says which, once).
+without them and their pure-Python twins run (core/indexer.py says which, once).
 """
 
 from setuptools import Extension, setup
@@ -14,6 +15,12 @@ setup(
             ["usenet_indexer/core/_fastindex.pyx"],
             optional=True,
             extra_compile_args=["-O2"],
-        )
+        ),
+        Extension(
+            "usenet_indexer.wire._fastwire",
+            ["usenet_indexer/wire/_fastwire.pyx"],
+            optional=True,
+            extra_compile_args=["-O2"],
+        ),
     ]
 )

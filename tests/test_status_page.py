@@ -364,3 +364,22 @@ async def test_the_login_form_sets_a_strict_session_cookie(
     assert (await served.get("/")).status_code == 200
     stores.users.revoke("operator")
     assert (await served.get("/")).status_code == 401
+
+
+@pytest.mark.trio
+async def test_the_session_cookie_is_secure_when_the_public_url_is_https(
+    settings: Settings, stores: Stores
+) -> None:
+    # A TLS proxy that says nothing of https (no X-Forwarded-Proto): the operator's
+    # public URL says how users reach the site, so the cookie must never go over http.
+    key = stores.users.create("operator", operator=True)
+    public = attrs.evolve(settings, public_url="https://indexer.example.org")
+    async with trio.open_nursery() as nursery:
+        host, port = await nursery.start(partial(serve, public, stores))
+        async with httpx.AsyncClient(base_url=f"http://{host}:{port}") as client:
+            login = await client.post("/login", data={"apikey": key})
+            assert login.status_code == 303
+            assert "; Secure" in login.headers["set-cookie"]
+            logout = await client.post("/logout")
+            assert "; Secure" in logout.headers["set-cookie"]
+        nursery.cancel_scope.cancel()

@@ -199,17 +199,18 @@ def coordinator_app(
         The App hypercorn serves.
     """
     options = node.options
+    newznab = newznab or NewznabOptions()
     counts = ApiCounts()
     api = NewznabApi(
         stores.catalog,
         stores.users,
         stores.build,
         counts,
-        options=newznab or NewznabOptions(),
+        options=newznab,
         offer_broken=offer_broken,
     )
     status = StatusStore(stores.catalog.pool)
-    login = LoginApi(stores.users)
+    login = LoginApi(stores.users, newznab.origin.public_url)
     return App(
         {PREFIX: Route(node, Access.NODE, refusal=node_refused)},
         gate=StoreGate(stores.nodes, stores.users, metrics_token),

@@ -41,7 +41,7 @@ import codecs
 import struct
 import sys
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from itertools import islice
 from operator import lt
 from typing import Final
@@ -260,6 +260,25 @@ ID_FORBIDDEN: Final = (b"<", b">", b"\x00", b"\r", b"\t")
 _UTF8: Final = codecs.getincrementaldecoder("utf-8")
 _UTF8_SLICE: Final = 1 << 20
 
+# The compiled twin of `_facts` (see `inspect`): raw, the limits in; the figures
+# of a plain valid fragment out, or None for `_facts` to decide.
+FactsFinder = Callable[
+    [bytes, int, int, int, int, int, int],
+    "tuple[int, int, int, int, int, tuple[int, bytes]] | None",
+]
+
+
+def _compiled_facts() -> FactsFinder | None:
+    """The compiled checks, or None where the extension was not built (no C compiler)."""
+    try:
+        from usenet_indexer.wire._fastwire import facts
+    except ImportError:
+        return None
+    return facts
+
+
+COMPILED_FACTS = _compiled_facts()
+
 
 @attrs.frozen
 class Facts:
@@ -292,8 +311,12 @@ def inspect(data: bytes, *, max_bytes: int, max_text_chars: int) -> Facts:
     unique, segment numbers strictly ascending within 1..total, message-ids
     non-empty, UTF-8 and free of "<", ">", NUL, CR, LF and TAB, names and
     subjects UTF-8 (no lone surrogates) without NUL and at most
-    `max_text_chars` characters, nothing after the data. The checks run on
-    whole byte ranges (C-level scans); Python loops only over files.
+    `max_text_chars` characters, nothing after the data.
+
+    The checks after inflating run compiled (wire/_fastwire.pyx) where the
+    extension is built and the fragment is plain (valid, ASCII texts); any
+    other fragment goes to the pure `_facts`, which decides and words the
+    refusal.
 
     Args:
         data: the fragment.
@@ -303,6 +326,33 @@ def inspect(data: bytes, *, max_bytes: int, max_text_chars: int) -> Facts:
     Raises:
         BadFragment: the message says what is wrong.
     """
+    raw = _inflated(data, max_bytes)
+    if COMPILED_FACTS is not None:
+        found = COMPILED_FACTS(
+            raw,
+            max_text_chars,
+            MAX_FILES,
+            MAX_SEGMENTS,
+            MAX_TOTAL_SEGMENTS,
+            MAX_FILE_INDEX,
+            UNDATED,
+        )
+        if found is not None:
+            files, segments, size, posted, latest, representative = found
+            return Facts(
+                files=files,
+                segments=segments,
+                bytes=size,
+                posted=posted,
+                latest=latest,
+                representative=representative,
+                inflated=len(raw),
+            )
+    return _facts(raw, max_text_chars)
+
+
+def _inflated(data: bytes, max_bytes: int) -> bytes:
+    """A node's fragment inflated, at most `max_bytes` (its version and stream checked)."""
     if not data or data[0] != VERSION:
         raise BadFragment(f"version {data[0] if data else None!r} is not {VERSION}")
     _check_zlib_header(data)
@@ -318,6 +368,17 @@ def inspect(data: bytes, *, max_bytes: int, max_text_chars: int) -> Facts:
         raise BadFragment("the deflate stream is truncated")
     if inflater.unused_data:
         raise BadFragment(f"{len(inflater.unused_data)} bytes after the deflate stream")
+    return raw
+
+
+def _facts(raw: bytes, max_text_chars: int) -> Facts:
+    """`inspect`'s checks of an inflated fragment in pure Python: the oracle of the
+    compiled `_fastwire.facts` and the judge of every fragment it leaves (the
+    checks run on whole byte ranges, C-level scans; Python loops only over files).
+
+    Raises:
+        BadFragment: the message says what is wrong.
+    """
     if len(raw) < _HEAD.size:
         raise BadFragment("too short for its head")
     count, width = _HEAD.unpack_from(raw)

@@ -6,9 +6,10 @@ hashed in PostgreSQL with its expiry, so every coordinator process knows
 it) and answers 303 to the page with the cookie: HttpOnly (no script reads
 it), SameSite=Strict (a request from another site carries no cookie, so no
 cross-site request is made as the operator, a form post included), Path=/,
-and Secure when the request came over https (hypercorn's TLS, or a proxy's
-`X-Forwarded-Proto: https`; the header is not checked against a list of
-proxies: a client that fakes it only keeps its own cookie off plain http).
+and Secure when the site's public URL (`public_url`) is https, or when the
+request came over https (hypercorn's TLS, or a proxy's `X-Forwarded-Proto:
+https`; the header is not checked against a list of proxies: a client that
+fakes it only keeps its own cookie off plain http).
 A wrong key answers 401 with the form again and counts as a failed attempt
 (`Refused.wrong_credentials`). POST /logout ends the session.
 """
@@ -70,14 +71,16 @@ def refused_page(exchange: Exchange, denied: Denied) -> Response:
     return login_form(401, _PROBLEMS[denied])
 
 
-def _secure(exchange: Exchange) -> bool:
+def _secure(exchange: Exchange, public_url: str) -> bool:
+    if public_url.lower().startswith("https://"):
+        return True
     forwarded = header(exchange.headers, b"x-forwarded-proto") or ""
     return exchange.scheme == "https" or forwarded.split(",")[0].strip().lower() == "https"
 
 
-def session_cookie(exchange: Exchange, token: str, max_age: int) -> bytes:
+def session_cookie(exchange: Exchange, token: str, max_age: int, public_url: str = "") -> bytes:
     """The Set-Cookie value of a session (see the module docstring)."""
-    secure = "; Secure" if _secure(exchange) else ""
+    secure = "; Secure" if _secure(exchange, public_url) else ""
     return (
         f"{SESSION_COOKIE}={token}; Max-Age={max_age}; Path=/; HttpOnly; SameSite=Strict{secure}"
     ).encode()
@@ -85,9 +88,15 @@ def session_cookie(exchange: Exchange, token: str, max_age: int) -> bytes:
 
 @attrs.define(eq=False)
 class LoginApi:
-    """POST /login (GET: the form) and POST /logout."""
+    """POST /login (GET: the form) and POST /logout.
+
+    Attributes:
+        users: the API users and their sessions.
+        public_url: the site's public URL (https: every session cookie is Secure).
+    """
 
     users: UserStore
+    public_url: str = ""
     _limiter: trio.CapacityLimiter = attrs.field(factory=lambda: trio.CapacityLimiter(2))
 
     async def respond(self, exchange: Exchange, send: ASGISendCallable) -> Response | None:
@@ -108,21 +117,20 @@ class LoginApi:
             )
         exchange.caller = f"{'operator' if user.operator else 'api user'} {user.name}"
         token = await self._run(self.users.open_session, user, SESSION_SECONDS)
-        cookie = session_cookie(exchange, token, SESSION_SECONDS)
+        cookie = session_cookie(exchange, token, SESSION_SECONDS, self.public_url)
         return Response(303, b"", ((b"location", b"/"), (b"set-cookie", cookie)))
 
     async def _logout(self, exchange: Exchange) -> Response:
         token = session_token(exchange)
         if token is not None:
             await self._run(self.users.end_session, token)
-        return Response(303, b"", ((b"location", b"/"), (b"set-cookie", _expired(exchange))))
+        return Response(303, b"", ((b"location", b"/"), (b"set-cookie", self._expired(exchange))))
+
+    def _expired(self, exchange: Exchange) -> bytes:
+        return session_cookie(exchange, "", 0, self.public_url)
 
     async def _run(self, function: Callable[..., T], *args: Any) -> T:
         return await trio.to_thread.run_sync(function, *args, limiter=self._limiter)
-
-
-def _expired(exchange: Exchange) -> bytes:
-    return session_cookie(exchange, "", 0)
 
 
 def _form_key(body: bytes) -> str | None:

@@ -1,0 +1,248 @@
+"""The compiled fragment checks (wire/_fastwire.pyx) against their oracle, fragments._facts.
+
+The compiled `facts` may leave any fragment to the pure checks (None), but
+when it answers, the figures must be the pure ones, and it must never
+answer for a fragment the pure checks refuse. It must also answer for the
+fragments real batches carry (else it would be an oracle pair in name only):
+every generator profile's and the real corpus's subjects, names in any
+script, message-ids of one width and of many.
+"""
+
+from __future__ import annotations
+
+import csv
+import zlib
+from array import array
+from pathlib import Path
+
+import attrs
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+from test_fragments import GOOD, file_chunk
+
+from usenet_indexer.core.batch import UNDATED, FileChunk
+from usenet_indexer.core.indexer import RangeIndexer
+from usenet_indexer.core.subject import MAX_FILES as MAX_FILE_INDEX
+from usenet_indexer.core.subject import MAX_SEGMENTS as MAX_TOTAL_SEGMENTS
+from usenet_indexer.synth.generator import PROFILES, GeneratorConfig, generate
+from usenet_indexer.wire import fragments
+from usenet_indexer.wire.fragments import BadFragment
+from usenet_indexer.wire.packed import pack_batch
+
+CAP = 4096
+
+
+def compiled(raw: bytes, cap: int = CAP) -> fragments.Facts | None:
+    assert fragments.COMPILED_FACTS is not None
+    found = fragments.COMPILED_FACTS(
+        raw,
+        cap,
+        fragments.MAX_FILES,
+        fragments.MAX_SEGMENTS,
+        MAX_TOTAL_SEGMENTS,
+        MAX_FILE_INDEX,
+        UNDATED,
+    )
+    if found is None:
+        return None
+    files, segments, size, posted, latest, representative = found
+    return fragments.Facts(
+        files=files,
+        segments=segments,
+        bytes=size,
+        posted=posted,
+        latest=latest,
+        representative=representative,
+        inflated=len(raw),
+    )
+
+
+def agree(raw: bytes, cap: int = CAP) -> fragments.Facts | None:
+    """Both checks on one inflated fragment: the compiled answer (None: left to pure)."""
+    got = compiled(raw, cap)
+    try:
+        expected = fragments._facts(raw, cap)
+    except BadFragment as error:
+        refused = str(error)
+    else:
+        assert got is None or got == expected
+        return got
+    assert got is None, f"compiled let through what pure refuses: {refused}"
+    return None
+
+
+def inflated(files: list[FileChunk]) -> bytes:
+    return zlib.decompress(fragments.pack(files)[1:])
+
+
+def test_the_compiled_checks_are_built() -> None:
+    # Without them every comparison below would be None against the pure checks.
+    assert fragments.COMPILED_FACTS is not None, (
+        "wire/_fastwire is not built: run scripts/bootstrap"
+    )
+
+
+def test_the_good_fragments_are_answered_compiled() -> None:
+    assert agree(inflated(GOOD)) is not None
+    undated = [attrs.evolve(f, posted=0) for f in GOOD]
+    facts = agree(inflated(undated))
+    assert facts is not None
+    assert (facts.posted, facts.latest) == (0, 0)
+    assert facts.representative[0] == UNDATED
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_every_profiles_batches_are_answered_compiled_and_alike(profile: str) -> None:
+    generated = generate(GeneratorConfig(articles=20_000, seed=3, profile=profile))
+    indexer = RangeIndexer(group="alt.binaries.test", first=1)
+    indexer.add_data(b"\n".join(generated.lines) + b"\n", len(generated.lines) + 1)
+    releases = pack_batch(indexer.finish()).releases
+    assert releases
+    for release in releases:
+        assert agree(zlib.decompress(release.fragment[1:])) is not None
+
+
+def test_the_real_corpus_subjects_and_names_are_answered_compiled(corpus_dir: Path) -> None:
+    with (corpus_dir / "subjects.tsv").open(encoding="utf-8", newline="") as stream:
+        rows = list(csv.DictReader(stream, delimiter="\t", quoting=csv.QUOTE_NONE))
+    assert len(rows) > 100
+    assert any(not row["subject"].isascii() for row in rows)  # real posts are not all ASCII
+    files = [
+        file_chunk(
+            i, [f"part{i}.{k}@news" for k in range(3)], name=row["expected"], subject=row["subject"]
+        )
+        for i, row in enumerate(rows)
+    ]
+    for at in range(0, len(files), 50):
+        assert agree(inflated(files[at : at + 50])) is not None
+
+
+TEXTS = [
+    "plain.rar",
+    "né - 日本語 🎬.mkv",  # two, three and four bytes a character
+    "\u00e9" * CAP,  # exactly the cap in characters, twice that in bytes
+    "x" * CAP,
+]
+BAD_UTF8 = [
+    b"\xc0\xaf",  # overlong "/"
+    b"\xe0\x80\xaf",  # overlong, three bytes
+    b"\xed\xa0\x80",  # a surrogate
+    b"\xf4\x90\x80\x80",  # above U+10FFFF
+    b"\xf8\x88\x80\x80\x80",  # five bytes
+    b"\xc3",  # cut short
+    b"\xe2\x82",  # cut short
+    b"\x80",  # a lone continuation byte
+    b"a\x00b",  # NUL
+    "é".encode() * (CAP + 1),  # one character over the cap
+]
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_names_in_any_script_are_answered_compiled(text: str) -> None:
+    files = [file_chunk(0, ["a@b", "c@d"], name=text, subject=text)]
+    assert agree(inflated(files)) is not None
+
+
+def _with_name(name: bytes, ids: bytes = b"a@b\nc@d", width: int = 0) -> bytes:
+    """A one-file fragment built by hand (pack would not write bad UTF-8)."""
+    count = 2
+    entry = fragments._ENTRY.pack(bytes(16), count, 0, count, 0, len(name), 0)
+    numbers = fragments._planes(array("I", range(1, count + 1)).tobytes())
+    sizes = fragments._planes(array("I", [1] * count).tobytes())
+    return fragments._HEAD.pack(1, width) + entry + numbers + sizes + ids + name
+
+
+@pytest.mark.parametrize("name", BAD_UTF8)
+def test_what_python_would_not_decode_is_left_to_pure(name: bytes) -> None:
+    raw = _with_name(name)
+    assert compiled(raw) is None
+    with pytest.raises(BadFragment):
+        fragments._facts(raw, CAP)
+
+
+@pytest.mark.parametrize("ids", [b"n\xc3\xa9@b\nc@d", "日本@x\n🎬@y".encode()])
+def test_joined_message_ids_in_utf8_are_answered_compiled(ids: bytes) -> None:
+    assert agree(_with_name(b"a.rar", ids)) is not None
+
+
+@pytest.mark.parametrize(
+    "ids",
+    [
+        b"n\xc3@b\nc@d",
+        b"a@\xed\xa0\x80\nc@d",
+        *(b"a" + bad + b"b\nc@d" for bad in fragments.ID_FORBIDDEN),
+        b"a@b\n",
+        b"\na@b",
+    ],
+)
+def test_bad_joined_message_ids_are_left_to_pure(ids: bytes) -> None:
+    raw = _with_name(b"a.rar", ids)
+    assert compiled(raw) is None
+    with pytest.raises(BadFragment):
+        fragments._facts(raw, CAP)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    data=st.data(),
+    damage=st.lists(
+        st.tuples(
+            st.integers(0, 1 << 20),
+            st.sampled_from([0, 1, 2, 0x09, 0x0A, 0x0D, 0x3C, 0x3E, 0x80, 0xC3, 0xED, 0xFF]),
+        ),
+        max_size=4,
+    ),
+)
+@example(data=None, damage=[])
+def test_damaged_fragments_get_the_same_answer(
+    data: st.DataObject | None, damage: list[tuple[int, int]]
+) -> None:
+    files = list(GOOD)
+    if data is not None:
+        files.append(
+            file_chunk(
+                7,
+                data.draw(st.lists(st.text(min_size=1, max_size=8), min_size=1, max_size=5)),
+                name=data.draw(st.text(max_size=20)),
+                subject=data.draw(st.text(max_size=40)),
+                index=data.draw(st.none() | st.integers(0, 5000)),
+            )
+        )
+    raw = bytearray(inflated(files))
+    for at, value in damage:
+        raw[at % len(raw)] = value
+    agree(bytes(raw))
+
+
+@settings(max_examples=300, deadline=None)
+@given(raw=st.binary(max_size=400), head=st.tuples(st.integers(0, 3), st.integers(0, 40)))
+def test_garbage_gets_the_same_answer(raw: bytes, head: tuple[int, int]) -> None:
+    agree(fragments._HEAD.pack(*head) + raw)
+    agree(raw)
+
+
+def test_caps_are_the_pure_ones() -> None:
+    # A file's total at the subject parser's cap and one over; an index likewise.
+    top = MAX_TOTAL_SEGMENTS
+    at_cap = [attrs.evolve(file_chunk(0, ["a@b"]), total_segments=top)]
+    assert agree(inflated(at_cap)) is not None
+    over = [attrs.evolve(file_chunk(0, ["a@b"]), total_segments=top + 1)]
+    assert compiled(inflated(over)) is None
+    index = [file_chunk(0, ["a@b"], index=MAX_FILE_INDEX)]
+    assert agree(inflated(index)) is not None
+    # Two files with one key.
+    twice = [file_chunk(0, ["a@b"]), attrs.evolve(file_chunk(1, ["c@d"]), key=GOOD[0].key)]
+    twice[0] = attrs.evolve(twice[0], key=GOOD[0].key)
+    assert compiled(inflated(twice)) is None
+    many = [file_chunk(i, [f"{i}@x"]) for i in range(100)]
+    assert agree(inflated(many)) is not None
+    assert compiled(inflated([*many, attrs.evolve(many[0], total_segments=5)])) is None
+
+
+def test_inspect_answers_as_the_pure_checks_do() -> None:
+    # The public entry: the same Facts whichever way it went.
+    data = fragments.pack(GOOD)
+    assert fragments.inspect(data, max_bytes=1 << 24, max_text_chars=CAP) == fragments._facts(
+        zlib.decompress(data[1:]), CAP
+    )
