@@ -17,11 +17,12 @@ import random
 import subprocess
 import sys
 from collections.abc import Sequence
+from itertools import accumulate
 from pathlib import Path
 from typing import Any, cast
 
 import pytest
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from usenet_indexer.cli import main
@@ -32,7 +33,7 @@ from usenet_indexer.core.indexer import (
     RangeIndexer,
     indexer_kind,
 )
-from usenet_indexer.core.reposts import SHUFFLE
+from usenet_indexer.core.reposts import SHUFFLE, pauses
 from usenet_indexer.synth.generator import PROFILES, GeneratorConfig, generate
 from usenet_indexer.testing.corpus import load_corpus, nzb_to_overview
 from usenet_indexer.wire.batchwire import encode_batch
@@ -89,11 +90,39 @@ def test_a_file_posted_out_of_order_is_converted_by_number() -> None:
         SHUFFLE,
     )
     assert found is not None
-    numbers, articles, sizes, message_ids = found
+    numbers, sizes, message_ids, first, last, paused = found
     assert list(numbers) == [1, 2, 3]
-    assert list(articles) == [7, 8, 9]  # in the order the lines came
     assert list(sizes) == [100, 200, 300]
-    assert message_ids == b"a@x\nb@x\nc@x"
+    assert message_ids == "a@x\nb@x\nc@x"
+    assert (first, last, paused) == (7, 9, [])  # in the order the lines came
+
+
+# Gaps between a file's articles: other uploads' articles in between, lines
+# out of article order, and pauses near reposts.MIN_GAP, where a pause begins.
+_GAPS = st.sampled_from([1, 1, 1, 1, 2, 3, 0, -2, 999, 1000, 1001, 2**40])
+
+
+@settings(max_examples=300, deadline=None)
+@given(gaps=st.lists(_GAPS, min_size=1, max_size=200), start=st.integers(0, 2**61))
+# A pause just past MIN_GAP: found in a file of WIDE + 2 segments, not of WIDE + 1.
+@example(gaps=[1] * 25 + [1001] + [1] * 25, start=10**6)
+@example(gaps=[1] * 24 + [1001] + [1] * 25, start=10**6)
+# A gap of exactly the width a pause must pass, beside a pause.
+@example(gaps=[1] * 50 + [1001] + [1] * 40 + [1000] + [1] * 5, start=10**6)
+def test_a_files_pauses_are_found_as_reposts_pauses_finds_them(gaps: list[int], start: int) -> None:
+    # The compiled conversion finds a file's pauses itself, in the same pass
+    # (no int per segment); reposts.pauses is its oracle.
+    articles = list(accumulate(gaps, initial=start))
+    assume(all(0 <= a < 2**62 for a in articles))
+    assert COMPILED_FILES is not None
+    found = COMPILED_FILES(
+        _segments(*((b"%d" % k, a, b"<m@x>", b"1") for k, a in enumerate(articles, 1))),
+        len(articles),
+        MAX_MESSAGE_ID_BYTES,
+        SHUFFLE,
+    )
+    assert found is not None
+    assert found[3:] == (articles[0], articles[-1], pauses(articles))
 
 
 @pytest.mark.parametrize(
@@ -110,6 +139,7 @@ def test_a_file_posted_out_of_order_is_converted_by_number() -> None:
         ([(b"1", 7, b"<a@x>", b"")], 5),
         ([(b"1", 2**62, b"<a@x>", b"1")], 5),  # an article number past int64's range here
         ([(b"1", 2**64, b"<a@x>", b"1")], 5),  # 20 digits: read in 64 bits it wraps to 0
+        ([(b"1", 7, "<é@x>".encode(), b"1")], 5),  # not ASCII: decode() reads it
         # Numbers falling more than SHUFFLE below the highest: maybe a repost.
         ([(b"40", 7, b"<a@x>", b"1"), (b"1", 8, b"<b@x>", b"1")], 100),
     ],

@@ -4,8 +4,8 @@
 Theory of operation
 -------------------
 This is the compiled twin of `RangeIndexer._scan` with `_add_segment`'s
-opening of a file, and of `_file_chunks`' quick path (core/indexer.py),
-the deliberate oracle pairs: the pure-Python code stays as the reference
+opening of a file, of `_file_chunks`' quick path (core/indexer.py) and of
+`reposts.pauses`, the deliberate oracle pairs: the pure-Python code stays as the reference
 and the fallback, and tests/test_fastindex.py checks that both give the
 same batches, byte for byte, on every generator profile, the real corpus
 and fuzzed input.
@@ -32,9 +32,10 @@ counts it as skipped. The file cache is dropped after each such line: both
 change `fast`.
 
 `file_segments(segments, N, ...)`, for take(), reads one file's buffer in
-one pass and, when the file is the common case, gives its numbers, article
-numbers and sizes as arrays and its message-ids as one string; else None,
-and the pure code converts the file.
+one pass and, when the file is the common case, gives its numbers and
+sizes as arrays, its message-ids as one str (ASCII, made in place), its
+first and last article number and its pauses (`_pauses`: no int per
+segment); else None, and the pure code converts the file.
 
 No state lives here between calls: `fast`, the files and their buffers
 belong to the RangeIndexer.
@@ -51,15 +52,19 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes
 from cpython.dict cimport PyDict_GetItem
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.object cimport PyObject
+from cpython.unicode cimport PyUnicode_DATA, PyUnicode_New
 from libc.stdlib cimport qsort
 from libc.string cimport memchr, memcmp, memcpy
 
 import array as _array
 
+from usenet_indexer.core.reposts import WIDE, wide_gap as _wide_gap
+
 # The types of file_segments' arrays, cloned for each file.
 cdef array.array _NUMBERS = _array.array("I")
-cdef array.array _ARTICLES = _array.array("q")
 cdef array.array _SIZES = _array.array("I")
+# reposts.WIDE: a file of at most WIDE + 1 segments has no pause.
+cdef Py_ssize_t _WIDE = WIDE
 
 # The fields up to "bytes" (RFC 3977 8.3.2): number, subject, from, date,
 # message-id, references, bytes. The fast path reads these seven; a line
@@ -398,14 +403,38 @@ cdef inline Py_ssize_t _tabs(const char *s, Py_ssize_t n) noexcept nogil:
         at += 1
 
 
+cdef list _pauses(const long long *articles, Py_ssize_t count):
+    # reposts.pauses of a file's article numbers (its oracle; the same test,
+    # in one pass and without an int per segment): (before, after) of each gap
+    # wider than the file's other gaps make a pause, for a file of more than
+    # WIDE + 1 segments. wide_gap itself runs in Python (its ints are unbounded).
+    cdef Py_ssize_t i
+    cdef long long widest, wide
+    cdef list found = []
+    if count <= _WIDE + 1:
+        return found
+    widest = articles[1] - articles[0]
+    for i in range(2, count):
+        if articles[i] - articles[i - 1] > widest:
+            widest = articles[i] - articles[i - 1]
+    # At most the span itself (count - 2 >= WIDE): within 64 bits.
+    wide = _wide_gap(articles[count - 1] - articles[0] - widest, count - 1)
+    if widest <= wide:
+        return found
+    for i in range(1, count):
+        if articles[i] - articles[i - 1] > wide:
+            found.append((articles[i - 1], articles[i]))
+    return found
+
+
 def file_segments(bytearray segments, long long total, Py_ssize_t max_message_id, long long shuffle):
     """A file's segments as take() converts them in the common case, or None.
 
     The common case is `_file_chunks`' quick one: every k is ASCII digits
     (zero padding allowed) within 1..N and none repeats, every message-id
-    is "<" + text without angle brackets + ">" of at most `max_message_id`
-    bytes, every size is ASCII digits within uint32, every article number
-    digits below 2**62; and the numbers never fall more than
+    is "<" + ASCII text without angle brackets + ">" of at most
+    `max_message_id` bytes, every size is ASCII digits within uint32, every
+    article number digits below 2**62; and the numbers never fall more than
     min(`shuffle`, N // 2) below the highest before them (else the file may
     start over: `reposts.starts_over`). Anything else is None: the caller
     converts the file in Python (`_file_chunks`), which sorts it out.
@@ -417,10 +446,12 @@ def file_segments(bytearray segments, long long total, Py_ssize_t max_message_id
         total: the file's N.
 
     Returns:
-        (numbers, articles, sizes, message_ids): the numbers ascending
-        (array "I"), the article numbers in the order the lines came (array
-        "q"), the sizes by number (array "I"), the message-ids by number
-        without brackets, joined by "\\n".
+        (numbers, sizes, message_ids, first, last, pauses): the numbers
+        ascending (array "I"), the sizes by number (array "I"), the
+        message-ids by number without brackets, joined by "\\n" (a str, as
+        `indexer.decode` gives it); the first and the last article number
+        in the order the lines came, and the file's pauses there
+        (`reposts.pauses`).
     """
     cdef const char *s = PyByteArray_AS_STRING(segments)
     cdef Py_ssize_t size = PyByteArray_GET_SIZE(segments)
@@ -429,21 +460,23 @@ def file_segments(bytearray segments, long long total, Py_ssize_t max_message_id
     cdef long long value, k, highest = 0
     cdef long long window = min(shuffle, total // 2)
     cdef bint ascending = True
-    cdef array.array numbers, articles, sizes
-    cdef bytes message_ids
+    cdef array.array numbers, sizes
+    cdef str message_ids
     cdef char *out
     cdef Py_ssize_t *where = NULL  # each message-id's start
     cdef long long *order = NULL  # k << 32 | i, sorted when the lines came out of order
+    cdef long long *articles = NULL  # in the order the lines came
     if count == 0 or count > total:
         return None
     numbers = array.clone(_NUMBERS, count, zero=False)
-    articles = array.clone(_ARTICLES, count, zero=False)
     sizes = array.clone(_SIZES, count, zero=False)
     where = <Py_ssize_t *>PyMem_Malloc(count * sizeof(Py_ssize_t))
     order = <long long *>PyMem_Malloc(count * sizeof(long long))
-    if where == NULL or order == NULL:
+    articles = <long long *>PyMem_Malloc(count * sizeof(long long))
+    if where == NULL or order == NULL or articles == NULL:
         PyMem_Free(where)
         PyMem_Free(order)
+        PyMem_Free(articles)
         raise MemoryError()
     try:
         # Every field checked and read; the message-ids' places noted.
@@ -474,7 +507,7 @@ def file_segments(bytearray segments, long long total, Py_ssize_t max_message_id
                 if value > (ARTICLE_CAP - 1 - (s[at + j] - 48)) // 10:
                     return None
                 value = value * 10 + (s[at + j] - 48)
-            articles.data.as_longlongs[i] = value
+            articles[i] = value
             at = _tab(s, tab + 1, size) + 1  # past the date
             tab = _tab(s, at, size)  # message-id
             n = tab - at
@@ -482,6 +515,9 @@ def file_segments(bytearray segments, long long total, Py_ssize_t max_message_id
                 return None
             if memchr(s + at + 1, b'<', n - 2) != NULL or memchr(s + at + 1, b'>', n - 2) != NULL:
                 return None
+            for j in range(at + 1, tab - 1):
+                if <unsigned char>s[j] > 127:
+                    return None  # decode() reads it: the pure path
             where[i] = at
             mids += n - 2
             at = tab + 1
@@ -499,9 +535,10 @@ def file_segments(bytearray segments, long long total, Py_ssize_t max_message_id
             for i in range(1, count):
                 if order[i] >> 32 == order[i - 1] >> 32:
                     return None  # a number repeats
-        # By number: the numbers, the sizes and the message-ids without brackets.
-        message_ids = PyBytes_FromStringAndSize(NULL, mids + count - 1)
-        out = PyBytes_AS_STRING(message_ids)
+        # By number: the numbers, the sizes and the message-ids without
+        # brackets (ASCII: a str of one byte a character, filled in place).
+        message_ids = PyUnicode_New(mids + count - 1, 127)
+        out = <char *>PyUnicode_DATA(message_ids)
         j = 0
         for i in range(count):
             numbers.data.as_uints[i] = <unsigned int>(order[i] >> 32)
@@ -517,7 +554,10 @@ def file_segments(bytearray segments, long long total, Py_ssize_t max_message_id
                 order[i] = sizes.data.as_uints[order[i] & 0xFFFFFFFF]
             for i in range(count):
                 sizes.data.as_uints[i] = <unsigned int>order[i]
-        return numbers, articles, sizes, message_ids
+        return (
+            numbers, sizes, message_ids, articles[0], articles[count - 1], _pauses(articles, count)
+        )
     finally:
         PyMem_Free(where)
         PyMem_Free(order)
+        PyMem_Free(articles)

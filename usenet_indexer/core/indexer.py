@@ -157,12 +157,14 @@ Scan = Callable[
 ]
 # What the compiled loop checks a new file's first segment against, as _slow_line does.
 _LIMITS = (MAX_HEADER_BYTES, MAX_MESSAGE_ID_BYTES, MAX_SEGMENTS, _MAX_SIZE)
-# The compiled twin of `_OpenFile.lists` and `_file_chunks`' quick path
-# (`_fastindex.file_segments`): a file's segments buffer, N, the longest
-# message-id and reposts.SHUFFLE in; the numbers, article numbers, sizes and
-# joined message-ids out, or None for the pure path.
+# The compiled twin of `_OpenFile.lists` and `_file_chunks`' quick path, with
+# `reposts.pauses` (`_fastindex.file_segments`): a file's segments buffer, N,
+# the longest message-id and reposts.SHUFFLE in; the numbers, sizes, joined
+# message-ids, first and last article number and pauses out, or None for the
+# pure path.
 FileSegments = Callable[
-    [bytearray, int, int, int], "tuple[array[int], array[int], array[int], bytes] | None"
+    [bytearray, int, int, int],
+    "tuple[array[int], array[int], str, int, int, list[tuple[int, int]]] | None",
 ]
 
 
@@ -697,12 +699,12 @@ class RangeIndexer:
             if found is None:
                 return None
             converted.append(found)
-        paused = [pauses(articles) for _, articles, _, _ in converted]
-        if _release_gaps([(a[0], a[-1], len(a)) for _, a, _, _ in converted], paused):
+        spans = [(first, last, len(numbers)) for numbers, _, _, first, last, _ in converted]
+        if _release_gaps(spans, [paused for *_, paused in converted]):
             return None  # cut into pieces
         return [
             ([_make_file_chunk(member, self._dates, numbers, mids, sizes)], member)
-            for member, (numbers, _, sizes, mids) in zip(members, converted, strict=True)
+            for member, (numbers, sizes, mids, *_) in zip(members, converted, strict=True)
         ]
 
     def _released(
@@ -1287,11 +1289,15 @@ def _make_file_chunk(
     open_file: _OpenFile,
     dates: dict[bytes, int],
     numbers: array[int],
-    message_ids: bytes,
+    message_ids: bytes | str,
     sizes: array[int],
     posted: int | None = None,
 ) -> FileChunk:
-    """The file's chunk; `posted` is the date of its first line unless given."""
+    """The file's chunk; `posted` is the date of its first line unless given.
+
+    `message_ids` as the lines have them (bytes), or already text (the
+    compiled conversion's, ASCII).
+    """
     if posted is None:
         posted = _parsed(dates, open_file.date)
     return FileChunk(
@@ -1302,7 +1308,7 @@ def _make_file_chunk(
         total_segments=open_file.total,
         posted=posted,
         numbers=numbers,
-        message_ids=decode(message_ids),
+        message_ids=message_ids if isinstance(message_ids, str) else decode(message_ids),
         sizes=sizes,
     )
 
