@@ -1,4 +1,4 @@
-"""The compiled parts of uidx: the RangeIndexer's per-line loop (core/_fastindex.pyx),
+"""The compiled parts of uidx: the RangeIndexer's hot paths (core/_fastindex.pyx),
 a batch fragment's checks at the coordinator (wire/_fastwire.pyx) and the catalog
 build's fragment unpacking (wire/_fastfragments.pyx).
 

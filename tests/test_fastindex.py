@@ -1,11 +1,13 @@
-"""The compiled per-line loop (core/_fastindex.pyx) against its oracle, the pure one.
+"""The compiled indexer (core/_fastindex.pyx) against its oracle, the pure one.
 
-Both loops feed the same RangeIndexer; what an edge would post (every batch
-packed and encoded to the wire format, kept and dropped releases, counts of
-skipped lines by reason) must be the same bytes on every generator profile,
-on the real corpus and on fuzzed input. The compiled loop must be built here
-(CI builds it with `pip install -e .`): otherwise these tests would compare
-the pure loop with itself.
+Two compiled parts run in a RangeIndexer that is not `pure`: the per-line
+loop (`scan`) and take()'s conversion of a file's segments
+(`file_segments`). What an edge would post (every batch packed and encoded
+to the wire format, kept and dropped releases, counts of skipped lines by
+reason) must be the same bytes as the pure indexer's on every generator
+profile, on the real corpus and on fuzzed input. The compiled parts must be
+built here (CI builds them with `pip install -e .`): otherwise these tests
+would compare the pure indexer with itself.
 """
 
 from __future__ import annotations
@@ -15,15 +17,23 @@ import random
 import subprocess
 import sys
 from collections.abc import Sequence
+from itertools import accumulate
 from pathlib import Path
 from typing import Any, cast
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from usenet_indexer.cli import main
-from usenet_indexer.core.indexer import COMPILED_SCAN, RangeIndexer, indexer_kind
+from usenet_indexer.core.indexer import (
+    COMPILED_FILES,
+    COMPILED_SCAN,
+    MAX_MESSAGE_ID_BYTES,
+    RangeIndexer,
+    indexer_kind,
+)
+from usenet_indexer.core.reposts import SHUFFLE, pauses
 from usenet_indexer.synth.generator import PROFILES, GeneratorConfig, generate
 from usenet_indexer.testing.corpus import load_corpus, nzb_to_overview
 from usenet_indexer.wire.batchwire import encode_batch
@@ -59,7 +69,101 @@ def blocks_of(lines: Sequence[bytes], size: int) -> list[bytes]:
 def test_the_compiled_loop_is_built() -> None:
     # Without it every comparison below would be the pure loop against itself.
     assert COMPILED_SCAN is not None, "core/_fastindex is not built: run scripts/bootstrap"
+    assert COMPILED_FILES is not None
     assert indexer_kind(pure=False).startswith("compiled")
+
+
+def _segments(*segments: tuple[bytes, int, bytes, bytes]) -> bytearray:
+    """A file's buffer as the loops fill it: k, article, date, message-id, bytes, each + tab."""
+    return bytearray(b"".join(b"%s\t%d\tdate\t%s\t%s\t" % (k, a, m, s) for k, a, m, s in segments))
+
+
+def test_a_file_posted_out_of_order_is_converted_by_number() -> None:
+    assert COMPILED_FILES is not None
+    # Segments 3, 1, 2 of 5 (many connections; 4 and 5 not yet posted), zero padded.
+    found = COMPILED_FILES(
+        _segments(
+            (b"03", 7, b"<c@x>", b"300"), (b"001", 8, b"<a@x>", b"100"), (b"2", 9, b"<b@x>", b"200")
+        ),
+        5,
+        MAX_MESSAGE_ID_BYTES,
+        SHUFFLE,
+    )
+    assert found is not None
+    numbers, sizes, message_ids, first, last, paused = found
+    assert list(numbers) == [1, 2, 3]
+    assert list(sizes) == [100, 200, 300]
+    assert message_ids == "a@x\nb@x\nc@x"
+    assert (first, last, paused) == (7, 9, [])  # in the order the lines came
+
+
+# Gaps between a file's articles: other uploads' articles in between, lines
+# out of article order, and pauses near reposts.MIN_GAP, where a pause begins.
+_GAPS = st.sampled_from([1, 1, 1, 1, 2, 3, 0, -2, 999, 1000, 1001, 2**40])
+
+
+@settings(max_examples=300, deadline=None)
+@given(gaps=st.lists(_GAPS, min_size=1, max_size=200), start=st.integers(0, 2**61))
+# A pause just past MIN_GAP: found in a file of WIDE + 2 segments, not of WIDE + 1.
+@example(gaps=[1] * 25 + [1001] + [1] * 25, start=10**6)
+@example(gaps=[1] * 24 + [1001] + [1] * 25, start=10**6)
+# A gap of exactly the width a pause must pass, beside a pause.
+@example(gaps=[1] * 50 + [1001] + [1] * 40 + [1000] + [1] * 5, start=10**6)
+def test_a_files_pauses_are_found_as_reposts_pauses_finds_them(gaps: list[int], start: int) -> None:
+    # The compiled conversion finds a file's pauses itself, in the same pass
+    # (no int per segment); reposts.pauses is its oracle.
+    articles = list(accumulate(gaps, initial=start))
+    assume(all(0 <= a < 2**62 for a in articles))
+    assert COMPILED_FILES is not None
+    found = COMPILED_FILES(
+        _segments(*((b"%d" % k, a, b"<m@x>", b"1") for k, a in enumerate(articles, 1))),
+        len(articles),
+        MAX_MESSAGE_ID_BYTES,
+        SHUFFLE,
+    )
+    assert found is not None
+    assert found[3:] == (articles[0], articles[-1], pauses(articles))
+
+
+@pytest.mark.parametrize(
+    ("segments", "total"),
+    [
+        ([(b"1", 7, b"<a@x>", b"1"), (b"1", 8, b"<b@x>", b"1")], 5),  # a repeat
+        ([(b"0", 7, b"<a@x>", b"1")], 5),  # k of 0
+        ([(b"6", 7, b"<a@x>", b"1")], 5),  # k past N
+        ([(b"+1", 7, b"<a@x>", b"1")], 5),  # int() reads it; the pure path decides
+        ([(b"1", 7, b"<a<b@x>", b"1")], 5),
+        ([(b"1", 7, b"<>", b"1"), (b"2", 8, b"a@x", b"1")], 5),
+        ([(b"1", 7, b"<" + b"m" * 1000 + b">", b"1")], 5),
+        ([(b"1", 7, b"<a@x>", b"4294967296")], 5),  # past uint32
+        ([(b"1", 7, b"<a@x>", b"")], 5),
+        ([(b"1", 2**62, b"<a@x>", b"1")], 5),  # an article number past int64's range here
+        ([(b"1", 2**64, b"<a@x>", b"1")], 5),  # 20 digits: read in 64 bits it wraps to 0
+        ([(b"1", 7, "<é@x>".encode(), b"1")], 5),  # not ASCII: decode() reads it
+        # Numbers falling more than SHUFFLE below the highest: maybe a repost.
+        ([(b"40", 7, b"<a@x>", b"1"), (b"1", 8, b"<b@x>", b"1")], 100),
+    ],
+)
+def test_files_off_the_common_case_are_left_to_the_pure_path(
+    segments: list[tuple[bytes, int, bytes, bytes]], total: int
+) -> None:
+    assert COMPILED_FILES is not None
+    assert COMPILED_FILES(_segments(*segments), total, MAX_MESSAGE_ID_BYTES, SHUFFLE) is None
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_most_generated_files_take_the_compiled_conversion(profile: str) -> None:
+    # Else the comparisons below would test the pure path against itself.
+    generated = generate(GeneratorConfig(articles=20_000, seed=5, profile=profile))
+    indexer = RangeIndexer(group=GROUP, first=FIRST)
+    indexer.add_data(b"\n".join(generated.lines), FIRST + len(generated.lines))
+    files = list(indexer._open.values())
+    assert COMPILED_FILES is not None
+    converted = sum(
+        COMPILED_FILES(f.segments, f.total, MAX_MESSAGE_ID_BYTES, SHUFFLE) is not None
+        for f in files
+    )
+    assert 0.6 * len(files) < converted < len(files)
 
 
 @pytest.mark.parametrize("profile", PROFILES)
@@ -174,9 +278,15 @@ _LINES = st.builds(_line, _GOOD, _FAULTS)
     block=st.integers(1, 30),
     crlf=st.booleans(),
     threaded=st.booleans(),
+    shuffle=st.one_of(st.none(), st.randoms(use_true_random=False)),
 )
 def test_fuzzed_lines_give_the_same_batches(
-    lines: list[bytes], repeat: int, block: int, crlf: bool, threaded: bool
+    lines: list[bytes],
+    repeat: int,
+    block: int,
+    crlf: bool,
+    threaded: bool,
+    shuffle: random.Random | None,
 ) -> None:
     # Each line again with the next numbers: segments of files the first opened
     # (threaded: the later ones with References, as PowerPost posts and a reply quotes).
@@ -185,10 +295,108 @@ def test_fuzzed_lines_give_the_same_batches(
         for at in range(repeat)
         for line in lines
     ]
+    if shuffle is not None:
+        shuffle.shuffle(posted)  # segments out of order, as many connections post them
     blocks = blocks_of(posted, block)
     if crlf:
         blocks = [b.replace(b"\n", b"\r\n") for b in blocks]
     pure, compiled = index_both(blocks, take_every=3)
+    assert compiled == pure
+
+
+# One file's segments, many of them: numbers in order, shuffled a little, cut,
+# gapped, repeated or reposted; articles with pauses; a fault now and then.
+_SEGMENT_FAULTS = st.sampled_from(
+    [
+        ("k", b"0"),
+        ("k", b"007"),
+        ("k", b"99999"),
+        ("k", b"4294967297"),
+        ("mid", b"<>"),
+        ("mid", b"<a<b@x>"),
+        ("mid", b"<" + b"m" * 999 + b">"),
+        ("mid", b"<" + b"m" * 1000 + b">"),
+        ("size", b"4294967295"),
+        ("size", b"4294967296"),
+        ("size", b"18446744073709551616"),
+        ("size", b"0042"),
+        ("article", b"4611686018427387904"),
+        ("article", b"18446744073709551616"),
+    ]
+)
+
+
+@st.composite
+def _file_lines(draw: st.DrawFn) -> list[bytes]:
+    total = draw(st.integers(1, 150))
+    numbers = list(range(1, total + 1))
+    form = draw(st.sampled_from([b"%d", b"%03d"]))
+    kind = draw(
+        st.sampled_from(["whole", "cut", "gaps", "shuffled", "repeats", "repost", "rotated"])
+    )
+    rng = draw(st.randoms(use_true_random=False))
+    if kind == "cut":
+        numbers = numbers[draw(st.integers(0, total - 1)) :]
+    elif kind == "gaps":
+        numbers = [n for n in numbers if rng.random() > 0.2] or [1]
+    elif kind == "shuffled":
+        for at in range(len(numbers) - 1):
+            if rng.random() < 0.2:
+                numbers[at], numbers[at + 1] = numbers[at + 1], numbers[at]
+    elif kind == "repeats":
+        numbers += rng.choices(numbers, k=draw(st.integers(1, 5)))
+    elif kind == "repost":
+        numbers += numbers[: draw(st.integers(1, total))]
+    elif kind == "rotated":  # the end posted first: numbers start over without a repeat
+        at = draw(st.integers(0, total - 1))
+        numbers = numbers[at:] + numbers[:at]
+    faulty = draw(st.booleans())  # else every segment is good
+    article = 10**6
+    lines = []
+    for k in numbers:
+        article += 1 if rng.random() > 0.02 else draw(st.integers(2, 10**5))
+        what, value = draw(_SEGMENT_FAULTS) if faulty and rng.random() < 0.05 else ("", b"")
+        lines.append(
+            b"\t".join(
+                [
+                    value if what == "article" else b"%d" % article,
+                    b'Show.S01E01 - "show.part01.rar" yEnc ('
+                    + (value if what == "k" else form % k)
+                    + b"/%d)" % total,
+                    b"a@x",
+                    b"Mon, 6 May 2024 10:00:%02d +0000" % (k % 60),
+                    value if what == "mid" else b"<%d.%d@x>" % (k, article),
+                    b"",
+                    value if what == "size" else b"%d" % (700_000 + k),
+                    b"5400",
+                ]
+            )
+        )
+    return lines
+
+
+def _segment(article: int, k: int, total: int) -> bytes:
+    date = b"Mon, 6 May 2024 10:00:00 +0000"
+    subject = b'Show.S01E01 - "show.part01.rar" yEnc (%d/%d)' % (k, total)
+    return b"%d\t%s\ta@x\t%s\t<%d.%d@x>\t\t%d\t5400" % (article, subject, date, k, article, k)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(files=st.lists(_file_lines(), min_size=1, max_size=4), block=st.integers(5, 200))
+# An article number of 2**64 in a file of a release of two: the compiled
+# conversion read it as 0 (its digits overflowed 64 bits) and took the
+# release the pure code cuts at that article.
+@example(
+    files=[
+        [_segment(2**64, 106, 108), _segment(1_107_812, 107, 108)],
+        [_segment(1_076_481, 61, 61)],
+    ],
+    block=5,
+)
+def test_fuzzed_files_give_the_same_batches(files: list[list[bytes]], block: int) -> None:
+    # take()'s conversion of each file's segments: the compiled one and the pure one.
+    lines = [line for file in files for line in file]
+    pure, compiled = index_both(blocks_of(lines, block), take_every=4)
     assert compiled == pure
 
 

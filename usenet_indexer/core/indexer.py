@@ -32,7 +32,10 @@ for the message-ids, one JSON parse for all sizes, and for the segment
 numbers a list comparison with 1, 2, 3, ... when they came in order (most
 files), else one JSON parse and a sort. A file whose only fault is repeated
 segments keeps the first post of each; any other fault (forged counters,
-bad message-ids or sizes) sends it to a per-segment check.
+bad message-ids or sizes) sends it to a per-segment check. Where the
+extension is built, the loop, the opening of a file and the common case of
+take()'s conversion run compiled (core/_fastindex.pyx), this code their
+oracle and fallback.
 
 The caller guarantees the article range: lines are not checked against it
 one by one (a chunk of the spool holds the articles it says it holds).
@@ -72,6 +75,7 @@ from usenet_indexer.core.naming import probe_file_rank, release_name
 from usenet_indexer.core.reposts import (
     MIN_GAP,
     RUN,
+    SHUFFLE,
     SMALL_PASS,
     WIDE,
     gap_cuts,
@@ -138,32 +142,43 @@ MALFORMED = frozenset(
 _COUNTER = re.compile(rb"\((\d{1,7})/(\d{1,7})\)")
 
 # The compiled twin of RangeIndexer._scan (core/_fastindex.pyx): data, the
-# indexer's _fast dict, its _slow_line and _add_segment, _LIMITS in; (lines,
-# lines with a NUL) out.
+# indexer's _fast dict, its _slow_line, its _open dict, the _OpenFile class and
+# _LIMITS in; (lines, lines with a NUL) out.
 Scan = Callable[
     [
         bytes,
         "dict[bytes, _OpenFile]",
         Callable[[list[bytes]], None],
-        Callable[[list[bytes], int, int, int, bytes, bytes, bool], None],
+        "dict[tuple[bytes, bytes, int], _OpenFile]",
+        "type[_OpenFile]",
         tuple[int, int, int, int],
     ],
     tuple[int, int],
 ]
 # What the compiled loop checks a new file's first segment against, as _slow_line does.
 _LIMITS = (MAX_HEADER_BYTES, MAX_MESSAGE_ID_BYTES, MAX_SEGMENTS, _MAX_SIZE)
+# The compiled twin of `_OpenFile.lists` and `_file_chunks`' quick path, with
+# `reposts.pauses` (`_fastindex.file_segments`): a file's segments buffer, N,
+# the longest message-id and reposts.SHUFFLE in; the numbers, sizes, joined
+# message-ids, first and last article number and pauses out, or None for the
+# pure path.
+FileSegments = Callable[
+    [bytearray, int, int, int],
+    "tuple[array[int], array[int], str, int, int, list[tuple[int, int]]] | None",
+]
 
 
-def _compiled_scan() -> Scan | None:
-    """The compiled loop, or None where the extension was not built (no C compiler)."""
+def _compiled() -> tuple[Scan | None, FileSegments | None]:
+    """The compiled loop and file conversion, or None where the extension was not built
+    (no C compiler)."""
     try:
-        from usenet_indexer.core._fastindex import scan
+        from usenet_indexer.core._fastindex import file_segments, scan
     except ImportError:
-        return None
-    return scan
+        return None, None
+    return scan, file_segments
 
 
-COMPILED_SCAN = _compiled_scan()
+COMPILED_SCAN, COMPILED_FILES = _compiled()
 
 
 def indexer_kind(pure: bool) -> str:
@@ -241,8 +256,9 @@ class RangeIndexer:
         keep_dropped: keep dropped release chunks in batches, marked with the
             rule's name (for `uidx index --include-dropped`); else they only
             count.
-        pure: run the pure-Python per-line loop (`_scan`) even where the
-            compiled one (core/_fastindex) is built; the output is the same.
+        pure: run the pure-Python per-line loop (`_scan`) and file conversion
+            (`_file_chunks`) even where the compiled ones (core/_fastindex)
+            are built; the output is the same.
     """
 
     group: str
@@ -310,7 +326,7 @@ class RangeIndexer:
             data = data.replace(b"\r", b"")
         if COMPILED_SCAN is not None and not self.pure:
             lines, nul = COMPILED_SCAN(
-                data, self._fast, self._slow_line, self._add_segment, _LIMITS
+                data, self._fast, self._slow_line, self._open, _OpenFile, _LIMITS
             )
         else:
             lines, nul = self._scan(data)
@@ -617,13 +633,20 @@ class RangeIndexer:
         """The release's chunk, and one more per later pass (a repost; see reposts.py).
 
         `upload_starts`: where the upload it is part of starts later passes in
-        its other keys; a release whose files repeat numbers is cut there too.
+        its other keys; a release whose files repeat numbers is cut there too
+        (the compiled conversion takes only releases without a repeat).
         """
+        if COMPILED_FILES is not None and not self.pure:
+            common = self._common_release(COMPILED_FILES, members)
+            if common is not None:
+                return self._released(release_key, members, common)
         texts = [member.lists() for member in members]
         # Where the posting pauses long, between files or inside one: every
         # file of the release is cut there alike (a piece is a chunk).
         paused = [pauses(_article_ints(text)) for text in texts]
-        cuts = _release_gaps(texts, paused)
+        cuts = _release_gaps(
+            [(int(t.articles[0]), int(t.articles[-1]), len(t.ks)) for t in texts], paused
+        )
         # A repost starts each file over in turn: one cut where the first does.
         started = sorted(at for m, t in zip(members, texts, strict=True) for at in _restarts(m, t))
         cuts += [
@@ -658,6 +681,39 @@ class RangeIndexer:
                     # A file looked at once already was counted then.
                     counted = self._skipped if id(member) in deferred else Counter[str]()
                     found.append((_file_chunks(member, text, counted, passes), member))
+        return self._released(release_key, members, found)
+
+    def _common_release(
+        self, convert: FileSegments, members: list[_OpenFile]
+    ) -> list[tuple[list[FileChunk | None], _OpenFile]] | None:
+        """The files' chunks when every file is the common case and nothing cuts the release
+        (`_fastindex.file_segments`, the compiled twin of `lists` and `_file_chunks`' quick
+        path); None, having changed nothing, for the pure path to sort out.
+
+        Files whose numbers do not repeat and do not start over (`file_segments`)
+        give the release one pass, cut only where its posting pauses.
+        """
+        converted = []
+        for member in members:
+            found = convert(member.segments, member.total, MAX_MESSAGE_ID_BYTES, SHUFFLE)
+            if found is None:
+                return None
+            converted.append(found)
+        spans = [(first, last, len(numbers)) for numbers, _, _, first, last, _ in converted]
+        if _release_gaps(spans, [paused for *_, paused in converted]):
+            return None  # cut into pieces
+        return [
+            ([_make_file_chunk(member, self._dates, numbers, mids, sizes)], member)
+            for member, (numbers, sizes, mids, *_) in zip(members, converted, strict=True)
+        ]
+
+    def _released(
+        self,
+        release_key: bytes,
+        members: list[_OpenFile],
+        found: list[tuple[list[FileChunk | None], _OpenFile]],
+    ) -> list[ReleaseChunk]:
+        """The release's chunks from its files' chunks (each file's chunk of each pass)."""
         by_pass: list[list[tuple[FileChunk, _OpenFile]]] = []
         for chunks, member in found:
             for number, chunk in enumerate(chunks):
@@ -831,7 +887,9 @@ class _Passes:
         return self.cuts if self.starts is None else self.starts
 
 
-def _release_gaps(texts: list[_Texts], paused: list[list[tuple[int, int]]]) -> list[int]:
+def _release_gaps(
+    files: list[tuple[int, int, int]], paused: list[list[tuple[int, int]]]
+) -> list[int]:
     """Where a release's posting pauses long (the first articles after each pause).
 
     Inside a file (`reposts.pauses`), and between its files' runs: a gap
@@ -839,11 +897,14 @@ def _release_gaps(texts: list[_Texts], paused: list[list[tuple[int, int]]]) -> l
     `reposts.MIN_GAP`). A batch that holds the end of an upload and its
     repost's start cuts them apart there. Read from each file's first and
     last article and its pauses only.
+
+    Args:
+        files: each file's first and last article number and segment count.
+        paused: each file's pauses.
     """
     cuts = {after for pauses_of in paused for _, after in pauses_of}
     spans = []
-    for text, pauses_of in zip(texts, paused, strict=True):
-        first, last = int(text.articles[0]), int(text.articles[-1])
+    for (first, last, _), pauses_of in zip(files, paused, strict=True):
         for before, after in pauses_of:
             spans.append((first, before))
             first = after
@@ -851,7 +912,7 @@ def _release_gaps(texts: list[_Texts], paused: list[list[tuple[int, int]]]) -> l
     if len(spans) < 2:
         return sorted(cuts)
     spans.sort()
-    count = sum(len(text.ks) for text in texts)
+    count = sum(count for _, _, count in files)
     wide = wide_gap(spans[-1][1] - spans[0][0], count)
     reached = spans[0][1]
     for first, last in spans[1:]:
@@ -1228,11 +1289,15 @@ def _make_file_chunk(
     open_file: _OpenFile,
     dates: dict[bytes, int],
     numbers: array[int],
-    message_ids: bytes,
+    message_ids: bytes | str,
     sizes: array[int],
     posted: int | None = None,
 ) -> FileChunk:
-    """The file's chunk; `posted` is the date of its first line unless given."""
+    """The file's chunk; `posted` is the date of its first line unless given.
+
+    `message_ids` as the lines have them (bytes), or already text (the
+    compiled conversion's, ASCII).
+    """
     if posted is None:
         posted = _parsed(dates, open_file.date)
     return FileChunk(
@@ -1243,7 +1308,7 @@ def _make_file_chunk(
         total_segments=open_file.total,
         posted=posted,
         numbers=numbers,
-        message_ids=decode(message_ids),
+        message_ids=message_ids if isinstance(message_ids, str) else decode(message_ids),
         sizes=sizes,
     )
 
