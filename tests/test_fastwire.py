@@ -34,28 +34,9 @@ CAP = 4096
 
 
 def compiled(raw: bytes, cap: int = CAP) -> fragments.Facts | None:
+    """The compiled checks' answer (None: left to the pure ones)."""
     assert fragments.COMPILED_FACTS is not None
-    found = fragments.COMPILED_FACTS(
-        raw,
-        cap,
-        fragments.MAX_FILES,
-        fragments.MAX_SEGMENTS,
-        MAX_TOTAL_SEGMENTS,
-        MAX_FILE_INDEX,
-        UNDATED,
-    )
-    if found is None:
-        return None
-    files, segments, size, posted, latest, representative = found
-    return fragments.Facts(
-        files=files,
-        segments=segments,
-        bytes=size,
-        posted=posted,
-        latest=latest,
-        representative=representative,
-        inflated=len(raw),
-    )
+    return fragments._compiled_facts(raw, cap)
 
 
 def agree(raw: bytes, cap: int = CAP) -> fragments.Facts | None:

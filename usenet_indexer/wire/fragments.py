@@ -38,13 +38,14 @@ bytes out.
 from __future__ import annotations
 
 import codecs
+import importlib
 import struct
 import sys
 from array import array
 from collections.abc import Callable, Sequence
 from itertools import islice
 from operator import lt
-from typing import Final
+from typing import Any, Final
 
 import attrs
 from isal import isal_zlib
@@ -73,16 +74,16 @@ _NEWLINE = ord("\n")
 CompiledFiles = Callable[[bytes, type[FileChunk], int, int], "list[FileChunk] | None"]
 
 
-def _compiled_files() -> CompiledFiles | None:
-    """The compiled unpacking, or None where the extension was not built."""
+def _compiled(module: str, name: str) -> Any:
+    """A compiled twin from its extension module, or None where it was not built
+    (no C compiler at install time)."""
     try:
-        from usenet_indexer.wire._fastfragments import files
+        return getattr(importlib.import_module(f"usenet_indexer.wire.{module}"), name)
     except ImportError:
         return None
-    return files
 
 
-COMPILED_FILES = _compiled_files()
+COMPILED_FILES: CompiledFiles | None = _compiled("_fastfragments", "files")
 
 
 class BadFragment(RemoteProtocolError):
@@ -300,17 +301,7 @@ FactsFinder = Callable[
     "tuple[int, int, int, int, int, tuple[int, bytes]] | None",
 ]
 
-
-def _compiled_facts() -> FactsFinder | None:
-    """The compiled checks, or None where the extension was not built (no C compiler)."""
-    try:
-        from usenet_indexer.wire._fastwire import facts
-    except ImportError:
-        return None
-    return facts
-
-
-COMPILED_FACTS = _compiled_facts()
+COMPILED_FACTS: FactsFinder | None = _compiled("_fastwire", "facts")
 
 
 @attrs.frozen
@@ -360,28 +351,30 @@ def inspect(data: bytes, *, max_bytes: int, max_text_chars: int) -> Facts:
         BadFragment: the message says what is wrong.
     """
     raw = _inflated(data, max_bytes)
-    if COMPILED_FACTS is not None:
-        found = COMPILED_FACTS(
-            raw,
-            max_text_chars,
-            MAX_FILES,
-            MAX_SEGMENTS,
-            MAX_TOTAL_SEGMENTS,
-            MAX_FILE_INDEX,
-            UNDATED,
-        )
-        if found is not None:
-            files, segments, size, posted, latest, representative = found
-            return Facts(
-                files=files,
-                segments=segments,
-                bytes=size,
-                posted=posted,
-                latest=latest,
-                representative=representative,
-                inflated=len(raw),
-            )
-    return _facts(raw, max_text_chars)
+    found = _compiled_facts(raw, max_text_chars)
+    return _facts(raw, max_text_chars) if found is None else found
+
+
+def _compiled_facts(raw: bytes, max_text_chars: int) -> Facts | None:
+    """The compiled twin's answer for an inflated fragment: its Facts, or None where
+    the pure `_facts` must decide (or the extension was not built)."""
+    if COMPILED_FACTS is None:
+        return None
+    found = COMPILED_FACTS(
+        raw, max_text_chars, MAX_FILES, MAX_SEGMENTS, MAX_TOTAL_SEGMENTS, MAX_FILE_INDEX, UNDATED
+    )
+    if found is None:
+        return None
+    files, segments, size, posted, latest, representative = found
+    return Facts(
+        files=files,
+        segments=segments,
+        bytes=size,
+        posted=posted,
+        latest=latest,
+        representative=representative,
+        inflated=len(raw),
+    )
 
 
 def _inflated(data: bytes, max_bytes: int) -> bytes:
