@@ -1,6 +1,6 @@
 """The compiled parts of uidx: the RangeIndexer's hot paths (core/_fastindex.pyx),
-a batch fragment's checks at the coordinator (wire/_fastwire.pyx) and the catalog
-build's fragment unpacking (wire/_fastfragments.pyx).
+and a fragment's checks at batch intake and its unpacking in the catalog build
+(wire/_fastfragments.pyx).
 
 Everything else is in pyproject.toml. The extensions are optional: where they
 cannot be built (no C compiler, no Python headers) the install goes on
@@ -14,12 +14,6 @@ setup(
         Extension(
             "usenet_indexer.core._fastindex",
             ["usenet_indexer/core/_fastindex.pyx"],
-            optional=True,
-            extra_compile_args=["-O2"],
-        ),
-        Extension(
-            "usenet_indexer.wire._fastwire",
-            ["usenet_indexer/wire/_fastwire.pyx"],
             optional=True,
             extra_compile_args=["-O2"],
         ),

@@ -1,4 +1,4 @@
-"""The compiled fragment checks (wire/_fastwire.pyx) against their oracle, fragments._facts.
+"""The compiled fragment checks (wire/_fastfragments.pyx `facts`) against their oracle, fragments._facts.
 
 The compiled `facts` may leave any fragment to the pure checks (None), but
 when it answers, the figures must be the pure ones, and it must never
@@ -60,7 +60,7 @@ def inflated(files: list[FileChunk]) -> bytes:
 def test_the_compiled_checks_are_built() -> None:
     # Without them every comparison below would be None against the pure checks.
     assert fragments.COMPILED_FACTS is not None, (
-        "wire/_fastwire is not built: run scripts/bootstrap"
+        "wire/_fastfragments is not built: run scripts/bootstrap"
     )
 
 

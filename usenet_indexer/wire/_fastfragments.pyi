@@ -1,6 +1,17 @@
-# The compiled unpacking's signature (wire/_fastfragments.pyx); see fragments.CompiledFiles.
+# The compiled unpacking and checks (wire/_fastfragments.pyx); see fragments.CompiledFiles.
 from usenet_indexer.core.batch import FileChunk
 
 def files(
     raw: bytes, chunk: type[FileChunk], max_files: int, max_segments: int
 ) -> list[FileChunk] | None: ...
+
+# The compiled checks' signature; see fragments.FactsFinder.
+def facts(
+    raw: bytes,
+    max_text_chars: int,
+    max_files: int,
+    max_segments: int,
+    max_total_segments: int,
+    max_file_index: int,
+    undated: int,
+) -> tuple[int, int, int, int, int, tuple[int, bytes]] | None: ...

@@ -22,6 +22,19 @@ not one the pure code unpacks without an error (counts past their caps or
 past the data, message-ids not matching their counts, text that is not
 UTF-8), it returns None and the caller runs the pure code, which raises
 the error with its message. No state lives here between calls.
+
+`facts(raw, max_text_chars, ...)` is the compiled twin of `fragments._facts`,
+the checks of a fragment a node sent (a second oracle pair, its tests in
+tests/test_fastwire.py). It walks the file entries, segment numbers and
+sizes (byte planes), message-ids and texts with pointers, making no Python
+object per segment or per file, and only ever answers for a fragment that
+passes every check of `_facts` and whose column-wise message-ids (if any)
+are ASCII: then it returns the same figures `_facts` would. Names, subjects
+and "\\n"-joined message-ids may be any UTF-8: `_utf8_chars` checks it as
+Python's strict decoder does (no overlong forms, no surrogates, nothing
+above U+10FFFF) and counts the characters. For anything else it returns
+None and the pure function decides, so every refusal's message is the pure
+one's. The limits are passed in (the pure module holds them once).
 """
 
 from cpython.array cimport array, clone
@@ -29,7 +42,7 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
-from libc.string cimport memchr, memcpy
+from libc.string cimport memchr, memcmp, memcpy
 
 # The head (file count, id width) and one file's entry, as fragments.py packs them.
 cdef enum:
@@ -195,3 +208,218 @@ cdef object _made(
     finally:
         PyMem_Free(rows)
     return made
+
+
+# --- the checks of a fragment a node sent (fragments._facts) --------------------------
+
+cdef inline uint32_t _planed(const unsigned char *planes, Py_ssize_t count, Py_ssize_t j) noexcept nogil:
+    """Value j of `count` u32s stored as 4 byte planes (every low byte first)."""
+    return (
+        planes[j]
+        | (<uint32_t>planes[count + j] << 8)
+        | (<uint32_t>planes[2 * count + j] << 16)
+        | (<uint32_t>planes[3 * count + j] << 24)
+    )
+
+
+cdef Py_ssize_t _utf8_chars(const unsigned char *s, Py_ssize_t n) noexcept nogil:
+    """The characters in `n` bytes of strict UTF-8; -1 when they are not (or hold a NUL)."""
+    cdef Py_ssize_t i = 0, chars = 0, follow
+    cdef unsigned char c, low, high
+    while i < n:
+        c = s[i]
+        i += 1
+        chars += 1
+        if c < 0x80:
+            if c == 0:
+                return -1
+            continue
+        low, high = 0x80, 0xBF  # the range of the first continuation byte
+        if 0xC2 <= c <= 0xDF:
+            follow = 1
+        elif c == 0xE0:
+            follow, low = 2, 0xA0  # no overlong three-byte form
+        elif 0xE1 <= c <= 0xEC or c == 0xEE or c == 0xEF:
+            follow = 2
+        elif c == 0xED:
+            follow, high = 2, 0x9F  # no surrogates
+        elif c == 0xF0:
+            follow, low = 3, 0x90  # no overlong four-byte form
+        elif 0xF1 <= c <= 0xF3:
+            follow = 3
+        elif c == 0xF4:
+            follow, high = 3, 0x8F  # nothing above U+10FFFF
+        else:
+            return -1
+        if i + follow > n or not low <= s[i] <= high:
+            return -1
+        i += 1
+        follow -= 1
+        while follow:
+            if not 0x80 <= s[i] <= 0xBF:
+                return -1
+            i += 1
+            follow -= 1
+    return chars
+
+
+cdef bint _ascii(const unsigned char *s, Py_ssize_t n) noexcept nogil:
+    """No byte of `n` has its high bit set (eight at a time)."""
+    cdef Py_ssize_t i = 0
+    cdef uint64_t word
+    while i + 8 <= n:
+        memcpy(&word, s + i, 8)
+        if word & 0x8080808080808080ULL:
+            return False
+        i += 8
+    while i < n:
+        if s[i] & 0x80:
+            return False
+        i += 1
+    return True
+
+
+cdef Py_ssize_t _chars(const unsigned char *s, Py_ssize_t n) noexcept nogil:
+    """`_utf8_chars`, with the ASCII case (nearly every text) in two fast scans."""
+    if _ascii(s, n):
+        return -1 if memchr(s, 0, n) != NULL else n
+    return _utf8_chars(s, n)
+
+
+cdef bint _plain_ids(const unsigned char *ids, Py_ssize_t length, Py_ssize_t count,
+                     Py_ssize_t width, Py_ssize_t cap) noexcept nogil:
+    """The message-ids are well formed (see `_check_ids`): column-wise ones ASCII,
+    "\n"-joined ones strict UTF-8 (their lengths are in bytes, as `_check_ids` counts)."""
+    cdef Py_ssize_t start, end, separators = 0
+    cdef const unsigned char *found
+    cdef unsigned char forbidden
+    for forbidden in b"<>\x00\r\t":
+        if memchr(ids, forbidden, length) != NULL:
+            return False
+    if width:
+        if count < 2 or length != width * count or width > cap:
+            return False
+        return memchr(ids, 10, length) == NULL and _ascii(ids, length)
+    start = 0
+    while True:
+        found = <const unsigned char *>memchr(ids + start, 10, length - start)
+        end = length if found == NULL else found - ids
+        if end == start or end - start > cap:  # an empty id, or one over the cap
+            return False
+        if found == NULL:
+            break
+        separators += 1
+        start = end + 1
+    if separators != count - 1:
+        return False
+    return _ascii(ids, length) or _utf8_chars(ids, length) >= 0
+
+
+def facts(const unsigned char[::1] raw, Py_ssize_t max_text_chars, Py_ssize_t max_files,
+          Py_ssize_t max_segments, Py_ssize_t max_total_segments, Py_ssize_t max_file_index,
+          int64_t undated):
+    """(files, segments, bytes, posted, latest, (representative date, key)) of a
+    fragment's inflated bytes; None when the pure `_facts` must decide.
+
+    Args:
+        raw: the inflated fragment.
+        max_text_chars: the longest name, subject or message-id.
+        max_files, max_segments: a fragment's caps (fragments.MAX_FILES, MAX_SEGMENTS).
+        max_total_segments, max_file_index: the subject parser's caps on N and i.
+        undated: batch.UNDATED (the representative date of an undated file).
+    """
+    cdef Py_ssize_t length = raw.shape[0]
+    cdef const unsigned char *p
+    cdef const unsigned char *entry
+    cdef const unsigned char *other
+    cdef const unsigned char *numbers
+    cdef const unsigned char *sizes
+    cdef Py_ssize_t count, width, at, i, j, k, n, start, total = 0, text = 0, ids_end
+    cdef Py_ssize_t name_bytes, subject_bytes, chars
+    cdef uint32_t index, total_segments, first, last, previous, value
+    cdef int64_t posted, earliest = 0, latest = 0, order, best_order = 0
+    cdef bint dated = False
+    cdef uint64_t byte_sum = 0
+    cdef Py_ssize_t best = 0
+    if length < HEAD:
+        return None
+    p = &raw[0]
+    count = _u32(p)
+    width = _u32(p + 4)
+    at = HEAD + ENTRY * count
+    if count < 1 or count > max_files or length < at:
+        return None
+    for i in range(count):
+        entry = p + HEAD + ENTRY * i
+        n = _u32(entry + 16)
+        index = _u32(entry + 20)
+        total_segments = _u32(entry + 24)
+        if n < 1 or total_segments < 1 or total_segments > max_total_segments:
+            return None
+        if index > max_file_index + 1:
+            return None
+        total += n
+        name_bytes = _u32(entry + 36)
+        subject_bytes = _u32(entry + 40)
+        text += name_bytes + subject_bytes
+    ids_end = length - text
+    if total > max_segments or ids_end < at + 8 * total:
+        return None
+    # File keys unique: pairwise for the usual handful of files, a set beyond.
+    if count <= 64:
+        for i in range(1, count):
+            entry = p + HEAD + ENTRY * i
+            for j in range(i):
+                if memcmp(entry, p + HEAD + ENTRY * j, 16) == 0:
+                    return None
+    elif len({bytes(raw[HEAD + ENTRY * i : HEAD + ENTRY * i + 16]) for i in range(count)}) != count:
+        return None
+    numbers = p + at
+    sizes = p + at + 4 * total
+    start = 0
+    for i in range(count):
+        entry = p + HEAD + ENTRY * i
+        n = _u32(entry + 16)
+        total_segments = _u32(entry + 24)
+        first = _planed(numbers, total, start)
+        if first < 1:
+            return None
+        previous = first
+        for k in range(start + 1, start + n):
+            value = _planed(numbers, total, k)
+            if value <= previous:
+                return None
+            previous = value
+        if previous > total_segments:
+            return None
+        for k in range(start, start + n):
+            byte_sum += _planed(sizes, total, k)
+        posted = _i64(entry + 28)
+        if posted:
+            if not dated or posted < earliest:
+                earliest = posted
+            if not dated or posted > latest:
+                latest = posted
+            dated = True
+        order = posted if posted else undated
+        if i == 0 or order < best_order or (
+            order == best_order and memcmp(entry, p + HEAD + ENTRY * best, 16) < 0
+        ):
+            best_order = order
+            best = i
+        start += n
+    if not _plain_ids(p + at + 8 * total, ids_end - (at + 8 * total), total, width, max_text_chars):
+        return None
+    at = ids_end
+    for i in range(count):
+        entry = p + HEAD + ENTRY * i
+        for k in range(2):
+            n = _u32(entry + 36 + 4 * k)  # the name's bytes, then the subject's
+            if n > 4 * max_text_chars:  # more than the longest text could take
+                return None
+            chars = _chars(p + at, n)
+            if chars < 0 or chars > max_text_chars:
+                return None
+            at += n
+    key = bytes(raw[HEAD + ENTRY * best : HEAD + ENTRY * best + 16])
+    return (count, total, byte_sum, earliest, latest, (best_order, key))

@@ -301,7 +301,7 @@ FactsFinder = Callable[
     "tuple[int, int, int, int, int, tuple[int, bytes]] | None",
 ]
 
-COMPILED_FACTS: FactsFinder | None = _compiled("_fastwire", "facts")
+COMPILED_FACTS: FactsFinder | None = _compiled("_fastfragments", "facts")
 
 
 @attrs.frozen
@@ -337,7 +337,7 @@ def inspect(data: bytes, *, max_bytes: int, max_text_chars: int) -> Facts:
     subjects UTF-8 (no lone surrogates) without NUL and at most
     `max_text_chars` characters, nothing after the data.
 
-    The checks after inflating run compiled (wire/_fastwire.pyx) where the
+    The checks after inflating run compiled (wire/_fastfragments.pyx) where the
     extension is built and the fragment is plain (valid, ASCII texts); any
     other fragment goes to the pure `_facts`, which decides and words the
     refusal.
@@ -399,7 +399,7 @@ def _inflated(data: bytes, max_bytes: int) -> bytes:
 
 def _facts(raw: bytes, max_text_chars: int) -> Facts:
     """`inspect`'s checks of an inflated fragment in pure Python: the oracle of the
-    compiled `_fastwire.facts` and the judge of every fragment it leaves (the
+    compiled `_fastfragments.facts` and the judge of every fragment it leaves (the
     checks run on whole byte ranges, C-level scans; Python loops only over files).
 
     Raises:
