@@ -381,7 +381,7 @@ def test_feed_links_dates_and_comments_read_back_as_given() -> None:
     posted = [0, 1_700_000_000, 2**31 + 5, 4_102_444_799]
     items = [
         Item(guid, name, 5040, 10, 1, "p", ("g",), when, 0, 1.0)
-        for guid, name, when in zip(("0" * 32, "a b+c", "é/?", "+%"), names, posted, strict=True)
+        for guid, name, when in zip(("0" * 32, "a b+c", "é/?", "+%<&>"), names, posted, strict=True)
     ]
     apikey = "k&y é+%"
     feed = ET.fromstring(feed_xml(site, items, offset=0, total=4, apikey=apikey, extended=False))
@@ -392,6 +392,7 @@ def test_feed_links_dates_and_comments_read_back_as_given() -> None:
         enclosure = element.find("enclosure")
         assert enclosure is not None
         assert enclosure.get("url") == link
+        assert element.findtext("guid") == item.guid
         assert link.startswith("https://ex.org/idx?a=1&b=<2>/api?")
         query = dict(parse_qsl(link.split("/api?", 1)[1], keep_blank_values=True))
         assert query == {"t": "get", "id": item.guid, "apikey": apikey}

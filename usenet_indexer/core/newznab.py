@@ -480,7 +480,7 @@ def feed_xml(
         )
         parts.append(
             f"<item><title>{name}</title>"
-            f'<guid isPermaLink="false">{item.guid}</guid>'
+            f'<guid isPermaLink="false">{_text(item.guid)}</guid>'
             f"<link>{url}</link><comments>{comments}{_query_value(item.name)}</comments>"
             f"<pubDate>{rfc1123(item.posted)}</pubDate>"
             f"<category>{_text(CATEGORIES.get(item.category, 'Other'))}</category>"
