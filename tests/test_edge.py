@@ -40,6 +40,7 @@ from usenet_indexer.commands.index import index_files
 from usenet_indexer.config import Settings
 from usenet_indexer.coordinator.catalog_build import CatalogBuild
 from usenet_indexer.coordinator.http import node as nodeapi
+from usenet_indexer.coordinator.http.node import REFUSALS_TO_PARK
 from usenet_indexer.coordinator.server import serve
 from usenet_indexer.coordinator.stores import Stores
 from usenet_indexer.coordinator.stream import StreamTiming
@@ -412,6 +413,66 @@ async def test_two_ranges_end_in_the_catalog_an_offline_index_makes(
         for figure in ("headers in", "/s)", "release chunks", "probe candidates", "posted", "MB"):
             assert figure in line
     assert token not in caplog.text
+
+
+@pytest.mark.trio
+async def test_a_chunk_gone_from_the_spool_parks_its_range_with_the_reason(
+    any_coordinator: Coordinator,
+    any_spool: TestSpool,
+    settings: Settings,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A chunk's bytes lost from the spool (a folder's file, an S3 object) while its
+    index row says it is there: every lease of the range streams the same chunk. It
+    is counted against the range each time (the coordinator cannot read it, or the
+    edge's GET of its link is 404), and the third lease in a row parks the range
+    with the reason instead of leasing it every idle_seconds for ever. What came
+    before the chunk is stored; nothing after it is."""
+    coordinator = any_coordinator
+    data = generated(6_000, seed=13)
+    group_id = coordinator.add_group(data.group)
+    range_id = coordinator.plan(group_id, data.low, data.high)
+    chunks = data.chunks(data.low, data.high, per_chunk=2_000)
+    assert len(chunks) == 3
+    for chunk in chunks:
+        coordinator.write(group_id, chunk)
+    [lost] = coordinator.stores.spool.chunks_from(group_id, chunks[1].first, chunks[1].last, 1)
+    assert lost.path is not None
+    coordinator.spool.delete([lost.path])
+    token = coordinator.stores.nodes.create("edge-1")
+    watcher = Watcher()
+
+    with trio.fail_after(DEADLINE_SECONDS):
+        # Until the first 204: three leases, then nothing left to lease.
+        totals = await worker.run(
+            settings, options=coordinator.options(token, ranges=10), observe=watcher
+        )
+
+    # A folder's coordinator counts the refusal as it streams, before the edge
+    # stores the chunk indexed before it, which sets the count back: one lease
+    # more there. The edge's report of a 404 comes with its give-back, after.
+    leases = REFUSALS_TO_PARK + (1 if any_spool.kind == "folder" else 0)
+    assert totals == EdgeTotals(given_back=leases)
+    state, resume, refusals, refusal = coordinator.row(
+        f"SELECT state, resume, refusals, refusal FROM ranges WHERE id = {range_id}"
+    )
+    assert (state, resume, refusals) == ("failed", chunks[0].last + 1, REFUSALS_TO_PARK)
+    assert f"spool chunk {lost.first}..{lost.last} cannot be read" in refusal
+    # The first chunk stored once; no article at or past the lost one.
+    stored = [e.article for e in watcher.kinds(EventKind.STORED)]
+    assert stored == [chunks[0].last + 1]
+    assert coordinator.row("SELECT count(*), max(batch_next) FROM batches") == (
+        1,
+        chunks[0].last + 1,
+    )
+    assert f"range {range_id} parked as failed after {REFUSALS_TO_PARK} refusals" in caplog.text
+    # `uidx ranges retry` puts it back once the operator has seen to the spool.
+    assert coordinator.stores.ranges.retry([range_id]) == [range_id]
+    # The folder spool's coordinator logs each failed read as an ERROR (the
+    # fixture would fail the test on it): the lines are the loss, as wanted.
+    errors = [r.getMessage() for r in caplog.get_records("call") if r.levelno >= logging.ERROR]
+    assert all("cannot be sent" in line for line in errors), errors
+    caplog.clear()
 
 
 @pytest.mark.trio

@@ -602,6 +602,67 @@ async def test_bad_control_bodies_are_400_or_422(
 
 
 @pytest.mark.trio
+async def test_a_release_naming_an_unreadable_chunk_is_checked_then_counted(
+    nursery: trio.Nursery,
+    settings: Settings,
+    stores: Stores,
+    pool: ConnectionPool,
+    token: str,
+    leased: tuple[int, int],
+) -> None:
+    # An edge gives a range back because one of its chunks could not be read
+    # (the store's 404 for its link, bytes that do not inflate): a malformed
+    # report, or one about articles outside the range, is 422 and changes
+    # nothing; a good one counts against the range and gives it back.
+    range_id, epoch = leased
+    chunk = {"first": 1200, "last": 1399, "problem": "chunk: 404 NoSuchKey"}
+    bad: list[dict[str, object]] = [
+        {"epoch": epoch, "unreadable": None},
+        {"epoch": epoch, "unreadable": [1200, 1399]},
+        {"epoch": epoch, "unreadable": {"first": 1200, "last": 1399}},
+        {"epoch": epoch, "unreadable": {**chunk, "why": "x"}},
+        {"epoch": epoch, "unreadable": {**chunk, "first": "1200"}},
+        {"epoch": epoch, "unreadable": {**chunk, "last": -1}},
+        {"epoch": epoch, "unreadable": {**chunk, "first": 1400}},
+        {"epoch": epoch, "unreadable": {**chunk, "problem": ""}},
+        {"epoch": epoch, "unreadable": {**chunk, "problem": 404}},
+        {"epoch": epoch, "unreadable": {**chunk, "problem": "x" * 1001}},
+        {"epoch": epoch, "unreadable": {**chunk, "first": 900}},
+        {"epoch": epoch, "unreadable": {**chunk, "last": 2000}},
+    ]
+    with trio.fail_after(DEADLINE_SECONDS):
+        url = await start_api(nursery, settings, stores)
+        async with httpx.AsyncClient(base_url=url, headers=bearer(token)) as client:
+            for body in bad:
+                response = await client.post(f"ranges/{range_id}/release", json=body)
+                assert response.status_code == 422, body
+                assert "error" in response.json()
+            # Only a release says why: a heartbeat naming a chunk is refused too.
+            beat = {"epoch": epoch, "unreadable": chunk}
+            response = await client.post(f"ranges/{range_id}/heartbeat", json=beat)
+            assert response.status_code == 422
+            assert ranges_row(pool, range_id) == ("leased", 0, None)
+            response = await client.post(
+                f"ranges/{range_id}/release", json={"epoch": epoch, "unreadable": chunk}
+            )
+            assert response.status_code == 200
+    state, refusals, refusal = ranges_row(pool, range_id)
+    assert (state, refusals) == ("planned", 1)
+    assert refusal is not None
+    assert "spool chunk 1200..1399 cannot be read by node" in refusal
+    assert refusal.endswith(": chunk: 404 NoSuchKey")
+
+
+def ranges_row(pool: ConnectionPool, range_id: int) -> tuple[str, int, str | None]:
+    with pool.connection() as conn:
+        row = conn.execute(
+            "SELECT state, refusals, refusal FROM ranges WHERE id = %s", (range_id,)
+        ).fetchone()
+    assert row is not None
+    return (row[0], row[1], row[2])
+
+
+@pytest.mark.trio
 async def test_unknown_paths_are_404_and_wrong_methods_405(
     nursery: trio.Nursery, settings: Settings, stores: Stores, token: str
 ) -> None:

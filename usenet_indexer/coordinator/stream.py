@@ -16,7 +16,9 @@ the spool chunk that holds the next article, and read its file. Then:
   nothing was sent for `keepalive_seconds`, so the edge's read timeout and
   any proxy see a live stream;
 - the lease lost, a chunk that cannot be read, the database gone: an ERROR
-  frame ends the stream (the edge stops the range or retries).
+  frame ends the stream (the edge stops the range or retries). A chunk
+  that cannot be read is counted as a refusal on the range (the same
+  chunk three leases in a row parks it, as a refused batch does).
 
 After the frame that reaches the range's last article comes END. Sending
 awaits the peer (ASGI `send` is back-pressured), so at most one chunk is in
@@ -44,6 +46,11 @@ from usenet_indexer.wire.frames import Codec, Frame, FrameKind
 logger = logging.getLogger(__name__)
 
 SendFrame = Callable[[Frame], Awaitable[None]]
+
+# Counts a refusal of a range's work (node, range, epoch, reason; in a worker
+# thread) and answers what to tell the node: NodeApi's, which parks the range
+# at the limit.
+Refuse = Callable[[int, int, int, str], str]
 
 
 def _positive(instance: object, attribute: attrs.Attribute[float], value: float) -> None:
@@ -93,6 +100,7 @@ class SpoolReader:
 
     stores: Stores
     spool: SpoolStore
+    refuse: Refuse
 
     def next_frame(self, node_id: int, lease: Lease, article: int) -> Frame | Pending:
         """The frame that holds `article`, PENDING, or an ERROR frame (run in a thread).
@@ -106,7 +114,7 @@ class SpoolReader:
             A CHUNK or GAP frame holding `article`; PENDING when the spool does
             not have it yet; an ERROR frame when the stream must stop.
         """
-        where = f"range {lease.range_id} epoch {lease.epoch} of node {node_id}"
+        where = _where(node_id, lease)
         try:
             held = self.stores.ranges.held(node_id, lease.range_id)
             if held is None or held.epoch != lease.epoch:
@@ -119,9 +127,10 @@ class SpoolReader:
             return Frame.error("the coordinator's database is unavailable; try again later")
         if not chunks or chunks[0].first > article:
             return PENDING
-        return self._frame(chunks[0], article, where)
+        return self._frame(chunks[0], article, node_id, lease)
 
-    def _frame(self, chunk: SpoolChunk, article: int, where: str) -> Frame:
+    def _frame(self, chunk: SpoolChunk, article: int, node_id: int, lease: Lease) -> Frame:
+        where = _where(node_id, lease)
         span = f"spool chunk {chunk.first}..{chunk.last}"
         if chunk.last < article:
             # The index answered a chunk before the one asked for: sending it
@@ -138,8 +147,16 @@ class SpoolReader:
             payload = self.spool.read(chunk.path)
         except (ValueError, OSError, SpoolStoreError) as error:
             logger.error("%s: %s cannot be sent: %s", where, span, error)
-            return Frame.error(f"{span} cannot be read")
+            # Counted on the range: the edge gives it back and the next lease
+            # streams the same chunk, so a chunk lost from the spool parks
+            # the range instead of being asked for every idle_seconds for ever.
+            answer = self.refuse(node_id, lease.range_id, lease.epoch, f"{span} cannot be read")
+            return Frame.error(answer)
         return Frame.chunk(chunk.first, chunk.last, payload, codec=codec)
+
+
+def _where(node_id: int, lease: Lease) -> str:
+    return f"range {lease.range_id} epoch {lease.epoch} of node {node_id}"
 
 
 @attrs.frozen

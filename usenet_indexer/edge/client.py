@@ -69,6 +69,15 @@ class NodeApiError(UidxError):
         self.status = status
 
 
+@attrs.frozen
+class UnreadableChunk:
+    """A chunk of the range the edge could not read: its articles, and why."""
+
+    first: int
+    last: int
+    problem: str
+
+
 class LeaseLostError(NodeApiError):
     """409: another node holds the range now, or our epoch is stale."""
 
@@ -294,13 +303,25 @@ class NodeClient:
         """Mark the range done (every batch up to its end is stored)."""
         await self._control(lease, "finish")
 
-    async def release(self, lease: EdgeLease) -> None:
-        """Give the range back; the next node resumes at the last stored batch."""
-        await self._control(lease, "release")
+    async def release(self, lease: EdgeLease, unreadable: UnreadableChunk | None = None) -> None:
+        """Give the range back; the next node resumes at the last stored batch.
 
-    async def _control(self, lease: EdgeLease, action: str) -> None:
+        Args:
+            unreadable: the chunk that could not be read, when that is why:
+                the coordinator counts it against the range (the same chunk
+                again and again parks it instead of leasing it for ever).
+        """
+        document: dict[str, object] = {}
+        if unreadable is not None:
+            document["unreadable"] = attrs.asdict(unreadable)
+        await self._control(lease, "release", document)
+
+    async def _control(
+        self, lease: EdgeLease, action: str, document: Mapping[str, object] | None = None
+    ) -> None:
         path = f"ranges/{lease.range_id}/{action}"
-        await self._attempts(action, lambda: self._http.post(path, json={"epoch": lease.epoch}))
+        body = {"epoch": lease.epoch, **(document or {})}
+        await self._attempts(action, lambda: self._http.post(path, json=body))
 
     async def _attempts(
         self,

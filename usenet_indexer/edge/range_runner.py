@@ -70,6 +70,7 @@ from usenet_indexer.edge.client import (
     LeaseLostError,
     NodeApiError,
     NodeClient,
+    UnreadableChunk,
     transport_problem,
 )
 from usenet_indexer.edge.events import EdgeEvent, EventKind, Observer, ignore
@@ -86,6 +87,8 @@ STOPPING = "stopping"
 # at line ends (see _feed): a 15 MB chunk in ~60 parts, about as many turns as
 # the reader takes to read a ~1 MB frame in 64 KB reads and start its inflate.
 FEED_BYTES = 1 << 18
+# The spool's store has no object under a chunk's link.
+NOT_FOUND = 404
 
 
 class Outcome(enum.Enum):
@@ -189,6 +192,9 @@ class RangeRunner:
     _indexer: RangeIndexer = attrs.field(init=False)
     _tally: _Tally = attrs.field(init=False)
     _last_contact: float = attrs.field(init=False, default=0.0)
+    # The chunk that ended the range because it could not be read (given
+    # back with it: the coordinator counts it against the range).
+    _unreadable: UnreadableChunk | None = attrs.field(init=False, default=None)
 
     def __attrs_post_init__(self) -> None:
         lease = self.lease
@@ -259,7 +265,7 @@ class RangeRunner:
 
     async def _give_back(self) -> None:
         try:
-            await self.client.release(self.lease)
+            await self.client.release(self.lease, self._unreadable)
         except NodeApiError as error:
             # Lost meanwhile, or the coordinator is away: the lease expires by itself.
             logger.warning("%s: could not give it back: %s", self.lease, error)
@@ -412,7 +418,12 @@ class RangeRunner:
     async def _fetch(self, link: Frame) -> Frame:
         # A chunk of an S3 spool, read from its link: the reader's read of
         # its payload, as for a CHUNK that came in the stream.
-        payload = await self.client.chunk(link.url, self.options.max_payload_bytes)
+        try:
+            payload = await self.client.chunk(link.url, self.options.max_payload_bytes)
+        except NodeApiError as error:
+            if error.status != NOT_FOUND:
+                raise  # an expired link, the store away: another lease may do better
+            raise _UnreadableLink(link, error) from error
         return Frame.chunk(link.first, link.last, payload, codec=link.codec)
 
     async def _send_pieces(
@@ -422,6 +433,8 @@ class RangeRunner:
     ) -> None:
         async for frame in to_inflate:
             if isinstance(frame, Exception):
+                if isinstance(frame, _UnreadableLink):
+                    self._unreadable = frame.chunk
                 why = transport_problem(frame) if isinstance(frame, httpx.TransportError) else frame
                 await pieces.send(f"the stream broke: {why}")
                 return
@@ -435,11 +448,21 @@ class RangeRunner:
             try:
                 piece = await trio.to_thread.run_sync(piece_of, frame, self.options.max_text_bytes)
             except ChunkError as error:
+                # The same bytes come with every lease: a chunk that does not inflate.
+                self._unreadable = UnreadableChunk(frame.first, frame.last, str(error))
                 await pieces.send(f"the stream broke: {error}")
                 return
             await pieces.send(piece)
             if piece.end:
                 return
+
+
+class _UnreadableLink(NodeApiError):
+    """A chunk's link answered 404: the chunk is gone from the spool's store."""
+
+    def __init__(self, link: Frame, error: NodeApiError) -> None:
+        super().__init__(error.action, error.status, str(error).removeprefix(f"{error.action}: "))
+        self.chunk = UnreadableChunk(link.first, link.last, str(error))
 
 
 # What the frame reader hands on: a frame, or why the stream broke.

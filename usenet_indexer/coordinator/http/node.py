@@ -82,8 +82,10 @@ GIVE_BACK_SECONDS: Final = 10.0
 # Range ids and epochs are PostgreSQL bigints; a larger number is none of ours.
 MAX_BIGINT: Final = 2**63 - 1
 
-# heartbeat, finish and release carry `{"epoch": N}`: a few bytes.
+# heartbeat, finish and release carry `{"epoch": N}` (a release also may say
+# which chunk could not be read, and why): a few bytes.
 CONTROL_BODY_BYTES: Final = 4096
+MAX_PROBLEM_CHARS: Final = 1000
 # A range refused this many times in a row is parked: one refusal may be a
 # transient mistake of one edge (given back, another takes it over), the
 # same refusal three leases in a row is the range's own (issue 25: 1,270
@@ -296,7 +298,7 @@ class NodeApi:
 
     def __attrs_post_init__(self) -> None:
         self._limiter = trio.CapacityLimiter(self.options.database_threads)
-        reader = SpoolReader(self.stores, self.options.spool)
+        reader = SpoolReader(self.stores, self.options.spool, self._refused)
         self._streams = RangeStream(reader, self._limiter, self.options.stream, self.landings)
 
     def stop_waiting(self) -> None:
@@ -329,7 +331,11 @@ class NodeApi:
             return None
         if found.action is Action.BATCHES:
             return await self._batch(node_id, found.range_id, exchange)
-        epoch = await self._epoch(exchange)
+        epoch, unreadable = await self._control_body(exchange, found.action)
+        if unreadable is not None:
+            parked = await self._unreadable(node_id, found.range_id, epoch, unreadable)
+            if parked is not None:
+                return parked
         return await self._control(node_id, found.action, found.range_id, epoch)
 
     async def _run(self, function: Callable[[Unpack[_Args]], _T], *args: *_Args) -> _T:
@@ -468,22 +474,61 @@ class NodeApi:
         the `refusals_to_park`-th refusal in a row parks the range
         (store/ranges.py), and the answer says so.
         """
+        return self._count_refusal(node_id, range_id, epoch, reason)[0]
+
+    def _count_refusal(
+        self, node_id: int, range_id: int, epoch: int, reason: str
+    ) -> tuple[str, bool]:
+        # `_refused`'s work; also whether the range is parked now.
         limit = self.options.refusals_to_park
         counted = self.stores.ranges.refuse(node_id, range_id, epoch, reason, limit)
         if counted is None or not counted.parked:
-            return reason
+            return reason, False
         logger.warning(
             "range %d parked as failed after %d refusals in a row (the last: %s);"
             " `uidx ranges retry %d` plans it again",
             *(range_id, counted.refusals, reason, range_id),
         )
-        return f"{reason}; range {range_id} is parked as failed after {counted.refusals} refusals"
+        parked = f"{reason}; range {range_id} is parked as failed after {counted.refusals} refusals"
+        return parked, True
 
-    async def _epoch(self, exchange: Exchange) -> int:
+    async def _control_body(
+        self, exchange: Exchange, action: Action
+    ) -> tuple[int, Unreadable | None]:
         encoding = (header(exchange.headers, b"content-encoding") or "identity").strip().lower()
         if encoding != "identity":
             raise Refused(Response.error(415, "a control body is plain JSON: no encoding"))
-        return _parse_epoch(await self._read_body(exchange, CONTROL_BODY_BYTES))
+        body = await self._read_body(exchange, CONTROL_BODY_BYTES)
+        return _parse_control(body, unreadable=action is Action.RELEASE)
+
+    async def _unreadable(
+        self, node_id: int, range_id: int, epoch: int, unreadable: Unreadable
+    ) -> Response | None:
+        """A range given back because a chunk of it could not be read at the edge.
+
+        Counted as a refusal of the range (the next lease would stream the same
+        chunk): the answer when that parks it, else None (then it is released).
+        A chunk outside the range is 422 and counts nothing; a node that does
+        not hold the range gets 409 from the release that follows.
+        """
+        lease = await self._run(self.stores.ranges.held, node_id, range_id)
+        if lease is None or lease.epoch != epoch:
+            return None
+        if not lease.first <= unreadable.first <= unreadable.last <= lease.last:
+            raise Refused(
+                Response.error(
+                    422,
+                    f"unreadable: articles {unreadable.first}..{unreadable.last} are not"
+                    f" within range {range_id} ({lease.first}..{lease.last})",
+                )
+            )
+        reason = (
+            f"spool chunk {unreadable.first}..{unreadable.last} cannot be read"
+            f" by node {node_id}: {unreadable.problem}"
+        )
+        logger.warning("range %d epoch %d: %s", range_id, epoch, reason)
+        message, parked = await self._run(self._count_refusal, node_id, range_id, epoch, reason)
+        return Response.json(200, {"parked": message}) if parked else None
 
     async def _control(self, node_id: int, action: Action, range_id: int, epoch: int) -> Response:
         ranges, ttl = self.stores.ranges, self.options.lease_ttl_seconds
@@ -560,19 +605,54 @@ def _finish_refusal(outcome: Finish) -> str | None:
     return INCOMPLETE if outcome is Finish.INCOMPLETE else LEASE_LOST
 
 
-def _parse_epoch(body: bytes) -> int:
-    """The epoch of a `{"epoch": N}` body; 400 for bad JSON, 422 for a bad document."""
+@attrs.frozen
+class Unreadable:
+    """Why a range is given back: the edge could not read one of its chunks (a
+    release's `{"unreadable": {"first": A, "last": B, "problem": "..."}}`).
+
+    Attributes:
+        first, last: the chunk's articles, as its frame gave them.
+        problem: what the edge met (the store's 404, a chunk that does not inflate).
+    """
+
+    first: int
+    last: int
+    problem: str
+
+
+def _parse_control(body: bytes, *, unreadable: bool) -> tuple[int, Unreadable | None]:
+    """The epoch of a `{"epoch": N}` body, and a release's `unreadable` if it has one;
+    400 for bad JSON, 422 for a bad document."""
     try:
         document = orjson.loads(body)
     except orjson.JSONDecodeError as error:
         raise Refused(Response.error(400, f"the body is not JSON: {error}")) from error
-    if type(document) is not dict or set(document) != {"epoch"}:
-        raise Refused(Response.error(422, 'the body must be {"epoch": N}'))
-    epoch = document["epoch"]
-    # type(), not isinstance: true is no epoch.
-    if type(epoch) is not int or not 0 <= epoch <= MAX_BIGINT:
-        raise Refused(Response.error(422, f"epoch: expected an integer 0..{MAX_BIGINT}"))
-    return epoch
+    keys = {"epoch", "unreadable"} if unreadable else {"epoch"}
+    if type(document) is not dict or "epoch" not in document or not set(document) <= keys:
+        shape = '{"epoch": N}' + (' or {"epoch": N, "unreadable": {...}}' if unreadable else "")
+        raise Refused(Response.error(422, f"the body must be {shape}"))
+    epoch = _bigint(document, "epoch")
+    if "unreadable" not in document:
+        return epoch, None
+    chunk = document["unreadable"]
+    if type(chunk) is not dict or set(chunk) != {"first", "last", "problem"}:
+        raise Refused(Response.error(422, "unreadable: expected first, last and problem"))
+    first, last, problem = _bigint(chunk, "first"), _bigint(chunk, "last"), chunk["problem"]
+    if first > last:
+        raise Refused(Response.error(422, f"unreadable: first {first} is after last {last}"))
+    if type(problem) is not str or not 0 < len(problem) <= MAX_PROBLEM_CHARS:
+        raise Refused(
+            Response.error(422, f"unreadable: problem must be 1..{MAX_PROBLEM_CHARS} characters")
+        )
+    return epoch, Unreadable(first, last, problem)
+
+
+def _bigint(document: dict[str, Any], key: str) -> int:
+    value = document[key]
+    # type(), not isinstance: true is no number.
+    if type(value) is not int or not 0 <= value <= MAX_BIGINT:
+        raise Refused(Response.error(422, f"{key}: expected an integer 0..{MAX_BIGINT}"))
+    return value
 
 
 def _log_stored(node_id: int, wire: WireBatch, stored: Stored, body_bytes: int) -> None:
