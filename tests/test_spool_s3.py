@@ -40,12 +40,9 @@ from usenet_indexer.config import Settings
 from usenet_indexer.coordinator.catalog_build import CatalogBuild
 from usenet_indexer.coordinator.stores import Stores
 from usenet_indexer.core.retry import RetryPolicy
-from usenet_indexer.edge import worker
-from usenet_indexer.edge.worker import EdgeTotals
 from usenet_indexer.errors import ConfigError, SpoolStoreError
 from usenet_indexer.prefetch.daemon import Prefetcher
 from usenet_indexer.prefetch.events import Landed, NotLanded
-from usenet_indexer.prefetch.housekeeping import sweep_spool
 from usenet_indexer.prefetch.options import PrefetchOptions
 from usenet_indexer.prefetch.servers import ServerState, server_configs
 from usenet_indexer.spool.s3 import S3Spool
@@ -151,25 +148,6 @@ def test_a_stored_chunk_is_never_replaced(
     again, size_again, _ = spool.write_chunk(GROUP, 1, 2, b"1\tother\n")
     assert (again, size_again) == (key, size)
     assert zlib.decompress(spool.read(key)) == b"1\tfirst\n2\tsecond\n"
-
-
-def test_the_sweep_deletes_the_chunks_below_the_resume_point_from_the_bucket(
-    object_store: ObjectStore, s3_prefix: str, tmp_path: Path, pool: ConnectionPool
-) -> None:
-    spool = s3_spool(s3_settings(tmp_path, object_store, s3_prefix))
-    group_id = GroupStore(pool).add(GROUP)
-    (range_id,) = RangeStore(pool).plan(group_id, 1, 300, 300)
-    index = SpoolIndex(pool)
-    for first in (1, 101, 201):
-        land_chunk(spool, index, GROUP, group_id, [b"x"], first, first + 99)
-    with pool.connection() as conn:
-        conn.execute("UPDATE ranges SET resume = 201 WHERE id = %s", (range_id,))
-
-    assert sweep_spool(index, spool) == 2
-
-    (left,) = index.chunks_from(group_id, 1, 300, 10)
-    assert left.first == 201
-    assert object_store.keys(s3_prefix) == [f"{s3_prefix}/{left.path}"]
 
 
 @pytest.mark.trio
@@ -316,43 +294,3 @@ def test_a_store_that_cannot_be_used_is_named_at_start(
     gone = s3_settings(tmp_path, object_store, "p", spool_endpoint_url=closed)
     with pytest.raises(SpoolStoreError, match="Could not connect"):
         s3_spool(gone).check()
-
-
-@pytest.mark.trio
-async def test_a_chunk_missing_from_the_bucket_gives_the_range_back_after_what_was_read(
-    nursery: trio.Nursery,
-    object_store: ObjectStore,
-    s3_prefix: str,
-    tmp_path: Path,
-    pool: ConnectionPool,
-    stores: Stores,
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    """The store answers 404 for the range's second chunk (deleted behind the index's
-    back): the edge stores what the first chunk held, says why, and gives the range back
-    for a later lease, as it does when a stream breaks."""
-    settings = s3_settings(tmp_path / "coordinator", object_store, s3_prefix)
-    spool = s3_spool(settings)
-    data = generated(6_000, seed=3)
-    group_id = GroupStore(pool).add(data.group)
-    stores.ranges.plan(group_id, data.low, data.high, data.high - data.low + 1)
-    first, second = (
-        land_chunk(spool, stores.spool, data.group, group_id, chunk.lines, chunk.first, chunk.last)
-        for chunk in data.chunks(data.low, data.high, 3_000)
-    )
-    assert second.path is not None
-    spool.delete([second.path])
-    token = stores.nodes.create("edge-1")
-
-    async with _serving(nursery, settings, stores, pool, caplog) as coordinator:
-        with trio.fail_after(DEADLINE_SECONDS):
-            totals = await worker.run(
-                Settings(home=tmp_path / "edge"), options=coordinator.options(token, ranges=1)
-            )
-
-    assert totals == EdgeTotals(given_back=1)
-    assert "the stream broke: chunk: HTTP 404" in caplog.text
-    with pool.connection() as conn:
-        rows = conn.execute("SELECT resume, state FROM ranges").fetchall()
-    assert rows == [(second.first, "planned")]
-    assert first.last + 1 == second.first
