@@ -209,10 +209,11 @@ class Segments(Sequence[tuple[int, str, int]]):
         return [size for _, _, size in self.listed()]
 
     def holds(self, message_id: str) -> bool:
-        """Whether a segment has this message-id (a file of one chunk: its joined ids
-        searched, the list not made)."""
-        if self._made is None and len(self._file.chunks) == 1:
-            return f"\n{message_id}\n" in f"\n{self._file.chunks[0].message_ids}\n"
+        """Whether a segment has this message-id (when no number is in two chunks, every
+        chunk's segments are the file's: their joined ids searched, the list not made)."""
+        if self._arrays():
+            line = f"\n{message_id}\n"
+            return any(line in f"\n{c.message_ids}\n" for c in self._file.chunks)
         return any(m == message_id for _, m, _ in self.listed())
 
     def first(self) -> tuple[int, str, int]:
