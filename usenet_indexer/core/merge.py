@@ -293,6 +293,11 @@ def segment_sizes(segments: Sequence[tuple[int, str, int]]) -> Iterable[int]:
     return [size for _, _, size in segments]
 
 
+def lowest(segments: Sequence[tuple[int, str, int]]) -> tuple[int, str, int]:
+    """A CatalogFile's segment of the lowest number (it has one), its list not made."""
+    return segments.first() if isinstance(segments, Segments) else min(segments)
+
+
 def listed(segments: Sequence[tuple[int, str, int]]) -> list[tuple[int, str, int]]:
     """A CatalogFile's segments as a list (as JSON and NZB writers need them)."""
     return segments.listed() if isinstance(segments, Segments) else list(segments)
