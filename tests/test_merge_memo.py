@@ -9,10 +9,12 @@ import random
 from datetime import UTC, datetime
 
 import attrs
+import pytest
 
-from usenet_indexer.core import catalog
+from usenet_indexer.core import catalog, merge
 from usenet_indexer.core.batch import ReleaseChunk
 from usenet_indexer.core.indexer import RangeIndexer
+from usenet_indexer.core.renames import Shown
 from usenet_indexer.synth.generator import GeneratorConfig, generate
 
 FIRST = 7_000_000
@@ -34,7 +36,7 @@ def batches(profile: str) -> list[list[ReleaseChunk]]:
 
 def made(
     chunks: list[ReleaseChunk], memo: catalog.Memo | None
-) -> tuple[list[catalog.Shown], list[catalog.CatalogEntry], list[tuple[bytes, str, str]]]:
+) -> tuple[list[Shown], list[catalog.CatalogEntry], list[tuple[bytes, str, str]]]:
     shown = catalog.merged(chunks, [], {}, memo)
     kept = catalog.kept(shown)
     changed = {key: CHANGED for s in kept for key in s.release.sources}
@@ -42,9 +44,17 @@ def made(
     return shown, entries, catalog.more_probes(kept, {}, {}, None, memo)
 
 
-def test_builds_with_a_memo_make_what_builds_without_one_make() -> None:
+@pytest.mark.parametrize(
+    "memo",
+    [
+        catalog.Memo(),
+        # Small enough to be dropped whole every few builds.
+        catalog.Memo(limit=300, merge=merge.Memo(segments=20_000, uploads=300)),
+    ],
+    ids=["default", "dropped"],
+)
+def test_builds_with_a_memo_make_what_builds_without_one_make(memo: catalog.Memo) -> None:
     rng = random.Random(3)
-    memo = catalog.Memo()
     stored: dict[bytes, list[ReleaseChunk]] = {}
     before: dict[bytes, object] = {}
     again = 0
@@ -70,6 +80,8 @@ def test_builds_with_a_memo_make_what_builds_without_one_make() -> None:
         again += sum(before.get(s.release.key) is s.release for s in shown)
         before = {s.release.key: s.release for s in shown}
     assert again > 100  # releases taken from the memo, not made again
+    if memo.merge.segments < 100_000:
+        assert memo.merge.cleared > 3
 
 
 def test_a_chunk_read_again_as_a_new_object_is_merged_again() -> None:

@@ -28,6 +28,12 @@ rows): automatic cyclic collection is off while it runs
 (gcpolicy.no_cyclic_gc), else its full collections walk the coordinator's
 whole heap again and again (about a sixth of a build's CPU).
 
+What a build made is kept for the builds after it (`memo`, core/catalog.py's
+Memo): the keys around a batch are mostly those the builds before merged, and
+store/catalog.py gives their unchanged fragments back as the same objects, so
+a repost chain, upload, row or probe of the very same objects is taken from the
+memo instead of made again (identity is its key: nothing else is assumed).
+
 Sync code, for a worker thread: psycopg stays inside store/.
 """
 

@@ -160,11 +160,11 @@ class Memo:
     """What a build made, kept for the builds after it (the coordinator's, from build to
     build): merged releases (merge.Memo), and each release's row and probe, by the
     release (the very object: a Memo's release is the same object again only when its
-    chunks are) and everything else they are made of. The least recently used are
-    dropped past `limit` rows or probes.
+    chunks are) and everything else they are made of. Rows and probes are dropped
+    whole with the merged releases (merge.Memo.cleared), or past `limit` of them.
     """
 
-    limit: int = 60_000
+    limit: int = 100_000
     merge: merge.Memo = attrs.field(factory=merge.Memo)
     _entries: dict[tuple[object, ...], tuple[CatalogRelease, CatalogEntry]] = attrs.field(
         init=False, factory=dict
@@ -172,6 +172,18 @@ class Memo:
     _probes: dict[tuple[object, ...], tuple[CatalogRelease, tuple[bytes, str, str] | None]] = (
         attrs.field(init=False, factory=dict)
     )
+    _cleared: int = attrs.field(init=False, default=0)  # merge.cleared when last dropped
+
+    def _kept(self, probes: bool) -> dict[tuple[object, ...], Any]:
+        """The rows (or probes) kept, dropped first when the merged releases were."""
+        if self._cleared != self.merge.cleared:
+            self._entries.clear()
+            self._probes.clear()
+            self._cleared = self.merge.cleared
+        kept: dict[tuple[object, ...], Any] = self._probes if probes else self._entries
+        if len(kept) >= self.limit:
+            kept.clear()
+        return kept
 
 
 def _found_of(
@@ -181,22 +193,6 @@ def _found_of(
     if not found:
         return ()
     return tuple(tuple(found.get(key, ())) for key in (release.key, *release.sources))
-
-
-def _recent(kept: dict[tuple[object, ...], Any], key: tuple[object, ...]) -> Any:
-    """A memo's value (the most recently used now), or None."""
-    value = kept.pop(key, None)
-    if value is not None:
-        kept[key] = value
-    return value
-
-
-def _keep(
-    kept: dict[tuple[object, ...], Any], key: tuple[object, ...], value: Any, limit: int
-) -> None:
-    kept[key] = value
-    while len(kept) > limit:
-        del kept[next(iter(kept))]
 
 
 def entry(
@@ -215,10 +211,10 @@ def entry(
     release = shown.release
     changed_at = max(changed[key] for key in release.sources)
     key = (id(release), shown.aliases, changed_at, _found_of(release, found))
-    kept: tuple[CatalogRelease, CatalogEntry] | None = _recent(memo._entries, key)
+    entries = memo._kept(probes=False)
+    kept: tuple[CatalogRelease, CatalogEntry] | None = entries.get(key)
     if kept is None:
-        kept = (release, _entry(shown, changed, found, categories))
-        _keep(memo._entries, key, kept, memo.limit)
+        kept = entries[key] = (release, _entry(shown, changed, found, categories))
     return kept[1]
 
 
@@ -327,10 +323,10 @@ def more_probes(
             probe = _more_probe(release, mine, found, categorised)
         else:
             key = (id(release), mine, _found_of(release, found))
-            kept = _recent(memo._probes, key)
+            probes = memo._kept(probes=True)
+            kept = probes.get(key)
             if kept is None:
-                kept = (release, _more_probe(release, mine, found, categorised))
-                _keep(memo._probes, key, kept, memo.limit)
+                kept = probes[key] = (release, _more_probe(release, mine, found, categorised))
             probe = kept[1]
         if probe is not None:
             more.append(probe)

@@ -407,42 +407,44 @@ class Memo:
     unpacked again is a new object and is merged again, and what is kept
     holds the objects its key names, so no identity is reused while kept.
 
-    The least recently used are dropped past `files` file chunks (chains) or
-    `uploads` uploads.
+    It is dropped whole (`cleared` counts how often) when the chains it keeps
+    hold more than `segments` segments or it keeps more than `uploads` uploads:
+    whatever else keeps a kept object (a row, core/catalog.Memo) goes with it,
+    so the memory it holds stays bounded by those (besides the objects a
+    build holds anyway).
     """
 
-    files: int = 400_000
-    uploads: int = 60_000
+    segments: int = 2_000_000
+    uploads: int = 100_000
+    cleared: int = 0
     _chains: dict[tuple[object, ...], _ChainMade] = attrs.field(init=False, factory=dict)
-    _held: int = attrs.field(init=False, default=0)  # file chunks of the chains kept
+    _held: int = attrs.field(init=False, default=0)  # segments of the chains kept
     _uploads: dict[tuple[object, ...], _UploadMade] = attrs.field(init=False, factory=dict)
 
     def chain(self, key: tuple[object, ...]) -> _ChainMade | None:
-        made = self._chains.pop(key, None)
-        if made is not None:
-            self._chains[key] = made  # the most recently used now
-        return made
+        return self._chains.get(key)
 
     def keep_chain(self, key: tuple[object, ...], made: _ChainMade) -> None:
+        held = sum(len(file.numbers) for files in made[0] for file in files)
+        if self._held + held > self.segments:
+            self.clear()
         self._chains[key] = made
-        self._held += _chain_files(made)
-        while self._held > self.files and len(self._chains) > 1:
-            self._held -= _chain_files(self._chains.pop(next(iter(self._chains))))
+        self._held += held
 
     def upload(self, key: tuple[object, ...]) -> _UploadMade | None:
-        made = self._uploads.pop(key, None)
-        if made is not None:
-            self._uploads[key] = made
-        return made
+        return self._uploads.get(key)
 
     def keep_upload(self, key: tuple[object, ...], made: _UploadMade) -> None:
+        if len(self._uploads) >= self.uploads:
+            self.clear()
         self._uploads[key] = made
-        while len(self._uploads) > self.uploads:
-            del self._uploads[next(iter(self._uploads))]
 
-
-def _chain_files(made: _ChainMade) -> int:
-    return sum(len(files) for files in made[0])
+    def clear(self) -> None:
+        """Drop everything kept."""
+        self._chains.clear()
+        self._uploads.clear()
+        self._held = 0
+        self.cleared += 1
 
 
 @attrs.define(eq=False)
