@@ -15,6 +15,7 @@ from usenet_indexer.core.merge import (
     Segments,
     holds,
     listed,
+    lowest,
     segment_numbers,
     segment_sizes,
 )
@@ -77,6 +78,10 @@ def test_a_file_a_batch_cut_in_two_gives_its_figures_without_its_list() -> None:
     assert list(segment_numbers(segments)) == [1, 2, 4, 5, 6]
     assert sorted(segment_sizes(segments)) == [101, 102, 104, 105, 106]
     assert segments[0] == (1, "a@b", 101)
+    assert lowest(segments) == (1, "a@b", 101)
+    assert holds(segments, "i@j")
+    assert not holds(segments, "i@")
+    assert segments._made is None  # all of the above read without making the list
     assert segments.listed() == [
         (1, "a@b", 101), (2, "c@d", 102), (4, "g@h", 104), (5, "i@j", 105), (6, "k@l", 106)
     ]  # fmt: skip
@@ -108,6 +113,9 @@ def test_figures_read_from_the_chunks_are_those_of_the_list(
         assert list(segment_numbers(lazy)) == [k for k, _, _ in whole]
         assert sorted(segment_sizes(lazy)) == sorted(size for _, _, size in whole)
         assert lazy[0] == whole[0]
+        assert lowest(lazy) == min(whole)
+        for message_id in ("a@b", "c@d", "e@f", "g@h"):
+            assert holds(lazy, message_id) == any(m == message_id for _, m, _ in whole)
         assert lazy.listed() == whole
 
 

@@ -120,7 +120,8 @@ class Settings:
             them); off, feeds and searches offer whole and repairable ones only.
         pure_indexer: edges and `uidx index` run the RangeIndexer's pure-Python
             per-line loop, and the coordinator's catalog build the pure fragment
-            unpacking, even where the compiled ones are built (the same output,
+            unpacking, and both the merge's pure file figures (core/_fastmerge's
+            twin), even where the compiled ones are built (the same output,
             slower: for tests and for telling a fault of compiled code apart).
         spool_url: where the header spool's chunks are (`UIDX_SPOOL`): empty for
             `$UIDX_HOME/spool`, a folder, or `s3://bucket/prefix` (an

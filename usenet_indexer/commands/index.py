@@ -148,12 +148,13 @@ def index_files(
     """Index overview dumps the way edges index ranges, and merge the chunks.
 
     Each file is one range: its lines must be in article order, as a server
-    sends them. `pure` runs the indexer's pure-Python loop (RangeIndexer.pure).
+    sends them. `pure` runs the indexer's pure-Python loop (RangeIndexer.pure) and
+    the merge's pure file figures (ReleaseMerger.pure).
 
     Raises:
         InputError: a file cannot be read.
     """
-    merger = ReleaseMerger()
+    merger = ReleaseMerger(pure=pure)
     stats = IndexStats()
     started = last_report = time.monotonic()
     for path in paths:

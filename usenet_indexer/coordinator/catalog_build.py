@@ -28,6 +28,12 @@ rows): automatic cyclic collection is off while it runs
 (gcpolicy.no_cyclic_gc), else its full collections walk the coordinator's
 whole heap again and again (about a sixth of a build's CPU).
 
+What a build made is kept for the builds after it (`memo`, core/catalog.py's
+Memo): the keys around a batch are mostly those the builds before merged, and
+store/catalog.py gives their unchanged fragments back as the same objects, so
+a repost chain, upload, row or probe of the very same objects is taken from the
+memo instead of made again (identity is its key: nothing else is assumed).
+
 Sync code, for a worker thread: psycopg stays inside store/.
 """
 
@@ -92,8 +98,9 @@ class Built:
 class CatalogBuild:
     """The catalog build over one database (sync: call it from a worker thread).
 
-    `pure`: fragments are unpacked by the pure code even where the compiled one
-    (wire/_fastfragments) is built (settings.pure_indexer).
+    `pure`: fragments are unpacked, and merged files counted, by the pure code even
+    where the compiled ones (wire/_fastfragments, core/_fastmerge) are built
+    (settings.pure_indexer).
     """
 
     pool: ConnectionPool
@@ -103,6 +110,8 @@ class CatalogBuild:
     probes: ProbeStore = attrs.field(init=False)
     # Kept from build to build: the releases a build merges again, it categorised before.
     categories: core.Categories = attrs.field(init=False, factory=core.Categories)
+    # Kept from build to build: what the chunks a build merges again made before.
+    memo: core.Memo = attrs.field(init=False, factory=core.Memo)
 
     def __attrs_post_init__(self) -> None:
         self.table = CatalogTable(self.pool)
@@ -137,7 +146,17 @@ class CatalogBuild:
             # The closure's keys pending in the shards it reached are built here too.
             pending.update(locks.pending_of(keys))
             found = self.probes.found(keys) if keys else {}
-            releases = self.shown(keys, found) if keys else []
+            releases = (
+                core.merged(
+                    self.store.chunks(keys),
+                    self.store.probed(keys),
+                    found,
+                    self.memo,
+                    pure=self.pure,
+                )
+                if keys
+                else []
+            )
             written = self._write(releases, found, keys, quiet_seconds, pending)
         return _built(len(pending), len(keys), written, closure.rounds, started, more)
 
@@ -172,7 +191,7 @@ class CatalogBuild:
             latest = core.latest_dates(chunks)  # one entry per stored key
             self.table.fill_latest(latest)
             found = self.probes.found()
-            releases = core.merged(chunks, self.store.probed(), found)
+            releases = core.merged(chunks, self.store.probed(), found, pure=self.pure)
             del chunks
             written = self._write(releases, found, None, quiet_seconds, pending)
         return _built(len(pending), len(latest), written, 0, started, False)
@@ -213,7 +232,7 @@ class CatalogBuild:
         found applied (`found`, read here when not given), and the names they had before."""
         if found is None:
             found = self.probes.found(keys)
-        return core.merged(self.store.chunks(keys), self.store.probed(keys), found)
+        return core.merged(self.store.chunks(keys), self.store.probed(keys), found, pure=self.pure)
 
     def export(self, keys: Sequence[bytes] | None = None) -> list[CatalogRelease]:
         """The catalog as merged releases, oldest first, with what probes found applied
@@ -236,7 +255,7 @@ class CatalogBuild:
         kept = core.kept(releases)
         self._queue_probes(kept, found)
         changed = self.table.changed(keys)
-        entries = (core.entry(shown, changed, found, self.categories) for shown in kept)
+        entries = (core.entry(shown, changed, found, self.categories, self.memo) for shown in kept)
         return self.table.write(entries, quiet_seconds, pending, keys)
 
     def _queue_probes(self, kept: list[Shown], found: Mapping[bytes, Sequence[Finding]]) -> None:
@@ -246,7 +265,7 @@ class CatalogBuild:
         if not keys:
             return
         asked = self.probes.candidates_by_key(keys)
-        self.probes.add_more(core.more_probes(kept, asked, found, self.categories))
+        self.probes.add_more(core.more_probes(kept, asked, found, self.categories, self.memo))
 
 
 def _built(

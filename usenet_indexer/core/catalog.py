@@ -42,11 +42,13 @@ whole rebuild the tests and the chaos run compare with found no such case).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence, Set
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Set
 from datetime import datetime
+from typing import Any
 
 import attrs
 
+from usenet_indexer.core import merge
 from usenet_indexer.core.batch import ReleaseChunk
 from usenet_indexer.core.categories import categorise, season_episode
 from usenet_indexer.core.completion import judge
@@ -86,6 +88,9 @@ def merged(
     chunks: Iterable[ReleaseChunk],
     probed: Iterable[bytes],
     found: Mapping[bytes, Sequence[Finding]],
+    memo: Memo | None = None,
+    *,
+    pure: bool = False,
 ) -> list[Shown]:
     """The releases the chunks make (oldest first), with what probes found applied.
 
@@ -93,8 +98,10 @@ def merged(
         chunks: the stored release chunks of the keys merged.
         probed: the release keys a batch reported a probe candidate for.
         found: what probes found, by release key.
+        memo: what builds before made (see Memo), taken from and added to.
+        pure: the merge's pure code even where its compiled twin is built.
     """
-    merger = ReleaseMerger()
+    merger = ReleaseMerger(memo=None if memo is None else memo.merge, pure=pure)
     merger.add_all(chunks)
     for key in probed:
         merger.mark_probe(key)
@@ -148,15 +155,75 @@ class Categories:
         return category
 
 
+@attrs.define(eq=False)
+class Memo:
+    """What a build made, kept for the builds after it (the coordinator's, from build to
+    build): merged releases (merge.Memo), and each release's row and probe, by the
+    release (the very object: a Memo's release is the same object again only when its
+    chunks are) and everything else they are made of. Rows and probes are dropped
+    whole with the merged releases (merge.Memo.cleared), or past `limit` of them.
+    """
+
+    limit: int = 100_000
+    merge: merge.Memo = attrs.field(factory=merge.Memo)
+    _entries: dict[tuple[object, ...], tuple[CatalogRelease, CatalogEntry]] = attrs.field(
+        init=False, factory=dict
+    )
+    _probes: dict[tuple[object, ...], tuple[CatalogRelease, tuple[bytes, str, str] | None]] = (
+        attrs.field(init=False, factory=dict)
+    )
+    _cleared: int = attrs.field(init=False, default=0)  # merge.cleared when last dropped
+
+    def _kept(self, probes: bool) -> dict[tuple[object, ...], Any]:
+        """The rows (or probes) kept, dropped first when the merged releases were."""
+        if self._cleared != self.merge.cleared:
+            self._entries.clear()
+            self._probes.clear()
+            self._cleared = self.merge.cleared
+        kept: dict[tuple[object, ...], Any] = self._probes if probes else self._entries
+        if len(kept) >= self.limit:
+            kept.clear()
+        return kept
+
+
+def _found_of(
+    release: CatalogRelease, found: Mapping[bytes, Sequence[Finding]] | None
+) -> tuple[tuple[Finding, ...], ...]:
+    """What probes found of a release's keys, as a memo's key."""
+    if not found:
+        return ()
+    return tuple(tuple(found.get(key, ())) for key in (release.key, *release.sources))
+
+
 def entry(
     shown: Shown,
     changed: Mapping[bytes, datetime],
     found: Mapping[bytes, Sequence[Finding]] | None = None,
     categories: Categories | None = None,
+    memo: Memo | None = None,
 ) -> CatalogEntry:
     """The row of a kept release; `changed`: when each source key's chunks last changed;
     `found`: what probes found of its keys (a par2 index's slice size, for its state;
-    the ids its NFO named); `categories`: the build's memo of categories."""
+    the ids its NFO named); `categories`: the build's memo of categories; `memo`: rows
+    made before (see Memo)."""
+    if memo is None:
+        return _entry(shown, changed, found, categories)
+    release = shown.release
+    changed_at = max(changed[key] for key in release.sources)
+    key = (id(release), shown.aliases, changed_at, _found_of(release, found))
+    entries = memo._kept(probes=False)
+    kept: tuple[CatalogRelease, CatalogEntry] | None = entries.get(key)
+    if kept is None:
+        kept = entries[key] = (release, _entry(shown, changed, found, categories))
+    return kept[1]
+
+
+def _entry(
+    shown: Shown,
+    changed: Mapping[bytes, datetime],
+    found: Mapping[bytes, Sequence[Finding]] | None,
+    categories: Categories | None,
+) -> CatalogEntry:
     release = shown.release
     season, episode = season_episode(release.name)
     # The names it had before a probe renamed it stay searchable.
@@ -239,24 +306,43 @@ def more_probes(
     asked: Mapping[bytes, Set[str]],
     found: Mapping[bytes, Sequence[Finding]],
     categories: Categories | None = None,
+    memo: Memo | None = None,
 ) -> list[tuple[bytes, str, str]]:
     """More candidates the releases call for (renames.more_probe): an archive's first
     volume, a par2 an nfo's probe did not read; else, for a film or a show, its NFO,
     for the ids it names (renames.ids_probe). `asked`: the candidates' message-ids
     by release key; a release's are those of its key and its sources; `categories`:
-    the build's memo of categories."""
+    the build's memo of categories; `memo`: probes chosen before (see Memo)."""
     categorised = categorise if categories is None else categories.of
     more = []
     for shown in releases:
         release = shown.release
         keys = (release.key, *release.sources)
-        mine: Set[str] = frozenset().union(*(asked.get(k, ()) for k in keys))
-        probe = more_probe(release, mine, found)
-        if probe is None:
-            probe = ids_probe(release, mine, categorised=categorised)
+        mine: frozenset[str] = frozenset().union(*(asked.get(k, ()) for k in keys))
+        if memo is None:
+            probe = _more_probe(release, mine, found, categorised)
+        else:
+            key = (id(release), mine, _found_of(release, found))
+            probes = memo._kept(probes=True)
+            kept = probes.get(key)
+            if kept is None:
+                kept = probes[key] = (release, _more_probe(release, mine, found, categorised))
+            probe = kept[1]
         if probe is not None:
             more.append(probe)
     return more
+
+
+def _more_probe(
+    release: CatalogRelease,
+    mine: Set[str],
+    found: Mapping[bytes, Sequence[Finding]],
+    categorised: Callable[[str, tuple[str, ...], tuple[str, ...]], int],
+) -> tuple[bytes, str, str] | None:
+    probe = more_probe(release, mine, found)
+    if probe is None:
+        probe = ids_probe(release, mine, categorised=categorised)
+    return probe
 
 
 def latest_dates(chunks: Iterable[ReleaseChunk]) -> dict[bytes, int]:

@@ -100,6 +100,10 @@ class _Entry(_Fields):
     fields: dict[int, tuple[tuple[int, bytes], str | None, str, int | None]] = attrs.field(
         factory=dict
     )
+    # What each release chunk was, as added: its fields and its files tuple's identity
+    # (a Memo's key), and the files tuples (kept, so that no identity is reused).
+    came: list[tuple[object, ...]] = attrs.field(factory=list)
+    held: list[tuple[FileChunk, ...]] = attrs.field(factory=list)
 
 
 @attrs.define(eq=False)
@@ -111,6 +115,48 @@ class _Release(_Fields):
     sources: tuple[bytes, ...] = ()  # the release keys of its chain (whose chunks it may hold)
 
 
+# A merged file's figures from its chunks (in the order merged): (segments, the bytes
+# they hold, whether no number is in two chunks). The compiled twin of `_figures`
+# (core/_fastmerge.pyx) answers None where the pure code must.
+Figures = Callable[[Sequence[FileChunk]], "tuple[int, int, bool] | None"]
+
+
+def _compiled_figures() -> Figures | None:
+    """The compiled twin of `_figures`, or None where it was not built (no C compiler)."""
+    try:
+        from usenet_indexer.core._fastmerge import figures
+    except ImportError:
+        return None
+    return figures
+
+
+COMPILED_FIGURES = _compiled_figures()
+
+
+def _figures(chunks: Sequence[FileChunk]) -> tuple[int, int, bool]:
+    """(segments, bytes, distinct) of a merged file: how many numbers its chunks hold,
+    the sizes of its segments summed (of a number in two chunks, the first chunk's, as
+    `_File.segments` keeps it), and whether no number is in two chunks (`_distinct`).
+    The oracle of the compiled `_fastmerge.figures`."""
+    if _distinct(chunks):
+        count = sum(len(c.numbers) for c in chunks)
+        return count, sum(chain.from_iterable(c.sizes for c in chunks)), True
+    first: dict[int, int] = {}
+    for chunk in chunks:
+        for number, size in zip(chunk.numbers, chunk.sizes, strict=True):
+            first.setdefault(number, size)
+    return len(first), sum(first.values()), False
+
+
+def figures(chunks: Sequence[FileChunk], *, pure: bool = False) -> tuple[int, int, bool]:
+    """`_figures`, compiled where built (and not `pure`)."""
+    if COMPILED_FIGURES is not None and not pure:
+        found = COMPILED_FIGURES(chunks)
+        if found is not None:
+            return found
+    return _figures(chunks)
+
+
 class Segments(Sequence[tuple[int, str, int]]):
     """A merged file's segments (k, message-id, bytes) by k, made from its chunks when
     first read: a catalog build needs their count, numbers and sizes, which the
@@ -119,11 +165,12 @@ class Segments(Sequence[tuple[int, str, int]]):
 
     __slots__ = ("_count", "_distinct", "_file", "_made")
 
-    def __init__(self, file: _File) -> None:
+    def __init__(self, file: _File, count: int | None = None, distinct: bool | None = None) -> None:
+        """`count`, `distinct`: the file's figures where known (`figures`)."""
         self._file = file
         self._made: list[tuple[int, str, int]] | None = None
-        self._distinct: bool | None = None
-        self._count: int | None = None  # a build asks it of each file many times
+        self._distinct = distinct
+        self._count = count  # a build asks it of each file many times
 
     def listed(self) -> list[tuple[int, str, int]]:
         """The segments as a list (made once)."""
@@ -162,10 +209,11 @@ class Segments(Sequence[tuple[int, str, int]]):
         return [size for _, _, size in self.listed()]
 
     def holds(self, message_id: str) -> bool:
-        """Whether a segment has this message-id (a file of one chunk: its joined ids
-        searched, the list not made)."""
-        if self._made is None and len(self._file.chunks) == 1:
-            return f"\n{message_id}\n" in f"\n{self._file.chunks[0].message_ids}\n"
+        """Whether a segment has this message-id (when no number is in two chunks, every
+        chunk's segments are the file's: their joined ids searched, the list not made)."""
+        if self._arrays():
+            line = f"\n{message_id}\n"
+            return any(line in f"\n{c.message_ids}\n" for c in self._file.chunks)
         return any(m == message_id for _, m, _ in self.listed())
 
     def first(self) -> tuple[int, str, int]:
@@ -243,6 +291,11 @@ def segment_sizes(segments: Sequence[tuple[int, str, int]]) -> Iterable[int]:
     if isinstance(segments, Segments):
         return segments.sizes()
     return [size for _, _, size in segments]
+
+
+def lowest(segments: Sequence[tuple[int, str, int]]) -> tuple[int, str, int]:
+    """A CatalogFile's segment of the lowest number (it has one), its list not made."""
+    return segments.first() if isinstance(segments, Segments) else min(segments)
 
 
 def listed(segments: Sequence[tuple[int, str, int]]) -> list[tuple[int, str, int]]:
@@ -332,10 +385,79 @@ class CatalogRelease:
         }
 
 
+# Generations of a repost chain a Memo keeps, by what its chunks were (see there).
+_ChainMade = tuple[list[tuple[FileChunk, ...]], list[tuple["_Release", Part]]]
+# An upload a Memo keeps: its members (kept: their identities are its key), its date,
+# name and key, its files, and the release built of it (None until built).
+_UploadMade = tuple[list["_Release"], int, str, bytes, list[_File], "list[CatalogRelease]"]
+
+
+@attrs.define(eq=False)
+class Memo:
+    """What merging the same chunks made before, kept from build to build.
+
+    A pending build merges again the keys around those a batch touched, and
+    most of those did not change since the build before: the same stored
+    fragments, which the catalog's reader keeps unpacked (store/catalog.py),
+    so their files come back as the very same objects. A repost chain whose
+    every release chunk is as before (its fields, and its files tuple the
+    same object) has the generations it had, and an upload of the same
+    generations the same release: a build takes them from here instead of
+    making them again. Identity says "the same" here, never a guess: a chunk
+    unpacked again is a new object and is merged again, and what is kept
+    holds the objects its key names, so no identity is reused while kept.
+
+    It is dropped whole (`cleared` counts how often) when the chains it keeps
+    hold more than `segments` segments or it keeps more than `uploads` uploads:
+    whatever else keeps a kept object (a row, core/catalog.Memo) goes with it,
+    so the memory it holds stays bounded by those (besides the objects a
+    build holds anyway).
+    """
+
+    segments: int = 2_000_000
+    uploads: int = 100_000
+    cleared: int = 0
+    _chains: dict[tuple[object, ...], _ChainMade] = attrs.field(init=False, factory=dict)
+    _held: int = attrs.field(init=False, default=0)  # segments of the chains kept
+    _uploads: dict[tuple[object, ...], _UploadMade] = attrs.field(init=False, factory=dict)
+
+    def chain(self, key: tuple[object, ...]) -> _ChainMade | None:
+        return self._chains.get(key)
+
+    def keep_chain(self, key: tuple[object, ...], made: _ChainMade) -> None:
+        held = sum(len(file.numbers) for files in made[0] for file in files)
+        if self._held + held > self.segments:
+            self.clear()
+        self._chains[key] = made
+        self._held += held
+
+    def upload(self, key: tuple[object, ...]) -> _UploadMade | None:
+        return self._uploads.get(key)
+
+    def keep_upload(self, key: tuple[object, ...], made: _UploadMade) -> None:
+        if len(self._uploads) >= self.uploads:
+            self.clear()
+        self._uploads[key] = made
+
+    def clear(self) -> None:
+        """Drop everything kept."""
+        self._chains.clear()
+        self._uploads.clear()
+        self._held = 0
+        self.cleared += 1
+
+
 @attrs.define(eq=False)
 class ReleaseMerger:
-    """Gathers release chunks and hands out merged catalog releases."""
+    """Gathers release chunks and hands out merged catalog releases.
 
+    `memo`: what builds before made of the same chunks (see Memo), taken from
+    and added to; None: everything is made here. `pure`: a file's figures by the
+    pure code even where the compiled one (core/_fastmerge) is built.
+    """
+
+    memo: Memo | None = None
+    pure: bool = False
     _releases: dict[bytes, _Entry] = attrs.field(init=False, factory=dict)
     _probed: set[bytes] = attrs.field(init=False, factory=set)
     _added: int = attrs.field(init=False, default=0)
@@ -372,6 +494,18 @@ class ReleaseMerger:
         self._added += 1
         release.files.extend((file, self._added) for file in chunk.files)
         release.fields[self._added] = (order, chunk.head_name, chunk.poster, chunk.files_announced)
+        if self.memo is not None:
+            release.came.append(
+                (
+                    chunk.head_name,
+                    chunk.poster,
+                    chunk.groups,
+                    chunk.files_announced,
+                    chunk.dropped,
+                    id(chunk.files),
+                )
+            )
+            release.held.append(chunk.files)
 
     def mark_probe(self, release_key: bytes) -> None:
         """Note that a probe candidate was reported for a release."""
@@ -389,58 +523,100 @@ class ReleaseMerger:
         Each is built (its segment lists made) only when the iteration
         reaches it: the caller can write one and let it go.
         """
-        order: list[tuple[int, str, bytes, list[_Release], list[_File]]] = []
-        generations = {g.key: g for g in self._generations()}
-        parts = {key: _part(release) for key, release in generations.items()}
+        order: list[tuple[int, str, bytes, list[_Release], list[_File], list[CatalogRelease]]] = []
+        made = list(self._generations())
+        generations = {g.key: g for g, _ in made}
+        parts = {g.key: part for g, part in made}
         for keys in link(parts.values()):
             members = [generations[key] for key in keys]
-            files = sorted(
-                chain.from_iterable(member.files.values() for member in members), key=_file_order
-            )
-            # The earliest file's date: the earliest of the parts' (Part.first, 0 if undated).
-            posted = min((parts[key].first for key in keys if parts[key].first), default=0)
-            # One part: the name its Part already has (release_name of its files).
-            name = (
-                parts[keys[0]].name
-                if len(keys) == 1
-                else upload_name(
-                    [m.head_name for m in members], ((f.name, f.total_segments) for f in files)
+            probed = tuple(key in self._probed for key in keys)
+            memo_key = (*map(id, members), *probed)
+            upload = None if self.memo is None else self.memo.upload(memo_key)
+            if upload is None:
+                files = sorted(
+                    chain.from_iterable(member.files.values() for member in members),
+                    key=_file_order,
                 )
-            )
-            order.append((posted, name, upload_key(keys), members, files))
+                # The earliest file's date: the earliest of the parts' (Part.first, 0 if
+                # undated).
+                posted = min((parts[key].first for key in keys if parts[key].first), default=0)
+                # One part: the name its Part already has (release_name of its files).
+                name = (
+                    parts[keys[0]].name
+                    if len(keys) == 1
+                    else upload_name(
+                        [m.head_name for m in members], ((f.name, f.total_segments) for f in files)
+                    )
+                )
+                upload = (members, posted, name, upload_key(keys), files, [])
+                if self.memo is not None:
+                    self.memo.keep_upload(memo_key, upload)
+            _, posted, name, key, files, built = upload
+            order.append((posted, name, key, members, files, built))
         order.sort(key=lambda o: o[:3])
-        return (self._build(members, files, name) for _, name, _, members, files in order)
+        return (
+            self._built(members, files, name, built) for _, name, _, members, files, built in order
+        )
 
-    def _generations(self) -> Iterator[_Release]:
-        """Every key's chunks and its repost keys' chunks, as generations (see above)."""
+    def _built(
+        self, members: list[_Release], files: list[_File], name: str, built: list[CatalogRelease]
+    ) -> CatalogRelease:
+        """The upload's release: built before (`built`, a Memo's), else built now."""
+        if not built:
+            built.append(self._build(members, files, name))
+        return built[0]
+
+    def _generations(self) -> Iterator[tuple[_Release, Part]]:
+        """Every key's chunks and its repost keys' chunks, as generations (see above),
+        each with its Part."""
         entries = self._releases
         # Each key's repost key among the entries: hashed once per key.
         following = {key: later for key in entries if (later := repost_key(key)) in entries}
         reposts = set(following.values())
+        memo = self.memo
         for key, entry in entries.items():
             if key in reposts:
                 continue  # taken with the key it is a repost of
             chain = [entry]
             while (next_key := following.get(chain[-1].key)) is not None:
                 chain.append(entries[next_key])
-            sources = tuple(entry.key for entry in chain)
-            for generation in _split(chain):
-                generation.sources = sources
-                yield generation
+            if memo is None:
+                yield from self._split(chain)
+                continue
+            memo_key = tuple((e.key, *e.came) for e in chain)
+            made = memo.chain(memo_key)
+            if made is None:
+                made = ([files for e in chain for files in e.held], list(self._split(chain)))
+                memo.keep_chain(memo_key, made)
+            yield from made[1]
+
+    def _split(self, chain: list[_Entry]) -> Iterator[tuple[_Release, Part]]:
+        sources = tuple(entry.key for entry in chain)
+        for generation in _split(chain):
+            generation.sources = sources
+            yield generation, _part(generation)
 
     def _build(self, members: list[_Release], files: list[_File], name: str) -> CatalogRelease:
         release = members[0]
         built = []
         seen = size = 0
+        pure = self.pure
         for f in files:  # one pass: a build makes every release of the keys around a batch
-            segments = Segments(f)
-            built.append(
-                CatalogFile(f.name, f.subject, f.index, f.total_segments, f.posted, segments)
-            )
-            seen += len(segments)
             # Bytes of the segments kept: a segment posted again (a repost in a
             # later batch) counts once, like it does in the segment list.
-            size += sum(segments.sizes())
+            count, held, distinct = figures(f.chunks, pure=pure)
+            built.append(
+                CatalogFile(
+                    f.name,
+                    f.subject,
+                    f.index,
+                    f.total_segments,
+                    f.posted,
+                    Segments(f, count, distinct),
+                )
+            )
+            seen += count
+            size += held
         announced = _announced(members)
         dated = [f.posted for f in built if f.posted]
         return CatalogRelease(

@@ -43,7 +43,13 @@ import attrs
 
 from usenet_indexer.core.categories import categorise, parent
 from usenet_indexer.core.filematch import Posted, real_names
-from usenet_indexer.core.merge import CatalogFile, CatalogRelease, holds, segment_numbers
+from usenet_indexer.core.merge import (
+    CatalogFile,
+    CatalogRelease,
+    holds,
+    lowest,
+    segment_numbers,
+)
 from usenet_indexer.core.naming import COMPANIONS
 from usenet_indexer.core.subject import (
     NFO_SUFFIX,
@@ -301,7 +307,7 @@ def archive_probe(release: CatalogRelease) -> tuple[str, str] | None:
         return None
     first = next((f for f in archives if _FIRST_VOLUME.search(f.name)), None)
     chosen = first or (archives[0] if archives else data[0])
-    segment = min(chosen.segments)  # by number: the first
+    segment = lowest(chosen.segments)  # by number: the first
     if segment[0] != 1:
         return None  # its first segment was not seen
     return segment[1], chosen.name

@@ -1,0 +1,121 @@
+"""A merged file's figures compiled (core/_fastmerge.pyx) against its oracle, the pure one.
+
+What the catalog build counts of a file merged from its chunks (segments seen,
+the bytes they hold, whether a number came twice) must be the same from both
+for what edges post of every generator profile and of the real corpus, cut
+into small batches so that files come in several chunks, and for any chunks:
+overlapping ones (a repost, a post check's re-send in a later batch) keep the
+first chunk's segment of a number. The compiled part must be built here (CI
+builds it with `pip install -e .`): otherwise these tests would compare the
+pure code with itself.
+"""
+
+from __future__ import annotations
+
+import random
+from array import array
+from collections.abc import Sequence
+from pathlib import Path
+
+import attrs
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from usenet_indexer.core.batch import FileChunk
+from usenet_indexer.core.indexer import RangeIndexer
+from usenet_indexer.core.merge import COMPILED_FIGURES, _figures, figures
+from usenet_indexer.synth.generator import PROFILES, GeneratorConfig, generate
+from usenet_indexer.testing.corpus import load_corpus, nzb_to_overview
+
+FIRST = 7_000_000
+
+
+def merged_files(lines: Sequence[bytes], group: str, every: int) -> list[list[FileChunk]]:
+    """Each file's chunks, in the order batches of `every` lines bring them (as a build
+    merges them: a file key's chunks from every batch)."""
+    indexer = RangeIndexer(group=group, first=FIRST)
+    files: dict[bytes, list[FileChunk]] = {}
+    for at in range(0, len(lines), every):
+        indexer.add_data(b"\n".join(lines[at : at + every]) + b"\n", FIRST + at + every)
+        for chunk in indexer.take().releases:
+            for file in chunk.files:
+                files.setdefault(file.key, []).append(file)
+    return list(files.values())
+
+
+def assert_the_same(files: list[list[FileChunk]]) -> None:
+    assert COMPILED_FIGURES is not None
+    split = [chunks for chunks in files if len(chunks) > 1]
+    assert len(files) > 100  # files
+    assert split  # some of them in several chunks
+    for chunks in files:
+        assert COMPILED_FIGURES(chunks) == _figures(chunks)
+
+
+def test_the_compiled_figures_are_built() -> None:
+    # Without it every comparison below would be the pure code against itself.
+    assert COMPILED_FIGURES is not None, "core/_fastmerge is not built: run scripts/bootstrap"
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_every_generator_profile_counts_the_same(profile: str) -> None:
+    generated = generate(GeneratorConfig(articles=20_000, seed=9, profile=profile))
+    lines = [line for line in generated.lines if line.split(b"\t", 1)[0].isdigit()]
+    assert_the_same(merged_files(lines, generated.truth.group, every=700))
+
+
+def test_the_real_corpus_counts_the_same(corpus_dir: Path) -> None:
+    nzbs = [nzb for _, nzb in load_corpus(corpus_dir / "nzb")]
+    replay = nzb_to_overview(
+        nzbs, first_article=FIRST, rng=random.Random(4), uploads_in_flight=4, group="a.b.test"
+    )
+    lines = [line.encode("utf-8", "surrogateescape") for line in replay.lines]
+    assert_the_same(merged_files(lines, "a.b.test", every=700))
+
+
+def chunk(numbers: Sequence[int], sizes: Sequence[int]) -> FileChunk:
+    return FileChunk(
+        key=bytes(16),
+        name="a.rar",
+        subject='a [1/1] - "a.rar" yEnc (1/50)',
+        index=1,
+        total_segments=50,
+        posted=1_700_000_000,
+        numbers=array("I", numbers),
+        message_ids="\n".join(f"{k}.{n}@x" for n, k in enumerate(numbers)),
+        sizes=array("I", sizes),
+    )
+
+
+@st.composite
+def chunks(draw: st.DrawFn) -> FileChunk:
+    # Numbers from a small range: chunks of one file overlap, as reposts and
+    # re-sends make them; sizes of any u32 (their sums pass 2**32).
+    numbers = sorted(draw(st.sets(st.integers(0, 40) | st.integers(0, 2**32 - 1), max_size=30)))
+    sizes = draw(st.lists(st.integers(0, 2**32 - 1), min_size=len(numbers), max_size=len(numbers)))
+    return chunk(numbers, sizes)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(chunks(), min_size=1, max_size=5))
+def test_any_chunks_count_the_same(file: list[FileChunk]) -> None:
+    assert COMPILED_FIGURES is not None
+    assert COMPILED_FIGURES(file) == _figures(file)
+
+
+def test_a_number_in_two_chunks_counts_once_with_the_first_chunks_size() -> None:
+    first = chunk([1, 2, 3], [700, 700, 300])
+    resent = chunk([3, 4], [999, 50])  # 3 again, a post check's re-send
+    expected = (4, 700 + 700 + 300 + 50, False)
+    assert _figures([first, resent]) == expected
+    assert COMPILED_FIGURES is not None
+    assert COMPILED_FIGURES([first, resent]) == expected
+    assert COMPILED_FIGURES([resent, first]) == (4, 999 + 50 + 700 + 700, False)
+
+
+def test_arrays_of_another_type_are_left_to_the_pure_code() -> None:
+    odd = attrs.evolve(chunk([1, 2], [5, 6]), sizes=array("L", [5, 6]))
+    assert COMPILED_FIGURES is not None
+    assert COMPILED_FIGURES([odd]) is None
+    assert figures([odd]) == _figures([odd]) == (2, 11, True)
