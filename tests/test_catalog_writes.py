@@ -1,5 +1,6 @@
-"""What writing the catalog costs PostgreSQL (issue 25): catalog_keys follows the rows
-a build writes, per statement, and a written row is not written a second time.
+"""What the catalog build costs PostgreSQL (issue 25): catalog_keys follows the rows
+a build writes, per statement, a written row is not written a second time, and the
+stored fragments are read back as bytes, not hex.
 
 A build writes its rows with `CatalogStore.write` (one INSERT ... ON CONFLICT, a
 DELETE of the rows no longer made); catalog_keys, which the build's look-ups read
@@ -12,12 +13,18 @@ WAL for it).
 from __future__ import annotations
 
 import hashlib
+import re
 from datetime import UTC, datetime
+from pathlib import Path
 
 import psycopg
+from psycopg import pq
+from psycopg_pool import ConnectionPool
+from test_catalog_build import batches_of_generated
 
 from usenet_indexer.coordinator.stores import Stores
 from usenet_indexer.core.catalog import CatalogEntry
+from usenet_indexer.store.catalog import CatalogStore
 
 CHANGED_AT = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -118,3 +125,36 @@ def test_a_grab_touches_no_key(stores: Stores) -> None:
     with stores.catalog.pool.connection() as conn:
         after = conn.execute("SELECT ctid::text FROM catalog_keys ORDER BY key").fetchall()
     assert after == before
+
+
+def test_the_build_reads_stored_fragments_as_bytes_not_hex(
+    stores: Stores, pg_url: str, tmp_path: Path
+) -> None:
+    for _ in batches_of_generated(stores, 3_000, seed=7, every=3_000):
+        pass
+    with stores.catalog.pool.connection() as conn:
+        keys = [bytes(r[0]) for r in conn.execute("SELECT key FROM releases LIMIT 20")]
+    assert keys
+    # libpq's own record of the protocol (PQtrace) on the one connection of a pool.
+    trace = tmp_path / "libpq.trace"
+    with trace.open("w") as sink, ConnectionPool(pg_url, min_size=1, max_size=1) as pool:
+        with pool.connection() as conn:
+            conn.pgconn.trace(sink.fileno())
+            conn.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS | pq.Trace.REGRESS_MODE)
+        store = CatalogStore(pool)
+        assert len({c.key for c in store.chunks(keys)}) == len(keys)
+        assert len(list(store.chunks())) >= len(keys)
+        with pool.connection() as conn:
+            conn.pgconn.untrace()
+    # Each fragments query's answer: its columns' format codes end the
+    # RowDescription (1: binary, 0: text).
+    text = trace.read_text()
+    answers = re.findall(
+        r'(?:Parse\t "[^"]*"|Query\t) "SELECT release_key, packed FROM fragments[^\n]*\n'
+        r"(?:.*\n)*?B\t\d+\tRowDescription\t ([^\n]*)",
+        text,
+    )
+    assert len(answers) == 2, answers
+    for description in answers:
+        assert description.endswith(" 1"), description
+        assert re.fullmatch(r'2 "release_key" .* "packed" .* 1', description), description
