@@ -1,0 +1,160 @@
+"""What the catalog build costs PostgreSQL (issue 25): catalog_keys follows the rows
+a build writes, per statement, a written row is not written a second time, and the
+stored fragments are read back as bytes, not hex.
+
+A build writes its rows with `CatalogStore.write` (one INSERT ... ON CONFLICT, a
+DELETE of the rows no longer made); catalog_keys, which the build's look-ups read
+(which rows a release key went into), must follow every insert, change of sources
+and delete, without a plpgsql call and an INSERT per row, and without a foreign-key
+check that locks each catalog row again (FOR KEY SHARE writes the row's xmax, and
+WAL for it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+
+import psycopg
+from psycopg import pq
+from psycopg_pool import ConnectionPool
+from test_catalog_build import batches_of_generated
+
+from usenet_indexer.coordinator.stores import Stores
+from usenet_indexer.core.catalog import CatalogEntry
+from usenet_indexer.store.catalog import CatalogStore
+
+CHANGED_AT = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def key(n: int) -> bytes:
+    return hashlib.md5(f"release {n}".encode()).digest()
+
+
+def entry(n: int, sources: tuple[bytes, ...]) -> CatalogEntry:
+    name = f"Show.Number.{n}.S01E{1 + n % 9:02d}.1080p.WEB.x264-GROUP"
+    return CatalogEntry(
+        guid=sources[0].hex(),
+        name=name,
+        search_name=name.lower().replace(".", " "),
+        category=5040,
+        size=1_000_000 + n,
+        files=10,
+        poster="poster@example.com",
+        groups=("alt.binaries.test",),
+        posted=1_700_000_000 + n,
+        completion=1.0,
+        season=1,
+        episode=1 + n % 9,
+        probe_candidate=False,
+        sources=sources,
+        changed_at=CHANGED_AT,
+        state="whole",
+    )
+
+
+def keys_kept(conn: psycopg.Connection[tuple[object, ...]]) -> set[tuple[bytes, str]]:
+    rows = conn.execute(
+        "SELECT k.key, c.guid FROM catalog_keys AS k JOIN catalog AS c ON c.id = k.catalog_id"
+    ).fetchall()
+    return pairs(rows)
+
+
+def keys_of_rows(conn: psycopg.Connection[tuple[object, ...]]) -> set[tuple[bytes, str]]:
+    rows = conn.execute("SELECT DISTINCT k, guid FROM catalog, unnest(sources) AS k").fetchall()
+    return pairs(rows)
+
+
+def pairs(rows: list[tuple[object, ...]]) -> set[tuple[bytes, str]]:
+    found = set()
+    for k, guid in rows:
+        assert isinstance(k, bytes)
+        found.add((k, str(guid)))
+    return found
+
+
+def test_catalog_keys_follow_the_rows_a_build_inserts_changes_and_deletes(
+    stores: Stores,
+) -> None:
+    first = [entry(n, (key(n), key(n + 1000))) for n in range(200)]
+    stores.catalog.write(first, 0, {}, None)
+    with stores.catalog.pool.connection() as conn:
+        assert keys_kept(conn) == keys_of_rows(conn)
+        assert conn.execute("SELECT count(*) FROM catalog_keys").fetchone() == (400,)
+    # A build over the first 100 keys: rows 0-49 get a third source and lose one,
+    # rows 50-99 are no longer made (deleted), rows 100-199 are not its business.
+    again = [entry(n, (key(n), key(n + 2000))) for n in range(50)]
+    stores.catalog.write(again, 0, {}, [key(n) for n in range(100)])
+    with stores.catalog.pool.connection() as conn:
+        kept = keys_kept(conn)
+        assert kept == keys_of_rows(conn)
+        assert (key(3), key(3).hex()) in kept
+        assert (key(2003), key(3).hex()) in kept
+        assert (key(1003), key(3).hex()) not in kept
+        assert not any(guid == key(70).hex() for _, guid in kept)
+        # No key left for a deleted row (the foreign key's cascade did it before).
+        assert conn.execute(
+            "SELECT count(*) FROM catalog_keys WHERE catalog_id NOT IN (SELECT id FROM catalog)"
+        ).fetchone() == (0,)
+        assert len(kept) == 50 * 2 + 100 * 2
+
+
+def test_a_build_writes_each_catalog_row_once(stores: Stores) -> None:
+    # A foreign key from catalog_keys locked every catalog row again, once per key
+    # (FOR KEY SHARE: the row's xmax and a WAL record), and a row trigger ran a
+    # plpgsql call and an INSERT per row: both gone.
+    stores.catalog.write([entry(n, (key(n), key(n + 1000))) for n in range(300)], 0, {}, None)
+    with stores.catalog.pool.connection() as conn:
+        locked = conn.execute("SELECT count(*) FROM catalog WHERE xmax <> '0'").fetchone()
+        per_row = conn.execute(
+            "SELECT count(*) FROM pg_trigger"
+            " WHERE tgrelid IN ('catalog'::regclass, 'catalog_keys'::regclass)"
+            " AND tgtype & 1 = 1"  # TRIGGER_TYPE_ROW
+        ).fetchone()
+    assert locked == (0,)
+    assert per_row == (0,)
+
+
+def test_a_grab_touches_no_key(stores: Stores) -> None:
+    stores.catalog.write([entry(n, (key(n),)) for n in range(5)], 0, {}, None)
+    with stores.catalog.pool.connection() as conn:
+        before = conn.execute("SELECT ctid::text FROM catalog_keys ORDER BY key").fetchall()
+    stores.catalog.grab(key(2).hex())
+    with stores.catalog.pool.connection() as conn:
+        after = conn.execute("SELECT ctid::text FROM catalog_keys ORDER BY key").fetchall()
+    assert after == before
+
+
+def test_the_build_reads_stored_fragments_as_bytes_not_hex(
+    stores: Stores, pg_url: str, tmp_path: Path
+) -> None:
+    for _ in batches_of_generated(stores, 3_000, seed=7, every=3_000):
+        pass
+    with stores.catalog.pool.connection() as conn:
+        keys = [bytes(r[0]) for r in conn.execute("SELECT key FROM releases LIMIT 20")]
+    assert keys
+    # libpq's own record of the protocol (PQtrace) on the one connection of a pool.
+    trace = tmp_path / "libpq.trace"
+    with trace.open("w") as sink, ConnectionPool(pg_url, min_size=1, max_size=1) as pool:
+        with pool.connection() as conn:
+            conn.pgconn.trace(sink.fileno())
+            conn.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS | pq.Trace.REGRESS_MODE)
+        store = CatalogStore(pool)
+        assert len({c.key for c in store.chunks(keys)}) == len(keys)
+        assert len(list(store.chunks())) >= len(keys)
+        with pool.connection() as conn:
+            conn.pgconn.untrace()
+    # Each fragments query's answer: its columns' format codes end the
+    # RowDescription (1: binary, 0: text).
+    text = trace.read_text()
+    answers = re.findall(
+        r'(?:Parse\t "[^"]*"|Query\t) "SELECT release_key, packed FROM fragments[^\n]*\n'
+        r"(?:.*\n)*?B\t\d+\tRowDescription\t ([^\n]*)",
+        text,
+    )
+    assert len(answers) == 2, answers
+    for description in answers:
+        assert description.endswith(" 1"), description
+        assert re.fullmatch(r'2 "release_key" .* "packed" .* 1', description), description
