@@ -187,6 +187,14 @@ def test_the_build_reads_what_a_batch_touched_through_indexes_on_a_realistic_cat
     with stores.catalog.pool.connection() as conn, conn.transaction():
         conn.execute(sql._CATALOG_TEMP)
         plans["prune"] = _plan_in(conn, sql._CATALOG_PRUNE_OF, (keys,))
+    # The batch's keys pending, as a stored batch marks them: which shards they
+    # are in, which of them a builder's shards hold, and which have no release.
+    with stores.catalog.pool.connection() as conn:
+        conn.execute("INSERT INTO catalog_pending (key) SELECT unnest(%s::bytea[])", (keys,))
+        conn.execute("ANALYZE catalog_pending")
+    plans["pending shards"] = _plan(stores, sql._PENDING_SHARDS, ())
+    plans["pending in shards"] = _plan(stores, sql._PENDING_IN, ([1, 5, 9],))
+    plans["orphans"] = _plan(stores, sql._ORPHANS, ())
     for name, plan in plans.items():
         scanned = re.findall(r"Seq Scan on (\w+)", plan)
         assert not set(scanned) & {"releases", "catalog", "catalog_keys", "fragments"}, (name, plan)
