@@ -65,6 +65,11 @@ from cpython.unicode cimport PyUnicode_DATA, PyUnicode_New
 from libc.stdlib cimport calloc, free, qsort
 from libc.string cimport memchr, memcmp, memcpy
 
+
+cdef extern from "string.h":
+    # glibc's (Python.h defines _GNU_SOURCE); the last c in the first n bytes.
+    const void *memrchr(const void *s, int c, size_t n) nogil
+
 import array as _array
 
 from usenet_indexer.core import reposts
@@ -273,6 +278,8 @@ def scan(bytes data, dict fast, object slow, dict opened, object make, tuple lim
     cdef Py_ssize_t start = 0, end, length, i, tabs, p, slash, at, grown
     cdef const char *line
     cdef const char *nl
+    cdef const char *tab
+    cdef const char *paren
     cdef const char *f[FIELDS]
     cdef Py_ssize_t n[FIELDS]
     cdef const char *subject
@@ -313,16 +320,17 @@ def scan(bytes data, dict fast, object slow, dict opened, object make, tuple lim
         tabs = 0
         p = 0
         eight = False
-        for i in range(length):
-            if line[i] == b'\t':
-                f[tabs] = line + p
-                n[tabs] = i - p
-                p = i + 1
-                tabs += 1
-                if tabs == FIELDS:
-                    eight = True
-                    rest = p
-                    break
+        while tabs < FIELDS:
+            tab = <const char *>memchr(line + p, b'\t', length - p)
+            if tab == NULL:
+                break
+            f[tabs] = line + p
+            n[tabs] = (tab - line) - p
+            p = (tab - line) + 1
+            tabs += 1
+        if tabs == FIELDS:
+            eight = True
+            rest = p
         if tabs == FIELDS - 1:
             f[tabs] = line + p
             n[tabs] = length - p
@@ -332,9 +340,8 @@ def scan(bytes data, dict fast, object slow, dict opened, object make, tuple lim
             subject_n = n[1]
             # rpartition(b"("): the prefix before the last "(" (all of it is
             # "rest" when there is none), then partition(b"/") of the rest.
-            p = subject_n - 1
-            while p >= 0 and subject[p] != b'(':
-                p -= 1
+            paren = <const char *>memrchr(subject, b'(', subject_n)
+            p = -1 if paren == NULL else paren - subject
             prefix_n = p if p >= 0 else 0
             slash = p + 1
             while slash < subject_n and subject[slash] != b'/':
