@@ -439,7 +439,9 @@ def _file_lines(draw: st.DrawFn) -> list[bytes]:
     numbers = list(range(1, total + 1))
     form = draw(st.sampled_from([b"%d", b"%03d"]))
     kind = draw(
-        st.sampled_from(["whole", "cut", "gaps", "shuffled", "repeats", "repost", "rotated"])
+        st.sampled_from(
+            ["whole", "cut", "gaps", "shuffled", "repeats", "respelled", "repost", "rotated"]
+        )
     )
     rng = draw(st.randoms(use_true_random=False))
     if kind == "cut":
@@ -450,7 +452,7 @@ def _file_lines(draw: st.DrawFn) -> list[bytes]:
         for at in range(len(numbers) - 1):
             if rng.random() < 0.2:
                 numbers[at], numbers[at + 1] = numbers[at + 1], numbers[at]
-    elif kind == "repeats":
+    elif kind in ("repeats", "respelled"):
         numbers += rng.choices(numbers, k=draw(st.integers(1, 5)))
     elif kind == "repost":
         numbers += numbers[: draw(st.integers(1, total))]
@@ -460,15 +462,18 @@ def _file_lines(draw: st.DrawFn) -> list[bytes]:
     faulty = draw(st.booleans())  # else every segment is good
     article = 10**6
     lines = []
-    for k in numbers:
+    respelled = len(numbers) - 5 if kind == "respelled" else len(numbers)
+    for at, k in enumerate(numbers):
         article += 1 if rng.random() > 0.02 else draw(st.integers(2, 10**5))
+        # A repeat sent with its k padded otherwise ("2" and "02": one number).
+        spelled = (b"%d" if form == b"%03d" else b"%03d") if at >= respelled else form
         what, value = draw(_SEGMENT_FAULTS) if faulty and rng.random() < 0.05 else ("", b"")
         lines.append(
             b"\t".join(
                 [
                     value if what == "article" else b"%d" % article,
                     b'Show.S01E01 - "show.part01.rar" yEnc ('
-                    + (value if what == "k" else form % k)
+                    + (value if what == "k" else spelled % k)
                     + b"/%d)" % total,
                     b"a@x",
                     b"Mon, 6 May 2024 10:00:%02d +0000" % (k % 60),
@@ -505,6 +510,21 @@ def test_fuzzed_files_give_the_same_batches(files: list[list[bytes]], block: int
     lines = [line for file in files for line in file]
     pure, compiled = index_both(blocks_of(lines, block), take_every=4)
     assert compiled == pure
+
+
+def test_a_repeat_spelled_otherwise_leaves_the_files_in_the_pure_order() -> None:
+    # Two files of one name (N 4 and N 3); the first repeats 2 as "02": the
+    # pure path looks at that file after the other (its numbers repeat only
+    # once read), and the files' order breaks the tie of their name.
+    segments = [(1, 4), (1, 3), (2, 4), (2, 3), (2, 4), (3, 3), (3, 4)]
+    lines = [_segment(1001 + at, k, total) for at, (k, total) in enumerate(segments)]
+    lines[4] = lines[4].replace(b"(2/4)", b"(02/4)")
+    pure, compiled = index_both(blocks_of(lines, 10))
+    assert compiled == pure
+    batch = RangeIndexer(group=GROUP, first=FIRST)
+    batch.add_data(b"\n".join(lines), FIRST + len(lines))
+    files = batch.finish().releases[0].files
+    assert [f.total_segments for f in files] == [3, 4]
 
 
 def _threaded(line: bytes) -> bytes:

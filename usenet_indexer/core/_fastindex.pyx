@@ -455,6 +455,8 @@ cdef class FileArrays:
         count: its segments.
         first, last: the article numbers of its first and last line.
         repeats: a number comes twice (a repeat or a repost).
+        repeated_texts: a k text comes twice (not only a number, as "2" and
+            "02" are one).
         ordered: the article numbers never fall (then its pieces are slices).
         pauses: where its posting paused (`reposts.pauses`).
         restarts: where its numbers start over (`reposts.restarts`; none
@@ -467,6 +469,7 @@ cdef class FileArrays:
     cdef readonly long long first
     cdef readonly long long last
     cdef readonly bint repeats
+    cdef readonly bint repeated_texts
     cdef readonly bint ordered
     cdef readonly list pauses
     cdef readonly list restarts
@@ -557,7 +560,7 @@ def file_arrays(bytearray segments, long long total, Py_ssize_t max_message_id):
     cdef Py_ssize_t at = 0, i, j, tab, n
     cdef long long value, k
     cdef bint plain = True  # no k zero padded
-    cdef unsigned char *seen = NULL
+    cdef unsigned char *seen = NULL  # per number: the length of its first k text
     cdef FileArrays f
     if count == 0 or not 0 < total <= 0xFFFFFFFF:
         return None
@@ -582,9 +585,16 @@ def file_arrays(bytearray segments, long long total, Py_ssize_t max_message_id):
                 return None
             if n > 1 and s[at] == b'0':
                 plain = False
+            # A k text of up to 254 digits (else the pure path): the same number
+            # in as many digits is the same text.
+            if n > 254:
+                return None
             if seen[k]:
                 f.repeats = True
-            seen[k] = 1
+                if seen[k] == n:
+                    f.repeated_texts = True
+            else:
+                seen[k] = <unsigned char>n
             f.ks[i] = <unsigned int>k
             at = tab + 1
             tab = _tab(s, at, size)  # article number

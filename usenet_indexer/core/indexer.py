@@ -760,6 +760,13 @@ class RangeIndexer:
         if cuts or repeats:
             # Where the pure path cuts a file (`_pieces`), it counts its repeats, if none.
             self._skipped["repeated_segment"] += repeated
+        if repeats and not starts and not any(f.repeated_texts for f in files):
+            # In the pure path's order: files whose numbers repeat only under other
+            # texts ("2" and "02") are deferred by `_file_chunks`, and come after the
+            # others when nothing cuts the release (the files' order breaks ties).
+            found = [p for p, f in zip(found, files, strict=True) if not f.repeats] + [
+                p for p, f in zip(found, files, strict=True) if f.repeats
+            ]
         return found
 
     def _released(
