@@ -19,7 +19,7 @@ import sys
 from collections.abc import Sequence
 from itertools import accumulate
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
@@ -31,13 +31,18 @@ from usenet_indexer.core.indexer import (
     COMPILED_SCAN,
     MAX_MESSAGE_ID_BYTES,
     RangeIndexer,
+    _Texts,
     indexer_kind,
+    release_pass_starts,
 )
-from usenet_indexer.core.reposts import SHUFFLE, pauses
+from usenet_indexer.core.reposts import pauses, restarts
 from usenet_indexer.synth.generator import PROFILES, GeneratorConfig, generate
 from usenet_indexer.testing.corpus import load_corpus, nzb_to_overview
 from usenet_indexer.wire.batchwire import encode_batch
 from usenet_indexer.wire.packed import pack_batch
+
+if TYPE_CHECKING:
+    from usenet_indexer.core._fastindex import FileArrays
 
 GROUP = "alt.binaries.test"
 FIRST = 5_000_000
@@ -78,23 +83,49 @@ def _segments(*segments: tuple[bytes, int, bytes, bytes]) -> bytearray:
     return bytearray(b"".join(b"%s\t%d\tdate\t%s\t%s\t" % (k, a, m, s) for k, a, m, s in segments))
 
 
+def _arrays(segments: bytearray, total: int) -> FileArrays:
+    assert COMPILED_FILES is not None
+    found = COMPILED_FILES.file_arrays(segments, total, MAX_MESSAGE_ID_BYTES)
+    assert found is not None
+    return found
+
+
+def _texts(segments: bytearray) -> _Texts:
+    parts = bytes(segments).split(b"\t")
+    return _Texts(parts[0:-1:5], parts[1::5], parts[2::5], parts[3::5], parts[4::5])
+
+
 def test_a_file_posted_out_of_order_is_converted_by_number() -> None:
     assert COMPILED_FILES is not None
     # Segments 3, 1, 2 of 5 (many connections; 4 and 5 not yet posted), zero padded.
-    found = COMPILED_FILES(
+    arrays = _arrays(
         _segments(
             (b"03", 7, b"<c@x>", b"300"), (b"001", 8, b"<a@x>", b"100"), (b"2", 9, b"<b@x>", b"200")
         ),
         5,
-        MAX_MESSAGE_ID_BYTES,
-        SHUFFLE,
     )
-    assert found is not None
-    numbers, sizes, message_ids, first, last, paused = found
+    assert (arrays.first, arrays.last, arrays.pauses) == (7, 9, [])  # in the order the lines came
+    pieces, repeats = COMPILED_FILES.file_pieces(arrays, [])
+    assert repeats == 0
+    assert len(pieces) == 1
+    assert pieces[0] is not None
+    numbers, sizes, message_ids, date = pieces[0]
     assert list(numbers) == [1, 2, 3]
     assert list(sizes) == [100, 200, 300]
     assert message_ids == "a@x\nb@x\nc@x"
-    assert (first, last, paused) == (7, 9, [])  # in the order the lines came
+    assert date == b"date"
+
+
+def test_a_file_posted_twice_is_cut_where_the_repost_starts() -> None:
+    assert COMPILED_FILES is not None
+    # 1, 2, 2 (a post check's re-send), 3; then the whole file again from article 20.
+    segments = [(b"1", 7), (b"2", 8), (b"2", 9), (b"3", 10), (b"1", 20), (b"2", 21), (b"3", 22)]
+    arrays = _arrays(_segments(*((k, a, b"<%d@x>" % a, b"5") for k, a in segments)), 3)
+    assert arrays.repeats
+    assert COMPILED_FILES.pass_starts([arrays], True) == [20]
+    pieces, repeats = COMPILED_FILES.file_pieces(arrays, [20])
+    assert repeats == 1
+    assert [p[2] for p in pieces if p is not None] == ["7@x\n8@x\n10@x", "20@x\n21@x\n22@x"]
 
 
 # Gaps between a file's articles: other uploads' articles in between, lines
@@ -114,56 +145,132 @@ def test_a_files_pauses_are_found_as_reposts_pauses_finds_them(gaps: list[int], 
     # (no int per segment); reposts.pauses is its oracle.
     articles = list(accumulate(gaps, initial=start))
     assume(all(0 <= a < 2**62 for a in articles))
-    assert COMPILED_FILES is not None
-    found = COMPILED_FILES(
+    arrays = _arrays(
         _segments(*((b"%d" % k, a, b"<m@x>", b"1") for k, a in enumerate(articles, 1))),
         len(articles),
-        MAX_MESSAGE_ID_BYTES,
-        SHUFFLE,
     )
-    assert found is not None
-    assert found[3:] == (articles[0], articles[-1], pauses(articles))
+    assert (arrays.first, arrays.last, arrays.pauses) == (
+        articles[0],
+        articles[-1],
+        pauses(articles),
+    )
+    assert arrays.ordered == (articles == sorted(articles))
+
+
+# A file's numbers as tools post them: in order, a little shuffled, re-sent,
+# reposted or started over; in article order with gaps (pauses among them).
+_NUMBERS = st.lists(st.integers(1, 40), min_size=1, max_size=300)
+_ARTICLE_GAPS = st.lists(st.sampled_from([1, 1, 1, 2, 5, 1000, 1001, 60_000]), min_size=300)
+
+
+@settings(max_examples=300, deadline=None)
+@given(numbers=_NUMBERS, gaps=_ARTICLE_GAPS, padded=st.booleans())
+@example(numbers=[30, 31, 32, 1, 2, 3, 33], gaps=[1] * 300, padded=False)
+def test_a_files_restarts_are_found_as_reposts_restarts_finds_them(
+    numbers: list[int], gaps: list[int], padded: bool
+) -> None:
+    # As indexer._restarts reads them: none where a k is zero padded.
+    articles = list(accumulate(gaps[: len(numbers)], initial=10**6))[1:]
+    form = b"%03d" if padded else b"%d"
+    arrays = _arrays(
+        _segments(
+            *((form % k, a, b"<m%d@x>" % a, b"1") for k, a in zip(numbers, articles, strict=True))
+        ),
+        40,
+    )
+    expected = [] if padded else restarts(numbers, articles, 40)
+    assert arrays.restarts == expected
+    assert arrays.repeats == (len(set(numbers)) < len(numbers))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    files=st.lists(st.tuples(_NUMBERS, st.integers(40, 60), st.booleans()), min_size=1, max_size=4),
+    gaps=_ARTICLE_GAPS,
+    seed=st.randoms(use_true_random=False),
+    cut=st.booleans(),
+)
+def test_a_releases_passes_start_where_release_pass_starts_finds_them(
+    files: list[tuple[list[int], int, bool]], gaps: list[int], seed: random.Random, cut: bool
+) -> None:
+    # The release's files interleaved in article order, as its segments were posted.
+    count = sum(len(numbers) for numbers, _, _ in files)
+    articles = list(accumulate((gaps * (count // len(gaps) + 1))[:count], initial=10**6))[1:]
+    owners = [at for at, (numbers, _, _) in enumerate(files) for _ in numbers]
+    seed.shuffle(owners)
+    given_to: list[list[int]] = [[] for _ in files]
+    for owner, article in zip(owners, articles, strict=True):
+        given_to[owner].append(article)
+    buffers = [
+        _segments(
+            *(
+                ((b"%03d" if padded else b"%d") % k, a, b"<m%d@x>" % a, b"1")
+                for k, a in zip(numbers, given_to[at], strict=True)
+            )
+        )
+        for at, (numbers, _, padded) in enumerate(files)
+    ]
+    assert COMPILED_FILES is not None
+    arrays = [_arrays(b, total) for b, (_, total, _) in zip(buffers, files, strict=True)]
+    expected = release_pass_starts(
+        [(_texts(b), total) for b, (_, total, _) in zip(buffers, files, strict=True)], cut=cut
+    )
+    assert COMPILED_FILES.pass_starts(arrays, cut) == expected
+    assert list(COMPILED_FILES.sorted_articles(arrays)) == articles
 
 
 @pytest.mark.parametrize(
     ("segments", "total"),
     [
-        ([(b"1", 7, b"<a@x>", b"1"), (b"1", 8, b"<b@x>", b"1")], 5),  # a repeat
         ([(b"0", 7, b"<a@x>", b"1")], 5),  # k of 0
         ([(b"6", 7, b"<a@x>", b"1")], 5),  # k past N
         ([(b"+1", 7, b"<a@x>", b"1")], 5),  # int() reads it; the pure path decides
         ([(b"1", 7, b"<a<b@x>", b"1")], 5),
         ([(b"1", 7, b"<>", b"1"), (b"2", 8, b"a@x", b"1")], 5),
+        ([(b"1", 7, b"<>", b"1")], 5),  # the segment-by-segment check drops it
         ([(b"1", 7, b"<" + b"m" * 1000 + b">", b"1")], 5),
         ([(b"1", 7, b"<a@x>", b"4294967296")], 5),  # past uint32
         ([(b"1", 7, b"<a@x>", b"")], 5),
         ([(b"1", 2**62, b"<a@x>", b"1")], 5),  # an article number past int64's range here
         ([(b"1", 2**64, b"<a@x>", b"1")], 5),  # 20 digits: read in 64 bits it wraps to 0
         ([(b"1", 7, "<é@x>".encode(), b"1")], 5),  # not ASCII: decode() reads it
-        # Numbers falling more than SHUFFLE below the highest: maybe a repost.
-        ([(b"40", 7, b"<a@x>", b"1"), (b"1", 8, b"<b@x>", b"1")], 100),
     ],
 )
 def test_files_off_the_common_case_are_left_to_the_pure_path(
     segments: list[tuple[bytes, int, bytes, bytes]], total: int
 ) -> None:
     assert COMPILED_FILES is not None
-    assert COMPILED_FILES(_segments(*segments), total, MAX_MESSAGE_ID_BYTES, SHUFFLE) is None
+    assert COMPILED_FILES.file_arrays(_segments(*segments), total, MAX_MESSAGE_ID_BYTES) is None
+
+
+def test_a_zero_padded_article_number_is_left_to_the_pure_path() -> None:
+    assert COMPILED_FILES is not None
+    found = COMPILED_FILES.file_arrays(
+        bytearray(b"1\t0007\tdate\t<a@x>\t1\t"), 5, MAX_MESSAGE_ID_BYTES
+    )
+    assert found is None
 
 
 @pytest.mark.parametrize("profile", PROFILES)
 def test_most_generated_files_take_the_compiled_conversion(profile: str) -> None:
-    # Else the comparisons below would test the pure path against itself.
+    # Else the comparisons below would test the pure path against itself: most
+    # files, and most of those that repeat numbers (re-sent segments, reposts).
     generated = generate(GeneratorConfig(articles=20_000, seed=5, profile=profile))
     indexer = RangeIndexer(group=GROUP, first=FIRST)
     indexer.add_data(b"\n".join(generated.lines), FIRST + len(generated.lines))
     files = list(indexer._open.values())
     assert COMPILED_FILES is not None
-    converted = sum(
-        COMPILED_FILES(f.segments, f.total, MAX_MESSAGE_ID_BYTES, SHUFFLE) is not None
-        for f in files
-    )
-    assert 0.6 * len(files) < converted < len(files)
+    converted = [
+        COMPILED_FILES.file_arrays(f.segments, f.total, MAX_MESSAGE_ID_BYTES) for f in files
+    ]
+    assert sum(c is not None for c in converted) > 0.6 * len(files)
+    repeating = [
+        c
+        for f, c in zip(files, converted, strict=True)
+        if len(set(_texts(f.segments).ks)) < f.count
+    ]
+    assert len(repeating) > 20
+    assert sum(c is not None and c.repeats for c in repeating) > 0.6 * len(repeating)
 
 
 @pytest.mark.parametrize("profile", PROFILES)
@@ -332,7 +439,9 @@ def _file_lines(draw: st.DrawFn) -> list[bytes]:
     numbers = list(range(1, total + 1))
     form = draw(st.sampled_from([b"%d", b"%03d"]))
     kind = draw(
-        st.sampled_from(["whole", "cut", "gaps", "shuffled", "repeats", "repost", "rotated"])
+        st.sampled_from(
+            ["whole", "cut", "gaps", "shuffled", "repeats", "respelled", "repost", "rotated"]
+        )
     )
     rng = draw(st.randoms(use_true_random=False))
     if kind == "cut":
@@ -343,7 +452,7 @@ def _file_lines(draw: st.DrawFn) -> list[bytes]:
         for at in range(len(numbers) - 1):
             if rng.random() < 0.2:
                 numbers[at], numbers[at + 1] = numbers[at + 1], numbers[at]
-    elif kind == "repeats":
+    elif kind in ("repeats", "respelled"):
         numbers += rng.choices(numbers, k=draw(st.integers(1, 5)))
     elif kind == "repost":
         numbers += numbers[: draw(st.integers(1, total))]
@@ -353,15 +462,18 @@ def _file_lines(draw: st.DrawFn) -> list[bytes]:
     faulty = draw(st.booleans())  # else every segment is good
     article = 10**6
     lines = []
-    for k in numbers:
+    respelled = len(numbers) - 5 if kind == "respelled" else len(numbers)
+    for at, k in enumerate(numbers):
         article += 1 if rng.random() > 0.02 else draw(st.integers(2, 10**5))
+        # A repeat sent with its k padded otherwise ("2" and "02": one number).
+        spelled = (b"%d" if form == b"%03d" else b"%03d") if at >= respelled else form
         what, value = draw(_SEGMENT_FAULTS) if faulty and rng.random() < 0.05 else ("", b"")
         lines.append(
             b"\t".join(
                 [
                     value if what == "article" else b"%d" % article,
                     b'Show.S01E01 - "show.part01.rar" yEnc ('
-                    + (value if what == "k" else form % k)
+                    + (value if what == "k" else spelled % k)
                     + b"/%d)" % total,
                     b"a@x",
                     b"Mon, 6 May 2024 10:00:%02d +0000" % (k % 60),
@@ -398,6 +510,21 @@ def test_fuzzed_files_give_the_same_batches(files: list[list[bytes]], block: int
     lines = [line for file in files for line in file]
     pure, compiled = index_both(blocks_of(lines, block), take_every=4)
     assert compiled == pure
+
+
+def test_a_repeat_spelled_otherwise_leaves_the_files_in_the_pure_order() -> None:
+    # Two files of one name (N 4 and N 3); the first repeats 2 as "02": the
+    # pure path looks at that file after the other (its numbers repeat only
+    # once read), and the files' order breaks the tie of their name.
+    segments = [(1, 4), (1, 3), (2, 4), (2, 3), (2, 4), (3, 3), (3, 4)]
+    lines = [_segment(1001 + at, k, total) for at, (k, total) in enumerate(segments)]
+    lines[4] = lines[4].replace(b"(2/4)", b"(02/4)")
+    pure, compiled = index_both(blocks_of(lines, 10))
+    assert compiled == pure
+    batch = RangeIndexer(group=GROUP, first=FIRST)
+    batch.add_data(b"\n".join(lines), FIRST + len(lines))
+    files = batch.finish().releases[0].files
+    assert [f.total_segments for f in files] == [3, 4]
 
 
 def _threaded(line: bytes) -> bytes:

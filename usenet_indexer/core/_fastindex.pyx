@@ -4,11 +4,14 @@
 Theory of operation
 -------------------
 This is the compiled twin of `RangeIndexer._scan` with `_add_segment`'s
-opening of a file, of `_file_chunks`' quick path (core/indexer.py) and of
-`reposts.pauses`, the deliberate oracle pairs: the pure-Python code stays as the reference
-and the fallback, and tests/test_fastindex.py checks that both give the
-same batches, byte for byte, on every generator profile, the real corpus
-and fuzzed input.
+opening of a file, and of take()'s conversion of a release's files
+(core/indexer.py: `_OpenFile.lists` and `_file_chunks`' checks,
+`reposts.pauses`, `reposts.restarts`, `release_pass_starts` with
+`reposts.pass_starts` and `reposts.gap_cuts`, `_pieces`), the deliberate
+oracle pairs: the pure-Python code stays as the reference and the
+fallback, and tests/test_fastindex.py checks that both give the same
+batches, byte for byte, on every generator profile, the real corpus and
+fuzzed input.
 
 `scan(data, fast, slow, opened, make)` walks `data` line by line with pointers, without a
 Python object per line or per field. For each line it finds the tabs of the
@@ -31,11 +34,17 @@ splits it and goes to `slow` (`_slow_line` itself), which sorts it out or
 counts it as skipped. The file cache is dropped after each such line: both
 change `fast`.
 
-`file_segments(segments, N, ...)`, for take(), reads one file's buffer in
-one pass and, when the file is the common case, gives its numbers and
-sizes as arrays, its message-ids as one str (ASCII, made in place), its
-first and last article number and its pauses (`_pauses`: no int per
-segment); else None, and the pure code converts the file.
+For take() (`RangeIndexer._compiled_release`), `file_arrays(segments, N,
+...)` reads one file's buffer in one pass into C arrays (k, article
+number, size, where each date and message-id is), checking every segment
+as the pure path would keep it, with the file's pauses and restarts and
+whether a number repeats; else None, and the pure code converts the
+release. `pass_starts(files)` finds where a release whose files repeat
+numbers starts its later passes (a repost), over all its files' segments
+in article order; `file_pieces(file, starts)` cuts a file there and gives
+each piece's numbers and sizes as arrays and its message-ids as one str
+(ASCII, made in place), the first post of each number kept. No Python
+object per segment.
 
 No state lives here between calls: `fast`, the files and their buffers
 belong to the RangeIndexer.
@@ -53,18 +62,30 @@ from cpython.dict cimport PyDict_GetItem
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.object cimport PyObject
 from cpython.unicode cimport PyUnicode_DATA, PyUnicode_New
-from libc.stdlib cimport qsort
+from libc.stdlib cimport calloc, free, qsort
 from libc.string cimport memchr, memcmp, memcpy
+
+
+cdef extern from "string.h":
+    # glibc's (Python.h defines _GNU_SOURCE); the last c in the first n bytes.
+    const void *memrchr(const void *s, int c, size_t n) nogil
 
 import array as _array
 
-from usenet_indexer.core.reposts import WIDE, wide_gap as _wide_gap
+from usenet_indexer.core import reposts
+from usenet_indexer.core.reposts import wide_gap as _wide_gap
 
-# The types of file_segments' arrays, cloned for each file.
+# The types of the arrays given out, cloned for each piece.
 cdef array.array _NUMBERS = _array.array("I")
 cdef array.array _SIZES = _array.array("I")
-# reposts.WIDE: a file of at most WIDE + 1 segments has no pause.
-cdef Py_ssize_t _WIDE = WIDE
+cdef array.array _ARTICLES = _array.array("q")
+# reposts' constants (read there, once): WIDE (a file of at most WIDE + 1
+# segments has no pause), MIN_GAP, RUN, SMALL_PASS, SHUFFLE.
+cdef Py_ssize_t _WIDE = reposts.WIDE
+cdef long long _MIN_GAP = reposts.MIN_GAP
+cdef Py_ssize_t _RUN = reposts.RUN
+cdef Py_ssize_t _SMALL_PASS = reposts.SMALL_PASS
+cdef long long _SHUFFLE = reposts.SHUFFLE
 
 # The fields up to "bytes" (RFC 3977 8.3.2): number, subject, from, date,
 # message-id, references, bytes. The fast path reads these seven; a line
@@ -257,6 +278,8 @@ def scan(bytes data, dict fast, object slow, dict opened, object make, tuple lim
     cdef Py_ssize_t start = 0, end, length, i, tabs, p, slash, at, grown
     cdef const char *line
     cdef const char *nl
+    cdef const char *tab
+    cdef const char *paren
     cdef const char *f[FIELDS]
     cdef Py_ssize_t n[FIELDS]
     cdef const char *subject
@@ -297,16 +320,17 @@ def scan(bytes data, dict fast, object slow, dict opened, object make, tuple lim
         tabs = 0
         p = 0
         eight = False
-        for i in range(length):
-            if line[i] == b'\t':
-                f[tabs] = line + p
-                n[tabs] = i - p
-                p = i + 1
-                tabs += 1
-                if tabs == FIELDS:
-                    eight = True
-                    rest = p
-                    break
+        while tabs < FIELDS:
+            tab = <const char *>memchr(line + p, b'\t', length - p)
+            if tab == NULL:
+                break
+            f[tabs] = line + p
+            n[tabs] = (tab - line) - p
+            p = (tab - line) + 1
+            tabs += 1
+        if tabs == FIELDS:
+            eight = True
+            rest = p
         if tabs == FIELDS - 1:
             f[tabs] = line + p
             n[tabs] = length - p
@@ -316,9 +340,8 @@ def scan(bytes data, dict fast, object slow, dict opened, object make, tuple lim
             subject_n = n[1]
             # rpartition(b"("): the prefix before the last "(" (all of it is
             # "rest" when there is none), then partition(b"/") of the rest.
-            p = subject_n - 1
-            while p >= 0 and subject[p] != b'(':
-                p -= 1
+            paren = <const char *>memrchr(subject, b'(', subject_n)
+            p = -1 if paren == NULL else paren - subject
             prefix_n = p if p >= 0 else 0
             slash = p + 1
             while slash < subject_n and subject[slash] != b'/':
@@ -375,16 +398,37 @@ def scan(bytes data, dict fast, object slow, dict opened, object make, tuple lim
     return lines, nul
 
 
-# A file's segments converted for take() (RangeIndexer._common_release): the
-# compiled twin of `_OpenFile.lists` followed by `_file_chunks`' quick path.
+# A release's files converted for take() (RangeIndexer._compiled_release):
+# the compiled twins of `_OpenFile.lists` with `_file_chunks`' checks, of
+# `reposts.pauses` and `reposts.restarts`, of `release_pass_starts` (with
+# `reposts.pass_starts` and `reposts.gap_cuts`) and of `_pieces`.
 
 # Article numbers past this go to the pure path (Python ints have no bound).
 cdef long long ARTICLE_CAP = 1LL << 62
+# A width no gap between two article numbers below ARTICLE_CAP passes: what
+# WIDE times a gap reads as when it does not fit in 64 bits.
+cdef long long UNREACHABLE = 0x7FFFFFFFFFFFFFFF
+
+
+cdef struct Posted:
+    # A segment of a release: its article number and its place among the
+    # release's segments (file by file, each in the order its lines came).
+    long long article
+    Py_ssize_t at
 
 
 cdef int _ascending(const void *a, const void *b) noexcept nogil:
     cdef long long x = (<const long long *>a)[0], y = (<const long long *>b)[0]
     return (x > y) - (x < y)
+
+
+cdef int _by_article(const void *a, const void *b) noexcept nogil:
+    # By article number, then by place: Python's stable sort by article.
+    cdef const Posted *x = <const Posted *>a
+    cdef const Posted *y = <const Posted *>b
+    if x.article != y.article:
+        return (x.article > y.article) - (x.article < y.article)
+    return (x.at > y.at) - (x.at < y.at)
 
 
 cdef inline Py_ssize_t _tab(const char *s, Py_ssize_t start, Py_ssize_t end) noexcept nogil:
@@ -401,6 +445,46 @@ cdef inline Py_ssize_t _tabs(const char *s, Py_ssize_t n) noexcept nogil:
             return found
         found += 1
         at += 1
+
+
+cdef class FileArrays:
+    """One file's segments read into C arrays, in the order its lines came (`file_arrays`).
+
+    Attributes:
+        total: the file's N.
+        count: its segments.
+        first, last: the article numbers of its first and last line.
+        repeats: a number comes twice (a repeat or a repost).
+        repeated_texts: a k text comes twice (not only a number, as "2" and
+            "02" are one).
+        ordered: the article numbers never fall (then its pieces are slices).
+        pauses: where its posting paused (`reposts.pauses`).
+        restarts: where its numbers start over (`reposts.restarts`; none
+            when a k is zero padded, as `indexer._restarts` reads them).
+    """
+
+    cdef readonly object segments
+    cdef readonly long long total
+    cdef readonly Py_ssize_t count
+    cdef readonly long long first
+    cdef readonly long long last
+    cdef readonly bint repeats
+    cdef readonly bint repeated_texts
+    cdef readonly bint ordered
+    cdef readonly list pauses
+    cdef readonly list restarts
+    cdef unsigned int *ks
+    cdef long long *articles
+    cdef unsigned int *sizes
+    cdef Py_ssize_t *mids  # where each message-id's "<" is in `segments`
+    cdef Py_ssize_t *dates  # where each date is
+
+    def __dealloc__(self):
+        PyMem_Free(self.ks)
+        PyMem_Free(self.articles)
+        PyMem_Free(self.sizes)
+        PyMem_Free(self.mids)
+        PyMem_Free(self.dates)
 
 
 cdef list _pauses(const long long *articles, Py_ssize_t count):
@@ -427,59 +511,70 @@ cdef list _pauses(const long long *articles, Py_ssize_t count):
     return found
 
 
-def file_segments(bytearray segments, long long total, Py_ssize_t max_message_id, long long shuffle):
-    """A file's segments as take() converts them in the common case, or None.
+cdef list _restarts(const unsigned int *ks, const long long *articles, Py_ssize_t count, long long total):
+    # reposts.restarts (its oracle): the articles where RUN numbers in a row
+    # fall more than min(SHUFFLE, N // 2) below the highest so far.
+    cdef long long window = min(_SHUFFLE, total // 2)
+    cdef long long highest = 0, number
+    cdef Py_ssize_t at, j, low = 0
+    cdef list found = []
+    if not window:
+        return found
+    for at in range(count):
+        number = ks[at]
+        if number < highest - window:
+            low += 1
+            if low == _RUN:
+                found.append(articles[at - _RUN + 1])
+                highest = 0
+                for j in range(at - _RUN + 1, at + 1):
+                    if ks[j] > highest:
+                        highest = ks[j]
+                low = 0
+        else:
+            low = 0
+            if number > highest:
+                highest = number
+    return found
 
-    The common case is `_file_chunks`' quick one: every k is ASCII digits
-    (zero padding allowed) within 1..N and none repeats, every message-id
-    is "<" + ASCII text without angle brackets + ">" of at most
-    `max_message_id` bytes, every size is ASCII digits within uint32, every
-    article number digits below 2**62; and the numbers never fall more than
-    min(`shuffle`, N // 2) below the highest before them (else the file may
-    start over: `reposts.starts_over`). Anything else is None: the caller
-    converts the file in Python (`_file_chunks`), which sorts it out.
+
+def file_arrays(bytearray segments, long long total, Py_ssize_t max_message_id):
+    """A file's segments read and checked for take(), or None for the pure path.
+
+    Every segment must be what `_file_chunks` keeps as it is: k ASCII
+    digits (zero padding allowed) within 1..N, the article number digits
+    without zero padding below 2**62, the message-id "<" + ASCII text
+    without angle brackets + ">" of 3 to `max_message_id` bytes, the size
+    ASCII digits within uint32. Anything else is None: the caller converts
+    the release in Python, which sorts it out.
 
     Args:
         segments: the file's buffer (`_OpenFile.segments`): k, article
             number, date, message-id and bytes of each segment, each
             followed by a tab.
         total: the file's N.
-
-    Returns:
-        (numbers, sizes, message_ids, first, last, pauses): the numbers
-        ascending (array "I"), the sizes by number (array "I"), the
-        message-ids by number without brackets, joined by "\\n" (a str, as
-        `indexer.decode` gives it); the first and the last article number
-        in the order the lines came, and the file's pauses there
-        (`reposts.pauses`).
     """
     cdef const char *s = PyByteArray_AS_STRING(segments)
     cdef Py_ssize_t size = PyByteArray_GET_SIZE(segments)
     cdef Py_ssize_t count = _tabs(s, size) // 5
-    cdef Py_ssize_t at = 0, i, j, tab, n, mids = 0
-    cdef long long value, k, highest = 0
-    cdef long long window = min(shuffle, total // 2)
-    cdef bint ascending = True
-    cdef array.array numbers, sizes
-    cdef str message_ids
-    cdef char *out
-    cdef Py_ssize_t *where = NULL  # each message-id's start
-    cdef long long *order = NULL  # k << 32 | i, sorted when the lines came out of order
-    cdef long long *articles = NULL  # in the order the lines came
-    if count == 0 or count > total:
+    cdef Py_ssize_t at = 0, i, j, tab, n
+    cdef long long value, k
+    cdef bint plain = True  # no k zero padded
+    cdef unsigned char *seen = NULL  # per number: the length of its first k text
+    cdef FileArrays f
+    if count == 0 or not 0 < total <= 0xFFFFFFFF:
         return None
-    numbers = array.clone(_NUMBERS, count, zero=False)
-    sizes = array.clone(_SIZES, count, zero=False)
-    where = <Py_ssize_t *>PyMem_Malloc(count * sizeof(Py_ssize_t))
-    order = <long long *>PyMem_Malloc(count * sizeof(long long))
-    articles = <long long *>PyMem_Malloc(count * sizeof(long long))
-    if where == NULL or order == NULL or articles == NULL:
-        PyMem_Free(where)
-        PyMem_Free(order)
-        PyMem_Free(articles)
-        raise MemoryError()
+    f = FileArrays.__new__(FileArrays)
+    f.ks = <unsigned int *>PyMem_Malloc(count * sizeof(unsigned int))
+    f.articles = <long long *>PyMem_Malloc(count * sizeof(long long))
+    f.sizes = <unsigned int *>PyMem_Malloc(count * sizeof(unsigned int))
+    f.mids = <Py_ssize_t *>PyMem_Malloc(count * sizeof(Py_ssize_t))
+    f.dates = <Py_ssize_t *>PyMem_Malloc(count * sizeof(Py_ssize_t))
+    seen = <unsigned char *>calloc(total + 1, 1)
     try:
-        # Every field checked and read; the message-ids' places noted.
+        if f.ks == NULL or f.articles == NULL or f.sizes == NULL or f.mids == NULL or f.dates == NULL or seen == NULL:
+            raise MemoryError()
+        f.ordered = True
         for i in range(count):
             tab = _tab(s, at, size)  # k
             n = tab - at
@@ -488,17 +583,23 @@ def file_segments(bytearray segments, long long total, Py_ssize_t max_message_id
             k = _number(s + at, n)
             if not 0 < k <= total:
                 return None
-            if k <= highest:
-                ascending = False
-                if highest - k > window:
-                    return None
+            if n > 1 and s[at] == b'0':
+                plain = False
+            # A k text of up to 254 digits (else the pure path): the same number
+            # in as many digits is the same text.
+            if n > 254:
+                return None
+            if seen[k]:
+                f.repeats = True
+                if seen[k] == n:
+                    f.repeated_texts = True
             else:
-                highest = k
-            order[i] = (k << 32) | i
+                seen[k] = <unsigned char>n
+            f.ks[i] = <unsigned int>k
             at = tab + 1
             tab = _tab(s, at, size)  # article number
             n = tab - at
-            if not _digits(s + at, n):
+            if not _digits(s + at, n) or (n > 1 and s[at] == b'0'):
                 return None
             value = 0
             for j in range(n):
@@ -507,19 +608,21 @@ def file_segments(bytearray segments, long long total, Py_ssize_t max_message_id
                 if value > (ARTICLE_CAP - 1 - (s[at + j] - 48)) // 10:
                     return None
                 value = value * 10 + (s[at + j] - 48)
-            articles[i] = value
+            if i and value < f.articles[i - 1]:
+                f.ordered = False
+            f.articles[i] = value
+            f.dates[i] = tab + 1
             at = _tab(s, tab + 1, size) + 1  # past the date
             tab = _tab(s, at, size)  # message-id
             n = tab - at
-            if not (2 <= n <= max_message_id and s[at] == b'<' and s[tab - 1] == b'>'):
+            if not (2 < n <= max_message_id and s[at] == b'<' and s[tab - 1] == b'>'):
                 return None
             if memchr(s + at + 1, b'<', n - 2) != NULL or memchr(s + at + 1, b'>', n - 2) != NULL:
                 return None
             for j in range(at + 1, tab - 1):
                 if <unsigned char>s[j] > 127:
                     return None  # decode() reads it: the pure path
-            where[i] = at
-            mids += n - 2
+            f.mids[i] = at
             at = tab + 1
             tab = _tab(s, at, size)  # bytes
             n = tab - at
@@ -528,36 +631,266 @@ def file_segments(bytearray segments, long long total, Py_ssize_t max_message_id
             value = _number(s + at, n)
             if value > 0xFFFFFFFF:
                 return None
-            sizes.data.as_uints[i] = <unsigned int>value
+            f.sizes[i] = <unsigned int>value
             at = tab + 1
-        if not ascending:
-            qsort(order, count, sizeof(long long), _ascending)
-            for i in range(1, count):
-                if order[i] >> 32 == order[i - 1] >> 32:
-                    return None  # a number repeats
-        # By number: the numbers, the sizes and the message-ids without
-        # brackets (ASCII: a str of one byte a character, filled in place).
-        message_ids = PyUnicode_New(mids + count - 1, 127)
-        out = <char *>PyUnicode_DATA(message_ids)
-        j = 0
-        for i in range(count):
-            numbers.data.as_uints[i] = <unsigned int>(order[i] >> 32)
-            at = where[order[i] & 0xFFFFFFFF]
-            n = _tab(s, at, size) - at - 2
-            memcpy(out + j, s + at + 1, n)
-            j += n
-            if i + 1 < count:
-                out[j] = b'\n'
-                j += 1
-        if not ascending:
-            for i in range(count):
-                order[i] = sizes.data.as_uints[order[i] & 0xFFFFFFFF]
-            for i in range(count):
-                sizes.data.as_uints[i] = <unsigned int>order[i]
-        return (
-            numbers, sizes, message_ids, articles[0], articles[count - 1], _pauses(articles, count)
-        )
     finally:
-        PyMem_Free(where)
+        free(seen)
+    f.segments = segments
+    f.total = total
+    f.count = count
+    f.first = f.articles[0]
+    f.last = f.articles[count - 1]
+    f.pauses = _pauses(f.articles, count)
+    f.restarts = _restarts(f.ks, f.articles, count, total) if plain else []
+    return f
+
+
+cdef long long _wide_of(const long long *gaps, Py_ssize_t count) except -1:
+    # reposts._wide_of (its oracle): WIDE times the median gap, at least
+    # MIN_GAP; MIN_GAP when no gap is wider.
+    cdef Py_ssize_t i
+    cdef long long widest = 0, median
+    cdef long long *ordered
+    for i in range(count):
+        if gaps[i] > widest:
+            widest = gaps[i]
+    if count == 0 or widest <= _MIN_GAP:
+        return _MIN_GAP
+    ordered = <long long *>PyMem_Malloc(count * sizeof(long long))
+    if ordered == NULL:
+        raise MemoryError()
+    memcpy(ordered, gaps, count * sizeof(long long))
+    qsort(ordered, count, sizeof(long long), _ascending)
+    median = ordered[count // 2]
+    PyMem_Free(ordered)
+    if median > UNREACHABLE // _WIDE:
+        return UNREACHABLE
+    return max(_MIN_GAP, _WIDE * median)
+
+
+def pass_starts(list files, bint cut=True):
+    """The first article of each later pass of a release, from its files' arrays: the
+    compiled twin of `indexer.release_pass_starts`.
+
+    Args:
+        files: the release's files (`FileArrays`), in the order of its members.
+        cut: and where its posting pauses long.
+    """
+    cdef Py_ssize_t n = 0, at, i, j, distinct, last_start = 0, run = 0, seen_count = 0
+    cdef Py_ssize_t lo, hi, mid
+    cdef long long base = 0, wide, least
+    cdef unsigned int generation = 1
+    cdef FileArrays f
+    cdef long long *keys = NULL  # each segment's number, the files' apart
+    cdef long long *unique = NULL  # the distinct keys, ascending
+    cdef long long *gaps = NULL
+    cdef Py_ssize_t *ranks = NULL  # in article order: each segment's key among `unique`
+    cdef unsigned int *stamp = NULL  # a key is in the current pass: its stamp is `generation`
+    cdef Posted *posted = NULL
+    cdef list found = []
+    for f in files:
+        n += f.count
+    if n == 0:
+        return found
+    try:
+        keys = <long long *>PyMem_Malloc(n * sizeof(long long))
+        unique = <long long *>PyMem_Malloc(n * sizeof(long long))
+        gaps = <long long *>PyMem_Malloc(n * sizeof(long long))
+        ranks = <Py_ssize_t *>PyMem_Malloc(n * sizeof(Py_ssize_t))
+        stamp = <unsigned int *>calloc(n, sizeof(unsigned int))
+        posted = <Posted *>PyMem_Malloc(n * sizeof(Posted))
+        if keys == NULL or unique == NULL or gaps == NULL or ranks == NULL or stamp == NULL or posted == NULL:
+            raise MemoryError()
+        at = 0
+        for f in files:
+            for i in range(f.count):
+                keys[at] = base + f.ks[i]
+                posted[at].article = f.articles[i]
+                posted[at].at = at
+                at += 1
+            base += f.total + 1
+        memcpy(unique, keys, n * sizeof(long long))
+        qsort(unique, n, sizeof(long long), _ascending)
+        distinct = 1
+        for i in range(1, n):
+            if unique[i] != unique[distinct - 1]:
+                unique[distinct] = unique[i]
+                distinct += 1
+        qsort(posted, n, sizeof(Posted), _by_article)
+        for i in range(1, n):
+            gaps[i - 1] = posted[i].article - posted[i - 1].article
+        wide = _wide_of(gaps, n - 1) if cut else UNREACHABLE
+        least = min(_RUN, distinct)
+        if least < _SMALL_PASS or n - distinct < least:
+            # Too few numbers come again for a pass to start: only pauses cut
+            # (reposts.gap_cuts).
+            for i in range(1, n):
+                if gaps[i - 1] > wide:
+                    found.append(posted[i].article)
+            return found
+        for i in range(n):
+            lo, hi = 0, distinct
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if unique[mid] < keys[posted[i].at]:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            ranks[i] = lo
+        # reposts.pass_starts, in article order.
+        for at in range(n):
+            if at and gaps[at - 1] > wide and last_start != at:
+                # A cut, not a pass: what the pass holds still counts for repeats.
+                found.append(posted[at].article)
+                last_start = at
+            if stamp[ranks[at]] == generation:
+                run += 1
+                if run == min(_RUN, seen_count) and seen_count >= _SMALL_PASS:
+                    last_start = at - run + 1
+                    found.append(posted[last_start].article)
+                    generation += 1
+                    seen_count = 0
+                    for j in range(last_start, at + 1):
+                        if stamp[ranks[j]] != generation:
+                            stamp[ranks[j]] = generation
+                            seen_count += 1
+                    run = 0
+            else:
+                run = 0
+                stamp[ranks[at]] = generation
+                seen_count += 1
+        return found
+    finally:
+        PyMem_Free(keys)
+        PyMem_Free(unique)
+        PyMem_Free(gaps)
+        PyMem_Free(ranks)
+        free(stamp)
+        PyMem_Free(posted)
+
+
+def sorted_articles(list files):
+    """The article numbers of every segment of the files, ascending (array "q")."""
+    cdef Py_ssize_t n = 0, at = 0
+    cdef FileArrays f
+    cdef array.array found
+    for f in files:
+        n += f.count
+    found = array.clone(_ARTICLES, n, zero=False)
+    for f in files:
+        memcpy(found.data.as_longlongs + at, f.articles, f.count * sizeof(long long))
+        at += f.count
+    qsort(found.data.as_longlongs, n, sizeof(long long), _ascending)
+    return found
+
+
+cdef inline Py_ssize_t _bisect_left(const long long *a, Py_ssize_t n, long long x) noexcept nogil:
+    cdef Py_ssize_t lo = 0, hi = n, mid
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if a[mid] < x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+cdef tuple _piece(FileArrays f, const char *s, Py_ssize_t size, const Py_ssize_t *order, Py_ssize_t kept):
+    # The segments at `order` (ascending by number) as a chunk's arrays: the
+    # numbers, the sizes, the message-ids without brackets joined by "\n"
+    # (ASCII: a str of one byte a character, filled in place), and the date
+    # of the piece's first line.
+    cdef array.array numbers = array.clone(_NUMBERS, kept, zero=False)
+    cdef array.array sizes = array.clone(_SIZES, kept, zero=False)
+    cdef Py_ssize_t i, j = 0, at, n, length = kept - 1
+    cdef str message_ids
+    cdef char *out
+    for i in range(kept):
+        length += _tab(s, f.mids[order[i]], size) - f.mids[order[i]] - 2
+    message_ids = PyUnicode_New(length, 127)
+    out = <char *>PyUnicode_DATA(message_ids)
+    for i in range(kept):
+        numbers.data.as_uints[i] = f.ks[order[i]]
+        sizes.data.as_uints[i] = f.sizes[order[i]]
+        at = f.mids[order[i]]
+        n = _tab(s, at, size) - at - 2
+        memcpy(out + j, s + at + 1, n)
+        j += n
+        if i + 1 < kept:
+            out[j] = b'\n'
+            j += 1
+    return numbers, sizes, message_ids
+
+
+def file_pieces(FileArrays f, list starts):
+    """A file cut at `starts` (articles where a pass or a piece begins): the compiled twin
+    of `indexer._pieces`.
+
+    Each piece is a slice of the file's segments in the order its lines
+    came: kept whole when its numbers ascend, else the first post of each
+    number (the others counted as repeats). The file's article numbers
+    must not fall (`f.ordered`) unless `starts` is empty.
+
+    Returns:
+        (pieces, repeats): per piece (numbers, sizes, message_ids, date) or
+        None for a piece without a segment (trailing ones left out): the
+        numbers ascending (array "I"), the sizes by number (array "I"), the
+        message-ids by number without brackets, joined by "\\n" (a str, as
+        `indexer.decode` gives it) and the date text of the piece's first
+        line; and the repeats left out.
+    """
+    cdef const char *s = PyByteArray_AS_STRING(f.segments)
+    cdef Py_ssize_t size = PyByteArray_GET_SIZE(f.segments)
+    cdef Py_ssize_t parts = len(starts) + 1, b, i, begin, end, kept, date, repeats = 0
+    cdef Py_ssize_t *bounds = NULL
+    cdef Py_ssize_t *order = NULL
+    cdef long long *by_number = NULL  # k << 32 | place
+    cdef bint ascending
+    cdef list pieces = []
+    if starts and not f.ordered:
+        raise ValueError("a file whose article numbers fall is not cut")
+    try:
+        bounds = <Py_ssize_t *>PyMem_Malloc((parts + 1) * sizeof(Py_ssize_t))
+        order = <Py_ssize_t *>PyMem_Malloc(f.count * sizeof(Py_ssize_t))
+        by_number = <long long *>PyMem_Malloc(f.count * sizeof(long long))
+        if bounds == NULL or order == NULL or by_number == NULL:
+            raise MemoryError()
+        bounds[0] = 0
+        for b in range(1, parts):
+            bounds[b] = _bisect_left(f.articles, f.count, starts[b - 1])
+        bounds[parts] = f.count
+        for b in range(parts):
+            begin, end = bounds[b], bounds[b + 1]
+            if begin >= end:
+                pieces.append(None)
+                continue
+            ascending = True
+            for i in range(begin + 1, end):
+                if f.ks[i - 1] >= f.ks[i]:
+                    ascending = False
+                    break
+            if ascending:
+                kept = end - begin
+                for i in range(kept):
+                    order[i] = begin + i
+            else:
+                for i in range(begin, end):
+                    by_number[i - begin] = (<long long>f.ks[i] << 32) | i
+                qsort(by_number, end - begin, sizeof(long long), _ascending)
+                kept = 0
+                for i in range(end - begin):
+                    if kept == 0 or by_number[i] >> 32 != by_number[i - 1] >> 32:
+                        order[kept] = by_number[i] & 0xFFFFFFFF
+                        kept += 1
+                repeats += end - begin - kept
+            date = f.dates[begin]
+            pieces.append(
+                (*_piece(f, s, size, order, kept), PyBytes_FromStringAndSize(s + date, _tab(s, date, size) - date))
+            )
+        while pieces and pieces[len(pieces) - 1] is None:
+            pieces.pop()
+        return pieces, repeats
+    finally:
+        PyMem_Free(bounds)
         PyMem_Free(order)
-        PyMem_Free(articles)
+        PyMem_Free(by_number)

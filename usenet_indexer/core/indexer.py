@@ -58,7 +58,7 @@ from email.utils import mktime_tz, parsedate_tz
 from functools import partial
 from itertools import islice, pairwise
 from operator import itemgetter, lt
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import attrs
 import orjson
@@ -75,7 +75,6 @@ from usenet_indexer.core.naming import probe_file_rank, release_name
 from usenet_indexer.core.reposts import (
     MIN_GAP,
     RUN,
-    SHUFFLE,
     SMALL_PASS,
     WIDE,
     gap_cuts,
@@ -141,6 +140,9 @@ MALFORMED = frozenset(
 
 _COUNTER = re.compile(rb"\((\d{1,7})/(\d{1,7})\)")
 
+if TYPE_CHECKING:
+    from usenet_indexer.core._fastindex import FileArrays, Piece
+
 # The compiled twin of RangeIndexer._scan (core/_fastindex.pyx): data, the
 # indexer's _fast dict, its _slow_line, its _open dict, the _OpenFile class and
 # _LIMITS in; (lines, lines with a NUL) out.
@@ -157,25 +159,32 @@ Scan = Callable[
 ]
 # What the compiled loop checks a new file's first segment against, as _slow_line does.
 _LIMITS = (MAX_HEADER_BYTES, MAX_MESSAGE_ID_BYTES, MAX_SEGMENTS, _MAX_SIZE)
-# The compiled twin of `_OpenFile.lists` and `_file_chunks`' quick path, with
-# `reposts.pauses` (`_fastindex.file_segments`): a file's segments buffer, N,
-# the longest message-id and reposts.SHUFFLE in; the numbers, sizes, joined
-# message-ids, first and last article number and pauses out, or None for the
-# pure path.
-FileSegments = Callable[
-    [bytearray, int, int, int],
-    "tuple[array[int], array[int], str, int, int, list[tuple[int, int]]] | None",
-]
 
 
-def _compiled() -> tuple[Scan | None, FileSegments | None]:
+class CompiledFiles(NamedTuple):
+    """take()'s compiled conversion of a release's files (core/_fastindex), the twin of
+    `_OpenFile.lists`, `_file_chunks`, `reposts.pauses`, `reposts.restarts`,
+    `release_pass_starts` and `_pieces` (`RangeIndexer._compiled_release` runs it)."""
+
+    file_arrays: Callable[[bytearray, int, int], FileArrays | None]
+    pass_starts: Callable[[list[FileArrays], bool], list[int]]
+    sorted_articles: Callable[[list[FileArrays]], array[int]]
+    file_pieces: Callable[[FileArrays, list[int]], tuple[list[Piece | None], int]]
+
+
+def _compiled() -> tuple[Scan | None, CompiledFiles | None]:
     """The compiled loop and file conversion, or None where the extension was not built
     (no C compiler)."""
     try:
-        from usenet_indexer.core._fastindex import file_segments, scan
+        from usenet_indexer.core import _fastindex
     except ImportError:
         return None, None
-    return scan, file_segments
+    return _fastindex.scan, CompiledFiles(
+        _fastindex.file_arrays,
+        _fastindex.pass_starts,
+        _fastindex.sorted_articles,
+        _fastindex.file_pieces,
+    )
 
 
 COMPILED_SCAN, COMPILED_FILES = _compiled()
@@ -515,7 +524,10 @@ class RangeIndexer:
             if dropped_by is not None and not self.keep_dropped:
                 continue  # counted; never converted
             judged.append((release, members, dropped_by))
-        passes = _upload_passes(members for _, members, dropped_by in judged if dropped_by is None)
+        passes = _upload_passes(
+            (members for _, members, dropped_by in judged if dropped_by is None),
+            None if self.pure else COMPILED_FILES,
+        )
         for release, members, dropped_by in judged:
             upload = _upload_of(members) if passes else None
             upload_starts = passes.get(upload, ()) if upload is not None else ()
@@ -637,24 +649,19 @@ class RangeIndexer:
         (the compiled conversion takes only releases without a repeat).
         """
         if COMPILED_FILES is not None and not self.pure:
-            common = self._common_release(COMPILED_FILES, members)
-            if common is not None:
-                return self._released(release_key, members, common)
+            compiled = self._compiled_release(COMPILED_FILES, members, upload_starts)
+            if compiled is not None:
+                return self._released(release_key, members, compiled)
         texts = [member.lists() for member in members]
-        # Where the posting pauses long, between files or inside one: every
-        # file of the release is cut there alike (a piece is a chunk).
-        paused = [pauses(_article_ints(text)) for text in texts]
-        cuts = _release_gaps(
-            [(int(t.articles[0]), int(t.articles[-1]), len(t.ks)) for t in texts], paused
+        # Where the posting pauses long, between files or inside one, and where
+        # a repost starts each file over: every file of the release is cut
+        # there alike (a piece is a chunk).
+        cuts = _release_cuts(
+            [(int(t.articles[0]), int(t.articles[-1]), len(t.ks)) for t in texts],
+            [pauses(_article_ints(text)) for text in texts],
+            [at for m, t in zip(members, texts, strict=True) for at in _restarts(m, t)],
         )
-        # A repost starts each file over in turn: one cut where the first does.
-        started = sorted(at for m, t in zip(members, texts, strict=True) for at in _restarts(m, t))
-        cuts += [
-            b
-            for a, b in zip([None, *started], started, strict=False)
-            if a is None or b - a > MIN_GAP
-        ]
-        passes = _Passes(self._dates, cuts=sorted(set(cuts)))
+        passes = _Passes(self._dates, cuts=cuts)
         pairs = list(zip(members, texts, strict=True))
         found: list[tuple[list[FileChunk | None], _OpenFile]] = []
         if any(not text.in_order() and len(set(text.ks)) < len(text.ks) for text in texts):
@@ -669,7 +676,12 @@ class RangeIndexer:
                 {
                     *passes.cuts,
                     *release_pass_starts([(t, m.total) for m, t in pairs]),
-                    *_own_starts(texts, upload_starts),
+                    *_own_starts(
+                        sorted(int(article) for text in texts for article in text.articles)
+                        if upload_starts
+                        else [],
+                        upload_starts,
+                    ),
                 }
             )
             # Looked at (again): the deferred files (all, or those whose numbers
@@ -683,29 +695,79 @@ class RangeIndexer:
                     found.append((_file_chunks(member, text, counted, passes), member))
         return self._released(release_key, members, found)
 
-    def _common_release(
-        self, convert: FileSegments, members: list[_OpenFile]
+    def _compiled_release(
+        self, compiled: CompiledFiles, members: list[_OpenFile], upload_starts: Sequence[int]
     ) -> list[tuple[list[FileChunk | None], _OpenFile]] | None:
-        """The files' chunks when every file is the common case and nothing cuts the release
-        (`_fastindex.file_segments`, the compiled twin of `lists` and `_file_chunks`' quick
-        path); None, having changed nothing, for the pure path to sort out.
+        """The files' chunks, each cut into the release's pieces, from their segments read
+        into arrays (`_fastindex`, the compiled twin of the pure path of `_release_chunks`);
+        None, having changed nothing, for the pure path to sort out.
 
-        Files whose numbers do not repeat and do not start over (`file_segments`)
-        give the release one pass, cut only where its posting pauses.
+        Only a release whose every segment is good takes this way (`file_arrays`:
+        no forged k, bad size or message-id, and article numbers that do not
+        fall in a file that is cut): then the pure path keeps every segment,
+        cuts every file at the release's pieces and keeps the first post of
+        each number in each, which is what this does.
         """
-        converted = []
+        files = []
         for member in members:
-            found = convert(member.segments, member.total, MAX_MESSAGE_ID_BYTES, SHUFFLE)
-            if found is None:
+            arrays = compiled.file_arrays(member.segments, member.total, MAX_MESSAGE_ID_BYTES)
+            if arrays is None:
                 return None
-            converted.append(found)
-        spans = [(first, last, len(numbers)) for numbers, _, _, first, last, _ in converted]
-        if _release_gaps(spans, [paused for *_, paused in converted]):
-            return None  # cut into pieces
-        return [
-            ([_make_file_chunk(member, self._dates, numbers, mids, sizes)], member)
-            for member, (numbers, sizes, mids, *_) in zip(members, converted, strict=True)
-        ]
+            files.append(arrays)
+        cuts = _release_cuts(
+            [(f.first, f.last, f.count) for f in files],
+            [f.pauses for f in files],
+            [at for f in files for at in f.restarts],
+        )
+        repeats = any(f.repeats for f in files)
+        starts = cuts
+        if repeats:
+            starts = sorted(
+                {
+                    *cuts,
+                    *compiled.pass_starts(files, True),
+                    *_own_starts(
+                        compiled.sorted_articles(files) if upload_starts else [], upload_starts
+                    ),
+                }
+            )
+        if starts and not all(f.ordered for f in files):
+            return None  # (lines out of article order: the pure path cuts them as it does)
+        dates = self._dates
+        found: list[tuple[list[FileChunk | None], _OpenFile]] = []
+        repeated = 0
+        for member, arrays in zip(members, files, strict=True):
+            pieces, left_out = compiled.file_pieces(arrays, starts)
+            repeated += left_out
+            found.append(
+                (
+                    [
+                        None
+                        if piece is None
+                        else _make_file_chunk(
+                            member,
+                            dates,
+                            piece[0],
+                            piece[2],
+                            piece[1],
+                            posted=_parsed(dates, piece[3]),
+                        )
+                        for piece in pieces
+                    ],
+                    member,
+                )
+            )
+        if cuts or repeats:
+            # Where the pure path cuts a file (`_pieces`), it counts its repeats, if none.
+            self._skipped["repeated_segment"] += repeated
+        if repeats and not starts and not any(f.repeated_texts for f in files):
+            # In the pure path's order: files whose numbers repeat only under other
+            # texts ("2" and "02") are deferred by `_file_chunks`, and come after the
+            # others when nothing cuts the release (the files' order breaks ties).
+            found = [p for p, f in zip(found, files, strict=True) if not f.repeats] + [
+                p for p, f in zip(found, files, strict=True) if f.repeats
+            ]
+        return found
 
     def _released(
         self,
@@ -922,6 +984,26 @@ def _release_gaps(
     return sorted(cuts)
 
 
+def _release_cuts(
+    files: list[tuple[int, int, int]], paused: list[list[tuple[int, int]]], restarted: list[int]
+) -> list[int]:
+    """Where a release is cut whether or not its files repeat numbers (first articles after):
+    its pauses (`_release_gaps`), and where a repost starts its files over, one cut where
+    the first file does (the others follow within `reposts.MIN_GAP`).
+
+    Args:
+        files: each file's first and last article number and segment count.
+        paused: each file's pauses (`reposts.pauses`).
+        restarted: the articles where its files start over (`reposts.restarts`).
+    """
+    cuts = _release_gaps(files, paused)
+    started = sorted(restarted)
+    cuts += [
+        b for a, b in zip([None, *started], started, strict=False) if a is None or b - a > MIN_GAP
+    ]
+    return sorted(set(cuts))
+
+
 def _article_ints(texts: _Texts) -> list[int]:
     """A file's article numbers as ints for `reposts.pauses`; [] for a file too short to pause."""
     if len(texts.articles) <= WIDE + 1:
@@ -987,7 +1069,9 @@ def release_pass_starts(files: Sequence[tuple[_Texts, int]], *, cut: bool = True
     return [articles[at] for at in starts[1:]]
 
 
-def _upload_passes(releases: Iterable[list[_OpenFile]]) -> dict[tuple[bytes, int], list[int]]:
+def _upload_passes(
+    releases: Iterable[list[_OpenFile]], compiled: CompiledFiles | None
+) -> dict[tuple[bytes, int], list[int]]:
     """Where each upload (a poster and an M of at least 2) of the batch starts a later
     pass in one of its release keys: the first article of each pass.
 
@@ -999,7 +1083,8 @@ def _upload_passes(releases: Iterable[list[_OpenFile]]) -> dict[tuple[bytes, int
     re-sends a segment within seconds of its post, never across the start of
     its poster's next pass of the same upload. Only keys of one poster whose
     upload has another key in the batch, and whose files hold more segments
-    than their N (a file posted twice), are read for it.
+    than their N (a file posted twice), are read for it (`compiled`: the
+    compiled conversion, or None for the pure one).
     """
     by_upload: dict[tuple[bytes, int], list[list[_OpenFile]]] = {}
     for members in releases:
@@ -1013,20 +1098,37 @@ def _upload_passes(releases: Iterable[list[_OpenFile]]) -> dict[tuple[bytes, int
         starts: set[int] = set()
         for members in keys:
             if any(m.count > m.total for m in members):
-                files = [(m.lists(), m.total) for m in members]
-                starts.update(release_pass_starts(files, cut=False))
+                starts.update(_key_pass_starts(members, compiled))
         if starts:
             found[upload] = sorted(starts)
     return found
 
 
-def _own_starts(texts: list[_Texts], upload_starts: Sequence[int]) -> list[int]:
+def _key_pass_starts(members: list[_OpenFile], compiled: CompiledFiles | None) -> list[int]:
+    """`release_pass_starts` of one release key's files, without its pauses: from their
+    arrays where each file converts (`_fastindex.pass_starts`), else from their texts."""
+    if compiled is not None:
+        files = []
+        for member in members:
+            arrays = compiled.file_arrays(member.segments, member.total, MAX_MESSAGE_ID_BYTES)
+            if arrays is None:
+                break
+            files.append(arrays)
+        else:
+            return compiled.pass_starts(files, False)
+    return release_pass_starts([(m.lists(), m.total) for m in members], cut=False)
+
+
+def _own_starts(articles: Sequence[int], upload_starts: Sequence[int]) -> list[int]:
     """The upload's pass starts as a release's: each its first article at or after one
     inside its span (a piece of the release starts at an article of its own, so no
-    pass of it is empty and its chain of keys has no gap)."""
-    if not upload_starts:
-        return []
-    articles = sorted(int(article) for text in texts for article in text.articles)
+    pass of it is empty and its chain of keys has no gap).
+
+    Args:
+        articles: the release's article numbers, ascending (read only when
+            `upload_starts` has some).
+        upload_starts: where its upload starts later passes (`_upload_passes`).
+    """
     found = set()
     for start in upload_starts:
         at = bisect_left(articles, start)
