@@ -51,11 +51,12 @@ CREATE FUNCTION catalog_query_keys(q text, tag text) RETURNS text[]
                     ' ')
            END;
 
--- A pending list of 64 kB at most (gin_pending_list_limit; the default is 4 MB):
--- a GIN scan reads its whole pending list, and the walk scans the index once per
--- period (150 at 10M rows), so a 4 MB list of rows written since the last
--- vacuum would be read 150 times by one search (~77k pages). Without a list
--- (fastupdate off) each row's keys go into the lists as it is written: the
--- catalog build's PostgreSQL CPU went up by a third (bench-scale, 1M lines).
+-- A pending list of 256 kB at most (gin_pending_list_limit; the default is
+-- 4 MB): a GIN scan reads its whole pending list, and the walk scans the index
+-- once per period (150 at 10M rows), so a 4 MB list of rows written since the
+-- last vacuum would be read 150 times by one search (~77k pages; 256 kB: 32
+-- pages a look at most). Smaller lists are merged into the index too often: at
+-- 64 kB each catalog row written cost ~110 us more, at 256 kB a few, and
+-- without a list (fastupdate off) ~350 us more.
 CREATE INDEX catalog_search_keys ON catalog USING gin (catalog_search_keys(words, season, posted))
-    WITH (gin_pending_list_limit = 64);
+    WITH (gin_pending_list_limit = 256);
