@@ -23,13 +23,24 @@ INSERT = """
 """
 
 
-def add(pool: ConnectionPool, names: Sequence[str], first_posted: int = 1_700_000_000) -> None:
-    """Catalog rows of `names`, each posted a minute after the one before."""
+def add(
+    pool: ConnectionPool,
+    names: Sequence[str],
+    first_posted: int = 1_700_000_000,
+    apart: int = 60,
+) -> None:
+    """Catalog rows of `names`, each posted `apart` seconds after the one before."""
     with pool.connection() as conn, conn.cursor() as cursor:
         cursor.executemany(
             INSERT,
             [
-                (f"{n:032x}", name, search_name(name), first_posted + 60 * n, *season_episode(name))
+                (
+                    f"{n:032x}",
+                    name,
+                    search_name(name),
+                    first_posted + apart * n,
+                    *season_episode(name),
+                )
                 for n, name in enumerate(names)
             ],
         )
@@ -121,10 +132,17 @@ def test_a_typo_or_hostile_q_finds_nothing_without_an_error(table: CatalogTable)
         assert len(names(table, q)) == 7, q
 
 
+# Rows a minute apart (a few hours: one period of catalog_search_keys), or a fifth of
+# a period apart (3000 rows over 600 periods, ~24 days each: the walk goes through
+# hundreds of them, its pages and counts across their bounds).
+APART = [60, 2**21 // 5]
+
+
+@pytest.mark.parametrize("apart", APART)
 @pytest.mark.parametrize("analyzed", [False, True])
 @pytest.mark.parametrize("limit", [1, 10, 100])
 def test_pages_are_newest_first_whatever_plan_serves_them(
-    pool: ConnectionPool, limit: int, analyzed: bool
+    pool: ConnectionPool, limit: int, analyzed: bool, apart: int
 ) -> None:
     # 3000 rows: "every" is in all of them (its pages come from the newest rows),
     # "tenth" in one of ten, "sparse" in one of 150 (too few among the newest:
@@ -134,7 +152,7 @@ def test_pages_are_newest_first_whatever_plan_serves_them(
         words = ["every", f"r{n}"]
         words += ["tenth"] * (n % 10 == 3) + ["sparse"] * (n % 150 == 7) + ["old"] * (n < 40)
         made.append(".".join(words))
-    add(pool, made)
+    add(pool, made, apart=apart)
     if analyzed:  # the planner's guesses, from statistics, decide whether the newest are looked at
         with pool.connection() as conn:
             conn.execute("ANALYZE catalog")
@@ -151,3 +169,33 @@ def test_pages_are_newest_first_whatever_plan_serves_them(
             assert [r.item.name for r in rows] == expected[offset : offset + limit], (q, offset)
             # Every page, one past the end too, says how many match, up to the cap.
             assert total == min(len(expected), COUNT_MAX), (q, offset)
+
+
+@pytest.mark.parametrize("apart", APART)
+def test_maxage_and_the_episode_are_asked_beside_the_words(
+    pool: ConnectionPool, apart: int
+) -> None:
+    # 600 episodes of two shows over seasons 1-5, posted in order; maxage (since)
+    # cuts the oldest off, a tvsearch takes its season's and episode's rows only.
+    made = [
+        f"{'Atlas.Empire' if n % 3 else 'Crimson.Tower'}.S{1 + n // 120:02d}E{1 + n % 24:02d}"
+        ".1080p.WEB.h264-NTb"
+        for n in range(600)
+    ]
+    first = 1_700_000_000
+    add(pool, made, first_posted=first, apart=apart)
+    table = CatalogTable(pool)
+    atlas = [name for name in reversed(made) if name.startswith("Atlas.")]
+    since = first + apart * 450
+    total, rows = table.search(Search(words="atlas empire", since=since, limit=100))
+    assert [r.item.name for r in rows] == [n for n in made[450:] if n.startswith("Atlas.")][::-1]
+    assert total == len(rows) == 100  # 150 newest rows, two thirds of them Atlas's
+    for season, episode in ((1, 2), (3, None), (5, 24), (6, 1)):
+        total, rows = table.search(Search(words="atlas", season=season, episode=episode))
+        wanted = [
+            name
+            for name in atlas
+            if season_episode(name)[0] == season and episode in (None, season_episode(name)[1])
+        ]
+        assert [r.item.name for r in rows] == wanted[:100], (season, episode)
+        assert total == min(len(wanted), COUNT_MAX), (season, episode)

@@ -15,8 +15,11 @@ case, anything but letters and digits a word break, so `Show.Name`,
 `...WEB-DL-Kitsune`. Every word of q must be in the name, as newznab
 indexers and the programs that ask them (Sonarr, Radarr, NZBHydra2) expect;
 a repeated word counts once. First each word must be a whole word of the
-name: full text search over `words` (GIN catalog_words_episode, whose
-season and episode columns serve tvsearch in the same scan). Only when no
+name: the lexemes of full text search over `words`, asked as keys of GIN
+catalog_search_keys (migration 0026): a word's key per period of ~24 days,
+walked newest first until the page and the count are found (`_WALK`), and
+per season for tvsearch; with an id, `words @@` (GIN catalog_words_episode)
+beside the id's index. Only when no
 release has them all are words of 3 characters or more taken as parts of
 words too, `search_name LIKE '%word%'` (pg_trgm, GIN catalog_trigrams):
 `s01e0` finds `S01E05`, `1080` finds `1080p`, `kitsu` finds `Kitsune`; the
@@ -254,6 +257,36 @@ _BITMAP_COUNTED = """
     ORDER BY m.posted DESC, m.id DESC
 """
 _BITMAP_ANY = "SELECT FROM catalog WHERE {} ORDER BY posted + 0 LIMIT 1"
+# q's whole words, period by period (migration 0026's catalog_search_keys: a
+# word's key per period of ~24 days), newest first: each period's matches by
+# its keys' bitmap, sorted (`posted + 0`: the order of no index, so that no
+# walk of catalog_offered evaluates the keys row by row), until LIMIT has the
+# page's end and the count's. The periods are apart in time, so the matches
+# come in the order of (posted DESC, id DESC) as a whole: the newest n of them
+# are the page's rows and, up to _COUNT_MAX, the total. A period without the
+# words costs a look in the index's entry tree (10M rows, 150 periods: a rare q
+# walks them all in a few ms). The page is read from the walked ids; its first
+# row carries the count (NULL columns but the count: past the last match).
+_WALK = """
+    WITH walked AS MATERIALIZED (
+        SELECT m.id, m.posted
+        FROM generate_series((SELECT catalog_period(max(posted)) FROM catalog),
+                             (SELECT catalog_period(greatest(min(posted), %s)) FROM catalog),
+                             -1) AS period,
+             LATERAL (SELECT id, posted FROM catalog
+                      WHERE catalog_search_keys(words, season, posted)
+                            @> catalog_query_keys(%s, '|' || period) AND {}
+                      ORDER BY posted + 0 DESC, id DESC) AS m
+        LIMIT %s)
+    SELECT c.id, c.guid, c.name, c.category, c.size, c.files, c.poster, c.groups, c.posted,
+           c.completion, c.season, c.episode, c.grabs, c.sources, c.state, c.imdb, c.tvdb,
+           c.tvmaze, c.tmdb, t.total
+    FROM (SELECT count(*) AS total FROM walked) AS t
+    LEFT JOIN (SELECT id, posted FROM walked ORDER BY posted DESC, id DESC LIMIT %s OFFSET %s)
+        AS p ON true
+    LEFT JOIN catalog AS c ON c.id = p.id
+    ORDER BY p.posted DESC, p.id DESC
+"""
 _GRAB = "UPDATE catalog SET grabs = grabs + 1 WHERE guid = %s"
 # A search's total: its matches counted, up to _COUNT_MAX, by the conditions of its
 # page (offset and limit play no part: every page of a query says the same). Only a
@@ -465,7 +498,8 @@ _OFFERED: _Condition = (sql.SQL("state <> 'broken'"), _NO_PARAMETER)
 
 
 def _word_conditions(words: Sequence[str], *, partial: bool) -> list[_Condition]:
-    """Every word in full (full text, catalog_words_episode), or, `partial`, those of
+    """Every word in full (full text, catalog_words_episode: beside an id; the walk and
+    tvsearch ask catalog_search_keys), or, `partial`, those of
     _TRIGRAM_MIN characters or more anywhere in the name (pg_trgm, catalog_trigrams)."""
     parts = [w for w in words if partial and len(w) >= _TRIGRAM_MIN]
     whole = [w for w in words if w not in parts]
@@ -477,6 +511,45 @@ def _word_conditions(words: Sequence[str], *, partial: bool) -> list[_Condition]
     # No word holds % or _ (search_name breaks on both): nothing to escape.
     conditions += [(sql.SQL("search_name LIKE %s"), f"%{w}%") for w in parts]
     return conditions
+
+
+def _season_keys(words: Sequence[str], season: int) -> _Condition:
+    """Every word in full in a row of `season` (catalog_search_keys' season keys: each
+    word's list holds that season's rows only)."""
+    keys = sql.SQL("catalog_search_keys(words, season, posted) @> catalog_query_keys(%s, {})")
+    return keys.format(sql.Literal(f"|s{season:d}")), " ".join(words)
+
+
+def _walk(
+    conn: psycopg.Connection[Any],
+    words: Sequence[str],
+    filters: Sequence[_Condition],
+    search: Search,
+) -> tuple[list[tuple[Any, ...]], int] | None:
+    """The page of q's whole words and its total (up to _COUNT_MAX) from the periods'
+    keys, newest first (see _WALK); None when no release matches (at any offset)."""
+    statement, params = _walk_statement(words, filters, search)
+    records = conn.execute(statement, params).fetchall()
+    total = int(records[0][-1])
+    if not total:
+        return None
+    return [r[:-1] for r in records if r[0] is not None], min(total, _COUNT_MAX)
+
+
+def _walk_statement(
+    words: Sequence[str], filters: Sequence[_Condition], search: Search
+) -> tuple[sql.Composed, list[object]]:
+    """_WALK for q's whole `words` and the search's `filters`, with its parameters."""
+    where, params = _where(filters)
+    wanted = max(_COUNT_MAX, search.offset + search.limit + 1)
+    return sql.SQL(_WALK).format(where), [
+        search.since,
+        " ".join(words),
+        *params,
+        wanted,
+        search.limit + 1,
+        search.offset,
+    ]
 
 
 def _has_partial(words: Sequence[str]) -> bool:
@@ -607,8 +680,10 @@ def _settings(conn: psycopg.Connection[Any], statement: str) -> Iterator[None]:
 def _word_page(
     conn: psycopg.Connection[Any], conditions: Sequence[_Condition], search: Search
 ) -> tuple[list[tuple[Any, ...]], int | None] | None:
-    """The page of a search with words: the newest rows looked at first, else every
-    match by the indexes' bitmaps; None when no release matches (at any offset).
+    """The page of a search with words that the periods' walk (`_walk`) does not serve
+    (parts of words, a tvsearch's season keys, words beside an id): the newest rows
+    looked at first, else every match by the indexes' bitmaps; None when no release
+    matches (at any offset).
     With the page, its total when the bitmaps counted it (up to _COUNT_MAX), else None.
 
     The planner guesses a word's matches from statistics and errs both ways. A
@@ -629,9 +704,9 @@ def _word_page(
     wanted = search.offset + search.limit + 1
     window = min(_WINDOW_PAGES * wanted, _WINDOW_MAX)
     # A show's season or episode (tvsearch) is a handful of releases, never a
-    # page among the newest rows: straight to the bitmaps (the words, season and
-    # episode in one scan of catalog_words_episode), as when the planner expects
-    # under a tenth of a page there.
+    # page among the newest rows: straight to the bitmaps (the words' season keys
+    # in one scan of catalog_search_keys), as when the planner expects under a
+    # tenth of a page there.
     if (
         search.season is None
         and search.episode is None
@@ -943,7 +1018,12 @@ class CatalogTable:
                 page = (_id_page if search.ids else _page)(conn, filters, search)
                 return _total(conn, filters, search, page), _rows(page[: search.limit])
             whole = [*_word_conditions(words, partial=False), *filters]
-            found = _word_page(conn, whole, search)
+            if search.ids:
+                found = _word_page(conn, whole, search)
+            elif search.season is not None:
+                found = _word_page(conn, [_season_keys(words, search.season), *filters], search)
+            else:
+                found = _walk(conn, words, filters, search)
             records: Sequence[tuple[Any, ...]] = []
             total = 0
             if found is not None:
