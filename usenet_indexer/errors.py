@@ -31,7 +31,8 @@
     │       ├── NoSuchGroup          411
     │       └── NoSuchArticle        420-430
     ├── NodeApiError             edge/client: the node API refused or failed
-    │   └── LeaseLostError       409: the range is not this node's any more
+    │   ├── LeaseLostError       409: the range is not this node's any more
+    │   └── UnreadableLink       edge/range_runner: a chunk's link answered 404
     ├── Refused                  coordinator/http/asgi: a request answered 4xx as is
     ├── ClientGone               coordinator/http/asgi: the client went away mid-request
     ├── LeaseLost                store/batches: not held with that epoch there (409)
