@@ -130,12 +130,11 @@ class SpoolReader:
         return self._frame(chunks[0], article, node_id, lease)
 
     def _frame(self, chunk: SpoolChunk, article: int, node_id: int, lease: Lease) -> Frame:
-        where = _where(node_id, lease)
         span = f"spool chunk {chunk.first}..{chunk.last}"
         if chunk.last < article:
             # The index answered a chunk before the one asked for: sending it
             # would not move the stream on.
-            logger.error("%s: %s does not hold article %d", where, span, article)
+            logger.error("%s: %s does not hold article %d", _where(node_id, lease), span, article)
             return Frame.error(f"{span} does not hold article {article}")
         if chunk.path is None:
             return Frame.gap(chunk.first, chunk.last)
@@ -146,7 +145,7 @@ class SpoolReader:
                 return Frame.link(chunk.first, chunk.last, url, codec=codec)
             payload = self.spool.read(chunk.path)
         except (ValueError, OSError, SpoolStoreError) as error:
-            logger.error("%s: %s cannot be sent: %s", where, span, error)
+            logger.error("%s: %s cannot be sent: %s", _where(node_id, lease), span, error)
             # Counted on the range: the edge gives it back and the next lease
             # streams the same chunk, so a chunk lost from the spool parks
             # the range instead of being asked for every idle_seconds for ever.
