@@ -138,8 +138,11 @@ class SeveralOutcome:
         other_errors: ERROR lines in the prefetchers' and edges' logs.
         landed: chunks each prefetcher logged as landed, in start order.
         not_stored: chunks the prefetchers said they could not store (the store down).
-        live_claims: claims on chunks not lapsed after everything stopped (SIGTERM gives
-            a prefetcher's back; only a killed one's may be left, and they lapse).
+        live_claims: claims on chunks not lapsed after everything stopped, of the
+            prefetchers stopped with SIGTERM (one gives its claims back as it stops);
+            the killed one's are not counted: they lapse CLAIM_SECONDS after its
+            death, which may be after the run (the chunks it had landed are claimed
+            until it would have listed again).
         stray_objects: objects under the spool's prefix that no chunk row names
             (an S3 spool), after the sweep.
         seconds: the run's length, from the coordinator's start to the last stop.
@@ -239,6 +242,8 @@ class Machines:
     prefetchers: list[Child] = attrs.field(init=False)
     edges: list[Child] = attrs.field(init=False)
     faults: Counter[str] = attrs.field(factory=Counter)
+    # The prefetchers killed (SIGKILL): their claims lapse rather than go back.
+    killed: list[Child] = attrs.field(factory=list)
 
     def __attrs_post_init__(self) -> None:
         logs = self.folder / "logs"
@@ -366,6 +371,7 @@ class Machines:
         if not (victim.running and claims):
             raise SystemExit("chaos: the prefetcher to kill held no claim (or had exited)")
         await victim.kill()
+        self.killed.append(victim)
         self.faults[PREFETCHER_KILL] += 1
         running = sum(child.running for child in beside)
         log(
@@ -533,7 +539,11 @@ def _conclude(
         other_errors=file_problems(*others).errors,
         landed=tuple(_landed(child.log) for child in machines.prefetchers),
         not_stored=machines._not_stored(),
-        live_claims=_live_claims(url),
+        live_claims=sum(
+            _live_claims(url, f":{child.process.pid}")
+            for child in machines.prefetchers
+            if child.process is not None and child not in machines.killed
+        ),
         stray_objects=stray,
         seconds=seconds,
     )

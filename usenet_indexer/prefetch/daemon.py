@@ -17,9 +17,10 @@ few chunks of the work list that no other prefetcher's live claim overlaps
 chunk is fetched twice and none is skipped; a group none of its servers
 carries is left to the others, and so is everything while none of its servers
 takes its login or a connection (it claims nothing then; its connections try
-their servers again, with growing pauses, until one answers); a killed
-prefetcher's claims lapse after
-CLAIM_SECONDS and its chunks are listed again. Probes are shared the same
+their servers again, with growing pauses, until one answers); one that stops
+cleanly gives its claims back once its connections have stopped; a killed
+prefetcher's claims lapse after CLAIM_SECONDS and its chunks are listed
+again. Probes are shared the same
 way through the probe queue's leases (store/probes.py).
 """
 
@@ -65,6 +66,8 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 # Waiting for the coordinator's database at start-up.
 DATABASE_WAIT_SECONDS = 2.0
 CLOSE_POOL_SECONDS = 10.0
+# Giving the claims back when stopped.
+RELEASE_SECONDS = 5.0
 
 
 @attrs.define(eq=False)
@@ -124,14 +127,21 @@ class Prefetcher:
         removed = await trio.to_thread.run_sync(self.options.spool.remove_leftovers)
         if removed:
             logger.info("removed %d temporary files of a writer that died", removed)
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._housekeeping.run)
-            nursery.start_soon(self._follower.run)
-            if self.options.probe.share > 0:
-                nursery.start_soon(self._prober.run)
-            for connection in self._connections():
-                nursery.start_soon(connection.run)
-            task_status.started()
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._housekeeping.run)
+                nursery.start_soon(self._follower.run)
+                if self.options.probe.share > 0:
+                    nursery.start_soon(self._prober.run)
+                for connection in self._connections():
+                    nursery.start_soon(connection.run)
+                task_status.started()
+        finally:
+            # Every connection has stopped (a claim in flight in a worker thread is
+            # done): its chunks go to the other prefetchers at once, not after
+            # CLAIM_SECONDS. Shielded, and time-limited of its own.
+            with trio.CancelScope(shield=True), trio.move_on_after(RELEASE_SECONDS):
+                await trio.to_thread.run_sync(self._work.spool.release_claims, self.name)
 
     def _health(self) -> list[Observed]:
         """What this prefetcher sees: its servers, the groups none of them carries, its

@@ -12,7 +12,10 @@ figures as they are then. Each round also reports the prefetcher's health
 (core/health.py: its servers, the groups none of them carries, its spool)
 and renews its claims on the chunks it listed (store/spool.py: they lapse
 CLAIM_SECONDS after a prefetcher that was killed); the last one, when
-stopped, gives its claims back and takes its health rows away.
+stopped, takes its health rows away. The claims are given back by the
+prefetcher itself once every connection has stopped (daemon.py): a
+connection cancelled in the middle of a claim finishes it in its worker
+thread, so a release before that could leave a claim behind.
 """
 
 from __future__ import annotations
@@ -70,8 +73,6 @@ class Housekeeping:
             # The last figures and sweep when stopped (shielded, time-limited).
             with trio.CancelScope(shield=True), trio.move_on_after(LAST_ROUND_SECONDS):
                 await self._report_and_sweep(last, health=False)
-                # Its chunks go to the other prefetchers at once.
-                await trio.to_thread.run_sync(self.spool.release_claims, self.reporter)
             await forget(self._health_rows, self.reporter)  # a clean stop is not silence
 
     async def _report_and_sweep(self, last: float, *, health: bool = True) -> float:
