@@ -8,8 +8,10 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
+import psycopg
 import pytest
 import trio
+import trio.testing
 from nntp_fixtures import NewsServer
 from psycopg_pool import ConnectionPool
 from test_prefetch import _assert_exactly_once, _assert_posted, _lines, _options, _read_spool
@@ -235,3 +237,47 @@ async def _pipe(source: trio.SocketStream, sink: trio.SocketStream) -> None:
         async for data in source:
             await sink.send_all(data)
         await sink.send_eof()
+
+
+def _claim_waits(pool: ConnectionPool) -> bool:
+    """A claim is in flight: a backend waits for the per-group advisory lock."""
+    with pool.connection() as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+        ).fetchone()
+    return bool(row and row[0])
+
+
+@pytest.mark.trio
+async def test_a_prefetcher_stopped_in_the_middle_of_a_claim_gives_that_claim_back(
+    news_server: NewsServer, pool: ConnectionPool, tmp_path: Path, pg_url: str
+) -> None:
+    """Stopped while a connection's claim runs in its worker thread (held up here on the
+    group's claim lock, taken by the test), the claim still commits once the lock is
+    free; the prefetcher gives its claims back after that, not before: none is left
+    to keep the chunks from the other prefetchers for CLAIM_SECONDS."""
+    group_id = GroupStore(pool).add(news_server.group)
+    RangeStore(pool).plan(group_id, 1, 20_000, 20_000)
+    state = ServerState.of(server_configs([news_server.url()], 1)[0])
+    options = _options(tmp_path, chunk_articles=5_000, slice_articles=5_000)
+    prefetcher = Prefetcher(pool, options, [state], name="host-a:1")
+    with psycopg.connect(pg_url, autocommit=True) as holder, trio.fail_after(60):
+        holder.execute("SELECT pg_advisory_lock(6, %s::int)", (group_id,))
+        async with trio.open_nursery() as nursery:
+            stopped = trio.CancelScope()
+
+            async def run() -> None:
+                with stopped:
+                    await prefetcher.run()
+
+            nursery.start_soon(run)
+            # A state of another process (a backend waiting for a lock): there is
+            # no event to wait on, only pg_locks to look at.
+            while not await trio.to_thread.run_sync(_claim_waits, pool):  # noqa: ASYNC110
+                await trio.sleep(0.02)
+            stopped.cancel()
+            # Everything the stop does before the claim can go on (the last round
+            # of housekeeping) is done: only the claim's thread is left.
+            await trio.testing.wait_all_tasks_blocked(cushion=0.5)
+            holder.execute("SELECT pg_advisory_unlock(6, %s::int)", (group_id,))
+    assert await trio.to_thread.run_sync(_claims, pool, "host-a:1") == 0
