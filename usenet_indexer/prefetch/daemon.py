@@ -31,6 +31,7 @@ import signal
 from collections.abc import AsyncIterator, Callable, Iterator
 
 import attrs
+import psycopg
 import trio
 from psycopg_pool import ConnectionPool
 
@@ -46,7 +47,7 @@ from usenet_indexer.prefetch.landing import Landing
 from usenet_indexer.prefetch.options import PrefetchOptions
 from usenet_indexer.prefetch.prober import Prober
 from usenet_indexer.prefetch.servers import ServerState, server_configs
-from usenet_indexer.prefetch.work import CLAIMS_PER_CONNECTION, SharedWork
+from usenet_indexer.prefetch.work import CLAIM_SECONDS, CLAIMS_PER_CONNECTION, SharedWork
 from usenet_indexer.store.database import migrate_url
 from usenet_indexer.store.groups import GroupStore
 from usenet_indexer.store.heartbeat import this_process
@@ -141,7 +142,14 @@ class Prefetcher:
             # done): its chunks go to the other prefetchers at once, not after
             # CLAIM_SECONDS. Shielded, and time-limited of its own.
             with trio.CancelScope(shield=True), trio.move_on_after(RELEASE_SECONDS):
-                await trio.to_thread.run_sync(self._work.spool.release_claims, self.name)
+                try:
+                    await trio.to_thread.run_sync(
+                        self._work.spool.release_claims, self.name, abandon_on_cancel=True
+                    )
+                except psycopg.Error as error:
+                    logger.warning(
+                        "claims not given back (they lapse in %.0f s): %s", CLAIM_SECONDS, error
+                    )
 
     def _health(self) -> list[Observed]:
         """What this prefetcher sees: its servers, the groups none of them carries, its
