@@ -561,10 +561,15 @@ class ReleaseMerger:
     def _built(
         self, members: list[_Release], files: list[_File], name: str, built: list[CatalogRelease]
     ) -> CatalogRelease:
-        """The upload's release: built before (`built`, a Memo's), else built now."""
-        if not built:
-            built.append(self._build(members, files, name))
-        return built[0]
+        """The upload's release: built before (`built`, a Memo's), else built now (and
+        kept in `built` only for a memo: without one the caller lets it go once written,
+        and `releases` holds no release it handed out)."""
+        if built:
+            return built[0]
+        release = self._build(members, files, name)
+        if self.memo is not None:
+            built.append(release)
+        return release
 
     def _generations(self) -> Iterator[tuple[_Release, Part]]:
         """Every key's chunks and its repost keys' chunks, as generations (see above),
