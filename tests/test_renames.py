@@ -132,6 +132,15 @@ def test_a_small_archive_upload_without_par2_gets_its_first_volume_probed() -> N
     assert archive_probe(attrs.evolve(flood, probe_candidate=True)) is None
 
 
+def test_an_obfuscated_upload_of_many_volumes_gets_its_first_volume_probed() -> None:
+    # Many volumes say "a real upload" only under a real name: a random name's are
+    # looked through whatever their number (the build stops early only for the former).
+    name = "L3iMP7Tg4XaObh32FqTzvP6durgw7wZi"
+    volumes = [file(f"{name}.part{n:02}.rar", 4) for n in range(1, 11)]
+    upload = attrs.evolve(release(b"o" * 16, name, *volumes), probe_candidate=False)
+    assert archive_probe(upload) == (f"{name}.part01.rar.1@ngPost", f"{name}.part01.rar")
+
+
 def test_a_par2_finding_wins_over_an_nfo_finding_of_the_same_upload() -> None:
     mkv = file("L3iMP7Tg4XaObh32FqTzvP6durgw7wZi.mkv", 20, size=10_300_000, index=1)
     nfo_key, par2_key = b"n" * 16, b"p" * 16

@@ -290,10 +290,10 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-def _compiled(patterns: tuple[str, ...]) -> tuple[re.Pattern[str], ...]:
+def _compiled(patterns: tuple[str, ...]) -> re.Pattern[str]:
     """A rule's patterns as one alternation (one search per rule, not per pattern: a
     catalog build files every release it merges; no pattern refers back to a group)."""
-    return (re.compile("|".join(f"(?:{p})" for p in patterns), re.IGNORECASE),)
+    return re.compile("|".join(f"(?:{p})" for p in patterns), re.IGNORECASE)
 
 
 _BY_NAME = tuple((r.category, _compiled(r.name)) for r in RULES if r.name and not r.weak)
@@ -350,17 +350,17 @@ def categorise(name: str, groups: tuple[str, ...] = (), files: tuple[str, ...] =
     """
     if looks_hashed(name):
         return HASHED  # random names say nothing until a probe renames them
-    for category, patterns in _BY_NAME:
-        if any(p.search(name) for p in patterns):
+    for category, pattern in _BY_NAME:
+        if pattern.search(name):
             return category
     by_extension = _by_extension(files, EXTENSIONS)
     if by_extension is not None:
         return by_extension
-    for category, patterns in _BY_GROUP:
-        if any(p.search(g) for p in patterns for g in groups):
+    for category, pattern in _BY_GROUP:
+        if any(pattern.search(g) for g in groups):
             return category
-    for category, patterns in _BY_WEAK_NAME:
-        if any(p.search(name) for p in patterns):
+    for category, pattern in _BY_WEAK_NAME:
+        if pattern.search(name):
             return category
     by_video = _by_extension(files, VIDEO_EXTENSIONS)
     return by_video if by_video is not None else OTHER

@@ -178,17 +178,25 @@ def judge(
     """
     unseen = _unseen(files, files_announced)
     lost = _unseen_data(files, unseen)
-    announced = [max(f.total_segments, len(f.segments)) for f in files]
-    seen = sum(len(f.segments) for f in files)
-    average = sum(announced) // len(announced) if announced else 0
+    # One pass: a build judges every release it merges, each file's count asked once.
+    seen = announced = 0
+    data: list[CatalogFile] = []
+    short: list[CatalogFile] = []
+    for f in files:
+        count = len(f.segments)
+        seen += count
+        announced += max(f.total_segments, count)
+        if not PAR2_SUFFIX.search(f.name):
+            data.append(f)
+            if count < f.total_segments:
+                short.append(f)
+    average = announced // len(files) if files else 0
     counts = {
         "files": len(files),
         "files_announced": len(files) + len(unseen),
         "segments": seen,
-        "segments_announced": sum(announced) + average * len(unseen),
+        "segments_announced": announced + average * len(unseen),
     }
-    data = [f for f in files if not PAR2_SUFFIX.search(f.name)]
-    short = [f for f in data if len(f.segments) < f.total_segments]
     if not short and not lost:
         return Completion(State.WHOLE, **counts)
     # The poster's article size: its biggest article (a file's last is smaller).

@@ -105,10 +105,15 @@ def upload_name(head_names: Sequence[str | None], files: Iterable[tuple[str, int
     ranked: list[tuple[tuple[bool, int, int, int], str]] = [
         ((True, _scene_marks(head), 1, 1 << 30), head) for head in head_names if head
     ]
+    # What a stem says, once per stem: an upload's volumes and par2s share a few.
+    said: dict[str, tuple[bool, int]] = {}
     for name, total in files:
         stem = file_stem(name) or name
         content = 0 if extension(name) in COMPANIONS else 1
-        ranked.append(((not looks_obfuscated(stem), _scene_marks(stem), content, total), stem))
+        says = said.get(stem)
+        if says is None:
+            says = said[stem] = (not looks_obfuscated(stem), _scene_marks(stem))
+        ranked.append(((*says, content, total), stem))
     if not ranked:
         return ""
     best = max(rank for rank, _ in ranked)

@@ -280,12 +280,18 @@ def more_probe(
 
 def _par2_to_probe(release: CatalogRelease) -> CatalogFile | None:
     """The par2 index whose first segment was seen, else the smallest such volume."""
-    par2 = [f for f in release.files if PAR2_SUFFIX.search(f.name)]
-    # Its numbers, not its segments: a build asks this of every release.
-    seen = [f for f in par2 if _first_number(f) == 1]
-    index = next((f for f in seen if not PAR2_VOLUME.search(f.name)), None)
-    volumes = [f for f in seen if PAR2_VOLUME.search(f.name)]
-    return index or min(volumes, key=lambda f: (len(f.segments), f.name), default=None)
+    # Its numbers, not its segments: a build asks this of every release (and of the
+    # volumes only when no index was seen).
+    volumes: list[CatalogFile] = []
+    for f in release.files:
+        if not PAR2_SUFFIX.search(f.name):
+            continue
+        if PAR2_VOLUME.search(f.name):
+            volumes.append(f)
+        elif _first_number(f) == 1:
+            return f  # the first index seen
+    seen = [f for f in volumes if _first_number(f) == 1]
+    return min(seen, key=lambda f: (len(f.segments), f.name), default=None)
 
 
 def _first_number(file: CatalogFile) -> int | None:
@@ -298,12 +304,17 @@ def archive_probe(release: CatalogRelease) -> tuple[str, str] | None:
     nfo candidate, or None (see the module docstring)."""
     if release.dropped is not None or release.probe_candidate:
         return None
-    data = [f for f in release.files if extension(f.name).lower() not in COMPANIONS and f.segments]
+    obfuscated = looks_obfuscated(release.name)
+    data: list[CatalogFile] = []
+    for f in release.files:
+        if extension(f.name).lower() not in COMPANIONS and f.segments:
+            data.append(f)
+            if not obfuscated and len(data) > FLOOD_FILES:
+                return None  # a well-named release of many files: no need to look further
     if not data:
         return None
     archives = [f for f in data if _ARCHIVE.search(f.name)]
-    obfuscated = looks_obfuscated(release.name)
-    if not obfuscated and (len(data) > FLOOD_FILES or len(archives) != len(data)):
+    if not obfuscated and len(archives) != len(data):
         return None
     first = next((f for f in archives if _FIRST_VOLUME.search(f.name)), None)
     chosen = first or (archives[0] if archives else data[0])
