@@ -190,6 +190,19 @@ def _compiled() -> tuple[Scan | None, CompiledFiles | None]:
 COMPILED_SCAN, COMPILED_FILES = _compiled()
 
 
+def _compiled_subject() -> Callable[[bytes], FileSubject | None] | None:
+    """take()'s compiled parse of a new file's subject (core/_fastsubject), the twin of
+    `parse_file_subject` (None where the extension was not built)."""
+    try:
+        from usenet_indexer.core import _fastsubject
+    except ImportError:
+        return None
+    return _fastsubject.file_subject
+
+
+COMPILED_SUBJECT = _compiled_subject()
+
+
 def indexer_kind(pure: bool) -> str:
     """Which per-line loop a RangeIndexer built with `pure` runs, for the one status line."""
     if COMPILED_SCAN is None:
@@ -493,12 +506,18 @@ class RangeIndexer:
         """Hand over everything indexed since the last batch and start a new one."""
         # Releases by (poster or b"", release basis): what the release key digests.
         by_release: dict[tuple[bytes, str], list[_OpenFile]] = {}
-        # One parse per subject prefix (files of one prefix differ in poster or N).
+        # One parse per subject prefix (files of one prefix differ in poster or N):
+        # compiled for the common subject, else (and when pure) in Python.
         parsed: dict[bytes, FileSubject] = {}
+        compiled = None if self.pure else COMPILED_SUBJECT
         for open_file in self._open.values():
             info = parsed.get(open_file.prefix)
             if info is None:
-                info = parsed[open_file.prefix] = parse_file_subject(decode(open_file.prefix))
+                if compiled is not None:
+                    info = compiled(open_file.prefix)
+                if info is None:
+                    info = parse_file_subject(decode(open_file.prefix))
+                parsed[open_file.prefix] = info
             open_file.info = info
             release = (open_file.poster if info.keyed_by_poster else b"", info.release_basis)
             members = by_release.get(release)
