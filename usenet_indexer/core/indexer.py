@@ -34,8 +34,9 @@ files), else one JSON parse and a sort. A file whose only fault is repeated
 segments keeps the first post of each; any other fault (forged counters,
 bad message-ids or sizes) sends it to a per-segment check. Where the
 extension is built, the loop, the opening of a file and the common case of
-take()'s conversion run compiled (core/_fastindex.pyx), this code their
-oracle and fallback.
+take()'s conversion run compiled (core/_fastindex.pyx), and so does the
+parse of a common subject (core/_fastsubject.pyx), this code and
+core/subject.py their oracles and fallbacks.
 
 The caller guarantees the article range: lines are not checked against it
 one by one (a chunk of the spool holds the articles it says it holds).
@@ -278,9 +279,10 @@ class RangeIndexer:
         keep_dropped: keep dropped release chunks in batches, marked with the
             rule's name (for `uidx index --include-dropped`); else they only
             count.
-        pure: run the pure-Python per-line loop (`_scan`) and file conversion
-            (`_file_chunks`) even where the compiled ones (core/_fastindex)
-            are built; the output is the same.
+        pure: run the pure-Python per-line loop (`_scan`), file conversion
+            (`_file_chunks`) and subject parse (`parse_file_subject`) even
+            where the compiled ones (core/_fastindex, core/_fastsubject) are
+            built; the output is the same.
     """
 
     group: str
