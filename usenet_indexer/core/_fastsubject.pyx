@@ -68,36 +68,31 @@ cdef inline char _lower(char c) noexcept nogil:
     return c | 32 if b'A' <= c <= b'Z' else c
 
 
+cdef inline Py_ssize_t _number(const char *t, Py_ssize_t i, Py_ssize_t end, long *value) noexcept nogil:
+    # One to five digits from `i` (\d{1,5} where no digit may follow): where
+    # they end, or -1.
+    cdef Py_ssize_t start = i
+    value[0] = 0
+    while i < end and _digit(t[i]):
+        if i - start == 5:
+            return -1
+        value[0] = value[0] * 10 + (t[i] - 48)
+        i += 1
+    return -1 if i == start else i
+
+
 cdef Py_ssize_t _counter(const char *t, Py_ssize_t at, Py_ssize_t end, long *index, long *total) noexcept nogil:
     # A file counter starting at `at` and ending by `end`: `[` or `(`, 1-5
     # digits, "/", 1-5 digits, `]` or `)`. Its end, or -1.
-    cdef Py_ssize_t i = at + 1, digits
-    cdef long value
+    cdef Py_ssize_t i
     if t[at] != b'[' and t[at] != b'(':
         return -1
-    value = 0
-    digits = 0
-    while i < end and _digit(t[i]):
-        value = value * 10 + (t[i] - 48)
-        digits += 1
-        i += 1
-        if digits > 5:
-            return -1
-    if digits == 0 or i >= end or t[i] != b'/':
+    i = _number(t, at + 1, end, index)
+    if i < 0 or i >= end or t[i] != b'/':
         return -1
-    index[0] = value
-    i += 1
-    value = 0
-    digits = 0
-    while i < end and _digit(t[i]):
-        value = value * 10 + (t[i] - 48)
-        digits += 1
-        i += 1
-        if digits > 5:
-            return -1
-    if digits == 0 or i >= end or (t[i] != b']' and t[i] != b')'):
+    i = _number(t, i + 1, end, total)
+    if i < 0 or i >= end or (t[i] != b']' and t[i] != b')'):
         return -1
-    total[0] = value
     return i + 1
 
 
