@@ -1,4 +1,5 @@
-"""The compiled parts of uidx: the RangeIndexer's hot paths (core/_fastindex.pyx),
+"""The compiled parts of uidx: the RangeIndexer's hot paths (core/_fastindex.pyx)
+and its parse of a new file's subject (core/_fastsubject.pyx),
 a fragment's checks at batch intake and its unpacking in the catalog build
 (wire/_fastfragments.pyx), and a merged file's figures in the build
 (core/_fastmerge.pyx).
@@ -15,6 +16,12 @@ setup(
         Extension(
             "usenet_indexer.core._fastindex",
             ["usenet_indexer/core/_fastindex.pyx"],
+            optional=True,
+            extra_compile_args=["-O2"],
+        ),
+        Extension(
+            "usenet_indexer.core._fastsubject",
+            ["usenet_indexer/core/_fastsubject.pyx"],
             optional=True,
             extra_compile_args=["-O2"],
         ),

@@ -119,7 +119,7 @@ class Settings:
             missing more than their PAR2 recovery rebuilds: a downloader fails
             them); off, feeds and searches offer whole and repairable ones only.
         pure_indexer: edges and `uidx index` run the RangeIndexer's pure-Python
-            per-line loop, and the coordinator's catalog build the pure fragment
+            per-line loop and subject parse, and the coordinator's catalog build the pure fragment
             unpacking, and both the merge's pure file figures (core/_fastmerge's
             twin), even where the compiled ones are built (the same output,
             slower: for tests and for telling a fault of compiled code apart).

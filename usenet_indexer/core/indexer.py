@@ -34,8 +34,9 @@ files), else one JSON parse and a sort. A file whose only fault is repeated
 segments keeps the first post of each; any other fault (forged counters,
 bad message-ids or sizes) sends it to a per-segment check. Where the
 extension is built, the loop, the opening of a file and the common case of
-take()'s conversion run compiled (core/_fastindex.pyx), this code their
-oracle and fallback.
+take()'s conversion run compiled (core/_fastindex.pyx), and so does the
+parse of a common subject (core/_fastsubject.pyx), this code and
+core/subject.py their oracles and fallbacks.
 
 The caller guarantees the article range: lines are not checked against it
 one by one (a chunk of the spool holds the articles it says it holds).
@@ -190,6 +191,19 @@ def _compiled() -> tuple[Scan | None, CompiledFiles | None]:
 COMPILED_SCAN, COMPILED_FILES = _compiled()
 
 
+def _compiled_subject() -> Callable[[bytes], FileSubject | None] | None:
+    """take()'s compiled parse of a new file's subject (core/_fastsubject), the twin of
+    `parse_file_subject` (None where the extension was not built)."""
+    try:
+        from usenet_indexer.core import _fastsubject
+    except ImportError:
+        return None
+    return _fastsubject.file_subject
+
+
+COMPILED_SUBJECT = _compiled_subject()
+
+
 def indexer_kind(pure: bool) -> str:
     """Which per-line loop a RangeIndexer built with `pure` runs, for the one status line."""
     if COMPILED_SCAN is None:
@@ -265,9 +279,10 @@ class RangeIndexer:
         keep_dropped: keep dropped release chunks in batches, marked with the
             rule's name (for `uidx index --include-dropped`); else they only
             count.
-        pure: run the pure-Python per-line loop (`_scan`) and file conversion
-            (`_file_chunks`) even where the compiled ones (core/_fastindex)
-            are built; the output is the same.
+        pure: run the pure-Python per-line loop (`_scan`), file conversion
+            (`_file_chunks`) and subject parse (`parse_file_subject`) even
+            where the compiled ones (core/_fastindex, core/_fastsubject) are
+            built; the output is the same.
     """
 
     group: str
@@ -493,12 +508,18 @@ class RangeIndexer:
         """Hand over everything indexed since the last batch and start a new one."""
         # Releases by (poster or b"", release basis): what the release key digests.
         by_release: dict[tuple[bytes, str], list[_OpenFile]] = {}
-        # One parse per subject prefix (files of one prefix differ in poster or N).
+        # One parse per subject prefix (files of one prefix differ in poster or N):
+        # compiled for the common subject, else (and when pure) in Python.
         parsed: dict[bytes, FileSubject] = {}
+        compiled = None if self.pure else COMPILED_SUBJECT
         for open_file in self._open.values():
             info = parsed.get(open_file.prefix)
             if info is None:
-                info = parsed[open_file.prefix] = parse_file_subject(decode(open_file.prefix))
+                if compiled is not None:
+                    info = compiled(open_file.prefix)
+                if info is None:
+                    info = parse_file_subject(decode(open_file.prefix))
+                parsed[open_file.prefix] = info
             open_file.info = info
             release = (open_file.poster if info.keyed_by_poster else b"", info.release_basis)
             members = by_release.get(release)

@@ -27,7 +27,9 @@ From that text this module finds:
   that differs between the files of one upload, so every file, batch and
   edge agrees on the key.
 
-No I/O, no clock: pure functions over strings.
+No I/O, no clock: pure functions over strings. `parse_file_subject` (with
+what it calls) is the oracle and fallback of its compiled twin,
+core/_fastsubject.pyx, which the indexer runs on the common subject.
 """
 
 from __future__ import annotations

@@ -1,0 +1,313 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False
+"""A new file's subject parsed, compiled: the twin of `subject.parse_file_subject`.
+
+Theory of operation
+-------------------
+take() parses the subject of every file of a batch once (core/indexer.py),
+and most files are new ones: an executable flood gives each file a subject
+of its own. `file_subject(prefix)` does what `parse_file_subject(decode(prefix))`
+does for the common subject, an ASCII one with a quoted name, on the bytes
+with pointers: no regular expression and no str until the answer is made.
+The deliberate oracle pair: core/subject.py stays the reference and the
+fallback, and tests/test_fastsubject.py checks that both give the same
+FileSubject on every generator profile, the real corpus and fuzzed
+subjects.
+
+What `_QUOTED_NAME` matches, said as positions: with F the first quote
+and L the last one, the name is the text between them (stripped of quotes
+and spaces); the file counter, `[` or `(`, one to five digits, `/`, one to
+five digits, `]` or `)`, is the rightmost one wholly before F (the head is
+the text before it), else the first one after L (the head is all before
+F). The head key is `_squash` of the head ("" for a placeholder); a file
+without one gets `_headless_basis` of its name: `_ascii_file_stem`'s
+suffixes stripped (the table `_LAST_SUFFIXES` read from subject.py),
+`looks_obfuscated` asked in Python (only for stems without a dot or a
+short last suffix), FIXED_STEMS, and the executable extensions of rules.py.
+
+None is the answer for anything else (a byte above 127, fewer than two
+quotes, an empty name, a name with a newline and no head): the caller
+parses those in Python.
+"""
+
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+from libc.stdlib cimport free, malloc
+
+from usenet_indexer.core import subject as _subject
+from usenet_indexer.core.rules import EXECUTABLE_EXTENSIONS as _EXECUTABLE
+
+cdef object _new = _subject._new_file_subject
+cdef object _FILE_SUBJECT = _subject.FileSubject
+cdef object _looks_obfuscated = _subject.looks_obfuscated
+cdef object _headless_basis = _subject._headless_basis
+cdef dict _LAST_SUFFIXES = _subject._LAST_SUFFIXES
+cdef frozenset _FIXED_STEMS = _subject.FIXED_STEMS
+cdef frozenset _EXECUTABLES = frozenset(_EXECUTABLE)
+cdef long _MAX_FILES = _subject.MAX_FILES
+# The longest suffix the table holds: a longer last suffix is none of its.
+cdef Py_ssize_t _LONGEST = max(map(len, _LAST_SUFFIXES))
+
+# The characters _squash strips off a head's ends (subject._HEAD_EDGES), and
+# what str.split() and str.strip() take for white space among ASCII: also
+# \x1c-\x1f, which bytes.split() does not.
+cdef bint _EDGE[256]
+cdef bint _SPACE[256]
+for _c in range(256):
+    _EDGE[_c] = chr(_c) in _subject._HEAD_EDGES
+    _SPACE[_c] = _c < 128 and chr(_c).isspace()
+
+
+cdef inline bint _digit(char c) noexcept nogil:
+    return b'0' <= c <= b'9'
+
+
+cdef inline bint _alnum(char c) noexcept nogil:
+    return _digit(c) or b'a' <= (c | 32) <= b'z'
+
+
+cdef inline char _lower(char c) noexcept nogil:
+    return c | 32 if b'A' <= c <= b'Z' else c
+
+
+cdef inline Py_ssize_t _number(const char *t, Py_ssize_t i, Py_ssize_t end, long *value) noexcept nogil:
+    # One to five digits from `i` (\d{1,5} where no digit may follow): where
+    # they end, or -1.
+    cdef Py_ssize_t start = i
+    value[0] = 0
+    while i < end and _digit(t[i]):
+        if i - start == 5:
+            return -1
+        value[0] = value[0] * 10 + (t[i] - 48)
+        i += 1
+    return -1 if i == start else i
+
+
+cdef Py_ssize_t _counter(const char *t, Py_ssize_t at, Py_ssize_t end, long *index, long *total) noexcept nogil:
+    # A file counter starting at `at` and ending by `end`: `[` or `(`, 1-5
+    # digits, "/", 1-5 digits, `]` or `)`. Its end, or -1.
+    cdef Py_ssize_t i
+    if t[at] != b'[' and t[at] != b'(':
+        return -1
+    i = _number(t, at + 1, end, index)
+    if i < 0 or i >= end or t[i] != b'/':
+        return -1
+    i = _number(t, i + 1, end, total)
+    if i < 0 or i >= end or (t[i] != b']' and t[i] != b')'):
+        return -1
+    return i + 1
+
+
+cdef str _text(const char *s, Py_ssize_t n):
+    # ASCII bytes as a str.
+    return s[:n].decode("ascii")
+
+
+cdef str _squash(const char *s, Py_ssize_t n):
+    # subject._squash of an ASCII head, and _head_key's "" for one without a
+    # letter or digit (a posting tool's placeholder).
+    cdef Py_ssize_t a = 0, b = n, i, j = 0
+    cdef bint alnum = False, gap = False
+    cdef char *out
+    cdef str found
+    while a < b and _EDGE[<unsigned char>s[a]]:
+        a += 1
+    while b > a and _EDGE[<unsigned char>s[b - 1]]:
+        b -= 1
+    out = <char *>malloc(b - a + 1)
+    if out == NULL:
+        raise MemoryError()
+    try:
+        for i in range(a, b):
+            if _SPACE[<unsigned char>s[i]]:
+                gap = j > 0
+                continue
+            if gap:
+                out[j] = b' '
+                j += 1
+                gap = False
+            out[j] = _lower(s[i])
+            alnum = alnum or _alnum(s[i])
+            j += 1
+        if not alnum:
+            return ""
+        found = _text(out, j)
+    finally:
+        free(out)
+    return found
+
+
+cdef bint _all_digits(const char *s, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t i
+    if n == 0:
+        return False
+    for i in range(n):
+        if not _digit(s[i]):
+            return False
+    return True
+
+
+cdef Py_ssize_t _find(const char *s, Py_ssize_t n, char c) noexcept nogil:
+    cdef Py_ssize_t i
+    for i in range(n):
+        if s[i] == c:
+            return i
+    return -1
+
+
+cdef Py_ssize_t _rfind(const char *s, Py_ssize_t n, char c) noexcept nogil:
+    cdef Py_ssize_t i = n - 1
+    while i >= 0 and s[i] != c:
+        i -= 1
+    return i
+
+
+cdef bint _two_dot(const char *mid, Py_ssize_t n, bytes ext):
+    # subject._is_two_dot_suffix: `mid` lower case.
+    cdef Py_ssize_t plus
+    if ext == b"rar":
+        return n >= 4 and mid[:4] == b"part" and 5 <= n <= 8 and _all_digits(mid + 4, n - 4)
+    if ext != b"par2":
+        return mid[:n] in (b"7z", b"zip", b"rar")  # ext is three digits
+    if n < 3 or mid[:3] != b"vol":
+        return False
+    plus = max(_find(mid, n, b'+'), _find(mid, n, b'-'))
+    if (
+        plus > 3
+        and plus - 3 <= 5
+        and 1 <= n - plus - 1 <= 5
+        and _all_digits(mid + 3, plus - 3)
+        and _all_digits(mid + plus + 1, n - plus - 1)
+    ):
+        return True
+    if n > 3 and mid[3] == b'-':
+        return 1 <= n - 4 <= 5 and _all_digits(mid + 4, n - 4)
+    return 1 <= n - 3 <= 5 and _all_digits(mid + 3, n - 3)
+
+
+cdef Py_ssize_t _stem(const char *s, Py_ssize_t n) except -1:
+    # subject._ascii_file_stem(s[:n], 3): the length of the stem, a prefix of s
+    # (lower-case copies in `low`).
+    cdef Py_ssize_t dot, second, e, i
+    cdef int strips
+    cdef char low[32]
+    cdef bytes ext
+    cdef object kind
+    for strips in range(3):
+        dot = _rfind(s, n, b'.')
+        e = n - dot - 1
+        if dot <= 0 or e == 0 or e > _LONGEST or e > 31:
+            break  # no dot, a name that is all suffix, or no suffix of the table
+        for i in range(e):
+            low[i] = _lower(s[dot + 1 + i])
+        ext = low[:e]
+        kind = _LAST_SUFFIXES.get(ext.decode("ascii"))
+        if kind is None:
+            break  # x264, 1080p, S01E01
+        if kind == "two":
+            second = _rfind(s, dot, b'.')
+            if second >= 0 and dot - second - 1 <= 31:
+                for i in range(dot - second - 1):
+                    low[i] = _lower(s[second + 1 + i])
+                if _two_dot(low, dot - second - 1, ext):
+                    if second == 0:
+                        break
+                    dot = second
+            # else rar, par2 and three digits are suffixes of their own
+            # (a middle longer than 31 is none of the two-dot forms)
+        elif kind == "short" and not _looks_obfuscated(_text(s, dot)):
+            break  # a date or a volume keeps its number
+        n = dot
+    return n
+
+
+cdef tuple _headless(str name, const char *s, Py_ssize_t n, object files_announced):
+    # subject._headless_basis of an ASCII name (s, n).
+    cdef Py_ssize_t a = 0, b = n, stem_n, dot
+    cdef str stem, lower
+    cdef object announced
+    while a < b and _SPACE[<unsigned char>s[a]]:
+        a += 1
+    while b > a and _SPACE[<unsigned char>s[b - 1]]:
+        b -= 1
+    if _find(s + a, b - a, b'\n') >= 0:
+        return _headless_basis(name, files_announced)
+    stem_n = _stem(s + a, b - a)
+    stem = _text(s + a, stem_n)
+    lower = stem.lower()
+    if (_find(s + a, stem_n, b'.') < 0 and _looks_obfuscated(stem)) or lower in _FIXED_STEMS:
+        return f"\x1e\x1f{files_announced}", True
+    announced = files_announced or 1
+    if announced > 2:
+        return "\x1e" + lower, False
+    # subject.extension(name) in EXECUTABLE_EXTENSIONS
+    dot = _rfind(s, n, b'.')
+    if dot < 0 or dot == n - 1 or n - dot > 6:
+        return "\x1e" + lower, "" in _EXECUTABLES
+    return "\x1e" + lower, _text(s + dot + 1, n - dot - 1).lower() in _EXECUTABLES
+
+
+def file_subject(bytes prefix):
+    """`subject.parse_file_subject(indexer.decode(prefix))`, or None for the pure path.
+
+    Args:
+        prefix: a file's subject before its segment counter, as the line
+            has it (`_OpenFile.prefix`).
+
+    Returns:
+        The FileSubject, equal to the pure parse's, for an ASCII subject with
+        a quoted name; None for any other (the caller parses it in Python).
+    """
+    cdef const char *s = PyBytes_AS_STRING(prefix)
+    cdef Py_ssize_t size = PyBytes_GET_SIZE(prefix), m, i, first, last, at, end, head_n
+    cdef Py_ssize_t name_a, name_b
+    cdef const char *t
+    cdef long index = 0, total = 0, found_index = -1, found_total = -1
+    cdef str name, head, head_key
+    cdef object file_index = None, files_announced = None
+    for i in range(size):
+        if <unsigned char>s[i] > 127:
+            return None
+    t = s
+    m = size
+    if size >= 4 and s[0] | 32 == b'r' and s[1] | 32 == b'e' and s[2] == b':' and s[3] == b' ':
+        t = s + 4  # "re: ", "Re: ", "rE: ", "RE: " (R | 32 is r; no other ASCII byte maps to it)
+        m = size - 4
+    first = _find(t, m, b'"')
+    last = _rfind(t, m, b'"')
+    if first < 0 or last == first:
+        return None  # fewer than two quotes: the pure parse's other ways
+    name_a = first + 1
+    name_b = last
+    while name_a < name_b and (t[name_a] == b'"' or t[name_a] == b' '):
+        name_a += 1
+    while name_b > name_a and (t[name_b - 1] == b'"' or t[name_b - 1] == b' '):
+        name_b -= 1
+    if name_a == name_b:
+        return None  # empty quotes
+    # The rightmost counter wholly before the first quote, else the first after the last.
+    head_n = first
+    at = first - 1
+    while at >= 0:
+        end = _counter(t, at, first, &index, &total)
+        if end >= 0:
+            head_n = at
+            found_index, found_total = index, total
+            break
+        at -= 1
+    else:
+        at = last + 1
+        while at < m:
+            end = _counter(t, at, m, &index, &total)
+            if end >= 0:
+                found_index, found_total = index, total
+                break
+            at += 1
+    if found_index >= 0 and found_index <= found_total <= _MAX_FILES:
+        file_index = found_index
+        files_announced = found_total
+    name = _text(t + name_a, name_b - name_a)
+    head = _text(t, head_n)
+    head_key = _squash(t, head_n) if head_n else ""
+    if head_key:
+        return _new(_FILE_SUBJECT, (name, head, file_index, files_announced, f"{head_key}\x1f{files_announced}", True))
+    basis, keyed = _headless(name, t + name_a, name_b - name_a, files_announced)
+    return _new(_FILE_SUBJECT, (name, head, file_index, files_announced, basis, keyed))
