@@ -42,6 +42,7 @@ def figures(list chunks):
     cdef uint64_t *spans
     cdef uint64_t *keys
     cdef uint32_t *found
+    cdef uint32_t *sized
     cdef uint32_t *weights
     cdef bint distinct
     arrays = []
@@ -57,9 +58,9 @@ def figures(list chunks):
     if total >= 1 << 32:
         return None  # a place no longer fits beside its number
     for numbers, sizes in arrays:
-        weights = sizes.data.as_uints
+        sized = sizes.data.as_uints
         for j in range(len(sizes)):
-            size_all += weights[j]
+            size_all += sized[j]
     if n == 1:
         return total, size_all, True
     # The chunks' spans (first, last), sorted: apart, no number can be in two.
@@ -83,37 +84,29 @@ def figures(list chunks):
     if distinct:
         return total, size_all, True
     # Every (number, place in merge order), sorted: the first of each number is the
-    # first chunk's segment of it, the one a merged file keeps.
+    # first chunk's segment of it, the one a merged file keeps; and the sizes in
+    # merge order, to look a place up. Both filled in one pass.
     keys = <uint64_t *>PyMem_Malloc(max(total, 1) * sizeof(uint64_t))
-    if keys == NULL:
-        raise MemoryError()
+    weights = <uint32_t *>PyMem_Malloc(max(total, 1) * sizeof(uint32_t))
     try:
+        if keys == NULL or weights == NULL:
+            raise MemoryError()
         seq = 0
-        for numbers, _ in arrays:
+        for numbers, sizes in arrays:
             found = numbers.data.as_uints
+            sized = sizes.data.as_uints
             for j in range(len(numbers)):
                 keys[seq] = (<uint64_t>found[j] << 32) | <uint64_t>seq
+                weights[seq] = sized[j]
                 seq += 1
         qsort(keys, total, sizeof(uint64_t), _ascending)
-        # The sizes in merge order, to look a place up.
-        weights = <uint32_t *>PyMem_Malloc(max(total, 1) * sizeof(uint32_t))
-        if weights == NULL:
-            raise MemoryError()
-        try:
-            seq = 0
-            for _, sizes in arrays:
-                found = sizes.data.as_uints
-                for j in range(len(sizes)):
-                    weights[seq] = found[j]
-                    seq += 1
-            count = 0
-            for i in range(total):
-                if i == 0 or (keys[i] >> 32) != (keys[i - 1] >> 32):
-                    count += 1
-                    size_first += weights[keys[i] & 0xFFFFFFFF]
-        finally:
-            PyMem_Free(weights)
+        count = 0
+        for i in range(total):
+            if i == 0 or (keys[i] >> 32) != (keys[i - 1] >> 32):
+                count += 1
+                size_first += weights[keys[i] & 0xFFFFFFFF]
     finally:
+        PyMem_Free(weights)
         PyMem_Free(keys)
     if count == total:
         return total, size_all, True
