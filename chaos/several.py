@@ -448,7 +448,8 @@ def _progress(url: str) -> tuple[int, int, int, int]:
     return (int(str(row[0])), int(str(row[1])), int(str(row[2])), int(str(row[3])))
 
 
-def _live_claims(url: str, suffix: str = "") -> int:
+def _live_claims(url: str, suffix: str) -> int:
+    """Claims not lapsed of the claimants whose names end in `suffix` (":pid")."""
     with psycopg.connect(url) as conn:
         row = conn.execute(
             "SELECT count(*) FROM spool_claims WHERE until > now() AND claimant LIKE %s",
