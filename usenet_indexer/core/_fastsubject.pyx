@@ -29,6 +29,7 @@ quotes, an empty name, a name with a newline and no head): the caller
 parses those in Python.
 """
 
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from libc.stdlib cimport free, malloc
 
@@ -311,3 +312,79 @@ def file_subject(bytes prefix):
         return _new(_FILE_SUBJECT, (name, head, file_index, files_announced, f"{head_key}\x1f{files_announced}", True))
     basis, keyed = _headless(name, t + name_a, name_b - name_a, files_announced)
     return _new(_FILE_SUBJECT, (name, head, file_index, files_announced, basis, keyed))
+
+
+def releases(list files, object parse):
+    """take()'s grouping of a batch's open files, the twin of `indexer._releases`.
+
+    Each file's subject is parsed once per prefix (`file_subject`, else
+    `parse(prefix)`, the pure parse of the decoded text) and set as its
+    `info`; the files are grouped by release, (poster, or b"" when the
+    subject has no head, release basis), in the order they come.
+
+    Args:
+        files: the batch's `_OpenFile`s, in the order they were opened.
+        parse: the pure parse of a prefix (bytes) the compiled one leaves.
+
+    Returns:
+        The files of each release, by (poster or b"", release basis).
+    """
+    cdef dict parsed = {}
+    cdef dict by_release = {}
+    cdef object open_file, prefix, info, members
+    cdef tuple fields
+    for open_file in files:
+        prefix = open_file.prefix
+        info = parsed.get(prefix)
+        if info is None:
+            info = file_subject(prefix)
+            if info is None:
+                info = parse(prefix)
+            parsed[prefix] = info
+        open_file.info = info
+        fields = <tuple>info
+        release = (open_file.poster if fields[5] else b"", fields[4])
+        members = by_release.get(release)
+        if members is None:
+            by_release[release] = [open_file]
+        else:
+            (<list>members).append(open_file)
+    return by_release
+
+
+def executable_verdict(list members, object extensions, object companions):
+    """`rules.ExecutableRule.verdict` on the release of `members` (their `info.file_name`s),
+    its twin: the first executable extension when every file is an executable or a
+    companion and one is an executable, else None."""
+    cdef str found = ""
+    cdef str name, ext
+    cdef Py_ssize_t dot, size
+    for open_file in members:
+        name = (<tuple>open_file.info)[0]
+        dot = name.rfind(".")
+        size = len(name)
+        ext = name[dot + 1 :].lower() if 0 <= dot < size - 1 and size - dot <= 6 else ""
+        if ext in extensions:
+            if not found:
+                found = ext
+        elif ext not in companions:
+            return None
+    return found or None
+
+
+def segment_count(list members):
+    """The segments the files of `members` hold, `sum(m.count for m in members)`: each
+    segment is five tab-ended fields of the file's buffer."""
+    cdef Py_ssize_t total = 0, tabs, i, n
+    cdef const char *s
+    cdef bytearray segments
+    for open_file in members:
+        segments = open_file.segments
+        s = PyByteArray_AS_STRING(segments)
+        n = PyByteArray_GET_SIZE(segments)
+        tabs = 0
+        for i in range(n):
+            if s[i] == b'\t':
+                tabs += 1
+        total += tabs // 5
+    return total

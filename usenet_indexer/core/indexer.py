@@ -86,7 +86,7 @@ from usenet_indexer.core.reposts import (
     starts_over,
     wide_gap,
 )
-from usenet_indexer.core.rules import DEFAULT_RULES, ReleaseView, Rule
+from usenet_indexer.core.rules import DEFAULT_RULES, ExecutableRule, ReleaseView, Rule
 from usenet_indexer.core.subject import (
     MAX_SEGMENTS,
     FileSubject,
@@ -202,6 +202,33 @@ def _compiled_subject() -> Callable[[bytes], FileSubject | None] | None:
 
 
 COMPILED_SUBJECT = _compiled_subject()
+
+
+class CompiledGrouping(NamedTuple):
+    """take()'s compiled grouping and judging of a batch's files (core/_fastsubject),
+    the twins of `_releases`, `rules.ExecutableRule.verdict` and `_OpenFile.count`
+    summed over a release's files."""
+
+    releases: Callable[
+        [list[_OpenFile], Callable[[bytes], FileSubject]], dict[tuple[bytes, str], list[_OpenFile]]
+    ]
+    executable_verdict: Callable[[list[_OpenFile], frozenset[str], frozenset[str]], str | None]
+    segment_count: Callable[[list[_OpenFile]], int]
+
+
+def _compiled_grouping() -> CompiledGrouping | None:
+    """take()'s compiled grouping and executable rule, or None where the extension was
+    not built."""
+    try:
+        from usenet_indexer.core import _fastsubject
+    except ImportError:
+        return None
+    return CompiledGrouping(
+        _fastsubject.releases, _fastsubject.executable_verdict, _fastsubject.segment_count
+    )
+
+
+COMPILED_GROUPING = _compiled_grouping()
 
 
 def indexer_kind(pure: bool) -> str:
@@ -507,39 +534,38 @@ class RangeIndexer:
     def take(self) -> Batch:
         """Hand over everything indexed since the last batch and start a new one."""
         # Releases by (poster or b"", release basis): what the release key digests.
-        by_release: dict[tuple[bytes, str], list[_OpenFile]] = {}
-        # One parse per subject prefix (files of one prefix differ in poster or N):
-        # compiled for the common subject, else (and when pure) in Python.
-        parsed: dict[bytes, FileSubject] = {}
-        compiled = None if self.pure else COMPILED_SUBJECT
-        for open_file in self._open.values():
-            info = parsed.get(open_file.prefix)
-            if info is None:
-                if compiled is not None:
-                    info = compiled(open_file.prefix)
-                if info is None:
-                    info = parse_file_subject(decode(open_file.prefix))
-                parsed[open_file.prefix] = info
-            open_file.info = info
-            release = (open_file.poster if info.keyed_by_poster else b"", info.release_basis)
-            members = by_release.get(release)
-            if members is None:
-                by_release[release] = [open_file]
-            else:
-                members.append(open_file)
+        grouping = None if self.pure else COMPILED_GROUPING
+        by_release = (
+            _releases(list(self._open.values()), None if self.pure else COMPILED_SUBJECT)
+            if grouping is None
+            else grouping.releases(list(self._open.values()), _parse_prefix)
+        )
         drops: Counter[tuple[str, str]] = Counter()
         drop_segments: Counter[tuple[str, str]] = Counter()
         releases: list[ReleaseChunk] = []
         candidates: list[ProbeCandidate] = []
         judged: list[tuple[tuple[bytes, str], list[_OpenFile], str | None]] = []
         for release, members in by_release.items():
-            view = ReleaseView([m.info.file_name for m in members], partial(_members_name, members))
+            # The view is made for a rule that needs one: the executable rule
+            # (most drops) reads the file names off the members when compiled.
+            view = None
             dropped_by = None
             for rule in self.rules:
-                key = rule.verdict(view)
+                if grouping is not None and type(rule) is ExecutableRule:
+                    key = grouping.executable_verdict(members, rule.extensions, rule.companions)
+                else:
+                    if view is None:
+                        view = ReleaseView(
+                            [m.info.file_name for m in members], partial(_members_name, members)
+                        )
+                    key = rule.verdict(view)
                 if key is not None:
                     drops[rule.name, key] += 1
-                    drop_segments[rule.name, key] += sum([m.count for m in members])
+                    drop_segments[rule.name, key] += (
+                        sum([m.count for m in members])
+                        if grouping is None
+                        else grouping.segment_count(members)
+                    )
                     dropped_by = rule.name
                     break
             if dropped_by is not None and not self.keep_dropped:
@@ -827,6 +853,39 @@ class RangeIndexer:
                 )
             key = repost_key(key)
         return released
+
+
+def _releases(
+    files: list[_OpenFile], compiled: Callable[[bytes], FileSubject | None] | None
+) -> dict[tuple[bytes, str], list[_OpenFile]]:
+    """take()'s grouping of a batch's open files (the oracle of `_fastsubject.releases`):
+    each file's subject parsed once per prefix (files of one prefix differ in poster
+    or N), by `compiled` where it answers, else in Python, and set as its `info`; the
+    files by release, (poster, or b"" when the subject has no head, release basis),
+    in the order they come."""
+    by_release: dict[tuple[bytes, str], list[_OpenFile]] = {}
+    parsed: dict[bytes, FileSubject] = {}
+    for open_file in files:
+        info = parsed.get(open_file.prefix)
+        if info is None:
+            if compiled is not None:
+                info = compiled(open_file.prefix)
+            if info is None:
+                info = _parse_prefix(open_file.prefix)
+            parsed[open_file.prefix] = info
+        open_file.info = info
+        release = (open_file.poster if info.keyed_by_poster else b"", info.release_basis)
+        members = by_release.get(release)
+        if members is None:
+            by_release[release] = [open_file]
+        else:
+            members.append(open_file)
+    return by_release
+
+
+def _parse_prefix(prefix: bytes) -> FileSubject:
+    """The pure parse of a file's subject before its counter, as the line has it."""
+    return parse_file_subject(decode(prefix))
 
 
 def _release_key(poster: bytes, basis: str) -> bytes:
