@@ -553,6 +553,38 @@ def test_a_reply_quoting_a_file_is_a_reply_and_a_threaded_yenc_part_a_segment() 
         assert counts == [1, 2]
 
 
+@pytest.mark.parametrize(
+    "other",
+    [
+        # Another poster's file of the same subject opened by the compiled loop itself...
+        b'3\t"f.rar" yEnc (1/3)\tb@x\t%s\t<m3@x>\t\t500\t1',
+        # ... and by the slow path (a threaded yEnc part is a segment there).
+        b'3\t"f.rar" yEnc (1/3)\tb@x\t%s\t<m3@x>\t<m1@x>\t500\t1',
+    ],
+)
+def test_files_sharing_a_prefix_get_their_own_lines_past_the_file_cache(other: bytes) -> None:
+    # The compiled loop keeps the file each recent prefix led to (its cache
+    # of `fast`); two posters' files of one subject take turns at the prefix,
+    # and each line still goes to its own poster's file, a bad message-id
+    # counted as the pure loop counts it.
+    date = b"Mon, 6 May 2024 10:00:00 +0000"
+    lines = [
+        b'1\t"f.rar" yEnc (1/3)\ta@x\t%s\t<m1@x>\t\t500\t1' % date,
+        b'2\t"f.rar" yEnc (2/3)\ta@x\t%s\t<m2@x>\t\t500\t1' % date,
+        other % date,
+        b'4\t"f.rar" yEnc (3/3)\ta@x\t%s\t<m<4@x>\t\t500\t1' % date,
+    ]
+    batches = []
+    for pure in (True, False):
+        indexer = RangeIndexer(group=GROUP, first=1, rules=(), pure=pure)
+        indexer.add_data(b"\n".join(lines), 5)
+        batches.append(indexer.finish())
+    assert batches[0] == batches[1]
+    counts = sorted(len(f.numbers) for r in batches[1].releases for f in r.files)
+    assert counts == [1, 2]
+    assert dict(batches[1].skipped) == {"bad_message_id": 1}
+
+
 def test_malformed_lines_are_counted_and_skipped_alike() -> None:
     lines = [
         b"1\tno counter here\ta@x\tdate\t<m@x>\t\t500\t1",

@@ -17,8 +17,11 @@ fuzzed input.
 Python object per line or per field. For each line it finds the tabs of the
 first seven fields, the subject's last "(" and the "/" after it, and looks
 the subject before that "(" up in `fast` (the indexer's dict of the file
-each prefix last fed), first against the file the previous line went to:
-consecutive lines are mostly segments of one file. When that file's poster
+each prefix last fed), first in a cache of it: 256 slots by a hash of the
+prefix, each with the file's poster, "N) tail" and buffer (uploads are
+posted side by side, ~32 files in flight, so the previous line's file is
+rarely the next one's; a hit makes no bytes object, hashes nothing with
+siphash and reads no attribute). When that file's poster
 and "N) tail" match, the line has no References (or the file says yEnc) and
 the article number is digits, the segment's k, article number, date,
 message-id and bytes are copied, tab-separated, onto the end of the file's
@@ -31,8 +34,8 @@ goes to its file as `_add_segment` puts it there (`_add_first`: the file
 found in `opened` by (prefix, poster, N), or made with `make` and put
 there, and set in `fast`). Every other line is split as the pure loop
 splits it and goes to `slow` (`_slow_line` itself), which sorts it out or
-counts it as skipped. The file cache is dropped after each such line: both
-change `fast`.
+counts it as skipped. Both change `fast`: after a file is opened here the
+slot of its prefix is let go, after a line to `slow` every slot.
 
 For take() (`RangeIndexer._compiled_release`), `file_arrays(segments, N,
 ...)` reads one file's buffer in one pass into C arrays (k, article
@@ -63,7 +66,7 @@ from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.object cimport PyObject
 from cpython.unicode cimport PyUnicode_DATA, PyUnicode_New
 from libc.stdlib cimport calloc, free, qsort
-from libc.string cimport memchr, memcmp, memcpy
+from libc.string cimport memchr, memcmp, memcpy, memset
 
 
 cdef extern from "string.h":
@@ -250,6 +253,29 @@ cdef void _add_first(
     fast[prefix] = open_file
 
 
+# The file cache of `scan`: slots by a hash of the subject prefix (uploads
+# are posted side by side, ~32 files in flight in generated and real groups,
+# so the previous line's file alone is rarely the next line's).
+cdef enum:
+    SLOTS = 256
+
+
+cdef inline Py_ssize_t _slot(const char *s, Py_ssize_t n) noexcept nogil:
+    # The cache slot of the prefix s[:n]: its bytes, eight at a time, mixed.
+    cdef unsigned long long h = <unsigned long long>n * 0x9E3779B97F4A7C15ULL
+    cdef unsigned long long word
+    cdef Py_ssize_t i = 0
+    while i + 8 <= n:
+        memcpy(&word, s + i, 8)
+        h = (h ^ word) * 0x100000001B3ULL
+        i += 8
+    word = 0
+    if i < n:
+        memcpy(&word, s + i, n - i)
+    h = (h ^ word) * 0x9E3779B97F4A7C15ULL
+    return <Py_ssize_t>(h >> 56)
+
+
 def scan(bytes data, dict fast, object slow, dict opened, object make, tuple limits):
     """Feed the lines of `data` to the files in `fast` and `opened`, the rest to `slow`.
 
@@ -287,13 +313,25 @@ def scan(bytes data, dict fast, object slow, dict opened, object make, tuple lim
     cdef const char *after
     cdef long lines = 0, nul = 0
     cdef PyObject *found
-    cdef object open_file = None  # the file the cache holds, or None
-    cdef object cached_prefix = None
-    cdef object poster = None
-    cdef object file_after = None
-    cdef object segments = None
-    cdef bint yenc = False
+    cdef object open_file
+    cdef object segments
     cdef bint took
+    # The file cache: per slot, what `fast` gives for one prefix and the file's
+    # poster, "N) tail", buffer and yEnc, valid while its generation is the
+    # current one. `held` keeps the objects the pointers are into.
+    cdef list held = [None] * SLOTS
+    cdef const char *c_prefix[SLOTS]
+    cdef Py_ssize_t c_prefix_n[SLOTS]
+    cdef const char *c_poster[SLOTS]
+    cdef Py_ssize_t c_poster_n[SLOTS]
+    cdef const char *c_after[SLOTS]
+    cdef Py_ssize_t c_after_n[SLOTS]
+    cdef PyObject *c_segments[SLOTS]
+    cdef bint c_yenc[SLOTS]
+    cdef unsigned long c_generation[SLOTS]
+    cdef unsigned long generation = 1
+    cdef Py_ssize_t slot
+    cdef bytes prefix_bytes, poster_bytes, after_bytes
     cdef char *buffer
     cdef object prefix
     cdef object fields
@@ -303,6 +341,7 @@ def scan(bytes data, dict fast, object slow, dict opened, object make, tuple lim
     cdef Py_ssize_t rest = 0  # where the fields after "bytes" start
     for i in range(4):
         limit[i] = limits[i]
+    memset(c_generation, 0, sizeof(c_generation))
     while start <= size:
         nl = <const char *>memchr(base + start, b'\n', size - start)
         end = size if nl == NULL else nl - base
@@ -353,26 +392,45 @@ def scan(bytes data, dict fast, object slow, dict opened, object make, tuple lim
             else:
                 after = subject + subject_n
                 after_n = 0
-            if open_file is None or not _same(cached_prefix, subject, prefix_n):
+            slot = _slot(subject, prefix_n)
+            if not (
+                c_generation[slot] == generation
+                and c_prefix_n[slot] == prefix_n
+                and memcmp(c_prefix[slot], subject, prefix_n) == 0
+            ):
+                # fast.get(prefix), kept in the slot (the previous prefix there
+                # leaves it).
                 prefix = PyBytes_FromStringAndSize(subject, prefix_n)
                 found = PyDict_GetItem(fast, prefix)
                 if found == NULL:
-                    open_file = None
+                    slot = -1
                 else:
                     open_file = <object>found
-                    cached_prefix = prefix
-                    poster = open_file.poster
-                    file_after = open_file.after
+                    prefix_bytes = prefix
+                    poster_bytes = open_file.poster
+                    after_bytes = open_file.after
                     segments = open_file.segments
-                    yenc = open_file.yenc
+                    held[slot] = (prefix_bytes, poster_bytes, after_bytes, segments)
+                    c_prefix[slot] = PyBytes_AS_STRING(prefix_bytes)
+                    c_prefix_n[slot] = prefix_n
+                    c_poster[slot] = PyBytes_AS_STRING(poster_bytes)
+                    c_poster_n[slot] = PyBytes_GET_SIZE(poster_bytes)
+                    c_after[slot] = PyBytes_AS_STRING(after_bytes)
+                    c_after_n[slot] = PyBytes_GET_SIZE(after_bytes)
+                    c_segments[slot] = <PyObject *>segments
+                    c_yenc[slot] = open_file.yenc
+                    c_generation[slot] = generation
             if (
-                open_file is not None
-                and _same(poster, f[2], n[2])
-                and _same(file_after, after, after_n)
-                and (n[5] == 0 or yenc)
+                slot >= 0
+                and c_poster_n[slot] == n[2]
+                and memcmp(c_poster[slot], f[2], n[2]) == 0
+                and c_after_n[slot] == after_n
+                and memcmp(c_after[slot], after, after_n) == 0
+                and (n[5] == 0 or c_yenc[slot])
                 and _digits(f[0], n[0])
             ):
                 # k, number, date, message-id, bytes: each followed by a tab.
+                segments = <object>c_segments[slot]
                 at = PyByteArray_GET_SIZE(segments)
                 grown = at + k_n + n[0] + n[3] + n[4] + n[6] + 5
                 PyByteArray_Resize(segments, grown)
@@ -392,9 +450,17 @@ def scan(bytes data, dict fast, object slow, dict opened, object make, tuple lim
                 and _first_segment(f, n, limit, where)
             ):
                 _add_first(f, n, line + rest, length - rest, where, opened, fast, make)
+                # fast[prefix] is this file now: its slot, if it held the prefix, is let go.
+                slot = _slot(f[1], where[0])
+                if (
+                    c_generation[slot] == generation
+                    and c_prefix_n[slot] == where[0]
+                    and memcmp(c_prefix[slot], f[1], where[0]) == 0
+                ):
+                    c_generation[slot] = 0
             else:
                 slow(PyBytes_FromStringAndSize(line, length).split(b"\t", FIELDS))
-            open_file = None
+                generation += 1  # `slow` may change any of `fast`: every slot is let go
     return lines, nul
 
 
