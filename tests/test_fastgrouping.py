@@ -223,3 +223,19 @@ def _fail(*args: object) -> None:
 
 # A named fake for a fault: every compiled grouping function raises.
 _FailingGrouping = CompiledGrouping(_fail, _fail, _fail)  # type: ignore[arg-type]
+
+
+class _Buffered:
+    """A release member as the segment count reads it: a `segments` buffer."""
+
+    def __init__(self, segments: bytearray) -> None:
+        self.segments = segments
+
+
+@settings(max_examples=1_000, deadline=None)
+@given(buffers=st.lists(st.binary(max_size=300).map(bytearray), max_size=5))
+@example(buffers=[bytearray(b"\t" * 17), bytearray(b"\x89\t\x09\xff" * 9)])
+def test_segments_are_counted_as_the_files_count_them(buffers: list[bytearray]) -> None:
+    # Any bytes, tabs or not, at any length: a file's count is its tabs // 5.
+    members: list[object] = [_Buffered(buffer) for buffer in buffers]
+    assert grouping().segment_count(members) == sum(b.count(b"\t") // 5 for b in buffers)  # type: ignore[arg-type]

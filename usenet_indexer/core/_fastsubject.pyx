@@ -32,6 +32,7 @@ parses those in Python.
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from libc.stdlib cimport free, malloc
+from libc.string cimport memcpy
 
 from usenet_indexer.core import subject as _subject
 from usenet_indexer.core.rules import EXECUTABLE_EXTENSIONS as _EXECUTABLE
@@ -372,19 +373,34 @@ def executable_verdict(list members, object extensions, object companions):
     return found or None
 
 
+cdef extern from *:
+    int __builtin_popcountll(unsigned long long) nogil
+
+
+cdef Py_ssize_t _tabs(const char *s, Py_ssize_t n) noexcept nogil:
+    # s[:n].count(b"\t"), eight bytes at a time: a byte of x is zero where s
+    # has a tab, and its high bit is then the only one left clear in t.
+    cdef unsigned long long w, x, t
+    cdef Py_ssize_t i = 0, found = 0
+    while i + 8 <= n:
+        memcpy(&w, s + i, 8)
+        x = w ^ 0x0909090909090909ULL
+        t = ((x & 0x7F7F7F7F7F7F7F7FULL) + 0x7F7F7F7F7F7F7F7FULL) | x
+        found += __builtin_popcountll(~t & 0x8080808080808080ULL)
+        i += 8
+    while i < n:
+        if s[i] == b'\t':
+            found += 1
+        i += 1
+    return found
+
+
 def segment_count(list members):
     """The segments the files of `members` hold, `sum(m.count for m in members)`: each
     segment is five tab-ended fields of the file's buffer."""
-    cdef Py_ssize_t total = 0, tabs, i, n
-    cdef const char *s
+    cdef Py_ssize_t total = 0
     cdef bytearray segments
     for open_file in members:
         segments = open_file.segments
-        s = PyByteArray_AS_STRING(segments)
-        n = PyByteArray_GET_SIZE(segments)
-        tabs = 0
-        for i in range(n):
-            if s[i] == b'\t':
-                tabs += 1
-        total += tabs // 5
+        total += _tabs(PyByteArray_AS_STRING(segments), PyByteArray_GET_SIZE(segments)) // 5
     return total
