@@ -27,6 +27,14 @@ short last suffix), FIXED_STEMS, and the executable extensions of rules.py.
 None is the answer for anything else (a byte above 127, fewer than two
 quotes, an empty name, a name with a newline and no head): the caller
 parses those in Python.
+
+take()'s first steps are here too, each with its oracle in Python:
+`releases` (every open file's subject parsed and the files grouped by
+release, `indexer._releases`), `executable_verdict` (an executable rule on
+the members' file names, `rules.ExecutableRule.verdict`) and
+`segment_count` (a dropped release's segments, `_OpenFile.count` summed):
+most releases of a batch are executable floods, of one to five files,
+dropped right there; tests/test_fastgrouping.py holds them to their oracles.
 """
 
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE
