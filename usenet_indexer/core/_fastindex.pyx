@@ -34,8 +34,8 @@ goes to its file as `_add_segment` puts it there (`_add_first`: the file
 found in `opened` by (prefix, poster, N), or made with `make` and put
 there, and set in `fast`). Every other line is split as the pure loop
 splits it and goes to `slow` (`_slow_line` itself), which sorts it out or
-counts it as skipped. Both change `fast`: after a file is opened here the
-slot of its prefix is let go, after a line to `slow` every slot.
+counts it as skipped. Both change `fast` at most at the line's prefix (the
+subject before its last "("): that slot is let go after such a line.
 
 For take() (`RangeIndexer._compiled_release`), `file_arrays(segments, N,
 ...)` reads one file's buffer in one pass into C arrays (k, article
@@ -460,7 +460,19 @@ def scan(bytes data, dict fast, object slow, dict opened, object make, tuple lim
                     c_generation[slot] = 0
             else:
                 slow(PyBytes_FromStringAndSize(line, length).split(b"\t", FIELDS))
-                generation += 1  # `slow` may change any of `fast`: every slot is let go
+                # `slow` (`_slow_line`) sets in `fast` at most this line's prefix (the
+                # subject before its last "("): that slot is let go; every slot for
+                # a line without a subject field read here.
+                if tabs == FIELDS:
+                    slot = _slot(subject, prefix_n)
+                    if (
+                        c_generation[slot] == generation
+                        and c_prefix_n[slot] == prefix_n
+                        and memcmp(c_prefix[slot], subject, prefix_n) == 0
+                    ):
+                        c_generation[slot] = 0
+                else:
+                    generation += 1
     return lines, nul
 
 

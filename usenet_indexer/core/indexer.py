@@ -429,7 +429,11 @@ class RangeIndexer:
         return len(lines) - empty + nul, nul
 
     def _slow_line(self, fields: list[bytes]) -> None:
-        """A line the fast path did not take: a new file, or one to count and skip."""
+        """A line the fast path did not take: a new file, or one to count and skip.
+
+        It sets in `_fast` at most the line's own prefix (the subject before
+        its last "("): the compiled loop's file cache lets that one slot go.
+        """
         # The common case first, checked inline: the first segment of a new
         # file, with a plain "(k/N)" as the subject's last "(" (the same
         # checks as _segment_counter_or_reason, which sorts out the rest).
