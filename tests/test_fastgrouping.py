@@ -16,7 +16,6 @@ tests would compare the pure code with itself.
 
 from __future__ import annotations
 
-import random
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -36,7 +35,7 @@ from usenet_indexer.core.indexer import (
 )
 from usenet_indexer.core.rules import ExecutableRule, ReleaseView
 from usenet_indexer.synth.generator import PROFILES, GeneratorConfig, generate
-from usenet_indexer.testing.corpus import load_corpus, nzb_to_overview
+from usenet_indexer.testing.corpus import corpus_lines
 
 FIRST = 5_000_000
 
@@ -98,19 +97,7 @@ def test_every_generator_profile_groups_and_judges_alike(profile: str) -> None:
 
 
 def test_the_real_corpus_groups_and_judges_alike(corpus_dir: Path) -> None:
-    nzbs = [nzb for _, nzb in load_corpus(corpus_dir / "nzb")]
-    replay = nzb_to_overview(
-        nzbs, first_article=FIRST, rng=random.Random(3), uploads_in_flight=4, group="a.b.test"
-    )
-    lines = [line.encode("utf-8", "surrogateescape") for line in replay.lines]
-    with (corpus_dir / "subjects.tsv").open("rb") as stream:
-        subjects = [row.split(b"\t")[1] for row in stream.read().splitlines()[1:]]
-    lines += [
-        b"%d\t%s\tposter@example.com\tMon, 6 May 2024 10:00:00 +0000\t<s%d@x>\t\t700000\t5400"
-        % (FIRST + len(lines) + at, subject, at)
-        for at, subject in enumerate(subjects)
-    ]
-    by_release = groups_alike(open_files(lines))
+    by_release = groups_alike(open_files(corpus_lines(corpus_dir, FIRST, "a.b.test")))
     assert len(by_release) > 100
     judged_alike(by_release, ExecutableRule())
 

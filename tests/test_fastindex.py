@@ -26,6 +26,7 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from usenet_indexer.cli import main
+from usenet_indexer.core.batch import Batch
 from usenet_indexer.core.indexer import (
     COMPILED_FILES,
     COMPILED_SCAN,
@@ -37,7 +38,7 @@ from usenet_indexer.core.indexer import (
 )
 from usenet_indexer.core.reposts import pauses, restarts
 from usenet_indexer.synth.generator import PROFILES, GeneratorConfig, generate
-from usenet_indexer.testing.corpus import load_corpus, nzb_to_overview
+from usenet_indexer.testing.corpus import corpus_lines
 from usenet_indexer.wire.batchwire import encode_batch
 from usenet_indexer.wire.packed import pack_batch
 
@@ -284,19 +285,7 @@ def test_every_generator_profile_gives_the_same_batches(profile: str) -> None:
 
 
 def test_the_real_corpus_gives_the_same_batches(corpus_dir: Path) -> None:
-    nzbs = [nzb for _, nzb in load_corpus(corpus_dir / "nzb")]
-    replay = nzb_to_overview(
-        nzbs, first_article=FIRST, rng=random.Random(3), uploads_in_flight=4, group=GROUP
-    )
-    lines = [line.encode("utf-8", "surrogateescape") for line in replay.lines]
-    # And every real subject of subjects.tsv as the segment of an article.
-    with (corpus_dir / "subjects.tsv").open("rb") as stream:
-        subjects = [row.split(b"\t")[1] for row in stream.read().splitlines()[1:]]
-    lines += [
-        b"%d\t%s\tposter@example.com\tMon, 6 May 2024 10:00:00 +0000\t<s%d@x>\t\t700000\t5400"
-        % (FIRST + len(lines) + at, subject, at)
-        for at, subject in enumerate(subjects)
-    ]
+    lines = corpus_lines(corpus_dir, FIRST, GROUP)
     pure, compiled = index_both(blocks_of(lines, 1_000), take_every=10)
     assert sum(map(len, pure)) > 300_000
     assert compiled == pure
@@ -534,6 +523,17 @@ def _threaded(line: bytes) -> bytes:
     return b"\t".join(fields)
 
 
+def one_batch_each(lines: list[bytes]) -> list[Batch]:
+    """The batch of the pure and of the compiled indexer over `lines` (articles 1 to 4),
+    without rules."""
+    batches = []
+    for pure in (True, False):
+        indexer = RangeIndexer(group=GROUP, first=1, rules=(), pure=pure)
+        indexer.add_data(b"\n".join(lines), 5)
+        batches.append(indexer.finish())
+    return batches
+
+
 def test_a_reply_quoting_a_file_is_a_reply_and_a_threaded_yenc_part_a_segment() -> None:
     date = b"Mon, 6 May 2024 10:00:00 +0000"
     lines = [
@@ -542,12 +542,7 @@ def test_a_reply_quoting_a_file_is_a_reply_and_a_threaded_yenc_part_a_segment() 
         b'3\t"f.rar" yEnc (1/2)\ta@x\t%s\t<m3@x>\t\t500\t1' % date,
         b'4\t"f.rar" yEnc (2/2)\ta@x\t%s\t<m4@x>\t<m3@x>\t500\t1' % date,
     ]
-    batches = []
-    for pure in (True, False):
-        indexer = RangeIndexer(group=GROUP, first=1, rules=(), pure=pure)
-        indexer.add_data(b"\n".join(lines), 5)
-        batches.append(indexer.finish())
-    for batch in batches:
+    for batch in one_batch_each(lines):
         assert dict(batch.skipped) == {"reply": 1}
         counts = sorted(len(f.numbers) for r in batch.releases for f in r.files)
         assert counts == [1, 2]
@@ -574,11 +569,7 @@ def test_files_sharing_a_prefix_get_their_own_lines_past_the_file_cache(other: b
         other % date,
         b'4\t"f.rar" yEnc (3/3)\ta@x\t%s\t<m<4@x>\t\t500\t1' % date,
     ]
-    batches = []
-    for pure in (True, False):
-        indexer = RangeIndexer(group=GROUP, first=1, rules=(), pure=pure)
-        indexer.add_data(b"\n".join(lines), 5)
-        batches.append(indexer.finish())
+    batches = one_batch_each(lines)
     assert batches[0] == batches[1]
     counts = sorted(len(f.numbers) for r in batches[1].releases for f in r.files)
     assert counts == [1, 2]

@@ -456,3 +456,22 @@ def find_corpus(start: Path) -> Path | None:
             if (candidate / "SOURCES.md").is_file() and (candidate / "nzb").is_dir():
                 return candidate
     return None
+
+
+def corpus_lines(corpus_dir: Path, first: int, group: str) -> list[bytes]:
+    """The corpus's NZBs replayed as overview lines from article `first` (four uploads in
+    flight), then every real subject of subjects.tsv as the segment of an article: what
+    the compiled indexer's oracle tests feed both indexers."""
+    nzbs = [nzb for _, nzb in load_corpus(corpus_dir / "nzb")]
+    replay = nzb_to_overview(
+        nzbs, first_article=first, rng=random.Random(3), uploads_in_flight=4, group=group
+    )
+    lines = [line.encode("utf-8", "surrogateescape") for line in replay.lines]
+    with (corpus_dir / "subjects.tsv").open("rb") as stream:
+        subjects = [row.split(b"\t")[1] for row in stream.read().splitlines()[1:]]
+    lines += [
+        b"%d\t%s\tposter@example.com\tMon, 6 May 2024 10:00:00 +0000\t<s%d@x>\t\t700000\t5400"
+        % (first + len(lines) + at, subject, at)
+        for at, subject in enumerate(subjects)
+    ]
+    return lines
