@@ -610,8 +610,10 @@ class ReleaseMerger:
 
     def _build(self, members: list[_Release], files: list[_File], name: str) -> CatalogRelease:
         release = members[0]
-        made = None if self.pure or COMPILED_FILES is None else COMPILED_FILES(
-            files, CatalogFile, Segments
+        made = (
+            None
+            if self.pure or COMPILED_FILES is None
+            else COMPILED_FILES(files, CatalogFile, Segments)
         )
         built, seen, size, posted = _files_built(files, pure=self.pure) if made is None else made
         announced = _announced(members)
