@@ -647,7 +647,7 @@ def _compiled_files() -> Callable[[list[_File], type, type], FilesBuilt | None] 
         from usenet_indexer.core._fastmerge import files_built
     except ImportError:
         return None
-    return files_built  # type: ignore[no-any-return]
+    return files_built
 
 
 def _files_built(files: list[_File], *, pure: bool = False) -> FilesBuilt:
