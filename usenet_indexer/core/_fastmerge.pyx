@@ -1,5 +1,6 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False
-"""A merged file's figures, compiled: its chunks' arrays in, (segments, bytes, distinct) out.
+"""A merged file's figures, compiled: its chunks' arrays in, (segments, bytes, distinct) out;
+and an upload's catalog files made with them.
 
 Theory of operation
 -------------------
@@ -19,6 +20,10 @@ chunk's segment of each number is the one counted. No Python object is made
 per segment. A chunk whose arrays are not arrays of C unsigned ints
 (typecode "I", as every FileChunk's are) makes it answer None, and the
 caller runs the pure code. No state lives here between calls.
+
+`files_built` makes an upload's catalog files (merge._files_built, its oracle):
+each file's figures as above, its CatalogFile and Segments set field by field
+as their __init__ would, and the figures summed, with no Python call per file.
 """
 
 from cpython.array cimport array

@@ -15,7 +15,8 @@ numbers' and sizes' byte planes put back together straight into each
 file's arrays, the message-id columns turned back into "\\n"-joined rows
 in one C buffer, and each name, subject and file's ids decoded from their
 bytes (UTF-8, lone surrogates passed, as the pure code decodes them).
-Only the FileChunk is a Python call per file; nothing is made per segment.
+Each FileChunk is set field by field as its attrs __init__ would (no Python call per
+file); nothing is made per segment.
 
 It checks nothing it cannot give back exactly: whenever the fragment is
 not one the pure code unpacks without an error (counts past their caps or
