@@ -25,10 +25,8 @@ cost follows the batch, whatever the catalog already holds.
 
 A build makes no reference cycles but many objects (files, their figures,
 rows): automatic cyclic collection is off while it runs
-(gcpolicy.BuildGc), else its full collections walk the coordinator's
-whole heap again and again (about a sixth of a build's CPU); what it keeps
-is frozen after it (collected whole every gcpolicy.THAW_EVERY builds), else
-the collections after it walk that (about a quarter).
+(gcpolicy.no_cyclic_gc), else its full collections walk the coordinator's
+whole heap again and again (about a sixth of a build's CPU).
 
 What a build made is kept for the builds after it (`memo`, core/catalog.py's
 Memo): the keys around a batch are mostly those the builds before merged, and
@@ -51,7 +49,7 @@ from psycopg_pool import ConnectionPool
 from usenet_indexer.core import catalog as core
 from usenet_indexer.core.merge import CatalogRelease
 from usenet_indexer.core.renames import Finding, Shown
-from usenet_indexer.gcpolicy import BuildGc
+from usenet_indexer.gcpolicy import no_cyclic_gc
 from usenet_indexer.store.catalog import (
     SHARDS,
     CatalogRow,
@@ -114,8 +112,6 @@ class CatalogBuild:
     categories: core.Categories = attrs.field(init=False, factory=core.Categories)
     # Kept from build to build: what the chunks a build merges again made before.
     memo: core.Memo = attrs.field(init=False, factory=core.Memo)
-    # Collection off while a build runs, what it keeps frozen after (gcpolicy).
-    gc: BuildGc = attrs.field(init=False, factory=BuildGc)
 
     def __attrs_post_init__(self) -> None:
         self.table = CatalogTable(self.pool)
@@ -126,7 +122,7 @@ class CatalogBuild:
         """Merge again what batches touched since the last build in some shards no other
         builder holds (their closure), and show the rows gone quiet."""
         started = time.thread_time()
-        with self.table.shards() as locks, self.gc.off():
+        with self.table.shards() as locks, no_cyclic_gc():
             shards = locks.pending_shards()
             orphans = locks.orphans()
             if not shards and not orphans:
@@ -188,7 +184,7 @@ class CatalogBuild:
         kept (one transaction; a release's grabs stay); fill in the releases' latest
         dates where they are not known (stored before they were kept)."""
         started = time.thread_time()
-        with self.table.shards() as locks, self.gc.off():
+        with self.table.shards() as locks, no_cyclic_gc():
             locks.lock_all()
             pending = self.table.pending()
             chunks = list(self.store.chunks())
