@@ -24,7 +24,19 @@ from hypothesis import strategies as st
 
 from usenet_indexer.core.batch import FileChunk
 from usenet_indexer.core.indexer import RangeIndexer
-from usenet_indexer.core.merge import COMPILED_FIGURES, _figures, figures
+from usenet_indexer.core.merge import (
+    COMPILED_FIGURES,
+    COMPILED_FILES,
+    CatalogFile,
+    FilesBuilt,
+    ReleaseMerger,
+    Segments,
+    _figures,
+    _File,
+    _file_order,
+    _files_built,
+    figures,
+)
 from usenet_indexer.synth.generator import PROFILES, GeneratorConfig, generate
 from usenet_indexer.testing.corpus import load_corpus, nzb_to_overview
 
@@ -119,3 +131,119 @@ def test_arrays_of_another_type_are_left_to_the_pure_code() -> None:
     assert COMPILED_FIGURES is not None
     assert COMPILED_FIGURES([odd]) is None
     assert figures([odd]) == _figures([odd]) == (2, 11, True)
+
+
+# --- an upload's catalog files (merge._files_built and _fastmerge.files_built) ---------
+
+
+def described(made: FilesBuilt | None) -> object:
+    """Every field of the files made, their segments' figures, the sums; the types too."""
+    if made is None:
+        return None
+    built, seen, size, posted = made
+    return (
+        [
+            (
+                type(f),
+                f.name,
+                f.subject,
+                f.index,
+                f.total_segments,
+                f.posted,
+                type(f.segments),
+                f.segments._file,  # type: ignore[attr-defined]
+                f.segments._count,  # type: ignore[attr-defined]
+                f.segments._distinct,  # type: ignore[attr-defined]
+                f.segments._made,  # type: ignore[attr-defined]
+                f,  # CatalogFile's ==, its segments listed
+            )
+            for f in built
+        ],
+        (type(seen), seen),
+        (type(size), size),
+        (type(posted), posted),
+    )
+
+
+def uploads_files(lines: Sequence[bytes], group: str, every: int) -> list[list[_File]]:
+    """The merged files of each generation the merge makes of the lines' chunks (batches
+    of `every` lines: files in several chunks), in file order."""
+    indexer = RangeIndexer(group=group, first=FIRST)
+    merger = ReleaseMerger()
+    for at in range(0, len(lines), every):
+        indexer.add_data(b"\n".join(lines[at : at + every]) + b"\n", FIRST + at + every)
+        merger.add_all(indexer.take().releases)
+    return [
+        sorted(generation.files.values(), key=_file_order)
+        for generation, _ in merger._generations()
+    ]
+
+
+def assert_built_the_same(uploads: list[list[_File]]) -> None:
+    assert COMPILED_FILES is not None
+    assert len(uploads) > 20
+    assert any(len(f.chunks) > 1 for files in uploads for f in files)
+    for files in uploads:
+        compiled = COMPILED_FILES(files, CatalogFile, Segments)
+        assert compiled is not None
+        assert described(compiled) == described(_files_built(files, pure=True))
+
+
+def test_the_compiled_files_are_built() -> None:
+    assert COMPILED_FILES is not None, "core/_fastmerge is not built: run scripts/bootstrap"
+
+
+def test_the_classes_made_without_their_init_have_nothing_it_would_run() -> None:
+    # files_built (and _fastfragments.files) set each field of these as their __init__
+    # would: a validator, converter or post-init hook would be skipped.
+    for cls in (CatalogFile, FileChunk):
+        assert not hasattr(cls, "__attrs_post_init__")
+        assert all(a.validator is None and a.converter is None for a in attrs.fields(cls))
+    assert Segments.__slots__ == ("_count", "_distinct", "_file", "_made")
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_every_generator_profile_builds_the_same_files(profile: str) -> None:
+    generated = generate(GeneratorConfig(articles=20_000, seed=9, profile=profile))
+    lines = [line for line in generated.lines if line.split(b"\t", 1)[0].isdigit()]
+    assert_built_the_same(uploads_files(lines, generated.truth.group, every=700))
+
+
+def test_the_real_corpus_builds_the_same_files(corpus_dir: Path) -> None:
+    nzbs = [nzb for _, nzb in load_corpus(corpus_dir / "nzb")]
+    replay = nzb_to_overview(
+        nzbs, first_article=FIRST, rng=random.Random(4), uploads_in_flight=4, group="a.b.test"
+    )
+    lines = [line.encode("utf-8", "surrogateescape") for line in replay.lines]
+    assert_built_the_same(uploads_files(lines, "a.b.test", every=700))
+
+
+@st.composite
+def merged_file(draw: st.DrawFn) -> _File:
+    # Chunks of one segment or more (a file chunk has one at least).
+    file_chunks = draw(st.lists(chunks().filter(lambda c: len(c.numbers)), min_size=1, max_size=4))
+    return _File(
+        name=draw(st.text(max_size=8)),
+        subject=draw(st.text(max_size=8)),
+        index=draw(st.none() | st.integers(0, 2**40)),
+        total_segments=draw(st.integers(0, 2**40)),
+        posted=draw(st.sampled_from([0, 1, 1_700_000_000]) | st.integers(0, 2**62)),
+        chunks=file_chunks,
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(merged_file(), max_size=6))
+def test_any_files_build_the_same(files: list[_File]) -> None:
+    assert COMPILED_FILES is not None
+    assert described(COMPILED_FILES(files, CatalogFile, Segments)) == described(
+        _files_built(files, pure=True)
+    )
+
+
+def test_files_of_arrays_of_another_type_are_left_to_the_pure_code() -> None:
+    odd = attrs.evolve(chunk([1, 2], [5, 6]), sizes=array("L", [5, 6]))
+    file = _File("a.rar", "a", 1, 50, 1_700_000_000, [chunk([3], [7]), odd])
+    assert COMPILED_FILES is not None
+    assert COMPILED_FILES([file], CatalogFile, Segments) is None
+    assert _files_built([file])[1:] == (3, 18, 1_700_000_000)

@@ -1,5 +1,6 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False
-"""A merged file's figures, compiled: its chunks' arrays in, (segments, bytes, distinct) out.
+"""A merged file's figures, compiled: its chunks' arrays in, (segments, bytes, distinct) out;
+and an upload's catalog files made with them.
 
 Theory of operation
 -------------------
@@ -19,10 +20,15 @@ chunk's segment of each number is the one counted. No Python object is made
 per segment. A chunk whose arrays are not arrays of C unsigned ints
 (typecode "I", as every FileChunk's are) makes it answer None, and the
 caller runs the pure code. No state lives here between calls.
+
+`files_built` makes an upload's catalog files (merge._files_built, its oracle):
+each file's figures as above, its CatalogFile and Segments set field by field
+as their __init__ would, and the figures summed, with no Python call per file.
 """
 
 from cpython.array cimport array
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
+from cpython.object cimport PyObject_GenericSetAttr
 from libc.stdint cimport uint32_t, uint64_t
 from libc.stdlib cimport qsort
 
@@ -111,3 +117,44 @@ def figures(list chunks):
     if count == total:
         return total, size_all, True
     return count, size_first, False
+
+
+# --- a merged upload's files (merge._files_built) ---------------------------------------
+
+def files_built(list files, object catalog_file, object segments):
+    """(files, segments seen, bytes, earliest date) of an upload's merged files (merge._File,
+    in file order), as `merge._files_built` gives them: each file a `catalog_file`
+    (CatalogFile) whose segments are a `segments` (merge.Segments) of the file and its
+    figures; or None where a file's figures are (see `figures`).
+
+    The objects are made as their classes' __init__ would make them, each field set
+    once (CatalogFile is a frozen attrs class without validators or converters; Segments
+    sets its four slots), without a Python call per file."""
+    cdef list built = []
+    cdef Py_ssize_t seen = 0
+    cdef object size = 0
+    cdef object posted = 0
+    cdef object found, f, made, held, date
+    for f in files:
+        found = figures(f.chunks)
+        if found is None:
+            return None
+        held = segments.__new__(segments)
+        PyObject_GenericSetAttr(held, "_file", f)
+        PyObject_GenericSetAttr(held, "_made", None)
+        PyObject_GenericSetAttr(held, "_distinct", found[2])
+        PyObject_GenericSetAttr(held, "_count", found[0])
+        made = catalog_file.__new__(catalog_file)
+        date = f.posted
+        PyObject_GenericSetAttr(made, "name", f.name)
+        PyObject_GenericSetAttr(made, "subject", f.subject)
+        PyObject_GenericSetAttr(made, "index", f.index)
+        PyObject_GenericSetAttr(made, "total_segments", f.total_segments)
+        PyObject_GenericSetAttr(made, "posted", date)
+        PyObject_GenericSetAttr(made, "segments", held)
+        built.append(made)
+        seen += <Py_ssize_t>found[0]
+        size += found[1]
+        if date and (not posted or date < posted):
+            posted = date
+    return built, seen, size, posted

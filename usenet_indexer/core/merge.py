@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Callable, Container, Iterable, Iterator, Sequence
-from itertools import chain
-from operator import itemgetter
+from itertools import chain, repeat
+from operator import attrgetter, itemgetter
 from typing import Any, overload
 
 import attrs
@@ -47,6 +47,8 @@ from usenet_indexer.core.uploads import representative as upload_key
 # A file's chunks are dated by their first segment: an hour leaves room for
 # a file posted for most of one.
 APART_SECONDS = 60 * 60
+
+_NUMBERS = attrgetter("numbers")
 
 
 @attrs.define(eq=False)
@@ -430,7 +432,7 @@ class Memo:
         return self._chains.get(key)
 
     def keep_chain(self, key: tuple[object, ...], made: _ChainMade) -> None:
-        held = sum(len(file.numbers) for files in made[0] for file in files)
+        held = sum(map(len, map(_NUMBERS, chain.from_iterable(made[0]))))
         if self._held + held > self.segments:
             self.clear()
         self._chains[key] = made
@@ -497,7 +499,7 @@ class ReleaseMerger:
                 release.dropped = None
         release.chunks += 1
         self._added += 1
-        release.files.extend((file, self._added) for file in chunk.files)
+        release.files.extend(zip(chunk.files, repeat(self._added)))
         release.fields[self._added] = (order, chunk.head_name, chunk.poster, chunk.files_announced)
         if self.memo is not None:
             release.came.append(
@@ -608,33 +610,19 @@ class ReleaseMerger:
 
     def _build(self, members: list[_Release], files: list[_File], name: str) -> CatalogRelease:
         release = members[0]
-        built = []
-        seen = size = 0
-        pure = self.pure
-        for f in files:  # one pass: a build makes every release of the keys around a batch
-            # Bytes of the segments kept: a segment posted again (a repost in a
-            # later batch) counts once, like it does in the segment list.
-            count, held, distinct = figures(f.chunks, pure=pure)
-            built.append(
-                CatalogFile(
-                    f.name,
-                    f.subject,
-                    f.index,
-                    f.total_segments,
-                    f.posted,
-                    Segments(f, count, distinct),
-                )
-            )
-            seen += count
-            size += held
+        made = (
+            None
+            if self.pure or COMPILED_FILES is None
+            else COMPILED_FILES(files, CatalogFile, Segments)
+        )
+        built, seen, size, posted = _files_built(files, pure=self.pure) if made is None else made
         announced = _announced(members)
-        dated = [f.posted for f in built if f.posted]
         return CatalogRelease(
             key=release.key,
             name=name,
             poster=release.poster,
             groups=tuple(sorted(set().union(*(m.groups for m in members)))),
-            posted=min(dated) if dated else 0,
+            posted=posted,
             files_announced=release.files_announced,
             complete=min(1.0, seen / announced) if announced else 0.0,
             bytes=size,
@@ -645,6 +633,43 @@ class ReleaseMerger:
             repost_of=release.repost_of,
             sources=tuple(sorted({key for m in members for key in m.sources})),
         )
+
+
+# An upload's merged files made catalog files, with their figures summed: (the files,
+# segments seen, the bytes they hold, the earliest date or 0). The compiled twin of
+# `_files_built` (core/_fastmerge.pyx) answers None where the pure code must.
+FilesBuilt = tuple[list[CatalogFile], int, int, int]
+
+
+def _compiled_files() -> Callable[[list[_File], type, type], FilesBuilt | None] | None:
+    """The compiled twin of `_files_built`, or None where it was not built."""
+    try:
+        from usenet_indexer.core._fastmerge import files_built
+    except ImportError:
+        return None
+    return files_built
+
+
+def _files_built(files: list[_File], *, pure: bool = False) -> FilesBuilt:
+    """An upload's files (in file order) as catalog files, each file's segments a
+    `Segments` with its figures, and (segments seen, bytes, earliest date or 0) summed;
+    `pure`: the figures by the pure code. The oracle of `_fastmerge.files_built`."""
+    built = []
+    seen = size = posted = 0
+    for f in files:  # one pass: a build makes every release of the keys around a batch
+        # Bytes of the segments kept: a segment posted again (a repost in a
+        # later batch) counts once, like it does in the segment list.
+        count, held, distinct = figures(f.chunks, pure=pure)
+        built.append(
+            CatalogFile(
+                f.name, f.subject, f.index, f.total_segments, f.posted, Segments(f, count, distinct)
+            )
+        )
+        seen += count
+        size += held
+        if f.posted and (not posted or f.posted < posted):
+            posted = f.posted
+    return built, seen, size, posted
 
 
 def _file_order(file: _File) -> tuple[int, str, int, bytes]:
@@ -1020,3 +1045,6 @@ def _new_file(chunk: FileChunk) -> _File:
         posted=chunk.posted,
         chunks=[chunk],
     )
+
+
+COMPILED_FILES = _compiled_files()

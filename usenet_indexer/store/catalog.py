@@ -44,6 +44,7 @@ import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
+from operator import attrgetter
 from typing import Any
 
 import attrs
@@ -320,6 +321,7 @@ _SIZES = """
 
 # The segments of the fragments a CatalogStore keeps unpacked (see `chunks`).
 UNPACKED_SEGMENTS = 2_000_000
+_NUMBERS = attrgetter("numbers")
 
 
 @attrs.define(eq=False)
@@ -813,7 +815,7 @@ class Written:
 
 
 def _segments(files: Sequence[FileChunk]) -> int:
-    return sum(len(f.numbers) for f in files)
+    return sum(map(len, map(_NUMBERS, files)))
 
 
 def _seqs(records: Sequence[tuple[Any, ...]]) -> dict[bytes, int]:

@@ -15,7 +15,8 @@ numbers' and sizes' byte planes put back together straight into each
 file's arrays, the message-id columns turned back into "\\n"-joined rows
 in one C buffer, and each name, subject and file's ids decoded from their
 bytes (UTF-8, lone surrogates passed, as the pure code decodes them).
-Only the FileChunk is a Python call per file; nothing is made per segment.
+Each FileChunk is set field by field as its attrs __init__ would (no Python call per
+file); nothing is made per segment.
 
 It checks nothing it cannot give back exactly: whenever the fragment is
 not one the pure code unpacks without an error (counts past their caps or
@@ -40,6 +41,7 @@ one's. The limits are passed in (the pure module holds them once).
 from cpython.array cimport array, clone
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
+from cpython.object cimport PyObject_GenericSetAttr
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memchr, memcmp, memcpy
@@ -152,6 +154,7 @@ cdef object _made(
     cdef const char *found
     cdef const char *ids_stop = <const char *>(p + ids_end)
     cdef list made = []
+    cdef object new = chunk.__new__, file
     if width:
         # The columns back as "\n"-joined rows (the last "\n" is not used).
         rows = <uint8_t *>PyMem_Malloc(stride * total)
@@ -189,19 +192,19 @@ cdef object _made(
                     stop = found + (1 if k < n - 1 else 0)
                 message_ids = _text(cursor, stop - cursor)
                 cursor = stop + 1 if stop < ids_stop else stop
-            made.append(
-                chunk(
-                    PyBytes_FromStringAndSize(<const char *>entry, 16),
-                    name,
-                    subject,
-                    index - 1 if index else None,
-                    _u32(entry + 24),
-                    _i64(entry + 28),
-                    _part(numbers, start, n),
-                    message_ids,
-                    _part(sizes, start, n),
-                )
-            )
+            # A FileChunk as its __init__ makes it (a frozen attrs class without
+            # validators or converters: each field set once), without a Python call.
+            file = new(chunk)
+            PyObject_GenericSetAttr(file, "key", PyBytes_FromStringAndSize(<const char *>entry, 16))
+            PyObject_GenericSetAttr(file, "name", name)
+            PyObject_GenericSetAttr(file, "subject", subject)
+            PyObject_GenericSetAttr(file, "index", index - 1 if index else None)
+            PyObject_GenericSetAttr(file, "total_segments", _u32(entry + 24))
+            PyObject_GenericSetAttr(file, "posted", _i64(entry + 28))
+            PyObject_GenericSetAttr(file, "numbers", _part(numbers, start, n))
+            PyObject_GenericSetAttr(file, "message_ids", message_ids)
+            PyObject_GenericSetAttr(file, "sizes", _part(sizes, start, n))
+            made.append(file)
             start += n
     except UnicodeDecodeError:
         return None
