@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 import attrs
 
+from usenet_indexer.core.prefilter import Index, Prefilter, lowered, prefilter
 from usenet_indexer.core.subject import looks_obfuscated
 
 # The standard table: id -> name. Parents are the multiples of 1000.
@@ -296,9 +297,57 @@ def _compiled(patterns: tuple[str, ...]) -> re.Pattern[str]:
     return re.compile("|".join(f"(?:{p})" for p in patterns), re.IGNORECASE)
 
 
-_BY_NAME = tuple((r.category, _compiled(r.name)) for r in RULES if r.name and not r.weak)
-_BY_WEAK_NAME = tuple((r.category, _compiled(r.name)) for r in RULES if r.name and r.weak)
-_BY_GROUP = tuple((rule.category, _compiled(rule.group)) for rule in RULES if rule.group)
+@attrs.frozen
+class _Matcher:
+    """A rule's compiled patterns and their prefilter (core/prefilter.py)."""
+
+    category: int
+    pattern: re.Pattern[str]
+    prefilter: Prefilter
+
+    @classmethod
+    def of(cls, category: int, patterns: tuple[str, ...]) -> _Matcher:
+        compiled = _compiled(patterns)
+        return cls(category, compiled, prefilter(compiled))
+
+
+@attrs.frozen
+class _Matchers:
+    """Rules asked in order, a name searched only by those whose prefilter admits it:
+    most rules match no given name, and their searches were most of a catalog build's
+    filing (the prefilters' strings are looked for by `Index`, a name's pairs once)."""
+
+    matchers: tuple[_Matcher, ...]
+    index: Index
+
+    @classmethod
+    def of(cls, rules: Iterable[tuple[int, tuple[str, ...]]]) -> _Matchers:
+        matchers = tuple(_Matcher.of(category, patterns) for category, patterns in rules)
+        return cls(matchers, Index.of([m.prefilter for m in matchers]))
+
+    def first(self, texts: tuple[str, ...]) -> int | None:
+        """The category of the first rule whose pattern matches one of `texts`, or None."""
+        asked = []
+        bits = 0
+        for text in texts:
+            low = lowered(text)
+            mine = self.index.candidates(low)
+            asked.append((text, low, mine))
+            bits |= mine
+        while bits:
+            bit = bits & -bits
+            bits ^= bit
+            matcher = self.matchers[bit.bit_length() - 1]
+            for text, low, mine in asked:
+                if mine & bit and matcher.prefilter.admits(low) and matcher.pattern.search(text):
+                    return matcher.category
+        return None
+
+
+_BY_NAME = _Matchers.of((r.category, r.name) for r in RULES if r.name and not r.weak)
+_BY_WEAK_NAME = _Matchers.of((r.category, r.name) for r in RULES if r.name and r.weak)
+_BY_GROUP = _Matchers.of((r.category, r.group) for r in RULES if r.group)
+
 
 # A random name: hex of 32, 40 or 64 digits (and any other 16 or more), UUIDs,
 # the posting tools' random strings (subject.looks_obfuscated), shorter
@@ -350,18 +399,18 @@ def categorise(name: str, groups: tuple[str, ...] = (), files: tuple[str, ...] =
     """
     if looks_hashed(name):
         return HASHED  # random names say nothing until a probe renames them
-    for category, pattern in _BY_NAME:
-        if pattern.search(name):
-            return category
+    by_name = _BY_NAME.first((name,))
+    if by_name is not None:
+        return by_name
     by_extension = _by_extension(files, EXTENSIONS)
     if by_extension is not None:
         return by_extension
-    for category, pattern in _BY_GROUP:
-        if any(pattern.search(g) for g in groups):
-            return category
-    for category, pattern in _BY_WEAK_NAME:
-        if pattern.search(name):
-            return category
+    by_group = _BY_GROUP.first(groups)
+    if by_group is not None:
+        return by_group
+    by_weak_name = _BY_WEAK_NAME.first((name,))
+    if by_weak_name is not None:
+        return by_weak_name
     by_video = _by_extension(files, VIDEO_EXTENSIONS)
     return by_video if by_video is not None else OTHER
 
