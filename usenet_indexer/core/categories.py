@@ -330,16 +330,15 @@ class _Matchers:
         asked = []
         bits = 0
         for text in texts:
-            low = lowered(text)
-            mine = self.index.candidates(low)
-            asked.append((text, low, mine))
+            mine = self.index.candidates(lowered(text))
+            asked.append((text, mine))
             bits |= mine
         while bits:
             bit = bits & -bits
             bits ^= bit
             matcher = self.matchers[bit.bit_length() - 1]
-            for text, low, mine in asked:
-                if mine & bit and matcher.prefilter.admits(low) and matcher.pattern.search(text):
+            for text, mine in asked:
+                if mine & bit and matcher.pattern.search(text):
                     return matcher.category
         return None
 

@@ -11,14 +11,14 @@ set has none in the text, the pattern cannot match, and the search is
 skipped. Where it may match, the pattern itself decides: a prefilter only
 skips searches that would find nothing.
 
-`Index` asks many prefilters at once: which of them may match a text, as
-a bit mask, from the text's character pairs (one dict look-up per pair,
-instead of a substring test per string per pattern).
+`Index` asks many prefilters at once: which of them admit a text, as a
+bit mask, from the text's character pairs (the few strings the text's
+pairs begin are looked for, not every string of every pattern).
 
 What it assumes, so that it stays a necessary condition:
 
 - the text is ASCII (a prefilter admits any other: IGNORECASE lets `K`
-  (Kelvin) match `k` and `ſ` match `s`, and `\\d` matches Unicode digits);
+  (U+212A, Kelvin) match `k` and U+017F (a long s) match `s`, and `\\d` matches Unicode digits);
 - strings and text are compared lower case (IGNORECASE or not: lowering
   both only loses precision);
 - what it does not know (a category but `\\d`, a negated class, a class of
@@ -33,9 +33,7 @@ from __future__ import annotations
 import importlib
 import re
 from collections.abc import Sequence
-from functools import reduce
-from itertools import repeat
-from operator import or_
+from itertools import pairwise
 from typing import Any
 
 import attrs
@@ -196,39 +194,57 @@ def _node(kind: str, value: Any) -> list[Needles]:
 
 @attrs.frozen
 class Index:
-    """Which of many prefilters may admit a text, from its character pairs: a pattern's
-    bit is set when a pair that begins one string of its first set is in the text (or it
-    has none: no set, or a one-character string). A necessary test: `Prefilter.admits`
-    says more where a bit is set.
+    """Which of many prefilters admit a text, at once: each set of each prefilter has a
+    bit, set when one of its strings is in the text; a prefilter admits the text when
+    the bits of all its sets are set (as `Prefilter.admits` says, one at a time).
+
+    The strings are found from the text's character pairs: the pairs that begin a
+    string are taken from the text's in one set operation, and only the strings they
+    begin are looked for (most texts begin few).
 
     Attributes:
-        pairs: each character pair that begins a string, and the bits of the
-            prefilters with such a string in their first set.
-        always: the bits of the prefilters the pairs cannot rule out.
-        every: all bits (a text that is not ASCII).
+        size: the prefilters indexed (bit `i` of an answer is the `i`th).
+        starts: each character pair that begins a string, and the strings it begins
+            (with the bits of the sets each is in).
+        always: the bits of the sets the pairs do not tell (a set with a one-character
+            string, or no set: a prefilter of one set has its second set's bit here).
     """
 
-    pairs: dict[tuple[str, str], int]
+    size: int
+    starts: dict[tuple[str, str], tuple[tuple[str, int], ...]]
     always: int
-    every: int
 
     @classmethod
     def of(cls, prefilters: Sequence[Prefilter]) -> Index:
-        pairs: dict[tuple[str, str], int] = {}
+        size = len(prefilters)
+        strings: dict[str, int] = {}
         always = 0
         for bit, found in enumerate(prefilters):
-            first = found.sets[0] if found.sets else frozenset()
-            if not first or min(map(len, first)) < 2:
-                always |= 1 << bit
-                continue
-            for needle in first:
-                pair = (needle[0], needle[1])
-                pairs[pair] = pairs.get(pair, 0) | 1 << bit
-        return cls(pairs, always, (1 << len(prefilters)) - 1)
+            for number in range(_SETS):
+                mask = 1 << (bit + number * size)
+                needles = found.sets[number] if number < len(found.sets) else frozenset()
+                if not needles or min(map(len, needles)) < 2:
+                    always |= mask
+                    continue
+                for needle in needles:
+                    strings[needle] = strings.get(needle, 0) | mask
+        starts: dict[tuple[str, str], list[tuple[str, int]]] = {}
+        for needle, mask in sorted(strings.items()):
+            starts.setdefault((needle[0], needle[1]), []).append((needle, mask))
+        return cls(size, {pair: tuple(found) for pair, found in starts.items()}, always)
 
     def candidates(self, lowered: str | None) -> int:
-        """The bits of the prefilters that may admit a text (`lowered(text)`)."""
+        """The bits of the prefilters that admit a text (`lowered(text)`; all of them for
+        None: a text that is not ASCII)."""
+        every = (1 << self.size) - 1
         if lowered is None:
-            return self.every
-        found = set(zip(lowered, lowered[1:], strict=False))
-        return reduce(or_, map(self.pairs.get, found, repeat(0)), self.always)
+            return every
+        bits = self.always
+        for pair in self.starts.keys() & pairwise(lowered):
+            for needle, mask in self.starts[pair]:
+                if len(needle) == 2 or needle in lowered:
+                    bits |= mask
+        admitted = bits & every
+        for number in range(1, _SETS):
+            admitted &= bits >> (number * self.size)
+        return admitted
