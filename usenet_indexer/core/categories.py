@@ -20,7 +20,6 @@ corpus NZB names (tests/test_categories.py). Pure: no I/O.
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Iterable, Mapping
 
 import attrs
@@ -401,7 +400,8 @@ def categorise(name: str, groups: tuple[str, ...] = (), files: tuple[str, ...] =
     by_name = _BY_NAME.first((name,))
     if by_name is not None:
         return by_name
-    by_extension = _by_extension(files, EXTENSIONS)
+    extensions = [f.rpartition(".")[2].lower() for f in files if "." in f]
+    by_extension = _by_extension(extensions, EXTENSIONS)
     if by_extension is not None:
         return by_extension
     by_group = _BY_GROUP.first(groups)
@@ -410,15 +410,20 @@ def categorise(name: str, groups: tuple[str, ...] = (), files: tuple[str, ...] =
     by_weak_name = _BY_WEAK_NAME.first((name,))
     if by_weak_name is not None:
         return by_weak_name
-    by_video = _by_extension(files, VIDEO_EXTENSIONS)
+    by_video = _by_extension(extensions, VIDEO_EXTENSIONS)
     return by_video if by_video is not None else OTHER
 
 
-def _by_extension(files: tuple[str, ...], table: Mapping[str, int]) -> int | None:
-    """The category of the extension most of `files` have in `table`, or None."""
-    kinds = [table.get(f.rpartition(".")[2].lower()) for f in files if "." in f]
-    counted = Counter(kind for kind in kinds if kind is not None)
-    return counted.most_common(1)[0][0] if counted else None
+def _by_extension(extensions: list[str], table: Mapping[str, int]) -> int | None:
+    """The category of the extension (lower case) most files have in `table`, or None;
+    of a tie, the category met first."""
+    counted: dict[int, int] = {}
+    for extension in extensions:
+        kind = table.get(extension)
+        if kind is not None:
+            counted[kind] = counted.get(kind, 0) + 1
+    # max keeps the first of equals: Counter.most_common(1)'s choice before.
+    return max(counted, key=counted.__getitem__) if counted else None
 
 
 _SEASON_EPISODE = re.compile(
