@@ -25,7 +25,8 @@ from usenet_indexer.core.prefilter import Index, Prefilter, lowered, prefilter
 from usenet_indexer.synth.generator import GeneratorConfig, generate
 from usenet_indexer.testing.corpus import load_corpus
 
-MATCHER_LISTS = (categories._BY_NAME, categories._BY_WEAK_NAME, categories._BY_GROUP)
+RULES = categories._rules()
+MATCHER_LISTS = (RULES.by_name, RULES.by_weak_name, RULES.by_group)
 
 
 def _admits(pattern: str, text: str, flags: int = re.IGNORECASE) -> bool:
@@ -191,9 +192,9 @@ def _searched(matchers: categories._Matchers, texts: tuple[str, ...]) -> int | N
 def _check_same(rows: list[tuple[str, tuple[str, ...], tuple[str, ...]]]) -> None:
     """`_Matchers.first` answers as searching every rule does, for names and groups."""
     for name, groups, _files in rows:
-        for matchers in (categories._BY_NAME, categories._BY_WEAK_NAME):
+        for matchers in (RULES.by_name, RULES.by_weak_name):
             assert matchers.first((name,)) == _searched(matchers, (name,)), name
-        assert categories._BY_GROUP.first(groups) == _searched(categories._BY_GROUP, groups)
+        assert RULES.by_group.first(groups) == _searched(RULES.by_group, groups)
 
 
 def test_the_rules_prefilters_admit_every_corpus_text_they_match(corpus_dir: Path) -> None:

@@ -19,6 +19,7 @@ corpus NZB names (tests/test_categories.py). Pure: no I/O.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping
 
@@ -342,9 +343,24 @@ class _Matchers:
         return None
 
 
-_BY_NAME = _Matchers.of((r.category, r.name) for r in RULES if r.name and not r.weak)
-_BY_WEAK_NAME = _Matchers.of((r.category, r.name) for r in RULES if r.name and r.weak)
-_BY_GROUP = _Matchers.of((r.category, r.group) for r in RULES if r.group)
+@attrs.frozen
+class _Rules:
+    """The rules compiled, by what they are asked of."""
+
+    by_name: _Matchers
+    by_weak_name: _Matchers
+    by_group: _Matchers
+
+
+@functools.cache
+def _rules() -> _Rules:
+    """The rules compiled and their prefilters made, once, when first asked (a process
+    that files no release does not pay for them)."""
+    return _Rules(
+        by_name=_Matchers.of((r.category, r.name) for r in RULES if r.name and not r.weak),
+        by_weak_name=_Matchers.of((r.category, r.name) for r in RULES if r.name and r.weak),
+        by_group=_Matchers.of((r.category, r.group) for r in RULES if r.group),
+    )
 
 
 # A random name: hex of 32, 40 or 64 digits (and any other 16 or more), UUIDs,
@@ -397,17 +413,18 @@ def categorise(name: str, groups: tuple[str, ...] = (), files: tuple[str, ...] =
     """
     if looks_hashed(name):
         return HASHED  # random names say nothing until a probe renames them
-    by_name = _BY_NAME.first((name,))
+    rules = _rules()
+    by_name = rules.by_name.first((name,))
     if by_name is not None:
         return by_name
     extensions = [f.rpartition(".")[2].lower() for f in files if "." in f]
     by_extension = _by_extension(extensions, EXTENSIONS)
     if by_extension is not None:
         return by_extension
-    by_group = _BY_GROUP.first(groups)
+    by_group = rules.by_group.first(groups)
     if by_group is not None:
         return by_group
-    by_weak_name = _BY_WEAK_NAME.first((name,))
+    by_weak_name = rules.by_weak_name.first((name,))
     if by_weak_name is not None:
         return by_weak_name
     by_video = _by_extension(extensions, VIDEO_EXTENSIONS)

@@ -90,7 +90,10 @@ def prefilter(pattern: re.Pattern[str]) -> Prefilter:
 
 
 def _minimal(needles: Needles) -> Needles:
-    """The set without the strings that hold another of it (where they are, it is)."""
+    """The set without the strings that hold another of it (where they are, it is);
+    a big set as it is (its pairs are compared, and it is seldom the one asked)."""
+    if len(needles) > _SECOND:
+        return needles
     return frozenset(n for n in needles if not any(o != n and o in n for o in needles))
 
 
