@@ -15,6 +15,13 @@ film's year and source, a game's platform tag or group, music's format and
 Artist-Title-SOURCE-YEAR-GROUP) and are checked on a table of real corpus
 names filed by reading them, and on ../shared/corpus/subjects.tsv and the
 corpus NZB names (tests/test_categories.py). Pure: no I/O.
+
+A catalog build files every release it merges, and most rules match no
+given name: a rule's patterns are searched only where its prefilter
+(core/prefilter.py: literal strings every match holds) admits the name,
+which the rules' index finds from the name's character pairs. The answer
+is the one searching every rule gives (tests/test_prefilter.py checks the
+prefilters on the corpus, both generator profiles and fuzzed names).
 """
 
 from __future__ import annotations

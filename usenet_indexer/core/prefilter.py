@@ -209,6 +209,7 @@ class Index:
         size: the prefilters indexed (bit `i` of an answer is the `i`th).
         starts: each character pair that begins a string, and the strings it begins
             (with the bits of the sets each is in).
+        pairs: the pairs of `starts`.
         always: the bits of the sets the pairs do not tell (a set with a one-character
             string, or no set: a prefilter of one set has its second set's bit here).
     """
@@ -216,6 +217,11 @@ class Index:
     size: int
     starts: dict[tuple[str, str], tuple[tuple[str, int], ...]]
     always: int
+    pairs: frozenset[tuple[str, str]] = attrs.field(init=False)
+
+    @pairs.default
+    def _pairs(self) -> frozenset[tuple[str, str]]:
+        return frozenset(self.starts)  # the text's pairs are looked up in it, not copied
 
     @classmethod
     def of(cls, prefilters: Sequence[Prefilter]) -> Index:
@@ -243,7 +249,7 @@ class Index:
         if lowered is None:
             return every
         bits = self.always
-        for pair in self.starts.keys() & pairwise(lowered):
+        for pair in self.pairs.intersection(pairwise(lowered)):
             for needle, mask in self.starts[pair]:
                 if len(needle) == 2 or needle in lowered:
                     bits |= mask
