@@ -247,3 +247,19 @@ def test_video_extensions_are_asked_last() -> None:
     """The prefilters change which searches run, never the order rules are asked in."""
     assert categorise("holiday", (), ("a.mkv",)) == VIDEO_EXTENSIONS["mkv"]
     assert categorise("holiday.1080p", (), ("a.mkv",)) == 2040
+
+
+@given(st.lists(st.sampled_from(["a.mp3", "b.EPUB", "c.flac", "d.mkv", "e.avi", "f", "g.txt"])))
+def test_the_extension_most_files_have_wins_and_of_equals_the_first_met(files: list[str]) -> None:
+    """Files' extensions counted as `Counter.most_common(1)` counted them before."""
+    from collections import Counter
+
+    name = "holiday"  # no rule's word: the files decide
+    kinds = [categories.EXTENSIONS.get(f.rpartition(".")[2].lower()) for f in files if "." in f]
+    counted = Counter(kind for kind in kinds if kind is not None)
+    videos = [categories.VIDEO_EXTENSIONS.get(f.rpartition(".")[2].lower()) for f in files]
+    video = Counter(kind for kind in videos if kind is not None)
+    expected = (
+        counted.most_common(1)[0][0] if counted else video.most_common(1)[0][0] if video else OTHER
+    )
+    assert categorise(name, (), tuple(files)) == expected
