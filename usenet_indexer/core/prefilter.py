@@ -14,6 +14,8 @@ skips searches that would find nothing.
 `Index` asks many prefilters at once: which of them admit a text, as a
 bit mask, from the text's character pairs (the few strings the text's
 pairs begin are looked for, not every string of every pattern).
+`Prefilter.admits`, one prefilter's test as plainly stated, is the oracle
+`Index.candidates` is tested against (tests/test_prefilter.py).
 
 What it assumes, so that it stays a necessary condition:
 
