@@ -15,16 +15,24 @@ film's year and source, a game's platform tag or group, music's format and
 Artist-Title-SOURCE-YEAR-GROUP) and are checked on a table of real corpus
 names filed by reading them, and on ../shared/corpus/subjects.tsv and the
 corpus NZB names (tests/test_categories.py). Pure: no I/O.
+
+A catalog build files every release it merges, and most rules match no
+given name: a rule's patterns are searched only where its prefilter
+(core/prefilter.py: literal strings every match holds) admits the name,
+which the rules' index finds from the name's character pairs. The answer
+is the one searching every rule gives (tests/test_prefilter.py checks the
+prefilters on the corpus, both generator profiles and fuzzed names).
 """
 
 from __future__ import annotations
 
+import functools
 import re
-from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 import attrs
 
+from usenet_indexer.core.prefilter import Index, Prefilter, lowered, prefilter
 from usenet_indexer.core.subject import looks_obfuscated
 
 # The standard table: id -> name. Parents are the multiples of 1000.
@@ -296,9 +304,71 @@ def _compiled(patterns: tuple[str, ...]) -> re.Pattern[str]:
     return re.compile("|".join(f"(?:{p})" for p in patterns), re.IGNORECASE)
 
 
-_BY_NAME = tuple((r.category, _compiled(r.name)) for r in RULES if r.name and not r.weak)
-_BY_WEAK_NAME = tuple((r.category, _compiled(r.name)) for r in RULES if r.name and r.weak)
-_BY_GROUP = tuple((rule.category, _compiled(rule.group)) for rule in RULES if rule.group)
+@attrs.frozen
+class _Matcher:
+    """A rule's compiled patterns and their prefilter (core/prefilter.py)."""
+
+    category: int
+    pattern: re.Pattern[str]
+    prefilter: Prefilter
+
+    @classmethod
+    def of(cls, category: int, patterns: tuple[str, ...]) -> _Matcher:
+        compiled = _compiled(patterns)
+        return cls(category, compiled, prefilter(compiled))
+
+
+@attrs.frozen
+class _Matchers:
+    """Rules asked in order, a name searched only by those whose prefilter admits it:
+    most rules match no given name, and their searches were most of a catalog build's
+    filing (the prefilters' strings are looked for by `Index`, a name's pairs once)."""
+
+    matchers: tuple[_Matcher, ...]
+    index: Index
+
+    @classmethod
+    def of(cls, rules: Iterable[tuple[int, tuple[str, ...]]]) -> _Matchers:
+        matchers = tuple(_Matcher.of(category, patterns) for category, patterns in rules)
+        return cls(matchers, Index.of([m.prefilter for m in matchers]))
+
+    def first(self, texts: tuple[str, ...]) -> int | None:
+        """The category of the first rule whose pattern matches one of `texts`, or None."""
+        asked = []
+        bits = 0
+        for text in texts:
+            mine = self.index.candidates(lowered(text))
+            asked.append((text, mine))
+            bits |= mine
+        while bits:
+            bit = bits & -bits
+            bits ^= bit
+            matcher = self.matchers[bit.bit_length() - 1]
+            for text, mine in asked:
+                if mine & bit and matcher.pattern.search(text):
+                    return matcher.category
+        return None
+
+
+@attrs.frozen
+class _Rules:
+    """The rules compiled, by what they are asked of."""
+
+    by_name: _Matchers
+    by_weak_name: _Matchers
+    by_group: _Matchers
+
+
+@functools.cache
+def _rules() -> _Rules:
+    """The rules compiled and their prefilters made, once, when first asked (a process
+    that files no release does not pay for them)."""
+    return _Rules(
+        by_name=_Matchers.of((r.category, r.name) for r in RULES if r.name and not r.weak),
+        by_weak_name=_Matchers.of((r.category, r.name) for r in RULES if r.name and r.weak),
+        by_group=_Matchers.of((r.category, r.group) for r in RULES if r.group),
+    )
+
 
 # A random name: hex of 32, 40 or 64 digits (and any other 16 or more), UUIDs,
 # the posting tools' random strings (subject.looks_obfuscated), shorter
@@ -350,27 +420,34 @@ def categorise(name: str, groups: tuple[str, ...] = (), files: tuple[str, ...] =
     """
     if looks_hashed(name):
         return HASHED  # random names say nothing until a probe renames them
-    for category, pattern in _BY_NAME:
-        if pattern.search(name):
-            return category
-    by_extension = _by_extension(files, EXTENSIONS)
+    rules = _rules()
+    by_name = rules.by_name.first((name,))
+    if by_name is not None:
+        return by_name
+    extensions = [f.rpartition(".")[2].lower() for f in files if "." in f]
+    by_extension = _by_extension(extensions, EXTENSIONS)
     if by_extension is not None:
         return by_extension
-    for category, pattern in _BY_GROUP:
-        if any(pattern.search(g) for g in groups):
-            return category
-    for category, pattern in _BY_WEAK_NAME:
-        if pattern.search(name):
-            return category
-    by_video = _by_extension(files, VIDEO_EXTENSIONS)
+    by_group = rules.by_group.first(groups)
+    if by_group is not None:
+        return by_group
+    by_weak_name = rules.by_weak_name.first((name,))
+    if by_weak_name is not None:
+        return by_weak_name
+    by_video = _by_extension(extensions, VIDEO_EXTENSIONS)
     return by_video if by_video is not None else OTHER
 
 
-def _by_extension(files: tuple[str, ...], table: Mapping[str, int]) -> int | None:
-    """The category of the extension most of `files` have in `table`, or None."""
-    kinds = [table.get(f.rpartition(".")[2].lower()) for f in files if "." in f]
-    counted = Counter(kind for kind in kinds if kind is not None)
-    return counted.most_common(1)[0][0] if counted else None
+def _by_extension(extensions: list[str], table: Mapping[str, int]) -> int | None:
+    """The category of the extension (lower case) most files have in `table`, or None;
+    of a tie, the category met first."""
+    counted: dict[int, int] = {}
+    for extension in extensions:
+        kind = table.get(extension)
+        if kind is not None:
+            counted[kind] = counted.get(kind, 0) + 1
+    # max keeps the first of equals: Counter.most_common(1)'s choice before.
+    return max(counted, key=counted.__getitem__) if counted else None
 
 
 _SEASON_EPISODE = re.compile(

@@ -178,18 +178,17 @@ def judge(
     """
     unseen = _unseen(files, files_announced)
     lost = _unseen_data(files, unseen)
-    # One pass: a build judges every release it merges, each file's count asked once.
-    seen = announced = 0
-    data: list[CatalogFile] = []
-    short: list[CatalogFile] = []
-    for f in files:
-        count = len(f.segments)
-        seen += count
-        announced += max(f.total_segments, count)
-        if not PAR2_SUFFIX.search(f.name):
-            data.append(f)
-            if count < f.total_segments:
-                short.append(f)
+    # A build judges every release it merges: each file's count is asked once, and
+    # only a file short of segments is asked whether it is a par2 (most are whole).
+    counts_seen = [len(f.segments) for f in files]
+    totals = [f.total_segments for f in files]
+    seen = sum(counts_seen)
+    announced = sum(map(max, totals, counts_seen))
+    short = [
+        f
+        for f, count, total in zip(files, counts_seen, totals, strict=True)
+        if count < total and not PAR2_SUFFIX.search(f.name)
+    ]
     average = announced // len(files) if files else 0
     counts = {
         "files": len(files),
@@ -208,6 +207,7 @@ def judge(
     recovery = sum(max(0, v.blocks - _damage(f, block, article)) for f, v in volumes)
     damage = sum(_damage(f, block, article) for f in short)
     if lost:
+        data = [f for f in files if not PAR2_SUFFIX.search(f.name)]
         sizes = [_raw_file(f, article) for f in data if len(f.segments)]
         if not sizes:
             return Completion(State.BROKEN, **counts, recovery_blocks=recovery, block_bytes=block)

@@ -263,7 +263,7 @@ def more_probe(
     # The asked ids among its segments' (a few asked; its segment lists not made),
     # but a well-named release's NFO read for its ids (that asks for no more).
     own = {m for m in asked if any(holds(f.segments, m) for f in release.files)}
-    if not _renameable(release):
+    if own and not _renameable(release):  # (its NFOs looked for only when it has some asked)
         own -= {f.segments[0][1] for f in _nfos(release)}
     findings = _of(release, found)
     if any(f.sizes or f.executable for f in findings):
