@@ -65,6 +65,22 @@ def assert_the_same(files: list[list[FileChunk]]) -> None:
         assert COMPILED_FIGURES(chunks) == _figures(chunks)
 
 
+def profile_lines(profile: str) -> tuple[list[bytes], str]:
+    """A generated group's article lines (no junk without a number) and its name."""
+    generated = generate(GeneratorConfig(articles=20_000, seed=9, profile=profile))
+    lines = [line for line in generated.lines if line.split(b"\t", 1)[0].isdigit()]
+    return lines, generated.truth.group
+
+
+def corpus_replay(corpus_dir: Path) -> list[bytes]:
+    """The real corpus's NZBs replayed as overview lines of group a.b.test."""
+    nzbs = [nzb for _, nzb in load_corpus(corpus_dir / "nzb")]
+    replay = nzb_to_overview(
+        nzbs, first_article=FIRST, rng=random.Random(4), uploads_in_flight=4, group="a.b.test"
+    )
+    return [line.encode("utf-8", "surrogateescape") for line in replay.lines]
+
+
 def test_the_compiled_figures_are_built() -> None:
     # Without it every comparison below would be the pure code against itself.
     assert COMPILED_FIGURES is not None, "core/_fastmerge is not built: run scripts/bootstrap"
@@ -72,17 +88,12 @@ def test_the_compiled_figures_are_built() -> None:
 
 @pytest.mark.parametrize("profile", PROFILES)
 def test_every_generator_profile_counts_the_same(profile: str) -> None:
-    generated = generate(GeneratorConfig(articles=20_000, seed=9, profile=profile))
-    lines = [line for line in generated.lines if line.split(b"\t", 1)[0].isdigit()]
-    assert_the_same(merged_files(lines, generated.truth.group, every=700))
+    lines, group = profile_lines(profile)
+    assert_the_same(merged_files(lines, group, every=700))
 
 
 def test_the_real_corpus_counts_the_same(corpus_dir: Path) -> None:
-    nzbs = [nzb for _, nzb in load_corpus(corpus_dir / "nzb")]
-    replay = nzb_to_overview(
-        nzbs, first_article=FIRST, rng=random.Random(4), uploads_in_flight=4, group="a.b.test"
-    )
-    lines = [line.encode("utf-8", "surrogateescape") for line in replay.lines]
+    lines = corpus_replay(corpus_dir)
     assert_the_same(merged_files(lines, "a.b.test", every=700))
 
 
@@ -204,17 +215,12 @@ def test_the_classes_made_without_their_init_have_nothing_it_would_run() -> None
 
 @pytest.mark.parametrize("profile", PROFILES)
 def test_every_generator_profile_builds_the_same_files(profile: str) -> None:
-    generated = generate(GeneratorConfig(articles=20_000, seed=9, profile=profile))
-    lines = [line for line in generated.lines if line.split(b"\t", 1)[0].isdigit()]
-    assert_built_the_same(uploads_files(lines, generated.truth.group, every=700))
+    lines, group = profile_lines(profile)
+    assert_built_the_same(uploads_files(lines, group, every=700))
 
 
 def test_the_real_corpus_builds_the_same_files(corpus_dir: Path) -> None:
-    nzbs = [nzb for _, nzb in load_corpus(corpus_dir / "nzb")]
-    replay = nzb_to_overview(
-        nzbs, first_article=FIRST, rng=random.Random(4), uploads_in_flight=4, group="a.b.test"
-    )
-    lines = [line.encode("utf-8", "surrogateescape") for line in replay.lines]
+    lines = corpus_replay(corpus_dir)
     assert_built_the_same(uploads_files(lines, "a.b.test", every=700))
 
 
