@@ -149,12 +149,12 @@ def _corpus_texts(corpus_dir: Path) -> list[tuple[str, tuple[str, ...], tuple[st
 
     from usenet_indexer.core.subject import parse_file_subject
 
-    rows = []
+    rows: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = []
     with (corpus_dir / "subjects.tsv").open(encoding="utf-8", newline="") as stream:
         for row in csv.DictReader(stream, delimiter="\t", quoting=csv.QUOTE_NONE):
             groups = tuple(g for g in row["group"].split(",") if g)
             info = parse_file_subject(row["subject"])
-            files = (info.file_name,) if info.file_name else ()
+            files: tuple[str, ...] = (info.file_name,) if info.file_name else ()
             for text in (row["subject"], info.head_name, info.file_name):
                 if text:
                     rows.append((text, groups, files))
