@@ -11,7 +11,6 @@ out. The compiled part must be built here (CI builds it with `pip install
 
 from __future__ import annotations
 
-import random
 import zlib
 from array import array
 from collections.abc import Sequence
@@ -24,7 +23,7 @@ from hypothesis import strategies as st
 from usenet_indexer.core.batch import FileChunk
 from usenet_indexer.core.indexer import RangeIndexer
 from usenet_indexer.synth.generator import PROFILES, GeneratorConfig, generate
-from usenet_indexer.testing.corpus import load_corpus, nzb_to_overview
+from usenet_indexer.testing.corpus import replayed_lines
 from usenet_indexer.wire import fragments
 from usenet_indexer.wire.fragments import COMPILED_FILES, BadFragment
 
@@ -96,11 +95,7 @@ def test_every_generator_profile_unpacks_the_same(profile: str) -> None:
 
 
 def test_the_real_corpus_unpacks_the_same(corpus_dir: Path) -> None:
-    nzbs = [nzb for _, nzb in load_corpus(corpus_dir / "nzb")]
-    replay = nzb_to_overview(
-        nzbs, first_article=FIRST, rng=random.Random(4), uploads_in_flight=4, group="a.b.test"
-    )
-    lines = [line.encode("utf-8", "surrogateescape") for line in replay.lines]
+    lines = replayed_lines(corpus_dir, FIRST, "a.b.test", seed=4)
     posted = posted_fragments(lines, "a.b.test")
     assert sum(len(fragments.unpack(f, pure=True)) for f in posted) > 100
     for fragment in posted:

@@ -12,7 +12,6 @@ pure code with itself.
 
 from __future__ import annotations
 
-import random
 from array import array
 from collections.abc import Sequence
 from pathlib import Path
@@ -38,7 +37,7 @@ from usenet_indexer.core.merge import (
     figures,
 )
 from usenet_indexer.synth.generator import PROFILES, GeneratorConfig, generate
-from usenet_indexer.testing.corpus import load_corpus, nzb_to_overview
+from usenet_indexer.testing.corpus import replayed_lines
 
 FIRST = 7_000_000
 
@@ -65,36 +64,23 @@ def assert_the_same(files: list[list[FileChunk]]) -> None:
         assert COMPILED_FIGURES(chunks) == _figures(chunks)
 
 
-def profile_lines(profile: str) -> tuple[list[bytes], str]:
-    """A generated group's article lines (no junk without a number) and its name."""
-    generated = generate(GeneratorConfig(articles=20_000, seed=9, profile=profile))
-    lines = [line for line in generated.lines if line.split(b"\t", 1)[0].isdigit()]
-    return lines, generated.truth.group
-
-
-def corpus_replay(corpus_dir: Path) -> list[bytes]:
-    """The real corpus's NZBs replayed as overview lines of group a.b.test."""
-    nzbs = [nzb for _, nzb in load_corpus(corpus_dir / "nzb")]
-    replay = nzb_to_overview(
-        nzbs, first_article=FIRST, rng=random.Random(4), uploads_in_flight=4, group="a.b.test"
-    )
-    return [line.encode("utf-8", "surrogateescape") for line in replay.lines]
-
-
 def test_the_compiled_figures_are_built() -> None:
     # Without it every comparison below would be the pure code against itself.
     assert COMPILED_FIGURES is not None, "core/_fastmerge is not built: run scripts/bootstrap"
 
 
 @pytest.mark.parametrize("profile", PROFILES)
-def test_every_generator_profile_counts_the_same(profile: str) -> None:
-    lines, group = profile_lines(profile)
-    assert_the_same(merged_files(lines, group, every=700))
+def test_every_generator_profile_counts_and_builds_the_same(profile: str) -> None:
+    generated = generate(GeneratorConfig(articles=20_000, seed=9, profile=profile))
+    lines = [line for line in generated.lines if line.split(b"\t", 1)[0].isdigit()]
+    assert_the_same(merged_files(lines, generated.truth.group, every=700))
+    assert_built_the_same(uploads_files(lines, generated.truth.group, every=700))
 
 
-def test_the_real_corpus_counts_the_same(corpus_dir: Path) -> None:
-    lines = corpus_replay(corpus_dir)
+def test_the_real_corpus_counts_and_builds_the_same(corpus_dir: Path) -> None:
+    lines = replayed_lines(corpus_dir, FIRST, "a.b.test", seed=4)
     assert_the_same(merged_files(lines, "a.b.test", every=700))
+    assert_built_the_same(uploads_files(lines, "a.b.test", every=700))
 
 
 def chunk(numbers: Sequence[int], sizes: Sequence[int]) -> FileChunk:
@@ -211,17 +197,6 @@ def test_the_classes_made_without_their_init_have_nothing_it_would_run() -> None
         assert not hasattr(cls, "__attrs_post_init__")
         assert all(a.validator is None and a.converter is None for a in attrs.fields(cls))
     assert Segments.__slots__ == ("_count", "_distinct", "_file", "_made")
-
-
-@pytest.mark.parametrize("profile", PROFILES)
-def test_every_generator_profile_builds_the_same_files(profile: str) -> None:
-    lines, group = profile_lines(profile)
-    assert_built_the_same(uploads_files(lines, group, every=700))
-
-
-def test_the_real_corpus_builds_the_same_files(corpus_dir: Path) -> None:
-    lines = corpus_replay(corpus_dir)
-    assert_built_the_same(uploads_files(lines, "a.b.test", every=700))
 
 
 @st.composite

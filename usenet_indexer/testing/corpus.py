@@ -458,15 +458,21 @@ def find_corpus(start: Path) -> Path | None:
     return None
 
 
+def replayed_lines(corpus_dir: Path, first: int, group: str, *, seed: int) -> list[bytes]:
+    """The corpus's NZBs replayed as overview lines of `group` from article `first`,
+    four uploads in flight, interleaved by a random generator seeded with `seed`."""
+    nzbs = [nzb for _, nzb in load_corpus(corpus_dir / "nzb")]
+    replay = nzb_to_overview(
+        nzbs, first_article=first, rng=random.Random(seed), uploads_in_flight=4, group=group
+    )
+    return [line.encode("utf-8", "surrogateescape") for line in replay.lines]
+
+
 def corpus_lines(corpus_dir: Path, first: int, group: str) -> list[bytes]:
     """The corpus's NZBs replayed as overview lines from article `first` (four uploads in
     flight), then every real subject of subjects.tsv as the segment of an article: what
     the compiled indexer's oracle tests feed both indexers."""
-    nzbs = [nzb for _, nzb in load_corpus(corpus_dir / "nzb")]
-    replay = nzb_to_overview(
-        nzbs, first_article=first, rng=random.Random(3), uploads_in_flight=4, group=group
-    )
-    lines = [line.encode("utf-8", "surrogateescape") for line in replay.lines]
+    lines = replayed_lines(corpus_dir, first, group, seed=3)
     with (corpus_dir / "subjects.tsv").open("rb") as stream:
         subjects = [row.split(b"\t")[1] for row in stream.read().splitlines()[1:]]
     lines += [
