@@ -181,6 +181,11 @@ def test_the_build_reads_what_a_batch_touched_through_indexes_on_a_realistic_cat
         "spans": _plan(stores, sql._SPANS, (keys,)),
         "rows": _plan(stores, sql._ROW_KEYS, (keys,)),
         "windows": _plan(stores, sql._WINDOW_KEYS, (posters, lows, highs)),
+        "album windows": _plan(
+            stores,
+            sql._ALBUM_WINDOW_KEYS,
+            (["yenc@power-post.org"] * len(lows), [10] * len(lows), lows, highs),
+        ),
         "changed": _plan(stores, sql._CHANGED_OF, (keys,)),
         "fragments": _plan(stores, sql._FRAGMENTS_OF, (keys,)),
     }
@@ -199,6 +204,7 @@ def test_the_build_reads_what_a_batch_touched_through_indexes_on_a_realistic_cat
         scanned = re.findall(r"Seq Scan on (\w+)", plan)
         assert not set(scanned) & {"releases", "catalog", "catalog_keys", "fragments"}, (name, plan)
     assert "releases_span" in plans["windows"], plans["windows"]
+    assert "releases_span" in plans["album windows"], plans["album windows"]
     assert "catalog_keys_pkey" in plans["rows"], plans["rows"]
     assert "catalog_pkey" in plans["rows"], plans["rows"]
 
@@ -351,6 +357,56 @@ def test_an_album_stored_in_two_batches_is_one_row_and_the_next_album_another(
         "00-massive_attack-mezzanine-web-1998-grp",
         "00-portishead-dummy-web-1994-grp",
     ]
+    stores.build.everything(quiet_seconds=0)
+    assert catalog_rows(stores) == rows
+
+
+def rar_lines(name: str, volumes: int, *, at: int) -> list[str]:
+    """A rar upload as PowerPost posts it with its defaults: its volumes and par2
+    under the default From, no head (`(????) [03/12] - "name.part03.rar" yEnc (1/2)`)."""
+    names = [f"{name}.par2", *(f"{name}.part{v:02}.rar" for v in range(1, volumes + 1))]
+    lines = []
+    for i, file_name in enumerate(names, 1):
+        for k in range(1, 3):
+            date = at + 20 * i + k
+            lines.append(
+                f'(????) [{i:02}/{len(names)}] - "{file_name}" yEnc ({k}/2)'
+                f"\tYenc@power-post.org (Yenc-PP-A&A)\t{formatdate(date)}"
+                f"\t<{date}.{i}.{k}.{name}@powerpost2000AA.local>\t\t400000\t3100"
+            )
+    return lines
+
+
+def test_an_albums_track_brings_back_only_album_parts_of_a_busy_default_from(
+    stores: Stores,
+) -> None:
+    # Under PowerPost's default From, thousands of unrelated uploads an hour:
+    # link joins only an album's parts there, so a batch with an album's track
+    # must not merge again the rar uploads posted beside it (issue 25: the
+    # build's cost follows the batch), and the album is still one row.
+    start = 1_764_000_000
+    rars = [
+        line
+        for n in range(12)
+        for line in rar_lines(f"Some.Movie.{n}.2019.1080p.BluRay.x264-GRP", 4 + n % 3, at=start + n)
+    ]
+    album = album_lines("massive_attack", "mezzanine-web-1998-grp", 10, at=start + 600)
+    numbered = [f"{n}\t{line}".encode() for n, line in enumerate([*rars, *album], 1000)]
+    cut = len(rars) + 20  # the album's first files with the rars, the rest later
+    merged = []
+    for _ in batches_of_lines(stores, "alt.binaries.sounds.mp3", numbered, every=cut):
+        merged.append(stores.build.drain(quiet_seconds=0).keys)
+    with stores.catalog.pool.connection() as conn:
+        marked = conn.execute("SELECT name FROM releases WHERE no_album").fetchall()
+    assert sorted(name for (name,) in marked) == sorted(
+        f"Some.Movie.{n}.2019.1080p.BluRay.x264-GRP" for n in range(12)
+    )
+    rows = catalog_rows(stores)
+    albums = [row for row in rows.values() if str(row[0]).startswith("00-massive_attack")]
+    assert [row[3] for row in albums] == [13]
+    # The second batch holds only album files: its build merged the album's
+    # parts (the tracks are a key each), none of the twelve rar uploads.
+    assert merged[1] <= 13, merged
     stores.build.everything(quiet_seconds=0)
     assert catalog_rows(stores) == rows
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+import attrs
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -40,15 +41,7 @@ def closure_of(
             continue
         asked = set(wanted.rows)
         in_rows = {k for row in catalog_rows if row & asked for k in row}
-        in_windows = {
-            k
-            for w in wanted.windows
-            for k, s in spans.items()
-            if s.poster == w.poster
-            and s.posted > 0
-            and (w.high is None or s.posted <= w.high)
-            and (s.latest is None or s.latest >= w.low)
-        }
+        in_windows = {k for w in wanted.windows for k, s in spans.items() if in_window(w, s)}
         closure.answer(rows=in_rows, windows=in_windows)
     return closure.keys
 
@@ -98,15 +91,27 @@ def test_windows_reach_two_deep_not_through_a_posters_whole_history() -> None:
     assert closure_of([key(0)], spans, rows=[[key(2), key(7)]]) == {key(n) for n in (0, 1, 2, 7)}
 
 
-def test_a_shared_from_asks_a_window_too() -> None:
+def test_a_shared_from_asks_a_window_for_an_albums_parts_only() -> None:
     # uploads.link joins an album's tracks posted under PowerPost's default
-    # From (issue 28): a track stored later must bring the album's others back.
+    # From (issue 28): a track stored later must bring the album's others back,
+    # and nothing else of the thousands of uploads under that From: not those
+    # of another M, nor those a build found are no album's (a rar upload).
+    pp = "Yenc@power-post.org (Yenc-PP-A&A)"
     spans = {
-        key(1): Span("yenc@power-post.org", T0, T0),
-        key(2): Span("yenc@power-post.org", T0 + 60, T0 + 60),
-        key(3): Span("yenc@power-post.org", T0 + 3 * HOUR, T0 + 3 * HOUR),
+        key(1): Span(pp, T0, T0, 13),
+        key(2): Span(pp, T0 + 60, T0 + 60, 13),
+        key(3): Span(pp, T0 + 3 * HOUR, T0 + 3 * HOUR, 13),
+        key(4): Span(pp, T0 + 120, T0 + 120, 9),
+        key(5): Span(pp, T0 + 180, T0 + 180, 13, no_album=True),
+        key(6): Span(pp, T0 + 240, T0 + 240, None),
     }
     assert closure_of([key(1)], spans) == {key(1), key(2)}
+    # A release marked no album's asks for none; one without a counter neither.
+    assert closure_of([key(5)], spans) == {key(5)}
+    assert closure_of([key(6)], spans) == {key(6)}
+    # Another poster's window still finds every release of his near in time.
+    mine = {k: attrs.evolve(s, poster="a@b") for k, s in spans.items()}
+    assert closure_of([key(1)], mine) == {key(n) for n in (1, 2, 4, 5, 6)}
 
 
 def test_a_release_stored_before_its_latest_date_was_kept_is_open_ended() -> None:
@@ -123,12 +128,13 @@ def test_keys_not_stored_are_left_out() -> None:
 
 
 def in_window(window: Window, span: Span) -> bool:
-    """Whether a release's span meets a window, as store/catalog.py's window query asks."""
+    """Whether a release's span meets a window, as store/catalog.py's window queries ask."""
     return (
         span.poster == window.poster
         and span.posted > 0
         and (window.high is None or span.posted <= window.high)
         and (span.latest is None or span.latest >= window.low)
+        and (window.album is None or (span.files_announced == window.album and not span.no_album))
     )
 
 
@@ -148,24 +154,39 @@ def test_one_posters_overlapping_windows_are_asked_as_one() -> None:
     assert coalesced([Window("a@b", T0, None), Window("a@b", T0 + HOUR, T0 + 2 * HOUR)]) == [
         Window("a@b", T0, None)
     ]
+    # An album's windows are joined with those of its M only.
+    assert coalesced(
+        [Window("p", T0, T0 + HOUR, 13), Window("p", T0, T0 + HOUR, 9), Window("p", T0, T0 + HOUR)]
+    ) == [Window("p", T0, T0 + HOUR), Window("p", T0, T0 + HOUR, 9), Window("p", T0, T0 + HOUR, 13)]
 
 
 _times = st.integers(min_value=0, max_value=40)
 
 
+_albums = st.one_of(st.none(), st.sampled_from([2, 3]))
+
+
 @given(
     windows=st.lists(
-        st.tuples(st.sampled_from("ab"), _times, st.one_of(st.none(), _times)), max_size=12
+        st.tuples(st.sampled_from("ab"), _times, st.one_of(st.none(), _times), _albums),
+        max_size=12,
     ),
     spans=st.lists(
-        st.tuples(st.sampled_from("ab"), _times, st.one_of(st.none(), _times)), max_size=20
+        st.tuples(
+            st.sampled_from("ab"), _times, st.one_of(st.none(), _times), _albums, st.booleans()
+        ),
+        max_size=20,
     ),
 )
 def test_coalesced_windows_find_the_same_releases(
-    windows: list[tuple[str, int, int | None]], spans: list[tuple[str, int, int | None]]
+    windows: list[tuple[str, int, int | None, int | None]],
+    spans: list[tuple[str, int, int | None, int | None, bool]],
 ) -> None:
-    asked = [Window(p, low, None if n is None else low + n) for p, low, n in windows]
-    stored = [Span(p, posted, None if n is None else posted + n) for p, posted, n in spans]
+    asked = [Window(p, low, None if n is None else low + n, m) for p, low, n, m in windows]
+    stored = [
+        Span(p, posted, None if n is None else posted + n, m, marked)
+        for p, posted, n, m, marked in spans
+    ]
     found = {i for i, s in enumerate(stored) for w in asked if in_window(w, s)}
     joined = coalesced(asked)
     assert {i for i, s in enumerate(stored) for w in joined if in_window(w, s)} == found

@@ -20,8 +20,11 @@ pending keys stay pending (they are deleted in the write's transaction).
 What a pending build merges again is the closure of the touched keys
 (core/catalog.py's `Closure`): their repost chains, the keys their catalog
 rows were made with, and their posters' releases posted within
-`uploads.TOGETHER_SECONDS` of them, each read through an index. So its
-cost follows the batch, whatever the catalog already holds.
+`uploads.TOGETHER_SECONDS` of them (under a shared From, only the album
+parts of their M), each read through an index. So its cost follows the
+batch, whatever the catalog already holds. A build marks the pending keys
+under a shared From whose files are not all an album's (`no_album`), so
+later builds' windows pass them by.
 
 A build makes no reference cycles but many objects (files, their figures,
 rows): automatic cyclic collection is off while it runs
@@ -146,17 +149,15 @@ class CatalogBuild:
             # The closure's keys pending in the shards it reached are built here too.
             pending.update(locks.pending_of(keys))
             found = self.probes.found(keys) if keys else {}
+            chunks = list(self.store.chunks(keys)) if keys else []
+            # The keys whose chunks changed: marked when no longer an album's.
+            self.table.mark_no_album(sorted(core.no_albums(c for c in chunks if c.key in pending)))
             releases = (
-                core.merged(
-                    self.store.chunks(keys),
-                    self.store.probed(keys),
-                    found,
-                    self.memo,
-                    pure=self.pure,
-                )
+                core.merged(chunks, self.store.probed(keys), found, self.memo, pure=self.pure)
                 if keys
                 else []
             )
+            del chunks
             written = self._write(releases, found, keys, quiet_seconds, pending)
         return _built(len(pending), len(keys), written, closure.rounds, started, more)
 
@@ -190,6 +191,7 @@ class CatalogBuild:
             chunks = list(self.store.chunks())
             latest = core.latest_dates(chunks)  # one entry per stored key
             self.table.fill_latest(latest)
+            self.table.mark_no_album(sorted(core.no_albums(chunks)))
             found = self.probes.found()
             releases = core.merged(chunks, self.store.probed(), found, pure=self.pure)
             del chunks

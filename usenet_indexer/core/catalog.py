@@ -21,11 +21,19 @@ is bounded by the batch, never by what the catalog already holds):
   was joined may fall apart, and then both halves need rows again;
 - the releases of the same poster posted within `uploads.TOGETHER_SECONDS`
   of the chain's span (earliest file to latest): `uploads.link` joins
-  parts of one upload only within that (under a shared From,
-  `uploads.SHARED_FROMS`, only an album's tracks and extras). Parts
-  further apart than that from every part of a set are never joined to
-  it, so the posters' uploads of other hours or days are neither read
-  nor written again.
+  parts of one upload only within that. Parts further apart than that
+  from every part of a set are never joined to it, so the posters'
+  uploads of other hours or days are neither read nor written again.
+  Under a shared From (`uploads.SHARED_FROMS`) link joins only an album's
+  tracks and extras, of one M: there the window asks only for releases
+  of the chain's M that no build marked `no_album` (`no_albums`: files
+  not all an album's, which more files never change). A busy default
+  From has thousands of uploads an hour; its rar uploads bring none of
+  them back, and an album's track brings only the album parts near it.
+  A key's mark is its files' across its generations: a repost
+  generation of only tracks under a key whose other files are not an
+  album's is not looked for (no posting tool names a track and a volume
+  alike).
 
 Each key found brings its own chain and rows, walked to their fixpoint;
 windows are looked in from the touched keys and from what those windows
@@ -55,7 +63,7 @@ from usenet_indexer.core.completion import judge
 from usenet_indexer.core.merge import CatalogRelease, ReleaseMerger, holds
 from usenet_indexer.core.renames import Finding, Shown, apply, ids_probe, more_probe
 from usenet_indexer.core.reposts import repost_key
-from usenet_indexer.core.uploads import TOGETHER_SECONDS
+from usenet_indexer.core.uploads import TOGETHER_SECONDS, album_files, shared_from
 from usenet_indexer.decode.ids import NO_IDS, MediaIds
 
 _SPLIT = re.compile(r"[\W_]+")
@@ -345,6 +353,18 @@ def _more_probe(
     return probe
 
 
+def no_albums(chunks: Iterable[ReleaseChunk]) -> set[bytes]:
+    """The keys under a shared From whose files are not all an album's
+    (`uploads.album_files`): the windows that look for an album's parts skip
+    them (`Window.album`), as `uploads.link` never joins them. A key's files
+    only grow, so a key once found so stays so."""
+    albums: dict[bytes, bool] = {}
+    for chunk in chunks:
+        if shared_from(chunk.poster) and albums.get(chunk.key, True):
+            albums[chunk.key] = album_files((f.index, f.name) for f in chunk.files)
+    return {key for key, album in albums.items() if not album}
+
+
 def latest_dates(chunks: Iterable[ReleaseChunk]) -> dict[bytes, int]:
     """The latest date of each key's files (0: none dated): `releases.latest`."""
     latest: dict[bytes, int] = {}
@@ -366,20 +386,28 @@ class Span:
         poster: the From of its earliest file.
         posted: its earliest file's date (0: no file dated).
         latest: its latest file's date (None: stored before that was kept, unknown).
+        files_announced: M of its file counter, or None.
+        no_album: a build found that its files are not all an album's
+            (`uploads.album_files`; only marked under a shared From).
     """
 
     poster: str
     posted: int
     latest: int | None
+    files_announced: int | None = None
+    no_album: bool = False
 
 
 @attrs.frozen
 class Window:
-    """A poster's releases whose span meets [low, high] (None: open-ended)."""
+    """A poster's releases whose span meets [low, high] (None: open-ended); with
+    `album`, only those of that M not marked `no_album` (an album's parts
+    under a shared From: see `Closure`)."""
 
     poster: str
     low: int
     high: int | None
+    album: int | None = None
 
 
 def coalesced(windows: Iterable[Window]) -> list[Window]:
@@ -392,20 +420,20 @@ def coalesced(windows: Iterable[Window]) -> list[Window]:
     read 812k rows for 25k keys). A release meets the union of overlapping
     windows iff it meets one of them, so the keys read are the same.
     """
-    by_poster: dict[str, list[Window]] = {}
+    by_poster: dict[tuple[str, int], list[Window]] = {}
     for window in windows:
-        by_poster.setdefault(window.poster, []).append(window)
+        by_poster.setdefault((window.poster, window.album or 0), []).append(window)
     joined: list[Window] = []
-    for poster in sorted(by_poster):
-        ordered = sorted(by_poster[poster], key=lambda w: w.low)
+    for poster, album in sorted(by_poster):
+        ordered = sorted(by_poster[poster, album], key=lambda w: w.low)
         low, high = ordered[0].low, ordered[0].high
         for window in ordered[1:]:
             if high is not None and window.low > high + 1:
-                joined.append(Window(poster, low, high))
+                joined.append(Window(poster, low, high, album or None))
                 low, high = window.low, window.high
             elif high is not None:
                 high = None if window.high is None else max(high, window.high)
-        joined.append(Window(poster, low, high))
+        joined.append(Window(poster, low, high, album or None))
     return joined
 
 
@@ -535,8 +563,17 @@ class Closure:
             low = min(s.posted for s in dated) - TOGETHER_SECONDS
             ends = [s.latest for s in dated]
             high = None if None in ends else max(e or 0 for e in ends) + TOGETHER_SECONDS
-            for poster in sorted({s.poster for s in dated}):
+            for poster in sorted({s.poster for s in dated if not shared_from(s.poster)}):
                 yield Window(poster, low, high)
+            # Under a shared From only an album's parts are joined: of one M,
+            # and none of them marked no album's.
+            albums = {
+                (s.poster, s.files_announced)
+                for s in dated
+                if shared_from(s.poster) and not s.no_album and (s.files_announced or 0) >= 2
+            }
+            for poster, announced in sorted(albums):
+                yield Window(poster, low, high, announced)
 
     def _chains(self) -> list[list[bytes]]:
         """The stored keys as repost chains: each from its first key on."""

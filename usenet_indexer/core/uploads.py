@@ -127,7 +127,7 @@ def _has_counter(part: Part) -> bool:
 
 def _collection_joinable(part: Part) -> bool:
     """Whether a part can be joined at all: kept, dated, and not under a shared From."""
-    return not part.dropped and bool(part.first) and part.poster.strip().lower() not in SHARED_FROMS
+    return not part.dropped and bool(part.first) and not shared_from(part.poster)
 
 
 @attrs.define(eq=False)
@@ -179,16 +179,14 @@ def _album(part: Part) -> _Album | None:
     offsets: set[int] = set()
     tracks = False
     for index, name in part.numbered:
-        stem, _, extension = name.rpartition(".")
-        extension = extension.lower()
-        found = _TRACK.fullmatch(stem)
-        if extension in _AUDIO:
-            if found is None:
-                return None  # a sound file not numbered as a track: not an album's
+        kind = _album_file(name)
+        if kind is None:
+            return None
+        track, stem, found = kind
+        if track:
+            assert found is not None
             tracks = True
             offsets.add(index - int(found.group(1)))
-        elif extension not in _EXTRAS:
-            return None
         rest = found.group(2) if found is not None else stem
         fields = _FIELD.split(rest.replace("_", " ").strip(), maxsplit=1)
         if len(fields) == 2 and fields[0].strip():
@@ -196,6 +194,35 @@ def _album(part: Part) -> _Album | None:
     if not part.numbered or len(part.numbered) != len(part.files):
         return None
     return _Album(frozenset(artists), frozenset(offsets), tracks)
+
+
+def _album_file(name: str) -> tuple[bool, str, re.Match[str] | None] | None:
+    """What a file name says as an album's file: (a track, its stem, the stem's
+    track number match), or None when no album's file is named so (a sound file
+    not numbered as a track, or neither a track nor an album's extra)."""
+    stem, _, extension = name.rpartition(".")
+    extension = extension.lower()
+    found = _TRACK.fullmatch(stem)
+    if extension in _AUDIO:
+        return None if found is None else (True, stem, found)
+    if extension in _EXTRAS:
+        return False, stem, found
+    return None
+
+
+def album_files(files: Iterable[tuple[int | None, str]]) -> bool:
+    """Whether files (file index, name) could all be an album's: each numbered, and
+    a track or an album's extra, as `_album` needs of every file of a part. A
+    release of which this is false is never an album's part, whatever files it
+    gains (the catalog build's closure looks for album parts only among the
+    others; core/catalog.py)."""
+    return all(index is not None and _album_file(name) is not None for index, name in files)
+
+
+def shared_from(poster: str) -> bool:
+    """Whether a From is a posting tool's default that unrelated uploaders share
+    (`SHARED_FROMS`): under it only an album's parts are joined."""
+    return poster.strip().lower() in SHARED_FROMS
 
 
 @attrs.define(eq=False)

@@ -184,7 +184,10 @@ _PENDING_DONE = """
 # an index: release rows by key (releases_pkey), the keys of the catalog rows
 # the keys went into (catalog_keys), the releases of a poster whose span meets
 # a window (releases_span, a GiST of poster and span).
-_SPANS = "SELECT key, poster, posted, latest FROM releases WHERE key = ANY(%b)"
+_SPANS = """
+    SELECT key, poster, posted, latest, files_announced, no_album FROM releases
+    WHERE key = ANY(%b)
+"""
 # The rows' ids as an array (an InitPlan): each row is then fetched by its
 # primary key, where a join of catalog_keys with itself was planned as a hash
 # over the whole table once the keys were a few hundred.
@@ -197,6 +200,15 @@ _WINDOW_KEYS = """
     JOIN releases AS r ON r.poster = w.poster AND r.posted > 0
       AND int8range(r.posted, r.latest, '[]') && int8range(w.low, w.high, '[]')
 """
+# An album's parts under a shared From (Window.album): of one M, not marked.
+_ALBUM_WINDOW_KEYS = """
+    SELECT r.key
+    FROM unnest(%s::text[], %s::int4[], %s::int8[], %s::int8[]) AS w(poster, m, low, high)
+    JOIN releases AS r ON r.poster = w.poster AND r.files_announced = w.m AND r.posted > 0
+      AND int8range(r.posted, r.latest, '[]') && int8range(w.low, w.high, '[]')
+      AND NOT r.no_album
+"""
+_NO_ALBUM = "UPDATE releases SET no_album = true WHERE key = ANY(%b) AND NOT no_album"
 _FILL_LATEST = """
     UPDATE releases AS r SET latest = f.latest
     FROM unnest(%b::bytea[], %s::int8[]) AS f(key, latest)
@@ -937,8 +949,14 @@ class CatalogTable:
         with self.pool.connection() as conn:
             rows = conn.execute(_SPANS, (list(keys),)).fetchall()
         return {
-            bytes(key): Span(poster, int(posted), None if latest is None else int(latest))
-            for key, poster, posted, latest in rows
+            bytes(key): Span(
+                poster,
+                int(posted),
+                None if latest is None else int(latest),
+                announced,
+                bool(no_album),
+            )
+            for key, poster, posted, latest, announced, no_album in rows
         }
 
     def row_keys(self, keys: Sequence[bytes]) -> set[bytes]:
@@ -948,17 +966,36 @@ class CatalogTable:
         return {bytes(key) for (key,) in rows}
 
     def window_keys(self, windows: Sequence[Window]) -> set[bytes]:
-        """The keys of the releases of each window's poster whose span meets it."""
+        """The keys of the releases of each window's poster whose span meets it (of
+        its M and not marked no album's, for an album's window)."""
+        plain = [w for w in windows if w.album is None]
+        albums = [w for w in windows if w.album is not None]
+        rows: list[tuple[Any, ...]] = []
         with self.pool.connection() as conn:
-            rows = conn.execute(
-                _WINDOW_KEYS,
-                (
-                    [w.poster for w in windows],
-                    [w.low for w in windows],
-                    [w.high for w in windows],
-                ),
-            ).fetchall()
+            if plain:
+                rows += conn.execute(
+                    _WINDOW_KEYS,
+                    ([w.poster for w in plain], [w.low for w in plain], [w.high for w in plain]),
+                ).fetchall()
+            if albums:
+                rows += conn.execute(
+                    _ALBUM_WINDOW_KEYS,
+                    (
+                        [w.poster for w in albums],
+                        [w.album for w in albums],
+                        [w.low for w in albums],
+                        [w.high for w in albums],
+                    ),
+                ).fetchall()
         return {bytes(key) for (key,) in rows}
+
+    def mark_no_album(self, keys: Sequence[bytes]) -> int:
+        """Mark releases whose files are not all an album's (core/catalog.py's
+        `no_albums`); how many were not marked before."""
+        if not keys:
+            return 0
+        with self.pool.connection() as conn:
+            return int(conn.execute(_NO_ALBUM, (list(keys),)).rowcount)
 
     def changed(self, keys: Sequence[bytes] | None = None) -> dict[bytes, datetime]:
         """When each key's chunks last changed (of `keys`, when given)."""
