@@ -150,7 +150,9 @@ _REALISTIC = """
            ARRAY['alt.binaries.test'], 1700000000 + n * 300, 1, false,
            ARRAY[decode(md5(n::text), 'hex')]
     FROM generate_series(1, %(releases)s, 2) AS n;
-    ANALYZE releases; ANALYZE catalog; ANALYZE catalog_keys;
+    INSERT INTO release_times (key, poster, files_announced, posted, latest)
+    SELECT key, poster, files_announced, posted, latest FROM releases;
+    ANALYZE releases; ANALYZE release_times; ANALYZE catalog; ANALYZE catalog_keys;
 """
 
 
@@ -202,9 +204,15 @@ def test_the_build_reads_what_a_batch_touched_through_indexes_on_a_realistic_cat
     plans["orphans"] = _plan(stores, sql._ORPHANS, ())
     for name, plan in plans.items():
         scanned = re.findall(r"Seq Scan on (\w+)", plan)
-        assert not set(scanned) & {"releases", "catalog", "catalog_keys", "fragments"}, (name, plan)
-    assert "releases_span" in plans["windows"], plans["windows"]
-    assert "releases_span" in plans["album windows"], plans["album windows"]
+        assert not set(scanned) & {
+            "releases",
+            "release_times",
+            "catalog",
+            "catalog_keys",
+            "fragments",
+        }, (name, plan)
+    assert "release_times_span" in plans["windows"], plans["windows"]
+    assert "release_times_span" in plans["album windows"], plans["album windows"]
     assert "catalog_keys_pkey" in plans["rows"], plans["rows"]
     assert "catalog_pkey" in plans["rows"], plans["rows"]
 
@@ -407,6 +415,32 @@ def test_an_albums_track_brings_back_only_album_parts_of_a_busy_default_from(
     # The second batch holds only album files: its build merged the album's
     # parts (the tracks are a key each), none of the twelve rar uploads.
     assert merged[1] <= 13, merged
+    stores.build.everything(quiet_seconds=0)
+    assert catalog_rows(stores) == rows
+
+
+def test_an_album_posted_again_a_day_later_does_not_bring_back_the_day_between(
+    stores: Stores,
+) -> None:
+    # The same album uploaded again under PowerPost's default From a day later:
+    # the same file names, so the same keys. Its second post's build merges
+    # the album's keys, not another album of that M posted in between
+    # (issue 25: a poster's uploads of other hours are not read again).
+    start = 1_764_000_000
+    first = album_lines("massive_attack", "mezzanine-web-1998-grp", 10, at=start)
+    between = album_lines("portishead", "dummy-web-1994-grp", 10, at=start + 12 * 3600)
+    again = album_lines("massive_attack", "mezzanine-web-1998-grp", 10, at=start + 24 * 3600)
+    numbered = [f"{n}\t{line}".encode() for n, line in enumerate([*first, *between, *again], 1000)]
+    merged = []
+    for _ in batches_of_lines(stores, "alt.binaries.sounds.mp3", numbered, every=len(first)):
+        merged.append(stores.build.drain(quiet_seconds=0).keys)
+    assert merged[1] == merged[2] == merged[0], merged  # the album's own keys
+    rows = catalog_rows(stores)
+    assert sorted((str(row[0]), row[3]) for row in rows.values()) == [
+        ("00-massive_attack-mezzanine-web-1998-grp", 13),
+        ("00-massive_attack-mezzanine-web-1998-grp", 13),
+        ("00-portishead-dummy-web-1994-grp", 13),
+    ]
     stores.build.everything(quiet_seconds=0)
     assert catalog_rows(stores) == rows
 

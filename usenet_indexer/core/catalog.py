@@ -19,11 +19,15 @@ is bounded by the batch, never by what the catalog already holds):
   from every touched key finds every chain whole;
 - the keys the catalog made one row with before (`catalog_keys`): what
   was joined may fall apart, and then both halves need rows again;
-- the releases of the same poster posted within `uploads.TOGETHER_SECONDS`
-  of the chain's span (earliest file to latest): `uploads.link` joins
-  parts of one upload only within that. Parts further apart than that
-  from every part of a set are never joined to it, so the posters'
-  uploads of other hours or days are neither read nor written again.
+- the releases of the same poster with a chunk posted within
+  `uploads.TOGETHER_SECONDS` of a run of the chain's chunks (a run: chunks
+  within `merge.APART_SECONDS` of each other, earliest file to latest;
+  see `_runs`): `uploads.link` joins parts of one upload only within
+  that. Parts further apart than that from every part of a set are never
+  joined to it, so the posters' uploads of other hours or days are
+  neither read nor written again, also where a key was posted again a
+  day later (the same file name uploaded again): the day between is not
+  read.
   Under a shared From (`uploads.SHARED_FROMS`) link joins only an album's
   tracks and extras, of one M: there the window asks only for releases
   of the chain's M that no build marked `no_album` (`no_albums`: files
@@ -60,7 +64,7 @@ from usenet_indexer.core import merge
 from usenet_indexer.core.batch import ReleaseChunk
 from usenet_indexer.core.categories import categorise, season_episode
 from usenet_indexer.core.completion import judge
-from usenet_indexer.core.merge import CatalogRelease, ReleaseMerger, holds
+from usenet_indexer.core.merge import APART_SECONDS, CatalogRelease, ReleaseMerger, holds
 from usenet_indexer.core.renames import Finding, Shown, apply, ids_probe, more_probe
 from usenet_indexer.core.reposts import repost_key
 from usenet_indexer.core.uploads import TOGETHER_SECONDS, album_files, shared_from
@@ -389,6 +393,9 @@ class Span:
         files_announced: M of its file counter, or None.
         no_album: a build found that its files are not all an album's
             (`uploads.album_files`; only marked under a shared From).
+        times: each stored chunk's earliest and latest file date (dated
+            chunks only; latest None: unknown), in order; empty: `posted`
+            to `latest` stands for them.
     """
 
     poster: str
@@ -396,6 +403,13 @@ class Span:
     latest: int | None
     files_announced: int | None = None
     no_album: bool = False
+    times: tuple[tuple[int, int | None], ...] = ()
+
+    def runs(self) -> list[tuple[int, int | None]]:
+        """Its chunks' dates as runs: chunks posted within `merge.APART_SECONDS` of
+        each other joined (a key posted again a day later is two runs)."""
+        times = self.times or ((self.posted, self.latest),)
+        return _runs(times)
 
 
 @attrs.frozen
@@ -550,8 +564,9 @@ class Closure:
         return nxt
 
     def _windows(self) -> Iterator[Window]:
-        """A window per chain and poster: the chain's span, TOGETHER_SECONDS either side
-        (of the chains that gained a key since the last round: the others' are read)."""
+        """Windows per chain and poster: each run of the chain's chunks, TOGETHER_SECONDS
+        either side (of the chains that gained a key since the last round: the
+        others' are read)."""
         for chain in self._chains():
             if self._windowed.issuperset(chain):
                 continue
@@ -560,20 +575,24 @@ class Closure:
             dated = [s for s in spans if s.posted]
             if not dated:
                 continue  # undated parts are never joined (uploads.link)
-            low = min(s.posted for s in dated) - TOGETHER_SECONDS
-            ends = [s.latest for s in dated]
-            high = None if None in ends else max(e or 0 for e in ends) + TOGETHER_SECONDS
-            for poster in sorted({s.poster for s in dated if not shared_from(s.poster)}):
-                yield Window(poster, low, high)
+            runs = _runs([run for s in dated for run in s.runs()])
+            posters = sorted({s.poster for s in dated if not shared_from(s.poster)})
             # Under a shared From only an album's parts are joined: of one M,
             # and none of them marked no album's.
-            albums = {
-                (s.poster, s.files_announced)
-                for s in dated
-                if shared_from(s.poster) and not s.no_album and (s.files_announced or 0) >= 2
-            }
-            for poster, announced in sorted(albums):
-                yield Window(poster, low, high, announced)
+            albums = sorted(
+                {
+                    (s.poster, s.files_announced or 0)
+                    for s in dated
+                    if shared_from(s.poster) and not s.no_album and (s.files_announced or 0) >= 2
+                }
+            )
+            for start, end in runs:
+                low = start - TOGETHER_SECONDS
+                high = None if end is None else end + TOGETHER_SECONDS
+                for poster in posters:
+                    yield Window(poster, low, high)
+                for poster, announced in albums:
+                    yield Window(poster, low, high, announced)
 
     def _chains(self) -> list[list[bytes]]:
         """The stored keys as repost chains: each from its first key on."""
@@ -588,3 +607,26 @@ class Closure:
                 step = following.get(step)
             chains.append(chain)
         return chains
+
+
+def _runs(times: Iterable[tuple[int, int | None]]) -> list[tuple[int, int | None]]:
+    """Date spans (start, end; None: open-ended) joined where they overlap or lie
+    within `merge.APART_SECONDS` of each other, in order.
+
+    The merge never puts a file new to a generation more than APART_SECONDS
+    from the generation's latest file under a posting tool's From, and a
+    poster's own uploads are not paused for an hour mid-upload either: a
+    generation lies within one run, so the windows around the runs find
+    every part `uploads.link` could join to it.
+    """
+    joined: list[tuple[int, int | None]] = []
+    for start, end in sorted(times, key=lambda t: t[0]):
+        if joined:
+            last_start, last_end = joined[-1]
+            if last_end is None:
+                continue
+            if start <= last_end + APART_SECONDS:
+                joined[-1] = (last_start, None if end is None else max(last_end, end))
+                continue
+        joined.append((start, end))
+    return joined

@@ -125,6 +125,12 @@ _RELEASES = """
         bytes = r.bytes + excluded.bytes,
         updated_at = now()
 """
+# When each chunk was posted: the catalog build's closure looks for the
+# releases near a touched one by these (store/catalog.py; undated: never joined).
+_RELEASE_TIMES = """
+    INSERT INTO release_times (key, poster, files_announced, posted, latest)
+    SELECT k, p, m, d, l FROM releases_in WHERE d > 0
+"""
 # The catalog builder merges these keys again (store/catalog.py); in key
 # order, as above.
 _PENDING = """
@@ -352,6 +358,7 @@ def _write_releases(
                 )
             )
     conn.execute(_RELEASES)
+    conn.execute(_RELEASE_TIMES)
     conn.execute(_PENDING)
     with conn.cursor().copy(_FRAGMENTS) as copy:
         copy.set_types(_FRAGMENT_TYPES)
