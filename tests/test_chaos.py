@@ -9,6 +9,7 @@ import random
 import subprocess
 import sys
 from array import array
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -124,6 +125,13 @@ def test_both_runs_kill_a_coordinator_process_mid_build() -> None:
 def test_message_ids_of_stored_chunks_count_every_copy() -> None:
     chunk = release_chunk()
     assert list(checks.chunk_message_ids([chunk, chunk])) == ["m1@x", "m2@x"] * 2
+
+
+def test_the_kinds_left_without_a_fault_are_named_once_in_order() -> None:
+    kinds = ["edge_kill9", "bad_input", "edge_kill9", "build_kill9", "edge_sigstop"]
+    injected = Counter({"bad_input": 1, "build_kill9": 0, "edge_sigstop": 2})
+    assert checks.not_injected(kinds, injected) == ["edge_kill9", "build_kill9"]
+    assert checks.not_injected(kinds, Counter(dict.fromkeys(kinds, 1))) == []
 
 
 def test_percentiles_are_nearest_rank() -> None:
