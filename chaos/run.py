@@ -310,6 +310,8 @@ class Run:
     # The parts held back until the faults are done (HOLD_BACK; a named kill
     # tried again may take one, see `_part_for_a_post`).
     held_parts: list[int] = attrs.field(init=False)
+    # Kinds that got no fault are being tried again (`_again`).
+    retrying: bool = False
 
     def __attrs_post_init__(self) -> None:
         (self.folder / "logs").mkdir(parents=True, exist_ok=True)
@@ -566,17 +568,37 @@ class Run:
         for kind in kinds:
             await trio.sleep(self.rng.uniform(0.0, config.pause_seconds))
             await faults[kind]()
-        # The run is not done before each kind got a fault: a kind that got
-        # none (its victim, batch post or build did not come in time) is tried
-        # again while the held-back parts keep the edges busy.
         for _ in range(RETRY_ROUNDS):
             missing = checks.not_injected(kinds, self.tally.faults)
             if not missing:
                 break
-            log(f"no fault yet of {', '.join(missing)}: tried again")
-            for kind in missing:
-                await faults[kind]()
+            await self._again(missing, faults)
         self.faults_done.set()
+
+    async def _again(
+        self, missing: Sequence[str], faults: Mapping[str, Callable[[], Awaitable[None]]]
+    ) -> None:
+        """The kinds that got no fault (their victim, batch post or build did not
+        come in time), tried again: the run is not done before each got one.
+
+        Those that need an edge holding a range go first, while the held-back
+        parts keep ranges waiting; then those that need a batch post, with the
+        parts kept from the feed (the last held-back one too: no kind after
+        them needs a waiting range): a named kill imports one per try (none
+        left: it is skipped at once, nothing would post), and build_kill9 comes
+        last, after one more is imported if any is left (the named kills'
+        batches may have left keys pending too).
+        """
+        log(f"no fault yet of {', '.join(missing)}: tried again")
+        self.retrying = True
+        for kind in sorted(missing, key=_retry_rank):
+            if kind in NAMED_KILLS.values() and not (self.named_parts or self.held_parts):
+                self.tally.skipped[kind] += 1
+                log(f"{kind}: no part of the spool left to make a batch post; skipped")
+                continue
+            if kind == "build_kill9" and (part := self._part_for_a_post()) is not None:
+                await self._import_logged(part)
+            await faults[kind]()
 
     async def victim(self, kind: str, *, busy: bool) -> tuple[Edge, RangeRow] | None:
         """A running edge, not frozen, holding a range that is not done.
@@ -686,11 +708,11 @@ class Run:
 
     def _part_for_a_post(self) -> int | None:
         """A part kept from the feed to import now, so that a batch post comes at once:
-        one the named kills kept, else (a kill tried again) a held-back one while
-        another stays held back for the faults after it."""
+        one the named kills kept, else a held-back one while another stays held
+        back for the faults after it (any, when kinds are tried again: `_again`)."""
         if self.named_parts:
             return self.named_parts.pop(0)
-        if len(self.held_parts) > 1:
+        if len(self.held_parts) > (0 if self.retrying else 1):
             return self.held_parts.pop(0)
         return None
 
@@ -881,6 +903,13 @@ async def _probe(client: httpx.AsyncClient) -> int:
     except httpx.TransportError:
         return 0
     return response.status_code
+
+
+def _retry_rank(kind: str) -> int:
+    """Where a kind tried again goes (`Run._again`): those that need an edge holding
+    a range first, then those that need a batch post (the named kills), then
+    build_kill9 (keys pending after a stored batch)."""
+    return 2 if kind == "build_kill9" else int(kind in NAMED_KILLS.values())
 
 
 def _uidx_argv() -> list[str]:
