@@ -10,9 +10,9 @@ that holds a range) and for the recovery (the range leased again under a
 newer epoch, or done) before the next; a kind that got no fault that way
 (its victim did not come in time) is tried again, up to RETRY_ROUNDS more
 times. The spool is fed meanwhile, and its last part waits until the faults
-are done so that there is always work in flight. `conclude` reads what the run left (every stored segment, the
-`batches` rows, the coordinator's log) and draws the conclusions with
-chaos_check's pure functions.
+are done so that there is always work in flight. `conclude` reads what the
+run left (every stored segment, the `batches` rows, the coordinator's log)
+and draws the conclusions with chaos_check's pure functions.
 """
 
 from __future__ import annotations
@@ -308,7 +308,7 @@ class Run:
     named_parts: list[int] = attrs.field(init=False)
     named_reserved: frozenset[int] = attrs.field(init=False)
     # The parts held back until the faults are done (HOLD_BACK; a named kill
-    # tried again may take one, see `_part_for_a_post`).
+    # may take one, see `_part_for_a_post`).
     held_parts: list[int] = attrs.field(init=False)
     # Kinds that got no fault are being tried again (`_again`).
     retrying: bool = False
@@ -591,7 +591,7 @@ class Run:
         """
         log(f"no fault yet of {', '.join(missing)}: tried again")
         self.retrying = True
-        for kind in sorted(missing, key=_retry_rank):
+        for kind in sorted(missing, key=retry_rank):
             if kind in NAMED_KILLS.values() and not (self.named_parts or self.held_parts):
                 self.tally.skipped[kind] += 1
                 log(f"{kind}: no part of the spool left to make a batch post; skipped")
@@ -905,7 +905,7 @@ async def _probe(client: httpx.AsyncClient) -> int:
     return response.status_code
 
 
-def _retry_rank(kind: str) -> int:
+def retry_rank(kind: str) -> int:
     """Where a kind tried again goes (`Run._again`): those that need an edge holding
     a range first, then those that need a batch post (the named kills), then
     build_kill9 (keys pending after a stored batch)."""

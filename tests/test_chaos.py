@@ -49,7 +49,7 @@ from chaos.proxy import (
     bearer,
     serve_proxy,
 )
-from chaos.run import NAMED_KILLS, long_config, short_config
+from chaos.run import NAMED_KILLS, long_config, retry_rank, short_config
 from chaos.several import SEVERAL_KINDS, SeveralOutcome
 from chaos.several import failures as several_failures
 from chaos.suite import CLOCK_FAILURES, KINDS, SPOOL_FAILURES, failures
@@ -132,6 +132,15 @@ def test_the_kinds_left_without_a_fault_are_named_once_in_order() -> None:
     injected = Counter({"bad_input": 1, "build_kill9": 0, "edge_sigstop": 2})
     assert checks.not_injected(kinds, injected) == ["edge_kill9", "build_kill9"]
     assert checks.not_injected(kinds, Counter(dict.fromkeys(kinds, 1))) == []
+
+
+def test_kinds_tried_again_come_in_the_order_their_work_needs() -> None:
+    # Those that need an edge holding a range while parts are held back, then
+    # those that import a part for a batch post, build_kill9 last.
+    missing = ["build_kill9", NAMED_KILLS[AFTER_COMMIT], "edge_sigstop", "bad_input"]
+    assert sorted(missing, key=retry_rank) == [
+        "edge_sigstop", "bad_input", NAMED_KILLS[AFTER_COMMIT], "build_kill9",
+    ]  # fmt: skip
 
 
 def test_percentiles_are_nearest_rank() -> None:
