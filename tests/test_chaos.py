@@ -693,6 +693,8 @@ def test_the_short_chaos_run_loses_doubles_and_lets_in_nothing() -> None:
     assert report["holder_violations"] == 0
     assert report["lease_burst"]["granted"] == report["lease_burst"]["distinct_ranges"]
     assert set(report["faults"]) == set(KINDS)
+    # Every side run ran (one left out has no fault of its kinds): why not, if one did not.
+    assert report["side_runs_not_run"] == {}, report["side_runs_not_run"]
     # The kinds that got no fault, by name (pytest cuts a long dict's repr short).
     assert [kind for kind, count in report["faults"].items() if count < 1] == [], report["faults"]
     # Item 1's named points: an edge killed with its batch post held by the
