@@ -165,6 +165,11 @@ def check_rebuild(
     )
 
 
+def not_injected(wanted: Iterable[str], injected: Mapping[str, int]) -> list[str]:
+    """The kinds of `wanted` (each once, in its order) that got no fault yet."""
+    return [kind for kind in dict.fromkeys(wanted) if injected.get(kind, 0) < 1]
+
+
 def percentile(values: Sequence[float], fraction: float) -> float | None:
     """The nearest-rank percentile of `values` (None when there are none).
 

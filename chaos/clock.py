@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -37,6 +36,7 @@ import trio
 from chaos.check import RangeRow
 from chaos.procs import log, read_log
 from chaos.run import Run
+from usenet_indexer.testing.install import apt_get_install, install_once
 
 OFFSET = "edge_faketime_offset"
 SLOW = "edge_slow_clock"
@@ -58,23 +58,24 @@ STEP_SECONDS = 60.0
 
 
 def libfaketime() -> Path | None:
-    """libfaketime's library, installed with apt-get when missing and we are root.
+    """libfaketime's library, installed with apt-get when missing and we are root
+    (one install at a time on the machine: testing.install).
 
     Returns:
         Its path, or None when it is not here and cannot be installed.
     """
-    found = next((path for path in LIBRARIES if path.exists()), None)
-    if found is not None or os.geteuid() != 0 or shutil.which("apt-get") is None:
-        return found
-    log("libfaketime is missing: apt-get install -y faketime")
-    subprocess.run(
-        ["apt-get", "install", "-y", "faketime"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
-        check=False,
-    )
+    if _library() is None and os.geteuid() == 0 and shutil.which("apt-get") is not None:
+        install_once(lambda: _library() is not None, _install_faketime)
+    return _library()
+
+
+def _library() -> Path | None:
     return next((path for path in LIBRARIES if path.exists()), None)
+
+
+def _install_faketime() -> None:
+    log("libfaketime is missing: apt-get install -y faketime")
+    apt_get_install("faketime")
 
 
 def remove_shared_memory(pid: int) -> None:

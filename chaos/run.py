@@ -7,11 +7,12 @@ process, its edges (`uidx edge`, all behind chaos_proxy), the
 monitor of its `ranges` table and the tally of what its faults did. Faults
 run one after another (`Run.inject`), each waiting for its victim (an edge
 that holds a range) and for the recovery (the range leased again under a
-newer epoch, or done) before the next; the spool is fed meanwhile, and its
-last part waits until the faults are done so that there is always work in
-flight. `conclude` reads what the run left (every stored segment, the
-`batches` rows, the coordinator's log) and draws the conclusions with
-chaos_check's pure functions.
+newer epoch, or done) before the next; a kind that got no fault that way
+(its victim did not come in time) is tried again, up to RETRY_ROUNDS more
+times. The spool is fed meanwhile, and its last part waits until the faults
+are done so that there is always work in flight. `conclude` reads what the
+run left (every stored segment, the `batches` rows, the coordinator's log)
+and draws the conclusions with chaos_check's pure functions.
 """
 
 from __future__ import annotations
@@ -80,6 +81,9 @@ API = "/api/v1/node/"
 # Parts of the spool held back until the faults are done: the ranges waiting
 # for them keep edges busy, so every fault finds a victim.
 HOLD_BACK = 2
+# Rounds over the kinds a round of faults left without one (skipped: no victim,
+# no batch post, no build in time), while the held-back parts keep edges busy.
+RETRY_ROUNDS = 2
 # How long a named kill waits for its edge's next batch post before it is skipped.
 CATCH_SECONDS = 5.0
 # Tries of a named kill (another victim each) before it is left skipped.
@@ -303,6 +307,11 @@ class Run:
     # `kill_edge_at`); those left are imported with the held-back ones.
     named_parts: list[int] = attrs.field(init=False)
     named_reserved: frozenset[int] = attrs.field(init=False)
+    # The parts held back until the faults are done (HOLD_BACK; a named kill
+    # may take one, see `_part_for_a_post`).
+    held_parts: list[int] = attrs.field(init=False)
+    # Kinds that got no fault are being tried again (`_again`).
+    retrying: bool = False
 
     def __attrs_post_init__(self) -> None:
         (self.folder / "logs").mkdir(parents=True, exist_ok=True)
@@ -328,6 +337,7 @@ class Run:
         held = max(1, len(self.parts) - HOLD_BACK)
         self.named_parts = list(range(max(1, held - 2 * self.config.named_kills), held))
         self.named_reserved = frozenset(self.named_parts)
+        self.held_parts = list(range(held, len(self.parts)))
 
     @property
     def home(self) -> Path:
@@ -524,7 +534,7 @@ class Run:
         await self.faults_done.wait()
         async with trio.open_nursery() as nursery:
             # With the parts the named kills left (one was skipped).
-            for index in [*self.named_parts, *range(held, len(self.parts))]:
+            for index in [*self.named_parts, *self.held_parts]:
                 nursery.start_soon(self._import_logged, index)
 
     async def _import_logged(self, index: int) -> None:
@@ -558,7 +568,37 @@ class Run:
         for kind in kinds:
             await trio.sleep(self.rng.uniform(0.0, config.pause_seconds))
             await faults[kind]()
+        for _ in range(RETRY_ROUNDS):
+            missing = checks.not_injected(kinds, self.tally.faults)
+            if not missing:
+                break
+            await self._again(missing, faults)
         self.faults_done.set()
+
+    async def _again(
+        self, missing: Sequence[str], faults: Mapping[str, Callable[[], Awaitable[None]]]
+    ) -> None:
+        """The kinds that got no fault (their victim, batch post or build did not
+        come in time), tried again: the run is not done before each got one.
+
+        Those that need an edge holding a range go first, while the held-back
+        parts keep ranges waiting; then those that need a batch post, with the
+        parts kept from the feed (the last held-back one too: no kind after
+        them needs a waiting range): a named kill imports one per try (none
+        left: it is skipped at once, nothing would post), and build_kill9 comes
+        last, after one more is imported if any is left (the named kills'
+        batches may have left keys pending too).
+        """
+        log(f"no fault yet of {', '.join(missing)}: tried again")
+        self.retrying = True
+        for kind in sorted(missing, key=retry_rank):
+            if kind in NAMED_KILLS.values() and not (self.named_parts or self.held_parts):
+                self.tally.skipped[kind] += 1
+                log(f"{kind}: no part of the spool left to make a batch post; skipped")
+                continue
+            if kind == "build_kill9" and (part := self._part_for_a_post()) is not None:
+                await self._import_logged(part)
+            await faults[kind]()
 
     async def victim(self, kind: str, *, busy: bool) -> tuple[Edge, RangeRow] | None:
         """A running edge, not frozen, holding a range that is not done.
@@ -627,8 +667,9 @@ class Run:
         armed = [t for t, node in tokens.items() if node in nodes and not nodes[node].child.frozen]
         ambush = self.ambush
         ambush.arm(armed, point)
-        if self.named_parts:
-            await self._import_logged(self.named_parts.pop(0))
+        part = self._part_for_a_post()
+        if part is not None:
+            await self._import_logged(part)
         with trio.move_on_after(CATCH_SECONDS):
             await ambush.caught.wait()
         if not ambush.caught.is_set() or ambush.caught_token is None:
@@ -664,6 +705,16 @@ class Run:
             return injected
         await self.recovered(row, killed_at)
         return injected
+
+    def _part_for_a_post(self) -> int | None:
+        """A part kept from the feed to import now, so that a batch post comes at once:
+        one the named kills kept, else a held-back one while another stays held
+        back for the faults after it (any, when kinds are tried again: `_again`)."""
+        if self.named_parts:
+            return self.named_parts.pop(0)
+        if len(self.held_parts) > (0 if self.retrying else 1):
+            return self.held_parts.pop(0)
+        return None
 
     async def recovered(self, row: RangeRow, since: float) -> None:
         at = await self.monitor.until(partial(checks.taken_over, row), self.config.ttl_seconds + 30)
@@ -852,6 +903,13 @@ async def _probe(client: httpx.AsyncClient) -> int:
     except httpx.TransportError:
         return 0
     return response.status_code
+
+
+def retry_rank(kind: str) -> int:
+    """Where a kind tried again goes (`Run._again`): those that need an edge holding
+    a range first, then those that need a batch post (the named kills), then
+    build_kill9 (keys pending after a stored batch)."""
+    return 2 if kind == "build_kill9" else int(kind in NAMED_KILLS.values())
 
 
 def _uidx_argv() -> list[str]:

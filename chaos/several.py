@@ -62,7 +62,7 @@ from usenet_indexer.store.ranges import RangeStore
 from usenet_indexer.testing.logcheck import LogProblems, file_problems
 from usenet_indexer.testing.newsd import CannotInstall
 from usenet_indexer.testing.newsd_private import PrivateNewsServer, private_news_server
-from usenet_indexer.testing.objectstore import ObjectStore, ObjectStoreError
+from usenet_indexer.testing.objectstore import ObjectStore, WeedMissing
 from usenet_indexer.testing.processes import child_env, free_port
 
 STORE_KILL = "store_kill9"
@@ -171,7 +171,8 @@ class Posted:
 
 
 NoNewsServer = CannotInstall
-NoObjectStore = ObjectStoreError
+# Only a missing weed leaves the run out: a store that did not start fails it.
+NoObjectStore = WeedMissing
 
 
 @contextlib.contextmanager

@@ -9,6 +9,7 @@ import random
 import subprocess
 import sys
 from array import array
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +49,7 @@ from chaos.proxy import (
     bearer,
     serve_proxy,
 )
-from chaos.run import NAMED_KILLS, long_config, short_config
+from chaos.run import NAMED_KILLS, long_config, retry_rank, short_config
 from chaos.several import SEVERAL_KINDS, SeveralOutcome
 from chaos.several import failures as several_failures
 from chaos.suite import CLOCK_FAILURES, KINDS, SPOOL_FAILURES, failures
@@ -124,6 +125,22 @@ def test_both_runs_kill_a_coordinator_process_mid_build() -> None:
 def test_message_ids_of_stored_chunks_count_every_copy() -> None:
     chunk = release_chunk()
     assert list(checks.chunk_message_ids([chunk, chunk])) == ["m1@x", "m2@x"] * 2
+
+
+def test_the_kinds_left_without_a_fault_are_named_once_in_order() -> None:
+    kinds = ["edge_kill9", "bad_input", "edge_kill9", "build_kill9", "edge_sigstop"]
+    injected = Counter({"bad_input": 1, "build_kill9": 0, "edge_sigstop": 2})
+    assert checks.not_injected(kinds, injected) == ["edge_kill9", "build_kill9"]
+    assert checks.not_injected(kinds, Counter(dict.fromkeys(kinds, 1))) == []
+
+
+def test_kinds_tried_again_come_in_the_order_their_work_needs() -> None:
+    # Those that need an edge holding a range while parts are held back, then
+    # those that import a part for a batch post, build_kill9 last.
+    missing = ["build_kill9", NAMED_KILLS[AFTER_COMMIT], "edge_sigstop", "bad_input"]
+    assert sorted(missing, key=retry_rank) == [
+        "edge_sigstop", "bad_input", NAMED_KILLS[AFTER_COMMIT], "build_kill9",
+    ]  # fmt: skip
 
 
 def test_percentiles_are_nearest_rank() -> None:
@@ -676,6 +693,8 @@ def test_the_short_chaos_run_loses_doubles_and_lets_in_nothing() -> None:
     assert report["holder_violations"] == 0
     assert report["lease_burst"]["granted"] == report["lease_burst"]["distinct_ranges"]
     assert set(report["faults"]) == set(KINDS)
+    # Every side run ran (one left out has no fault of its kinds): why not, if one did not.
+    assert report["side_runs_not_run"] == {}, report["side_runs_not_run"]
     # The kinds that got no fault, by name (pytest cuts a long dict's repr short).
     assert [kind for kind, count in report["faults"].items() if count < 1] == [], report["faults"]
     # Item 1's named points: an edge killed with its batch post held by the

@@ -52,6 +52,7 @@
     ├── NewsdError               testing/newsd: the private INN2 cannot run
     │   └── CannotInstall        INN2 is missing and cannot be installed here
     ├── ObjectStoreError         testing/objectstore: the private S3 server cannot run
+    │   └── WeedMissing          weed (SeaweedFS) is not installed
     ├── ToolMissing              testing/obfuscated: par2 or 7z is not installed
     └── NzbgetError              testing/nzbget: NZBGet exited, refused or took too long
         └── NzbgetMissing        nzbget is not installed

@@ -25,7 +25,8 @@ demo posts these). innd takes any past date (`artcutoff: 0` and `innd -c 0`),
 and a Date up to a day ahead of its clock, so the dates end at `--end`
 (default: now).
 
-Installing: apt-get install inn2 with a policy-rc.d that stops Debian from
+Installing (one install at a time on the machine: testing.install):
+apt-get install inn2 with a policy-rc.d that stops Debian from
 starting the system innd on port 119; inn2's postinst fails on a host name
 without a domain, so `domain:` is set in /etc/news/inn.conf and dpkg is
 re-run. Every process is started by Popen as `news` (no runuser in between).
@@ -55,6 +56,7 @@ import attrs
 
 from usenet_indexer.errors import UidxError
 from usenet_indexer.synth.generator import GeneratorConfig, OverviewGenerator
+from usenet_indexer.testing.install import apt_get_install, install_once
 from usenet_indexer.testing.processes import free_port
 
 INN_BIN = Path("/usr/lib/news/bin")
@@ -86,9 +88,19 @@ class CannotInstall(NewsdError):
 
 
 def ensure_inn2() -> None:
-    """Installs Debian's inn2 when innd is missing, without leaving a system innd running."""
-    if (INN_BIN / "innd").exists() and (INN_BIN / "nnrpd").exists():
-        return
+    """Installs Debian's inn2 when innd is missing, without leaving a system innd running.
+
+    One install at a time (testing.install): two newsd starting at once on a
+    machine without INN2 install it once.
+    """
+    install_once(_inn2_present, _install_inn2)
+
+
+def _inn2_present() -> bool:
+    return (INN_BIN / "innd").exists() and (INN_BIN / "nnrpd").exists()
+
+
+def _install_inn2() -> None:
     if os.geteuid() != 0:
         raise CannotInstall("INN2 is not installed; as root run: apt-get install -y inn2")
     policy = Path("/usr/sbin/policy-rc.d")
@@ -99,9 +111,7 @@ def ensure_inn2() -> None:
         policy.chmod(0o755)
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     try:
-        installed = subprocess.run(
-            ["apt-get", "install", "-y", "inn2"], env=env, capture_output=True, text=True
-        )
+        installed = apt_get_install("inn2", env=env)
         if installed.returncode != 0:
             _finish_configure(env, installed.stdout + installed.stderr)
     finally:

