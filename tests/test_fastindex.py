@@ -21,6 +21,7 @@ from itertools import accumulate
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+import attrs
 import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
@@ -32,6 +33,7 @@ from usenet_indexer.core.indexer import (
     COMPILED_SCAN,
     MAX_MESSAGE_ID_BYTES,
     RangeIndexer,
+    _OpenFile,
     _Texts,
     indexer_kind,
     release_pass_starts,
@@ -77,6 +79,43 @@ def test_the_compiled_loop_is_built() -> None:
     assert COMPILED_SCAN is not None, "core/_fastindex is not built: run scripts/bootstrap"
     assert COMPILED_FILES is not None
     assert indexer_kind(pure=False).startswith("compiled")
+
+
+def test_the_open_file_made_without_its_init_has_nothing_it_would_run() -> None:
+    # _fastindex.scan makes an _OpenFile as object.__new__ does and puts its init
+    # fields, in this order, in their slots as its __init__ would: a validator,
+    # converter, default, factory or post-init hook (or a field added) would be skipped.
+    fields = attrs.fields(_OpenFile)
+    assert [a.name for a in fields if a.init] == [
+        "poster", "prefix", "after", "total", "counter", "tail", "date", "after_bytes",
+        "segments", "yenc",
+    ]  # fmt: skip
+    assert not hasattr(_OpenFile, "__attrs_post_init__")
+    assert not hasattr(_OpenFile, "__attrs_pre_init__")
+    assert all(a.validator is None and a.converter is None for a in fields)
+    assert all(a.default is attrs.NOTHING for a in fields if not a.init)
+
+
+def test_an_open_file_made_by_the_compiled_loop_equals_one_made_by_its_init() -> None:
+    line = b'%d\tx [1/2] - "a.rar" yEnc (1/3) tail\tp <p@x>\tdate\t<m@x>\t\t700\t5\tXref: h g:1'
+    made = []
+    references = []
+    for pure in (True, False):
+        indexer = RangeIndexer(group=GROUP, first=FIRST, pure=pure)
+        indexer.add_data(line % FIRST, FIRST + 1)
+        (open_file,) = indexer._open.values()
+        made.append({a.name: getattr(open_file, a.name) for a in attrs.fields(_OpenFile) if a.init})
+        assert not hasattr(open_file, "info")
+        # The references held: none more, none fewer (the file and its own fields).
+        references.append(
+            [sys.getrefcount(open_file)]
+            + [sys.getrefcount(getattr(open_file, name)) for name in ("segments", "after", "tail")]
+        )
+        del open_file
+    assert made[0] == made[1]
+    assert references[0] == references[1]
+    assert made[1]["yenc"] is True
+    assert made[1]["total"] == 3
 
 
 def _segments(*segments: tuple[bytes, int, bytes, bytes]) -> bytearray:

@@ -64,6 +64,7 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes
 from cpython.dict cimport PyDict_GetItem
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.object cimport PyObject
+from cpython.ref cimport Py_DECREF, Py_INCREF
 from cpython.unicode cimport PyUnicode_DATA, PyUnicode_New
 from libc.stdlib cimport calloc, free, qsort
 from libc.string cimport memchr, memcmp, memcpy, memset
@@ -206,9 +207,58 @@ cdef bint _says_yenc(const char *s, Py_ssize_t n) noexcept nogil:
     return False
 
 
+cdef extern from "Python.h":
+    ctypedef struct PyMemberDef:
+        Py_ssize_t offset
+    ctypedef struct PyMemberDescrObject:
+        PyMemberDef *d_member
+    ctypedef struct PyTypeObject:
+        PyObject *(*tp_alloc)(PyTypeObject *, Py_ssize_t)
+
+
+# The fields of an _OpenFile that `_add_first` sets, in the order of its __init__
+# (tests/test_fastindex.py holds the class to it).
+_OPEN_FIELDS = (
+    "poster", "prefix", "after", "total", "counter", "tail", "date", "after_bytes", "segments",
+    "yenc",
+)
+cdef enum:
+    OPEN_FIELDS = 10
+
+import types as _types
+
+
+cdef void _slot_offsets(object make, Py_ssize_t *offsets) except *:
+    # Where each of _OPEN_FIELDS is in an object of `make`, a class with slots.
+    cdef Py_ssize_t i
+    cdef object member
+    for i in range(OPEN_FIELDS):
+        member = make.__dict__.get(_OPEN_FIELDS[i])
+        if type(member) is not _types.MemberDescriptorType:
+            raise TypeError(f"{make!r} has no slot {_OPEN_FIELDS[i]!r}")
+        offsets[i] = (<PyMemberDescrObject *><PyObject *>member).d_member.offset
+
+
+cdef inline object _alloc(object cls):
+    # An object of `cls` with its slots empty, as object.__new__(cls) makes it.
+    cdef PyObject *made = (<PyTypeObject *><PyObject *>cls).tp_alloc(<PyTypeObject *><PyObject *>cls, 0)
+    cdef object found
+    if made == NULL:
+        raise MemoryError()
+    found = <object>made
+    Py_DECREF(found)  # tp_alloc's reference, now found's
+    return found
+
+
+cdef inline void _set(object target, Py_ssize_t offset, object value):
+    # An empty slot of a new object set (as a slot's descriptor sets it).
+    Py_INCREF(value)
+    (<PyObject **>(<char *><PyObject *>target + offset))[0] = <PyObject *>value
+
+
 cdef void _add_first(
     const char **f, Py_ssize_t *n, const char *rest, Py_ssize_t rest_n, Py_ssize_t *where,
-    dict opened, dict fast, object make,
+    dict opened, dict fast, object make, const Py_ssize_t *offsets,
 ) except *:
     # RangeIndexer._add_segment of a checked first segment (where: p, q, N, the
     # counter's "/"): to its file in `opened`, opened now if new; `fast` points
@@ -237,18 +287,21 @@ cdef void _add_first(
     _put(buffer, &at, f[4], n[4])
     _put(buffer, &at, f[6], n[6])
     if found == NULL:
-        open_file = make(
-            poster,
-            prefix,
-            PyBytes_FromStringAndSize(subject + slash + 1, n[1] - slash - 1),  # "N) tail"
-            where[2],
-            PyBytes_FromStringAndSize(subject + p + 1, q - p - 1),  # "k/N"
-            PyBytes_FromStringAndSize(subject + q + 1, n[1] - q - 1),  # the tail
-            PyBytes_FromStringAndSize(f[3], n[3]),  # date
-            PyBytes_FromStringAndSize(rest, rest_n),  # lines, Xref, ...
-            segments,
-            _says_yenc(subject, n[1]),
-        )
+        # An _OpenFile as its __init__ makes it (an attrs class with slots, without
+        # validators, converters or a post-init hook: each init field set once,
+        # `info` left unset), without a Python call per new file: made by its
+        # type's tp_alloc (what object.__new__ does), each field put in its slot.
+        open_file = _alloc(make)
+        _set(open_file, offsets[0], poster)
+        _set(open_file, offsets[1], prefix)
+        _set(open_file, offsets[2], subject[slash + 1 : n[1]])  # "N) tail"
+        _set(open_file, offsets[3], where[2])
+        _set(open_file, offsets[4], subject[p + 1 : q])  # "k/N"
+        _set(open_file, offsets[5], subject[q + 1 : n[1]])  # the tail
+        _set(open_file, offsets[6], f[3][: n[3]])  # date
+        _set(open_file, offsets[7], rest[:rest_n])  # lines, Xref, ...
+        _set(open_file, offsets[8], segments)
+        _set(open_file, offsets[9], True if _says_yenc(subject, n[1]) else False)
         opened[key] = open_file
     fast[prefix] = open_file
 
@@ -289,7 +342,8 @@ def scan(bytes data, dict fast, object slow, dict opened, object make, tuple lim
         opened: every open file by (prefix, poster, N) (`RangeIndexer._open`):
             a plain first segment goes to its file, opened here (as
             `RangeIndexer._add_segment` does) when new.
-        make: the open file's class (`indexer._OpenFile`).
+        make: the open file's class (`indexer._OpenFile`), made without a
+            call of its __init__, each field set as it would set it.
         limits: the longest subject or poster, the longest message-id, the
             most segments of a file, the biggest size (indexer.MAX_HEADER_BYTES,
             MAX_MESSAGE_ID_BYTES, subject.MAX_SEGMENTS, the uint32 size cap).
@@ -339,8 +393,10 @@ def scan(bytes data, dict fast, object slow, dict opened, object make, tuple lim
     cdef Py_ssize_t where[4]
     cdef bint eight
     cdef Py_ssize_t rest = 0  # where the fields after "bytes" start
+    cdef Py_ssize_t offsets[OPEN_FIELDS]
     for i in range(4):
         limit[i] = limits[i]
+    _slot_offsets(make, offsets)
     memset(c_generation, 0, sizeof(c_generation))
     while start <= size:
         nl = <const char *>memchr(base + start, b'\n', size - start)
@@ -449,7 +505,7 @@ def scan(bytes data, dict fast, object slow, dict opened, object make, tuple lim
                 and n[5] == 0
                 and _first_segment(f, n, limit, where)
             ):
-                _add_first(f, n, line + rest, length - rest, where, opened, fast, make)
+                _add_first(f, n, line + rest, length - rest, where, opened, fast, make, offsets)
                 # fast[prefix] is this file now: its slot, if it held the prefix, is let go.
                 slot = _slot(f[1], where[0])
                 if (
