@@ -274,6 +274,12 @@ def test_a_releases_passes_start_where_release_pass_starts_finds_them(
         ([(b"1", 2**62, b"<a@x>", b"1")], 5),  # an article number past int64's range here
         ([(b"1", 2**64, b"<a@x>", b"1")], 5),  # 20 digits: read in 64 bits it wraps to 0
         ([(b"1", 7, "<é@x>".encode(), b"1")], 5),  # not ASCII: decode() reads it
+        ([(b"1", 7, b"<a>b@x>", b"1")], 5),
+        ([(b"1", 7, b"<a@x>>", b"1")], 5),
+        ([(b"1", 7, b"<a@x", b"1")], 5),
+        ([(b"1", 7, b"a@x>", b"1")], 5),
+        ([(b"1", 7, b"<a@x>", b"1"), (b"2", 8, b"<b@x>x", b"1")], 5),
+        ([(b"1", 7, b"<a@x\x80>", b"1")], 5),
     ],
 )
 def test_files_off_the_common_case_are_left_to_the_pure_path(
@@ -281,6 +287,13 @@ def test_files_off_the_common_case_are_left_to_the_pure_path(
 ) -> None:
     assert COMPILED_FILES is not None
     assert COMPILED_FILES.file_arrays(_segments(*segments), total, MAX_MESSAGE_ID_BYTES) is None
+
+
+def test_article_numbers_up_to_the_cap_are_read() -> None:
+    # 18 digits and fewer are read unchecked, more checked against the cap.
+    for article in (7, 10**17 + 3, 10**18 - 1, 10**18, 2**62 - 1):
+        found = _arrays(_segments((b"1", article, b"<a@x>", b"1")), 5)
+        assert (found.first, found.last) == (article, article)
 
 
 def test_a_zero_padded_article_number_is_left_to_the_pure_path() -> None:

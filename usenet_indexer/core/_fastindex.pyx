@@ -571,6 +571,13 @@ cdef inline Py_ssize_t _tab(const char *s, Py_ssize_t start, Py_ssize_t end) noe
     return -1 if found == NULL else found - s
 
 
+# The bytes that end a message-id's text in a file's buffer (`file_arrays`): a
+# tab, "<", ">", and every byte above 127.
+cdef bint _MID_STOP[256]
+for _c in range(256):
+    _MID_STOP[_c] = _c in (9, 60, 62) or _c > 127
+
+
 cdef inline Py_ssize_t _tabs(const char *s, Py_ssize_t n) noexcept nogil:
     cdef Py_ssize_t at = 0, found = 0
     while True:
@@ -736,26 +743,36 @@ def file_arrays(bytearray segments, long long total, Py_ssize_t max_message_id):
             if not _digits(s + at, n) or (n > 1 and s[at] == b'0'):
                 return None
             value = 0
-            for j in range(n):
-                # Checked before the step: value * 10 of a 20-digit number
-                # overflows 64 bits (2**64 read as 0 would pass the cap).
-                if value > (ARTICLE_CAP - 1 - (s[at + j] - 48)) // 10:
-                    return None
-                value = value * 10 + (s[at + j] - 48)
+            if n <= 18:
+                # Below 10**18 < ARTICLE_CAP: nothing to check.
+                for j in range(n):
+                    value = value * 10 + (s[at + j] - 48)
+            else:
+                for j in range(n):
+                    # Checked before the step: value * 10 of a 20-digit number
+                    # overflows 64 bits (2**64 read as 0 would pass the cap).
+                    if value > (ARTICLE_CAP - 1 - (s[at + j] - 48)) // 10:
+                        return None
+                    value = value * 10 + (s[at + j] - 48)
             if i and value < f.articles[i - 1]:
                 f.ordered = False
             f.articles[i] = value
             f.dates[i] = tab + 1
             at = _tab(s, tab + 1, size) + 1  # past the date
-            tab = _tab(s, at, size)  # message-id
+            # The message-id: "<", ASCII text without a tab or angle bracket,
+            # ">" and its tab, read in one pass to the first byte of those (a
+            # byte above 127 is read by decode(): the pure path).
+            if s[at] != b'<':
+                return None
+            j = at + 1
+            while j < size and not _MID_STOP[<unsigned char>s[j]]:
+                j += 1
+            if j + 1 >= size or s[j] != b'>' or s[j + 1] != b'\t':
+                return None
+            tab = j + 1
             n = tab - at
-            if not (2 < n <= max_message_id and s[at] == b'<' and s[tab - 1] == b'>'):
+            if not 2 < n <= max_message_id:
                 return None
-            if memchr(s + at + 1, b'<', n - 2) != NULL or memchr(s + at + 1, b'>', n - 2) != NULL:
-                return None
-            for j in range(at + 1, tab - 1):
-                if <unsigned char>s[j] > 127:
-                    return None  # decode() reads it: the pure path
             f.mids[i] = at
             at = tab + 1
             tab = _tab(s, at, size)  # bytes
