@@ -289,6 +289,20 @@ def test_files_off_the_common_case_are_left_to_the_pure_path(
     assert COMPILED_FILES.file_arrays(_segments(*segments), total, MAX_MESSAGE_ID_BYTES) is None
 
 
+def test_a_message_id_is_checked_in_every_place_of_its_text() -> None:
+    # Eight bytes at a time and the rest one by one: a bracket or a byte above 127
+    # anywhere in the text leaves the file to the pure path, in ids of any length.
+    assert COMPILED_FILES is not None
+    for length in range(1, 21):
+        text = bytes(b"a@x0123456789abcdefgh"[:length])
+        assert _arrays(_segments((b"1", 7, b"<%s>" % text, b"1")), 5).count == 1
+        for at in range(length):
+            for bad in (b"<", b">", b"\x80", b"\xff"):
+                forged = text[:at] + bad + text[at + 1 :]
+                segments = _segments((b"1", 7, b"<%s>" % forged, b"1"))
+                assert COMPILED_FILES.file_arrays(segments, 5, MAX_MESSAGE_ID_BYTES) is None
+
+
 def test_article_numbers_up_to_the_cap_are_read() -> None:
     # 18 digits and fewer are read unchecked, more checked against the cap.
     for article in (7, 10**17 + 3, 10**18 - 1, 10**18, 2**62 - 1):

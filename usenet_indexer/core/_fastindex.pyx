@@ -571,11 +571,27 @@ cdef inline Py_ssize_t _tab(const char *s, Py_ssize_t start, Py_ssize_t end) noe
     return -1 if found == NULL else found - s
 
 
-# The bytes that end a message-id's text in a file's buffer (`file_arrays`): a
-# tab, "<", ">", and every byte above 127.
-cdef bint _MID_STOP[256]
-for _c in range(256):
-    _MID_STOP[_c] = _c in (9, 60, 62) or _c > 127
+cdef inline bint _id_text(const char *s, Py_ssize_t n) noexcept nogil:
+    # A message-id's text between its brackets as the compiled conversion takes
+    # it: ASCII without "<" or ">". Eight bytes at a time: a byte above 127 has its
+    # high bit set, and a byte equal to "<" (or ">") is a zero byte of w ^ 0x3C..
+    # (w ^ 0x3E..), which (x - 0x01..) & ~x marks with its high bit.
+    cdef unsigned long long w, a, b
+    cdef Py_ssize_t i = 0
+    while i + 8 <= n:
+        memcpy(&w, s + i, 8)
+        a = w ^ 0x3C3C3C3C3C3C3C3CULL
+        b = w ^ 0x3E3E3E3E3E3E3E3EULL
+        if (
+            w | ((a - 0x0101010101010101ULL) & ~a) | ((b - 0x0101010101010101ULL) & ~b)
+        ) & 0x8080808080808080ULL:
+            return False
+        i += 8
+    while i < n:
+        if <unsigned char>s[i] > 127 or s[i] == b'<' or s[i] == b'>':
+            return False
+        i += 1
+    return True
 
 
 cdef inline Py_ssize_t _tabs(const char *s, Py_ssize_t n) noexcept nogil:
@@ -703,7 +719,7 @@ def file_arrays(bytearray segments, long long total, Py_ssize_t max_message_id):
     cdef bint plain = True  # no k zero padded
     cdef unsigned char *seen = NULL  # per number: the length of its first k text
     cdef FileArrays f
-    if count == 0 or not 0 < total <= 0xFFFFFFFF:
+    if count == 0 or not 0 < total <= 0xFFFFFFFFLL:
         return None
     f = FileArrays.__new__(FileArrays)
     f.ks = <unsigned int *>PyMem_Malloc(count * sizeof(unsigned int))
@@ -759,20 +775,12 @@ def file_arrays(bytearray segments, long long total, Py_ssize_t max_message_id):
             f.articles[i] = value
             f.dates[i] = tab + 1
             at = _tab(s, tab + 1, size) + 1  # past the date
-            # The message-id: "<", ASCII text without a tab or angle bracket,
-            # ">" and its tab, read in one pass to the first byte of those (a
-            # byte above 127 is read by decode(): the pure path).
-            if s[at] != b'<':
-                return None
-            j = at + 1
-            while j < size and not _MID_STOP[<unsigned char>s[j]]:
-                j += 1
-            if j + 1 >= size or s[j] != b'>' or s[j + 1] != b'\t':
-                return None
-            tab = j + 1
+            tab = _tab(s, at, size)  # message-id
             n = tab - at
-            if not 2 < n <= max_message_id:
+            if not (2 < n <= max_message_id and s[at] == b'<' and s[tab - 1] == b'>'):
                 return None
+            if not _id_text(s + at + 1, n - 2):
+                return None  # an angle bracket inside, or a byte decode() reads: the pure path
             f.mids[i] = at
             at = tab + 1
             tab = _tab(s, at, size)  # bytes
@@ -780,7 +788,7 @@ def file_arrays(bytearray segments, long long total, Py_ssize_t max_message_id):
             if not _digits(s + at, n):
                 return None
             value = _number(s + at, n)
-            if value > 0xFFFFFFFF:
+            if value > 0xFFFFFFFFLL:
                 return None
             f.sizes[i] = <unsigned int>value
             at = tab + 1
@@ -1031,7 +1039,7 @@ def file_pieces(FileArrays f, list starts):
                 kept = 0
                 for i in range(end - begin):
                     if kept == 0 or by_number[i] >> 32 != by_number[i - 1] >> 32:
-                        order[kept] = by_number[i] & 0xFFFFFFFF
+                        order[kept] = by_number[i] & 0xFFFFFFFFLL
                         kept += 1
                 repeats += end - begin - kept
             date = f.dates[begin]

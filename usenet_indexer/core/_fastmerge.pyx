@@ -91,7 +91,7 @@ def figures(list chunks):
         qsort(spans, spanned, sizeof(uint64_t), _ascending)
         distinct = True
         for i in range(spanned - 1):
-            if (spans[i] & 0xFFFFFFFF) >= (spans[i + 1] >> 32):
+            if (spans[i] & 0xFFFFFFFFULL) >= (spans[i + 1] >> 32):
                 distinct = False
                 break
     finally:
@@ -119,7 +119,7 @@ def figures(list chunks):
         for i in range(total):
             if i == 0 or (keys[i] >> 32) != (keys[i - 1] >> 32):
                 count += 1
-                size_first += weights[keys[i] & 0xFFFFFFFF]
+                size_first += weights[keys[i] & 0xFFFFFFFFULL]
     finally:
         PyMem_Free(weights)
         PyMem_Free(keys)
