@@ -147,6 +147,31 @@ cdef inline bint _same(object text, const char *s, Py_ssize_t n):
     return PyBytes_GET_SIZE(text) == n and memcmp(PyBytes_AS_STRING(text), s, n) == 0
 
 
+cdef extern from "Python.h":
+    ctypedef struct PyByteArrayObject:
+        Py_ssize_t ob_alloc
+        char *ob_bytes
+        char *ob_start
+        Py_ssize_t ob_exports
+    void Py_SET_SIZE(object, Py_ssize_t)
+
+
+cdef inline int _grow(object segments, Py_ssize_t size) except -1:
+    # A file's buffer (a bytearray, not shrunk here) made `size` bytes long, its
+    # new bytes to be written: in the room it has, else grown by half as much
+    # again (PyByteArray_Resize alone grows it by an eighth, a copy every few
+    # segments). As PyByteArray_Resize leaves it: the size set, a NUL after.
+    cdef PyByteArrayObject *b = <PyByteArrayObject *><PyObject *>segments
+    if b.ob_exports == 0 and size < b.ob_alloc - (b.ob_start - b.ob_bytes):
+        Py_SET_SIZE(segments, size)
+        b.ob_start[size] = 0
+        return 0
+    PyByteArray_Resize(segments, size + size // 2)  # (BufferError while exported)
+    Py_SET_SIZE(segments, size)
+    b.ob_start[size] = 0
+    return 0
+
+
 cdef inline void _put(char *to, Py_ssize_t *at, const char *s, Py_ssize_t n) noexcept nogil:
     memcpy(to + at[0], s, n)
     at[0] += n
@@ -279,7 +304,7 @@ cdef void _add_first(
         segments = open_file.segments
     # k, number, date, message-id, bytes: each followed by a tab.
     at = PyByteArray_GET_SIZE(segments)
-    PyByteArray_Resize(segments, at + (slash - p - 1) + n[0] + n[3] + n[4] + n[6] + 5)
+    _grow(segments, at + (slash - p - 1) + n[0] + n[3] + n[4] + n[6] + 5)
     buffer = PyByteArray_AS_STRING(segments)
     _put(buffer, &at, subject + p + 1, slash - p - 1)
     _put(buffer, &at, f[0], n[0])
@@ -489,7 +514,7 @@ def scan(bytes data, dict fast, object slow, dict opened, object make, tuple lim
                 segments = <object>c_segments[slot]
                 at = PyByteArray_GET_SIZE(segments)
                 grown = at + k_n + n[0] + n[3] + n[4] + n[6] + 5
-                PyByteArray_Resize(segments, grown)
+                _grow(segments, grown)
                 buffer = PyByteArray_AS_STRING(segments)
                 _put(buffer, &at, subject + p + 1, k_n)
                 _put(buffer, &at, f[0], n[0])
