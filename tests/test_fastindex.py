@@ -21,6 +21,7 @@ from itertools import accumulate
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+import attrs
 import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
@@ -32,6 +33,7 @@ from usenet_indexer.core.indexer import (
     COMPILED_SCAN,
     MAX_MESSAGE_ID_BYTES,
     RangeIndexer,
+    _OpenFile,
     _Texts,
     indexer_kind,
     release_pass_starts,
@@ -77,6 +79,43 @@ def test_the_compiled_loop_is_built() -> None:
     assert COMPILED_SCAN is not None, "core/_fastindex is not built: run scripts/bootstrap"
     assert COMPILED_FILES is not None
     assert indexer_kind(pure=False).startswith("compiled")
+
+
+def test_the_open_file_made_without_its_init_has_nothing_it_would_run() -> None:
+    # _fastindex.scan makes an _OpenFile as object.__new__ does and puts its init
+    # fields, in this order, in their slots as its __init__ would: a validator,
+    # converter, default, factory or post-init hook (or a field added) would be skipped.
+    fields = attrs.fields(_OpenFile)
+    assert [a.name for a in fields if a.init] == [
+        "poster", "prefix", "after", "total", "counter", "tail", "date", "after_bytes",
+        "segments", "yenc",
+    ]  # fmt: skip
+    assert not hasattr(_OpenFile, "__attrs_post_init__")
+    assert not hasattr(_OpenFile, "__attrs_pre_init__")
+    assert all(a.validator is None and a.converter is None for a in fields)
+    assert all(a.default is attrs.NOTHING for a in fields if not a.init)
+
+
+def test_an_open_file_made_by_the_compiled_loop_equals_one_made_by_its_init() -> None:
+    line = b'%d\tx [1/2] - "a.rar" yEnc (1/3) tail\tp <p@x>\tdate\t<m@x>\t\t700\t5\tXref: h g:1'
+    made = []
+    references = []
+    for pure in (True, False):
+        indexer = RangeIndexer(group=GROUP, first=FIRST, pure=pure)
+        indexer.add_data(line % FIRST, FIRST + 1)
+        (open_file,) = indexer._open.values()
+        made.append({a.name: getattr(open_file, a.name) for a in attrs.fields(_OpenFile) if a.init})
+        assert not hasattr(open_file, "info")
+        # The references held: none more, none fewer (the file and its own fields).
+        references.append(
+            [sys.getrefcount(open_file)]
+            + [sys.getrefcount(getattr(open_file, name)) for name in ("segments", "after", "tail")]
+        )
+        del open_file
+    assert made[0] == made[1]
+    assert references[0] == references[1]
+    assert made[1]["yenc"] is True
+    assert made[1]["total"] == 3
 
 
 def _segments(*segments: tuple[bytes, int, bytes, bytes]) -> bytearray:
@@ -235,6 +274,12 @@ def test_a_releases_passes_start_where_release_pass_starts_finds_them(
         ([(b"1", 2**62, b"<a@x>", b"1")], 5),  # an article number past int64's range here
         ([(b"1", 2**64, b"<a@x>", b"1")], 5),  # 20 digits: read in 64 bits it wraps to 0
         ([(b"1", 7, "<é@x>".encode(), b"1")], 5),  # not ASCII: decode() reads it
+        ([(b"1", 7, b"<a>b@x>", b"1")], 5),
+        ([(b"1", 7, b"<a@x>>", b"1")], 5),
+        ([(b"1", 7, b"<a@x", b"1")], 5),
+        ([(b"1", 7, b"a@x>", b"1")], 5),
+        ([(b"1", 7, b"<a@x>", b"1"), (b"2", 8, b"<b@x>x", b"1")], 5),
+        ([(b"1", 7, b"<a@x\x80>", b"1")], 5),
     ],
 )
 def test_files_off_the_common_case_are_left_to_the_pure_path(
@@ -242,6 +287,27 @@ def test_files_off_the_common_case_are_left_to_the_pure_path(
 ) -> None:
     assert COMPILED_FILES is not None
     assert COMPILED_FILES.file_arrays(_segments(*segments), total, MAX_MESSAGE_ID_BYTES) is None
+
+
+def test_a_message_id_is_checked_in_every_place_of_its_text() -> None:
+    # Eight bytes at a time and the rest one by one: a bracket or a byte above 127
+    # anywhere in the text leaves the file to the pure path, in ids of any length.
+    assert COMPILED_FILES is not None
+    for length in range(1, 21):
+        text = bytes(b"a@x0123456789abcdefgh"[:length])
+        assert _arrays(_segments((b"1", 7, b"<%s>" % text, b"1")), 5).count == 1
+        for at in range(length):
+            for bad in (b"<", b">", b"\x80", b"\xff"):
+                forged = text[:at] + bad + text[at + 1 :]
+                segments = _segments((b"1", 7, b"<%s>" % forged, b"1"))
+                assert COMPILED_FILES.file_arrays(segments, 5, MAX_MESSAGE_ID_BYTES) is None
+
+
+def test_article_numbers_up_to_the_cap_are_read() -> None:
+    # 18 digits and fewer are read unchecked, more checked against the cap.
+    for article in (7, 10**17 + 3, 10**18 - 1, 10**18, 2**62 - 1):
+        found = _arrays(_segments((b"1", article, b"<a@x>", b"1")), 5)
+        assert (found.first, found.last) == (article, article)
 
 
 def test_a_zero_padded_article_number_is_left_to_the_pure_path() -> None:

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import attrs
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -26,6 +27,7 @@ from usenet_indexer.core.indexer import RangeIndexer
 from usenet_indexer.core.merge import (
     COMPILED_FIGURES,
     COMPILED_FILES,
+    COMPILED_SEGMENTS_JSON,
     CatalogFile,
     FilesBuilt,
     ReleaseMerger,
@@ -62,6 +64,25 @@ def assert_the_same(files: list[list[FileChunk]]) -> None:
     assert split  # some of them in several chunks
     for chunks in files:
         assert COMPILED_FIGURES(chunks) == _figures(chunks)
+    assert_written_the_same(files)
+
+
+def listed_json(chunks: list[FileChunk]) -> bytes:
+    """The oracle of `segments_json`: orjson's text of the merged file's segments list."""
+    return orjson.dumps(_File("a.rar", "a", 1, 50, 0, chunks).segments())
+
+
+def assert_written_the_same(files: list[list[FileChunk]]) -> None:
+    # Every file the compiled writer answers for written as orjson writes its list,
+    # and nearly every file answered (else the comparison would be of nothing).
+    assert COMPILED_SEGMENTS_JSON is not None
+    written = 0
+    for chunks in files:
+        found = COMPILED_SEGMENTS_JSON(chunks)
+        if found is not None:
+            assert found == listed_json(chunks)
+            written += 1
+    assert written >= 0.9 * len(files)
 
 
 def test_the_compiled_figures_are_built() -> None:
@@ -228,3 +249,67 @@ def test_files_of_arrays_of_another_type_are_left_to_the_pure_code() -> None:
     assert COMPILED_FILES is not None
     assert COMPILED_FILES([file], CatalogFile, Segments) is None
     assert _files_built([file])[1:] == (3, 18, 1_700_000_000)
+
+
+# --- a merged file's segments as JSON (Segments.json_text, _fastmerge.segments_json) ---
+
+
+@st.composite
+def written_chunks(draw: st.DrawFn) -> list[FileChunk]:
+    # Chunks of one file, overlapping or not, in any order; message-ids of any text
+    # (quotes, backslashes, control characters, non-ASCII, surrogates; a "\n" makes
+    # one more id than numbers), arrays of other types now and then.
+    made = []
+    for _ in range(draw(st.integers(1, 4))):
+        numbers = sorted(draw(st.sets(st.integers(0, 12) | st.integers(0, 2**32 - 1), max_size=8)))
+        if draw(st.integers(0, 9)) == 0:
+            numbers.reverse()
+        ids = [
+            draw(st.text(st.characters(codec="ascii"), max_size=5) | st.text(max_size=3))
+            for _ in numbers
+        ]
+        sizes = [draw(st.integers(0, 2**32 - 1)) for _ in numbers]
+        typecode = "L" if draw(st.integers(0, 19)) == 0 else "I"
+        made.append(
+            attrs.evolve(
+                chunk(numbers, sizes),
+                numbers=array(typecode, numbers),
+                message_ids="\n".join(ids),
+            )
+        )
+    return made
+
+
+@settings(max_examples=800, deadline=None)
+@given(written_chunks())
+def test_any_files_segments_are_written_as_orjson_writes_their_list(
+    chunks: list[FileChunk],
+) -> None:
+    assert COMPILED_SEGMENTS_JSON is not None
+    found = COMPILED_SEGMENTS_JSON(chunks)
+    if found is not None:
+        assert found == listed_json(chunks)
+
+
+def test_plain_files_segments_are_written_by_the_compiled_writer() -> None:
+    assert COMPILED_SEGMENTS_JSON is not None
+    first = chunk([1, 2, 3], [700, 2**32 - 1, 0])
+    later = chunk([4, 9], [5, 6])
+    for chunks in ([first], [first, later], [later, first]):
+        assert COMPILED_SEGMENTS_JSON(chunks) == listed_json(chunks)
+    # Left to the list: a number in two chunks, ids orjson escapes, a count apart.
+    assert COMPILED_SEGMENTS_JSON([first, chunk([3, 4], [1, 1])]) is None
+    for ids in ('a"b\nc\nd', "a\\b\nc\nd", "a\tb\nc\nd", "é\nc\nd", "a\nb", "a\nb\nc\nd"):
+        assert COMPILED_SEGMENTS_JSON([attrs.evolve(first, message_ids=ids)]) is None
+
+
+def test_a_releases_json_line_is_the_same_with_the_segments_written_by_either() -> None:
+    generated = generate(GeneratorConfig(articles=5_000, seed=3))
+    indexer = RangeIndexer(group=generated.truth.group, first=FIRST)
+    indexer.add_data(b"\n".join(generated.lines) + b"\n", FIRST + len(generated.lines))
+    merger = ReleaseMerger()
+    merger.add_all(indexer.take().releases)
+    releases = list(merger.releases())
+    assert len(releases) > 10
+    for release in releases:
+        assert orjson.dumps(release.to_json(fragments=True)) == orjson.dumps(release.to_json())

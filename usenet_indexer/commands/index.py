@@ -192,8 +192,9 @@ def _absorb(batch: Batch, merger: ReleaseMerger, stats: IndexStats) -> None:
         merger.mark_probe(candidate.release_key)
 
 
-def write_releases(releases: Iterable[CatalogRelease], out: Output) -> None:
-    """Write releases as JSON lines, made one at a time.
+def write_releases(releases: Iterable[CatalogRelease], out: Output, *, pure: bool = False) -> None:
+    """Write releases as JSON lines, made one at a time; the files' segments written
+    by the compiled writer where it answers, unless `pure` (CatalogRelease.to_json).
 
     The lines go out `WRITE_BYTES` or so at a time: a release's line is
     bigger than the stream's buffer, and one system call each cost more
@@ -205,7 +206,7 @@ def write_releases(releases: Iterable[CatalogRelease], out: Output) -> None:
     pending: list[bytes] = []
     size = 0
     for release in releases:
-        line = orjson.dumps(release.to_json(), option=orjson.OPT_APPEND_NEWLINE)
+        line = orjson.dumps(release.to_json(fragments=not pure), option=orjson.OPT_APPEND_NEWLINE)
         pending.append(line)
         size += len(line)
         if size >= WRITE_BYTES:
@@ -337,7 +338,7 @@ def run(args: argparse.Namespace) -> int:
         # biggest thing in memory), unless the NZB files need them again.
         counted = kept.count(merger.releases())
         releases = list(counted) if args.nzb_dir is not None else None
-        write_releases(counted if releases is None else releases, out)
+        write_releases(counted if releases is None else releases, out, pure=pure)
     if args.nzb_dir is not None and releases is not None:
         written = write_nzbs(releases, args.nzb_dir)
         print(f"uidx index: {written:,} NZB files in {args.nzb_dir}", file=sys.stderr)

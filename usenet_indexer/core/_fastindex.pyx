@@ -64,6 +64,7 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes
 from cpython.dict cimport PyDict_GetItem
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.object cimport PyObject
+from cpython.ref cimport Py_DECREF, Py_INCREF
 from cpython.unicode cimport PyUnicode_DATA, PyUnicode_New
 from libc.stdlib cimport calloc, free, qsort
 from libc.string cimport memchr, memcmp, memcpy, memset
@@ -146,6 +147,31 @@ cdef inline bint _same(object text, const char *s, Py_ssize_t n):
     return PyBytes_GET_SIZE(text) == n and memcmp(PyBytes_AS_STRING(text), s, n) == 0
 
 
+cdef extern from "Python.h":
+    ctypedef struct PyByteArrayObject:
+        Py_ssize_t ob_alloc
+        char *ob_bytes
+        char *ob_start
+        Py_ssize_t ob_exports
+    void Py_SET_SIZE(object, Py_ssize_t)
+
+
+cdef inline int _grow(object segments, Py_ssize_t size) except -1:
+    # A file's buffer (a bytearray, not shrunk here) made `size` bytes long, its
+    # new bytes to be written: in the room it has, else grown by half as much
+    # again (PyByteArray_Resize alone grows it by an eighth, a copy every few
+    # segments). As PyByteArray_Resize leaves it: the size set, a NUL after.
+    cdef PyByteArrayObject *b = <PyByteArrayObject *><PyObject *>segments
+    if b.ob_exports == 0 and size < b.ob_alloc - (b.ob_start - b.ob_bytes):
+        Py_SET_SIZE(segments, size)
+        b.ob_start[size] = 0
+        return 0
+    PyByteArray_Resize(segments, size + size // 2)  # (BufferError while exported)
+    Py_SET_SIZE(segments, size)
+    b.ob_start[size] = 0
+    return 0
+
+
 cdef inline void _put(char *to, Py_ssize_t *at, const char *s, Py_ssize_t n) noexcept nogil:
     memcpy(to + at[0], s, n)
     at[0] += n
@@ -206,9 +232,58 @@ cdef bint _says_yenc(const char *s, Py_ssize_t n) noexcept nogil:
     return False
 
 
+cdef extern from "Python.h":
+    ctypedef struct PyMemberDef:
+        Py_ssize_t offset
+    ctypedef struct PyMemberDescrObject:
+        PyMemberDef *d_member
+    ctypedef struct PyTypeObject:
+        PyObject *(*tp_alloc)(PyTypeObject *, Py_ssize_t)
+
+
+# The fields of an _OpenFile that `_add_first` sets, in the order of its __init__
+# (tests/test_fastindex.py holds the class to it).
+_OPEN_FIELDS = (
+    "poster", "prefix", "after", "total", "counter", "tail", "date", "after_bytes", "segments",
+    "yenc",
+)
+cdef enum:
+    OPEN_FIELDS = 10
+
+import types as _types
+
+
+cdef void _slot_offsets(object make, Py_ssize_t *offsets) except *:
+    # Where each of _OPEN_FIELDS is in an object of `make`, a class with slots.
+    cdef Py_ssize_t i
+    cdef object member
+    for i in range(OPEN_FIELDS):
+        member = make.__dict__.get(_OPEN_FIELDS[i])
+        if type(member) is not _types.MemberDescriptorType:
+            raise TypeError(f"{make!r} has no slot {_OPEN_FIELDS[i]!r}")
+        offsets[i] = (<PyMemberDescrObject *><PyObject *>member).d_member.offset
+
+
+cdef inline object _alloc(object cls):
+    # An object of `cls` with its slots empty, as object.__new__(cls) makes it.
+    cdef PyObject *made = (<PyTypeObject *><PyObject *>cls).tp_alloc(<PyTypeObject *><PyObject *>cls, 0)
+    cdef object found
+    if made == NULL:
+        raise MemoryError()
+    found = <object>made
+    Py_DECREF(found)  # tp_alloc's reference, now found's
+    return found
+
+
+cdef inline void _set(object target, Py_ssize_t offset, object value):
+    # An empty slot of a new object set (as a slot's descriptor sets it).
+    Py_INCREF(value)
+    (<PyObject **>(<char *><PyObject *>target + offset))[0] = <PyObject *>value
+
+
 cdef void _add_first(
     const char **f, Py_ssize_t *n, const char *rest, Py_ssize_t rest_n, Py_ssize_t *where,
-    dict opened, dict fast, object make,
+    dict opened, dict fast, object make, const Py_ssize_t *offsets,
 ) except *:
     # RangeIndexer._add_segment of a checked first segment (where: p, q, N, the
     # counter's "/"): to its file in `opened`, opened now if new; `fast` points
@@ -229,7 +304,7 @@ cdef void _add_first(
         segments = open_file.segments
     # k, number, date, message-id, bytes: each followed by a tab.
     at = PyByteArray_GET_SIZE(segments)
-    PyByteArray_Resize(segments, at + (slash - p - 1) + n[0] + n[3] + n[4] + n[6] + 5)
+    _grow(segments, at + (slash - p - 1) + n[0] + n[3] + n[4] + n[6] + 5)
     buffer = PyByteArray_AS_STRING(segments)
     _put(buffer, &at, subject + p + 1, slash - p - 1)
     _put(buffer, &at, f[0], n[0])
@@ -237,18 +312,21 @@ cdef void _add_first(
     _put(buffer, &at, f[4], n[4])
     _put(buffer, &at, f[6], n[6])
     if found == NULL:
-        open_file = make(
-            poster,
-            prefix,
-            PyBytes_FromStringAndSize(subject + slash + 1, n[1] - slash - 1),  # "N) tail"
-            where[2],
-            PyBytes_FromStringAndSize(subject + p + 1, q - p - 1),  # "k/N"
-            PyBytes_FromStringAndSize(subject + q + 1, n[1] - q - 1),  # the tail
-            PyBytes_FromStringAndSize(f[3], n[3]),  # date
-            PyBytes_FromStringAndSize(rest, rest_n),  # lines, Xref, ...
-            segments,
-            _says_yenc(subject, n[1]),
-        )
+        # An _OpenFile as its __init__ makes it (an attrs class with slots, without
+        # validators, converters or a post-init hook: each init field set once,
+        # `info` left unset), without a Python call per new file: made by its
+        # type's tp_alloc (what object.__new__ does), each field put in its slot.
+        open_file = _alloc(make)
+        _set(open_file, offsets[0], poster)
+        _set(open_file, offsets[1], prefix)
+        _set(open_file, offsets[2], subject[slash + 1 : n[1]])  # "N) tail"
+        _set(open_file, offsets[3], where[2])
+        _set(open_file, offsets[4], subject[p + 1 : q])  # "k/N"
+        _set(open_file, offsets[5], subject[q + 1 : n[1]])  # the tail
+        _set(open_file, offsets[6], f[3][: n[3]])  # date
+        _set(open_file, offsets[7], rest[:rest_n])  # lines, Xref, ...
+        _set(open_file, offsets[8], segments)
+        _set(open_file, offsets[9], True if _says_yenc(subject, n[1]) else False)
         opened[key] = open_file
     fast[prefix] = open_file
 
@@ -289,7 +367,8 @@ def scan(bytes data, dict fast, object slow, dict opened, object make, tuple lim
         opened: every open file by (prefix, poster, N) (`RangeIndexer._open`):
             a plain first segment goes to its file, opened here (as
             `RangeIndexer._add_segment` does) when new.
-        make: the open file's class (`indexer._OpenFile`).
+        make: the open file's class (`indexer._OpenFile`), made without a
+            call of its __init__, each field set as it would set it.
         limits: the longest subject or poster, the longest message-id, the
             most segments of a file, the biggest size (indexer.MAX_HEADER_BYTES,
             MAX_MESSAGE_ID_BYTES, subject.MAX_SEGMENTS, the uint32 size cap).
@@ -339,8 +418,10 @@ def scan(bytes data, dict fast, object slow, dict opened, object make, tuple lim
     cdef Py_ssize_t where[4]
     cdef bint eight
     cdef Py_ssize_t rest = 0  # where the fields after "bytes" start
+    cdef Py_ssize_t offsets[OPEN_FIELDS]
     for i in range(4):
         limit[i] = limits[i]
+    _slot_offsets(make, offsets)
     memset(c_generation, 0, sizeof(c_generation))
     while start <= size:
         nl = <const char *>memchr(base + start, b'\n', size - start)
@@ -433,7 +514,7 @@ def scan(bytes data, dict fast, object slow, dict opened, object make, tuple lim
                 segments = <object>c_segments[slot]
                 at = PyByteArray_GET_SIZE(segments)
                 grown = at + k_n + n[0] + n[3] + n[4] + n[6] + 5
-                PyByteArray_Resize(segments, grown)
+                _grow(segments, grown)
                 buffer = PyByteArray_AS_STRING(segments)
                 _put(buffer, &at, subject + p + 1, k_n)
                 _put(buffer, &at, f[0], n[0])
@@ -449,7 +530,7 @@ def scan(bytes data, dict fast, object slow, dict opened, object make, tuple lim
                 and n[5] == 0
                 and _first_segment(f, n, limit, where)
             ):
-                _add_first(f, n, line + rest, length - rest, where, opened, fast, make)
+                _add_first(f, n, line + rest, length - rest, where, opened, fast, make, offsets)
                 # fast[prefix] is this file now: its slot, if it held the prefix, is let go.
                 slot = _slot(f[1], where[0])
                 if (
@@ -513,6 +594,29 @@ cdef inline Py_ssize_t _tab(const char *s, Py_ssize_t start, Py_ssize_t end) noe
     # The next tab at or after start (memchr: the fields of a buffer run to a tab).
     cdef const char *found = <const char *>memchr(s + start, b'\t', end - start)
     return -1 if found == NULL else found - s
+
+
+cdef inline bint _id_text(const char *s, Py_ssize_t n) noexcept nogil:
+    # A message-id's text between its brackets as the compiled conversion takes
+    # it: ASCII without "<" or ">". Eight bytes at a time: a byte above 127 has its
+    # high bit set, and a byte equal to "<" (or ">") is a zero byte of w ^ 0x3C..
+    # (w ^ 0x3E..), which (x - 0x01..) & ~x marks with its high bit.
+    cdef unsigned long long w, a, b
+    cdef Py_ssize_t i = 0
+    while i + 8 <= n:
+        memcpy(&w, s + i, 8)
+        a = w ^ 0x3C3C3C3C3C3C3C3CULL
+        b = w ^ 0x3E3E3E3E3E3E3E3EULL
+        if (
+            w | ((a - 0x0101010101010101ULL) & ~a) | ((b - 0x0101010101010101ULL) & ~b)
+        ) & 0x8080808080808080ULL:
+            return False
+        i += 8
+    while i < n:
+        if <unsigned char>s[i] > 127 or s[i] == b'<' or s[i] == b'>':
+            return False
+        i += 1
+    return True
 
 
 cdef inline Py_ssize_t _tabs(const char *s, Py_ssize_t n) noexcept nogil:
@@ -640,7 +744,7 @@ def file_arrays(bytearray segments, long long total, Py_ssize_t max_message_id):
     cdef bint plain = True  # no k zero padded
     cdef unsigned char *seen = NULL  # per number: the length of its first k text
     cdef FileArrays f
-    if count == 0 or not 0 < total <= 0xFFFFFFFF:
+    if count == 0 or not 0 < total <= 0xFFFFFFFFLL:
         return None
     f = FileArrays.__new__(FileArrays)
     f.ks = <unsigned int *>PyMem_Malloc(count * sizeof(unsigned int))
@@ -680,12 +784,17 @@ def file_arrays(bytearray segments, long long total, Py_ssize_t max_message_id):
             if not _digits(s + at, n) or (n > 1 and s[at] == b'0'):
                 return None
             value = 0
-            for j in range(n):
-                # Checked before the step: value * 10 of a 20-digit number
-                # overflows 64 bits (2**64 read as 0 would pass the cap).
-                if value > (ARTICLE_CAP - 1 - (s[at + j] - 48)) // 10:
-                    return None
-                value = value * 10 + (s[at + j] - 48)
+            if n <= 18:
+                # Below 10**18 < ARTICLE_CAP: nothing to check.
+                for j in range(n):
+                    value = value * 10 + (s[at + j] - 48)
+            else:
+                for j in range(n):
+                    # Checked before the step: value * 10 of a 20-digit number
+                    # overflows 64 bits (2**64 read as 0 would pass the cap).
+                    if value > (ARTICLE_CAP - 1 - (s[at + j] - 48)) // 10:
+                        return None
+                    value = value * 10 + (s[at + j] - 48)
             if i and value < f.articles[i - 1]:
                 f.ordered = False
             f.articles[i] = value
@@ -695,11 +804,8 @@ def file_arrays(bytearray segments, long long total, Py_ssize_t max_message_id):
             n = tab - at
             if not (2 < n <= max_message_id and s[at] == b'<' and s[tab - 1] == b'>'):
                 return None
-            if memchr(s + at + 1, b'<', n - 2) != NULL or memchr(s + at + 1, b'>', n - 2) != NULL:
-                return None
-            for j in range(at + 1, tab - 1):
-                if <unsigned char>s[j] > 127:
-                    return None  # decode() reads it: the pure path
+            if not _id_text(s + at + 1, n - 2):
+                return None  # an angle bracket inside, or a byte decode() reads: the pure path
             f.mids[i] = at
             at = tab + 1
             tab = _tab(s, at, size)  # bytes
@@ -707,7 +813,7 @@ def file_arrays(bytearray segments, long long total, Py_ssize_t max_message_id):
             if not _digits(s + at, n):
                 return None
             value = _number(s + at, n)
-            if value > 0xFFFFFFFF:
+            if value > 0xFFFFFFFFLL:
                 return None
             f.sizes[i] = <unsigned int>value
             at = tab + 1
@@ -958,7 +1064,7 @@ def file_pieces(FileArrays f, list starts):
                 kept = 0
                 for i in range(end - begin):
                     if kept == 0 or by_number[i] >> 32 != by_number[i - 1] >> 32:
-                        order[kept] = by_number[i] & 0xFFFFFFFF
+                        order[kept] = by_number[i] & 0xFFFFFFFFLL
                         kept += 1
                 repeats += end - begin - kept
             date = f.dates[begin]

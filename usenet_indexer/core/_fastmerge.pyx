@@ -24,6 +24,13 @@ caller runs the pure code. No state lives here between calls.
 `files_built` makes an upload's catalog files (merge._files_built, its oracle):
 each file's figures as above, its CatalogFile and Segments set field by field
 as their __init__ would, and the figures summed, with no Python call per file.
+
+`segments_json` writes a merged file's segments as orjson writes their list
+(`[[k,"id",bytes],...]`, the oracle: `merge._File.segments` dumped by orjson)
+from its chunks' arrays and "\n"-joined ids, for `uidx index`'s JSON lines
+(merge.Segments.json_text): no tuple, int or str per segment. It answers None
+where the list would not be the chunks' segments one after another (numbers
+that do not ascend across the chunks) or orjson would escape an id.
 """
 
 from cpython.array cimport array
@@ -31,6 +38,8 @@ from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.object cimport PyObject_GenericSetAttr
 from libc.stdint cimport uint32_t, uint64_t
 from libc.stdlib cimport qsort
+from libc.string cimport memchr, memcpy
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 
 
 cdef int _ascending(const void *a, const void *b) noexcept nogil:
@@ -82,7 +91,7 @@ def figures(list chunks):
         qsort(spans, spanned, sizeof(uint64_t), _ascending)
         distinct = True
         for i in range(spanned - 1):
-            if (spans[i] & 0xFFFFFFFF) >= (spans[i + 1] >> 32):
+            if (spans[i] & 0xFFFFFFFFULL) >= (spans[i + 1] >> 32):
                 distinct = False
                 break
     finally:
@@ -110,7 +119,7 @@ def figures(list chunks):
         for i in range(total):
             if i == 0 or (keys[i] >> 32) != (keys[i - 1] >> 32):
                 count += 1
-                size_first += weights[keys[i] & 0xFFFFFFFF]
+                size_first += weights[keys[i] & 0xFFFFFFFFULL]
     finally:
         PyMem_Free(weights)
         PyMem_Free(keys)
@@ -158,3 +167,148 @@ def files_built(list files, object catalog_file, object segments):
         if date and (not posted or date < posted):
             posted = date
     return built, seen, size, posted
+
+
+# --- a merged file's segments as JSON (merge.Segments.json_text) -----------------------
+
+cdef extern from "Python.h":
+    bint PyUnicode_IS_COMPACT_ASCII(object)
+    void *PyUnicode_DATA(object)
+    Py_ssize_t PyUnicode_GET_LENGTH(object)
+
+
+cdef inline bint _plain(const unsigned char *s, Py_ssize_t n) noexcept nogil:
+    # ASCII text (every byte below 128) that orjson writes as it is in a JSON string:
+    # no byte below 0x20, no '"', no '\\'. Eight bytes at a time: a byte of w below
+    # 0x20 (or of w ^ 0x22.., w ^ 0x5C.. zero) leaves its high bit set in the test.
+    cdef uint64_t w, q, b
+    cdef Py_ssize_t i = 0
+    while i + 8 <= n:
+        memcpy(&w, s + i, 8)
+        q = w ^ 0x2222222222222222ULL
+        b = w ^ 0x5C5C5C5C5C5C5C5CULL
+        if (
+            ((w - 0x2020202020202020ULL) & ~w)
+            | ((q - 0x0101010101010101ULL) & ~q)
+            | ((b - 0x0101010101010101ULL) & ~b)
+        ) & 0x8080808080808080ULL:
+            return False
+        i += 8
+    while i < n:
+        if s[i] < 0x20 or s[i] == 0x22 or s[i] == 0x5C:
+            return False
+        i += 1
+    return True
+
+
+cdef inline Py_ssize_t _decimal(char *out, uint32_t value) noexcept nogil:
+    # value in decimal at out: its length.
+    cdef char digits[10]
+    cdef Py_ssize_t n = 0, i
+    while True:
+        digits[n] = <char>(48 + value % 10)
+        n += 1
+        value //= 10
+        if value == 0:
+            break
+    for i in range(n):
+        out[i] = digits[n - 1 - i]
+    return n
+
+
+def segments_json(list chunks):
+    """The JSON text orjson makes of a merged file's segments list (`merge._File.segments`:
+    (k, message-id, bytes) by k), `[[k,"id",bytes],...]`, from its chunks' arrays, with no
+    Python object per segment; or None for the pure code.
+
+    Only chunks whose numbers, one chunk after another in the order of their first
+    numbers, ascend (each number in one chunk: the list is then their segments in
+    that order), each with as many sizes and message-ids as numbers, arrays of C
+    unsigned ints (typecode "I") and message-ids of ASCII without a control
+    character, '"' or '\\' (orjson writes them as they are) take this way.
+    """
+    cdef Py_ssize_t count = len(chunks), i, j, at, n, size = 2, start, end, length
+    cdef Py_ssize_t *order = NULL
+    cdef uint32_t last = 0
+    cdef bint started = False
+    cdef array numbers, sizes
+    cdef const unsigned char *ids
+    cdef const unsigned char *newline
+    cdef char *out
+    cdef bytes found
+    cdef object chunk, message_ids
+    if count == 0:
+        return None
+    order = <Py_ssize_t *>PyMem_Malloc(count * sizeof(Py_ssize_t))
+    if order == NULL:
+        raise MemoryError()
+    try:
+        for i in range(count):
+            chunk = chunks[i]
+            numbers = chunk.numbers
+            sizes = chunk.sizes
+            message_ids = chunk.message_ids
+            n = len(numbers)
+            if numbers.ob_descr.typecode != b"I" or sizes.ob_descr.typecode != b"I":
+                return None
+            if n == 0 or len(sizes) != n or type(message_ids) is not str:
+                return None
+            if not PyUnicode_IS_COMPACT_ASCII(message_ids):
+                return None
+            # [k,"id",bytes] and a comma: at most 10 digits each.
+            size += PyUnicode_GET_LENGTH(message_ids) + n * (10 + 10 + 7)
+            # In the order of the chunks' first numbers (insertion: a file has few).
+            j = i
+            while j > 0 and (<array>chunks[order[j - 1]].numbers).data.as_uints[0] > numbers.data.as_uints[0]:
+                order[j] = order[j - 1]
+                j -= 1
+            order[j] = i
+        found = PyBytes_FromStringAndSize(NULL, size)
+        out = PyBytes_AS_STRING(found)
+        at = 0
+        out[at] = b"["
+        at += 1
+        for i in range(count):
+            chunk = chunks[order[i]]
+            numbers = chunk.numbers
+            sizes = chunk.sizes
+            message_ids = chunk.message_ids
+            ids = <const unsigned char *>PyUnicode_DATA(message_ids)
+            length = PyUnicode_GET_LENGTH(message_ids)
+            n = len(numbers)
+            start = 0  # where the next id starts
+            for j in range(n):
+                if started and numbers.data.as_uints[j] <= last:
+                    return None  # not ascending: the pure code sorts (or merges) them
+                # This segment's id: to the next "\n", the last one to the end.
+                newline = <const unsigned char *>memchr(ids + start, b"\n", length - start)
+                end = length if newline == NULL else newline - ids
+                if (newline == NULL) != (j == n - 1):
+                    return None  # ids and numbers apart: zip(strict=True) raises there
+                if not _plain(ids + start, end - start):
+                    return None
+                last = numbers.data.as_uints[j]
+                if started:
+                    out[at] = b","
+                    at += 1
+                started = True
+                out[at] = b"["
+                at += 1
+                at += _decimal(out + at, last)
+                out[at] = b","
+                out[at + 1] = b'"'
+                at += 2
+                memcpy(out + at, ids + start, end - start)
+                at += end - start
+                start = end + 1
+                out[at] = b'"'
+                out[at + 1] = b","
+                at += 2
+                at += _decimal(out + at, sizes.data.as_uints[j])
+                out[at] = b"]"
+                at += 1
+        out[at] = b"]"
+        at += 1
+        return found[:at]
+    finally:
+        PyMem_Free(order)

@@ -33,6 +33,7 @@ from operator import attrgetter, itemgetter
 from typing import Any, overload
 
 import attrs
+import orjson
 
 from usenet_indexer.core.batch import UNDATED, FileChunk, ReleaseChunk, representative
 from usenet_indexer.core.naming import release_name, upload_name
@@ -135,6 +136,19 @@ def _compiled_figures() -> Figures | None:
 COMPILED_FIGURES = _compiled_figures()
 
 
+def _compiled_segments_json() -> Callable[[list[FileChunk]], builtins.bytes | None] | None:
+    """The compiled writer of a merged file's segments as JSON (`Segments.json_text`), or
+    None where it was not built. Its oracle: orjson's text of the list (`_File.segments`)."""
+    try:
+        from usenet_indexer.core._fastmerge import segments_json
+    except ImportError:
+        return None
+    return segments_json
+
+
+COMPILED_SEGMENTS_JSON = _compiled_segments_json()
+
+
 def _figures(chunks: Sequence[FileChunk]) -> tuple[int, int, bool]:
     """(segments, bytes, distinct) of a merged file: how many numbers its chunks hold,
     the sizes of its segments summed (of a number in two chunks, the first chunk's, as
@@ -179,6 +193,14 @@ class Segments(Sequence[tuple[int, str, int]]):
         if self._made is None:
             self._made = self._file.segments()
         return self._made
+
+    def json_text(self) -> builtins.bytes | None:
+        """The segments' list as orjson writes it, made from the chunks' arrays by the
+        compiled writer (`_fastmerge.segments_json`) while the list is not made; None
+        where it does not answer (then the list is written)."""
+        if self._made is not None or COMPILED_SEGMENTS_JSON is None:
+            return None
+        return COMPILED_SEGMENTS_JSON(self._file.chunks)
 
     def _arrays(self) -> bool:
         """Whether the chunks' arrays are the segments (no number in two chunks) while
@@ -310,6 +332,18 @@ def listed(segments: Sequence[tuple[int, str, int]]) -> list[tuple[int, str, int
     return segments.listed() if isinstance(segments, Segments) else list(segments)
 
 
+def _json_segments(
+    segments: Sequence[tuple[int, str, int]],
+) -> list[tuple[int, str, int]] | orjson.Fragment:
+    """A CatalogFile's segments for orjson: their JSON text where it is made from the
+    chunks' arrays (`Segments.json_text`), else the list."""
+    if isinstance(segments, Segments):
+        text = segments.json_text()
+        if text is not None:
+            return orjson.Fragment(text)
+    return listed(segments)
+
+
 @attrs.frozen
 class CatalogFile:
     """A file of a catalog release with every segment seen of it."""
@@ -363,8 +397,13 @@ class CatalogRelease:
     # Where it came from, not what it is: batch cuts make more or fewer keys.
     sources: tuple[builtins.bytes, ...] = attrs.field(default=(), eq=False)
 
-    def to_json(self) -> dict[str, Any]:
-        """The release in the JSONL schema of `uidx index` and `uidx catalog export`."""
+    def to_json(self, *, fragments: bool = False) -> dict[str, Any]:
+        """The release in the JSONL schema of `uidx index` and `uidx catalog export`.
+
+        `fragments`: for orjson, each file's segments as their JSON text (an
+        orjson.Fragment, the same bytes it writes of the list) where the compiled
+        writer makes it (`Segments.json_text`), else the list.
+        """
         return {
             "key": self.key.hex(),
             "name": self.name,
@@ -385,7 +424,7 @@ class CatalogRelease:
                     "index": f.index,
                     "total_segments": f.total_segments,
                     "date": f.posted,
-                    "segments": listed(f.segments),
+                    "segments": _json_segments(f.segments) if fragments else listed(f.segments),
                 }
                 for f in self.files
             ],
