@@ -28,9 +28,11 @@ under a shared From whose files are not all an album's (`no_album`), so
 later builds' windows pass them by.
 
 A build makes no reference cycles but many objects (files, their figures,
-rows): automatic cyclic collection is off while it runs
-(gcpolicy.no_cyclic_gc), else its full collections walk the coordinator's
-whole heap again and again (about a sixth of a build's CPU).
+rows): automatic cyclic collection is off while it runs, else its full
+collections walk the coordinator's whole heap again and again (about a
+sixth of a build's CPU), and what it keeps for the next builds is frozen
+when it ends, so the collections between builds do not walk it either
+(gcpolicy.BuildCollection).
 
 What a build made is kept for the builds after it (`memo`, core/catalog.py's
 Memo): the keys around a batch are mostly those the builds before merged, and
@@ -53,7 +55,7 @@ from psycopg_pool import ConnectionPool
 from usenet_indexer.core import catalog as core
 from usenet_indexer.core.merge import CatalogRelease
 from usenet_indexer.core.renames import Finding, Shown
-from usenet_indexer.gcpolicy import no_cyclic_gc
+from usenet_indexer.gcpolicy import BuildCollection
 from usenet_indexer.store.catalog import (
     SHARDS,
     CatalogRow,
@@ -116,6 +118,8 @@ class CatalogBuild:
     categories: core.Categories = attrs.field(init=False, factory=core.Categories)
     # Kept from build to build: what the chunks a build merges again made before.
     memo: core.Memo = attrs.field(init=False, factory=core.Memo)
+    # Collection off while a build runs, and what it keeps frozen after.
+    collection: BuildCollection = attrs.field(init=False, factory=BuildCollection)
 
     def __attrs_post_init__(self) -> None:
         self.table = CatalogTable(self.pool)
@@ -126,7 +130,7 @@ class CatalogBuild:
         """Merge again what batches touched since the last build in some shards no other
         builder holds (their closure), and show the rows gone quiet."""
         started = time.thread_time()
-        with self.table.shards() as locks, no_cyclic_gc():
+        with self.table.shards() as locks, self.collection.build():
             shards = locks.pending_shards()
             orphans = locks.orphans()
             if not shards and not orphans:
@@ -186,7 +190,7 @@ class CatalogBuild:
         kept (one transaction; a release's grabs stay); fill in the releases' latest
         dates where they are not known (stored before they were kept)."""
         started = time.thread_time()
-        with self.table.shards() as locks, no_cyclic_gc():
+        with self.table.shards() as locks, self.collection.build():
             locks.lock_all()
             pending = self.table.pending()
             chunks = list(self.store.chunks())
