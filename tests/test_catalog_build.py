@@ -346,16 +346,24 @@ def album_lines(artist: str, album: str, tracks: int, *, at: int) -> list[str]:
     return lines
 
 
+def built_batch_by_batch(stores: Stores, lines: list[str], every: int) -> list[int]:
+    """Number the lines, store them in batches of `every` lines and build after each
+    batch, as the coordinator's builder does; the keys each build merged."""
+    numbered = [f"{n}\t{line}".encode() for n, line in enumerate(lines, 1000)]
+    return [
+        stores.build.drain(quiet_seconds=0).keys
+        for _ in batches_of_lines(stores, "alt.binaries.sounds.mp3", numbered, every)
+    ]
+
+
 def test_an_album_stored_in_two_batches_is_one_row_and_the_next_album_another(
     stores: Stores,
 ) -> None:
     start = 1_764_000_000
     first = album_lines("massive_attack", "mezzanine-web-1998-grp", 10, at=start)
     second = album_lines("portishead", "dummy-web-1994-grp", 10, at=start + 30 * 14)
-    numbered = [f"{n}\t{line}".encode() for n, line in enumerate([*first, *second], 1000)]
     # Cut inside each album: the catalog takes in each batch as it comes.
-    for _ in batches_of_lines(stores, "alt.binaries.sounds.mp3", numbered, every=23):
-        stores.build.drain(quiet_seconds=0)
+    built_batch_by_batch(stores, [*first, *second], every=23)
     rows = catalog_rows(stores)
     assert sorted((row[3], row[4]) for row in rows.values()) == [
         (13, "Yenc@power-post.org (Yenc-PP-A&A)"),
@@ -399,11 +407,8 @@ def test_an_albums_track_brings_back_only_album_parts_of_a_busy_default_from(
         for line in rar_lines(f"Some.Movie.{n}.2019.1080p.BluRay.x264-GRP", 4 + n % 3, at=start + n)
     ]
     album = album_lines("massive_attack", "mezzanine-web-1998-grp", 10, at=start + 600)
-    numbered = [f"{n}\t{line}".encode() for n, line in enumerate([*rars, *album], 1000)]
-    cut = len(rars) + 20  # the album's first files with the rars, the rest later
-    merged = []
-    for _ in batches_of_lines(stores, "alt.binaries.sounds.mp3", numbered, every=cut):
-        merged.append(stores.build.drain(quiet_seconds=0).keys)
+    # The album's first files with the rars, the rest later.
+    merged = built_batch_by_batch(stores, [*rars, *album], every=len(rars) + 20)
     with stores.catalog.pool.connection() as conn:
         marked = conn.execute("SELECT name FROM releases WHERE no_album").fetchall()
     assert sorted(name for (name,) in marked) == sorted(
@@ -430,10 +435,7 @@ def test_an_album_posted_again_a_day_later_does_not_bring_back_the_day_between(
     first = album_lines("massive_attack", "mezzanine-web-1998-grp", 10, at=start)
     between = album_lines("portishead", "dummy-web-1994-grp", 10, at=start + 12 * 3600)
     again = album_lines("massive_attack", "mezzanine-web-1998-grp", 10, at=start + 24 * 3600)
-    numbered = [f"{n}\t{line}".encode() for n, line in enumerate([*first, *between, *again], 1000)]
-    merged = []
-    for _ in batches_of_lines(stores, "alt.binaries.sounds.mp3", numbered, every=len(first)):
-        merged.append(stores.build.drain(quiet_seconds=0).keys)
+    merged = built_batch_by_batch(stores, [*first, *between, *again], every=len(first))
     assert merged[1] == merged[2] == merged[0], merged  # the album's own keys
     rows = catalog_rows(stores)
     assert sorted((str(row[0]), row[3]) for row in rows.values()) == [
