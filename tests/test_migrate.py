@@ -136,3 +136,31 @@ def test_ranges_keep_their_resume_point_inside_the_range(
         pg_conn.execute(insert, (group[0], 22))
     row = pg_conn.execute("SELECT state, epoch, batches, headers FROM ranges").fetchone()
     assert row == ("planned", 0, 0, 0)
+
+
+def test_0027_gives_each_stored_release_its_whole_span_as_one_chunk(pg_empty_url: str) -> None:
+    # A catalog stored before release_times: each dated release gets one row of
+    # its first to last date (the closure reads it as before until it is built
+    # again), undated ones none, and no release is marked no album's.
+    migrations = load_migrations()
+    before = [m for m in migrations if m.version < 27]
+    with psycopg.connect(pg_empty_url, autocommit=True) as conn:
+        migrate(conn, before)
+        conn.execute(
+            "INSERT INTO releases (key, name, head_name, poster, groups, posted, latest,"
+            " files_announced) VALUES"
+            " (%s, 'a', NULL, 'yenc@power-post.org', '{g}', 1700000000, 1700090000, 13),"
+            " (%s, 'b', 'b', 'x@y', '{g}', 1700000500, NULL, NULL),"
+            " (%s, 'c', 'c', 'x@y', '{g}', 0, 0, 2)",
+            (bytes(16), b"\x02" * 16, b"\x03" * 16),
+        )
+        migrate(conn)
+        rows = conn.execute(
+            "SELECT key, poster, files_announced, posted, latest FROM release_times ORDER BY key"
+        ).fetchall()
+        marked = conn.execute("SELECT count(*) FROM releases WHERE no_album").fetchone()
+    assert rows == [
+        (bytes(16), "yenc@power-post.org", 13, 1700000000, 1700090000),
+        (b"\x02" * 16, "x@y", None, 1700000500, None),
+    ]
+    assert marked == (0,)
