@@ -582,10 +582,8 @@ class Closure:
             # Under a tool's From (as merge._split has it: the chain's first key's
             # poster) no generation reaches past a run; elsewhere one may hold files
             # posted days apart, and link joins to it what was posted in between.
-            if spans[0].poster.strip().lower() in TOOL_FROMS:
-                runs = _runs([run for s in dated for run in s.runs()])
-            else:
-                runs = _runs([run for s in dated for run in s.runs()], apart=None)
+            tool = spans[0].poster.strip().lower() in TOOL_FROMS
+            runs = _runs([run for s in dated for run in s.runs()], APART_SECONDS if tool else None)
             posters = sorted({s.poster for s in dated if not shared_from(s.poster)})
             # Under a shared From only an album's parts are joined: of one M,
             # and none of them marked no album's.
@@ -626,10 +624,10 @@ def _runs(
     within `apart` of each other (None: all joined into one), in order.
 
     Under a posting tool's From the merge never puts a file more than
-    APART_SECONDS from the latest file of its generation before it (a
-    file's own later chunk aside): a generation lies within one run, so
-    the windows around the runs find every part `uploads.link` could join
-    to it. Elsewhere a key's files posted days apart (a poster filling an
+    APART_SECONDS from the latest file of its generation before it (and a
+    file is dated by its first chunk, so its own later chunks move no
+    generation's dates): a generation lies within one run, so the windows
+    around the runs find every part `uploads.link` could join to it. Elsewhere a key's files posted days apart (a poster filling an
     upload in) may be one generation, and `link` joins to it any part of
     its poster and M posted in between: there the runs are one.
     """
