@@ -180,6 +180,20 @@ def test_uploads_under_a_tools_default_from_hours_apart_are_apart() -> None:
     assert [set(group) for group in ids] == [{"a"}, {"b"}]
 
 
+def test_uploads_under_a_tools_default_from_hours_apart_in_two_batches_are_apart() -> None:
+    """The same, without a file name in common (nothing repeats under the key): each
+    upload in a batch of its own is a chunk of its own, and the later one's files,
+    hours after the first's, are a generation of their own however the merge takes
+    the key (the catalog build's closure counts on it: core/catalog.py's `_runs`)."""
+    one = newsup_upload(BASE, [("odJkhbWKWURd.par2", 1), ("toR4Kk2Da1L9", 40)], "a")
+    two = newsup_upload(BASE + 50_000, [("5bCp3WoignB4.par2", 1), ("j0OClBx99nHB", 40)], "b")
+    releases = merged(index(one + two, batch_every=len(one)))
+    ids = sorted(
+        sorted({m[:1] for mids in segments_of(r).values() for m in mids}) for r in releases
+    )
+    assert ids == [["a"], ["b"]]
+
+
 def test_uploads_under_a_tools_default_from_minutes_apart_are_apart() -> None:
     """Two NewsUP uploads eight minutes apart, each [1/3]..[3/3] with its own random names
     and the tool's fixed `rename.with.this.par2`: a file of another name as the i-th of M

@@ -19,9 +19,10 @@ pending keys stay pending (they are deleted in the write's transaction).
 
 What a pending build merges again is the closure of the touched keys
 (core/catalog.py's `Closure`): their repost chains, the keys their catalog
-rows were made with, and their posters' releases with a chunk posted
-within `uploads.TOGETHER_SECONDS` of a run of their chunks (`release_times`;
-under a shared From, only the album parts of their M), each read through
+rows were made with, and their posters' releases posted within
+`uploads.TOGETHER_SECONDS` of them (of each run of their chunks under a
+tool's From, `release_times`; under a shared From, only the album parts of
+their M), each read through
 an index. So its cost follows the
 batch, whatever the catalog already holds. A build marks the pending keys
 under a shared From whose files are not all an album's (`no_album`), so

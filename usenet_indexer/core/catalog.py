@@ -19,15 +19,19 @@ is bounded by the batch, never by what the catalog already holds):
   from every touched key finds every chain whole;
 - the keys the catalog made one row with before (`catalog_keys`): what
   was joined may fall apart, and then both halves need rows again;
-- the releases of the same poster with a chunk posted within
-  `uploads.TOGETHER_SECONDS` of a run of the chain's chunks (a run: chunks
-  within `merge.APART_SECONDS` of each other, earliest file to latest;
-  see `_runs`): `uploads.link` joins parts of one upload only within
-  that. Parts further apart than that from every part of a set are never
-  joined to it, so the posters' uploads of other hours or days are
-  neither read nor written again, also where a key was posted again a
-  day later (the same file name uploaded again): the day between is not
-  read.
+- the releases of the same poster whose span (earliest file to latest)
+  meets the chain's, widened by `uploads.TOGETHER_SECONDS`: `uploads.link`
+  joins parts of one upload only within that. Parts further apart than
+  that from every part of a set are never joined to it, so the posters'
+  uploads of other hours or days are neither read nor written again.
+  Under a tool's default From the chain's span is cut into runs of its
+  chunks (chunks within `merge.APART_SECONDS` of each other; see
+  `_runs`), where the merge starts a new generation: a key posted again a
+  day later (the same file name uploaded again) does not read the day
+  between. Elsewhere one generation may hold files posted days apart, and
+  link joins to it what its poster posted in between. A release is found
+  by its whole span and its row's poster and M, which the merge gives each
+  of its chunks.
   Under a shared From (`uploads.SHARED_FROMS`) link joins only an album's
   tracks and extras, of one M: there the window asks only for releases
   of the chain's M that no build marked `no_album` (`no_albums`: files
@@ -67,7 +71,7 @@ from usenet_indexer.core.completion import judge
 from usenet_indexer.core.merge import APART_SECONDS, CatalogRelease, ReleaseMerger, holds
 from usenet_indexer.core.renames import Finding, Shown, apply, ids_probe, more_probe
 from usenet_indexer.core.reposts import repost_key
-from usenet_indexer.core.uploads import TOGETHER_SECONDS, album_files, shared_from
+from usenet_indexer.core.uploads import TOGETHER_SECONDS, TOOL_FROMS, album_files, shared_from
 from usenet_indexer.decode.ids import NO_IDS, MediaIds
 
 _SPLIT = re.compile(r"[\W_]+")
@@ -575,7 +579,11 @@ class Closure:
             dated = [s for s in spans if s.posted]
             if not dated:
                 continue  # undated parts are never joined (uploads.link)
-            runs = _runs([run for s in dated for run in s.runs()])
+            # Under a tool's From (as merge._split has it: the chain's first key's
+            # poster) no generation reaches past a run; elsewhere one may hold files
+            # posted days apart, and link joins to it what was posted in between.
+            tool = spans[0].poster.strip().lower() in TOOL_FROMS
+            runs = _runs([run for s in dated for run in s.runs()], APART_SECONDS if tool else None)
             posters = sorted({s.poster for s in dated if not shared_from(s.poster)})
             # Under a shared From only an album's parts are joined: of one M,
             # and none of them marked no album's.
@@ -609,15 +617,19 @@ class Closure:
         return chains
 
 
-def _runs(times: Iterable[tuple[int, int | None]]) -> list[tuple[int, int | None]]:
+def _runs(
+    times: Iterable[tuple[int, int | None]], apart: int | None = APART_SECONDS
+) -> list[tuple[int, int | None]]:
     """Date spans (start, end; None: open-ended) joined where they overlap or lie
-    within `merge.APART_SECONDS` of each other, in order.
+    within `apart` of each other (None: all joined into one), in order.
 
-    The merge never puts a file new to a generation more than APART_SECONDS
-    from the generation's latest file under a posting tool's From, and a
-    poster's own uploads are not paused for an hour mid-upload either: a
-    generation lies within one run, so the windows around the runs find
-    every part `uploads.link` could join to it.
+    Under a posting tool's From the merge never puts a file more than
+    APART_SECONDS from the latest file of its generation before it (and a
+    file is dated by its first chunk, so its own later chunks move no
+    generation's dates): a generation lies within one run, so the windows
+    around the runs find every part `uploads.link` could join to it. Elsewhere a key's files posted days apart (a poster filling an
+    upload in) may be one generation, and `link` joins to it any part of
+    its poster and M posted in between: there the runs are one.
     """
     joined: list[tuple[int, int | None]] = []
     for start, end in sorted(times, key=lambda t: t[0]):
@@ -625,7 +637,7 @@ def _runs(times: Iterable[tuple[int, int | None]]) -> list[tuple[int, int | None
             last_start, last_end = joined[-1]
             if last_end is None:
                 continue
-            if start <= last_end + APART_SECONDS:
+            if apart is None or start <= last_end + apart:
                 joined[-1] = (last_start, None if end is None else max(last_end, end))
                 continue
         joined.append((start, end))

@@ -986,7 +986,9 @@ def _piece_order(files: list[FileChunk]) -> tuple[int, bytes, str]:
 
 def _only_generation(entry: _Entry) -> _Release | None:
     """The entry as its one generation, or None when a file key comes more than once
-    in its chunks, or a file name under two keys (then `_split` places its pieces).
+    in its chunks, a file name under two keys, or, under a tool's From, a file
+    posted more than APART_SECONDS from those before it (`_together`): then
+    `_split` places its pieces.
 
     Most entries are one generation: their files are made in one pass, without
     the checks of `_merge_file`.
@@ -998,10 +1000,34 @@ def _only_generation(entry: _Entry) -> _Release | None:
         files[chunk.key] = _new_file(chunk)
     if len({file.name for file in files.values()}) < len(files):
         return None
+    if entry.poster.strip().lower() in TOOL_FROMS and not _together(entry):
+        return None  # `_split` starts another generation there
     only = _generation(entry, entry.key)
     only.files = files
     only.chunks = entry.chunks
     return only
+
+
+def _together(entry: _Entry) -> bool:
+    """Whether, taken as `_split` takes them (piece by piece in order of date), each
+    of an entry's dated files is posted within APART_SECONDS of the latest file
+    before its piece. Under a tool's From `_split` starts a new generation for a
+    file that is not: one key's files posted days apart are two uploads there,
+    whether or not a file key repeats (the catalog build's closure counts on
+    it: core/catalog.py's `_runs`)."""
+    dated = [chunk.posted for chunk, _ in entry.files if chunk.posted]
+    if not dated or max(dated) - min(dated) <= APART_SECONDS:
+        return True
+    pieces: dict[int, list[FileChunk]] = {}
+    for chunk, source in entry.files:
+        pieces.setdefault(source, []).append(chunk)
+    latest = 0
+    for piece in sorted(pieces.values(), key=_piece_order):
+        posted = [chunk.posted for chunk in piece if chunk.posted]
+        if latest and any(abs(p - latest) > APART_SECONDS for p in posted):
+            return False
+        latest = max([latest, *posted])
+    return True
 
 
 def _generation(entry: _Entry, key: bytes) -> _Release:

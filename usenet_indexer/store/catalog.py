@@ -182,8 +182,8 @@ _PENDING_DONE = """
 # text 70x slower (380 ms against 5.6 ms for 10k keys).
 # What the closure of a build's keys reads (core/catalog.py's Closure), each by
 # an index: release rows by key (releases_pkey), the keys of the catalog rows
-# the keys went into (catalog_keys), the releases of a poster with a chunk
-# whose span meets a window (release_times_span, a GiST of poster, M and span).
+# the keys went into (catalog_keys), the releases of a poster whose span meets
+# a window (releases_span, a GiST of poster, M and span).
 _SPANS = """
     SELECT r.key, r.poster, r.posted, r.latest, r.files_announced, r.no_album,
            array_agg(t.posted ORDER BY t.posted) FILTER (WHERE t.posted IS NOT NULL),
@@ -199,18 +199,24 @@ _ROW_KEYS = """
     SELECT DISTINCT k FROM catalog AS c, unnest(c.sources) AS k
     WHERE c.id = ANY(ARRAY(SELECT catalog_id FROM catalog_keys WHERE key = ANY(%b)))
 """
+# A window finds a release by its whole span (earliest file to latest) and the
+# poster and M the release row has, which the merge gives every chunk of it: a
+# release's generation may reach from one of its chunks to another days later
+# (a poster's own uploads; core/catalog.py's `_runs`), and a chunk's own From
+# and M may not be its release's. Not by release_times (each chunk's dates):
+# those only tell the windows asked around a touched key's runs.
 _WINDOW_KEYS = """
-    SELECT DISTINCT t.key FROM unnest(%s::text[], %s::int8[], %s::int8[]) AS w(poster, low, high)
-    JOIN release_times AS t ON t.poster = w.poster AND t.posted > 0
-      AND int8range(t.posted, t.latest, '[]') && int8range(w.low, w.high, '[]')
+    SELECT r.key FROM unnest(%s::text[], %s::int8[], %s::int8[]) AS w(poster, low, high)
+    JOIN releases AS r ON r.poster = w.poster AND r.posted > 0
+      AND int8range(r.posted, r.latest, '[]') && int8range(w.low, w.high, '[]')
 """
 # An album's parts under a shared From (Window.album): of one M, not marked.
 _ALBUM_WINDOW_KEYS = """
-    SELECT DISTINCT t.key
+    SELECT r.key
     FROM unnest(%s::text[], %s::int4[], %s::int8[], %s::int8[]) AS w(poster, m, low, high)
-    JOIN release_times AS t ON t.poster = w.poster AND t.files_announced = w.m
-      AND t.posted > 0 AND int8range(t.posted, t.latest, '[]') && int8range(w.low, w.high, '[]')
-    JOIN releases AS r ON r.key = t.key AND NOT r.no_album
+    JOIN releases AS r ON r.poster = w.poster AND r.files_announced = w.m AND r.posted > 0
+      AND int8range(r.posted, r.latest, '[]') && int8range(w.low, w.high, '[]')
+      AND NOT r.no_album
 """
 _NO_ALBUM = "UPDATE releases SET no_album = true WHERE key = ANY(%b) AND NOT no_album"
 _FILL_LATEST = """

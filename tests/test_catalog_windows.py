@@ -1,0 +1,116 @@
+"""The catalog build's windows (core/catalog.py's Closure) find every part that
+`uploads.link` joins, wherever batches are cut: built batch by batch, the
+catalog is what one whole rebuild makes.
+
+Each case stores its uploads a batch at a time, builds after each batch, and
+compares the rows with `CatalogBuild.everything`'s. The uploads are those a
+window around a key's runs of chunks alone would miss: a generation that
+holds files posted days apart (a poster filling his upload in), and a
+release whose chunks came under another M than its row's.
+"""
+
+from __future__ import annotations
+
+from email.utils import formatdate
+from itertools import chain
+
+import pytest
+from test_catalog_build import album_lines, batches_of_lines, catalog_rows
+
+from usenet_indexer.coordinator.stores import Stores
+
+DAY = 24 * 3600
+START = 1_764_000_000
+PP = "Yenc@power-post.org (Yenc-PP-A&A)"
+
+
+def posted(
+    head: str, poster: str, files: list[tuple[int, str]], m: int, *, at: int, tag: str
+) -> list[str]:
+    """Files ([i/M], name) posted 20 seconds apart, two segments each; no head: PowerPost's
+    `(????) [05/13] - "name" yEnc (1/2)`."""
+    lines = []
+    for j, (i, name) in enumerate(files):
+        for k in (1, 2):
+            date = at + 20 * j + k
+            lines.append(
+                f'{head or "(????)"} [{i:02}/{m:02}] - "{name}" yEnc ({k}/2)'
+                f"\t{poster}\t{formatdate(date)}\t<{date}.{i}.{k}.{tag}@x.local>\t\t400000\t3100"
+            )
+    return lines
+
+
+def built_and_rebuilt(
+    stores: Stores, parts: list[list[str]]
+) -> tuple[dict[str, tuple[object, ...]], dict[str, tuple[object, ...]]]:
+    """Each part stored as a batch and built; the rows then, and a whole rebuild's."""
+    numbered = [f"{n}\t{line}".encode() for n, line in enumerate(chain.from_iterable(parts), 1000)]
+    sizes = [len(part) for part in parts]
+    for _ in batches_of_lines(stores, "alt.binaries.test", numbered, sizes):
+        stores.build.drain(quiet_seconds=0)
+    followed = catalog_rows(stores)
+    stores.build.everything(quiet_seconds=0)
+    return followed, catalog_rows(stores)
+
+
+@pytest.mark.parametrize("order", ["in date order", "the part between last"])
+def test_an_upload_filled_in_days_later_joins_what_its_poster_posted_between(
+    stores: Stores, order: str
+) -> None:
+    # One key (head and M), three volumes on day one and three more on day three:
+    # one generation, posted over two days, and link joins to it the poster's
+    # part of that M posted on day two (no index in both).
+    poster = "someone <someone@example.com>"
+    head = "Show.Name.S01E01.720p.WEB-GRP"
+    first = posted(
+        head, poster, [(i, f"show.part{i:02}.rar") for i in (1, 2, 3)], 10, at=START, tag="a"
+    )
+    later = posted(
+        head,
+        poster,
+        [(i, f"show.part{i:02}.rar") for i in (4, 5, 9)],
+        10,
+        at=START + 2 * DAY,
+        tag="b",
+    )
+    between = posted(
+        "Other.Film.2019.1080p-GRP", poster, [(i, f"film.part{i:02}.rar") for i in (6, 7, 8)], 10,
+        at=START + DAY, tag="c",
+    )  # fmt: skip
+    parts = [first, between, later] if order == "in date order" else [first, later, between]
+    followed, whole = built_and_rebuilt(stores, parts)
+    assert [row[3] for row in whole.values()] == [9]  # one row of all nine files
+    assert followed == whole
+
+
+def test_album_parts_are_found_by_their_releases_m_not_their_chunks(stores: Stores) -> None:
+    # Tracks 07-08 and 09-10 posted on their own ([1/2], [2/2]) on days one and two,
+    # then the whole album ([01/13]..[13/13]) on day four, stored in two batches
+    # cut between track 08 and 09. The merge gives every chunk its release's M:
+    # the album's 07-10 are parts of M 2, and link joins the four.
+    tracks = [f"{n:02}-massive_attack-track_{n}.mp3" for n in range(7, 11)]
+    one = posted("", PP, list(enumerate(tracks[:2], 1)), 2, at=START, tag="p1")
+    two = posted("", PP, list(enumerate(tracks[2:], 1)), 2, at=START + DAY, tag="p2")
+    album = album_lines("massive_attack", "mezzanine-web-1998-grp", 10, at=START + 3 * DAY)
+    cut = 11 * 4  # 13 files of 4 segments: files 1-11, then 12 and 13
+    followed, whole = built_and_rebuilt(stores, [one, two, album[:cut], album[cut:]])
+    assert sorted(int(str(row[3])) for row in whole.values()) == [2, 2, 4, 9]
+    assert followed == whole
+
+
+def test_a_default_froms_key_with_files_posted_days_apart_is_two_uploads(stores: Stores) -> None:
+    # An album's cover on day one, its nfo (the same file stem, so the same key, and
+    # no file in common) on day three, two tracks of it on day two. Under a tool's
+    # From a file posted more than merge.APART_SECONDS after its generation's latest
+    # starts another: the cover, the tracks and the nfo are three uploads (a day
+    # apart each), not one generation over two days that the tracks join.
+    stem = "00-massive_attack-mezzanine-web-1998-grp"
+    cover = posted("", PP, [(1, f"{stem}.jpg")], 13, at=START, tag="a")
+    tracks = posted(
+        "", PP, [(3 + n, f"{n:02}-massive_attack-track_{n}.mp3") for n in (1, 2)], 13,
+        at=START + DAY, tag="t",
+    )  # fmt: skip
+    nfo = posted("", PP, [(3, f"{stem}.nfo")], 13, at=START + 2 * DAY, tag="b")
+    followed, whole = built_and_rebuilt(stores, [cover, tracks, nfo])
+    assert sorted(int(str(row[3])) for row in whole.values()) == [1, 1, 2]
+    assert followed == whole
