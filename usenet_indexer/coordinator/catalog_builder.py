@@ -5,9 +5,12 @@ when the node API of this process stored it, pokes the builder's
 `CatalogDue`; so a release is in the catalog a moment after the batch that
 made it whole, not at the next tick. The builder then merges again what is
 pending (catalog_build.py's `CatalogBuild.pending`, in a worker
-thread), at most once per `settle_seconds` so that a burst of batches is one
-build; while pending keys are left (shards taken by another coordinator
-process, or more than one build takes), it builds again after the settle. Every `every_seconds` it builds anyway: batches stored through
+thread), at most one build started per `settle_seconds` so that a burst of
+batches is one build: a poke that finds the builder waiting is followed by
+the settle, one that came while it built (the burst settled meanwhile) and
+pending keys left over (shards taken by another coordinator process, or
+more than one build takes) by the next build as soon as the settle since
+the last one began has passed. Every `every_seconds` it builds anyway: batches stored through
 another coordinator process, and releases that went quiet (shown after
 `quiet_seconds` without a chunk, complete or not). The database down or
 restarting is a warning and a try at the next tick, never the coordinator's
@@ -21,6 +24,7 @@ import logging
 import os
 import socket
 import time
+from collections.abc import Callable
 
 import attrs
 import psycopg
@@ -47,6 +51,13 @@ class CatalogDue:
     def due(self) -> None:
         self._event.set()
 
+    def take(self) -> bool:
+        """Whether it was poked since the last wait or take; the poke is then taken."""
+        poked = self._event.is_set()
+        if poked:
+            self._event = trio.Event()
+        return poked
+
     async def wait(self, seconds: float) -> None:
         """Until poked, or `seconds` passed; the poke is then taken."""
         with trio.move_on_after(seconds):
@@ -61,22 +72,32 @@ async def build_catalog_forever(
     every_seconds: float,
     quiet_seconds: float,
     settle_seconds: float = SETTLE_SECONDS,
+    build: Callable[[CatalogBuild, BuildStore, float], Built] | None = None,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Build what batches touched whenever poked or every `every_seconds`; until cancelled."""
+    """Build what batches touched whenever poked or every `every_seconds`; until cancelled.
+
+    `build`: one build in a worker thread (`build_once`; a test's stand-in).
+    """
     task_status.started()
     builds = BuildStore(catalog.pool)
+    build_one = build_once if build is None else build
     while True:
+        started = trio.current_time()
         again = False
         try:
-            built = await trio.to_thread.run_sync(build_once, catalog, builds, quiet_seconds)
+            built = await trio.to_thread.run_sync(build_one, catalog, builds, quiet_seconds)
             # Keys left to other shards, or a shard another builder held: build
             # again soon, without waiting for a poke.
             again = built.more
         except psycopg.OperationalError as error:
             logger.warning("catalog build put off: database unavailable: %s", error)
-        if not again:
-            await due.wait(every_seconds)
+        if again or due.take():
+            # The burst settled while it built: the next build once a settle has
+            # passed since this one began (never a busy loop on a held shard).
+            await trio.sleep_until(started + settle_seconds)
+            continue
+        await due.wait(every_seconds)
         await trio.sleep(settle_seconds)
 
 
