@@ -25,10 +25,11 @@ from psycopg.pq import TransactionStatus
 from usenet_indexer.coordinator.catalog_build import MAX_SHARDS, Built, CatalogBuild
 from usenet_indexer.coordinator.stores import Stores
 from usenet_indexer.core.indexer import RangeIndexer
-from usenet_indexer.store.catalog import SHARDS, Search
+from usenet_indexer.store.catalog import SHARDS, CatalogStore, Search
 from usenet_indexer.store.groups import GroupStore
 from usenet_indexer.store.ranges import Finish
 from usenet_indexer.synth.generator import GeneratorConfig, generate
+from usenet_indexer.wire.batchwire import decode_batch, encode_batch
 from usenet_indexer.wire.packed import pack_batch
 
 TTL = 900.0
@@ -97,6 +98,42 @@ def test_release_by_release_the_catalog_is_what_a_whole_rebuild_makes(
     kept = [r for r in stores.build.export() if r.dropped is None]
     assert built.releases == len(kept) == len(followed) > 20
     assert {r.key.hex() for r in kept} == set(followed)
+
+
+def test_a_batch_the_node_api_stored_is_built_from_what_its_checks_inflated(
+    stores: Stores,
+) -> None:
+    """The node API hands the build what it inflated to check a batch (remember):
+    the build's chunks are those files, equal to what the stored fragments unpack to."""
+    generated = generate(GeneratorConfig(articles=4_000, seed=5, profile="posting-tools"))
+    lines = [line for line in generated.lines if line.split(b"\t", 1)[0].isdigit()]
+    numbers = [int(line.split(b"\t", 1)[0]) for line in lines]
+    group = GroupStore(stores.ranges.pool).add(generated.truth.group)
+    stores.ranges.plan(group, min(numbers), max(numbers), max(numbers) - min(numbers) + 1)
+    node_id = stores.nodes.authenticate(stores.nodes.create("edge"))
+    assert node_id is not None
+    lease = stores.ranges.lease(node_id, TTL)
+    assert lease is not None
+    indexer = RangeIndexer(group=lease.group, first=lease.next)
+    remembering = CatalogStore(stores.catalog.pool)
+    for start in range(0, len(lines), 1_000):
+        part = lines[start : start + 1_000]
+        indexer.add_data(b"\n".join(part), numbers[start + len(part) - 1] + 1)
+        body = encode_batch(pack_batch(indexer.take()), range_id=lease.range_id, epoch=lease.epoch)
+        wire = decode_batch(body)  # as the node API checks it: with what it inflated
+        assert all(r.inflated for r in wire.batch.releases)
+        stores.batches.store(node_id, lease.range_id, lease.epoch, wire.batch, len(body), TTL)
+        remembering.remember(lease.range_id, wire.batch.first, wire.batch.releases)
+    with stores.catalog.pool.connection() as conn:
+        rows = conn.execute("SELECT DISTINCT release_key FROM fragments").fetchall()
+    keys = sorted(bytes(key) for (key,) in rows)
+    assert len(keys) > 20
+    remembered = list(remembering.chunks(keys))
+    read = list(CatalogStore(stores.catalog.pool).chunks(keys))
+    assert remembered == read
+    # Asked again, the same objects: nothing read or unpacked again.
+    again = list(remembering.chunks(keys))
+    assert all(a.files is b.files for a, b in zip(again, remembered, strict=True))
 
 
 def test_a_complete_release_is_listed_at_once_an_incomplete_one_once_quiet(
@@ -194,6 +231,7 @@ def test_the_build_reads_what_a_batch_touched_through_indexes_on_a_realistic_cat
         ),
         "changed": _plan(stores, sql._CHANGED_OF, (keys,)),
         "fragments": _plan(stores, sql._FRAGMENTS_OF, (keys,)),
+        "fragment ids": _plan(stores, sql._FRAGMENT_IDS_OF, (keys,)),
     }
     with stores.catalog.pool.connection() as conn, conn.transaction():
         conn.execute(sql._CATALOG_TEMP)

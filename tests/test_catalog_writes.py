@@ -150,11 +150,11 @@ def test_the_build_reads_stored_fragments_as_bytes_not_hex(
     # RowDescription (1: binary, 0: text).
     text = trace.read_text()
     answers = re.findall(
-        r'(?:Parse\t "[^"]*"|Query\t) "SELECT release_key, packed FROM fragments[^\n]*\n'
+        r'(?:Parse\t "[^"]*"|Query\t) "SELECT release_key,[^"\n]* packed FROM fragments[^\n]*\n'
         r"(?:.*\n)*?B\t\d+\tRowDescription\t ([^\n]*)",
         text,
     )
     assert len(answers) == 2, answers
     for description in answers:
         assert description.endswith(" 1"), description
-        assert re.fullmatch(r'2 "release_key" .* "packed" .* 1', description), description
+        assert re.fullmatch(r'\d "release_key" .* "packed" .* 1', description), description

@@ -58,6 +58,7 @@ from usenet_indexer.core.categories import subcategories
 from usenet_indexer.core.newznab import Item
 from usenet_indexer.decode.ids import NO_IDS, MediaIds
 from usenet_indexer.wire import fragments
+from usenet_indexer.wire.packed import PackedRelease
 
 __all__ = [
     "CatalogRow",
@@ -106,8 +107,14 @@ _RELEASES = "SELECT key, head_name, poster, groups, files_announced FROM release
 _FRAGMENTS = "SELECT release_key, packed FROM fragments ORDER BY range_id, batch_first"
 _RELEASES_OF = _RELEASES + " WHERE key = ANY(%b)"
 _FRAGMENTS_OF = (
-    "SELECT release_key, packed FROM fragments WHERE release_key = ANY(%b)"
-    " ORDER BY range_id, batch_first"
+    "SELECT release_key, range_id, batch_first, octet_length(packed), packed FROM fragments"
+    " WHERE release_key = ANY(%b) ORDER BY range_id, batch_first"
+)
+# Which fragments the keys have, without their bytes: octet_length of a value
+# stored out of line (STORAGE EXTERNAL) is read from its pointer, not its data.
+_FRAGMENT_IDS_OF = (
+    "SELECT release_key, range_id, batch_first, octet_length(packed) FROM fragments"
+    " WHERE release_key = ANY(%b) ORDER BY range_id, batch_first"
 )
 _PROBED_OF = (
     "SELECT release_key FROM probe_candidates WHERE release_key = ANY(%b) AND source = 'batch'"
@@ -349,22 +356,30 @@ _SIZES = """
 # The segments of the fragments a CatalogStore keeps unpacked (see `chunks`).
 UNPACKED_SEGMENTS = 2_000_000
 _NUMBERS = attrgetter("numbers")
+# A stored fragment, as the unpacked ones are kept: its release key, range and
+# batch (its row's key within its group: a range is of one group), and its length.
+FragmentId = tuple[bytes, int, int, int]
 
 
 @attrs.define(eq=False)
 class CatalogStore:
     """Stored release chunks read back.
 
-    The fragments of the keys asked (not of every key) stay unpacked, by their
-    bytes, up to UNPACKED_SEGMENTS segments, the least recently read dropped
-    first: a pending build merges again the keys around those a batch touched,
-    whose fragments the builds before mostly read too. The same bytes unpack to
-    the same files, so what a fragment is never depends on what is kept.
+    Fragments stay unpacked, by which stored fragment they are (`FragmentId`),
+    up to UNPACKED_SEGMENTS segments, the least recently read dropped first:
+    those of the batches this process stored (`remember`: the node API hands
+    over what it inflated to check them, so a pending build neither reads nor
+    inflates its batches' fragments again), and those of the keys a build
+    asked, as a pending build merges again the keys around those a batch
+    touched, whose fragments the builds before mostly read too. A stored
+    fragment is never changed (a batch is stored once, its rows' keys refuse
+    another), and the same bytes unpack to the same files, so what a
+    fragment is never depends on what is kept.
     """
 
     pool: ConnectionPool
     pure: bool = False  # fragments.unpack's pure code, even where the compiled one is built
-    _unpacked: dict[bytes, tuple[FileChunk, ...]] = attrs.field(init=False, factory=dict)
+    _unpacked: dict[FragmentId, tuple[FileChunk, ...]] = attrs.field(init=False, factory=dict)
     _held: int = attrs.field(init=False, default=0)  # their segments
     _lock: threading.Lock = attrs.field(init=False, factory=threading.Lock)
 
@@ -375,35 +390,60 @@ class CatalogStore:
             if keys is None:
                 release_rows = conn.execute(_RELEASES).fetchall()
                 rows = conn.execute(_FRAGMENTS, binary=True).fetchall()
+                pieces: Iterable[tuple[bytes, tuple[FileChunk, ...]]] = (
+                    (bytes(key), tuple(fragments.unpack(bytes(packed), pure=self.pure)))
+                    for key, packed in rows
+                )
             else:
                 release_rows = conn.execute(_RELEASES_OF, (list(keys),)).fetchall()
-                # Binary: packed bytes as they are, not hex (twice the bytes, and the
-                # server's hex_encode was 2% of its CPU in a bench-scale run).
-                rows = conn.execute(_FRAGMENTS_OF, (list(keys),), binary=True).fetchall()
+                pieces = self._pieces(conn, keys)
         releases = {bytes(r[0]): r for r in release_rows}
-        for release_key, packed in rows:
-            key = bytes(release_key)
+        for key, files in pieces:
             _, head_name, poster, groups, announced = releases[key]
-            files = self._files(bytes(packed), keep=keys is not None)
             yield ReleaseChunk(key, head_name, poster, tuple(groups), announced, files)
 
-    def _files(self, packed: bytes, *, keep: bool) -> tuple[FileChunk, ...]:
-        """A fragment's files: kept ones, else unpacked (and kept when `keep`)."""
+    def _pieces(
+        self, conn: psycopg.Connection[tuple[Any, ...]], keys: Sequence[bytes]
+    ) -> list[tuple[bytes, tuple[FileChunk, ...]]]:
+        """The files of each fragment of `keys` (in order of range and batch): the kept
+        ones, the others read, unpacked and kept."""
+        ids = [
+            (bytes(key), int(range_id), int(first), int(length))
+            for key, range_id, first, length in conn.execute(
+                _FRAGMENT_IDS_OF, (list(keys),)
+            ).fetchall()
+        ]
         with self._lock:
-            files = self._unpacked.pop(packed, None)
-            if files is not None:
-                self._unpacked[packed] = files  # the most recently read now
-                return files
-        files = tuple(fragments.unpack(packed, pure=self.pure))
-        if keep:
-            with self._lock:
-                self._keep(packed, files)
-        return files
+            kept = {i: files for i in ids if (files := self._unpacked.pop(i, None)) is not None}
+            self._unpacked.update(kept)  # the most recently read now
+        missing = sorted({i[0] for i in ids if i not in kept})
+        if missing:
+            # Binary: packed bytes as they are, not hex (twice the bytes, and the
+            # server's hex_encode was 2% of its CPU in a bench-scale run).
+            for key, range_id, first, length, packed in conn.execute(
+                _FRAGMENTS_OF, (missing,), binary=True
+            ).fetchall():
+                i = (bytes(key), int(range_id), int(first), int(length))
+                if i not in kept:
+                    kept[i] = tuple(fragments.unpack(bytes(packed), pure=self.pure))
+                    with self._lock:
+                        self._keep(i, kept[i])
+        return [(i[0], kept[i]) for i in ids if i in kept]
 
-    def _keep(self, packed: bytes, files: tuple[FileChunk, ...]) -> None:
-        if packed in self._unpacked:
+    def remember(self, range_id: int, batch_first: int, releases: Iterable[PackedRelease]) -> None:
+        """Keep unpacked the fragments of a batch just stored (its releases as checked,
+        with what they inflated to), for the builds that merge them."""
+        for release in releases:
+            if release.inflated is None:
+                continue
+            files = tuple(fragments.files_of(release.inflated, pure=self.pure))
+            with self._lock:
+                self._keep((release.key, range_id, batch_first, len(release.fragment)), files)
+
+    def _keep(self, fragment: FragmentId, files: tuple[FileChunk, ...]) -> None:
+        if fragment in self._unpacked:
             return
-        self._unpacked[packed] = files
+        self._unpacked[fragment] = files
         self._held += _segments(files)
         while self._held > UNPACKED_SEGMENTS and len(self._unpacked) > 1:
             oldest = next(iter(self._unpacked))

@@ -203,6 +203,16 @@ def unpack(data: bytes, *, pure: bool = False) -> list[FileChunk]:
         raw = isal_zlib.decompress(memoryview(data)[1:])
     except INFLATE_ERROR as error:
         raise BadFragment(f"fragment does not inflate: {error}") from error
+    return files_of(raw, pure=pure)
+
+
+def files_of(raw: bytes, *, pure: bool = False) -> list[FileChunk]:
+    """The files of a fragment already inflated (`unpack` without the inflating; the
+    coordinator unpacks what `inspected` inflated, rather than inflate it twice).
+
+    Raises:
+        BadFragment: the data is not an inflated fragment.
+    """
     if COMPILED_FILES is not None and not pure:
         files = COMPILED_FILES(raw, FileChunk, MAX_FILES, MAX_SEGMENTS)
         if files is not None:
@@ -350,9 +360,14 @@ def inspect(data: bytes, *, max_bytes: int, max_text_chars: int) -> Facts:
     Raises:
         BadFragment: the message says what is wrong.
     """
+    return inspected(data, max_bytes=max_bytes, max_text_chars=max_text_chars)[0]
+
+
+def inspected(data: bytes, *, max_bytes: int, max_text_chars: int) -> tuple[Facts, bytes]:
+    """`inspect`, and the fragment inflated (for `files_of`)."""
     raw = _inflated(data, max_bytes)
     found = _compiled_facts(raw, max_text_chars)
-    return _facts(raw, max_text_chars) if found is None else found
+    return (_facts(raw, max_text_chars) if found is None else found), raw
 
 
 def _compiled_facts(raw: bytes, max_text_chars: int) -> Facts | None:

@@ -5,8 +5,11 @@ Before it travels, each kept chunk is packed into the fragment the catalog
 keeps (fragments.py), and the figures its catalog row needs beside the
 fragment (name, dates, counts) are taken from the files. The edge does this
 work, so the coordinator (one per indexer, where every batch of every edge
-arrives) stores fragments as they come: it checks them (`fragments.inspect`,
-which yields the same figures) but never builds a file of them.
+arrives) stores fragments as they come: it checks them (`fragments.inspected`,
+which yields the same figures) and keeps what they inflated to beside them
+(`PackedRelease.inflated`), so that its catalog build unpacks the files of a
+batch it stored without inflating and reading them again (store/catalog.py's
+`CatalogStore.remember`).
 
 `pack_release` on the edge and `checked_release` on the coordinator give
 equal values for the same chunk; tests hold them to it. The release name is
@@ -16,6 +19,8 @@ say anything through its subjects anyway.
 """
 
 from __future__ import annotations
+
+import builtins
 
 import attrs
 
@@ -48,6 +53,8 @@ class PackedRelease:
         files: file chunks in the fragment.
         segments: segments in the fragment.
         bytes: the segments' sizes, summed.
+        inflated: the fragment inflated, where the coordinator checked it (None
+            on the edge, which packed it); not part of its value.
     """
 
     key: bytes
@@ -63,6 +70,7 @@ class PackedRelease:
     files: int
     segments: int
     bytes: int
+    inflated: builtins.bytes | None = attrs.field(default=None, eq=False, repr=False)
 
 
 @attrs.frozen
@@ -142,7 +150,9 @@ def checked_release(
     Raises:
         fragments.BadFragment: the fragment breaks what `fragments.inspect` checks.
     """
-    facts = fragments.inspect(fragment, max_bytes=max_fragment_bytes, max_text_chars=max_text_chars)
+    facts, raw = fragments.inspected(
+        fragment, max_bytes=max_fragment_bytes, max_text_chars=max_text_chars
+    )
     release = PackedRelease(
         key=key,
         head_name=head_name,
@@ -157,5 +167,6 @@ def checked_release(
         files=facts.files,
         segments=facts.segments,
         bytes=facts.bytes,
+        inflated=raw,
     )
     return release, facts.inflated

@@ -464,6 +464,9 @@ class NodeApi:
             # leased again at once, so the same batch comes back (parking).
             message = self._refused(node_id, range_id, wire.epoch, str(error))
             raise Refused(Response.error(422, message)) from error
+        if not stored.already:
+            # What the checks inflated, unpacked for this process's builds of it.
+            self.stores.build.store.remember(range_id, wire.batch.first, wire.batch.releases)
         return wire, stored
 
     def _refused(self, node_id: int, range_id: int, epoch: int, reason: str) -> str:
