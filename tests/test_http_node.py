@@ -7,6 +7,7 @@ the test lands the chunk), with keepalive and poll intervals of milliseconds.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import logging
 import os
@@ -16,9 +17,10 @@ import socket
 import struct
 import subprocess
 import sys
+import threading
 import tracemalloc
 import zlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -33,7 +35,9 @@ from psycopg_pool import ConnectionPool
 from s3_fixtures import TestSpool, land_chunk
 
 from usenet_indexer.config import Settings
+from usenet_indexer.coordinator.catalog_builder import CatalogDue
 from usenet_indexer.coordinator.http.node import (
+    HOLD_MAX_SECONDS,
     INCOMPLETE,
     LEASE_WAIT_MAX_SECONDS,
     ApiOptions,
@@ -1241,3 +1245,134 @@ def test_two_coordinator_processes_serve_on_one_port(pg_url: str, tmp_path: Path
         process.wait()
         assert process.stderr is not None
         process.stderr.close()
+
+
+# --- the catalog's pace ----------------------------------------------------------
+
+
+class _Logged(logging.Handler):
+    """Sets `seen` once a record with these words is logged (on the trio thread)."""
+
+    def __init__(self, words: str) -> None:
+        super().__init__()
+        self.words = words
+        self.seen = trio.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.words in record.getMessage():
+            self.seen.set()
+
+
+@contextlib.contextmanager
+def _given_up_after(seconds: float, nursery: trio.Nursery) -> Iterator[None]:
+    """The test's nursery cancelled after `seconds` of real time (the mock clock's
+    deadlines could be jumped to while a database thread runs)."""
+    token = trio.lowlevel.current_trio_token()
+    watchdog = threading.Timer(
+        seconds, lambda: trio.from_thread.run_sync(nursery.cancel_scope.cancel, trio_token=token)
+    )
+    watchdog.start()
+    try:
+        yield
+    finally:
+        watchdog.cancel()
+
+
+async def _post_while_behind(
+    autojump_clock: trio.testing.MockClock,
+    nursery: trio.Nursery,
+    settings: Settings,
+    stores: Stores,
+    token: str,
+    leased: tuple[int, int],
+    caught_up_after: float | None,
+) -> tuple[httpx.Response, float]:
+    """A batch posted while the catalog build is a minute behind (a key pending since
+    then, nobody building); the build catches up (its pending keys taken) after
+    `caught_up_after` seconds, or never: the answer, and how long it took."""
+    range_id, epoch = leased
+    # Database threads run while the clock may jump (see the slowloris test): no
+    # deadline here but the server's own (its looks again) and the test's wait.
+    autojump_clock.autojump_threshold = 0.01
+    options = attrs.evolve(
+        ApiOptions.from_settings(settings), catalog_max_lag_seconds=5.0, hold_recheck_seconds=5.0
+    )
+    serving = partial(serve, settings, stores, options=options, catalog_due=CatalogDue())
+    host, port = await nursery.start(serving)
+    indexer = RangeIndexer(GROUP, 1000)
+    indexer.add_data(b"\n".join(overview(1000, 1000)), 2000)
+    body = batch_body(indexer.take(), range_id, epoch)
+    with stores.catalog.pool.connection() as conn:
+        conn.execute(
+            "INSERT INTO catalog_pending (key, since) VALUES (%s, now() - interval '1 minute')",
+            (bytes(16),),
+        )
+    answered = trio.Event()
+    answers: list[tuple[httpx.Response, float]] = []
+
+    async def post() -> None:
+        async with httpx.AsyncClient(
+            base_url=f"http://{host}:{port}/api/v1/node/", headers=bearer(token), timeout=None
+        ) as client:
+            started = trio.current_time()
+            response = await client.post(f"ranges/{range_id}/batches", content=body, headers=GZIP)
+            answers.append((response, trio.current_time() - started))
+            answered.set()
+
+    stored = _Logged("stored batch")
+    logging.getLogger("usenet_indexer.coordinator.http.node").addHandler(stored)
+    try:
+        nursery.start_soon(post)
+        await stored.seen.wait()  # its answer is being held from here on
+    finally:
+        logging.getLogger("usenet_indexer.coordinator.http.node").removeHandler(stored)
+    if caught_up_after is not None:
+        await trio.sleep(caught_up_after)
+        assert not answered.is_set()  # held while the build is behind
+        with stores.catalog.pool.connection() as conn:
+            conn.execute("DELETE FROM catalog_pending")  # what a build that took them does
+    await answered.wait()
+    return answers[0]
+
+
+@pytest.mark.trio
+async def test_a_batch_is_answered_once_the_catalog_build_has_caught_up(
+    autojump_clock: trio.testing.MockClock,
+    nursery: trio.Nursery,
+    settings: Settings,
+    stores: Stores,
+    token: str,
+    leased: tuple[int, int],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, "usenet_indexer.coordinator.http.node")
+    with _given_up_after(DEADLINE_SECONDS, nursery):
+        response, took = await _post_while_behind(
+            autojump_clock, nursery, settings, stores, token, leased, caught_up_after=10.0
+        )
+    assert response.status_code == 200
+    assert response.json()["stored"] is True
+    assert 10.0 <= took <= 15.0  # held until the next look after the build caught up
+    assert "no longer behind (catalog_max_lag_seconds=5)" in caplog.text
+
+
+@pytest.mark.trio
+async def test_a_batch_is_held_no_longer_than_the_hold_limit_when_the_build_never_catches_up(
+    autojump_clock: trio.testing.MockClock,
+    nursery: trio.Nursery,
+    settings: Settings,
+    stores: Stores,
+    token: str,
+    leased: tuple[int, int],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, "usenet_indexer.coordinator.http.node")
+    with _given_up_after(DEADLINE_SECONDS, nursery):
+        response, took = await _post_while_behind(
+            autojump_clock, nursery, settings, stores, token, leased, caught_up_after=None
+        )
+    assert response.status_code == 200
+    assert HOLD_MAX_SECONDS <= took < HOLD_MAX_SECONDS + 5.0
+    assert re.search(
+        r"answered after 3\d\.\d s held, the catalog build still \d+\.\d s behind", caplog.text
+    )

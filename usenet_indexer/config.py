@@ -91,6 +91,9 @@ class Settings:
         catalog_quiet_seconds: an incomplete release is shown (with its
             completion) once no chunk of it came for this long; a complete
             one at once.
+        catalog_max_lag_seconds: a stored batch's answer is held (at most 30 s)
+            while the catalog build's oldest pending key has waited longer than
+            this, so edges go at the pace the catalog is built (0: never held).
         live_poll_seconds: how often the prefetcher asks each enabled group's
             high water mark and plans the new articles (the live head).
         live_margin_articles: how far below the high water mark the live head stays.
@@ -161,6 +164,7 @@ class Settings:
     spool_budget_bytes: int = 20 << 30
     catalog_build_seconds: float = 30.0
     catalog_quiet_seconds: float = 600.0
+    catalog_max_lag_seconds: float = 5.0
     live_poll_seconds: float = 60.0
     live_margin_articles: int = 0
     backfill_ranges_ahead: int = 2
@@ -273,7 +277,7 @@ def _field_names() -> set[str]:
 
 
 # Times where 0 means "at once" rather than nothing at all.
-_MAY_BE_ZERO = frozenset({"catalog_quiet_seconds", "probe_share"})
+_MAY_BE_ZERO = frozenset({"catalog_quiet_seconds", "catalog_max_lag_seconds", "probe_share"})
 
 
 def _build(values: dict[str, Any]) -> Settings:

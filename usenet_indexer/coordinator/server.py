@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from functools import partial
 from urllib.parse import urlsplit
 
+import attrs
 import trio
 from hypercorn.config import Config
 from hypercorn.trio import serve as hypercorn_serve
@@ -116,6 +117,9 @@ async def serve(
             bound (inside the nursery's exception group; see `sole_error`).
     """
     options = options or ApiOptions.from_settings(settings)
+    if catalog_due is None:
+        # Nobody builds: a batch's answer never waits for a build.
+        options = attrs.evolve(options, catalog_max_lag_seconds=0.0)
     landings = landings or Landings()
     if catalog_due is not None:
         landings.on_pending.append(catalog_due.due)

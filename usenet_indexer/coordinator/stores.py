@@ -7,6 +7,7 @@ from psycopg_pool import ConnectionPool
 
 from usenet_indexer.coordinator.catalog_build import CatalogBuild
 from usenet_indexer.store.batches import BatchStore
+from usenet_indexer.store.builds import BuildStore
 from usenet_indexer.store.catalog import CatalogTable
 from usenet_indexer.store.health import HealthStore
 from usenet_indexer.store.nodes import NodeStore
@@ -26,6 +27,7 @@ class Stores:
         spool: the spool's chunk index.
         catalog: the searchable catalog the newznab API serves.
         build: the catalog build (merges stored chunks into catalog rows; NZBs).
+        builds: how far the catalog build is behind (pending keys, builds recorded).
         users: the newznab API's users.
         health: what processes report of themselves and what they see.
     """
@@ -38,6 +40,7 @@ class Stores:
     users: UserStore
     build: CatalogBuild
     health: HealthStore
+    builds: BuildStore
 
     @classmethod
     def from_pool(cls, pool: ConnectionPool, *, fenced: bool = True, pure: bool = False) -> Stores:
@@ -62,4 +65,5 @@ class Stores:
             users=UserStore(pool),
             build=CatalogBuild(pool, pure=pure),
             health=HealthStore(pool),
+            builds=BuildStore(pool),
         )

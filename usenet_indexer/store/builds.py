@@ -32,6 +32,10 @@ _FORGET = "DELETE FROM catalog_builds WHERE at < now() - make_interval(secs => %
 _PENDING = """
     SELECT count(*), min(since), now() FROM catalog_pending
 """
+# How long the oldest pending key has waited (NULL: none pending), on the database's clock.
+_BEHIND = """
+    SELECT extract(epoch FROM now() - min(since))::float8 FROM catalog_pending
+"""
 _RECENT = """
     SELECT count(*), coalesce(sum(pending), 0), coalesce(sum(cpu_s), 0)
     FROM catalog_builds WHERE at > now() - make_interval(secs => %s)
@@ -117,6 +121,13 @@ class BuildStore:
         with self.pool.connection() as conn, conn.transaction():
             conn.execute(_RECORD, attrs.asdict(build))
             conn.execute(_FORGET, (float(KEEP_SECONDS),))
+
+    def behind(self) -> float | None:
+        """Seconds the oldest pending key has waited for a build (None: none pending)."""
+        with self.pool.connection() as conn:
+            row = conn.execute(_BEHIND).fetchone()
+        assert row is not None  # an aggregate without GROUP BY gives one row
+        return None if row[0] is None else max(0.0, float(row[0]))
 
     def lag(self, lookback_seconds: float) -> CatalogLag:
         """The pending keys, and the builds recorded in the last `lookback_seconds`."""

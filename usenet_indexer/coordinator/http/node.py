@@ -78,6 +78,11 @@ LEASE_RECHECK_SECONDS: Final = 2.0
 # Giving back a range leased to a node that went away before its answer: one
 # small UPDATE; past this the lease expires by itself.
 GIVE_BACK_SECONDS: Final = 10.0
+# A stored batch's answer waits at most this long for the catalog build to
+# catch up (`catalog_max_lag_seconds`; well inside an edge's read timeout),
+# looking again this often.
+HOLD_MAX_SECONDS: Final = 30.0
+HOLD_RECHECK_SECONDS: Final = 0.25
 
 # Range ids and epochs are PostgreSQL bigints; a larger number is none of ours.
 MAX_BIGINT: Final = 2**63 - 1
@@ -123,6 +128,11 @@ def _positive(instance: object, attribute: attrs.Attribute[Any], value: float) -
         raise ValueError(f"{attribute.name} must be positive, not {value}")
 
 
+def _not_negative(instance: object, attribute: attrs.Attribute[Any], value: float) -> None:
+    if not value >= 0:
+        raise ValueError(f"{attribute.name} must be 0 or more, not {value}")
+
+
 @attrs.frozen(kw_only=True)
 class ApiOptions:
     """What the node API needs to know; `from_settings` takes it from the settings.
@@ -156,6 +166,9 @@ class ApiOptions:
     database_threads: int = attrs.field(default=8, validator=_positive)
     retry_after_seconds: int = attrs.field(default=5, validator=_positive)
     refusals_to_park: int = attrs.field(default=REFUSALS_TO_PARK, validator=_positive)
+    catalog_max_lag_seconds: float = attrs.field(default=0.0, validator=_not_negative)
+    hold_max_seconds: float = attrs.field(default=HOLD_MAX_SECONDS, validator=_positive)
+    hold_recheck_seconds: float = attrs.field(default=HOLD_RECHECK_SECONDS, validator=_positive)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ApiOptions:
@@ -172,6 +185,7 @@ class ApiOptions:
             max_inflated_bytes=settings.max_inflated_bytes,
             lease_ttl_seconds=settings.lease_ttl_seconds,
             spool=open_spool(settings),
+            catalog_max_lag_seconds=settings.catalog_max_lag_seconds,
         )
 
 
@@ -433,6 +447,7 @@ class NodeApi:
         _log_stored(node_id, wire, stored, len(body))
         if stored.release_chunks and not stored.already:
             self.catalog_due.due()
+            await self._keep_pace(node_id, wire)
         answer = {
             "stored": True,
             "already": stored.already,
@@ -440,6 +455,34 @@ class NodeApi:
             "segments": stored.segments,
         }
         return Response.json(200, answer)
+
+    async def _keep_pace(self, node_id: int, wire: WireBatch) -> None:
+        """Hold a stored batch's answer while the catalog build is behind (its oldest
+        pending key waited over `catalog_max_lag_seconds`), at most `hold_max_seconds`:
+        the edge indexes its next batch meanwhile and posts it once answered, so the
+        edges go at the pace the catalog is built and the catalog's lag stays bounded
+        (on a machine the edges share, the build gets the CPU they would have taken).
+        0: never held. A stopping coordinator answers at once."""
+        limit = self.options.catalog_max_lag_seconds
+        if not limit:
+            return
+        started = trio.current_time()
+        deadline = started + self.options.hold_max_seconds
+        behind = await self._run(self.stores.builds.behind)
+        while behind is not None and behind > limit and not self._stopping:
+            if trio.current_time() >= deadline:
+                break
+            await trio.sleep(min(self.options.hold_recheck_seconds, deadline - trio.current_time()))
+            behind = await self._run(self.stores.builds.behind)
+        held = trio.current_time() - started
+        if held >= self.options.hold_recheck_seconds:
+            logger.info(
+                "node %d batch %d..%d of range %d: answered after %.1f s held, the catalog "
+                "build %s behind (catalog_max_lag_seconds=%g)",
+                *(node_id, wire.batch.first, wire.batch.next - 1, wire.range_id, held),
+                "no longer" if behind is None or behind <= limit else f"still {behind:.1f} s",
+                limit,
+            )
 
     def _decode_and_store(
         self, node_id: int, range_id: int, body: bytes, encoding: str | None
