@@ -34,6 +34,12 @@ settings, the edge still only COORDINATOR_URL and NODE_TOKEN, and reads the
 chunks through the presigned links the stream hands it, so the coordinator
 is out of the data path (issue 27's target there: <= 0.2 CPU-s per 1M).
 
+`--catalog-max-lag S` sets the coordinator's `catalog_max_lag_seconds`
+(default: the setting's, 5): a stored batch's answer waits while the catalog
+build is more than S seconds behind, so the edges (on this machine, sharing
+its cores with the coordinator) go at the build's pace; 0 never holds, and
+the build then works off after the last batch what piled up meanwhile.
+
 The logs must have no ERROR line, traceback or 5xx answer (`testing.logcheck`).
 
 Targets (issue 25): coordinator <= 0.4 CPU-s per 1M lines, every build
@@ -328,7 +334,13 @@ def run(
     began = time.monotonic()
     coordinator = started(
         [*UIDX, "coordinator", "--processes", str(args.coordinator_processes)],
-        child_env(DATABASE_URL=database_url, UIDX_HOME=str(home), UIDX_LISTEN=listen, **spool_env),
+        child_env(
+            DATABASE_URL=database_url,
+            UIDX_HOME=str(home),
+            UIDX_LISTEN=listen,
+            UIDX_CATALOG_MAX_LAG_SECONDS=str(args.catalog_max_lag),
+            **spool_env,
+        ),
         home / "coordinator.err",
     )
     try:
@@ -479,6 +491,12 @@ def main() -> int:
         default="folder",
         help="s3: the spool in a private S3 server; edges read chunks by presigned links",
     )
+    parser.add_argument(
+        "--catalog-max-lag",
+        type=float,
+        default=default("catalog_max_lag_seconds"),
+        help="the coordinator's catalog_max_lag_seconds (0: batches never held)",
+    )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument(
         "--logs", type=Path, help="a folder to keep the logs in (coordinator, edge, setup)"
@@ -604,6 +622,7 @@ def bench(args: argparse.Namespace) -> int:
         "coordinator_processes": args.coordinator_processes,
         "batch_articles": args.batch_articles,
         "spool": args.spool,
+        "catalog_max_lag_seconds": args.catalog_max_lag,
         "source": str(args.overview)
         if args.overview
         else f"generated posting-tools seed {args.seed}",
