@@ -307,6 +307,11 @@ class NodeApi:
     landings: Landings = attrs.field(factory=Landings)
     catalog_due: CatalogDue = attrs.field(factory=CatalogDue)
     _stopping: bool = attrs.field(init=False, default=False)
+    # How far behind the catalog build was, and when that was read: the held
+    # answers share one look per hold_recheck_seconds, however many edges wait.
+    _behind: float | None = attrs.field(init=False, default=None)
+    _behind_read: float = attrs.field(init=False, default=-math.inf)
+    _behind_lock: trio.Lock = attrs.field(init=False, factory=trio.Lock)
     _limiter: trio.CapacityLimiter = attrs.field(init=False)
     _streams: RangeStream = attrs.field(init=False)
 
@@ -468,12 +473,13 @@ class NodeApi:
             return
         started = trio.current_time()
         deadline = started + self.options.hold_max_seconds
-        behind = await self._run(self.stores.builds.behind)
+        behind = await self._catalog_behind(started)
         while behind is not None and behind > limit and not self._stopping:
             if trio.current_time() >= deadline:
                 break
             await trio.sleep(min(self.options.hold_recheck_seconds, deadline - trio.current_time()))
-            behind = await self._run(self.stores.builds.behind)
+            recent = trio.current_time() - self.options.hold_recheck_seconds
+            behind = await self._catalog_behind(max(started, recent))
         held = trio.current_time() - started
         if held >= self.options.hold_recheck_seconds:
             logger.info(
@@ -483,6 +489,15 @@ class NodeApi:
                 "no longer" if behind is None or behind <= limit else f"still {behind:.1f} s",
                 limit,
             )
+
+    async def _catalog_behind(self, since: float) -> float | None:
+        """How far behind the catalog build is (`BuildStore.behind`), as read at `since`
+        or later: one read serves every answer held meanwhile."""
+        async with self._behind_lock:
+            if self._behind_read < since:
+                self._behind_read = trio.current_time()
+                self._behind = await self._run(self.stores.builds.behind)
+            return self._behind
 
     def _decode_and_store(
         self, node_id: int, range_id: int, body: bytes, encoding: str | None
