@@ -27,13 +27,18 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from usenet_indexer.cli import main
-from usenet_indexer.core.batch import Batch
+from usenet_indexer.core import _fastindex
+from usenet_indexer.core.batch import Batch, FileChunk
 from usenet_indexer.core.indexer import (
     COMPILED_FILES,
     COMPILED_SCAN,
     MAX_MESSAGE_ID_BYTES,
     RangeIndexer,
+    _chunk_head,
+    _make_file_chunk,
     _OpenFile,
+    _parse_prefix,
+    _parsed,
     _Texts,
     indexer_kind,
     release_pass_starts,
@@ -94,6 +99,58 @@ def test_the_open_file_made_without_its_init_has_nothing_it_would_run() -> None:
     assert not hasattr(_OpenFile, "__attrs_pre_init__")
     assert all(a.validator is None and a.converter is None for a in fields)
     assert all(a.default is attrs.NOTHING for a in fields if not a.init)
+
+
+def test_the_file_chunk_made_without_its_init_has_nothing_it_would_run() -> None:
+    # _fastindex.file_chunks makes a FileChunk as object.__new__ does and sets its
+    # fields, in this order, as its __init__ would: a validator, converter, default,
+    # factory or post-init hook (or a field added) would be skipped.
+    fields = attrs.fields(FileChunk)
+    assert tuple(a.name for a in fields) == _fastindex._CHUNK_FIELDS
+    assert all(a.init for a in fields)
+    assert not hasattr(FileChunk, "__attrs_post_init__")
+    assert not hasattr(FileChunk, "__attrs_pre_init__")
+    assert all(a.validator is None and a.converter is None for a in fields)
+
+
+def test_a_file_chunk_made_by_the_compiled_conversion_equals_one_made_by_its_init() -> None:
+    assert COMPILED_FILES is not None
+    line = b'%d\tx [1/2] - "a.rar" yEnc (%d/3) tail\tp <p@x>\tMon, 01 Jan 2024 00:00:%02d +0000\t<m%d@x>\t\t70%d\t5\tXref: h g:1'
+    indexer = RangeIndexer(group=GROUP, first=FIRST)
+    indexer.add_data(b"\n".join(line % (FIRST + k, k, k, k, k) for k in (1, 2, 3)), FIRST + 4)
+    (open_file,) = indexer._open.values()
+    open_file.info = _parse_prefix(open_file.prefix)
+    arrays = COMPILED_FILES.file_arrays(open_file.segments, open_file.total, MAX_MESSAGE_ID_BYTES)
+    assert arrays is not None
+    dates: dict[bytes, int] = {}
+    for starts in ([], [FIRST + 2], [FIRST + 9]):
+        (piece, *others), repeats = COMPILED_FILES.file_pieces(arrays, starts)
+        made, made_repeats = COMPILED_FILES.file_chunks(
+            arrays, starts, FileChunk, _chunk_head(open_file), dates, _parsed
+        )
+        assert made_repeats == repeats
+        assert piece is not None
+        expected = _make_file_chunk(
+            open_file, {}, piece[0], piece[2], piece[1], posted=_parsed({}, piece[3])
+        )
+        assert made[0] == expected
+        assert [type(getattr(made[0], a.name)) for a in attrs.fields(FileChunk)] == [
+            type(getattr(expected, a.name)) for a in attrs.fields(FileChunk)
+        ]
+        assert len(made) == 1 + len(others)
+    # A date parsed once is taken from the batch's dates.
+    assert dates == {
+        b"Mon, 01 Jan 2024 00:00:01 +0000": 1704067201,
+        b"Mon, 01 Jan 2024 00:00:02 +0000": 1704067202,
+    }
+    dates[b"Mon, 01 Jan 2024 00:00:01 +0000"] = 7
+    (made_first, *_), _ = COMPILED_FILES.file_chunks(
+        arrays, [], FileChunk, _chunk_head(open_file), dates, _parsed
+    )
+    assert made_first is not None
+    assert made_first.posted == 7
+    with pytest.raises(ValueError, match="head"):
+        COMPILED_FILES.file_chunks(arrays, [], FileChunk, (), dates, _parsed)
 
 
 def test_an_open_file_made_by_the_compiled_loop_equals_one_made_by_its_init() -> None:

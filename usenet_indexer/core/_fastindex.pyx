@@ -1078,3 +1078,58 @@ def file_pieces(FileArrays f, list starts):
         PyMem_Free(bounds)
         PyMem_Free(order)
         PyMem_Free(by_number)
+
+
+cdef extern from "Python.h":
+    int PyObject_GenericSetAttr(object o, object name, object value) except -1
+
+# The fields of a FileChunk, in the order of its __init__ (tests/test_fastindex.py
+# holds the class to it): `file_chunks` sets them so.
+_CHUNK_FIELDS = (
+    "key", "name", "subject", "index", "total_segments", "posted", "numbers", "message_ids",
+    "sizes",
+)
+
+
+def file_chunks(FileArrays f, list starts, object chunk, tuple head, dict dates, object parsed):
+    """`file_pieces`' pieces as the file's chunks, each as `indexer._make_file_chunk`
+    makes it (the compiled twin of the pure path's `_make_file_chunk` per piece).
+
+    Args:
+        chunk: the class FileChunk (a frozen attrs class without validators or
+            converters), made as object.__new__ makes it and each field set once,
+            as its __init__ sets them, without a Python call per chunk.
+        head: the file's (key, name, subject, index, total_segments)
+            (`indexer._chunk_head`), the same in every piece.
+        dates: the batch's dates already parsed, by their text.
+        parsed: `indexer._parsed`, for a date not in `dates`.
+
+    Returns:
+        (chunks, repeats): a FileChunk per piece or None, as `file_pieces`.
+    """
+    cdef list pieces
+    cdef Py_ssize_t repeats, i
+    cdef object piece, posted, made
+    cdef PyObject *found
+    cdef tuple names = _CHUNK_FIELDS
+    if len(head) != 5:
+        raise ValueError("a chunk's head is (key, name, subject, index, total_segments)")
+    pieces, repeats = file_pieces(f, starts)
+    for i in range(len(pieces)):
+        piece = pieces[i]
+        if piece is None:
+            continue
+        found = PyDict_GetItem(dates, (<tuple>piece)[3])
+        posted = <object>found if found != NULL else parsed(dates, (<tuple>piece)[3])
+        made = _alloc(chunk)
+        PyObject_GenericSetAttr(made, names[0], head[0])
+        PyObject_GenericSetAttr(made, names[1], head[1])
+        PyObject_GenericSetAttr(made, names[2], head[2])
+        PyObject_GenericSetAttr(made, names[3], head[3])
+        PyObject_GenericSetAttr(made, names[4], head[4])
+        PyObject_GenericSetAttr(made, names[5], posted)
+        PyObject_GenericSetAttr(made, names[6], (<tuple>piece)[0])
+        PyObject_GenericSetAttr(made, names[7], (<tuple>piece)[2])
+        PyObject_GenericSetAttr(made, names[8], (<tuple>piece)[1])
+        pieces[i] = made
+    return pieces, repeats

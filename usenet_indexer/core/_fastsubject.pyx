@@ -412,3 +412,37 @@ def segment_count(list members):
         segments = open_file.segments
         total += _tabs(PyByteArray_AS_STRING(segments), PyByteArray_GET_SIZE(segments)) // 5
     return total
+
+
+def executable_judged(
+    dict by_release, object extensions, object companions, str rule, bint keep_dropped, dict counts
+):
+    """take()'s judging of a batch's releases where an `ExecutableRule` is the only rule,
+    the twin of `RangeIndexer._judged` (each release's `executable_verdict`, a dropped
+    one's segments counted by `segment_count`), in one call.
+
+    Args:
+        rule: the rule's name, the `dropped_by` of a release it drops.
+        keep_dropped: whether a dropped release is still converted (given back).
+        counts: filled with [releases, segments] dropped, by the verdict's key.
+
+    Returns:
+        (release, members, None or `rule`) of each release to convert, in order.
+    """
+    cdef list judged = []
+    cdef list members
+    cdef object release, key, found
+    for release, members in by_release.items():
+        key = executable_verdict(members, extensions, companions)
+        if key is None:
+            judged.append((release, members, None))
+            continue
+        found = counts.get(key)
+        if found is None:
+            counts[key] = [1, segment_count(members)]
+        else:
+            (<list>found)[0] += 1
+            (<list>found)[1] += segment_count(members)
+        if keep_dropped:
+            judged.append((release, members, rule))
+    return judged
