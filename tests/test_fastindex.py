@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 
 from usenet_indexer.cli import main
 from usenet_indexer.core import _fastindex
+from usenet_indexer.core import indexer as indexer_module
 from usenet_indexer.core.batch import Batch, FileChunk
 from usenet_indexer.core.indexer import (
     COMPILED_FILES,
@@ -40,7 +41,9 @@ from usenet_indexer.core.indexer import (
     _parse_prefix,
     _parsed,
     _Texts,
+    decode,
     indexer_kind,
+    parse_date,
     release_pass_starts,
 )
 from usenet_indexer.core.reposts import pauses, restarts
@@ -782,3 +785,67 @@ def test_without_the_compiled_loop_uidx_index_runs_the_pure_one(dump: Path, tmp_
     )
     assert "indexer: compiled (core/_fastindex)" in outputs[1][0]
     assert outputs[0][1] == outputs[1][1]
+
+
+# Dates in the form nearly every server writes, and near it: each field of
+# any digits or letters, other widths, another sign, "-0000" (local time).
+_DATE_PIECES = st.tuples(
+    st.sampled_from(["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun", "Mox", "mon", "MON"]),
+    st.sampled_from([", ", ",", " , "]),
+    st.integers(0, 99).map(str) | st.sampled_from(["00", "01", "09", "x", "\uff11"]),
+    st.sampled_from([" "]),
+    st.sampled_from(["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep"])
+    | st.sampled_from(["Oct", "Nov", "Dec", "Foo", "jan", "JAN", "Ja"]),
+    st.sampled_from([" "]),
+    st.integers(0, 9999).map(lambda y: f"{y:04d}")
+    | st.sampled_from(["999", "10000", "\uff12\uff10\uff12\uff14"]),
+    st.sampled_from([" "]),
+    st.integers(0, 99).map(lambda h: f"{h:02d}") | st.sampled_from(["1", "ab"]),
+    st.sampled_from([":"]),
+    st.integers(0, 99).map(lambda h: f"{h:02d}"),
+    st.sampled_from([":", "."]),
+    st.integers(0, 99).map(lambda h: f"{h:02d}"),
+    st.sampled_from([" ", "  "]),
+    st.sampled_from(["+", "-", "x", ""]),
+    st.integers(0, 9999).map(lambda z: f"{z:04d}") | st.sampled_from(["000", "00000", "GMT"]),
+)
+
+
+@settings(max_examples=3_000, deadline=None)
+@given(pieces=_DATE_PIECES, cut=st.integers(0, 40), extra=st.binary(max_size=2))
+@example(pieces=("Tue", ", ", "14", " ", "Nov", " ", "2023", " ", "22", ":", "13", ":", "20", " ", "+", "0000"), cut=40, extra=b"")  # fmt: skip
+@example(pieces=("Mon", ", ", "6", " ", "May", " ", "2024", " ", "10", ":", "00", ":", "00", " ", "-", "0000"), cut=40, extra=b"")  # fmt: skip
+@example(pieces=("Sun", ", ", "31", " ", "Feb", " ", "1000", " ", "99", ":", "99", ":", "99", " ", "-", "9999"), cut=40, extra=b"")  # fmt: skip
+def test_a_plain_date_is_read_as_parse_date_reads_it(
+    pieces: tuple[str, ...], cut: int, extra: bytes
+) -> None:
+    # _fastindex.plain_date answers for `_PLAIN_DATE`'s form only, with parse_date's
+    # seconds; anything else it leaves to parse_date (None).
+    whole = "".join(pieces).encode()
+    for date in (whole, whole[:cut], whole + extra, extra + whole):
+        found = _fastindex.plain_date(date)
+        expected = parse_date(decode(date))
+        assert found is None or found == expected, date
+        plain = indexer_module._PLAIN_DATE.fullmatch(decode(date))
+        if plain is not None:
+            # The plain form answers here, except with a month that is none and
+            # "-0000" (local time): email.utils reads those.
+            _, month, *_, sign, tz_hours, tz_minutes = plain.groups()
+            answers = month in indexer_module._MONTHS and (sign, tz_hours, tz_minutes) != (
+                "-",
+                "00",
+                "00",
+            )
+            assert (found is not None) == answers, date
+
+
+def test_every_generated_date_is_read_in_compiled_code() -> None:
+    # The conversion's dates, of every profile, read by plain_date, as parse_date reads them.
+    for profile in PROFILES:
+        lines = generate(GeneratorConfig(articles=3_000, seed=5, profile=profile)).lines
+        dates = {line.split(b"\t")[3] for line in lines if line.count(b"\t") >= 4}
+        answered = [d for d in dates if _fastindex.plain_date(d) is not None]
+        assert len(answered) > 0.9 * len(dates), profile
+        for date in dates:
+            found = _fastindex.plain_date(date)
+            assert found is None or found == parse_date(decode(date)), date

@@ -1091,6 +1091,94 @@ _CHUNK_FIELDS = (
 )
 
 
+cdef inline int _two(const unsigned char *s) noexcept nogil:
+    # Two ASCII digits' value, or -1.
+    if not (48 <= s[0] <= 57 and 48 <= s[1] <= 57):
+        return -1
+    return (s[0] - 48) * 10 + (s[1] - 48)
+
+
+cdef const char *_WEEKDAYS = b"MonTueWedThuFriSatSun"
+cdef const char *_MONTH_NAMES = b"JanFebMarAprMayJunJulAugSepOctNovDec"
+
+
+cdef inline long long _days(long long year, long long month, long long day) noexcept nogil:
+    # Days from 1970-01-01 to the date (the proleptic Gregorian calendar, as
+    # calendar.timegm counts them; `day` is not checked against the month).
+    cdef long long y = year - (1 if month <= 2 else 0)
+    cdef long long era = y // 400
+    cdef long long yoe = y - era * 400
+    cdef long long doy = (153 * (month + (-3 if month > 2 else 9)) + 2) // 5
+    cdef long long doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
+    return era * 146097 + doe - 719468 + day - 1
+
+
+def plain_date(bytes date):
+    """Unix seconds of a Date field in the form nearly every server writes
+    ("Mon, 6 May 2024 10:00:00 +0000"), as `indexer.parse_date` reads it
+    (`_PLAIN_DATE` and calendar.timegm): its compiled twin for that form only;
+    None for any other text (then `parse_date` decides, email.utils and all).
+    """
+    cdef const unsigned char *s = <const unsigned char *>PyBytes_AS_STRING(date)
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(date), at, w, m, day_digits
+    cdef long long day, month = 0, year, hour, minute, second, tz_hours, tz_minutes, offset
+    # "Ddd, " then 1 or 2 digits: 30 or 31 bytes in all.
+    if n == 31:
+        day_digits = 2
+    elif n == 30:
+        day_digits = 1
+    else:
+        return None
+    for w in range(7):
+        if memcmp(s, _WEEKDAYS + 3 * w, 3) == 0:
+            break
+    else:
+        return None
+    if s[3] != b',' or s[4] != b' ':
+        return None
+    if day_digits == 2:
+        day = _two(s + 5)
+        if day < 0:
+            return None
+    else:
+        if not 48 <= s[5] <= 57:
+            return None
+        day = s[5] - 48
+    at = 5 + day_digits
+    if s[at] != b' ' or s[at + 4] != b' ':
+        return None
+    # `[A-Z][a-z][a-z]` and then a month name: only a month name is both.
+    for m in range(12):
+        if memcmp(s + at + 1, _MONTH_NAMES + 3 * m, 3) == 0:
+            month = m + 1
+            break
+    else:
+        return None
+    at += 5
+    if not 49 <= s[at] <= 57 or _two(s + at) < 0 or _two(s + at + 2) < 0:
+        return None
+    year = _two(s + at) * 100 + _two(s + at + 2)
+    at += 4
+    if s[at] != b' ' or s[at + 3] != b':' or s[at + 6] != b':' or s[at + 9] != b' ':
+        return None
+    hour, minute, second = _two(s + at + 1), _two(s + at + 4), _two(s + at + 7)
+    if hour < 0 or minute < 0 or second < 0:
+        return None
+    at += 10
+    if s[at] != b'+' and s[at] != b'-':
+        return None
+    tz_hours, tz_minutes = _two(s + at + 1), _two(s + at + 3)
+    if tz_hours < 0 or tz_minutes < 0:
+        return None
+    offset = tz_hours * 3600 + tz_minutes * 60
+    if offset == 0 and s[at] == b'-':
+        return None  # "-0000": local time there (email.utils reads it)
+    return (
+        _days(year, month, day) * 86400 + hour * 3600 + minute * 60 + second
+        - (offset if s[at] == b'+' else -offset)
+    )
+
+
 def file_chunks(FileArrays f, list starts, object chunk, tuple head, dict dates, object parsed):
     """`file_pieces`' pieces as the file's chunks, each as `indexer._make_file_chunk`
     makes it (the compiled twin of the pure path's `_make_file_chunk` per piece).
@@ -1101,15 +1189,17 @@ def file_chunks(FileArrays f, list starts, object chunk, tuple head, dict dates,
             as its __init__ sets them, without a Python call per chunk.
         head: the file's (key, name, subject, index, total_segments)
             (`indexer._chunk_head`), the same in every piece.
-        dates: the batch's dates already parsed, by their text.
-        parsed: `indexer._parsed`, for a date not in `dates`.
+        dates: the batch's dates already parsed, by their text; a date not in
+            it is put there, read by `plain_date`.
+        parsed: `indexer._parsed`, for a date not in `dates` that `plain_date`
+            leaves (it puts it there).
 
     Returns:
         (chunks, repeats): a FileChunk per piece or None, as `file_pieces`.
     """
     cdef list pieces
     cdef Py_ssize_t repeats, i
-    cdef object piece, posted, made
+    cdef object piece, posted, made, date
     cdef PyObject *found
     cdef tuple names = _CHUNK_FIELDS
     if len(head) != 5:
@@ -1119,8 +1209,16 @@ def file_chunks(FileArrays f, list starts, object chunk, tuple head, dict dates,
         piece = pieces[i]
         if piece is None:
             continue
-        found = PyDict_GetItem(dates, (<tuple>piece)[3])
-        posted = <object>found if found != NULL else parsed(dates, (<tuple>piece)[3])
+        date = (<tuple>piece)[3]
+        found = PyDict_GetItem(dates, date)
+        if found != NULL:
+            posted = <object>found
+        else:
+            posted = plain_date(date)
+            if posted is None:
+                posted = parsed(dates, date)
+            else:
+                dates[date] = posted
         made = _alloc(chunk)
         PyObject_GenericSetAttr(made, names[0], head[0])
         PyObject_GenericSetAttr(made, names[1], head[1])
