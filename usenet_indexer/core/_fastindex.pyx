@@ -46,8 +46,12 @@ release. `pass_starts(files)` finds where a release whose files repeat
 numbers starts its later passes (a repost), over all its files' segments
 in article order; `file_pieces(file, starts)` cuts a file there and gives
 each piece's numbers and sizes as arrays and its message-ids as one str
-(ASCII, made in place), the first post of each number kept. No Python
-object per segment.
+(ASCII, made in place), the first post of each number kept;
+`file_chunks(file, starts, ...)` makes those pieces the file's FileChunks
+(as `indexer._make_file_chunk` makes them, each field set once, no Python
+call per chunk), a piece's date read by `plain_date` where it has the
+form nearly every server writes (the twin of `indexer.parse_date` there).
+No Python object per segment.
 
 No state lives here between calls: `fast`, the files and their buffers
 belong to the RangeIndexer.

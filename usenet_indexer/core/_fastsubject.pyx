@@ -31,8 +31,10 @@ parses those in Python.
 take()'s first steps are here too, each with its oracle in Python:
 `releases` (every open file's subject parsed and the files grouped by
 release, `indexer._releases`), `executable_verdict` (an executable rule on
-the members' file names, `rules.ExecutableRule.verdict`) and
-`segment_count` (a dropped release's segments, `_OpenFile.count` summed):
+the members' file names, `rules.ExecutableRule.verdict`),
+`segment_count` (a dropped release's segments, `_OpenFile.count` summed)
+and `executable_judged` (both for every release of a batch in one call,
+where that rule is the only one: `RangeIndexer._judged`):
 most releases of a batch are executable floods, of one to five files,
 dropped right there; tests/test_fastgrouping.py holds them to their oracles.
 """
