@@ -41,14 +41,54 @@ dropped right there; tests/test_fastgrouping.py holds them to their oracles.
 
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+from cpython.object cimport PyObject
+from cpython.ref cimport Py_DECREF, Py_INCREF
+from cpython.tuple cimport PyTuple_SET_ITEM
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy
 
 from usenet_indexer.core import subject as _subject
 from usenet_indexer.core.rules import EXECUTABLE_EXTENSIONS as _EXECUTABLE
 
-cdef object _new = _subject._new_file_subject
 cdef object _FILE_SUBJECT = _subject.FileSubject
+# FileSubject's fields, in order (tests/test_fastsubject.py holds the class to them).
+_SUBJECT_FIELDS = (
+    "file_name", "head", "file_index", "files_announced", "release_basis", "keyed_by_poster",
+)
+
+
+cdef extern from "Python.h":
+    ctypedef struct PyTypeObject:
+        PyObject *(*tp_alloc)(PyTypeObject *, Py_ssize_t)
+
+
+cdef inline object _subject_of(
+    object name, object head, object index, object announced, object basis, object keyed
+):
+    # A FileSubject (a NamedTuple: a tuple subclass without slots of its own) made
+    # as tuple.__new__(FileSubject, fields) makes it: the type's tp_alloc for six
+    # items, each item set; no Python call.
+    cdef PyObject *made = (<PyTypeObject *><PyObject *>_FILE_SUBJECT).tp_alloc(
+        <PyTypeObject *><PyObject *>_FILE_SUBJECT, 6
+    )
+    cdef object found
+    if made == NULL:
+        raise MemoryError()
+    found = <object>made
+    Py_DECREF(found)  # tp_alloc's reference, now found's
+    _put(found, 0, name)
+    _put(found, 1, head)
+    _put(found, 2, index)
+    _put(found, 3, announced)
+    _put(found, 4, basis)
+    _put(found, 5, keyed)
+    return found
+
+
+cdef inline void _put(object made, Py_ssize_t at, object item):
+    # An empty item of a new tuple set (PyTuple_SET_ITEM takes a reference).
+    Py_INCREF(item)
+    PyTuple_SET_ITEM(made, at, item)
 cdef object _looks_obfuscated = _subject.looks_obfuscated
 cdef object _headless_basis = _subject._headless_basis
 cdef dict _LAST_SUFFIXES = _subject._LAST_SUFFIXES
@@ -320,9 +360,9 @@ def file_subject(bytes prefix):
     head = _text(t, head_n)
     head_key = _squash(t, head_n) if head_n else ""
     if head_key:
-        return _new(_FILE_SUBJECT, (name, head, file_index, files_announced, f"{head_key}\x1f{files_announced}", True))
+        return _subject_of(name, head, file_index, files_announced, f"{head_key}\x1f{files_announced}", True)
     basis, keyed = _headless(name, t + name_a, name_b - name_a, files_announced)
-    return _new(_FILE_SUBJECT, (name, head, file_index, files_announced, basis, keyed))
+    return _subject_of(name, head, file_index, files_announced, basis, keyed)
 
 
 def releases(list files, object parse):
