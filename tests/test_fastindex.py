@@ -849,3 +849,47 @@ def test_every_generated_date_is_read_in_compiled_code() -> None:
         for date in dates:
             found = _fastindex.plain_date(date)
             assert found is None or found == parse_date(decode(date)), date
+
+
+def heads_alike(lines: Sequence[bytes]) -> int:
+    """`_fastindex.chunk_head` of every file the lines open, asserted to be `_chunk_head`'s;
+    how many files."""
+    indexer = RangeIndexer(group=GROUP, first=FIRST)
+    indexer.add_data(b"\n".join(lines) + b"\n", FIRST + len(lines) + 1)
+    files = list(indexer._open.values())
+    for open_file in files:
+        open_file.info = _parse_prefix(open_file.prefix)
+        found = _fastindex.chunk_head(open_file)
+        expected = _chunk_head(open_file)
+        assert found == expected, open_file.prefix
+        assert [type(field) for field in found] == [type(field) for field in expected]
+    return len(files)
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_every_profile_s_files_get_the_same_chunk_head(profile: str) -> None:
+    generated = generate(GeneratorConfig(articles=5_000, seed=3, profile=profile))
+    assert heads_alike(generated.lines) > 50
+
+
+def test_the_real_corpus_s_files_get_the_same_chunk_head(corpus_dir: Path) -> None:
+    assert heads_alike(corpus_lines(corpus_dir, FIRST, GROUP)) > 100
+
+
+@settings(max_examples=1_000, deadline=None)
+@given(
+    prefix=st.binary(max_size=40).filter(lambda b: b"\t" not in b and b"\n" not in b),
+    tail=st.binary(max_size=10).filter(lambda b: b"\t" not in b and b"\n" not in b),
+    k=st.sampled_from([b"1", b"01", b"001", b"0001", b"7"]),
+    total=st.sampled_from([b"3", b"12", b"999", b"4294967295"]),
+    poster=st.sampled_from([b"a <a@x>", "é <é@x>".encode(), b"\xff\xfe <b@x>"]),
+)
+@example(prefix=b"\xe9t\xe9 ", tail=b" \xff", k=b"01", total=b"12", poster=b"a <a@x>")
+def test_fuzzed_files_get_the_same_chunk_head(
+    prefix: bytes, tail: bytes, k: bytes, total: bytes, poster: bytes
+) -> None:
+    # Subjects that are not UTF-8 (decoded as Latin-1, prefix and tail each on its
+    # own), zero-padded counters (the subject's (1/N) padded as they are), any N.
+    subject = b'%s"a.rar" yEnc (%s/%s)%s' % (prefix.replace(b"(", b"["), k, total, tail)
+    line = b"%d\t%s\t%s\tMon, 6 May 2024 10:00:00 +0000\t<m@x>\t\t700\t5" % (FIRST, subject, poster)
+    heads_alike([line])

@@ -1235,3 +1235,51 @@ def file_chunks(FileArrays f, list starts, object chunk, tuple head, dict dates,
         PyObject_GenericSetAttr(made, names[8], (<tuple>piece)[1])
         pieces[i] = made
     return pieces, repeats
+
+
+import hashlib as _hashlib
+
+# `indexer._BLAKE2B_16`: copied for each key.
+cdef object _BLAKE2B_16 = _hashlib.blake2b(digest_size=16)
+
+
+cdef inline str _decoded(bytes data):
+    # indexer.decode: UTF-8, else Latin-1.
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data.decode("latin-1")
+
+
+def chunk_head(object open_file):
+    """`indexer._chunk_head` of a file, its compiled twin: the key (`_digest(b"f",
+    poster, prefix, N)`), name, subject (`_OpenFile.subject`), index and N that every
+    chunk of it shares."""
+    cdef bytes poster = open_file.poster
+    cdef bytes prefix = open_file.prefix
+    cdef bytes counter = open_file.counter
+    cdef object total = open_file.total
+    cdef object info = open_file.info  # a FileSubject (a tuple)
+    cdef bytes number = str(total).encode()
+    cdef Py_ssize_t a = PyBytes_GET_SIZE(poster), b = PyBytes_GET_SIZE(prefix)
+    cdef Py_ssize_t c = PyBytes_GET_SIZE(number), width
+    # b"f" b"\0" poster b"\0" prefix b"\0" N: what _digest hashes.
+    cdef bytes joined = PyBytes_FromStringAndSize(NULL, 2 + a + 1 + b + 1 + c)
+    cdef char *out = PyBytes_AS_STRING(joined)
+    out[0] = b'f'
+    out[1] = 0
+    memcpy(out + 2, PyBytes_AS_STRING(poster), a)
+    out[2 + a] = 0
+    memcpy(out + 3 + a, PyBytes_AS_STRING(prefix), b)
+    out[3 + a + b] = 0
+    memcpy(out + 4 + a + b, PyBytes_AS_STRING(number), c)
+    hasher = _BLAKE2B_16.copy()
+    hasher.update(joined)
+    width = counter.find(b"/") if counter.startswith(b"0") else 1
+    return (
+        hasher.digest(),
+        (<tuple>info)[0],
+        f"{_decoded(prefix)}({'1'.zfill(width)}/{total}){_decoded(open_file.tail)}",
+        (<tuple>info)[2],
+        total,
+    )

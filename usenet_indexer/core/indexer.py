@@ -182,6 +182,7 @@ class CompiledFiles(NamedTuple):
         ],
         tuple[list[FileChunk | None], int],
     ]
+    chunk_head: Callable[[_OpenFile], tuple[bytes, str, str, int | None, int]]
 
 
 def _compiled() -> tuple[Scan | None, CompiledFiles | None]:
@@ -197,6 +198,7 @@ def _compiled() -> tuple[Scan | None, CompiledFiles | None]:
         _fastindex.sorted_articles,
         _fastindex.file_pieces,
         _fastindex.file_chunks,
+        _fastindex.chunk_head,
     )
 
 
@@ -840,7 +842,7 @@ class RangeIndexer:
         for member, arrays in zip(members, files, strict=True):
             # Each piece as _make_file_chunk makes it, its date that of its first line.
             chunks, left_out = compiled.file_chunks(
-                arrays, starts, FileChunk, _chunk_head(member), dates, _parsed
+                arrays, starts, FileChunk, compiled.chunk_head(member), dates, _parsed
             )
             repeated += left_out
             found.append((chunks, member))
@@ -1533,7 +1535,8 @@ def _make_file_chunk(
 
 def _chunk_head(open_file: _OpenFile) -> tuple[bytes, str, str, int | None, int]:
     """A file's chunk's fields that every piece of it shares: key, name, subject,
-    index and total_segments (FileChunk's first five)."""
+    index and total_segments (FileChunk's first five). The oracle of
+    `_fastindex.chunk_head`."""
     return (
         _digest(b"f", open_file.poster, open_file.prefix, str(open_file.total).encode()),
         open_file.info.file_name,
