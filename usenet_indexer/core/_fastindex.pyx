@@ -49,8 +49,10 @@ each piece's numbers and sizes as arrays and its message-ids as one str
 (ASCII, made in place), the first post of each number kept;
 `file_chunks(file, starts, ...)` makes those pieces the file's FileChunks
 (as `indexer._make_file_chunk` makes them, each field set once, no Python
-call per chunk), a piece's date read by `plain_date` where it has the
-form nearly every server writes (the twin of `indexer.parse_date` there).
+call per chunk), with the fields every piece shares from `chunk_head`
+(the twin of `indexer._chunk_head`) and a piece's date read by
+`plain_date` where it has the form nearly every server writes (the twin of
+`indexer.parse_date` there).
 No Python object per segment.
 
 No state lives here between calls: `fast`, the files and their buffers
