@@ -1263,8 +1263,11 @@ def _upload_of(members: list[_OpenFile]) -> tuple[bytes, int] | None:
     """The upload (poster, M) a release's files are of, or None: posters apart, or M < 2."""
     poster = members[0].poster
     announced = members[0].info.files_announced or 0
-    if announced < 2 or any(m.poster != poster for m in members):
+    if announced < 2:
         return None
+    for member in members:  # (a loop: this runs for every kept release)
+        if member.poster != poster:
+            return None
     return poster, announced
 
 
