@@ -16,6 +16,7 @@ tests would compare the pure code with itself.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -77,6 +78,23 @@ def judged_alike(
         assert verdict == rule.verdict(view), [m.info.file_name for m in members]
         assert grouping().segment_count(members) == sum(m.count for m in members)
         verdicts.append(verdict)
+    # A batch's whole judging in one call, against take()'s loop over the rules.
+    for keep_dropped in (False, True):
+        indexer = RangeIndexer(
+            group="alt.binaries.test", first=FIRST, rules=(rule,), keep_dropped=keep_dropped
+        )
+        drops: Counter[tuple[str, str]] = Counter()
+        drop_segments: Counter[tuple[str, str]] = Counter()
+        pure = indexer._judged(by_release, None, drops, drop_segments)
+        counts: dict[str, list[int]] = {}
+        compiled = grouping().executable_judged(
+            by_release, rule.extensions, rule.companions, rule.name, keep_dropped, counts
+        )
+        assert [(r, list(map(id, m)), d) for r, m, d in compiled] == [
+            (r, list(map(id, m)), d) for r, m, d in pure
+        ]
+        assert {(rule.name, key): n for key, (n, _) in counts.items()} == drops
+        assert {(rule.name, key): n for key, (_, n) in counts.items()} == drop_segments
     return verdicts
 
 
@@ -209,7 +227,7 @@ def _fail(*args: object) -> None:
 
 
 # A named fake for a fault: every compiled grouping function raises.
-_FailingGrouping = CompiledGrouping(_fail, _fail, _fail)  # type: ignore[arg-type]
+_FailingGrouping = CompiledGrouping(_fail, _fail, _fail, _fail)  # type: ignore[arg-type]
 
 
 class _Buffered:

@@ -27,15 +27,23 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from usenet_indexer.cli import main
-from usenet_indexer.core.batch import Batch
+from usenet_indexer.core import _fastindex
+from usenet_indexer.core import indexer as indexer_module
+from usenet_indexer.core.batch import Batch, FileChunk
 from usenet_indexer.core.indexer import (
     COMPILED_FILES,
     COMPILED_SCAN,
     MAX_MESSAGE_ID_BYTES,
     RangeIndexer,
+    _chunk_head,
+    _make_file_chunk,
     _OpenFile,
+    _parse_prefix,
+    _parsed,
     _Texts,
+    decode,
     indexer_kind,
+    parse_date,
     release_pass_starts,
 )
 from usenet_indexer.core.reposts import pauses, restarts
@@ -94,6 +102,58 @@ def test_the_open_file_made_without_its_init_has_nothing_it_would_run() -> None:
     assert not hasattr(_OpenFile, "__attrs_pre_init__")
     assert all(a.validator is None and a.converter is None for a in fields)
     assert all(a.default is attrs.NOTHING for a in fields if not a.init)
+
+
+def test_the_file_chunk_made_without_its_init_has_nothing_it_would_run() -> None:
+    # _fastindex.file_chunks makes a FileChunk as object.__new__ does and sets its
+    # fields, in this order, as its __init__ would: a validator, converter, default,
+    # factory or post-init hook (or a field added) would be skipped.
+    fields = attrs.fields(FileChunk)
+    assert tuple(a.name for a in fields) == _fastindex._CHUNK_FIELDS
+    assert all(a.init for a in fields)
+    assert not hasattr(FileChunk, "__attrs_post_init__")
+    assert not hasattr(FileChunk, "__attrs_pre_init__")
+    assert all(a.validator is None and a.converter is None for a in fields)
+
+
+def test_a_file_chunk_made_by_the_compiled_conversion_equals_one_made_by_its_init() -> None:
+    assert COMPILED_FILES is not None
+    line = b'%d\tx [1/2] - "a.rar" yEnc (%d/3) tail\tp <p@x>\tMon, 01 Jan 2024 00:00:%02d +0000\t<m%d@x>\t\t70%d\t5\tXref: h g:1'
+    indexer = RangeIndexer(group=GROUP, first=FIRST)
+    indexer.add_data(b"\n".join(line % (FIRST + k, k, k, k, k) for k in (1, 2, 3)), FIRST + 4)
+    (open_file,) = indexer._open.values()
+    open_file.info = _parse_prefix(open_file.prefix)
+    arrays = COMPILED_FILES.file_arrays(open_file.segments, open_file.total, MAX_MESSAGE_ID_BYTES)
+    assert arrays is not None
+    dates: dict[bytes, int] = {}
+    for starts in ([], [FIRST + 2], [FIRST + 9]):
+        (piece, *others), repeats = COMPILED_FILES.file_pieces(arrays, starts)
+        made, made_repeats = COMPILED_FILES.file_chunks(
+            arrays, starts, FileChunk, _chunk_head(open_file), dates, _parsed
+        )
+        assert made_repeats == repeats
+        assert piece is not None
+        expected = _make_file_chunk(
+            open_file, {}, piece[0], piece[2], piece[1], posted=_parsed({}, piece[3])
+        )
+        assert made[0] == expected
+        assert [type(getattr(made[0], a.name)) for a in attrs.fields(FileChunk)] == [
+            type(getattr(expected, a.name)) for a in attrs.fields(FileChunk)
+        ]
+        assert len(made) == 1 + len(others)
+    # A date parsed once is taken from the batch's dates.
+    assert dates == {
+        b"Mon, 01 Jan 2024 00:00:01 +0000": 1704067201,
+        b"Mon, 01 Jan 2024 00:00:02 +0000": 1704067202,
+    }
+    dates[b"Mon, 01 Jan 2024 00:00:01 +0000"] = 7
+    (made_first, *_), _ = COMPILED_FILES.file_chunks(
+        arrays, [], FileChunk, _chunk_head(open_file), dates, _parsed
+    )
+    assert made_first is not None
+    assert made_first.posted == 7
+    with pytest.raises(ValueError, match="head"):
+        COMPILED_FILES.file_chunks(arrays, [], FileChunk, (), dates, _parsed)
 
 
 def test_an_open_file_made_by_the_compiled_loop_equals_one_made_by_its_init() -> None:
@@ -725,3 +785,111 @@ def test_without_the_compiled_loop_uidx_index_runs_the_pure_one(dump: Path, tmp_
     )
     assert "indexer: compiled (core/_fastindex)" in outputs[1][0]
     assert outputs[0][1] == outputs[1][1]
+
+
+# Dates in the form nearly every server writes, and near it: each field of
+# any digits or letters, other widths, another sign, "-0000" (local time).
+_DATE_PIECES = st.tuples(
+    st.sampled_from(["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun", "Mox", "mon", "MON"]),
+    st.sampled_from([", ", ",", " , "]),
+    st.integers(0, 99).map(str) | st.sampled_from(["00", "01", "09", "x", "\uff11"]),
+    st.sampled_from([" "]),
+    st.sampled_from(["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep"])
+    | st.sampled_from(["Oct", "Nov", "Dec", "Foo", "jan", "JAN", "Ja"]),
+    st.sampled_from([" "]),
+    st.integers(0, 9999).map(lambda y: f"{y:04d}")
+    | st.sampled_from(["999", "10000", "\uff12\uff10\uff12\uff14"]),
+    st.sampled_from([" "]),
+    st.integers(0, 99).map(lambda h: f"{h:02d}") | st.sampled_from(["1", "ab"]),
+    st.sampled_from([":"]),
+    st.integers(0, 99).map(lambda h: f"{h:02d}"),
+    st.sampled_from([":", "."]),
+    st.integers(0, 99).map(lambda h: f"{h:02d}"),
+    st.sampled_from([" ", "  "]),
+    st.sampled_from(["+", "-", "x", ""]),
+    st.integers(0, 9999).map(lambda z: f"{z:04d}") | st.sampled_from(["000", "00000", "GMT"]),
+)
+
+
+@settings(max_examples=3_000, deadline=None)
+@given(pieces=_DATE_PIECES, cut=st.integers(0, 40), extra=st.binary(max_size=2))
+@example(pieces=("Tue", ", ", "14", " ", "Nov", " ", "2023", " ", "22", ":", "13", ":", "20", " ", "+", "0000"), cut=40, extra=b"")  # fmt: skip
+@example(pieces=("Mon", ", ", "6", " ", "May", " ", "2024", " ", "10", ":", "00", ":", "00", " ", "-", "0000"), cut=40, extra=b"")  # fmt: skip
+@example(pieces=("Sun", ", ", "31", " ", "Feb", " ", "1000", " ", "99", ":", "99", ":", "99", " ", "-", "9999"), cut=40, extra=b"")  # fmt: skip
+def test_a_plain_date_is_read_as_parse_date_reads_it(
+    pieces: tuple[str, ...], cut: int, extra: bytes
+) -> None:
+    # _fastindex.plain_date answers for `_PLAIN_DATE`'s form only, with parse_date's
+    # seconds; anything else it leaves to parse_date (None).
+    whole = "".join(pieces).encode()
+    for date in (whole, whole[:cut], whole + extra, extra + whole):
+        found = _fastindex.plain_date(date)
+        expected = parse_date(decode(date))
+        assert found is None or found == expected, date
+        plain = indexer_module._PLAIN_DATE.fullmatch(decode(date))
+        if plain is not None:
+            # The plain form answers here, except with a month that is none and
+            # "-0000" (local time): email.utils reads those.
+            _, month, *_, sign, tz_hours, tz_minutes = plain.groups()
+            answers = month in indexer_module._MONTHS and (sign, tz_hours, tz_minutes) != (
+                "-",
+                "00",
+                "00",
+            )
+            assert (found is not None) == answers, date
+
+
+def test_every_generated_date_is_read_in_compiled_code() -> None:
+    # The conversion's dates, of every profile, read by plain_date, as parse_date reads them.
+    for profile in PROFILES:
+        lines = generate(GeneratorConfig(articles=3_000, seed=5, profile=profile)).lines
+        dates = {line.split(b"\t")[3] for line in lines if line.count(b"\t") >= 4}
+        answered = [d for d in dates if _fastindex.plain_date(d) is not None]
+        assert len(answered) > 0.9 * len(dates), profile
+        for date in dates:
+            found = _fastindex.plain_date(date)
+            assert found is None or found == parse_date(decode(date)), date
+
+
+def heads_alike(lines: Sequence[bytes]) -> int:
+    """`_fastindex.chunk_head` of every file the lines open, asserted to be `_chunk_head`'s;
+    how many files."""
+    indexer = RangeIndexer(group=GROUP, first=FIRST)
+    indexer.add_data(b"\n".join(lines) + b"\n", FIRST + len(lines) + 1)
+    files = list(indexer._open.values())
+    for open_file in files:
+        open_file.info = _parse_prefix(open_file.prefix)
+        found = _fastindex.chunk_head(open_file)
+        expected = _chunk_head(open_file)
+        assert found == expected, open_file.prefix
+        assert [type(field) for field in found] == [type(field) for field in expected]
+    return len(files)
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_every_profile_s_files_get_the_same_chunk_head(profile: str) -> None:
+    generated = generate(GeneratorConfig(articles=5_000, seed=3, profile=profile))
+    assert heads_alike(generated.lines) > 50
+
+
+def test_the_real_corpus_s_files_get_the_same_chunk_head(corpus_dir: Path) -> None:
+    assert heads_alike(corpus_lines(corpus_dir, FIRST, GROUP)) > 100
+
+
+@settings(max_examples=1_000, deadline=None)
+@given(
+    prefix=st.binary(max_size=40).filter(lambda b: b"\t" not in b and b"\n" not in b),
+    tail=st.binary(max_size=10).filter(lambda b: b"\t" not in b and b"\n" not in b),
+    k=st.sampled_from([b"1", b"01", b"001", b"0001", b"7"]),
+    total=st.sampled_from([b"3", b"12", b"999", b"4294967295"]),
+    poster=st.sampled_from([b"a <a@x>", "é <é@x>".encode(), b"\xff\xfe <b@x>"]),
+)
+@example(prefix=b"\xe9t\xe9 ", tail=b" \xff", k=b"01", total=b"12", poster=b"a <a@x>")
+def test_fuzzed_files_get_the_same_chunk_head(
+    prefix: bytes, tail: bytes, k: bytes, total: bytes, poster: bytes
+) -> None:
+    # Subjects that are not UTF-8 (decoded as Latin-1, prefix and tail each on its
+    # own), zero-padded counters (the subject's (1/N) padded as they are), any N.
+    subject = b'%s"a.rar" yEnc (%s/%s)%s' % (prefix.replace(b"(", b"["), k, total, tail)
+    line = b"%d\t%s\t%s\tMon, 6 May 2024 10:00:00 +0000\t<m@x>\t\t700\t5" % (FIRST, subject, poster)
+    heads_alike([line])

@@ -12,6 +12,7 @@ subjects, or these tests would compare the pure parse with itself.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -49,6 +50,26 @@ def prefixes(subjects: Iterable[bytes]) -> list[bytes]:
 
 def test_the_compiled_parse_is_built() -> None:
     assert COMPILED_SUBJECT is not None, "core/_fastsubject is not built: run scripts/bootstrap"
+
+
+def test_a_file_subject_made_without_its_new_is_the_named_tuple_it_makes() -> None:
+    # _fastsubject makes a FileSubject as tuple.__new__(FileSubject, fields) does: its
+    # type's tp_alloc and the six items in this order; a field added, or a class that
+    # is no plain NamedTuple any more, would be made wrong.
+    from usenet_indexer.core import _fastsubject
+
+    assert FileSubject._fields == _fastsubject._SUBJECT_FIELDS
+    assert FileSubject.__bases__ == (tuple,)
+    assert FileSubject.__slots__ == ()
+    found = compiled(b'x [1/2] - "a.rar" yEnc ')
+    pure = parse_file_subject('x [1/2] - "a.rar" yEnc ')
+    assert found == pure
+    assert found is not None
+    assert found.keyed_by_poster is True
+    # The references its name is held by (the tuple, `name`, getrefcount's
+    # argument): as many as the pure parse's name.
+    name, pure_name = found[0], pure[0]
+    assert sys.getrefcount(name) == sys.getrefcount(pure_name) == 3
 
 
 @pytest.mark.parametrize(

@@ -670,6 +670,47 @@ def test_overview_blocks_end_at_line_ends_and_close_their_file(tmp_path: Path) -
         list(read_blocks(broken, block_bytes=10_000))
 
 
+def test_a_gzip_dump_is_read_in_big_steps(tmp_path: Path) -> None:
+    """The reading thread reads a gzip dump `INFLATE_READ_BYTES` at a time (each
+    step needs the GIL back from the indexing thread): a few reads of the file
+    for 12 MB of it, not one per 512 kB (isal's own step)."""
+    import gzip
+    import io
+    import random
+
+    from usenet_indexer.spool.dumps import read_blocks
+
+    class Counted(io.FileIO):
+        reads = 0
+        read_bytes = 0
+
+        def readinto(self, buffer: Any) -> int | None:
+            n = super().readinto(buffer)
+            Counted.reads += 1
+            Counted.read_bytes += n or 0
+            return n
+
+        def read(self, size: int | None = -1) -> bytes:
+            data = super().read(size)
+            Counted.reads += 1
+            Counted.read_bytes += len(data)
+            return data
+
+    class CountedPath(type(Path())):  # type: ignore[misc]
+        def open(self, *args: object, **kwargs: object) -> Counted:
+            return Counted(self, "rb")
+
+    rng = random.Random(5)
+    text = b"".join(b"%d\t%s\n" % (n, rng.randbytes(60).hex().encode()) for n in range(180_000))
+    packed = tmp_path / "packed.gz"
+    packed.write_bytes(gzip.compress(text, compresslevel=1))
+    assert packed.stat().st_size > 12 << 20
+    assert b"".join(read_blocks(CountedPath(packed))) == text
+    # All of the file read through the file the dump was opened as, in a few reads.
+    assert Counted.read_bytes >= packed.stat().st_size
+    assert Counted.reads < 10
+
+
 def test_overview_blocks_stop_their_reading_thread(tmp_path: Path) -> None:
     """read_blocks reads ahead in a thread: a reader that stops early, or a dump
     that fails, ends that thread (and closes the file) before the caller goes on."""

@@ -46,8 +46,14 @@ release. `pass_starts(files)` finds where a release whose files repeat
 numbers starts its later passes (a repost), over all its files' segments
 in article order; `file_pieces(file, starts)` cuts a file there and gives
 each piece's numbers and sizes as arrays and its message-ids as one str
-(ASCII, made in place), the first post of each number kept. No Python
-object per segment.
+(ASCII, made in place), the first post of each number kept;
+`file_chunks(file, starts, ...)` makes those pieces the file's FileChunks
+(as `indexer._make_file_chunk` makes them, each field set once, no Python
+call per chunk), with the fields every piece shares from `chunk_head`
+(the twin of `indexer._chunk_head`) and a piece's date read by
+`plain_date` where it has the form nearly every server writes (the twin of
+`indexer.parse_date` there).
+No Python object per segment.
 
 No state lives here between calls: `fast`, the files and their buffers
 belong to the RangeIndexer.
@@ -1078,3 +1084,204 @@ def file_pieces(FileArrays f, list starts):
         PyMem_Free(bounds)
         PyMem_Free(order)
         PyMem_Free(by_number)
+
+
+cdef extern from "Python.h":
+    int PyObject_GenericSetAttr(object o, object name, object value) except -1
+
+# The fields of a FileChunk, in the order of its __init__ (tests/test_fastindex.py
+# holds the class to it): `file_chunks` sets them so.
+_CHUNK_FIELDS = (
+    "key", "name", "subject", "index", "total_segments", "posted", "numbers", "message_ids",
+    "sizes",
+)
+
+
+cdef inline int _two(const unsigned char *s) noexcept nogil:
+    # Two ASCII digits' value, or -1.
+    if not (48 <= s[0] <= 57 and 48 <= s[1] <= 57):
+        return -1
+    return (s[0] - 48) * 10 + (s[1] - 48)
+
+
+cdef const char *_WEEKDAYS = b"MonTueWedThuFriSatSun"
+cdef const char *_MONTH_NAMES = b"JanFebMarAprMayJunJulAugSepOctNovDec"
+
+
+cdef inline long long _days(long long year, long long month, long long day) noexcept nogil:
+    # Days from 1970-01-01 to the date (the proleptic Gregorian calendar, as
+    # calendar.timegm counts them; `day` is not checked against the month).
+    cdef long long y = year - (1 if month <= 2 else 0)
+    cdef long long era = y // 400
+    cdef long long yoe = y - era * 400
+    cdef long long doy = (153 * (month + (-3 if month > 2 else 9)) + 2) // 5
+    cdef long long doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
+    return era * 146097 + doe - 719468 + day - 1
+
+
+def plain_date(bytes date):
+    """Unix seconds of a Date field in the form nearly every server writes
+    ("Mon, 6 May 2024 10:00:00 +0000"), as `indexer.parse_date` reads it
+    (`_PLAIN_DATE` and calendar.timegm): its compiled twin for that form only;
+    None for any other text (then `parse_date` decides, email.utils and all).
+    """
+    cdef const unsigned char *s = <const unsigned char *>PyBytes_AS_STRING(date)
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(date), at, w, m, day_digits
+    cdef long long day, month = 0, year, hour, minute, second, tz_hours, tz_minutes, offset
+    # "Ddd, " then 1 or 2 digits: 30 or 31 bytes in all.
+    if n == 31:
+        day_digits = 2
+    elif n == 30:
+        day_digits = 1
+    else:
+        return None
+    for w in range(7):
+        if memcmp(s, _WEEKDAYS + 3 * w, 3) == 0:
+            break
+    else:
+        return None
+    if s[3] != b',' or s[4] != b' ':
+        return None
+    if day_digits == 2:
+        day = _two(s + 5)
+        if day < 0:
+            return None
+    else:
+        if not 48 <= s[5] <= 57:
+            return None
+        day = s[5] - 48
+    at = 5 + day_digits
+    if s[at] != b' ' or s[at + 4] != b' ':
+        return None
+    # `[A-Z][a-z][a-z]` and then a month name: only a month name is both.
+    for m in range(12):
+        if memcmp(s + at + 1, _MONTH_NAMES + 3 * m, 3) == 0:
+            month = m + 1
+            break
+    else:
+        return None
+    at += 5
+    if not 49 <= s[at] <= 57 or _two(s + at) < 0 or _two(s + at + 2) < 0:
+        return None
+    year = _two(s + at) * 100 + _two(s + at + 2)
+    at += 4
+    if s[at] != b' ' or s[at + 3] != b':' or s[at + 6] != b':' or s[at + 9] != b' ':
+        return None
+    hour, minute, second = _two(s + at + 1), _two(s + at + 4), _two(s + at + 7)
+    if hour < 0 or minute < 0 or second < 0:
+        return None
+    at += 10
+    if s[at] != b'+' and s[at] != b'-':
+        return None
+    tz_hours, tz_minutes = _two(s + at + 1), _two(s + at + 3)
+    if tz_hours < 0 or tz_minutes < 0:
+        return None
+    offset = tz_hours * 3600 + tz_minutes * 60
+    if offset == 0 and s[at] == b'-':
+        return None  # "-0000": local time there (email.utils reads it)
+    return (
+        _days(year, month, day) * 86400 + hour * 3600 + minute * 60 + second
+        - (offset if s[at] == b'+' else -offset)
+    )
+
+
+def file_chunks(FileArrays f, list starts, object chunk, tuple head, dict dates, object parsed):
+    """`file_pieces`' pieces as the file's chunks, each as `indexer._make_file_chunk`
+    makes it (the compiled twin of the pure path's `_make_file_chunk` per piece).
+
+    Args:
+        chunk: the class FileChunk (a frozen attrs class without validators or
+            converters), made as object.__new__ makes it and each field set once,
+            as its __init__ sets them, without a Python call per chunk.
+        head: the file's (key, name, subject, index, total_segments)
+            (`indexer._chunk_head`), the same in every piece.
+        dates: the batch's dates already parsed, by their text; a date not in
+            it is put there, read by `plain_date`.
+        parsed: `indexer._parsed`, for a date not in `dates` that `plain_date`
+            leaves (it puts it there).
+
+    Returns:
+        (chunks, repeats): a FileChunk per piece or None, as `file_pieces`.
+    """
+    cdef list pieces
+    cdef Py_ssize_t repeats, i
+    cdef object piece, posted, made, date
+    cdef PyObject *found
+    cdef tuple names = _CHUNK_FIELDS
+    if len(head) != 5:
+        raise ValueError("a chunk's head is (key, name, subject, index, total_segments)")
+    pieces, repeats = file_pieces(f, starts)
+    for i in range(len(pieces)):
+        piece = pieces[i]
+        if piece is None:
+            continue
+        date = (<tuple>piece)[3]
+        found = PyDict_GetItem(dates, date)
+        if found != NULL:
+            posted = <object>found
+        else:
+            posted = plain_date(date)
+            if posted is None:
+                posted = parsed(dates, date)
+            else:
+                dates[date] = posted
+        made = _alloc(chunk)
+        PyObject_GenericSetAttr(made, names[0], head[0])
+        PyObject_GenericSetAttr(made, names[1], head[1])
+        PyObject_GenericSetAttr(made, names[2], head[2])
+        PyObject_GenericSetAttr(made, names[3], head[3])
+        PyObject_GenericSetAttr(made, names[4], head[4])
+        PyObject_GenericSetAttr(made, names[5], posted)
+        PyObject_GenericSetAttr(made, names[6], (<tuple>piece)[0])
+        PyObject_GenericSetAttr(made, names[7], (<tuple>piece)[2])
+        PyObject_GenericSetAttr(made, names[8], (<tuple>piece)[1])
+        pieces[i] = made
+    return pieces, repeats
+
+
+import hashlib as _hashlib
+
+# `indexer._BLAKE2B_16`: copied for each key.
+cdef object _BLAKE2B_16 = _hashlib.blake2b(digest_size=16)
+
+
+cdef inline str _decoded(bytes data):
+    # indexer.decode: UTF-8, else Latin-1.
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data.decode("latin-1")
+
+
+def chunk_head(object open_file):
+    """`indexer._chunk_head` of a file, its compiled twin: the key (`_digest(b"f",
+    poster, prefix, N)`), name, subject (`_OpenFile.subject`), index and N that every
+    chunk of it shares."""
+    cdef bytes poster = open_file.poster
+    cdef bytes prefix = open_file.prefix
+    cdef bytes counter = open_file.counter
+    cdef object total = open_file.total
+    cdef object info = open_file.info  # a FileSubject (a tuple)
+    cdef bytes number = str(total).encode()
+    cdef Py_ssize_t a = PyBytes_GET_SIZE(poster), b = PyBytes_GET_SIZE(prefix)
+    cdef Py_ssize_t c = PyBytes_GET_SIZE(number), width
+    # b"f" b"\0" poster b"\0" prefix b"\0" N: what _digest hashes.
+    cdef bytes joined = PyBytes_FromStringAndSize(NULL, 2 + a + 1 + b + 1 + c)
+    cdef char *out = PyBytes_AS_STRING(joined)
+    out[0] = b'f'
+    out[1] = 0
+    memcpy(out + 2, PyBytes_AS_STRING(poster), a)
+    out[2 + a] = 0
+    memcpy(out + 3 + a, PyBytes_AS_STRING(prefix), b)
+    out[3 + a + b] = 0
+    memcpy(out + 4 + a + b, PyBytes_AS_STRING(number), c)
+    hasher = _BLAKE2B_16.copy()
+    hasher.update(joined)
+    width = counter.find(b"/") if counter.startswith(b"0") else 1
+    return (
+        hasher.digest(),
+        (<tuple>info)[0],
+        f"{_decoded(prefix)}({'1'.zfill(width)}/{total}){_decoded(open_file.tail)}",
+        (<tuple>info)[2],
+        total,
+    )

@@ -13,3 +13,11 @@ def executable_verdict(
     members: list[Any], extensions: frozenset[str], companions: frozenset[str]
 ) -> str | None: ...
 def segment_count(members: list[Any]) -> int: ...
+def executable_judged(
+    by_release: dict[tuple[bytes, str], list[Any]],
+    extensions: frozenset[str],
+    companions: frozenset[str],
+    rule: str,
+    keep_dropped: bool,
+    counts: dict[str, list[int]],
+) -> list[tuple[tuple[bytes, str], list[Any], str | None]]: ...

@@ -31,22 +31,64 @@ parses those in Python.
 take()'s first steps are here too, each with its oracle in Python:
 `releases` (every open file's subject parsed and the files grouped by
 release, `indexer._releases`), `executable_verdict` (an executable rule on
-the members' file names, `rules.ExecutableRule.verdict`) and
-`segment_count` (a dropped release's segments, `_OpenFile.count` summed):
+the members' file names, `rules.ExecutableRule.verdict`),
+`segment_count` (a dropped release's segments, `_OpenFile.count` summed)
+and `executable_judged` (both for every release of a batch in one call,
+where that rule is the only one: `RangeIndexer._judged`):
 most releases of a batch are executable floods, of one to five files,
 dropped right there; tests/test_fastgrouping.py holds them to their oracles.
 """
 
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+from cpython.object cimport PyObject
+from cpython.ref cimport Py_DECREF, Py_INCREF
+from cpython.tuple cimport PyTuple_SET_ITEM
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy
 
 from usenet_indexer.core import subject as _subject
 from usenet_indexer.core.rules import EXECUTABLE_EXTENSIONS as _EXECUTABLE
 
-cdef object _new = _subject._new_file_subject
 cdef object _FILE_SUBJECT = _subject.FileSubject
+# FileSubject's fields, in order (tests/test_fastsubject.py holds the class to them).
+_SUBJECT_FIELDS = (
+    "file_name", "head", "file_index", "files_announced", "release_basis", "keyed_by_poster",
+)
+
+
+cdef extern from "Python.h":
+    ctypedef struct PyTypeObject:
+        PyObject *(*tp_alloc)(PyTypeObject *, Py_ssize_t)
+
+
+cdef inline object _subject_of(
+    object name, object head, object index, object announced, object basis, object keyed
+):
+    # A FileSubject (a NamedTuple: a tuple subclass without slots of its own) made
+    # as tuple.__new__(FileSubject, fields) makes it: the type's tp_alloc for six
+    # items, each item set; no Python call.
+    cdef PyObject *made = (<PyTypeObject *><PyObject *>_FILE_SUBJECT).tp_alloc(
+        <PyTypeObject *><PyObject *>_FILE_SUBJECT, 6
+    )
+    cdef object found
+    if made == NULL:
+        raise MemoryError()
+    found = <object>made
+    Py_DECREF(found)  # tp_alloc's reference, now found's
+    _put(found, 0, name)
+    _put(found, 1, head)
+    _put(found, 2, index)
+    _put(found, 3, announced)
+    _put(found, 4, basis)
+    _put(found, 5, keyed)
+    return found
+
+
+cdef inline void _put(object made, Py_ssize_t at, object item):
+    # An empty item of a new tuple set (PyTuple_SET_ITEM takes a reference).
+    Py_INCREF(item)
+    PyTuple_SET_ITEM(made, at, item)
 cdef object _looks_obfuscated = _subject.looks_obfuscated
 cdef object _headless_basis = _subject._headless_basis
 cdef dict _LAST_SUFFIXES = _subject._LAST_SUFFIXES
@@ -318,9 +360,9 @@ def file_subject(bytes prefix):
     head = _text(t, head_n)
     head_key = _squash(t, head_n) if head_n else ""
     if head_key:
-        return _new(_FILE_SUBJECT, (name, head, file_index, files_announced, f"{head_key}\x1f{files_announced}", True))
+        return _subject_of(name, head, file_index, files_announced, f"{head_key}\x1f{files_announced}", True)
     basis, keyed = _headless(name, t + name_a, name_b - name_a, files_announced)
-    return _new(_FILE_SUBJECT, (name, head, file_index, files_announced, basis, keyed))
+    return _subject_of(name, head, file_index, files_announced, basis, keyed)
 
 
 def releases(list files, object parse):
@@ -412,3 +454,37 @@ def segment_count(list members):
         segments = open_file.segments
         total += _tabs(PyByteArray_AS_STRING(segments), PyByteArray_GET_SIZE(segments)) // 5
     return total
+
+
+def executable_judged(
+    dict by_release, object extensions, object companions, str rule, bint keep_dropped, dict counts
+):
+    """take()'s judging of a batch's releases where an `ExecutableRule` is the only rule,
+    the twin of `RangeIndexer._judged` (each release's `executable_verdict`, a dropped
+    one's segments counted by `segment_count`), in one call.
+
+    Args:
+        rule: the rule's name, the `dropped_by` of a release it drops.
+        keep_dropped: whether a dropped release is still converted (given back).
+        counts: filled with [releases, segments] dropped, by the verdict's key.
+
+    Returns:
+        (release, members, None or `rule`) of each release to convert, in order.
+    """
+    cdef list judged = []
+    cdef list members
+    cdef object release, key, found
+    for release, members in by_release.items():
+        key = executable_verdict(members, extensions, companions)
+        if key is None:
+            judged.append((release, members, None))
+            continue
+        found = counts.get(key)
+        if found is None:
+            counts[key] = [1, segment_count(members)]
+        else:
+            (<list>found)[0] += 1
+            (<list>found)[1] += segment_count(members)
+        if keep_dropped:
+            judged.append((release, members, rule))
+    return judged

@@ -171,6 +171,18 @@ class CompiledFiles(NamedTuple):
     pass_starts: Callable[[list[FileArrays], bool], list[int]]
     sorted_articles: Callable[[list[FileArrays]], array[int]]
     file_pieces: Callable[[FileArrays, list[int]], tuple[list[Piece | None], int]]
+    file_chunks: Callable[
+        [
+            FileArrays,
+            list[int],
+            type[FileChunk],
+            tuple[bytes, str, str, int | None, int],
+            dict[bytes, int],
+            Callable[[dict[bytes, int], bytes], int],
+        ],
+        tuple[list[FileChunk | None], int],
+    ]
+    chunk_head: Callable[[_OpenFile], tuple[bytes, str, str, int | None, int]]
 
 
 def _compiled() -> tuple[Scan | None, CompiledFiles | None]:
@@ -185,6 +197,8 @@ def _compiled() -> tuple[Scan | None, CompiledFiles | None]:
         _fastindex.pass_starts,
         _fastindex.sorted_articles,
         _fastindex.file_pieces,
+        _fastindex.file_chunks,
+        _fastindex.chunk_head,
     )
 
 
@@ -214,6 +228,17 @@ class CompiledGrouping(NamedTuple):
     ]
     executable_verdict: Callable[[list[_OpenFile], frozenset[str], frozenset[str]], str | None]
     segment_count: Callable[[list[_OpenFile]], int]
+    executable_judged: Callable[
+        [
+            dict[tuple[bytes, str], list[_OpenFile]],
+            frozenset[str],
+            frozenset[str],
+            str,
+            bool,
+            dict[str, list[int]],
+        ],
+        list[tuple[tuple[bytes, str], list[_OpenFile], str | None]],
+    ]
 
 
 def _compiled_grouping() -> CompiledGrouping | None:
@@ -224,7 +249,10 @@ def _compiled_grouping() -> CompiledGrouping | None:
     except ImportError:
         return None
     return CompiledGrouping(
-        _fastsubject.releases, _fastsubject.executable_verdict, _fastsubject.segment_count
+        _fastsubject.releases,
+        _fastsubject.executable_verdict,
+        _fastsubject.segment_count,
+        _fastsubject.executable_judged,
     )
 
 
@@ -548,33 +576,18 @@ class RangeIndexer:
         drop_segments: Counter[tuple[str, str]] = Counter()
         releases: list[ReleaseChunk] = []
         candidates: list[ProbeCandidate] = []
-        judged: list[tuple[tuple[bytes, str], list[_OpenFile], str | None]] = []
-        for release, members in by_release.items():
-            # The view is made for a rule that needs one: the executable rule
-            # (most drops) reads the file names off the members when compiled.
-            view = None
-            dropped_by = None
-            for rule in self.rules:
-                if grouping is not None and type(rule) is ExecutableRule:
-                    key = grouping.executable_verdict(members, rule.extensions, rule.companions)
-                else:
-                    if view is None:
-                        view = ReleaseView(
-                            [m.info.file_name for m in members], partial(_members_name, members)
-                        )
-                    key = rule.verdict(view)
-                if key is not None:
-                    drops[rule.name, key] += 1
-                    drop_segments[rule.name, key] += (
-                        sum([m.count for m in members])
-                        if grouping is None
-                        else grouping.segment_count(members)
-                    )
-                    dropped_by = rule.name
-                    break
-            if dropped_by is not None and not self.keep_dropped:
-                continue  # counted; never converted
-            judged.append((release, members, dropped_by))
+        rule = self.rules[0] if len(self.rules) == 1 else None
+        if grouping is not None and rule is not None and type(rule) is ExecutableRule:
+            # The default rules: every release judged in one compiled call.
+            counts: dict[str, list[int]] = {}
+            judged = grouping.executable_judged(
+                by_release, rule.extensions, rule.companions, rule.name, self.keep_dropped, counts
+            )
+            for key, (n, segments) in counts.items():
+                drops[rule.name, key] += n
+                drop_segments[rule.name, key] += segments
+        else:
+            judged = self._judged(by_release, grouping, drops, drop_segments)
         passes = _upload_passes(
             (members for _, members, dropped_by in judged if dropped_by is None),
             None if self.pure else COMPILED_FILES,
@@ -619,6 +632,45 @@ class RangeIndexer:
         self._lines = 0
         self._batch_first = self._next
         return batch
+
+    def _judged(
+        self,
+        by_release: dict[tuple[bytes, str], list[_OpenFile]],
+        grouping: CompiledGrouping | None,
+        drops: Counter[tuple[str, str]],
+        drop_segments: Counter[tuple[str, str]],
+    ) -> list[tuple[tuple[bytes, str], list[_OpenFile], str | None]]:
+        """Each release under the rules (the oracle of `_fastsubject.executable_judged`): the
+        ones to convert, with the rule that dropped it or None; the dropped counted in
+        `drops` and `drop_segments` by (rule, key)."""
+        judged: list[tuple[tuple[bytes, str], list[_OpenFile], str | None]] = []
+        for release, members in by_release.items():
+            # The view is made for a rule that needs one: the executable rule
+            # (most drops) reads the file names off the members when compiled.
+            view = None
+            dropped_by = None
+            for rule in self.rules:
+                if grouping is not None and type(rule) is ExecutableRule:
+                    key = grouping.executable_verdict(members, rule.extensions, rule.companions)
+                else:
+                    if view is None:
+                        view = ReleaseView(
+                            [m.info.file_name for m in members], partial(_members_name, members)
+                        )
+                    key = rule.verdict(view)
+                if key is not None:
+                    drops[rule.name, key] += 1
+                    drop_segments[rule.name, key] += (
+                        sum([m.count for m in members])
+                        if grouping is None
+                        else grouping.segment_count(members)
+                    )
+                    dropped_by = rule.name
+                    break
+            if dropped_by is not None and not self.keep_dropped:
+                continue  # counted; never converted
+            judged.append((release, members, dropped_by))
+        return judged
 
     def _headerless_chunk(self, poster: bytes, posted: bytearray) -> ReleaseChunk | None:
         """One poster's articles without a counter, as one release (a file per article).
@@ -788,26 +840,12 @@ class RangeIndexer:
         found: list[tuple[list[FileChunk | None], _OpenFile]] = []
         repeated = 0
         for member, arrays in zip(members, files, strict=True):
-            pieces, left_out = compiled.file_pieces(arrays, starts)
-            repeated += left_out
-            found.append(
-                (
-                    [
-                        None
-                        if piece is None
-                        else _make_file_chunk(
-                            member,
-                            dates,
-                            piece[0],
-                            piece[2],
-                            piece[1],
-                            posted=_parsed(dates, piece[3]),
-                        )
-                        for piece in pieces
-                    ],
-                    member,
-                )
+            # Each piece as _make_file_chunk makes it, its date that of its first line.
+            chunks, left_out = compiled.file_chunks(
+                arrays, starts, FileChunk, compiled.chunk_head(member), dates, _parsed
             )
+            repeated += left_out
+            found.append((chunks, member))
         if cuts or repeats:
             # Where the pure path cuts a file (`_pieces`), it counts its repeats, if none.
             self._skipped["repeated_segment"] += repeated
@@ -1225,8 +1263,11 @@ def _upload_of(members: list[_OpenFile]) -> tuple[bytes, int] | None:
     """The upload (poster, M) a release's files are of, or None: posters apart, or M < 2."""
     poster = members[0].poster
     announced = members[0].info.files_announced or 0
-    if announced < 2 or any(m.poster != poster for m in members):
+    if announced < 2:
         return None
+    for member in members:  # (a loop: this runs for every kept release)
+        if member.poster != poster:
+            return None
     return poster, announced
 
 
@@ -1487,15 +1528,24 @@ def _make_file_chunk(
     if posted is None:
         posted = _parsed(dates, open_file.date)
     return FileChunk(
-        key=_digest(b"f", open_file.poster, open_file.prefix, str(open_file.total).encode()),
-        name=open_file.info.file_name,
-        subject=open_file.subject(),
-        index=open_file.info.file_index,
-        total_segments=open_file.total,
+        *_chunk_head(open_file),
         posted=posted,
         numbers=numbers,
         message_ids=message_ids if isinstance(message_ids, str) else decode(message_ids),
         sizes=sizes,
+    )
+
+
+def _chunk_head(open_file: _OpenFile) -> tuple[bytes, str, str, int | None, int]:
+    """A file's chunk's fields that every piece of it shares: key, name, subject,
+    index and total_segments (FileChunk's first five). The oracle of
+    `_fastindex.chunk_head`."""
+    return (
+        _digest(b"f", open_file.poster, open_file.prefix, str(open_file.total).encode()),
+        open_file.info.file_name,
+        open_file.subject(),
+        open_file.info.file_index,
+        open_file.total,
     )
 
 
