@@ -1278,101 +1278,86 @@ def _given_up_after(seconds: float, nursery: trio.Nursery) -> Iterator[None]:
         watchdog.cancel()
 
 
-async def _post_while_behind(
+@pytest.mark.trio
+@pytest.mark.parametrize(
+    ("caught_up_after", "took_within", "logged"),
+    [
+        # Held until the next look after the build caught up.
+        (10.0, (10.0, 15.0), r"no longer behind \(catalog_max_lag_seconds=5\)"),
+        # Never caught up: answered once the hold's limit is reached.
+        (
+            None,
+            (HOLD_MAX_SECONDS, HOLD_MAX_SECONDS + 5.0),
+            r"answered after 3\d\.\d s held, the catalog build still \d+\.\d s behind",
+        ),
+    ],
+    ids=["until-the-build-caught-up", "at-most-the-hold-limit"],
+)
+async def test_a_batch_is_answered_once_the_catalog_build_caught_up_or_at_the_hold_limit(
     autojump_clock: trio.testing.MockClock,
     nursery: trio.Nursery,
     settings: Settings,
     stores: Stores,
     token: str,
     leased: tuple[int, int],
+    caplog: pytest.LogCaptureFixture,
     caught_up_after: float | None,
-) -> tuple[httpx.Response, float]:
+    took_within: tuple[float, float],
+    logged: str,
+) -> None:
     """A batch posted while the catalog build is a minute behind (a key pending since
     then, nobody building); the build catches up (its pending keys taken) after
-    `caught_up_after` seconds, or never: the answer, and how long it took."""
-    range_id, epoch = leased
-    # Database threads run while the clock may jump (see the slowloris test): no
-    # deadline here but the server's own (its looks again) and the test's wait.
-    autojump_clock.autojump_threshold = 0.01
-    options = attrs.evolve(
-        ApiOptions.from_settings(settings), catalog_max_lag_seconds=5.0, hold_recheck_seconds=5.0
-    )
-    serving = partial(serve, settings, stores, options=options, catalog_due=CatalogDue())
-    host, port = await nursery.start(serving)
-    indexer = RangeIndexer(GROUP, 1000)
-    indexer.add_data(b"\n".join(overview(1000, 1000)), 2000)
-    body = batch_body(indexer.take(), range_id, epoch)
-    with stores.catalog.pool.connection() as conn:
-        conn.execute(
-            "INSERT INTO catalog_pending (key, since) VALUES (%s, now() - interval '1 minute')",
-            (bytes(16),),
-        )
-    answered = trio.Event()
-    answers: list[tuple[httpx.Response, float]] = []
-
-    async def post() -> None:
-        async with httpx.AsyncClient(
-            base_url=f"http://{host}:{port}/api/v1/node/", headers=bearer(token), timeout=None
-        ) as client:
-            started = trio.current_time()
-            response = await client.post(f"ranges/{range_id}/batches", content=body, headers=GZIP)
-            answers.append((response, trio.current_time() - started))
-            answered.set()
-
-    stored = _Logged("stored batch")
-    logging.getLogger("usenet_indexer.coordinator.http.node").addHandler(stored)
-    try:
-        nursery.start_soon(post)
-        await stored.seen.wait()  # its answer is being held from here on
-    finally:
-        logging.getLogger("usenet_indexer.coordinator.http.node").removeHandler(stored)
-    if caught_up_after is not None:
-        await trio.sleep(caught_up_after)
-        assert not answered.is_set()  # held while the build is behind
-        with stores.catalog.pool.connection() as conn:
-            conn.execute("DELETE FROM catalog_pending")  # what a build that took them does
-    await answered.wait()
-    return answers[0]
-
-
-@pytest.mark.trio
-async def test_a_batch_is_answered_once_the_catalog_build_has_caught_up(
-    autojump_clock: trio.testing.MockClock,
-    nursery: trio.Nursery,
-    settings: Settings,
-    stores: Stores,
-    token: str,
-    leased: tuple[int, int],
-    caplog: pytest.LogCaptureFixture,
-) -> None:
+    `caught_up_after` seconds, or never."""
     caplog.set_level(logging.INFO, "usenet_indexer.coordinator.http.node")
     with _given_up_after(DEADLINE_SECONDS, nursery):
-        response, took = await _post_while_behind(
-            autojump_clock, nursery, settings, stores, token, leased, caught_up_after=10.0
+        range_id, epoch = leased
+        # Database threads run while the clock may jump (see the slowloris test): no
+        # deadline here but the server's own (its looks again) and the test's wait.
+        autojump_clock.autojump_threshold = 0.01
+        options = attrs.evolve(
+            ApiOptions.from_settings(settings),
+            catalog_max_lag_seconds=5.0,
+            hold_recheck_seconds=5.0,
         )
+        serving = partial(serve, settings, stores, options=options, catalog_due=CatalogDue())
+        host, port = await nursery.start(serving)
+        indexer = RangeIndexer(GROUP, 1000)
+        indexer.add_data(b"\n".join(overview(1000, 1000)), 2000)
+        body = batch_body(indexer.take(), range_id, epoch)
+        with stores.catalog.pool.connection() as conn:
+            conn.execute(
+                "INSERT INTO catalog_pending (key, since) VALUES (%s, now() - interval '1 minute')",
+                (bytes(16),),
+            )
+        answered = trio.Event()
+        answers: list[tuple[httpx.Response, float]] = []
+
+        async def post() -> None:
+            async with httpx.AsyncClient(
+                base_url=f"http://{host}:{port}/api/v1/node/", headers=bearer(token), timeout=None
+            ) as client:
+                started = trio.current_time()
+                response = await client.post(
+                    f"ranges/{range_id}/batches", content=body, headers=GZIP
+                )
+                answers.append((response, trio.current_time() - started))
+                answered.set()
+
+        stored = _Logged("stored batch")
+        logging.getLogger("usenet_indexer.coordinator.http.node").addHandler(stored)
+        try:
+            nursery.start_soon(post)
+            await stored.seen.wait()  # its answer is being held from here on
+        finally:
+            logging.getLogger("usenet_indexer.coordinator.http.node").removeHandler(stored)
+        if caught_up_after is not None:
+            await trio.sleep(caught_up_after)
+            assert not answered.is_set()  # held while the build is behind
+            with stores.catalog.pool.connection() as conn:
+                conn.execute("DELETE FROM catalog_pending")  # what a build that took them does
+        await answered.wait()
+    response, took = answers[0]
     assert response.status_code == 200
     assert response.json()["stored"] is True
-    assert 10.0 <= took <= 15.0  # held until the next look after the build caught up
-    assert "no longer behind (catalog_max_lag_seconds=5)" in caplog.text
-
-
-@pytest.mark.trio
-async def test_a_batch_is_held_no_longer_than_the_hold_limit_when_the_build_never_catches_up(
-    autojump_clock: trio.testing.MockClock,
-    nursery: trio.Nursery,
-    settings: Settings,
-    stores: Stores,
-    token: str,
-    leased: tuple[int, int],
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    caplog.set_level(logging.INFO, "usenet_indexer.coordinator.http.node")
-    with _given_up_after(DEADLINE_SECONDS, nursery):
-        response, took = await _post_while_behind(
-            autojump_clock, nursery, settings, stores, token, leased, caught_up_after=None
-        )
-    assert response.status_code == 200
-    assert HOLD_MAX_SECONDS <= took < HOLD_MAX_SECONDS + 5.0
-    assert re.search(
-        r"answered after 3\d\.\d s held, the catalog build still \d+\.\d s behind", caplog.text
-    )
+    assert took_within[0] <= took <= took_within[1]
+    assert re.search(logged, caplog.text)
