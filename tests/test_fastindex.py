@@ -153,7 +153,7 @@ def test_a_file_chunk_made_by_the_compiled_conversion_equals_one_made_by_its_ini
     assert made_first is not None
     assert made_first.posted == 7
     with pytest.raises(ValueError, match="head"):
-        COMPILED_FILES.file_chunks(arrays, [], FileChunk, (), dates, _parsed)
+        COMPILED_FILES.file_chunks(arrays, [], FileChunk, (), dates, _parsed)  # type: ignore[arg-type]
 
 
 def test_an_open_file_made_by_the_compiled_loop_equals_one_made_by_its_init() -> None:

@@ -43,6 +43,10 @@ def file_arrays(segments: bytearray, total: int, max_message_id: int) -> FileArr
 def pass_starts(files: list[FileArrays], cut: bool = True) -> list[int]: ...
 def sorted_articles(files: list[FileArrays]) -> array[int]: ...
 def file_pieces(f: FileArrays, starts: list[int]) -> tuple[list[Piece | None], int]: ...
+
+# FileChunk's fields, in the order file_chunks sets them.
+_CHUNK_FIELDS: tuple[str, ...]
+
 def file_chunks(
     f: FileArrays,
     starts: list[int],

@@ -21,3 +21,6 @@ def executable_judged(
     keep_dropped: bool,
     counts: dict[str, list[int]],
 ) -> list[tuple[tuple[bytes, str], list[Any], str | None]]: ...
+
+# FileSubject's fields, in the order the compiled parse makes it.
+_SUBJECT_FIELDS: tuple[str, ...]
