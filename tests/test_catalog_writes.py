@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import threading
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from test_catalog_build import batches_of_generated
 
 from usenet_indexer.coordinator.stores import Stores
 from usenet_indexer.core.catalog import CatalogEntry
+from usenet_indexer.store import catalog as sql
 from usenet_indexer.store.catalog import CatalogStore
 
 CHANGED_AT = datetime(2026, 1, 1, tzinfo=UTC)
@@ -158,3 +160,57 @@ def test_the_build_reads_stored_fragments_as_bytes_not_hex(
     for description in answers:
         assert description.endswith(" 1"), description
         assert re.fullmatch(r'\d "release_key" .* "packed" .* 1', description), description
+
+
+def test_a_build_taking_pending_keys_never_deadlocks_with_a_batch_marking_them(
+    stores: Stores, pg_url: str
+) -> None:
+    # A batch upserts its keys into catalog_pending in key order; a build deletes
+    # the keys it took. Here the batch holds the first key when the build starts
+    # (keys handed in the other order) and then wants the second: the build must
+    # wait for the first instead of holding the second (a deadlock, once a 503).
+    low, high = sorted([key(1), key(2)])
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("INSERT INTO catalog_pending (key) VALUES (%s), (%s)", (low, high))
+        rows = conn.execute("SELECT key, seq FROM catalog_pending").fetchall()
+    seqs: dict[bytes, int] = {bytes(k): int(seq) for k, seq in rows}
+    upsert = (
+        "INSERT INTO catalog_pending (key) VALUES (%s)"
+        " ON CONFLICT (key) DO UPDATE SET seq = nextval('catalog_pending_seq')"
+    )
+    failed: list[BaseException] = []
+    with psycopg.connect(pg_url) as batch:
+        batch.execute(upsert, (low,))
+        build_pid: list[int] = []
+
+        def build() -> None:
+            with psycopg.connect(pg_url) as conn:
+                build_pid.append(conn.info.backend_pid)
+                try:
+                    with conn.transaction():
+                        conn.execute(sql._PENDING_DONE, ([high, low], [seqs[high], seqs[low]]))
+                except psycopg.Error as error:
+                    failed.append(error)
+
+        builder = threading.Thread(target=build)
+        builder.start()
+        # Until the server says the build waits for a lock (what the batch holds).
+        with psycopg.connect(pg_url, autocommit=True) as watch:
+            while not (
+                build_pid
+                and watch.execute(
+                    "SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = %s",
+                    (build_pid[0],),
+                ).fetchone()
+                == (True,)
+            ):
+                watch.execute("SELECT pg_sleep(0.01)")
+        batch.execute(upsert, (high,))
+        batch.commit()
+        builder.join(timeout=30)
+    assert not builder.is_alive()
+    assert failed == []
+    # Both were marked again by the batch meanwhile: both stay pending.
+    with psycopg.connect(pg_url) as conn:
+        left = {bytes(k) for (k,) in conn.execute("SELECT key FROM catalog_pending")}
+    assert left == {low, high}

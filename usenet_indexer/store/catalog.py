@@ -181,9 +181,18 @@ _SHOW_QUIET = """
 _PENDING = "SELECT key, seq FROM catalog_pending"
 _ANY_PENDING = "SELECT EXISTS (SELECT FROM catalog_pending WHERE since <= %s)"
 _NOW = "SELECT now()"
+# The built keys' rows locked in key order, as a stored batch upserts them
+# (store/batches.py): a delete in the join's order and a batch's upsert in key
+# order each held a row the other wanted (a deadlock, a 503 to the edge). A
+# row a batch marked again meanwhile has another seq and stays.
 _PENDING_DONE = """
-    DELETE FROM catalog_pending p USING unnest(%b::bytea[], %s::bigint[]) AS d(key, seq)
-    WHERE p.key = d.key AND p.seq = d.seq
+    WITH done AS (
+        SELECT p.key FROM catalog_pending p
+        JOIN unnest(%b::bytea[], %s::bigint[]) AS d(key, seq) ON p.key = d.key AND p.seq = d.seq
+        ORDER BY p.key
+        FOR UPDATE OF p
+    )
+    DELETE FROM catalog_pending p USING done WHERE p.key = done.key
 """
 # Lists of keys go as binary parameters (%b): psycopg dumps a bytea list in
 # text 70x slower (380 ms against 5.6 ms for 10k keys).
@@ -225,7 +234,13 @@ _ALBUM_WINDOW_KEYS = """
       AND int8range(r.posted, r.latest, '[]') && int8range(w.low, w.high, '[]')
       AND NOT r.no_album
 """
-_NO_ALBUM = "UPDATE releases SET no_album = true WHERE key = ANY(%b) AND NOT no_album"
+# In key order, as a batch upserts its releases: never a row each of the other's.
+_NO_ALBUM = """
+    WITH marked AS (
+        SELECT key FROM releases WHERE key = ANY(%b) AND NOT no_album ORDER BY key FOR UPDATE
+    )
+    UPDATE releases r SET no_album = true FROM marked WHERE r.key = marked.key AND NOT r.no_album
+"""
 _FILL_LATEST = """
     UPDATE releases AS r SET latest = f.latest
     FROM unnest(%b::bytea[], %s::int8[]) AS f(key, latest)
