@@ -34,7 +34,9 @@ settings, the edge still only COORDINATOR_URL and NODE_TOKEN, and reads the
 chunks through the presigned links the stream hands it, so the coordinator
 is out of the data path (issue 27's target there: <= 0.2 CPU-s per 1M).
 
-`--catalog-max-lag S` sets the coordinator's `catalog_max_lag_seconds`
+`--edge-builds` turns on the coordinator's `edge_builds` (the edges merge
+the catalog builds: they are stopped once the catalog caught up, not when
+the ranges are done). `--catalog-max-lag S` sets the coordinator's `catalog_max_lag_seconds`
 (default: the setting's, 5): a stored batch's answer waits while the catalog
 build is more than S seconds behind, so the edges (on this machine, sharing
 its cores with the coordinator) go at the build's pace; 0 never holds, and
@@ -339,6 +341,7 @@ def run(
             UIDX_HOME=str(home),
             UIDX_LISTEN=listen,
             UIDX_CATALOG_MAX_LAG_SECONDS=str(args.catalog_max_lag),
+            UIDX_EDGE_BUILDS="true" if args.edge_builds else "false",
             **spool_env,
         ),
         home / "coordinator.err",
@@ -364,14 +367,19 @@ def run(
                     args.timeout, POLL_SECONDS, "not every range was done",
                 )  # fmt: skip
                 # Stopped at once, reaped once the catalog caught up (an idle edge
-                # may take a while to stop: that is no part of the catalog's lag).
-                edge.send_signal(signal.SIGTERM)
-                log(f"every range done in {time.monotonic() - began:.1f} s; the edge stops")
+                # may take a while to stop: that is no part of the catalog's lag);
+                # with edge builds, once the catalog caught up (they build it).
+                if not args.edge_builds:
+                    edge.send_signal(signal.SIGTERM)
+                    log(f"every range done in {time.monotonic() - began:.1f} s; the edge stops")
                 last = wait_for(
-                    watch, lambda p: p.pending == 0, {"the coordinator": coordinator},
+                    watch, lambda p: p.pending == 0, both if args.edge_builds else
+                    {"the coordinator": coordinator},
                     CATALOG_SECONDS, CATCH_UP_POLL_SECONDS, "the catalog did not catch up",
                 )  # fmt: skip
                 log(f"the catalog caught up; {last.describe()}")
+                if args.edge_builds:
+                    edge.send_signal(signal.SIGTERM)
                 poller_cpu = own_cpu(backend)
             edge_cpu = stopped(edge, "the edge", signalled=True)
         finally:
@@ -496,6 +504,12 @@ def main() -> int:
         type=float,
         default=default("catalog_max_lag_seconds"),
         help="the coordinator's catalog_max_lag_seconds (0: batches never held)",
+    )
+    parser.add_argument(
+        "--edge-builds",
+        action=argparse.BooleanOptionalAction,
+        default=default("edge_builds"),
+        help="the coordinator's edge_builds: edges merge the catalog builds",
     )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument(
@@ -623,6 +637,7 @@ def bench(args: argparse.Namespace) -> int:
         "batch_articles": args.batch_articles,
         "spool": args.spool,
         "catalog_max_lag_seconds": args.catalog_max_lag,
+        "edge_builds": args.edge_builds,
         "source": str(args.overview)
         if args.overview
         else f"generated posting-tools seed {args.seed}",

@@ -57,6 +57,7 @@ from usenet_indexer.core import catalog as core
 from usenet_indexer.core.merge import CatalogRelease
 from usenet_indexer.core.renames import Finding, Shown
 from usenet_indexer.gcpolicy import BuildCollection
+from usenet_indexer.store.build_jobs import Job
 from usenet_indexer.store.catalog import (
     SHARDS,
     CatalogRow,
@@ -66,10 +67,35 @@ from usenet_indexer.store.catalog import (
     Written,
 )
 from usenet_indexer.store.probes import ProbeStore
+from usenet_indexer.wire.buildjob import BuildJob, BuildWireError
 
 # The most shards one pending build takes: with a few builders, each takes
 # some of the posters with pending keys, and the rest are left to the others.
 MAX_SHARDS = SHARDS // 4
+# While an edge asked for a build within ASKING_SECONDS, a coordinator's own
+# builder leaves keys pending under EDGE_GRACE_SECONDS to the edges (and
+# builds those left longer: edges gone, or too busy).
+EDGE_GRACE_SECONDS = 5.0
+ASKING_SECONDS = 15.0
+_INT4 = (-(2**31), 2**31 - 1)
+_INT8 = (-(2**63), 2**63 - 1)
+
+
+class NotTheJobs(BuildWireError):
+    """An edge's build names keys its job did not merge (422: nothing is written)."""
+
+    http_status = 422
+
+
+@attrs.frozen
+class Taken:
+    """What a build took: the pending keys (with their seq), the keys it merges again
+    (their closure), the closure's look-ups, and whether pending keys were left."""
+
+    pending: dict[bytes, int]
+    keys: list[bytes]
+    rounds: int
+    more: bool
 
 
 @attrs.frozen
@@ -107,11 +133,13 @@ class CatalogBuild:
 
     `pure`: fragments are unpacked, and merged files counted, by the pure code even
     where the compiled ones (wire/_fastfragments, core/_fastmerge) are built
-    (settings.pure_indexer).
+    (settings.pure_indexer). `edge_builds`: edges are offered builds (`offer`,
+    `finish`; settings.edge_builds), and fresh pending keys are left to them.
     """
 
     pool: ConnectionPool
     pure: bool = False
+    edge_builds: bool = False
     table: CatalogTable = attrs.field(init=False)
     store: CatalogStore = attrs.field(init=False)
     probes: ProbeStore = attrs.field(init=False)
@@ -129,43 +157,111 @@ class CatalogBuild:
 
     def pending(self, quiet_seconds: float) -> Built:
         """Merge again what batches touched since the last build in some shards no other
-        builder holds (their closure), and show the rows gone quiet."""
+        builder holds (their closure), and show the rows gone quiet. While edges ask
+        for builds (`edge_builds`), keys pending under EDGE_GRACE_SECONDS are left to them."""
         started = time.thread_time()
         with self.table.shards() as locks, self.collection.build():
-            shards = locks.pending_shards()
-            orphans = locks.orphans()
-            if not shards and not orphans:
+            left_to_edges = self.edge_builds and locks.jobs.edges_asking(ASKING_SECONDS)
+            taken = self._take(locks, EDGE_GRACE_SECONDS if left_to_edges else 0.0)
+            if taken is None:
                 return Built(0, 0, 0, shown=self.table.show_quiet(quiet_seconds))
-            # A random order: builders starting together take different shards.
-            order = random.sample(shards, len(shards))
-            got = locks.try_lock(order)
-            mine = [s for s in order if s in got][:MAX_SHARDS]
-            locks.unlock(got.difference(mine))
-            more = len(mine) < len(shards)
-            if shards and not mine:
-                return Built(0, 0, 0, more=True, busy=True)
-            pending = locks.pending(mine) if mine else {}
-            # A generation's key marked by a probe stands for its row's source keys.
-            touched = [*pending, *(locks.guid_sources(list(orphans)) if orphans else ())]
-            pending.update(orphans)
-            closure = self.closure(touched)
-            keys = sorted(closure.keys)
-            if not self._reach(locks, keys):
-                return Built(0, 0, 0, more=True, busy=True)
-            # The closure's keys pending in the shards it reached are built here too.
-            pending.update(locks.pending_of(keys))
-            found = self.probes.found(keys) if keys else {}
-            chunks = list(self.store.chunks(keys)) if keys else []
-            # The keys whose chunks changed: marked when no longer an album's.
-            self.table.mark_no_album(sorted(core.no_albums(c for c in chunks if c.key in pending)))
-            releases = (
-                core.merged(chunks, self.store.probed(keys), found, self.memo, pure=self.pure)
-                if keys
-                else []
+            if isinstance(taken, Built):
+                return taken
+            keys = taken.keys
+            made = core.Made((), (), ())
+            if keys:
+                chunks = list(self.store.chunks(keys))
+                made = core.made(
+                    chunks,
+                    taken.pending,
+                    self.store.probed(keys),
+                    self.probes.found(keys),
+                    self.table.changed(keys),
+                    self.probes.candidates_by_key(keys),
+                    categories=self.categories,
+                    memo=self.memo,
+                    pure=self.pure,
+                )
+                del chunks
+            written = self._write(made, keys, quiet_seconds, taken.pending)
+        return _built(len(taken.pending), len(keys), written, taken.rounds, started, taken.more)
+
+    def offer(self, node_id: int, lease_seconds: float) -> BuildJob | None:
+        """A build for edge `node_id` to do (None: nothing pending that no other builder
+        holds): some shards' pending keys and their closure, reserved for it for
+        `lease_seconds`, with what it needs to merge them (wire/buildjob.py)."""
+        with self.table.shards() as locks:
+            jobs = locks.jobs
+            jobs.asked(node_id)
+            jobs.forget_expired()
+            taken = self._take(locks, 0.0)
+            if not isinstance(taken, Taken) or not taken.keys:
+                return None
+            keys = taken.keys
+            job_id = jobs.reserve(node_id, locks.held, taken.pending, keys, lease_seconds)
+            releases, stored = self.store.packed(keys)
+            return BuildJob(
+                job_id=job_id,
+                releases=tuple(releases),
+                fragments=tuple(stored),
+                pending=tuple(taken.pending),
+                probed=tuple(self.store.probed(keys)),
+                found={k: tuple(v) for k, v in self.probes.found(keys).items()},
+                changed=self.table.changed(keys),
+                asked={k: frozenset(v) for k, v in self.probes.candidates_by_key(keys).items()},
             )
-            del chunks
-            written = self._write(releases, found, keys, quiet_seconds, pending)
-        return _built(len(pending), len(keys), written, closure.rounds, started, more)
+
+    def finish(
+        self, node_id: int, job_id: int, made: core.Made, quiet_seconds: float
+    ) -> Built | None:
+        """Write what edge `node_id` made of job `job_id` (None: the job is not the
+        node's, or expired: nothing written; its keys stay pending).
+
+        Raises:
+            NotTheJobs: rows or marks of keys the job did not merge (nothing written).
+        """
+        started = time.thread_time()
+        with self.table.shards() as locks:
+            job = locks.jobs.job(job_id, node_id)
+            if job is None:
+                return None
+            _check(job, made)
+            # Waited for: a builder that took a shard just before its reservation
+            # was seen gives it up at once.
+            locks.lock_in_order(job.shards)
+            if not locks.jobs.claim(job_id, node_id):
+                return None  # expired meanwhile
+            keys = sorted(job.keys)
+            written = self._write(made, keys, quiet_seconds, dict(job.pending))
+        return _built(len(job.pending), len(keys), written, 0, started, False)
+
+    def _take(self, locks: ShardLocks, waited_seconds: float) -> Taken | Built | None:
+        """Lock some shards with keys pending at least `waited_seconds` that no other
+        builder holds, and take their pending keys and closure (None: nothing pending;
+        a Built: nothing done, build again soon)."""
+        shards = locks.pending_shards(waited_seconds)
+        orphans = locks.orphans()
+        if not shards and not orphans:
+            return None
+        # A random order: builders starting together take different shards.
+        order = random.sample(shards, len(shards))
+        got = locks.try_lock(order)
+        mine = [s for s in order if s in got][:MAX_SHARDS]
+        locks.unlock(got.difference(mine))
+        more = len(mine) < len(shards)
+        if shards and not mine:
+            return Built(0, 0, 0, more=True, busy=True)
+        pending = locks.pending(mine) if mine else {}
+        # A generation's key marked by a probe stands for its row's source keys.
+        touched = [*pending, *(locks.guid_sources(list(orphans)) if orphans else ())]
+        pending.update(orphans)
+        closure = self.closure(touched)
+        keys = sorted(closure.keys)
+        if not self._reach(locks, keys):
+            return Built(0, 0, 0, more=True, busy=True)
+        # The closure's keys pending in the shards it reached are built here too.
+        pending.update(locks.pending_of(keys))
+        return Taken(pending, keys, closure.rounds, more)
 
     def drain(self, quiet_seconds: float) -> Built:
         """Build pending keys until none are left that another builder does not hold
@@ -193,15 +289,25 @@ class CatalogBuild:
         started = time.thread_time()
         with self.table.shards() as locks, self.collection.build():
             locks.lock_all()
+            # What edges are merging now would be written over this: refused.
+            locks.jobs.drop_all()
             pending = self.table.pending()
             chunks = list(self.store.chunks())
             latest = core.latest_dates(chunks)  # one entry per stored key
             self.table.fill_latest(latest)
-            self.table.mark_no_album(sorted(core.no_albums(chunks)))
             found = self.probes.found()
-            releases = core.merged(chunks, self.store.probed(), found, pure=self.pure)
+            made = core.made(
+                chunks,
+                latest,
+                self.store.probed(),
+                found,
+                self.table.changed(),
+                self.probes.candidates_by_key(list(latest)),
+                categories=self.categories,
+                pure=self.pure,
+            )
             del chunks
-            written = self._write(releases, found, None, quiet_seconds, pending)
+            written = self._write(made, None, quiet_seconds, pending)
         return _built(len(pending), len(latest), written, 0, started, False)
 
     def _reach(self, locks: ShardLocks, keys: Sequence[bytes]) -> bool:
@@ -254,26 +360,39 @@ class CatalogBuild:
 
     def _write(
         self,
-        releases: list[Shown],
-        found: Mapping[bytes, Sequence[Finding]],
+        made: core.Made,
         keys: list[bytes] | None,
         quiet_seconds: float,
         pending: dict[bytes, int],
     ) -> Written:
-        kept = core.kept(releases)
-        self._queue_probes(kept, found)
-        changed = self.table.changed(keys)
-        entries = (core.entry(shown, changed, found, self.categories, self.memo) for shown in kept)
-        return self.table.write(entries, quiet_seconds, pending, keys)
+        """Write what a build made: no_album marks, more probe candidates, then the rows
+        (and the pending keys taken as built) in one transaction."""
+        self.table.mark_no_album(made.no_album)
+        self.probes.add_more(made.probes)
+        return self.table.write(made.entries, quiet_seconds, pending, keys)
 
-    def _queue_probes(self, kept: list[Shown], found: Mapping[bytes, Sequence[Finding]]) -> None:
-        """More candidates the merged releases call for (core/renames.py's more_probe);
-        `found`: what the probes found for their keys (read once per build)."""
-        keys = core.probe_keys(kept)
-        if not keys:
-            return
-        asked = self.probes.candidates_by_key(keys)
-        self.probes.add_more(core.more_probes(kept, asked, found, self.categories, self.memo))
+
+def _check(job: Job, made: core.Made) -> None:
+    """An edge's rows are of its job's keys only, each guid once (a probe is of a row's
+    source key, or of its release's key: a repost generation's may be no stored one)."""
+    strays = {k for e in made.entries for k in e.sources if k not in job.keys}
+    strays.update(k for k in made.no_album if k not in job.pending)
+    guids = [e.guid for e in made.entries]
+    rows = {k.hex() for k in job.keys}.union(guids)
+    strays.update(k for k, _, _ in made.probes if k.hex() not in rows)
+    if strays:
+        raise NotTheJobs(f"{len(strays)} keys the job did not merge, e.g. {min(strays).hex()}")
+    if len(set(guids)) != len(guids):
+        raise NotTheJobs("a catalog row twice")
+    for e in made.entries:
+        texts = (e.guid, e.name, e.search_name, e.poster, e.state, *e.groups)
+        if any("\x00" in t for t in texts):
+            raise NotTheJobs(f"row {e.guid[:40]!r}: a NUL in its text")
+        small = (e.category, e.files, e.season, e.episode, *attrs.astuple(e.ids))
+        if any(n is not None and not _INT4[0] <= n <= _INT4[1] for n in small) or not all(
+            _INT8[0] <= n <= _INT8[1] for n in (e.size, e.posted)
+        ):
+            raise NotTheJobs(f"row {e.guid[:40]!r}: a number out of its column's range")
 
 
 def _built(

@@ -76,7 +76,9 @@ async def run_coordinator(
         try:
             if not fenced:
                 logger.warning("batches are stored WITHOUT the fence (a test-only switch)")
-            stores = Stores.from_pool(pool, fenced=fenced, pure=settings.pure_indexer)
+            stores = Stores.from_pool(
+                pool, fenced=fenced, pure=settings.pure_indexer, edge_builds=settings.edge_builds
+            )
             # An S3 spool's bucket and keys, once, before any edge is served.
             await trio.to_thread.run_sync(open_spool(settings).check)
             await _serve_until_signal(settings, stores, parent_fd, listen_fd, metrics_fd)

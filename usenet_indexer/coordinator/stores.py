@@ -43,7 +43,14 @@ class Stores:
     builds: BuildStore
 
     @classmethod
-    def from_pool(cls, pool: ConnectionPool, *, fenced: bool = True, pure: bool = False) -> Stores:
+    def from_pool(
+        cls,
+        pool: ConnectionPool,
+        *,
+        fenced: bool = True,
+        pure: bool = False,
+        edge_builds: bool = False,
+    ) -> Stores:
         """Every store on one pool.
 
         Args:
@@ -52,6 +59,7 @@ class Stores:
                 `BatchStore.fenced`).
             pure: the catalog build unpacks fragments with the pure code even where
                 the compiled one is built (settings.pure_indexer).
+            edge_builds: edges are offered catalog builds (settings.edge_builds).
 
         Returns:
             The stores.
@@ -63,7 +71,7 @@ class Stores:
             spool=SpoolIndex(pool),
             catalog=CatalogTable(pool),
             users=UserStore(pool),
-            build=CatalogBuild(pool, pure=pure),
+            build=CatalogBuild(pool, pure=pure, edge_builds=edge_builds),
             health=HealthStore(pool),
             builds=BuildStore(pool),
         )

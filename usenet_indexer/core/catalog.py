@@ -58,7 +58,7 @@ whole rebuild the tests and the chaos run compare with found no such case).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Set
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence, Set
 from datetime import datetime
 from typing import Any
 
@@ -122,6 +122,50 @@ def merged(
     for key in probed:
         merger.mark_probe(key)
     return apply(list(merger.releases()), found)
+
+
+@attrs.frozen
+class Made:
+    """What one build of some keys makes: the catalog rows of the releases kept, the
+    pending keys to mark as no album's (`no_albums`), and more probe candidates
+    (`more_probes`: release key, message-id, file name)."""
+
+    entries: tuple[CatalogEntry, ...]
+    no_album: tuple[bytes, ...]
+    probes: tuple[tuple[bytes, str, str], ...]
+
+
+def made(
+    chunks: Sequence[ReleaseChunk],
+    pending: Collection[bytes],
+    probed: Iterable[bytes],
+    found: Mapping[bytes, Sequence[Finding]],
+    changed: Mapping[bytes, datetime],
+    asked: Mapping[bytes, Set[str]],
+    *,
+    categories: Categories | None = None,
+    memo: Memo | None = None,
+    pure: bool = False,
+) -> Made:
+    """A build of the keys whose chunks are `chunks` (the coordinator's own, or an
+    edge's job: the same code).
+
+    Args:
+        chunks: the stored release chunks of the keys merged again.
+        pending: the keys taken as pending (their chunks changed).
+        probed: the release keys a batch reported a probe candidate for.
+        found: what probes found, by release key.
+        changed: when each key's chunks last changed.
+        asked: the probe candidates' message-ids asked before, by release key.
+        categories: a memo of categories (kept from build to build).
+        memo: what builds before made (see Memo).
+        pure: the merge's pure code even where its compiled twin is built.
+    """
+    no_album = tuple(sorted(no_albums(c for c in chunks if c.key in pending)))
+    releases = kept(merged(chunks, probed, found, memo, pure=pure))
+    probes = tuple(more_probes(releases, asked, found, categories, memo))
+    entries = tuple(entry(shown, changed, found, categories, memo) for shown in releases)
+    return Made(entries, no_album, probes)
 
 
 @attrs.frozen

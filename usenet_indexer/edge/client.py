@@ -36,6 +36,7 @@ import trio
 from usenet_indexer.core.retry import RetryPolicy
 from usenet_indexer.core.rules import Rule, rule_from_wire
 from usenet_indexer.errors import RemoteProtocolError, UidxError
+from usenet_indexer.wire.buildjob import BuildJob, decode_job
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +54,7 @@ STREAM_TIMEOUT: Final = httpx.Timeout(connect=10.0, read=60.0, write=60.0, pool=
 MAX_ERROR_CHARS: Final = 300
 
 BATCH_HEADERS: Final = {"Content-Type": "application/x-msgpack"}
+BUILD_HEADERS: Final = {"Content-Type": "application/msgpack"}
 
 
 class NodeApiError(UidxError):
@@ -294,6 +296,30 @@ class NodeClient:
         )
         answer = _json(response, "batches")
         return BatchAnswer(already=isinstance(answer, dict) and answer.get("already") is True)
+
+    async def build_job(self) -> BuildJob | None:
+        """A catalog build to do (wire/buildjob.py), or None: nothing pending (204).
+
+        Raises:
+            NodeApiError: the call failed (404: the coordinator offers no builds).
+            BuildWireError: the answer is not a job.
+        """
+        response = await self._attempts("builds", lambda: self._http.post("builds"))
+        if response.status_code == 204:
+            return None
+        return decode_job(response.content)
+
+    async def post_build(self, job_id: int, body: bytes) -> None:
+        """Send the rows made of a build job (an encode_result body).
+
+        Raises:
+            LeaseLostError: 409: the job expired or is another's; nothing was written.
+            NodeApiError: the rows were refused or could not be sent.
+        """
+        await self._attempts(
+            "built",
+            lambda: self._http.post(f"builds/{job_id}", content=body, headers=BUILD_HEADERS),
+        )
 
     async def heartbeat(self, lease: EdgeLease) -> None:
         """Keep the lease (its deadline moves on by the TTL)."""

@@ -15,6 +15,7 @@ class EventKind(enum.Enum):
     KEEPALIVE = "keepalive"  # article: the resume point (waiting for the spool)
     STORED = "stored"  # article: the new resume point
     RANGE_DONE = "range done"  # article: the resume point at the end
+    BUILT = "built"  # a catalog build job's rows taken (range_id: the job's id; article: 0)
 
 
 @attrs.frozen
@@ -23,7 +24,7 @@ class EdgeEvent:
 
     Attributes:
         kind: what happened.
-        range_id: the range it happened to.
+        range_id: the range it happened to (BUILT: the build job's id).
         article: the article it is at (see EventKind).
     """
 

@@ -26,12 +26,14 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable
+from functools import partial
 
 import attrs
 import httpx
 import trio
 
 from usenet_indexer.config import Settings
+from usenet_indexer.edge.builds import build_forever
 from usenet_indexer.edge.client import EdgeLease, NodeApiError, NodeClient, open_client
 from usenet_indexer.edge.events import Observer, ignore
 from usenet_indexer.edge.options import EdgeOptions
@@ -117,6 +119,11 @@ async def _leases(
 
     try:
         async with trio.open_nursery() as ranges:
+            if options.ranges is None:
+                # Running for good: catalog builds beside the ranges (edge/builds.py).
+                ranges.start_soon(
+                    partial(build_forever, client, stop, pure=options.pure_indexer, observe=observe)
+                )
             await _lease_loop(client, options, stop, observe, ranges, run_range)
     except BaseExceptionGroup as group:
         # A refused token or a failed lease (with `ranges`) comes out bare, as before the nursery.

@@ -57,6 +57,7 @@ from usenet_indexer.core.catalog import CatalogEntry, Span, Window, query_words,
 from usenet_indexer.core.categories import subcategories
 from usenet_indexer.core.newznab import Item
 from usenet_indexer.decode.ids import NO_IDS, MediaIds
+from usenet_indexer.store.build_jobs import BuildJobs
 from usenet_indexer.wire import fragments
 from usenet_indexer.wire.packed import PackedRelease
 
@@ -263,6 +264,7 @@ _LOCK_CLASS = 4
 _SHARD = f"(hashtext(r.poster) & {SHARDS - 1})"
 _PENDING_SHARDS = f"""
     SELECT DISTINCT {_SHARD} FROM catalog_pending p JOIN releases r USING (key)
+    WHERE p.since <= now() - make_interval(secs => %s)
 """
 _PENDING_IN = f"""
     SELECT p.key, p.seq FROM catalog_pending p JOIN releases r USING (key)
@@ -281,6 +283,11 @@ _TRY_LOCK = f"SELECT s FROM unnest(%s::int[]) AS s WHERE pg_try_advisory_lock({_
 _LOCK_ALL = f"""
     SELECT count(pg_advisory_lock({_LOCK_CLASS}, s))
     FROM (SELECT s FROM generate_series(0, {SHARDS - 1}) AS s ORDER BY s) AS shards
+"""
+# Waiting for each, in order (as _LOCK_ALL): an edge's rows written over its job's shards.
+_LOCK_IN_ORDER = f"""
+    SELECT count(pg_advisory_lock({_LOCK_CLASS}, s))
+    FROM (SELECT s FROM unnest(%s::int[]) AS s ORDER BY s) AS shards
 """
 _UNLOCK = f"SELECT pg_advisory_unlock({_LOCK_CLASS}, s) FROM unnest(%s::int[]) AS s"
 _ROW = """
@@ -444,6 +451,29 @@ class CatalogStore:
                     with self._lock:
                         self._keep(i, kept[i])
         return [(i[0], kept[i]) for i in ids if i in kept]
+
+    def packed(
+        self, keys: Sequence[bytes]
+    ) -> tuple[
+        list[tuple[bytes, str | None, str, tuple[str, ...], int | None]], list[tuple[bytes, bytes]]
+    ]:
+        """The release rows of `keys` (key, head name, poster, groups, M) and their stored
+        fragments as they are (key, packed; in order of range and batch): an edge's
+        build job unpacks them itself."""
+        with self.pool.connection() as conn:
+            releases = [
+                (bytes(key), head_name, poster, tuple(groups), announced)
+                for key, head_name, poster, groups, announced in conn.execute(
+                    _RELEASES_OF, (list(keys),)
+                ).fetchall()
+            ]
+            stored = [
+                (bytes(key), bytes(packed))
+                for key, _, _, _, packed in conn.execute(
+                    _FRAGMENTS_OF, (list(keys),), binary=True
+                ).fetchall()
+            ]
+        return releases, stored
 
     def remember(self, range_id: int, batch_first: int, releases: Iterable[PackedRelease]) -> None:
         """Keep unpacked the fragments of a batch just stored (its releases as checked,
@@ -915,16 +945,34 @@ class ShardLocks:
     _conn: psycopg.Connection[Any]
     held: set[int] = attrs.field(factory=set)
 
-    def pending_shards(self) -> list[int]:
-        """The shards with pending keys."""
-        return sorted(int(s) for (s,) in self._conn.execute(_PENDING_SHARDS).fetchall())
+    @property
+    def jobs(self) -> BuildJobs:
+        """The edges' build jobs, on this connection."""
+        return BuildJobs(self._conn)
+
+    def pending_shards(self, waited_seconds: float = 0.0) -> list[int]:
+        """The shards with pending keys (ones pending at least `waited_seconds`)."""
+        rows = self._conn.execute(_PENDING_SHARDS, (float(waited_seconds),)).fetchall()
+        return sorted(int(s) for (s,) in rows)
 
     def try_lock(self, shards: Iterable[int]) -> set[int]:
-        """Lock those of `shards` no other builder holds (never waits); the ones locked."""
+        """Lock those of `shards` no other builder holds and no edge's job reserved
+        (never waits); the ones locked."""
         wanted = sorted(set(shards) - self.held)
         got = {int(s) for (s,) in self._conn.execute(_TRY_LOCK, (wanted,)).fetchall()}
+        # Asked with the lock held: a job reserves its shards under their locks.
+        reserved = self.jobs.reserved(got) if got else set()
+        if reserved:
+            self._conn.execute(_UNLOCK, (sorted(reserved),))
+            got -= reserved
         self.held |= got
         return got
+
+    def lock_in_order(self, shards: Iterable[int]) -> None:
+        """Lock `shards`, waiting for each in order (an edge's job's rows written)."""
+        wanted = sorted(set(shards) - self.held)
+        self._conn.execute(_LOCK_IN_ORDER, (wanted,))
+        self.held |= set(wanted)
 
     def lock_all(self) -> None:
         """Every shard, waiting for each in order (a whole build)."""

@@ -34,6 +34,7 @@ from __future__ import annotations
 import enum
 import logging
 import math
+import time
 from collections.abc import Callable
 from functools import partial
 from typing import Any, Final, TypeVar, TypeVarTuple, Unpack
@@ -45,6 +46,7 @@ import trio
 from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable
 
 from usenet_indexer.config import Settings
+from usenet_indexer.coordinator.catalog_build import Built
 from usenet_indexer.coordinator.catalog_builder import CatalogDue
 from usenet_indexer.coordinator.http.asgi import (
     Denied,
@@ -62,8 +64,10 @@ from usenet_indexer.core.rules import DEFAULT_RULES
 from usenet_indexer.errors import sole_error
 from usenet_indexer.spool.store import SpoolStore, as_spool, open_spool
 from usenet_indexer.store.batches import BatchRejected, LeaseLost, Stored
+from usenet_indexer.store.builds import BuildRecord
 from usenet_indexer.store.ranges import Finish, Lease
 from usenet_indexer.wire.batchwire import BatchWireError, WireBatch, decode_batch, decode_body
+from usenet_indexer.wire.buildjob import BuildWireError, decode_result, encode_job
 from usenet_indexer.wire.frames import Frame, encode_header
 
 logger = logging.getLogger(__name__)
@@ -117,10 +121,20 @@ class Action(enum.Enum):
     HEARTBEAT = "heartbeat"
     FINISH = "finish"
     RELEASE = "release"
+    BUILD = "builds"  # POST builds: a catalog build to do (edge_builds)
+    BUILT = "built"  # POST builds/{job}: its rows
 
 
 _METHODS: Final = {action: "GET" if action is Action.STREAM else "POST" for action in Action}
-_RANGE_ACTIONS: Final = {action.value: action for action in Action if action is not Action.LEASE}
+_RANGE_ACTIONS: Final = {
+    action.value: action
+    for action in Action
+    if action not in (Action.LEASE, Action.BUILD, Action.BUILT)
+}
+# An edge's build job is reserved for it this long: past it, its rows are
+# refused (409) and its keys, still pending, built again by another.
+BUILD_LEASE_SECONDS: Final = 120.0
+_MSGPACK: Final = ((b"content-type", b"application/msgpack"),)
 
 
 def _positive(instance: object, attribute: attrs.Attribute[Any], value: float) -> None:
@@ -151,6 +165,8 @@ class ApiOptions:
         database_threads: worker threads for database calls at once (keep it
             at or under the pool's size, else threads wait for connections).
         retry_after_seconds: the Retry-After of a 503.
+        quiet_seconds: an edge's build shows a release incomplete and quiet this long
+            (catalog_quiet_seconds).
         refusals_to_park: a range whose holder's batch or finish is refused
             this many times in a row (a batch past its end, a finish before
             it) is parked as failed (store/ranges.py).
@@ -167,6 +183,7 @@ class ApiOptions:
     retry_after_seconds: int = attrs.field(default=5, validator=_positive)
     refusals_to_park: int = attrs.field(default=REFUSALS_TO_PARK, validator=_positive)
     catalog_max_lag_seconds: float = attrs.field(default=0.0, validator=_not_negative)
+    quiet_seconds: float = attrs.field(default=600.0, validator=_not_negative)
     hold_max_seconds: float = attrs.field(default=HOLD_MAX_SECONDS, validator=_positive)
     hold_recheck_seconds: float = attrs.field(default=HOLD_RECHECK_SECONDS, validator=_positive)
 
@@ -186,6 +203,7 @@ class ApiOptions:
             lease_ttl_seconds=settings.lease_ttl_seconds,
             spool=open_spool(settings),
             catalog_max_lag_seconds=settings.catalog_max_lag_seconds,
+            quiet_seconds=settings.catalog_quiet_seconds,
         )
 
 
@@ -194,7 +212,7 @@ class Route:
     """Which call a request is."""
 
     action: Action
-    range_id: int | None = None
+    range_id: int | None = None  # a build job's id for BUILT
 
 
 def route(method: str, path: str) -> Route | Response:
@@ -224,6 +242,11 @@ def _parse_path(path: str) -> Route | None:
     parts = path[len(PREFIX) :].split("/")
     if parts == ["lease"]:
         return Route(Action.LEASE)
+    if parts == ["builds"]:
+        return Route(Action.BUILD)
+    if len(parts) == 2 and parts[0] == "builds":
+        job_id = _range_id(parts[1])
+        return None if job_id is None else Route(Action.BUILT, job_id)
     if len(parts) != 3 or parts[0] != "ranges" or parts[2] not in _RANGE_ACTIONS:
         return None
     range_id = _range_id(parts[1])
@@ -329,7 +352,7 @@ class NodeApi:
         """Answer a call of the node API (the App's `Api`; see the module docstring)."""
         try:
             return await self._respond(exchange, send)
-        except (BatchWireError, LeaseLost, BatchRejected) as error:
+        except (BatchWireError, BuildWireError, LeaseLost, BatchRejected) as error:
             raise Refused(Response.error(_status_of(error), str(error))) from error
 
     async def _respond(self, exchange: Exchange, send: ASGISendCallable) -> Response | None:
@@ -342,6 +365,12 @@ class NodeApi:
         else:
             node_id = await self._authenticate(exchange.headers)
         exchange.caller = f"node {node_id}"
+        if found.action is Action.BUILD:
+            await self._read_body(exchange, CONTROL_BODY_BYTES)  # none expected
+            return await self._offer_build(node_id)
+        if found.action is Action.BUILT:
+            assert found.range_id is not None  # a job id: _parse_path
+            return await self._built(node_id, found.range_id, exchange)
         if found.range_id is None:
             await self._read_body(exchange, CONTROL_BODY_BYTES)  # none expected
             return await self._lease(node_id, _lease_wait(exchange.query), exchange.body)
@@ -461,6 +490,64 @@ class NodeApi:
         }
         return Response.json(200, answer)
 
+    async def _offer_build(self, node_id: int) -> Response:
+        """A catalog build for the edge to do (msgpack: wire/buildjob.py), 204 for none
+        (nothing pending that no builder holds), 404 with edge_builds off."""
+        if not self.stores.build.edge_builds:
+            return Response.error(404, "this coordinator builds its catalog itself (edge_builds)")
+        if self._stopping:
+            return Response(204)
+        body = await self._run(self._offered, node_id)
+        if body is None:
+            return Response(204)
+        return Response(200, body, _MSGPACK)
+
+    def _offered(self, node_id: int) -> bytes | None:
+        # In a worker thread: the job taken and encoded in one hop.
+        job = self.stores.build.offer(node_id, BUILD_LEASE_SECONDS)
+        if job is None:
+            return None
+        logger.info(
+            "node %d: build job %d offered: %d pending, %d keys, %d fragments",
+            *(node_id, job.job_id, len(job.pending), len(job.releases), len(job.fragments)),
+        )
+        return encode_job(job)
+
+    async def _built(self, node_id: int, job_id: int, exchange: Exchange) -> Response:
+        """The rows an edge made of its build job, written (409: the job is no longer the
+        node's or expired; 400/422: not rows of the job; nothing is written then)."""
+        body = await self._read_body(exchange, self.options.max_inflated_bytes)
+        built = await self._run(self._write_built, node_id, job_id, body)
+        if built is None:
+            message = f"build job {job_id} is not this node's, or it expired"
+            logger.info("node %d: %s", node_id, message)
+            return Response.error(409, message)
+        return Response.json(200, {"written": built.written, "releases": built.releases})
+
+    def _write_built(self, node_id: int, job_id: int, body: bytes) -> Built | None:
+        # In a worker thread: decoded, checked and written in one hop.
+        result = decode_result(body)
+        started = time.monotonic()
+        built = self.stores.build.finish(node_id, job_id, result.made, self.options.quiet_seconds)
+        if built is None:
+            return None
+        logger.info(
+            "catalog built: pending=%d merged=%d written=%d shown=%d cpu_s=%.3f"
+            " wall_s=%.3f (%d releases, %d pruned, %d look-ups; node %d job %d, %.3f s to write)",
+            *(built.pending, built.keys, built.written, built.shown, result.cpu_s),
+            *(result.wall_s, built.releases, built.pruned, built.rounds, node_id, job_id),
+            time.monotonic() - started,
+        )
+        self.stores.builds.record(
+            BuildRecord(
+                *(built.pending, built.keys, built.written, built.shown, result.cpu_s),
+                wall_s=result.wall_s,
+                host=f"node {node_id}",
+                pid=0,
+            )
+        )
+        return built
+
     async def _keep_pace(self, node_id: int, wire: WireBatch) -> None:
         """Hold a stored batch's answer while the catalog build is behind (its oldest
         pending key waited over `catalog_max_lag_seconds`), at most `hold_max_seconds`:
@@ -522,8 +609,9 @@ class NodeApi:
             # leased again at once, so the same batch comes back (parking).
             message = self._refused(node_id, range_id, wire.epoch, str(error))
             raise Refused(Response.error(422, message)) from error
-        if not stored.already:
-            # What the checks inflated, unpacked for this process's builds of it.
+        if not stored.already and not self.stores.build.edge_builds:
+            # What the checks inflated, unpacked for this process's builds of it
+            # (edges build from the stored fragments).
             self.stores.build.store.remember(range_id, wire.batch.first, wire.batch.releases)
         return wire, stored
 
@@ -654,8 +742,8 @@ LEASE_LOST: Final = "the lease is lost: another node holds the range, or a newer
 INCOMPLETE: Final = "resume point is not past the range's end"
 
 
-def _status_of(error: BatchWireError | LeaseLost | BatchRejected) -> int:
-    if isinstance(error, BatchWireError):
+def _status_of(error: BatchWireError | BuildWireError | LeaseLost | BatchRejected) -> int:
+    if isinstance(error, BatchWireError | BuildWireError):
         return error.http_status  # 400, 413, 415 or 422: the body says which
     return 409 if isinstance(error, LeaseLost) else 422
 

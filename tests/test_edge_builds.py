@@ -1,0 +1,230 @@
+"""Catalog builds done by edges (settings.edge_builds): the coordinator offers a build
+(`CatalogBuild.offer`), the edge merges it (edge/builds.py's `run_job`), the rows come
+back (`CatalogBuild.finish`).
+
+What a user checks: the catalog the edges build batch by batch is the one a whole
+rebuild makes; a job's shards are nobody else's while it runs; an edge that dies
+mid-job loses nothing (its keys are built again once the job expires); rows that are
+not the job's, or arrive late, change nothing; and the whole exchange works over the
+node API with the edge's own client, a build beside its ranges.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import attrs
+import httpx
+import pytest
+import trio
+from psycopg_pool import ConnectionPool
+from test_catalog_build import batches_of_generated, catalog_rows
+from test_http_node import bearer, start_api
+
+from usenet_indexer.config import Settings
+from usenet_indexer.coordinator.catalog_build import EDGE_GRACE_SECONDS, NotTheJobs
+from usenet_indexer.coordinator.stores import Stores
+from usenet_indexer.core.catalog import Categories, Made
+from usenet_indexer.core.retry import RetryPolicy
+from usenet_indexer.edge.builds import build_forever, run_job
+from usenet_indexer.edge.client import open_client
+from usenet_indexer.edge.events import EdgeEvent, EventKind
+from usenet_indexer.wire.buildjob import (
+    BuildResult,
+    decode_job,
+    decode_result,
+    encode_job,
+    encode_result,
+)
+
+DEADLINE_SECONDS = 60
+
+
+@pytest.fixture
+def edge_stores(pool: ConnectionPool) -> Stores:
+    """The coordinator's stores, offering builds to edges."""
+    return Stores.from_pool(pool, edge_builds=True)
+
+
+@pytest.fixture
+def builder(edge_stores: Stores) -> int:
+    node_id = edge_stores.nodes.authenticate(edge_stores.nodes.create("builder"))
+    assert node_id is not None
+    return node_id
+
+
+def made_by_an_edge(stores: Stores, node_id: int, lease_seconds: float = 60.0) -> tuple[int, Made]:
+    """One job offered, through the wire both ways as over HTTP, merged as an edge does."""
+    job = stores.build.offer(node_id, lease_seconds)
+    assert job is not None
+    result = run_job(decode_job(encode_job(job)), pure=False, categories=Categories())
+    return job.job_id, decode_result(encode_result(result)).made
+
+
+def edge_builds(stores: Stores, node_id: int) -> int:
+    """Every job offered, done as an edge does, until none is left; how many."""
+    jobs = 0
+    while (job := stores.build.offer(node_id, 60.0)) is not None:
+        result = run_job(decode_job(encode_job(job)), pure=False, categories=Categories())
+        made = decode_result(encode_result(result)).made
+        assert stores.build.finish(node_id, job.job_id, made, quiet_seconds=0) is not None
+        jobs += 1
+    return jobs
+
+
+def pending_keys(stores: Stores) -> int:
+    with stores.catalog.pool.connection() as conn:
+        row = conn.execute("SELECT count(*) FROM catalog_pending").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+@pytest.mark.parametrize("profile", ["default", "posting-tools"])
+def test_batch_by_batch_the_catalog_edges_build_is_what_a_whole_rebuild_makes(
+    edge_stores: Stores, builder: int, profile: str
+) -> None:
+    jobs = 0
+    for _ in batches_of_generated(edge_stores, 30_000, seed=3, every=400, profile=profile):
+        jobs += edge_builds(edge_stores, builder)
+    assert jobs > 10
+    assert pending_keys(edge_stores) == 0  # the edges built everything
+    followed = catalog_rows(edge_stores)
+    assert len(followed) > 20
+    edge_stores.build.everything(quiet_seconds=0)
+    assert catalog_rows(edge_stores) == followed
+
+
+def test_a_jobs_shards_are_no_other_builders_until_its_rows_come_back(
+    edge_stores: Stores, builder: int
+) -> None:
+    other = edge_stores.nodes.authenticate(edge_stores.nodes.create("another"))
+    assert other is not None
+    for _ in batches_of_generated(edge_stores, 3_000, seed=4, every=3_000):
+        pass
+    assert pending_keys(edge_stores) > 0
+    jobs = []
+    while (job := edge_stores.build.offer(builder, 60.0)) is not None:
+        jobs.append(job)
+    assert len(jobs) >= 2  # a build takes at most a quarter of the shards
+    merged = [{row[0] for row in job.releases} for job in jobs]
+    assert sum(map(len, merged)) == len(set().union(*merged))  # no key in two jobs
+    # While the jobs run, neither another edge nor a coordinator builds any of it.
+    assert edge_stores.build.offer(other, 60.0) is None
+    assert edge_stores.build.pending(quiet_seconds=0).keys == 0
+    assert catalog_rows(edge_stores) == {}
+    made = [
+        decode_result(encode_result(run_job(job, pure=False, categories=Categories()))).made
+        for job in jobs
+    ]
+    for job, rows in zip(jobs, made, strict=True):
+        built = edge_stores.build.finish(builder, job.job_id, rows, quiet_seconds=0)
+        assert built is not None
+        assert built.releases == len(rows.entries)
+    assert pending_keys(edge_stores) == 0
+    assert len(catalog_rows(edge_stores)) == sum(len(rows.entries) for rows in made) > 0
+    # The same rows twice: the job is over (its keys built), refused.
+    assert edge_stores.build.finish(builder, jobs[0].job_id, made[0], quiet_seconds=0) is None
+
+
+def test_a_job_whose_edge_died_expires_and_its_keys_are_built_again(
+    edge_stores: Stores, builder: int
+) -> None:
+    for _ in batches_of_generated(edge_stores, 3_000, seed=4, every=3_000):
+        pass
+    waiting = pending_keys(edge_stores)
+    # A lease of no time: expired as soon as it is taken (the edge died at once).
+    job_id, made = made_by_an_edge(edge_stores, builder, lease_seconds=0.0)
+    assert edge_stores.build.finish(builder, job_id, made, quiet_seconds=0) is None
+    assert catalog_rows(edge_stores) == {}
+    assert pending_keys(edge_stores) == waiting  # nothing lost
+    # The next edge to ask takes them (and the rest).
+    other = edge_stores.nodes.authenticate(edge_stores.nodes.create("another"))
+    assert other is not None
+    assert edge_builds(edge_stores, other) >= 2
+    assert pending_keys(edge_stores) == 0
+    assert set(catalog_rows(edge_stores)) >= {e.guid for e in made.entries}
+
+
+def test_keys_no_edge_took_in_a_few_seconds_are_built_by_the_coordinator(
+    edge_stores: Stores, builder: int
+) -> None:
+    for _ in batches_of_generated(edge_stores, 3_000, seed=4, every=3_000):
+        pass
+    waiting = pending_keys(edge_stores)
+    # An edge asked (it got a job, and died): fresh keys are left to the edges.
+    made_by_an_edge(edge_stores, builder, lease_seconds=0.0)
+    assert edge_stores.build.drain(quiet_seconds=0).pending == 0
+    assert pending_keys(edge_stores) == waiting
+    # Once they waited longer than the edges' grace, the coordinator builds them.
+    with edge_stores.catalog.pool.connection() as conn:
+        conn.execute(
+            "UPDATE catalog_pending SET since = since - make_interval(secs => %s)",
+            (EDGE_GRACE_SECONDS + 1,),
+        )
+    assert edge_stores.build.drain(quiet_seconds=0).pending == waiting
+    assert pending_keys(edge_stores) == 0
+
+
+def test_rows_that_are_not_the_jobs_are_refused_and_change_nothing(
+    edge_stores: Stores, builder: int
+) -> None:
+    for _ in batches_of_generated(edge_stores, 3_000, seed=4, every=3_000):
+        pass
+    job_id, made = made_by_an_edge(edge_stores, builder)
+    entry = made.entries[0]
+    strays = [
+        attrs.evolve(made, entries=(attrs.evolve(entry, sources=(b"\x01" * 16,)),)),
+        attrs.evolve(made, entries=(entry, entry)),
+        attrs.evolve(made, entries=(attrs.evolve(entry, name="a\x00b"),)),
+        attrs.evolve(made, entries=(attrs.evolve(entry, size=2**64),)),
+        attrs.evolve(made, no_album=(b"\x02" * 16,)),
+        attrs.evolve(made, probes=((b"\x03" * 16, "<x@y>", "x.par2"),)),
+    ]
+    for stray in strays:
+        with pytest.raises(NotTheJobs):
+            edge_stores.build.finish(builder, job_id, stray, quiet_seconds=0)
+    assert catalog_rows(edge_stores) == {}
+    # Not another node's to send either.
+    other = edge_stores.nodes.authenticate(edge_stores.nodes.create("another"))
+    assert other is not None
+    assert edge_stores.build.finish(other, job_id, made, quiet_seconds=0) is None
+    # The job itself is still the builder's.
+    assert edge_stores.build.finish(builder, job_id, made, quiet_seconds=0) is not None
+    assert len(catalog_rows(edge_stores)) == len(made.entries)
+
+
+@pytest.mark.trio
+async def test_an_edge_builds_the_catalog_over_the_node_api_and_bad_rows_are_4xx(
+    nursery: trio.Nursery, settings: Settings, edge_stores: Stores
+) -> None:
+    token = edge_stores.nodes.create("edge-b")
+    for _ in batches_of_generated(edge_stores, 3_000, seed=4, every=1_000):
+        pass
+    url = await start_api(nursery, settings, edge_stores)
+    with trio.fail_after(DEADLINE_SECONDS):
+        async with httpx.AsyncClient(base_url=url, headers=bearer(token)) as client:
+            # A body that is not rows, and rows of a job that is not the node's.
+            assert (await client.post("builds/1", content=b"\xc1")).status_code == 400
+            assert (await client.post("builds/abc", content=b"")).status_code == 404
+            empty = encode_result(BuildResult(Made((), (), ()), 0.0, 0.0))
+            assert (await client.post("builds/99", content=empty)).status_code == 409
+        assert catalog_rows(edge_stores) == {}
+        stop = trio.Event()
+        send, receive = trio.open_memory_channel[EdgeEvent](100)
+        coordinator = url.removesuffix("/api/v1/node/")
+        async with (
+            open_client(coordinator, token, retry=RetryPolicy()) as edge,
+            trio.open_nursery() as builds,
+        ):
+            builds.start_soon(
+                partial(build_forever, edge, stop, poll_seconds=0.05, observe=send.send_nowait)
+            )
+            async for event in receive:
+                assert event.kind is EventKind.BUILT
+                if not pending_keys(edge_stores):
+                    break
+            stop.set()
+    followed = catalog_rows(edge_stores)
+    assert len(followed) > 5
+    edge_stores.build.everything(quiet_seconds=settings.catalog_quiet_seconds)
+    assert catalog_rows(edge_stores) == followed

@@ -1,0 +1,151 @@
+"""The edge's share of the catalog build: jobs the coordinator offers, merged here.
+
+With `edge_builds` on, a coordinator offers the catalog build it would do
+itself (coordinator/catalog_build.py's `offer`): some shards' pending keys
+and their closure, with their stored fragments and what probes asked and
+found. An edge worker running for good asks for one whenever it has none
+(`build_forever`, beside its ranges), merges it in a worker thread with the
+very code a coordinator builds with (core/catalog.py's `made`) and sends the
+rows back. So the build, the coordinator's largest cost, grows with the
+edges, and the coordinator only reads and writes rows.
+
+Nothing is lost when an edge dies or stalls mid-job: the job's keys stay
+pending in the database until its rows are written, and a job not answered
+within its lease (coordinator/http/node.py's BUILD_LEASE_SECONDS) is
+refused and built again by another. A stop abandons the job at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from functools import partial
+
+import trio
+
+from usenet_indexer.core import catalog as core
+from usenet_indexer.core.batch import ReleaseChunk
+from usenet_indexer.edge.client import LeaseLostError, NodeApiError, NodeClient
+from usenet_indexer.edge.events import EdgeEvent, EventKind, Observer, ignore
+from usenet_indexer.errors import RemoteProtocolError
+from usenet_indexer.wire import fragments
+from usenet_indexer.wire.buildjob import BuildJob, BuildResult, BuildWireError, encode_result
+
+logger = logging.getLogger(__name__)
+
+# With nothing pending, the next ask comes this much later.
+BUILD_POLL_SECONDS = 1.0
+# A coordinator that offers no builds (404: edge_builds off, or older) is asked
+# again this much later (it may be restarted with them on).
+NO_BUILDS_SECONDS = 60.0
+# Refused tokens end the build loop (the lease loop ends the worker).
+_FATAL = frozenset({401, 403})
+
+
+def run_job(job: BuildJob, *, pure: bool, categories: core.Categories) -> BuildResult:
+    """What a build job makes (sync: a worker thread's), and what it cost this thread.
+
+    Raises:
+        RemoteProtocolError: a stored fragment does not unpack.
+    """
+    started, cpu = time.monotonic(), time.thread_time()
+    rows = {row[0]: row for row in job.releases}
+    chunks = []
+    for key, packed in job.fragments:
+        _, head_name, poster, groups, announced = rows[key]
+        files = tuple(fragments.unpack(packed, pure=pure))
+        chunks.append(ReleaseChunk(key, head_name, poster, groups, announced, files))
+    made = core.made(
+        chunks,
+        frozenset(job.pending),
+        job.probed,
+        job.found,
+        job.changed,
+        job.asked,
+        categories=categories,
+        pure=pure,
+    )
+    return BuildResult(made, time.thread_time() - cpu, time.monotonic() - started)
+
+
+async def build_forever(
+    client: NodeClient,
+    stop: trio.Event,
+    *,
+    pure: bool = False,
+    poll_seconds: float = BUILD_POLL_SECONDS,
+    observe: Observer = ignore,
+) -> int:
+    """Ask for build jobs and do them until `stop` is set (a job then abandoned);
+    how many were done. `observe` is told of each job whose rows were taken."""
+    done = 0
+    with trio.CancelScope() as scope:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_cancel_when_set, stop, scope)
+            categories = core.Categories()
+            while True:
+                try:
+                    job_id, wait = await _one_job(client, pure, categories)
+                except NodeApiError as error:
+                    # A refused token: the lease loop meets it too and ends the worker.
+                    logger.warning("no more catalog builds: %s", error)
+                    scope.cancel()  # the stop watcher too
+                    break
+                if wait is None:
+                    done += 1
+                    observe(EdgeEvent(EventKind.BUILT, job_id, 0))
+                else:
+                    await trio.sleep(poll_seconds if wait == BUILD_POLL_SECONDS else wait)
+    return done
+
+
+async def _one_job(
+    client: NodeClient, pure: bool, categories: core.Categories
+) -> tuple[int, float | None]:
+    """Ask for a job and do it: its id and None (its rows taken), or the seconds to wait
+    before asking again."""
+    try:
+        job = await client.build_job()
+    except NodeApiError as error:
+        if error.status in _FATAL:
+            raise
+        if error.status == 404:
+            return 0, NO_BUILDS_SECONDS
+        logger.warning("asking for a catalog build failed: %s", error)
+        return 0, BUILD_POLL_SECONDS
+    except BuildWireError as error:
+        logger.error("the coordinator's build job does not decode: %s", error)
+        return 0, BUILD_POLL_SECONDS
+    if job is None:
+        return 0, BUILD_POLL_SECONDS
+    try:
+        result = await trio.to_thread.run_sync(
+            partial(run_job, job, pure=pure, categories=categories), abandon_on_cancel=True
+        )
+    except RemoteProtocolError as error:
+        # Left to expire: its keys stay pending for another builder.
+        logger.error("build job %d: a stored fragment does not unpack: %s", job.job_id, error)
+        return job.job_id, BUILD_POLL_SECONDS
+    body = encode_result(result)
+    try:
+        await client.post_build(job.job_id, body)
+    except LeaseLostError as error:
+        # Expired, or the coordinator rebuilt the catalog meanwhile: another builds it.
+        logger.warning("build job %d: its rows were refused: %s", job.job_id, error)
+        return job.job_id, BUILD_POLL_SECONDS
+    except NodeApiError as error:
+        if error.status in _FATAL:
+            raise
+        logger.error("build job %d: its rows were not taken: %s", job.job_id, error)
+        return job.job_id, BUILD_POLL_SECONDS
+    logger.info(
+        "build job %d: %d pending, %d keys merged, %d rows, cpu_s=%.3f",
+        *(job.job_id, len(job.pending), len(job.releases), len(result.made.entries)),
+        result.cpu_s,
+    )
+    return job.job_id, None
+
+
+async def _cancel_when_set(event: trio.Event, scope: trio.CancelScope) -> None:
+    await event.wait()
+    scope.cancel()

@@ -1,0 +1,274 @@
+"""The catalog build an edge does: the job the coordinator hands out, the rows it sends back.
+
+Both are msgpack (binary keys and fragments as they are). A job holds what a
+build reads from the database (coordinator/catalog_build.py's `offer`): the
+release rows and stored fragments of the keys merged again, the pending
+keys among them, and what probes asked and found for them; the edge merges
+them with core/catalog.py's `made`, as a coordinator does, and sends back
+the rows, the keys no longer an album's and the probes to queue (`Made`).
+
+What comes back is checked as it is decoded: a body of the wrong shape or
+types is a `BuildWireError` (400), never a row half-read. Whether the rows
+are the job's own (their keys among those it merged) is the coordinator's
+check (`CatalogBuild.finish`), which knows the job.
+
+Dates go as microseconds since the epoch (UTC).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any, ClassVar, TypeVar
+
+import attrs
+import msgpack
+
+from usenet_indexer.core.catalog import CatalogEntry, Made
+from usenet_indexer.core.renames import Finding
+from usenet_indexer.decode.ids import MediaIds
+from usenet_indexer.errors import RemoteProtocolError
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+# Release row as a job holds it: key, head name, poster, groups, M.
+ReleaseRow = tuple[bytes, str | None, str, tuple[str, ...], int | None]
+_T = TypeVar("_T")
+
+
+class BuildWireError(RemoteProtocolError):
+    """A build body that is not what it should be; `http_status` is the answer to send."""
+
+    http_status: ClassVar[int] = 400
+
+
+@attrs.frozen
+class BuildJob:
+    """A catalog build for an edge to do.
+
+    Attributes:
+        job_id: the job's id (the rows go back to it).
+        releases: the release rows of the keys merged again.
+        fragments: their stored fragments (key, packed), in order of range and batch.
+        pending: the keys taken as pending (their chunks changed).
+        probed: the keys a batch reported a probe candidate for.
+        found: what probes found, by key.
+        changed: when each key's chunks last changed.
+        asked: the probe candidates' message-ids asked before, by key.
+    """
+
+    job_id: int
+    releases: tuple[ReleaseRow, ...]
+    fragments: tuple[tuple[bytes, bytes], ...]
+    pending: tuple[bytes, ...]
+    probed: tuple[bytes, ...]
+    found: Mapping[bytes, tuple[Finding, ...]]
+    changed: Mapping[bytes, datetime]
+    asked: Mapping[bytes, frozenset[str]]
+
+
+@attrs.frozen
+class BuildResult:
+    """What an edge made of a job, and what it cost it (its build thread's CPU seconds,
+    and the seconds from the job's arrival to its rows' departure)."""
+
+    made: Made
+    cpu_s: float
+    wall_s: float
+
+
+def micros(moment: datetime) -> int:
+    return (moment - _EPOCH) // _MICROSECOND
+
+
+def moment(micros: int) -> datetime:
+    return _EPOCH + timedelta(microseconds=micros)
+
+
+def encode_job(job: BuildJob) -> bytes:
+    return msgpack.packb(
+        {
+            "id": job.job_id,
+            "releases": [list(r) for r in job.releases],
+            "fragments": [list(f) for f in job.fragments],
+            "pending": list(job.pending),
+            "probed": list(job.probed),
+            "found": [[k, [_finding(f) for f in fs]] for k, fs in job.found.items()],
+            "changed": [[k, micros(v)] for k, v in job.changed.items()],
+            "asked": [[k, sorted(v)] for k, v in job.asked.items()],
+        }
+    )
+
+
+def decode_job(body: bytes) -> BuildJob:
+    """A job as the coordinator sent it (the edge trusts its coordinator: a body of the
+    wrong shape is a BuildWireError all the same)."""
+    document = _document(body)
+    return _checked(
+        lambda: BuildJob(
+            job_id=int(document["id"]),
+            releases=tuple(
+                (bytes(k), h, str(p), tuple(g), m) for k, h, p, g, m in document["releases"]
+            ),
+            fragments=tuple((bytes(k), bytes(f)) for k, f in document["fragments"]),
+            pending=tuple(bytes(k) for k in document["pending"]),
+            probed=tuple(bytes(k) for k in document["probed"]),
+            found={bytes(k): tuple(_unfinding(f) for f in fs) for k, fs in document["found"]},
+            changed={bytes(k): moment(int(v)) for k, v in document["changed"]},
+            asked={bytes(k): frozenset(map(str, v)) for k, v in document["asked"]},
+        )
+    )
+
+
+def encode_result(result: BuildResult) -> bytes:
+    made = result.made
+    return msgpack.packb(
+        {
+            "entries": [_entry(e) for e in made.entries],
+            "no_album": list(made.no_album),
+            "probes": [list(p) for p in made.probes],
+            "cpu_s": float(result.cpu_s),
+            "wall_s": float(result.wall_s),
+        }
+    )
+
+
+def decode_result(body: bytes) -> BuildResult:
+    """An edge's rows, checked field by field (BuildWireError: not what they should be)."""
+    document = _document(body)
+    return _checked(
+        lambda: BuildResult(
+            made=Made(
+                entries=tuple(_unentry(e) for e in _list(document["entries"])),
+                no_album=tuple(_bytes(k) for k in _list(document["no_album"])),
+                probes=tuple(
+                    (_bytes(k), _str(m), _str(n)) for k, m, n in _list(document["probes"])
+                ),
+            ),
+            cpu_s=_float(document["cpu_s"]),
+            wall_s=_float(document["wall_s"]),
+        )
+    )
+
+
+def _document(body: bytes) -> dict[str, Any]:
+    try:
+        document = msgpack.unpackb(body, strict_map_key=True)
+    except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as error:
+        raise BuildWireError(f"not a msgpack build body: {error}") from error
+    if not isinstance(document, dict):
+        raise BuildWireError("a build body is a map")
+    return document
+
+
+def _checked(make: Callable[[], _T]) -> _T:
+    try:
+        return make()
+    except BuildWireError:
+        raise
+    except (KeyError, TypeError, ValueError) as error:
+        raise BuildWireError(f"a build body of the wrong shape: {error!r}") from error
+
+
+def _finding(finding: Finding) -> list[object]:
+    return [
+        finding.name,
+        list(finding.files),
+        list(finding.sizes),
+        finding.executable,
+        finding.message_id,
+        finding.slice_bytes,
+        list(attrs.astuple(finding.ids)),
+    ]
+
+
+def _unfinding(value: list[Any]) -> Finding:
+    name, files, sizes, executable, message_id, slice_bytes, ids = value
+    return Finding(
+        name=name,
+        files=tuple(map(str, files)),
+        sizes=tuple(map(int, sizes)),
+        executable=bool(executable),
+        message_id=message_id,
+        slice_bytes=slice_bytes,
+        ids=MediaIds(*ids),
+    )
+
+
+def _entry(entry: CatalogEntry) -> list[object]:
+    return [
+        entry.guid, entry.name, entry.search_name, entry.category, entry.size, entry.files,
+        entry.poster, list(entry.groups), entry.posted, entry.completion, entry.season,
+        entry.episode, entry.probe_candidate, list(entry.sources), micros(entry.changed_at),
+        entry.state, list(attrs.astuple(entry.ids)),
+    ]  # fmt: skip
+
+
+def _unentry(value: object) -> CatalogEntry:
+    fields = _list(value)
+    if len(fields) != 17:
+        raise BuildWireError(f"a catalog row has 17 fields, not {len(fields)}")
+    (guid, name, search, category, size, files, poster, groups, posted, completion,
+     season, episode, candidate, sources, changed_at, state, ids) = fields  # fmt: skip
+    id_values = _list(ids)
+    if len(id_values) != 5:
+        raise BuildWireError("a catalog row's ids are 5")
+    return CatalogEntry(
+        guid=_str(guid),
+        name=_str(name),
+        search_name=_str(search),
+        category=_int(category),
+        size=_int(size),
+        files=_int(files),
+        poster=_str(poster),
+        groups=tuple(_str(g) for g in _list(groups)),
+        posted=_int(posted),
+        completion=_float(completion),
+        season=_optional(season, _int),
+        episode=_optional(episode, _int),
+        probe_candidate=_bool(candidate),
+        sources=tuple(_bytes(k) for k in _list(sources)),
+        changed_at=moment(_int(changed_at)),
+        state=_str(state),
+        ids=MediaIds(*(_optional(v, _int) for v in id_values)),
+    )
+
+
+def _optional(value: object, check: Callable[[object], _T]) -> _T | None:
+    return None if value is None else check(value)
+
+
+def _list(value: object) -> list[Any]:
+    if not isinstance(value, list):
+        raise BuildWireError(f"expected a list, got {type(value).__name__}")
+    return value
+
+
+def _str(value: object) -> str:
+    if not isinstance(value, str):
+        raise BuildWireError(f"expected a string, got {type(value).__name__}")
+    return value
+
+
+def _bytes(value: object) -> bytes:
+    if not isinstance(value, bytes):
+        raise BuildWireError(f"expected bytes, got {type(value).__name__}")
+    return value
+
+
+def _int(value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise BuildWireError(f"expected an integer, got {type(value).__name__}")
+    return value
+
+
+def _float(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise BuildWireError(f"expected a number, got {type(value).__name__}")
+    return float(value)
+
+
+def _bool(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise BuildWireError(f"expected true or false, got {type(value).__name__}")
+    return value
