@@ -75,7 +75,7 @@ MAX_SHARDS = SHARDS // 4
 # While an edge asked for a build within ASKING_SECONDS, a coordinator's own
 # builder leaves keys pending under EDGE_GRACE_SECONDS to the edges (and
 # builds those left longer: edges gone, or too busy).
-EDGE_GRACE_SECONDS = 5.0
+EDGE_GRACE_SECONDS = 10.0
 ASKING_SECONDS = 15.0
 _INT4 = (-(2**31), 2**31 - 1)
 _INT8 = (-(2**63), 2**63 - 1)
@@ -194,7 +194,9 @@ class CatalogBuild:
             jobs = locks.jobs
             jobs.asked(node_id)
             jobs.forget_expired()
-            taken = self._take(locks, 0.0)
+            # Every free shard with pending keys: an edge's build costs the
+            # coordinator per key, not per job, and edges take jobs one at a time.
+            taken = self._take(locks, 0.0, most=SHARDS)
             if not isinstance(taken, Taken) or not taken.keys:
                 return None
             keys = taken.keys
@@ -235,10 +237,12 @@ class CatalogBuild:
             written = self._write(made, keys, quiet_seconds, dict(job.pending))
         return _built(len(job.pending), len(keys), written, 0, started, False)
 
-    def _take(self, locks: ShardLocks, waited_seconds: float) -> Taken | Built | None:
-        """Lock some shards with keys pending at least `waited_seconds` that no other
-        builder holds, and take their pending keys and closure (None: nothing pending;
-        a Built: nothing done, build again soon)."""
+    def _take(
+        self, locks: ShardLocks, waited_seconds: float, *, most: int = MAX_SHARDS
+    ) -> Taken | Built | None:
+        """Lock up to `most` shards with keys pending at least `waited_seconds` that no
+        other builder holds, and take their pending keys and closure (None: nothing
+        pending; a Built: nothing done, build again soon)."""
         shards = locks.pending_shards(waited_seconds)
         orphans = locks.orphans()
         if not shards and not orphans:
@@ -246,14 +250,15 @@ class CatalogBuild:
         # A random order: builders starting together take different shards.
         order = random.sample(shards, len(shards))
         got = locks.try_lock(order)
-        mine = [s for s in order if s in got][:MAX_SHARDS]
+        mine = [s for s in order if s in got][:most]
         locks.unlock(got.difference(mine))
         more = len(mine) < len(shards)
         if shards and not mine:
             return Built(0, 0, 0, more=True, busy=True)
         pending = locks.pending(mine) if mine else {}
-        # A generation's key marked by a probe stands for its row's source keys.
-        touched = [*pending, *(locks.guid_sources(list(orphans)) if orphans else ())]
+        # A generation's key marked by a probe stands for its row's source keys
+        # (and is merged itself where a release has it after all).
+        touched = [*pending, *orphans, *(locks.guid_sources(list(orphans)) if orphans else ())]
         pending.update(orphans)
         closure = self.closure(touched)
         keys = sorted(closure.keys)

@@ -42,6 +42,7 @@ from psycopg import Connection, sql
 from psycopg_pool import ConnectionPool
 
 from usenet_indexer.errors import UidxError
+from usenet_indexer.store.catalog import PENDING_SHARD
 from usenet_indexer.wire.packed import PackedBatch, PackedRelease
 
 _ADVANCE = """
@@ -133,9 +134,11 @@ _RELEASE_TIMES = """
 """
 # The catalog builder merges these keys again (store/catalog.py); in key
 # order, as above.
-_PENDING = """
-    INSERT INTO catalog_pending (key) SELECT DISTINCT k FROM releases_in ORDER BY k
-    ON CONFLICT (key) DO UPDATE SET seq = nextval('catalog_pending_seq')
+_PENDING = f"""
+    INSERT INTO catalog_pending (key, shard)
+    SELECT k, min({PENDING_SHARD.format(poster="p")}) FROM releases_in GROUP BY k ORDER BY k
+    ON CONFLICT (key) DO UPDATE SET seq = nextval('catalog_pending_seq'),
+        shard = excluded.shard
 """
 _FRAGMENTS = """
     COPY fragments (group_id, release_key, range_id, batch_first, files, segments, packed)

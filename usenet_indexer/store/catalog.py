@@ -260,23 +260,22 @@ _CHANGED_OF = _CHANGED + " WHERE key = ANY(%b)"
 # keys are in while it reads and writes them. Pending builds only try locks
 # (never wait: no deadlock); a whole build waits for every shard, in order.
 SHARDS = 64
+# A poster's shard, in SQL (`{poster}`: its column); migration 0029 has it too.
+PENDING_SHARD = f"(hashtext({{poster}}) & {SHARDS - 1})"
 _LOCK_CLASS = 4
 _SHARD = f"(hashtext(r.poster) & {SHARDS - 1})"
-_PENDING_SHARDS = f"""
-    SELECT DISTINCT {_SHARD} FROM catalog_pending p JOIN releases r USING (key)
-    WHERE p.since <= now() - make_interval(secs => %s)
+# A pending key's shard is kept with it (catalog_pending.shard, as a batch or a
+# probe marks it: store/batches.py, store/probes.py).
+_PENDING_SHARDS = """
+    SELECT DISTINCT shard FROM catalog_pending
+    WHERE shard IS NOT NULL AND since <= now() - make_interval(secs => %s)
 """
-_PENDING_IN = f"""
-    SELECT p.key, p.seq FROM catalog_pending p JOIN releases r USING (key)
-    WHERE {_SHARD} = ANY(%s)
-"""
+_PENDING_IN = "SELECT key, seq FROM catalog_pending WHERE shard = ANY(%s)"
 _PENDING_OF = "SELECT key, seq FROM catalog_pending WHERE key = ANY(%b)"
-# Pending keys no stored release has: a probe's outcome for a generation's key
-# (a repost merged from its first key's chunks; its row's guid is that key).
-_ORPHANS = """
-    SELECT p.key, p.seq FROM catalog_pending p
-    WHERE NOT EXISTS (SELECT FROM releases r WHERE r.key = p.key)
-"""
+# Pending keys marked without a shard: no stored release had them (a probe's
+# outcome for a generation's key: a repost merged from its first key's chunks;
+# its row's guid is that key), by catalog_pending_shard.
+_ORPHANS = "SELECT key, seq FROM catalog_pending WHERE shard IS NULL"
 _GUID_SOURCES = "SELECT DISTINCT unnest(sources) FROM catalog WHERE guid = ANY(%s)"
 _SHARDS_OF = f"SELECT DISTINCT {_SHARD} FROM releases r WHERE key = ANY(%b)"
 _TRY_LOCK = f"SELECT s FROM unnest(%s::int[]) AS s WHERE pg_try_advisory_lock({_LOCK_CLASS}, s)"
@@ -995,7 +994,8 @@ class ShardLocks:
         return _seqs(self._conn.execute(_PENDING_OF, (list(keys),)).fetchall())
 
     def orphans(self) -> dict[bytes, int]:
-        """Pending keys that no stored release has (a generation's key), with their seq."""
+        """Pending keys marked without a shard (no stored release had them: a
+        generation's key), with their seq."""
         return _seqs(self._conn.execute(_ORPHANS).fetchall())
 
     def guid_sources(self, keys: Sequence[bytes]) -> set[bytes]:

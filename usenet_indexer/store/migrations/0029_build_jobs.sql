@@ -16,3 +16,12 @@ CREATE TABLE build_jobs (
 -- When a node last asked for a build: while an edge asks, the coordinators
 -- leave fresh pending keys to the edges (and build those left waiting).
 ALTER TABLE nodes ADD COLUMN build_asked_at timestamptz;
+-- Each pending key's build shard (its release's poster's, as store/catalog.py's
+-- _SHARD), kept with it: the builders and every edge's ask for a build find
+-- the shards with pending keys, and the keys of some shards, without a join
+-- with releases per pending key. NULL: no stored release has the key (a
+-- probe's outcome for a repost generation's key).
+ALTER TABLE catalog_pending ADD COLUMN shard int;
+UPDATE catalog_pending AS p SET shard = hashtext(r.poster) & 63
+FROM releases AS r WHERE r.key = p.key;
+CREATE INDEX catalog_pending_shard ON catalog_pending (shard);
