@@ -116,8 +116,11 @@ def test_a_jobs_shards_are_no_other_builders_until_its_rows_come_back(
         job = edge_stores.build.offer(builder, 60.0)
         assert job is not None
         jobs.append(job)
+    # Another edge takes the rest (a job takes half the shards with pending keys).
+    while (job := edge_stores.build.offer(other, 60.0)) is not None:
+        jobs.append(job)
     merged = [{row[0] for row in job.releases} for job in jobs]
-    assert not merged[0] & merged[1]  # no key in two jobs
+    assert sum(map(len, merged)) == len(set().union(*merged))  # no key in two jobs
     # While the jobs run, neither another edge nor a coordinator (the keys waited
     # past the edges' grace) builds any of their shards.
     assert edge_stores.build.offer(other, 60.0) is None
@@ -129,9 +132,10 @@ def test_a_jobs_shards_are_no_other_builders_until_its_rows_come_back(
         for job in jobs
     ]
     for job, rows in zip(jobs, made, strict=True):
-        built = edge_stores.build.finish(builder, job.job_id, rows, quiet_seconds=0)
+        node = builder if job in jobs[:2] else other
+        built = edge_stores.build.finish(node, job.job_id, rows, quiet_seconds=0)
         assert built is not None
-        assert built.releases == len(rows.entries) > 0
+        assert built.releases == len(rows.entries)
     # The same rows twice: the job is over (its keys built), refused.
     assert edge_stores.build.finish(builder, jobs[0].job_id, made[0], quiet_seconds=0) is None
     # The second batch's keys in the first job's shards waited for it; now free.
@@ -156,7 +160,7 @@ def test_a_job_whose_edge_died_expires_and_its_keys_are_built_again(
     # The next edge to ask takes them (and the rest).
     other = edge_stores.nodes.authenticate(edge_stores.nodes.create("another"))
     assert other is not None
-    assert edge_builds(edge_stores, other) == 1  # every free shard in one job
+    assert edge_builds(edge_stores, other) >= 2  # half the shards a job, then the rest
     assert pending_keys(edge_stores) == 0
     assert set(catalog_rows(edge_stores)) >= {e.guid for e in made.entries}
 

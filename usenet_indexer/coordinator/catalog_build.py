@@ -194,9 +194,10 @@ class CatalogBuild:
             jobs = locks.jobs
             jobs.asked(node_id)
             jobs.forget_expired()
-            # Every free shard with pending keys: an edge's build costs the
-            # coordinator per key, not per job, and edges take jobs one at a time.
-            taken = self._take(locks, 0.0, most=SHARDS)
+            # Half the shards with pending keys (rounded up): an edge's build costs
+            # the coordinator per key, not per job, and each edge takes one job at a
+            # time; the next edge to ask takes half the rest.
+            taken = self._take(locks, 0.0, most=None)
             if not isinstance(taken, Taken) or not taken.keys:
                 return None
             keys = taken.keys
@@ -238,11 +239,11 @@ class CatalogBuild:
         return _built(len(job.pending), len(keys), written, 0, started, False)
 
     def _take(
-        self, locks: ShardLocks, waited_seconds: float, *, most: int = MAX_SHARDS
+        self, locks: ShardLocks, waited_seconds: float, *, most: int | None = MAX_SHARDS
     ) -> Taken | Built | None:
-        """Lock up to `most` shards with keys pending at least `waited_seconds` that no
-        other builder holds, and take their pending keys and closure (None: nothing
-        pending; a Built: nothing done, build again soon)."""
+        """Lock up to `most` shards (None: half of them, rounded up) with keys pending at
+        least `waited_seconds` that no other builder holds, and take their pending keys
+        and closure (None: nothing pending; a Built: nothing done, build again soon)."""
         shards = locks.pending_shards(waited_seconds)
         orphans = locks.orphans()
         if not shards and not orphans:
@@ -250,7 +251,7 @@ class CatalogBuild:
         # A random order: builders starting together take different shards.
         order = random.sample(shards, len(shards))
         got = locks.try_lock(order)
-        mine = [s for s in order if s in got][:most]
+        mine = [s for s in order if s in got][: -(-len(shards) // 2) if most is None else most]
         locks.unlock(got.difference(mine))
         more = len(mine) < len(shards)
         if shards and not mine:
