@@ -1141,6 +1141,8 @@ def followed_and_rebuilt(run: Run) -> checks.RebuildCheck:
 def _drain(build: CatalogBuild) -> None:
     # A shard may still be locked by the backend of a coordinator killed last
     # (it ends once it sees its client gone): tried again until none is.
+    # The jobs of edges that were killed would hold their shards until they expire.
+    build.abandon_jobs()
     deadline = time.monotonic() + DRAIN_SECONDS
     while build.drain(quiet_seconds=0).busy and time.monotonic() < deadline:
         time.sleep(0.2)

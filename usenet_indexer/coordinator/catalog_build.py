@@ -238,6 +238,13 @@ class CatalogBuild:
             written = self._write(made, keys, quiet_seconds, dict(job.pending))
         return _built(len(job.pending), len(keys), written, 0, started, False)
 
+    def abandon_jobs(self) -> int:
+        """End every edge's build job (their edges are known to be gone: their keys,
+        still pending, go to the next builder at once, not after the jobs expire);
+        how many."""
+        with self.table.shards() as locks:
+            return locks.jobs.drop_all()
+
     def _take(
         self, locks: ShardLocks, waited_seconds: float, *, most: int | None = MAX_SHARDS
     ) -> Taken | Built | None:
