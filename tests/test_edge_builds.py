@@ -121,6 +121,8 @@ def test_a_jobs_shards_are_no_other_builders_until_its_rows_come_back(
         jobs.append(job)
     merged = [{row[0] for row in job.releases} for job in jobs]
     assert sum(map(len, merged)) == len(set().union(*merged))  # no key in two jobs
+    # `uidx status`, the page and /metrics say how many builds edges are doing.
+    assert edge_stores.builds.lag(600).edge_jobs == len(jobs)
     # While the jobs run, neither another edge nor a coordinator (the keys waited
     # past the edges' grace) builds any of their shards.
     assert edge_stores.build.offer(other, 60.0) is None
@@ -136,6 +138,7 @@ def test_a_jobs_shards_are_no_other_builders_until_its_rows_come_back(
         built = edge_stores.build.finish(node, job.job_id, rows, quiet_seconds=0)
         assert built is not None
         assert built.releases == len(rows.entries)
+    assert edge_stores.builds.lag(600).edge_jobs == 0
     # The same rows twice: the job is over (its keys built), refused.
     assert edge_stores.build.finish(builder, jobs[0].job_id, made[0], quiet_seconds=0) is None
     # The second batch's keys in the first job's shards waited for it; now free.

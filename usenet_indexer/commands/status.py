@@ -171,6 +171,8 @@ def _catalog_lines(c: CatalogLag) -> list[str]:
         f"  {_plural(c.builds, 'build')}: {_plural(c.builds_pending, 'pending key')} taken,"
         f" {c.builds_cpu_s:,.2f} CPU s"
     )
+    if c.edge_jobs:
+        lines.append(f"  {_plural(c.edge_jobs, 'build')} running on edges now")
     if c.last is None or c.last.at is None:
         lines.append("  no build recorded in the last day")
     else:
@@ -372,6 +374,7 @@ def _catalog_json(c: CatalogLag) -> dict[str, Any]:
         "builds": c.builds,
         "builds_pending_keys": c.builds_pending,
         "builds_cpu_seconds": c.builds_cpu_s,
+        "edge_build_jobs": c.edge_jobs,
         "last_build": None
         if last is None
         else {

@@ -30,7 +30,9 @@ _FORGET = "DELETE FROM catalog_builds WHERE at < now() - make_interval(secs => %
 # The pending keys and the oldest: a scan of the keys waiting, which the
 # builds keep few (a growing count is what this is here to show).
 _PENDING = """
-    SELECT count(*), min(since), now() FROM catalog_pending
+    SELECT count(*), min(since), now(),
+           (SELECT count(*) FROM build_jobs WHERE expires_at > now())
+    FROM catalog_pending
 """
 # How long the oldest pending key has waited (NULL: none pending), on the database's clock.
 _BEHIND = """
@@ -86,6 +88,7 @@ class CatalogLag:
         builds_cpu_s: their CPU seconds.
         last: the last build recorded (within a day); None if none.
         now: the database's clock when asked.
+        edge_jobs: builds edges are doing now (edge_builds; store/build_jobs.py).
     """
 
     pending_keys: int
@@ -96,6 +99,7 @@ class CatalogLag:
     builds_cpu_s: float
     last: BuildRecord | None
     now: datetime
+    edge_jobs: int = 0
 
     @property
     def oldest_pending_seconds(self) -> float | None:
@@ -138,7 +142,7 @@ class BuildStore:
         # Aggregates without GROUP BY give one row.
         assert pending is not None
         assert recent is not None
-        count, oldest, now = pending
+        count, oldest, now, edge_jobs = pending
         builds, taken, cpu_s = recent
         return CatalogLag(
             pending_keys=int(count),
@@ -149,6 +153,7 @@ class BuildStore:
             builds_cpu_s=float(cpu_s),
             last=None if last is None else _record_of(last),
             now=now,
+            edge_jobs=int(edge_jobs),
         )
 
 

@@ -453,6 +453,11 @@ def _catalog_metrics(snapshot: Status) -> Iterator[GaugeMetricFamily]:
         f"CPU seconds of the catalog builds in {window}.",
         value=lag.builds_cpu_s,
     )
+    yield GaugeMetricFamily(
+        "uidx_catalog_edge_build_jobs",
+        "Catalog builds edges are doing now (edge_builds).",
+        value=lag.edge_jobs,
+    )
     if lag.last_build_seconds is not None:
         yield GaugeMetricFamily(
             "uidx_catalog_last_build_age_seconds",
