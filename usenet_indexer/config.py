@@ -124,7 +124,7 @@ class Settings:
         edge_builds: the coordinator offers its catalog builds to edges (edges
             running for good ask for them between their ranges' work), so the
             build grows with the edges; its own builder then builds only keys
-            no edge took within a few seconds.
+            no edge took within 30 s.
         pure_indexer: edges and `uidx index` run the RangeIndexer's pure-Python
             per-line loop and subject parse, and the coordinator's catalog build the pure fragment
             unpacking, and both the merge's pure file figures (core/_fastmerge's

@@ -75,7 +75,7 @@ MAX_SHARDS = SHARDS // 4
 # While an edge asked for a build within ASKING_SECONDS, a coordinator's own
 # builder leaves keys pending under EDGE_GRACE_SECONDS to the edges (and
 # builds those left longer: edges gone, or too busy).
-EDGE_GRACE_SECONDS = 10.0
+EDGE_GRACE_SECONDS = 30.0
 ASKING_SECONDS = 15.0
 _INT4 = (-(2**31), 2**31 - 1)
 _INT8 = (-(2**63), 2**63 - 1)

@@ -21,6 +21,7 @@ import logging
 import time
 from functools import partial
 
+import attrs
 import trio
 
 from usenet_indexer.core import catalog as core
@@ -29,7 +30,13 @@ from usenet_indexer.edge.client import LeaseLostError, NodeApiError, NodeClient
 from usenet_indexer.edge.events import EdgeEvent, EventKind, Observer, ignore
 from usenet_indexer.errors import RemoteProtocolError
 from usenet_indexer.wire import fragments
-from usenet_indexer.wire.buildjob import BuildJob, BuildResult, BuildWireError, encode_result
+from usenet_indexer.wire.buildjob import (
+    BuildJob,
+    BuildResult,
+    BuildWireError,
+    decode_job,
+    encode_result,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -105,7 +112,7 @@ async def _one_job(
     """Ask for a job and do it: its id and None (its rows taken), or the seconds to wait
     before asking again."""
     try:
-        job = await client.build_job()
+        body = await client.build_job()
     except NodeApiError as error:
         if error.status in _FATAL:
             raise
@@ -113,37 +120,50 @@ async def _one_job(
             return 0, NO_BUILDS_SECONDS
         logger.warning("asking for a catalog build failed: %s", error)
         return 0, BUILD_POLL_SECONDS
+    if body is None:
+        return 0, BUILD_POLL_SECONDS
+    try:
+        # Decoded, merged and encoded in a worker thread: the event loop (the
+        # ranges' posts, heartbeats) only moves bytes.
+        job_id, rows, result = await trio.to_thread.run_sync(
+            partial(_done, body, pure=pure, categories=categories), abandon_on_cancel=True
+        )
     except BuildWireError as error:
         logger.error("the coordinator's build job does not decode: %s", error)
         return 0, BUILD_POLL_SECONDS
-    if job is None:
-        return 0, BUILD_POLL_SECONDS
-    try:
-        result = await trio.to_thread.run_sync(
-            partial(run_job, job, pure=pure, categories=categories), abandon_on_cancel=True
-        )
     except RemoteProtocolError as error:
         # Left to expire: its keys stay pending for another builder.
-        logger.error("build job %d: a stored fragment does not unpack: %s", job.job_id, error)
-        return job.job_id, BUILD_POLL_SECONDS
-    body = encode_result(result)
+        logger.error("a build job's stored fragment does not unpack: %s", error)
+        return 0, BUILD_POLL_SECONDS
     try:
-        await client.post_build(job.job_id, body)
+        await client.post_build(job_id, rows)
     except LeaseLostError as error:
         # Expired, or the coordinator rebuilt the catalog meanwhile: another builds it.
-        logger.warning("build job %d: its rows were refused: %s", job.job_id, error)
-        return job.job_id, BUILD_POLL_SECONDS
+        logger.warning("build job %d: its rows were refused: %s", job_id, error)
+        return job_id, BUILD_POLL_SECONDS
     except NodeApiError as error:
         if error.status in _FATAL:
             raise
-        logger.error("build job %d: its rows were not taken: %s", job.job_id, error)
-        return job.job_id, BUILD_POLL_SECONDS
+        logger.error("build job %d: its rows were not taken: %s", job_id, error)
+        return job_id, BUILD_POLL_SECONDS
+    made = result.made
     logger.info(
-        "build job %d: %d pending, %d keys merged, %d rows, cpu_s=%.3f",
-        *(job.job_id, len(job.pending), len(job.releases), len(result.made.entries)),
-        result.cpu_s,
+        "build job %d: %d rows, %d no album's, %d probes, cpu_s=%.3f wall_s=%.3f",
+        *(job_id, len(made.entries), len(made.no_album), len(made.probes)),
+        *(result.cpu_s, result.wall_s),
     )
-    return job.job_id, None
+    return job_id, None
+
+
+def _done(
+    body: bytes, *, pure: bool, categories: core.Categories
+) -> tuple[int, bytes, BuildResult]:
+    """A job's body done (sync: a worker thread's): its id, the rows to send, the result."""
+    started = time.monotonic()
+    job = decode_job(body)
+    made = run_job(job, pure=pure, categories=categories)
+    result = attrs.evolve(made, wall_s=time.monotonic() - started)
+    return job.job_id, encode_result(result), result
 
 
 async def _cancel_when_set(event: trio.Event, scope: trio.CancelScope) -> None:

@@ -36,7 +36,6 @@ import trio
 from usenet_indexer.core.retry import RetryPolicy
 from usenet_indexer.core.rules import Rule, rule_from_wire
 from usenet_indexer.errors import RemoteProtocolError, UidxError
-from usenet_indexer.wire.buildjob import BuildJob, decode_job
 
 logger = logging.getLogger(__name__)
 
@@ -297,17 +296,17 @@ class NodeClient:
         answer = _json(response, "batches")
         return BatchAnswer(already=isinstance(answer, dict) and answer.get("already") is True)
 
-    async def build_job(self) -> BuildJob | None:
-        """A catalog build to do (wire/buildjob.py), or None: nothing pending (204).
+    async def build_job(self) -> bytes | None:
+        """A catalog build to do, as sent (wire/buildjob.py's `decode_job` reads it: in
+        the worker thread that does it), or None: nothing pending (204).
 
         Raises:
             NodeApiError: the call failed (404: the coordinator offers no builds).
-            BuildWireError: the answer is not a job.
         """
         response = await self._attempts("builds", lambda: self._http.post("builds"))
         if response.status_code == 204:
             return None
-        return decode_job(response.content)
+        return response.content
 
     async def post_build(self, job_id: int, body: bytes) -> None:
         """Send the rows made of a build job (an encode_result body).
