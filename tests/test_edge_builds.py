@@ -30,6 +30,7 @@ from usenet_indexer.edge.builds import build_forever, run_job
 from usenet_indexer.edge.client import open_client
 from usenet_indexer.edge.events import EdgeEvent, EventKind
 from usenet_indexer.wire.buildjob import (
+    BuildJob,
     BuildResult,
     decode_job,
     decode_result,
@@ -53,9 +54,15 @@ def builder(edge_stores: Stores) -> int:
     return node_id
 
 
+def offered(stores: Stores, node_id: int, lease_seconds: float = 60.0) -> BuildJob | None:
+    """A job offered to `node_id`; None for none (nothing pending, or all of it held)."""
+    job = stores.build.offer(node_id, lease_seconds)
+    return job if isinstance(job, BuildJob) else None
+
+
 def made_by_an_edge(stores: Stores, node_id: int, lease_seconds: float = 60.0) -> tuple[int, Made]:
     """One job offered, through the wire both ways as over HTTP, merged as an edge does."""
-    job = stores.build.offer(node_id, lease_seconds)
+    job = offered(stores, node_id, lease_seconds)
     assert job is not None
     result = run_job(decode_job(encode_job(job)), pure=False, categories=Categories())
     return job.job_id, decode_result(encode_result(result)).made
@@ -64,7 +71,7 @@ def made_by_an_edge(stores: Stores, node_id: int, lease_seconds: float = 60.0) -
 def edge_builds(stores: Stores, node_id: int) -> int:
     """Every job offered, done as an edge does, until none is left; how many."""
     jobs = 0
-    while (job := stores.build.offer(node_id, 60.0)) is not None:
+    while (job := offered(stores, node_id, 60.0)) is not None:
         result = run_job(decode_job(encode_job(job)), pure=False, categories=Categories())
         made = decode_result(encode_result(result)).made
         assert stores.build.finish(node_id, job.job_id, made, quiet_seconds=0) is not None
@@ -113,11 +120,11 @@ def test_a_jobs_shards_are_no_other_builders_until_its_rows_come_back(
     # A job after each batch: the second takes only what the first does not hold.
     for _ in batches_of_generated(edge_stores, 6_000, seed=4, every=3_000):
         assert pending_keys(edge_stores) > 0
-        job = edge_stores.build.offer(builder, 60.0)
+        job = offered(edge_stores, builder, 60.0)
         assert job is not None
         jobs.append(job)
     # Another edge takes the rest (a job takes half the shards with pending keys).
-    while (job := edge_stores.build.offer(other, 60.0)) is not None:
+    while (job := offered(edge_stores, other, 60.0)) is not None:
         jobs.append(job)
     merged = [{row[0] for row in job.releases} for job in jobs]
     assert sum(map(len, merged)) == len(set().union(*merged))  # no key in two jobs
@@ -125,7 +132,7 @@ def test_a_jobs_shards_are_no_other_builders_until_its_rows_come_back(
     assert edge_stores.builds.lag(600).edge_jobs == len(jobs)
     # While the jobs run, neither another edge nor a coordinator (the keys waited
     # past the edges' grace) builds any of their shards.
-    assert edge_stores.build.offer(other, 60.0) is None
+    assert offered(edge_stores, other, 60.0) is None
     waited_past_the_grace(edge_stores)
     assert edge_stores.build.pending(quiet_seconds=0).keys == 0
     assert catalog_rows(edge_stores) == {}
@@ -236,13 +243,18 @@ async def test_an_edge_builds_the_catalog_over_the_node_api_and_bad_rows_are_4xx
             trio.open_nursery() as builds,
         ):
             builds.start_soon(
-                partial(build_forever, edge, stop, poll_seconds=0.05, observe=send.send_nowait)
+                partial(build_forever, edge, stop, max_wait_seconds=0.05, observe=send.send_nowait)
             )
             async for event in receive:
                 assert event.kind is EventKind.BUILT
                 if not pending_keys(edge_stores):
                     break
             stop.set()
+    with trio.fail_after(DEADLINE_SECONDS):
+        async with httpx.AsyncClient(base_url=url, headers=bearer(token)) as client:
+            # Nothing left: a 204 that says when to ask again.
+            response = await client.post("builds")
+    assert (response.status_code, response.headers.get("retry-after")) == (204, "1")
     followed = catalog_rows(edge_stores)
     assert len(followed) > 5
     edge_stores.build.everything(quiet_seconds=settings.catalog_quiet_seconds)

@@ -186,10 +186,11 @@ class CatalogBuild:
             written = self._write(made, keys, quiet_seconds, taken.pending)
         return _built(len(taken.pending), len(keys), written, taken.rounds, started, taken.more)
 
-    def offer(self, node_id: int, lease_seconds: float) -> BuildJob | None:
-        """A build for edge `node_id` to do (None: nothing pending that no other builder
-        holds): some shards' pending keys and their closure, reserved for it for
-        `lease_seconds`, with what it needs to merge them (wire/buildjob.py)."""
+    def offer(self, node_id: int, lease_seconds: float) -> BuildJob | Built | None:
+        """A build for edge `node_id` to do: some shards' pending keys and their closure,
+        reserved for it for `lease_seconds`, with what it needs to merge them
+        (wire/buildjob.py). None: nothing pending; a busy Built: what is pending is
+        held by other builders (or the closure reached their shards)."""
         with self.table.shards() as locks:
             jobs = locks.jobs
             jobs.asked(node_id)
@@ -198,7 +199,9 @@ class CatalogBuild:
             # the coordinator per key, not per job, and each edge takes one job at a
             # time; the next edge to ask takes half the rest.
             taken = self._take(locks, 0.0, most=None)
-            if not isinstance(taken, Taken) or not taken.keys:
+            if not isinstance(taken, Taken):
+                return taken
+            if not taken.keys:
                 return None
             keys = taken.keys
             job_id = jobs.reserve(node_id, locks.held, taken.pending, keys, lease_seconds)

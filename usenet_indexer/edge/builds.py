@@ -18,6 +18,7 @@ refused and built again by another. A stop abandons the job at once.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from functools import partial
 
@@ -80,11 +81,12 @@ async def build_forever(
     stop: trio.Event,
     *,
     pure: bool = False,
-    poll_seconds: float = BUILD_POLL_SECONDS,
+    max_wait_seconds: float = math.inf,
     observe: Observer = ignore,
 ) -> int:
     """Ask for build jobs and do them until `stop` is set (a job then abandoned);
-    how many were done. `observe` is told of each job whose rows were taken."""
+    how many were done. `observe` is told of each job whose rows were taken; between
+    asks it waits what the coordinator said (at most `max_wait_seconds`)."""
     done = 0
     with trio.CancelScope() as scope:
         async with trio.open_nursery() as nursery:
@@ -102,7 +104,7 @@ async def build_forever(
                     done += 1
                     observe(EdgeEvent(EventKind.BUILT, job_id, 0))
                 else:
-                    await trio.sleep(poll_seconds if wait == BUILD_POLL_SECONDS else wait)
+                    await trio.sleep(min(wait, max_wait_seconds))
     return done
 
 
@@ -120,8 +122,8 @@ async def _one_job(
             return 0, NO_BUILDS_SECONDS
         logger.warning("asking for a catalog build failed: %s", error)
         return 0, BUILD_POLL_SECONDS
-    if body is None:
-        return 0, BUILD_POLL_SECONDS
+    if not isinstance(body, bytes):
+        return 0, body  # nothing to do now: the coordinator said when to ask again
     try:
         # Decoded, merged and encoded in a worker thread: the event loop (the
         # ranges' posts, heartbeats) only moves bytes.

@@ -296,16 +296,17 @@ class NodeClient:
         answer = _json(response, "batches")
         return BatchAnswer(already=isinstance(answer, dict) and answer.get("already") is True)
 
-    async def build_job(self) -> bytes | None:
+    async def build_job(self) -> bytes | float:
         """A catalog build to do, as sent (wire/buildjob.py's `decode_job` reads it: in
-        the worker thread that does it), or None: nothing pending (204).
+        the worker thread that does it), or the seconds to wait before asking again
+        (204: none to do now; its Retry-After, 1 s without one, at most 30 s).
 
         Raises:
             NodeApiError: the call failed (404: the coordinator offers no builds).
         """
         response = await self._attempts("builds", lambda: self._http.post("builds"))
         if response.status_code == 204:
-            return None
+            return _retry_after(response.headers.get("retry-after"))
         return response.content
 
     async def post_build(self, job_id: int, body: bytes) -> None:
@@ -389,6 +390,15 @@ class NodeClient:
                 exc_info=error,
             )
             await trio.sleep(delay)
+
+
+def _retry_after(value: str | None) -> float:
+    """A 204's Retry-After in seconds (1 when absent or not a number; 0.1 to 30)."""
+    try:
+        seconds = float(value) if value is not None else 1.0
+    except ValueError:
+        seconds = 1.0
+    return min(max(seconds, 0.1), 30.0) if seconds == seconds else 1.0
 
 
 def transport_problem(error: httpx.TransportError) -> str:

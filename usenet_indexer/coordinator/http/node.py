@@ -135,6 +135,14 @@ _RANGE_ACTIONS: Final = {
 # refused (409) and its keys, still pending, built again by another.
 BUILD_LEASE_SECONDS: Final = 120.0
 _MSGPACK: Final = ((b"content-type", b"application/msgpack"),)
+# A 204 to an edge asking for a build says when to ask again (Retry-After):
+# nothing pending, or what is pending held by other builders.
+BUILD_RETRY_SECONDS: Final = 1
+BUILD_BUSY_SECONDS: Final = 3
+
+
+def _again(seconds: int) -> tuple[tuple[bytes, bytes], ...]:
+    return ((b"retry-after", str(seconds).encode()),)
 
 
 def _positive(instance: object, attribute: attrs.Attribute[Any], value: float) -> None:
@@ -335,6 +343,7 @@ class NodeApi:
     _behind: float | None = attrs.field(init=False, default=None)
     _behind_read: float = attrs.field(init=False, default=-math.inf)
     _behind_lock: trio.Lock = attrs.field(init=False, factory=trio.Lock)
+    _offering: trio.Lock = attrs.field(init=False, factory=trio.Lock)
     _limiter: trio.CapacityLimiter = attrs.field(init=False)
     _streams: RangeStream = attrs.field(init=False)
 
@@ -495,16 +504,23 @@ class NodeApi:
         (nothing pending that no builder holds), 404 with edge_builds off."""
         if not self.stores.build.edge_builds:
             return Response.error(404, "this coordinator builds its catalog itself (edge_builds)")
-        if self._stopping:
-            return Response(204)
-        body = await self._run(self._offered, node_id)
+        if self._stopping or self._offering.locked():
+            # One offer at a time per process: one that found its shards held
+            # computed a closure for nothing, and edges ask every second.
+            return Response(204, headers=_again(BUILD_RETRY_SECONDS))
+        async with self._offering:
+            body = await self._run(self._offered, node_id)
         if body is None:
-            return Response(204)
+            return Response(204, headers=_again(BUILD_RETRY_SECONDS))
+        if body == b"":
+            return Response(204, headers=_again(BUILD_BUSY_SECONDS))
         return Response(200, body, _MSGPACK)
 
     def _offered(self, node_id: int) -> bytes | None:
-        # In a worker thread: the job taken and encoded in one hop.
+        # In a worker thread: the job taken and encoded in one hop (b"": busy).
         job = self.stores.build.offer(node_id, BUILD_LEASE_SECONDS)
+        if isinstance(job, Built):
+            return b""
         if job is None:
             return None
         logger.info(
