@@ -109,6 +109,8 @@ WORKER_BACK_SECONDS = 30.0
 DRAIN_SECONDS = 10.0
 # The kinds of the named kills (issue 6 item 1), by the proxy's point.
 NAMED_KILLS = {BEFORE_POST: "edge_kill9_before_post", AFTER_COMMIT: "edge_kill9_after_commit"}
+# The kinds that need keys pending (a stored batch): tried again last, after an import.
+BUILD_KINDS = frozenset({"build_kill9", "edge_build_kill9"})
 
 
 @attrs.frozen(kw_only=True)
@@ -131,6 +133,7 @@ class ChaosConfig:
         kills, stops, coordinator_kills, postgres_restarts, bad_rounds, build_kills:
             faults of each kind (build_kills: kill -9 of one coordinator
             process while a catalog build runs or keys are pending).
+        edge_build_kills: kills -9 of an edge while it has a catalog build job.
         coordinator_processes: `uidx coordinator --processes` of the chaos
             run (the controls and the clock run keep one, in-process).
         named_kills: kills -9 of an edge at each named point of a batch post
@@ -169,6 +172,7 @@ class ChaosConfig:
     bad_rounds: int
     build_kills: int
     named_kills: int
+    edge_build_kills: int
     drop_every: int
     drop_limit: int
     bomb_bytes: int
@@ -207,7 +211,7 @@ def short_config(seed: int) -> ChaosConfig:
         articles=40_000, ranges=8, chunk_articles=1000, batch_articles=1000, edges=8,
         feed_seconds=1.5, pause_seconds=0.3, kills=2, stops=1, coordinator_kills=1,
         postgres_restarts=1, bad_rounds=1, build_kills=1, named_kills=1, drop_every=2,
-        drop_limit=2,
+        drop_limit=2, edge_build_kills=1,
         bomb_bytes=256 << 20,
         control_ranges=1, fenced_control=False, fence_rounds=1, burst_processes=False,
         seed=seed, prefetch=prefetch,
@@ -234,7 +238,7 @@ def long_config(seed: int) -> ChaosConfig:
         articles=400_000, ranges=24, chunk_articles=2000, batch_articles=2000, edges=8,
         feed_seconds=5.0, pause_seconds=3.0, kills=10, stops=3, coordinator_kills=2,
         postgres_restarts=2, bad_rounds=3, build_kills=2, named_kills=3, drop_every=3,
-        drop_limit=8,
+        drop_limit=8, edge_build_kills=2,
         bomb_bytes=1 << 30,
         control_ranges=4, fenced_control=True, fence_rounds=3, burst_processes=True, seed=seed,
         prefetch=prefetch, deadline_seconds=900.0,
@@ -325,6 +329,8 @@ class Run:
             UIDX_LEASE_TTL_SECONDS=str(self.config.ttl_seconds),
             UIDX_MAX_BODY_BYTES=str(self.max_body_bytes),
             UIDX_MAX_INFLATED_BYTES=str(64 << 20),
+            # The edges do the catalog builds (edge_build_kill9 kills one mid-job).
+            UIDX_EDGE_BUILDS="true",
         )
         self.coordinator = Child(
             "coordinator",
@@ -552,6 +558,7 @@ class Run:
             + ["postgres_restart"] * config.postgres_restarts
             + ["bad_input"] * config.bad_rounds
             + ["build_kill9"] * config.build_kills
+            + ["edge_build_kill9"] * config.edge_build_kills
             + [NAMED_KILLS[BEFORE_POST], NAMED_KILLS[AFTER_COMMIT]] * config.named_kills
         )
         self.rng.shuffle(kinds)
@@ -562,6 +569,7 @@ class Run:
             "postgres_restart": self.restart_postgres,
             "bad_input": self.bad_input,
             "build_kill9": self.kill_builder,
+            "edge_build_kill9": self.kill_edge_builder,
             NAMED_KILLS[BEFORE_POST]: partial(self.kill_edge_at, BEFORE_POST),
             NAMED_KILLS[AFTER_COMMIT]: partial(self.kill_edge_at, AFTER_COMMIT),
         }
@@ -596,7 +604,7 @@ class Run:
                 self.tally.skipped[kind] += 1
                 log(f"{kind}: no part of the spool left to make a batch post; skipped")
                 continue
-            if kind == "build_kill9" and (part := self._part_for_a_post()) is not None:
+            if kind in BUILD_KINDS and (part := self._part_for_a_post()) is not None:
                 await self._import_logged(part)
             await faults[kind]()
 
@@ -821,6 +829,29 @@ class Run:
         self.tally.unrecovered += 1
         log(f"{kind}: no worker in place of pid {victim} after {WORKER_BACK_SECONDS:.0f} s")
 
+    async def kill_edge_builder(self) -> None:
+        """kill -9 of an edge while it has a catalog build job (edge_builds), then started
+        again (same token). Its job's keys stay pending: another builds them once the
+        job expires (or the conclusion ends the jobs of the run's stopped edges).
+
+        Skipped when no job shows up within BUILD_WAIT_SECONDS, or its edge is not
+        one running here.
+        """
+        kind = "edge_build_kill9"
+        job = await trio.to_thread.run_sync(_until_a_job, self.prepared.url, BUILD_WAIT_SECONDS)
+        edges = {e.node_id: e for e in self.edges if e.child.running and not e.child.frozen}
+        if job is None or job[1] not in edges:
+            self.tally.skipped[kind] += 1
+            log(f"{kind}: no build job of a running edge in {BUILD_WAIT_SECONDS:.0f} s; skipped")
+            return
+        job_id, node_id = job
+        edge = edges[node_id]
+        await edge.child.kill()
+        self.tally.faults[kind] += 1
+        log(f"kill -9 of {edge.child.name} (node {node_id}) with build job {job_id} open")
+        await trio.sleep(self.rng.uniform(0.0, 1.0))
+        await edge.child.start()
+
     async def restart_postgres(self) -> None:
         async with (
             self.db_quiet,
@@ -909,7 +940,7 @@ def retry_rank(kind: str) -> int:
     """Where a kind tried again goes (`Run._again`): those that need an edge holding
     a range first, then those that need a batch post (the named kills), then
     build_kill9 (keys pending after a stored batch)."""
-    return 2 if kind == "build_kill9" else int(kind in NAMED_KILLS.values())
+    return 2 if kind in BUILD_KINDS else int(kind in NAMED_KILLS.values())
 
 
 def _uidx_argv() -> list[str]:
@@ -927,6 +958,34 @@ _BUILD_STATE = """
            (SELECT count(*) FROM pg_locks
             WHERE locktype = 'advisory' AND classid = 4 AND objsubid = 2 AND granted)
 """
+
+
+_OPEN_JOB = """
+    SELECT id, node_id FROM build_jobs WHERE expires_at > now() ORDER BY id DESC LIMIT 1
+"""
+
+
+def _until_a_job(url: str, within: float) -> tuple[int, int] | None:
+    """Wait until an edge has a catalog build job open: (its id, its node); None after
+    `within` s. Sync, on one connection (a new one after an error), for a worker thread."""
+    began = time.monotonic()
+    conn: psycopg.Connection[tuple[object, ...]] | None = None
+    try:
+        while time.monotonic() - began < within:
+            try:
+                conn = conn or psycopg.connect(url, autocommit=True, connect_timeout=2)
+                row = conn.execute(_OPEN_JOB).fetchone()
+            except psycopg.Error:
+                if conn is not None:
+                    conn.close()
+                conn, row = None, None
+            if row is not None:
+                return int(str(row[0])), int(str(row[1]))
+            time.sleep(BUILD_POLL_SECONDS)
+        return None
+    finally:
+        if conn is not None:
+            conn.close()
 
 
 def _until_building(url: str, within: float, prefer: float) -> tuple[int, int] | None:

@@ -123,6 +123,7 @@ KINDS = (
     "reply_lost",
     "coordinator_kill9",
     "build_kill9",
+    "edge_build_kill9",
     "postgres_restart",
     "lease_burst",
     "bad_input",

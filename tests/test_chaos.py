@@ -122,6 +122,11 @@ def test_both_runs_kill_a_coordinator_process_mid_build() -> None:
     assert short_config(1).coordinator_processes == 2
 
 
+def test_both_runs_kill_an_edge_with_a_build_job_open() -> None:
+    assert "edge_build_kill9" in KINDS
+    assert (short_config(1).edge_build_kills, long_config(1).edge_build_kills) == (1, 2)
+
+
 def test_message_ids_of_stored_chunks_count_every_copy() -> None:
     chunk = release_chunk()
     assert list(checks.chunk_message_ids([chunk, chunk])) == ["m1@x", "m2@x"] * 2
@@ -137,9 +142,11 @@ def test_the_kinds_left_without_a_fault_are_named_once_in_order() -> None:
 def test_kinds_tried_again_come_in_the_order_their_work_needs() -> None:
     # Those that need an edge holding a range while parts are held back, then
     # those that import a part for a batch post, build_kill9 last.
-    missing = ["build_kill9", NAMED_KILLS[AFTER_COMMIT], "edge_sigstop", "bad_input"]
+    missing = [
+        "build_kill9", NAMED_KILLS[AFTER_COMMIT], "edge_build_kill9", "edge_sigstop", "bad_input",
+    ]  # fmt: skip
     assert sorted(missing, key=retry_rank) == [
-        "edge_sigstop", "bad_input", NAMED_KILLS[AFTER_COMMIT], "build_kill9",
+        "edge_sigstop", "bad_input", NAMED_KILLS[AFTER_COMMIT], "build_kill9", "edge_build_kill9",
     ]  # fmt: skip
 
 
