@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 from usenet_indexer.cli import main
 from usenet_indexer.core import _fastindex
 from usenet_indexer.core import indexer as indexer_module
-from usenet_indexer.core.batch import Batch, FileChunk
+from usenet_indexer.core.batch import Batch, FileChunk, ReleaseChunk
 from usenet_indexer.core.indexer import (
     COMPILED_FILES,
     COMPILED_SCAN,
@@ -40,6 +40,7 @@ from usenet_indexer.core.indexer import (
     _OpenFile,
     _parse_prefix,
     _parsed,
+    _release_groups,
     _Texts,
     decode,
     indexer_kind,
@@ -114,6 +115,59 @@ def test_the_file_chunk_made_without_its_init_has_nothing_it_would_run() -> None
     assert not hasattr(FileChunk, "__attrs_post_init__")
     assert not hasattr(FileChunk, "__attrs_pre_init__")
     assert all(a.validator is None and a.converter is None for a in fields)
+
+
+def test_the_release_chunk_made_without_its_init_has_nothing_it_would_run() -> None:
+    # _fastindex.released makes a ReleaseChunk as object.__new__ does and sets its
+    # fields, in this order, as its __init__ would (the same guard as FileChunk's).
+    fields = attrs.fields(ReleaseChunk)
+    assert tuple(a.name for a in fields) == _fastindex._RELEASE_FIELDS
+    assert all(a.init for a in fields)
+    assert not hasattr(ReleaseChunk, "__attrs_post_init__")
+    assert not hasattr(ReleaseChunk, "__attrs_pre_init__")
+    assert all(a.validator is None and a.converter is None for a in fields)
+
+
+def test_a_release_chunk_made_by_the_compiled_assembly_equals_one_made_by_its_init() -> None:
+    line = b'%d\tx [%d/2] - "%s" yEnc (1/1)\tp\xe9 <p@x>\tMon, 01 Jan 2024 00:00:0%d +0000\t<m%d@x>\t\t70\t5\tXref: h g:1 a:2'
+    # The second file first, each posted in its own second: sorted by [i/M] again.
+    lines = [line % (FIRST + i, i, name, i, i) for i, name in ((2, b"a.par2"), (1, b"b.rar"))]
+    made = [index_once(lines, pure) for pure in (True, False)]
+    pure, compiled = (batch.releases for batch in made)
+    assert compiled == pure
+    assert [[f.name for f in r.files] for r in compiled] == [["b.rar", "a.par2"]]
+    assert [f.posted % 60 for f in compiled[0].files] == [1, 2]
+    assert compiled[0].groups == ("a", "g")
+    assert compiled[0].poster == "p\xe9 <p@x>"
+    assert compiled[0].name == pure[0].name  # the cached name, set on first reading
+
+
+def index_once(lines: Sequence[bytes], pure: bool) -> Batch:
+    indexer = RangeIndexer(group=GROUP, first=FIRST, pure=pure)
+    indexer.add_data(b"\n".join(lines), FIRST + len(lines) + 1)
+    return indexer.finish()
+
+
+# The rest of a line after "bytes" as an Xref parser meets it: fields, separators
+# of every kind bytes.split() knows and some it does not, colons, NUL bytes,
+# bytes UTF-8 does not read, a megabyte.
+_XREF_BITS = st.sampled_from(
+    [b"Xref:", b"xref:", b"XREF: ", b"Xref", b"xre", b" ", b"\t", b"\x0b", b"\x0c", b"\r",
+     b"\n", b"\x1c", b"\xa0", b":", b"::", b"a", b"alt.bin", b"\x00", b"\xe9", b"\xc3\xa9",
+     b"12", b"h", b"x" * (1 << 20)]
+)  # fmt: skip
+
+
+@settings(max_examples=1_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rests=st.lists(st.lists(_XREF_BITS, max_size=14).map(b"".join), max_size=4))
+@example(rests=[b"5400\tXref: h alt.binaries.a:1 b:2", b"1\tXref: h b:3 :4 c:d:5"])
+@example(rests=[b"1\tXREF:h\x0ba:1\x0cb:1\x1cc:1\t:x", b"\txref: h \xe9:1 \xc3\xa9:2"])
+@example(rests=[b"1\tXref:", b"1\tXref", b"Xref: h a:1", b"1\t\tXref: h a:1"])
+def test_a_releases_groups_are_read_as_the_pure_path_reads_them(rests: list[bytes]) -> None:
+    members = [
+        _OpenFile(b"p", b"x ", b"1) ", 1, b"1/1", b"", b"d", rest, bytearray()) for rest in rests
+    ]
+    assert _fastindex.xref_groups(members) == _release_groups(members)
 
 
 def test_a_file_chunk_made_by_the_compiled_conversion_equals_one_made_by_its_init() -> None:
@@ -443,7 +497,13 @@ _GOOD = st.tuples(
     st.sampled_from([b"Mon, 6 May 2024 10:00:00 +0000", b"garbage"]),
     st.integers(0, 40).map(b"<%d@x>".__mod__),  # message-id
     st.integers(0, 800_000).map(b"%d".__mod__),  # bytes
-    st.sampled_from([[b"5400"], [b"5400", b"Xref: h alt.binaries.a:1 b:2"]]),
+    st.sampled_from(
+        [
+            [b"5400"],
+            [b"5400", b"Xref: h alt.binaries.a:1 b:2"],
+            [b"5400", b"XREF:h\x0balt.binaries.b:1 :2 c:d:3 \xe9t\xe9:4 \x00:5", b"x:1"],
+        ]
+    ),
 )
 _FAULTS = st.one_of(
     st.none(),

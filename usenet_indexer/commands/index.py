@@ -303,6 +303,28 @@ def summary(stats: IndexStats, kept: KeptTally, seconds: float) -> dict[str, obj
     }
 
 
+def _index_and_write(
+    args: argparse.Namespace, out: Output, progress: TextIO | None, *, pure: bool
+) -> tuple[IndexStats, KeptTally, list[CatalogRelease] | None]:
+    """Index args.files and write the releases to `out`: the run's figures, and the
+    releases themselves when the NZB files need them."""
+    merger, stats = index_files(
+        args.files,
+        group=args.group,
+        batch_articles=args.batch_articles,
+        include_dropped=args.include_dropped,
+        progress=progress,
+        pure=pure,
+    )
+    kept = KeptTally()
+    # Built and written one at a time (a release's segment lists are the
+    # biggest thing in memory), unless the NZB files need them again.
+    counted = kept.count(merger.releases())
+    releases = list(counted) if args.nzb_dir is not None else None
+    write_releases(counted if releases is None else releases, out, pure=pure)
+    return stats, kept, releases
+
+
 def run(args: argparse.Namespace) -> int:
     """Index the files and write what was found.
 
@@ -325,20 +347,9 @@ def run(args: argparse.Namespace) -> int:
     with output(args.out) as out, no_cyclic_gc():
         # Once the input and output were found good: a mistake is the one line on stderr.
         logger.info("indexer: %s", indexer_kind(pure))
-        merger, stats = index_files(
-            args.files,
-            group=args.group,
-            batch_articles=args.batch_articles,
-            include_dropped=args.include_dropped,
-            progress=progress,
-            pure=pure,
-        )
-        kept = KeptTally()
-        # Built and written one at a time (a release's segment lists are the
-        # biggest thing in memory), unless the NZB files need them again.
-        counted = kept.count(merger.releases())
-        releases = list(counted) if args.nzb_dir is not None else None
-        write_releases(counted if releases is None else releases, out, pure=pure)
+        # The merger is let go inside (by its counts): the first collection after
+        # this block walks every object alive then, and that is no longer all of it.
+        stats, kept, releases = _index_and_write(args, out, progress, pure=pure)
     if args.nzb_dir is not None and releases is not None:
         written = write_nzbs(releases, args.nzb_dir)
         print(f"uidx index: {written:,} NZB files in {args.nzb_dir}", file=sys.stderr)

@@ -57,3 +57,16 @@ def file_chunks(
 ) -> tuple[list[Any | None], int]: ...
 def plain_date(date: bytes) -> int | None: ...
 def chunk_head(open_file: Any) -> tuple[bytes, str, str, int | None, int]: ...
+
+# ReleaseChunk's fields, in the order released sets them.
+_RELEASE_FIELDS: tuple[str, ...]
+
+def xref_groups(members: list[Any]) -> tuple[str, ...]: ...
+def released(
+    release_key: bytes,
+    members: list[Any],
+    found: list[tuple[list[Any | None], Any]],
+    fallback: tuple[str, ...],
+    chunk: type[Any],
+    next_key: Callable[[bytes], bytes],
+) -> list[Any]: ...

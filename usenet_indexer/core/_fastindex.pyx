@@ -52,7 +52,11 @@ each piece's numbers and sizes as arrays and its message-ids as one str
 call per chunk), with the fields every piece shares from `chunk_head`
 (the twin of `indexer._chunk_head`) and a piece's date read by
 `plain_date` where it has the form nearly every server writes (the twin of
-`indexer.parse_date` there).
+`indexer.parse_date` there). `released(...)` makes the release's chunks of
+those (the twin of `RangeIndexer._released`): the groups of its files' Xref
+fields read in C (`xref_groups`, the twin of `indexer._release_groups`), each
+pass's files sorted and its earliest file found without a Python call per
+file, and each ReleaseChunk made as a FileChunk is.
 No Python object per segment.
 
 No state lives here between calls: `fast`, the files and their buffers
@@ -1285,3 +1289,131 @@ def chunk_head(object open_file):
         (<tuple>info)[2],
         total,
     )
+
+
+# take()'s assembly of a release's chunks from its files' chunks (the compiled twin of
+# `RangeIndexer._released`, its oracle): the groups of the release's Xref fields read
+# in C, each pass's files sorted and its representative file chosen without a Python
+# call per file, and each ReleaseChunk made as file_chunks makes a FileChunk.
+
+# The fields of a ReleaseChunk, in the order of its __init__ (tests/test_fastindex.py
+# holds the class to it): `released` sets them so.
+_RELEASE_FIELDS = ("key", "head_name", "poster", "groups", "files_announced", "files", "dropped")
+
+# `indexer._file_order` of a file without [i/M]: after every numbered one.
+cdef object _UNNUMBERED = 1 << 30
+# `batch.UNDATED`: a file without a readable date sorts after every dated one.
+cdef object _UNDATED = (1 << 63) - 1
+
+
+cdef const char *_XREF = b"xref"
+
+
+cdef inline bint _space(char c) noexcept nogil:
+    # bytes.split()'s whitespace: ASCII space, \t, \n, \v, \f and \r.
+    return c == b' ' or (b'\t' <= c <= b'\r')
+
+
+cdef void _add_xref_groups(bytes rest, set names) except *:
+    # The group names (bytes) of the Xref field in the rest of a line after "bytes"
+    # (`_xref_groups(_xref_field(rest))`, its oracle, before decoding) added to `names`.
+    cdef const char *s = PyBytes_AS_STRING(rest)
+    cdef Py_ssize_t size = PyBytes_GET_SIZE(rest)
+    cdef Py_ssize_t at, end, start, colon, i
+    cdef bint host = True
+    at = _tab(s, 0, size)
+    if at < 0:
+        return
+    at += 1
+    end = _tab(s, at, size)
+    if end < 0:
+        end = size
+    if end - at < 5:
+        return
+    for i in range(4):
+        if s[at + i] | 0x20 != _XREF[i]:
+            return
+    if s[at + 4] != b':':
+        return
+    at += 5
+    while at < end:
+        while at < end and _space(s[at]):
+            at += 1
+        if at >= end:
+            break
+        start = at
+        colon = -1
+        while at < end and not _space(s[at]):
+            if s[at] == b':':
+                colon = at
+            at += 1
+        if host:
+            host = False  # the first word names the server
+        elif colon > start:
+            names.add(PyBytes_FromStringAndSize(s + start, colon - start))
+
+
+def xref_groups(list members):
+    """`indexer._release_groups`' compiled twin: every group the members' Xref fields
+    name, sorted, as a tuple."""
+    cdef set names = set()
+    cdef object member
+    for member in members:
+        _add_xref_groups(member.after_bytes, names)
+    return tuple(sorted({_decoded(name) for name in names}))
+
+
+def released(bytes release_key, list members, list found, tuple fallback, object chunk, object next_key):
+    """`RangeIndexer._released`' compiled twin: the release's chunks from its files'
+    chunks (`found`: each file's chunk of each pass, None where it has none, with the
+    file), made of `chunk` (ReleaseChunk) with the fields set in order; a pass's
+    groups those of the members' Xref fields, else `fallback`; each pass under the
+    key `next_key` (`reposts.repost_key`) makes of the one before."""
+    cdef list by_pass = []
+    cdef list kept, order, released_chunks = []
+    cdef tuple pair, groups, names = _RELEASE_FIELDS
+    cdef Py_ssize_t number, i, best
+    cdef object chunks, member, file, index, key = release_key, first, made
+    cdef object best_order, order_of
+    for pair in found:
+        chunks = pair[0]
+        member = pair[1]
+        for number in range(len(<list>chunks)):
+            file = (<list>chunks)[number]
+            if file is None:
+                continue
+            while len(by_pass) <= number:
+                by_pass.append([])
+            (<list>by_pass[number]).append((file, member))
+    groups = xref_groups(members) or fallback
+    for number in range(len(by_pass)):
+        kept = by_pass[number]
+        if kept:
+            # The files by `_file_order`, stably (the place breaks ties, no file compared).
+            order = []
+            for i in range(len(kept)):
+                file = (<tuple>kept[i])[0]
+                index = file.index
+                order.append((_UNNUMBERED if index is None else index, file.name, i, file))
+            order.sort()
+            # The earliest file by `representative_order`: min's first of equals.
+            best = 0
+            best_order = None
+            for i in range(len(kept)):
+                file = (<tuple>kept[i])[0]
+                order_of = (file.posted or _UNDATED, file.key)
+                if best_order is None or order_of < best_order:
+                    best, best_order = i, order_of
+            first = (<tuple>kept[best])[1]
+            made = _alloc(chunk)
+            PyObject_GenericSetAttr(made, names[0], key)
+            PyObject_GenericSetAttr(made, names[1], first.info.head_name)
+            PyObject_GenericSetAttr(made, names[2], _decoded(first.poster))
+            PyObject_GenericSetAttr(made, names[3], groups)
+            PyObject_GenericSetAttr(made, names[4], first.info.files_announced)
+            PyObject_GenericSetAttr(made, names[5], tuple([(<tuple>o)[3] for o in order]))
+            PyObject_GenericSetAttr(made, names[6], None)
+            released_chunks.append(made)
+        if number + 1 < len(by_pass):  # (the pure path makes one more, unused)
+            key = next_key(key)
+    return released_chunks

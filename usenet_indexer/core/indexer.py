@@ -183,6 +183,17 @@ class CompiledFiles(NamedTuple):
         tuple[list[FileChunk | None], int],
     ]
     chunk_head: Callable[[_OpenFile], tuple[bytes, str, str, int | None, int]]
+    released: Callable[
+        [
+            bytes,
+            list[_OpenFile],
+            list[tuple[list[FileChunk | None], _OpenFile]],
+            tuple[str, ...],
+            type[ReleaseChunk],
+            Callable[[bytes], bytes],
+        ],
+        list[ReleaseChunk],
+    ]
 
 
 def _compiled() -> tuple[Scan | None, CompiledFiles | None]:
@@ -199,6 +210,7 @@ def _compiled() -> tuple[Scan | None, CompiledFiles | None]:
         _fastindex.file_pieces,
         _fastindex.file_chunks,
         _fastindex.chunk_head,
+        _fastindex.released,
     )
 
 
@@ -864,7 +876,13 @@ class RangeIndexer:
         members: list[_OpenFile],
         found: list[tuple[list[FileChunk | None], _OpenFile]],
     ) -> list[ReleaseChunk]:
-        """The release's chunks from its files' chunks (each file's chunk of each pass)."""
+        """The release's chunks from its files' chunks (each file's chunk of each pass);
+        the oracle of the compiled `_fastindex.released`, which makes them unless pure."""
+        fallback = (self.group,) if self.group else ()
+        if COMPILED_FILES is not None and not self.pure:
+            return COMPILED_FILES.released(
+                release_key, members, found, fallback, ReleaseChunk, repost_key
+            )
         by_pass: list[list[tuple[FileChunk, _OpenFile]]] = []
         for chunks, member in found:
             for number, chunk in enumerate(chunks):
@@ -873,9 +891,7 @@ class RangeIndexer:
                 while len(by_pass) <= number:
                     by_pass.append([])
                 by_pass[number].append((chunk, member))
-        groups: set[str] = set()
-        for member in members:
-            groups.update(_xref_groups(_xref_field(member.after_bytes)))
+        groups = _release_groups(members)
         released = []
         key = release_key
         for kept in by_pass:
@@ -888,7 +904,7 @@ class RangeIndexer:
                         key=key,
                         head_name=first.info.head_name,
                         poster=decode(first.poster),
-                        groups=tuple(sorted(groups)) or ((self.group,) if self.group else ()),
+                        groups=groups or fallback,
                         files_announced=first.info.files_announced,
                         files=files,
                     )
@@ -1607,6 +1623,15 @@ def _blank_nul_lines(data: bytes, lines: list[bytes]) -> int:
         begin, line = end + 1, line + 1
         at = data.find(b"\x00", begin)
     return blanked
+
+
+def _release_groups(members: Sequence[_OpenFile]) -> tuple[str, ...]:
+    """Every group the files' Xref fields name, sorted (the oracle of the compiled
+    `_fastindex.xref_groups`)."""
+    groups: set[str] = set()
+    for member in members:
+        groups.update(_xref_groups(_xref_field(member.after_bytes)))
+    return tuple(sorted(groups))
 
 
 def _xref_field(rest: bytes) -> bytes:
