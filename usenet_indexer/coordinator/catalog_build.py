@@ -195,10 +195,11 @@ class CatalogBuild:
             jobs = locks.jobs
             jobs.asked(node_id)
             jobs.forget_expired()
-            # Half the shards with pending keys (rounded up): an edge's build costs
-            # the coordinator per key, not per job, and each edge takes one job at a
-            # time; the next edge to ask takes half the rest.
-            taken = self._take(locks, 0.0, most=None)
+            # Every free shard with pending keys: a build merges again the keys
+            # around those pending (their closure), so fewer, larger builds merge
+            # less (halves made more builds and more look-ups at 10M); each edge
+            # takes one job at a time, and the next takes what came since.
+            taken = self._take(locks, 0.0, most=SHARDS)
             if not isinstance(taken, Taken):
                 return taken
             if not taken.keys:
@@ -249,11 +250,11 @@ class CatalogBuild:
             return locks.jobs.drop_all()
 
     def _take(
-        self, locks: ShardLocks, waited_seconds: float, *, most: int | None = MAX_SHARDS
+        self, locks: ShardLocks, waited_seconds: float, *, most: int = MAX_SHARDS
     ) -> Taken | Built | None:
-        """Lock up to `most` shards (None: half of them, rounded up) with keys pending at
-        least `waited_seconds` that no other builder holds, and take their pending keys
-        and closure (None: nothing pending; a Built: nothing done, build again soon)."""
+        """Lock up to `most` shards with keys pending at least `waited_seconds` that no
+        other builder holds, and take their pending keys and closure (None: nothing
+        pending; a Built: nothing done, build again soon)."""
         shards = locks.pending_shards(waited_seconds)
         orphans = locks.orphans()
         if not shards and not orphans:
@@ -261,7 +262,7 @@ class CatalogBuild:
         # A random order: builders starting together take different shards.
         order = random.sample(shards, len(shards))
         got = locks.try_lock(order)
-        mine = [s for s in order if s in got][: -(-len(shards) // 2) if most is None else most]
+        mine = [s for s in order if s in got][:most]
         locks.unlock(got.difference(mine))
         more = len(mine) < len(shards)
         if shards and not mine:
