@@ -25,6 +25,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence, Set
 from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 import attrs
 import httpx
@@ -78,6 +79,7 @@ from usenet_indexer.testing.logcheck import LogProblems, file_problems
 from usenet_indexer.testing.processes import child_env, free_port
 
 API = "/api/v1/node/"
+_T = TypeVar("_T")
 # Parts of the spool held back until the faults are done: the ranges waiting
 # for them keep edges busy, so every fault finds a victim.
 HOLD_BACK = 2
@@ -967,46 +969,44 @@ _OPEN_JOB = """
 
 def _until_a_job(url: str, within: float) -> tuple[int, int] | None:
     """Wait until an edge has a catalog build job open: (its id, its node); None after
-    `within` s. Sync, on one connection (a new one after an error), for a worker thread."""
-    began = time.monotonic()
-    conn: psycopg.Connection[tuple[object, ...]] | None = None
-    try:
-        while time.monotonic() - began < within:
-            try:
-                conn = conn or psycopg.connect(url, autocommit=True, connect_timeout=2)
-                row = conn.execute(_OPEN_JOB).fetchone()
-            except psycopg.Error:
-                if conn is not None:
-                    conn.close()
-                conn, row = None, None
-            if row is not None:
-                return int(str(row[0])), int(str(row[1]))
-            time.sleep(BUILD_POLL_SECONDS)
-        return None
-    finally:
-        if conn is not None:
-            conn.close()
+    `within` s. Sync, for a worker thread."""
+    return _poll(url, within, _OPEN_JOB, lambda row, _: (int(str(row[0])), int(str(row[1]))))
 
 
 def _until_building(url: str, within: float, prefer: float) -> tuple[int, int] | None:
     """Wait until a build holds shard locks (or, after `prefer` s, keys are pending):
-    (pending keys, shard locks held) then; None after `within` s. Sync, on one
-    connection (a new one after an error), for a worker thread."""
+    (pending keys, shard locks held) then; None after `within` s. Sync, for a worker
+    thread."""
+
+    def building(row: tuple[object, ...], waited: float) -> tuple[int, int] | None:
+        pending, locks = int(str(row[0])), int(str(row[1]))
+        return (pending, locks) if locks or (pending and waited > prefer) else None
+
+    return _poll(url, within, _BUILD_STATE, building)
+
+
+def _poll(
+    url: str,
+    within: float,
+    query: str,
+    answer: Callable[[tuple[object, ...], float], _T | None],
+) -> _T | None:
+    """Ask `query` every BUILD_POLL_SECONDS until `answer` (of its row and the seconds
+    waited) is not None; None after `within` s. On one connection (a new one after an
+    error)."""
     began = time.monotonic()
     conn: psycopg.Connection[tuple[object, ...]] | None = None
     try:
         while (waited := time.monotonic() - began) < within:
             try:
                 conn = conn or psycopg.connect(url, autocommit=True, connect_timeout=2)
-                row = conn.execute(_BUILD_STATE).fetchone()
+                row = conn.execute(query).fetchone()
             except psycopg.Error:
                 if conn is not None:
                     conn.close()
                 conn, row = None, None
-            if row is not None:
-                pending, locks = int(str(row[0])), int(str(row[1]))
-                if locks or (pending and waited > prefer):
-                    return pending, locks
+            if row is not None and (found := answer(row, waited)) is not None:
+                return found
             time.sleep(BUILD_POLL_SECONDS)
         return None
     finally:

@@ -156,12 +156,17 @@ def test_a_jobs_shards_are_no_other_builders_until_its_rows_come_back(
     assert catalog_rows(edge_stores) == followed
 
 
+def stored(stores: Stores) -> int:
+    """A batch of 3,000 generated articles stored; the keys it left pending."""
+    for _ in batches_of_generated(stores, 3_000, seed=4, every=3_000):
+        pass
+    return pending_keys(stores)
+
+
 def test_a_job_whose_edge_died_expires_and_its_keys_are_built_again(
     edge_stores: Stores, builder: int
 ) -> None:
-    for _ in batches_of_generated(edge_stores, 3_000, seed=4, every=3_000):
-        pass
-    waiting = pending_keys(edge_stores)
+    waiting = stored(edge_stores)
     # A lease of no time: expired as soon as it is taken (the edge died at once).
     job_id, made = made_by_an_edge(edge_stores, builder, lease_seconds=0.0)
     assert edge_stores.build.finish(builder, job_id, made, quiet_seconds=0) is None
@@ -178,9 +183,7 @@ def test_a_job_whose_edge_died_expires_and_its_keys_are_built_again(
 def test_keys_no_edge_took_in_a_few_seconds_are_built_by_the_coordinator(
     edge_stores: Stores, builder: int
 ) -> None:
-    for _ in batches_of_generated(edge_stores, 3_000, seed=4, every=3_000):
-        pass
-    waiting = pending_keys(edge_stores)
+    waiting = stored(edge_stores)
     # An edge asked (it got a job, and died): fresh keys are left to the edges.
     made_by_an_edge(edge_stores, builder, lease_seconds=0.0)
     assert edge_stores.build.drain(quiet_seconds=0).pending == 0
@@ -194,8 +197,7 @@ def test_keys_no_edge_took_in_a_few_seconds_are_built_by_the_coordinator(
 def test_rows_that_are_not_the_jobs_are_refused_and_change_nothing(
     edge_stores: Stores, builder: int
 ) -> None:
-    for _ in batches_of_generated(edge_stores, 3_000, seed=4, every=3_000):
-        pass
+    stored(edge_stores)
     job_id, made = made_by_an_edge(edge_stores, builder)
     entry = made.entries[0]
     strays = [
