@@ -34,9 +34,9 @@ settings, the edge still only COORDINATOR_URL and NODE_TOKEN, and reads the
 chunks through the presigned links the stream hands it, so the coordinator
 is out of the data path (issue 27's target there: <= 0.2 CPU-s per 1M).
 
-`--edge-builds` turns on the coordinator's `edge_builds` (the edges merge
-the catalog builds: they are stopped once the catalog caught up, not when
-the ranges are done). `--catalog-max-lag S` sets the coordinator's `catalog_max_lag_seconds`
+`--edge-builds` (the setting's default) / `--no-edge-builds` sets the
+coordinator's `edge_builds` (the edges merge the catalog builds: they are
+then stopped once the catalog caught up, not when the ranges are done). `--catalog-max-lag S` sets the coordinator's `catalog_max_lag_seconds`
 (default: the setting's, 5): a stored batch's answer waits while the catalog
 build is more than S seconds behind, so the edges (on this machine, sharing
 its cores with the coordinator) go at the build's pace; 0 never holds, and

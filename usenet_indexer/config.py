@@ -124,7 +124,7 @@ class Settings:
         edge_builds: the coordinator offers its catalog builds to edges (edges
             running for good ask for them between their ranges' work), so the
             build grows with the edges; its own builder then builds only keys
-            no edge took within 30 s.
+            no edge took within 30 s (false: the coordinator builds them all).
         pure_indexer: edges and `uidx index` run the RangeIndexer's pure-Python
             per-line loop and subject parse, and the coordinator's catalog build the pure fragment
             unpacking, and both the merge's pure file figures (core/_fastmerge's
@@ -182,7 +182,7 @@ class Settings:
     api_grabs_per_day: int = 0
     offer_broken_releases: bool = False
     pure_indexer: bool = False
-    edge_builds: bool = False
+    edge_builds: bool = True
     spool_url: str = ""
     spool_endpoint_url: str = ""
     spool_region: str = ""
