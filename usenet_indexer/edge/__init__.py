@@ -13,6 +13,8 @@ The edge is a thin trio shell around the pure RangeIndexer:
     chunks            pure helpers: inflating a chunk payload with a cap,
                       what one frame contributes to the indexer
     options, events   the worker's settings and what it reports as it goes
+    builds            catalog builds the coordinator offers, merged beside the ranges
+    stopping          a stop as a cancellation
 
 Memory stays bounded by construction: at most one chunk inflating ahead of
 the one being indexed, one batch in flight and one waiting behind it.

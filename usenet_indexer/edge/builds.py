@@ -29,6 +29,7 @@ from usenet_indexer.core import catalog as core
 from usenet_indexer.core.batch import ReleaseChunk
 from usenet_indexer.edge.client import LeaseLostError, NodeApiError, NodeClient
 from usenet_indexer.edge.events import EdgeEvent, EventKind, Observer, ignore
+from usenet_indexer.edge.stopping import cancel_when_set
 from usenet_indexer.errors import RemoteProtocolError
 from usenet_indexer.wire import fragments
 from usenet_indexer.wire.buildjob import (
@@ -90,7 +91,7 @@ async def build_forever(
     done = 0
     with trio.CancelScope() as scope:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_cancel_when_set, stop, scope)
+            nursery.start_soon(cancel_when_set, stop, scope)
             categories = core.Categories()
             while True:
                 try:
@@ -166,8 +167,3 @@ def _done(
     made = run_job(job, pure=pure, categories=categories)
     result = attrs.evolve(made, wall_s=time.monotonic() - started)
     return job.job_id, encode_result(result), result
-
-
-async def _cancel_when_set(event: trio.Event, scope: trio.CancelScope) -> None:
-    await event.wait()
-    scope.cancel()

@@ -75,6 +75,7 @@ from usenet_indexer.edge.client import (
 )
 from usenet_indexer.edge.events import EdgeEvent, EventKind, Observer, ignore
 from usenet_indexer.edge.options import EdgeOptions
+from usenet_indexer.edge.stopping import cancel_when_set
 from usenet_indexer.gcpolicy import collect_all
 from usenet_indexer.wire.batchwire import encode_batch
 from usenet_indexer.wire.frames import CLOSED, Frame, FrameDecoder, FrameError, FrameKind
@@ -373,7 +374,7 @@ class RangeRunner:
 
     async def _read_stream(self, pieces: trio.MemorySendChannel[Piece | str]) -> None:
         async with pieces, trio.open_nursery() as nursery:
-            nursery.start_soon(_cancel_when_set, self.stop, nursery.cancel_scope)
+            nursery.start_soon(cancel_when_set, self.stop, nursery.cancel_scope)
             await self._stream_pieces(pieces)
             nursery.cancel_scope.cancel()
 
@@ -530,8 +531,3 @@ def _body(batch: Batch, lease: EdgeLease) -> bytes:
     # No gzip over the document: its fragments are deflated already (see batchwire).
     packed = pack_batch(batch)
     return encode_batch(packed, range_id=lease.range_id, epoch=lease.epoch)
-
-
-async def _cancel_when_set(event: trio.Event, scope: trio.CancelScope) -> None:
-    await event.wait()
-    scope.cancel()

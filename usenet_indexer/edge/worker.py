@@ -38,6 +38,7 @@ from usenet_indexer.edge.client import EdgeLease, NodeApiError, NodeClient, open
 from usenet_indexer.edge.events import Observer, ignore
 from usenet_indexer.edge.options import EdgeOptions
 from usenet_indexer.edge.range_runner import Outcome, RangeRunner
+from usenet_indexer.edge.stopping import cancel_when_set
 from usenet_indexer.errors import sole_error
 from usenet_indexer.gcpolicy import collect_all
 
@@ -180,15 +181,10 @@ async def _lease_unless_stopped(
     lease: EdgeLease | None = None
     with trio.CancelScope() as call:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_cancel_when_set, stop, call)
+            nursery.start_soon(cancel_when_set, stop, call)
             lease = await _lease(client, options)
             nursery.cancel_scope.cancel()
     return lease
-
-
-async def _cancel_when_set(event: trio.Event, scope: trio.CancelScope) -> None:
-    await event.wait()
-    scope.cancel()
 
 
 async def _give_back(client: NodeClient, lease: EdgeLease, options: EdgeOptions) -> None:

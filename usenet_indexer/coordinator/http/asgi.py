@@ -103,6 +103,11 @@ class Response:
         await send({"type": "http.response.body", "body": self.body, "more_body": False})
 
 
+def retry_after(seconds: int) -> tuple[tuple[bytes, bytes], ...]:
+    """A Retry-After header: when to ask again."""
+    return ((b"retry-after", str(seconds).encode()),)
+
+
 class Refused(UidxError):
     """Raised by an API to answer a request early with `response` (caught by the App).
 
@@ -378,8 +383,9 @@ class App:
         if route.throttled:
             verdict = self.throttle.check(exchange.client, trio.current_time())
             if verdict.retry_after is not None:
-                retry = ((b"retry-after", str(verdict.retry_after).encode()),)
-                return Response.error(429, "too many failed key attempts", headers=retry)
+                return Response.error(
+                    429, "too many failed key attempts", headers=retry_after(verdict.retry_after)
+                )
         level = route.level(exchange)
         if level is not Access.PUBLIC:
             admitted = await self.gate.admit(exchange, level)

@@ -56,6 +56,7 @@ from usenet_indexer.coordinator.http.asgi import (
     Response,
     header,
     read_body,
+    retry_after,
 )
 from usenet_indexer.coordinator.landings import Landings
 from usenet_indexer.coordinator.stores import Stores
@@ -139,10 +140,6 @@ _MSGPACK: Final = ((b"content-type", b"application/msgpack"),)
 # nothing pending, or what is pending held by other builders.
 BUILD_RETRY_SECONDS: Final = 1
 BUILD_BUSY_SECONDS: Final = 3
-
-
-def _again(seconds: int) -> tuple[tuple[bytes, bytes], ...]:
-    return ((b"retry-after", str(seconds).encode()),)
 
 
 def _positive(instance: object, attribute: attrs.Attribute[Any], value: float) -> None:
@@ -507,22 +504,21 @@ class NodeApi:
         if self._stopping or self._offering.locked():
             # One offer at a time per process: one that found its shards held
             # computed a closure for nothing, and edges ask every second.
-            return Response(204, headers=_again(BUILD_RETRY_SECONDS))
+            return Response(204, headers=retry_after(BUILD_RETRY_SECONDS))
         async with self._offering:
-            body = await self._run(self._offered, node_id)
-        if body is None:
-            return Response(204, headers=_again(BUILD_RETRY_SECONDS))
-        if body == b"":
-            return Response(204, headers=_again(BUILD_BUSY_SECONDS))
-        return Response(200, body, _MSGPACK)
+            offered = await self._run(self._offered, node_id)
+        if isinstance(offered, int):
+            return Response(204, headers=retry_after(offered))
+        return Response(200, offered, _MSGPACK)
 
-    def _offered(self, node_id: int) -> bytes | None:
-        # In a worker thread: the job taken and encoded in one hop (b"": busy).
+    def _offered(self, node_id: int) -> bytes | int:
+        # In a worker thread: the job taken and encoded in one hop; without one,
+        # the seconds until the edge asks again.
         job = self.stores.build.offer(node_id, BUILD_LEASE_SECONDS)
         if isinstance(job, Built):
-            return b""
+            return BUILD_BUSY_SECONDS
         if job is None:
-            return None
+            return BUILD_RETRY_SECONDS
         logger.info(
             "node %d: build job %d offered: %d pending, %d keys, %d fragments",
             *(node_id, job.job_id, len(job.pending), len(job.releases), len(job.fragments)),
