@@ -49,6 +49,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 
 import attrs
 from psycopg_pool import ConnectionPool
@@ -96,6 +97,16 @@ class Taken:
     keys: list[bytes]
     rounds: int
     more: bool
+
+
+@attrs.frozen
+class _Inputs:
+    """What a build of some keys reads beside their chunks (`CatalogBuild._inputs`)."""
+
+    probed: list[bytes]
+    found: dict[bytes, list[Finding]]
+    changed: dict[bytes, datetime]
+    asked: dict[bytes, set[str]]
 
 
 @attrs.frozen
@@ -171,13 +182,14 @@ class CatalogBuild:
             made = core.Made((), (), ())
             if keys:
                 chunks = list(self.store.chunks(keys))
+                read = self._inputs(keys)
                 made = core.made(
                     chunks,
                     taken.pending,
-                    self.store.probed(keys),
-                    self.probes.found(keys),
-                    self.table.changed(keys),
-                    self.probes.candidates_by_key(keys),
+                    read.probed,
+                    read.found,
+                    read.changed,
+                    read.asked,
                     categories=self.categories,
                     memo=self.memo,
                     pure=self.pure,
@@ -207,15 +219,16 @@ class CatalogBuild:
             keys = taken.keys
             job_id = jobs.reserve(node_id, locks.held, taken.pending, keys, lease_seconds)
             releases, stored = self.store.packed(keys)
+            read = self._inputs(keys)
             return BuildJob(
                 job_id=job_id,
                 releases=tuple(releases),
                 fragments=tuple(stored),
                 pending=tuple(taken.pending),
-                probed=tuple(self.store.probed(keys)),
-                found={k: tuple(v) for k, v in self.probes.found(keys).items()},
-                changed=self.table.changed(keys),
-                asked={k: frozenset(v) for k, v in self.probes.candidates_by_key(keys).items()},
+                probed=tuple(read.probed),
+                found={k: tuple(v) for k, v in read.found.items()},
+                changed=read.changed,
+                asked={k: frozenset(v) for k, v in read.asked.items()},
             )
 
     def finish(
@@ -241,6 +254,16 @@ class CatalogBuild:
             keys = sorted(job.keys)
             written = self._write(made, keys, quiet_seconds, dict(job.pending))
         return _built(len(job.pending), len(keys), written, 0, started, False)
+
+    def _inputs(self, keys: Sequence[bytes]) -> _Inputs:
+        """What a build of `keys` reads beside their chunks, for `core.made` here or on
+        an edge (one list: the two builds read the same)."""
+        return _Inputs(
+            probed=self.store.probed(keys),
+            found=self.probes.found(keys),
+            changed=self.table.changed(keys),
+            asked=self.probes.candidates_by_key(keys),
+        )
 
     def abandon_jobs(self) -> int:
         """End every edge's build job (their edges are known to be gone: their keys,

@@ -263,7 +263,7 @@ SHARDS = 64
 # A poster's shard, in SQL (`{poster}`: its column); migration 0029 has it too.
 PENDING_SHARD = f"(hashtext({{poster}}) & {SHARDS - 1})"
 _LOCK_CLASS = 4
-_SHARD = f"(hashtext(r.poster) & {SHARDS - 1})"
+_SHARD = PENDING_SHARD.format(poster="r.poster")
 # A pending key's shard is kept with it (catalog_pending.shard, as a batch or a
 # probe marks it: store/batches.py, store/probes.py).
 _PENDING_SHARDS = """
@@ -279,11 +279,8 @@ _ORPHANS = "SELECT key, seq FROM catalog_pending WHERE shard IS NULL"
 _GUID_SOURCES = "SELECT DISTINCT unnest(sources) FROM catalog WHERE guid = ANY(%s)"
 _SHARDS_OF = f"SELECT DISTINCT {_SHARD} FROM releases r WHERE key = ANY(%b)"
 _TRY_LOCK = f"SELECT s FROM unnest(%s::int[]) AS s WHERE pg_try_advisory_lock({_LOCK_CLASS}, s)"
-_LOCK_ALL = f"""
-    SELECT count(pg_advisory_lock({_LOCK_CLASS}, s))
-    FROM (SELECT s FROM generate_series(0, {SHARDS - 1}) AS s ORDER BY s) AS shards
-"""
-# Waiting for each, in order (as _LOCK_ALL): an edge's rows written over its job's shards.
+# Waiting for each, in order (never a deadlock among waiters): a whole build's every
+# shard, an edge's rows written over its job's shards.
 _LOCK_IN_ORDER = f"""
     SELECT count(pg_advisory_lock({_LOCK_CLASS}, s))
     FROM (SELECT s FROM unnest(%s::int[]) AS s ORDER BY s) AS shards
@@ -975,8 +972,7 @@ class ShardLocks:
 
     def lock_all(self) -> None:
         """Every shard, waiting for each in order (a whole build)."""
-        self._conn.execute(_LOCK_ALL)
-        self.held = set(range(SHARDS))
+        self.lock_in_order(range(SHARDS))
 
     def unlock(self, shards: Iterable[int] | None = None) -> None:
         """Give up `shards` (every shard held: None)."""
