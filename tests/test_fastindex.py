@@ -105,26 +105,23 @@ def test_the_open_file_made_without_its_init_has_nothing_it_would_run() -> None:
     assert all(a.default is attrs.NOTHING for a in fields if not a.init)
 
 
-def test_the_file_chunk_made_without_its_init_has_nothing_it_would_run() -> None:
-    # _fastindex.file_chunks makes a FileChunk as object.__new__ does and sets its
-    # fields, in this order, as its __init__ would: a validator, converter, default,
-    # factory or post-init hook (or a field added) would be skipped.
-    fields = attrs.fields(FileChunk)
-    assert tuple(a.name for a in fields) == _fastindex._CHUNK_FIELDS
+@pytest.mark.parametrize(
+    ("cls", "slots"),
+    [(FileChunk, _fastindex._CHUNK_FIELDS), (ReleaseChunk, _fastindex._RELEASE_FIELDS)],
+    ids=["FileChunk", "ReleaseChunk"],
+)
+def test_a_chunk_made_without_its_init_has_nothing_it_would_run(
+    cls: type, slots: tuple[str, ...]
+) -> None:
+    # _fastindex.file_chunks (a FileChunk) and _fastindex.released (a ReleaseChunk)
+    # make one as object.__new__ does and set its fields, in this order, as its
+    # __init__ would: a validator, converter, default, factory or post-init hook (or
+    # a field added) would be skipped.
+    fields = attrs.fields(cls)
+    assert tuple(a.name for a in fields) == slots
     assert all(a.init for a in fields)
-    assert not hasattr(FileChunk, "__attrs_post_init__")
-    assert not hasattr(FileChunk, "__attrs_pre_init__")
-    assert all(a.validator is None and a.converter is None for a in fields)
-
-
-def test_the_release_chunk_made_without_its_init_has_nothing_it_would_run() -> None:
-    # _fastindex.released makes a ReleaseChunk as object.__new__ does and sets its
-    # fields, in this order, as its __init__ would (the same guard as FileChunk's).
-    fields = attrs.fields(ReleaseChunk)
-    assert tuple(a.name for a in fields) == _fastindex._RELEASE_FIELDS
-    assert all(a.init for a in fields)
-    assert not hasattr(ReleaseChunk, "__attrs_post_init__")
-    assert not hasattr(ReleaseChunk, "__attrs_pre_init__")
+    assert not hasattr(cls, "__attrs_post_init__")
+    assert not hasattr(cls, "__attrs_pre_init__")
     assert all(a.validator is None and a.converter is None for a in fields)
 
 
