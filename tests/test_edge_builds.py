@@ -11,6 +11,7 @@ node API with the edge's own client, a build beside its ranges.
 
 from __future__ import annotations
 
+import struct
 from functools import partial
 
 import attrs
@@ -29,6 +30,7 @@ from usenet_indexer.core.retry import RetryPolicy
 from usenet_indexer.edge.builds import build_forever, run_job
 from usenet_indexer.edge.client import open_client
 from usenet_indexer.edge.events import EdgeEvent, EventKind
+from usenet_indexer.store import catalog as store_catalog
 from usenet_indexer.wire.buildjob import (
     BuildJob,
     BuildResult,
@@ -37,6 +39,7 @@ from usenet_indexer.wire.buildjob import (
     encode_job,
     encode_result,
 )
+from usenet_indexer.wire.fragments import KEY_BYTES, BadFragment, Bundle
 
 DEADLINE_SECONDS = 60
 
@@ -109,6 +112,49 @@ def test_batch_by_batch_the_catalog_edges_build_is_what_a_whole_rebuild_makes(
     assert len(followed) > 20
     edge_stores.build.everything(quiet_seconds=0)
     assert catalog_rows(edge_stores) == followed
+
+
+def test_a_jobs_fragments_read_a_few_keys_at_a_time_build_the_same_catalog(
+    edge_stores: Stores, builder: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A job's fragments are read in slices of keys (each slice's fragments in the
+    # database's order) and merged in order of range and batch all the same.
+    monkeypatch.setattr(store_catalog, "BUNDLE_KEYS", 3)
+    for _ in batches_of_generated(edge_stores, 12_000, seed=5, every=300, profile="posting-tools"):
+        edge_builds(edge_stores, builder)
+    assert pending_keys(edge_stores) == 0
+    followed = catalog_rows(edge_stores)
+    assert len(followed) > 10
+    edge_stores.build.everything(quiet_seconds=0)
+    assert catalog_rows(edge_stores) == followed
+
+
+def test_a_bundle_whose_index_does_not_describe_its_fragments_fails_the_job_loudly() -> None:
+    good = Bundle(
+        b"".join(
+            (bytes([n]) * KEY_BYTES) + struct.pack(">qqI", range_id, batch, len(data))
+            for n, (range_id, batch, data) in enumerate([(2, 5, b"ab"), (1, 9, b"c"), (2, 1, b"")])
+        ),
+        b"abc",
+    )
+    # Merged in order of range and batch, whatever order the database gave them in.
+    assert list(good) == [(bytes([1]) * KEY_BYTES, b"c"), (bytes([2]) * KEY_BYTES, b""),
+                          (bytes([0]) * KEY_BYTES, b"ab")]  # fmt: skip
+    assert decode_job(encode_job(attrs.evolve(job_of(good), job_id=7))).fragments == good
+    for bad in (
+        attrs.evolve(good, data=b"abcd"),  # a byte no entry names
+        attrs.evolve(good, data=b"ab"),  # an entry past the end
+        attrs.evolve(good, index=good.index[:-1]),  # an entry cut short
+    ):
+        with pytest.raises(BadFragment, match="bundle"):
+            run_job(job_of(bad), pure=False, categories=Categories())
+
+
+def job_of(fragments: Bundle) -> BuildJob:
+    return BuildJob(
+        job_id=1, releases=(), fragments=fragments, pending=(), probed=(), found={}, changed={},
+        asked={},
+    )  # fmt: skip
 
 
 def test_a_jobs_shards_are_no_other_builders_until_its_rows_come_back(

@@ -111,6 +111,15 @@ _FRAGMENTS_OF = (
     "SELECT release_key, range_id, batch_first, octet_length(packed), packed FROM fragments"
     " WHERE release_key = ANY(%b) ORDER BY range_id, batch_first"
 )
+# A build job's fragments, two values (wire/fragments.Bundle) in place of a row
+# each; in slices of keys, so no value nears PostgreSQL's 1 GB.
+BUNDLE_KEYS = 4096
+_BUNDLE_OF = """
+    SELECT string_agg(release_key || int8send(range_id) || int8send(batch_first)
+                      || int4send(octet_length(packed)), ''::bytea),
+           string_agg(packed, ''::bytea)
+    FROM fragments WHERE release_key = ANY(%b)
+"""
 # Which fragments the keys have, without their bytes: octet_length of a value
 # stored out of line (STORAGE EXTERNAL) is read from its pointer, not its data.
 _FRAGMENT_IDS_OF = (
@@ -450,12 +459,14 @@ class CatalogStore:
 
     def packed(
         self, keys: Sequence[bytes]
-    ) -> tuple[
-        list[tuple[bytes, str | None, str, tuple[str, ...], int | None]], list[tuple[bytes, bytes]]
-    ]:
+    ) -> tuple[list[tuple[bytes, str | None, str, tuple[str, ...], int | None]], fragments.Bundle]:
         """The release rows of `keys` (key, head name, poster, groups, M) and their stored
-        fragments as they are (key, packed; in order of range and batch): an edge's
-        build job unpacks them itself."""
+        fragments as they are, bundled (an edge's build job unpacks them itself).
+
+        The fragments come as two values a query of BUNDLE_KEYS keys, not a row
+        each: at a job's 30k fragments, rows and their Python objects cost a
+        build offer a quarter of its time.
+        """
         with self.pool.connection() as conn:
             releases = [
                 (bytes(key), head_name, poster, tuple(groups), announced)
@@ -463,13 +474,13 @@ class CatalogStore:
                     _RELEASES_OF, (list(keys),)
                 ).fetchall()
             ]
-            stored = [
-                (bytes(key), bytes(packed))
-                for key, _, _, _, packed in conn.execute(
-                    _FRAGMENTS_OF, (list(keys),), binary=True
-                ).fetchall()
-            ]
-        return releases, stored
+            bundles = []
+            for at in range(0, len(keys), BUNDLE_KEYS):
+                index, data = conn.execute(
+                    _BUNDLE_OF, (list(keys[at : at + BUNDLE_KEYS]),), binary=True
+                ).fetchone() or (None, None)
+                bundles.append(fragments.Bundle(bytes(index or b""), bytes(data or b"")))
+        return releases, fragments.Bundle.joined(bundles)
 
     def remember(self, range_id: int, batch_first: int, releases: Iterable[PackedRelease]) -> None:
         """Keep unpacked the fragments of a batch just stored (its releases as checked,

@@ -1,6 +1,7 @@
 """The catalog build an edge does: the job the coordinator hands out, the rows it sends back.
 
-Both are msgpack (binary keys and fragments as they are). A job holds what a
+Both are msgpack (binary keys as they are; the fragments bundled, two byte
+strings for them all: wire/fragments.Bundle). A job holds what a
 build reads from the database (coordinator/catalog_build.py's `offer`): the
 release rows and stored fragments of the keys merged again, the pending
 keys among them, and what probes asked and found for them; the edge merges
@@ -28,6 +29,7 @@ from usenet_indexer.core.catalog import CatalogEntry, Made
 from usenet_indexer.core.renames import Finding
 from usenet_indexer.decode.ids import MediaIds
 from usenet_indexer.errors import RemoteProtocolError
+from usenet_indexer.wire.fragments import Bundle
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
@@ -49,7 +51,7 @@ class BuildJob:
     Attributes:
         job_id: the job's id (the rows go back to it).
         releases: the release rows of the keys merged again.
-        fragments: their stored fragments (key, packed), in order of range and batch.
+        fragments: their stored fragments, bundled (iterated in order of range and batch).
         pending: the keys taken as pending (their chunks changed).
         probed: the keys a batch reported a probe candidate for.
         found: what probes found, by key.
@@ -59,7 +61,7 @@ class BuildJob:
 
     job_id: int
     releases: tuple[ReleaseRow, ...]
-    fragments: tuple[tuple[bytes, bytes], ...]
+    fragments: Bundle
     pending: tuple[bytes, ...]
     probed: tuple[bytes, ...]
     found: Mapping[bytes, tuple[Finding, ...]]
@@ -90,7 +92,7 @@ def encode_job(job: BuildJob) -> bytes:
         {
             "id": job.job_id,
             "releases": [list(r) for r in job.releases],
-            "fragments": [list(f) for f in job.fragments],
+            "fragments": [job.fragments.index, job.fragments.data],
             "pending": list(job.pending),
             "probed": list(job.probed),
             "found": [[k, [_finding(f) for f in fs]] for k, fs in job.found.items()],
@@ -110,7 +112,7 @@ def decode_job(body: bytes) -> BuildJob:
             releases=tuple(
                 (bytes(k), h, str(p), tuple(g), m) for k, h, p, g, m in document["releases"]
             ),
-            fragments=tuple((bytes(k), bytes(f)) for k, f in document["fragments"]),
+            fragments=Bundle(*map(_bytes, document["fragments"])),
             pending=tuple(bytes(k) for k in document["pending"]),
             probed=tuple(bytes(k) for k in document["probed"]),
             found={bytes(k): tuple(_unfinding(f) for f in fs) for k, fs in document["found"]},
