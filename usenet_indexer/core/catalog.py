@@ -534,12 +534,14 @@ class Closure:
     spans: dict[bytes, Span] = attrs.field(factory=dict)
     _unread: set[bytes] = attrs.field(factory=set)  # keys whose span to read
     _walk: set[bytes] = attrs.field(factory=set)  # stored keys whose repost key to look for
-    _rows_read: set[bytes] = attrs.field(factory=set)
+    _rows_unread: set[bytes] = attrs.field(factory=set)  # stored keys whose rows to read
     _windows_read: set[Window] = attrs.field(factory=set)
     _absent: set[bytes] = attrs.field(factory=set)
     _asked: Wanted = attrs.field(factory=Wanted)
     _windowed: set[bytes] = attrs.field(factory=set)  # keys whose chain's windows were made
+    _unwindowed: set[bytes] = attrs.field(factory=set)  # stored keys not in _windowed
     _next: dict[bytes, bytes] = attrs.field(factory=dict)  # each stored key's repost key
+    _before: dict[bytes, set[bytes]] = attrs.field(factory=dict)  # stored keys by repost key
     _window_rounds: int = 0
     rounds: int = 0
 
@@ -564,7 +566,7 @@ class Closure:
         if self._unread:
             self._asked = Wanted(spans=tuple(sorted(self._unread)))
         else:
-            rows = tuple(sorted(self.keys - self._rows_read))
+            rows = tuple(sorted(self._rows_unread))
             windows: tuple[Window, ...] = ()
             if self._window_rounds < WINDOW_ROUNDS:
                 windows = tuple(
@@ -597,9 +599,12 @@ class Closure:
                     self.keys.add(key)
                     self.spans[key] = span
                     self._walk.add(key)
+                    self._rows_unread.add(key)
+                    self._unwindowed.add(key)
+                    self._before.setdefault(self._repost(key), set()).add(key)
             self._unread.difference_update(wanted.spans)
         if rows is not None:
-            self._rows_read.update(wanted.rows)
+            self._rows_unread.difference_update(wanted.rows)
             self._found(rows)
         if windows is not None:
             self._windows_read.update(wanted.windows)
@@ -619,6 +624,7 @@ class Closure:
             if self._windowed.issuperset(chain):
                 continue
             self._windowed.update(chain)
+            self._unwindowed.difference_update(chain)
             spans = [self.spans[key] for key in chain]
             dated = [s for s in spans if s.posted]
             if not dated:
@@ -647,16 +653,29 @@ class Closure:
                     yield Window(poster, low, high, announced)
 
     def _chains(self) -> list[list[bytes]]:
-        """The stored keys as repost chains: each from its first key on."""
-        following = {key: nxt for key in self.keys if (nxt := self._repost(key)) in self.keys}
-        later = set(following.values())
+        """The repost chains (each from its first stored key on) that hold a key whose
+        chain's windows were not made yet: the others' windows are read. Found from
+        those keys backwards, not from every key each round."""
+        heads = set()
+        seen: set[bytes] = set()
+        stack = list(self._unwindowed)
+        while stack:
+            key = stack.pop()
+            if key in seen:
+                continue
+            seen.add(key)
+            before = self._before.get(key)
+            if before:
+                stack.extend(before)
+            else:
+                heads.add(key)  # no stored key has it as its repost key
         chains = []
-        for key in sorted(self.keys - later):
+        for key in sorted(heads):
             chain = [key]
-            step = following.get(key)
-            while step is not None and step not in chain:
+            step = self._repost(key)
+            while step in self.keys and step not in chain:
                 chain.append(step)
-                step = following.get(step)
+                step = self._repost(step)
             chains.append(chain)
         return chains
 
