@@ -12,14 +12,20 @@ The coordinator's catalog build (coordinator/catalog_build.py) turns it off
 while a build runs; the cycles made meanwhile elsewhere in the process are
 collected once it is back on. What a build keeps for the builds after it
 (its memo: releases, rows, probes) is frozen when it ends (`BuildCollection`),
-so the collections between builds never walk it.
+so the collections between builds never walk it. The node API's heavy hops
+(a batch decoded and stored, a build job offered, an edge's rows written) run
+without it too (`without_cyclic_gc`): each makes tens of thousands of objects
+and no cycles, and the collections they set off were 5% of a coordinator's CPU
+at 10M lines.
 """
 
 from __future__ import annotations
 
+import functools
 import gc
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import ParamSpec, TypeVar
 
 import attrs
 
@@ -34,6 +40,21 @@ def no_cyclic_gc() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
+
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+
+
+def without_cyclic_gc(function: Callable[_P, _T]) -> Callable[_P, _T]:
+    """`function`, run with automatic cyclic collection off (`no_cyclic_gc`)."""
+
+    @functools.wraps(function)
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _T:
+        with no_cyclic_gc():
+            return function(*args, **kwargs)
+
+    return wrapper
 
 
 def collect_all() -> int:

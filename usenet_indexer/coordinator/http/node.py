@@ -63,6 +63,7 @@ from usenet_indexer.coordinator.stores import Stores
 from usenet_indexer.coordinator.stream import RangeStream, SpoolReader, Streamed, StreamTiming
 from usenet_indexer.core.rules import DEFAULT_RULES
 from usenet_indexer.errors import sole_error
+from usenet_indexer.gcpolicy import without_cyclic_gc
 from usenet_indexer.spool.store import SpoolStore, as_spool, open_spool
 from usenet_indexer.store.batches import BatchRejected, LeaseLost, Stored
 from usenet_indexer.store.builds import BuildRecord
@@ -511,6 +512,7 @@ class NodeApi:
             return Response(204, headers=retry_after(offered))
         return Response(200, offered, _MSGPACK)
 
+    @without_cyclic_gc
     def _offered(self, node_id: int) -> bytes | int:
         # In a worker thread: the job taken and encoded in one hop; without one,
         # the seconds until the edge asks again.
@@ -536,6 +538,7 @@ class NodeApi:
             return Response.error(409, message)
         return Response.json(200, {"written": built.written, "releases": built.releases})
 
+    @without_cyclic_gc
     def _write_built(self, node_id: int, job_id: int, body: bytes) -> Built | None:
         # In a worker thread: decoded, checked and written in one hop.
         result = decode_result(body)
@@ -598,6 +601,7 @@ class NodeApi:
                 self._behind = await self._run(self.stores.builds.behind)
             return self._behind
 
+    @without_cyclic_gc
     def _decode_and_store(
         self, node_id: int, range_id: int, body: bytes, encoding: str | None
     ) -> tuple[WireBatch, Stored]:
