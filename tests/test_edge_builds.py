@@ -16,6 +16,7 @@ from functools import partial
 
 import attrs
 import httpx
+import msgpack
 import pytest
 import trio
 from psycopg_pool import ConnectionPool
@@ -25,8 +26,9 @@ from test_http_node import bearer, start_api
 from usenet_indexer.config import Settings
 from usenet_indexer.coordinator.catalog_build import EDGE_GRACE_SECONDS, NotTheJobs
 from usenet_indexer.coordinator.stores import Stores
-from usenet_indexer.core.catalog import Categories, Made
+from usenet_indexer.core.catalog import CatalogEntry, Categories, Made
 from usenet_indexer.core.retry import RetryPolicy
+from usenet_indexer.decode.ids import MediaIds
 from usenet_indexer.edge.builds import build_forever, run_job
 from usenet_indexer.edge.client import open_client
 from usenet_indexer.edge.events import EdgeEvent, EventKind
@@ -34,10 +36,12 @@ from usenet_indexer.store import catalog as store_catalog
 from usenet_indexer.wire.buildjob import (
     BuildJob,
     BuildResult,
+    BuildWireError,
     decode_job,
     decode_result,
     encode_job,
     encode_result,
+    moment,
 )
 from usenet_indexer.wire.fragments import KEY_BYTES, BadFragment, Bundle
 
@@ -148,6 +152,37 @@ def test_a_bundle_whose_index_does_not_describe_its_fragments_fails_the_job_loud
     ):
         with pytest.raises(BadFragment, match="bundle"):
             run_job(job_of(bad), pure=False, categories=Categories())
+
+
+def test_each_field_of_an_edges_row_is_checked_and_a_wrong_one_named() -> None:
+    row = CatalogEntry(
+        guid="g", name="Some.Show.S01E02.720p", search_name="some show s01e02 720p",
+        category=5040, size=1 << 33, files=12, poster="a@b", groups=("alt.binaries.test",),
+        posted=1_700_000_000, completion=99.5, season=1, episode=2, probe_candidate=False,
+        sources=(b"k" * KEY_BYTES,), changed_at=moment(1_700_000_000_000_000), state="whole",
+        ids=MediaIds(tvdb=7),
+    )  # fmt: skip
+    made = Made((row,), (), ())
+    assert decode_result(encode_result(BuildResult(made, 0.5, 1.0))).made == made
+    document = msgpack.unpackb(encode_result(BuildResult(made, 0.5, 1.0)))
+    wrong: list[tuple[int, object, str]] = [
+        (0, 7, "expected a string, got int"),
+        (3, True, "expected an integer, got bool"),
+        (7, ["alt.binaries.test", 3], "expected a string, got int"),
+        (9, "99", "expected a number, got str"),
+        (10, 1.5, "expected an integer, got float"),
+        (12, 0, "expected true or false, got int"),
+        (13, ["k" * KEY_BYTES], "expected bytes, got str"),
+        (16, [None, 7, None, None], "ids are 5"),
+    ]
+    for at, value, problem in wrong:
+        fields = list(document["entries"][0])
+        fields[at] = value
+        bad = msgpack.packb({**document, "entries": [fields]})
+        with pytest.raises(BuildWireError, match=problem):
+            decode_result(bad)
+    with pytest.raises(BuildWireError, match="17 fields, not 16"):
+        decode_result(msgpack.packb({**document, "entries": [document["entries"][0][:-1]]}))
 
 
 def job_of(fragments: Bundle) -> BuildJob:

@@ -91,7 +91,7 @@ def encode_job(job: BuildJob) -> bytes:
     return msgpack.packb(
         {
             "id": job.job_id,
-            "releases": [list(r) for r in job.releases],
+            "releases": job.releases,  # tuples pack as arrays
             "fragments": [job.fragments.index, job.fragments.data],
             "pending": list(job.pending),
             "probed": list(job.probed),
