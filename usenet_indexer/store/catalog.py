@@ -1073,17 +1073,15 @@ class CatalogTable:
         """The stored releases of `keys`: poster, earliest and latest file's date."""
         with self.pool.connection() as conn:
             rows = conn.execute(_SPANS, (list(keys),)).fetchall()
+        # bigint columns come as ints; both arrays are one aggregate's, of one length.
         return {
-            bytes(key): Span(
+            key: Span(
                 poster,
-                int(posted),
-                None if latest is None else int(latest),
+                posted,
+                latest,
                 announced,
-                bool(no_album),
-                tuple(
-                    (int(start), None if end is None else int(end))
-                    for start, end in zip(starts or (), ends or (), strict=True)
-                ),
+                no_album,
+                tuple(zip(starts, ends, strict=True)) if starts else (),
             )
             for key, poster, posted, latest, announced, no_album, starts, ends in rows
         }
