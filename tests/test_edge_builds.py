@@ -118,12 +118,12 @@ def test_batch_by_batch_the_catalog_edges_build_is_what_a_whole_rebuild_makes(
     assert catalog_rows(edge_stores) == followed
 
 
-def test_a_jobs_fragments_read_a_few_keys_at_a_time_build_the_same_catalog(
+def test_a_jobs_fragments_read_in_many_parts_build_the_same_catalog(
     edge_stores: Stores, builder: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # A job's fragments are read in slices of keys (each slice's fragments in the
-    # database's order) and merged in order of range and batch all the same.
-    monkeypatch.setattr(store_catalog, "BUNDLE_KEYS", 3)
+    # A job's fragments are read in parts of a few bytes (here: one fragment a
+    # part) and merged in order of range and batch all the same.
+    monkeypatch.setattr(store_catalog, "BUNDLE_BYTES", 1)
     for _ in batches_of_generated(edge_stores, 12_000, seed=5, every=300, profile="posting-tools"):
         edge_builds(edge_stores, builder)
     assert pending_keys(edge_stores) == 0
@@ -152,6 +152,13 @@ def test_a_bundle_whose_index_does_not_describe_its_fragments_fails_the_job_loud
     ):
         with pytest.raises(BadFragment, match="bundle"):
             run_job(job_of(bad), pure=False, categories=Categories())
+    # A fragment of a key the job sends no release row for.
+    with pytest.raises(BadFragment, match="no release row"):
+        run_job(job_of(Bundle.joined([good])), pure=False, categories=Categories())
+    document = msgpack.unpackb(encode_job(job_of(good)))
+    for fragments in ([], [good.index], [good.index, good.data, b""], [good.index, "abc"]):
+        with pytest.raises(BuildWireError):
+            decode_job(msgpack.packb({**document, "fragments": fragments}))
 
 
 def test_each_field_of_an_edges_row_is_checked_and_a_wrong_one_named() -> None:

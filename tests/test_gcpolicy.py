@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import threading
 import weakref
 
 import pytest
@@ -64,3 +65,38 @@ def test_a_build_that_raises_freezes_nothing() -> None:
     assert gc.get_freeze_count() == 0
     assert gc.isenabled()
     assert collection.builds == 0
+
+
+def test_collection_stays_off_until_the_last_of_overlapping_holders_ends() -> None:
+    # A batch's intake ends while a build (in another thread) still runs: the
+    # build keeps collection off; it is back on once both are done.
+    collection = BuildCollection()
+    build_running, build_may_end = threading.Event(), threading.Event()
+    seen: list[bool] = []
+
+    def build() -> None:
+        with collection.build():
+            build_running.set()
+            build_may_end.wait(10)
+            seen.append(gc.isenabled())
+
+    with collection.off():  # the intake
+        builder = threading.Thread(target=build)
+        builder.start()
+        assert build_running.wait(10)
+    assert not gc.isenabled()  # the build still holds it off
+    build_may_end.set()
+    builder.join(10)
+    assert seen == [False]
+    assert gc.isenabled()
+
+
+def test_collection_off_before_any_holder_stays_off() -> None:
+    collection = BuildCollection()
+    gc.disable()
+    try:
+        with collection.off():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

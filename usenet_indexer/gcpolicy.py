@@ -14,18 +14,17 @@ collected once it is back on. What a build keeps for the builds after it
 (its memo: releases, rows, probes) is frozen when it ends (`BuildCollection`),
 so the collections between builds never walk it. The node API's heavy hops
 (a batch decoded and stored, a build job offered, an edge's rows written) run
-without it too (`without_cyclic_gc`): each makes tens of thousands of objects
-and no cycles, and the collections they set off were 5% of a coordinator's CPU
-at 10M lines.
+without it too (`BuildCollection.off`, counted across threads): each makes tens
+of thousands of objects and no cycles, and the collections they set off were 5%
+of a coordinator's CPU at 10M lines.
 """
 
 from __future__ import annotations
 
-import functools
 import gc
-from collections.abc import Callable, Iterator
+import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import ParamSpec, TypeVar
 
 import attrs
 
@@ -40,21 +39,6 @@ def no_cyclic_gc() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
-
-
-_P = ParamSpec("_P")
-_T = TypeVar("_T")
-
-
-def without_cyclic_gc(function: Callable[_P, _T]) -> Callable[_P, _T]:
-    """`function`, run with automatic cyclic collection off (`no_cyclic_gc`)."""
-
-    @functools.wraps(function)
-    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _T:
-        with no_cyclic_gc():
-            return function(*args, **kwargs)
-
-    return wrapper
 
 
 def collect_all() -> int:
@@ -81,10 +65,31 @@ class BuildCollection:
 
     every: int = 50
     builds: int = 0
+    _lock: threading.Lock = attrs.field(factory=threading.Lock, init=False, repr=False)
+    _holders: int = attrs.field(default=0, init=False)
+    _was_enabled: bool = attrs.field(default=False, init=False)
+
+    @contextmanager
+    def off(self) -> Iterator[None]:
+        """Automatic cyclic collection off while any holder runs (a build, a node API
+        hop; in any thread), and back as it was once the last one ends: counted,
+        so that one ending never turns it back on under another."""
+        with self._lock:
+            if not self._holders:
+                self._was_enabled = gc.isenabled()
+                gc.disable()
+            self._holders += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._holders -= 1
+                if not self._holders and self._was_enabled:
+                    gc.enable()
 
     @contextmanager
     def build(self) -> Iterator[None]:
-        with no_cyclic_gc():
+        with self.off():
             yield
             self.builds += 1
             if self.builds % self.every == 0:

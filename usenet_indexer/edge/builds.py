@@ -39,6 +39,7 @@ from usenet_indexer.wire.buildjob import (
     decode_job,
     encode_result,
 )
+from usenet_indexer.wire.fragments import BadFragment
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +62,10 @@ def run_job(job: BuildJob, *, pure: bool, categories: core.Categories) -> BuildR
     rows = {row[0]: row for row in job.releases}
     chunks = []
     for key, packed in job.fragments:
-        _, head_name, poster, groups, announced = rows[key]
+        row = rows.get(key)
+        if row is None:
+            raise BadFragment(f"the job has a fragment of key {key.hex()} but no release row")
+        _, head_name, poster, groups, announced = row
         files = tuple(fragments.unpack(packed, pure=pure))
         chunks.append(ReleaseChunk(key, head_name, poster, groups, announced, files))
     made = core.made(

@@ -112,7 +112,7 @@ def decode_job(body: bytes) -> BuildJob:
             releases=tuple(
                 (bytes(k), h, str(p), tuple(g), m) for k, h, p, g, m in document["releases"]
             ),
-            fragments=Bundle(*map(_bytes, document["fragments"])),
+            fragments=_bundle(document["fragments"]),
             pending=tuple(bytes(k) for k in document["pending"]),
             probed=tuple(bytes(k) for k in document["probed"]),
             found={bytes(k): tuple(_unfinding(f) for f in fs) for k, fs in document["found"]},
@@ -170,6 +170,13 @@ def _checked(make: Callable[[], _T]) -> _T:
         raise
     except (KeyError, TypeError, ValueError) as error:
         raise BuildWireError(f"a build body of the wrong shape: {error!r}") from error
+
+
+def _bundle(value: object) -> Bundle:
+    parts = _list(value)
+    if len(parts) != 2:
+        raise BuildWireError(f"a job's fragments are [index, bytes], not {len(parts)} values")
+    return Bundle(_bytes(parts[0]), _bytes(parts[1]))
 
 
 def _finding(finding: Finding) -> list[object]:
