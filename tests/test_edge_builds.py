@@ -37,6 +37,7 @@ from usenet_indexer.wire.buildjob import (
     BuildJob,
     BuildResult,
     BuildWireError,
+    ReleaseRows,
     decode_job,
     decode_result,
     encode_job,
@@ -125,6 +126,16 @@ def test_a_jobs_fragments_read_in_many_parts_build_the_same_catalog(
     # part) and merged in order of range and batch all the same.
     monkeypatch.setattr(store_catalog, "BUNDLE_BYTES", 1)
     for _ in batches_of_generated(edge_stores, 12_000, seed=5, every=300, profile="posting-tools"):
+        # The release rows a job carries as JSON are the rows a local build reads.
+        with edge_stores.catalog.pool.connection() as conn:
+            stored = {
+                bytes(key): (bytes(key), head, poster, tuple(groups), announced)
+                for key, head, poster, groups, announced in conn.execute(
+                    "SELECT key, head_name, poster, groups, files_announced FROM releases"
+                )
+            }
+        rows, _ = edge_stores.build.store.packed(list(stored))
+        assert ReleaseRows(rows).by_key() == stored
         edge_builds(edge_stores, builder)
     assert pending_keys(edge_stores) == 0
     followed = catalog_rows(edge_stores)
@@ -152,6 +163,11 @@ def test_a_bundle_whose_index_does_not_describe_its_fragments_fails_the_job_loud
     ):
         with pytest.raises(BadFragment, match="bundle"):
             run_job(job_of(bad), pure=False, categories=Categories())
+    # Release rows that are not a JSON array of rows.
+    for text in ("", "{}", '[["zz", null, "a@b", [], null]]', "[[1, 2]]"):
+        with pytest.raises(BuildWireError, match="release rows"):
+            run_job(attrs.evolve(job_of(good), releases=ReleaseRows(text)), pure=False,
+                    categories=Categories())  # fmt: skip
     # A fragment of a key the job sends no release row for.
     with pytest.raises(BadFragment, match="no release row"):
         run_job(job_of(Bundle.joined([good])), pure=False, categories=Categories())
@@ -194,7 +210,7 @@ def test_each_field_of_an_edges_row_is_checked_and_a_wrong_one_named() -> None:
 
 def job_of(fragments: Bundle) -> BuildJob:
     return BuildJob(
-        job_id=1, releases=(), fragments=fragments, pending=(), probed=(), found={}, changed={},
+        job_id=1, releases=ReleaseRows(), fragments=fragments, pending=(), probed=(), found={}, changed={},
         asked={},
     )  # fmt: skip
 
@@ -214,7 +230,7 @@ def test_a_jobs_shards_are_no_other_builders_until_its_rows_come_back(
     # Another edge takes what no job holds (nothing here: each job took every free shard).
     while (job := offered(edge_stores, other, 60.0)) is not None:
         jobs.append(job)
-    merged = [{row[0] for row in job.releases} for job in jobs]
+    merged = [set(job.releases.by_key()) for job in jobs]
     assert sum(map(len, merged)) == len(set().union(*merged))  # no key in two jobs
     # `uidx status`, the page and /metrics say how many builds edges are doing.
     assert edge_stores.builds.lag(600).edge_jobs == len(jobs)

@@ -68,7 +68,7 @@ from usenet_indexer.store.catalog import (
     Written,
 )
 from usenet_indexer.store.probes import ProbeStore
-from usenet_indexer.wire.buildjob import BuildJob, BuildWireError
+from usenet_indexer.wire.buildjob import BuildJob, BuildWireError, ReleaseRows
 
 # The most shards one pending build takes: with a few builders, each takes
 # some of the posters with pending keys, and the rest are left to the others.
@@ -222,7 +222,7 @@ class CatalogBuild:
             read = self._inputs(keys)
             return BuildJob(
                 job_id=job_id,
-                releases=tuple(releases),
+                releases=ReleaseRows(releases),
                 fragments=stored,
                 pending=tuple(taken.pending),
                 probed=tuple(read.probed),

@@ -59,7 +59,7 @@ def run_job(job: BuildJob, *, pure: bool, categories: core.Categories) -> BuildR
         RemoteProtocolError: a stored fragment does not unpack.
     """
     started, cpu = time.monotonic(), time.thread_time()
-    rows = {row[0]: row for row in job.releases}
+    rows = job.releases.by_key()
     chunks = []
     for key, packed in job.fragments:
         row = rows.get(key)

@@ -1,7 +1,8 @@
 """The catalog build an edge does: the job the coordinator hands out, the rows it sends back.
 
 Both are msgpack (binary keys as they are; the fragments bundled, two byte
-strings for them all: wire/fragments.Bundle). A job holds what a
+strings for them all: wire/fragments.Bundle; the release rows one JSON text that
+PostgreSQL wrote: `ReleaseRows`). A job holds what a
 build reads from the database (coordinator/catalog_build.py's `offer`): the
 release rows and stored fragments of the keys merged again, the pending
 keys among them, and what probes asked and found for them; the edge merges
@@ -18,6 +19,7 @@ Dates go as microseconds since the epoch (UTC).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar, TypeVar
@@ -45,12 +47,45 @@ class BuildWireError(RemoteProtocolError):
 
 
 @attrs.frozen
+class ReleaseRows:
+    """A job's release rows as PostgreSQL wrote them: one JSON array of [key (hex),
+    head name, poster, groups, M] arrays. The coordinator passes the text on as it
+    is, no Python object a row; the edge reads it (`by_key`).
+
+    Attributes:
+        json: the text.
+    """
+
+    json: str = "[]"
+
+    def by_key(self) -> dict[bytes, ReleaseRow]:
+        """The rows by key.
+
+        Raises:
+            BuildWireError: the text is not such an array.
+        """
+        try:
+            rows = json.loads(self.json)
+            if not isinstance(rows, list):
+                raise TypeError(f"a JSON {type(rows).__name__}, not an array")
+            found: dict[bytes, ReleaseRow] = {}
+            for hexed, head, poster, groups, announced in rows:
+                key = bytes.fromhex(hexed)
+                found[key] = (key, head, str(poster), tuple(map(str, groups)), announced)
+            return found
+        except (ValueError, TypeError) as error:
+            raise BuildWireError(
+                f"a job's release rows are not what they should be: {error!r}"
+            ) from error
+
+
+@attrs.frozen
 class BuildJob:
     """A catalog build for an edge to do.
 
     Attributes:
         job_id: the job's id (the rows go back to it).
-        releases: the release rows of the keys merged again.
+        releases: the release rows of the keys merged again (as JSON).
         fragments: their stored fragments, bundled (iterated in order of range and batch).
         pending: the keys taken as pending (their chunks changed).
         probed: the keys a batch reported a probe candidate for.
@@ -60,7 +95,7 @@ class BuildJob:
     """
 
     job_id: int
-    releases: tuple[ReleaseRow, ...]
+    releases: ReleaseRows
     fragments: Bundle
     pending: tuple[bytes, ...]
     probed: tuple[bytes, ...]
@@ -91,7 +126,7 @@ def encode_job(job: BuildJob) -> bytes:
     return msgpack.packb(
         {
             "id": job.job_id,
-            "releases": job.releases,  # tuples pack as arrays
+            "releases": job.releases.json,
             "fragments": [job.fragments.index, job.fragments.data],
             "pending": list(job.pending),
             "probed": list(job.probed),
@@ -104,14 +139,13 @@ def encode_job(job: BuildJob) -> bytes:
 
 def decode_job(body: bytes) -> BuildJob:
     """A job as the coordinator sent it (the edge trusts its coordinator: a body of the
-    wrong shape is a BuildWireError all the same)."""
+    wrong shape is a BuildWireError all the same; the release rows say so when read,
+    `ReleaseRows.by_key`)."""
     document = _document(body)
     return _checked(
         lambda: BuildJob(
             job_id=int(document["id"]),
-            releases=tuple(
-                (bytes(k), h, str(p), tuple(g), m) for k, h, p, g, m in document["releases"]
-            ),
+            releases=ReleaseRows(_str(document["releases"])),
             fragments=_bundle(document["fragments"]),
             pending=tuple(bytes(k) for k in document["pending"]),
             probed=tuple(bytes(k) for k in document["probed"]),

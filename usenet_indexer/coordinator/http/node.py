@@ -532,8 +532,8 @@ class NodeApi:
         if job is None:
             return BUILD_RETRY_SECONDS
         logger.info(
-            "node %d: build job %d offered: %d pending, %d keys, %d fragments",
-            *(node_id, job.job_id, len(job.pending), len(job.releases), len(job.fragments)),
+            "node %d: build job %d offered: %d pending keys, %d fragments",
+            *(node_id, job.job_id, len(job.pending), len(job.fragments)),
         )
         return encode_job(job)
 
