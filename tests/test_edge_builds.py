@@ -11,7 +11,6 @@ node API with the edge's own client, a build beside its ranges.
 
 from __future__ import annotations
 
-import struct
 from functools import partial
 
 import attrs
@@ -32,7 +31,7 @@ from usenet_indexer.decode.ids import MediaIds
 from usenet_indexer.edge.builds import build_forever, run_job
 from usenet_indexer.edge.client import open_client
 from usenet_indexer.edge.events import EdgeEvent, EventKind
-from usenet_indexer.store import catalog as store_catalog
+from usenet_indexer.wire.batchwire import KEY_BYTES
 from usenet_indexer.wire.buildjob import (
     BuildJob,
     BuildResult,
@@ -44,7 +43,7 @@ from usenet_indexer.wire.buildjob import (
     encode_result,
     moment,
 )
-from usenet_indexer.wire.fragments import KEY_BYTES, BadFragment, Bundle
+from usenet_indexer.wire.fragments import BadFragment
 
 DEADLINE_SECONDS = 60
 
@@ -119,14 +118,10 @@ def test_batch_by_batch_the_catalog_edges_build_is_what_a_whole_rebuild_makes(
     assert catalog_rows(edge_stores) == followed
 
 
-def test_a_jobs_fragments_read_in_many_parts_build_the_same_catalog(
-    edge_stores: Stores, builder: int, monkeypatch: pytest.MonkeyPatch
+def test_a_jobs_release_rows_as_postgresql_writes_them_are_the_rows_a_local_build_reads(
+    edge_stores: Stores, builder: int
 ) -> None:
-    # A job's fragments are read in parts of a few bytes (here: one fragment a
-    # part) and merged in order of range and batch all the same.
-    monkeypatch.setattr(store_catalog, "BUNDLE_BYTES", 1)
     for _ in batches_of_generated(edge_stores, 12_000, seed=5, every=300, profile="posting-tools"):
-        # The release rows a job carries as JSON are the rows a local build reads.
         with edge_stores.catalog.pool.connection() as conn:
             stored = {
                 bytes(key): (bytes(key), head, poster, tuple(groups), announced)
@@ -144,37 +139,21 @@ def test_a_jobs_fragments_read_in_many_parts_build_the_same_catalog(
     assert catalog_rows(edge_stores) == followed
 
 
-def test_a_bundle_whose_index_does_not_describe_its_fragments_fails_the_job_loudly() -> None:
-    good = Bundle(
-        b"".join(
-            (bytes([n]) * KEY_BYTES) + struct.pack(">qqI", range_id, batch, len(data))
-            for n, (range_id, batch, data) in enumerate([(2, 5, b"ab"), (1, 9, b"c"), (2, 1, b"")])
-        ),
-        b"abc",
-    )
-    # Merged in order of range and batch, whatever order the database gave them in.
-    assert list(good) == [(bytes([1]) * KEY_BYTES, b"c"), (bytes([2]) * KEY_BYTES, b""),
-                          (bytes([0]) * KEY_BYTES, b"ab")]  # fmt: skip
-    assert decode_job(encode_job(attrs.evolve(job_of(good), job_id=7))).fragments == good
-    for bad in (
-        attrs.evolve(good, data=b"abcd"),  # a byte no entry names
-        attrs.evolve(good, data=b"ab"),  # an entry past the end
-        attrs.evolve(good, index=good.index[:-1]),  # an entry cut short
-    ):
-        with pytest.raises(BadFragment, match="bundle"):
-            run_job(job_of(bad), pure=False, categories=Categories())
+def test_a_job_whose_release_rows_are_not_rows_fails_loudly() -> None:
+    key = b"k" * KEY_BYTES
+    job = job_of(((key, b"not a fragment"),))
     # Release rows that are not a JSON array of rows.
     for text in ("", "{}", '[["zz", null, "a@b", [], null]]', "[[1, 2]]"):
         with pytest.raises(BuildWireError, match="release rows"):
-            run_job(attrs.evolve(job_of(good), releases=ReleaseRows(text)), pure=False,
+            run_job(attrs.evolve(job, releases=ReleaseRows(text)), pure=False,
                     categories=Categories())  # fmt: skip
     # A fragment of a key the job sends no release row for.
     with pytest.raises(BadFragment, match="no release row"):
-        run_job(job_of(Bundle.joined([good])), pure=False, categories=Categories())
-    document = msgpack.unpackb(encode_job(job_of(good)))
-    for fragments in ([], [good.index], [good.index, good.data, b""], [good.index, "abc"]):
-        with pytest.raises(BuildWireError):
-            decode_job(msgpack.packb({**document, "fragments": fragments}))
+        run_job(job, pure=False, categories=Categories())
+    assert decode_job(encode_job(job)) == job
+    document = msgpack.unpackb(encode_job(job))
+    with pytest.raises(BuildWireError):
+        decode_job(msgpack.packb({**document, "releases": [[key, None, "a@b", [], None]]}))
 
 
 def test_each_field_of_an_edges_row_is_checked_and_a_wrong_one_named() -> None:
@@ -208,7 +187,7 @@ def test_each_field_of_an_edges_row_is_checked_and_a_wrong_one_named() -> None:
         decode_result(msgpack.packb({**document, "entries": [document["entries"][0][:-1]]}))
 
 
-def job_of(fragments: Bundle) -> BuildJob:
+def job_of(fragments: tuple[tuple[bytes, bytes], ...]) -> BuildJob:
     return BuildJob(
         job_id=1, releases=ReleaseRows(), fragments=fragments, pending=(), probed=(), found={}, changed={},
         asked={},

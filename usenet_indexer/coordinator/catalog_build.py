@@ -223,7 +223,7 @@ class CatalogBuild:
             return BuildJob(
                 job_id=job_id,
                 releases=ReleaseRows(releases),
-                fragments=stored,
+                fragments=tuple(stored),
                 pending=tuple(taken.pending),
                 probed=tuple(read.probed),
                 found={k: tuple(v) for k, v in read.found.items()},

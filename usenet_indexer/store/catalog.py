@@ -117,25 +117,6 @@ _FRAGMENTS_OF = (
     "SELECT release_key, range_id, batch_first, octet_length(packed), packed FROM fragments"
     " WHERE release_key = ANY(%b) ORDER BY range_id, batch_first"
 )
-# A build job's fragments, two values (wire/fragments.Bundle) in place of a row
-# each: in parts of about BUNDLE_BYTES by their running total, so no value nears
-# PostgreSQL's 1 GB (a part holds at most BUNDLE_BYTES and one fragment, and a
-# fragment is at most the batch wire's 256 MiB). Both aggregates take the rows in
-# one complete order, so the index and the bytes match entry for entry.
-BUNDLE_BYTES = 256 << 20
-_BUNDLE_OF = """
-    SELECT string_agg(release_key || int8send(range_id) || int8send(batch_first)
-                      || int4send(octet_length(packed)), ''::bytea
-                      ORDER BY range_id, batch_first, release_key),
-           string_agg(packed, ''::bytea ORDER BY range_id, batch_first, release_key)
-    FROM (
-        SELECT release_key, range_id, batch_first, packed,
-               sum(octet_length(packed)) OVER (ORDER BY range_id, batch_first, release_key)
-                   / %s AS part
-        FROM fragments WHERE release_key = ANY(%b)
-    ) AS f
-    GROUP BY part
-"""
 # Which fragments the keys have, without their bytes: octet_length of a value
 # stored out of line (STORAGE EXTERNAL) is read from its pointer, not its data.
 _FRAGMENT_IDS_OF = (
@@ -473,26 +454,25 @@ class CatalogStore:
                         self._keep(i, kept[i])
         return [(i[0], kept[i]) for i in ids if i in kept]
 
-    def packed(self, keys: Sequence[bytes]) -> tuple[str, fragments.Bundle]:
-        """The release rows of `keys` as JSON and their stored fragments as they are,
-        bundled: what an edge's build job reads (wire/buildjob.py).
+    def packed(self, keys: Sequence[bytes]) -> tuple[str, list[tuple[bytes, bytes]]]:
+        """The release rows of `keys` as JSON and their stored fragments as they are (key,
+        packed; in order of range and batch): what an edge's build job reads
+        (wire/buildjob.py).
 
-        Both come as a few values made by PostgreSQL, not a row each: at a
-        job's 30k keys, rows and their Python objects were a third of a build
-        offer's time. The rows are one JSON array of [key (hex), head name,
-        poster, groups, M] arrays, which the coordinator passes on untouched.
-        The fragments come as two values a part (of BUNDLE_BYTES).
+        The rows are one JSON array of [key (hex), head name, poster, groups, M]
+        arrays that PostgreSQL writes and the coordinator passes on untouched:
+        a row and a tuple each cost 4x the CPU.
         """
         with self.pool.connection() as conn:
             row = conn.execute(_RELEASES_JSON_OF, (list(keys),)).fetchone()
             releases = "[]" if row is None else str(row[0])
-            bundles = [
-                fragments.Bundle(bytes(index), bytes(data))
-                for index, data in conn.execute(
-                    _BUNDLE_OF, (BUNDLE_BYTES, list(keys)), binary=True
+            stored = [
+                (bytes(key), bytes(packed))
+                for key, _, _, _, packed in conn.execute(
+                    _FRAGMENTS_OF, (list(keys),), binary=True
                 ).fetchall()
             ]
-        return releases, fragments.Bundle.joined(bundles)
+        return releases, stored
 
     def remember(self, range_id: int, batch_first: int, releases: Iterable[PackedRelease]) -> None:
         """Keep unpacked the fragments of a batch just stored (its releases as checked,

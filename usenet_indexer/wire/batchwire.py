@@ -80,7 +80,7 @@ from isal import isal_zlib
 from usenet_indexer.core.batch import ProbeCandidate, RuleCount
 from usenet_indexer.core.subject import MAX_FILES
 from usenet_indexer.errors import LocalProtocolError, RemoteProtocolError
-from usenet_indexer.wire.fragments import ID_FORBIDDEN, KEY_BYTES, BadFragment
+from usenet_indexer.wire.fragments import ID_FORBIDDEN, BadFragment
 from usenet_indexer.wire.fragments import MAX_SEGMENTS as FRAGMENT_SEGMENTS
 from usenet_indexer.wire.inflate import InflateFailed, Problem, capped_inflate
 from usenet_indexer.wire.packed import PackedBatch, PackedRelease, checked_release
@@ -90,6 +90,9 @@ WIRE_VERSION: Final = 2
 # Article numbers, counts and ids go into PostgreSQL bigint columns.
 MAX_BIGINT: Final = 2**63 - 1
 MIN_BIGINT: Final = -(2**63)
+
+# Release and file keys are 16-byte blake2b digests (see indexer._digest).
+KEY_BYTES: Final = 16
 
 # isal level 1: about as fast as inflating (~450 MB/s here) and still small;
 # the bulk of a batch is message-ids, which compress well at any level.

@@ -1,8 +1,7 @@
 """The catalog build an edge does: the job the coordinator hands out, the rows it sends back.
 
-Both are msgpack (binary keys as they are; the fragments bundled, two byte
-strings for them all: wire/fragments.Bundle; the release rows one JSON text that
-PostgreSQL wrote: `ReleaseRows`). A job holds what a
+Both are msgpack (binary keys and fragments as they are; the release rows one
+JSON text that PostgreSQL wrote: `ReleaseRows`). A job holds what a
 build reads from the database (coordinator/catalog_build.py's `offer`): the
 release rows and stored fragments of the keys merged again, the pending
 keys among them, and what probes asked and found for them; the edge merges
@@ -31,7 +30,6 @@ from usenet_indexer.core.catalog import CatalogEntry, Made
 from usenet_indexer.core.renames import Finding
 from usenet_indexer.decode.ids import MediaIds
 from usenet_indexer.errors import RemoteProtocolError
-from usenet_indexer.wire.fragments import Bundle
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
@@ -86,7 +84,7 @@ class BuildJob:
     Attributes:
         job_id: the job's id (the rows go back to it).
         releases: the release rows of the keys merged again (as JSON).
-        fragments: their stored fragments, bundled (iterated in order of range and batch).
+        fragments: their stored fragments (key, packed), in order of range and batch.
         pending: the keys taken as pending (their chunks changed).
         probed: the keys a batch reported a probe candidate for.
         found: what probes found, by key.
@@ -96,7 +94,7 @@ class BuildJob:
 
     job_id: int
     releases: ReleaseRows
-    fragments: Bundle
+    fragments: tuple[tuple[bytes, bytes], ...]
     pending: tuple[bytes, ...]
     probed: tuple[bytes, ...]
     found: Mapping[bytes, tuple[Finding, ...]]
@@ -127,7 +125,7 @@ def encode_job(job: BuildJob) -> bytes:
         {
             "id": job.job_id,
             "releases": job.releases.json,
-            "fragments": [job.fragments.index, job.fragments.data],
+            "fragments": [list(f) for f in job.fragments],
             "pending": list(job.pending),
             "probed": list(job.probed),
             "found": [[k, [_finding(f) for f in fs]] for k, fs in job.found.items()],
@@ -146,7 +144,7 @@ def decode_job(body: bytes) -> BuildJob:
         lambda: BuildJob(
             job_id=int(document["id"]),
             releases=ReleaseRows(_str(document["releases"])),
-            fragments=_bundle(document["fragments"]),
+            fragments=tuple((bytes(k), bytes(f)) for k, f in document["fragments"]),
             pending=tuple(bytes(k) for k in document["pending"]),
             probed=tuple(bytes(k) for k in document["probed"]),
             found={bytes(k): tuple(_unfinding(f) for f in fs) for k, fs in document["found"]},
@@ -204,13 +202,6 @@ def _checked(make: Callable[[], _T]) -> _T:
         raise
     except (KeyError, TypeError, ValueError) as error:
         raise BuildWireError(f"a build body of the wrong shape: {error!r}") from error
-
-
-def _bundle(value: object) -> Bundle:
-    parts = _list(value)
-    if len(parts) != 2:
-        raise BuildWireError(f"a job's fragments are [index, bytes], not {len(parts)} values")
-    return Bundle(_bytes(parts[0]), _bytes(parts[1]))
 
 
 def _finding(finding: Finding) -> list[object]:

@@ -42,7 +42,7 @@ import importlib
 import struct
 import sys
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from itertools import islice
 from operator import lt
 from typing import Any, Final
@@ -88,57 +88,6 @@ COMPILED_FILES: CompiledFiles | None = _compiled("_fastfragments", "files")
 
 class BadFragment(RemoteProtocolError):
     """A fragment does not unpack, or breaks what `inspect` checks."""
-
-
-# Release and file keys are 16-byte blake2b digests (see indexer._digest).
-KEY_BYTES: Final = 16
-# A bundle's index entry: a fragment's release key, range, batch and length,
-# big-endian (as PostgreSQL's int8send and int4send write them).
-_BUNDLED = struct.Struct(f">{KEY_BYTES}sqqI")
-
-
-@attrs.frozen
-class Bundle:
-    """Many stored fragments as two byte strings, not an object each: how a build job
-    carries them from the database to an edge (wire/buildjob.py).
-
-    Attributes:
-        index: per fragment its release key (KEY_BYTES), range id and batch
-            (i64 big-endian each) and length (u32 big-endian), in any order.
-        data: the fragments end to end, in the index's order.
-    """
-
-    index: bytes = b""
-    data: bytes = b""
-
-    @classmethod
-    def joined(cls, bundles: Iterable[Bundle]) -> Bundle:
-        """One bundle of several."""
-        parts = list(bundles)
-        return cls(b"".join(b.index for b in parts), b"".join(b.data for b in parts))
-
-    def __len__(self) -> int:
-        return len(self.index) // _BUNDLED.size
-
-    def __iter__(self) -> Iterator[tuple[bytes, bytes]]:
-        """(release key, fragment) in order of range, batch and key, the order a build
-        merges chunks in.
-
-        Raises:
-            BadFragment: the index does not describe the data.
-        """
-        if len(self.index) % _BUNDLED.size:
-            raise BadFragment(f"a bundle's index has {len(self.index)} bytes")
-        data, at = self.data, 0
-        placed = []
-        for key, range_id, batch, size in _BUNDLED.iter_unpack(self.index):
-            placed.append((range_id, batch, key, at, at + size))
-            at += size
-        if at != len(data):
-            raise BadFragment(f"a bundle's index says {at} bytes of its {len(data)}")
-        placed.sort()
-        for _, _, key, start, end in placed:
-            yield key, data[start:end]
 
 
 def _planes(values: bytes) -> bytes:
