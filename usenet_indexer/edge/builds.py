@@ -56,7 +56,8 @@ def run_job(job: BuildJob, *, pure: bool, categories: core.Categories) -> BuildR
     """What a build job makes (sync: a worker thread's), and what it cost this thread.
 
     Raises:
-        RemoteProtocolError: a stored fragment does not unpack.
+        BuildWireError: the job's release rows are not rows.
+        RemoteProtocolError: a stored fragment does not unpack, or has no release row.
     """
     started, cpu = time.monotonic(), time.thread_time()
     rows = job.releases.by_key()
@@ -140,7 +141,7 @@ async def _one_job(
         return 0, BUILD_POLL_SECONDS
     except RemoteProtocolError as error:
         # Left to expire: its keys stay pending for another builder.
-        logger.error("a build job's stored fragment does not unpack: %s", error)
+        logger.error("a build job's stored fragments cannot be merged: %s", error)
         return 0, BUILD_POLL_SECONDS
     try:
         await client.post_build(job_id, rows)
