@@ -64,7 +64,12 @@ import attrs
 
 from usenet_indexer.config import default
 from usenet_indexer.testing.logcheck import file_problems
-from usenet_indexer.testing.processes import child_env, free_port, wait_until_answering
+from usenet_indexer.testing.processes import (
+    child_env,
+    compile_bytecode,
+    free_port,
+    wait_until_answering,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 UIDX = [sys.executable, "-m", "usenet_indexer"]
@@ -434,6 +439,7 @@ def bench(args: argparse.Namespace) -> int:
     from usenet_indexer.testing.objectstore import running_object_store
     from usenet_indexer.testing.postgres import running_server
 
+    compile_bytecode()  # timed as an installed uidx runs: see its docstring
     with (
         tempfile.TemporaryDirectory(prefix="bench-edge-") as folder,
         running_server() as server,

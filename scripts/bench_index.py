@@ -30,6 +30,7 @@ from pathlib import Path
 
 from usenet_indexer.config import default
 from usenet_indexer.synth.truth import Truth, score
+from usenet_indexer.testing.processes import compile_bytecode
 
 ROOT = Path(__file__).resolve().parent.parent
 UIDX = [sys.executable, "-m", "usenet_indexer"]
@@ -107,6 +108,7 @@ def main() -> int:
     parser.add_argument("--batch-articles", type=int, default=default("batch_articles"))
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
+    compile_bytecode()  # timed as an installed uidx runs: see its docstring
     with tempfile.TemporaryDirectory(prefix="bench-index-") as folder:
         work = Path(folder)
         source, truth_path, out = (

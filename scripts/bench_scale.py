@@ -77,7 +77,12 @@ import psycopg
 
 from usenet_indexer.config import default
 from usenet_indexer.testing.logcheck import file_problems
-from usenet_indexer.testing.processes import child_env, free_port, wait_until_answering
+from usenet_indexer.testing.processes import (
+    child_env,
+    compile_bytecode,
+    free_port,
+    wait_until_answering,
+)
 
 UIDX = [sys.executable, "-m", "usenet_indexer"]
 GROUP = "alt.binaries.test"  # `uidx generate`'s default group
@@ -550,6 +555,7 @@ def database() -> Iterator[tuple[str, str]]:
 def bench(args: argparse.Namespace) -> int:
     from usenet_indexer.testing.objectstore import running_object_store
 
+    compile_bytecode()  # timed as an installed uidx runs: see its docstring
     with (
         tempfile.TemporaryDirectory(prefix="bench-scale-") as folder,
         database() as (url, data),

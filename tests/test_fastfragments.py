@@ -1,21 +1,27 @@
-"""The compiled fragment unpacking (wire/_fastfragments.pyx) against its oracle, the pure one.
+"""The compiled fragment unpacking and packing (wire/_fastfragments.pyx) against their
+oracles, the pure ones.
 
 What the catalog build reads of a fragment (every file's key, name, subject,
 index, counts, date, numbers, message-ids and sizes) must be the same from
 both, field for field, for what edges post of every generator profile and of
 the real corpus, for any files packed, and for damaged fragments: where the
 pure code raises, the compiled one hands over to it and the same error comes
-out. The compiled part must be built here (CI builds it with `pip install
+out. What an edge packs (`fragments.pack`, laid out by `_fastfragments.packed`
+where it answers) must be the bytes the pure layout `_packed` gives, for the
+same releases and for any files. The compiled part must be built here (CI builds it with `pip install
 -e .`): otherwise these tests would compare the pure code with itself.
 """
 
 from __future__ import annotations
 
+import struct
 import zlib
 from array import array
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
+import attrs
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -25,7 +31,7 @@ from usenet_indexer.core.indexer import RangeIndexer
 from usenet_indexer.synth.generator import PROFILES, GeneratorConfig, generate
 from usenet_indexer.testing.corpus import replayed_lines
 from usenet_indexer.wire import fragments
-from usenet_indexer.wire.fragments import COMPILED_FILES, BadFragment
+from usenet_indexer.wire.fragments import COMPILED_FILES, COMPILED_PACKED, BadFragment
 
 FIRST = 7_000_000
 
@@ -200,3 +206,105 @@ def test_a_fragment_the_pure_code_refuses_is_refused_with_its_message() -> None:
         assert isinstance(pure, tuple)
         assert pure[0] is BadFragment
         assert compiled == pure
+
+
+# The packing: `_fastfragments.packed` against `fragments._packed`.
+
+
+def test_the_compiled_packing_is_built() -> None:
+    assert COMPILED_PACKED is not None, "wire/_fastfragments is not built: run scripts/bootstrap"
+
+
+def packed_the_same(files: Sequence[FileChunk]) -> bool:
+    """The compiled layout of `files` is the pure one's (True), or it hands over to the
+    pure code (False); a mismatch fails the test."""
+    assert COMPILED_PACKED is not None
+    compiled = COMPILED_PACKED(files)
+    if compiled is None:
+        return False
+    assert compiled == fragments._packed(files)
+    return True
+
+
+def posted_releases(lines: Sequence[bytes], group: str) -> list[list[FileChunk]]:
+    """The files of each release chunk an edge posts of overview lines."""
+    indexer = RangeIndexer(group=group, first=FIRST)
+    indexer.add_data(b"\n".join(lines) + b"\n", FIRST + len(lines))
+    return [list(chunk.files) for chunk in indexer.take().releases if chunk.dropped is None]
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_every_generator_profile_packs_the_same(profile: str) -> None:
+    generated = generate(GeneratorConfig(articles=20_000, seed=9, profile=profile))
+    lines = [line for line in generated.lines if line.split(b"\t", 1)[0].isdigit()]
+    releases = posted_releases(lines, generated.truth.group)
+    assert len(releases) > 20
+    answered = [packed_the_same(files) for files in releases]
+    # The compiled layout answers for what edges post (message-ids are ASCII).
+    assert sum(answered) >= 0.99 * len(answered)
+    assert fragments.pack(releases[0]) == fragments.pack(releases[0], pure=True)
+
+
+def test_the_real_corpus_packs_the_same(corpus_dir: Path) -> None:
+    releases = posted_releases(replayed_lines(corpus_dir, FIRST, "a.b.test", seed=4), "a.b.test")
+    assert len(releases) > 20
+    answered = [packed_the_same(files) for files in releases]
+    assert sum(answered) >= 0.99 * len(answered)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 5).flatmap(lambda n: st.tuples(*(file_chunks(i) for i in range(n)))))
+def test_any_files_pack_the_same(files: tuple[FileChunk, ...]) -> None:
+    answered = packed_the_same(files)
+    # It hands over only for message-ids that are not ASCII.
+    assert answered or not all(f.message_ids.isascii() for f in files if len(f.numbers))
+
+
+def _odd(files: list[FileChunk], data: st.DataObject) -> list[FileChunk]:
+    """`files` with one field made what struct refuses or pads, or the pure layout
+    packs otherwise than the compiled one reads it: the compiled one must hand over."""
+    at = data.draw(st.integers(0, len(files) - 1))
+    field, value = data.draw(
+        st.sampled_from(
+            list[tuple[str, Any]](
+                [
+                    ("key", b"short"),
+                    ("key", bytes(17)),
+                    ("key", bytearray(16)),
+                    ("index", 2**32 - 1),
+                    ("index", -2),
+                    ("index", True),
+                    ("total_segments", 2**32),
+                    ("total_segments", -1),
+                    ("posted", 2**63),
+                    ("posted", False),
+                    ("numbers", array("L", files[at].numbers)),
+                    ("numbers", list(files[at].numbers)),
+                    ("sizes", array("I", [*files[at].sizes, 7])),
+                    ("sizes", array("i", [1] * len(files[at].numbers))),
+                    ("message_ids", files[at].message_ids + "é"),
+                ]
+            )
+        )
+    )
+    changed = list(files)
+    changed[at] = attrs.evolve(files[at], **{field: value})
+    return changed
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_files_the_compiled_packing_cannot_lay_out_go_to_the_pure_code(
+    data: st.DataObject,
+) -> None:
+    files = _odd(list(data.draw(st.sampled_from([GOOD, GOOD[1:], [GOOD[0]] * 2]))), data)
+    assert COMPILED_PACKED is not None
+    assert COMPILED_PACKED(files) is None
+    # What `pack` then does is the pure code's: its bytes, or its error.
+    outcomes: list[object] = []
+    for pure in (True, False):
+        try:
+            outcomes.append(fragments.pack(files, pure=pure))
+        except (struct.error, TypeError, ValueError) as error:  # what struct and array raise
+            outcomes.append((type(error), str(error)))
+    assert outcomes[0] == outcomes[1]

@@ -300,7 +300,7 @@ class RangeRunner:
         # lock back and forth every switch interval. Measured (2 cores, 1M
         # generated lines in 4 ranges, packing each range's batch while the
         # next range is indexed): 4.61 s in a thread, 4.22 s inline.
-        body = _body(batch, lease)
+        body = _body(batch, lease, pure=self.options.pure_indexer)
         posted = trio.current_time()
         answer = await self.client.post_batch(lease, body)
         self._last_contact = now = trio.current_time()
@@ -526,8 +526,8 @@ def _reasons(group: BaseExceptionGroup[Exception]) -> str:
     return "; ".join(leaves)
 
 
-def _body(batch: Batch, lease: EdgeLease) -> bytes:
+def _body(batch: Batch, lease: EdgeLease, *, pure: bool) -> bytes:
     # Packing the release chunks is the edge's work: the coordinator stores them as they come.
     # No gzip over the document: its fragments are deflated already (see batchwire).
-    packed = pack_batch(batch)
+    packed = pack_batch(batch, pure=pure)
     return encode_batch(packed, range_id=lease.range_id, epoch=lease.epoch)

@@ -33,7 +33,6 @@ import httpx
 import trio
 
 from usenet_indexer.config import Settings
-from usenet_indexer.edge.builds import build_forever
 from usenet_indexer.edge.client import EdgeLease, NodeApiError, NodeClient, open_client
 from usenet_indexer.edge.events import Observer, ignore
 from usenet_indexer.edge.options import EdgeOptions
@@ -121,7 +120,11 @@ async def _leases(
     try:
         async with trio.open_nursery() as ranges:
             if options.ranges is None:
-                # Running for good: catalog builds beside the ranges (edge/builds.py).
+                # Running for good: catalog builds beside the ranges (edge/builds.py,
+                # imported here: an edge given --ranges never builds, and starts
+                # ~0.04 s sooner without the catalog merge's modules).
+                from usenet_indexer.edge.builds import build_forever
+
                 ranges.start_soon(
                     partial(build_forever, client, stop, pure=options.pure_indexer, observe=observe)
                 )

@@ -1,4 +1,6 @@
 # The compiled unpacking and checks (wire/_fastfragments.pyx); see fragments.CompiledFiles.
+from collections.abc import Sequence
+
 from usenet_indexer.core.batch import FileChunk
 
 def files(
@@ -15,3 +17,6 @@ def facts(
     max_file_index: int,
     undated: int,
 ) -> tuple[int, int, int, int, int, tuple[int, bytes]] | None: ...
+
+# The compiled layout of a release chunk's files; see fragments.COMPILED_PACKED.
+def packed(files: Sequence[FileChunk]) -> bytes | None: ...

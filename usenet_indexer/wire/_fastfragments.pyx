@@ -426,3 +426,182 @@ def facts(const unsigned char[::1] raw, Py_ssize_t max_text_chars, Py_ssize_t ma
             at += n
     key = bytes(raw[HEAD + ENTRY * best : HEAD + ENTRY * best + 16])
     return (count, total, byte_sum, earliest, latest, (best_order, key))
+
+
+cdef extern from "Python.h":
+    bint PyUnicode_IS_ASCII(object)
+    void *PyUnicode_DATA(object)
+    Py_ssize_t PyUnicode_GET_LENGTH(object)
+
+
+cdef inline Py_ssize_t _text_length(object text):
+    # The bytes of an ASCII str, or of bytes.
+    return PyUnicode_GET_LENGTH(text) if type(text) is str else PyBytes_GET_SIZE(text)
+
+
+cdef inline void _put_u32(uint8_t *p, uint32_t v) noexcept nogil:
+    p[0] = v & 0xFF
+    p[1] = (v >> 8) & 0xFF
+    p[2] = (v >> 16) & 0xFF
+    p[3] = (v >> 24) & 0xFF
+
+
+cdef inline bint _u32_int(object value) noexcept:
+    # An int (not a bool) that struct's "I" packs as it is.
+    return type(value) is int and 0 <= value <= 0xFFFFFFFF
+
+
+cdef inline bint _u32_array(object values) noexcept:
+    # An array of 4-byte unsigned ints, whose bytes `array.tobytes` gives.
+    return type(values) is array and (<array>values).ob_descr.typecode == 73 and (  # "I"
+        (<array>values).ob_descr.itemsize == 4
+    )
+
+
+# The range of struct's "q".
+_I64_MIN = -(2 ** 63)
+_I64_MAX = 2 ** 63 - 1
+
+
+def packed(object files):
+    """The bytes `fragments.pack` deflates, for `files` (FileChunks, a list or tuple),
+    or None where the pure code must make them (message-ids that are not
+    ASCII, a field struct would refuse or pad, arrays of another type or of
+    unequal lengths): the compiled twin of `fragments._packed`."""
+    cdef Py_ssize_t n = len(files), i, r, c, count = 0, texts = 0, ids_length = 0, with_ids = 0
+    cdef Py_ssize_t size, at, width, stride, seg, length, planes_at
+    cdef object f, value, ids
+    cdef array values
+    cdef bytes out
+    cdef uint8_t *p
+    cdef const uint8_t *src
+    cdef const uint8_t *joined
+    cdef uint8_t *row_buffer = NULL
+    cdef uint32_t v
+    cdef list encoded = []  # each file's name and subject: an ASCII str, else its UTF-8
+    if n > 0xFFFFFFFF:
+        return None
+    # Pass 1: sizes, and everything the pure code would encode differently or refuse.
+    for i in range(n):
+        f = files[i]
+        value = f.key
+        if type(value) is not bytes or PyBytes_GET_SIZE(value) != 16:
+            return None
+        if not (_u32_array(f.numbers) and _u32_array(f.sizes)):
+            return None
+        seg = len(f.numbers)
+        if len(f.sizes) != seg:
+            return None  # (the pure code packs them as they are: its layout, not this one's)
+        value = f.index
+        if value is not None and not (type(value) is int and 0 <= value < 0xFFFFFFFF):
+            return None
+        if not _u32_int(f.total_segments):
+            return None
+        value = f.posted
+        if not (type(value) is int and _I64_MIN <= value <= _I64_MAX):
+            return None
+        for value in (f.name, f.subject):
+            if type(value) is not str:
+                return None
+            if not PyUnicode_IS_ASCII(value):
+                value = value.encode("utf-8", "surrogatepass")  # (bytes: not ASCII)
+            encoded.append(value)
+            texts += _text_length(value)
+        if seg:
+            ids = f.message_ids
+            if type(ids) is not str or not PyUnicode_IS_ASCII(ids):
+                return None
+            ids_length += PyUnicode_GET_LENGTH(ids)
+            with_ids += 1
+        count += seg
+    if count > 0xFFFFFFFF:
+        return None
+    if with_ids > 1:
+        ids_length += with_ids - 1
+    # The "\n"-joined ids, gathered once (the column check reads them as joined).
+    row_buffer = <uint8_t *>PyMem_Malloc(ids_length + 1)
+    if row_buffer == NULL:
+        raise MemoryError()
+    try:
+        at = 0
+        r = 0  # the ids joined so far
+        for i in range(n):
+            f = files[i]
+            if len(f.numbers):
+                if r:
+                    row_buffer[at] = 10
+                    at += 1
+                r += 1
+                ids = f.message_ids
+                length = PyUnicode_GET_LENGTH(ids)
+                memcpy(row_buffer + at, PyUnicode_DATA(ids), length)
+                at += length
+        # fragments._columns: every id W bytes long, stored column-wise.
+        width = 0
+        if count >= 2:
+            src = <const uint8_t *>memchr(row_buffer, 10, ids_length)
+            width = -1 if src == NULL else src - row_buffer
+            stride = width + 1
+            if width < 1 or ids_length != count * stride - 1:
+                width = 0
+            else:
+                for r in range(count - 1):
+                    if row_buffer[width + r * stride] != 10:
+                        width = 0
+                        break
+        if width > 0xFFFFFFFF:
+            return None
+        size = HEAD + ENTRY * n + 8 * count + (width * count if width else ids_length) + texts
+        out = PyBytes_FromStringAndSize(NULL, size)
+        p = <uint8_t *>PyBytes_AS_STRING(out)
+        _put_u32(p, <uint32_t>n)
+        _put_u32(p + 4, <uint32_t>width)
+        at = HEAD
+        planes_at = HEAD + ENTRY * n
+        seg = 0
+        for i in range(n):
+            f = files[i]
+            memcpy(p + at, PyBytes_AS_STRING(f.key), 16)
+            values = f.numbers
+            length = len(values)
+            _put_u32(p + at + 16, <uint32_t>length)
+            value = f.index
+            _put_u32(p + at + 20, 0 if value is None else <uint32_t>(<uint64_t>value + 1))
+            _put_u32(p + at + 24, <uint32_t>(<uint64_t>f.total_segments))
+            v = <uint32_t>(<uint64_t>(<int64_t>f.posted))
+            _put_u32(p + at + 28, v)
+            _put_u32(p + at + 32, <uint32_t>(<uint64_t>(<int64_t>f.posted) >> 32))
+            _put_u32(p + at + 36, <uint32_t>_text_length(encoded[2 * i]))
+            _put_u32(p + at + 40, <uint32_t>_text_length(encoded[2 * i + 1]))
+            at += ENTRY
+            # The numbers' and the sizes' byte planes (fragments._planes).
+            for r in range(length):
+                v = values.data.as_uints[r]
+                for c in range(4):
+                    p[planes_at + c * count + seg + r] = (v >> (8 * c)) & 0xFF
+            values = f.sizes
+            for r in range(length):
+                v = values.data.as_uints[r]
+                for c in range(4):
+                    p[planes_at + 4 * count + c * count + seg + r] = (v >> (8 * c)) & 0xFF
+            seg += length
+        at = planes_at + 8 * count
+        if width:
+            stride = width + 1
+            for c in range(width):
+                for r in range(count):
+                    p[at + r] = row_buffer[r * stride + c]
+                at += count
+        else:
+            memcpy(p + at, row_buffer, ids_length)
+            at += ids_length
+        for value in encoded:
+            length = _text_length(value)
+            if type(value) is str:
+                memcpy(p + at, PyUnicode_DATA(value), length)
+            else:
+                memcpy(p + at, PyBytes_AS_STRING(value), length)
+            at += length
+        return out
+    finally:
+        PyMem_Free(row_buffer)

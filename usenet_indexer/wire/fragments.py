@@ -84,6 +84,11 @@ def _compiled(module: str, name: str) -> Any:
 
 
 COMPILED_FILES: CompiledFiles | None = _compiled("_fastfragments", "files")
+# The compiled twin of `_packed`: the files in, the bytes to deflate out, or None
+# where the pure code must lay them out.
+COMPILED_PACKED: Callable[[Sequence[FileChunk]], bytes | None] | None = _compiled(
+    "_fastfragments", "packed"
+)
 
 
 class BadFragment(RemoteProtocolError):
@@ -116,8 +121,20 @@ def _columns(ids: bytes, count: int) -> tuple[int, bytes]:
     return width, b"".join([ids[i::stride] for i in range(width)])
 
 
-def pack(files: Sequence[FileChunk]) -> bytes:
-    """Pack a release chunk's files: their details and segments."""
+def pack(files: Sequence[FileChunk], *, pure: bool = False) -> bytes:
+    """Pack a release chunk's files: their details and segments.
+
+    `pure` lays them out with the pure code even where its compiled twin
+    (`_fastfragments.packed`) was built: the same bytes, slower.
+    """
+    raw = None if COMPILED_PACKED is None or pure else COMPILED_PACKED(files)
+    if raw is None:
+        raw = _packed(files)
+    return bytes((VERSION,)) + isal_zlib.compress(raw, LEVEL)
+
+
+def _packed(files: Sequence[FileChunk]) -> bytes:
+    """The layout `pack` deflates, in pure Python: the oracle of `_fastfragments.packed`."""
     # One pass over the files (this runs for every release chunk an edge posts).
     entry = _ENTRY.pack
     entries: list[bytes] = []
@@ -146,7 +163,7 @@ def pack(files: Sequence[FileChunk]) -> bytes:
     parts.append(_planes(_joined_little(sizes)))
     parts.append(id_columns)
     parts += texts
-    return bytes((VERSION,)) + isal_zlib.compress(b"".join(parts), LEVEL)
+    return b"".join(parts)
 
 
 def _joined_little(arrays: list[array[int]]) -> bytes:

@@ -95,8 +95,9 @@ class PackedBatch:
         return sum(r.segments for r in self.releases)
 
 
-def pack_release(chunk: ReleaseChunk) -> PackedRelease:
-    """Pack a release chunk (it has at least one file) and take its row's figures."""
+def pack_release(chunk: ReleaseChunk, *, pure: bool = False) -> PackedRelease:
+    """Pack a release chunk (it has at least one file) and take its row's figures;
+    `pure`: its fragment laid out by the pure code (fragments.pack)."""
     files = chunk.files
     dated = [f.posted for f in files if f.posted]
     return PackedRelease(
@@ -105,7 +106,7 @@ def pack_release(chunk: ReleaseChunk) -> PackedRelease:
         poster=chunk.poster,
         groups=chunk.groups,
         files_announced=chunk.files_announced,
-        fragment=fragments.pack(files),
+        fragment=fragments.pack(files, pure=pure),
         name=chunk.name,
         posted=min(dated) if dated else 0,
         latest=max(dated) if dated else 0,
@@ -116,13 +117,13 @@ def pack_release(chunk: ReleaseChunk) -> PackedRelease:
     )
 
 
-def pack_batch(batch: Batch) -> PackedBatch:
-    """The batch with its kept release chunks packed."""
+def pack_batch(batch: Batch, *, pure: bool = False) -> PackedBatch:
+    """The batch with its kept release chunks packed (`pure`: see pack_release)."""
     return PackedBatch(
         group=batch.group,
         first=batch.first,
         next=batch.next,
-        releases=tuple(pack_release(r) for r in batch.releases if r.dropped is None),
+        releases=tuple(pack_release(r, pure=pure) for r in batch.releases if r.dropped is None),
         rule_counts=batch.rule_counts,
         probe_candidates=batch.probe_candidates,
         lines=batch.lines,
