@@ -23,7 +23,10 @@ PostgreSQL's from /proc: its postmaster, the backends it reaped and its live
 children, less this script's own polling connection. Per build: the
 coordinator's log line `catalog built: pending=... cpu_s=...`
 (coordinator/catalog_builder.py, the build's thread CPU); the first and the
-last tenth of the builds that took pending keys, in CPU ms per pending key.
+last tenth of the builds that took pending keys, in CPU ms per pending key
+(the target), and beside it per key merged and keys merged per pending key
+(a build merges its keys' neighbours in ranges stored before it, which the
+first builds, on an empty catalog, do not have).
 The catalog lag is from the last batch's `stored_at` to the first poll that
 saw `catalog_pending` empty after it (both on the database's clock; polls
 1 s apart while the edges work, 0.2 s once every range is done).
@@ -434,17 +437,29 @@ def builds(coordinator_log: Path) -> list[Build]:
     ]
 
 
-def ms_per_key(part: Sequence[Build]) -> float:
-    """CPU milliseconds per pending key over some builds."""
-    keys = sum(b.pending for b in part)
+def ms_per_key(part: Sequence[Build], *, merged: bool = False) -> float:
+    """CPU milliseconds per pending key (`merged`: per key merged) over some builds."""
+    keys = sum(b.merged if merged else b.pending for b in part)
     return 1000 * sum(b.cpu_seconds for b in part) / keys if keys else 0.0
+
+
+def merged_per_pending(part: Sequence[Build]) -> float:
+    """Keys merged per pending key over some builds: how far the closure reached."""
+    pending = sum(b.pending for b in part)
+    return sum(b.merged for b in part) / pending if pending else 0.0
 
 
 def build_figures(all_builds: Sequence[Build]) -> dict[str, Any]:
     """The first and last tenth (at least one) of the builds that took pending keys."""
     taking = [b for b in all_builds if b.pending > 0]
     tenth = max(1, math.ceil(len(taking) / 10))
-    first, last = ms_per_key(taking[:tenth]), ms_per_key(taking[-tenth:])
+    early, late = taking[:tenth], taking[-tenth:]
+    first, last = ms_per_key(early), ms_per_key(late)
+    # Per key merged, and how many keys were merged per pending key: a build's
+    # cost is its merged keys', and a late build merges its batch's neighbours
+    # in ranges stored before it (the closure's windows and rows) where the
+    # first builds, on an empty catalog, find none.
+    first_merged, last_merged = ms_per_key(early, merged=True), ms_per_key(late, merged=True)
     return {
         "builds": len(all_builds),
         "builds_with_pending": len(taking),
@@ -457,6 +472,10 @@ def build_figures(all_builds: Sequence[Build]) -> dict[str, Any]:
         "build_cpu_first_10pct": round(first, 4),
         "build_cpu_last_10pct": round(last, 4),
         "build_cpu_last_over_first": round(last / first, 3) if first else None,
+        "build_cpu_ms_per_merged_key_first": round(first_merged, 4),
+        "build_cpu_ms_per_merged_key_last": round(last_merged, 4),
+        "build_merged_per_pending_first": round(merged_per_pending(early), 3),
+        "build_merged_per_pending_last": round(merged_per_pending(late), 3),
     }
 
 
