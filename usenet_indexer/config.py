@@ -126,7 +126,8 @@ class Settings:
             build grows with the edges; its own builder then builds only keys
             no edge took within 30 s (false: the coordinator builds them all).
         pure_indexer: edges and `uidx index` run the RangeIndexer's pure-Python
-            per-line loop and subject parse, and the coordinator's catalog build the pure fragment
+            per-line loop and subject parse, edges the pure fragment layout
+            (fragments._packed), the coordinator's catalog build the pure fragment
             unpacking, and both the merge's pure file figures (core/_fastmerge's
             twin), even where the compiled ones are built (the same output,
             slower: for tests and for telling a fault of compiled code apart).
