@@ -429,6 +429,7 @@ def facts(const unsigned char[::1] raw, Py_ssize_t max_text_chars, Py_ssize_t ma
 
 
 cdef extern from "Python.h":
+    Py_ssize_t Py_SIZE(object)
     bint PyUnicode_IS_ASCII(object)
     void *PyUnicode_DATA(object)
     Py_ssize_t PyUnicode_GET_LENGTH(object)
@@ -467,46 +468,67 @@ def packed(object files):
     """The bytes `fragments.pack` deflates, for `files` (FileChunks, a list or tuple),
     or None where the pure code must make them (message-ids that are not
     ASCII, a field struct would refuse or pad, arrays of another type or of
-    unequal lengths): the compiled twin of `fragments._packed`."""
-    cdef Py_ssize_t n = len(files), i, r, c, count = 0, texts = 0, ids_length = 0, with_ids = 0
+    unequal lengths): the compiled twin of `fragments._packed`.
+
+    Every object measured in the first pass (keys, arrays, ids, texts) is
+    kept and written from, and each array's length is checked again right
+    before its values are copied (no Python code runs between the two): a
+    file changed meanwhile (a finalizer run by a collection) gives None, never
+    a write past the end.
+    """
+    cdef Py_ssize_t n, i, r, c, count = 0, texts = 0, ids_length = 0, with_ids = 0
     cdef Py_ssize_t size, at, width, stride, seg, length, planes_at
-    cdef object f, value, ids
-    cdef array values
+    cdef object f, value, ids, index
+    cdef array numbers, sizes
+    cdef tuple one
     cdef bytes out
     cdef uint8_t *p
     cdef const uint8_t *src
-    cdef const uint8_t *joined
     cdef uint8_t *row_buffer = NULL
     cdef uint32_t v
-    cdef list encoded = []  # each file's name and subject: an ASCII str, else its UTF-8
-    if n > 0xFFFFFFFF:
+    cdef uint64_t posted
+    # Per file: key, numbers, sizes, segments, ids (None without segments), index
+    # as packed (0: none), total, posted, name and subject (an ASCII str, else UTF-8).
+    cdef list kept = []
+    if type(files) is not list and type(files) is not tuple:
         return None
     # Pass 1: sizes, and everything the pure code would encode differently or refuse.
-    for i in range(n):
-        f = files[i]
+    for f in files:
         value = f.key
         if type(value) is not bytes or PyBytes_GET_SIZE(value) != 16:
             return None
-        if not (_u32_array(f.numbers) and _u32_array(f.sizes)):
+        numbers_obj = f.numbers
+        sizes_obj = f.sizes
+        if not (_u32_array(numbers_obj) and _u32_array(sizes_obj)):
             return None
-        seg = len(f.numbers)
-        if len(f.sizes) != seg:
+        seg = len(numbers_obj)
+        if len(sizes_obj) != seg:
             return None  # (the pure code packs them as they are: its layout, not this one's)
-        value = f.index
-        if value is not None and not (type(value) is int and 0 <= value < 0xFFFFFFFF):
+        index = f.index
+        if index is None:
+            index = 0
+        elif type(index) is int and 0 <= index < 0xFFFFFFFF:
+            index = index + 1
+        else:
             return None
-        if not _u32_int(f.total_segments):
+        total = f.total_segments
+        if not _u32_int(total):
             return None
-        value = f.posted
-        if not (type(value) is int and _I64_MIN <= value <= _I64_MAX):
+        when = f.posted
+        if not (type(when) is int and _I64_MIN <= when <= _I64_MAX):
             return None
-        for value in (f.name, f.subject):
-            if type(value) is not str:
-                return None
-            if not PyUnicode_IS_ASCII(value):
-                value = value.encode("utf-8", "surrogatepass")  # (bytes: not ASCII)
-            encoded.append(value)
-            texts += _text_length(value)
+        name = f.name
+        subject = f.subject
+        if type(name) is not str or type(subject) is not str:
+            return None
+        if not PyUnicode_IS_ASCII(name):
+            name = name.encode("utf-8", "surrogatepass")  # (bytes: not ASCII)
+        if not PyUnicode_IS_ASCII(subject):
+            subject = subject.encode("utf-8", "surrogatepass")
+        if _text_length(name) > 0xFFFFFFFF or _text_length(subject) > 0xFFFFFFFF:
+            return None
+        texts += _text_length(name) + _text_length(subject)
+        ids = None
         if seg:
             ids = f.message_ids
             if type(ids) is not str or not PyUnicode_IS_ASCII(ids):
@@ -514,7 +536,9 @@ def packed(object files):
             ids_length += PyUnicode_GET_LENGTH(ids)
             with_ids += 1
         count += seg
-    if count > 0xFFFFFFFF:
+        kept.append((value, numbers_obj, sizes_obj, seg, ids, index, total, when, name, subject))
+    n = len(kept)
+    if n > 0xFFFFFFFF or count > 0xFFFFFFFF:
         return None
     if with_ids > 1:
         ids_length += with_ids - 1
@@ -525,15 +549,14 @@ def packed(object files):
     try:
         at = 0
         r = 0  # the ids joined so far
-        for i in range(n):
-            f = files[i]
-            if len(f.numbers):
+        for one in kept:
+            ids = one[4]
+            if ids is not None:
                 if r:
                     row_buffer[at] = 10
                     at += 1
                 r += 1
-                ids = f.message_ids
-                length = PyUnicode_GET_LENGTH(ids)
+                length = PyUnicode_GET_LENGTH(ids)  # (a str: its length cannot change)
                 memcpy(row_buffer + at, PyUnicode_DATA(ids), length)
                 at += length
         # fragments._columns: every id W bytes long, stored column-wise.
@@ -559,29 +582,30 @@ def packed(object files):
         at = HEAD
         planes_at = HEAD + ENTRY * n
         seg = 0
-        for i in range(n):
-            f = files[i]
-            memcpy(p + at, PyBytes_AS_STRING(f.key), 16)
-            values = f.numbers
-            length = len(values)
+        for one in kept:
+            memcpy(p + at, PyBytes_AS_STRING(one[0]), 16)
+            numbers = one[1]
+            sizes = one[2]
+            length = one[3]
             _put_u32(p + at + 16, <uint32_t>length)
-            value = f.index
-            _put_u32(p + at + 20, 0 if value is None else <uint32_t>(<uint64_t>value + 1))
-            _put_u32(p + at + 24, <uint32_t>(<uint64_t>f.total_segments))
-            v = <uint32_t>(<uint64_t>(<int64_t>f.posted))
-            _put_u32(p + at + 28, v)
-            _put_u32(p + at + 32, <uint32_t>(<uint64_t>(<int64_t>f.posted) >> 32))
-            _put_u32(p + at + 36, <uint32_t>_text_length(encoded[2 * i]))
-            _put_u32(p + at + 40, <uint32_t>_text_length(encoded[2 * i + 1]))
+            _put_u32(p + at + 20, <uint32_t>(<uint64_t>one[5]))
+            _put_u32(p + at + 24, <uint32_t>(<uint64_t>one[6]))
+            posted = <uint64_t>(<int64_t>one[7])
+            _put_u32(p + at + 28, <uint32_t>posted)
+            _put_u32(p + at + 32, <uint32_t>(posted >> 32))
+            _put_u32(p + at + 36, <uint32_t>_text_length(one[8]))
+            _put_u32(p + at + 40, <uint32_t>_text_length(one[9]))
             at += ENTRY
+            # Measured in pass 1; an array changed since (by a finalizer) is not written.
+            if Py_SIZE(numbers) != length or Py_SIZE(sizes) != length:
+                return None
             # The numbers' and the sizes' byte planes (fragments._planes).
             for r in range(length):
-                v = values.data.as_uints[r]
+                v = numbers.data.as_uints[r]
                 for c in range(4):
                     p[planes_at + c * count + seg + r] = (v >> (8 * c)) & 0xFF
-            values = f.sizes
             for r in range(length):
-                v = values.data.as_uints[r]
+                v = sizes.data.as_uints[r]
                 for c in range(4):
                     p[planes_at + 4 * count + c * count + seg + r] = (v >> (8 * c)) & 0xFF
             seg += length
@@ -595,13 +619,14 @@ def packed(object files):
         else:
             memcpy(p + at, row_buffer, ids_length)
             at += ids_length
-        for value in encoded:
-            length = _text_length(value)
-            if type(value) is str:
-                memcpy(p + at, PyUnicode_DATA(value), length)
-            else:
-                memcpy(p + at, PyBytes_AS_STRING(value), length)
-            at += length
+        for one in kept:
+            for value in (one[8], one[9]):
+                length = _text_length(value)
+                if type(value) is str:
+                    memcpy(p + at, PyUnicode_DATA(value), length)
+                else:
+                    memcpy(p + at, PyBytes_AS_STRING(value), length)
+                at += length
         return out
     finally:
         PyMem_Free(row_buffer)
