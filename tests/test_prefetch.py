@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import zlib
+from collections.abc import Sequence
 from pathlib import Path
 
 import attrs
@@ -24,6 +25,7 @@ from s3_fixtures import TestSpool, land_chunk
 from usenet_indexer.cli import main
 from usenet_indexer.config import default
 from usenet_indexer.core.retry import RetryPolicy
+from usenet_indexer.errors import SpoolStoreError
 from usenet_indexer.nntp.client import StreamFactory
 from usenet_indexer.prefetch.daemon import Prefetcher
 from usenet_indexer.prefetch.events import Landed, Reported
@@ -294,7 +296,7 @@ async def test_articles_below_the_servers_low_water_mark_are_recorded_as_gaps(
     assert any_spool.stored() == {str(chunks[-1].path)}
 
 
-def test_sweep_removes_chunks_below_the_resume_point_rows_then_files(
+def test_sweep_removes_chunks_below_the_resume_point_files_then_rows(
     pool: ConnectionPool, any_spool: TestSpool
 ) -> None:
     group_id = GroupStore(pool).add("alt.binaries.sweep")
@@ -307,6 +309,43 @@ def test_sweep_removes_chunks_below_the_resume_point_rows_then_files(
     assert len(any_spool.stored()) == 3
     with pool.connection() as conn:
         conn.execute("UPDATE ranges SET resume = 201 WHERE id = %s", (range_id,))
+    assert sweep_spool(spool, any_spool.store) == 2
+    left = _read_spool(pool, group_id)
+    assert [c.first for c in left] == [201]
+    assert any_spool.stored() == {str(left[0].path)}
+
+
+@attrs.frozen
+class _RefusingStore:
+    """A fake store whose deletes fail (the object store down during a sweep, which
+    a real one cannot be made to be at that moment); everything else is `store`'s."""
+
+    store: SpoolStore
+
+    def delete(self, keys: Sequence[str]) -> None:
+        raise SpoolStoreError(f"spool chunk {keys[0]}", "not deleted: the store is down")
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.store, name)
+
+
+def test_a_sweep_the_store_refuses_keeps_the_rows_and_the_next_one_deletes_them(
+    pool: ConnectionPool, any_spool: TestSpool
+) -> None:
+    group_id = GroupStore(pool).add("alt.binaries.sweep")
+    (range_id,) = RangeStore(pool).plan(group_id, 1, 300, 300)
+    spool = SpoolIndex(pool)
+    for first in (1, 101, 201):
+        land_chunk(
+            any_spool.store, spool, "alt.binaries.sweep", group_id, [b"x"], first, first + 99
+        )
+    with pool.connection() as conn:
+        conn.execute("UPDATE ranges SET resume = 201 WHERE id = %s", (range_id,))
+    with pytest.raises(SpoolStoreError, match="not deleted"):
+        sweep_spool(spool, _RefusingStore(any_spool.store))  # type: ignore[arg-type]
+    # Nothing is left over: the rows still name the files the store kept.
+    assert [c.first for c in _read_spool(pool, group_id)] == [1, 101, 201]
+    assert len(any_spool.stored()) == 3
     assert sweep_spool(spool, any_spool.store) == 2
     left = _read_spool(pool, group_id)
     assert [c.first for c in left] == [201]

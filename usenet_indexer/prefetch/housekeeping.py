@@ -90,8 +90,8 @@ class Housekeeping:
             logger.warning("housekeeping: database unavailable: %s", error)
             return now
         except SpoolStoreError as error:
-            # The rows are gone: those objects are never read, only left over.
-            logger.warning("housekeeping: spool chunks not deleted: %s", error)
+            # Their rows stay: the next sweep deletes them again.
+            logger.warning("housekeeping: spool chunks not deleted (tried again later): %s", error)
             return now
         if swept:
             logger.info("removed %d spool chunks below their ranges' resume points", swept)
@@ -100,12 +100,19 @@ class Housekeeping:
 
 
 def sweep_spool(spool: SpoolIndex, store: SpoolStore) -> int:
-    """Remove the chunks no stream will read again: rows first, then files; returns how many.
+    """Remove the chunks no stream will read again: files first, then their rows;
+    returns how many.
+
+    The chunks are wholly below their ranges' resume points, which only move
+    forward, so a row whose file is gone is never read. A file the store did
+    not delete keeps its row, and the next sweep tries it again (rows first
+    left such objects in an S3 bucket for good when the store was down
+    during a sweep: `scripts/chaos`'s "stray objects").
 
     Raises:
-        psycopg.Error: the rows could not be removed (nothing was).
-        SpoolStoreError: the object store did not delete some (their rows are gone).
+        psycopg.Error: the rows could not be read or removed.
+        SpoolStoreError: the object store did not delete some (every row stays).
     """
-    rows = spool.sweep()
-    store.delete([path for path, _size in rows if path is not None])
-    return len(rows)
+    chunks = spool.sweepable()
+    store.delete([path for _group, _first, path in chunks if path is not None])
+    return spool.forget(chunks)

@@ -182,8 +182,8 @@ class S3Spool:
         """Delete chunks, 1000 a request.
 
         Raises:
-            SpoolStoreError: a request or a key refused (the index rows are gone
-                already: such objects are left over, never read).
+            SpoolStoreError: a request or a key refused (the sweep keeps their
+                index rows and tries again).
         """
         for start in range(0, len(keys), DELETE_BATCH):
             part = keys[start : start + DELETE_BATCH]

@@ -89,11 +89,17 @@ _RELEASE = "DELETE FROM spool_claims WHERE claimant = %(claimant)s"
 # Chunks no stream will read again: wholly below the resume point of the
 # range they are in (a done range's resume point is past its end). Gaps go
 # too; what is left of a range is fetched again if it is ever re-planned.
-_SWEEP = """
-    DELETE FROM spool_chunks s USING ranges r
-    WHERE r.group_id = s.group_id
-      AND s.first_article >= r.first_article AND s.last_article < r.resume
-    RETURNING s.path, s.bytes
+# Chunks wholly below their range's resume point: no stream reads them again
+# (a resume point only moves forward).
+_SWEEPABLE = """
+    SELECT s.group_id, s.first_article, s.path FROM spool_chunks s
+    WHERE EXISTS (SELECT 1 FROM ranges r WHERE r.group_id = s.group_id
+                  AND s.first_article >= r.first_article AND s.last_article < r.resume)
+    ORDER BY s.group_id, s.first_article
+"""
+_FORGET = """
+    DELETE FROM spool_chunks s USING unnest(%s::bigint[], %s::bigint[]) AS f(g, a)
+    WHERE s.group_id = f.g AND s.first_article = f.a
 """
 _SIZE = "SELECT count(*), coalesce(sum(bytes), 0)::bigint, coalesce(sum(lines), 0)::bigint FROM spool_chunks"
 
@@ -216,14 +222,18 @@ class SpoolIndex:
         with self.pool.connection() as conn:
             conn.execute(_RELEASE, {"claimant": claimant})
 
-    def sweep(self) -> list[tuple[str | None, int]]:
-        """Remove the index rows of chunks nobody will read again; returns (path, bytes).
-
-        The caller deletes the files after this (a file without a row is
-        never read; a row without its file would be).
-        """
+    def sweepable(self) -> list[tuple[int, int, str | None]]:
+        """The chunks nobody will read again: (group id, first article, path or None
+        for a gap), wholly below their range's resume point."""
         with self.pool.connection() as conn:
-            return [(row[0], int(row[1])) for row in conn.execute(_SWEEP).fetchall()]
+            return [(int(r[0]), int(r[1]), r[2]) for r in conn.execute(_SWEEPABLE).fetchall()]
+
+    def forget(self, chunks: Sequence[tuple[int, int, str | None]]) -> int:
+        """Remove the index rows of `chunks` (as `sweepable` gave them, their files
+        deleted); how many were there."""
+        with self.pool.connection() as conn:
+            done = conn.execute(_FORGET, ([c[0] for c in chunks], [c[1] for c in chunks]))
+            return done.rowcount
 
     def size(self) -> tuple[int, int, int]:
         """(chunks, bytes, lines) in the spool."""
