@@ -296,9 +296,10 @@ async def test_articles_below_the_servers_low_water_mark_are_recorded_as_gaps(
     assert any_spool.stored() == {str(chunks[-1].path)}
 
 
-def test_sweep_removes_chunks_below_the_resume_point_files_then_rows(
+def _three_chunks_resumed_at_201(
     pool: ConnectionPool, any_spool: TestSpool
-) -> None:
+) -> tuple[int, SpoolIndex]:
+    """A range of articles 1..300 in three landed chunks, its resume point at 201."""
     group_id = GroupStore(pool).add("alt.binaries.sweep")
     (range_id,) = RangeStore(pool).plan(group_id, 1, 300, 300)
     spool = SpoolIndex(pool)
@@ -309,10 +310,24 @@ def test_sweep_removes_chunks_below_the_resume_point_files_then_rows(
     assert len(any_spool.stored()) == 3
     with pool.connection() as conn:
         conn.execute("UPDATE ranges SET resume = 201 WHERE id = %s", (range_id,))
+    return group_id, spool
+
+
+def _assert_swept_below_201(
+    pool: ConnectionPool, any_spool: TestSpool, group_id: int, spool: SpoolIndex
+) -> None:
+    """A sweep removes the two chunks below the resume point, rows and files."""
     assert sweep_spool(spool, any_spool.store) == 2
     left = _read_spool(pool, group_id)
     assert [c.first for c in left] == [201]
     assert any_spool.stored() == {str(left[0].path)}
+
+
+def test_sweep_removes_chunks_below_the_resume_point_files_then_rows(
+    pool: ConnectionPool, any_spool: TestSpool
+) -> None:
+    group_id, spool = _three_chunks_resumed_at_201(pool, any_spool)
+    _assert_swept_below_201(pool, any_spool, group_id, spool)
 
 
 @attrs.frozen
@@ -332,24 +347,13 @@ class _RefusingStore:
 def test_a_sweep_the_store_refuses_keeps_the_rows_and_the_next_one_deletes_them(
     pool: ConnectionPool, any_spool: TestSpool
 ) -> None:
-    group_id = GroupStore(pool).add("alt.binaries.sweep")
-    (range_id,) = RangeStore(pool).plan(group_id, 1, 300, 300)
-    spool = SpoolIndex(pool)
-    for first in (1, 101, 201):
-        land_chunk(
-            any_spool.store, spool, "alt.binaries.sweep", group_id, [b"x"], first, first + 99
-        )
-    with pool.connection() as conn:
-        conn.execute("UPDATE ranges SET resume = 201 WHERE id = %s", (range_id,))
+    group_id, spool = _three_chunks_resumed_at_201(pool, any_spool)
     with pytest.raises(SpoolStoreError, match="not deleted"):
         sweep_spool(spool, _RefusingStore(any_spool.store))  # type: ignore[arg-type]
     # Nothing is left over: the rows still name the files the store kept.
     assert [c.first for c in _read_spool(pool, group_id)] == [1, 101, 201]
     assert len(any_spool.stored()) == 3
-    assert sweep_spool(spool, any_spool.store) == 2
-    left = _read_spool(pool, group_id)
-    assert [c.first for c in left] == [201]
-    assert any_spool.stored() == {str(left[0].path)}
+    _assert_swept_below_201(pool, any_spool, group_id, spool)
 
 
 # -- the command, killed and started again ---------------------------------------
