@@ -67,6 +67,7 @@ import argparse
 import contextlib
 import json
 import random
+import shutil
 import signal
 import sys
 import tempfile
@@ -567,6 +568,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with _work_folder(args.keep) as folder:
             report = invoke(config, folder)
+            if report["failures"] and args.keep is None:
+                kept = keep_logs(folder)
+                log(f"the run failed: its logs are kept in {kept}")
     except* Interrupted:
         log("interrupted (SIGTERM); cleaned up")
     if report is None:
@@ -574,6 +578,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     _print_figures(report)
     print(json.dumps(report))
     return 1 if report["failures"] else 0
+
+
+def keep_logs(folder: Path) -> Path:
+    """Copy every log of a run's work folder (coordinators', edges', prefetchers' and
+    PostgreSQL's, at their places under it) into a new folder beside it, which is not
+    removed; its path. A failed run is otherwise read from the code alone."""
+    kept = Path(tempfile.mkdtemp(prefix="uidx-chaos-failed-", dir=folder.parent))
+    for path in sorted(folder.rglob("*.log")):
+        if path.is_file():
+            copy = kept / path.relative_to(folder)
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, copy)
+    return kept
 
 
 @contextlib.contextmanager

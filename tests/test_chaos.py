@@ -52,7 +52,7 @@ from chaos.proxy import (
 from chaos.run import NAMED_KILLS, long_config, retry_rank, short_config
 from chaos.several import SEVERAL_KINDS, SeveralOutcome
 from chaos.several import failures as several_failures
-from chaos.suite import CLOCK_FAILURES, KINDS, SPOOL_FAILURES, failures
+from chaos.suite import CLOCK_FAILURES, KINDS, SPOOL_FAILURES, failures, keep_logs
 from usenet_indexer.core.batch import Batch, FileChunk, ReleaseChunk
 from usenet_indexer.nntp.client import NNTPClient, connect
 from usenet_indexer.nntp.errors import AuthRequired, ConnectionLost, Timeout, Unavailable
@@ -787,3 +787,23 @@ def test_the_run_on_several_machines_fails_on_what_a_fault_may_leave() -> None:
         "several: lost = 1"
     ]
     assert set(SEVERAL_KINDS) <= set(KINDS)
+
+
+def test_a_failed_runs_logs_are_kept_beside_its_work_folder(tmp_path: Path) -> None:
+    # The work folder is removed when the run ends; a failure is read from its logs.
+    work = tmp_path / "uidx-chaos-run"
+    (work / "several" / "logs").mkdir(parents=True)
+    (work / "several" / "logs" / "prefetcher-0.log").write_text("ERROR the store refused\n")
+    (work / "prefetch").mkdir()
+    (work / "prefetch" / "prefetch.log").write_text("WARNING 411\n")
+    (work / "data").mkdir()
+    (work / "data" / "overview.gz").write_bytes(b"not a log")
+    kept = keep_logs(work)
+    assert kept.parent == tmp_path
+    assert sorted(p.relative_to(kept).as_posix() for p in kept.rglob("*") if p.is_file()) == [
+        "prefetch/prefetch.log",
+        "several/logs/prefetcher-0.log",
+    ]
+    assert (
+        kept / "several" / "logs" / "prefetcher-0.log"
+    ).read_text() == "ERROR the store refused\n"
