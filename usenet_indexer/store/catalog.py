@@ -206,7 +206,7 @@ _PENDING_DONE = """
 # What the closure of a build's keys reads (core/catalog.py's Closure), each by
 # an index: release rows by key (releases_pkey), the keys of the catalog rows
 # the keys went into (catalog_keys), the releases of a poster whose span meets
-# a window (releases_span, a GiST of poster, M and span).
+# a window (releases_span, a GiST of the poster's hash, M and span; migration 0030).
 _SPANS = """
     SELECT r.key, r.poster, r.posted, r.latest, r.files_announced, r.no_album,
            array_agg(t.posted ORDER BY t.posted) FILTER (WHERE t.posted IS NOT NULL),
@@ -230,14 +230,15 @@ _ROW_KEYS = """
 # those only tell the windows asked around a touched key's runs.
 _WINDOW_KEYS = """
     SELECT r.key FROM unnest(%s::text[], %s::int8[], %s::int8[]) AS w(poster, low, high)
-    JOIN releases AS r ON r.poster = w.poster AND r.posted > 0
-      AND int8range(r.posted, r.latest, '[]') && int8range(w.low, w.high, '[]')
+    JOIN releases AS r ON hashtext(r.poster) = hashtext(w.poster) AND r.poster = w.poster
+      AND r.posted > 0 AND int8range(r.posted, r.latest, '[]') && int8range(w.low, w.high, '[]')
 """
 # An album's parts under a shared From (Window.album): of one M, not marked.
 _ALBUM_WINDOW_KEYS = """
     SELECT r.key
     FROM unnest(%s::text[], %s::int4[], %s::int8[], %s::int8[]) AS w(poster, m, low, high)
-    JOIN releases AS r ON r.poster = w.poster AND r.files_announced = w.m AND r.posted > 0
+    JOIN releases AS r ON hashtext(r.poster) = hashtext(w.poster) AND r.poster = w.poster
+      AND r.files_announced = w.m AND r.posted > 0
       AND int8range(r.posted, r.latest, '[]') && int8range(w.low, w.high, '[]')
       AND NOT r.no_album
 """
