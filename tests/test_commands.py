@@ -4,10 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import orjson
 import pytest
 from s3_fixtures import TestSpool
 
 from usenet_indexer.cli import main
+from usenet_indexer.commands import index, output
+from usenet_indexer.commands.index import index_files, write_releases
+from usenet_indexer.core.merge import CatalogRelease
+from usenet_indexer.errors import OutputError
+from usenet_indexer.synth.generator import GeneratorConfig, generate
 
 
 @pytest.fixture
@@ -146,3 +152,36 @@ def test_without_nntp_servers_groups_add_says_so_and_plan_days_names_the_setting
     listed = capsys.readouterr().out
     assert "\ng " in listed
     assert "\nh " not in listed
+
+
+def _offline_releases(tmp_path: Path) -> list[CatalogRelease]:
+    result = generate(GeneratorConfig(articles=30_000, seed=3))
+    dump = tmp_path / "overview.txt"
+    dump.write_bytes(b"\n".join(result.lines) + b"\n")
+    merger, _ = index_files([dump])
+    return list(merger.releases())
+
+
+def test_index_writes_every_release_in_order_in_many_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Many times WRITE_BYTES of lines: many writes, each of whole lines.
+    monkeypatch.setattr(index, "WRITE_BYTES", 64 << 10)
+    releases = _offline_releases(tmp_path)
+    expected = b"".join(
+        orjson.dumps(r.to_json(fragments=True), option=orjson.OPT_APPEND_NEWLINE) for r in releases
+    )
+    assert len(expected) > 10 * index.WRITE_BYTES
+    path = tmp_path / "releases.jsonl"
+    with output(path) as out:
+        write_releases(releases, out)
+    assert path.read_bytes() == expected
+
+
+def test_index_names_a_device_that_refuses_a_write_midway(tmp_path: Path) -> None:
+    # /dev/full: every write fails with ENOSPC, as a full disk does midway.
+    releases = _offline_releases(tmp_path)
+    with pytest.raises(OutputError) as caught, output(Path("/dev/full")) as out:
+        write_releases(releases, out)
+    assert "/dev/full" in str(caught.value)
+    assert "No space left on device" in str(caught.value)
