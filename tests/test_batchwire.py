@@ -13,6 +13,7 @@ from typing import Any
 import attrs
 import msgpack
 import pytest
+import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from isal import isal_zlib
@@ -315,11 +316,17 @@ def set_fragment(change: Callable[[bytes], bytes]) -> Callable[[Wire], None]:
 
 
 def deflated(raw: bytes) -> bytes:
-    return bytes((fragments.VERSION,)) + zlib.compress(raw)
+    return bytes((fragments.DEFLATED,)) + zlib.compress(raw)
 
 
 def inflated(fragment: bytes) -> bytes:
-    return zlib.decompress(fragment[1:])
+    return fragments.layout(fragment)
+
+
+def unsized(raw: bytes) -> bytes:
+    """A version 3 fragment whose zstd frame does not say its size."""
+    frame = zstandard.ZstdCompressor(level=1, write_content_size=False).compress(raw)
+    return bytes((fragments.VERSION,)) + frame
 
 
 def duplicate(key: str) -> Callable[[Wire], None]:
@@ -388,10 +395,10 @@ BAD: dict[str, tuple[Callable[[Wire], None], str]] = {
     "files announced over": (set_release("files_announced", 10**5), "files_announced: 100000"),
     "release with files": (set_release("files", []), r"releases\[0\]: unknown 'files'"),
     "fragment as text": (set_release("fragment", "abc"), "fragment: expected binary, got a str"),
-    "empty fragment": (set_release("fragment", b""), FRAGMENT + "version None is not 2"),
+    "empty fragment": (set_release("fragment", b""), FRAGMENT + "version None is not 3"),
     "fragment version 1": (
         set_fragment(lambda f: b"\x01" + f[1:]),
-        FRAGMENT + "version 1 is not 2",
+        FRAGMENT + r"version 1 is not 3 \(or 2\)",
     ),
     "fragment not zlib": (
         set_release("fragment", b"\x02not deflate"),
@@ -401,10 +408,34 @@ BAD: dict[str, tuple[Callable[[Wire], None], str]] = {
         set_release("fragment", b"\x02\x78\x9cnot deflate"),
         FRAGMENT + "does not inflate",
     ),
-    "fragment truncated": (set_fragment(lambda f: f[:-3]), FRAGMENT + "the deflate stream is trun"),
+    "fragment truncated": (
+        set_fragment(lambda f: deflated(inflated(f))[:-3]),
+        FRAGMENT + "the deflate stream is trun",
+    ),
     "bytes after the fragment": (
-        set_fragment(lambda f: f + b"more"),
+        set_fragment(lambda f: deflated(inflated(f)) + b"more"),
         FRAGMENT + "4 bytes after the deflate stream",
+    ),
+    "zstd fragment truncated": (set_fragment(lambda f: f[:-3]), FRAGMENT + "does not decompress"),
+    "bytes after the zstd frame": (
+        set_fragment(lambda f: f + b"more"),
+        FRAGMENT + "does not decompress: .*4 bytes of unused data",
+    ),
+    "two zstd frames": (
+        set_fragment(lambda f: f + f[1:]),
+        FRAGMENT + "does not decompress: .*unused data",
+    ),
+    "zstd checksum wrong": (
+        set_fragment(lambda f: f[:-1] + bytes([f[-1] ^ 1])),
+        FRAGMENT + "does not decompress: .*checksum",
+    ),
+    "zstd frame without its size": (
+        set_fragment(lambda f: unsized(inflated(f))),
+        FRAGMENT + "the zstd frame does not say its size",
+    ),
+    "not a zstd frame": (
+        set_release("fragment", bytes((fragments.VERSION,)) + b"not zstd"),
+        FRAGMENT + "not a zstd frame",
     ),
     "fragment too short": (set_release("fragment", deflated(b"\x01")), "too short for its head"),
     "fragment without files": (change_files(lambda files: []), FRAGMENT + "claims 0 files"),

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+import tracemalloc
 import zlib
 from array import array
 
 import attrs
 import pytest
+import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -107,10 +109,11 @@ def test_big_files_round_trip() -> None:
         b"\x01",
         b"\x02",
         b"\x02not deflate",
-        bytes([fragments.VERSION]) + zlib.compress(b""),
-        bytes([fragments.VERSION]) + zlib.compress(b"\x01\x00\x00\x00\x00\x00\x00\x00"),
-        bytes([fragments.VERSION]) + zlib.compress(b"\xff\xff\xff\xff\x00\x00\x00\x00" + b"x" * 50),
-        bytes([fragments.VERSION]) + zlib.compress(bytes(range(256)) * 8),
+        bytes([fragments.DEFLATED]) + zlib.compress(b""),
+        bytes([fragments.DEFLATED]) + zlib.compress(b"\x01\x00\x00\x00\x00\x00\x00\x00"),
+        bytes([fragments.DEFLATED])
+        + zlib.compress(b"\xff\xff\xff\xff\x00\x00\x00\x00" + b"x" * 50),
+        bytes([fragments.DEFLATED]) + zlib.compress(bytes(range(256)) * 8),
         b"\x01" + zlib.compress(b"\x00\x00\x00\x00"),
     ],
 )
@@ -127,7 +130,7 @@ def test_damaged_fragments_raise_bad_fragment() -> None:
         packed[:-1],
         packed[:middle] + bytes([packed[middle] ^ 0x55]) + packed[middle + 1 :],
     ]
-    raw = zlib.decompress(packed[1:])
+    raw = fragments.layout(packed)
     inconsistent = [
         raw[:4] + (7).to_bytes(4, "little") + raw[8:],  # a wrong id width
         (1000).to_bytes(4, "little") + raw[4:],  # more files than there are
@@ -135,7 +138,7 @@ def test_damaged_fragments_raise_bad_fragment() -> None:
         raw[:100],  # cut short
     ]
     for data in stored_damage + [
-        bytes([fragments.VERSION]) + zlib.compress(d) for d in inconsistent
+        bytes([fragments.DEFLATED]) + zlib.compress(d) for d in inconsistent
     ]:
         with pytest.raises(BadFragment):
             fragments.unpack(data)
@@ -161,7 +164,7 @@ def test_inspect_gives_the_figures_of_the_files() -> None:
     assert facts.bytes == sum(sum(f.sizes) for f in files)
     assert facts.posted == 1_700_000_000  # the undated file does not count
     assert facts.representative == representative(files)
-    assert facts.inflated == len(zlib.decompress(fragments.pack(files)[1:]))
+    assert facts.inflated == len(fragments.layout(fragments.pack(files)))
 
 
 @pytest.mark.parametrize(
@@ -170,8 +173,8 @@ def test_inspect_gives_the_figures_of_the_files() -> None:
         b"",
         b"\x01",
         b"\x02not deflate",
-        bytes([fragments.VERSION]) + zlib.compress(b""),
-        bytes([fragments.VERSION]) + zlib.compress(bytes(range(256)) * 8),
+        bytes([fragments.DEFLATED]) + zlib.compress(b""),
+        bytes([fragments.DEFLATED]) + zlib.compress(bytes(range(256)) * 8),
     ],
 )
 def test_inspect_refuses_garbage(data: bytes) -> None:
@@ -179,9 +182,46 @@ def test_inspect_refuses_garbage(data: bytes) -> None:
         inspect(data)
 
 
+def test_a_fragment_is_one_zstd_frame_and_a_stored_version_2_one_still_reads() -> None:
+    packed = fragments.pack(GOOD)
+    assert packed[0] == fragments.VERSION == 3
+    header = zstandard.get_frame_parameters(packed[1:])
+    assert header.content_size == len(fragments.layout(packed))
+    assert header.has_checksum
+    # What catalogs and older edges wrote: the same layout as a zlib stream.
+    stored = bytes([fragments.DEFLATED]) + zlib.compress(fragments.layout(packed))
+    assert fragments.unpack(stored) == fragments.unpack(packed) == GOOD
+    assert inspect(stored) == inspect(packed)
+
+
+def test_inspect_refuses_a_zstd_bomb_by_its_header_before_decompressing() -> None:
+    head = (1).to_bytes(4, "little") + bytes(4)
+    frame = zstandard.ZstdCompressor(level=19).compress(head + bytes(1 << 26))
+    bomb = bytes([fragments.VERSION]) + frame
+    assert len(bomb) < 100_000
+    tracemalloc.start()
+    try:
+        with pytest.raises(BadFragment, match=f"inflates to more than {CAP} bytes"):
+            inspect(bomb)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20  # the 64 MiB it says it holds were never given to it
+
+
+def test_inspect_refuses_a_zstd_frame_that_asks_for_a_wide_window() -> None:
+    # 12 MiB under the 16 MiB cap, in one segment: its window is its size, over
+    # the 8 MiB a level 1 frame (512 KiB) never comes near.
+    head = (1).to_bytes(4, "little") + bytes(4)
+    params = zstandard.ZstdCompressionParameters.from_level(1, window_log=24)
+    frame = zstandard.ZstdCompressor(compression_params=params).compress(head + bytes(12 << 20))
+    with pytest.raises(BadFragment, match="asks for a window of"):
+        inspect(bytes([fragments.VERSION]) + frame)
+
+
 def test_inspect_stops_a_deflate_bomb_at_its_cap() -> None:
     head = (1).to_bytes(4, "little") + bytes(4)
-    bomb = bytes([fragments.VERSION]) + zlib.compress(head + bytes(1 << 26), 9)
+    bomb = bytes([fragments.DEFLATED]) + zlib.compress(head + bytes(1 << 26), 9)
     assert len(bomb) < 100_000
     with pytest.raises(BadFragment, match=f"inflates to more than {CAP} bytes"):
         inspect(bomb)
@@ -213,11 +253,11 @@ GOOD = [
 @settings(max_examples=400, deadline=None)
 @given(st.data())
 def test_whatever_inspect_lets_through_unpacks_to_valid_files(data: st.DataObject) -> None:
-    raw = bytearray(zlib.decompress(fragments.pack(GOOD)[1:]))
+    raw = bytearray(fragments.layout(fragments.pack(GOOD)))
     for _ in range(data.draw(st.integers(1, 3))):
         at = data.draw(st.integers(0, len(raw) - 1))
         raw[at] = data.draw(st.sampled_from([0, 1, 2, 0x0A, 0x3C, 0x80, 0xC3, 0xED, 0xFF]))
-    fragment = bytes([fragments.VERSION]) + zlib.compress(bytes(raw))
+    fragment = bytes([fragments.DEFLATED]) + zlib.compress(bytes(raw))
     try:
         inspect(fragment)
     except BadFragment:
@@ -237,11 +277,11 @@ def _layout(ids: bytes, width: int, *, name: bytes = b"a.rar", count: int = 2) -
     numbers = fragments._planes(array("I", range(1, count + 1)).tobytes())
     sizes = fragments._planes(array("I", [1] * count).tobytes())
     raw = fragments._HEAD.pack(1, width) + entry + numbers + sizes + ids + name
-    return bytes([fragments.VERSION]) + zlib.compress(raw)
+    return bytes([fragments.DEFLATED]) + zlib.compress(raw)
 
 
 def test_a_zlib_header_only_some_inflaters_read_is_refused() -> None:
-    good = fragments.pack(GOOD)
+    good = bytes([fragments.DEFLATED]) + zlib.compress(fragments.layout(fragments.pack(GOOD)))
     assert inspect(good).files == 2
     # A window field over 7 (with its check bits right): zlib refuses it, isal not.
     method, flags = 0x88, 0

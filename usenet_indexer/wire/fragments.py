@@ -4,8 +4,8 @@ Never one row per segment (the older indexers' per-segment tables are their
 users' first complaint), nor one per file: one bytea per release chunk (the
 files of a release seen in one batch), compressed in one call:
 
-    version (1 byte: 2)
-    deflate (zlib format) of:
+    version (1 byte: 3)
+    one zstd frame (level 1, its content size and checksum in it) of:
         file count        u32 little-endian
         id width          u32 LE: W > 0 when every message-id has W bytes
                           (then they are stored column-wise), 0 when not
@@ -21,10 +21,17 @@ files of a release seen in one batch), compressed in one call:
         names, subjects   UTF-8, per file its name then its subject, concatenated
                           (their lengths are in the file entries)
 
+Version 2, the same layout as a zlib stream (isal level 1), is still read: the
+catalogs and the edges that wrote it. zstd at level 1 makes fragments 4% smaller
+and decompresses them 1.9 times as fast (a coordinator decompresses every
+fragment a node sends, to check it) and compresses 1.5 times as fast (362
+kB release chunks of a generated posting-tools batch: isal 367 MB/s in, 624
+out, ratio 0.296; zstd 565 and 1174, 0.284).
+
 A file's details ride with its segments: a file seen in two batches has its
 details twice, which costs less than a row per file (and its index) would.
 
-What deflate cannot see is the structure of the columns, so the layout hands
+What the compressor cannot see is the structure of the columns, so the layout hands
 it over: byte planes make numbers (1, 2, 3, ...) and sizes (nearly constant)
 runs and repeats; posting tools write message-ids of one width within a
 release (random letters, then a counter and "@host"), and column-wise the
@@ -41,6 +48,7 @@ import codecs
 import importlib
 import struct
 import sys
+import threading
 from array import array
 from collections.abc import Callable, Sequence
 from itertools import islice
@@ -48,6 +56,7 @@ from operator import lt
 from typing import Any, Final
 
 import attrs
+import zstandard
 from isal import isal_zlib
 
 from usenet_indexer.core.batch import UNDATED, FileChunk
@@ -56,10 +65,16 @@ from usenet_indexer.core.subject import MAX_SEGMENTS as MAX_TOTAL_SEGMENTS
 from usenet_indexer.errors import RemoteProtocolError
 from usenet_indexer.wire.inflate import INFLATE_ERROR
 
-VERSION = 2
-# isal level 1: the random part of message-ids decides the size; isal 2-3 and
-# zlib 6-9 gain under 1% on the column layout at 1.5-5 times the time.
-LEVEL = 1
+# The version written: one zstd frame. Level 1: the random part of message-ids
+# decides the size; zstd 2-3 gain under 0.5% on the column layout, slower.
+VERSION = 3
+ZSTD_LEVEL = 1
+# The version still read: a zlib stream (isal level 1; isal 2-3 and zlib 6-9
+# gained under 1% at 1.5-5 times the time).
+DEFLATED = 2
+# zstd level 1 asks for a window of at most 512 KiB (windowLog 19): a frame that
+# asks a decompressor for more memory than this is refused.
+MAX_WINDOW = 1 << 23
 # No release chunk holds more than this: the batch wire's cap on a whole batch
 # (a 500k-article batch holds far fewer).
 MAX_SEGMENTS = 4_000_000
@@ -130,7 +145,32 @@ def pack(files: Sequence[FileChunk], *, pure: bool = False) -> bytes:
     raw = None if COMPILED_PACKED is None or pure else COMPILED_PACKED(files)
     if raw is None:
         raw = _packed(files)
-    return bytes((VERSION,)) + isal_zlib.compress(raw, LEVEL)
+    return bytes((VERSION,)) + _codecs().compressor.compress(raw)
+
+
+@attrs.frozen
+class _Codecs:
+    """One thread's zstd compressor and decompressor (neither may be shared
+    between threads; making them for each fragment cost 60% more than the
+    compressing: 9 us each)."""
+
+    compressor: zstandard.ZstdCompressor
+    decompressor: zstandard.ZstdDecompressor
+
+
+# Per thread, made at its first fragment: a cache of configured codecs, the same
+# in every thread, not state that changes what any call returns.
+_THREAD = threading.local()
+
+
+def _codecs() -> _Codecs:
+    codecs_ = getattr(_THREAD, "codecs", None)
+    if codecs_ is None:
+        codecs_ = _THREAD.codecs = _Codecs(
+            zstandard.ZstdCompressor(level=ZSTD_LEVEL, write_checksum=True),
+            zstandard.ZstdDecompressor(max_window_size=MAX_WINDOW),
+        )
+    return codecs_
 
 
 def _packed(files: Sequence[FileChunk]) -> bytes:
@@ -211,16 +251,29 @@ def unpack(data: bytes, *, pure: bool = False) -> list[FileChunk]:
             (wire/_fastfragments) is built (the same files, slower).
 
     Raises:
-        BadFragment: the data is not a fragment of this version.
+        BadFragment: the data is not a fragment of a version this reads.
     """
-    if not data or data[0] != VERSION:
+    return files_of(layout(data), pure=pure)
+
+
+def layout(data: bytes) -> bytes:
+    """A stored fragment's layout, decompressed (version 3 or 2): what `files_of` reads.
+
+    Raises:
+        BadFragment: the data is not a fragment of a version this reads.
+    """
+    if data and data[0] == VERSION:
+        try:
+            return _codecs().decompressor.decompress(memoryview(data)[1:])
+        except zstandard.ZstdError as error:
+            raise BadFragment(f"fragment does not decompress: {error}") from error
+    if not data or data[0] != DEFLATED:
         raise BadFragment("unknown fragment version")
     _check_zlib_header(data)
     try:
-        raw = isal_zlib.decompress(memoryview(data)[1:])
+        return isal_zlib.decompress(memoryview(data)[1:])
     except INFLATE_ERROR as error:
         raise BadFragment(f"fragment does not inflate: {error}") from error
-    return files_of(raw, pure=pure)
 
 
 def files_of(raw: bytes, *, pure: bool = False) -> list[FileChunk]:
@@ -410,9 +463,12 @@ def _compiled_facts(raw: bytes, max_text_chars: int) -> Facts | None:
 
 
 def _inflated(data: bytes, max_bytes: int) -> bytes:
-    """A node's fragment inflated, at most `max_bytes` (its version and stream checked)."""
-    if not data or data[0] != VERSION:
-        raise BadFragment(f"version {data[0] if data else None!r} is not {VERSION}")
+    """A node's fragment decompressed, at most `max_bytes` (its version and stream checked)."""
+    if data and data[0] == VERSION:
+        return _unframed(data, max_bytes)
+    if not data or data[0] != DEFLATED:
+        version = data[0] if data else None
+        raise BadFragment(f"version {version!r} is not {VERSION} (or {DEFLATED})")
     _check_zlib_header(data)
     inflater = isal_zlib.decompressobj()
     try:
@@ -427,6 +483,28 @@ def _inflated(data: bytes, max_bytes: int) -> bytes:
     if inflater.unused_data:
         raise BadFragment(f"{len(inflater.unused_data)} bytes after the deflate stream")
     return raw
+
+
+def _unframed(data: bytes, max_bytes: int) -> bytes:
+    """A node's version 3 fragment decompressed: one zstd frame that says its size, at
+    most `max_bytes`, and nothing after it. The size is read from the frame's header
+    before any memory is given to it; zstd checks that the frame holds what it says
+    (and its checksum, where it has one)."""
+    frame = memoryview(data)[1:]
+    try:
+        header = zstandard.get_frame_parameters(frame)
+    except zstandard.ZstdError as error:
+        raise BadFragment(f"not a zstd frame: {error}") from error
+    if header.content_size == zstandard.CONTENTSIZE_UNKNOWN:
+        raise BadFragment("the zstd frame does not say its size")
+    if header.content_size > max_bytes:
+        raise BadFragment(f"inflates to more than {max_bytes} bytes")
+    if header.window_size > MAX_WINDOW:
+        raise BadFragment(f"the zstd frame asks for a window of {header.window_size} bytes")
+    try:
+        return _codecs().decompressor.decompress(frame, allow_extra_data=False)
+    except zstandard.ZstdError as error:
+        raise BadFragment(f"does not decompress: {error}") from error
 
 
 def _facts(raw: bytes, max_text_chars: int) -> Facts:
