@@ -15,20 +15,26 @@ import re
 import threading
 from collections.abc import Iterator, Sequence
 from email.utils import formatdate
-from itertools import accumulate
+from itertools import accumulate, cycle
+from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 from psycopg.pq import TransactionStatus
 
+from usenet_indexer.config import Settings
 from usenet_indexer.coordinator.catalog_build import MAX_SHARDS, Built, CatalogBuild
 from usenet_indexer.coordinator.stores import Stores
 from usenet_indexer.core.indexer import RangeIndexer
 from usenet_indexer.store.catalog import SHARDS, CatalogStore, Search
 from usenet_indexer.store.groups import GroupStore
+from usenet_indexer.store.pool import open_pool
 from usenet_indexer.store.ranges import Finish
 from usenet_indexer.synth.generator import GeneratorConfig, generate
+from usenet_indexer.testing.postgres import PgServer
 from usenet_indexer.wire.batchwire import decode_batch, encode_batch
 from usenet_indexer.wire.packed import pack_batch
 
@@ -98,6 +104,45 @@ def test_release_by_release_the_catalog_is_what_a_whole_rebuild_makes(
     kept = [r for r in stores.build.export() if r.dropped is None]
     assert built.releases == len(kept) == len(followed) > 20
     assert {r.key.hex() for r in kept} == set(followed)
+
+
+@settings(
+    max_examples=8,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    seed=st.integers(1, 1 << 20),
+    profile=st.sampled_from(["default", "posting-tools"]),
+    cuts=st.lists(st.integers(40, 700), min_size=1, max_size=8),
+)
+# A case the closure's windows decide: without them (WINDOW_ROUNDS = 0) its catalog
+# followed batch by batch is not the rebuilt one.
+@example(seed=1, profile="posting-tools", cuts=[40])
+def test_any_group_cut_into_any_batches_builds_what_a_whole_rebuild_makes(
+    pg_server: PgServer, tmp_path: Path, seed: int, profile: str, cuts: list[int]
+) -> None:
+    # Whatever the uploads (the generator's interleavings, reposts, albums and
+    # floods, seeded) and wherever the batches cut them, the catalog followed
+    # build by build is the one a whole rebuild makes: the closure's bounds
+    # (windows WINDOW_ROUNDS deep) lose nothing.
+    generated = generate(GeneratorConfig(articles=3_000, seed=seed, profile=profile))
+    lines = [line for line in generated.lines if line.split(b"\t", 1)[0].isdigit()]
+    sizes: list[int] = []
+    for size in cycle(cuts):  # the cuts over and over, to the last line
+        if sum(sizes) >= len(lines):
+            break
+        sizes.append(size)
+    with (
+        pg_server.fresh_database() as url,
+        open_pool(url, Settings(home=tmp_path, listen="127.0.0.1:0")) as pool,
+    ):
+        stores = Stores.from_pool(pool)
+        for _ in batches_of_lines(stores, generated.truth.group, lines, sizes):
+            stores.build.drain(quiet_seconds=0)
+        followed = catalog_rows(stores)
+        stores.build.everything(quiet_seconds=0)
+        assert catalog_rows(stores) == followed
 
 
 def test_a_batch_the_node_api_stored_is_built_from_what_its_checks_inflated(
