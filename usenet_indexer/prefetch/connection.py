@@ -30,7 +30,7 @@ import logging
 import math
 from collections import deque
 from collections.abc import Callable
-from contextlib import AbstractAsyncContextManager
+from contextlib import AbstractAsyncContextManager, aclosing
 from functools import partial
 
 import attrs
@@ -329,8 +329,12 @@ class Connection:
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._write_chunks, written, landings)
-                async with to_write:
-                    async for piece, text in client.over_text_pipelined(feed, xover=xover):
+                # Closed here when the loop ends early (a stop, a failed write): the
+                # pipeline then marks the connection unusable at once, not whenever
+                # the collector finds it (trio's ResourceWarning, seen in a test).
+                pieces = client.over_text_pipelined(feed, xover=xover)
+                async with to_write, aclosing(pieces):
+                    async for piece, text in pieces:
                         await self._received(feed.owner.pop(piece), text, to_write)
                         # Once all is sent, while replies are still to come (after the
                         # last one the pipeline ends: a chunk added then would not be read).
