@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any, Final
 
 import attrs
@@ -196,6 +196,7 @@ async def open_client(
     """
     base = api_base(coordinator_url)
     async with (
+        AsyncExitStack() as later,
         httpx.AsyncClient(
             base_url=base,
             headers={"Authorization": f"Bearer {token}"},
@@ -203,9 +204,29 @@ async def open_client(
             transport=transport,
             verify=tls_verify(base),
         ) as http,
-        httpx.AsyncClient(timeout=STREAM_TIMEOUT, transport=transport) as links,
     ):
-        yield NodeClient(http, retry, links)
+        yield NodeClient(http, retry, _Links(transport, later))
+
+
+@attrs.define(eq=False)
+class _Links:
+    """The client of an S3 spool's presigned chunk links, made at the first link.
+
+    Links may be https, so it verifies certificates, and httpx loads its CA
+    bundle when a client is made: ~0.03-0.05 s of every edge's start, which an
+    edge of a folder spool (no links) never uses. Closed with `open_client`.
+    """
+
+    transport: httpx.AsyncBaseTransport | None
+    later: AsyncExitStack
+    client: httpx.AsyncClient | None = None
+
+    async def get(self) -> httpx.AsyncClient:
+        if self.client is None:
+            # Set before it is entered: a second link meanwhile uses the same one.
+            self.client = httpx.AsyncClient(timeout=STREAM_TIMEOUT, transport=self.transport)
+            await self.later.enter_async_context(self.client)
+        return self.client
 
 
 @attrs.define(eq=False)
@@ -219,7 +240,7 @@ class NodeClient:
 
     _http: httpx.AsyncClient
     retry: RetryPolicy
-    _links: httpx.AsyncClient
+    _links: _Links
 
     async def lease(self, wait_seconds: float = 0.0) -> EdgeLease | None:
         """A range to index, or None when there is nothing to do (204).
@@ -264,9 +285,10 @@ class NodeClient:
             NodeApiError: the store refused (403: the link expired), kept
                 failing, or the chunk is over `max_bytes`.
         """
-        request = self._links.build_request("GET", url)
+        links = await self._links.get()
+        request = links.build_request("GET", url)
         response = await self._attempts(
-            "chunk", lambda: self._links.send(request, stream=True), streaming=True
+            "chunk", lambda: links.send(request, stream=True), streaming=True
         )
         try:
             data = bytearray()
