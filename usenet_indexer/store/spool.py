@@ -87,10 +87,9 @@ _RENEW = """
 """
 _RELEASE = "DELETE FROM spool_claims WHERE claimant = %(claimant)s"
 # Chunks no stream will read again: wholly below the resume point of the
-# range they are in (a done range's resume point is past its end). Gaps go
-# too; what is left of a range is fetched again if it is ever re-planned.
-# Chunks wholly below their range's resume point: no stream reads them again
-# (a resume point only moves forward).
+# range they are in (a resume point only moves forward; a done range's is past
+# its end). Gaps go too; what is left of a range is fetched again if it is ever
+# re-planned.
 _SWEEPABLE = """
     SELECT s.group_id, s.first_article, s.path FROM spool_chunks s
     WHERE EXISTS (SELECT 1 FROM ranges r WHERE r.group_id = s.group_id
