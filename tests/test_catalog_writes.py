@@ -25,6 +25,7 @@ from test_catalog_build import batches_of_generated
 
 from usenet_indexer.coordinator.stores import Stores
 from usenet_indexer.core.catalog import CatalogEntry
+from usenet_indexer.store import arrays
 from usenet_indexer.store import catalog as sql
 from usenet_indexer.store.catalog import CatalogStore
 
@@ -139,7 +140,12 @@ def test_the_build_reads_stored_fragments_as_bytes_not_hex(
     assert keys
     # libpq's own record of the protocol (PQtrace) on the one connection of a pool.
     trace = tmp_path / "libpq.trace"
-    with trace.open("w") as sink, ConnectionPool(pg_url, min_size=1, max_size=1) as pool:
+    with (
+        trace.open("w") as sink,
+        ConnectionPool(
+            pg_url, min_size=1, max_size=1, kwargs={"context": arrays.adapters()}
+        ) as pool,
+    ):
         with pool.connection() as conn:
             conn.pgconn.trace(sink.fileno())
             conn.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS | pq.Trace.REGRESS_MODE)

@@ -42,6 +42,7 @@ from psycopg import Connection, sql
 from psycopg_pool import ConnectionPool
 
 from usenet_indexer.errors import UidxError
+from usenet_indexer.store import arrays
 from usenet_indexer.store.catalog import PENDING_SHARD
 from usenet_indexer.wire.packed import PackedBatch, PackedRelease
 
@@ -325,9 +326,9 @@ def _write_catalog(
         conn.execute(
             _PROBES,
             (
-                [p.release_key for p in probes],
-                [p.message_id for p in probes],
-                [p.file_name for p in probes],
+                arrays.keys([p.release_key for p in probes]),
+                arrays.texts([p.message_id for p in probes]),
+                arrays.texts([p.file_name for p in probes]),
             ),
         )
 

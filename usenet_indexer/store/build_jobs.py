@@ -26,6 +26,8 @@ from typing import Any
 import attrs
 import psycopg
 
+from usenet_indexer.store import arrays
+
 _RESERVE = """
     INSERT INTO build_jobs (node_id, shards, pending, seqs, keys, expires_at)
     VALUES (%s, %s, %b, %s, %b, now() + make_interval(secs => %s))
@@ -79,7 +81,7 @@ class BuildJobs:
         """Reserve `shards` for a job of `node_id` until `lease_seconds` from now; its id."""
         row = self._conn.execute(
             _RESERVE,
-            (node_id, sorted(shards), list(pending), list(pending.values()), list(keys),
+            (node_id, sorted(shards), arrays.keys(pending), arrays.int8s(pending.values()), arrays.keys(keys),
              float(lease_seconds)),
         ).fetchone()  # fmt: skip
         assert row is not None  # INSERT ... RETURNING gives its row

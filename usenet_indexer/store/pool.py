@@ -6,6 +6,7 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from usenet_indexer.config import Settings
+from usenet_indexer.store import arrays
 
 # Connections kept open: one per worker thread of the API and a few for
 # operator commands; PostgreSQL itself is the limit, not the pool.
@@ -49,5 +50,6 @@ def open_pool(url: str, settings: Settings, *, max_size: int = POOL_MAX) -> Conn
         open=True,
         timeout=GET_TIMEOUT_SECONDS,
         name="uidx",
-        kwargs={"application_name": "uidx"},
+        # Array parameters made whole (store/arrays.py) go on every connection.
+        kwargs={"application_name": "uidx", "context": arrays.adapters()},
     )

@@ -24,6 +24,7 @@ from psycopg_pool import ConnectionPool
 from usenet_indexer.core.drain import Queue
 from usenet_indexer.core.renames import Finding
 from usenet_indexer.decode.ids import NO_IDS, MediaIds
+from usenet_indexer.store import arrays
 from usenet_indexer.store.catalog import PENDING_SHARD
 
 # Tries of one candidate before it is given up.
@@ -225,13 +226,17 @@ class ProbeStore:
         """Candidates taken and not probed: due again at once, their attempt not counted."""
         with self.pool.connection() as conn:
             conn.execute(
-                _GIVE_BACK, ([job.release_key for job in jobs], [job.message_id for job in jobs])
+                _GIVE_BACK,
+                (
+                    arrays.keys([job.release_key for job in jobs]),
+                    arrays.texts([job.message_id for job in jobs]),
+                ),
             )
 
     def candidates_by_key(self, keys: Sequence[bytes]) -> dict[bytes, set[str]]:
         """The message-ids asked for (in any state) of each of these release keys."""
         with self.pool.connection() as conn:
-            rows = conn.execute(_CANDIDATES_OF, (list(keys),)).fetchall()
+            rows = conn.execute(_CANDIDATES_OF, (arrays.keys(keys),)).fetchall()
         asked: dict[bytes, set[str]] = {}
         for key, message_id in rows:
             asked.setdefault(bytes(key), set()).add(str(message_id))
@@ -245,7 +250,9 @@ class ProbeStore:
             return 0
         keys, ids, names = zip(*candidates, strict=True)
         with self.pool.connection() as conn:
-            return conn.execute(_ADD_MORE, (list(keys), list(ids), list(names))).rowcount
+            return conn.execute(
+                _ADD_MORE, (arrays.keys(keys), arrays.texts(ids), arrays.texts(names))
+            ).rowcount
 
     def due(self) -> int:
         """Candidates a prober could take now."""
@@ -272,7 +279,9 @@ class ProbeStore:
         only, when given)."""
         with self.pool.connection() as conn:
             rows = (
-                conn.execute(_FOUND) if keys is None else conn.execute(_FOUND_OF, (list(keys),))
+                conn.execute(_FOUND)
+                if keys is None
+                else conn.execute(_FOUND_OF, (arrays.keys(keys),))
             ).fetchall()
         found: dict[bytes, list[Finding]] = {}
         for key, outcome, name, files, sizes, message_id, slice_bytes, *ids in rows:
