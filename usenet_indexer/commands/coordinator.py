@@ -29,6 +29,7 @@ import trio
 from usenet_indexer.config import Settings, from_process
 from usenet_indexer.coordinator.daemon import run_coordinator
 from usenet_indexer.errors import ConfigError, run_reporting
+from usenet_indexer.mallocpolicy import keep_freed_memory
 from usenet_indexer.store.pgcluster import database_url, start_if_stopped
 from usenet_indexer.supervisor.entry import (
     add_worker_arguments,
@@ -168,6 +169,8 @@ def run_worker(
     metrics_fd: int | None = None,
 ) -> int:
     """One coordinator in this process until stopped (a signal, or the supervisor's end); 0."""
+    # Before any thread exists: one arena, large buffers reused (mallocpolicy.py).
+    keep_freed_memory()
     # A start-up error comes out of the nurseries wrapped: reported bare.
     run = partial(
         run_coordinator,
