@@ -996,11 +996,11 @@ class ShardLocks:
 
     def pending(self, shards: Iterable[int]) -> dict[bytes, int]:
         """The pending keys of `shards`, with their seq."""
-        return _seqs(self._conn.execute(_PENDING_IN, (sorted(shards),)).fetchall())
+        return _seqs(self._conn.execute(_PENDING_IN, (sorted(shards),), binary=True).fetchall())
 
     def pending_of(self, keys: Sequence[bytes]) -> dict[bytes, int]:
         """Those of `keys` that are pending, with their seq."""
-        return _seqs(self._conn.execute(_PENDING_OF, (arrays.keys(keys),)).fetchall())
+        return _seqs(self._conn.execute(_PENDING_OF, (arrays.keys(keys),), binary=True).fetchall())
 
     def orphans(self) -> dict[bytes, int]:
         """Pending keys marked without a shard (no stored release had them: a
@@ -1074,7 +1074,8 @@ class CatalogTable:
     def spans(self, keys: Sequence[bytes]) -> dict[bytes, Span]:
         """The stored releases of `keys`: poster, earliest and latest file's date."""
         with self.pool.connection() as conn:
-            rows = conn.execute(_SPANS, (arrays.keys(keys),)).fetchall()
+            # Binary: keys as they are (not hex both ways), the times' arrays without text.
+            rows = conn.execute(_SPANS, (arrays.keys(keys),), binary=True).fetchall()
         # bigint columns come as ints; both arrays are one aggregate's, of one length.
         return {
             key: Span(
@@ -1091,7 +1092,7 @@ class CatalogTable:
     def row_keys(self, keys: Sequence[bytes]) -> set[bytes]:
         """Every source key of the catalog rows any of `keys` went into."""
         with self.pool.connection() as conn:
-            rows = conn.execute(_ROW_KEYS, (arrays.keys(keys),)).fetchall()
+            rows = conn.execute(_ROW_KEYS, (arrays.keys(keys),), binary=True).fetchall()
         return {bytes(key) for (key,) in rows}
 
     def window_keys(self, windows: Sequence[Window]) -> set[bytes]:
@@ -1109,6 +1110,7 @@ class CatalogTable:
                         arrays.int8s([w.low for w in plain]),
                         arrays.int8s([w.high for w in plain]),
                     ),
+                    binary=True,
                 ).fetchall()
             if albums:
                 rows += conn.execute(
@@ -1119,6 +1121,7 @@ class CatalogTable:
                         arrays.int8s([w.low for w in albums]),
                         arrays.int8s([w.high for w in albums]),
                     ),
+                    binary=True,
                 ).fetchall()
         return {bytes(key) for (key,) in rows}
 
