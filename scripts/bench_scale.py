@@ -18,7 +18,9 @@ on a private PostgreSQL (`testing.postgres.running_server`, a fresh database):
 
 While it runs a line on stderr every few seconds: ranges done, batches
 stored, keys pending. CPU: the edge's and the coordinator's from wait4 on
-each (the supervisor reaps its workers, so their CPU is in its figure);
+each (the supervisor reaps its workers, so their CPU is in its figure), and
+of the coordinator's, its system time and page faults (a large buffer
+faulted in anew each time was 21% of its CPU before mallocpolicy.py);
 PostgreSQL's from /proc: its postmaster, the backends it reaped and its live
 children, less this script's own polling connection. Per build: the
 coordinator's log line `catalog built: pending=... cpu_s=...`
@@ -191,10 +193,18 @@ def started(
         return subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=stream)
 
 
-def stopped(child: subprocess.Popen[bytes], what: str, *, signalled: bool = False) -> float:
-    """SIGTERM (unless `signalled` already), then wait4 (SIGKILL after STOP_SECONDS): the
-    CPU seconds of the child and of every descendant it reaped (a supervisor reaps its
-    workers)."""
+@attrs.frozen
+class Usage:
+    """What a stopped child and every descendant it reaped used (wait4's rusage)."""
+
+    cpu: float  # user and system seconds
+    system: float  # of them, the kernel's (page faults, system calls)
+    page_faults: int  # minor and major
+
+
+def stopped(child: subprocess.Popen[bytes], what: str, *, signalled: bool = False) -> Usage:
+    """SIGTERM (unless `signalled` already), then wait4 (SIGKILL after STOP_SECONDS): what
+    the child and every descendant it reaped used (a supervisor reaps its workers)."""
     if child.returncode is not None:
         raise SystemExit(f"bench-scale: {what} ended before it was stopped")
     if not signalled:
@@ -208,7 +218,7 @@ def stopped(child: subprocess.Popen[bytes], what: str, *, signalled: bool = Fals
     child.returncode = os.waitstatus_to_exitcode(status)
     if child.returncode != 0:
         raise SystemExit(f"bench-scale: {what} exited {child.returncode} when stopped")
-    return usage.ru_utime + usage.ru_stime
+    return Usage(usage.ru_utime + usage.ru_stime, usage.ru_stime, usage.ru_minflt + usage.ru_majflt)
 
 
 def stat_fields(pid: int) -> list[str] | None:
@@ -320,12 +330,16 @@ class Spent:
     """The CPU seconds of a run, and what the catalog and the builds did."""
 
     wall_seconds: float
-    coordinator: float
+    coordinator_usage: Usage
     coordinator_startup: float  # its CPU until it answered, before any edge
     edge: float
     postgres: float | None
     catalog_lag: float
     last: Poll
+
+    @property
+    def coordinator(self) -> float:
+        return self.coordinator_usage.cpu
 
 
 def run(
@@ -389,7 +403,7 @@ def run(
                 if args.edge_builds:
                     edge.send_signal(signal.SIGTERM)
                 poller_cpu = own_cpu(backend)
-            edge_cpu = stopped(edge, "the edge", signalled=True)
+            edge_cpu = stopped(edge, "the edge", signalled=True).cpu
         finally:
             if edge.returncode is None:
                 edge.kill()
@@ -397,7 +411,7 @@ def run(
         # The last build's log line follows its commit by a moment.
         time.sleep(1.0)
         wall = time.monotonic() - began
-        coordinator_cpu = stopped(coordinator, "the coordinator")
+        coordinator_usage = stopped(coordinator, "the coordinator")
     finally:
         if coordinator.returncode is None:
             coordinator.kill()
@@ -412,7 +426,7 @@ def run(
         else postgres_after - postgres_before - poller_cpu
     )
     lag = (watch.empty_since - last.last_stored_at).total_seconds()
-    return Spent(wall, coordinator_cpu, startup_cpu, edge_cpu, postgres, lag, last)
+    return Spent(wall, coordinator_usage, startup_cpu, edge_cpu, postgres, lag, last)
 
 
 # --- the figures ---------------------------------------------------------------------
@@ -651,6 +665,8 @@ def bench(args: argparse.Namespace) -> int:
         "targets": targets(figures),
         "coordinator_cpu_s": round(spent.coordinator, 2),
         "coordinator_startup_cpu_s": round(spent.coordinator_startup, 2),
+        "coordinator_system_cpu_s": round(spent.coordinator_usage.system, 2),
+        "coordinator_page_faults": spent.coordinator_usage.page_faults,
         "edge_cpu_s": round(spent.edge, 2),
         "postgres_cpu_s": None if spent.postgres is None else round(spent.postgres, 2),
         "run_s": round(spent.wall_seconds, 1),
