@@ -12,12 +12,15 @@ node API with the edge's own client, a build beside its ranges.
 from __future__ import annotations
 
 from functools import partial
+from typing import Any
 
 import attrs
 import httpx
 import msgpack
 import pytest
 import trio
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 from psycopg_pool import ConnectionPool
 from test_catalog_build import batches_of_generated, catalog_rows
 from test_http_node import bearer, start_api
@@ -37,6 +40,7 @@ from usenet_indexer.wire.buildjob import (
     BuildResult,
     BuildWireError,
     ReleaseRows,
+    _checked_entry,
     decode_job,
     decode_result,
     encode_job,
@@ -187,6 +191,51 @@ def test_each_field_of_an_edges_row_is_checked_and_a_wrong_one_named() -> None:
         decode_result(msgpack.packb({**document, "entries": [document["entries"][0][:-1]]}))
 
 
+# Any value msgpack carries (its integers: -2**63 to 2**64 - 1), a field's right type among them.
+_ANY_VALUE = st.one_of(
+    st.none(), st.booleans(), st.integers(min_value=-(2**63), max_value=2**64 - 1),
+    st.floats(allow_nan=False), st.text(max_size=8), st.binary(max_size=20),
+    st.lists(st.one_of(st.none(), st.booleans(), st.integers(-(2**63), 2**63), st.text(max_size=4),
+                       st.binary(max_size=4)), max_size=6),
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@example(replaced={14: 2**63}, ints=[None] * 5)  # a time past the year 9999
+@example(replaced={14: -(2**62)}, ints=[None] * 5)
+@example(replaced={9: 2**64 - 1, 3: 2**40}, ints=[None] * 5)
+@given(
+    replaced=st.dictionaries(st.integers(min_value=0, max_value=16), _ANY_VALUE, max_size=3),
+    ints=st.lists(st.one_of(st.none(), st.integers(-(2**40), 2**40)), min_size=5, max_size=5),
+)
+def test_an_edges_rows_are_read_as_the_field_by_field_checks_read_them(
+    replaced: dict[int, object], ints: list[int | None]
+) -> None:
+    """The coordinator reads a well-typed row in one look and any other field by field
+    (which names what is wrong): both ways make the same row of what they accept, and
+    refuse the same rows, each a BuildWireError (a 400), never another exception
+    (a time past what a date holds was an OverflowError, a 500)."""
+    fields: list[object] = [
+        "g", "Name", "name", 5040, 1 << 33, 12, "a@b", ["alt.binaries.test"], 1_700_000_000,
+        99.5, ints[0], ints[1], False, [b"k" * KEY_BYTES], 1_700_000_000_000_000, "whole", ints,
+    ]  # fmt: skip
+    for at, value in replaced.items():
+        fields[at] = value
+    body = msgpack.packb(
+        {"entries": [fields], "no_album": [], "probes": [], "cpu_s": 0.1, "wall_s": 0.2}
+    )
+    row = msgpack.unpackb(body)["entries"][0]
+    try:
+        expected: CatalogEntry | None = _checked_entry(row)
+    except BuildWireError:
+        expected = None
+    if expected is None:
+        with pytest.raises(BuildWireError):
+            decode_result(body)
+    else:
+        assert decode_result(body).made.entries == (expected,)
+
+
 def job_of(fragments: tuple[tuple[bytes, bytes], ...]) -> BuildJob:
     return BuildJob(
         job_id=1, releases=ReleaseRows(), fragments=fragments, pending=(), probed=(), found={}, changed={},
@@ -283,16 +332,25 @@ def test_rows_that_are_not_the_jobs_are_refused_and_change_nothing(
     stored(edge_stores)
     job_id, made = made_by_an_edge(edge_stores, builder)
     entry = made.entries[0]
+
+    def row(**changes: Any) -> Made:
+        return attrs.evolve(made, entries=(attrs.evolve(entry, **changes),))
+
     strays = [
-        attrs.evolve(made, entries=(attrs.evolve(entry, sources=(b"\x01" * 16,)),)),
-        attrs.evolve(made, entries=(entry, entry)),
-        attrs.evolve(made, entries=(attrs.evolve(entry, name="a\x00b"),)),
-        attrs.evolve(made, entries=(attrs.evolve(entry, size=2**64),)),
-        attrs.evolve(made, no_album=(b"\x02" * 16,)),
-        attrs.evolve(made, probes=((b"\x03" * 16, "<x@y>", "x.par2"),)),
+        (row(sources=(b"\x01" * 16,)), "keys the job did not merge"),
+        (attrs.evolve(made, entries=(entry, entry)), "a catalog row twice"),
+        (row(name="a\x00b"), "a NUL in its text"),
+        (row(groups=(*entry.groups, "alt.\x00")), "a NUL in its text"),
+        (row(size=2**64), "out of its column's range"),
+        (row(posted=-(2**63) - 1), "out of its column's range"),
+        (row(category=2**31), "out of its column's range"),
+        (row(episode=-(2**31) - 1), "out of its column's range"),
+        (row(ids=MediaIds(tmdb_tv=2**31)), "out of its column's range"),
+        (attrs.evolve(made, no_album=(b"\x02" * 16,)), "keys the job did not merge"),
+        (attrs.evolve(made, probes=((b"\x03" * 16, "<x@y>", "x.par2"),)), "did not merge"),
     ]
-    for stray in strays:
-        with pytest.raises(NotTheJobs):
+    for stray, problem in strays:
+        with pytest.raises(NotTheJobs, match=problem):
             edge_stores.build.finish(builder, job_id, stray, quiet_seconds=0)
     assert catalog_rows(edge_stores) == {}
     # Not another node's to send either.

@@ -46,6 +46,7 @@ Sync code, for a worker thread: psycopg stays inside store/.
 
 from __future__ import annotations
 
+import operator
 import random
 import time
 from collections.abc import Mapping, Sequence
@@ -57,6 +58,7 @@ from psycopg_pool import ConnectionPool
 from usenet_indexer.core import catalog as core
 from usenet_indexer.core.merge import CatalogRelease
 from usenet_indexer.core.renames import Finding, Shown
+from usenet_indexer.decode.ids import MediaIds
 from usenet_indexer.gcpolicy import BuildCollection
 from usenet_indexer.store.build_jobs import Job
 from usenet_indexer.store.catalog import (
@@ -80,6 +82,8 @@ EDGE_GRACE_SECONDS = 30.0
 ASKING_SECONDS = 15.0
 _INT4 = (-(2**31), 2**31 - 1)
 _INT8 = (-(2**63), 2**63 - 1)
+# A row's ids, each field (MediaIds) in order.
+_IDS = operator.attrgetter(*attrs.fields_dict(MediaIds))
 
 
 class NotTheJobs(BuildWireError):
@@ -425,13 +429,15 @@ def _check(job: Job, made: core.Made) -> None:
     if len(set(guids)) != len(guids):
         raise NotTheJobs("a catalog row twice")
     for e in made.entries:
-        texts = (e.guid, e.name, e.search_name, e.poster, e.state, *e.groups)
-        if any("\x00" in t for t in texts):
+        if "\x00" in "".join((e.guid, e.name, e.search_name, e.poster, e.state, *e.groups)):
             raise NotTheJobs(f"row {e.guid[:40]!r}: a NUL in its text")
-        small = (e.category, e.files, e.season, e.episode, *attrs.astuple(e.ids))
-        if any(n is not None and not _INT4[0] <= n <= _INT4[1] for n in small) or not all(
-            _INT8[0] <= n <= _INT8[1] for n in (e.size, e.posted)
-        ):
+        small = [
+            n for n in (e.category, e.files, e.season, e.episode, *_IDS(e.ids)) if n is not None
+        ]
+        if not (
+            _INT4[0] <= min(small) and max(small) <= _INT4[1]
+            and _INT8[0] <= min(e.size, e.posted) and max(e.size, e.posted) <= _INT8[1]
+        ):  # fmt: skip
             raise NotTheJobs(f"row {e.guid[:40]!r}: a number out of its column's range")
 
 

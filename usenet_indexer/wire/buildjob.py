@@ -238,10 +238,43 @@ def _entry(entry: CatalogEntry) -> list[object]:
     ]  # fmt: skip
 
 
+# The types of a well-formed row's fields, as msgpack decodes them (`type`, so a
+# bool is no int): completion an int or a float, season and episode nil or ints.
+_ROW_SHAPES = frozenset(
+    (str, str, str, int, int, int, str, list, int, completion, season, episode, bool, list,
+     int, str, list)
+    for completion in (float, int)
+    for season in (int, type(None))
+    for episode in (int, type(None))
+)  # fmt: skip
+
+
 def _unentry(value: object) -> CatalogEntry:
     fields = _list(value)
     if len(fields) != 17:
         raise BuildWireError(f"a catalog row has 17 fields, not {len(fields)}")
+    (guid, name, search, category, size, files, poster, groups, posted, completion,
+     season, episode, candidate, sources, changed_at, state, ids) = fields  # fmt: skip
+    # A row of the right types in one look (the coordinator reads every row of
+    # every job); any other goes the field-by-field way below, which names what
+    # is wrong (and makes the same row of what it accepts).
+    if (
+        tuple(map(type, fields)) in _ROW_SHAPES
+        and all(type(g) is str for g in groups)
+        and all(type(k) is bytes for k in sources)
+        and len(ids) == 5
+        and all(v is None or type(v) is int for v in ids)
+    ):
+        return CatalogEntry(
+            guid, name, search, category, size, files, poster, tuple(groups), posted,
+            float(completion), season, episode, candidate, tuple(sources), _moment(changed_at),
+            state, MediaIds(*ids),
+        )  # fmt: skip
+    return _checked_entry(fields)
+
+
+def _checked_entry(fields: list[Any]) -> CatalogEntry:
+    """A row of 17 fields, checked field by field (BuildWireError naming what is wrong)."""
     (guid, name, search, category, size, files, poster, groups, posted, completion,
      season, episode, candidate, sources, changed_at, state, ids) = fields  # fmt: skip
     id_values = _list(ids)
@@ -262,10 +295,17 @@ def _unentry(value: object) -> CatalogEntry:
         episode=_optional(episode, _int),
         probe_candidate=_bool(candidate),
         sources=tuple(_bytes(k) for k in _list(sources)),
-        changed_at=moment(_int(changed_at)),
+        changed_at=_moment(_int(changed_at)),
         state=_str(state),
         ids=MediaIds(*(_optional(v, _int) for v in id_values)),
     )
+
+
+def _moment(micros: int) -> datetime:
+    try:
+        return moment(micros)
+    except OverflowError as error:
+        raise BuildWireError(f"a time out of range: {micros} microseconds") from error
 
 
 def _optional(value: object, check: Callable[[object], _T]) -> _T | None:
