@@ -189,6 +189,28 @@ def test_each_field_of_an_edges_row_is_checked_and_a_wrong_one_named() -> None:
             decode_result(bad)
     with pytest.raises(BuildWireError, match="17 fields, not 16"):
         decode_result(msgpack.packb({**document, "entries": [document["entries"][0][:-1]]}))
+    # A probe's message-id goes into an NNTP server's BODY command, its texts into
+    # PostgreSQL: one that could not be refused (a NUL was a 500, a CR LF would end
+    # the command).
+    key = b"k" * KEY_BYTES
+    good = [key, "part1of7.AbC@powerpost2000AA.local", "show.s01e02.par2"]
+    assert decode_result(msgpack.packb({**document, "probes": [good]})).made.probes == (
+        tuple(good),
+    )
+    for at, value, problem in [
+        (1, "a\x00b@c", "message-id is not one"),
+        (1, "a\r\nQUIT@b", "message-id is not one"),
+        (1, "<a@b>", "message-id is not one"),
+        (1, "", "message-id is not one"),
+        (1, "a" * 4097, "message-id is not one"),
+        (2, "x\x00.par2", "file name is not one"),
+        (2, "x" * 4097, "file name is not one"),
+        (0, "k" * KEY_BYTES, "expected bytes, got str"),
+    ]:
+        probe = list(good)
+        probe[at] = value
+        with pytest.raises(BuildWireError, match=problem):
+            decode_result(msgpack.packb({**document, "probes": [probe]}))
 
 
 # Any value msgpack carries (its integers: -2**63 to 2**64 - 1), a field's right type among them.

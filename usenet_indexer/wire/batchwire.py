@@ -105,7 +105,7 @@ _GZIP_WBITS: Final = 31
 # Characters a probe's message-id may not hold: those no message-id of a
 # fragment may hold (fragments.ID_FORBIDDEN), and a line break (a probe names
 # one segment). One `in` test per character is a C-level scan.
-_MESSAGE_ID_FORBIDDEN: Final = (*(c.decode() for c in ID_FORBIDDEN), "\n")
+MESSAGE_ID_FORBIDDEN: Final = (*(c.decode() for c in ID_FORBIDDEN), "\n")
 
 
 class BatchWireError(RemoteProtocolError):
@@ -644,7 +644,7 @@ def _check_message_id(message_id: str, where: str, field: str, limits: BatchLimi
             f"{_at(where, field)}: {len(message_id)} characters, "
             f"over the cap of {limits.max_text_chars}"
         )
-    for char in _MESSAGE_ID_FORBIDDEN:
+    for char in MESSAGE_ID_FORBIDDEN:
         if char in message_id:
             raise MalformedBatch(f"{_at(where, field)}: a message-id holds {char!r}")
 

@@ -30,12 +30,15 @@ from usenet_indexer.core.catalog import CatalogEntry, Made
 from usenet_indexer.core.renames import Finding
 from usenet_indexer.decode.ids import MediaIds
 from usenet_indexer.errors import RemoteProtocolError
+from usenet_indexer.wire.batchwire import DEFAULT_LIMITS, MESSAGE_ID_FORBIDDEN
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 # Release row as a job holds it: key, head name, poster, groups, M.
 ReleaseRow = tuple[bytes, str | None, str, tuple[str, ...], int | None]
 _T = TypeVar("_T")
+# The longest text of a probe, as of a batch's.
+_MAX_TEXT_CHARS = DEFAULT_LIMITS.max_text_chars
 
 
 class BuildWireError(RemoteProtocolError):
@@ -176,7 +179,8 @@ def decode_result(body: bytes) -> BuildResult:
                 entries=tuple(_unentry(e) for e in _list(document["entries"])),
                 no_album=tuple(_bytes(k) for k in _list(document["no_album"])),
                 probes=tuple(
-                    (_bytes(k), _str(m), _str(n)) for k, m, n in _list(document["probes"])
+                    (_bytes(k), _message_id(m), _file_name(n))
+                    for k, m, n in _list(document["probes"])
                 ),
             ),
             cpu_s=_float(document["cpu_s"]),
@@ -299,6 +303,23 @@ def _checked_entry(fields: list[Any]) -> CatalogEntry:
         state=_str(state),
         ids=MediaIds(*(_optional(v, _int) for v in id_values)),
     )
+
+
+def _message_id(value: object) -> str:
+    """A probe's message-id, as a batch's probe candidates have it (batchwire): it goes
+    into an NNTP server's BODY command and into PostgreSQL text."""
+    text = _str(value)
+    if not text or len(text) > _MAX_TEXT_CHARS or any(c in text for c in MESSAGE_ID_FORBIDDEN):
+        raise BuildWireError(f"a probe's message-id is not one: {text[:80]!r}")
+    return text
+
+
+def _file_name(value: object) -> str:
+    """A probe's file name (PostgreSQL text: no NUL)."""
+    text = _str(value)
+    if len(text) > _MAX_TEXT_CHARS or "\x00" in text:
+        raise BuildWireError(f"a probe's file name is not one: {text[:80]!r}")
+    return text
 
 
 def _moment(micros: int) -> datetime:
