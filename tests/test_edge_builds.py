@@ -368,6 +368,9 @@ def test_rows_that_are_not_the_jobs_are_refused_and_change_nothing(
         (row(category=2**31), "out of its column's range"),
         (row(episode=-(2**31) - 1), "out of its column's range"),
         (row(ids=MediaIds(tmdb_tv=2**31)), "out of its column's range"),
+        (row(completion=1e300), "not in 0..1"),
+        (row(completion=float("nan")), "not in 0..1"),
+        (row(completion=-0.5), "not in 0..1"),
         (attrs.evolve(made, no_album=(b"\x02" * 16,)), "keys the job did not merge"),
         (attrs.evolve(made, probes=((b"\x03" * 16, "<x@y>", "x.par2"),)), "did not merge"),
     ]

@@ -439,6 +439,8 @@ def _check(job: Job, made: core.Made) -> None:
             and _INT8[0] <= min(e.size, e.posted) and max(e.size, e.posted) <= _INT8[1]
         ):  # fmt: skip
             raise NotTheJobs(f"row {e.guid[:40]!r}: a number out of its column's range")
+        if not 0.0 <= e.completion <= 1.0:  # a fraction (merge.CatalogRelease.complete); NaN too
+            raise NotTheJobs(f"row {e.guid[:40]!r}: a completion of {e.completion} is not in 0..1")
 
 
 def _built(
