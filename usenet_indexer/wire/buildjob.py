@@ -307,9 +307,11 @@ def _checked_entry(fields: list[Any]) -> CatalogEntry:
 
 def _message_id(value: object) -> str:
     """A probe's message-id, as a batch's probe candidates have it (batchwire): it goes
-    into an NNTP server's BODY command and into PostgreSQL text."""
+    into an NNTP server's BODY command and into PostgreSQL text. No cap on its length:
+    a stored fragment's message-ids have none, and a build of them refused would be
+    asked again and again (the NNTP client refuses a command line over 512 bytes)."""
     text = _str(value)
-    if not text or len(text) > _MAX_TEXT_CHARS or any(c in text for c in MESSAGE_ID_FORBIDDEN):
+    if not text or any(c in text for c in MESSAGE_ID_FORBIDDEN):
         raise BuildWireError(f"a probe's message-id is not one: {text[:80]!r}")
     return text
 
