@@ -361,6 +361,12 @@ BAD: dict[str, tuple[Callable[[Wire], None], str]] = {
         r"rule_counts\[0\]: unknown 'x'",
     ),
     "rule count twice": (duplicate("rule_counts"), r"two entries have the \(rule, key\)"),
+    # Stored in PostgreSQL int columns: past them was a 500.
+    "rule count releases over int": (
+        lambda w: w["rule_counts"][0].update(releases=2**31),
+        r"rule_counts\[0\]\.releases: 2147483648 is out of range 0\.\.2147483647",
+    ),
+    "lines over int": (set_top("lines", 2**31), "lines: 2147483648 is out of range"),
     "rule count negative": (
         lambda w: w["rule_counts"][0].update(segments=-2),
         r"rule_counts\[0\].segments: -2",

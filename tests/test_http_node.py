@@ -631,6 +631,8 @@ async def test_a_release_naming_an_unreadable_chunk_is_checked_then_counted(
         {"epoch": epoch, "unreadable": {**chunk, "problem": ""}},
         {"epoch": epoch, "unreadable": {**chunk, "problem": 404}},
         {"epoch": epoch, "unreadable": {**chunk, "problem": "x" * 1001}},
+        # PostgreSQL text holds no NUL (it was a 500).
+        {"epoch": epoch, "unreadable": {**chunk, "problem": "a\x00b"}},
         {"epoch": epoch, "unreadable": {**chunk, "first": 900}},
         {"epoch": epoch, "unreadable": {**chunk, "last": 2000}},
     ]

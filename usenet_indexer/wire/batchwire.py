@@ -89,6 +89,8 @@ WIRE_VERSION: Final = 2
 
 # Article numbers, counts and ids go into PostgreSQL bigint columns.
 MAX_BIGINT: Final = 2**63 - 1
+# PostgreSQL's int: a batch's lines and a rule count's releases are stored as one.
+MAX_INT: Final = 2**31 - 1
 MIN_BIGINT: Final = -(2**63)
 
 # Release and file keys are 16-byte blake2b digests (see indexer._digest).
@@ -491,10 +493,13 @@ def _wire_batch(wire: object, limits: BatchLimits) -> WireBatch:
     _, range_id, epoch, group, first, next_, lines, skipped, counts, candidates, releases = (
         _TOP.values(wire, "batch")
     )
-    for name, value in (("range", range_id), ("epoch", epoch), ("first", first), ("lines", lines)):
+    for name, value in (("range", range_id), ("epoch", epoch), ("first", first)):
         _check_uint(value, "", name)
     if not first <= next_ <= MAX_BIGINT:
         raise MalformedBatch(f"next: {next_} is out of range {first} (first)..{MAX_BIGINT}")
+    # The batches table counts them in an int (a server that repeats a line may
+    # make more lines than articles: not refused for that).
+    _check_uint(lines, "", "lines", MAX_INT)
     _check_text(group, "", "group", limits)
     kept = _releases(releases, lines, limits)
     batch = PackedBatch(
@@ -533,7 +538,7 @@ def _rule_counts(wire: list[Any], limits: BatchLimits) -> tuple[RuleCount, ...]:
         rule, key, releases, segments = _RULE_COUNT.values(item, where)
         _check_text(rule, where, "rule", limits)
         _check_text(key, where, "key", limits)  # '' is a key like any other
-        _check_uint(releases, where, "releases")
+        _check_uint(releases, where, "releases", MAX_INT)
         _check_uint(segments, where, "segments")
         counts.append(RuleCount(rule=rule, key=key, releases=releases, segments=segments))
     _check_unique([(c.rule, c.key) for c in counts], "rule_counts", "(rule, key)")

@@ -813,9 +813,11 @@ def _parse_control(body: bytes, *, unreadable: bool) -> tuple[int, Unreadable | 
     first, last, problem = _bigint(chunk, "first"), _bigint(chunk, "last"), chunk["problem"]
     if first > last:
         raise Refused(Response.error(422, f"unreadable: first {first} is after last {last}"))
-    if type(problem) is not str or not 0 < len(problem) <= MAX_PROBLEM_CHARS:
+    if type(problem) is not str or not 0 < len(problem) <= MAX_PROBLEM_CHARS or "\x00" in problem:
         raise Refused(
-            Response.error(422, f"unreadable: problem must be 1..{MAX_PROBLEM_CHARS} characters")
+            Response.error(
+                422, f"unreadable: problem must be 1..{MAX_PROBLEM_CHARS} characters, no NUL"
+            )
         )
     return epoch, Unreadable(first, last, problem)
 
