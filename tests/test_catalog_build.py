@@ -19,6 +19,7 @@ from itertools import accumulate, cycle
 from pathlib import Path
 from typing import Any
 
+import attrs
 import psycopg
 import pytest
 from hypothesis import HealthCheck, example, given, settings
@@ -28,15 +29,18 @@ from psycopg.pq import TransactionStatus
 from usenet_indexer.config import Settings
 from usenet_indexer.coordinator.catalog_build import MAX_SHARDS, Built, CatalogBuild
 from usenet_indexer.coordinator.stores import Stores
+from usenet_indexer.core.batch import ReleaseChunk
 from usenet_indexer.core.indexer import RangeIndexer
+from usenet_indexer.store.batches import BatchStore
 from usenet_indexer.store.catalog import SHARDS, CatalogStore, Search
 from usenet_indexer.store.groups import GroupStore
 from usenet_indexer.store.pool import open_pool
 from usenet_indexer.store.ranges import Finish
 from usenet_indexer.synth.generator import GeneratorConfig, generate
 from usenet_indexer.testing.postgres import PgServer
+from usenet_indexer.wire import fragments
 from usenet_indexer.wire.batchwire import decode_batch, encode_batch
-from usenet_indexer.wire.packed import pack_batch
+from usenet_indexer.wire.packed import PackedBatch, pack_batch, pack_release
 
 TTL = 900.0
 HOUR = 3600.0
@@ -78,6 +82,40 @@ def batches_of_lines(
         if last:
             assert stores.ranges.finish(node_id, lease.range_id, lease.epoch) is Finish.OK
         yield at
+
+
+@pytest.mark.parametrize("posted", [2**63 - 2, -(2**63)])
+def test_files_dated_at_the_ends_of_a_bigint_are_built(
+    stores: Stores, posted: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A node may send any date a fragment holds (an int8): the closure's windows around
+    it stay within PostgreSQL's bigint (they ran past it: a ValueError that ended the
+    builder, again after every restart, and a 500 to an edge asking for a build)."""
+    store = BatchStore.store
+
+    def dated(
+        self: BatchStore, node: int, range_id: int, epoch: int, batch: PackedBatch, *rest: Any
+    ) -> Any:
+        releases = []
+        for release in batch.releases:
+            files = tuple(
+                attrs.evolve(f, posted=posted) for f in fragments.unpack(release.fragment)
+            )
+            chunk = ReleaseChunk(
+                release.key, release.head_name, release.poster, release.groups,
+                release.files_announced, files,
+            )  # fmt: skip
+            releases.append(pack_release(chunk))
+        changed = attrs.evolve(batch, releases=tuple(releases))
+        return store(self, node, range_id, epoch, changed, *rest)
+
+    monkeypatch.setattr(BatchStore, "store", dated)
+    for _ in batches_of_generated(stores, 2_000, seed=4, every=1_000):
+        stores.build.drain(quiet_seconds=0)
+    assert stores.build.drain(quiet_seconds=0).keys == 0
+    rows = catalog_rows(stores)
+    assert rows
+    assert {row[6] for row in rows.values()} == {posted}
 
 
 def catalog_rows(stores: Stores) -> dict[str, tuple[object, ...]]:

@@ -86,6 +86,8 @@ _SPLIT = re.compile(r"[\W_]+")
 # otherwise bring every release of his back at every build, each within 30
 # minutes of the next. (See the module's docstring for why one round.)
 WINDOW_ROUNDS = 1
+# PostgreSQL's bigint, where the windows' times go.
+_BIGINT_MIN, _BIGINT_MAX = -(2**63), 2**63 - 1
 
 
 def search_name(name: str) -> str:
@@ -651,8 +653,14 @@ class Closure:
                 }
             )
             for start, end in runs:
-                low = start - TOGETHER_SECONDS
-                high = None if end is None else end + TOGETHER_SECONDS
+                # Within PostgreSQL's bigint, whatever dates a node sent: a window
+                # past its end is open, one before its start begins there.
+                low = max(start - TOGETHER_SECONDS, _BIGINT_MIN)
+                high = (
+                    None
+                    if end is None or end > _BIGINT_MAX - TOGETHER_SECONDS
+                    else end + TOGETHER_SECONDS
+                )
                 for poster in posters:
                     yield Window(poster, low, high)
                 for poster, announced in albums:
