@@ -189,6 +189,14 @@ def test_each_field_of_an_edges_row_is_checked_and_a_wrong_one_named() -> None:
             decode_result(bad)
     with pytest.raises(BuildWireError, match="17 fields, not 16"):
         decode_result(msgpack.packb({**document, "entries": [document["entries"][0][:-1]]}))
+    for name, value, problem in [
+        ("no_album", [b"k"], "a release key is 16 bytes, not 1"),
+        ("cpu_s", float("nan"), "seconds are a number from 0"),
+        ("wall_s", float("inf"), "seconds are a number from 0"),
+        ("wall_s", -1.0, "seconds are a number from 0"),
+    ]:
+        with pytest.raises(BuildWireError, match=problem):
+            decode_result(msgpack.packb({**document, name: value}))
     # A probe's message-id goes into an NNTP server's BODY command, its texts into
     # PostgreSQL: one that could not be refused (a NUL was a 500, a CR LF would end
     # the command).
@@ -210,6 +218,7 @@ def test_each_field_of_an_edges_row_is_checked_and_a_wrong_one_named() -> None:
         (1, "", "message-id is not one"),
         (2, "x\x00.par2", "file name is not one"),
         (2, "x" * 4097, "file name is not one"),
+        (0, b"", "a release key is 16 bytes, not 0"),
         (0, "k" * KEY_BYTES, "expected bytes, got str"),
     ]:
         probe = list(good)
@@ -353,6 +362,31 @@ def test_keys_no_edge_took_in_a_few_seconds_are_built_by_the_coordinator(
     assert pending_keys(edge_stores) == 0
 
 
+def test_an_edge_cannot_write_a_row_another_job_made(edge_stores: Stores, builder: int) -> None:
+    """A row's guid is its release's key: an edge's row under the guid of a catalog row
+    made of keys its job did not merge is refused, and that row stays as it was."""
+    batches = batches_of_generated(edge_stores, 6_000, seed=4, every=3_000)
+    next(batches)
+    first_job, first = made_by_an_edge(edge_stores, builder)
+    assert edge_stores.build.finish(builder, first_job, first, quiet_seconds=0) is not None
+    before = catalog_rows(edge_stores)
+    next(batches)
+    job_id, made = made_by_an_edge(edge_stores, builder)
+    with edge_stores.build.table.shards() as locks:
+        job = locks.jobs.job(job_id, builder)
+    assert job is not None
+    others = [e for e in first.entries if not set(e.sources) & job.keys]
+    assert others
+    hijack = attrs.evolve(made.entries[0], guid=others[0].guid, name="HIJACKED")
+    with pytest.raises(NotTheJobs, match="a catalog row of keys the job did not merge"):
+        edge_stores.build.finish(
+            builder, job_id, attrs.evolve(made, entries=(hijack,)), quiet_seconds=0
+        )
+    assert catalog_rows(edge_stores) == before
+    # The job's own rows are still taken.
+    assert edge_stores.build.finish(builder, job_id, made, quiet_seconds=0) is not None
+
+
 def test_rows_that_are_not_the_jobs_are_refused_and_change_nothing(
     edge_stores: Stores, builder: int
 ) -> None:
@@ -374,6 +408,11 @@ def test_rows_that_are_not_the_jobs_are_refused_and_change_nothing(
         (row(episode=-(2**31) - 1), "out of its column's range"),
         (row(ids=MediaIds(tmdb_tv=2**31)), "out of its column's range"),
         (row(completion=1e300), "not in 0..1"),
+        (row(state="bogus"), "is no state"),
+        (row(guid="ab" * 2000), "a guid is a release key in hex"),
+        (row(guid=entry.guid.upper()), "a guid is a release key in hex"),
+        (row(guid=entry.guid[:-1] + "g"), "a guid is a release key in hex"),
+        (row(search_name="x " * 1_200_000), "a text over 16384 characters"),
         (row(completion=float("nan")), "not in 0..1"),
         (row(completion=-0.5), "not in 0..1"),
         (attrs.evolve(made, no_album=(b"\x02" * 16,)), "keys the job did not merge"),

@@ -56,6 +56,7 @@ import attrs
 from psycopg_pool import ConnectionPool
 
 from usenet_indexer.core import catalog as core
+from usenet_indexer.core.completion import State
 from usenet_indexer.core.merge import CatalogRelease
 from usenet_indexer.core.renames import Finding, Shown
 from usenet_indexer.decode.ids import MediaIds
@@ -82,6 +83,13 @@ EDGE_GRACE_SECONDS = 30.0
 ASKING_SECONDS = 15.0
 _INT4 = (-(2**31), 2**31 - 1)
 _INT8 = (-(2**63), 2**63 - 1)
+# A row's guid: its release key (16 bytes) in lower-case hex.
+GUID_CHARS = 32
+_HEX = "0123456789abcdef"
+_STATES = tuple(state.value for state in State)
+# A row's name, search name, poster or group: made of a batch's texts (at most
+# 4,096 characters each), a few of them at most.
+MAX_ROW_TEXT_CHARS = 4 * 4096
 # A row's ids, each field (MediaIds) in order.
 _IDS = operator.attrgetter(*attrs.fields_dict(MediaIds))
 
@@ -250,6 +258,12 @@ class CatalogBuild:
             if job is None:
                 return None
             _check(job, made)
+            # A row's guid is its release's key: one the catalog has from keys beside
+            # the job's is another release's row (the job merged again every row
+            # its keys went into: the closure's row look-ups).
+            foreign = self.table.foreign_row([e.guid for e in made.entries], sorted(job.keys))
+            if foreign is not None:
+                raise NotTheJobs(f"row {foreign}: a catalog row of keys the job did not merge")
             # Waited for: a builder that took a shard just before its reservation
             # was seen gives it up at once.
             locks.lock_in_order(job.shards)
@@ -429,8 +443,15 @@ def _check(job: Job, made: core.Made) -> None:
     if len(set(guids)) != len(guids):
         raise NotTheJobs("a catalog row twice")
     for e in made.entries:
-        if "\x00" in "".join((e.guid, e.name, e.search_name, e.poster, e.state, *e.groups)):
-            raise NotTheJobs(f"row {e.guid[:40]!r}: a NUL in its text")
+        if len(e.guid) != GUID_CHARS or e.guid.strip(_HEX):
+            raise NotTheJobs(f"row {e.guid[:40]!r}: a guid is a release key in hex")
+        if e.state not in _STATES:
+            raise NotTheJobs(f"row {e.guid}: {e.state[:40]!r} is no state ({', '.join(_STATES)})")
+        texts = (e.name, e.search_name, e.poster, *e.groups)
+        if "\x00" in "".join(texts):
+            raise NotTheJobs(f"row {e.guid}: a NUL in its text")
+        if max(map(len, texts)) > MAX_ROW_TEXT_CHARS:
+            raise NotTheJobs(f"row {e.guid}: a text over {MAX_ROW_TEXT_CHARS} characters")
         small = [
             n for n in (e.category, e.files, e.season, e.episode, *_IDS(e.ids)) if n is not None
         ]

@@ -19,6 +19,7 @@ Dates go as microseconds since the epoch (UTC).
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar, TypeVar
@@ -30,7 +31,7 @@ from usenet_indexer.core.catalog import CatalogEntry, Made
 from usenet_indexer.core.renames import Finding
 from usenet_indexer.decode.ids import MediaIds
 from usenet_indexer.errors import RemoteProtocolError
-from usenet_indexer.wire.batchwire import DEFAULT_LIMITS, MESSAGE_ID_FORBIDDEN
+from usenet_indexer.wire.batchwire import DEFAULT_LIMITS, KEY_BYTES, MESSAGE_ID_FORBIDDEN
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
@@ -177,14 +178,14 @@ def decode_result(body: bytes) -> BuildResult:
         lambda: BuildResult(
             made=Made(
                 entries=tuple(_unentry(e) for e in _list(document["entries"])),
-                no_album=tuple(_bytes(k) for k in _list(document["no_album"])),
+                no_album=tuple(_key(k) for k in _list(document["no_album"])),
                 probes=tuple(
-                    (_bytes(k), _message_id(m), _file_name(n))
+                    (_key(k), _message_id(m), _file_name(n))
                     for k, m, n in _list(document["probes"])
                 ),
             ),
-            cpu_s=_float(document["cpu_s"]),
-            wall_s=_float(document["wall_s"]),
+            cpu_s=_seconds(document["cpu_s"]),
+            wall_s=_seconds(document["wall_s"]),
         )
     )
 
@@ -303,6 +304,20 @@ def _checked_entry(fields: list[Any]) -> CatalogEntry:
         state=_str(state),
         ids=MediaIds(*(_optional(v, _int) for v in id_values)),
     )
+
+
+def _key(value: object) -> bytes:
+    key = _bytes(value)
+    if len(key) != KEY_BYTES:
+        raise BuildWireError(f"a release key is {KEY_BYTES} bytes, not {len(key)}")
+    return key
+
+
+def _seconds(value: object) -> float:
+    seconds = _float(value)
+    if not 0.0 <= seconds < math.inf:  # NaN too
+        raise BuildWireError(f"seconds are a number from 0, not {seconds}")
+    return seconds
 
 
 def _message_id(value: object) -> str:
