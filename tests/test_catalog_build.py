@@ -84,7 +84,7 @@ def batches_of_lines(
         yield at
 
 
-@pytest.mark.parametrize("posted", [2**63 - 2, -(2**63)])
+@pytest.mark.parametrize("posted", [2**63 - 2, 2**63 - 1 - 1800, -(2**63)])
 def test_files_dated_at_the_ends_of_a_bigint_are_built(
     stores: Stores, posted: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -342,6 +342,7 @@ def test_the_build_reads_what_a_batch_touched_through_indexes_on_a_realistic_cat
     assert "catalog_keys_pkey" in plans["rows"], plans["rows"]
     assert "catalog_pkey" in plans["rows"], plans["rows"]
     assert "catalog_guid_key" in plans["foreign rows"], plans["foreign rows"]
+    assert "hashed SubPlan" in plans["foreign rows"], plans["foreign rows"]
 
 
 def test_the_builds_look_ups_stay_on_their_indexes_when_run_again_and_again(

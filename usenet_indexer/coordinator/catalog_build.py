@@ -87,9 +87,10 @@ _INT8 = (-(2**63), 2**63 - 1)
 GUID_CHARS = 32
 _HEX = "0123456789abcdef"
 _STATES = tuple(state.value for state in State)
-# A row's name, search name, poster or group: made of a batch's texts (at most
-# 4,096 characters each), a few of them at most.
-MAX_ROW_TEXT_CHARS = 4 * 4096
+# A row's search name goes into a tsvector (catalog.words), which holds at most
+# this many bytes: a longer one fails the row's write (a search name is made of
+# the names a release had, as long as they are: no smaller cap).
+TSVECTOR_BYTES = (1 << 20) - 1
 # A row's ids, each field (MediaIds) in order.
 _IDS = operator.attrgetter(*attrs.fields_dict(MediaIds))
 
@@ -258,15 +259,15 @@ class CatalogBuild:
             if job is None:
                 return None
             _check(job, made)
-            # A row's guid is its release's key: one the catalog has from keys beside
-            # the job's is another release's row (the job merged again every row
-            # its keys went into: the closure's row look-ups).
-            foreign = self.table.foreign_row([e.guid for e in made.entries], sorted(job.keys))
-            if foreign is not None:
-                raise NotTheJobs(f"row {foreign}: a catalog row of keys the job did not merge")
             # Waited for: a builder that took a shard just before its reservation
             # was seen gives it up at once.
             locks.lock_in_order(job.shards)
+            # A row's guid is its release's key: one the catalog has from keys beside
+            # the job's is another release's row (the job merged again every row
+            # its keys went into: the closure's row look-ups). Read under the locks.
+            foreign = self.table.foreign_row([e.guid for e in made.entries], sorted(job.keys))
+            if foreign is not None:
+                raise NotTheJobs(f"row {foreign}: a catalog row of keys the job did not merge")
             if not locks.jobs.claim(job_id, node_id):
                 return None  # expired meanwhile
             keys = sorted(job.keys)
@@ -447,11 +448,10 @@ def _check(job: Job, made: core.Made) -> None:
             raise NotTheJobs(f"row {e.guid[:40]!r}: a guid is a release key in hex")
         if e.state not in _STATES:
             raise NotTheJobs(f"row {e.guid}: {e.state[:40]!r} is no state ({', '.join(_STATES)})")
-        texts = (e.name, e.search_name, e.poster, *e.groups)
-        if "\x00" in "".join(texts):
+        if "\x00" in "".join((e.name, e.search_name, e.poster, *e.groups)):
             raise NotTheJobs(f"row {e.guid}: a NUL in its text")
-        if max(map(len, texts)) > MAX_ROW_TEXT_CHARS:
-            raise NotTheJobs(f"row {e.guid}: a text over {MAX_ROW_TEXT_CHARS} characters")
+        if 4 * len(e.search_name) >= TSVECTOR_BYTES <= len(e.search_name.encode()):
+            raise NotTheJobs(f"row {e.guid}: a search name over {TSVECTOR_BYTES:,} bytes")
         small = [
             n for n in (e.category, e.files, e.season, e.episode, *_IDS(e.ids)) if n is not None
         ]

@@ -656,9 +656,10 @@ class Closure:
                 # Within PostgreSQL's bigint, whatever dates a node sent: a window
                 # past its end is open, one before its start begins there.
                 low = max(start - TOGETHER_SECONDS, _BIGINT_MIN)
+                # (PostgreSQL's int8range adds one to an inclusive upper bound.)
                 high = (
                     None
-                    if end is None or end > _BIGINT_MAX - TOGETHER_SECONDS
+                    if end is None or end >= _BIGINT_MAX - TOGETHER_SECONDS
                     else end + TOGETHER_SECONDS
                 )
                 for poster in posters:

@@ -222,18 +222,18 @@ _SPANS = """
     WHERE r.key = ANY(%b)
     GROUP BY r.key
 """
-# The rows' ids as an array (an InitPlan): each row is then fetched by its
-# primary key, where a join of catalog_keys with itself was planned as a hash
-# over the whole table once the keys were a few hundred.
 # Of the guids an edge's build writes, one whose catalog row was made of keys beside
 # `keys` (the job's): that row is another build's to write (the job's keys hashed
-# once, not scanned per source).
+# once, a hashed SubPlan, not scanned per source).
 _FOREIGN_ROW = """
     SELECT c.guid FROM catalog AS c
     WHERE c.guid = ANY(%s)
       AND EXISTS (SELECT FROM unnest(c.sources) AS s WHERE s NOT IN (SELECT unnest(%b::bytea[])))
     LIMIT 1
 """
+# The rows' ids as an array (an InitPlan): each row is then fetched by its
+# primary key, where a join of catalog_keys with itself was planned as a hash
+# over the whole table once the keys were a few hundred.
 _ROW_KEYS = """
     SELECT DISTINCT k FROM catalog AS c, unnest(c.sources) AS k
     WHERE c.id = ANY(ARRAY(SELECT catalog_id FROM catalog_keys WHERE key = ANY(%b)))

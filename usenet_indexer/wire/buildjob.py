@@ -31,15 +31,13 @@ from usenet_indexer.core.catalog import CatalogEntry, Made
 from usenet_indexer.core.renames import Finding
 from usenet_indexer.decode.ids import MediaIds
 from usenet_indexer.errors import RemoteProtocolError
-from usenet_indexer.wire.batchwire import DEFAULT_LIMITS, KEY_BYTES, MESSAGE_ID_FORBIDDEN
+from usenet_indexer.wire.batchwire import KEY_BYTES, MESSAGE_ID_FORBIDDEN
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 # Release row as a job holds it: key, head name, poster, groups, M.
 ReleaseRow = tuple[bytes, str | None, str, tuple[str, ...], int | None]
 _T = TypeVar("_T")
-# The longest text of a probe, as of a batch's.
-_MAX_TEXT_CHARS = DEFAULT_LIMITS.max_text_chars
 
 
 class BuildWireError(RemoteProtocolError):
@@ -332,9 +330,10 @@ def _message_id(value: object) -> str:
 
 
 def _file_name(value: object) -> str:
-    """A probe's file name (PostgreSQL text: no NUL)."""
+    """A probe's file name (PostgreSQL text: no NUL). No cap on its length: a par2 may
+    name a file in up to 64 KiB, and a build refused for it would be refused again."""
     text = _str(value)
-    if len(text) > _MAX_TEXT_CHARS or "\x00" in text:
+    if "\x00" in text:
         raise BuildWireError(f"a probe's file name is not one: {text[:80]!r}")
     return text
 
