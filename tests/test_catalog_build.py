@@ -30,6 +30,7 @@ from usenet_indexer.config import Settings
 from usenet_indexer.coordinator.catalog_build import MAX_SHARDS, Built, CatalogBuild
 from usenet_indexer.coordinator.stores import Stores
 from usenet_indexer.core.batch import ReleaseChunk
+from usenet_indexer.core.catalog import SEARCHED_CHARS, searched
 from usenet_indexer.core.indexer import RangeIndexer
 from usenet_indexer.store.batches import BatchStore
 from usenet_indexer.store.catalog import SHARDS, CatalogStore, Search
@@ -116,6 +117,32 @@ def test_files_dated_at_the_ends_of_a_bigint_are_built(
     rows = catalog_rows(stores)
     assert rows
     assert {row[6] for row in rows.values()} == {posted}
+
+
+def test_a_release_with_thousands_of_old_names_keeps_what_its_row_can_hold(
+    stores: Stores,
+) -> None:
+    """A release renamed by a probe keeps its old names searchable, as many as fit: an
+    obfuscated upload of thousands of renamed files made a search name past what a
+    tsvector holds (1 MB), a row no build could write."""
+    old_names = [f"{n:064x}.bin" for n in range(20_000)]  # 69 characters each: 1.4 MB
+    text = searched("Some.Show.S01E02.720p", old_names)
+    assert text.startswith("Some.Show.S01E02.720p ")
+    assert len(text) <= SEARCHED_CHARS
+    assert text.split(" ")[1:] == old_names[: len(text.split(" ")) - 1]
+    assert searched("x" * (SEARCHED_CHARS + 5), old_names) == "x" * (SEARCHED_CHARS + 5)
+    # The most a tsvector makes of SEARCHED_CHARS: distinct two-letter words, in
+    # letters of two bytes each (Cyrillic), as the catalog's words column is made.
+    letters = [chr(c) for c in range(0x0430, 0x0430 + 150)]
+    words = " ".join(a + b for a in letters for b in letters)[:SEARCHED_CHARS]
+    with stores.catalog.pool.connection() as conn:
+        row = conn.execute(
+            "SELECT length(to_tsvector('simple', %s)), pg_column_size(to_tsvector('simple', %s))",
+            (words, words),
+        ).fetchone()
+    assert row is not None
+    assert row[0] > 20_000
+    assert row[1] < 1 << 20
 
 
 def catalog_rows(stores: Stores) -> dict[str, tuple[object, ...]]:

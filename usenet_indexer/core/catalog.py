@@ -86,8 +86,27 @@ _SPLIT = re.compile(r"[\W_]+")
 # otherwise bring every release of his back at every build, each within 30
 # minutes of the next. (See the module's docstring for why one round.)
 WINDOW_ROUNDS = 1
+# The most characters of a release's names kept searchable (`searched`): at most
+# 4 bytes each in UTF-8, and a tsvector of them stays under its 1 MB.
+SEARCHED_CHARS = 1 << 16
 # PostgreSQL's bigint, where the windows' times go.
 _BIGINT_MIN, _BIGINT_MAX = -(2**63), 2**63 - 1
+
+
+def searched(name: str, aliases: Iterable[str]) -> str:
+    """A release's name and the names it had before a probe renamed it (they stay
+    searchable), as many of those as fit in SEARCHED_CHARS in order: the catalog
+    indexes the text as a tsvector, which holds at most 1 MB (an obfuscated upload
+    of thousands of renamed files has as many old names: its row could not be
+    written, and the build with it). The name itself always."""
+    kept = [name]
+    size = len(name)
+    for alias in aliases:
+        size += 1 + len(alias)
+        if size > SEARCHED_CHARS:
+            break
+        kept.append(alias)
+    return " ".join(kept)
 
 
 def search_name(name: str) -> str:
@@ -294,12 +313,10 @@ def _entry(
 ) -> CatalogEntry:
     release = shown.release
     season, episode = season_episode(release.name)
-    # The names it had before a probe renamed it stay searchable.
-    searched = " ".join((release.name, *shown.aliases))
     return CatalogEntry(
         guid=release.key.hex(),
         name=release.name,
-        search_name=search_name(searched),
+        search_name=search_name(searched(release.name, shown.aliases)),
         category=(categorise if categories is None else categories.of)(
             release.name, release.groups, tuple(f.name for f in release.files)
         ),
