@@ -88,8 +88,8 @@ GUID_CHARS = 32
 _HEX = "0123456789abcdef"
 _STATES = tuple(state.value for state in State)
 # A row's search name goes into a tsvector (catalog.words), which holds at most
-# this many bytes: a longer one fails the row's write (a search name is made of
-# the names a release had, as long as they are: no smaller cap).
+# this many bytes: a longer one fails the row's write. A build's own search names
+# are bounded well below it (core.catalog.SEARCHED_CHARS); an edge's are checked.
 TSVECTOR_BYTES = (1 << 20) - 1
 # A row's ids, each field (MediaIds) in order.
 _IDS = operator.attrgetter(*attrs.fields_dict(MediaIds))
@@ -262,15 +262,15 @@ class CatalogBuild:
             # Waited for: a builder that took a shard just before its reservation
             # was seen gives it up at once.
             locks.lock_in_order(job.shards)
+            keys = sorted(job.keys)
             # A row's guid is its release's key: one the catalog has from keys beside
             # the job's is another release's row (the job merged again every row
             # its keys went into: the closure's row look-ups). Read under the locks.
-            foreign = self.table.foreign_row([e.guid for e in made.entries], sorted(job.keys))
+            foreign = self.table.foreign_row([e.guid for e in made.entries], keys)
             if foreign is not None:
                 raise NotTheJobs(f"row {foreign}: a catalog row of keys the job did not merge")
             if not locks.jobs.claim(job_id, node_id):
                 return None  # expired meanwhile
-            keys = sorted(job.keys)
             written = self._write(made, keys, quiet_seconds, dict(job.pending))
         return _built(len(job.pending), len(keys), written, 0, started, False)
 
@@ -450,7 +450,9 @@ def _check(job: Job, made: core.Made) -> None:
             raise NotTheJobs(f"row {e.guid}: {e.state[:40]!r} is no state ({', '.join(_STATES)})")
         if "\x00" in "".join((e.name, e.search_name, e.poster, *e.groups)):
             raise NotTheJobs(f"row {e.guid}: a NUL in its text")
-        if 4 * len(e.search_name) >= TSVECTOR_BYTES <= len(e.search_name.encode()):
+        # UTF-8 takes at most 4 bytes a character: encoded only when it may be over.
+        search = e.search_name
+        if 4 * len(search) >= TSVECTOR_BYTES and len(search.encode()) >= TSVECTOR_BYTES:
             raise NotTheJobs(f"row {e.guid}: a search name over {TSVECTOR_BYTES:,} bytes")
         small = [
             n for n in (e.category, e.files, e.season, e.episode, *_IDS(e.ids)) if n is not None
