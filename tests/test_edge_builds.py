@@ -362,32 +362,6 @@ def test_keys_no_edge_took_in_a_few_seconds_are_built_by_the_coordinator(
     assert pending_keys(edge_stores) == 0
 
 
-def test_an_edge_cannot_write_a_row_another_job_made(edge_stores: Stores, builder: int) -> None:
-    """A row's guid is its release's key: an edge's row under the guid of a catalog row
-    made of keys its job did not merge is refused, and that row stays as it was."""
-    batches = batches_of_generated(edge_stores, 6_000, seed=4, every=3_000)
-    next(batches)
-    first_job, first = made_by_an_edge(edge_stores, builder)
-    assert edge_stores.build.finish(builder, first_job, first, quiet_seconds=0) is not None
-    before = catalog_rows(edge_stores)
-    next(batches)
-    job_id, made = made_by_an_edge(edge_stores, builder)
-    with edge_stores.build.table.shards() as locks:
-        job = locks.jobs.job(job_id, builder)
-    assert job is not None
-    others = [e for e in first.entries if not set(e.sources) & job.keys]
-    assert others
-    hijack = attrs.evolve(made.entries[0], guid=others[0].guid, name="HIJACKED")
-    with pytest.raises(NotTheJobs, match="a catalog row of keys the job did not merge"):
-        edge_stores.build.finish(
-            builder, job_id, attrs.evolve(made, entries=(hijack,)), quiet_seconds=0
-        )
-    assert catalog_rows(edge_stores) == before
-    # The job's own rows are still taken, those of releases the catalog had among them.
-    assert {e.guid for e in made.entries} & before.keys()
-    assert edge_stores.build.finish(builder, job_id, made, quiet_seconds=0) is not None
-
-
 def test_rows_that_are_not_the_jobs_are_refused_and_change_nothing(
     edge_stores: Stores, builder: int
 ) -> None:

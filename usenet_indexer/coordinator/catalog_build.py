@@ -263,12 +263,6 @@ class CatalogBuild:
             # was seen gives it up at once.
             locks.lock_in_order(job.shards)
             keys = sorted(job.keys)
-            # A row's guid is its release's key: one the catalog has from keys beside
-            # the job's is another release's row (the job merged again every row
-            # its keys went into: the closure's row look-ups). Read under the locks.
-            foreign = self.table.foreign_row([e.guid for e in made.entries], keys)
-            if foreign is not None:
-                raise NotTheJobs(f"row {foreign}: a catalog row of keys the job did not merge")
             if not locks.jobs.claim(job_id, node_id):
                 return None  # expired meanwhile
             written = self._write(made, keys, quiet_seconds, dict(job.pending))

@@ -222,15 +222,6 @@ _SPANS = """
     WHERE r.key = ANY(%b)
     GROUP BY r.key
 """
-# Of the guids an edge's build writes, one whose catalog row was made of keys beside
-# `keys` (the job's): that row is another build's to write (the job's keys hashed
-# once, a hashed SubPlan, not scanned per source).
-_FOREIGN_ROW = """
-    SELECT c.guid FROM catalog AS c
-    WHERE c.guid = ANY(%s)
-      AND EXISTS (SELECT FROM unnest(c.sources) AS s WHERE s NOT IN (SELECT unnest(%b::bytea[])))
-    LIMIT 1
-"""
 # The rows' ids as an array (an InitPlan): each row is then fetched by its
 # primary key, where a join of catalog_keys with itself was planned as a hash
 # over the whole table once the keys were a few hundred.
@@ -1133,14 +1124,6 @@ class CatalogTable:
                     binary=True,
                 ).fetchall()
         return {bytes(key) for (key,) in rows}
-
-    def foreign_row(self, guids: Sequence[str], keys: Sequence[bytes]) -> str | None:
-        """One of `guids` whose catalog row has a source key not among `keys`, if any."""
-        if not guids:
-            return None
-        with self.pool.connection() as conn:
-            row = conn.execute(_FOREIGN_ROW, (arrays.texts(guids), arrays.keys(keys))).fetchone()
-        return None if row is None else str(row[0])
 
     def mark_no_album(self, keys: Sequence[bytes]) -> int:
         """Mark releases whose files are not all an album's (core/catalog.py's
