@@ -17,9 +17,15 @@ import pytest
 import trio
 import trio.testing
 
+from usenet_indexer.commands.status import health_lines
 from usenet_indexer.coordinator.catalog_build import Built, CatalogBuild
-from usenet_indexer.coordinator.catalog_builder import CatalogDue, build_catalog_forever
+from usenet_indexer.coordinator.catalog_builder import (
+    BuilderHealth,
+    CatalogDue,
+    build_catalog_forever,
+)
 from usenet_indexer.coordinator.stores import Stores
+from usenet_indexer.core.health import Observed, State
 from usenet_indexer.store.builds import BuildStore
 
 SETTLE = 0.5
@@ -101,3 +107,85 @@ async def test_a_poke_while_building_starts_the_next_build_without_another_settl
     watchdog.cancel()
     began = [round(t - start, 3) for t in build.began]
     assert began == [0.0, 2.0, 2.5, 13.0]
+
+
+@attrs.define(eq=False)
+class FailingBuild:
+    """A fake build that raises `failures` times, then builds: a defect met in a
+    stored release cannot be had on demand (each one found so far was fixed). It
+    keeps when each try began and the builder's health row at the last try."""
+
+    failures: int
+    health: BuilderHealth
+    built_twice: trio.Event = attrs.field(factory=trio.Event)
+    began: list[float] = attrs.field(factory=list)
+    seen: tuple[Observed, ...] = ()
+
+    def __call__(self, catalog: CatalogBuild, builds: BuildStore, quiet: float) -> Built:
+        self.began.append(trio.from_thread.run_sync(trio.current_time))
+        if len(self.began) <= self.failures:
+            raise RuntimeError("a release no build can make")
+        if len(self.began) == self.failures + 1:
+            self.seen = trio.from_thread.run_sync(self.health.observed)
+        else:
+            trio.from_thread.run_sync(self.built_twice.set)
+        return Built(pending=1, keys=1, releases=1)
+
+
+@pytest.mark.trio
+async def test_a_build_that_fails_is_logged_shown_as_health_and_tried_again_later(
+    stores: Stores, autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    health = BuilderHealth()
+    build = FailingBuild(failures=3, health=health)
+    async with trio.open_nursery() as nursery:
+        start = trio.current_time()
+        await nursery.start(
+            lambda task_status: build_catalog_forever(
+                stores.build,
+                CatalogDue(),
+                every_seconds=EVERY,
+                quiet_seconds=3600.0,
+                settle_seconds=SETTLE,
+                build=build,
+                health=health,
+                task_status=task_status,
+            )
+        )
+        # (No deadline here: the mock clock jumps to the builder's own.)
+        await build.built_twice.wait()
+        nursery.cancel_scope.cancel()
+    # Tried again after 1, 2 and 4 s (not a busy loop); after the success, the
+    # builder goes on: the next tick (60 s and the settle) builds again.
+    assert [round(t - start, 3) for t in build.began] == [0.0, 1.0, 3.0, 7.0, 67.5]
+    # While it failed, its heartbeat said so, with the error; once it built, nothing.
+    (row,) = build.seen
+    assert (row.component, row.state) == ("catalog", State.BUILDS_FAILING)
+    assert (
+        row.detail
+        == "3 builds in a row failed, the last with RuntimeError: a release no build can make"
+    )
+    assert health.observed() == ()
+    # Each failure an ERROR line with its traceback: a defect to fix, not a warning.
+    failed = [r for r in caplog.records if r.levelname == "ERROR"]
+    assert len(failed) == 3
+    assert all(r.exc_info and r.exc_info[0] is RuntimeError for r in failed)
+    assert "catalog build failed (3 in a row); the next try in 4 s" in failed[-1].getMessage()
+
+
+def test_a_failing_builder_is_a_health_row_that_status_shows(stores: Stores) -> None:
+    health = BuilderHealth()
+    health.failed(ValueError("int8 out of range"))
+    stores.health.report("host:1", "coordinator", health.observed())
+    rows, _ = stores.health.list()
+    shown = health_lines(tuple(rows))
+    assert any(
+        "catalog" in line
+        and "builds failing" in line
+        and "build failed, the last with ValueError: int8 out of range" in line
+        for line in shown
+    ), shown
+    health.succeeded()
+    stores.health.report("host:1", "coordinator", health.observed())
+    rows, _ = stores.health.list()
+    assert [(r.component, r.state) for r in rows] == [("coordinator", State.OK)]

@@ -14,7 +14,12 @@ the last one began has passed. Every `every_seconds` it builds anyway: batches s
 another coordinator process, and releases that went quiet (shown after
 `quiet_seconds` without a chunk, complete or not). The database down or
 restarting is a warning and a try at the next tick, never the coordinator's
-end. A build that did something is logged and recorded in the database
+end. Any other error of a build is a defect: logged with its traceback, shown
+as this builder's health ("catalog", "builds failing", with the error) in
+`uidx status`, the page and /metrics, and tried again after a growing pause
+(`FAILED_BUILD_RETRY`); the keys stay pending, nothing is lost, and the node
+API and newznab go on (a builder that ended the process instead would take
+the coordinator down at every restart on the same stored keys). A build that did something is logged and recorded in the database
 (store/builds.py), where `uidx status`, the page and /metrics read it.
 """
 
@@ -31,7 +36,10 @@ import psycopg
 import trio
 
 from usenet_indexer.coordinator.catalog_build import Built, CatalogBuild
+from usenet_indexer.core.health import Observed, State
+from usenet_indexer.core.retry import RetryPolicy
 from usenet_indexer.store.builds import BuildRecord, BuildStore
+from usenet_indexer.store.heartbeat import this_process
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +48,42 @@ logger = logging.getLogger(__name__)
 SETTLE_SECONDS = 0.5
 # Which machine a recorded build ran on (with its pid: which process).
 _HOST = socket.gethostname()
+# The pauses after builds that failed with a defect: 1, 2, 4 ... up to 5 minutes.
+FAILED_BUILD_RETRY = RetryPolicy(base_seconds=1.0, cap_seconds=300.0)
+
+
+@attrs.define(eq=False)
+class BuilderHealth:
+    """How this process's builds go, for its heartbeat (`observed`): the failures in a
+    row of builds that raised something other than the database's absence, and the
+    last one's error."""
+
+    failures: int = 0
+    error: str = ""
+
+    def failed(self, error: Exception) -> float:
+        """Count a failed build; the pause before the next try."""
+        self.failures += 1
+        self.error = f"{type(error).__name__}: {error}"
+        return FAILED_BUILD_RETRY.delay(self.failures)
+
+    def succeeded(self) -> None:
+        self.failures = 0
+        self.error = ""
+
+    def observed(self) -> tuple[Observed, ...]:
+        """The builder's health row while its builds fail (none when they do not)."""
+        if not self.failures:
+            return ()
+        builds = "build" if self.failures == 1 else f"{self.failures} builds in a row"
+        return (
+            Observed(
+                "catalog",
+                this_process(),
+                State.BUILDS_FAILING,
+                f"{builds} failed, the last with {self.error}",
+            ),
+        )
 
 
 @attrs.define(eq=False)
@@ -73,15 +117,18 @@ async def build_catalog_forever(
     quiet_seconds: float,
     settle_seconds: float = SETTLE_SECONDS,
     build: Callable[[CatalogBuild, BuildStore, float], Built] | None = None,
+    health: BuilderHealth | None = None,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Build what batches touched whenever poked or every `every_seconds`; until cancelled.
 
     `build`: one build in a worker thread (`build_once`; a test's stand-in).
+    `health`: where failed builds are counted for the heartbeat.
     """
     task_status.started()
     builds = BuildStore(catalog.pool)
     build_one = build_once if build is None else build
+    health = BuilderHealth() if health is None else health
     while True:
         started = trio.current_time()
         again = False
@@ -90,8 +137,19 @@ async def build_catalog_forever(
             # Keys left to other shards, or a shard another builder held: build
             # again soon, without waiting for a poke.
             again = built.more
+            health.succeeded()
         except psycopg.OperationalError as error:
             logger.warning("catalog build put off: database unavailable: %s", error)
+        except Exception as error:
+            # A defect (see the module's docstring): its keys stay pending.
+            pause = health.failed(error)
+            logger.exception(
+                "catalog build failed (%d in a row); the next try in %.0f s, its keys stay pending",
+                health.failures,
+                pause,
+            )
+            await trio.sleep(pause)
+            continue
         if again or due.take():
             # The burst settled while it built: the next build once a settle has
             # passed since this one began (never a busy loop on a held shard).

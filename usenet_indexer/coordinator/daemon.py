@@ -19,7 +19,11 @@ import trio
 
 from usenet_indexer.config import Settings
 from usenet_indexer.coordinator.catalog_build import CatalogBuild
-from usenet_indexer.coordinator.catalog_builder import CatalogDue, build_catalog_forever
+from usenet_indexer.coordinator.catalog_builder import (
+    BuilderHealth,
+    CatalogDue,
+    build_catalog_forever,
+)
 from usenet_indexer.coordinator.server import serve
 from usenet_indexer.coordinator.stores import Stores
 from usenet_indexer.spool.store import open_spool
@@ -116,9 +120,10 @@ async def _serve_until_signal(
                 )
             )
             builder = trio.CancelScope()
-            nursery.start_soon(_cancellable, builder, stores.build, due, settings)
+            building = BuilderHealth()
+            nursery.start_soon(_cancellable, builder, stores.build, due, settings, building)
             beating = trio.CancelScope()
-            nursery.start_soon(_beating, beating, stores.health)
+            nursery.start_soon(_beating, beating, stores.health, building)
             stop = trio.Event()
             # What stops it: a signal, or the supervisor's end; both watchers
             # go once either has spoken, then the server drains.
@@ -134,7 +139,11 @@ async def _serve_until_signal(
 
 
 async def _cancellable(
-    scope: trio.CancelScope, catalog: CatalogBuild, due: CatalogDue, settings: Settings
+    scope: trio.CancelScope,
+    catalog: CatalogBuild,
+    due: CatalogDue,
+    settings: Settings,
+    health: BuilderHealth,
 ) -> None:
     with scope:
         await build_catalog_forever(
@@ -142,12 +151,13 @@ async def _cancellable(
             due,
             every_seconds=settings.catalog_build_seconds,
             quiet_seconds=settings.catalog_quiet_seconds,
+            health=health,
         )
 
 
-async def _beating(scope: trio.CancelScope, health: HealthStore) -> None:
+async def _beating(scope: trio.CancelScope, health: HealthStore, building: BuilderHealth) -> None:
     with scope:
-        await beat_forever(health, "coordinator")
+        await beat_forever(health, "coordinator", building.observed)
 
 
 async def _first_signal(signals: AsyncIterator[int], stop: trio.Event) -> None:

@@ -6,8 +6,9 @@ Processes report what they see, every few seconds, as `Observed` values
 under their own name (the reporter: "host:pid"): a prefetcher its NNTP
 servers (a login refused, connections refused or unreachable), the groups
 no server of its carries (411 from each) and its spool store (writes
-failing); a coordinator only that it is alive. Each report is also the
-reporter's heartbeat (component "prefetcher" or "coordinator", state ok).
+failing); a coordinator that it is alive, and its catalog builder (component
+"catalog") while its builds fail. Each report is also the reporter's heartbeat
+(component "prefetcher" or "coordinator", state ok).
 store/health.py keeps one row per (component, subject, reporter) and the
 time its state began: a state reported again keeps its `since`.
 
@@ -39,6 +40,7 @@ class State(enum.Enum):
     UNREACHABLE = "unreachable"  # a server: no TCP/TLS connection, or no greeting in time
     WRITES_FAILING = "writes failing"  # a spool store: a chunk could not be written
     SILENT = "silent"  # a prefetcher or coordinator that stopped reporting
+    BUILDS_FAILING = "builds failing"  # a coordinator's catalog builder: its builds raise
 
 
 # The components whose rows are heartbeats: one per process, named after it.
@@ -53,7 +55,7 @@ class Observed:
 
     Attributes:
         component: what kind of thing: "server", "group", "spool", "prefetcher",
-            "coordinator".
+            "coordinator", "catalog" (a coordinator's builder).
         subject: which one: "host:port", a group's name, the spool's URL, a
             process's "host:pid".
         state: its state.

@@ -409,7 +409,7 @@ def _health_metrics(snapshot: Status) -> Iterator[GaugeMetricFamily]:
     health = GaugeMetricFamily(
         "uidx_health",
         "Components by state (ok, not carried, login refused, refusing connections,"
-        " unreachable, writes failing, silent), as processes last reported them.",
+        " unreachable, writes failing, silent, builds failing), as processes last reported them.",
         labels=["component", "state"],
     )
     since = GaugeMetricFamily(
