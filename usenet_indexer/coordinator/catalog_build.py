@@ -71,6 +71,7 @@ from usenet_indexer.store.catalog import (
     Written,
 )
 from usenet_indexer.store.probes import ProbeStore
+from usenet_indexer.wire.batchwire import MAX_BIGINT, MAX_INT, MIN_BIGINT, MIN_INT
 from usenet_indexer.wire.buildjob import BuildJob, BuildWireError, ReleaseRows
 
 # The most shards one pending build takes: with a few builders, each takes
@@ -81,8 +82,8 @@ MAX_SHARDS = SHARDS // 4
 # builds those left longer: edges gone, or too busy).
 EDGE_GRACE_SECONDS = 30.0
 ASKING_SECONDS = 15.0
-_INT4 = (-(2**31), 2**31 - 1)
-_INT8 = (-(2**63), 2**63 - 1)
+_INT4 = (MIN_INT, MAX_INT)
+_INT8 = (MIN_BIGINT, MAX_BIGINT)
 # A row's guid: its release key (16 bytes) in lower-case hex.
 GUID_CHARS = 32
 _HEX = "0123456789abcdef"

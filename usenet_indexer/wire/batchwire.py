@@ -89,9 +89,10 @@ WIRE_VERSION: Final = 2
 
 # Article numbers, counts and ids go into PostgreSQL bigint columns.
 MAX_BIGINT: Final = 2**63 - 1
+MIN_BIGINT: Final = -(2**63)
 # PostgreSQL's int: a batch's lines and a rule count's releases are stored as one.
 MAX_INT: Final = 2**31 - 1
-MIN_BIGINT: Final = -(2**63)
+MIN_INT: Final = -(2**31)
 
 # Release and file keys are 16-byte blake2b digests (see indexer._digest).
 KEY_BYTES: Final = 16

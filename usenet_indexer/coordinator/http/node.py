@@ -67,7 +67,13 @@ from usenet_indexer.spool.store import SpoolStore, as_spool, open_spool
 from usenet_indexer.store.batches import BatchRejected, LeaseLost, Stored
 from usenet_indexer.store.builds import BuildRecord
 from usenet_indexer.store.ranges import Finish, Lease
-from usenet_indexer.wire.batchwire import BatchWireError, WireBatch, decode_batch, decode_body
+from usenet_indexer.wire.batchwire import (
+    MAX_BIGINT,
+    BatchWireError,
+    WireBatch,
+    decode_batch,
+    decode_body,
+)
 from usenet_indexer.wire.buildjob import BuildWireError, decode_result, encode_job
 from usenet_indexer.wire.frames import Frame, encode_header
 
@@ -89,8 +95,8 @@ GIVE_BACK_SECONDS: Final = 10.0
 HOLD_MAX_SECONDS: Final = 30.0
 HOLD_RECHECK_SECONDS: Final = 0.25
 
-# Range ids and epochs are PostgreSQL bigints; a larger number is none of ours.
-MAX_BIGINT: Final = 2**63 - 1
+# (Range ids and epochs are PostgreSQL bigints: batchwire.MAX_BIGINT; a larger
+# number is none of ours.)
 
 # heartbeat, finish and release carry `{"epoch": N}` (a release also may say
 # which chunk could not be read, and why): a few bytes.
