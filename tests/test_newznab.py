@@ -327,6 +327,13 @@ async def test_hostile_values_get_an_error_or_a_sane_feed(
         (("t", "search"), ("group", "alt.binaries.\x00test")): "rss",
         (("t", "search"), ("apikey", "\x00")): "100",  # the first apikey counts
         (("t", "search"), *((f"x{n}", "1") for n in range(150))): "200",
+        # What is asked may be echoed in the error: never what XML cannot hold.
+        (("t", "\x01"),): "202",
+        (("t", "\ufffe"),): "202",
+        # A maxage past every release (days past a bigint's seconds) is no bound.
+        (("t", "search"), ("q", "x"), ("maxage", "999999999999999")): "rss",
+        (("t", "tvsearch"), ("season", "S1"), ("ep", "05/12")): "201",
+        (("t", "tvsearch"), ("season", "2023"), ("ep", "02/30")): "201",
     }
     for pairs, expected in cases.items():
         response = await client.get("/api", params=[*pairs, ("apikey", key)])
@@ -432,3 +439,76 @@ def test_users_keys_are_stored_hashed_and_revoked(
     assert stores.nodes.authenticate(key) is None
     stores.users.revoke("radarr")
     assert stores.users.authenticate(key) is None
+
+
+def insert_rows(stores: Stores, rows: list[tuple[str, int]]) -> None:
+    """Catalog rows of (name, posted) as a build leaves them, shown."""
+    with stores.catalog.pool.connection() as conn, conn.cursor() as cursor:
+        cursor.executemany(
+            "INSERT INTO catalog (guid, name, search_name, category, size, files, poster,"
+            " groups, posted, completion, probe_candidate, sources, shown)"
+            " VALUES (%s, %s, %s, 5040, 1000, 1, 'p@example.com', ARRAY['alt.binaries.test'],"
+            " %s, 1.0, false, ARRAY[]::bytea[], true)",
+            [
+                (f"{n + 1:032x}", name, search_name(name), posted)
+                for n, (name, posted) in enumerate(rows)
+            ],
+        )
+
+
+@pytest.mark.trio
+async def test_sonarrs_daily_show_search_finds_the_episode_of_that_air_date(
+    api: tuple[httpx.AsyncClient, str], stores: Stores
+) -> None:
+    """Sonarr asks for an episode of a daily show by its air date: `season=yyyy&ep=MM/dd`
+    (its NewznabRequestGenerator), with the show's name or its TheTVDB id."""
+    client, key = api
+    posted = 1_683_900_000
+    names = [
+        "The.Daily.Talk.2023.05.12.720p.WEB.h264-GRP",
+        "The.Daily.Talk.2023.05.11.720p.WEB.h264-GRP",
+        "The.Daily.Talk.2023.12.05.1080p.WEB.h264-GRP",
+        "Other.Show.2023.05.12.720p.HDTV.x264-GRP",
+    ]
+    await trio.to_thread.run_sync(
+        insert_rows, stores, [(n, posted + i) for i, n in enumerate(names)]
+    )
+    found = items(
+        await get_xml(client, t="tvsearch", apikey=key, cat="5000,5030,5040", extended="1",
+                      q="The Daily Talk", season="2023", ep="05/12")
+    )  # fmt: skip
+    assert [i.findtext("title") for i in found] == [names[0]]
+    # The date alone (an id search's words): every show of that day.
+    dated = items(await get_xml(client, t="tvsearch", apikey=key, season="2023", ep="5-12"))
+    assert {i.findtext("title") for i in dated} == {names[0], names[3]}
+
+
+@pytest.mark.trio
+@pytest.mark.parametrize("far", [253_402_351_199, 2**62, -(2**63), 2**63 - 2])
+async def test_a_release_dated_past_what_a_date_holds_leaves_feeds_and_searches_working(
+    api: tuple[httpx.AsyncClient, str], stores: Stores, far: int
+) -> None:
+    """A Date header of 31 Dec 9999 -1400 (year 10000 in UTC) or any bigint a node sent:
+    the feed (every RSS reader's, newest first), JSON, a q search and the status page
+    answer, with the date held at what a date can say."""
+    client, key = api
+    await trio.to_thread.run_sync(
+        insert_rows,
+        stores,
+        [("Far.Dated.Release.2023.1080p-GRP", far), ("Far.Neighbour-GRP", 1_700_000_000)],
+    )
+    feed = await get_xml(client, t="search", apikey=key, q="far", limit="100")
+    dates = {i.findtext("title"): i.findtext("pubDate") for i in items(feed)}
+    assert dates["Far.Neighbour-GRP"] == "Tue, 14 Nov 2023 22:13:20 +0000"
+    expected = "Fri, 31 Dec 9999 23:59:59 +0000" if far > 0 else "Mon, 01 Jan 0001 00:00:00 +0000"
+    assert dates["Far.Dated.Release.2023.1080p-GRP"] == expected
+    newest = await client.get("/api", params={"t": "search", "apikey": key, "o": "json"})
+    assert newest.status_code == 200
+    for guid in (f"{1:032x}", f"{2:032x}"):
+        details = await get_xml(client, t="details", apikey=key, id=guid)
+        assert len(items(details)) == 1
+    # The status page's recent releases (the newest) list it, dated as the feed dates it.
+    operator = stores.users.create("operator", operator=True)
+    page = await client.get("/", params={"apikey": operator})
+    assert page.status_code == 200, page.text
+    assert ("9999-12-31 23:59" in page.text) == (far > 0)

@@ -10,7 +10,9 @@ Prowlarr, NZBHydra2) send and read:
   `o=json`: an RSS 2.0 feed with `newznab:attr` elements;
 - ids, from the NFOs probes read: Radarr's `t=movie&imdbid=0133093` (its
   digits, `tt` taken off; `tt0133093` is taken too) and `tmdbid`, Sonarr's
-  `t=tvsearch` with `tvdbid`, `tvmazeid`, `imdbid` (with `season`/`ep`);
+  `t=tvsearch` with `tvdbid`, `tvmazeid`, `imdbid` (with `season`/`ep`;
+  a daily show's episode as its air date, `season=2023&ep=05/12`, finds
+  the names that write the date, `Show.2023.05.12.720p`);
   items carry `imdb` (7 digits at least, no `tt`: what Radarr reads),
   `tvdbid` (Sonarr's), `tvmazeid`, `tmdbid`;
 - `t=details&id=` (every attr, as `extended=1` gives them), `t=get&id=` (the
@@ -24,7 +26,8 @@ apikey, 200 missing parameter, 201 bad parameter, 202 no such function, 203
 function not available, 300 no such item, 500 request limit reached, 501
 download limit reached (the *arr programs and Prowlarr know a limit by the
 description "Request limit reached"; the adapter adds Retry-After). A bad
-value is refused by name; a limit past the maximum is clamped, never refused.
+value is refused by name; a limit past the maximum is clamped, never refused,
+and a maxage past `MAX_AGE_DAYS` is none.
 
 Daily limits count per key and UTC day (`Usage`); a feed reports them as
 `<newznab:apilimits>` (what NZBHydra2 reads: apicurrent, apimax, grabcurrent,
@@ -39,7 +42,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 from urllib.parse import quote, quote_plus
 from xml.etree import ElementTree as ET
@@ -85,6 +88,14 @@ _NOT_AVAILABLE = {"register", "cart-add", "cart-del", "comments", "comments-add"
 _GUID = re.compile(r"^[0-9a-f]{32}$")
 _SEASON = re.compile(r"^[sS]?(\d{1,4})$")
 _EPISODE = re.compile(r"^[eE]?(\d{1,5})$")
+# An episode of a daily show, as Sonarr asks for it (its NewznabRequestGenerator:
+# `season={yyyy}&ep={MM}/{dd}`): the air date's year as the season, month and day
+# as the episode. Names carry the date as words (`Show.Name.2023.05.12.720p`).
+_YEAR = re.compile(r"^(\d{4})$")
+_MONTH_DAY = re.compile(r"^(\d{1,2})[/-](\d{1,2})$")
+# A maxage past this many days asks for no bound (a release older than the Unix
+# epoch is no release); days beyond a bigint's seconds were a 500.
+MAX_AGE_DAYS = 100_000
 # An id's digits (IMDb's with or without its `tt`): 8 at most, as NFOs write them.
 _IMDB_ID = re.compile(r"^(?:tt)?(\d{1,8})$", re.IGNORECASE)
 _ID = re.compile(r"^(\d{1,8})$")
@@ -172,6 +183,8 @@ class Request:
         words: q, cut to MAX_Q characters.
         categories: cat ids that the table has (unknown ones are skipped).
         season, episode: tvsearch's numbers.
+        aired: tvsearch's air date of a daily show's episode, as a name's words
+            write it ("2023 05 12"; its words are also in `words`).
         max_age_days, min_size, max_size, group: filters.
         limit, offset: the page (limit clamped to 1..MAX_LIMIT).
         corrupt: t=failed's report says the download was corrupt (corrupt=true).
@@ -187,6 +200,7 @@ class Request:
     categories: tuple[int, ...] = ()
     season: int | None = None
     episode: int | None = None
+    aired: str | None = None
     max_age_days: int | None = None
     min_size: int | None = None
     max_size: int | None = None
@@ -234,10 +248,18 @@ def parse_request(params: Mapping[str, str]) -> Request:
     fields["words"] = " ".join(params.get("q", "").replace("\x00", " ")[:MAX_Q].split())
     fields["categories"] = _categories(params.get("cat", ""))
     if function == "tvsearch":
-        fields["season"] = _matched(params, "season", _SEASON)
-        fields["episode"] = _matched(params, "ep", _EPISODE)
+        aired = _air_date(params)
+        if aired is None:
+            fields["season"] = _matched(params, "season", _SEASON)
+            fields["episode"] = _matched(params, "ep", _EPISODE)
+        else:
+            # The date's words beside q's (what the words' index finds), and the date
+            # as a name writes it (those words in a row).
+            fields["words"] = " ".join((fields["words"], *aired)).strip()
+            fields["aired"] = " ".join(aired)
     fields["ids"] = _ids(params)
-    fields["max_age_days"] = _number(params, "maxage")
+    max_age = _number(params, "maxage")
+    fields["max_age_days"] = None if max_age is None or max_age > MAX_AGE_DAYS else max_age
     fields["min_size"] = _number(params, "minsize")
     fields["max_size"] = _number(params, "maxsize")
     group = params.get("group", "").strip()
@@ -289,6 +311,27 @@ def _ids(params: Mapping[str, str]) -> MediaIds:
     return MediaIds(**asked)
 
 
+def _air_date(params: Mapping[str, str]) -> tuple[str, str, str] | None:
+    """A daily show's episode asked by its air date (`season=2023&ep=05/12`): the date's
+    year, month and day as a name writes them ("2023", "05", "12"); None when `ep` is
+    no month and day.
+
+    Raises:
+        NewznabError: 201, a month and day without a year as the season, or no date.
+    """
+    month_day = _MONTH_DAY.match(params.get("ep", "").strip())
+    if month_day is None:
+        return None
+    year = _YEAR.match(params.get("season", "").strip())
+    if year is None:
+        raise NewznabError(201, "bad parameter: season must be a year when ep is a month/day")
+    try:
+        aired = date(int(year.group(1)), int(month_day.group(1)), int(month_day.group(2)))
+    except ValueError as error:
+        raise NewznabError(201, f"bad parameter: ep: no such date ({error})") from error
+    return f"{aired.year:04d}", f"{aired.month:02d}", f"{aired.day:02d}"
+
+
 def _matched(params: Mapping[str, str], name: str, pattern: re.Pattern[str]) -> int | None:
     text = params.get(name, "").strip()
     if not text:
@@ -334,8 +377,11 @@ class Site:
 
 
 def error_xml(error: NewznabError) -> bytes:
-    """The error element of a refused request."""
-    element = ET.Element("error", code=str(error.code), description=error.description)
+    """The error element of a refused request; its description without what XML 1.0
+    cannot hold (it may quote what was asked: `t=%01`)."""
+    element = ET.Element(
+        "error", code=str(error.code), description=_NOT_XML.sub("", error.description)
+    )
     return _xml(element)
 
 
@@ -373,11 +419,25 @@ _DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 
 
+# The dates a datetime holds (years 1 to 9999), in Unix seconds.
+_FIRST_MOMENT = -62_135_596_800
+_LAST_MOMENT = 253_402_300_799
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def moment(unix: int) -> datetime:
+    """A release's date (Unix seconds) as a UTC datetime, held within the years 1 to
+    9999: a Date header may say year 9999 in a time zone east of UTC (year 10000
+    in UTC), and a node may send any bigint; a feed with such a release at its
+    top (the newest) was a 500 to every RSS reader."""
+    return _EPOCH + timedelta(seconds=min(max(unix, _FIRST_MOMENT), _LAST_MOMENT))
+
+
 def rfc1123(unix: int) -> str:
     """A date as RSS wants it: `Sun, 06 Jun 2010 17:29:23 +0000` (English names
     whatever the locale; written out, as email.utils.format_datetime took a third of
-    a feed's rendering)."""
-    t = datetime.fromtimestamp(unix, UTC)
+    a feed's rendering). Dates past what a datetime holds are its ends (`moment`)."""
+    t = moment(unix)
     return (
         f"{_DAYS[t.weekday()]}, {t.day:02d} {_MONTHS[t.month - 1]} {t.year:04d} "
         f"{t.hour:02d}:{t.minute:02d}:{t.second:02d} +0000"

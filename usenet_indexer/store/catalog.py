@@ -332,17 +332,28 @@ _BITMAP_ANY = "SELECT FROM catalog WHERE {} ORDER BY posted + 0 LIMIT 1"
 # come in the order of (posted DESC, id DESC) as a whole: the newest n of them
 # are the page's rows and, up to _COUNT_MAX, the total. A period without the
 # words costs a look in the index's entry tree (10M rows, 150 periods: a rare q
-# walks them all in a few ms). The page is read from the walked ids; its first
-# row carries the count (NULL columns but the count: past the last match).
+# walks them all in a few ms). Only periods that hold a row are walked, each
+# found from the one before by catalog_newest (one index probe): a release dated
+# far from the others (a Date header in the year 9999, any bigint from a node)
+# made a walk of every period between, billions of them, till the statement's
+# timeout (a 503 to every q). The walk stops below maxage's period. The page is
+# read from the walked ids; its first row carries the count (NULL columns but the
+# count: past the last match).
 _WALK = """
-    WITH walked AS MATERIALIZED (
+    WITH RECURSIVE periods(period) AS (
+        SELECT catalog_period(max(posted)) FROM catalog
+        UNION ALL
+        SELECT (SELECT catalog_period(c.posted) FROM catalog AS c
+                WHERE c.posted < (p.period << 21) ORDER BY c.posted DESC LIMIT 1)
+        FROM periods AS p
+        WHERE p.period > catalog_period(coalesce(%s::int8, -9223372036854775808))
+    ),
+    walked AS MATERIALIZED (
         SELECT m.id, m.posted
-        FROM generate_series((SELECT catalog_period(max(posted)) FROM catalog),
-                             (SELECT catalog_period(greatest(min(posted), %s)) FROM catalog),
-                             -1) AS period,
+        FROM periods,
              LATERAL (SELECT id, posted FROM catalog
                       WHERE catalog_search_keys(words, season, posted)
-                            @> catalog_query_keys(%s, '|' || period) AND {}
+                            @> catalog_query_keys(%s, '|' || periods.period) AND {}
                       ORDER BY posted + 0 DESC, id DESC) AS m
         LIMIT %s)
     SELECT c.id, c.guid, c.name, c.category, c.size, c.files, c.poster, c.groups, c.posted,
@@ -557,6 +568,8 @@ class Search:
         words: q, as words that must all be in the name (empty: any).
         categories: newznab ids; a parent takes its subcategories (empty: any).
         season, episode: tvsearch's numbers (None: any).
+        aired: a daily show's air date as a name's words write it ("2023 05 12":
+            those words in a row in the name; None: any).
         since: only releases posted at or after this unix time (maxage).
         min_size, max_size: bytes (None: no bound).
         group: only releases posted to this group.
@@ -571,6 +584,7 @@ class Search:
     categories: tuple[int, ...] = ()
     season: int | None = None
     episode: int | None = None
+    aired: str | None = None
     since: int | None = None
     min_size: int | None = None
     max_size: int | None = None
@@ -705,6 +719,10 @@ def _filters(search: Search) -> list[_Condition]:
             conditions.append((sql.SQL("{} = %s").format(sql.Identifier(column)), value))
     if search.group is not None:
         conditions.append((sql.SQL("%s = ANY(groups)"), search.group))
+    if search.aired is not None:
+        # On the rows its words found: the date's words in a row, whole words.
+        aired = " ".join(search.aired.split())  # words of letters and digits only
+        conditions.append((sql.SQL("' ' || search_name || ' ' LIKE %s"), f"% {aired} %"))
     if not search.broken:
         conditions.append(_OFFERED)
     return conditions

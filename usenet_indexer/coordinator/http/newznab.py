@@ -204,6 +204,7 @@ class NewznabApi:
             categories=default_categories(request),
             season=request.season,
             episode=request.episode,
+            aired=request.aired,
             since=None
             if request.max_age_days is None
             else int(time.time()) - request.max_age_days * 86_400,

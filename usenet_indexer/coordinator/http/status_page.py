@@ -46,6 +46,7 @@ from usenet_indexer.coordinator.http.access import query_apikey
 from usenet_indexer.coordinator.http.asgi import ApiCounts, Exchange, Response
 from usenet_indexer.core.categories import CATEGORIES
 from usenet_indexer.core.health import counts, healthy
+from usenet_indexer.core.newznab import moment
 from usenet_indexer.store.catalog import CatalogRow, CatalogTable, Search
 from usenet_indexer.store.groups import GroupRow
 from usenet_indexer.store.status import Status, StatusStore
@@ -278,7 +279,7 @@ def _releases(rows: list[CatalogRow], apikey: str) -> list[dict[str, Any]]:
             "category": CATEGORIES.get(item.category, "Other"),
             "size": _human(item.size),
             "files": item.files,
-            "posted": datetime.fromtimestamp(item.posted, UTC).strftime("%Y-%m-%d %H:%M"),
+            "posted": moment(item.posted).strftime("%Y-%m-%d %H:%M"),
             # Rounded down, like the newznab attr: 100% only when every article is there.
             "completion": math.floor(item.completion * 100),
             "state": item.state,
