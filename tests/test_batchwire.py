@@ -132,7 +132,7 @@ def empty_strings_batch() -> Batch:
     )
     return Batch(
         group="",
-        first=2**63 - 1,
+        first=2**63 - 3,
         next=2**63 - 1,
         releases=(release,),
         rule_counts=(RuleCount(rule="", key="", releases=0, segments=0),),
@@ -496,6 +496,18 @@ BAD: dict[str, tuple[Callable[[Wire], None], str]] = {
         "message-ids are not UTF-8",
     ),
     "more segments than lines": (set_top("lines", 1), "segments from only 1 lines"),
+    # Every segment is an article of the batch's span: one-article batches claiming
+    # millions of segments summed a release's bytes past a bigint (a 500).
+    "more segments than articles": (
+        lambda wire: wire.__setitem__("next", wire["first"] + 1),
+        r"segments from only 1 articles \(first..next\)",
+    ),
+    # The store spans a release's dates as int8range(posted, latest, '[]'): no room
+    # past the largest bigint (a 500 at every try of the range).
+    "a file at the largest bigint": (
+        set_file(posted=2**63 - 1),
+        "a file dated 9223372036854775807, the largest bigint",
+    ),
 }
 
 

@@ -119,6 +119,30 @@ def test_files_dated_at_the_ends_of_a_bigint_are_built(
     assert {row[6] for row in rows.values()} == {posted}
 
 
+def test_a_releases_summed_bytes_stop_at_a_bigints_end(
+    stores: Stores, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A release key's segments and bytes are summed over its batches: held at the
+    largest bigint, never an overflow (a 500 to the edge at every try of its range)."""
+    store = BatchStore.store
+
+    def huge(
+        self: BatchStore, node: int, range_id: int, epoch: int, batch: PackedBatch, *rest: Any
+    ) -> Any:
+        releases = tuple(attrs.evolve(r, bytes=2**62 + 1) for r in batch.releases)
+        return store(self, node, range_id, epoch, attrs.evolve(batch, releases=releases), *rest)
+
+    monkeypatch.setattr(BatchStore, "store", huge)
+    # One upload posted into two batches: its key's two chunks summed.
+    lines = rar_lines("Some.Movie.2020.1080p.BluRay.x264-GRP", 4, at=1_764_000_000)
+    numbered = [f"{n}\t{line}".encode() for n, line in enumerate(lines, 1000)]
+    for _ in batches_of_lines(stores, "alt.binaries.movies", numbered, len(lines) // 2):
+        pass
+    with stores.catalog.pool.connection() as conn:
+        summed = conn.execute("SELECT max(chunks), max(bytes) FROM releases")
+        assert summed.fetchone() == (2, 2**63 - 1)
+
+
 def test_a_release_with_thousands_of_old_names_keeps_what_its_row_can_hold(
     stores: Stores,
 ) -> None:

@@ -123,8 +123,9 @@ _RELEASES = """
                           OR (excluded.rep_posted, excluded.rep_file) < (r.rep_posted, r.rep_file)
                         THEN excluded.rep_file ELSE r.rep_file END,
         chunks = r.chunks + 1,
-        segments = r.segments + excluded.segments,
-        bytes = r.bytes + excluded.bytes,
+        -- Summed as numeric and held at a bigint's end: never an overflow (a 500).
+        segments = least(r.segments::numeric + excluded.segments, 9223372036854775807)::int8,
+        bytes = least(r.bytes::numeric + excluded.bytes, 9223372036854775807)::int8,
         updated_at = now()
 """
 # When each chunk was posted: the catalog build's closure looks for the

@@ -502,7 +502,7 @@ def _wire_batch(wire: object, limits: BatchLimits) -> WireBatch:
     # make more lines than articles: not refused for that).
     _check_uint(lines, "", "lines", MAX_INT)
     _check_text(group, "", "group", limits)
-    kept = _releases(releases, lines, limits)
+    kept = _releases(releases, lines, next_ - first, limits)
     batch = PackedBatch(
         group=group,
         first=first,
@@ -563,7 +563,9 @@ def _probe_candidates(
     return tuple(candidates)
 
 
-def _releases(wire: list[Any], lines: int, limits: BatchLimits) -> tuple[PackedRelease, ...]:
+def _releases(
+    wire: list[Any], lines: int, articles: int, limits: BatchLimits
+) -> tuple[PackedRelease, ...]:
     items = _list(wire, "releases", limits.max_releases)
     releases = []
     files = segments = inflated = 0
@@ -584,6 +586,14 @@ def _releases(wire: list[Any], lines: int, limits: BatchLimits) -> tuple[PackedR
     if segments > lines:
         # Every segment is one overview line of the batch.
         raise MalformedBatch(f"releases: {segments} segments from only {lines} lines")
+    if segments > articles:
+        # And one article of its span: a line a server repeats is a segment the
+        # indexer keeps once. (Batches of one article each claiming millions of
+        # segments summed a release's bytes past a bigint, and made builds of
+        # hundreds of CPU seconds.)
+        raise MalformedBatch(
+            f"releases: {segments} segments from only {articles} articles (first..next)"
+        )
     _check_unique([r.key for r in releases], "releases", "key")
     return tuple(releases)
 
@@ -609,7 +619,7 @@ def _release(
             raise MalformedBatch(f"{where}.groups[{k}]: not a newsgroup name: {group!r}")
     _check_unique(groups, f"{where}.groups", "name")
     try:
-        return checked_release(
+        checked = checked_release(
             key=key,
             head_name=head_name,
             poster=poster,
@@ -622,6 +632,14 @@ def _release(
         )
     except BadFragment as error:
         raise MalformedBatch(f"{where}.fragment: {error}") from error
+    if checked[0].latest >= MAX_BIGINT:
+        # The store spans a release's dates as int8range(posted, latest, '[]'),
+        # which has no room past it (a 500 at every try of the range).
+        raise MalformedBatch(
+            f"{where}.fragment: a file dated {checked[0].latest}, the largest bigint:"
+            " no date a release may have"
+        )
+    return checked
 
 
 def _list(wire: object, where: str, cap: int) -> list[Any]:
