@@ -37,6 +37,7 @@ from usenet_indexer.coordinator.http.asgi import (
     Route,
     read_body,
 )
+from usenet_indexer.core.origin import Origin
 from usenet_indexer.testing.logcheck import problems
 
 # Far above what each test needs (milliseconds).
@@ -520,3 +521,37 @@ async def test_guesses_are_slowed_then_429_and_warned_once_a_window(
     assert len(warnings) == 1
     assert "127.0.0.1: 6 failed key attempts" in warnings[0].getMessage()
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+@pytest.mark.trio
+async def test_behind_a_trusted_proxy_each_client_is_counted_apart(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every request through a TLS proxy comes from its address: one client's guesses
+    must not lock every user out, so the client the proxy names is counted."""
+    api = FakeApi(ok)
+    app = App(
+        {"/node/": Route(api, Access.NODE)},
+        gate=FakeGate(),
+        body_timeout_seconds=1,
+        retry_after_seconds=1,
+        origin=Origin.of("", ["127.0.0.1"]),
+    )
+    guesser = [(b"x-who", b"bogus"), (b"x-forwarded-for", b"203.0.113.5")]
+    with trio.fail_after(3 * app.throttle.window_seconds):
+        for _ in range(app.throttle.block_after + 1):
+            await call(app, "GET", "/node/lease", headers=guesser)
+        blocked, _ = await call(app, "GET", "/node/lease", headers=guesser)
+        other, _ = await call(
+            app,
+            "GET",
+            "/node/lease",
+            headers=[(b"x-who", b"node"), (b"x-forwarded-for", b"198.51.100.7")],
+        )
+    assert blocked is not None
+    assert blocked.status == 429
+    assert other is not None
+    assert other.status == 200
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert warnings[0].startswith("client 203.0.113.5: 6 failed key attempts")

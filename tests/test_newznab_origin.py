@@ -128,6 +128,21 @@ def test_origin_is_pure_and_checks_the_peer() -> None:
     assert Origin.of(PUBLIC, []).base_url(scheme="http", host="x", peer="") == PUBLIC
 
 
+def test_the_client_behind_a_trusted_proxy_is_the_one_it_names() -> None:
+    origin = Origin.of("", ["127.0.0.1", "10.0.0.0/8"])
+    # The proxy appends the address it saw; what a client wrote before it is not believed.
+    assert origin.client("127.0.0.1", "203.0.113.5") == "203.0.113.5"
+    assert origin.client("127.0.0.1", "198.51.100.1, 203.0.113.5") == "203.0.113.5"
+    # Through two trusted proxies: the last address that is not one of them.
+    assert origin.client("127.0.0.1", "203.0.113.5, 10.1.2.3") == "203.0.113.5"
+    assert origin.client("127.0.0.1", "10.1.2.3") == "127.0.0.1"
+    # From anyone else, or with a header no proxy wrote, the peer is the client.
+    assert origin.client("192.0.2.9", "203.0.113.5") == "192.0.2.9"
+    assert origin.client("127.0.0.1", "unknown, 203.0.113.5 x") == "127.0.0.1"
+    assert origin.client("127.0.0.1", None) == "127.0.0.1"
+    assert Origin.of("", []).client("127.0.0.1", "203.0.113.5") == "127.0.0.1"
+
+
 def test_public_url_and_trusted_proxies_mistakes_name_the_key(tmp_path: Path) -> None:
     env = {"UIDX_HOME": str(tmp_path)}
     settings = load(

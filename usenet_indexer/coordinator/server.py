@@ -238,6 +238,7 @@ def coordinator_app(
                 refusal=_metrics_refused,
             ),
         },
+        origin=newznab.origin,
     )
 
 

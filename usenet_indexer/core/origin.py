@@ -17,6 +17,12 @@ A Host or X-Forwarded-Host that is no host name or address (with an optional
 port) is not written into a URL: the request's Host is then used, and
 without a usable one, "localhost".
 
+Who a request comes from (`client`: what failed key attempts are counted
+against) is its peer's address, but behind a trusted proxy the client the
+proxy names in X-Forwarded-For: the last address there that is not itself a
+trusted proxy (a client may write any addresses before the ones its proxies
+append; those after are the proxies' own). Without one, the proxy's.
+
 No I/O: the adapter passes the request's parts in.
 """
 
@@ -90,6 +96,21 @@ class Origin:
         if chosen is None or not _HOST.match(chosen):
             chosen = "localhost"
         return f"{scheme if scheme in _SCHEMES else 'http'}://{chosen}"
+
+    def client(self, peer: str, forwarded_for: str | None) -> str:
+        """Who sent a request: `peer`, or behind a trusted proxy the client its
+        X-Forwarded-For names (see the module's docstring)."""
+        if forwarded_for is None or not self.trusts(peer):
+            return peer
+        for value in reversed(forwarded_for.split(",")):
+            candidate = value.strip()
+            try:
+                ipaddress.ip_address(candidate)
+            except ValueError:
+                return peer  # not an address: the header is no proxy's
+            if not self.trusts(candidate):
+                return candidate
+        return peer
 
     def trusts(self, peer: str) -> bool:
         """Whether `peer` is one of the trusted proxies."""

@@ -19,7 +19,8 @@ it is public only where its declaration says PUBLIC.
 
 A refusal of credentials that are nobody's (`Refused.wrong_credentials`)
 is counted against the client's address (core/throttle.py, in this
-process's memory): past a few it is answered late, then the address gets
+process's memory; behind a trusted proxy the address its X-Forwarded-For
+names, core/origin.Origin.client): past a few it is answered late, then the address gets
 429 with Retry-After on every guarded route (those with a level, and the
 login) until its window ends, and a WARNING once per address and window.
 
@@ -60,6 +61,7 @@ from hypercorn.typing import (
     Scope,
 )
 
+from usenet_indexer.core.origin import Origin
 from usenet_indexer.core.throttle import Throttle
 from usenet_indexer.errors import UidxError
 
@@ -306,6 +308,8 @@ class App:
         retry_after_seconds: the Retry-After of a 503.
         paths: exact paths ("/api", "/") -> their routes, looked at before the prefixes.
         throttle: failed attempts per client address (this process's).
+        origin: the trusted proxies, whose X-Forwarded-For names the client the
+            throttle counts (None: the peer is the client).
     """
 
     mounts: Mapping[str, Route] = attrs.field(validator=_mounts_valid)
@@ -314,6 +318,7 @@ class App:
     retry_after_seconds: int
     paths: Mapping[str, Route] = attrs.field(factory=dict, validator=_routes_valid)
     throttle: Throttle = attrs.field(factory=Throttle)
+    origin: Origin | None = None
 
     def routes(self) -> dict[str, Route]:
         """Every route: exact paths as they are, prefixes ending in "/"."""
@@ -362,16 +367,25 @@ class App:
                 return route
         return None
 
+    def _guesser(self, exchange: Exchange) -> str:
+        """The address failed key attempts are counted against: the client's, the one a
+        trusted proxy names."""
+        if self.origin is None:
+            return exchange.client
+        forwarded = header(exchange.headers, b"x-forwarded-for")
+        return self.origin.client(exchange.client, forwarded)
+
     async def _failed(self, exchange: Exchange) -> None:
         """A guess counted; the refusal held back once past the free ones."""
-        delay, warn = self.throttle.failed(exchange.client, trio.current_time())
+        client = self._guesser(exchange)
+        delay, warn = self.throttle.failed(client, trio.current_time())
         if warn:
             # WARNING, not ERROR: a client's mistake, nothing wrong here. Once per window.
             logger.warning(
                 "client %s: %d failed key attempts in %g s; its refusals are slowed, "
                 "then it gets 429",
-                exchange.client,
-                self.throttle.failures(exchange.client, trio.current_time()),
+                client,
+                self.throttle.failures(client, trio.current_time()),
                 self.throttle.window_seconds,
             )
         await trio.sleep(delay)
@@ -381,7 +395,7 @@ class App:
         if route is None:
             return Response.error(404, f"no such call: {exchange.path[:200]}")
         if route.throttled:
-            verdict = self.throttle.check(exchange.client, trio.current_time())
+            verdict = self.throttle.check(self._guesser(exchange), trio.current_time())
             if verdict.retry_after is not None:
                 return Response.error(
                     429, "too many failed key attempts", headers=retry_after(verdict.retry_after)
