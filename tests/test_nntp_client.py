@@ -20,7 +20,13 @@ import trio.testing
 from test_nntp_compressed import gzip_data, xzver_data
 
 from usenet_indexer.errors import ConfigError
-from usenet_indexer.nntp.client import NNTPClient, OverviewText, ServerURL, connect
+from usenet_indexer.nntp.client import (
+    NNTPClient,
+    OverviewText,
+    ServerURL,
+    connect,
+    masked,
+)
 from usenet_indexer.nntp.errors import (
     AuthRequired,
     CompressionError,
@@ -497,9 +503,79 @@ def test_server_urls() -> None:
     plain = ServerURL.parse("nntp://127.0.0.1:1190?starttls=1")
     assert (plain.port, plain.tls, plain.starttls, plain.user) == (1190, False, True, None)
     assert ServerURL.parse("nntp://h").port == 119
-    for bad in ("http://h", "nntp://", "nntps://h?starttls=1", "nntp://user@h", "nntp://h:99999"):
-        with pytest.raises(ConfigError):
+    bad_urls = ("http://h", "nntp://", "nntps://h?starttls=1", "nntp://user@h", "nntp://h:99999")
+    for bad in (*bad_urls, "nntp://h:0", "nntp://[::1", "nntp://h:x"):
+        with pytest.raises(ConfigError) as refused:
             ServerURL.parse(bad)
+        assert refused.value.key == "nntp"  # the setting (UIDX_NNTP), no "nntp url"
+
+
+@pytest.mark.parametrize(
+    ("spelt", "on"),
+    [
+        *((s, True) for s in ("1", "true", "True", "TRUE", "yes", "Yes", "on", "ON")),
+        *((s, False) for s in ("0", "false", "False", "no", "NO", "off", "Off")),
+    ],
+)
+def test_starttls_takes_the_usual_boolean_spellings(spelt: str, on: bool) -> None:
+    assert ServerURL.parse(f"nntp://u:p@h?starttls={spelt}").starttls is on
+    assert not ServerURL.parse("nntp://u:p@h").starttls
+    if not on:  # nntps:// with starttls off is plain nntps://
+        assert ServerURL.parse(f"nntps://h?starttls={spelt}") == ServerURL.parse("nntps://h")
+
+
+@pytest.mark.parametrize("spelt", ["maybe", "", "2", "tru", "enabled"])
+def test_a_starttls_that_is_no_boolean_is_refused_naming_it(spelt: str) -> None:
+    # Taken as off, it sent the password in plaintext without a word.
+    with pytest.raises(ConfigError) as refused:
+        ServerURL.parse(f"nntp://u:S3cretPass@h?starttls={spelt}")
+    assert refused.value.key == "nntp"
+    assert f"starttls={spelt!r}" in str(refused.value)
+    assert "S3cretPass" not in str(refused.value)
+
+
+def test_port_0_is_refused_not_taken_for_the_default() -> None:
+    with pytest.raises(ConfigError) as refused:
+        ServerURL.parse("nntp://h:0")
+    assert str(refused.value) == "nntp: nntp://h:0: port 0 is not in 1..65535"
+    assert ServerURL.parse("nntp://h:").port == 119  # empty: the default
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "nntps://alice:S3cretPass@:563",  # no host
+        "http://alice:S3cretPass@h",
+        "nntp://alice:S3cretPass@h:99999",
+        "nntp://alice:S3cretPass@h:0",
+        "nntp://alice:S3cretPass@h?starttls=maybe",
+        "nntps://alice:S3cretPass@h?starttls=1",
+        "nntp://alice:S3cret/Pass@h",  # unencoded /: Python's port error quotes 'S3cret'
+        "nntp://alice:S3cret@Pass@[::1",
+    ],
+)
+def test_a_bad_url_is_quoted_without_its_password(url: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        ServerURL.parse(url)
+    said = str(refused.value)
+    assert said.startswith("nntp: ")
+    assert "S3cret" not in said
+    assert "Pass" not in said
+    assert "alice:***@" in said
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("nntps://alice:S3cretPass@h:563", "nntps://alice:***@h:563"),
+        ("nntp://alice:p@ss@h?starttls=1", "nntp://alice:***@h?starttls=1"),
+        ("nntp://alice:a://b@h", "nntp://alice:***@h"),
+        ("nntp://alice@h", "nntp://alice@h"),
+        ("nntp://h:119", "nntp://h:119"),
+    ],
+)
+def test_masked_hides_the_password_and_keeps_the_rest(url: str, shown: str) -> None:
+    assert masked(url) == shown
 
 
 # -- against INN2 (tests/nntp_fixtures.py) ------------------------------------
@@ -597,6 +673,19 @@ async def test_inn_tls(news_server: NewsServer, how: str) -> None:
             news_server.seed,
             lines,
         )
+
+
+@pytest.mark.parametrize("spelt", ["on", "True", "YES"])
+@pytest.mark.trio
+async def test_inn_starttls_spelt_otherwise_encrypts_before_the_login(
+    news_server: NewsServer, spelt: str
+) -> None:
+    # `?starttls=on` was taken as off: the login went out in plaintext.
+    url = news_server.url(starttls=True).replace("?starttls=1", f"?starttls={spelt}")
+    with trio.fail_after(INN_DEADLINE_SECONDS):
+        async with connect(url, ca_file=news_server.ca_file, compress=False) as client:
+            assert client.encrypted
+            assert (await client.group(news_server.group))[0] == news_server.articles
 
 
 @pytest.mark.parametrize("how", ["nntps", "starttls"])

@@ -458,6 +458,57 @@ def test_prefetch_without_servers_names_the_setting(
     assert "nntp" in result.stderr
 
 
+def _prefetch(env: dict[str, str], **settings: str) -> subprocess.CompletedProcess[str]:
+    """`uidx prefetch` run with `settings` added to `env`; what it did."""
+    return subprocess.run(
+        [sys.executable, "-m", "usenet_indexer", "prefetch"],
+        env={**env, **settings},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def _one_config_line(done: subprocess.CompletedProcess[str]) -> str:
+    """The one line a refused setting prints (exit 78, no traceback)."""
+    assert done.returncode == 78, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    assert len(done.stderr.splitlines()) == 1, done.stderr
+    return done.stderr.strip()
+
+
+@pytest.fixture
+def no_db_env(tmp_path: Path) -> dict[str, str]:
+    """No settings but a home: enough for the checks `prefetch` makes before it starts."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("UIDX_")}
+    env.pop("DATABASE_URL", None)
+    return {**env, "UIDX_HOME": str(tmp_path / "home")}
+
+
+@pytest.mark.parametrize(
+    ("url", "said"),
+    [
+        (
+            "nntps://alice:S3cretPass@:563",
+            "nntp: expected nntp[s]://[user:pass@]host[:port], got 'nntps://alice:***@:563'",
+        ),
+        (
+            "nntp://alice:S3cretPass@h?starttls=maybe",
+            "nntp: nntp://alice:***@h?starttls=maybe: starttls='maybe' is not true/false,"
+            " yes/no, on/off or 1/0",
+        ),
+        ("nntp://alice:S3cretPass@h:0", "nntp: nntp://alice:***@h:0: port 0 is not in 1..65535"),
+    ],
+)
+def test_prefetch_names_a_bad_server_url_without_its_password(
+    no_db_env: dict[str, str], url: str, said: str
+) -> None:
+    line = _one_config_line(_prefetch(no_db_env, UIDX_NNTP=url))
+    assert line == f"uidx prefetch: {said}"
+    assert "S3cretPass" not in line
+
+
 # -- faults a real server does not produce on demand: an in-memory fake ---------
 
 FAR = 2**33  # article numbers past 2^32 (INN2 stops at 2^31 - 1)

@@ -97,6 +97,15 @@ class OverviewText:
     lines: int
 
 
+# The setting that lists the server URLs (UIDX_NNTP in the environment): the key
+# a mistake in a URL names.
+URL_KEY: Final = "nntp"
+# How a boolean URL parameter may be spelt, in any case: as a boolean setting may.
+_TRUE: Final = frozenset({"true", "yes", "on", "1"})
+_FALSE: Final = frozenset({"false", "no", "off", "0"})
+_EXPECTED: Final = "expected nntp[s]://[user:pass@]host[:port]"
+
+
 @attrs.frozen(repr=False)
 class ServerURL:
     """Where a server is and how to talk to it, from nntp[s]://[user:pass@]host[:port][?starttls=1]."""
@@ -110,26 +119,42 @@ class ServerURL:
 
     @classmethod
     def parse(cls, url: str) -> ServerURL:
-        """Raises ConfigError for anything but an nntp:// or nntps:// URL with a host."""
-        parts = urlsplit(url)
-        if parts.scheme not in ("nntp", "nntps") or not parts.hostname:
-            raise ConfigError(
-                "nntp url", f"expected nntp[s]://[user:pass@]host[:port], got {url!r}"
-            )
-        tls = parts.scheme == "nntps"
-        query = parse_qs(parts.query)
-        starttls = query.get("starttls", ["0"])[-1] in ("1", "true", "yes")
-        if tls and starttls:
-            raise ConfigError("nntp url", "nntps:// is TLS already; starttls=1 is for nntp://")
+        """The server of `url`.
+
+        Raises:
+            ConfigError: anything but an nntp:// or nntps:// URL with a host, a
+                port in 1..65535 and a boolean starttls. It names the key `nntp`
+                and quotes the URL with its password masked.
+        """
+        shown = masked(url)
         try:
-            port = parts.port or (563 if tls else 119)
-        except ValueError as exc:
-            raise ConfigError("nntp url", str(exc)) from None
+            parts = urlsplit(url)
+            host, port = parts.hostname, parts.port
+        except ValueError:
+            # An unclosed [ or a port that is not a number (the message may quote
+            # a piece of a password that holds a / ? or #).
+            raise ConfigError(
+                URL_KEY,
+                f"{_EXPECTED} (a port in 1..65535; / ? # @ : in a password as %2F %3F"
+                f" %23 %40 %3A), got {shown!r}",
+            ) from None
+        if parts.scheme not in ("nntp", "nntps") or not host:
+            raise ConfigError(URL_KEY, f"{_EXPECTED}, got {shown!r}")
+        if port == 0:
+            raise ConfigError(URL_KEY, f"{shown}: port 0 is not in 1..65535")
+        tls = parts.scheme == "nntps"
+        starttls = _boolean(shown, "starttls", parse_qs(parts.query, keep_blank_values=True))
+        if tls and starttls:
+            raise ConfigError(
+                URL_KEY, f"{shown}: nntps:// is TLS already; starttls=1 is for nntp://"
+            )
         user = unquote(parts.username) if parts.username else None
         password = unquote(parts.password) if parts.password else None
         if user is not None and password is None:
-            raise ConfigError("nntp url", "a user needs a password (user:pass@)")
-        return cls(parts.hostname, port, tls, starttls, user, password)
+            raise ConfigError(URL_KEY, f"{shown}: a user needs a password (user:pass@)")
+        if port is None:
+            port = 563 if tls else 119
+        return cls(host, port, tls, starttls, user, password)
 
     @property
     def server(self) -> str:
@@ -137,6 +162,29 @@ class ServerURL:
 
     def __repr__(self) -> str:
         return f"ServerURL({self.server}, tls={self.tls}, starttls={self.starttls}, user={self.user!r})"
+
+
+def masked(url: str) -> str:
+    """`url` with its password as *** (for a message or a log); the rest as written.
+
+    Everything between the user's `:` and the last `@` counts as the password,
+    so a password that holds an unencoded / ? # or @ is masked whole too.
+    """
+    scheme, sep, rest = url.partition("://") if "://" in url else ("", "", url)
+    userinfo, at, where = rest.rpartition("@")
+    if not at or ":" not in userinfo:
+        return url
+    return f"{scheme}{sep}{userinfo.split(':', 1)[0]}:***@{where}"
+
+
+def _boolean(shown: str, name: str, query: dict[str, list[str]]) -> bool:
+    """The URL parameter `name` as a boolean (absent: False)."""
+    value = query.get(name, ["0"])[-1]
+    if value.strip().lower() in _TRUE | _FALSE:
+        return value.strip().lower() in _TRUE
+    raise ConfigError(
+        URL_KEY, f"{shown}: {name}={value!r} is not true/false, yes/no, on/off or 1/0"
+    )
 
 
 @attrs.define(eq=False)
