@@ -112,6 +112,19 @@ def test_bad_server_urls_name_the_key(url: str) -> None:
         server_configs([url], 4)
 
 
+def test_a_bad_nntp_connections_names_that_setting_not_the_url() -> None:
+    from usenet_indexer.errors import ConfigError
+
+    for wrong in (0, 501):
+        with pytest.raises(ConfigError) as refused:
+            server_configs(["nntp://127.0.0.1:11119"], wrong)
+        assert str(refused.value) == f"nntp_connections: {wrong} is not in 1..500"
+    # The URL's own connections= is still the URL's mistake.
+    with pytest.raises(ConfigError) as refused:
+        server_configs(["nntp://127.0.0.1:11119?connections=0"], 4)
+    assert str(refused.value) == "nntp: 127.0.0.1:11119: connections=0 is not in 1..500"
+
+
 def test_an_unknown_server_url_parameter_is_refused_with_a_hint() -> None:
     from usenet_indexer.errors import ConfigError
 
@@ -507,6 +520,13 @@ def test_prefetch_names_a_bad_server_url_without_its_password(
     line = _one_config_line(_prefetch(no_db_env, UIDX_NNTP=url))
     assert line == f"uidx prefetch: {said}"
     assert "S3cretPass" not in line
+
+
+def test_prefetch_names_nntp_connections_when_that_setting_is_wrong(
+    no_db_env: dict[str, str],
+) -> None:
+    done = _prefetch(no_db_env, UIDX_NNTP="nntp://127.0.0.1:11119", UIDX_NNTP_CONNECTIONS="0")
+    assert _one_config_line(done) == "uidx prefetch: nntp_connections: 0 is not in 1..500"
 
 
 # -- faults a real server does not produce on demand: an in-memory fake ---------

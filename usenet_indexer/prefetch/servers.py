@@ -43,12 +43,21 @@ PARAMETERS = frozenset({"connections", "starttls"})
 def server_configs(urls: Sequence[str], default_connections: int) -> list[ServerConfig]:
     """The servers of the `nntp` setting, in order (a group goes to the first that has it).
 
+    Args:
+        urls: the `nntp` setting.
+        default_connections: the `nntp_connections` setting, for a URL without `connections=`.
+
     Raises:
         ConfigError: no server, a bad URL, an unknown parameter (`?conections=4`) or a
-            bad `connections=` (names the key `nntp`).
+            bad `connections=` (names the key `nntp`); `default_connections` not in
+            1..MAX_CONNECTIONS (names `nntp_connections`).
     """
     if not urls:
         raise ConfigError("nntp", "the prefetcher needs at least one NNTP server (UIDX_NNTP)")
+    if not 1 <= default_connections <= MAX_CONNECTIONS:
+        raise ConfigError(
+            "nntp_connections", f"{default_connections} is not in 1..{MAX_CONNECTIONS}"
+        )
     configs = []
     for url in urls:
         target = ServerURL.parse(url)
