@@ -10,6 +10,7 @@ import zlib
 from collections.abc import AsyncIterator
 from contextlib import aclosing, asynccontextmanager
 from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -26,6 +27,7 @@ from usenet_indexer.nntp.client import (
     ServerURL,
     connect,
     masked,
+    tls_context,
 )
 from usenet_indexer.nntp.errors import (
     AuthRequired,
@@ -576,6 +578,28 @@ def test_a_bad_url_is_quoted_without_its_password(url: str) -> None:
 )
 def test_masked_hides_the_password_and_keeps_the_rest(url: str, shown: str) -> None:
     assert masked(url) == shown
+
+
+@pytest.mark.parametrize(
+    ("what", "reason"),
+    [
+        ("missing", "cannot be read: No such file or directory"),
+        ("folder", "cannot be read: Is a directory"),
+        ("not-pem", "no PEM CA certificate in it"),
+    ],
+)
+def test_a_bad_ca_file_is_a_config_error_naming_the_key_and_path(
+    tmp_path: Path, what: str, reason: str
+) -> None:
+    path = tmp_path / what
+    if what == "folder":
+        path.mkdir()
+    elif what == "not-pem":
+        path.write_text("not a certificate\n")
+    with pytest.raises(ConfigError) as refused:
+        tls_context(str(path))
+    assert refused.value.key == "nntp_ca_file"
+    assert str(refused.value).startswith(f"nntp_ca_file: {path}: {reason}")
 
 
 # -- against INN2 (tests/nntp_fixtures.py) ------------------------------------

@@ -529,6 +529,31 @@ def test_prefetch_names_nntp_connections_when_that_setting_is_wrong(
     assert _one_config_line(done) == "uidx prefetch: nntp_connections: 0 is not in 1..500"
 
 
+@pytest.mark.parametrize(
+    ("what", "reason"),
+    [
+        ("missing.pem", "cannot be read: No such file or directory"),
+        ("folder", "cannot be read: Is a directory"),
+        ("not.pem", "no PEM CA certificate in it"),
+    ],
+)
+def test_prefetch_names_a_bad_ca_file_at_start(
+    prefetch_env: dict[str, str], news_server: NewsServer, tmp_path: Path, what: str, reason: str
+) -> None:
+    # Against INN over STARTTLS and PostgreSQL: the first connection met the
+    # file and the worker ended in an exception-group traceback.
+    path = tmp_path / what
+    if what == "folder":
+        path.mkdir()
+    elif what == "not.pem":
+        path.write_text("not a certificate\n")
+    done = _prefetch(
+        prefetch_env, UIDX_NNTP=news_server.url(starttls=True), UIDX_NNTP_CA_FILE=str(path)
+    )
+    # (After "no PEM CA certificate in it", what OpenSSL says in parentheses.)
+    assert _one_config_line(done).startswith(f"uidx prefetch: nntp_ca_file: {path}: {reason}")
+
+
 # -- faults a real server does not produce on demand: an in-memory fake ---------
 
 FAR = 2**33  # article numbers past 2^32 (INN2 stops at 2^31 - 1)

@@ -652,9 +652,23 @@ class NNTPClient:
 
 
 def tls_context(ca_file: str | None = None) -> ssl.SSLContext:
-    """Certificate and host name checks on; `ca_file` adds a private CA (or a self-signed cert)."""
-    context = ssl.create_default_context(cafile=ca_file)
-    return context
+    """Certificate and host name checks on; `ca_file` adds a private CA (or a self-signed cert).
+
+    Raises:
+        ConfigError: `ca_file` cannot be read or holds no PEM certificate (names
+            the key `nntp_ca_file` and the path). The prefetcher calls this once
+            at start-up, so a mistake stops it there, not in a connection.
+    """
+    try:
+        return ssl.create_default_context(cafile=ca_file)
+    except ssl.SSLError as error:  # an OSError too: first
+        raise ConfigError(
+            "nntp_ca_file", f"{ca_file}: no PEM CA certificate in it ({error.reason or error})"
+        ) from None
+    except OSError as error:
+        raise ConfigError(
+            "nntp_ca_file", f"{ca_file}: cannot be read: {error.strerror or error}"
+        ) from None
 
 
 @asynccontextmanager

@@ -7,6 +7,7 @@ import attrs
 from usenet_indexer.config import Settings, default
 from usenet_indexer.core.retry import RetryPolicy
 from usenet_indexer.errors import ConfigError
+from usenet_indexer.nntp.client import tls_context
 from usenet_indexer.prefetch.follower import FollowOptions
 from usenet_indexer.prefetch.prober import ProbeOptions
 from usenet_indexer.spool.store import SpoolStore, as_spool, open_spool
@@ -39,7 +40,8 @@ class PrefetchOptions:
         """The options of `settings`.
 
         Raises:
-            ConfigError: a slice or chunk size below one article.
+            ConfigError: a slice or chunk size below one article, an
+                `nntp_ca_file` that cannot be read or holds no PEM certificate.
         """
         for key in ("prefetch_slice_articles", "prefetch_chunk_articles", "range_articles"):
             if getattr(settings, key) < 1:
@@ -54,6 +56,8 @@ class PrefetchOptions:
             raise ConfigError("probe_share", "is a share of the connections: at most 1")
         if settings.probe_max_body_bytes < 1 << 16:
             raise ConfigError("probe_max_body_bytes", "must be at least 65536 (a segment's)")
+        if settings.nntp_ca_file:
+            tls_context(settings.nntp_ca_file)  # loaded once here: a mistake stops the start
         return cls(
             open_spool(settings),
             settings.prefetch_slice_articles,
