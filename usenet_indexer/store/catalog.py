@@ -336,25 +336,30 @@ _BITMAP_ANY = "SELECT FROM catalog WHERE {} ORDER BY posted + 0 LIMIT 1"
 # found from the one before by catalog_newest (one index probe): a release dated
 # far from the others (a Date header in the year 9999, any bigint from a node)
 # made a walk of every period between, billions of them, till the statement's
-# timeout (a 503 to every q). The walk stops below maxage's period. The page is
+# timeout (a 503 to every q). The walk stops at maxage's period. The page is
 # read from the walked ids; its first row carries the count (NULL columns but the
 # count: past the last match).
 _WALK = """
-    WITH RECURSIVE periods(period) AS (
-        SELECT catalog_period(max(posted)) FROM catalog
+    WITH RECURSIVE floor AS (
+        SELECT catalog_period(coalesce(%s::int8, -9223372036854775808)) AS period
+    ),
+    periods(period) AS (
+        SELECT catalog_period(max(posted)) FROM catalog HAVING max(posted) IS NOT NULL
         UNION ALL
-        SELECT (SELECT catalog_period(c.posted) FROM catalog AS c
-                WHERE c.posted < (p.period << 21) ORDER BY c.posted DESC LIMIT 1)
-        FROM periods AS p
-        WHERE p.period > catalog_period(coalesce(%s::int8, -9223372036854775808))
+        SELECT older.period
+        FROM periods AS p, floor,
+             LATERAL (SELECT catalog_period(c.posted) AS period FROM catalog AS c
+                      WHERE c.posted < (p.period << 21) ORDER BY c.posted DESC LIMIT 1) AS older
+        WHERE p.period > floor.period
     ),
     walked AS MATERIALIZED (
         SELECT m.id, m.posted
-        FROM periods,
+        FROM periods, floor,
              LATERAL (SELECT id, posted FROM catalog
                       WHERE catalog_search_keys(words, season, posted)
                             @> catalog_query_keys(%s, '|' || periods.period) AND {}
                       ORDER BY posted + 0 DESC, id DESC) AS m
+        WHERE periods.period >= floor.period
         LIMIT %s)
     SELECT c.id, c.guid, c.name, c.category, c.size, c.files, c.poster, c.groups, c.posted,
            c.completion, c.season, c.episode, c.grabs, c.sources, c.state, c.imdb, c.tvdb,
