@@ -146,8 +146,6 @@ def test_without_nntp_servers_groups_add_says_so_and_plan_days_names_the_setting
     assert "backfill_days" in capsys.readouterr().err
     assert main(["ranges", "plan", "g", "--days", "3", "--from", "1", "--to", "9"]) == 78
     assert main(["ranges", "plan", "g", "--from", "1"]) == 78
-    assert main(["ranges", "plan", "g", "--days", "-1"]) == 78
-    assert main(["groups", "add", "h", "--unchecked", "--backfill-days", "-1"]) == 78
     assert main(["groups", "list"]) == 0
     listed = capsys.readouterr().out
     assert "\ng " in listed
@@ -185,3 +183,103 @@ def test_index_names_a_device_that_refuses_a_write_midway(tmp_path: Path) -> Non
         write_releases(releases, out)
     assert "/dev/full" in str(caught.value)
     assert "No space left on device" in str(caught.value)
+
+
+def _refused(capsys: pytest.CaptureFixture[str], argv: list[str], status: int, *said: str) -> None:
+    """`uidx ARGV` exits with `status`, its last line on stderr saying all of `said`."""
+    if status == 2:  # argparse's usage mistake
+        with pytest.raises(SystemExit) as exited:
+            main(argv)
+        assert exited.value.code == 2
+    else:
+        assert main(argv) == status
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    last = err.splitlines()[-1]
+    for words in said:
+        assert words in last, err
+
+
+@pytest.mark.usefixtures("env")
+@pytest.mark.parametrize(
+    ("name", "said"),
+    [
+        ("", "group name is empty"),
+        ("a b c", "contains a control character or a space"),
+        ("x\x01y", "contains a control character"),
+        ("a" * 600, "longer than 512 bytes"),
+    ],
+)
+def test_a_group_name_no_server_can_be_asked_for_is_refused(
+    name: str, said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _refused(capsys, ["groups", "add", name, "--unchecked"], 78, "uidx groups add: name:", said)
+    assert main(["groups", "list"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 1  # the heading only
+
+
+@pytest.mark.usefixtures("env")
+def test_numbers_past_what_the_database_and_the_dates_hold_are_named(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    big = "99999999999999999999"
+    for argv, option in [
+        (["ranges", "plan", "g", "--from", "1", "--to", str(2**63 - 1)], "--to"),
+        (["groups", "add", "g", "--unchecked", "--backfill-days", "999999999"], "--backfill-days"),
+        (["groups", "add", "g", "--unchecked", "--backfill-days", "-1"], "--backfill-days"),
+        (["groups", "add", "g", "--unchecked", "--high", big], "--high"),
+        (["groups", "add", "g", "--unchecked", "--low", "-10", "--high", "-5"], "--low"),
+        (["groups", "set", "g", "--backfill-days", "99999999999"], "--backfill-days"),
+        (["ranges", "plan", "g", "--from", "100", "--to", big + "999"], "--to"),
+        (["ranges", "plan", "g", "--days", "99999999"], "--days"),
+        (["ranges", "plan", "g", "--from", "1", "--to", "10", "--size", "0"], "--size"),
+        (["ranges", "retry", big], "RANGE_ID"),
+        (["users", "limits", "u1", "--requests-per-day", big], "--requests-per-day"),
+        (
+            ["generate", "--articles", "1", "--out", "x", "--first-article", big + "999"],
+            "--first-article",
+        ),
+    ]:
+        _refused(capsys, argv, 2, f"argument {option}:")
+    assert main(["groups", "add", "g", "--unchecked", "--backfill-days", "36500"]) == 0
+    assert main(["groups", "set", "g", "--backfill-days", "0"]) == 0
+    capsys.readouterr()
+    _refused(
+        capsys,
+        ["groups", "add", "h", "--unchecked", "--low", "10", "--high", "5"],
+        78,
+        "--low/--high: 10..5",
+    )
+    assert main(["groups", "list"]) == 0
+    assert "\nh " not in capsys.readouterr().out
+
+
+@pytest.mark.usefixtures("env")
+def test_ranges_near_the_largest_article_number_are_planned(
+    capsys: pytest.CaptureFixture[str], pg_url: str
+) -> None:
+    import psycopg
+
+    assert main(["groups", "add", "g", "--unchecked"]) == 0
+    top = 2**63 - 2  # the largest: a range's resume point (last + 1) is a bigint
+    argv = ["ranges", "plan", "g", "--from", str(top - 7), "--to", str(top), "--size", "3"]
+    assert main(argv) == 0
+    assert "planned 3 ranges" in capsys.readouterr().out
+    with psycopg.connect(pg_url) as conn:
+        rows = conn.execute("SELECT first_article, last_article FROM ranges ORDER BY 1").fetchall()
+    assert rows == [(top - 7, top - 5), (top - 4, top - 2), (top - 1, top)]
+
+
+@pytest.mark.usefixtures("env")
+def test_nodes_and_users_need_a_name_to_show(capsys: pytest.CaptureFixture[str]) -> None:
+    for kind in ("nodes", "users"):
+        for name, said in [
+            ("", "cannot be empty"),
+            ("a\nb", "control character"),
+            ("n" * 201, "201 characters is more than 200"),
+        ]:
+            _refused(capsys, [kind, "create", name], 2, "argument name:", said)
+    _refused(
+        capsys, ["nodes", "revoke", "nosuch"], 1, "uidx nodes revoke: no live node named nosuch"
+    )
+    assert main(["nodes", "create", "n" * 200]) == 0

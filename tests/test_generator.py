@@ -361,7 +361,7 @@ def test_generate_command_writes_lines_and_truth(
     assert truth_path == tmp_path / "overview.truth.jsonl.gz"
     with gzip.open(truth_path) as stream:
         assert Truth.load(stream) == expected.truth
-    assert "2000 lines" in capsys.readouterr().out
+    assert "2000 lines" in capsys.readouterr().err
     assert sorted(path.name for path in tmp_path.iterdir()) == [
         "overview.gz",
         "overview.truth.jsonl.gz",
@@ -397,3 +397,38 @@ def test_generate_command_takes_a_profile(tmp_path: Path) -> None:
         assert stream.read() == b"".join(line + b"\n" for line in expected.lines)
     with gzip.open(default_truth_path(out)) as stream:
         assert Truth.load(stream) == expected.truth
+
+
+def test_generate_to_standard_output_keeps_the_stream_clean(
+    tmp_path: Path, capfdbinary: pytest.CaptureFixture[bytes]
+) -> None:
+    """`uidx generate --out - --truth T | ...`: only lines on stdout, the summary on stderr."""
+    truth_path = tmp_path / "truth.jsonl"
+    assert (
+        cli.main(["generate", "--articles", "300", "--out", "-", "--truth", str(truth_path)]) == 0
+    )
+    captured = capfdbinary.readouterr()
+    lines = captured.out.splitlines()
+    assert len(lines) == 300
+    assert all(line.split(b"\t")[0].isdigit() for line in lines)
+    assert b"300 lines" in captured.err
+    with truth_path.open("rb") as stream:
+        assert Truth.load(stream).lines == 300
+
+
+def test_generate_to_standard_output_needs_a_truth_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["generate", "--articles", "10", "--out", "-"]) == 78
+    assert cli.main(["generate", "--articles", "10", "--out", "-", "--truth", "-"]) == 78
+    argv = ["generate", "--articles", "10", "--out", "x", "--first-article", str(2**63 - 5)]
+    assert cli.main(argv) == 78
+    captured = capfd.readouterr()
+    assert captured.out == ""
+    said = captured.err.splitlines()
+    assert (
+        said[0] == "uidx generate: --truth: give it with --out - (the lines go to standard output)"
+    )
+    assert said[2].startswith("uidx generate: --first-article: the last article would be")
+    assert list(tmp_path.iterdir()) == []

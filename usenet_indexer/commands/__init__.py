@@ -11,7 +11,7 @@ import contextlib
 import os
 import stat
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
@@ -22,25 +22,104 @@ from usenet_indexer.errors import OutputError
 # The path that means standard output, as in most Unix tools.
 STDOUT = "-"
 
+# The most days a command takes (a backfill, `ranges plan --days`): 100
+# years, more than usenet's age and far more than any server's retention,
+# and small enough that now - days is a date (datetime ends at year 1) and
+# fits the int column of groups.backfill_days.
+MAX_DAYS = 36_500
+
 
 def positive_int(text: str) -> int:
-    """An argparse type: an integer of at least 1."""
-    return _at_least(text, 1)
+    """An argparse type: an integer of at least 1 (and at most a bigint)."""
+    return _within(text, 1, _max_bigint())
 
 
 def non_negative_int(text: str) -> int:
-    """An argparse type: an integer of at least 0."""
-    return _at_least(text, 0)
+    """An argparse type: an integer of at least 0 (and at most a bigint)."""
+    return _within(text, 0, _max_bigint())
 
 
-def _at_least(text: str, minimum: int) -> int:
+def article_number(text: str) -> int:
+    """An argparse type: an article number, 0 up to one below PostgreSQL's largest bigint.
+
+    One below: a range's resume point, one past its last article, is a bigint too.
+    """
+    return _within(text, 0, _max_bigint() - 1)
+
+
+def row_id(text: str) -> int:
+    """An argparse type: a row's id, 1 up to PostgreSQL's bigint."""
+    return _within(text, 1, _max_bigint())
+
+
+def int_column(text: str) -> int:
+    """An argparse type: a count stored in an int column, 0 up to PostgreSQL's int."""
+    from usenet_indexer.wire.batchwire import MAX_INT
+
+    return _within(text, 0, MAX_INT)
+
+
+def _max_bigint() -> int:
+    # Imported when a number is checked: batchwire (msgpack, the core) would
+    # add ~45 ms to every command's start.
+    from usenet_indexer.wire.batchwire import MAX_BIGINT
+
+    return MAX_BIGINT
+
+
+def days(text: str) -> int:
+    """An argparse type: a number of days, 0 up to MAX_DAYS."""
+    return _within(text, 0, MAX_DAYS)
+
+
+# The longest name of a node or an API user: the tables take any text, but
+# `list` shows names in columns of 24 and a name is typed by an operator.
+MAX_NAME_CHARACTERS = 200
+
+
+def checked_name(text: str) -> str:
+    """An argparse type: the name of a node or a user, 1 to 200 printable characters."""
+    if not text:
+        raise argparse.ArgumentTypeError("a name cannot be empty")
+    if not text.isprintable():
+        raise argparse.ArgumentTypeError(f"{text!r} contains a control character")
+    if len(text) > MAX_NAME_CHARACTERS:
+        raise argparse.ArgumentTypeError(
+            f"{len(text)} characters is more than {MAX_NAME_CHARACTERS}"
+        )
+    return text
+
+
+def _within(text: str, minimum: int, maximum: int) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
     if value < minimum:
         raise argparse.ArgumentTypeError(f"{value} is less than {minimum}")
+    if value > maximum:
+        raise argparse.ArgumentTypeError(f"{value} is more than {maximum}")
     return value
+
+
+def show_secret(lines: Sequence[str], *, undone: str) -> None:
+    """Print `lines` and flush them: a secret shown once, out before what it opens is kept.
+
+    Args:
+        undone: what is not done if they cannot be shown ("node e1 not created").
+
+    Raises:
+        OutputError: standard output refused them (a full disk, an I/O error).
+        BrokenPipeError: the reader went away.
+    """
+    try:
+        print("\n".join(lines), flush=True)
+    except BrokenPipeError:
+        raise
+    except OutputError as error:
+        raise OutputError(error.path, f"{error.reason} ({undone})") from error
+    except OSError as error:
+        raise OutputError("standard output", f"{error.strerror or error} ({undone})") from error
 
 
 @attrs.define(eq=False)

@@ -13,6 +13,7 @@ import argparse
 import contextlib
 import itertools
 import logging
+import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -20,7 +21,8 @@ from pathlib import Path
 
 from isal import igzip
 
-from usenet_indexer.commands import output, positive_int
+from usenet_indexer.commands import STDOUT, output, positive_int
+from usenet_indexer.errors import ConfigError
 from usenet_indexer.gcpolicy import no_cyclic_gc
 from usenet_indexer.synth.generator import (
     DEFAULT_FIRST_ARTICLE,
@@ -30,6 +32,7 @@ from usenet_indexer.synth.generator import (
     OverviewGenerator,
 )
 from usenet_indexer.synth.truth import BinaryWriter, Truth
+from usenet_indexer.wire.batchwire import MAX_BIGINT
 
 logger = logging.getLogger(__name__)
 
@@ -59,7 +62,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.add_argument(
         "--truth",
         type=Path,
-        help="truth file, JSON lines (.gz: gzip); default: OUT without .gz plus .truth.jsonl.gz",
+        help="truth file, JSON lines (.gz: gzip); default: OUT without .gz plus .truth.jsonl.gz"
+        " (required with --out -)",
     )
     parser.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
     parser.add_argument("--group", default=DEFAULT_GROUP, help=f"group (default {DEFAULT_GROUP})")
@@ -104,7 +108,10 @@ def run(args: argparse.Namespace) -> int:
     Raises:
         OutputError: an output file cannot be written (both are opened
             before the lines are made).
+        ConfigError: the articles would pass the largest article number, or
+            --out - without --truth (or with --truth -).
     """
+    _check(args)
     config = GeneratorConfig(
         articles=args.articles,
         seed=args.seed,
@@ -124,8 +131,24 @@ def run(args: argparse.Namespace) -> int:
         elapsed = time.monotonic() - started
         truth = generator.truth()
         truth.dump(truth_stream)
-    print(_summary(truth, args.out, truth_path, elapsed))
+    # On stderr: with --out -, stdout is the lines.
+    print(_summary(truth, args.out, truth_path, elapsed), file=sys.stderr)
     return 0
+
+
+def _check(args: argparse.Namespace) -> None:
+    last = args.first_article + args.articles - 1
+    if last > MAX_BIGINT - 1:
+        # Past a bigint, no database takes the lines (one below: a range's resume point).
+        raise ConfigError(
+            "--first-article",
+            f"the last article would be {last}, past the largest article number {MAX_BIGINT - 1}",
+        )
+    if str(args.out) == STDOUT and args.truth is None:
+        # The default truth is named after OUT; a file named '-.truth.jsonl.gz' is no one's.
+        raise ConfigError("--truth", "give it with --out - (the lines go to standard output)")
+    if str(args.out) == STDOUT and str(args.truth) == STDOUT:
+        raise ConfigError("--truth", "the lines go to standard output already (--out -)")
 
 
 def _write_lines(stream: BinaryWriter, lines: Iterator[bytes]) -> None:

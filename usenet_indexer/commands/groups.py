@@ -17,13 +17,14 @@ GROUP for it (the prefetcher, `uidx ranges plan --days`).
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
 
 import trio
 
+from usenet_indexer.commands import article_number, days
 from usenet_indexer.config import Settings, from_process
-from usenet_indexer.errors import ConfigError
+from usenet_indexer.errors import ConfigError, LocalProtocolError
 from usenet_indexer.nntp.carrier import carrying
+from usenet_indexer.nntp.protocol import Group
 from usenet_indexer.store.database import opened
 from usenet_indexer.store.groups import GroupStore
 
@@ -44,20 +45,22 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     add = actions.add_parser("add", help=_ADD, description=f"{_ADD}.")
     add.add_argument("name")
-    add.add_argument("--backfill-days", type=int, help=_BACKFILL)
+    add.add_argument("--backfill-days", type=days, help=_BACKFILL)
     add.add_argument(
         "--unchecked",
         action="store_true",
         help="add it without asking a server; it is checked when one answers GROUP for it",
     )
     add.add_argument(
-        "--low", type=int, help="the server's lowest article (only with --unchecked, no servers)"
+        "--low",
+        type=article_number,
+        help="the server's lowest article (only with --unchecked, no servers)",
     )
-    add.add_argument("--high", type=int, help="the server's highest article (likewise)")
+    add.add_argument("--high", type=article_number, help="the server's highest article (likewise)")
     change = actions.add_parser("set", help=_SET, description=f"{_SET}.")
     change.add_argument("name")
     backfill = change.add_mutually_exclusive_group(required=True)
-    backfill.add_argument("--backfill-days", type=int, help=_BACKFILL)
+    backfill.add_argument("--backfill-days", type=days, help=_BACKFILL)
     backfill.add_argument("--no-backfill", action="store_true", help="index only the live head")
     for action, text in (("disable", _DISABLE), ("enable", _ENABLE)):
         actions.add_parser(action, help=text, description=f"{text}.").add_argument("name")
@@ -84,11 +87,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _add(args: argparse.Namespace, settings: Settings) -> int:
-    if args.backfill_days is not None and args.backfill_days < 0:
-        raise ConfigError("--backfill-days", "must not be negative")
+    _check_name(args.name)
     by_hand = args.low is not None or args.high is not None
     if settings.nntp and by_hand:
         raise ConfigError("--low/--high", "the NNTP servers (UIDX_NNTP) are asked instead")
+    if args.low is not None and args.high is not None and args.low > args.high:
+        # GROUP answers high < low for an empty group, but a mark typed by hand
+        # so is a mistake: the follower would plan from a high below the low.
+        raise ConfigError("--low/--high", f"{args.low}..{args.high}: the low is above the high")
     if args.unchecked:
         return _add_unchecked(args, settings)
     if not settings.nntp:
@@ -100,7 +106,7 @@ def _add(args: argparse.Namespace, settings: Settings) -> int:
             " set it, or add the group with --unchecked",
         )
     # Ask first: a group no server carries is not stored.
-    count, low, high, server = trio.run(_water_marks, settings.nntp, args.name)
+    count, low, high, server = trio.run(_water_marks, settings, args.name)
     with opened(settings) as pool:
         GroupStore(pool).add(
             args.name, backfill_days=args.backfill_days, low=low, high=high, checked=True
@@ -113,8 +119,6 @@ def _change(args: argparse.Namespace, settings: Settings) -> int:
     with opened(settings) as pool:
         groups = GroupStore(pool)
         if args.action == "set":
-            if args.backfill_days is not None and args.backfill_days < 0:
-                raise ConfigError("--backfill-days", "must not be negative")
             groups.set_backfill(args.name, args.backfill_days)
             said = (
                 "no backfill: the live head only"
@@ -146,6 +150,24 @@ def _add_unchecked(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-async def _water_marks(servers: Sequence[str], group: str) -> tuple[int, int, int, str]:
-    async with carrying(servers, group) as carrier:
+def _check_name(name: str) -> None:
+    # The NNTP layer's own rule (the GROUP command it would send): a name it
+    # refuses would be stored and then fail every poll of the prefetcher.
+    try:
+        Group(name).encode()
+    except LocalProtocolError as error:
+        raise ConfigError("name", f"{error}; no NNTP server could be asked for it") from None
+    # That rule lets other control characters through (they break no command
+    # line); no group has one, and `groups list` and `status` would print it.
+    if not name.isprintable():
+        raise ConfigError("name", f"group name contains a control character: {name!r}")
+
+
+async def _water_marks(settings: Settings, group: str) -> tuple[int, int, int, str]:
+    async with carrying(
+        settings.nntp,
+        group,
+        ca_file=settings.nntp_ca_file or None,
+        timeout_seconds=settings.nntp_timeout_seconds,
+    ) as carrier:
         return carrier.count, carrier.low, carrier.high, carrier.server

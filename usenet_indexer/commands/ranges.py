@@ -21,6 +21,7 @@ from datetime import UTC, datetime, timedelta
 import attrs
 import trio
 
+from usenet_indexer.commands import MAX_DAYS, article_number, days, positive_int, row_id
 from usenet_indexer.config import Settings, from_process
 from usenet_indexer.errors import ConfigError
 from usenet_indexer.nntp.carrier import carrying
@@ -59,16 +60,18 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         ),
     )
     plan.add_argument("group", help="the group (added with `uidx groups add`)")
-    plan.add_argument("--from", dest="first", type=int, help="first article")
-    plan.add_argument("--to", dest="last", type=int, help="last article")
+    plan.add_argument("--from", dest="first", type=article_number, help="first article")
+    plan.add_argument("--to", dest="last", type=article_number, help="last article")
     plan.add_argument(
         "--days",
-        type=int,
+        type=days,
         help="plan down to the first article posted N days ago, from below what is planned "
         "(default: the group's backfill_days); asks the NNTP servers",
     )
     plan.add_argument(
-        "--size", type=int, help="articles per range (default: the range_articles setting)"
+        "--size",
+        type=positive_int,
+        help="articles per range (default: the range_articles setting)",
     )
     plan.set_defaults(run=run)
     retry = actions.add_parser(
@@ -79,7 +82,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
             " and why) back in the plan, from their resume points: the edges lease them again."
         ),
     )
-    retry.add_argument("range_ids", metavar="RANGE_ID", type=int, nargs="*", help="a range's id")
+    retry.add_argument("range_ids", metavar="RANGE_ID", type=row_id, nargs="*", help="a range's id")
     retry.add_argument("--all", action="store_true", help="every parked range")
     retry.set_defaults(run=run_retry)
 
@@ -99,7 +102,7 @@ def run_retry(args: argparse.Namespace) -> int:
 
 def run(args: argparse.Namespace) -> int:
     settings = from_process(args.config)
-    size = args.size or settings.range_articles
+    size = settings.range_articles if args.size is None else args.size
     _check(args, size)
     with opened(settings) as pool:
         groups = GroupStore(pool)
@@ -131,8 +134,6 @@ def _check(args: argparse.Namespace, size: int) -> None:
         args.first is None or args.last is None or not 0 <= args.first <= args.last
     ):
         raise ConfigError("--from/--to", f"{args.first}..{args.last} is not a span of articles")
-    if args.days is not None and args.days < 0:
-        raise ConfigError("--days", "must not be negative")
     if size < 1:
         raise ConfigError("--size", "must be at least 1")
 
@@ -146,16 +147,29 @@ def _dated_span(
         raise ConfigError(
             "--days", f"give --from/--to or --days ({group.name} has no backfill_days)"
         )
+    if days > MAX_DAYS:
+        # Stored before `groups add` and `groups set` bounded it.
+        raise ConfigError(
+            "--days",
+            f"{group.name}'s backfill_days {days} is more than {MAX_DAYS}:"
+            " give --days, or change it with `uidx groups set`",
+        )
     if not settings.nntp:
         raise ConfigError("nntp", "ranges plan --days asks the NNTP servers: set UIDX_NNTP")
     cutoff = datetime.now(UTC) - timedelta(days=days)
-    return trio.run(_search, settings.nntp, group.name, cutoff, lowest_planned)
+    return trio.run(_search, settings, group.name, cutoff, lowest_planned)
 
 
 async def _search(
-    servers: tuple[str, ...], group: str, cutoff: datetime, lowest_planned: int | None
+    settings: Settings, group: str, cutoff: datetime, lowest_planned: int | None
 ) -> DatedSpan:
-    async with carrying(servers, group) as carrier:
+    # The servers' settings as the prefetcher takes them (prefetch/options.py).
+    async with carrying(
+        settings.nntp,
+        group,
+        ca_file=settings.nntp_ca_file or None,
+        timeout_seconds=settings.nntp_timeout_seconds,
+    ) as carrier:
         low, high = carrier.low, carrier.high
         last = high if lowest_planned is None else min(high, lowest_planned - 1)
         _progress(f"{group} on {carrier.server}: articles {low}..{high}; searching {low}..{last}")

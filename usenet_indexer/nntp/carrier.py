@@ -13,7 +13,13 @@ from contextlib import AsyncExitStack, asynccontextmanager
 import attrs
 
 from usenet_indexer.errors import RemoteProtocolError
-from usenet_indexer.nntp.client import NNTPClient, ServerURL, StreamFactory, connect
+from usenet_indexer.nntp.client import (
+    DEFAULT_TIMEOUT_SECONDS,
+    NNTPClient,
+    ServerURL,
+    StreamFactory,
+    connect,
+)
 from usenet_indexer.nntp.errors import NNTPError, NoSuchGroup
 
 logger = logging.getLogger(__name__)
@@ -39,6 +45,7 @@ async def carrying(
     group: str,
     *,
     ca_file: str | None = None,
+    timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
     open_stream: StreamFactory | None = None,
 ) -> AsyncIterator[Carrier]:
     """A connection to the first server of `urls` that carries `group`, the group selected.
@@ -56,7 +63,12 @@ async def carrying(
         async with AsyncExitStack() as stack:
             try:
                 client = await stack.enter_async_context(
-                    connect(url, ca_file=ca_file, open_stream=open_stream)
+                    connect(
+                        url,
+                        ca_file=ca_file,
+                        timeout_seconds=timeout_seconds,
+                        open_stream=open_stream,
+                    )
                 )
                 count, low, high = await client.group(group)
             except (NNTPError, RemoteProtocolError) as error:

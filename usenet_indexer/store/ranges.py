@@ -37,7 +37,8 @@ from usenet_indexer.errors import UidxError
 # Oldest first, or (backfill) newest first: ranges are leased in plan order.
 _PLAN = """
     INSERT INTO ranges (group_id, first_article, last_article, resume, kind)
-    SELECT %(group)s, f, least(f + %(size)s - 1, %(last)s), f, %(kind)s
+    -- f + least(...), not least(f + size - 1, ...): near a bigint's end f + size overflows.
+    SELECT %(group)s, f, f + least(%(size)s::bigint - 1, %(last)s::bigint - f), f, %(kind)s
     FROM generate_series(%(first)s::bigint, %(last)s::bigint, %(size)s::bigint)
          WITH ORDINALITY AS s(f, n)
     ORDER BY CASE WHEN %(newest_first)s THEN -n ELSE n END
