@@ -490,3 +490,43 @@ def test_a_reader_that_stops_reading_ends_the_command_without_a_traceback(
     assert "Traceback" not in err.decode(), err.decode()
     assert "BrokenPipe" not in err.decode()
     assert child.returncode == 1
+
+
+def _to_full_disk(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """Run `uidx ARGS` with its standard output on /dev/full (every write: no space)."""
+    with open("/dev/full", "w") as full:
+        return subprocess.run(
+            [sys.executable, "-m", "usenet_indexer", *args],
+            env=env,
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=RUN_SECONDS,
+            check=False,
+        )
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full here")
+@pytest.mark.parametrize(
+    "command",
+    [("status",), ("status", "--json"), ("groups", "list"), ("nodes", "list"), ("users", "list")],
+)
+def test_a_full_standard_output_is_one_line(
+    command: tuple[str, ...], db_env: dict[str, str]
+) -> None:
+    done = _to_full_disk(*command, env=db_env)
+    assert_refused(done, "standard output", "No space left on device", EXIT_ERROR)
+    assert len(done.stderr.splitlines()) == 1, done.stderr
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full here")
+@pytest.mark.parametrize(("kind", "made"), [("nodes", "node"), ("users", "user")])
+def test_a_secret_that_cannot_be_shown_creates_nothing(
+    kind: str, made: str, db_env: dict[str, str]
+) -> None:
+    """`uidx nodes create e1 > /dev/full`: no node whose token no one saw; the retry works."""
+    done = _to_full_disk(kind, "create", "e1", env=db_env)
+    assert_refused(done, "standard output", f"{made} e1 not created", EXIT_ERROR)
+    again = uidx(kind, "create", "e1", env=db_env)
+    assert again.returncode == 0, again.stderr
+    assert len(again.stdout.splitlines()[0]) >= 32

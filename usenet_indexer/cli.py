@@ -5,8 +5,9 @@ Each subcommand lives in `usenet_indexer.commands.<name>` and offers
 turns what goes wrong into one line on stderr and an exit status:
 
     0    done
-    1    an error (UidxError), or a file the system refused (an OSError
-         naming it: path and reason, the traceback only with -v)
+    1    an error (UidxError), a file the system refused (an OSError
+         naming it: path and reason, the traceback only with -v), or
+         standard output refused (a full disk)
     2    a usage mistake, reported by the (sub)command's own parser
     78   a configuration mistake (ConfigError, sysexits.h EX_CONFIG)
     130  interrupted (SIGINT)
@@ -21,9 +22,11 @@ import sys
 from collections.abc import Sequence
 from importlib import import_module
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TextIO, cast
 
-from usenet_indexer.errors import ConfigError, UidxError
+import attrs
+
+from usenet_indexer.errors import ConfigError, OutputError, UidxError
 
 logger = logging.getLogger(__name__)
 
@@ -99,9 +102,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.verbose:
         # One line per HTTP request of an edge is noise; -v shows them.
         logging.getLogger("httpx").setLevel(logging.WARNING)
+    stdout = sys.stdout
+    sys.stdout = cast(TextIO, _Stdout(stdout))
     try:
         _check_config_file(args.config)
         result: int = args.run(args)
+        # Out now, not at exit where a refused write is only a warning.
+        sys.stdout.flush()
     except ConfigError as error:
         # EX_CONFIG: a supervisor or systemd must not restart into the same mistake.
         return _report(command, str(error), EXIT_CONFIG)
@@ -120,7 +127,40 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _report(command, _os_problem(error), EXIT_ERROR)
     except KeyboardInterrupt:
         return 130
+    finally:
+        sys.stdout = stdout
     return result
+
+
+@attrs.define(eq=False)
+class _Stdout:
+    """Standard output whose refused writes are an OutputError naming it.
+
+    A print() that the system refuses (stdout on a full disk) raises an
+    OSError naming no file, which tells nothing of where it was written.
+    A closed pipe stays a BrokenPipeError. Everything else is the stream's.
+    """
+
+    _stream: TextIO
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            raise
+        except OSError as error:
+            raise OutputError.of("standard output", error) from error
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as error:
+            raise OutputError.of("standard output", error) from error
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._stream, name)
 
 
 def parse(parser: argparse.ArgumentParser, words: Sequence[str]) -> argparse.Namespace:
@@ -166,9 +206,21 @@ def _os_problem(error: OSError) -> str:
     return f"{where}: {error.strerror or error}"
 
 
+def _drop_refused_stdout() -> None:
+    # What standard output refused may stay in its buffer: Python would
+    # report the refusal again when it flushes stdout at exit.
+    try:
+        sys.stdout.flush()
+    except (OSError, UidxError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
 def _report(command: str, message: str, status: int) -> int:
     # Only with -v: where it was raised, for a bug report; before the
     # message, which stays the last line.
     logger.debug("%s: where it was raised", command, exc_info=True)
+    # A command that failed to write its output (`uidx nodes create` with
+    # stdout on a full disk) leaves it in stdout's buffer.
+    _drop_refused_stdout()
     print(f"{command}: {message}", file=sys.stderr)
     return status

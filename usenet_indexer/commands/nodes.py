@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 
+from usenet_indexer.commands import checked_name, show_secret
 from usenet_indexer.config import from_process
+from usenet_indexer.errors import UidxError
 from usenet_indexer.store.database import opened
 from usenet_indexer.store.nodes import NodeStore
 
@@ -21,7 +23,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="create a node and print its token (shown once)",
         description="Create a node and print its token: it is shown this once (NODE_TOKEN).",
     )
-    create.add_argument("name", help="the node's name")
+    create.add_argument("name", type=checked_name, help="the node's name")
     actions.add_parser(
         "list",
         help="the nodes, when they were last seen, what they hold",
@@ -40,16 +42,18 @@ def run(args: argparse.Namespace) -> int:
     with opened(from_process(args.config)) as pool:
         store = NodeStore(pool)
         if args.action == "create":
-            token = store.create(args.name)
-            print(token)
-            print(
-                f"(the token of {args.name}; it is shown this once: give it to the edge as NODE_TOKEN)"
-            )
+            # Shown before the node is committed: a token lost on the way
+            # (stdout on a full disk) leaves no node, and a retry works.
+            with store.creating(args.name) as token:
+                said = (
+                    f"(the token of {args.name}; it is shown this once:"
+                    " give it to the edge as NODE_TOKEN)"
+                )
+                show_secret([token, said], undone=f"node {args.name} not created")
             return 0
         if args.action == "revoke":
             if not store.revoke(args.name):
-                print(f"no live node named {args.name}")
-                return 1
+                raise UidxError(f"no live node named {args.name}")
             print(f"revoked {args.name}")
             return 0
         rows = store.list()

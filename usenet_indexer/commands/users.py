@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from usenet_indexer.commands import checked_name, int_column, show_secret
 from usenet_indexer.config import from_process
 from usenet_indexer.store.database import opened
 from usenet_indexer.store.users import UserStore
@@ -24,7 +25,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         description="Create an API user and print its key on the first line: it is shown "
         "this once (Sonarr, Radarr, SABnzbd and Prowlarr call it the API key).",
     )
-    create.add_argument("name", help="the user's name")
+    create.add_argument("name", type=checked_name, help="the user's name")
     create.add_argument(
         "--operator",
         action="store_true",
@@ -65,7 +66,8 @@ def _limit(text: str) -> int | str:
         return text
     if not (text.isascii() and text.isdigit()):
         raise argparse.ArgumentTypeError(f"a number >= 0 or 'default', not {text!r}")
-    return int(text)
+    # Stored in an int column.
+    return int_column(text)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -78,10 +80,12 @@ def run(args: argparse.Namespace) -> int:
     with opened(from_process(args.config)) as pool:
         store = UserStore(pool)
         if args.action == "create":
-            key = store.create(args.name, operator=args.operator)
-            print(key)
-            role = "operator" if args.operator else "API user"
-            print(f"(the API key of {args.name}, {role}; it is shown this once)")
+            # Shown before the user is committed: a key lost on the way
+            # (stdout on a full disk) leaves no user, and a retry works.
+            with store.creating(args.name, operator=args.operator) as key:
+                role = "operator" if args.operator else "API user"
+                said = f"(the API key of {args.name}, {role}; it is shown this once)"
+                show_secret([key, said], undone=f"user {args.name} not created")
             return 0
         if args.action == "revoke":
             store.revoke(args.name)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import secrets
+from collections.abc import Iterator
 
 import attrs
 import psycopg
@@ -64,13 +66,26 @@ class NodeStore:
         Raises:
             NodeExists: the name is taken.
         """
+        with self.creating(name) as token:
+            return token
+
+    @contextlib.contextmanager
+    def creating(self, name: str) -> Iterator[str]:
+        """Create a node, committed when the block ends, rolled back when it raises.
+
+        The block gets the token, to show it before the node exists: a token
+        that could not be shown leaves no node that no one can use.
+
+        Raises:
+            NodeExists: the name is taken.
+        """
         token = secrets.token_urlsafe(TOKEN_BYTES)
-        try:
-            with self.pool.connection() as conn:
+        with self.pool.connection() as conn, conn.transaction():
+            try:
                 conn.execute(_CREATE, (name, token_hash(token)))
-        except psycopg.errors.UniqueViolation as error:
-            raise NodeExists(f"a node named {name!r} exists already") from error
-        return token
+            except psycopg.errors.UniqueViolation as error:
+                raise NodeExists(f"a node named {name!r} exists already") from error
+            yield token
 
     def rotate(self, name: str) -> str:
         """A new token for the node `name`, created if missing (and un-revoked if revoked).

@@ -16,8 +16,9 @@ processes share one count and a limit is never overshot by a race.
 
 from __future__ import annotations
 
+import contextlib
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import date, datetime
 
 import attrs
@@ -145,13 +146,26 @@ class UserStore:
         Raises:
             UserExists: a user of that name exists.
         """
+        with self.creating(name, operator=operator) as key:
+            return key
+
+    @contextlib.contextmanager
+    def creating(self, name: str, *, operator: bool = False) -> Iterator[str]:
+        """Create a user, committed when the block ends, rolled back when it raises.
+
+        The block gets the API key, to show it before the user exists: a key
+        that could not be shown leaves no user that no one can use.
+
+        Raises:
+            UserExists: a user of that name exists.
+        """
         key = secrets.token_hex(TOKEN_BYTES // 2)
-        try:
-            with self.pool.connection() as conn:
+        with self.pool.connection() as conn, conn.transaction():
+            try:
                 conn.execute(_CREATE, (name, token_hash(key), "operator" if operator else "user"))
-        except psycopg.errors.UniqueViolation as error:
-            raise UserExists(f"an API user named {name!r} exists already") from error
-        return key
+            except psycopg.errors.UniqueViolation as error:
+                raise UserExists(f"an API user named {name!r} exists already") from error
+            yield key
 
     def authenticate(self, key: str) -> ApiUser | None:
         """The user whose key this is (its request counted), or None."""
