@@ -283,3 +283,76 @@ def test_nodes_and_users_need_a_name_to_show(capsys: pytest.CaptureFixture[str])
         capsys, ["nodes", "revoke", "nosuch"], 1, "uidx nodes revoke: no live node named nosuch"
     )
     assert main(["nodes", "create", "n" * 200]) == 0
+
+
+@pytest.mark.usefixtures("env")
+def test_spool_import_refuses_articles_spooled_already_and_leaves_no_stray_chunk(
+    tmp_path: Path,
+    pg_url: str,
+    any_spool: TestSpool,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import psycopg
+
+    for key, value in any_spool.env.items():
+        monkeypatch.setenv(key, value)
+
+    def dump(name: str, numbers: range) -> str:
+        path = tmp_path / name
+        path.write_text("".join(f"{n}\ts {n} (1/1)\tp\td\t<m{n}@x>\t\t100\t1\n" for n in numbers))
+        return str(path)
+
+    assert main(["groups", "add", "g", "--unchecked"]) == 0
+    first = dump("first.txt", range(5000, 5250))
+    imported = ["spool", "import", "--group", "g", "--chunk-articles", "100"]
+    assert main([*imported, first]) == 0
+    capsys.readouterr()
+    stored = any_spool.stored()
+    # The same dump again, then one that starts at the same article but ends elsewhere.
+    assert main([*imported, first]) == 1
+    err = capsys.readouterr().err
+    assert err.splitlines()[-1] == (
+        "uidx spool import: articles 5000..5099 of g are spooled already"
+        " (chunk 5000..5099); nothing spooled"
+    )
+    assert main([*imported, dump("other.txt", range(5000, 5040))]) == 1
+    # A dump that runs into spooled articles keeps what it spooled before them.
+    assert main([*imported, dump("below.txt", range(4800, 5010))]) == 1
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "uidx spool import: articles 5000..5009 of g are spooled already"
+        " (chunk 5000..5099); spooled before it: 2 chunks, articles 4800..4999"
+    )
+    with psycopg.connect(pg_url) as conn:
+        rows = conn.execute("SELECT first_article, last_article, path FROM spool_chunks").fetchall()
+    assert sorted((r[0], r[1]) for r in rows) == [
+        (4800, 4899),
+        (4900, 4999),
+        (5000, 5099),
+        (5100, 5199),
+        (5200, 5249),
+    ]
+    # Every chunk file is indexed, and those of the first import are untouched.
+    assert any_spool.stored() == {r[2] for r in rows}
+    assert stored < any_spool.stored()
+
+
+@pytest.mark.usefixtures("env")
+def test_spool_import_of_a_file_without_overview_lines_is_a_mistake(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["groups", "add", "g", "--unchecked"]) == 0
+    empty, noise = tmp_path / "empty.txt", tmp_path / "noise.bin"
+    empty.write_bytes(b"")
+    noise.write_bytes(bytes(range(256)) * 40)
+    capsys.readouterr()
+    for path in (empty, noise):
+        assert main(["spool", "import", str(path), "--group", "g"]) == 1
+        captured = capsys.readouterr()
+        assert captured.out == ""
+        assert captured.err.splitlines()[-1] == (
+            f"uidx spool import: {path} holds no overview lines (is it an overview dump?);"
+            " nothing spooled (--allow-empty accepts it)"
+        )
+    assert main(["spool", "import", str(empty), "--group", "g", "--allow-empty"]) == 0
+    assert "spooled 0 lines" in capsys.readouterr().out

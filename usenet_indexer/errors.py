@@ -46,6 +46,7 @@
     ├── UnknownUser              store/users
     ├── NewznabError             core/newznab: a request the newznab API refuses (its code)
     ├── GroupExists              store/groups
+    ├── SpooledAlready           commands/spool: articles of a dump are in the spool already
     ├── DecodeError              decode/errors: a probe's body does not decode (its reason)
     │   ├── YencError            decode/yenc: no =ybegin, truncated, CRC mismatch, bad field
     │   ├── Par2Error            decode/par2: not one valid PAR2 packet

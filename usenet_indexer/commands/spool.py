@@ -3,7 +3,9 @@
 Until the spool-prefetcher fills the spool from NNTP, this lets an operator
 (or a demo) feed the coordinator's stream from a dump: the lines are cut into
 chunks of --chunk-articles articles, each compressed, written atomically and
-indexed.
+indexed. Articles spooled already are refused before their chunk is written
+(the chunks before them stay imported: the message says which); a file
+without overview lines is taken for a mistake, as by `uidx index`.
 """
 
 from __future__ import annotations
@@ -11,11 +13,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+import attrs
+
 from usenet_indexer.commands import positive_int
 from usenet_indexer.config import from_process
-from usenet_indexer.errors import OutputError
+from usenet_indexer.errors import InputError, OutputError, UidxError
 from usenet_indexer.spool.dumps import check_readable, dump_chunks
-from usenet_indexer.spool.store import open_spool
+from usenet_indexer.spool.store import SpoolStore, open_spool
 from usenet_indexer.store.database import opened
 from usenet_indexer.store.groups import GroupStore
 from usenet_indexer.store.spool import SpoolChunk, SpoolIndex
@@ -42,6 +46,11 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         default=100_000,
         help="articles per chunk (default 100000)",
     )
+    imp.add_argument(
+        "--allow-empty",
+        action="store_true",
+        help="a file without overview lines is no mistake (exit status 0, nothing spooled)",
+    )
     parser.set_defaults(run=run)
 
 
@@ -49,24 +58,89 @@ def run(args: argparse.Namespace) -> int:
     """Import the dump.
 
     Raises:
-        InputError: the dump cannot be read.
+        InputError: the dump cannot be read, or holds no overview line (unless --allow-empty).
         OutputError: the spool folder cannot be written.
         DatabaseError: the database cannot be started, reached or migrated.
+        SpooledAlready: part of the dump is spooled already.
     """
     settings = from_process(args.config)
     check_readable(args.file)
     spool = open_spool(settings)
+    imported = Imported()
     with opened(settings) as pool:
         group_id = GroupStore(pool).id_of(args.group)
         index = SpoolIndex(pool)
-        chunks = lines = 0
         for first, last, text, count in dump_chunks(args.file, args.chunk_articles):
-            try:
-                path, size, codec = spool.write_chunk(args.group, first, last, text)
-            except OSError as error:
-                raise OutputError.of(error.filename or spool.describe(), error) from error
-            index.add(group_id, SpoolChunk(first, last, int(codec), str(path), count), size)
-            chunks += 1
-            lines += count
-    print(f"spooled {lines:,} lines of {args.group} in {chunks} chunks under {spool.describe()}")
+            _refuse_spooled(index, group_id, args.group, first, last, imported)
+            if not _import(
+                spool, index, group_id, args.group, SpoolChunk(first, last, 0, None, count), text
+            ):
+                # Indexed by another writer between the check and now.
+                _refuse_spooled(index, group_id, args.group, first, last, imported)
+            imported.add(first, last, count)
+    if not imported.chunks and not args.allow_empty:
+        raise InputError(
+            f"{args.file} holds no overview lines (is it an overview dump?); nothing spooled"
+            " (--allow-empty accepts it)"
+        )
+    print(
+        f"spooled {imported.lines:,} lines of {args.group} in {imported.chunks} chunks"
+        f" under {spool.describe()}"
+    )
     return 0
+
+
+class SpooledAlready(UidxError):
+    """Articles of the dump are in a chunk of the group's spool already."""
+
+
+@attrs.define
+class Imported:
+    """The chunks of this run indexed so far."""
+
+    chunks: int = 0
+    lines: int = 0
+    first: int | None = None
+    last: int | None = None
+
+    def add(self, first: int, last: int, lines: int) -> None:
+        self.chunks += 1
+        self.lines += lines
+        self.first = first if self.first is None else self.first
+        self.last = last
+
+    def said(self) -> str:
+        if not self.chunks:
+            return "nothing spooled"
+        return f"spooled before it: {self.chunks} chunks, articles {self.first}..{self.last}"
+
+
+def _refuse_spooled(
+    index: SpoolIndex, group_id: int, group: str, first: int, last: int, imported: Imported
+) -> None:
+    # Before the chunk is written: a chunk of the same articles would replace
+    # (same first and last) or shadow an indexed one.
+    spooled = index.spooled_in(group_id, first, last)
+    if spooled is not None:
+        raise SpooledAlready(
+            f"articles {first}..{last} of {group} are spooled already"
+            f" (chunk {spooled[0]}..{spooled[1]}); {imported.said()}"
+        )
+
+
+def _import(
+    spool: SpoolStore, index: SpoolIndex, group_id: int, group: str, chunk: SpoolChunk, text: bytes
+) -> bool:
+    """Write and index a chunk; False if one starting there was indexed meanwhile (none written)."""
+    try:
+        path, size, codec = spool.write_chunk(group, chunk.first, chunk.last, text)
+    except OSError as error:
+        raise OutputError.of(error.filename or spool.describe(), error) from error
+    # A chunk file without its index row is never read nor removed: gone unless indexed.
+    added = False
+    try:
+        added = index.add_new(group_id, attrs.evolve(chunk, codec=int(codec), path=str(path)), size)
+    finally:
+        if not added:
+            spool.delete([path])
+    return added

@@ -100,6 +100,14 @@ _FORGET = """
     DELETE FROM spool_chunks s USING unnest(%s::bigint[], %s::bigint[]) AS f(g, a)
     WHERE s.group_id = f.g AND s.first_article = f.a
 """
+# The chunk of a group that starts last at or before `last`: chunks do not
+# overlap, so if any chunk overlaps [first, last] this one does (one probe of
+# the primary key).
+_SPOOLED_IN = """
+    SELECT first_article, last_article FROM spool_chunks
+    WHERE group_id = %(group)s AND first_article <= %(last)s
+    ORDER BY first_article DESC LIMIT 1
+"""
 _SIZE = "SELECT count(*), coalesce(sum(bytes), 0)::bigint, coalesce(sum(lines), 0)::bigint FROM spool_chunks"
 
 
@@ -132,6 +140,14 @@ class SpoolIndex:
                 (group_id, chunk.first, chunk.last, chunk.codec, chunk.path, chunk.lines, size),
             )
             conn.execute(_NOTIFY_LANDED, (LANDED_CHANNEL, str(group_id)))
+
+    def spooled_in(self, group_id: int, first: int, last: int) -> tuple[int, int] | None:
+        """(first, last) of a chunk of the group that holds articles of [first, last], or None."""
+        with self.pool.connection() as conn:
+            row = conn.execute(_SPOOLED_IN, {"group": group_id, "last": last}).fetchone()
+        if row is None or row[1] < first:
+            return None
+        return int(row[0]), int(row[1])
 
     def add_new(self, group_id: int, chunk: SpoolChunk, size: int) -> bool:
         """Index a chunk unless one starting at the same article is there; True if added.
