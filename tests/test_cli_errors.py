@@ -530,3 +530,36 @@ def test_a_secret_that_cannot_be_shown_creates_nothing(
     again = uidx(kind, "create", "e1", env=db_env)
     assert again.returncode == 0, again.stderr
     assert len(again.stdout.splitlines()[0]) >= 32
+
+
+def test_groups_add_gives_up_on_a_silent_server_after_the_nntp_timeout(
+    db_env: dict[str, str],
+) -> None:
+    """UIDX_NNTP_TIMEOUT_SECONDS bounds the wait for a server that never answers."""
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        port = silent.getsockname()[1]
+        env = {
+            **db_env,
+            "UIDX_NNTP": f"nntp://127.0.0.1:{port}",
+            "UIDX_NNTP_TIMEOUT_SECONDS": "0.5",
+        }
+        # The default timeout (60 s) would outlast this run's deadline.
+        for argv in (("groups", "add", "g"), ("ranges", "plan", "g", "--days", "1")):
+            if argv[0] == "ranges":
+                add_group(env, "g")
+            try:
+                done = subprocess.run(
+                    [sys.executable, "-m", "usenet_indexer", *argv],
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    timeout=20,
+                    check=False,
+                )
+            except subprocess.TimeoutExpired:
+                pytest.fail(f"uidx {' '.join(argv)} waited past UIDX_NNTP_TIMEOUT_SECONDS")
+            assert "Traceback" not in done.stderr, done.stderr
+            assert done.returncode == EXIT_ERROR, done.stderr
+            assert "0.5 s" in done.stderr.splitlines()[-1], done.stderr

@@ -356,3 +356,15 @@ def test_spool_import_of_a_file_without_overview_lines_is_a_mistake(
         )
     assert main(["spool", "import", str(empty), "--group", "g", "--allow-empty"]) == 0
     assert "spooled 0 lines" in capsys.readouterr().out
+
+
+def test_seconds_that_are_no_finite_span_are_named(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv, said in [
+        (["db", "start", "--timeout", "0"], "argument --timeout: 0 is not within 1..86400"),
+        (["db", "start", "--timeout", "-1"], "argument --timeout: -1 is not within"),
+        (["db", "start", "--timeout", "nan"], "argument --timeout: 'nan' is not a finite number"),
+        (["catalog", "build", "--quiet-seconds", "nan"], "'nan' is not a finite number"),
+        (["catalog", "build", "--quiet-seconds", "inf"], "'inf' is not a finite number"),
+        (["catalog", "build", "--quiet-seconds", "1e15"], "1e+15 is not within 0.."),
+    ]:
+        _refused(capsys, argv, 2, said)

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import os
 import stat
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
@@ -88,6 +89,23 @@ def checked_name(text: str) -> str:
             f"{len(text)} characters is more than {MAX_NAME_CHARACTERS}"
         )
     return text
+
+
+def seconds(minimum: float, maximum: float) -> Callable[[str], float]:
+    """An argparse type: a finite number of seconds within [minimum, maximum]."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+        if not minimum <= value <= maximum:
+            raise argparse.ArgumentTypeError(f"{value:g} is not within {minimum:g}..{maximum:g}")
+        return value
+
+    return parse
 
 
 def _within(text: str, minimum: int, maximum: int) -> int:

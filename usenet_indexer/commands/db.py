@@ -18,6 +18,7 @@ from pathlib import Path
 import attrs
 import psycopg
 
+from usenet_indexer.commands import seconds
 from usenet_indexer.config import from_process
 from usenet_indexer.errors import ConfigError, DatabaseError
 from usenet_indexer.store.migrate import migrate
@@ -76,7 +77,11 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     actions = parser.add_subparsers(dest="db_command", required=True, metavar="ACTION")
     _add(actions, common, "start", _start, "make the cluster if needed and start it")
     actions.choices["start"].add_argument(
-        "--timeout", type=float, default=60.0, help="seconds to wait for it (default 60)"
+        "--timeout",
+        # pg_ctl waits whole seconds (0: not at all); a day is more than any start takes.
+        type=seconds(1, 86_400),
+        default=60.0,
+        help="seconds to wait for it, 1 to 86400 (default 60)",
     )
     _add(actions, common, "stop", _stop, "stop the cluster")
     actions.choices["stop"].add_argument(
@@ -136,7 +141,17 @@ def _cluster(locations: Locations) -> Cluster:
 
 def _start(args: argparse.Namespace, locations: Locations) -> int:
     cluster = _cluster(locations)
-    cluster.start(timeout_seconds=args.timeout)
+    try:
+        cluster.start(timeout_seconds=args.timeout)
+    except DatabaseError as error:
+        # Left running, not stopped: a server that is slow to start (recovery
+        # after a crash) finishes in its own time, and stopping it would undo that.
+        if not cluster.status().running:
+            raise
+        raise DatabaseError(
+            f"{error}\nPostgreSQL is running, and may still be starting:"
+            " `uidx db status` shows it, `uidx db stop` stops it"
+        ) from error
     print(_describe(cluster.status()))
     return 0
 
