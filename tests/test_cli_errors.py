@@ -302,6 +302,35 @@ def test_every_command_refuses_a_config_it_cannot_read(
     assert not out.exists()
 
 
+@pytest.mark.parametrize(
+    ("words", "variables", "named", "problem"),
+    [
+        (["status"], {"UIDX_STATEMENT_TIMEOUT_SECONDS": "inf"}, "statement_timeout", "finite"),
+        (["status"], {"UIDX_IDLE_IN_TRANSACTION_TIMEOUT_SECONDS": "nan"}, "idle_in", "finite"),
+        (["status"], {"UIDX_STATEMENT_TIMEOUT_SECONDS": "3000000"}, "statement_timeout", "most"),
+        (["status"], {"UIDX_LEASE_TTL_SECONDS": "inf"}, "lease_ttl_seconds", "finite"),
+        (["status"], {"UIDX_CATALOG_QUIET_SECONDS": "1e15"}, "catalog_quiet_seconds", "most"),
+        (
+            ["edge", "--ranges", "1"],
+            {"UIDX_BATCH_ARTICLES": "0", "COORDINATOR_URL": "http://c:1", "NODE_TOKEN": "t"},
+            "batch_articles",
+            "at least 1",
+        ),
+    ],
+)
+def test_a_setting_out_of_bounds_is_one_line_naming_it(
+    db_env: dict[str, str],
+    words: list[str],
+    variables: dict[str, str],
+    named: str,
+    problem: str,
+) -> None:
+    """Each was a traceback, a 500 on every lease or build, or minutes of retries."""
+    done = uidx(*words, env={**db_env, **variables})
+    assert_refused(done, named, problem, EXIT_CONFIG)
+    assert len(done.stderr.splitlines()) == 1, done.stderr
+
+
 def test_a_database_url_that_is_not_one_is_named(env: dict[str, str]) -> None:
     for words in (["status"], ["groups", "list"], ["users", "list"]):
         done = uidx(*words, env={**env, "DATABASE_URL": "postgres//uidx@db/uidx"})

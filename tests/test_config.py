@@ -13,6 +13,7 @@ from usenet_indexer.edge.options import EdgeOptions
 from usenet_indexer.errors import ConfigError
 from usenet_indexer.nntp.client import DEFAULT_TIMEOUT_SECONDS
 from usenet_indexer.prefetch.options import PrefetchOptions
+from usenet_indexer.store.pool import open_pool
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "systemd" / "uidx.toml.example"
 
@@ -161,3 +162,77 @@ def test_options_built_without_settings_are_the_default_settings_options(tmp_pat
         edge
     )
     assert settings.nntp_timeout_seconds == DEFAULT_TIMEOUT_SECONDS
+
+
+@pytest.mark.parametrize(
+    ("env", "file", "key", "problem"),
+    [
+        # Not finite: PostgreSQL and trio refused them at their first use.
+        ({"UIDX_STATEMENT_TIMEOUT_SECONDS": "inf"}, "", "statement_timeout_seconds", "finite"),
+        ({"UIDX_IDLE_IN_TRANSACTION_TIMEOUT_SECONDS": "nan"}, "", "idle_in", "finite"),
+        ({"UIDX_LEASE_TTL_SECONDS": "inf"}, "", "lease_ttl_seconds", "finite"),
+        ({"UIDX_LEASE_TTL_SECONDS": "nan"}, "", "lease_ttl_seconds", "finite"),
+        ({}, "lease_ttl_seconds = inf\n", "lease_ttl_seconds", "finite"),
+        ({}, f"idle_seconds = 1{'0' * 400}\n", "idle_seconds", "finite"),
+        # Past what PostgreSQL takes: milliseconds in an int, intervals from now().
+        ({"UIDX_STATEMENT_TIMEOUT_SECONDS": "3000000"}, "", "statement_timeout", "at most 2147483"),
+        ({"UIDX_STATEMENT_TIMEOUT_SECONDS": "0.0001"}, "", "statement_timeout", "at least 0.001"),
+        ({"UIDX_CATALOG_QUIET_SECONDS": "1e15"}, "", "catalog_quiet_seconds", "at most"),
+        ({"UIDX_LEASE_TTL_SECONDS": "1e12"}, "", "lease_ttl_seconds", "at most"),
+        # 0 articles, connections or bytes cuts or reads nothing.
+        ({"UIDX_BATCH_ARTICLES": "0"}, "", "batch_articles", "at least 1"),
+        ({}, "range_articles = 0\n", "range_articles", "at least 1"),
+        ({"UIDX_NNTP_CONNECTIONS": "0"}, "", "nntp_connections", "at least 1"),
+        ({"UIDX_MAX_BODY_BYTES": "0"}, "", "max_body_bytes", "at least 1"),
+        ({"UIDX_PROBE_SHARE": "1.5"}, "", "probe_share", "at most 1"),
+        ({"UIDX_SPOOL_PRESIGN_SECONDS": "604801"}, "", "spool_presign_seconds", "at most 604800"),
+        # A whole number is asked for as one, from the file and the environment.
+        ({}, "processes = 1.5\n", "processes", "must be a whole number"),
+        ({"UIDX_PROCESSES": "1.5"}, "", "processes", "must be a whole number"),
+    ],
+)
+def test_numbers_out_of_bounds_name_the_key(
+    tmp_path: Path, env: dict[str, str], file: str, key: str, problem: str
+) -> None:
+    (tmp_path / "uidx.toml").write_text(file)
+    with pytest.raises(ConfigError) as refused:
+        load({"UIDX_HOME": str(tmp_path), **env})
+    assert refused.value.key.startswith(key)
+    assert problem in refused.value.problem
+    assert "must be a number" not in str(refused.value)
+
+
+def test_numbers_at_their_bounds_are_taken(tmp_path: Path) -> None:
+    env = {
+        "UIDX_HOME": str(tmp_path),
+        "UIDX_STATEMENT_TIMEOUT_SECONDS": "0.001",
+        "UIDX_IDLE_IN_TRANSACTION_TIMEOUT_SECONDS": "2147483",
+        "UIDX_CATALOG_QUIET_SECONDS": "0",
+        "UIDX_LEASE_TTL_SECONDS": "315360000",
+        "UIDX_PROCESSES": "0",
+        "UIDX_SPOOL_BUDGET_BYTES": "0",
+        "UIDX_PROBE_SHARE": "1",
+        "UIDX_SPOOL_PRESIGN_SECONDS": "604800",
+    }
+    settings = load(env)
+    assert (settings.statement_timeout_seconds, settings.idle_in_transaction_timeout_seconds) == (
+        0.001,
+        2147483.0,
+    )
+    assert (settings.catalog_quiet_seconds, settings.lease_ttl_seconds) == (0.0, 315360000.0)
+    assert (settings.processes, settings.spool_budget_bytes, settings.probe_share) == (0, 0, 1.0)
+
+
+def test_the_timeout_bounds_are_postgresqls(tmp_path: Path, pg_url: str) -> None:
+    """Both ends of the millisecond bounds open sessions with that timeout (not off)."""
+    env = {
+        "UIDX_HOME": str(tmp_path),
+        "UIDX_STATEMENT_TIMEOUT_SECONDS": "2147483",
+        "UIDX_IDLE_IN_TRANSACTION_TIMEOUT_SECONDS": "0.001",
+    }
+    with open_pool(pg_url, load(env), max_size=1) as pool, pool.connection() as conn:
+        shown = conn.execute(
+            "SELECT current_setting('statement_timeout'),"
+            " current_setting('idle_in_transaction_session_timeout')"
+        ).fetchone()
+    assert shown == ("2147483s", "1ms")

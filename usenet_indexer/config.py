@@ -15,6 +15,7 @@ systemd/uidx.toml.example documents every key.
 from __future__ import annotations
 
 import ipaddress
+import math
 import os
 import re
 import tomllib
@@ -229,8 +230,8 @@ def load(
         The settings.
 
     Raises:
-        ConfigError: an unknown key, a value of the wrong type, a file that
-            cannot be read; the message names the key or file.
+        ConfigError: an unknown key, a value of the wrong type or out of its
+            bounds, a file that cannot be read; the message names the key or file.
     """
     home = default_home(env, is_root)
     values: dict[str, Any] = {}
@@ -286,55 +287,137 @@ def _field_names() -> set[str]:
 _MAY_BE_ZERO = frozenset({"catalog_quiet_seconds", "catalog_max_lag_seconds", "probe_share"})
 
 
+@attrs.frozen
+class _Bounds:
+    """The values a number setting may take, both ends included, and why."""
+
+    least: float = -math.inf
+    most: float = math.inf
+    why: str = ""
+
+
+# PostgreSQL keeps these timeouts as whole milliseconds in an int: under 1 ms
+# is 0, which switches the timeout off; over 2^31-1 ms the SET is refused and
+# no session of the pool ever opens.
+_MILLISECONDS = _Bounds(0.001, 2_147_483, "PostgreSQL counts it in milliseconds, in an int")
+
+# Settings PostgreSQL adds to or takes from now() as an interval: past about
+# 294,000 years the timestamp is out of range and every query with it fails.
+# Ten years is far beyond any lease or wait anyone means.
+_TEN_YEARS = _Bounds(most=10 * 365 * 24 * 3600, why="ten years")
+
+# Beyond the rules of all numbers (finite; a whole number not negative; any
+# other more than 0, or not negative if in _MAY_BE_ZERO).
+_BOUNDS = {
+    # Articles per batch, range, OVER command or chunk: 0 would cut nothing.
+    "batch_articles": _Bounds(least=1),
+    "range_articles": _Bounds(least=1),
+    "prefetch_slice_articles": _Bounds(least=1),
+    "prefetch_chunk_articles": _Bounds(least=1),
+    # 0 would refuse every batch body.
+    "max_body_bytes": _Bounds(least=1),
+    "max_inflated_bytes": _Bounds(least=1),
+    # The connections of a server whose URL names none: 0 fetches nothing.
+    "nntp_connections": _Bounds(least=1),
+    # 0: no backfill range would ever be planned.
+    "backfill_ranges_ahead": _Bounds(least=1),
+    "probe_max_body_bytes": _Bounds(least=1 << 16, why="a segment's size"),
+    "probe_share": _Bounds(most=1, why="a share of the connections"),
+    "statement_timeout_seconds": _MILLISECONDS,
+    "idle_in_transaction_timeout_seconds": _MILLISECONDS,
+    "lease_ttl_seconds": _TEN_YEARS,
+    "catalog_quiet_seconds": _TEN_YEARS,
+    # S3 (SigV4) refuses a presigned URL that lasts longer than 7 days.
+    "spool_presign_seconds": _Bounds(1, 7 * 24 * 3600, "S3 presigns for 1 s to 7 days"),
+}
+
+
 def _build(values: dict[str, Any]) -> Settings:
+    """Settings of raw values; a mistake names the key."""
     fields = {field.name: field for field in attrs.fields(Settings)}
     typed: dict[str, Any] = {}
     for key, value in values.items():
         if key not in fields:
             raise ConfigError(key, "is not a uidx setting (see systemd/uidx.toml.example)")
-        typed[key] = _convert(key, fields[key].default, value)
+        try:
+            typed[key] = _convert(key, fields[key].default, value)
+        except (TypeError, ValueError) as error:
+            raise ConfigError(key, f"{value!r}: {error}") from error
     return Settings(**typed)
 
 
 def _convert(key: str, default: object, value: object) -> object:
-    """A raw value (TOML or environment string) as the type of the key's default."""
+    """A raw value (TOML or environment string) as the type of the key's default.
+
+    Raises:
+        TypeError, ValueError: the value does not fit; the message says why.
+    """
+    if key == "home":
+        return Path(str(value)).expanduser()
+    if key == "nntp":
+        return _words(value, "a list of URLs (or, in the environment, URLs separated by spaces)")
+    if key == "trusted_proxies":
+        expected = "a list of addresses or networks (in the environment: separated by spaces)"
+        return _networks(_words(value, expected))
+    if key == "public_url":
+        return _public_url(value)
+    if key == "spool_url":
+        return _spool_url(value)
+    if key == "spool_endpoint_url" and value:
+        return _endpoint_url(value)
+    if isinstance(default, bool):
+        return _boolean(value)
+    if isinstance(default, (int, float)):
+        return _number(key, default, value)
+    if isinstance(value, str):
+        return value
+    raise TypeError("must be a string")
+
+
+def _number(key: str, default: float, value: object) -> float:
+    """A whole number if the default is one, else any finite number, within the key's bounds."""
+    if isinstance(value, bool):
+        raise TypeError("must be a number or a string, not a boolean")
+    number = _whole(value) if isinstance(default, int) else _real(value)
+    if number < 0:
+        raise ValueError("must not be negative")
+    if number == 0 and isinstance(default, float) and key not in _MAY_BE_ZERO:
+        raise ValueError("must be positive")
+    bounds = _BOUNDS.get(key, _Bounds())
+    why = f" ({bounds.why})" if bounds.why else ""
+    if number < bounds.least:
+        raise ValueError(f"must be at least {bounds.least:g}{why}")
+    if number > bounds.most:
+        raise ValueError(f"must be at most {bounds.most:.0f}{why}")
+    return number
+
+
+def _whole(value: object) -> int:
+    # int("1.5") and a TOML 1.5 are both told the same way.
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        try:
+            return int(value)
+        except ValueError:
+            pass
+    raise TypeError("must be a whole number")
+
+
+def _real(value: object) -> float:
+    if not isinstance(value, (int, float, str)):
+        raise TypeError("must be a number")
     try:
-        if key == "home":
-            return Path(str(value)).expanduser()
-        if key == "nntp":
-            return _words(
-                value, "a list of URLs (or, in the environment, URLs separated by spaces)"
-            )
-        if key == "trusted_proxies":
-            expected = "a list of addresses or networks (in the environment: separated by spaces)"
-            return _networks(_words(value, expected))
-        if key == "public_url":
-            return _public_url(value)
-        if key == "spool_url":
-            return _spool_url(value)
-        if key == "spool_endpoint_url" and value:
-            return _endpoint_url(value)
-        if isinstance(default, bool):
-            return _boolean(value)
-        if isinstance(value, bool):
-            raise TypeError("must be a number or a string, not a boolean")
-        if isinstance(default, int):
-            converted = int(value) if isinstance(value, (int, str)) else _refuse(value)
-            if converted < 0:
-                raise ValueError("must not be negative")
-            return converted
-        if isinstance(default, float):
-            converted_float = (
-                float(value) if isinstance(value, (int, float, str)) else _refuse(value)
-            )
-            if converted_float < 0 or (converted_float == 0 and key not in _MAY_BE_ZERO):
-                raise ValueError("must be positive")
-            return converted_float
-        if isinstance(value, str):
-            return value
-        raise TypeError("must be a string")
-    except (TypeError, ValueError) as error:
-        raise ConfigError(key, f"{value!r}: {error}") from error
+        number = float(value)
+    except ValueError:
+        raise TypeError("must be a number") from None
+    except OverflowError:
+        number = math.inf  # a TOML integer of hundreds of digits
+    # TOML and float() both take inf and nan: no timeout, lease or wait can
+    # be either (PostgreSQL's intervals and trio's deadlines refuse them).
+    if not math.isfinite(number):
+        raise ValueError("must be a finite number")
+    return number
 
 
 def _words(value: object, expected: str) -> tuple[str, ...]:
@@ -414,7 +497,3 @@ def _boolean(value: object) -> bool:
     if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
         return value.strip().lower() in _TRUE
     raise TypeError("must be true or false")
-
-
-def _refuse(value: object) -> int:
-    raise TypeError(f"must be a number, not {type(value).__name__}")
