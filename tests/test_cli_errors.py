@@ -316,6 +316,12 @@ def test_every_command_refuses_a_config_it_cannot_read(
             "batch_articles",
             "at least 1",
         ),
+        (
+            ["edge", "--ranges", "1"],
+            {"COORDINATOR_URL": "127.0.0.1:8750", "NODE_TOKEN": "t"},
+            "COORDINATOR_URL",
+            "http:// or https://",
+        ),
     ],
 )
 def test_a_setting_out_of_bounds_is_one_line_naming_it(

@@ -55,8 +55,8 @@ def test_environment_wins_over_the_file(tmp_path: Path) -> None:
         ({"UIDX_OFFER_BROKEN_RELEASES": "perhaps"}, "", "offer_broken_releases"),
         ({}, "offer_broken_releases = 1\n", "offer_broken_releases"),
         ({}, "listen = [\n", "uidx.toml"),
-        ({"UIDX_SPOOL": "s3://"}, "", "spool_url"),
-        ({"UIDX_SPOOL": "s3://Bad_Bucket/p"}, "", "spool_url"),
+        ({"UIDX_SPOOL": "s3://"}, "", "UIDX_SPOOL"),
+        ({"UIDX_SPOOL": "s3://Bad_Bucket/p"}, "", "UIDX_SPOOL"),
         ({}, 'spool_url = "https://bucket/p"\n', "spool_url"),
         ({"UIDX_SPOOL_URL": "s3://bucket"}, "", "UIDX_SPOOL_URL"),
         ({"AWS_ENDPOINT_URL": "localhost:8333"}, "", "spool_endpoint_url"),
@@ -236,3 +236,31 @@ def test_the_timeout_bounds_are_postgresqls(tmp_path: Path, pg_url: str) -> None
             " current_setting('idle_in_transaction_session_timeout')"
         ).fetchone()
     assert shown == ("2147483s", "1ms")
+
+
+@pytest.mark.parametrize(
+    ("env", "key", "problem"),
+    [
+        ({"COORDINATOR_URL": "127.0.0.1:8750"}, "COORDINATOR_URL", "http:// or https://"),
+        ({"COORDINATOR_URL": "ftp://x"}, "COORDINATOR_URL", "http:// or https://"),
+        ({"COORDINATOR_URL": "http://"}, "COORDINATOR_URL", "host"),
+        ({"COORDINATOR_URL": "http://u:p@c:8750"}, "COORDINATOR_URL", "no user or password"),
+        ({"COORDINATOR_URL": "http://c:99999"}, "COORDINATOR_URL", "port must be 1-65535"),
+        ({"COORDINATOR_URL": "http://c:8750/?x=1"}, "COORDINATOR_URL", "no query"),
+    ],
+)
+def test_addresses_are_checked_when_read(
+    tmp_path: Path, env: dict[str, str], key: str, problem: str
+) -> None:
+    with pytest.raises(ConfigError) as refused:
+        load({"UIDX_HOME": str(tmp_path), **env})
+    assert (refused.value.key, problem in refused.value.problem) == (key, True)
+
+
+def test_good_addresses_are_taken(tmp_path: Path) -> None:
+    home = {"UIDX_HOME": str(tmp_path)}
+    for url in ("http://c:8750", "https://indexer.example.org/uidx/", "http://[::1]:8750", ""):
+        assert load({**home, "COORDINATOR_URL": url}).coordinator_url == url
+    (tmp_path / "uidx.toml").write_text('coordinator_url = "ftp://x"\n')
+    with pytest.raises(ConfigError, match=r"^coordinator_url: "):
+        load(home)

@@ -231,19 +231,24 @@ def load(
 
     Raises:
         ConfigError: an unknown key, a value of the wrong type or out of its
-            bounds, a file that cannot be read; the message names the key or file.
+            bounds, a file that cannot be read; the message names the key
+            (the variable, for one of the environment's own names) or file.
     """
     home = default_home(env, is_root)
     values: dict[str, Any] = {}
     path = config_file if config_file is not None else home / "uidx.toml"
     if config_file is not None or path.is_file():
         values.update(_read_toml(path))
-    values.update(_from_env(env))
+    from_env = _from_env(env)
+    values.update(from_env)
     for key, names in _AWS_ENV.items():
         if not values.get(key) and (found := next((env[n] for n in names if env.get(n)), None)):
             values[key] = found
     values.setdefault("home", str(home))
-    return _build(values)
+    # A mistake in COORDINATOR_URL is told as COORDINATOR_URL: the setting's
+    # name in the file (coordinator_url) is not what the operator wrote.
+    named = {key: name for name, key in _NAMED_ENV.items() if key in from_env}
+    return _build(values, named)
 
 
 def from_process(config_file: Path | None = None) -> Settings:
@@ -332,8 +337,8 @@ _BOUNDS = {
 }
 
 
-def _build(values: dict[str, Any]) -> Settings:
-    """Settings of raw values; a mistake names the key."""
+def _build(values: dict[str, Any], named: Mapping[str, str]) -> Settings:
+    """Settings of raw values; a mistake names the key, or `named[key]` if there."""
     fields = {field.name: field for field in attrs.fields(Settings)}
     typed: dict[str, Any] = {}
     for key, value in values.items():
@@ -342,7 +347,7 @@ def _build(values: dict[str, Any]) -> Settings:
         try:
             typed[key] = _convert(key, fields[key].default, value)
         except (TypeError, ValueError) as error:
-            raise ConfigError(key, f"{value!r}: {error}") from error
+            raise ConfigError(named.get(key, key), f"{value!r}: {error}") from error
     return Settings(**typed)
 
 
@@ -354,6 +359,8 @@ def _convert(key: str, default: object, value: object) -> object:
     """
     if key == "home":
         return Path(str(value)).expanduser()
+    if key == "coordinator_url":
+        return _coordinator_url(value)
     if key == "nntp":
         return _words(value, "a list of URLs (or, in the environment, URLs separated by spaces)")
     if key == "trusted_proxies":
@@ -420,6 +427,22 @@ def _real(value: object) -> float:
     return number
 
 
+def _coordinator_url(value: object) -> str:
+    """http(s)://host[:port][/path] ("" stays: not an edge)."""
+    if not isinstance(value, str):
+        raise TypeError("must be a string")
+    url = value.strip()
+    if not url:
+        return ""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https"):
+        raise ValueError("must start with http:// or https:// (http://HOST:8750)")
+    _check_host(parts.netloc)
+    if "?" in url or "#" in url:
+        raise ValueError("must have no query (?) or fragment (#)")
+    return url
+
+
 def _words(value: object, expected: str) -> tuple[str, ...]:
     """A list of strings: a TOML list, or an environment value split at spaces."""
     if isinstance(value, str):
@@ -444,6 +467,15 @@ def _networks(values: tuple[str, ...]) -> tuple[str, ...]:
 _URL_HOST = re.compile(r"^(?:[A-Za-z0-9._-]{1,253}|\[[0-9A-Fa-f:.]{2,45}\])(?::[0-9]{1,5})?$")
 
 
+def _check_host(netloc: str) -> None:
+    """A URL's host[:port], the port in 1..65535."""
+    if not _URL_HOST.match(netloc):
+        raise ValueError("must name a host and an optional port (no user or password)")
+    _, colon, port = netloc.rpartition(":")
+    if colon and "]" not in port and not 1 <= int(port) <= 65535:
+        raise ValueError("the port must be 1-65535")
+
+
 def _public_url(value: object) -> str:
     """http(s)://host[:port][/path], without a trailing "/" ("" stays: no public URL)."""
     if not isinstance(value, str):
@@ -454,8 +486,7 @@ def _public_url(value: object) -> str:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https"):
         raise ValueError("must start with http:// or https://")
-    if not _URL_HOST.match(parts.netloc):
-        raise ValueError("must name a host and an optional port (no user or password)")
+    _check_host(parts.netloc)
     if "?" in url or "#" in url:
         raise ValueError("must have no query (?) or fragment (#)")
     return url.rstrip("/")
@@ -481,8 +512,9 @@ def _endpoint_url(value: object) -> str:
     if not isinstance(value, str):
         raise TypeError("must be a string")
     parts = urlsplit(value.strip())
-    if parts.scheme not in ("http", "https") or not _URL_HOST.match(parts.netloc):
+    if parts.scheme not in ("http", "https"):
         raise ValueError("must be http(s)://HOST[:PORT]")
+    _check_host(parts.netloc)
     return value.strip().rstrip("/")
 
 
