@@ -310,6 +310,7 @@ def test_every_command_refuses_a_config_it_cannot_read(
         (["status"], {"UIDX_STATEMENT_TIMEOUT_SECONDS": "3000000"}, "statement_timeout", "most"),
         (["status"], {"UIDX_LEASE_TTL_SECONDS": "inf"}, "lease_ttl_seconds", "finite"),
         (["status"], {"UIDX_CATALOG_QUIET_SECONDS": "1e15"}, "catalog_quiet_seconds", "most"),
+        (["status"], {"UIDX_HOME": ""}, "UIDX_HOME", "must name a folder"),
         (
             ["edge", "--ranges", "1"],
             {"UIDX_BATCH_ARTICLES": "0", "COORDINATOR_URL": "http://c:1", "NODE_TOKEN": "t"},

@@ -238,6 +238,18 @@ def test_the_timeout_bounds_are_postgresqls(tmp_path: Path, pg_url: str) -> None
     assert shown == ("2147483s", "1ms")
 
 
+@pytest.mark.parametrize("home", ["", "  ", " /srv/uidx"])
+def test_an_empty_home_is_refused_not_the_current_folder(tmp_path: Path, home: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        load({"UIDX_HOME": home})
+    assert refused.value.key == "UIDX_HOME"
+    path = tmp_path / "uidx.toml"
+    path.write_text(f"home = {home!r}\n")
+    with pytest.raises(ConfigError) as in_the_file:
+        load({}, config_file=path)
+    assert in_the_file.value.key == "home"
+
+
 @pytest.mark.parametrize(
     ("env", "key", "problem"),
     [

@@ -209,9 +209,16 @@ def default(key: str) -> Any:
 
 
 def default_home(env: Mapping[str, str], is_root: bool) -> Path:
-    """UIDX_HOME, else /var/lib/uidx as root, else ~/.local/share/uidx."""
-    if env.get("UIDX_HOME"):
-        return Path(env["UIDX_HOME"]).expanduser()
+    """UIDX_HOME, else /var/lib/uidx as root, else ~/.local/share/uidx.
+
+    Raises:
+        ConfigError: UIDX_HOME is set but empty or blank (named).
+    """
+    if "UIDX_HOME" in env:
+        try:
+            return _home(env["UIDX_HOME"])
+        except ValueError as error:
+            raise ConfigError("UIDX_HOME", f"{env['UIDX_HOME']!r}: {error}") from error
     return Path(SYSTEM_HOME if is_root else USER_HOME).expanduser()
 
 
@@ -358,7 +365,7 @@ def _convert(key: str, default: object, value: object) -> object:
         TypeError, ValueError: the value does not fit; the message says why.
     """
     if key == "home":
-        return Path(str(value)).expanduser()
+        return _home(value)
     if key == "coordinator_url":
         return _coordinator_url(value)
     if key == "nntp":
@@ -425,6 +432,19 @@ def _real(value: object) -> float:
     if not math.isfinite(number):
         raise ValueError("must be a finite number")
     return number
+
+
+def _home(value: object) -> Path:
+    """The data folder; an empty value is refused, not taken as the current folder."""
+    if not isinstance(value, str):
+        raise TypeError("must be a string")
+    if not value.strip():
+        # `UIDX_HOME=$DATA` with DATA unset: the default home would be a
+        # silent guess, and Path("") is the current folder.
+        raise ValueError("must name a folder (unset it for the default home)")
+    if value != value.strip():
+        raise ValueError("must not begin or end with spaces")
+    return Path(value).expanduser()
 
 
 def _coordinator_url(value: object) -> str:
