@@ -323,6 +323,18 @@ def test_every_command_refuses_a_config_it_cannot_read(
             "COORDINATOR_URL",
             "http:// or https://",
         ),
+        (
+            ["coordinator", "--processes", "2"],
+            {"UIDX_LISTEN": "127.0.0.1:99999"},
+            "UIDX_LISTEN",
+            "port must be 0-65535",
+        ),
+        (
+            ["coordinator"],
+            {"UIDX_METRICS_LISTEN": "127.0.0.1:99999"},
+            "metrics_listen",
+            "port must be 0-65535",
+        ),
     ],
 )
 def test_a_setting_out_of_bounds_is_one_line_naming_it(

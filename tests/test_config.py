@@ -253,6 +253,12 @@ def test_an_empty_home_is_refused_not_the_current_folder(tmp_path: Path, home: s
 @pytest.mark.parametrize(
     ("env", "key", "problem"),
     [
+        ({"UIDX_LISTEN": "127.0.0.1:99999"}, "UIDX_LISTEN", "port must be 0-65535"),
+        ({"UIDX_LISTEN": "127.0.0.1:65536"}, "UIDX_LISTEN", "port must be 0-65535"),
+        ({"UIDX_LISTEN": "8750"}, "UIDX_LISTEN", "HOST:PORT"),
+        ({"UIDX_LISTEN": ":8750"}, "UIDX_LISTEN", "HOST:PORT"),
+        ({"UIDX_LISTEN": "127.0.0.1:http"}, "UIDX_LISTEN", "HOST:PORT"),
+        ({"UIDX_METRICS_LISTEN": "127.0.0.1:99999"}, "metrics_listen", "port must be 0-65535"),
         ({"COORDINATOR_URL": "127.0.0.1:8750"}, "COORDINATOR_URL", "http:// or https://"),
         ({"COORDINATOR_URL": "ftp://x"}, "COORDINATOR_URL", "http:// or https://"),
         ({"COORDINATOR_URL": "http://"}, "COORDINATOR_URL", "host"),
@@ -271,6 +277,10 @@ def test_addresses_are_checked_when_read(
 
 def test_good_addresses_are_taken(tmp_path: Path) -> None:
     home = {"UIDX_HOME": str(tmp_path)}
+    # Port 0: any free port (the tests' coordinators); IPv6 with or without brackets.
+    for listen in ("127.0.0.1:0", "0.0.0.0:65535", "[::1]:8750", "::1:8750", "indexer:80"):
+        assert load({**home, "UIDX_LISTEN": listen}).listen == listen
+    assert load({**home, "UIDX_METRICS_LISTEN": ""}).metrics_listen == ""
     for url in ("http://c:8750", "https://indexer.example.org/uidx/", "http://[::1]:8750", ""):
         assert load({**home, "COORDINATOR_URL": url}).coordinator_url == url
     (tmp_path / "uidx.toml").write_text('coordinator_url = "ftp://x"\n')

@@ -366,6 +366,9 @@ def _convert(key: str, default: object, value: object) -> object:
     """
     if key == "home":
         return _home(value)
+    if key in ("listen", "metrics_listen"):
+        # metrics_listen may be empty (no metrics listener); listen may not.
+        return _listen(value) if value or key == "listen" else ""
     if key == "coordinator_url":
         return _coordinator_url(value)
     if key == "nntp":
@@ -445,6 +448,23 @@ def _home(value: object) -> Path:
     if value != value.strip():
         raise ValueError("must not begin or end with spaces")
     return Path(value).expanduser()
+
+
+# host:port of a listener: a name, an IPv4 address, or an IPv6 one (in
+# brackets or not: the port is after the last colon).
+_LISTEN_HOST = re.compile(r"\[?[A-Za-z0-9._:-]{1,253}\]?")
+
+
+def _listen(value: object) -> str:
+    """HOST:PORT, a port in 0..65535 (0: any free port, which tests use)."""
+    if not isinstance(value, str):
+        raise TypeError("must be a string")
+    host, colon, port = value.strip().rpartition(":")
+    if not colon or not re.fullmatch(r"[0-9]{1,5}", port) or not _LISTEN_HOST.fullmatch(host):
+        raise ValueError("must be HOST:PORT (0.0.0.0:PORT for every interface)")
+    if int(port) > 65535:
+        raise ValueError("the port must be 0-65535")
+    return value.strip()
 
 
 def _coordinator_url(value: object) -> str:
