@@ -302,6 +302,24 @@ def test_every_command_refuses_a_config_it_cannot_read(
     assert not out.exists()
 
 
+def test_a_config_that_is_no_regular_utf8_file_is_named(
+    tmp_path: Path, env: dict[str, str], dump: Path
+) -> None:
+    # A FIFO was opened for reading, which waits for a writer: for ever.
+    fifo = tmp_path / "uidx.fifo"
+    os.mkfifo(fifo)
+    out = tmp_path / "out.jsonl"
+    for words in (["status"], ["index", str(dump), "--out", str(out)]):
+        done = uidx("--config", fifo, *words, env=env)
+        assert_refused(done, fifo, "is not a regular file", EXIT_CONFIG)
+        assert len(done.stderr.splitlines()) == 1, done.stderr
+    binary = tmp_path / "binary.toml"
+    binary.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00")
+    done = uidx("--config", binary, "status", env=env)
+    assert_refused(done, binary, "is not UTF-8 TOML", EXIT_CONFIG)
+    assert len(done.stderr.splitlines()) == 1, done.stderr
+
+
 @pytest.mark.parametrize(
     ("words", "variables", "named", "problem"),
     [

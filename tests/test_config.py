@@ -286,3 +286,14 @@ def test_good_addresses_are_taken(tmp_path: Path) -> None:
     (tmp_path / "uidx.toml").write_text('coordinator_url = "ftp://x"\n')
     with pytest.raises(ConfigError, match=r"^coordinator_url: "):
         load(home)
+
+
+def test_a_settings_file_not_utf8_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "uidx.toml"
+    path.write_bytes(b'listen = "\xff"\n')
+    with pytest.raises(ConfigError) as refused:
+        load({}, config_file=path)
+    assert (refused.value.key, refused.value.problem) == (
+        str(path),
+        "is not UTF-8 TOML (at byte 10)",
+    )

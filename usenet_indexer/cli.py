@@ -26,6 +26,7 @@ from typing import Protocol, TextIO, cast
 
 import attrs
 
+from usenet_indexer.config import check_file
 from usenet_indexer.errors import ConfigError, OutputError, UidxError
 
 logger = logging.getLogger(__name__)
@@ -191,12 +192,9 @@ def chosen_parser(
 def _check_config_file(path: Path | None) -> None:
     # Every command, also one that reads no settings (index, generate): a
     # --config that names nothing readable is a mistake, never ignored.
-    if path is None:
-        return
-    try:
-        path.open("rb").close()
-    except OSError as error:
-        raise ConfigError(str(path), f"cannot be read: {error.strerror or error}") from error
+    # Nor one that is no regular file: opening a FIFO waited for a writer.
+    if path is not None:
+        check_file(path)
 
 
 def _os_problem(error: OSError) -> str:

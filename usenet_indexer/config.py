@@ -14,10 +14,12 @@ systemd/uidx.toml.example documents every key.
 
 from __future__ import annotations
 
+import io
 import ipaddress
 import math
 import os
 import re
+import stat
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -244,7 +246,9 @@ def load(
     home = default_home(env, is_root)
     values: dict[str, Any] = {}
     path = config_file if config_file is not None else home / "uidx.toml"
-    if config_file is not None or path.is_file():
+    # The home's file may be absent, but anything else there (a folder, a
+    # FIFO) is refused rather than passed over.
+    if config_file is not None or path.exists():
         values.update(_read_toml(path))
     from_env = _from_env(env)
     values.update(from_env)
@@ -266,14 +270,43 @@ def from_process(config_file: Path | None = None) -> Settings:
     return load(os.environ, config_file=config_file, is_root=os.geteuid() == 0)
 
 
-def _read_toml(path: Path) -> dict[str, Any]:
+def check_file(path: Path) -> None:
+    """Refuse a settings file that cannot be read, or is no regular file.
+
+    Opening a FIFO waits for a writer (for ever, if none comes), a device
+    may never end (/dev/zero), a folder is no settings file.
+
+    Raises:
+        ConfigError: naming the path and why.
+    """
+    _open_regular(path).close()
+
+
+def _open_regular(path: Path) -> io.BufferedReader:
+    # O_NONBLOCK: opening a FIFO for reading returns at once instead of
+    # waiting for a writer; fstat of what was opened leaves no race.
     try:
-        with path.open("rb") as stream:
-            data = tomllib.load(stream)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as error:
         raise ConfigError(str(path), f"cannot be read: {error.strerror or error}") from error
-    except tomllib.TOMLDecodeError as error:
-        raise ConfigError(str(path), f"is not valid TOML: {error}") from error
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
+        raise ConfigError(str(path), f"is {kind}, not a TOML settings file")
+    return os.fdopen(fd, "rb")
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    with _open_regular(path) as stream:
+        try:
+            data = tomllib.load(stream)
+        except OSError as error:
+            raise ConfigError(str(path), f"cannot be read: {error.strerror or error}") from error
+        except UnicodeDecodeError as error:
+            raise ConfigError(str(path), f"is not UTF-8 TOML (at byte {error.start})") from error
+        except tomllib.TOMLDecodeError as error:
+            raise ConfigError(str(path), f"is not valid TOML: {error}") from error
     return data
 
 
