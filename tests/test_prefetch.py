@@ -525,8 +525,11 @@ def test_prefetch_names_a_bad_server_url_without_its_password(
 def test_prefetch_names_nntp_connections_when_that_setting_is_wrong(
     no_db_env: dict[str, str],
 ) -> None:
+    # 0: refused where the settings are read; over the most: where the servers are.
     done = _prefetch(no_db_env, UIDX_NNTP="nntp://127.0.0.1:11119", UIDX_NNTP_CONNECTIONS="0")
-    assert _one_config_line(done) == "uidx prefetch: nntp_connections: 0 is not in 1..500"
+    assert _one_config_line(done) == "uidx prefetch: nntp_connections: '0': must be at least 1"
+    done = _prefetch(no_db_env, UIDX_NNTP="nntp://127.0.0.1:11119", UIDX_NNTP_CONNECTIONS="501")
+    assert _one_config_line(done) == "uidx prefetch: nntp_connections: 501 is not in 1..500"
 
 
 @pytest.mark.parametrize(
