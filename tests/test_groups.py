@@ -182,5 +182,8 @@ def test_changing_a_group_that_is_not_there_is_one_line_naming_it(
         assert err.count("\n") == 1
         assert "alt.binaries.none" in err
         assert "Traceback" not in err
-    assert main(["groups", "set", "alt.binaries.none", "--backfill-days", "-1"]) == EXIT_CONFIG
+    # A value no day count can be is a usage mistake, told by the option's parser (exit 2).
+    with pytest.raises(SystemExit) as refused:
+        main(["groups", "set", "alt.binaries.none", "--backfill-days", "-1"])
+    assert refused.value.code == 2
     assert "--backfill-days" in capsys.readouterr().err
