@@ -6,13 +6,19 @@ from pathlib import Path
 
 import orjson
 import pytest
+from psycopg_pool import ConnectionPool
 from s3_fixtures import TestSpool
 
 from usenet_indexer.cli import main
 from usenet_indexer.commands import index, output
+from usenet_indexer.commands import spool as spool_command
 from usenet_indexer.commands.index import index_files, write_releases
+from usenet_indexer.config import Settings
 from usenet_indexer.core.merge import CatalogRelease
 from usenet_indexer.errors import OutputError
+from usenet_indexer.spool.store import open_spool
+from usenet_indexer.store.groups import GroupStore
+from usenet_indexer.store.spool import SpoolChunk, SpoolIndex
 from usenet_indexer.synth.generator import GeneratorConfig, generate
 
 
@@ -368,3 +374,26 @@ def test_seconds_that_are_no_finite_span_are_named(capsys: pytest.CaptureFixture
         (["catalog", "build", "--quiet-seconds", "1e15"], "1e+15 is not within 0.."),
     ]:
         _refused(capsys, argv, 2, said)
+
+
+def test_an_import_that_lost_the_race_for_a_chunk_leaves_the_winners_file(
+    settings: Settings, pool: ConnectionPool
+) -> None:
+    """Another writer (a second `uidx spool import` of the dump) indexed the same
+    articles between this import's check and its index row: the file at that path is
+    the winner's now, and stays (the spool would hold an indexed chunk without its
+    file)."""
+    spool = open_spool(settings)
+    index = SpoolIndex(pool)
+    groups = GroupStore(pool)
+    groups.add("alt.test", backfill_days=None, low=1, high=20, checked=True)
+    group_id = groups.id_of("alt.test")
+    text = b"1\tsubject\n"
+    path, size, codec = spool.write_chunk("alt.test", 1, 10, text)
+    assert index.add_new(group_id, SpoolChunk(1, 10, int(codec), str(path), 1), size)
+    lost = spool_command._import(
+        spool, index, group_id, "alt.test", SpoolChunk(1, 10, 0, None, 1), text
+    )
+    assert lost is False
+    assert index.path_at(group_id, 1) == str(path)
+    assert spool.read(str(path))

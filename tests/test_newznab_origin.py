@@ -136,6 +136,10 @@ def test_the_client_behind_a_trusted_proxy_is_the_one_it_names() -> None:
     # Through two trusted proxies: the last address that is not one of them.
     assert origin.client("127.0.0.1", "203.0.113.5, 10.1.2.3") == "203.0.113.5"
     assert origin.client("127.0.0.1", "10.1.2.3") == "127.0.0.1"
+    # Some proxies add the client's port.
+    assert origin.client("127.0.0.1", "203.0.113.5:4711") == "203.0.113.5"
+    assert origin.client("127.0.0.1", "[2001:db8::1]:4711") == "2001:db8::1"
+    assert origin.client("127.0.0.1", "2001:db8::1") == "2001:db8::1"
     # From anyone else, or with a header no proxy wrote, the peer is the client.
     assert origin.client("192.0.2.9", "203.0.113.5") == "192.0.2.9"
     assert origin.client("127.0.0.1", "unknown, 203.0.113.5 x") == "127.0.0.1"

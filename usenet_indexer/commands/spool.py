@@ -14,6 +14,7 @@ import argparse
 from pathlib import Path
 
 import attrs
+import psycopg
 
 from usenet_indexer.commands import positive_int
 from usenet_indexer.config import from_process
@@ -137,10 +138,21 @@ def _import(
     except OSError as error:
         raise OutputError.of(error.filename or spool.describe(), error) from error
     # A chunk file without its index row is never read nor removed: gone unless indexed.
+    # Unless a writer that indexed the same articles meanwhile (a second import
+    # of the dump) has its row at this very path: the file is then that row's.
     added = False
     try:
         added = index.add_new(group_id, attrs.evolve(chunk, codec=int(codec), path=str(path)), size)
     finally:
-        if not added:
+        if not added and not _indexed_at(index, group_id, chunk.first, str(path)):
             spool.delete([path])
     return added
+
+
+def _indexed_at(index: SpoolIndex, group_id: int, first: int, path: str) -> bool:
+    """Whether the chunk indexed at `first` is the file at `path` (when the database
+    cannot say, it may be: a stray file is kept rather than an indexed one lost)."""
+    try:
+        return index.path_at(group_id, first) == path
+    except psycopg.Error:
+        return True

@@ -103,10 +103,8 @@ class Origin:
         if forwarded_for is None or not self.trusts(peer):
             return peer
         for value in reversed(forwarded_for.split(",")):
-            candidate = value.strip()
-            try:
-                ipaddress.ip_address(candidate)
-            except ValueError:
+            candidate = _address(value.strip())
+            if candidate is None:
                 return peer  # not an address: the header is no proxy's
             if not self.trusts(candidate):
                 return candidate
@@ -123,6 +121,19 @@ class Origin:
         if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
             address = address.ipv4_mapped
         return any(address in network for network in self.trusted)
+
+
+def _address(value: str) -> str | None:
+    """An X-Forwarded-For entry's address, without the port some proxies add
+    (`203.0.113.5:4711`, `[2001:db8::1]:4711`); None when it is no address."""
+    if value.startswith("[") and "]" in value:
+        value = value[1 : value.index("]")]
+    elif value.count(":") == 1:
+        value = value.split(":", 1)[0]
+    try:
+        return str(ipaddress.ip_address(value))
+    except ValueError:
+        return None
 
 
 def _first(value: str | None) -> str | None:

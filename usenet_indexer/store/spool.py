@@ -108,6 +108,7 @@ _SPOOLED_IN = """
     WHERE group_id = %(group)s AND first_article <= %(last)s
     ORDER BY first_article DESC LIMIT 1
 """
+_PATH_AT = "SELECT path FROM spool_chunks WHERE group_id = %s AND first_article = %s"
 _SIZE = "SELECT count(*), coalesce(sum(bytes), 0)::bigint, coalesce(sum(lines), 0)::bigint FROM spool_chunks"
 
 
@@ -148,6 +149,12 @@ class SpoolIndex:
         if row is None or row[1] < first:
             return None
         return int(row[0]), int(row[1])
+
+    def path_at(self, group_id: int, first: int) -> str | None:
+        """The file of the group's chunk that starts at `first` (None: no such chunk, or a gap)."""
+        with self.pool.connection() as conn:
+            row = conn.execute(_PATH_AT, (group_id, first)).fetchone()
+        return None if row is None else row[0]
 
     def add_new(self, group_id: int, chunk: SpoolChunk, size: int) -> bool:
         """Index a chunk unless one starting at the same article is there; True if added.
