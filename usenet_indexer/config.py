@@ -349,7 +349,8 @@ _MILLISECONDS = _Bounds(0.001, 2_147_483, "PostgreSQL counts it in milliseconds,
 # Settings PostgreSQL adds to or takes from now() as an interval: past about
 # 294,000 years the timestamp is out of range and every query with it fails.
 # Ten years is far beyond any lease or wait anyone means.
-_TEN_YEARS = _Bounds(most=10 * 365 * 24 * 3600, why="ten years")
+TEN_YEARS_SECONDS = 10 * 365 * 24 * 3600
+_TEN_YEARS = _Bounds(most=TEN_YEARS_SECONDS, why="ten years")
 
 # Beyond the rules of all numbers (finite; a whole number not negative; any
 # other more than 0, or not negative if in _MAY_BE_ZERO).
@@ -502,18 +503,7 @@ def _listen(value: object) -> str:
 
 def _coordinator_url(value: object) -> str:
     """http(s)://host[:port][/path] ("" stays: not an edge)."""
-    if not isinstance(value, str):
-        raise TypeError("must be a string")
-    url = value.strip()
-    if not url:
-        return ""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https"):
-        raise ValueError("must start with http:// or https:// (http://HOST:8750)")
-    _check_host(parts.netloc)
-    if "?" in url or "#" in url:
-        raise ValueError("must have no query (?) or fragment (#)")
-    return url
+    return _http_url(value, " (http://HOST:8750)")
 
 
 def _words(value: object, expected: str) -> tuple[str, ...]:
@@ -551,6 +541,12 @@ def _check_host(netloc: str) -> None:
 
 def _public_url(value: object) -> str:
     """http(s)://host[:port][/path], without a trailing "/" ("" stays: no public URL)."""
+    return _http_url(value).rstrip("/")
+
+
+def _http_url(value: object, example: str = "") -> str:
+    """http(s)://host[:port][/path], stripped ("" stays); `example` follows the scheme's
+    refusal."""
     if not isinstance(value, str):
         raise TypeError("must be a string")
     url = value.strip()
@@ -558,11 +554,11 @@ def _public_url(value: object) -> str:
         return ""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https"):
-        raise ValueError("must start with http:// or https://")
+        raise ValueError(f"must start with http:// or https://{example}")
     _check_host(parts.netloc)
     if "?" in url or "#" in url:
         raise ValueError("must have no query (?) or fragment (#)")
-    return url.rstrip("/")
+    return url
 
 
 def _spool_url(value: object) -> str:

@@ -9,14 +9,10 @@ from pathlib import Path
 
 from usenet_indexer.commands import output, seconds
 from usenet_indexer.commands.index import write_releases
-from usenet_indexer.config import from_process
+from usenet_indexer.config import TEN_YEARS_SECONDS, from_process
 from usenet_indexer.coordinator.catalog_build import CatalogBuild
-from usenet_indexer.errors import ConfigError
 from usenet_indexer.store.catalog import CatalogTable
 from usenet_indexer.store.database import opened
-
-# The longest --quiet-seconds: ten years.
-MAX_QUIET_SECONDS = 10 * 366 * 24 * 3600
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -38,9 +34,10 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     build.add_argument(
         "--quiet-seconds",
-        # At most ten years: the quiet time is taken from now (a date), and an
-        # incomplete release quiet for longer is long complete or gone.
-        type=seconds(0, MAX_QUIET_SECONDS),
+        # At most ten years, as the setting (config's bound): the quiet time is taken
+        # from now (a date), and an incomplete release quiet for longer is long
+        # complete or gone.
+        type=seconds(0, TEN_YEARS_SECONDS),
         help="show incomplete releases that got no chunk for this long "
         "(default: the catalog_quiet_seconds setting; 0 shows every release now)",
     )
@@ -56,11 +53,8 @@ def run(args: argparse.Namespace) -> int:
     """
     settings = from_process(args.config)
     if args.action == "build":
+        # Both bounded where they are read (the option's type, the settings).
         quiet = settings.catalog_quiet_seconds if args.quiet_seconds is None else args.quiet_seconds
-        if not 0 <= quiet <= MAX_QUIET_SECONDS:
-            raise ConfigError(
-                "catalog_quiet_seconds", f"{quiet:g} is not within 0..{MAX_QUIET_SECONDS}"
-            )
         with opened(settings) as pool:
             CatalogBuild(pool).everything(quiet)
             states = CatalogTable(pool).states()

@@ -23,7 +23,7 @@ import trio
 from usenet_indexer.commands import article_number, days
 from usenet_indexer.config import Settings, from_process
 from usenet_indexer.errors import ConfigError, LocalProtocolError
-from usenet_indexer.nntp.carrier import carrying
+from usenet_indexer.nntp.carrier import carrying_as_set
 from usenet_indexer.nntp.protocol import Group
 from usenet_indexer.store.database import opened
 from usenet_indexer.store.groups import GroupStore
@@ -164,10 +164,5 @@ def _check_name(name: str) -> None:
 
 
 async def _water_marks(settings: Settings, group: str) -> tuple[int, int, int, str]:
-    async with carrying(
-        settings.nntp,
-        group,
-        ca_file=settings.nntp_ca_file or None,
-        timeout_seconds=settings.nntp_timeout_seconds,
-    ) as carrier:
+    async with carrying_as_set(settings, group) as carrier:
         return carrier.count, carrier.low, carrier.high, carrier.server

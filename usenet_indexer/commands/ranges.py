@@ -24,7 +24,7 @@ import trio
 from usenet_indexer.commands import MAX_DAYS, article_number, days, positive_int, row_id
 from usenet_indexer.config import Settings, from_process
 from usenet_indexer.errors import ConfigError
-from usenet_indexer.nntp.carrier import carrying
+from usenet_indexer.nntp.carrier import carrying_as_set
 from usenet_indexer.nntp.dated import first_posted_since
 from usenet_indexer.store.database import opened
 from usenet_indexer.store.groups import Group, GroupStore
@@ -163,13 +163,7 @@ def _dated_span(
 async def _search(
     settings: Settings, group: str, cutoff: datetime, lowest_planned: int | None
 ) -> DatedSpan:
-    # The servers' settings as the prefetcher takes them (prefetch/options.py).
-    async with carrying(
-        settings.nntp,
-        group,
-        ca_file=settings.nntp_ca_file or None,
-        timeout_seconds=settings.nntp_timeout_seconds,
-    ) as carrier:
+    async with carrying_as_set(settings, group) as carrier:
         low, high = carrier.low, carrier.high
         last = high if lowest_planned is None else min(high, lowest_planned - 1)
         _progress(f"{group} on {carrier.server}: articles {low}..{high}; searching {low}..{last}")

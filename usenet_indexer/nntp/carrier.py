@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -21,6 +22,9 @@ from usenet_indexer.nntp.client import (
     connect,
 )
 from usenet_indexer.nntp.errors import NNTPError, NoSuchGroup
+
+if TYPE_CHECKING:
+    from usenet_indexer.config import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -91,3 +95,14 @@ async def carrying(
 
 def _where(url: str) -> str:
     return ServerURL.parse(url).server
+
+
+def carrying_as_set(settings: Settings, group: str) -> AbstractAsyncContextManager[Carrier]:
+    """`carrying` with the servers, CA file and timeout of the settings, as the
+    prefetcher takes them (prefetch/options.py): what the operator's commands ask."""
+    return carrying(
+        settings.nntp,
+        group,
+        ca_file=settings.nntp_ca_file or None,
+        timeout_seconds=settings.nntp_timeout_seconds,
+    )
