@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
@@ -297,3 +298,26 @@ def test_a_settings_file_not_utf8_is_named(tmp_path: Path) -> None:
         str(path),
         "is not UTF-8 TOML (at byte 10)",
     )
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "why"),
+    [
+        ("prefetch_chunk_articles", 0, "must be at least 1"),
+        ("probe_share", 1.5, "at most 1"),
+        ("probe_max_body_bytes", 1024, "at least 65536"),
+        ("live_poll_seconds", 0.0, "must be positive"),
+        ("live_margin_articles", -1, "must not be negative"),
+        ("lease_ttl_seconds", float("inf"), "finite"),
+        ("batch_articles", 2.5, "whole number"),
+    ],
+)
+def test_settings_made_in_code_hold_the_bounds_the_reader_checks(
+    tmp_path: Path, key: str, value: Any, why: str
+) -> None:
+    """One place for a number's bounds (config._BOUNDS): a Settings made by a command or a
+    test with attrs.evolve is refused as the reader refuses the same value, naming the key
+    (the prefetcher's options checked five of them again, differently worded)."""
+    with pytest.raises(ConfigError, match=why) as refused:
+        attrs.evolve(Settings(home=tmp_path), **{key: value})
+    assert refused.value.key == key

@@ -194,6 +194,19 @@ class Settings:
     spool_secret_access_key: str = attrs.field(default="", repr=False)
     spool_presign_seconds: int = 3600
 
+    def __attrs_post_init__(self) -> None:
+        # Every number within its bounds, however the settings were made: the
+        # reader checks each value first (and names the variable it came
+        # from); a Settings made in code or by attrs.evolve is checked here.
+        for field in attrs.fields(Settings):
+            value = getattr(self, field.name)
+            if isinstance(field.default, bool) or not isinstance(field.default, (int, float)):
+                continue
+            try:
+                _bounded(field.name, field.default, value)
+            except (TypeError, ValueError) as error:
+                raise ConfigError(field.name, f"{value!r}: {error}") from error
+
     @property
     def listen_host_port(self) -> tuple[str, int]:
         """`listen` split into host and port."""
@@ -429,7 +442,21 @@ def _number(key: str, default: float, value: object) -> float:
     """A whole number if the default is one, else any finite number, within the key's bounds."""
     if isinstance(value, bool):
         raise TypeError("must be a number or a string, not a boolean")
-    number = _whole(value) if isinstance(default, int) else _real(value)
+    return _bounded(key, default, _whole(value) if isinstance(default, int) else _real(value))
+
+
+def _bounded(key: str, default: float, number: float) -> float:
+    """`number` if it is within the key's bounds (a number's rules, then `_BOUNDS`').
+
+    Raises:
+        TypeError, ValueError: it is not; the message says why.
+    """
+    if isinstance(number, bool) or not isinstance(number, (int, float)):
+        raise TypeError("must be a number")
+    if isinstance(default, int) and not isinstance(number, int):
+        raise TypeError("must be a whole number")
+    if not math.isfinite(number):
+        raise ValueError("must be a finite number")
     if number < 0:
         raise ValueError("must not be negative")
     if number == 0 and isinstance(default, float) and key not in _MAY_BE_ZERO:

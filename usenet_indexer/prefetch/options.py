@@ -6,7 +6,6 @@ import attrs
 
 from usenet_indexer.config import Settings, default
 from usenet_indexer.core.retry import RetryPolicy
-from usenet_indexer.errors import ConfigError
 from usenet_indexer.nntp.client import tls_context
 from usenet_indexer.prefetch.follower import FollowOptions
 from usenet_indexer.prefetch.prober import ProbeOptions
@@ -40,22 +39,10 @@ class PrefetchOptions:
         """The options of `settings`.
 
         Raises:
-            ConfigError: a slice or chunk size below one article, an
-                `nntp_ca_file` that cannot be read or holds no PEM certificate.
+            ConfigError: an `nntp_ca_file` that cannot be read or holds no PEM
+                certificate. (The numbers' bounds hold already: Settings checks
+                them, config._BOUNDS.)
         """
-        for key in ("prefetch_slice_articles", "prefetch_chunk_articles", "range_articles"):
-            if getattr(settings, key) < 1:
-                raise ConfigError(key, "must be at least 1")
-        if settings.live_poll_seconds <= 0:
-            raise ConfigError("live_poll_seconds", "must be more than 0")
-        if settings.live_margin_articles < 0:
-            raise ConfigError("live_margin_articles", "must not be negative")
-        if settings.backfill_ranges_ahead < 1:
-            raise ConfigError("backfill_ranges_ahead", "must be at least 1")
-        if settings.probe_share > 1:
-            raise ConfigError("probe_share", "is a share of the connections: at most 1")
-        if settings.probe_max_body_bytes < 1 << 16:
-            raise ConfigError("probe_max_body_bytes", "must be at least 65536 (a segment's)")
         if settings.nntp_ca_file:
             tls_context(settings.nntp_ca_file)  # loaded once here: a mistake stops the start
         return cls(
