@@ -370,6 +370,10 @@ def test_the_build_reads_what_a_batch_touched_through_indexes_on_a_realistic_cat
     with stores.catalog.pool.connection() as conn, conn.transaction():
         conn.execute(sql._CATALOG_TEMP)
         plans["prune"] = _plan_in(conn, sql._CATALOG_PRUNE_OF, (keys,))
+        # The rows a build made again, some under guids the catalog has.
+        conn.execute("INSERT INTO catalog_new SELECT * FROM catalog ORDER BY id LIMIT 300")
+        conn.execute("ANALYZE catalog_new")
+        plans["held rows"] = _plan_in(conn, sql._HELD_ROWS, (keys,))
     # The batch's keys pending, as a stored batch marks them: which shards they
     # are in, which of them a builder's shards hold, and which have no release.
     with stores.catalog.pool.connection() as conn:
@@ -391,6 +395,8 @@ def test_the_build_reads_what_a_batch_touched_through_indexes_on_a_realistic_cat
     assert "releases_span" in plans["album windows"], plans["album windows"]
     assert "catalog_keys_pkey" in plans["rows"], plans["rows"]
     assert "catalog_pkey" in plans["rows"], plans["rows"]
+    assert "catalog_guid_key" in plans["held rows"], plans["held rows"]
+    assert "hashed SubPlan" in plans["held rows"], plans["held rows"]
 
 
 def test_the_builds_look_ups_stay_on_their_indexes_when_run_again_and_again(

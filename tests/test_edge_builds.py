@@ -362,6 +362,51 @@ def test_keys_no_edge_took_in_a_few_seconds_are_built_by_the_coordinator(
     assert pending_keys(edge_stores) == 0
 
 
+def pending_set(stores: Stores) -> set[bytes]:
+    with stores.catalog.pool.connection() as conn:
+        return {bytes(k) for (k,) in conn.execute("SELECT key FROM catalog_pending")}
+
+
+def test_an_edge_cannot_write_over_a_row_another_job_made(
+    edge_stores: Stores, builder: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A row's guid is its release's key: an edge's row under the guid of a catalog row made
+    of keys beside its job's leaves that row as it was (the rest of the job is written), and
+    the keys of both are built again, so that the next build makes what a whole rebuild
+    makes. (A closure that did not reach a row's every key is kept out the same way.)"""
+    batches = batches_of_generated(edge_stores, 6_000, seed=4, every=3_000)
+    next(batches)
+    first_job, first = made_by_an_edge(edge_stores, builder)
+    assert edge_stores.build.finish(builder, first_job, first, quiet_seconds=0) is not None
+    before = catalog_rows(edge_stores)
+    next(batches)
+    job_id, made = made_by_an_edge(edge_stores, builder)
+    with edge_stores.build.table.shards() as locks:
+        job = locks.jobs.job(job_id, builder)
+    assert job is not None
+    others = [e for e in first.entries if not set(e.sources) & job.keys]
+    assert others
+    victim = others[0]
+    hijack = attrs.evolve(made.entries[0], guid=victim.guid, name="HIJACKED")
+    rest = made.entries[1:]
+    built = edge_stores.build.finish(
+        builder, job_id, attrs.evolve(made, entries=(hijack, *rest)), quiet_seconds=0
+    )
+    assert built is not None
+    after = catalog_rows(edge_stores)
+    assert after[victim.guid] == before[victim.guid]
+    assert {e.guid for e in rest} <= after.keys()  # the job's other rows are written
+    assert set(victim.sources) | set(hijack.sources) <= pending_set(edge_stores)
+    assert "rows kept as they were" in caplog.text
+    assert victim.guid in caplog.text
+    # The next build (an edge's, then the coordinator's) mends what the hijack left out.
+    edge_builds(edge_stores, builder)
+    assert pending_keys(edge_stores) == 0
+    followed = catalog_rows(edge_stores)
+    edge_stores.build.everything(quiet_seconds=0)
+    assert catalog_rows(edge_stores) == followed
+
+
 def test_rows_that_are_not_the_jobs_are_refused_and_change_nothing(
     edge_stores: Stores, builder: int
 ) -> None:

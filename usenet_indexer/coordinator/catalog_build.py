@@ -46,6 +46,7 @@ Sync code, for a worker thread: psycopg stays inside store/.
 
 from __future__ import annotations
 
+import logging
 import operator
 import random
 import time
@@ -73,6 +74,8 @@ from usenet_indexer.store.catalog import (
 from usenet_indexer.store.probes import ProbeStore
 from usenet_indexer.wire.batchwire import MAX_BIGINT, MAX_INT, MIN_BIGINT, MIN_INT
 from usenet_indexer.wire.buildjob import BuildJob, BuildWireError, ReleaseRows
+
+logger = logging.getLogger(__name__)
 
 # The most shards one pending build takes: with a few builders, each takes
 # some of the posters with pending keys, and the rest are left to the others.
@@ -423,7 +426,18 @@ class CatalogBuild:
         (and the pending keys taken as built) in one transaction."""
         self.table.mark_no_album(made.no_album)
         self.probes.add_more(made.probes)
-        return self.table.write(made.entries, quiet_seconds, pending, keys)
+        written = self.table.write(made.entries, quiet_seconds, pending, keys)
+        if written.held:
+            # An edge's row under another release's guid, or a closure that did not
+            # reach every key of a row it made again: that row is not written over.
+            logger.warning(
+                "catalog build: %d rows kept as they were, made of keys beside the %d merged"
+                " (e.g. %s); their keys are built again",
+                len(written.held),
+                len(keys or ()),
+                written.held[0],
+            )
+        return written
 
 
 def _check(job: Job, made: core.Made) -> None:

@@ -168,7 +168,8 @@ _CATALOG_MERGE = """
         sources = excluded.sources, changed_at = excluded.changed_at, state = excluded.state,
         imdb = excluded.imdb, tvdb = excluded.tvdb, tvmaze = excluded.tvmaze,
         tmdb = excluded.tmdb, shown = c.shown OR excluded.shown, built_at = now()
-    WHERE (c.name, c.search_name, c.category, c.size, c.files, c.poster, c.groups, c.posted,
+    WHERE NOT c.guid = ANY(%(held)s::text[])
+      AND ((c.name, c.search_name, c.category, c.size, c.files, c.poster, c.groups, c.posted,
            c.completion, c.season, c.episode, c.probe_candidate, c.sources, c.changed_at,
            c.state, c.imdb, c.tvdb, c.tvmaze, c.tmdb)
           IS DISTINCT FROM
@@ -177,7 +178,18 @@ _CATALOG_MERGE = """
            excluded.completion, excluded.season, excluded.episode, excluded.probe_candidate,
            excluded.sources, excluded.changed_at, excluded.state, excluded.imdb,
            excluded.tvdb, excluded.tvmaze, excluded.tmdb)
-       OR (excluded.shown AND NOT c.shown)
+       OR (excluded.shown AND NOT c.shown))
+"""
+# Of the rows a build of some keys made, those the catalog has under the same guid
+# made of keys beside them: another release's row, or the same release's made of
+# more than this build merged (a guid is a release's key; an edge's job merges
+# only its keys). Such a row is not written over: it stays as it is, and its
+# sources and the entry's are marked pending again (`_PENDING_AGAIN`), so that the
+# next build merges them all (its closure starts from every one of them). The
+# keys hashed once (a hashed SubPlan), each row by catalog_guid_key.
+_HELD_ROWS = """
+    SELECT c.guid, c.sources, n.sources FROM catalog_new AS n JOIN catalog AS c ON c.guid = n.guid
+    WHERE EXISTS (SELECT FROM unnest(c.sources) AS s WHERE s NOT IN (SELECT unnest(%b::bytea[])))
 """
 _CATALOG_PRUNE_ALL = "DELETE FROM catalog WHERE guid NOT IN (SELECT guid FROM catalog_new)"
 # The rows made before from keys merged anew that the merge no longer makes
@@ -290,6 +302,15 @@ _PENDING_OF = "SELECT key, seq FROM catalog_pending WHERE key = ANY(%b)"
 # outcome for a generation's key: a repost merged from its first key's chunks;
 # its row's guid is that key), by catalog_pending_shard.
 _ORPHANS = "SELECT key, seq FROM catalog_pending WHERE shard IS NULL"
+# In key order, as a batch marks its keys (store/batches.py) and _PENDING_DONE
+# takes them: never a row each of the other's.
+_PENDING_AGAIN = f"""
+    INSERT INTO catalog_pending (key, shard)
+    SELECT k, (SELECT {PENDING_SHARD.format(poster="r.poster")} FROM releases AS r WHERE r.key = k)
+    FROM unnest(%b::bytea[]) AS k ORDER BY k
+    ON CONFLICT (key) DO UPDATE SET seq = nextval('catalog_pending_seq'),
+        shard = coalesce(excluded.shard, catalog_pending.shard)
+"""
 _GUID_SOURCES = "SELECT DISTINCT unnest(sources) FROM catalog WHERE guid = ANY(%s)"
 _SHARDS_OF = f"SELECT DISTINCT {_SHARD} FROM releases r WHERE key = ANY(%b)"
 _TRY_LOCK = f"SELECT s FROM unnest(%s::int[]) AS s WHERE pg_try_advisory_lock({_LOCK_CLASS}, s)"
@@ -950,12 +971,15 @@ class Written:
         written: of those, rows inserted or changed (the others were as they were).
         pruned: rows deleted that the merge no longer makes.
         shown: rows shown for having been quiet long enough (and not complete).
+        held: guids of rows made of keys beside the build's, kept as they were
+            (their keys pending again; see `_HELD_ROWS`).
     """
 
     rows: int
     written: int
     pruned: int
     shown: int
+    held: tuple[str, ...] = ()
 
 
 def _segments(files: Sequence[FileChunk]) -> int:
@@ -1190,19 +1214,28 @@ class CatalogTable:
 
         Rows are matched by guid (a release's grabs stay); a row as it was is
         left alone; a row made before from `keys` that is not among `entries`
-        is deleted.
+        is deleted. A row the catalog has from keys beside `keys` is not
+        written over (`_HELD_ROWS`): its keys and the entry's are pending again.
         """
         with self.pool.connection() as conn, conn.transaction():
             conn.execute(_CATALOG_TEMP)
             made = copy_entries(conn, entries, "catalog_new")
-            written = int(conn.execute(_CATALOG_MERGE, {"quiet": quiet_seconds}).rowcount)
+            held: dict[str, set[bytes]] = {}
+            if keys is not None:
+                for guid, theirs, ours in conn.execute(_HELD_ROWS, (arrays.keys(keys),)):
+                    held[guid] = {bytes(k) for k in (*theirs, *ours)}
+            merge = {"quiet": quiet_seconds, "held": sorted(held)}
+            written = int(conn.execute(_CATALOG_MERGE, merge).rowcount)
             if keys is None:
                 pruned = conn.execute(_CATALOG_PRUNE_ALL).rowcount
             else:
                 pruned = conn.execute(_CATALOG_PRUNE_OF, (arrays.keys(keys),)).rowcount
             quiet = int(conn.execute(_SHOW_QUIET, (quiet_seconds,)).rowcount)
             conn.execute(_PENDING_DONE, (arrays.keys(pending), arrays.int8s(pending.values())))
-        return Written(made, written, int(pruned), quiet)
+            if held:
+                again = sorted(set().union(*held.values()))
+                conn.execute(_PENDING_AGAIN, (arrays.keys(again),))
+        return Written(made, written, int(pruned), quiet, tuple(sorted(held)))
 
     def search(self, search: Search) -> tuple[int, list[CatalogRow]]:
         """Releases that match a search, newest first (see "How q matches" above).
