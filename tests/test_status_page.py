@@ -383,3 +383,23 @@ async def test_the_session_cookie_is_secure_when_the_public_url_is_https(
             logout = await client.post("/logout")
             assert "; Secure" in logout.headers["set-cookie"]
         nursery.cancel_scope.cancel()
+
+
+@pytest.mark.trio
+async def test_probes_metric_has_one_series_per_outcome_of_probes_done(
+    served: httpx.AsyncClient, stores: Stores
+) -> None:
+    # An article missing on a server: a retry waiting ('new'), one being probed again,
+    # one given up ('failed') and one done: each keeps the outcome of its last try.
+    with stores.catalog.pool.connection() as conn:
+        for n, state in enumerate(["new", "probing", "failed", "done"]):
+            conn.execute(
+                "INSERT INTO probe_candidates (release_key, message_id, file_name, state, outcome)"
+                " VALUES (%s, %s, 'f.par2', %s, 'article_missing')",
+                (bytes([n]) * 16, f"<m{n}@x>", state),
+            )
+    lines = (await served.get("/metrics", headers=SCRAPER)).text.splitlines()
+    probes = [line for line in lines if line.startswith("uidx_probes_total{")]
+    # One series (Prometheus keeps the first of repeats and drops the rest), of the
+    # probes through.
+    assert probes == ['uidx_probes_total{outcome="article_missing"} 2.0']

@@ -367,9 +367,15 @@ class _StoreCollector(Collector):
         batches, _ = self.catalog.stored_mark()
         yield CounterMetricFamily("uidx_batches_stored", "Batches stored.", value=batches)
         probes = CounterMetricFamily("uidx_probes", "Probes done, by outcome.", labels=["outcome"])
+        # Only the candidates that are through (done, or given up): a retry waiting
+        # ('new') or under way ('probing') keeps its last outcome, and would repeat
+        # the outcome's series and then take its count back (a counter never falls).
+        done: dict[str, int] = {}
         for count in snapshot.probes:
-            if count.outcome:
-                probes.add_metric([count.outcome], count.candidates)
+            if count.outcome and count.state in ("done", "failed"):
+                done[count.outcome] = done.get(count.outcome, 0) + count.candidates
+        for outcome, candidates in sorted(done.items()):
+            probes.add_metric([outcome], candidates)
         yield probes
         states = self.catalog.states()
         yield GaugeMetricFamily(
