@@ -403,3 +403,17 @@ async def test_probes_metric_has_one_series_per_outcome_of_probes_done(
     # One series (Prometheus keeps the first of repeats and drops the rest), of the
     # probes through.
     assert probes == ['uidx_probes_total{outcome="article_missing"} 2.0']
+
+
+@pytest.mark.trio
+async def test_a_revoked_node_says_so(
+    served: httpx.AsyncClient, stores: Stores, operator: dict[str, str]
+) -> None:
+    stores.nodes.create("edge-live")
+    stores.nodes.create("edge-gone")
+    stores.nodes.revoke("edge-gone")
+    html = (await served.get("/", params=operator)).text
+    nodes = html[html.index('<table id="nodes">') :]
+    rows = nodes[: nodes.index("</table>")].split("<tr>")
+    assert "edge-gone (revoked)" in next(row for row in rows if "edge-gone" in row)
+    assert "revoked" not in next(row for row in rows if "edge-live" in row)

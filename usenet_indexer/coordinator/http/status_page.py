@@ -210,6 +210,7 @@ class StatusPage:
             nodes=[
                 {
                     "name": row.name,
+                    "revoked": row.revoked_at is not None,
                     "leases": row.leases,
                     "last_seen": row.last_seen,
                     "current": work[row.name].current if row.name in work else None,
