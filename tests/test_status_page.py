@@ -417,3 +417,39 @@ async def test_a_revoked_node_says_so(
     rows = nodes[: nodes.index("</table>")].split("<tr>")
     assert "edge-gone (revoked)" in next(row for row in rows if "edge-gone" in row)
     assert "revoked" not in next(row for row in rows if "edge-live" in row)
+
+
+@pytest.mark.trio
+async def test_backfill_and_parked_ranges_read_as_a_person_expects(
+    served: httpx.AsyncClient, stores: Stores, operator: dict[str, str]
+) -> None:
+    from usenet_indexer.core.follow import Kind
+    from usenet_indexer.store.groups import GroupStore
+    from usenet_indexer.store.ranges import RangeStore
+
+    pool = stores.catalog.pool
+    groups, ranges = GroupStore(pool), RangeStore(pool)
+    one = groups.add("alt.binaries.one", backfill_days=1, low=1, high=5_000_000, checked=True)
+    (done,) = ranges.plan(one, 1_000_000, 1_999_999, 1_000_000, kind=Kind.BACKFILL)
+    parked = groups.add("alt.binaries.parked", low=1, high=5_000_000, checked=True)
+    (refused,) = ranges.plan(parked, 2_000_000, 2_999_999, 1_000_000)
+    with pool.connection() as conn:
+        conn.execute("UPDATE ranges SET state = 'done', resume = 2000000 WHERE id = %s", (done,))
+        conn.execute(
+            "UPDATE ranges SET state = 'failed', resume = 2500000, refusals = 3,"
+            " refusal = 'a batch past the end', failed_at = now() WHERE id = %s",
+            (refused,),
+        )
+    html = (await served.get("/", params=operator)).text
+    row = next(r for r in html.split("<tr>") if "alt.binaries.one" in r)
+    # Not "1 days, down to 1000000 of None" (the floor is found by the daemon, hourly).
+    assert "<td>1 day, down to 1,000,000</td>" in row
+    with pool.connection() as conn:
+        conn.execute("UPDATE groups SET backfill_floor = 900000, backfill_days = 2")
+    html = (await served.get("/", params=operator)).text
+    row = next(r for r in html.split("<tr>") if "alt.binaries.one" in r)
+    assert "<td>2 days, down to 1,000,000 of 900,000</td>" in row
+    table = html[html.index('<table id="parked">') :]
+    table = table[: table.index("</table>")]
+    assert "<td>2,000,000..2,999,999</td>" in table
+    assert '<td class="n">2,500,000</td>' in table

@@ -103,12 +103,15 @@ def _backfill(group: GroupRow) -> str:
     """The backfill as the page says it: its days, and the article reached."""
     if group.backfill_days is None:
         return "none"
-    said = f"{group.backfill_days} days"
-    if group.backfill_reached is None:
+    said = _plural(group.backfill_days, "day")
+    reached = group.backfill_reached
+    if reached is None:
         return f"{said}, not begun"
-    if group.backfill_floor is not None and group.backfill_reached <= group.backfill_floor:
-        return f"{said}, done (from {group.backfill_reached})"
-    return f"{said}, down to {group.backfill_reached} of {group.backfill_floor}"
+    if group.backfill_floor is None:  # the daemon has not found its first article yet
+        return f"{said}, down to {reached:,}"
+    if reached <= group.backfill_floor:
+        return f"{said}, done (from {reached:,})"
+    return f"{said}, down to {reached:,} of {group.backfill_floor:,}"
 
 
 def _percent(done: int, of: int) -> int:
@@ -199,7 +202,7 @@ class StatusPage:
                 {
                     "id": p.range_id,
                     "group": p.group,
-                    "span": f"{p.first}..{p.last}",
+                    "span": f"{p.first:,}..{p.last:,}",
                     "resume": p.resume,
                     "refusals": p.refusals,
                     "reason": p.reason,
