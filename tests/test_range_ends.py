@@ -294,7 +294,7 @@ async def test_a_range_refused_three_times_in_a_row_is_parked_until_retried(
     assert main(["status"]) == 0
     text = capsys.readouterr().out
     assert "parked ranges" in text
-    assert f"range {range_id} {GROUP} 1000..1999 at 1000: 3 refusals" in text
+    assert f"range {range_id} {GROUP} 1,000..1,999 at 1,000: 3 refusals" in text
     assert 'id="parked"' in page
     assert "past the range&#39;s end 1999" in page
     assert "uidx ranges retry" in page

@@ -342,3 +342,38 @@ def test_status_counts_whole_repairable_and_broken_releases(
         f"  {counted['whole']:,} whole, {counted.get('repairable', 0):,} repairable"
         f" (from their par2), {counted['broken']:,} broken; 0 incomplete not shown yet\n"
     ) in out
+
+
+@pytest.mark.usefixtures("env")
+def test_status_text_says_one_in_the_singular_and_figures_with_separators(
+    pool: ConnectionPool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import attrs
+
+    from usenet_indexer.commands.status import as_text
+    from usenet_indexer.store.status import SpoolSize, StatusStore
+
+    group = GroupStore(pool).add(GROUP, low=1, high=9_000_000)
+    (range_id,) = RangeStore(pool).plan(group, 1_000_000, 1_999_999, 1_000_000)
+    with pool.connection() as conn:
+        conn.execute(
+            "UPDATE ranges SET state = 'failed', resume = 1500000, refusals = 3,"
+            " refusal = 'a batch past the end', failed_at = now()"
+        )
+    snapshot = StatusStore(pool).snapshot()
+    one = attrs.evolve(
+        snapshot,
+        spool=SpoolSize(1, 2_000_000, 1),
+        throughput=attrs.evolve(
+            snapshot.throughput,
+            batches=1,
+            headers=1,
+            release_chunks=1,
+            first_stored_at=snapshot.taken_at,
+            last_stored_at=snapshot.taken_at,
+        ),
+    )
+    text = "\n".join(as_text(one))
+    assert "\nspool: 1 chunk, 2.0 MB, 1 line\n" in text
+    assert "\n  1 batch, 1 header, 1 release chunk, stored at " in text
+    assert f"  range {range_id} {GROUP} 1,000,000..1,999,999 at 1,500,000: 3 refusals" in text

@@ -91,7 +91,8 @@ def as_text(status: Status) -> list[str]:
         lines += _server_lines(v)
     spool = status.spool
     lines.append(
-        f"spool: {spool.chunks:,} chunks, {spool.bytes / 1e6:,.1f} MB, {spool.lines:,} lines"
+        f"spool: {_plural(spool.chunks, 'chunk')}, {spool.bytes / 1e6:,.1f} MB,"
+        f" {_plural(spool.lines, 'line')}"
     )
     lines.append("probes (obfuscated releases: one body read for their real names)")
     if not status.probes:
@@ -107,7 +108,7 @@ def _parked_lines(parked: tuple[ParkedRange, ...]) -> list[str]:
     lines = ["parked ranges (refused again and again; `uidx ranges retry ID` plans one again)"]
     for p in parked:
         lines.append(
-            f"  range {p.range_id} {p.group} {p.first}..{p.last} at {p.resume}:"
+            f"  range {p.range_id} {p.group} {p.first:,}..{p.last:,} at {p.resume:,}:"
             f" {_plural(p.refusals, 'refusal')}, parked {_clock(p.failed_at)}: {p.reason}"
         )
     return lines
@@ -138,7 +139,9 @@ def _throughput_lines(t: Throughput) -> list[str]:
     if t.batches == 0 or t.first_stored_at is None or t.last_stored_at is None:
         return [head, "  none"]
     batches = _plural(t.batches, "batch", "batches")
-    stored = f"  {batches}, {t.headers:,} headers, {t.release_chunks:,} release chunks"
+    stored = (
+        f"  {batches}, {_plural(t.headers, 'header')}, {_plural(t.release_chunks, 'release chunk')}"
+    )
     ago = f"; the last one {t.idle_seconds or 0:,.0f} s ago"
     if t.batches == 1:
         return [
