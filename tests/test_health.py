@@ -18,6 +18,7 @@ from psycopg_pool import ConnectionPool
 from test_status_page import SCRAPER, operator, read, served  # noqa: F401 (fixtures)
 
 from usenet_indexer.cli import main
+from usenet_indexer.config import Settings
 from usenet_indexer.coordinator.stores import Stores
 from usenet_indexer.core.health import (
     SILENT_SECONDS,
@@ -268,3 +269,26 @@ async def test_a_coordinator_that_stops_reporting_shows_as_silent_on_the_page_an
         m for m in metrics if m.startswith('uidx_health_since_seconds{component="coordinator"')
     ]
     assert float(since.split()[1]) < datetime.now(UTC).timestamp() - 100
+
+
+def test_a_silent_process_is_told_in_utc_whatever_the_sessions_time_zone(
+    pg_url: str, settings: Settings
+) -> None:
+    # A DATABASE_URL of a server whose TimeZone is not UTC (a distribution's default is
+    # the machine's): the detail said Tokyo's clock, unmarked, beside the UTC "since".
+    from psycopg import conninfo
+
+    from usenet_indexer.store.pool import open_pool
+    from usenet_indexer.store.status import StatusStore
+
+    tokyo = conninfo.make_conninfo(pg_url, options="-c TimeZone=Asia/Tokyo")
+    with open_pool(tokyo, settings) as pool:
+        with pool.connection() as conn:
+            conn.execute(
+                "INSERT INTO health (component, subject, reporter, state, since, seen_at)"
+                " VALUES ('prefetcher', 'h:1', 'h:1', 'ok', '2025-05-01 12:00:00+00',"
+                " '2025-05-01 12:00:00+00')"
+            )
+        (silent,) = StatusStore(pool).health()
+    assert silent.state is State.SILENT
+    assert silent.detail == "no report since 2025-05-01 12:00:00 UTC"

@@ -25,7 +25,7 @@ from __future__ import annotations
 import enum
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import attrs
 
@@ -105,7 +105,8 @@ def judged(
         if row.reporter not in silent:
             shown.append(row)
         elif row.component in HEARTBEATS:
-            detail = f"no report since {row.seen_at:%Y-%m-%d %H:%M:%S}"
+            # In UTC, as every time shown (the session's time zone is the server's).
+            detail = f"no report since {row.seen_at.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"
             shown.append(attrs.evolve(row, state=State.SILENT, detail=detail, since=row.seen_at))
     return sorted(shown, key=lambda r: (r.healthy, r.component, r.subject, r.reporter))
 
