@@ -292,3 +292,31 @@ def test_a_silent_process_is_told_in_utc_whatever_the_sessions_time_zone(
         (silent,) = StatusStore(pool).health()
     assert silent.state is State.SILENT
     assert silent.detail == "no report since 2025-05-01 12:00:00 UTC"
+
+
+@pytest.mark.trio
+async def test_the_ok_summary_counts_subjects_as_the_metrics_do(
+    served: httpx.AsyncClient,  # noqa: F811 (the fixture)
+    stores: Stores,
+    operator: dict[str, str],  # noqa: F811 (the fixture)
+) -> None:
+    from usenet_indexer.commands.status import health_lines
+    from usenet_indexer.store.status import StatusStore
+
+    # Two prefetchers (each with its own pid) on one NNTP server and one spool.
+    for reporter in ("a:1", "b:2"):
+        stores.health.report(
+            reporter,
+            "prefetcher",
+            [
+                Observed("server", "news.example:563", State.OK),
+                Observed("spool", "/var/lib/uidx/spool", State.OK),
+            ],
+        )
+    health = StatusStore(stores.catalog.pool).health()
+    assert health_lines(health) == ["health", "  ok: 2 prefetchers, 1 server, 1 spool"]
+    page = " ".join(" ".join(read((await served.get("/", params=operator)).text).text).split())
+    assert "OK: 2 prefetchers, 1 server, 1 spool." in page
+    metrics = (await served.get("/metrics", headers=SCRAPER)).text.splitlines()
+    assert 'uidx_health{component="server",state="ok"} 1.0' in metrics
+    assert 'uidx_health{component="prefetcher",state="ok"} 2.0' in metrics

@@ -112,9 +112,11 @@ def judged(
 
 
 def healthy(rows: Iterable[Health]) -> list[tuple[str, int]]:
-    """How many rows of each component are ok, by component: the "ok: ..." summary of
-    `uidx status` and the page."""
-    return sorted(Counter(r.component for r in rows if r.healthy).items())
+    """How many subjects of each component are ok, by component: the "ok: ..." summary of
+    `uidx status` and the page. A subject two reporters see ok counts once, as in
+    `counts` (/metrics): two prefetchers on one NNTP server are one server."""
+    ok = {(r.component, r.subject) for r in rows if r.healthy}
+    return sorted(Counter(component for component, _ in ok).items())
 
 
 def counts(rows: Sequence[Health]) -> dict[tuple[str, str], int]:
