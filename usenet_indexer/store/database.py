@@ -28,7 +28,9 @@ def migrate_url(url: str) -> list[str]:
         with psycopg.connect(url, autocommit=True) as conn:
             return migrate(conn)
     except psycopg.Error as error:
-        raise DatabaseError(f"cannot migrate the database: {error}") from error
+        # One line: libpq adds its hint on a line of its own ("\tIs the server running...").
+        said = " ".join(str(error).split())
+        raise DatabaseError(f"cannot migrate the database: {said}") from error
 
 
 @contextmanager
@@ -46,7 +48,12 @@ def opened(settings: Settings, *, max_size: int = 4) -> Iterator[ConnectionPool]
     if cluster is not None and not cluster.status().running:
         log.info("starting the embedded PostgreSQL in %s (uidx db stop stops it)", cluster.data_dir)
         cluster.start()
-    applied = migrate_url(url)
+    try:
+        applied = migrate_url(url)
+    except DatabaseError as error:
+        if cluster is None:  # the operator's DATABASE_URL: say which setting to look at
+            raise DatabaseError(f"DATABASE_URL: {error}") from error
+        raise
     if applied:
         log.info("applied migrations: %s", ", ".join(applied))
     with open_pool(url, settings, max_size=max_size) as pool:
