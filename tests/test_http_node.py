@@ -526,6 +526,16 @@ async def test_bad_batch_bodies_get_4xx_and_store_nothing(
             {},
             "range",
         ),
+        # The range is of GROUP: a batch of another group is not its batch (not
+        # counted against the range either: the snapshot below holds its refusals).
+        (
+            422,
+            encode_batch(
+                pack_batch(empty_batch(group="alt.binaries.other")), range_id=range_id, epoch=epoch
+            ),
+            {},
+            f"group: the batch is of alt.binaries.other, range {range_id} is of {GROUP}",
+        ),
     ]
     # A batch past the range's end is refused too (422), and counted on the
     # range: tests/test_range_ends.py.

@@ -330,12 +330,13 @@ def test_each_group_gets_its_partition_checked_per_batch(
         [range_id] = stores.ranges.plan(group, batches[0].first, batches[-1].next - 1, 10**9)
         lease = stores.ranges.lease(a, TTL)
         assert lease is not None
-        stores.batches.store(a, range_id, lease.epoch, pack_batch(batches[0]), 0, TTL)
+        first, second = (attrs.evolve(batch, group=name) for batch in batches[:2])
+        stores.batches.store(a, range_id, lease.epoch, pack_batch(first), 0, TTL)
         made.append(f"fragments_g{group}")
         if name == "alt.binaries.two":
             with pool.connection() as conn:
                 conn.execute(f"DROP TABLE fragments_g{group}")
-            stores.batches.store(a, range_id, lease.epoch, pack_batch(batches[1]), 0, TTL)
+            stores.batches.store(a, range_id, lease.epoch, pack_batch(second), 0, TTL)
     with pool.connection() as conn:
         partitions = [
             row[0]

@@ -39,6 +39,7 @@
     ├── ClientGone               coordinator/http/asgi: the client went away mid-request
     ├── LeaseLost                store/batches: not held with that epoch there (409)
     ├── BatchRejected            store/batches: the batch cannot belong to its range (422)
+    ├── WrongGroup               store/batches: the batch is of another group than its range (422)
     ├── PlanOverlap              store/ranges: a plan over ranges planned before
     ├── NotParked                store/ranges: `ranges retry` of a range not parked
     ├── NodeExists               store/nodes

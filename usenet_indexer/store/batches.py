@@ -54,6 +54,7 @@ _ADVANCE = """
         refusals = 0, refusal = NULL
     WHERE id = %(range)s AND epoch = %(epoch)s AND holder = %(node)s AND state = 'leased'
       AND resume = %(first)s AND %(next)s <= last_article + 1
+      AND group_id = (SELECT id FROM groups WHERE name = %(group)s)
     RETURNING group_id
 """
 # Test-only (fenced=False): no epoch, holder, state or resume point compared.
@@ -63,7 +64,13 @@ _ADVANCE_UNFENCED = """
         deadline = now() + make_interval(secs => %(ttl)s),
         batches = batches + 1, headers = headers + %(lines)s
     WHERE id = %(range)s AND %(next)s <= last_article + 1
+      AND group_id = (SELECT id FROM groups WHERE name = %(group)s)
     RETURNING group_id
+"""
+# The range's group, asked only when the fence did not move: a batch of
+# another group is refused first, whatever else is wrong with it.
+_GROUP_OF = """
+    SELECT g.name FROM ranges r JOIN groups g ON g.id = r.group_id WHERE r.id = %(range)s
 """
 _ALREADY = """
     SELECT release_chunks, segments FROM batches
@@ -183,6 +190,12 @@ class BatchRejected(UidxError):
     """The batch cannot belong to the range it names (422)."""
 
 
+class WrongGroup(UidxError):
+    """The batch names another group than its range's (422). Not a BatchRejected:
+    the range's own data cannot cause it (the edge takes the group from its
+    lease), so it is not counted against the range."""
+
+
 @attrs.frozen
 class Stored:
     """What storing a batch did."""
@@ -234,6 +247,8 @@ class BatchStore:
             LeaseLost: the node does not hold the range with that epoch at the
                 batch's first article (and this batch was not stored before).
             BatchRejected: the batch covers no article, or runs past the range's end.
+            WrongGroup: the batch is of another group than the range (nothing is
+                stored, whatever the lease).
         """
         if batch.next <= batch.first:
             # The fence would match and the batches row could not be written:
@@ -242,6 +257,7 @@ class BatchStore:
         segments = batch.segments
         args: dict[str, object] = {
             "range": range_id,
+            "group": batch.group,
             "epoch": epoch,
             "node": node_id,
             "first": batch.first,
@@ -266,7 +282,13 @@ class BatchStore:
 
 
 def _not_advanced(conn: Connection[tuple[object, ...]], args: Mapping[str, object]) -> Stored:
-    """Why the fence did not move: a stored retry, a batch past the end, or a lost lease."""
+    """Why the fence did not move: a batch of another group, a stored retry, a batch
+    past the end, or a lost lease."""
+    group = conn.execute(_GROUP_OF, args).fetchone()
+    if group is not None and group[0] != args["group"]:
+        raise WrongGroup(
+            f"group: the batch is of {args['group']}, range {args['range']} is of {group[0]}"
+        )
     row = conn.execute(_ALREADY, args).fetchone()
     if row is not None:
         chunks, segments = row

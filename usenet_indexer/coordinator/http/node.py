@@ -7,7 +7,7 @@ route (method and path; 404, 405) -> authenticate (the bearer token -> a
 node id, one worker-thread hop; 401) -> handler. The node is whoever the
 token says, never a field of the request. Handlers return a `Response` or
 raise; the errors with a meaning in this API (a batch body's
-`BatchWireError`, `LeaseLost`, `BatchRejected`) become a `Refused` with a
+`BatchWireError`, `LeaseLost`, `BatchRejected`, `WrongGroup`) become a `Refused` with a
 JSON `{"error": ...}` here, so bad input never turns into a 5xx, and the App
 answers the rest (503 for the database, 500). The stream answers by itself:
 once its 200 is out, failures go into an ERROR frame (coordinator/stream.py).
@@ -25,7 +25,9 @@ range in the same hop (`RangeStore.refuse`, only the holder's with its
 epoch); `refusals_to_park` in a row park it as failed, so an edge never
 leases, is refused and gives back one range for ever. A body that does not
 decode is not counted: it does not say reliably which lease it is of, and
-it changes nothing. The token only enters
+it changes nothing; nor is a batch of another group than its range's (422,
+`WrongGroup`): the edge takes the group from its lease, so the range's data
+cannot cause it. The token only enters
 `_authenticate`; nothing here logs a header.
 """
 
@@ -64,7 +66,7 @@ from usenet_indexer.coordinator.stream import RangeStream, SpoolReader, Streamed
 from usenet_indexer.core.rules import DEFAULT_RULES
 from usenet_indexer.errors import sole_error
 from usenet_indexer.spool.store import SpoolStore, as_spool, open_spool
-from usenet_indexer.store.batches import BatchRejected, LeaseLost, Stored
+from usenet_indexer.store.batches import BatchRejected, LeaseLost, Stored, WrongGroup
 from usenet_indexer.store.builds import BuildRecord
 from usenet_indexer.store.ranges import Finish, Lease
 from usenet_indexer.wire.batchwire import (
@@ -364,7 +366,7 @@ class NodeApi:
         """Answer a call of the node API (the App's `Api`; see the module docstring)."""
         try:
             return await self._respond(exchange, send)
-        except (BatchWireError, BuildWireError, LeaseLost, BatchRejected) as error:
+        except (BatchWireError, BuildWireError, LeaseLost, BatchRejected, WrongGroup) as error:
             raise Refused(Response.error(_status_of(error), str(error))) from error
 
     async def _respond(self, exchange: Exchange, send: ASGISendCallable) -> Response | None:
@@ -772,7 +774,9 @@ LEASE_LOST: Final = "the lease is lost: another node holds the range, or a newer
 INCOMPLETE: Final = "resume point is not past the range's end"
 
 
-def _status_of(error: BatchWireError | BuildWireError | LeaseLost | BatchRejected) -> int:
+def _status_of(
+    error: BatchWireError | BuildWireError | LeaseLost | BatchRejected | WrongGroup,
+) -> int:
     if isinstance(error, BatchWireError | BuildWireError):
         return error.http_status  # 400, 413, 415 or 422: the body says which
     return 409 if isinstance(error, LeaseLost) else 422
