@@ -34,6 +34,7 @@ cannot cause it. The token only enters
 from __future__ import annotations
 
 import enum
+import json
 import logging
 import math
 import time
@@ -805,11 +806,12 @@ class Unreadable:
 
 def _parse_control(body: bytes, *, unreadable: bool) -> tuple[int, Unreadable | None]:
     """The epoch of a `{"epoch": N}` body, and a release's `unreadable` if it has one;
-    400 for bad JSON, 422 for a bad document."""
+    400 for bad JSON, 422 for a bad document (a key named twice too)."""
     try:
         document = orjson.loads(body)
     except orjson.JSONDecodeError as error:
         raise Refused(Response.error(400, f"the body is not JSON: {error}")) from error
+    _refuse_repeated_keys(body)
     keys = {"epoch", "unreadable"} if unreadable else {"epoch"}
     if type(document) is not dict or "epoch" not in document or not set(document) <= keys:
         shape = '{"epoch": N}' + (' or {"epoch": N, "unreadable": {...}}' if unreadable else "")
@@ -830,6 +832,31 @@ def _parse_control(body: bytes, *, unreadable: bool) -> tuple[int, Unreadable | 
             )
         )
     return epoch, Unreadable(first, last, problem)
+
+
+def _refuse_repeated_keys(body: bytes) -> None:
+    """422 for a body with an object that names a key twice.
+
+    orjson keeps the last value and cannot tell; another reader may keep the
+    first, so a repeated key is refused rather than guessed at. json's
+    object_pairs_hook sees every pair: the body (at most CONTROL_BODY_BYTES,
+    valid JSON: orjson read it) is read again for that. A batch is msgpack,
+    checked by batchwire the same way.
+    """
+    try:
+        json.loads(body, object_pairs_hook=_pairs_once)
+    except RecursionError as error:
+        # orjson reads 1023 levels; json runs out of stack sooner.
+        raise Refused(Response.error(422, "the body nests too deep")) from error
+
+
+def _pairs_once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found = dict(pairs)
+    if len(found) != len(pairs):
+        keys = [key for key, _ in pairs]
+        repeated = next(key for key in keys if keys.count(key) > 1)
+        raise Refused(Response.error(422, f"the body repeats the key {repeated!r}"))
+    return found
 
 
 def _bigint(document: dict[str, Any], key: str) -> int:
