@@ -15,15 +15,23 @@ from email.utils import format_datetime
 
 import pytest
 import trio
+import trio.testing
+from real_deadline import given_up_after
 
 from usenet_indexer.coordinator.stores import Stores
 from usenet_indexer.prefetch.follower import Follower, FollowOptions
 from usenet_indexer.store.groups import GroupRow, GroupStore
-from usenet_indexer.testing.fake_nntp import FakeNNTPServer
+from usenet_indexer.testing.fake_nntp import FakeNNTPServer, stall
 
 GROUP = "alt.binaries.follow"
 OTHER = "alt.binaries.other"
 URL = "nntp://fake.invalid:119"
+
+
+# A real-time limit of a test on the mock clock (tests/real_deadline.py).
+DEADLINE_SECONDS = 60.0
+# An NNTP timeout other than the setting's default (60 s).
+TIMEOUT_SECONDS = 7.0
 
 
 def follower(stores: Stores, fake: FakeNNTPServer, range_articles: int = 10_000) -> Follower:
@@ -33,6 +41,7 @@ def follower(stores: Stores, fake: FakeNNTPServer, range_articles: int = 10_000)
         [URL],
         FollowOptions(poll_seconds=1.0, range_articles=range_articles),
         open_stream=fake.open_stream,
+        timeout_seconds=TIMEOUT_SECONDS,
     )
 
 
@@ -80,6 +89,29 @@ async def test_the_follower_plans_the_new_articles_and_reports_a_falling_high(
     fake.groups[GROUP] = (1, 1_300)
     assert await it.poll() == 1
     assert ranges(stores)[-1] == (GROUP, 1_251, 1_300, "live")
+
+
+@pytest.mark.trio
+async def test_a_server_silent_after_group_is_given_up_at_the_nntp_timeout(
+    nursery: trio.Nursery,
+    stores: Stores,
+    autojump_clock: trio.testing.MockClock,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The server greets, then never answers GROUP: the poll ends after the
+    # settings' nntp_timeout_seconds (mock time), the other groups' turn comes.
+    fake = FakeNNTPServer(groups={GROUP: (1, 1_000)}, replies={"GROUP": stall}).run_in(nursery)
+    GroupStore(stores.ranges.pool).add(GROUP, low=1, high=1_000, checked=True)
+    with trio.CancelScope() as scope, given_up_after(DEADLINE_SECONDS, scope):
+        started = trio.current_time()
+        assert await follower(stores, fake).poll() == 0
+        took = trio.current_time() - started
+    assert not scope.cancelled_caught
+    assert TIMEOUT_SECONDS <= took < TIMEOUT_SECONDS + 1
+    [said] = [r.getMessage() for r in caplog.records if r.getMessage().startswith("following")]
+    assert f"nothing for {TIMEOUT_SECONDS} s" in said
+    assert said.endswith("trying again at the next poll")
+    assert row(stores).followed_to is None
 
 
 @pytest.mark.trio

@@ -7,7 +7,6 @@ the test lands the chunk), with keepalive and poll intervals of milliseconds.
 
 from __future__ import annotations
 
-import contextlib
 import gzip
 import logging
 import os
@@ -17,10 +16,9 @@ import socket
 import struct
 import subprocess
 import sys
-import threading
 import tracemalloc
 import zlib
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -32,6 +30,7 @@ import psycopg
 import pytest
 import trio
 from psycopg_pool import ConnectionPool
+from real_deadline import given_up_after
 from s3_fixtures import TestSpool, land_chunk
 
 from usenet_indexer.config import Settings
@@ -1310,21 +1309,6 @@ class _Logged(logging.Handler):
             self.seen.set()
 
 
-@contextlib.contextmanager
-def _given_up_after(seconds: float, nursery: trio.Nursery) -> Iterator[None]:
-    """The test's nursery cancelled after `seconds` of real time (the mock clock's
-    deadlines could be jumped to while a database thread runs)."""
-    token = trio.lowlevel.current_trio_token()
-    watchdog = threading.Timer(
-        seconds, lambda: trio.from_thread.run_sync(nursery.cancel_scope.cancel, trio_token=token)
-    )
-    watchdog.start()
-    try:
-        yield
-    finally:
-        watchdog.cancel()
-
-
 @pytest.mark.trio
 @pytest.mark.parametrize(
     ("caught_up_after", "took_within", "logged"),
@@ -1356,7 +1340,7 @@ async def test_a_batch_is_answered_once_the_catalog_build_caught_up_or_at_the_ho
     then, nobody building); the build catches up (its pending keys taken) after
     `caught_up_after` seconds, or never."""
     caplog.set_level(logging.INFO, "usenet_indexer.coordinator.http.node")
-    with _given_up_after(DEADLINE_SECONDS, nursery):
+    with given_up_after(DEADLINE_SECONDS, nursery.cancel_scope):
         range_id, epoch = leased
         # Database threads run while the clock may jump (see the slowloris test): no
         # deadline here but the server's own (its looks again) and the test's wait.

@@ -113,6 +113,7 @@ class Prefetcher:
             self.options.follow,
             on_planned=self._work.announce,
             ca_file=self.options.ca_file,
+            timeout_seconds=self.options.timeout_seconds,
         )
         self._prober = Prober(
             ProbeStore(self.pool),

@@ -82,6 +82,9 @@ class Follower:
     on_planned: Callable[[], None] = lambda: None
     ca_file: str | None = None
     open_stream: StreamFactory | None = None  # tests: a fake server
+    # nntp_timeout_seconds, as the prefetcher's connections have it (no default:
+    # the follower once asked GROUP with the default's 60 s whatever was set).
+    timeout_seconds: float = attrs.field(kw_only=True)
     _last_high: dict[int, int] = attrs.field(factory=dict)
     _said: dict[int, tuple[str, ...]] = attrs.field(factory=dict)
 
@@ -113,7 +116,11 @@ class Follower:
 
     async def _follow(self, group: FollowedGroup) -> int:
         async with carrying(
-            self.servers, group.name, ca_file=self.ca_file, open_stream=self.open_stream
+            self.servers,
+            group.name,
+            ca_file=self.ca_file,
+            timeout_seconds=self.timeout_seconds,
+            open_stream=self.open_stream,
         ) as carrier:
             await trio.to_thread.run_sync(
                 self.groups.set_watermarks, group.id, carrier.low, carrier.high

@@ -1,0 +1,28 @@
+"""A real-time deadline for tests on trio's autojump clock that wait on database threads.
+
+While a worker thread runs, every task is blocked, so the mock clock jumps to
+the next deadline: a `trio.fail_after` of the test would pass at once. This
+deadline is kept by a thread on the real clock instead.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import trio
+
+
+@contextmanager
+def given_up_after(seconds: float, scope: trio.CancelScope) -> Iterator[None]:
+    """`scope` cancelled after `seconds` of real time, unless the block ended first."""
+    token = trio.lowlevel.current_trio_token()
+    watchdog = threading.Timer(
+        seconds, lambda: trio.from_thread.run_sync(scope.cancel, trio_token=token)
+    )
+    watchdog.start()
+    try:
+        yield
+    finally:
+        watchdog.cancel()
