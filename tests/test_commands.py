@@ -344,6 +344,49 @@ def test_spool_import_refuses_articles_spooled_already_and_leaves_no_stray_chunk
 
 
 @pytest.mark.usefixtures("env")
+def test_spool_import_names_what_is_in_the_spool_where_a_chunk_would_go(
+    tmp_path: Path, pg_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import psycopg
+
+    def dump(name: str, numbers: range) -> str:
+        path = tmp_path / name
+        path.write_text("".join(f"{n}\ts {n} (1/1)\tp\td\t<m{n}@x>\t\t100\t1\n" for n in numbers))
+        return str(path)
+
+    assert main(["groups", "add", "g", "--unchecked"]) == 0
+    imported = ["spool", "import", "--group", "g", "--chunk-articles", "100"]
+    assert main([*imported, dump("chunk.txt", range(5200, 5300))]) == 0
+    with psycopg.connect(pg_url) as conn:
+        # A gap: articles the server did not have (prefetch/landing.py records them).
+        conn.execute(
+            "INSERT INTO spool_chunks (group_id, first_article, last_article, codec, path)"
+            " SELECT id, 5050, 5099, 0, NULL FROM groups WHERE name = 'g'"
+        )
+    capsys.readouterr()
+    # A chunk of the dump, 5000..5099, would hold the gap's articles: they are
+    # not spooled, and 5000..5049 are not in the spool at all.
+    assert main([*imported, dump("gap.txt", range(5000, 5100))]) == 1
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "uidx spool import: articles 5050..5099 of g are a gap in the spool"
+        " (5050..5099: articles the server did not have); nothing spooled"
+    )
+    # 5150..5249 runs into the chunk at 5200: only its first 50 articles are spooled.
+    assert main([*imported, dump("into.txt", range(5150, 5250))]) == 1
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "uidx spool import: articles 5200..5249 of g are spooled already"
+        " (chunk 5200..5299); nothing spooled"
+    )
+    # A chunk over both names the first in article order.
+    wide = ["spool", "import", "--group", "g", "--chunk-articles", "300"]
+    assert main([*wide, dump("both.txt", range(5000, 5300))]) == 1
+    assert "articles 5050..5099 of g are a gap" in capsys.readouterr().err.splitlines()[-1]
+    with psycopg.connect(pg_url) as conn:
+        rows = conn.execute("SELECT first_article, last_article FROM spool_chunks ORDER BY 1")
+        assert rows.fetchall() == [(5050, 5099), (5200, 5299)]
+
+
+@pytest.mark.usefixtures("env")
 def test_spool_import_of_a_file_without_overview_lines_is_a_mistake(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -3,8 +3,9 @@
 Until the spool-prefetcher fills the spool from NNTP, this lets an operator
 (or a demo) feed the coordinator's stream from a dump: the lines are cut into
 chunks of --chunk-articles articles, each compressed, written atomically and
-indexed. Articles spooled already are refused before their chunk is written
-(the chunks before them stay imported: the message says which); a file
+indexed. Articles in the spool already (in a chunk, or in a gap: articles
+the server did not have) are refused before their chunk is written (the
+chunks before them stay imported: the message says which); a file
 without overview lines is taken for a mistake, as by `uidx index`.
 """
 
@@ -92,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 class SpooledAlready(UidxError):
-    """Articles of the dump are in a chunk of the group's spool already."""
+    """Articles of the dump are in the group's spool already: in a chunk, or a gap."""
 
 
 @attrs.define
@@ -120,13 +121,18 @@ def _refuse_spooled(
     index: SpoolIndex, group_id: int, group: str, first: int, last: int, imported: Imported
 ) -> None:
     # Before the chunk is written: a chunk of the same articles would replace
-    # (same first and last) or shadow an indexed one.
+    # (same first and last) or shadow an indexed one, or a gap.
     spooled = index.spooled_in(group_id, first, last)
-    if spooled is not None:
-        raise SpooledAlready(
-            f"articles {first}..{last} of {group} are spooled already"
-            f" (chunk {spooled[0]}..{spooled[1]}); {imported.said()}"
-        )
+    if spooled is None:
+        return
+    # The articles of this chunk that are there, not all of the chunk's.
+    both = f"articles {max(first, spooled.first)}..{min(last, spooled.last)} of {group}"
+    span = f"{spooled.first}..{spooled.last}"
+    if spooled.path is None:
+        there = f"are a gap in the spool ({span}: articles the server did not have)"
+    else:
+        there = f"are spooled already (chunk {span})"
+    raise SpooledAlready(f"{both} {there}; {imported.said()}")
 
 
 def _import(

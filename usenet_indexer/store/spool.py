@@ -100,13 +100,20 @@ _FORGET = """
     DELETE FROM spool_chunks s USING unnest(%s::bigint[], %s::bigint[]) AS f(g, a)
     WHERE s.group_id = f.g AND s.first_article = f.a
 """
-# The chunk of a group that starts last at or before `last`: chunks do not
-# overlap, so if any chunk overlaps [first, last] this one does (one probe of
-# the primary key).
+# The rows that may be the first of a group to hold articles of [first, last]:
+# the one starting last before `first` (it holds some if it reaches `first`)
+# and the first starting within. Two probes of the primary key: chunks do not
+# overlap (prefetchers fetch what no chunk and no other's claim covers, an
+# import refuses what this finds), so no row before the first of these
+# reaches `first`.
 _SPOOLED_IN = """
-    SELECT first_article, last_article FROM spool_chunks
-    WHERE group_id = %(group)s AND first_article <= %(last)s
-    ORDER BY first_article DESC LIMIT 1
+    (SELECT first_article, last_article, codec, path, lines FROM spool_chunks
+     WHERE group_id = %(group)s AND first_article < %(first)s
+     ORDER BY first_article DESC LIMIT 1)
+    UNION ALL
+    (SELECT first_article, last_article, codec, path, lines FROM spool_chunks
+     WHERE group_id = %(group)s AND first_article BETWEEN %(first)s AND %(last)s
+     ORDER BY first_article LIMIT 1)
 """
 _PATH_AT = "SELECT path FROM spool_chunks WHERE group_id = %s AND first_article = %s"
 _SIZE = "SELECT count(*), coalesce(sum(bytes), 0)::bigint, coalesce(sum(lines), 0)::bigint FROM spool_chunks"
@@ -142,13 +149,14 @@ class SpoolIndex:
             )
             conn.execute(_NOTIFY_LANDED, (LANDED_CHANNEL, str(group_id)))
 
-    def spooled_in(self, group_id: int, first: int, last: int) -> tuple[int, int] | None:
-        """(first, last) of a chunk of the group that holds articles of [first, last], or None."""
+    def spooled_in(self, group_id: int, first: int, last: int) -> SpoolChunk | None:
+        """The group's first chunk or gap, in article order, that holds articles of
+        [first, last]; None when the spool has none of them."""
+        args = {"group": group_id, "first": first, "last": last}
         with self.pool.connection() as conn:
-            row = conn.execute(_SPOOLED_IN, {"group": group_id, "last": last}).fetchone()
-        if row is None or row[1] < first:
-            return None
-        return int(row[0]), int(row[1])
+            rows = conn.execute(_SPOOLED_IN, args).fetchall()
+        held = [SpoolChunk(*row) for row in rows if row[1] >= first]
+        return min(held, key=lambda chunk: chunk.first, default=None)
 
     def path_at(self, group_id: int, first: int) -> str | None:
         """The file of the group's chunk that starts at `first` (None: no such chunk, or a gap)."""
