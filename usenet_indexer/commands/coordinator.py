@@ -127,7 +127,7 @@ def _listening(key: str, listen: str) -> Iterator[socket.socket]:
     """A listening socket the coordinator processes share, on `listen` (host:port), the
     value of the setting `key` (named by its errors)."""
     host, _, port_text = listen.rpartition(":")
-    host = host.strip("[]") or "0.0.0.0"
+    host = host.strip("[]")  # never empty: the settings refuse an empty host
     try:
         port = int(port_text)
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
