@@ -12,9 +12,7 @@ import gzip
 import itertools
 import logging
 import os
-import re
 import signal
-import socket
 import ssl
 import sys
 import time
@@ -1030,29 +1028,6 @@ async def test_an_https_coordinator_with_an_untrusted_certificate_is_refused() -
         with trio.fail_after(10):
             await refused.wait()
         nursery.cancel_scope.cancel()
-
-
-@pytest.mark.trio
-async def test_a_retried_call_is_one_warning_line_naming_the_call_the_error_and_the_next_try(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    caplog.set_level(logging.DEBUG, "usenet_indexer.edge.client")
-    retry = RetryPolicy(tries=2, base_seconds=0.1, cap_seconds=0.1)
-    # A port bound but not listening: every connection to it is refused.
-    with socket.socket() as bound, trio.fail_after(DEADLINE_SECONDS):
-        bound.bind(("127.0.0.1", 0))
-        url = f"http://127.0.0.1:{bound.getsockname()[1]}"
-        async with open_client(url, "token", retry=retry) as client:
-            with pytest.raises(NodeApiError, match="gave up after 2 tries: ConnectError"):
-                await client.lease()
-    [warning] = [r for r in caplog.records if r.levelno >= logging.WARNING]
-    assert re.fullmatch(r"lease: ConnectError: .+; try 2 of 2 in 0\.1 s", warning.getMessage())
-    # An operator's log has no traceback for it; a debug log has.
-    assert warning.exc_info is None
-    [traced] = [r for r in caplog.records if r.exc_info is not None]
-    assert traced.levelno == logging.DEBUG
-    assert traced.exc_info is not None
-    assert traced.exc_info[0] is httpx.ConnectError
 
 
 def test_a_transport_error_is_described_by_its_first_cause_with_a_message() -> None:

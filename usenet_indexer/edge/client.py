@@ -406,14 +406,11 @@ class NodeClient:
             delay = self.retry.next_delay(attempt)
             if delay is None:
                 raise NodeApiError(action, None, f"gave up after {attempt} tries: {problem}")
-            # One line for the operator (the call, what went wrong, when it is tried
-            # again); the network error's traceback only in a debug log.
             logger.warning(
                 "%s: %s; try %d of %d in %.1f s",
                 *(action, problem, attempt + 1, self.retry.tries, delay),
+                exc_info=error,
             )
-            if error is not None:
-                logger.debug("%s: the network error retried", action, exc_info=error)
             await trio.sleep(delay)
 
 
