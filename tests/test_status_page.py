@@ -453,3 +453,43 @@ async def test_backfill_and_parked_ranges_read_as_a_person_expects(
     table = table[: table.index("</table>")]
     assert "<td>2,000,000..2,999,999</td>" in table
     assert '<td class="n">2,500,000</td>' in table
+
+
+@pytest.mark.trio
+async def test_a_node_that_died_mid_lease_shows_its_expired_lease_on_the_page_and_metrics(
+    served: httpx.AsyncClient, stores: Stores, operator: dict[str, str]
+) -> None:
+    from usenet_indexer.commands.status import as_json
+    from usenet_indexer.store.groups import GroupStore
+    from usenet_indexer.store.ranges import RangeStore
+
+    pool = stores.catalog.pool
+    group = GroupStore(pool).add("alt.binaries.dead", low=1, high=200_000, checked=True)
+    RangeStore(pool).plan(group, 1, 200_000, 100_000)
+    node = stores.nodes.authenticate(stores.nodes.create("edge-dead"))
+    assert node is not None
+    assert RangeStore(pool).lease(node, 900.0) is not None
+    with pool.connection() as conn:  # killed an hour ago: its lease ran out since
+        conn.execute(
+            "UPDATE ranges SET deadline = now() - interval '1 hour' WHERE holder = %s", (node,)
+        )
+    (leased,) = [
+        r for r in as_json(StatusStore(pool).snapshot())["ranges"] if r["state"] == "leased"
+    ]
+    assert leased["expired_leases"] == 1  # what `uidx status` says
+    html = (await served.get("/", params=operator)).text
+    table = html[html.index('<table id="ranges">') :]
+    rows = [
+        [cell for cell in read(row).text if cell.strip()]
+        for row in table[: table.index("</table>")].split("<tr>")[1:]
+    ]
+    assert rows[0] == ["group", "state", "ranges", "expired leases", "articles indexed"]
+    assert [row[:4] for row in rows[1:]] == [
+        ["alt.binaries.dead", "leased", "1", "1"],
+        ["alt.binaries.dead", "planned", "1", "0"],
+    ]
+    nodes = html[html.index('<table id="nodes">') :]
+    (dead,) = [row for row in nodes[: nodes.index("</table>")].split("<tr>") if "edge-dead" in row]
+    assert "alt.binaries.dead 1-100000 at 1 (lease expired)" in dead
+    metrics = (await served.get("/metrics", headers=SCRAPER)).text.splitlines()
+    assert 'uidx_ranges_expired_leases{group="alt.binaries.dead"} 1.0' in metrics

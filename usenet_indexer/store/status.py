@@ -142,7 +142,9 @@ _NODE_WORK = """
     )
     SELECT n.name,
            (SELECT string_agg(g.name || ' ' || r.first_article || '-' || r.last_article
-                              || ' at ' || r.resume, ', ' ORDER BY r.id)
+                              || ' at ' || r.resume
+                              || CASE WHEN r.deadline < now() THEN ' (lease expired)'
+                                      ELSE '' END, ', ' ORDER BY r.id)
               FROM ranges r JOIN groups g ON g.id = r.group_id
              WHERE r.holder = n.id AND r.state = 'leased'),
            rated.lines, rated.window
@@ -153,7 +155,8 @@ _NODE_WORK = """
 
 @attrs.frozen
 class NodeWork:
-    """What a node is doing: its leased ranges ("group first-last at resume"), and its
+    """What a node is doing: its leased ranges ("group first-last at resume", "(lease
+    expired)" after one whose deadline has passed: its node stopped), and its
     headers per second as `Throughput.headers_per_second` measures them, over its own
     batches in the lookback (None with fewer than two, or all stored at one instant)."""
 

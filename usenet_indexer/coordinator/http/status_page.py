@@ -8,12 +8,13 @@ nothing else.
 
 The page is server-rendered (Jinja2, autoescaped; no script) and refreshes
 itself: groups (high water mark, indexed to, lag, progress, backfill),
-ranges by state with progress bars, the ranges parked as failed and why,
-nodes, the prefetcher's servers and the spool, the batch rate, the
-catalog's lag (keys pending, the oldest's age) and its builds, and the
-newest releases or those matching the search box, with NZB links that carry
-the API key the page was opened with (a key that is not a user's is not
-carried); each with its completion and state (whole, or repairable from
+ranges by state with progress bars and their expired leases (a node that
+died mid-lease), the ranges parked as failed and why, nodes (a range whose
+lease expired marked so), the prefetcher's servers and the spool, the
+batch rate, the catalog's lag (keys pending, the oldest's age) and its
+builds, and the newest releases or those matching the search box, with
+NZB links that carry the API key the page was opened with (a key that is
+not a user's is not carried); each with its completion and state (whole, or repairable from
 its PAR2 recovery), the counts of whole, repairable and broken releases,
 and the newest broken ones, kept but not offered by the newznab API unless
 offer_broken_releases says so (the search then lists them too). Where
@@ -194,6 +195,7 @@ class StatusPage:
                     "ranges": r.ranges,
                     "articles_indexed": r.articles_indexed,
                     "articles": r.articles,
+                    "expired": r.expired,
                     "percent": _percent(r.articles_indexed, r.articles),
                 }
                 for r in snapshot.ranges
@@ -348,6 +350,7 @@ class _StoreCollector(Collector):
             "Ranges parked as failed after refusals in a row (uidx ranges retry).",
             value=len(snapshot.parked),
         )
+        yield _expired_leases(snapshot)
         lag = GaugeMetricFamily(
             "uidx_group_lag_articles", "Articles above what is indexed.", labels=["group"]
         )
@@ -412,6 +415,23 @@ class _StoreCollector(Collector):
         for (api, function, status), answered in sorted(self.counts.counts.items()):
             requests.add_metric([api, function, str(status)], answered)
         yield requests
+
+
+def _expired_leases(snapshot: Status) -> GaugeMetricFamily:
+    """`uidx_ranges_expired_leases{group}`: the expired leases `uidx status` shows (0 for a
+    group with ranges and none), so an alert on a node that died mid-lease can clear."""
+    expired = GaugeMetricFamily(
+        "uidx_ranges_expired_leases",
+        "Leased ranges whose lease deadline has passed (their node stopped; the next"
+        " lease takes them), by group.",
+        labels=["group"],
+    )
+    by_group: dict[str, int] = {}
+    for row in snapshot.ranges:
+        by_group[row.group] = by_group.get(row.group, 0) + row.expired
+    for group, count in by_group.items():
+        expired.add_metric([group], count)
+    return expired
 
 
 def _health_metrics(snapshot: Status) -> Iterator[GaugeMetricFamily]:
