@@ -320,3 +320,36 @@ async def test_the_ok_summary_counts_subjects_as_the_metrics_do(
     metrics = (await served.get("/metrics", headers=SCRAPER)).text.splitlines()
     assert 'uidx_health{component="server",state="ok"} 1.0' in metrics
     assert 'uidx_health{component="prefetcher",state="ok"} 2.0' in metrics
+
+
+@pytest.mark.trio
+async def test_a_killed_process_is_silent_for_a_day_then_its_rows_go(
+    served: httpx.AsyncClient,  # noqa: F811 (a fixture)
+    stores: Stores,
+    pool: ConnectionPool,
+) -> None:
+    from usenet_indexer.commands.status import health_lines
+
+    async def prefetchers_by_state() -> list[str]:
+        metrics = (await served.get("/metrics", headers=SCRAPER)).text.splitlines()
+        return [m for m in metrics if m.startswith('uidx_health{component="prefetcher"')]
+
+    # idx1:100 was killed (kill -9: no clean stop) while a server was unreachable;
+    # idx1:200 replaced it and reports every few seconds.
+    unreachable = Observed("server", "news:563", State.UNREACHABLE, "cannot connect")
+    stores.health.report("idx1:100", "prefetcher", [unreachable])
+    with pool.connection() as conn:  # its last report a day ago: silent since, and shown
+        conn.execute("UPDATE health SET seen_at = now() - interval '1 day'")
+    stores.health.report("idx1:200", "prefetcher", [])
+    assert await prefetchers_by_state() == [
+        'uidx_health{component="prefetcher",state="ok"} 1.0',
+        'uidx_health{component="prefetcher",state="silent"} 1.0',
+    ]
+    with pool.connection() as conn:  # two minutes later: silent for a day (and a minute)
+        conn.execute(
+            "UPDATE health SET seen_at = seen_at - interval '2 minutes' WHERE reporter = 'idx1:100'"
+        )
+    stores.health.report("idx1:200", "prefetcher", [])
+    # The replacement's next report dropped the dead one's rows: the alert clears.
+    assert await prefetchers_by_state() == ['uidx_health{component="prefetcher",state="ok"} 1.0']
+    assert health_lines(StatusStore(pool).health()) == ["health", "  ok: 1 prefetcher"]

@@ -15,7 +15,10 @@ time its state began: a state reported again keeps its `since`.
 A reporter that stopped cleanly takes its rows away. One that was killed,
 or hangs, stops reporting: `judged` turns its heartbeat row into "silent"
 (since its last report) once it is `silent_seconds` old, and leaves out the
-rows it reported (what it saw then is no longer known). `uidx status`, the
+rows it reported (what it saw then is no longer known). No one else would
+take a killed process's rows away (its replacement reports under a new
+pid), so each report also drops the rows of every reporter silent for
+`SILENT_SHOWN_SECONDS` (store/health.py). `uidx status`, the
 status page and /metrics (`uidx_health{component,state}`: how many
 subjects are in each state, never a release's name) read the judged rows.
 """
@@ -47,6 +50,13 @@ class State(enum.Enum):
 HEARTBEATS = frozenset({"prefetcher", "coordinator"})
 # A heartbeat older than this is silent (processes report every 5 to 15 s).
 SILENT_SECONDS = 60.0
+# How long a silent reporter shows as silent before the next report of any process
+# drops its rows. Without a bound a process killed by kill -9, the OOM killer or a
+# reboot is silent for ever, and an alert on uidx_health{state="silent"} never
+# clears after its replacement (a new pid) runs. A day, not a multiple of the report
+# interval: a death at night is still there, and alerted on, when an operator next
+# looks, while a silent process after a restart is not an alert for ever.
+SILENT_SHOWN_SECONDS = 86_400.0
 
 
 @attrs.frozen

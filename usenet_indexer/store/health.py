@@ -8,7 +8,7 @@ from datetime import datetime
 import attrs
 from psycopg_pool import ConnectionPool
 
-from usenet_indexer.core.health import Health, Observed, State
+from usenet_indexer.core.health import SILENT_SECONDS, SILENT_SHOWN_SECONDS, Health, Observed, State
 
 _REPORT = """
     INSERT INTO health AS h (component, subject, reporter, state, detail, since, seen_at)
@@ -23,6 +23,13 @@ _FORGET_REST = """
     DELETE FROM health WHERE reporter = %(reporter)s AND seen_at < now()
 """
 _FORGET = "DELETE FROM health WHERE reporter = %(reporter)s"
+# The rows of every reporter silent too long (core/health.SILENT_SHOWN_SECONDS):
+# a report rewrites all of its reporter's rows, so they share its heartbeat's
+# seen_at. The table holds a few rows per process running or dead within a day,
+# so a scan of it is cheap.
+_FORGET_SILENT = """
+    DELETE FROM health WHERE seen_at < now() - make_interval(secs => %(seconds)s)
+"""
 _LIST = """
     SELECT component, subject, state, detail, reporter, since, seen_at, now()
     FROM health ORDER BY component, subject, reporter
@@ -36,7 +43,8 @@ class HealthStore:
     def report(self, reporter: str, heartbeat: str, observed: Sequence[Observed]) -> None:
         """Replace what `reporter` reports with `observed` and its heartbeat (component
         `heartbeat`, state ok), in one transaction; a state reported again keeps its
-        `since`."""
+        `since`. The rows of any reporter silent for `SILENT_SHOWN_SECONDS` go (a killed
+        process never takes them away itself)."""
         beat = Observed(heartbeat, reporter, State.OK)
         rows = [
             {
@@ -53,6 +61,7 @@ class HealthStore:
                 cur.executemany(_REPORT, rows)
             # now() is the transaction's: every row just written has it.
             conn.execute(_FORGET_REST, {"reporter": reporter})
+            conn.execute(_FORGET_SILENT, {"seconds": SILENT_SECONDS + SILENT_SHOWN_SECONDS})
 
     def forget(self, reporter: str) -> None:
         """A process that stops cleanly takes its rows away."""
