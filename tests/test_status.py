@@ -377,3 +377,64 @@ def test_status_text_says_one_in_the_singular_and_figures_with_separators(
     assert "\nspool: 1 chunk, 2.0 MB, 1 line\n" in text
     assert "\n  1 batch, 1 header, 1 release chunk, stored at " in text
     assert f"  range {range_id} {GROUP} 1,000,000..1,999,999 at 1,500,000: 3 refusals" in text
+
+
+def _documented() -> tuple[dict[str, Any], dict[str, set[str]]]:
+    """docs/status-json.md: its example, and the fields of each table by the heading
+    above it ("object" for the first, "last_build" for the one after `last_build`:)."""
+    doc = (Path(__file__).parent.parent / "docs" / "status-json.md").read_text()
+    example = doc[doc.index("```json\n") + len("```json\n") :]
+    tables: dict[str, set[str]] = {}
+    heading = ""
+    for line in doc.splitlines():
+        named = re.fullmatch(r"#+ `?([a-z_]+)(\[\])?`?|#+ The (object)|`(last_build)`:", line)
+        if named:
+            heading = next(name for name in named.groups() if name and name != "[]")
+        cell = re.match(r"\| `([a-z_]+)` ", line)
+        if cell:
+            tables.setdefault(heading, set()).add(cell.group(1))
+    return json.loads(example[: example.index("```")]), tables
+
+
+def _keys(value: Any) -> Any:
+    """The keys of a JSON value, nested: an object's by key, a list's first element's."""
+    if isinstance(value, dict):
+        return {key: _keys(item) for key, item in value.items()}
+    if isinstance(value, list):
+        assert value, "an empty list shows no keys"
+        return [_keys(value[0])]
+    return None
+
+
+@pytest.mark.usefixtures("env")
+def test_the_documented_fields_are_those_status_json_emits(
+    stores: Stores, pool: ConnectionPool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from usenet_indexer.core.health import Observed, State
+    from usenet_indexer.store.builds import BuildRecord
+    from usenet_indexer.store.probes import ProbeStore
+
+    # Something in every list, and a last build: every field shows.
+    group = GroupStore(pool).add(GROUP, low=1, high=100_000, checked=True)
+    (parked, _) = RangeStore(pool).plan(group, 1, 20_000, 10_000)
+    with pool.connection() as conn:
+        conn.execute(
+            "UPDATE ranges SET state = 'failed', refusals = 3, refusal = 'a batch past the end',"
+            " failed_at = now() WHERE id = %s",
+            (parked,),
+        )
+    NodeStore(pool).create("edge-1")
+    BuildStore(pool).record(BuildRecord(4, 5, 6, 0, 0.5, 0.7, "idx1", 4242))
+    ServerStore(pool).report([ServerReport("news:563", 1, 4, 900, 45.5, None, 0, None)])
+    stores.health.report("idx1:1", "prefetcher", [Observed("group", GROUP, State.NOT_CARRIED)])
+    ProbeStore(pool).add_more([(b"k" * 16, "<a@b>", "x.par2")])
+
+    emitted = _keys(_status_json(capsys))
+    example, tables = _documented()
+    assert _keys(example) == emitted
+    # Each table lists the fields of its object.
+    assert tables.pop("object") == set(emitted)
+    assert tables.pop("last_build") == set(emitted["catalog"]["last_build"])
+    for name, fields in tables.items():
+        shown = emitted[name]
+        assert fields == set(shown[0] if isinstance(shown, list) else shown), name
