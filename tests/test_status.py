@@ -438,3 +438,33 @@ def test_the_documented_fields_are_those_status_json_emits(
     for name, fields in tables.items():
         shown = emitted[name]
         assert fields == set(shown[0] if isinstance(shown, list) else shown), name
+
+
+@pytest.mark.usefixtures("env")
+def test_status_text_columns_stay_aligned_with_a_group_name_longer_than_the_column(
+    stores: Stores, pool: ConnectionPool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from usenet_indexer.core.health import Observed, State
+
+    long = "alt.binaries.multimedia.anime.highspeed"  # 39 characters, a real group
+    for name in (GROUP, long):
+        RangeStore(pool).plan(GroupStore(pool).add(name, low=1, high=1_000), 1, 1_000, 1_000)
+    stores.health.report(
+        "idx1:1",
+        "prefetcher",
+        [
+            Observed("group", long, State.NOT_CARRIED, "411"),
+            Observed("server", "news:563", State.UNREACHABLE, "cannot connect"),
+        ],
+    )
+    assert main(["status"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    for title, state in (("groups", "unchecked"), ("ranges", "planned")):
+        header, *rows = lines[lines.index(title) + 1 :][:3]
+        column = header.index(" state ") + 1
+        for row in rows:  # the state under its header, the last figure where the header ends
+            assert row[column - 1 : column + len(state) + 1] == f" {state} ", (header, row)
+            assert len(row) == len(header), (header, row)
+    problems = [line for line in lines if "(idx1:1)" in line]
+    assert len(problems) == 2
+    assert len({line.index(" since ") for line in problems}) == 1, problems

@@ -26,6 +26,9 @@ from usenet_indexer.store.status import Status, StatusStore, Throughput
 # The version of the --json layout (docs/status-json.md): raised when a field
 # is removed, renamed or changes its meaning, not when one is added.
 SCHEMA = 1
+# The least width of a column of names (groups, health subjects): most group names
+# fit; a longer one (alt.binaries.multimedia.anime.highspeed is 39) widens it.
+NAME_WIDTH = 36
 
 _SUMMARY = "show groups, ranges, nodes, throughput, NNTP servers and the spool"
 
@@ -55,23 +58,25 @@ def run(args: argparse.Namespace) -> int:
 
 def as_text(status: Status) -> list[str]:
     """The lines `uidx status` prints."""
+    # One width for the groups' and the ranges' tables: the longest name in them.
+    width = _width([g.name for g in status.groups] + [s.group for s in status.ranges])
     lines = [
         *health_lines(status.health),
         "groups",
-        f"  {'group':36} {'state':9} {'server high':>14} {'head indexed to':>15}"
+        f"  {'group':{width}} {'state':9} {'server high':>14} {'head indexed to':>15}"
         f" {'backfill reached':>16} {'lag':>12} {'lag s':>7}",
     ]
     for g in status.groups:
-        lines.append(_group_line(g))
+        lines.append(_group_line(g, width))
         if g.quirk is not None:
             when = f" ({_clock(g.quirk_at)})" if g.quirk_at is not None else ""
             lines.append(f"    server quirk{when}: {g.quirk}")
     lines.append("ranges")
     lines.append(
-        f"  {'group':36} {'state':8} {'ranges':>7} {'indexed':>14} {'of':>14} {'expired':>8}"
+        f"  {'group':{width}} {'state':8} {'ranges':>7} {'indexed':>14} {'of':>14} {'expired':>8}"
     )
     lines += [
-        f"  {s.group:36} {s.state:8} {s.ranges:>7,} {s.articles_indexed:>14,}"
+        f"  {s.group:{width}} {s.state:8} {s.ranges:>7,} {s.articles_indexed:>14,}"
         f" {s.articles:>14,} {s.expired:>8,}"
         for s in status.ranges
     ]
@@ -114,7 +119,11 @@ def _parked_lines(parked: tuple[ParkedRange, ...]) -> list[str]:
     return lines
 
 
-def _group_line(g: GroupRow) -> str:
+def _width(names: list[str]) -> int:
+    return max([NAME_WIDTH, *map(len, names)])
+
+
+def _group_line(g: GroupRow, width: int) -> str:
     lag = "-" if g.lag is None else f"{g.lag:,}"
     high = "-" if g.high is None else f"{g.high:,}"
     head = g.head_indexed_to if g.head_indexed_to is not None else g.indexed_to
@@ -129,7 +138,8 @@ def _group_line(g: GroupRow) -> str:
             backfill += " (all)"
     seconds = "-" if g.lag_seconds is None else f"{g.lag_seconds:,.0f}"
     return (
-        f"  {g.name:36} {g.state:9} {high:>14} {indexed:>15} {backfill:>16} {lag:>12} {seconds:>7}"
+        f"  {g.name:{width}} {g.state:9} {high:>14} {indexed:>15} {backfill:>16}"
+        f" {lag:>12} {seconds:>7}"
     )
 
 
@@ -267,12 +277,13 @@ def health_lines(health: tuple[Health, ...]) -> list[str]:
         lines.append(
             "  nothing reported yet (coordinators and prefetchers report every few seconds)"
         )
-    for h in health:
-        if not h.healthy:
-            lines.append(
-                f"  {h.component:11} {h.subject:36} {h.state.value:20} since {_moment(h.since)}"
-                f" ({h.reporter}): {h.detail}"
-            )
+    problems = [h for h in health if not h.healthy]
+    width = _width([h.subject for h in problems])
+    for h in problems:
+        lines.append(
+            f"  {h.component:11} {h.subject:{width}} {h.state.value:20} since {_moment(h.since)}"
+            f" ({h.reporter}): {h.detail}"
+        )
     ok = healthy(health)
     if ok:
         parts = ", ".join(_plural(n, kind) for kind, n in ok)
