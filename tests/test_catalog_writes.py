@@ -18,6 +18,7 @@ import threading
 from datetime import UTC, datetime
 from pathlib import Path
 
+import attrs
 import psycopg
 from psycopg import pq
 from psycopg_pool import ConnectionPool
@@ -86,10 +87,12 @@ def test_catalog_keys_follow_the_rows_a_build_inserts_changes_and_deletes(
     with stores.catalog.pool.connection() as conn:
         assert keys_kept(conn) == keys_of_rows(conn)
         assert conn.execute("SELECT count(*) FROM catalog_keys").fetchone() == (400,)
-    # A build over the first 100 keys: rows 0-49 get a third source and lose one,
-    # rows 50-99 are no longer made (deleted), rows 100-199 are not its business.
+    # A build over the first 100 rows' keys (a build merges every key of a row it
+    # touches: its closure's row look-ups): rows 0-49 get a third source and lose
+    # one, rows 50-99 are no longer made (deleted), rows 100-199 are not its business.
     again = [entry(n, (key(n), key(n + 2000))) for n in range(50)]
-    stores.catalog.write(again, 0, {}, [key(n) for n in range(100)])
+    merged = [key(n) for n in range(100)] + [key(n + 1000) for n in range(100)]
+    stores.catalog.write(again, 0, {}, merged)
     with stores.catalog.pool.connection() as conn:
         kept = keys_kept(conn)
         assert kept == keys_of_rows(conn)
@@ -102,6 +105,26 @@ def test_catalog_keys_follow_the_rows_a_build_inserts_changes_and_deletes(
             "SELECT count(*) FROM catalog_keys WHERE catalog_id NOT IN (SELECT id FROM catalog)"
         ).fetchone() == (0,)
         assert len(kept) == 50 * 2 + 100 * 2
+
+
+def test_a_build_does_not_write_over_a_row_of_keys_beside_its_own(stores: Stores) -> None:
+    """A guid is its release's key: a build's row under the guid of a row the catalog has
+    from keys beside the build's (an edge's hijack, or a closure short of that row's keys)
+    leaves the row as it was; the keys of both are pending again, the rest is written."""
+    stores.catalog.write([entry(n, (key(n), key(n + 1000))) for n in range(10)], 0, {}, None)
+    with stores.catalog.pool.connection() as conn:
+        before = conn.execute("SELECT guid, name, sources FROM catalog ORDER BY guid").fetchall()
+    stray = attrs.evolve(entry(0, (key(0),)), guid=key(5).hex(), name="Someone.Else")
+    mine = entry(1, (key(1), key(1001)))
+    written = stores.catalog.write([stray, mine], 0, {}, [key(0), key(1000), key(1), key(1001)])
+    assert written.held == (key(5).hex(),)
+    with stores.catalog.pool.connection() as conn:
+        after = conn.execute("SELECT guid, name, sources FROM catalog ORDER BY guid").fetchall()
+        pending = {bytes(k) for (k,) in conn.execute("SELECT key FROM catalog_pending")}
+    # Row 5 as it was; row 0 no longer made (pruned); row 1 made again as it was.
+    assert [r for r in after if r[0] == key(5).hex()] == [r for r in before if r[0] == key(5).hex()]
+    assert [r for r in before if r[0] != key(0).hex()] == after
+    assert pending == {key(0), key(5), key(1005)}
 
 
 def test_a_build_writes_each_catalog_row_once(stores: Stores) -> None:
