@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import subprocess
@@ -34,13 +35,14 @@ from usenet_indexer.prefetch.options import PrefetchOptions
 from usenet_indexer.prefetch.servers import ServerState, server_configs
 from usenet_indexer.prefetch.work import SharedWork
 from usenet_indexer.spool.plan import ChunkJob, WantedRange, clip, cut, missing, work_list
-from usenet_indexer.spool.store import FolderSpool, SpoolStore
+from usenet_indexer.spool.store import ChunkSink, FolderSpool, SpoolStore
 from usenet_indexer.store.groups import GroupStore
 from usenet_indexer.store.nodes import NodeStore
 from usenet_indexer.store.ranges import RangeStore
 from usenet_indexer.store.spool import SpoolChunk, SpoolIndex
 from usenet_indexer.testing.fake_nntp import FakeNNTPServer
 from usenet_indexer.testing.newsd import generate_articles
+from usenet_indexer.wire.frames import Codec
 
 DEADLINE_SECONDS = 120
 
@@ -774,3 +776,85 @@ async def test_options_at_their_defaults_keep_to_the_spool_budget(
         assert await unlimited.take(0) is not None
         # Over budget only leased ranges are fetched, and this one is not leased.
         assert await at_defaults.take(0) is None
+
+
+# -- a spool disk that fills up while a chunk's slices are written ------------------
+
+
+@attrs.define(eq=False)
+class _FullDisk:
+    """How many slice writes still hit a full disk (a FAKE: a test cannot fill a real one)."""
+
+    writes: int
+
+
+@attrs.define(eq=False)
+class _FullDiskSink:
+    """A FAKE chunk sink: a real folder spool's writer, whose writes fail with ENOSPC
+    while the disk is full, as a buffered write of a slice does on a real full disk."""
+
+    inner: ChunkSink
+    disk: _FullDisk
+
+    @property
+    def lines(self) -> int:
+        return self.inner.lines
+
+    def write(self, blocks: Sequence[bytes], lines: int) -> None:
+        if self.disk.writes > 0:
+            self.disk.writes -= 1
+            raise OSError(errno.ENOSPC, "No space left on device")
+        self.inner.write(blocks, lines)
+
+    def commit(self) -> tuple[str, int, Codec]:
+        return self.inner.commit()
+
+    def abort(self) -> None:
+        self.inner.abort()
+
+
+@attrs.frozen
+class _FullDiskSpool(FolderSpool):
+    """A FAKE folder spool whose disk is full for `disk.writes` more slice writes."""
+
+    disk: _FullDisk = attrs.field(factory=lambda: _FullDisk(0))
+
+    def open_chunk(self, group: str, first: int, last: int) -> _FullDiskSink:  # type: ignore[override]
+        return _FullDiskSink(super().open_chunk(group, first, last), self.disk)
+
+
+@pytest.mark.trio
+async def test_a_full_disk_while_a_slice_is_written_is_survived_and_the_chunk_fetched_again(
+    news_server: NewsServer, pool: ConnectionPool, tmp_path: Path
+) -> None:
+    # Not only at commit: a slice's buffered write hits ENOSPC too. It stopped the
+    # whole prefetcher (the OSError left its connection task).
+    group_id = GroupStore(pool).add(news_server.group)
+    RangeStore(pool).plan(group_id, 1, 20_000, 20_000)
+    spool = _FullDiskSpool(tmp_path / "spool", _FullDisk(1))
+    options = _options(tmp_path, spool=spool, chunk_articles=10_000)
+    state = ServerState.of(server_configs([news_server.url()], 1)[0])
+    covered = 0
+    failing: list[str] = []
+    done = trio.Event()
+
+    def observe(event: object) -> None:
+        nonlocal covered
+        if prefetcher._landing.failing is not None:
+            failing.append(prefetcher._landing.failing)
+        # The follower plans the live head above the plan as well: not counted.
+        if isinstance(event, Landed) and event.job.last <= 20_000:
+            covered += event.job.last - event.job.first + 1
+            if covered == 20_000:
+                done.set()
+
+    prefetcher = Prefetcher(pool, options, [state], observe)
+    await _run_until(prefetcher, done)
+
+    chunks = [c for c in _read_spool(pool, group_id) if c.last <= 20_000]
+    _assert_exactly_once(chunks, 1, 20_000)
+    _assert_posted(news_server, _lines(spool, chunks), 1, 20_000)
+    assert "No space left" in (state.last_error or "")
+    assert failing  # the health report said "writes failing" meanwhile
+    assert "No space left" in failing[0]
+    assert prefetcher._landing.failing is None  # and no more once a chunk landed

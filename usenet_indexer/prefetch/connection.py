@@ -203,6 +203,14 @@ class Connection:
         except (NNTPError, RemoteProtocolError, psycopg.Error) as error:
             self.state.judge(error, connected)
             self._failed(error)
+        except OSError as error:
+            # A slice the spool cannot take (a full disk, a folder gone): the client
+            # turns its own OSErrors into NNTPErrors, so this one is the spool's. The
+            # chunk is listed again, and the health report says so until one lands.
+            self.landing.failing = f"{type(error).__name__}: {error}"
+            self.state.failed(error)
+            self._failures += 1
+            logger.warning("%s: a chunk not written: %s", self._group, error)
         finally:
             # Landed or not: a chunk that did not land is listed again.
             if self._held is not None:
