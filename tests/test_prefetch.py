@@ -627,6 +627,48 @@ async def _prefetch_from_fake(
             servers.cancel_scope.cancel()
 
 
+@pytest.mark.trio
+async def test_a_group_the_server_answered_411_for_is_fetched_once_it_carries_it(
+    pool: ConnectionPool, tmp_path: Path
+) -> None:
+    # A group created on the server after it was planned, or a backend that answered
+    # 411 once: the group stayed "not carried", its chunks unfetched, until a restart.
+    group = "alt.binaries.later"
+    count = 2_000
+    group_id = GroupStore(pool).add(group)
+    RangeStore(pool).plan(group_id, FAR, FAR + count - 1, count)
+    fake = FakeNNTPServer(overview={n: _fake_line(n) for n in range(FAR, FAR + count)})
+    state = ServerState.of(server_configs(["nntp://fake.invalid:119"], 1)[0])
+    options = _options(
+        tmp_path, chunk_articles=1_000, slice_articles=500, report_seconds=0.2, recheck_seconds=1.0
+    )
+    covered = 0
+    done = trio.Event()
+
+    def observe(event: object) -> None:
+        nonlocal covered
+        if isinstance(event, Reported) and prefetcher._work.uncarried and group not in fake.groups:
+            fake.groups[group] = (FAR, FAR + count - 1)  # the server carries it now
+        elif isinstance(event, Landed):
+            covered += event.job.last - event.job.first + 1
+            if covered == count:
+                done.set()
+
+    with trio.fail_after(DEADLINE_SECONDS):
+        async with trio.open_nursery() as servers:
+            fake.run_in(servers)
+            prefetcher = Prefetcher(pool, options, [state], observe, lambda _: fake.open_stream)
+            await _run_until(prefetcher, done)
+            servers.cancel_scope.cancel()
+
+    chunks = _read_spool(pool, group_id)
+    _assert_exactly_once(chunks, FAR, FAR + count - 1)
+    assert _lines(FolderSpool(tmp_path / "spool"), chunks) == [
+        _fake_line(n) for n in range(FAR, FAR + count)
+    ]
+    assert not prefetcher._work.uncarried  # and its health row says so no more
+
+
 def test_a_lowered_pool_gets_a_connection_back_after_a_quiet_interval() -> None:
     state = ServerState.of(server_configs(["nntp://h?connections=3"], 4)[0])
     assert state.lower_limit(100.0) == 2

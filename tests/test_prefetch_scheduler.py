@@ -93,7 +93,7 @@ def test_a_group_not_on_a_server_goes_to_the_next_one() -> None:
     scheduler = Scheduler(servers=2, poll_seconds=POLL)
     other = _job(1, "a.b.two", 2)
     _listed(scheduler, _job(1), other)
-    assert scheduler.not_on_server("a.b.one", 0) is True
+    assert scheduler.not_on_server("a.b.one", 0, 0.0) is True
     # Server 0 skips the group; server 1 gets it.
     assert scheduler.take_listed(0, 0.0) == other
     assert scheduler.take_listed(1, 0.0) == _job(1)
@@ -102,8 +102,8 @@ def test_a_group_not_on_a_server_goes_to_the_next_one() -> None:
 
 def test_a_group_on_no_server_is_left_out_of_the_list() -> None:
     scheduler = Scheduler(servers=2, poll_seconds=POLL)
-    assert scheduler.not_on_server("a.b.one", 0) is True
-    assert scheduler.not_on_server("a.b.one", 1) is False  # no server left
+    assert scheduler.not_on_server("a.b.one", 0, 0.0) is True
+    assert scheduler.not_on_server("a.b.one", 1, 0.0) is False  # no server left
     _listed(scheduler, _job(1), _job(1, "a.b.two", 2))
     assert scheduler.take_listed(1, 0.0) is None
     assert scheduler.take_listed(0, 0.0) == _job(1, "a.b.two", 2)
@@ -156,7 +156,22 @@ def test_take_now_never_reads_a_stale_list(now: float) -> None:
 
 def test_take_now_looks_only_at_the_servers_own_groups() -> None:
     scheduler = Scheduler(servers=2, poll_seconds=POLL)
-    scheduler.not_on_server("a.b.one", 0)
+    scheduler.not_on_server("a.b.one", 0, 0.0)
     _listed(scheduler, _job(1), _job(1, "a.b.two", 2))
     assert scheduler.take_now(1, 0.0, lambda job: job.group == "a.b.one") == _job(1)
     assert scheduler.take_now(1, 0.0, lambda _: True) is None
+
+
+def test_a_group_not_carried_is_asked_of_the_servers_again_after_recheck_seconds() -> None:
+    # A 411 is not for ever: a group created after it was planned, a provider's
+    # backend that answered 411 once. It was left out until the process restarted.
+    scheduler = Scheduler(servers=2, poll_seconds=POLL, recheck_seconds=60.0)
+    assert scheduler.not_on_server("a.b.one", 0, 10.0) is True
+    assert scheduler.not_on_server("a.b.one", 1, 20.0) is False
+    assert scheduler.recheck(79.9) == []
+    _listed(scheduler, _job(1), now=79.9)
+    assert scheduler.take_listed(0, 79.9) is None
+    assert scheduler.recheck(80.0) == ["a.b.one"]
+    assert scheduler.recheck(80.0) == []
+    _listed(scheduler, _job(1), now=80.0 + POLL)
+    assert scheduler.take_listed(0, 80.0 + POLL) == _job(1)  # the first server again

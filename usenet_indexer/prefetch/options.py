@@ -9,6 +9,7 @@ from usenet_indexer.core.retry import RetryPolicy
 from usenet_indexer.nntp.client import tls_context
 from usenet_indexer.prefetch.follower import FollowOptions
 from usenet_indexer.prefetch.prober import ProbeOptions
+from usenet_indexer.prefetch.scheduler import RECHECK_SECONDS
 from usenet_indexer.spool.store import SpoolStore, as_spool, open_spool
 
 # How often the servers' figures go to the database, and the sweep runs. Not a
@@ -31,6 +32,9 @@ class PrefetchOptions:
     # Pauses after failures of a connection in a row: 1, 2, 4 ... 60 s, for ever.
     retry: RetryPolicy = attrs.field(factory=RetryPolicy)
     report_seconds: float = REPORT_SECONDS
+    # A group a server answered 411 for is asked of the servers again after this
+    # long (not a setting either).
+    recheck_seconds: float = RECHECK_SECONDS
     follow: FollowOptions = attrs.field(factory=FollowOptions)
     probe: ProbeOptions = attrs.field(factory=ProbeOptions)
 

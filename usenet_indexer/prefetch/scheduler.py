@@ -32,6 +32,10 @@ from usenet_indexer.spool.plan import ChunkJob
 
 # Before the first refresh, and for a group never held back.
 NEVER = float("-inf")
+# A group moved to the next server by a 411 (or to none: not carried) is asked of
+# the servers of the settings again after this long: a 411 is not for ever (a group
+# created after it was planned, a provider's backend that answered 411 once).
+RECHECK_SECONDS = 300.0
 
 
 @attrs.frozen
@@ -79,11 +83,13 @@ class Scheduler:
 
     servers: int
     poll_seconds: float
+    recheck_seconds: float = RECHECK_SECONDS
     _queue: list[ChunkJob] = attrs.field(factory=list)
     _refreshed_at: float = NEVER
     _refreshing: bool = False
     _in_flight: dict[tuple[int, int], ChunkJob] = attrs.field(factory=dict)
     _home: dict[str, int] = attrs.field(factory=dict)
+    _moved_at: dict[str, float] = attrs.field(factory=dict)  # the last 411 of a group
     _not_before: dict[int, float] = attrs.field(factory=dict)
 
     def take(self, server: int, now: float) -> ChunkJob | Refresh | Pending:
@@ -141,14 +147,24 @@ class Scheduler:
         self._not_before[job.group_id] = now + self.poll_seconds
         self._queue = [j for j in self._queue if j.group_id != job.group_id]
 
-    def not_on_server(self, group: str, server: int) -> bool:
-        """The server does not carry the group: the next server of the settings gets it.
+    def not_on_server(self, group: str, server: int, now: float) -> bool:
+        """The server does not carry the group: the next server of the settings gets it,
+        until `recheck_seconds` after the last such answer (see `recheck`).
 
         Returns:
             False when no server is left to try (the group's ranges cannot be fetched).
         """
         self._home[group] = server + 1
+        self._moved_at[group] = now
         return server + 1 < self.servers
+
+    def recheck(self, now: float) -> list[str]:
+        """The groups a 411 moved more than `recheck_seconds` ago: from now on they go
+        to the first server of the settings again (listed at the next read)."""
+        due = [g for g, at in self._moved_at.items() if now - at >= self.recheck_seconds]
+        for group in due:
+            del self._moved_at[group], self._home[group]
+        return due
 
     def _stale(self, now: float) -> bool:
         return now - self._refreshed_at >= self.poll_seconds

@@ -59,7 +59,9 @@ class SharedWork:
     _answered: bool = attrs.field(init=False, default=True)
 
     def __attrs_post_init__(self) -> None:
-        self._scheduler = Scheduler(self.servers, self.options.poll_seconds)
+        self._scheduler = Scheduler(
+            self.servers, self.options.poll_seconds, self.options.recheck_seconds
+        )
 
     async def take(self, server: int) -> ChunkJob | None:
         """The next chunk for a connection of this server, or None when there is none now."""
@@ -101,7 +103,7 @@ class SharedWork:
 
     def not_on_server(self, group: str, server: int) -> None:
         """The server does not carry the group: the next server of the settings gets it."""
-        if not self._scheduler.not_on_server(group, server):
+        if not self._scheduler.not_on_server(group, server, trio.current_time()):
             if group not in self.uncarried:
                 logger.error("no NNTP server carries %s: its ranges cannot be fetched", group)
             self.uncarried[group] = "411 from every server of this prefetcher"
@@ -112,6 +114,9 @@ class SharedWork:
         return job
 
     async def _refresh(self, refresh: Refresh) -> None:
+        for group in self._scheduler.recheck(trio.current_time()):
+            if self.uncarried.pop(group, None) is not None:
+                logger.info("asking the NNTP servers again whether they carry %s", group)
         skip = frozenset(self.uncarried)
         answering = self.answering()
         if answering != self._answered:
