@@ -115,6 +115,20 @@ async def test_a_server_silent_after_group_is_given_up_at_the_nntp_timeout(
 
 
 @pytest.mark.trio
+async def test_a_group_reply_past_2_63_is_a_warning_not_the_end_of_the_prefetcher(
+    nursery: trio.Nursery, stores: Stores, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Stored, such a number (no bigint holds it) raised a DataError the follower did
+    # not catch: the whole prefetcher stopped, and again at each restart.
+    fake = FakeNNTPServer(groups={GROUP: (2**64 - 10, 2**64)}).run_in(nursery)
+    GroupStore(stores.ranges.pool).add(GROUP)
+    with caplog.at_level(logging.WARNING):
+        assert await follower(stores, fake).poll() == 0
+    assert any("past 2^63 - 1" in r.getMessage() for r in caplog.records)
+    assert ranges(stores) == []
+
+
+@pytest.mark.trio
 async def test_articles_expiring_before_they_are_indexed_are_reported(
     nursery: trio.Nursery, stores: Stores
 ) -> None:

@@ -426,7 +426,10 @@ def test_a_refused_switch_does_not_pause() -> None:
 def test_group_status_and_date() -> None:
     status = GroupStatus.from_text("5 4294967300 4294967304 alt.binaries.big")
     assert (status.count, status.low, status.high) == (5, 4_294_967_300, 4_294_967_304)
-    for bad in ("", "1 2 alt", "x 1 2 g", "1 -2 3 g", "1 ² 3 g"):
+    top = GroupStatus.from_text(f"1 {2**63 - 1} {2**63 - 1} g")
+    assert (top.low, top.high) == (2**63 - 1, 2**63 - 1)
+    past = (f"1 1 {2**63} g", f"1 {2**64} {2**64} g", f"{2**63} 1 2 g")
+    for bad in ("", "1 2 alt", "x 1 2 g", "1 -2 3 g", "1 ² 3 g", *past):
         with pytest.raises(MalformedResponse):
             GroupStatus.from_text(bad)
     assert parse_date("20261130112233") == "20261130112233"

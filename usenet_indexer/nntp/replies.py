@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Final
 
 import attrs
 
@@ -50,6 +51,11 @@ class ServerCapabilities:
         return max(versions) if versions else None
 
 
+# The largest article number (RFC 3977 says 2^31 - 1; servers went to 2^63 - 1, and
+# the catalog's and spool's numbers are PostgreSQL bigints, which stop there).
+MAX_ARTICLE: Final = 2**63 - 1
+
+
 @attrs.frozen
 class GroupStatus:
     """A 211 reply to GROUP: the estimated count and the low and high water marks."""
@@ -61,15 +67,18 @@ class GroupStatus:
 
     @classmethod
     def from_text(cls, text: str) -> GroupStatus:
-        """Parses "count low high name" (numbers may exceed 2^32).
+        """Parses "count low high name" (numbers may exceed 2^32, not MAX_ARTICLE).
 
         Raises:
-            MalformedResponse: the text is not that.
+            MalformedResponse: the text is not that, or a number is past MAX_ARTICLE
+                (stored, it would stop whoever stores it: a reply error is handled).
         """
         words = text.split()
         if len(words) < 4 or not all(w.isascii() and w.isdigit() for w in words[:3]):
             raise MalformedResponse(f"not a 211 GROUP reply: {text[:100]!r}")
         count, low, high = (int(w) for w in words[:3])
+        if max(count, low, high) > MAX_ARTICLE:
+            raise MalformedResponse(f"a 211 GROUP reply past 2^63 - 1: {text[:100]!r}")
         return cls(count, low, high, words[3])
 
 
