@@ -222,6 +222,37 @@ async def test_a_prefetcher_reports_what_it_cannot_fetch_and_takes_it_away_when_
 
 
 @pytest.mark.trio
+async def test_a_followed_group_no_server_carries_is_not_carried_before_anything_is_planned(
+    news_server: NewsServer, pool: ConnectionPool, tmp_path: Path
+) -> None:
+    # `uidx groups add NAME --unchecked`, the name mistyped: nothing is planned, so no
+    # connection asks GROUP of it; the follower does, at every poll, and only logged
+    # the 411 (the health said all was well).
+    GroupStore(pool).add(NOWHERE)
+    good = ServerState.of(server_configs([news_server.url()], 1)[0])
+    reported = trio.Event()
+    said = False  # the follower's 411 was there at a report before this one
+
+    def observe(event: object) -> None:
+        nonlocal said
+        if isinstance(event, Reported):
+            if said:
+                reported.set()
+            said = NOWHERE in prefetcher._follower.uncarried
+
+    prefetcher = Prefetcher(pool, _options(tmp_path), [good], observe)
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(prefetcher.run)
+            await reported.wait()
+            health = await trio.to_thread.run_sync(StatusStore(pool).health)
+            nursery.cancel_scope.cancel()
+    states = {(h.component, h.subject): h.state for h in health}
+    assert states[("group", NOWHERE)] is State.NOT_CARRIED
+    assert states[("server", f"{news_server.host}:{news_server.port}")] is State.OK
+
+
+@pytest.mark.trio
 async def test_a_coordinator_reports_while_it_runs_and_takes_its_row_away_when_stopped(
     stores: Stores, pool: ConnectionPool
 ) -> None:

@@ -157,12 +157,11 @@ class Prefetcher:
         spool (core/health.py)."""
         spool = self._landing.failing
         where = self.options.spool.describe()
+        # The follower's (a followed group's GROUP) and the connections' (a chunk's).
+        uncarried = {**self._follower.uncarried, **self._work.uncarried}
         return [
             *(state.observed() for state in self.servers),
-            *(
-                Observed("group", g, State.NOT_CARRIED, why)
-                for g, why in self._work.uncarried.items()
-            ),
+            *(Observed("group", g, State.NOT_CARRIED, why) for g, why in uncarried.items()),
             Observed(
                 "spool", where, State.OK if spool is None else State.WRITES_FAILING, spool or ""
             ),

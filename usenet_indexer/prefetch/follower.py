@@ -43,7 +43,7 @@ from usenet_indexer.errors import RemoteProtocolError
 from usenet_indexer.nntp.carrier import Carrier, carrying
 from usenet_indexer.nntp.client import StreamFactory
 from usenet_indexer.nntp.dated import first_posted_since
-from usenet_indexer.nntp.errors import NNTPError
+from usenet_indexer.nntp.errors import NNTPError, NoSuchGroup
 from usenet_indexer.store.groups import FollowedGroup, GroupStore
 from usenet_indexer.store.ranges import PlanOverlap, RangeStore
 
@@ -85,6 +85,9 @@ class Follower:
     # nntp_timeout_seconds, as the prefetcher's connections have it (no default:
     # the follower once asked GROUP with the default's 60 s whatever was set).
     timeout_seconds: float = attrs.field(kw_only=True)
+    # Followed groups every server answered 411 for at the last poll, with why: the
+    # prefetcher's health report says so (nothing else would while none is planned).
+    uncarried: dict[str, str] = attrs.field(factory=dict)
     _last_high: dict[int, int] = attrs.field(factory=dict)
     _said: dict[int, tuple[str, ...]] = attrs.field(factory=dict)
 
@@ -103,9 +106,16 @@ class Follower:
             logger.warning("cannot read the groups to follow: %s", error)
             return 0
         planned = 0
+        followed = {group.name for group in groups}
+        for name in [g for g in self.uncarried if g not in followed]:
+            del self.uncarried[name]  # disabled or removed: not followed any more
         for group in groups:
             try:
                 planned += await self._follow(group)
+                self.uncarried.pop(group.name, None)
+            except NoSuchGroup as error:
+                self.uncarried[group.name] = str(error)
+                logger.warning("following %s: %s; trying again at the next poll", group.name, error)
             except (NNTPError, RemoteProtocolError) as error:
                 logger.warning("following %s: %s; trying again at the next poll", group.name, error)
             except psycopg.OperationalError as error:
