@@ -215,6 +215,11 @@ async def test_fake_480_and_auth() -> None:
             with pytest.raises(AuthRequired, match="481"):
                 async with _fake_connect(fake, "nntp://me:bad@fake.example"):
                     pass  # pragma: no cover
+            # An account's connection cap, said to AUTHINFO: not a refused login.
+            fake.replies["AUTHINFO PASS good"] = b"502 too many connections for your user\r\n"
+            with pytest.raises(Unavailable, match="502"):
+                async with _fake_connect(fake, "nntp://me:good@fake.example"):
+                    pass  # pragma: no cover
 
 
 @pytest.mark.trio

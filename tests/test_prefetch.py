@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import errno
 import os
 import signal
@@ -9,7 +10,7 @@ import subprocess
 import sys
 import threading
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import attrs
@@ -25,6 +26,7 @@ from s3_fixtures import TestSpool, land_chunk
 
 from usenet_indexer.cli import main
 from usenet_indexer.config import default
+from usenet_indexer.core.health import State
 from usenet_indexer.core.retry import RetryPolicy
 from usenet_indexer.errors import SpoolStoreError
 from usenet_indexer.nntp.client import StreamFactory
@@ -40,7 +42,7 @@ from usenet_indexer.store.groups import GroupStore
 from usenet_indexer.store.nodes import NodeStore
 from usenet_indexer.store.ranges import RangeStore
 from usenet_indexer.store.spool import SpoolChunk, SpoolIndex
-from usenet_indexer.testing.fake_nntp import FakeNNTPServer
+from usenet_indexer.testing.fake_nntp import FakeNNTPServer, Fault, Reply, _Session
 from usenet_indexer.testing.newsd import generate_articles
 from usenet_indexer.wire.frames import Codec
 
@@ -607,13 +609,16 @@ async def _prefetch_from_fake(
     state: ServerState,
     articles: int,
     open_stream: StreamFactory | None = None,
+    watch: Callable[[object], None] = lambda _: None,
 ) -> None:
-    """Run the prefetcher against the fake until chunks of `articles` articles have landed."""
+    """Run the prefetcher against the fake until chunks of `articles` articles have landed
+    (each event told to `watch` too)."""
     covered = 0
     done = trio.Event()
 
     def observe(event: object) -> None:
         nonlocal covered
+        watch(event)
         if isinstance(event, Landed):
             covered += event.job.last - event.job.first + 1
             if covered == articles:
@@ -667,6 +672,68 @@ async def test_a_group_the_server_answered_411_for_is_fetched_once_it_carries_it
         _fake_line(n) for n in range(FAR, FAR + count)
     ]
     assert not prefetcher._work.uncarried  # and its health row says so no more
+
+
+_AUTHED: contextvars.ContextVar[bool] = contextvars.ContextVar("authed", default=False)
+
+
+@attrs.define(eq=False)
+class _AccountCap(FakeNNTPServer):
+    """A FAKE provider that lets `cap` sessions of the account in at once and answers
+    "502 too many connections" to AUTHINFO PASS past that (INN2 has no such cap)."""
+
+    cap: int = 1
+    authed: int = 0
+    refused: int = 0
+
+    async def serve(self, stream: trio.abc.Stream, fault: Fault = "ok") -> None:
+        try:
+            await super().serve(stream, fault)  # a task per connection: its own context
+        finally:
+            if _AUTHED.get():
+                self.authed -= 1
+
+    async def _answer(self, line: str, session: _Session) -> Reply:
+        if not line.startswith("AUTHINFO"):
+            return await super()._answer(line, session)
+        self.received.append(line.split(" PASS ", 1)[0])
+        if line.startswith("AUTHINFO USER"):
+            return b"381 password required\r\n"
+        if self.authed >= self.cap:
+            self.refused += 1
+            return b"502 too many connections for your user\r\n"
+        self.authed += 1
+        _AUTHED.set(True)
+        return b"281 welcome\r\n"
+
+
+@pytest.mark.trio
+async def test_an_account_cap_said_to_authinfo_lowers_the_pool_and_is_no_login_refusal(
+    pool: ConnectionPool, tmp_path: Path
+) -> None:
+    # The account's cap shows at AUTHINFO (the greeting does not know the account): it
+    # was a refused login (health "login refused", the password right all along) and
+    # the extra connections tried again for ever, the pool never lowered.
+    group = "alt.binaries.capped"
+    count = 6_000
+    group_id = GroupStore(pool).add(group)
+    RangeStore(pool).plan(group_id, FAR, FAR + count - 1, count)
+    fake = _AccountCap(
+        groups={group: (FAR, FAR + count - 1)},
+        overview={n: _fake_line(n) for n in range(FAR, FAR + count)},
+    )
+    state = ServerState.of(server_configs(["nntp://me:right@fake.invalid:119"], 3)[0])
+    healths: set[State] = set()
+    options = _options(tmp_path, chunk_articles=1_000, slice_articles=250)
+    await _prefetch_from_fake(
+        pool, fake, options, state, count, watch=lambda _: healths.add(state.health)
+    )
+
+    chunks = _read_spool(pool, group_id)
+    _assert_exactly_once(chunks, FAR, FAR + count - 1)
+    assert fake.refused
+    assert State.LOGIN_REFUSED not in healths
+    assert state.limit < 3  # lowered, as by a 502 greeting
 
 
 def test_a_lowered_pool_gets_a_connection_back_after_a_quiet_interval() -> None:

@@ -382,6 +382,10 @@ class NNTPClient:
         response = await self._response_to(p.AuthInfoUser(user))
         if response.code == 381:
             response = await self._response_to(p.AuthInfoPass(password))
+        if response.code in (400, 502):
+            # A per-account connection cap shows here, not at the greeting (which
+            # does not know the account): "too many connections", as 400/502 there.
+            raise self._error(response)
         if response.code != 281:
             raise AuthRequired(response.code, response.text, command="AUTHINFO", server=self.server)
 

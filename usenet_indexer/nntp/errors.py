@@ -12,8 +12,8 @@
         ├── ConnectionLost              the connection broke (dropped, reset, EOF)
         ├── Timeout                     a command made no progress in time
         └── ReplyError                  a reply the command does not allow (`.code`)
-            ├── AuthRequired            480, or AUTHINFO refused (481/482/502 to AUTHINFO)
-            ├── Unavailable             400 / 502: too many connections, or closing
+            ├── AuthRequired            480, or AUTHINFO refused (481/482 to AUTHINFO)
+            ├── Unavailable             400 / 502 (to AUTHINFO too): too many connections, or closing
             ├── NoSuchGroup             411
             └── NoSuchArticle           430 (and 423 for a single article)
 
