@@ -323,3 +323,38 @@ def test_an_edge_stopped_mid_range_loses_and_doubles_nothing(
     assert isinstance(epoch, int)
     assert epoch >= 2, err[-4000:]
     _assert_every_article_once(run, expected)
+
+
+def test_an_edge_waiting_for_the_coordinator_stops_when_its_supervisor_is_gone(
+    tmp_path: Path,
+) -> None:
+    # The supervisor died (its pipe's write end closed) while the edge waited for the
+    # coordinator's port: the worker outlived it as an orphan for up to 120 s.
+    read_end, write_end = os.pipe()
+    os.close(write_end)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("UIDX_")}
+    env.update(
+        UIDX_HOME=str(tmp_path),
+        UIDX_LISTEN=f"127.0.0.1:{free_port()}",  # nothing listens: the coordinator died too
+        UIDX_NNTP="nntp://127.0.0.1:9",
+        COORDINATOR_URL="http://127.0.0.1:9",
+        NODE_TOKEN="token",
+        DATABASE_URL="postgresql://nobody@127.0.0.1:9/none",
+    )
+    argv = ["standalone", "--worker-slot", "2", "--parent-fd", str(read_end)]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "usenet_indexer", *argv],
+        env=env,
+        pass_fds=(read_end,),
+        stderr=subprocess.PIPE,
+    )
+    os.close(read_end)
+    try:
+        log_until(process, lambda line: "the supervisor is gone" in line, 30)
+        assert process.wait(timeout=30) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        assert process.stderr is not None
+        process.stderr.close()

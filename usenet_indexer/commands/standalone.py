@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import select
 import socket
 import sys
 import time
@@ -252,17 +253,24 @@ def _run_worker(settings: Settings, slot: int, parent_fd: int | None) -> int:
     options = EdgeOptions.from_settings(settings, ranges=None, batch_articles=None)
     # The coordinator (worker 0) starts its database first: wait for its port
     # rather than through the edge's backoff, so that every edge starts at once.
-    _wait_for_listener(*settings.listen_host_port, COORDINATOR_START_SECONDS)
+    if not _wait_for_listener(*settings.listen_host_port, COORDINATOR_START_SECONDS, parent_fd):
+        logger.warning("the supervisor is gone (parent pipe fd %s closed): stopping", parent_fd)
+        return 0
     return edge_command.run_worker(settings, options, parent_fd)
 
 
-def _wait_for_listener(host: str, port: int, seconds: float) -> None:
-    """Until something accepts on host:port, or `seconds` passed (then the edge's retries go on)."""
+def _wait_for_listener(host: str, port: int, seconds: float, parent_fd: int | None) -> bool:
+    """Until something accepts on host:port, or `seconds` passed (then the edge's retries go
+    on); False when the supervisor is gone meanwhile (its pipe `parent_fd` readable: see
+    supervisor/parent.py), which stops the worker as it would once started."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         try:
             with socket.create_connection((host or "127.0.0.1", port), timeout=1.0):
-                return
+                return True
         except OSError:
-            time.sleep(LISTENER_POLL_SECONDS)
+            watched = [parent_fd] if parent_fd is not None else []
+            if select.select(watched, [], [], LISTENER_POLL_SECONDS)[0]:
+                return False
     logger.warning("the coordinator does not listen on %s:%d yet; the edge retries", host, port)
+    return True
