@@ -20,6 +20,7 @@ from pathlib import Path
 
 import attrs
 import psycopg
+import pytest
 from psycopg import pq
 from psycopg_pool import ConnectionPool
 from test_catalog_build import batches_of_generated
@@ -125,6 +126,59 @@ def test_a_build_does_not_write_over_a_row_of_keys_beside_its_own(stores: Stores
     assert [r for r in after if r[0] == key(5).hex()] == [r for r in before if r[0] == key(5).hex()]
     assert [r for r in before if r[0] != key(0).hex()] == after
     assert pending == {key(0), key(5), key(1005)}
+
+
+_COUNTED = """
+    SELECT count(*) FILTER (WHERE shown AND state = 'whole'),
+           count(*) FILTER (WHERE shown AND state = 'repairable'),
+           count(*) FILTER (WHERE shown AND state = 'broken'),
+           count(*) FILTER (WHERE NOT shown)
+    FROM catalog
+"""
+
+
+def test_the_release_counts_follow_every_change_of_the_catalog_without_reading_it(
+    stores: Stores, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`uidx status`, the page and /metrics read the releases by state from what each
+    change appended (migration 0031), not from a scan of the catalog per scrape; the
+    figures are what counting the catalog gives after builds, prunes, rows shown once
+    quiet, grabs, folds and a whole rebuild."""
+    monkeypatch.setattr(sql, "_FOLD_ROWS", 3)  # fold at nearly every write
+
+    def as_counted() -> tuple[int, ...]:
+        with stores.catalog.pool.connection() as conn:
+            row = conn.execute(_COUNTED).fetchone()
+            plan = "\n".join(r[0] for r in conn.execute("EXPLAIN " + sql._STATES))
+        assert "on catalog " not in plan, plan
+        assert row is not None
+        return tuple(int(n) for n in row)
+
+    def figures() -> tuple[int, ...]:
+        s = stores.catalog.states()
+        return (s.whole, s.repairable, s.broken, s.waiting)
+
+    def made(n: int) -> CatalogEntry:
+        state = ("whole", "repairable", "broken")[n % 3]
+        return attrs.evolve(entry(n, (key(n),)), state=state, completion=1.0 if n % 2 else 0.5)
+
+    year = 365 * 24 * 3600.0
+    stores.catalog.write([made(n) for n in range(60)], year, {}, None)  # halves quiet
+    assert figures() == as_counted() != (0, 0, 0, 0)
+    # A build of some rows' keys: some made again changed, some no longer made.
+    again = [attrs.evolve(made(n), state="broken") for n in range(0, 30, 2)]
+    stores.catalog.write(again, year, {}, [key(n) for n in range(30)])
+    assert figures() == as_counted()
+    stores.catalog.grab(key(1).hex())
+    stores.catalog.show_quiet(0)  # every row quiet long enough now
+    assert figures() == as_counted()
+    assert figures()[3] == 0
+    stores.catalog.write([made(n) for n in range(100, 110)], 0, {}, None)  # a whole rebuild
+    assert figures() == as_counted() == (3, 4, 3, 0)
+    with stores.catalog.pool.connection() as conn:
+        rows = conn.execute("SELECT count(*) FROM catalog_counts").fetchone()
+    assert rows is not None
+    assert rows[0] <= 4 + 3  # folded: a row per (state, shown), and what came since
 
 
 def test_a_build_writes_each_catalog_row_once(stores: Stores) -> None:

@@ -401,12 +401,25 @@ _GRAB = "UPDATE catalog SET grabs = grabs + 1 WHERE guid = %s"
 # indexer that ignored the id. Past it a total says "this many or more".
 _COUNT_MAX = 1_000
 _COUNT = "SELECT count(*) FROM (SELECT FROM catalog WHERE {} LIMIT %s) AS matches"
+# The rows by state, from what each change of the catalog appended (migration
+# 0031: statement triggers), not a scan of the catalog at every status read.
 _STATES = """
-    SELECT count(*) FILTER (WHERE shown AND state = 'whole'),
-           count(*) FILTER (WHERE shown AND state = 'repairable'),
-           count(*) FILTER (WHERE shown AND state = 'broken'),
-           count(*) FILTER (WHERE NOT shown)
-    FROM catalog
+    SELECT coalesce(sum(n) FILTER (WHERE shown AND state = 'whole'), 0),
+           coalesce(sum(n) FILTER (WHERE shown AND state = 'repairable'), 0),
+           coalesce(sum(n) FILTER (WHERE shown AND state = 'broken'), 0),
+           coalesce(sum(n) FILTER (WHERE NOT shown), 0)
+    FROM catalog_counts
+"""
+# Folded into one row per (state, shown) by a build's write once there are more
+# than _FOLD_ROWS, by one builder at a time (the others go on: a try lock); rows
+# another transaction appends meanwhile are not in this one's snapshot and stay.
+_FOLD_ROWS = 256
+_FOLD_LOCK = (5, 0)
+_FOLD_WANTED = "SELECT count(*) > %s AND pg_try_advisory_xact_lock(%s, %s) FROM catalog_counts"
+_FOLD_COUNTS = """
+    WITH folded AS (DELETE FROM catalog_counts RETURNING state, shown, n)
+    INSERT INTO catalog_counts (state, shown, n)
+    SELECT state, shown, sum(n) FROM folded GROUP BY state, shown HAVING sum(n) <> 0
 """
 _BROKEN = _ROW + " WHERE state = 'broken' AND shown ORDER BY posted DESC, id DESC LIMIT %s"
 _STORED = "SELECT count(*), max(stored_at) FROM batches"
@@ -1235,6 +1248,9 @@ class CatalogTable:
             if held:
                 again = sorted(set().union(*held.values()))
                 conn.execute(_PENDING_AGAIN, (arrays.keys(again),))
+            fold = conn.execute(_FOLD_WANTED, (_FOLD_ROWS, *_FOLD_LOCK)).fetchone()
+            if fold is not None and fold[0]:
+                conn.execute(_FOLD_COUNTS)
         return Written(made, written, int(pruned), quiet, tuple(sorted(held)))
 
     def search(self, search: Search) -> tuple[int, list[CatalogRow]]:
@@ -1294,7 +1310,7 @@ class CatalogTable:
         return states.shown, states.waiting
 
     def states(self) -> ReleaseStates:
-        """The releases shown, by state, and those waiting (one read of the table)."""
+        """The releases shown, by state, and those waiting (catalog_counts' few rows)."""
         with self.pool.connection() as conn:
             row = conn.execute(_STATES).fetchone()
         assert row is not None
