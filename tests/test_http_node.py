@@ -49,6 +49,7 @@ from usenet_indexer.coordinator.stream import StreamTiming
 from usenet_indexer.core.batch import Batch
 from usenet_indexer.core.indexer import RangeIndexer
 from usenet_indexer.core.rules import DEFAULT_RULES, rule_from_wire
+from usenet_indexer.spool.store import FolderSpool
 from usenet_indexer.store.groups import GroupStore
 from usenet_indexer.store.pgcluster import Cluster
 from usenet_indexer.store.ranges import RangeStore
@@ -367,6 +368,58 @@ async def test_bad_missing_and_revoked_tokens_are_401_and_change_nothing(
     assert snapshot(pg_url) == before
     assert token[:-4] not in caplog.text
     assert revoked not in caplog.text
+
+
+@pytest.mark.trio
+async def test_revoking_a_node_stops_its_open_stream_and_gives_its_range_back(
+    nursery: trio.Nursery,
+    settings: Settings,
+    stores: Stores,
+    group_id: int,
+    token: str,
+    leased: tuple[int, int],
+    tmp_path: Path,
+) -> None:
+    """`uidx nodes revoke`: "its edges are refused from now on", also the stream it
+    opened before (which would hand it the range's headers to the end), and the
+    range it held is leased again at once, not after lease_ttl_seconds."""
+    range_id, _ = leased
+    options = attrs.evolve(ApiOptions.from_settings(settings), stream=FAST_STREAM)
+    other = stores.nodes.authenticate(stores.nodes.create("edge-2"))
+    assert other is not None
+    with trio.fail_after(DEADLINE_SECONDS):
+        url = await start_api(nursery, settings, stores, options)
+        async with (
+            httpx.AsyncClient(base_url=url, headers=bearer(token)) as client,
+            client.stream("GET", f"ranges/{range_id}/stream") as response,
+        ):
+            reader = FrameReader(response.aiter_raw())
+            assert await reader.next() == Frame.keepalive()
+            assert stores.nodes.revoke("edge-1")
+            assert stores.nodes.list()[0].leases == 0
+            await trio.to_thread.run_sync(
+                land_chunk, FolderSpool(tmp_path / "spool"), stores.spool, GROUP, group_id,
+                overview(50, 1000), 1000, 1999,
+            )  # fmt: skip
+            frames = await reader.rest()
+    assert set(frames[:-1]) <= {Frame.keepalive()}
+    assert frames[-1] == Frame.error(f"the lease of range {range_id} is lost")
+    lease = stores.ranges.lease(other, 60)
+    assert lease is not None
+    assert lease.range_id == range_id
+
+
+def test_a_revoked_node_is_leased_nothing(
+    stores: Stores, pool: ConnectionPool, group_id: int
+) -> None:
+    """A lease call that waits for work (`lease?wait=30`) was authenticated when it began:
+    the node revoked meanwhile must not be leased the ranges planned after."""
+    node = stores.nodes.authenticate(stores.nodes.create("edge-1"))
+    assert node is not None
+    assert stores.nodes.revoke("edge-1")
+    plan(pool, group_id, 1000, 1999)
+    assert stores.ranges.lease(node, 60) is None
+    assert not stores.nodes.revoke("edge-1")  # revoked already
 
 
 @pytest.mark.trio

@@ -26,7 +26,16 @@ _ROTATE = """
     ON CONFLICT (name) DO UPDATE SET token_hash = excluded.token_hash, revoked_at = NULL
 """
 _SEEN = "UPDATE nodes SET last_seen = now() WHERE id = %s"
-_REVOKE = "UPDATE nodes SET revoked_at = now() WHERE name = %s AND revoked_at IS NULL"
+_REVOKE = """
+    UPDATE nodes SET revoked_at = now() WHERE name = %s AND revoked_at IS NULL RETURNING id
+"""
+# A revoked node's leases are given back at once (planned again, for the next
+# lease), not left held until their deadline; the streams it has open stop
+# at their next chunk (RangeStore.held is a live node's only).
+_GIVE_BACK = """
+    UPDATE ranges SET state = 'planned', holder = NULL, deadline = NULL
+    WHERE holder = %s AND state = 'leased'
+"""
 _LIST = """
     SELECT n.name, n.created_at, n.revoked_at, n.last_seen,
            (SELECT count(*) FROM ranges r WHERE r.holder = n.id AND r.state = 'leased')
@@ -109,9 +118,14 @@ class NodeStore:
         return node_id
 
     def revoke(self, name: str) -> bool:
-        """Revoke a node's token; False when there is no such live node."""
-        with self.pool.connection() as conn:
-            return conn.execute(_REVOKE, (name,)).rowcount == 1
+        """Revoke a node's token and give back the ranges it holds; False when there is
+        no such live node."""
+        with self.pool.connection() as conn, conn.transaction():
+            row = conn.execute(_REVOKE, (name,)).fetchone()
+            if row is None:
+                return False
+            conn.execute(_GIVE_BACK, (row[0],))
+        return True
 
     def list(self) -> list[NodeRow]:
         with self.pool.connection() as conn:

@@ -57,6 +57,8 @@ _LEASE = """
         SELECT r.id FROM ranges r JOIN groups g ON g.id = r.group_id
         WHERE r.state IN ('planned', 'leased') AND (r.state = 'planned' OR r.deadline < now())
           AND g.enabled
+          -- A node revoked meanwhile (its lease call waited for work) is leased nothing.
+          AND EXISTS (SELECT FROM nodes n WHERE n.id = %(node)s AND n.revoked_at IS NULL)
         -- The live head first (see core/follow.py), then in plan order.
         ORDER BY (r.kind <> 'live'), r.planned_at, r.id
         LIMIT 1
@@ -90,6 +92,7 @@ _RELEASE = """
 _HELD = """
     SELECT r.id, g.name, g.id, r.first_article, r.last_article, r.resume, r.epoch
     FROM ranges r JOIN groups g ON g.id = r.group_id
+        JOIN nodes n ON n.id = r.holder AND n.revoked_at IS NULL
     WHERE r.id = %(range)s AND r.holder = %(node)s AND r.state = 'leased'
 """
 _STATES = """
