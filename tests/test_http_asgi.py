@@ -36,6 +36,7 @@ from usenet_indexer.coordinator.http.asgi import (
     Response,
     Route,
     read_body,
+    throttle_key,
 )
 from usenet_indexer.core.origin import Origin
 from usenet_indexer.testing.logcheck import problems
@@ -555,3 +556,52 @@ async def test_behind_a_trusted_proxy_each_client_is_counted_apart(
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1
     assert warnings[0].startswith("client 203.0.113.5: 6 failed key attempts")
+
+
+@pytest.mark.trio
+async def test_an_ipv6_client_is_counted_by_its_64(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An IPv6 client has a /64 to pick addresses from: a guess from each of them is
+    still that client's, while the next /64 is another client."""
+    api = FakeApi(ok)
+    app = App(
+        {"/node/": Route(api, Access.NODE)},
+        gate=FakeGate(),
+        body_timeout_seconds=1,
+        retry_after_seconds=1,
+        origin=Origin.of("", ["127.0.0.1"]),
+    )
+    with trio.fail_after(3 * app.throttle.window_seconds):
+        for n in range(app.throttle.block_after):
+            forwarded = f"2001:db8:1:2:{n:x}::{n + 1:x}".encode()
+            await call(
+                app, "GET", "/node/lease",
+                headers=[(b"x-who", b"bogus"), (b"x-forwarded-for", forwarded)],
+            )  # fmt: skip
+        blocked, _ = await call(
+            app, "GET", "/node/lease",
+            headers=[(b"x-who", b"node"), (b"x-forwarded-for", b"2001:db8:1:2:ffff::9")],
+        )  # fmt: skip
+        other, _ = await call(
+            app, "GET", "/node/lease",
+            headers=[(b"x-who", b"node"), (b"x-forwarded-for", b"2001:db8:1:3::1")],
+        )  # fmt: skip
+    assert blocked is not None
+    assert blocked.status == 429
+    assert other is not None
+    assert other.status == 200
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings == [
+        "client 2001:db8:1:2::/64: 6 failed key attempts in 60 s; its refusals are slowed,"
+        " then it gets 429"
+    ]
+
+
+def test_the_throttle_key_of_an_address() -> None:
+    assert throttle_key("2001:db8:1:2::1") == "2001:db8:1:2::/64"
+    assert throttle_key("2001:DB8:1:2:ffff:0:0:7") == "2001:db8:1:2::/64"
+    assert throttle_key("fe80::1%eth0") == "fe80::/64"
+    assert throttle_key("::ffff:203.0.113.5") == "203.0.113.5"
+    assert throttle_key("203.0.113.5") == "203.0.113.5"
+    assert throttle_key("") == ""

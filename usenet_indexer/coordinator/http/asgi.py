@@ -20,7 +20,8 @@ it is public only where its declaration says PUBLIC.
 A refusal of credentials that are nobody's (`Refused.wrong_credentials`)
 is counted against the client's address (core/throttle.py, in this
 process's memory; behind a trusted proxy the address its X-Forwarded-For
-names, core/origin.Origin.client): past a few it is answered late, then the address gets
+names, core/origin.Origin.client; an IPv6 address by its /64, `throttle_key`):
+past a few it is answered late, then the address gets
 429 with Retry-After on every guarded route (those with a level, and the
 login) until its window ends, and a WARNING once per address and window.
 
@@ -44,6 +45,7 @@ is never read. Nothing here logs a header, and paths are logged quoted.
 from __future__ import annotations
 
 import enum
+import ipaddress
 import logging
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -368,12 +370,12 @@ class App:
         return None
 
     def _guesser(self, exchange: Exchange) -> str:
-        """The address failed key attempts are counted against: the client's, the one a
-        trusted proxy names."""
+        """What failed key attempts are counted against: the client's address (the one a
+        trusted proxy names), an IPv6 one by its /64 (`throttle_key`)."""
         if self.origin is None:
-            return exchange.client
+            return throttle_key(exchange.client)
         forwarded = header(exchange.headers, b"x-forwarded-for")
-        return self.origin.client(exchange.client, forwarded)
+        return throttle_key(self.origin.client(exchange.client, forwarded))
 
     async def _failed(self, exchange: Exchange) -> None:
         """A guess counted; the refusal held back once past the free ones."""
@@ -441,6 +443,27 @@ class App:
             return Response.error(503, "the database is unavailable; try again", headers=retry)
         logger.error("%s: answered 500: %r", exchange, error, exc_info=error)
         return Response.error(500, "internal error")
+
+
+def throttle_key(address: str) -> str:
+    """The client a failed key attempt is counted against, for an address.
+
+    An IPv6 client holds a whole /64 (what a provider hands a line, what SLAAC
+    and privacy addresses pick from): counted address by address, it would
+    change address with each guess and never be slowed, and could push every
+    other window out of the throttle's table. So an IPv6 address counts as its
+    /64; an IPv4-mapped one as its IPv4 address; anything else (a Unix
+    socket's peer) as it is.
+    """
+    try:
+        parsed = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return address
+    if isinstance(parsed, ipaddress.IPv6Address):
+        if parsed.ipv4_mapped is not None:
+            return str(parsed.ipv4_mapped)
+        return str(ipaddress.IPv6Network((parsed, 64), strict=False))
+    return str(parsed)
 
 
 def header(headers: Headers, name: bytes) -> str | None:
