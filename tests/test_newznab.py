@@ -10,6 +10,7 @@ parsed). Errors are HTTP 200 with an error element, never a 5xx.
 from __future__ import annotations
 
 import email.utils
+import time
 from collections import Counter
 from collections.abc import AsyncIterator
 from functools import partial
@@ -31,6 +32,7 @@ from usenet_indexer.core.newznab import (
     Item,
     NewznabError,
     Site,
+    error_xml,
     feed_json,
     feed_xml,
     parse_request,
@@ -512,3 +514,38 @@ async def test_a_release_dated_past_what_a_date_holds_leaves_feeds_and_searches_
     page = await client.get("/", params={"apikey": operator})
     assert page.status_code == 200, page.text
     assert ("9999-12-31 23:59" in page.text) == (far > 0)
+
+
+@pytest.mark.trio
+async def test_a_release_not_shown_yet_is_no_ones_by_its_guid(
+    settings: Settings, stores: Stores
+) -> None:
+    """A release not shown (incomplete, not quiet yet) is in no feed or search: asked by
+    its guid (a release key, which anyone indexing the group can work out), t=details,
+    t=get and t=failed do not hand it out either, until it is shown."""
+    insert_rows(stores, [("Waiting.Show.S01E01.720p-GRP", int(time.time()) - 60)])
+    guid = f"{1:032x}"
+    with stores.catalog.pool.connection() as conn:
+        conn.execute("UPDATE catalog SET shown = false, completion = 0.5 WHERE guid = %s", (guid,))
+    key = stores.users.create("sonarr")
+
+    async def asked(client: httpx.AsyncClient) -> list[tuple[int, bytes]]:
+        answers = []
+        for function in ("details", "get", "failed"):
+            answer = await client.get("/api", params={"t": function, "id": guid, "apikey": key})
+            answers.append((answer.status_code, answer.content))
+        return answers
+
+    async with trio.open_nursery() as nursery:
+        host, port = await nursery.start(partial(serve, settings, stores))
+        async with httpx.AsyncClient(base_url=f"http://{host}:{port}") as client:
+            hidden = await asked(client)
+            with stores.catalog.pool.connection() as conn:
+                conn.execute("UPDATE catalog SET shown = true WHERE guid = %s", (guid,))
+            details = await get_xml(client, t="details", id=guid, apikey=key)
+        nursery.cancel_scope.cancel()
+    assert hidden[0] == (200, error_xml(NewznabError(300, "no such item")))
+    assert hidden[1] == (404, b"no such item\n")
+    assert hidden[2] == (404, b"no such item\n")
+    assert [item.findtext("guid") for item in items(details)] == [guid]
+    assert not stores.users.failures([guid])

@@ -1293,10 +1293,12 @@ class CatalogTable:
                     )
         return total, _rows(records[: search.limit])
 
-    def row(self, guid: str) -> CatalogRow | None:
-        """The catalog row of a guid, or None."""
+    def row(self, guid: str, *, shown: bool = False) -> CatalogRow | None:
+        """The catalog row of a guid, or None; with `shown`, only a row that is shown
+        (what the newznab API hands out: a row not shown yet is no search's either)."""
+        where = " WHERE guid = %s AND shown" if shown else " WHERE guid = %s"
         with self.pool.connection() as conn:
-            records = conn.execute(_ROW + " WHERE guid = %s", (guid,)).fetchall()
+            records = conn.execute(_ROW + where, (guid,)).fetchall()
         rows = _rows(records)
         return rows[0] if rows else None
 

@@ -221,7 +221,7 @@ class NewznabApi:
 
     def _row(self, request: Request, user_id: int | None) -> tuple[CatalogRow | None, Usage | None]:
         usage = self._take(user_id, grab=False)
-        row = self.catalog.row(request.guid)
+        row = self.catalog.row(request.guid, shown=True)
         if row is None:
             return None, usage
         return self._with_failures([row], request.extended)[0], usage
@@ -229,7 +229,7 @@ class NewznabApi:
     def _grabbed_row(self, guid: str, user_id: int | None) -> CatalogRow | None:
         """The row of an NZB about to be downloaded, the download counted (None: no
         such release, nothing counted)."""
-        row = self.catalog.row(guid)
+        row = self.catalog.row(guid, shown=True)
         if row is not None:
             self._take(user_id, grab=True)
         return row
@@ -237,7 +237,7 @@ class NewznabApi:
     def _reported_row(self, request: Request, user_id: int) -> CatalogRow | None:
         """The row of a release reported failed, the report recorded (None: no such
         release, nothing recorded)."""
-        row = self.catalog.row(request.guid)
+        row = self.catalog.row(request.guid, shown=True)
         if row is not None:
             self.users.report_failure(row.guid, user_id, corrupt=request.corrupt)
         return row
