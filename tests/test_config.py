@@ -321,3 +321,21 @@ def test_settings_made_in_code_hold_the_bounds_the_reader_checks(
     with pytest.raises(ConfigError, match=why) as refused:
         attrs.evolve(Settings(home=tmp_path), **{key: value})
     assert refused.value.key == key
+
+
+@pytest.mark.parametrize("token", ["s3cret!pass", "p@ss word", "ab=cd", "x" * 513, "tok\u00e9n"])
+def test_a_metrics_token_no_scraper_can_send_is_refused(tmp_path: Path, token: str) -> None:
+    """/metrics reads `Authorization: Bearer TOKEN` as RFC 6750 says: a token of other
+    characters was taken, then every scrape was 401 "a bearer token is required"."""
+    with pytest.raises(ConfigError) as refused:
+        load({"UIDX_HOME": str(tmp_path), "UIDX_METRICS_TOKEN": token})
+    assert refused.value.key == "metrics_token"
+    assert "bearer token" in refused.value.problem
+    assert token not in str(refused.value)  # a secret is not repeated in the message
+
+
+def test_a_metrics_token_a_scraper_can_send_is_taken(tmp_path: Path) -> None:
+    for token in ("m" * 48, "Ab0-._~+/", "dG9rZW4=", ""):
+        assert (
+            load({"UIDX_HOME": str(tmp_path), "UIDX_METRICS_TOKEN": token}).metrics_token == token
+        )

@@ -401,7 +401,9 @@ def _build(values: dict[str, Any], named: Mapping[str, str]) -> Settings:
         try:
             typed[key] = _convert(key, fields[key].default, value)
         except (TypeError, ValueError) as error:
-            raise ConfigError(named.get(key, key), f"{value!r}: {error}") from error
+            # A secret (a field kept out of repr) is not repeated in the message.
+            said = "the value" if not fields[key].repr else repr(value)
+            raise ConfigError(named.get(key, key), f"{said}: {error}") from error
     return Settings(**typed)
 
 
@@ -429,6 +431,8 @@ def _convert(key: str, default: object, value: object) -> object:
         return _spool_url(value)
     if key == "spool_endpoint_url" and value:
         return _endpoint_url(value)
+    if key == "metrics_token" and value:
+        return _bearer_token(value)
     if isinstance(default, bool):
         return _boolean(value)
     if isinstance(default, (int, float)):
@@ -617,6 +621,24 @@ def _endpoint_url(value: object) -> str:
 # What a switch may be written as (TOML's true and false, or these in the environment).
 _TRUE = frozenset({"true", "yes", "on", "1"})
 _FALSE = frozenset({"false", "no", "off", "0"})
+
+
+# What a scraper can send as `Authorization: Bearer TOKEN` and the coordinator reads
+# (RFC 6750's b64token, at most node.MAX_TOKEN_CHARS): any other token would be taken
+# here and never match (/metrics 401 for ever).
+_BEARER_TOKEN = re.compile(r"[A-Za-z0-9._~+/-]{1,512}=*")
+
+
+def _bearer_token(value: object) -> str:
+    if not isinstance(value, str):
+        raise TypeError("must be a string")
+    if not _BEARER_TOKEN.fullmatch(value) or len(value) > 512:
+        raise ValueError(
+            "must be a bearer token of at most 512 letters, digits and -._~+/ (then any"
+            " '='), as a scraper sends it; e.g. the output of"
+            " python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"
+        )
+    return value
 
 
 def _boolean(value: object) -> bool:
