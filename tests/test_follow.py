@@ -66,6 +66,17 @@ def test_the_margin_keeps_the_head_below_the_high_water_mark() -> None:
     assert decision.spans == (Span(10_001, 10_400, Kind.LIVE),)
 
 
+def test_a_margin_reaching_below_the_servers_low_plans_nothing_live() -> None:
+    # Followed to 700; the server expired everything up to 950 and the head (high less
+    # the margin) is 900: no article of 701..900 is left, and 950..900 is no span
+    # (RangeStore.plan refuses it, which ended the prefetcher's follower).
+    decision = follow(view(low=950, high=1_000, followed_to=700), margin=100, slice_articles=SLICE)
+    assert decision.spans == ()
+    assert decision.followed_to == 900
+    later = follow(view(low=950, high=1_100, followed_to=900), margin=100, slice_articles=SLICE)
+    assert later.spans == (Span(950, 1_000, Kind.LIVE),)
+
+
 def test_the_backfill_goes_down_a_slice_at_a_time_to_its_floor() -> None:
     first = follow(view(floor=7_500), slice_articles=SLICE)
     assert first.spans == (Span(9_001, 10_000, Kind.BACKFILL),)

@@ -143,6 +143,26 @@ async def test_articles_expiring_before_they_are_indexed_are_reported(
 
 
 @pytest.mark.trio
+async def test_a_margin_reaching_below_the_servers_low_plans_nothing_and_polls_on(
+    nursery: trio.Nursery, stores: Stores
+) -> None:
+    # live_margin_articles 100, followed to 700 (800 less the margin); the server then
+    # keeps only 950..1000: nothing is left to plan live, and the poll does not raise.
+    fake = FakeNNTPServer(groups={GROUP: (1, 800)}).run_in(nursery)
+    GroupStore(stores.ranges.pool).add(GROUP, low=1, high=800, checked=True)
+    it = follower(stores, fake)
+    it.options = FollowOptions(poll_seconds=1.0, range_articles=10_000, margin_articles=100)
+    assert await it.poll() == 0
+    assert row(stores).followed_to == 700
+    fake.groups[GROUP] = (950, 1_000)
+    assert await it.poll() == 0
+    assert row(stores).followed_to == 900
+    fake.groups[GROUP] = (950, 1_100)
+    assert await it.poll() == 1
+    assert ranges(stores) == [(GROUP, 950, 1_000, "live")]
+
+
+@pytest.mark.trio
 async def test_a_disabled_group_is_neither_asked_for_nor_leased(
     nursery: trio.Nursery, stores: Stores
 ) -> None:

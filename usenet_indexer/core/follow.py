@@ -134,8 +134,11 @@ def follow(view: GroupView, *, margin: int = 0, slice_articles: int, ahead: int 
     else:
         followed = head
     spans: list[Span] = []
-    if head > followed:
-        spans.append(Span(max(followed + 1, view.low), head, Kind.LIVE))
+    # From the low water mark at the least: with a margin, the articles above what is
+    # followed may all be gone below it (expired), and then nothing is planned live.
+    live_first = max(followed + 1, view.low)
+    if head >= live_first:
+        spans.append(Span(live_first, head, Kind.LIVE))
     new_followed = max(followed, head)
     backfill = _backfill(view, followed, slice_articles, ahead)
     if backfill is not None:
