@@ -209,3 +209,33 @@ async def test_the_backfill_goes_down_to_the_first_article_of_its_days(
     assert ranges(stores)[-1] == (GROUP, 801, 900, "backfill")
     await it.poll()  # two waiting: no more until one is done
     assert len(ranges(stores)) == 2
+
+
+@pytest.mark.trio
+async def test_parked_backfill_ranges_do_not_hold_the_backfill_back(
+    nursery: trio.Nursery, stores: Stores
+) -> None:
+    # Two backfill slices waiting hold the next one back; parked (a chunk that cannot
+    # be read, say), they wait for `uidx ranges retry`, and the backfill goes on.
+    fake = FakeNNTPServer(groups={GROUP: (1, 1_000)}).run_in(nursery)
+    groups = GroupStore(stores.ranges.pool)
+    group_id = groups.add(GROUP, backfill_days=2, low=1, high=1_000, checked=True)
+    groups.set_floor(group_id, 301)  # found just now: no bisect at the polls
+    node = stores.nodes.authenticate(stores.nodes.create("edge-1"))
+    assert node is not None
+    it = follower(stores, fake, range_articles=100)
+    await it.poll()
+    await it.poll()
+    await it.poll()  # two waiting: no more
+    assert ranges(stores) == [(GROUP, 901, 1_000, "backfill"), (GROUP, 801, 900, "backfill")]
+    for _ in range(2):
+        lease = stores.ranges.lease(node, 900.0)
+        assert lease is not None
+        parked = stores.ranges.refuse(node, lease.range_id, lease.epoch, "unreadable", 1)
+        assert parked is not None
+        assert parked.parked
+    await it.poll()
+    await it.poll()
+    assert ranges(stores)[2:] == [(GROUP, 701, 800, "backfill"), (GROUP, 601, 700, "backfill")]
+    await it.poll()  # two waiting again
+    assert len(ranges(stores)) == 4

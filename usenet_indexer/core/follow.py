@@ -54,7 +54,8 @@ class GroupView:
         top, bottom: the highest and lowest planned article of any range;
             None when nothing is planned.
         floor: the backfill's lowest article; None without backfill.
-        backfill_waiting: backfill ranges not done.
+        backfill_waiting: backfill ranges planned or leased (a parked one waits
+            for an operator, not for an edge).
         waiting_from: the lowest resume point of the ranges not done; None when
             every range is done.
         last_high: the high water mark of the poll before; None at the first.

@@ -47,7 +47,9 @@ _LIST = """
 _FOLLOWED = """
     SELECT g.id, g.name, g.backfill_days, g.backfill_floor, g.backfill_checked_at,
            g.followed_to, max(r.last_article), min(r.first_article),
-           count(r.id) FILTER (WHERE r.kind = 'backfill' AND r.state <> 'done'),
+           -- Parked ranges wait for an operator, not for an edge: they do not hold
+           -- the next backfill slice back.
+           count(r.id) FILTER (WHERE r.kind = 'backfill' AND r.state IN ('planned', 'leased')),
            min(r.resume) FILTER (WHERE r.state <> 'done'), g.high
     FROM groups g LEFT JOIN ranges r ON r.group_id = g.id
     WHERE g.enabled
@@ -96,7 +98,7 @@ class FollowedGroup:
     followed_to: int | None
     top: int | None  # the highest planned article, of any range
     bottom: int | None  # the lowest
-    backfill_waiting: int  # backfill ranges not done
+    backfill_waiting: int  # backfill ranges planned or leased (not done, not parked)
     waiting_from: int | None  # the lowest resume point of the ranges not done
     high: int | None  # the high water mark stored last (at `groups add`, or a poll)
 
