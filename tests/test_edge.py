@@ -936,6 +936,78 @@ async def test_a_lease_answered_as_the_worker_stops_is_given_back(settings: Sett
     assert fake.calls == ["lease", "release"]
 
 
+@attrs.define
+class ReleasingAgain:
+    """A node API that leases range 1 again each time it is given back; its stream is
+    one LINK (an S3 spool's chunk) whose presigned URL the store answers 403, or an
+    ERROR frame when `error` is set."""
+
+    error: str | None = None
+    leases: list[float] = attrs.field(factory=list)
+    calls: list[str] = attrs.field(factory=list)
+    enough: trio.Event = attrs.field(factory=trio.Event)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        while (await receive()).get("more_body"):
+            pass
+        status, body = self._answer(scope["path"])
+        await send({"type": "http.response.start", "status": status, "headers": []})
+        await send({"type": "http.response.body", "body": body})
+
+    def _answer(self, path: str) -> tuple[int, bytes]:
+        if path.startswith("/links/"):
+            self.calls.append("link")
+            return 403, b"<Error><Code>AccessDenied</Code></Error>"
+        action = path.rsplit("/", 1)[-1]
+        if action == "builds":
+            return 404, b'{"error": "no builds"}'
+        self.calls.append(action)
+        if action == "lease":
+            self.leases.append(trio.current_time())
+            if len(self.leases) == 4:
+                self.enough.set()
+            lease = {"id": 1, "group": "alt.binaries.fake", "first": 1, "last": 3, "next": 1,
+                     "epoch": len(self.leases)}  # fmt: skip
+            rules = [rule.to_wire() for rule in DEFAULT_RULES]
+            return 200, httpx.Response(200, json={"range": lease, "rules": rules}).content
+        if action == "stream":
+            if self.error is not None:
+                return 200, encode_frame(Frame.error(self.error))
+            link = Frame.link(1, 3, "http://coordinator.test/links/1", codec=Codec.ZLIB)
+            return 200, encode_frame(link)
+        return 200, b"{}"
+
+
+@pytest.mark.trio
+@pytest.mark.parametrize("error", [None, "spool chunk 1..2 does not hold article 3"])
+async def test_a_range_given_back_before_a_batch_is_not_leased_again_in_a_tight_loop(
+    autojump_clock: trio.testing.MockClock, settings: Settings, error: str | None
+) -> None:
+    """Its stream breaks at once every time (a store that refuses the coordinator's
+    links, an ERROR frame): nothing is counted on the range, and it is leased first
+    again; the worker waits idle_seconds before each new lease, as after a failure."""
+    fake = ReleasingAgain(error=error)
+    options = fake_options(ranges=None, idle_seconds=30.0)
+    stop = trio.Event()
+    with trio.fail_after(3_600):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(
+                partial(
+                    worker.run,
+                    settings,
+                    options=options,
+                    stop=stop,
+                    transport=httpx.ASGITransport(app=fake),
+                )
+            )
+            await fake.enough.wait()
+            stop.set()
+    given_back = ["lease", "stream"] + (["link"] if error is None else []) + ["release"]
+    assert fake.calls[: 3 * len(given_back)] == given_back * 3
+    gaps = [later - before for before, later in itertools.pairwise(fake.leases)]
+    assert all(gap >= options.idle_seconds for gap in gaps), gaps
+
+
 @pytest.mark.trio
 async def test_a_refused_token_stops_the_worker(settings: Settings) -> None:
     async def refuse(scope: Scope, receive: Receive, send: Send) -> None:

@@ -16,9 +16,11 @@ after such a wait means nothing came: the worker asks again at once. A 204
 at once (an older coordinator) or a failed call: it waits `idle_seconds`
 (cut short by a stop) first; with `ranges` set it asks without waiting and
 ends instead, so a script's `uidx edge --ranges N` returns when the work is
-done. A failed range is
+done. A failed range, or one given back before it stored a batch (its
+stream broke at once: a chunk link the store refuses, an ERROR frame), is
 followed by the same wait, so a range that fails every time (a corrupt
-chunk, a coordinator bug) is not retried in a tight loop.
+chunk, a coordinator bug, a store that refuses the coordinator's links) is
+not leased and given back in a tight loop.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from usenet_indexer.config import Settings
 from usenet_indexer.edge.client import EdgeLease, NodeApiError, NodeClient, open_client
 from usenet_indexer.edge.events import Observer, ignore
 from usenet_indexer.edge.options import EdgeOptions
-from usenet_indexer.edge.range_runner import Outcome, RangeRunner
+from usenet_indexer.edge.range_runner import Outcome, RangeReport, RangeRunner
 from usenet_indexer.edge.stopping import cancel_when_set
 from usenet_indexer.errors import sole_error
 from usenet_indexer.gcpolicy import collect_all
@@ -172,8 +174,19 @@ async def _lease_loop(
         ranges.start_soon(run_range, runner)
         await runner.streamed.wait()
         previous = runner.indexed
-        if runner.report is not None and runner.report.outcome is Outcome.FAILED:
+        if runner.report is not None and _pause_after(runner.report):
             await _idle(stop, options.idle_seconds)
+
+
+def _pause_after(report: RangeReport) -> bool:
+    """Whether the worker waits `idle_seconds` before its next lease: after a failed
+    range, and after one given back before it stored anything (a stream that breaks
+    at once, e.g. a chunk link the store refuses, or an ERROR frame): the range is
+    leased again first, and the same thing comes back, so without a pause the worker
+    would lease and give it back in a tight loop."""
+    if report.outcome is Outcome.FAILED:
+        return True
+    return report.outcome is Outcome.GIVEN_BACK and report.resume == report.lease.next
 
 
 async def _lease_unless_stopped(
