@@ -749,6 +749,9 @@ class FakeCoordinator:
     beats_before_end: int = 0
     trailer: bytes = b""  # bytes after the frames (not a frame: a broken stream)
     on_lease: Callable[[], object] | None = None  # called as the lease is answered
+    ttl_seconds: float | None = None  # the lease's TTL, said in its answer
+    beats_at: list[float] = attrs.field(factory=list)  # when each heartbeat came
+    leased_at: float | None = None
     calls: list[str] = attrs.field(factory=list)
     stored: list[Any] = attrs.field(factory=list)
     tokens: list[str] = attrs.field(factory=list)
@@ -785,6 +788,7 @@ class FakeCoordinator:
             if self._leased:
                 return 204, b""
             self._leased = True
+            self.leased_at = trio.current_time()
             lease = {
                 "id": 1,
                 "group": "alt.binaries.fake",
@@ -796,7 +800,10 @@ class FakeCoordinator:
             rules = [rule.to_wire() for rule in DEFAULT_RULES]
             if self.on_lease is not None:
                 self.on_lease()
-            return 200, httpx.Response(200, json={"range": lease, "rules": rules}).content
+            answer: dict[str, object] = {"range": lease, "rules": rules}
+            if self.ttl_seconds is not None:
+                answer["ttl_seconds"] = self.ttl_seconds
+            return 200, httpx.Response(200, json=answer).content
         if action == "stream":
             if self.beats_before_end:
                 await self._beaten.wait()
@@ -814,6 +821,7 @@ class FakeCoordinator:
             self.stored.append(decode_batch(document))
             return 200, b'{"stored": true, "already": false}'
         if action == "heartbeat":
+            self.beats_at.append(trio.current_time())
             self._beats += 1
             if self._beats >= self.beats_before_end:
                 self._beaten.set()
@@ -917,6 +925,30 @@ async def test_heartbeats_keep_a_lease_that_is_long_between_batches(settings: Se
     # A heartbeat may still go out between the last post and the finish (the
     # clock is real here, its beat 5 ms): what ends the range is post, finish.
     assert [call for call in fake.calls if call != "heartbeat"][-2:] == ["batches", "finish"]
+
+
+@pytest.mark.trio
+async def test_heartbeats_keep_a_lease_within_the_coordinators_ttl(
+    autojump_clock: trio.testing.MockClock, settings: Settings
+) -> None:
+    """The coordinator's lease_ttl_seconds (here 3 s) is shorter than the edge's own
+    (the default 900 s: an edge is set up with COORDINATOR_URL and NODE_TOKEN only):
+    the edge beats within the TTL its lease answer says, not every 300 s, so a range
+    long between batches (the spool behind) is not lost to the next node."""
+    frames = [Frame.chunk(1, 3, zlib.compress(fake_lines()), codec=Codec.ZLIB), Frame.end(3)]
+    fake = FakeCoordinator(frames, beats_before_end=3, ttl_seconds=3.0)
+    options = attrs.evolve(fake_options(), heartbeat_seconds=300.0)
+    with trio.fail_after(DEADLINE_SECONDS):
+        totals = await worker.run(
+            settings, options=options, transport=httpx.ASGITransport(app=fake)
+        )
+    assert totals == EdgeTotals(finished=1)
+    assert fake.calls[:5] == ["lease", "stream", "heartbeat", "heartbeat", "heartbeat"]
+    # One beat every TTL / 3 (the mock clock jumps to each): the deadline never came near.
+    assert fake.leased_at is not None
+    beats = [fake.leased_at, *fake.beats_at]
+    gaps = [later - before for before, later in itertools.pairwise(beats)]
+    assert all(gap <= 1.0 + 1e-6 for gap in gaps), gaps
 
 
 @pytest.mark.trio
@@ -1121,9 +1153,14 @@ def test_a_lease_document_is_checked() -> None:
     }
     lease = EdgeLease.from_json(good)
     assert (lease.range_id, lease.next, lease.epoch, lease.rules) == (1, 15, 3, DEFAULT_RULES)
+    assert lease.ttl_seconds is None  # an older coordinator does not say it
+    assert EdgeLease.from_json({**good, "ttl_seconds": 120}).ttl_seconds == 120.0
     bad: list[object] = [
         [],
         {"range": good["range"]},
+        {**good, "ttl_seconds": True},
+        {**good, "ttl_seconds": 0},
+        {**good, "ttl_seconds": "900"},
         {**good, "range": {**good["range"], "epoch": True}},
         {**good, "range": {**good["range"], "next": 22}},
         {**good, "range": {**good["range"], "group": None}},

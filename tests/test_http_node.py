@@ -243,6 +243,8 @@ async def test_lease_stream_batches_finish_round_trip(
                 "epoch": 1,
             }  # fmt: skip
             assert lease["rules"] == [rule.to_wire() for rule in DEFAULT_RULES]
+            # The edge heartbeats within this coordinator's TTL, whatever its own setting.
+            assert lease["ttl_seconds"] == settings.lease_ttl_seconds
 
             async with client.stream("GET", f"ranges/{range_id}/stream") as response:
                 assert response.status_code == 200

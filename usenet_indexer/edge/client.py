@@ -25,6 +25,7 @@ lines name the call and the status, never a header.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any, Final
@@ -91,6 +92,15 @@ def _non_negative_int(document: Mapping[str, Any], key: str) -> int:
     return value
 
 
+def _ttl(value: object) -> float | None:
+    # Absent (an older coordinator): None. True is no number of seconds.
+    if value is None:
+        return None
+    if isinstance(value, int | float) and not isinstance(value, bool) and 0 < value < math.inf:
+        return float(value)
+    raise RemoteProtocolError(f"lease: 'ttl_seconds' is not a number of seconds: {value!r}")
+
+
 @attrs.frozen
 class EdgeLease:
     """A range leased to this node, from its resume point.
@@ -103,6 +113,9 @@ class EdgeLease:
         next: the resume point (the first article not stored yet).
         epoch: the fencing token every later call names.
         rules: the rules to index it with.
+        ttl_seconds: the coordinator's lease_ttl_seconds (None from a coordinator
+            that does not say it): a lease without a batch or heartbeat for this
+            long passes to the next node.
     """
 
     range_id: int
@@ -112,6 +125,7 @@ class EdgeLease:
     next: int
     epoch: int
     rules: tuple[Rule, ...]
+    ttl_seconds: float | None = None
 
     @classmethod
     def from_json(cls, document: object) -> EdgeLease:
@@ -138,6 +152,7 @@ class EdgeLease:
             next=_non_negative_int(wire, "next"),
             epoch=_non_negative_int(wire, "epoch"),
             rules=tuple(rule_from_wire(rule) for rule in rules),
+            ttl_seconds=_ttl(document.get("ttl_seconds")),
         )
         if not lease.first <= lease.next <= lease.last + 1:
             raise RemoteProtocolError(

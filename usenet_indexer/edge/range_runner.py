@@ -74,7 +74,7 @@ from usenet_indexer.edge.client import (
     transport_problem,
 )
 from usenet_indexer.edge.events import EdgeEvent, EventKind, Observer, ignore
-from usenet_indexer.edge.options import EdgeOptions
+from usenet_indexer.edge.options import HEARTBEATS_PER_TTL, EdgeOptions
 from usenet_indexer.edge.stopping import cancel_when_set
 from usenet_indexer.gcpolicy import collect_all
 from usenet_indexer.wire.batchwire import encode_batch
@@ -274,6 +274,9 @@ class RangeRunner:
     async def _heartbeats(self) -> None:
         # A stored batch moves the deadline too: beat only after a quiet interval.
         interval = self.options.heartbeat_seconds
+        if self.lease.ttl_seconds is not None:
+            # The coordinator's TTL decides, not this edge's own setting.
+            interval = min(interval, self.lease.ttl_seconds / HEARTBEATS_PER_TTL)
         while True:
             await trio.sleep_until(self._last_contact + interval)
             if trio.current_time() >= self._last_contact + interval:

@@ -464,7 +464,11 @@ class NodeApi:
             *(lease.first, lease.last, lease.next),
         )
         rules = [rule.to_wire() for rule in DEFAULT_RULES]
-        return Response.json(200, {"range": lease.to_json(), "rules": rules})
+        # The lease's TTL: an edge's own lease_ttl_seconds (edges need only
+        # COORDINATOR_URL and NODE_TOKEN) may be longer than this coordinator's,
+        # and it beats well within this one.
+        ttl = self.options.lease_ttl_seconds
+        return Response.json(200, {"range": lease.to_json(), "rules": rules, "ttl_seconds": ttl})
 
     async def _wait_for_lease(self, node_id: int, wait_seconds: float) -> Lease | None:
         """A lease; with nothing to lease, wait up to `wait_seconds` for a range to be
