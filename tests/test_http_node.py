@@ -50,6 +50,7 @@ from usenet_indexer.core.batch import Batch
 from usenet_indexer.core.indexer import RangeIndexer
 from usenet_indexer.core.rules import DEFAULT_RULES, rule_from_wire
 from usenet_indexer.spool.store import FolderSpool
+from usenet_indexer.store.batches import BatchStore, Stored
 from usenet_indexer.store.groups import GroupStore
 from usenet_indexer.store.pgcluster import Cluster
 from usenet_indexer.store.ranges import RangeStore
@@ -58,7 +59,7 @@ from usenet_indexer.synth.generator import GeneratorConfig, generate
 from usenet_indexer.testing.postgres import scratch_dir
 from usenet_indexer.wire.batchwire import WIRE_VERSION, compress_body, encode_batch
 from usenet_indexer.wire.frames import CLOSED, Codec, Frame, FrameDecoder, FrameKind
-from usenet_indexer.wire.packed import pack_batch
+from usenet_indexer.wire.packed import PackedBatch, pack_batch
 
 # A refused body is answered at once and its connection closed: httpcore
 # then stops sending, leaving httpx's body generator unfinished, and trio
@@ -503,6 +504,70 @@ async def test_a_stale_epoch_batch_is_409_and_stores_nothing(
             stream = await slow.get(f"ranges/{range_id}/stream")
             assert stream.status_code == 409
     assert snapshot(pg_url, but=("nodes",)) == before
+
+
+@attrs.define(eq=False)
+class _HeldBatches(BatchStore):
+    """The batch store, held at its start: the request is authenticated and its body
+    read; the test acts before the store runs."""
+
+    entered: trio.Event = attrs.field(factory=trio.Event)
+    gate: trio.Event = attrs.field(factory=trio.Event)
+
+    def store(
+        self,
+        node_id: int,
+        range_id: int,
+        epoch: int,
+        batch: PackedBatch,
+        body_bytes: int,
+        ttl_seconds: float,
+    ) -> Stored:
+        trio.from_thread.run_sync(self.entered.set)
+        trio.from_thread.run(self.gate.wait)
+        return super().store(node_id, range_id, epoch, batch, body_bytes, ttl_seconds)
+
+
+@pytest.mark.trio
+async def test_a_batch_in_flight_as_its_node_is_revoked_is_409_and_stores_nothing(
+    nursery: trio.Nursery,
+    settings: Settings,
+    stores: Stores,
+    pool: ConnectionPool,
+    group_id: int,
+    token: str,
+    pg_url: str,
+) -> None:
+    """`uidx nodes revoke` while a batch of the node is on its way in (authenticated,
+    its body uploading or being decoded): the range is given back with the token, and
+    the batch finds it no longer held."""
+    range_id = plan(pool, group_id, 1000, 1999)
+    lines = overview(200, 1000)
+    indexer = RangeIndexer(GROUP, 1000)
+    indexer.add_data(b"\n".join(lines), article_of(lines[-1]) + 1)
+    held = _HeldBatches(pool)
+    answers: list[httpx.Response] = []
+    with trio.fail_after(DEADLINE_SECONDS):
+        url = await start_api(nursery, settings, attrs.evolve(stores, batches=held))
+        async with httpx.AsyncClient(base_url=url, headers=bearer(token)) as client:
+            epoch = (await client.post("lease")).json()["range"]["epoch"]
+            body = batch_body(indexer.take(), range_id, epoch)
+
+            async def post() -> None:
+                answers.append(
+                    await client.post(f"ranges/{range_id}/batches", content=body, headers=GZIP)
+                )
+
+            async with trio.open_nursery() as posting:
+                posting.start_soon(post)
+                await held.entered.wait()
+                assert await trio.to_thread.run_sync(stores.nodes.revoke, "edge-1")
+                held.gate.set()
+    [answer] = answers
+    assert answer.status_code == 409
+    assert count(pg_url, "SELECT count(*) FROM batches") == 0
+    assert count(pg_url, "SELECT count(*) FROM releases") == 0
+    assert count(pg_url, "SELECT count(*) FROM ranges WHERE state = 'planned'") == 1
 
 
 # --- bad bodies -------------------------------------------------------------------------

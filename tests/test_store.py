@@ -84,6 +84,30 @@ def test_tokens_authenticate_their_node_until_revoked(stores: Stores) -> None:
     assert [n.name for n in stores.nodes.list()] == ["edge-1", "edge-2"]
 
 
+def test_revoking_a_node_gives_its_leases_back_and_fences_it(stores: Stores) -> None:
+    """`uidx nodes revoke`: the node's edges are refused from now on, so its ranges are
+    planned again at once (from their resume points) rather than left leased until
+    their deadline; a batch of it still on its way in stores nothing, and nothing is
+    leased to it any more (a lease call authenticated before the revoke)."""
+    group = stores.groups.add("g")
+    [held, other_range] = stores.ranges.plan(group, 0, 199, 100)
+    a, b = node(stores, "a"), node(stores, "b")
+    lease = stores.ranges.lease(a, TTL)
+    assert lease is not None
+    assert lease.range_id == held
+    stores.batches.store(a, held, lease.epoch, pack_batch(empty_batch(0, 40)), 10, TTL)
+    assert stores.nodes.revoke("a")
+    with pytest.raises(LeaseLost):
+        stores.batches.store(a, held, lease.epoch, pack_batch(empty_batch(40, 60)), 10, TTL)
+    assert not stores.ranges.heartbeat(a, held, lease.epoch, TTL)
+    assert stores.ranges.lease(a, TTL) is None
+    takeover = stores.ranges.lease(b, TTL)
+    assert takeover is not None
+    assert (takeover.range_id, takeover.next, takeover.epoch) == (held, 40, lease.epoch + 1)
+    assert stores.ranges.held(b, other_range) is None  # the other range: still planned
+    assert [n.leases for n in stores.nodes.list()] == [0, 1]
+
+
 def test_plans_cover_the_span_and_never_overlap(stores: Stores) -> None:
     group = stores.groups.add("alt.binaries.test")
     with pytest.raises(GroupExists):

@@ -13,6 +13,7 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from usenet_indexer.errors import UidxError
+from usenet_indexer.store.ranges import PLANNED_CHANNEL
 
 # 32 random bytes: a token cannot be guessed, so a plain hash (no salt, no
 # slow KDF) is enough to keep a stolen table from giving tokens away.
@@ -26,16 +27,20 @@ _ROTATE = """
     ON CONFLICT (name) DO UPDATE SET token_hash = excluded.token_hash, revoked_at = NULL
 """
 _SEEN = "UPDATE nodes SET last_seen = now() WHERE id = %s"
-_REVOKE = """
-    UPDATE nodes SET revoked_at = now() WHERE name = %s AND revoked_at IS NULL RETURNING id
-"""
-# A revoked node's leases are given back at once (planned again, for the next
-# lease), not left held until their deadline; the streams it has open stop
-# at their next chunk (RangeStore.held is a live node's only).
+# FOR UPDATE first: a lease taking the node's row FOR KEY SHARE (store/ranges.py) waits
+# for the revoke, then sees it, so nothing is leased to a node once it is revoked.
+_REVOKE_LOCK = "SELECT id FROM nodes WHERE name = %s AND revoked_at IS NULL FOR UPDATE"
+_REVOKE = "UPDATE nodes SET revoked_at = now() WHERE id = %s"
+# A revoked node's leases are given back with its token: its edges can neither index
+# them nor give them back any more (every call is 401), and a batch of it still on its
+# way in finds the range no longer held (the fence's holder) and stores nothing.
 _GIVE_BACK = """
     UPDATE ranges SET state = 'planned', holder = NULL, deadline = NULL
     WHERE holder = %s AND state = 'leased'
+    RETURNING group_id
 """
+# Waiting lease calls hear of them (coordinator/landings.py), as of a plan.
+_NOTIFY_PLANNED = "SELECT pg_notify(%s, %s)"
 _LIST = """
     SELECT n.name, n.created_at, n.revoked_at, n.last_seen,
            (SELECT count(*) FROM ranges r WHERE r.holder = n.id AND r.state = 'leased')
@@ -118,13 +123,16 @@ class NodeStore:
         return node_id
 
     def revoke(self, name: str) -> bool:
-        """Revoke a node's token and give back the ranges it holds; False when there is
-        no such live node."""
+        """Revoke a node's token and give back the ranges it holds (planned again, from
+        their resume points, for the next lease); False when there is no such live node."""
         with self.pool.connection() as conn, conn.transaction():
-            row = conn.execute(_REVOKE, (name,)).fetchone()
+            row = conn.execute(_REVOKE_LOCK, (name,)).fetchone()
             if row is None:
                 return False
-            conn.execute(_GIVE_BACK, (row[0],))
+            conn.execute(_REVOKE, (row[0],))
+            given = conn.execute(_GIVE_BACK, (row[0],)).fetchall()
+            for group_id in sorted({int(g[0]) for g in given}):
+                conn.execute(_NOTIFY_PLANNED, (PLANNED_CHANNEL, str(group_id)))
         return True
 
     def list(self) -> list[NodeRow]:

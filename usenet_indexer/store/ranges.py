@@ -53,12 +53,14 @@ _OVERLAP = """
     LIMIT 1
 """
 _LEASE = """
-    WITH candidate AS (
+    WITH node AS (
+        -- Never to a revoked node (one revoked while its lease call waited): the
+        -- share lock waits for a revoke in progress (store/nodes.py) and then sees it.
+        SELECT id FROM nodes WHERE id = %(node)s AND revoked_at IS NULL FOR KEY SHARE
+    ), candidate AS (
         SELECT r.id FROM ranges r JOIN groups g ON g.id = r.group_id
         WHERE r.state IN ('planned', 'leased') AND (r.state = 'planned' OR r.deadline < now())
-          AND g.enabled
-          -- A node revoked meanwhile (its lease call waited for work) is leased nothing.
-          AND EXISTS (SELECT FROM nodes n WHERE n.id = %(node)s AND n.revoked_at IS NULL)
+          AND g.enabled AND EXISTS (SELECT FROM node)
         -- The live head first (see core/follow.py), then in plan order.
         ORDER BY (r.kind <> 'live'), r.planned_at, r.id
         LIMIT 1
