@@ -241,11 +241,10 @@ async def test_fake_stall_times_out(autojump_clock: trio.abc.Clock) -> None:
 async def test_fake_absurd_lines() -> None:
     with trio.fail_after(DEADLINE_SECONDS):
         async with running_fake() as fake:
-            fake.overview = {1: b"x" * 5000}
+            fake.replies["LIST OVERVIEW.FMT"] = multiline("215 fields", [b"x" * 5000])
             async with _fake_connect(fake, max_line_bytes=4096) as client:
                 with pytest.raises(LineTooLong, match="4096"):
-                    async for _ in client.over(1, 1):
-                        pass  # pragma: no cover
+                    await client.overview_format()
             fake.replies["GROUP"] = b"211 lots of articles\r\n"
             async with _fake_connect(fake) as client:
                 with pytest.raises(MalformedResponse):

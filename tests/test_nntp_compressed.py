@@ -254,12 +254,51 @@ def test_eof_inside_compressed_data() -> None:
         conn.next_event()
 
 
-def test_a_bomb_is_refused_at_the_line_cap() -> None:
+def test_a_bomb_is_one_overlong_line_dropped_as_it_inflates() -> None:
     conn = connection(gzip_mode=True)
     conn.send(p.Over(1, 2))
     bomb = zlib.compress(b"\0" * 50_000_000, 9)  # 50 MB without a line end
+    events = feed(conn, b"224 ok\r\n" + bomb, whole)
+    decoder = conn._decoder
+    assert decoder is not None
+    assert len(decoder.text) <= c.TEXT_CHUNK_BYTES  # dropped as it came: never held
+    assert events[1:] == []
+    assert feed(conn, b".\r\n", whole) == [p.DataEnd(overlong=1)]
+
+
+# Overview lines over the cap (1000) beside a dot-stuffed line and the "." line.
+WITH_OVERLONG = [overview(1), b"2\t" + b"s" * 1200, b".3\tstuffed", b"4\t" + b"t" * 3000]
+
+
+@pytest.mark.parametrize("variant", ["a", "b", "c"])
+def test_gzip_overlong_overview_lines_are_dropped_and_counted(variant: str) -> None:
+    data = gzip_data(WITH_OVERLONG, variant)
+    kept = [overview(1), b".3\tstuffed"]
+    check_reply(p.Over(1, 4), b"224 [COMPRESS=GZIP]", data, kept, gzip_mode=True)
+    for chunker in CHUNKERS:
+        conn = connection(gzip_mode=True)
+        conn.send(p.Over(1, 4))
+        events = feed(conn, b"224 ok\r\n" + data, chunker)
+        assert events[-1] == p.DataEnd(overlong=2), chunker.__name__
+
+
+def test_gzip_an_overlong_line_of_another_reply_is_refused() -> None:
+    conn = connection(gzip_mode=True)
+    conn.send(p.Capabilities())
     with pytest.raises(LineTooLong):
-        feed(conn, b"224 ok\r\n" + bomb, whole)
+        feed(conn, b"101 list [COMPRESS=GZIP]\r\n" + gzip_data(WITH_OVERLONG, "c"), whole)
+
+
+@pytest.mark.parametrize("dot_inside", [False, True])
+def test_xzver_overlong_overview_lines_are_dropped_and_counted(dot_inside: bool) -> None:
+    data = xzver_data(WITH_OVERLONG, dot_inside=dot_inside)
+    kept = [overview(1), b".3\tstuffed"]
+    check_reply(p.XZver(1, 4), b"224 compressed", data, kept, gzip_mode=False)
+    for chunker in CHUNKERS:
+        conn = connection(gzip_mode=False)
+        conn.send(p.XZver(1, 4))
+        events = feed(conn, b"224 compressed\r\n" + data, chunker)
+        assert events[-1] == p.DataEnd(overlong=2), chunker.__name__
 
 
 def test_a_large_reply_streams_in_pieces() -> None:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
+import tracemalloc
 from collections.abc import Sequence
+from functools import partial
 
 import attrs
 import pytest
@@ -190,15 +193,27 @@ def test_over_as_text_is_the_lines_however_the_data_is_cut(
 
 @pytest.mark.parametrize("chunker", CHUNKERS)
 @pytest.mark.parametrize("text", [False, True])
-def test_the_longest_data_line_is_taken_and_one_byte_more_refused(
+def test_the_longest_over_line_is_taken_and_one_byte_more_dropped_and_counted(
     chunker: Chunker, text: bool
 ) -> None:
-    # max_line_bytes is 1000 (run): a line of 998 bytes and its CRLF is the longest.
-    longest = b"1\t" + b"x" * 995
-    _, events = run([p.Over(1, 2, text=text)], b"224 ok\r\n" + longest + b"\r\n.\r\n", chunker)
-    assert events[-1] == p.DataEnd()
-    with pytest.raises(LineTooLong, match="longer than 1000 bytes"):
-        run([p.Over(1, 2, text=text)], b"224 ok\r\n2\ta\r\n" + b"x" * 1001 + b"\r\n.\r\n", chunker)
+    # max_line_bytes is 1000 (run): a line of 999 bytes and its CR is the longest,
+    # also when it starts with a dot (one byte more on the wire: stuffed).
+    for longest in (b"1\t" + b"x" * 997, b".1\t" + b"x" * 996):
+        data = b"224 ok\r\n" + (b"." if longest[:1] == b"." else b"") + longest + b"\r\n.\r\n"
+        _, events = run([p.Over(1, 2, text=text)], data, chunker)
+        expected_end: list[p.Event] = [p.DataLines([longest]), p.DataEnd()]
+        assert events[1:] == (as_text(expected_end) if text else expected_end)
+    over = b"2\t" + b"x" * 998
+    data = b"224 ok\r\n1\ta\r\n" + over + b"\r\n3\tb\r\n.\r\n"
+    _, events = run([p.Over(1, 3, text=text)], data, chunker)
+    expected: list[p.Event] = [p.DataLines([b"1\ta", b"3\tb"]), p.DataEnd(overlong=1)]
+    assert events[1:] == (as_text(expected) if text else expected)
+
+
+def test_a_reply_of_overlong_lines_only_is_empty_with_its_count() -> None:
+    command = p.XOver(1, 2)
+    data = b"224 ok\r\n" + b"1" * 1001 + b"\r\n" + b"2" * 5000 + b"\n.\r\n"
+    check([command], data, [p.Response(224, "ok", command, True), p.DataEnd(overlong=2)])
 
 
 def test_empty_multiline_reply() -> None:
@@ -299,11 +314,21 @@ def test_data_pieces_stream_as_they_arrive() -> None:
     assert conn.next_event() == p.DataLines([b"2\tb", b"3\tc"])
 
 
+NOT_OVERVIEW: list[tuple[p.Command, bytes]] = [
+    (p.Body("<a@b>"), b"222 0 <a@b>"),
+    (p.Capabilities(), b"101 list"),
+    (p.ListOverviewFmt(), b"215 fields"),
+]
+
+
 @pytest.mark.parametrize("chunker", CHUNKERS)
-def test_a_data_line_over_the_cap(chunker: Chunker) -> None:
-    data = b"224 ok\r\n" + b"x" * 1001 + b"\r\n.\r\n"
+@pytest.mark.parametrize(("command", "status"), NOT_OVERVIEW)
+def test_a_data_line_over_the_cap_breaks_any_reply_but_overs(
+    chunker: Chunker, command: p.Command, status: bytes
+) -> None:
+    data = status + b"\r\n" + b"x" * 1001 + b"\r\n.\r\n"
     with pytest.raises(LineTooLong, match="longer than 1000 bytes"):
-        run([p.Over(1, 2)], data, chunker)
+        run([command], data, chunker)
 
 
 @pytest.mark.parametrize("chunker", CHUNKERS)
@@ -312,11 +337,93 @@ def test_a_status_line_over_the_cap(chunker: Chunker) -> None:
         run([p.Group("g")], b"211 " + b"9" * 2000 + b"\r\n", chunker)
 
 
-def test_a_line_without_end_is_refused_at_the_cap() -> None:
-    conn, _ = run([p.Over(1, 2)], b"224 ok\r\n" + b"y" * 1000, whole)
+def test_a_status_line_over_the_cap_after_an_over_reply() -> None:
+    data = b"224 ok\r\n1\tx\r\n.\r\n211 " + b"9" * 2000 + b"\r\n"
+    with pytest.raises(LineTooLong, match="1000"):
+        run([p.Over(1, 1), p.Group("g")], data, whole)
+
+
+@pytest.mark.parametrize(("command", "status"), NOT_OVERVIEW)
+def test_a_line_without_end_is_refused_at_the_cap(command: p.Command, status: bytes) -> None:
+    conn, _ = run([command], status + b"\r\n" + b"y" * 1000, whole)
     conn.receive_data(b"y")
     with pytest.raises(LineTooLong):
         conn.next_event()
+
+
+def test_an_overlong_over_line_is_dropped_as_it_arrives() -> None:
+    """Memory stays bounded: 16 MiB of one line in 64 KiB reads is never held."""
+    conn, _ = run([p.Over(1, 3)], b"224 ok\r\n1\ta\r\n", whole)
+    piece = b"2\t" + b"y" * (64 * 1024 - 2)
+    tracemalloc.start()
+    try:
+        for _ in range(256):
+            conn.receive_data(piece)
+            assert conn.next_event() is p.NEED_DATA
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 512 * 1024
+    conn.receive_data(b"\r\n3\tb\r\n.\r\n")
+    assert conn.next_event() == p.DataLines([b"3\tb"])
+    assert conn.next_event() == p.DataEnd(overlong=1)
+
+
+def test_eof_inside_an_overlong_over_line() -> None:
+    conn, _ = run([p.Over(1, 2)], b"224 ok\r\n" + b"y" * 5000, whole)
+    conn.receive_data(b"")
+    with pytest.raises(IncompleteResponse):
+        conn.next_event()
+
+
+# An OVER reply whose overlong lines (the cap is 1000) come right before a
+# dot-stuffed line, another overlong line and the "." that ends the reply.
+OVERLONG = b"2\t" + b"s" * 1200
+OVERLONG_CR = b"4\t" + b"t" * 1500 + b"\r"
+OVERLONG_REPLY = (
+    b"224 ok\r\n1\ta\r\n"
+    + OVERLONG
+    + b"\r\n..3\tstuffed\r\n"
+    + OVERLONG_CR
+    + b"\n.\r\n211 1 1 1 g\r\n"
+)
+
+
+def _overlong_events(text: bool) -> list[p.Event]:
+    lines: list[p.Event] = [p.DataLines([b"1\ta", b".3\tstuffed"])]
+    return [*(as_text(lines) if text else lines), p.DataEnd(overlong=2)]
+
+
+def _split(data: bytes, cuts: Sequence[int]) -> list[bytes]:
+    bounds = [0, *sorted(set(cuts)), len(data)]  # cuts within 1..len(data) - 1
+    return [data[a:b] for a, b in itertools.pairwise(bounds) if b > a]
+
+
+@pytest.mark.parametrize("text", [False, True])
+def test_after_an_overlong_line_dots_are_read_wherever_the_reads_split(text: bool) -> None:
+    """Every cut into two reads, and every pair of cuts around the last line ends."""
+    commands: list[p.Command] = [p.Over(1, 4, text=text), p.Group("g")]
+    tail = OVERLONG_REPLY.index(b"4\t") + 990  # 10 bytes before the second line's cap
+    cuts = [[at] for at in range(1, len(OVERLONG_REPLY))]
+    end = len(OVERLONG_REPLY)
+    cuts += [[a, b] for a in range(tail, end) for b in range(a + 1, min(a + 40, end))]
+    for at in cuts:
+        _, events = run(commands, OVERLONG_REPLY, partial(_split, cuts=at))
+        assert events[1:-1] == _overlong_events(text), at
+        assert events[-1] == p.Response(211, "1 1 1 g", commands[1]), at
+
+
+@settings(max_examples=300, deadline=2000)
+@given(
+    cuts=st.lists(st.integers(min_value=1, max_value=len(OVERLONG_REPLY) - 1), max_size=40),
+    text=st.booleans(),
+)
+def test_after_an_overlong_line_dots_are_read_however_the_reads_split(
+    cuts: list[int], text: bool
+) -> None:
+    commands: list[p.Command] = [p.Over(1, 4, text=text), p.Group("g")]
+    _, events = run(commands, OVERLONG_REPLY, partial(_split, cuts=cuts))
+    assert events[1:] == [*_overlong_events(text), p.Response(211, "1 1 1 g", commands[1])]
 
 
 @pytest.mark.parametrize(

@@ -15,8 +15,14 @@ CAPABILITIES, ...): a multi-line reply is a `Response`, then `DataLines`
 pieces as the data arrives (each piece holds the complete lines received so
 far, dot-unstuffed, without their CRLF), then `DataEnd`. Nothing keeps a
 whole reply: the buffer holds at most one incomplete line plus what the last
-`receive_data` brought, and an incomplete line longer than the cap raises
-`LineTooLong`.
+`receive_data` brought, and a line longer than the cap raises `LineTooLong`.
+
+Except in the data of an OVER, XOVER or XZVER reply: there a line over the
+cap is one malformed overview line (a spam article's huge folded Subject or
+References, which INN keeps unfolded), not a broken server. It is dropped up
+to its line end as it arrives (never buffered whole), counted, and the reply
+goes on; `DataEnd.overlong` says how many lines the reply lost so. A status
+line, or a line of any other reply, over the cap still raises.
 
 STARTTLS (382) and COMPRESS (206) change what the bytes on the wire are. After
 such a reply `next_event()` returns `PAUSED` until the caller has switched its
@@ -325,7 +331,14 @@ class DataText:
 
 @attrs.frozen
 class DataEnd:
-    """The "." that ends a multi-line reply."""
+    """The "." that ends a multi-line reply.
+
+    Attributes:
+        overlong: lines of an OVER/XOVER/XZVER reply dropped for being over
+            the line cap (see the module docstring); 0 for any other reply.
+    """
+
+    overlong: int = 0
 
 
 @attrs.frozen
@@ -374,6 +387,12 @@ class NNTPConnection:
     # A compressed reply (of this scheme) ended with its "." inside; a plain "."
     # line may follow.
     _stray_dot: Scheme | None = attrs.field(init=False, default=None)
+    # The current reply's lines over the cap are dropped (OVER data), not an error.
+    _drops_overlong: bool = attrs.field(init=False, default=False)
+    # Inside a line over the cap: its bytes are dropped up to its LF.
+    _dropping: bool = attrs.field(init=False, default=False)
+    # Lines of the current reply dropped for being over the cap.
+    _overlong: int = attrs.field(init=False, default=0)
 
     @property
     def gzip(self) -> bool:
@@ -467,6 +486,7 @@ class NNTPConnection:
         if multiline:
             self._state = _State.DATA
             self._text = isinstance(command, Over) and command.text
+            self._drops_overlong = isinstance(command, Over)
             self._decoder = self._decoder_for(command, text)
         elif code == command.SWITCH_CODE:
             self._state = _State.PAUSED
@@ -559,20 +579,21 @@ class NNTPConnection:
             self._decoder = None
         self._end_pending = False
         self._state = _State.STATUS
-        return DataEnd()
+        overlong, self._overlong = self._overlong, 0
+        return DataEnd(overlong)
 
     def _lines_event(self, buffer: bytearray, eof: bool) -> Event | Sentinel:
         """DataLines (DataText for an OVER sent with `text`) of the complete lines in `buffer`.
 
         `buffer` holds plain or inflated text.
         """
+        if self._dropping and not self._drop_rest(buffer):
+            return self._partial(buffer, eof)
         end = buffer.rfind(b"\n")
         if end < 0:
-            self._check_partial(len(buffer))
-            if eof:
-                raise IncompleteResponse("connection closed inside multi-line data")
-            return NEED_DATA
-        self._check_partial(len(buffer) - end - 1)
+            return self._partial(buffer, eof)
+        if not self._drops_overlong and self._over_cap(buffer, end + 1):
+            raise LineTooLong(self.max_line_bytes)
         chunk = bytes(buffer[: end + 1])
         event: DataLines | DataText
         block = self._text_block(chunk) if self._text else None
@@ -591,15 +612,58 @@ class NNTPConnection:
             self._end_pending = True
             if not count:
                 return self._end_data()
+        elif not count:
+            # Every complete line was over the cap: what is left has no LF.
+            return self._partial(buffer, eof)
         return event
+
+    def _partial(self, buffer: bytearray, eof: bool) -> Sentinel:
+        """NEED_DATA: `buffer` holds no LF (an incomplete line, or nothing).
+
+        In OVER data a line already over the cap starts to be dropped here, so
+        the buffer never holds more than the cap of it.
+
+        Raises:
+            LineTooLong: the incomplete line is over the cap (not OVER data).
+            IncompleteResponse: at EOF.
+        """
+        if self._over_cap(buffer, 0):
+            if not self._drops_overlong:
+                raise LineTooLong(self.max_line_bytes)
+            self._overlong += 1
+            self._dropping = True
+            buffer.clear()
+        if eof:
+            raise IncompleteResponse("connection closed inside multi-line data")
+        return NEED_DATA
+
+    def _over_cap(self, buffer: bytearray, start: int) -> bool:
+        """Whether the incomplete line at `start` of `buffer` is over the cap already.
+
+        Measured as a complete line is, after dot-unstuffing: whether a line
+        is over the cap does not depend on where the reads cut it.
+        """
+        stuffed = buffer[start : start + 1] == b"."
+        return len(buffer) - start - stuffed > self.max_line_bytes
+
+    def _drop_rest(self, buffer: bytearray) -> bool:
+        """Drops the rest of a line over the cap; whether its LF was in `buffer`."""
+        end = buffer.find(b"\n")
+        if end < 0:
+            buffer.clear()
+            return False
+        del buffer[: end + 1]
+        self._dropping = False
+        return True
 
     def _line_block(self, chunk: bytes) -> tuple[list[bytes], int, bool]:
         """(lines, bytes consumed, finished) of `chunk`'s complete lines, split one by one.
 
-        Dot-unstuffed and without CR; the "." line ends them (finished).
+        Dot-unstuffed and without CR; the "." line ends them (finished). A
+        line over the cap is dropped and counted in OVER data.
 
         Raises:
-            LineTooLong: a line is over the cap.
+            LineTooLong: a line is over the cap (not OVER data).
         """
         lines = chunk.split(b"\n")
         lines.pop()  # the empty piece after the last LF
@@ -611,8 +675,13 @@ class NNTPConnection:
                 index, consumed = terminator
                 lines = lines[:index]
                 finished = True
-        if len(lines) and max(map(len, lines)) > self.max_line_bytes:
-            raise LineTooLong(self.max_line_bytes)
+        cap = self.max_line_bytes
+        if len(lines) and max(map(len, lines)) > cap:
+            if not self._drops_overlong:
+                raise LineTooLong(cap)
+            kept = [x for x in lines if len(x) <= cap]
+            self._overlong += len(lines) - len(kept)
+            lines = kept
         return [x[:-1] if x.endswith(b"\r") else x for x in lines], consumed, finished
 
     def _text_block(self, chunk: bytes) -> tuple[bytes, int, int, bool] | None:
@@ -620,7 +689,7 @@ class NNTPConnection:
 
         None when a line before the "." line starts with a dot (stuffed: the
         line by line path unstuffs it), or when a line may be too long (that
-        path raises LineTooLong or takes it).
+        path takes it, or drops and counts it).
         """
         if chunk.startswith(b"."):
             return None
