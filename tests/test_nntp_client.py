@@ -238,6 +238,29 @@ async def test_fake_stall_times_out(autojump_clock: trio.abc.Clock) -> None:
 
 
 @pytest.mark.trio
+async def test_fake_overview_lines_over_the_cap_are_skipped_with_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    line = b"2\tspam " + b"x" * 5000 + b"\tp@x\tdate\t<2@x>\t\t9\t1"
+    with trio.fail_after(DEADLINE_SECONDS):
+        async with running_fake() as fake:
+            fake.groups["alt.binaries.test"] = (1, 5)
+            fake.overview = {1: b"1\ta", 2: line, 3: b"3\tc", 4: line, 5: b"5\te"}
+            async with _fake_connect(fake, max_line_bytes=4096) as client:
+                await client.group("alt.binaries.test")
+                assert [x async for piece in client.over(1, 2) for x in piece] == [b"1\ta"]
+                pieces = client.over_text_pipelined([(3, 5)])
+                got = [(s, t.lines, b"".join(t.blocks)) async for s, t in pieces]
+                assert got == [((3, 5), 2, b"3\tc\n5\te\n")]
+                assert await client.date()  # still usable
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warnings == [
+        "fake.example:119 alt.binaries.test OVER 1-2: 1 overview line(s) over 4096 bytes skipped",
+        "fake.example:119 alt.binaries.test OVER 3-5: 1 overview line(s) over 4096 bytes skipped",
+    ]
+
+
+@pytest.mark.trio
 async def test_fake_absurd_lines() -> None:
     with trio.fail_after(DEADLINE_SECONDS):
         async with running_fake() as fake:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextvars
 import errno
+import logging
 import os
 import signal
 import subprocess
@@ -22,6 +23,7 @@ from hypothesis import strategies as st
 from nntp_fixtures import NewsServer
 from process_logs import log_until
 from psycopg_pool import ConnectionPool
+from running import own_news_server
 from s3_fixtures import TestSpool, land_chunk
 
 from usenet_indexer.cli import main
@@ -30,8 +32,10 @@ from usenet_indexer.core.health import State
 from usenet_indexer.core.retry import RetryPolicy
 from usenet_indexer.errors import SpoolStoreError
 from usenet_indexer.nntp.client import StreamFactory
+from usenet_indexer.nntp.protocol import DEFAULT_MAX_LINE_BYTES
 from usenet_indexer.prefetch.daemon import Prefetcher
 from usenet_indexer.prefetch.events import Landed, Reported
+from usenet_indexer.prefetch.follower import FollowOptions
 from usenet_indexer.prefetch.housekeeping import sweep_spool
 from usenet_indexer.prefetch.options import PrefetchOptions
 from usenet_indexer.prefetch.servers import ServerState, server_configs
@@ -967,3 +971,58 @@ async def test_a_full_disk_while_a_slice_is_written_is_survived_and_the_chunk_fe
     assert failing  # the health report said "writes failing" meanwhile
     assert "No space left" in failing[0]
     assert prefetcher._landing.failing is None  # and no more once a chunk landed
+
+
+OVERLONG_GROUP = "alt.binaries.uidx.overlong"
+
+
+@pytest.mark.trio
+async def test_an_overview_line_over_the_line_cap_is_skipped_and_its_chunk_lands(
+    pool: ConnectionPool, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A spam article's huge Subject, on one line or folded (INN2 keeps it unfolded
+    # in its overview): one such line made the whole OVER reply a protocol error,
+    # and the chunk was asked for again, for ever.
+    count = 1_000
+    posted = list(generate_articles(OVERLONG_GROUP, count, 3))
+    huge = "spam " + "x" * (DEFAULT_MAX_LINE_BYTES + 10)
+    folded = "spam " + "\r\n ".join(["y" * 900] * 80)  # 72 KB unfolded
+    posted[499] = attrs.evolve(posted[499], subject=huge)
+    posted[749] = attrs.evolve(posted[749], subject=folded)
+    group_id = GroupStore(pool).add(OVERLONG_GROUP)
+    RangeStore(pool).plan(group_id, 1, count, count)
+    options = _options(
+        tmp_path, slice_articles=250, chunk_articles=count, follow=FollowOptions(poll_seconds=3600)
+    )
+    landed: list[Landed] = []
+    done = trio.Event()
+
+    def observe(event: object) -> None:
+        if isinstance(event, Landed) and event.job.last <= count:
+            landed.append(event)
+            done.set()
+        elif state.errors >= 3:
+            done.set()  # asked again and again: it will not land
+
+    with own_news_server(OVERLONG_GROUP, "uidx-overlong-") as server:
+        server.post_articles(OVERLONG_GROUP, posted)
+        state = ServerState.of(server_configs([server.url()], 1)[0])
+        with caplog.at_level(logging.WARNING, "usenet_indexer.nntp.client"):
+            await _run_until(Prefetcher(pool, options, [state], observe), done)
+    assert landed, f"not landed after {state.errors} errors: {state.last_error}"
+    assert landed[0].lines == count - 2
+    (chunk,) = _read_spool(pool, group_id)
+    lines = _lines(options.spool, [chunk])
+    assert [int(line.split(b"\t", 1)[0]) for line in lines] == [
+        n for n in range(1, count + 1) if n not in (500, 750)
+    ]
+    for line in lines:
+        fields = line.split(b"\t")
+        assert fields[4].decode() == posted[int(fields[0]) - 1].message_id
+    server_name = f"{server.host}:{server.port}"
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warnings == [
+        f"{server_name} {OVERLONG_GROUP} OVER {first}-{first + 249}: 1 overview line(s)"
+        f" over {DEFAULT_MAX_LINE_BYTES} bytes skipped"
+        for first in (251, 501)
+    ]

@@ -26,6 +26,10 @@ may be in the middle of a reply. Every later call raises ConnectionLost; the
 caller opens a fresh connection. Reply errors (AuthRequired, NoSuchArticle,
 ...) leave the connection usable except Unavailable.
 
+An overview line over `max_line_bytes` is a malformed line, not a broken
+reply: the protocol drops it and the reply goes on; the client logs one
+warning per reply that lost lines so (server, group, range, count).
+
 Nothing half-delivered: `over_pipelined` yields a slice only when its reply
 has ended, so a slice's lines are all there or the call raises. `over`
 streams pieces as they arrive (it never holds a whole reply), so its caller
@@ -484,6 +488,7 @@ class NNTPClient:
             while True:
                 event = await self._event()
                 if isinstance(event, p.DataEnd):
+                    self._note_overlong(command, event)
                     return
                 assert isinstance(event, p.DataLines)  # the protocol guarantees it
                 yield event.lines
@@ -543,6 +548,7 @@ class NNTPClient:
         while not isinstance(event := await self._event(), p.DataEnd):
             assert isinstance(event, p.DataLines)  # the protocol guarantees it
             lines += event.lines
+        self._note_overlong(response.command, event)
         return lines
 
     async def _read_over_text(self) -> OverviewText:
@@ -557,7 +563,25 @@ class NNTPClient:
             assert isinstance(event, p.DataText)  # the protocol guarantees it
             blocks.append(event.text)
             lines += event.lines
+        self._note_overlong(response.command, event)
         return OverviewText(blocks, lines)
+
+    def _note_overlong(self, command: p.Command, end: p.DataEnd) -> None:
+        """One warning for a reply that lost overview lines over the line cap.
+
+        The protocol drops such a line (a spam article's huge header) and
+        counts it; nothing else keeps that count (the spool's chunk rows hold
+        the lines it got), so the log is where it shows.
+        """
+        if end.overlong:
+            logger.warning(
+                "%s %s %s: %d overview line(s) over %d bytes skipped",
+                self.server,
+                self._group,
+                command.words(),
+                end.overlong,
+                self.max_line_bytes,
+            )
 
     async def _response(self) -> p.Response:
         event = await self._event()
