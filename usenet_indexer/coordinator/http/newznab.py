@@ -14,8 +14,9 @@ the site's root as core/origin.py says: `public_url`, else what a trusted
 proxy forwarded, else the request's own scheme and Host.
 
 Each request but t=caps and t=failed is counted against its key's daily use
-(store/users.py: one upsert, in the same worker hop as the work when it can
-be): t=get as an NZB download, the rest as requests.
+(http/daily.py, shared with the status page's search; store/users.py: one
+upsert, in the same worker hop as the work when it can be): t=get as an NZB
+download, the rest as requests.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from hypercorn.typing import ASGISendCallable
 from usenet_indexer.config import Settings
 from usenet_indexer.coordinator.catalog_build import CatalogBuild
 from usenet_indexer.coordinator.http.asgi import ApiCounts, Denied, Exchange, Response, header
+from usenet_indexer.coordinator.http.daily import DailyUse
 from usenet_indexer.core.newznab import (
     NewznabError,
     Request,
@@ -49,7 +51,6 @@ from usenet_indexer.core.newznab import (
     feed_xml,
     limit_reached,
     parse_request,
-    usage_day,
 )
 from usenet_indexer.core.nzb import nzb_filename, write_nzb
 from usenet_indexer.core.origin import Origin
@@ -112,6 +113,12 @@ class NewznabApi:
     options: NewznabOptions = attrs.field(factory=NewznabOptions)
     offer_broken: bool = False
     _limiter: trio.CapacityLimiter = attrs.field(factory=lambda: trio.CapacityLimiter(4))
+
+    @property
+    def daily(self) -> DailyUse:
+        """Its users' daily use and the limits it is counted against (the status page's
+        searches count in it too)."""
+        return DailyUse(self.users, self.options.limits)
 
     async def respond(self, exchange: Exchange, send: ASGISendCallable) -> Response | None:
         params = _params(exchange.query)
@@ -188,9 +195,7 @@ class NewznabApi:
         if user_id is None:  # no user to count for (a caller the Gate named otherwise)
             return None
         now = time.time()
-        usage = self.users.take(
-            user_id, grab=grab, defaults=self.options.limits, day=usage_day(now)
-        )
+        usage = self.daily.take(user_id, grab=grab, now=now)
         if usage is None:
             raise limit_reached(grab, now)
         return usage
