@@ -7,7 +7,10 @@ Chromium) by tests/test_status_browser.py.
 from __future__ import annotations
 
 import re
+import time
+import xml.etree.ElementTree as ET
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from html.parser import HTMLParser
 
@@ -16,7 +19,7 @@ import httpx
 import pytest
 import trio
 from test_catalog_build import batches_of_generated
-from test_newznab import store_generated
+from test_newznab import insert_rows, store_generated
 
 from usenet_indexer.config import Settings
 from usenet_indexer.coordinator.catalog_builder import build_once
@@ -493,3 +496,96 @@ async def test_a_node_that_died_mid_lease_shows_its_expired_lease_on_the_page_an
     assert "alt.binaries.dead 1-100000 at 1 (lease expired)" in dead
     metrics = (await served.get("/metrics", headers=SCRAPER)).text.splitlines()
     assert 'uidx_ranges_expired_leases{group="alt.binaries.dead"} 1.0' in metrics
+
+
+SHOW = "Some.Show.S01E01.720p.HDTV.x264-GRP"
+
+
+def _next_utc_days() -> set[str]:
+    """The next UTC day as the page writes it (the day after that too, should a test
+    cross midnight)."""
+    today = datetime.now(UTC).date()
+    return {f"{today + timedelta(days=n):%Y-%m-%d}" for n in (1, 2)}
+
+
+def _requests_today(stores: Stores, name: str) -> int:
+    """A user's requests of the day, as `uidx users list` shows them."""
+    (row,) = [row for row in stores.users.list() if row.name == name]
+    return row.requests_today
+
+
+@pytest.fixture
+async def one_a_day(settings: Settings, stores: Stores) -> AsyncIterator[httpx.AsyncClient]:
+    """A coordinator whose settings allow each key one request a day."""
+    limited = attrs.evolve(settings, api_requests_per_day=1)
+    async with trio.open_nursery() as nursery:
+        host, port = await nursery.start(partial(serve, limited, stores))
+        async with httpx.AsyncClient(base_url=f"http://{host}:{port}") as client:
+            yield client
+        nursery.cancel_scope.cancel()
+
+
+@pytest.mark.trio
+async def test_a_users_page_searches_spend_its_daily_requests_and_stop_at_the_limit(
+    served: httpx.AsyncClient, stores: Stores
+) -> None:
+    """A search on the page is a request of the day, as one through /api is, with the
+    key or with a login session: past the limit the page says so and lists nothing."""
+    await trio.to_thread.run_sync(insert_rows, stores, [(SHOW, int(time.time()) - 3600)])
+    key = stores.users.create("sonarr")
+    stores.users.set_limits("sonarr", {"requests_per_day": 2})
+    first = read((await served.get("/", params={"q": "Some Show", "apikey": key})).text)
+    assert first.release_names == [SHOW]
+    assert (await served.post("/login", data={"apikey": key})).status_code == 303
+    second = read((await served.get("/", params={"q": "Some Show"})).text)  # the session's
+    assert second.release_names == [SHOW]
+    for params in ({"q": "Some Show"}, {"q": "Some Show", "apikey": key}):
+        response = await served.get("/", params=params)
+        assert response.status_code == 200
+        page = read(response.text)
+        assert page.release_rows == 0
+        assert not [link for link in page.links if link.startswith("/api?t=get")]
+        text = " ".join(" ".join(page.text).split())
+        assert "The daily limit of 2 requests is reached" in text
+        assert any(f"{day} 00:00 UTC" in text for day in _next_utc_days()), text
+        assert "No release matches" not in text
+    assert _requests_today(stores, "sonarr") == 2  # what `uidx users list` shows
+    # The page and the API spend the same requests.
+    refused = ET.fromstring(
+        (await served.get("/api", params={"t": "search", "q": "Some Show", "apikey": key})).content
+    )
+    assert (refused.tag, refused.get("code")) == ("error", "500")
+
+
+@pytest.mark.trio
+async def test_the_newest_releases_without_a_search_are_not_counted(
+    one_a_day: httpx.AsyncClient, stores: Stores
+) -> None:
+    """The plain page (which reloads itself) spends nothing; a search does, against the
+    settings' api_requests_per_day."""
+    await trio.to_thread.run_sync(insert_rows, stores, [(SHOW, int(time.time()) - 3600)])
+    key = stores.users.create("sonarr")
+    for _ in range(3):
+        assert read((await one_a_day.get("/", params={"apikey": key})).text).release_rows == 1
+    assert _requests_today(stores, "sonarr") == 0
+    searched = read((await one_a_day.get("/", params={"q": "Some Show", "apikey": key})).text)
+    assert searched.release_names == [SHOW]
+    refused = read((await one_a_day.get("/", params={"q": "Some Show", "apikey": key})).text)
+    assert refused.release_rows == 0
+    assert "The daily limit of 1 request is reached" in " ".join(" ".join(refused.text).split())
+    # The limit reached, the newest releases still show.
+    assert read((await one_a_day.get("/", params={"apikey": key})).text).release_rows == 1
+    assert _requests_today(stores, "sonarr") == 1
+
+
+@pytest.mark.trio
+async def test_an_operators_page_searches_are_not_limited(
+    one_a_day: httpx.AsyncClient, stores: Stores
+) -> None:
+    await trio.to_thread.run_sync(insert_rows, stores, [(SHOW, int(time.time()) - 3600)])
+    key = stores.users.create("operator", operator=True)
+    for _ in range(3):
+        page = read((await one_a_day.get("/", params={"q": "Some Show", "apikey": key})).text)
+        assert page.release_names == [SHOW]
+        assert "daily limit" not in " ".join(page.text)
+    assert _requests_today(stores, "operator") == 0

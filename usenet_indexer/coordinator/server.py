@@ -225,7 +225,7 @@ def coordinator_app(
             NEWZNAB_PATH: Route(api, Access.API_USER, is_public, api.refused),
             # An API user sees the search and NZB links, an operator all of it.
             "/": Route(
-                StatusPage(status, stores.catalog, offer_broken=offer_broken),
+                StatusPage(status, stores.catalog, api.daily, offer_broken=offer_broken),
                 Access.API_USER,
                 refusal=refused_page,
             ),

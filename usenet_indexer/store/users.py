@@ -8,8 +8,8 @@ in different tables: one is never taken for the other. A session token is
 32 random bytes too, kept hashed in `sessions` with its expiry, so every
 coordinator process knows every session.
 
-Daily limits: each newznab request or NZB download is counted per user and
-UTC day in `api_usage` by one upsert, which refuses to count past the
+Daily limits: each newznab request or NZB download (and each search on the
+status page) is counted per user and UTC day in `api_usage` by one upsert, which refuses to count past the
 user's limit (its own, else the settings'), so that several coordinator
 processes share one count and a limit is never overshot by a race.
 """
@@ -74,6 +74,10 @@ _TAKE = """
 _TAKE_REQUEST = _TAKE.format(first="1, 0", column="requests")
 _TAKE_GRAB = _TAKE.format(first="0, 1", column="grabs")
 _LIMITS = "UPDATE api_users SET {} WHERE name = %s AND revoked_at IS NULL"
+_LIMITS_OF = """
+    SELECT coalesce(requests_per_day, %(requests)s), coalesce(grabs_per_day, %(grabs)s)
+    FROM api_users WHERE id = %(user)s
+"""
 _LIMIT_COLUMNS = ("requests_per_day", "grabs_per_day")
 _FAILED = """
     INSERT INTO download_failures AS f (guid, user_id, corrupt) VALUES (%s, %s, %s)
@@ -238,6 +242,14 @@ class UserStore:
             conn.execute("SET LOCAL synchronous_commit TO off")
             row = conn.execute(statement, params).fetchone()
         return None if row is None else Usage(day, *row)
+
+    def limits_of(self, user_id: int, defaults: DailyLimits) -> DailyLimits:
+        """The daily limits a user's use is counted against: its own, else `defaults`
+        (0: none); `defaults` for a user that is not there."""
+        params = {"user": user_id, "requests": defaults.requests, "grabs": defaults.grabs}
+        with self.pool.connection() as conn:
+            row = conn.execute(_LIMITS_OF, params).fetchone()
+        return defaults if row is None else DailyLimits(*row)
 
     def set_limits(self, name: str, limits: Mapping[str, int | None]) -> None:
         """Set a user's own daily limits: `requests_per_day`, `grabs_per_day` (None: the

@@ -35,3 +35,7 @@ class DailyUse:
             (nothing counted).
         """
         return self.users.take(user_id, grab=grab, defaults=self.limits, day=usage_day(now))
+
+    def limits_of(self, user_id: int) -> DailyLimits:
+        """The limits a user's use is counted against (its own, else `limits`)."""
+        return self.users.limits_of(user_id, self.limits)

@@ -17,7 +17,11 @@ NZB links that carry the API key the page was opened with (a key that is
 not a user's is not carried); each with its completion and state (whole, or repairable from
 its PAR2 recovery), the counts of whole, repairable and broken releases,
 and the newest broken ones, kept but not offered by the newznab API unless
-offer_broken_releases says so (the search then lists them too). Where
+offer_broken_releases says so (the search then lists them too). The search
+of an API user who is not an operator is a request of the user's day,
+counted and limited as the newznab API's are (http/daily.py): past the
+limit the page lists nothing found and says when the day ends; the newest
+releases, without a search, are not counted. Where
 there is nothing yet it says so. It reads as a person
 expects: counts with thousands separators and plurals, times to the second,
 a header's count what it says (the releases the search offers, not the
@@ -31,7 +35,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
@@ -45,9 +49,10 @@ from prometheus_client.registry import Collector
 
 from usenet_indexer.coordinator.http.access import query_apikey
 from usenet_indexer.coordinator.http.asgi import ApiCounts, Exchange, Response
+from usenet_indexer.coordinator.http.daily import DailyUse
 from usenet_indexer.core.categories import CATEGORIES
 from usenet_indexer.core.health import counts, healthy
-from usenet_indexer.core.newznab import moment
+from usenet_indexer.core.newznab import moment, usage_day
 from usenet_indexer.store.catalog import CatalogRow, CatalogTable, Search
 from usenet_indexer.store.groups import GroupRow
 from usenet_indexer.store.status import Status, StatusStore
@@ -125,6 +130,7 @@ class StatusPage:
 
     status: StatusStore
     catalog: CatalogTable
+    daily: DailyUse  # the API users' daily use, the newznab API's (a search counts in it)
     offer_broken: bool = False  # the search lists broken releases too (offer_broken_releases)
     _limiter: trio.CapacityLimiter = attrs.field(factory=lambda: trio.CapacityLimiter(2))
 
@@ -139,14 +145,19 @@ class StatusPage:
         # The Gate admitted the key of the query when there is one: links carry it
         # (a session's page carries none: its cookie goes with the NZB link too).
         apikey = query_apikey(exchange.query) or ""
-        operator = exchange.user is not None and exchange.user.operator
+        user = exchange.user
+        operator = user is not None and user.operator
+        # A search is a request of an API user's day, as one through /api is; the
+        # newest releases (the page without one, which reloads itself) are not.
+        counted = None if not q or user is None or operator else user.user_id
         html = await trio.to_thread.run_sync(
-            self._render, q, apikey, operator, limiter=self._limiter
+            self._render, q, apikey, operator, counted, limiter=self._limiter
         )
         return Response(200, html.encode("utf-8", "replace"), (_HTML, _NO_STORE))
 
-    def _render(self, q: str, apikey: str, operator: bool) -> str:
-        total, rows = self.catalog.search(Search(words=q, limit=RECENT, broken=self.offer_broken))
+    def _render(self, q: str, apikey: str, operator: bool, counted: int | None) -> str:
+        limited = "" if counted is None else self._spend(counted)
+        total, rows = (0, []) if limited else self._search(q)
         states = self.catalog.states()
         shown = states.shown
         # What the newest are the newest of: the releases the search offers.
@@ -157,6 +168,7 @@ class StatusPage:
             "offer_broken": self.offer_broken,
             "broken": broken,
             "broken_said": _broken_said(len(broken), states.broken),
+            "limited": limited,  # the line said in place of the search's releases ("": none)
         }
         if not operator:
             return self._releases_only(q, apikey, rows, total, (shown, offered), listing)
@@ -245,6 +257,17 @@ class StatusPage:
             **listing,
         )
 
+    def _spend(self, user_id: int) -> str:
+        """Count a search in the user's day: "" when counted, else the line that says the
+        day's limit is reached (nothing counted, nothing to search)."""
+        now = time.time()
+        if self.daily.take(user_id, grab=False, now=now) is not None:
+            return ""
+        return _limit_said(self.daily.limits_of(user_id).requests, now)
+
+    def _search(self, q: str) -> tuple[int, list[CatalogRow]]:
+        return self.catalog.search(Search(words=q, limit=RECENT, broken=self.offer_broken))
+
     def _releases_only(
         self,
         q: str,
@@ -257,6 +280,7 @@ class StatusPage:
         """The page of an API user: the search and the releases."""
         releases = _releases(rows, apikey)
         shown, offered = counts
+        said = _releases_said(q, total, len(releases), offered)
         return _TEMPLATES.get_template("status.html").render(
             operator=False,
             refresh=REFRESH_SECONDS,
@@ -265,9 +289,19 @@ class StatusPage:
             groups=[],
             catalog_shown=shown,
             releases=releases,
-            releases_said=_releases_said(q, total, len(releases), offered),
+            releases_said="Search: daily limit reached" if listing["limited"] else said,
             **listing,
         )
+
+
+def _limit_said(requests: int, now: float) -> str:
+    """What the page says of a search past the user's daily limit (at unix time `now`)."""
+    resets = usage_day(now) + timedelta(days=1)
+    return (
+        f"The daily limit of {_plural(requests, 'request')} is reached: searches are "
+        f"answered again from {resets:%Y-%m-%d} 00:00 UTC (the next UTC day). "
+        "The page without a search still lists the newest releases."
+    )
 
 
 def _broken_said(page: int, broken: int) -> str:
