@@ -589,3 +589,21 @@ async def test_an_operators_page_searches_are_not_limited(
         assert page.release_names == [SHOW]
         assert "daily limit" not in " ".join(page.text)
     assert _requests_today(stores, "operator") == 0
+
+
+@pytest.mark.trio
+async def test_a_search_results_page_does_not_reload_itself(
+    served: httpx.AsyncClient, stores: Stores
+) -> None:
+    """A results page left open would search again at each reload, spending a
+    request each time: only the newest releases (the page without q) reload."""
+    await trio.to_thread.run_sync(insert_rows, stores, [(SHOW, int(time.time()) - 3600)])
+    user = stores.users.create("sonarr")
+    operator = stores.users.create("operator", operator=True)
+    for key in (user, operator):
+        assert read((await served.get("/", params={"apikey": key})).text).refresh.isdigit()
+        results = read((await served.get("/", params={"q": "Some Show", "apikey": key})).text)
+        assert results.release_names == [SHOW]
+        assert results.refresh == ""
+        assert "refreshes" not in " ".join(results.text)
+    assert "this page refreshes every" in (await served.get("/", params={"apikey": operator})).text

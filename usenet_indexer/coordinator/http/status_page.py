@@ -7,7 +7,8 @@ or the catalog's workings. /healthz says whether the database answers, and
 nothing else.
 
 The page is server-rendered (Jinja2, autoescaped; no script) and refreshes
-itself: groups (high water mark, indexed to, lag, progress, backfill),
+itself, unless it holds a search (a results page left open would search
+again, and spend a request of the user's day, at each reload): groups (high water mark, indexed to, lag, progress, backfill),
 ranges by state with progress bars and their expired leases (a node that
 died mid-lease), the ranges parked as failed and why, nodes (a range whose
 lease expired marked so), the prefetcher's servers and the spool, the
@@ -177,7 +178,7 @@ class StatusPage:
         releases = _releases(rows, apikey)
         return _TEMPLATES.get_template("status.html").render(
             operator=True,
-            refresh=REFRESH_SECONDS,
+            refresh=_refresh(q),
             taken_at=_moment(snapshot.taken_at),
             rate=_rate(snapshot),
             lookback=int(snapshot.throughput.lookback_seconds),
@@ -283,7 +284,7 @@ class StatusPage:
         said = _releases_said(q, total, len(releases), offered)
         return _TEMPLATES.get_template("status.html").render(
             operator=False,
-            refresh=REFRESH_SECONDS,
+            refresh=_refresh(q),
             q=q,
             apikey=apikey,
             groups=[],
@@ -302,6 +303,12 @@ def _limit_said(requests: int, now: float) -> str:
         f"answered again from {resets:%Y-%m-%d} 00:00 UTC (the next UTC day). "
         "The page without a search still lists the newest releases."
     )
+
+
+def _refresh(q: str) -> int:
+    """The seconds after which the page reloads itself; 0 (never) for a search's
+    results, each reload of which would search again and count against the day."""
+    return 0 if q else REFRESH_SECONDS
 
 
 def _broken_said(page: int, broken: int) -> str:
