@@ -148,9 +148,10 @@ class StatusPage:
         apikey = query_apikey(exchange.query) or ""
         user = exchange.user
         operator = user is not None and user.operator
-        # A search is a request of an API user's day, as one through /api is; the
-        # newest releases (the page without one, which reloads itself) are not.
-        counted = None if not q or user is None or operator else user.user_id
+        # A search is a request of the user's day, as one through /api is (an
+        # operator's too: the API counts and limits operators alike); the newest
+        # releases (the page without one, which reloads itself) are not.
+        counted = None if not q or user is None else user.user_id
         html = await trio.to_thread.run_sync(
             self._render, q, apikey, operator, counted, limiter=self._limiter
         )
