@@ -583,7 +583,11 @@ def test_workers_that_finish_are_not_restarted(supervise: Callable[..., Supervis
     assert supervisor.log().count("finished its work") == 2
 
 
-@pytest.mark.parametrize(("signum", "said"), [(signal.SIGTERM, "term"), (signal.SIGINT, "int")])
+# SIGHUP (the terminal or ssh session closed) stops as SIGTERM does: the workers hear SIGTERM.
+@pytest.mark.parametrize(
+    ("signum", "said"),
+    [(signal.SIGTERM, "term"), (signal.SIGINT, "int"), (signal.SIGHUP, "term")],
+)
 def test_stop_signal_reaches_every_worker(
     supervise: Callable[..., Supervised], signum: signal.Signals, said: str
 ) -> None:

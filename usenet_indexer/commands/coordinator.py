@@ -3,7 +3,7 @@ on the PostgreSQL catalog.
 
 Uses DATABASE_URL when it is set, else the embedded cluster (started for
 the run and stopped after it, unless `uidx db start` started it), applies the
-migrations, and serves on UIDX_LISTEN until SIGINT or SIGTERM.
+migrations, and serves on UIDX_LISTEN until SIGINT, SIGTERM or SIGHUP.
 
 --processes N (0 = one per core; default: the processes setting) runs N
 coordinator processes under the supervisor. The supervisor binds UIDX_LISTEN
@@ -73,7 +73,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the coordinator until SIGINT or SIGTERM.
+    """Run the coordinator until SIGINT, SIGTERM or SIGHUP.
 
     Args:
         args: parsed arguments (config).

@@ -15,8 +15,8 @@ done too: every candidate probed or given up, and the catalog built from
 what they found (the obfuscated releases renamed). That wait goes on while
 the probe queue moves, saying every few seconds how many candidates are
 left, and ends after --probe-stall-seconds without progress. For scripts
-and tests. SIGTERM or SIGINT stops every worker as their own commands do:
-the edges give their ranges back.
+and tests. SIGTERM, SIGINT or SIGHUP (its terminal closed) stops every
+worker as their own commands do: the edges give their ranges back.
 
 Where to look afterwards: `uidx status`, and `uidx catalog export --out FILE`
 (the schema of `uidx index`).
@@ -106,7 +106,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the indexer until SIGTERM/SIGINT, or until the planned ranges are done.
+    """Run the indexer until SIGTERM/SIGINT/SIGHUP, or until the planned ranges are done.
 
     Raises:
         ConfigError: no NNTP server, or a bad setting (named).

@@ -2,8 +2,8 @@
 
 Start-up runs in order and fails loudly: the database (the embedded cluster
 is started when DATABASE_URL is not set, and stopped on exit if this process
-started it), the migrations, the pool, then the node API. SIGINT or SIGTERM
-stops accepting, lets requests in flight finish (server.GRACEFUL_SECONDS),
+started it), the migrations, the pool, then the node API. SIGINT, SIGTERM or
+SIGHUP stops accepting, lets requests in flight finish (server.GRACEFUL_SECONDS),
 and then closes the pool and the cluster, shielded and time-limited, so a
 second signal or a hung server cannot leave the cluster running.
 """
@@ -41,7 +41,11 @@ logger = logging.getLogger(__name__)
 CLOSE_POOL_SECONDS = 10.0
 STOP_CLUSTER_SECONDS = 60.0
 
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# SIGHUP too: the terminal or ssh session of a foreground `uidx coordinator` was
+# closed. gunicorn reloads on SIGHUP; uidx has no reload, and a clean stop (the
+# embedded PostgreSQL stopped) is what an operator expects, not a process killed
+# by the signal's default action with its cluster left running.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 async def run_coordinator(
@@ -52,7 +56,7 @@ async def run_coordinator(
     listen_fd: int | None = None,
     metrics_fd: int | None = None,
 ) -> None:
-    """Run the coordinator until SIGINT or SIGTERM, or until its supervisor dies.
+    """Run the coordinator until SIGINT, SIGTERM or SIGHUP, or until its supervisor dies.
 
     Args:
         settings: the coordinator's settings.

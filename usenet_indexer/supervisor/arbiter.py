@@ -20,7 +20,8 @@ interpreter started with `subprocess.Popen`, with `--worker-slot N
   restart or the kill deadline.
 - Stopping: SIGTERM or SIGINT is forwarded to every worker (each gives its
   range back), once per signal received, so a second Ctrl-C reaches the
-  workers as a second signal ("stop now"). Workers run in their own process
+  workers as a second signal ("stop now"). SIGHUP stops them too, forwarded
+  as SIGTERM (see STOP_SIGNALS). Workers run in their own process
   group, so a terminal's Ctrl-C reaches them once, through the arbiter. After
   `grace_seconds` the workers left get SIGKILL. The arbiter exits when the
   last one is gone. Slots named in `stop_last` (`uidx standalone`'s
@@ -62,8 +63,15 @@ from usenet_indexer.supervisor.policy import (
 
 logger = logging.getLogger(__name__)
 
-# The signals that stop the workers (forwarded to them).
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+# The signals that stop the workers (forwarded to them). SIGHUP is what the
+# supervisor gets when the ssh session or terminal it runs in is closed.
+# gunicorn reloads on SIGHUP; uidx has no reload, and what an operator expects
+# then is a clean stop (ranges given back, the embedded PostgreSQL stopped),
+# not a supervisor killed by the signal's default action.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+# A stop signal the workers are sent in its place: they stop on SIGTERM and
+# SIGINT, and have no business with a terminal they are not attached to.
+FORWARDED_AS: dict[int, int] = {signal.SIGHUP: signal.SIGTERM}
 
 # Exits kept per slot for the policy: it only looks at the latest streak,
 # which halts at a handful; the doubling is capped long before 32.
@@ -157,7 +165,7 @@ class Arbiter:
         """Start the workers and supervise them until they are all gone.
 
         Returns:
-            0 after a stop by SIGTERM/SIGINT or once every worker finished
+            0 after a stop by SIGTERM/SIGINT/SIGHUP or once every worker finished
             its work; the policy's status after a halt (78 for a worker's
             start-up error, 1 for a crash loop).
         """
@@ -216,7 +224,10 @@ class Arbiter:
         while self.signals:
             signum = self.signals.popleft()
             if signum in STOP_SIGNALS:
-                self._stop(signum, reason=f"{signal.Signals(signum).name} received")
+                self._stop(
+                    FORWARDED_AS.get(signum, signum),
+                    reason=f"{signal.Signals(signum).name} received",
+                )
             # SIGCHLD only wakes the loop; _reap looks at every worker.
 
     def _reap(self) -> None:

@@ -1,0 +1,132 @@
+"""A stop signal ends `uidx coordinator`, `uidx coordinator --processes 2` and
+`uidx standalone` cleanly, whenever it comes: the embedded PostgreSQL the
+process started is stopped, no worker outlives the supervisor, and the exit
+status is that of a normal stop (0).
+
+Each test runs the real command on a real embedded cluster in a home of its
+own, waits for a line of its log, sends the signal and waits for the exit.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from process_logs import log_until
+
+from usenet_indexer.store.pgcluster import Cluster
+from usenet_indexer.testing.postgres import scratch_dir
+
+# Start-up (initdb, the migrations) and a stop take seconds; these bound them.
+START_SECONDS = 180.0
+STOP_SECONDS = 120.0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _env(home: Path) -> dict[str, str]:
+    mine = {"DATABASE_URL", "COORDINATOR_URL", "NODE_TOKEN", "NOTIFY_SOCKET"}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("UIDX_") and k not in mine}
+    return {
+        **env,
+        "UIDX_HOME": str(home),
+        "UIDX_LISTEN": f"127.0.0.1:{_free_port()}",
+        # standalone wants a server; its prefetcher only retries against this one.
+        "UIDX_NNTP": "nntp://127.0.0.1:9",
+    }
+
+
+def _postgres_of(home: Path) -> list[int]:
+    """The processes whose command line names a folder under `home` (a postmaster's
+    `-D`), also one made in that folder after it was removed."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:  # gone, or not a process
+            continue
+        if entry.name.isdigit() and any(str(home).encode() in arg for arg in argv):
+            found.append(int(entry.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@contextmanager
+def _daemon(argv: Sequence[str], home: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """`uidx <argv>` in `home`, its log on a pipe; killed if a test leaves it running,
+    and the home's cluster stopped whatever happened, so that no test leaves one."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "usenet_indexer", *argv], env=_env(home), stderr=subprocess.PIPE
+    )
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        assert process.stderr is not None
+        process.stderr.close()
+        cluster = Cluster(home / "postgres")
+        if cluster.status().running:
+            cluster.stop()
+
+
+def _stopped(process: subprocess.Popen[bytes], seen: list[str]) -> tuple[int, str]:
+    """Wait for the exit; its status and the whole log."""
+    assert process.stderr is not None
+    try:
+        status = process.wait(timeout=STOP_SECONDS)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        status = process.wait()
+    return status, "".join(seen) + process.stderr.read().decode(errors="replace")
+
+
+def _workers(log: Sequence[str]) -> list[int]:
+    """The workers' pids of the supervisor's "N workers started: slot:pid ..." line."""
+    line = next((line for line in log if "workers started:" in line), "")
+    return [int(pid) for pid in re.findall(r"\d+:(\d+)", line.partition("started:")[2])]
+
+
+DAEMONS = [
+    pytest.param(["coordinator"], "node API listening", id="coordinator"),
+    pytest.param(["coordinator", "--processes", "2"], "workers started", id="processes-2"),
+    pytest.param(["standalone", "--processes", "1"], "workers started", id="standalone"),
+]
+
+
+@pytest.mark.parametrize(("argv", "ready"), DAEMONS)
+def test_sighup_stops_a_running_daemon_and_its_cluster(argv: list[str], ready: str) -> None:
+    # An ssh session closed under a foreground daemon: the kernel sends SIGHUP to its
+    # process group (the supervisor's; its workers have their own).
+    with scratch_dir() as home, _daemon(argv, home) as process:
+        seen = log_until(process, lambda line: ready in line, START_SECONDS)
+        process.send_signal(signal.SIGHUP)
+        status, log = _stopped(process, seen)
+        assert status == 0, log
+        assert "SIGHUP" in log, log
+        assert re.search(r"embedded PostgreSQL in \S+ stopped", log), log
+        assert not Cluster(home / "postgres").status().running, log
+        assert _postgres_of(home) == [], log
+        # A worker left starting after its supervisor could make a cluster in the removed
+        # home: none is left.
+        assert [pid for pid in _workers(seen) if _alive(pid)] == [], log
