@@ -70,12 +70,44 @@ def _alive(pid: int) -> bool:
     return True
 
 
+# `uidx` with a stand-in for a slow start-up (STAND_IN), in the process the test
+# starts (a supervisor's workers are fresh interpreters: they run the real thing).
+# "slow-start": the cluster's start (initdb, a crash recovery) is held, once pg_ctl
+# has started it, until the test writes a byte to GATE_FD.
+STAND_INS = """
+import logging, os, sys
+from usenet_indexer.cli import main
+from usenet_indexer.store import pgcluster
+
+log = logging.getLogger("stand-in")
+if os.environ["STAND_IN"] == "slow-start":
+    real_start = pgcluster.Cluster.start
+    def start(self, *args, **kwargs):
+        real_start(self, *args, **kwargs)
+        log.warning("CLUSTER STARTED, HELD")
+        os.read(int(os.environ["GATE_FD"]), 1)
+    pgcluster.Cluster.start = start
+sys.exit(main(sys.argv[1:]))
+"""
+
+
 @contextmanager
-def _daemon(argv: Sequence[str], home: Path) -> Iterator[subprocess.Popen[bytes]]:
+def _daemon(
+    argv: Sequence[str], home: Path, *, stand_in: str = "", gate: int | None = None
+) -> Iterator[subprocess.Popen[bytes]]:
     """`uidx <argv>` in `home`, its log on a pipe; killed if a test leaves it running,
-    and the home's cluster stopped whatever happened, so that no test leaves one."""
+    and the home's cluster stopped whatever happened, so that no test leaves one.
+    With `stand_in`, one of STAND_INS; `gate` is the read end of its pipe."""
+    env = _env(home)
+    program = [sys.executable, "-m", "usenet_indexer"]
+    if stand_in:
+        env.update(STAND_IN=stand_in, GATE_FD=str(gate))
+        program = [sys.executable, "-c", STAND_INS]
     process = subprocess.Popen(
-        [sys.executable, "-m", "usenet_indexer", *argv], env=_env(home), stderr=subprocess.PIPE
+        [*program, *argv],
+        env=env,
+        stderr=subprocess.PIPE,
+        pass_fds=() if gate is None else (gate,),
     )
     try:
         yield process
@@ -130,3 +162,32 @@ def test_sighup_stops_a_running_daemon_and_its_cluster(argv: list[str], ready: s
         # A worker left starting after its supervisor could make a cluster in the removed
         # home: none is left.
         assert [pid for pid in _workers(seen) if _alive(pid)] == [], log
+
+
+@pytest.mark.parametrize(
+    "signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=lambda signum: signum.name
+)
+@pytest.mark.parametrize(("argv", "ready"), DAEMONS[:1])
+def test_a_stop_while_the_cluster_starts_stops_it(
+    argv: list[str], ready: str, signum: signal.Signals
+) -> None:
+    # The signal comes while the process starts the cluster; that start ends, and then
+    # the stop: the process must not die with the cluster it started left running.
+    with scratch_dir() as home:
+        gate, release = os.pipe()
+        try:
+            with _daemon(argv, home, stand_in="slow-start", gate=gate) as process:
+                seen = log_until(
+                    process, lambda line: "CLUSTER STARTED, HELD" in line, START_SECONDS
+                )
+                process.send_signal(signum)
+                os.write(release, b"x")
+                status, log = _stopped(process, seen)
+        finally:
+            os.close(gate)
+            os.close(release)
+        assert status == 0, log
+        assert ready not in log, log  # stopped before it served or ran workers
+        assert re.search(r"embedded PostgreSQL in \S+ stopped", log), log
+        assert not Cluster(home / "postgres").status().running, log
+        assert _postgres_of(home) == [], log

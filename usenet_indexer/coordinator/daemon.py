@@ -15,7 +15,9 @@ import signal
 from collections.abc import AsyncIterator
 from functools import partial
 
+import attrs
 import trio
+from psycopg_pool import ConnectionPool
 
 from usenet_indexer.config import Settings
 from usenet_indexer.coordinator.catalog_build import CatalogBuild
@@ -30,7 +32,7 @@ from usenet_indexer.spool.store import open_spool
 from usenet_indexer.store.database import migrate_url
 from usenet_indexer.store.health import HealthStore
 from usenet_indexer.store.heartbeat import beat_forever
-from usenet_indexer.store.pgcluster import database_url, start_if_stopped
+from usenet_indexer.store.pgcluster import Cluster, database_url, start_if_stopped
 from usenet_indexer.store.pool import open_pool
 from usenet_indexer.supervisor.parent import watch_parent
 
@@ -58,6 +60,10 @@ async def run_coordinator(
 ) -> None:
     """Run the coordinator until SIGINT, SIGTERM or SIGHUP, or until its supervisor dies.
 
+    A stop during start-up (the migrations may take minutes) ends it there:
+    what was opened is closed and the cluster this process started stopped,
+    as after serving.
+
     Args:
         settings: the coordinator's settings.
         fenced: False only for the chaos script's negative control
@@ -76,70 +82,109 @@ async def run_coordinator(
         DatabaseError: the database cannot be started, reached or migrated.
         SpoolStoreError: an S3 spool's endpoint cannot be reached.
     """
-    url, cluster = database_url(settings.database_url, settings.home)
-    started = await trio.to_thread.run_sync(start_if_stopped, cluster)
-    try:
-        await trio.to_thread.run_sync(migrate_url, url)
-        pool = await trio.to_thread.run_sync(open_pool, url, settings)
-        try:
-            if not fenced:
-                logger.warning("batches are stored WITHOUT the fence (a test-only switch)")
-            stores = Stores.from_pool(
-                pool, fenced=fenced, pure=settings.pure_indexer, edge_builds=settings.edge_builds
-            )
-            # An S3 spool's bucket and keys, once, before any edge is served.
-            await trio.to_thread.run_sync(open_spool(settings).check)
-            await _serve_until_signal(settings, stores, parent_fd, listen_fd, metrics_fd)
-        finally:
+    stop = trio.Event()
+    # Opened before anything starts: a signal during start-up is the stop it
+    # asks for, not the default action that killed the process and left the
+    # cluster it had started running (nobody stopped it after: the next start
+    # found it running, so did not own it).
+    with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
+        async with trio.open_nursery() as watchers:
+            # What stops it: a signal, or the supervisor's end; both watchers
+            # go once either has spoken, or once the coordinator is done.
+            if parent_fd is not None:
+                await watchers.start(watch_parent, parent_fd, stop.set)
+            watchers.start_soon(_first_signal, signals, stop)
+            opened = _Opened()
+            try:
+                stores = await _start_up(settings, stop, opened, fenced)
+                if stores is not None:
+                    await _serve_until(stop, settings, stores, listen_fd, metrics_fd)
+            finally:
+                await opened.close()
+            watchers.cancel_scope.cancel()
+
+
+@attrs.define(eq=False)
+class _Opened:
+    """What start-up has opened so far; closed (shielded, time-limited) however it ends."""
+
+    started: Cluster | None = None  # the cluster this process started, so stops
+    pool: ConnectionPool | None = None
+
+    async def close(self) -> None:
+        if self.pool is not None:
             with trio.move_on_after(CLOSE_POOL_SECONDS, shield=True):
-                await trio.to_thread.run_sync(pool.close)
-    finally:
-        if started is not None:
+                await trio.to_thread.run_sync(self.pool.close)
+        if self.started is not None:
             with trio.move_on_after(STOP_CLUSTER_SECONDS, shield=True):
-                await trio.to_thread.run_sync(started.stop)
-                logger.info("embedded PostgreSQL in %s stopped", started.data_dir)
+                await trio.to_thread.run_sync(self.started.stop)
+                logger.info("embedded PostgreSQL in %s stopped", self.started.data_dir)
 
 
-async def _serve_until_signal(
+async def _start_up(
+    settings: Settings, stop: trio.Event, opened: _Opened, fenced: bool
+) -> Stores | None:
+    """The database started, migrated and pooled (in `opened`), and the spool checked:
+    the stores; None once `stop` is set, which cancels what is in progress.
+
+    A step in a worker thread is not abandoned: it ends first (a cluster whose
+    start was cut short would be running with nobody to stop it)."""
+    stores: Stores | None = None
+    url, cluster = database_url(settings.database_url, settings.home)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_cancel_when_set, stop, nursery.cancel_scope)
+        opened.started = await trio.to_thread.run_sync(start_if_stopped, cluster)
+        await trio.to_thread.run_sync(migrate_url, url)
+        opened.pool = await trio.to_thread.run_sync(open_pool, url, settings)
+        if not fenced:
+            logger.warning("batches are stored WITHOUT the fence (a test-only switch)")
+        stores = Stores.from_pool(
+            opened.pool, fenced=fenced, pure=settings.pure_indexer, edge_builds=settings.edge_builds
+        )
+        # An S3 spool's bucket and keys, once, before any edge is served.
+        await trio.to_thread.run_sync(open_spool(settings).check)
+        nursery.cancel_scope.cancel()
+    if stop.is_set():
+        logger.info("stopped during start-up")
+        return None
+    return stores
+
+
+async def _cancel_when_set(stop: trio.Event, scope: trio.CancelScope) -> None:
+    await stop.wait()
+    scope.cancel()
+
+
+async def _serve_until(
+    stop: trio.Event,
     settings: Settings,
     stores: Stores,
-    parent_fd: int | None,
     listen_fd: int | None,
     metrics_fd: int | None,
 ) -> None:
     shutdown = trio.Event()
-    # Opened before serving, so a signal during start-up is not lost.
-    with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
-        async with trio.open_nursery() as nursery:
-            due = CatalogDue()
-            await nursery.start(
-                partial(
-                    serve,
-                    settings,
-                    stores,
-                    shutdown=shutdown,
-                    catalog_due=due,
-                    listen_fd=listen_fd,
-                    metrics_fd=metrics_fd,
-                )
+    async with trio.open_nursery() as nursery:
+        due = CatalogDue()
+        await nursery.start(
+            partial(
+                serve,
+                settings,
+                stores,
+                shutdown=shutdown,
+                catalog_due=due,
+                listen_fd=listen_fd,
+                metrics_fd=metrics_fd,
             )
-            builder = trio.CancelScope()
-            building = BuilderHealth()
-            nursery.start_soon(_cancellable, builder, stores.build, due, settings, building)
-            beating = trio.CancelScope()
-            nursery.start_soon(_beating, beating, stores.health, building)
-            stop = trio.Event()
-            # What stops it: a signal, or the supervisor's end; both watchers
-            # go once either has spoken, then the server drains.
-            async with trio.open_nursery() as watchers:
-                if parent_fd is not None:
-                    await watchers.start(watch_parent, parent_fd, stop.set)
-                watchers.start_soon(_first_signal, signals, stop)
-                await stop.wait()
-                watchers.cancel_scope.cancel()
-            builder.cancel()
-            beating.cancel()  # its rows taken away: a clean stop is not silence
-            shutdown.set()
+        )
+        builder = trio.CancelScope()
+        building = BuilderHealth()
+        nursery.start_soon(_cancellable, builder, stores.build, due, settings, building)
+        beating = trio.CancelScope()
+        nursery.start_soon(_beating, beating, stores.health, building)
+        await stop.wait()
+        builder.cancel()
+        beating.cancel()  # its rows taken away: a clean stop is not silence
+        shutdown.set()
 
 
 async def _cancellable(
