@@ -73,11 +73,12 @@ def _alive(pid: int) -> bool:
 # `uidx` with a stand-in for a slow start-up (STAND_IN), in the process the test
 # starts (a supervisor's workers are fresh interpreters: they run the real thing).
 # "slow-start": the cluster's start (initdb, a crash recovery) is held, once pg_ctl
-# has started it, until the test writes a byte to GATE_FD.
+# has started it, until the test writes a byte to GATE_FD. "slow-migration": a first
+# migration that would take ten minutes (as an index over a big catalog can).
 STAND_INS = """
 import logging, os, sys
 from usenet_indexer.cli import main
-from usenet_indexer.store import pgcluster
+from usenet_indexer.store import migrate, pgcluster
 
 log = logging.getLogger("stand-in")
 if os.environ["STAND_IN"] == "slow-start":
@@ -87,6 +88,15 @@ if os.environ["STAND_IN"] == "slow-start":
         log.warning("CLUSTER STARTED, HELD")
         os.read(int(os.environ["GATE_FD"]), 1)
     pgcluster.Cluster.start = start
+elif os.environ["STAND_IN"] == "slow-migration":
+    slow = migrate.Migration.from_file("0000_slow.sql", "SELECT pg_sleep(600)")
+    real_load = migrate.load_migrations
+    migrate.load_migrations = lambda source=None: (slow, *real_load(source))
+    real_apply = migrate._apply_next
+    def apply_next(conn, wanted):
+        log.warning("MIGRATING")
+        return real_apply(conn, wanted)
+    migrate._apply_next = apply_next
 sys.exit(main(sys.argv[1:]))
 """
 
@@ -167,7 +177,7 @@ def test_sighup_stops_a_running_daemon_and_its_cluster(argv: list[str], ready: s
 @pytest.mark.parametrize(
     "signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=lambda signum: signum.name
 )
-@pytest.mark.parametrize(("argv", "ready"), DAEMONS[:1])
+@pytest.mark.parametrize(("argv", "ready"), DAEMONS)
 def test_a_stop_while_the_cluster_starts_stops_it(
     argv: list[str], ready: str, signum: signal.Signals
 ) -> None:
@@ -188,6 +198,26 @@ def test_a_stop_while_the_cluster_starts_stops_it(
             os.close(release)
         assert status == 0, log
         assert ready not in log, log  # stopped before it served or ran workers
+        assert re.search(r"embedded PostgreSQL in \S+ stopped", log), log
+        assert not Cluster(home / "postgres").status().running, log
+        assert _postgres_of(home) == [], log
+
+
+# `coordinator --processes 2` migrates in its workers, which are stopped as any worker.
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=lambda signum: signum.name)
+@pytest.mark.parametrize(("argv", "ready"), [DAEMONS[2]])
+def test_a_stop_cuts_a_long_migration_short_and_stops_the_cluster(
+    argv: list[str], ready: str, signum: signal.Signals
+) -> None:
+    # The migration would run for ten minutes: the stop cancels it in the server (it
+    # is rolled back whole) instead of waiting for it, then stops the cluster.
+    with scratch_dir() as home, _daemon(argv, home, stand_in="slow-migration") as process:
+        seen = log_until(process, lambda line: "MIGRATING" in line, START_SECONDS)
+        process.send_signal(signum)
+        status, log = _stopped(process, seen)
+        assert status == 0, log
+        assert ready not in log, log
+        assert "migration 0000_slow.sql applied" not in log, log
         assert re.search(r"embedded PostgreSQL in \S+ stopped", log), log
         assert not Cluster(home / "postgres").status().running, log
         assert _postgres_of(home) == [], log

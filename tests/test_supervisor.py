@@ -12,6 +12,7 @@ every test has a deadline (the `deadline` fixture).
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
 import select
@@ -30,7 +31,7 @@ import trio
 from hypothesis import given
 from hypothesis import strategies as st
 
-from usenet_indexer.supervisor import arbiter, entry, notify, parent, policy
+from usenet_indexer.supervisor import arbiter, entry, notify, parent, policy, startup
 from usenet_indexer.supervisor.policy import (
     EXIT_CRASH_LOOP,
     EXIT_STARTUP_ERROR,
@@ -668,6 +669,43 @@ def test_systemd_hears_ready_and_stopping(
         assert systemd.recv(1024) == b"STOPPING=1"
         assert supervisor.wait() == 0
         assert len(supervisor.expect("term", 2)) == 2
+
+
+def test_a_stop_queued_before_the_arbiter_runs_starts_no_worker(tmp_path: Path) -> None:
+    # `uidx standalone` hands its start-up's queue over: a signal that came after the
+    # command's last look stops the supervisor before it starts anything.
+    started = tmp_path / "started"
+    options = arbiter.ArbiterOptions(
+        command=(sys.executable, "-c", f"open({str(started)!r}, 'w').close()"), processes=2
+    )
+    assert arbiter.run(options, collections.deque([signal.SIGHUP])) == 0
+    assert not started.exists()  # a worker started would have been waited for
+
+
+def test_a_stop_signal_during_start_up_waits_for_a_safe_point() -> None:
+    before = signal.getsignal(signal.SIGTERM)
+    with startup.stop_signals() as signals:
+        signals.check()
+        signal.raise_signal(signal.SIGTERM)  # recorded only: the cluster's start goes on
+        with pytest.raises(startup.StartupStopped, match="SIGTERM during start-up"):
+            signals.check()
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_a_stop_signal_cuts_an_interruptible_step_short() -> None:
+    went_on: list[bool] = []
+
+    def step(signals: startup.StartupSignals) -> None:
+        with signals.interruptible():
+            signal.raise_signal(signal.SIGHUP)
+            went_on.append(True)
+
+    with startup.stop_signals() as signals:
+        with pytest.raises(startup.StartupStopped, match="SIGHUP during start-up"):
+            step(signals)
+        assert went_on == []
+        signal.raise_signal(signal.SIGINT)  # out of the step: recorded only (the cleanup's)
+        assert list(signals.received) == [signal.SIGHUP, signal.SIGINT]
 
 
 def test_arbiter_options_refuse_nonsense() -> None:

@@ -53,6 +53,7 @@
     │   ├── Par2Error            decode/par2: not one valid PAR2 packet
     │   └── ArchiveError         decode/archives: no archive signature, malformed at the start
     ├── UnknownGroup             store/groups
+    ├── StartupStopped           supervisor/startup: a stop signal during a supervisor's start-up
     ├── NewsdError               testing/newsd: the private INN2 cannot run
     │   └── CannotInstall        INN2 is missing and cannot be installed here
     ├── ObjectStoreError         testing/objectstore: the private S3 server cannot run

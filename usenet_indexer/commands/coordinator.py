@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import os
 import socket
 from collections.abc import Iterator
 from functools import partial
@@ -38,6 +39,7 @@ from usenet_indexer.supervisor.entry import (
     resolve_processes,
     supervised,
 )
+from usenet_indexer.supervisor.startup import StartupStopped, stop_signals
 
 logger = logging.getLogger(__name__)
 
@@ -107,19 +109,34 @@ def run(args: argparse.Namespace) -> int:
         # One process (under systemd, the supervisor runs it, reporting READY=1).
         return supervised(args, 1, argv, work, notify_socket=settings.notify_socket)
     # Several: the supervisor binds the address and starts the embedded cluster
-    # once, before the workers, which would race for both.
-    with contextlib.ExitStack() as stack:
-        fd = stack.enter_context(_listening("listen", settings.listen)).fileno()
-        fds = [fd]
-        argv += [LISTEN_FD_OPTION, str(fd)]
-        if settings.metrics_listen:
-            metrics = stack.enter_context(_listening("metrics_listen", settings.metrics_listen))
-            fds.append(metrics.fileno())
-            argv += [METRICS_FD_OPTION, str(metrics.fileno())]
-        stack.enter_context(_cluster_for_workers(settings))
-        return supervised(
-            args, count, argv, work, notify_socket=settings.notify_socket, inherit_fds=tuple(fds)
-        )
+    # once, before the workers, which would race for both. A stop signal from
+    # here on ends it through the stack, which stops the cluster.
+    with stop_signals() as signals:
+        try:
+            with contextlib.ExitStack() as stack:
+                fd = stack.enter_context(_listening("listen", settings.listen)).fileno()
+                fds = [fd]
+                argv += [LISTEN_FD_OPTION, str(fd)]
+                if settings.metrics_listen:
+                    metrics = stack.enter_context(
+                        _listening("metrics_listen", settings.metrics_listen)
+                    )
+                    fds.append(metrics.fileno())
+                    argv += [METRICS_FD_OPTION, str(metrics.fileno())]
+                stack.enter_context(_cluster_for_workers(settings))
+                signals.check()
+                return supervised(
+                    args,
+                    count,
+                    argv,
+                    work,
+                    notify_socket=settings.notify_socket,
+                    inherit_fds=tuple(fds),
+                    signals=signals.received,
+                )
+        except StartupStopped as stopped:
+            logger.info("supervisor %d: %s: stopped", os.getpid(), stopped)
+            return 0
 
 
 @contextlib.contextmanager

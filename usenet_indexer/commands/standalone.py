@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import select
 import socket
 import sys
@@ -58,6 +59,7 @@ from usenet_indexer.supervisor.entry import (
     resolve_processes,
     supervised,
 )
+from usenet_indexer.supervisor.startup import StartupStopped, stop_signals
 
 logger = logging.getLogger(__name__)
 
@@ -121,40 +123,51 @@ def run(args: argparse.Namespace) -> int:
     if settings.listen_host_port[1] == 0:
         raise ConfigError("listen", "uidx standalone needs a fixed port: its edges connect to it")
     url, cluster = database_url(settings.database_url, settings.home)
-    started = start_if_stopped(cluster)
-    try:
-        migrate_url(url)
-        with open_pool(url, settings, max_size=1) as pool:
-            token = NodeStore(pool).rotate(NODE_NAME)
-            ranges = RangeStore(pool)
-            if args.exit_when_done and ranges.progress().planned == 0:
-                print("nothing is planned: see `uidx groups add` and `uidx ranges plan`")
-                return 0
-            done = (
-                _work_done(args, settings, ranges, CatalogTable(pool), ProbeStore(pool))
-                if args.exit_when_done
-                else None
-            )
-            status = supervised(
-                args,
-                FIRST_EDGE_SLOT + edges,
-                [*global_argv(args), "standalone"],
-                lambda: 0,  # never called: always_supervise
-                notify_socket=settings.notify_socket,
-                done=done,
-                environment={
-                    "COORDINATOR_URL": coordinator_url(settings.listen),
-                    "NODE_TOKEN": token,
-                },
-                always_supervise=True,
-                # The edges give their ranges back to a coordinator still up.
-                stop_last=frozenset({COORDINATOR_SLOT}),
-            )
-            parked = ranges.progress().parked if status == 0 else 0
-    finally:
-        if started is not None:
-            started.stop()
-            logger.info("embedded PostgreSQL in %s stopped", started.data_dir)
+    # Before the cluster starts: a stop signal during start-up (the migrations
+    # may take minutes) ends it through the `finally:` that stops the cluster.
+    with stop_signals() as signals:
+        try:
+            started = start_if_stopped(cluster)
+            try:
+                signals.check()
+                with signals.interruptible():
+                    migrate_url(url)
+                with open_pool(url, settings, max_size=1) as pool:
+                    token = NodeStore(pool).rotate(NODE_NAME)
+                    ranges = RangeStore(pool)
+                    if args.exit_when_done and ranges.progress().planned == 0:
+                        print("nothing is planned: see `uidx groups add` and `uidx ranges plan`")
+                        return 0
+                    done = (
+                        _work_done(args, settings, ranges, CatalogTable(pool), ProbeStore(pool))
+                        if args.exit_when_done
+                        else None
+                    )
+                    signals.check()
+                    status = supervised(
+                        args,
+                        FIRST_EDGE_SLOT + edges,
+                        [*global_argv(args), "standalone"],
+                        lambda: 0,  # never called: always_supervise
+                        notify_socket=settings.notify_socket,
+                        done=done,
+                        environment={
+                            "COORDINATOR_URL": coordinator_url(settings.listen),
+                            "NODE_TOKEN": token,
+                        },
+                        always_supervise=True,
+                        # The edges give their ranges back to a coordinator still up.
+                        stop_last=frozenset({COORDINATOR_SLOT}),
+                        signals=signals.received,
+                    )
+                    parked = ranges.progress().parked if status == 0 else 0
+            finally:
+                if started is not None:
+                    started.stop()
+                    logger.info("embedded PostgreSQL in %s stopped", started.data_dir)
+        except StartupStopped as stopped:
+            logger.info("supervisor %d: %s: stopped", os.getpid(), stopped)
+            return 0
     if status == 0:
         home = "" if settings.database_url else f"UIDX_HOME={settings.home} "
         print(

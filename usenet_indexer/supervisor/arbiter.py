@@ -152,9 +152,14 @@ class Arbiter:
     _owed: list[int] = attrs.Factory(list)
 
     @classmethod
-    def from_options(cls, options: ArbiterOptions) -> Arbiter:
-        """An arbiter for `options`, not started."""
-        return cls(options)
+    def from_options(
+        cls, options: ArbiterOptions, signals: collections.deque[int] | None = None
+    ) -> Arbiter:
+        """An arbiter for `options`, not started; `signals` is its queue of received
+        signals when the command recorded some before (supervisor/startup.py)."""
+        if signals is None:
+            return cls(options)
+        return cls(options, signals=signals)
 
     @property
     def stopping(self) -> bool:
@@ -184,16 +189,11 @@ class Arbiter:
                 os.close(fd)
 
     def _run(self) -> int:
-        for slot in range(self.options.processes):
-            self._spawn(slot)
-        logger.info(
-            "supervisor %d: %d workers started: %s",
-            os.getpid(),
-            len(self.workers),
-            " ".join(f"{w.slot}:{w.process.pid}" for w in self.workers.values()),
-        )
-        if not self.stopping:  # a worker that cannot even be spawned halts
-            sd_notify(self.options.notify_socket, READY)
+        # A stop the command's start-up recorded in the queue (after its last
+        # look, before these handlers) is taken before any worker starts.
+        self._handle_signals()
+        if not self.stopping:
+            self._start_workers()
         while self.workers or (self.pending and not self.stopping):
             self._wait()
             self._handle_signals()
@@ -204,6 +204,18 @@ class Arbiter:
             self._check_done()
         logger.info("supervisor %d: all workers gone, exit %d", os.getpid(), self.exit_status)
         return self.exit_status
+
+    def _start_workers(self) -> None:
+        for slot in range(self.options.processes):
+            self._spawn(slot)
+        logger.info(
+            "supervisor %d: %d workers started: %s",
+            os.getpid(),
+            len(self.workers),
+            " ".join(f"{w.slot}:{w.process.pid}" for w in self.workers.values()),
+        )
+        if not self.stopping:  # a worker that cannot even be spawned halts
+            sd_notify(self.options.notify_socket, READY)
 
     # -- the loop's steps
 
@@ -393,9 +405,9 @@ class _Handlers:
         signal.set_wakeup_fd(self.wakeup_fd)
 
 
-def run(options: ArbiterOptions) -> int:
-    """Run an arbiter for `options` (see `Arbiter.run`)."""
-    return Arbiter.from_options(options).run()
+def run(options: ArbiterOptions, signals: collections.deque[int] | None = None) -> int:
+    """Run an arbiter for `options` (see `Arbiter.run` and `Arbiter.from_options`)."""
+    return Arbiter.from_options(options, signals).run()
 
 
 def _send(worker: _Worker, signum: int) -> None:

@@ -28,6 +28,7 @@ one reader of the environment, and a worker's command line says what it is.
 from __future__ import annotations
 
 import argparse
+import collections
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -102,6 +103,7 @@ def supervised(
     always_supervise: bool = False,
     stop_last: frozenset[int] = frozenset(),
     inherit_fds: tuple[int, ...] = (),
+    signals: collections.deque[int] | None = None,
 ) -> int:
     """Run `run_worker` here, or run the supervisor over worker processes.
 
@@ -132,6 +134,9 @@ def supervised(
             standalone coordinator, which the edges need to give back).
         inherit_fds: file descriptors the workers inherit (the coordinators'
             one listening socket).
+        signals: the stop signals the command's start-up recorded
+            (`startup.StartupSignals.received`), which the supervisor takes as
+            its own queue: one that came after the command's last look stops it.
 
     Returns:
         The worker's exit status, or the supervisor's: 0 after a stop,
@@ -154,4 +159,4 @@ def supervised(
         stop_last=stop_last,
         inherit_fds=inherit_fds,
     )
-    return arbiter.run(options)
+    return arbiter.run(options, signals)
