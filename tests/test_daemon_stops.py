@@ -93,9 +93,9 @@ elif os.environ["STAND_IN"] == "slow-migration":
     real_load = migrate.load_migrations
     migrate.load_migrations = lambda source=None: (slow, *real_load(source))
     real_apply = migrate._apply_next
-    def apply_next(conn, wanted):
+    def apply_next(*args):
         log.warning("MIGRATING")
-        return real_apply(conn, wanted)
+        return real_apply(*args)
     migrate._apply_next = apply_next
 sys.exit(main(sys.argv[1:]))
 """
@@ -205,7 +205,7 @@ def test_a_stop_while_the_cluster_starts_stops_it(
 
 # `coordinator --processes 2` migrates in its workers, which are stopped as any worker.
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=lambda signum: signum.name)
-@pytest.mark.parametrize(("argv", "ready"), [DAEMONS[2]])
+@pytest.mark.parametrize(("argv", "ready"), [DAEMONS[0], DAEMONS[2]])
 def test_a_stop_cuts_a_long_migration_short_and_stops_the_cluster(
     argv: list[str], ready: str, signum: signal.Signals
 ) -> None:

@@ -11,6 +11,7 @@ import pytest
 from psycopg.rows import TupleRow
 
 from usenet_indexer.errors import DatabaseError
+from usenet_indexer.store.database import MigrationCancel, migrate_url
 from usenet_indexer.store.migrate import Migration, load_migrations, migrate
 
 # Seconds a test waits for its threads; far above what they need.
@@ -48,6 +49,24 @@ def test_migrate_works_on_a_connection_without_autocommit(pg_empty_url: str) -> 
     with psycopg.connect(pg_empty_url) as conn:
         assert migrate(conn) == [m.name for m in load_migrations()]
     assert len(_applied(pg_empty_url)) == len(load_migrations())
+
+
+def test_a_cancelled_migration_is_rolled_back_and_named(pg_empty_url: str) -> None:
+    first = Migration.from_file("0001_first.sql", "CREATE TABLE first (a int);")
+    with psycopg.connect(pg_empty_url, autocommit=True) as conn:
+        with pytest.raises(DatabaseError, match=r"0001_first\.sql was cancelled"):
+            migrate(conn, [first], cancelled=lambda: True)
+        assert not _exists(conn, "first")
+
+
+def test_migrations_cancelled_before_they_begin_apply_nothing(pg_empty_url: str) -> None:
+    # A coordinator stopped while it connects: the first migration is not begun.
+    cancel = MigrationCancel()
+    cancel.request()
+    with pytest.raises(DatabaseError, match=r"0001_core\.sql was cancelled"):
+        migrate_url(pg_empty_url, cancel=cancel)
+    with psycopg.connect(pg_empty_url) as conn:
+        assert not _exists(conn, "groups")
 
 
 def test_concurrent_migrators_apply_each_file_once(pg_empty_url: str) -> None:

@@ -5,7 +5,10 @@ is started when DATABASE_URL is not set, and stopped on exit if this process
 started it), the migrations, the pool, then the node API. SIGINT, SIGTERM or
 SIGHUP stops accepting, lets requests in flight finish (server.GRACEFUL_SECONDS),
 and then closes the pool and the cluster, shielded and time-limited, so a
-second signal or a hung server cannot leave the cluster running.
+second signal or a hung server cannot leave the cluster running. The signals
+are received from the first moment: a stop during start-up cancels the
+migration in progress in the server (rolled back) and closes what was opened
+the same way.
 """
 
 from __future__ import annotations
@@ -28,8 +31,9 @@ from usenet_indexer.coordinator.catalog_builder import (
 )
 from usenet_indexer.coordinator.server import serve
 from usenet_indexer.coordinator.stores import Stores
+from usenet_indexer.errors import DatabaseError
 from usenet_indexer.spool.store import open_spool
-from usenet_indexer.store.database import migrate_url
+from usenet_indexer.store.database import MigrationCancel, migrate_url
 from usenet_indexer.store.health import HealthStore
 from usenet_indexer.store.heartbeat import beat_forever
 from usenet_indexer.store.pgcluster import Cluster, database_url, start_if_stopped
@@ -42,6 +46,12 @@ logger = logging.getLogger(__name__)
 # PostgreSQL's fast shutdown. Either taking longer means something hangs.
 CLOSE_POOL_SECONDS = 10.0
 STOP_CLUSTER_SECONDS = 60.0
+# A migration cancelled by a stop ends within a moment of the server's cancel;
+# if it has not after this long, start-up waits for it as for any thread (the
+# cluster's fast stop then ends it anyway).
+CANCEL_MIGRATIONS_SECONDS = 30.0
+# A cancel that came between two statements is sent again after this long.
+CANCEL_AGAIN_SECONDS = 1.0
 
 # SIGHUP too: the terminal or ssh session of a foreground `uidx coordinator` was
 # closed. gunicorn reloads on SIGHUP; uidx has no reload, and a clean stop (the
@@ -134,7 +144,7 @@ async def _start_up(
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_cancel_when_set, stop, nursery.cancel_scope)
         opened.started = await trio.to_thread.run_sync(start_if_stopped, cluster)
-        await trio.to_thread.run_sync(migrate_url, url)
+        await _migrate(url, stop)
         opened.pool = await trio.to_thread.run_sync(open_pool, url, settings)
         if not fenced:
             logger.warning("batches are stored WITHOUT the fence (a test-only switch)")
@@ -153,6 +163,36 @@ async def _start_up(
 async def _cancel_when_set(stop: trio.Event, scope: trio.CancelScope) -> None:
     await stop.wait()
     scope.cancel()
+
+
+async def _migrate(url: str, stop: trio.Event) -> None:
+    """The migrations, cut short by `stop`: the one in progress is cancelled in the
+    server (rolled back), not waited for; start-up's cancellation then follows."""
+    cancel = MigrationCancel()
+    ended = trio.Event()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_cancel_migrations, stop, cancel, ended)
+        try:
+            await trio.to_thread.run_sync(partial(migrate_url, url, cancel=cancel))
+        except DatabaseError:
+            if not cancel.requested:
+                raise
+            logger.info("the migrations were cancelled and rolled back")
+        finally:
+            ended.set()
+            nursery.cancel_scope.cancel()
+
+
+async def _cancel_migrations(stop: trio.Event, cancel: MigrationCancel, ended: trio.Event) -> None:
+    await stop.wait()
+    # Shielded from start-up's cancellation, which the same stop brings, and
+    # time-limited. Asked again every second while the migrations run: a cancel
+    # that reaches the server between two statements cancels nothing.
+    with trio.move_on_after(CANCEL_MIGRATIONS_SECONDS, shield=True):
+        while not ended.is_set():
+            await trio.to_thread.run_sync(cancel.request)
+            with trio.move_on_after(CANCEL_AGAIN_SECONDS):
+                await ended.wait()
 
 
 async def _serve_until(

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
+import attrs
 import psycopg
 from psycopg_pool import ConnectionPool
 
@@ -18,15 +21,68 @@ from usenet_indexer.store.pool import open_pool
 log = logging.getLogger(__name__)
 
 
-def migrate_url(url: str) -> list[str]:
+# How long a cancel request may take to reach the server (a local socket, or
+# the network to DATABASE_URL's host).
+CANCEL_TIMEOUT_SECONDS = 5.0
+
+
+@attrs.define(eq=False)
+class MigrationCancel:
+    """Cuts short a `migrate_url(url, cancel=...)` running in another thread.
+
+    A stop during a coordinator's start-up should not wait for a migration
+    that may take minutes (an index over the whole catalog). `request()`
+    sends the server a cancel for the statement running, and the migrations
+    not begun are not begun: the one in progress is rolled back whole (each
+    is one transaction) and `migrate_url` raises DatabaseError. psycopg
+    cancels by itself only when the waiting thread gets a KeyboardInterrupt
+    (a supervisor's start-up: supervisor/startup.py); a trio task cannot
+    raise one in a worker thread. A cancel that reaches the server between
+    two statements cancels nothing, so a caller asks again while the
+    migrations still run.
+    """
+
+    requested: bool = False
+    _conn: psycopg.Connection[Any] | None = None
+    _lock: threading.Lock = attrs.Factory(threading.Lock)
+
+    def request(self) -> None:
+        """Cancel (thread-safe; blocks up to CANCEL_TIMEOUT_SECONDS)."""
+        with self._lock:  # the connection is not closed meanwhile
+            self.requested = True
+            if self._conn is None:
+                return
+            try:
+                self._conn.cancel_safe(timeout=CANCEL_TIMEOUT_SECONDS)
+            except psycopg.Error as error:
+                log.warning("cannot cancel the migration in progress: %s", error)
+
+    @contextmanager
+    def _watching(self, conn: psycopg.Connection[Any]) -> Iterator[None]:
+        with self._lock:
+            self._conn = conn
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._conn = None
+
+
+def migrate_url(url: str, *, cancel: MigrationCancel | None = None) -> list[str]:
     """Apply uidx's migrations to the database at `url`; returns what was applied.
 
+    Args:
+        url: the database.
+        cancel: what another thread may cut the migrations short with.
+
     Raises:
-        DatabaseError: the database cannot be reached or migrated.
+        DatabaseError: the database cannot be reached or migrated, or the
+            migrations were cancelled.
     """
+    cancel = cancel or MigrationCancel()
     try:
-        with psycopg.connect(url, autocommit=True) as conn:
-            return migrate(conn)
+        with psycopg.connect(url, autocommit=True) as conn, cancel._watching(conn):
+            return migrate(conn, cancelled=lambda: cancel.requested)
     except psycopg.Error as error:
         # One line: libpq adds its hint on a line of its own ("\tIs the server running...").
         said = " ".join(str(error).split())

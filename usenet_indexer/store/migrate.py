@@ -17,7 +17,7 @@ from __future__ import annotations
 import itertools
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib import resources
 from importlib.resources.abc import Traversable
 from typing import Any
@@ -96,7 +96,10 @@ def load_migrations(source: Traversable | None = None) -> tuple[Migration, ...]:
 
 
 def migrate(
-    conn: psycopg.Connection[Any], migrations: Sequence[Migration] | None = None
+    conn: psycopg.Connection[Any],
+    migrations: Sequence[Migration] | None = None,
+    *,
+    cancelled: Callable[[], bool] = lambda: False,
 ) -> list[str]:
     """Apply the migrations the database has not seen yet, each in its own transaction.
 
@@ -106,13 +109,16 @@ def migrate(
     Args:
         conn: a connection that is not inside a transaction (autocommit or idle).
         migrations: what to apply; None for uidx's own (`load_migrations()`).
+        cancelled: asked before each migration's statements (see
+            `database.MigrationCancel`): True rolls it back and raises.
 
     Returns:
         The file names applied now, in order (empty when none were missing).
 
     Raises:
-        DatabaseError: a migration failed (rolled back whole; the message
-            names the file), or the migrations are misnamed or duplicated.
+        DatabaseError: a migration failed or was cancelled (rolled back whole;
+            the message names the file), or the migrations are misnamed or
+            duplicated.
         ValueError: the connection is inside a transaction.
         psycopg.Error: the connection failed (not a migration).
     """
@@ -122,13 +128,15 @@ def migrate(
         # every file would commit only with the caller's transaction.
         raise ValueError("migrate needs a connection outside a transaction")
     applied: list[str] = []
-    while (name := _apply_next(conn, wanted)) is not None:
+    while (name := _apply_next(conn, wanted, cancelled)) is not None:
         applied.append(name)
         logger.info("migration %s applied", name)
     return applied
 
 
-def _apply_next(conn: psycopg.Connection[Any], wanted: Sequence[Migration]) -> str | None:
+def _apply_next(
+    conn: psycopg.Connection[Any], wanted: Sequence[Migration], cancelled: Callable[[], bool]
+) -> str | None:
     # One transaction: lock, see what is applied, apply the first missing file.
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
@@ -139,6 +147,10 @@ def _apply_next(conn: psycopg.Connection[Any], wanted: Sequence[Migration]) -> s
             _warn_unknown(done, wanted)
             return None
         migration = pending[0]
+        if cancelled():
+            # Asked last thing before the statements that may take minutes: a
+            # cancel sent to the server between two statements cancels nothing.
+            raise DatabaseError(f"migration {migration.name} was cancelled")
         # The caller's statement_timeout covered the wait for the lock; an
         # index build on a big table may rightly take longer than it.
         conn.execute("SET LOCAL statement_timeout = 0")
