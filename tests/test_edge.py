@@ -589,24 +589,28 @@ async def test_a_stopped_range_is_given_back_and_another_edge_finishes_it(
     for chunk in chunks[:landed]:
         coordinator.write(group_id, chunk)
     token = coordinator.stores.nodes.create("edge-1")
+    # Batches after chunks 2 and 4 (2,000+ articles each); chunk 5 is indexed
+    # when the edge waits for chunk 6, and not posted when it stops: the next
+    # holder indexes it again from the resume point.
+    resume = chunks[3].last + 1
     watcher = Watcher()
+    stored = watcher.when(lambda e: e.kind is EventKind.STORED and e.article == resume)
     waiting = watcher.when(lambda e: e.kind is EventKind.KEEPALIVE)
     stop = trio.Event()
     results: list[EdgeTotals] = []
-    # Batches after chunks 2 and 4 (2,000+ articles each); chunk 5 is indexed
-    # when the edge waits for chunk 6, and is posted when it stops.
-    options = coordinator.options(token, batch_articles=chunks[2].first - chunks[0].first)
+    pairs = (chunks[2].first - chunks[0].first, chunks[4].first - chunks[2].first)
+    options = coordinator.options(token, batch_articles=min(pairs))
 
     with trio.fail_after(DEADLINE_SECONDS):
         async with trio.open_nursery() as nursery:
             run = partial(run_edge, settings, options, results, stop=stop, observe=watcher)
             nursery.start_soon(run)
+            await stored.wait()
             await waiting.wait()
             stop.set()
 
     assert results == [EdgeTotals(given_back=1)]
-    resume = chunks[landed - 1].last + 1
-    assert [e.article for e in watcher.kinds(EventKind.STORED)][-1] == resume
+    assert [e.article for e in watcher.kinds(EventKind.STORED)] == [chunks[2].first, resume]
     state = coordinator.row(f"SELECT state, holder, resume FROM ranges WHERE id = {range_id}")
     assert state == ("planned", None, resume)
 

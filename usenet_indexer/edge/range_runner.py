@@ -42,13 +42,16 @@ waits on the network between them:
   first, so at most one range is in its tail while the next one indexes:
   memory stays at two ranges' batches.
 
-Endings. END: the last batch is posted, then `finish`. A stop (the stop
-event), an ERROR frame or a broken stream: the current chunk is indexed to
-its end, what is indexed is posted, and the range is given back. A 409 from
-any call: the lease is lost; everything stops and nothing more is sent (not
-even a release). Any other failure: the range is given back. Giving back
-runs in `finally:`, shielded and time-limited, so a cancelled worker does
-not leave its range leased either.
+Endings. END: the last batch is posted, then `finish`. An ERROR frame or a
+broken stream: the current chunk is indexed to its end, what is indexed is
+posted, and the range is given back. A stop (the stop event): the same, but
+what is indexed and not stored is not posted (its answer may be held for
+long, see the node API's `_keep_pace`): the next holder indexes it again
+from the stored resume point. A 409 from any call: the lease is lost;
+everything stops and nothing more is sent (not even a release). Any other
+failure: the range is given back. Giving back runs in `finally:`, shielded
+and time-limited, so a cancelled worker does not leave its range leased
+either.
 """
 
 from __future__ import annotations
@@ -319,7 +322,9 @@ class RangeRunner:
             ending = await self._consume(to_index, batches)
             # Stopped early: the chunk inflating ahead is not wanted.
             nursery.cancel_scope.cancel()
-        if ending is not None and self._indexer.pending_articles:
+        # A stopping edge posts nothing more: its answer could be held (see
+        # "Endings"), and the next holder indexes it again from the resume point.
+        if ending not in {None, STOPPING} and self._indexer.pending_articles:
             await batches.send(self._indexer.take())
         return ending
 
