@@ -34,11 +34,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from psycopg_pool import ConnectionPool
 from s3_fixtures import TestSpool, land_chunk
+from test_http_node import _Logged
 
 from usenet_indexer.commands import edge as edge_command
 from usenet_indexer.commands.index import index_files
 from usenet_indexer.config import Settings
 from usenet_indexer.coordinator.catalog_build import CatalogBuild
+from usenet_indexer.coordinator.catalog_builder import CatalogDue
 from usenet_indexer.coordinator.http import node as nodeapi
 from usenet_indexer.coordinator.http.node import REFUSALS_TO_PARK
 from usenet_indexer.coordinator.server import serve
@@ -72,6 +74,7 @@ from usenet_indexer.edge.range_runner import Outcome, RangeRunner
 from usenet_indexer.edge.worker import EdgeTotals
 from usenet_indexer.errors import ConfigError, RemoteProtocolError
 from usenet_indexer.spool.store import SpoolStore, open_spool
+from usenet_indexer.store.batches import BatchStore, Stored
 from usenet_indexer.store.groups import GroupStore
 from usenet_indexer.store.ranges import Lease, RangeStore
 from usenet_indexer.synth.generator import GeneratorConfig, generate
@@ -84,6 +87,7 @@ from usenet_indexer.wire.inflate import (
     capped_inflate,
     capped_inflate_blocks,
 )
+from usenet_indexer.wire.packed import PackedBatch
 
 # A stream the edge stops reading before its end (a stop, a bad chunk) leaves
 # httpx's and httpcore's chain of async generators half-done; closing the
@@ -650,6 +654,143 @@ async def test_a_cancelled_worker_still_gives_its_range_back(
     state = coordinator.row(f"SELECT state, holder, resume FROM ranges WHERE id = {range_id}")
     assert state == ("planned", None, data.low)
     assert coordinator.row("SELECT count(*) FROM batches") == (0,)
+
+
+# --- stopping while a batch's answer is awaited ----------------------------------
+
+
+@attrs.define(eq=False)
+class GatedBatches(BatchStore):
+    """The coordinator's batch store; its `gated`-th call tells the test (`asked`),
+    waits for `gate` before it stores (in its worker thread: the edge's post is in
+    flight meanwhile), and tells the test once it has stored or refused (`done`)."""
+
+    gated: int = 2
+    gate: trio.Event = attrs.field(factory=trio.Event)
+    asked: trio.Event = attrs.field(factory=trio.Event)
+    done: trio.Event = attrs.field(factory=trio.Event)
+    calls: int = 0
+
+    def store(
+        self,
+        node_id: int,
+        range_id: int,
+        epoch: int,
+        batch: PackedBatch,
+        body_bytes: int,
+        ttl_seconds: float,
+    ) -> Stored:
+        self.calls += 1
+        if self.calls != self.gated:
+            return super().store(node_id, range_id, epoch, batch, body_bytes, ttl_seconds)
+        trio.from_thread.run_sync(self.asked.set)
+        trio.from_thread.run(self.gate.wait)
+        try:
+            return super().store(node_id, range_id, epoch, batch, body_bytes, ttl_seconds)
+        finally:
+            trio.from_thread.run_sync(self.done.set)
+
+
+@pytest.mark.trio
+@pytest.mark.parametrize(
+    "stored",
+    [
+        # The first batch stored, its answer held: the catalog build is a minute behind.
+        pytest.param(True, id="stored-its-answer-held"),
+        # The second batch at the coordinator, waiting to be stored.
+        pytest.param(False, id="not-stored-yet"),
+    ],
+)
+async def test_a_stop_while_a_batch_answer_is_awaited_gives_the_range_back_at_once(
+    coordinator: Coordinator,
+    nursery: trio.Nursery,
+    settings: Settings,
+    pool: ConnectionPool,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    stored: bool,
+) -> None:
+    """An edge waiting for a batch's answer (held up to 30 s while the catalog build is
+    behind) is told to stop: it abandons the post and gives the range back within
+    STOP_SECONDS, posting nothing more. The batch was stored before the release, or it
+    is refused after it (the fence): the range is planned again from the stored resume
+    point either way, and another edge finishing it stores every article once."""
+    data = generated(10_000, seed=8)
+    group_id = coordinator.add_group(data.group)
+    range_id = coordinator.plan(group_id, data.low, data.high)
+    chunks = data.chunks(data.low, data.high, per_chunk=1_000)
+    for chunk in chunks:
+        coordinator.write(group_id, chunk)
+    # Two chunks a batch (2,000+ articles), the edges alike.
+    batch_articles = chunks[2].first - chunks[0].first
+    resume = chunks[2].first  # after the first batch
+    batches = GatedBatches(pool)  # its second batch waits at the gate
+    if stored:
+        with pool.connection() as conn:
+            # The build is a minute behind (no builder runs here): answers are held.
+            conn.execute(
+                "INSERT INTO catalog_pending (key, since) VALUES (%s, now() - interval '1 minute')",
+                (bytes(16),),
+            )
+    # A coordinator that holds answers (it has a CatalogDue), on the same database.
+    api = attrs.evolve(nodeapi.ApiOptions.from_settings(settings), stream=FAST_STREAM)
+    assert api.catalog_max_lag_seconds > 0
+    stores = attrs.evolve(coordinator.stores, batches=batches)
+    serving = partial(serve, settings, stores, options=api, catalog_due=CatalogDue())
+    token = coordinator.stores.nodes.create("edge-1")
+    stop, gone = trio.Event(), trio.Event()
+    results: list[EdgeTotals] = []
+    # Logged once stored, as the hold begins.
+    caplog.set_level(logging.INFO, nodeapi.__name__)
+    held = _Logged("stored batch")
+    node_log = logging.getLogger(nodeapi.__name__)
+
+    async def edge(url: str) -> None:
+        options = attrs.evolve(
+            coordinator.options(token, batch_articles=batch_articles), coordinator_url=url
+        )
+        await run_edge(settings, options, results, stop=stop)
+        gone.set()
+
+    with trio.fail_after(DEADLINE_SECONDS):
+        host, port = await nursery.start(serving)
+        node_log.addHandler(held)
+        try:
+            async with trio.open_nursery() as edges:
+                edges.start_soon(edge, f"http://{host}:{port}")
+                await (held.seen if stored else batches.asked).wait()
+                stop.set()
+                with trio.fail_after(STOP_SECONDS):
+                    await gone.wait()
+        finally:
+            node_log.removeHandler(held)
+
+        assert results == [EdgeTotals(given_back=1)]
+        state = coordinator.row(f"SELECT state, holder, resume FROM ranges WHERE id = {range_id}")
+        assert state == ("planned", None, resume)
+        if not stored:
+            batches.gate.set()
+            await batches.done.wait()  # refused: the range is no longer held
+            assert coordinator.row(f"SELECT resume FROM ranges WHERE id = {range_id}") == (resume,)
+
+        other = coordinator.stores.nodes.create("edge-2")
+        finishing = coordinator.options(other, ranges=1, batch_articles=batch_articles)
+        totals = await worker.run(settings, options=finishing)
+    assert totals == EdgeTotals(finished=1)
+    with pool.connection() as conn:
+        rows = conn.execute(
+            "SELECT batch_first, batch_next, lines, n.name FROM batches b"
+            " JOIN nodes n ON n.id = b.node_id ORDER BY batch_first"
+        ).fetchall()
+    # Every article in exactly one stored batch; edge-1's first, from its resume point on edge-2's.
+    assert [r[0] for r in rows] == [data.low, *(r[1] for r in rows[:-1])]
+    assert rows[-1][1] == data.high + 1
+    assert rows[0][1:] == (resume, len(chunks[0].lines) + len(chunks[1].lines), "edge-1")
+    assert {r[3] for r in rows[1:]} == {"edge-2"}
+    assert sum(r[2] for r in rows) == len(data.lines)
+    # And the catalog is the one an offline index of every line makes (no segment twice).
+    expected = offline_index(tmp_path, list(data.lines))
+    assert_same_catalog(CatalogBuild(coordinator.pool).export(), expected)
 
 
 # --- stopping while a lease call waits -------------------------------------------

@@ -44,14 +44,19 @@ waits on the network between them:
 
 Endings. END: the last batch is posted, then `finish`. An ERROR frame or a
 broken stream: the current chunk is indexed to its end, what is indexed is
-posted, and the range is given back. A stop (the stop event): the same, but
-what is indexed and not stored is not posted (its answer may be held for
-long, see the node API's `_keep_pace`): the next holder indexes it again
-from the stored resume point. A 409 from any call: the lease is lost;
-everything stops and nothing more is sent (not even a release). Any other
-failure: the range is given back. Giving back runs in `finally:`, shielded
-and time-limited, so a cancelled worker does not leave its range leased
-either.
+posted, and the range is given back. A stop (the stop event) cuts all of it
+short at once, a post in flight included, and gives the range back; nothing
+more is posted, and the next holder indexes again from the stored resume
+point. (A post's answer may be held up to 30 s, see the node API's
+`_keep_pace`; a stopping edge is gone within seconds.) The fence makes the
+cut safe: the coordinator stores a batch, moving the resume point only
+while this lease holds the range, before it holds the answer, and the
+release updates the same row; so the batch is stored before the release,
+or refused after it (a 409 nobody reads): once or not at all. A 409 from
+any call: the lease is lost; everything stops and nothing more is sent (not
+even a release). Any other failure: the range is given back. Giving back
+runs in `finally:`, shielded and time-limited, so a cancelled worker does
+not leave its range leased either.
 """
 
 from __future__ import annotations
@@ -172,7 +177,8 @@ class RangeRunner:
         client: the node API.
         lease: the range.
         options: batch size, heartbeat interval, caps, the give-back deadline.
-        stop: set it to stop after the current chunk and give the range back.
+        stop: set it to stop at once (a post in flight abandoned) and give the
+            range back.
         observe: told of keepalives and stored batches.
         indexed: set once the last batch is handed to the poster (and when
             the range ends): the next range may index.
@@ -196,6 +202,8 @@ class RangeRunner:
     _indexer: RangeIndexer = attrs.field(init=False)
     _tally: _Tally = attrs.field(init=False)
     _last_contact: float = attrs.field(init=False, default=0.0)
+    # The batch being posted, if any: a stop abandons it (see "Endings").
+    _posting: Batch | None = attrs.field(init=False, default=None)
     # The chunk that ended the range because it could not be read (given
     # back with it: the coordinator counts it against the range).
     _unreadable: UnreadableChunk | None = attrs.field(init=False, default=None)
@@ -258,10 +266,18 @@ class RangeRunner:
         )
 
     async def _work(self) -> tuple[Outcome, str]:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._heartbeats)
-            ending = await self._index_and_post()
-            nursery.cancel_scope.cancel()
+        # A stop cancels the indexing, the posting and the heartbeats alike.
+        ending: str | None = STOPPING
+        with trio.CancelScope() as stopped:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(cancel_when_set, self.stop, stopped)
+                nursery.start_soon(self._heartbeats)
+                ending = await self._index_and_post()
+                nursery.cancel_scope.cancel()
+        if stopped.cancelled_caught and self._posting is not None:
+            batch = self._posting
+            # Stored or not, as the coordinator got it: the release keeps what was.
+            ending = f"{STOPPING}; batch {batch.first}..{batch.next - 1} in flight, stored or not"
         if ending is not None:
             return Outcome.GIVEN_BACK, ending
         await self.client.finish(self.lease)
@@ -308,7 +324,9 @@ class RangeRunner:
         # next range is indexed): 4.61 s in a thread, 4.22 s inline.
         body = _body(batch, lease, pure=self.options.pure_indexer)
         posted = trio.current_time()
+        self._posting = batch
         answer = await self.client.post_batch(lease, body)
+        self._posting = None
         self._last_contact = now = trio.current_time()
         self._tally.add(batch, len(body), now - posted)
         if answer.already:
@@ -354,7 +372,8 @@ class RangeRunner:
                 collect_all()
             if self.stop.is_set():
                 return STOPPING
-        # The reader ends without END or a reason only when stopped.
+        # The reader ended without END or a reason: it failed, and its error
+        # comes out of the nursery (a stop cancels both instead).
         return STOPPING
 
     async def _feed(self, piece: Piece) -> None:
@@ -381,10 +400,9 @@ class RangeRunner:
         indexer.add_data(b"" if fed is None else fed, clipped.next_article)
 
     async def _read_stream(self, pieces: trio.MemorySendChannel[Piece | str]) -> None:
-        async with pieces, trio.open_nursery() as nursery:
-            nursery.start_soon(cancel_when_set, self.stop, nursery.cancel_scope)
+        # A stop cancels it with the rest of the range (`_work`).
+        async with pieces:
             await self._stream_pieces(pieces)
-            nursery.cancel_scope.cancel()
 
     async def _stream_pieces(self, pieces: trio.MemorySendChannel[Piece | str]) -> None:
         async with self.client.stream(self.lease) as response:

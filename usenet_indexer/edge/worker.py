@@ -87,7 +87,7 @@ async def run(
         settings: coordinator_url, node_token, batch_articles, idle_seconds,
             lease_ttl_seconds (unused when `options` is given).
         options: the worker's options; None for `EdgeOptions.from_settings(settings)`.
-        stop: set it to stop after the current chunk (the range is given back).
+        stop: set it to stop at once (the range is given back from its stored resume point).
         observe: told of each lease, keepalive and stored batch.
         transport: another httpx transport (a test's fake coordinator).
         task_status: started once the client is ready.
