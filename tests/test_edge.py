@@ -34,7 +34,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from psycopg_pool import ConnectionPool
 from s3_fixtures import TestSpool, land_chunk
-from test_http_node import _Logged
+from test_http_node import GatedBatches, _Logged
 
 from usenet_indexer.commands import edge as edge_command
 from usenet_indexer.commands.index import index_files
@@ -74,7 +74,6 @@ from usenet_indexer.edge.range_runner import Outcome, RangeRunner
 from usenet_indexer.edge.worker import EdgeTotals
 from usenet_indexer.errors import ConfigError, RemoteProtocolError
 from usenet_indexer.spool.store import SpoolStore, open_spool
-from usenet_indexer.store.batches import BatchStore, Stored
 from usenet_indexer.store.groups import GroupStore
 from usenet_indexer.store.ranges import Lease, RangeStore
 from usenet_indexer.synth.generator import GeneratorConfig, generate
@@ -87,7 +86,6 @@ from usenet_indexer.wire.inflate import (
     capped_inflate,
     capped_inflate_blocks,
 )
-from usenet_indexer.wire.packed import PackedBatch
 
 # A stream the edge stops reading before its end (a stop, a bad chunk) leaves
 # httpx's and httpcore's chain of async generators half-done; closing the
@@ -659,38 +657,6 @@ async def test_a_cancelled_worker_still_gives_its_range_back(
 # --- stopping while a batch's answer is awaited ----------------------------------
 
 
-@attrs.define(eq=False)
-class GatedBatches(BatchStore):
-    """The coordinator's batch store; its `gated`-th call tells the test (`asked`),
-    waits for `gate` before it stores (in its worker thread: the edge's post is in
-    flight meanwhile), and tells the test once it has stored or refused (`done`)."""
-
-    gated: int = 2
-    gate: trio.Event = attrs.field(factory=trio.Event)
-    asked: trio.Event = attrs.field(factory=trio.Event)
-    done: trio.Event = attrs.field(factory=trio.Event)
-    calls: int = 0
-
-    def store(
-        self,
-        node_id: int,
-        range_id: int,
-        epoch: int,
-        batch: PackedBatch,
-        body_bytes: int,
-        ttl_seconds: float,
-    ) -> Stored:
-        self.calls += 1
-        if self.calls != self.gated:
-            return super().store(node_id, range_id, epoch, batch, body_bytes, ttl_seconds)
-        trio.from_thread.run_sync(self.asked.set)
-        trio.from_thread.run(self.gate.wait)
-        try:
-            return super().store(node_id, range_id, epoch, batch, body_bytes, ttl_seconds)
-        finally:
-            trio.from_thread.run_sync(self.done.set)
-
-
 @pytest.mark.trio
 @pytest.mark.parametrize(
     "stored",
@@ -724,7 +690,7 @@ async def test_a_stop_while_a_batch_answer_is_awaited_gives_the_range_back_at_on
     # Two chunks a batch (2,000+ articles), the edges alike.
     batch_articles = chunks[2].first - chunks[0].first
     resume = chunks[2].first  # after the first batch
-    batches = GatedBatches(pool)  # its second batch waits at the gate
+    batches = GatedBatches(pool, gated=2)  # its second batch waits at the gate
     if stored:
         with pool.connection() as conn:
             # The build is a minute behind (no builder runs here): answers are held.

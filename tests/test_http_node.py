@@ -507,12 +507,17 @@ async def test_a_stale_epoch_batch_is_409_and_stores_nothing(
 
 
 @attrs.define(eq=False)
-class _HeldBatches(BatchStore):
-    """The batch store, held at its start: the request is authenticated and its body
-    read; the test acts before the store runs."""
+class GatedBatches(BatchStore):
+    """The coordinator's batch store; its `gated`-th call (the request authenticated,
+    its body read) tells the test (`asked`), waits for `gate` before it stores (in
+    its worker thread: the post is in flight meanwhile), and tells the test once it
+    has stored or refused (`done`)."""
 
-    entered: trio.Event = attrs.field(factory=trio.Event)
+    gated: int = 1
     gate: trio.Event = attrs.field(factory=trio.Event)
+    asked: trio.Event = attrs.field(factory=trio.Event)
+    done: trio.Event = attrs.field(factory=trio.Event)
+    calls: int = 0
 
     def store(
         self,
@@ -523,9 +528,15 @@ class _HeldBatches(BatchStore):
         body_bytes: int,
         ttl_seconds: float,
     ) -> Stored:
-        trio.from_thread.run_sync(self.entered.set)
+        self.calls += 1
+        if self.calls != self.gated:
+            return super().store(node_id, range_id, epoch, batch, body_bytes, ttl_seconds)
+        trio.from_thread.run_sync(self.asked.set)
         trio.from_thread.run(self.gate.wait)
-        return super().store(node_id, range_id, epoch, batch, body_bytes, ttl_seconds)
+        try:
+            return super().store(node_id, range_id, epoch, batch, body_bytes, ttl_seconds)
+        finally:
+            trio.from_thread.run_sync(self.done.set)
 
 
 @pytest.mark.trio
@@ -545,7 +556,7 @@ async def test_a_batch_in_flight_as_its_node_is_revoked_is_409_and_stores_nothin
     lines = overview(200, 1000)
     indexer = RangeIndexer(GROUP, 1000)
     indexer.add_data(b"\n".join(lines), article_of(lines[-1]) + 1)
-    held = _HeldBatches(pool)
+    held = GatedBatches(pool)
     answers: list[httpx.Response] = []
     with trio.fail_after(DEADLINE_SECONDS):
         url = await start_api(nursery, settings, attrs.evolve(stores, batches=held))
@@ -560,7 +571,7 @@ async def test_a_batch_in_flight_as_its_node_is_revoked_is_409_and_stores_nothin
 
             async with trio.open_nursery() as posting:
                 posting.start_soon(post)
-                await held.entered.wait()
+                await held.asked.wait()
                 assert await trio.to_thread.run_sync(stores.nodes.revoke, "edge-1")
                 held.gate.set()
     [answer] = answers
