@@ -138,14 +138,17 @@ def _options(tmp_path: Path) -> PrefetchOptions:
 
 
 async def _health_while_running(
-    pool: ConnectionPool, server: ServerState, path: Path, seen: Callable[[], bool]
+    pool: ConnectionPool,
+    server: ServerState,
+    path: Path,
+    seen: Callable[[Prefetcher], bool],
 ) -> tuple[Health, ...]:
-    """Run a prefetcher of `server` until `seen()` holds at one of its reports; the health
-    shown then."""
+    """Run a prefetcher of `server` until `seen(prefetcher)` holds at one of its reports;
+    the health shown then."""
     reported = trio.Event()
 
     def observe(event: object) -> None:
-        if isinstance(event, Reported) and seen():
+        if isinstance(event, Reported) and seen(prefetcher):
             reported.set()
 
     prefetcher = Prefetcher(pool, _options(path), [server], observe)
@@ -172,7 +175,7 @@ async def test_a_prefetcher_reports_what_it_cannot_fetch_and_takes_it_away_when_
     ranges.plan(groups.add(news_server.group), 1, 10_000, 10_000)
     # The real INN2 with the right login: the group it does not carry is "not carried".
     good = ServerState.of(server_configs([news_server.url()], 1)[0])
-    health = await _health_while_running(pool, good, tmp_path, lambda: bool(good.lines))
+    health = await _health_while_running(pool, good, tmp_path, lambda _: bool(good.lines))
     states = {(h.component, h.subject): h.state for h in health}
     server = f"{news_server.host}:{news_server.port}"
     assert states[("group", NOWHERE)] is State.NOT_CARRIED
@@ -186,7 +189,7 @@ async def test_a_prefetcher_reports_what_it_cannot_fetch_and_takes_it_away_when_
     wrong = news_server.url().replace("@", "x@", 1)
     refused = ServerState.of(server_configs([wrong], 1)[0])
     health = await _health_while_running(
-        pool, refused, tmp_path, lambda: refused.health is State.LOGIN_REFUSED
+        pool, refused, tmp_path, lambda _: refused.health is State.LOGIN_REFUSED
     )
     (row,) = [h for h in health if h.component == "server"]
     assert (row.subject, row.state) == (server, State.LOGIN_REFUSED)
@@ -199,7 +202,7 @@ async def test_a_prefetcher_reports_what_it_cannot_fetch_and_takes_it_away_when_
     monkeypatch.setenv("UIDX_HOME", str(tmp_path))
     printed: list[str] = []
 
-    def unreachable_and_printed() -> bool:
+    def unreachable_and_printed(_: Prefetcher) -> bool:
         if gone.health is not State.UNREACHABLE:
             return False
         assert main(["status"]) == 0
@@ -230,23 +233,14 @@ async def test_a_followed_group_no_server_carries_is_not_carried_before_anything
     # the 411 (the health said all was well).
     GroupStore(pool).add(NOWHERE)
     good = ServerState.of(server_configs([news_server.url()], 1)[0])
-    reported = trio.Event()
     said = False  # the follower's 411 was there at a report before this one
 
-    def observe(event: object) -> None:
+    def after_the_411(prefetcher: Prefetcher) -> bool:
         nonlocal said
-        if isinstance(event, Reported):
-            if said:
-                reported.set()
-            said = NOWHERE in prefetcher._follower.uncarried
+        before, said = said, NOWHERE in prefetcher._follower.uncarried
+        return before
 
-    prefetcher = Prefetcher(pool, _options(tmp_path), [good], observe)
-    with trio.fail_after(60):
-        async with trio.open_nursery() as nursery:
-            await nursery.start(prefetcher.run)
-            await reported.wait()
-            health = await trio.to_thread.run_sync(StatusStore(pool).health)
-            nursery.cancel_scope.cancel()
+    health = await _health_while_running(pool, good, tmp_path, after_the_411)
     states = {(h.component, h.subject): h.state for h in health}
     assert states[("group", NOWHERE)] is State.NOT_CARRIED
     assert states[("server", f"{news_server.host}:{news_server.port}")] is State.OK
