@@ -184,7 +184,7 @@ _CATALOG_MERGE = """
 # made of keys beside them: another release's row, or the same release's made of
 # more than this build merged (a guid is a release's key; an edge's job merges
 # only its keys). Such a row is not written over: it stays as it is, and its
-# sources and the entry's are marked pending again (`_PENDING_AGAIN`), so that the
+# sources and the entry's are marked pending again (`MARK_PENDING`), so that the
 # next build merges them all (its closure starts from every one of them). The
 # keys hashed once (a hashed SubPlan), each row by catalog_guid_key.
 _HELD_ROWS = """
@@ -302,9 +302,11 @@ _PENDING_OF = "SELECT key, seq FROM catalog_pending WHERE key = ANY(%b)"
 # outcome for a generation's key: a repost merged from its first key's chunks;
 # its row's guid is that key), by catalog_pending_shard.
 _ORPHANS = "SELECT key, seq FROM catalog_pending WHERE shard IS NULL"
-# In key order, as a batch marks its keys (store/batches.py) and _PENDING_DONE
-# takes them: never a row each of the other's.
-_PENDING_AGAIN = f"""
+# Keys marked pending (again), each with its release's shard (none when no release
+# has it: a generation's key a probe marks); in key order, as a batch marks its
+# keys (store/batches.py) and _PENDING_DONE takes them: never a row each of the
+# other's. A held row's keys (here) and a probe's outcome (store/probes.py).
+MARK_PENDING = f"""
     INSERT INTO catalog_pending (key, shard)
     SELECT k, (SELECT {PENDING_SHARD.format(poster="r.poster")} FROM releases AS r WHERE r.key = k)
     FROM unnest(%b::bytea[]) AS k ORDER BY k
@@ -1247,7 +1249,7 @@ class CatalogTable:
             conn.execute(_PENDING_DONE, (arrays.keys(pending), arrays.int8s(pending.values())))
             if held:
                 again = sorted(set().union(*held.values()))
-                conn.execute(_PENDING_AGAIN, (arrays.keys(again),))
+                conn.execute(MARK_PENDING, (arrays.keys(again),))
             fold = conn.execute(_FOLD_WANTED, (_FOLD_ROWS, *_FOLD_LOCK)).fetchone()
             if fold is not None and fold[0]:
                 conn.execute(_FOLD_COUNTS)

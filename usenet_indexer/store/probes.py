@@ -25,7 +25,7 @@ from usenet_indexer.core.drain import Queue
 from usenet_indexer.core.renames import Finding
 from usenet_indexer.decode.ids import NO_IDS, MediaIds
 from usenet_indexer.store import arrays
-from usenet_indexer.store.catalog import PENDING_SHARD
+from usenet_indexer.store.catalog import MARK_PENDING
 
 # Tries of one candidate before it is given up.
 MAX_ATTEMPTS: Final = 4
@@ -58,14 +58,8 @@ _RECORD = """
         found_tmdb = %(tmdb)s, found_tmdb_tv = %(tmdb_tv)s
     WHERE release_key = %(key)s AND message_id = %(message_id)s AND state = 'probing'
 """
-# The catalog builder applies what was found (store/catalog.py).
-_PENDING = f"""
-    INSERT INTO catalog_pending (key, shard)
-    VALUES (%(key)s, (SELECT {PENDING_SHARD.format(poster="poster")} FROM releases
-                      WHERE key = %(key)s))
-    ON CONFLICT (key) DO UPDATE SET seq = nextval('catalog_pending_seq'),
-        shard = coalesce(excluded.shard, catalog_pending.shard)
-"""
+# The catalog builder applies what was found: the key is marked pending
+# (store/catalog.py's MARK_PENDING).
 # The coordinators' builders hear it (coordinator/landings.py): a probe's outcome
 # is built in a moment, not at the next tick.
 PENDING_CHANNEL = "uidx_catalog_pending"
@@ -195,7 +189,7 @@ class ProbeStore:
         with self.pool.connection() as conn, conn.transaction():
             if conn.execute(_RECORD, args).rowcount != 1:
                 return False
-            conn.execute(_PENDING, {"key": job.release_key})
+            conn.execute(MARK_PENDING, (arrays.keys([job.release_key]),))
             conn.execute(_NOTIFY_PENDING)
             return True
 
