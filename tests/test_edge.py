@@ -12,8 +12,10 @@ import gzip
 import itertools
 import logging
 import os
+import re
 import signal
 import ssl
+import subprocess
 import sys
 import time
 import zlib
@@ -798,6 +800,58 @@ async def test_sigterm_during_a_lease_wait_stops_the_edge_within_2_s(
     assert process.returncode == 0, said
     assert elapsed < STOP_SECONDS, f"{elapsed:.1f} s\n{said}"
     assert "edge worker done" in said
+
+
+@pytest.mark.trio
+async def test_sighup_stops_an_edge_mid_range_as_sigterm_does(
+    coordinator: Coordinator, tmp_path: Path
+) -> None:
+    """`uidx edge` as one process (no supervisor), in the middle of a range, gets SIGHUP
+    (its terminal closed, `systemctl reload`): it stops as on SIGTERM, giving the range
+    back, instead of dying by the signal's default action with the range held until its
+    lease lapses."""
+    data = generated(4_000, seed=10)
+    group_id = coordinator.add_group(data.group)
+    range_id = coordinator.plan(group_id, data.low, data.high)
+    # One chunk of four landed: the edge indexes it and waits for the next.
+    coordinator.write(group_id, data.chunks(data.low, data.high, per_chunk=1_000)[0])
+    token = coordinator.stores.nodes.create("edge-1")
+    with trio.fail_after(DEADLINE_SECONDS):
+        process = await trio.lowlevel.open_process(
+            # -v: the edge says when it has leased the range.
+            [sys.executable, "-m", "usenet_indexer", "-v", "edge", "--processes", "1"],
+            env=edge_env(coordinator, tmp_path / "edge-home", token),
+            stderr=subprocess.PIPE,
+        )
+        assert process.stderr is not None
+        try:
+            said = await _read_until(process.stderr, b": leased, from")
+            process.send_signal(signal.SIGHUP)
+            said += await _read_until(process.stderr, None)
+            await process.wait()
+        finally:
+            process.kill()
+            await process.wait()
+    log = said.decode(errors="replace")
+    assert process.returncode == 0, log
+    assert "SIGHUP: stopping after the current chunk; the range goes back" in log
+    assert re.search(rf"range {range_id} .*: given back \(stopping", log), log
+    assert "edge worker done" in log
+    assert "Traceback" not in log, log
+    state = coordinator.row(f"SELECT state, holder FROM ranges WHERE id = {range_id}")
+    assert state == ("planned", None)
+
+
+async def _read_until(stream: trio.abc.ReceiveStream, wanted: bytes | None) -> bytes:
+    """What `stream` gives up to `wanted` (with it), or to its end when None."""
+    said = b""
+    while wanted is None or wanted not in said:
+        data = await stream.receive_some()
+        if not data:
+            assert wanted is None, said.decode(errors="replace")
+            break
+        said += data
+    return said
 
 
 @pytest.mark.trio

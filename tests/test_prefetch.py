@@ -463,6 +463,34 @@ def test_a_range_is_filled_exactly_once_across_a_kill_9(
     assert all(int(Path(key).name.split("-")[0]) > 60_000 for key in stored - indexed)
 
 
+def test_sighup_stops_the_prefetcher_as_sigterm_does(
+    prefetch_env: dict[str, str], news_server: NewsServer, pool: ConnectionPool, tmp_path: Path
+) -> None:
+    """`uidx prefetch` (one process, no supervisor) in the middle of its work gets SIGHUP
+    (its terminal closed, `systemctl reload`): it stops as on SIGTERM, abandoning the chunks
+    in flight and giving its claims back, instead of dying by the signal's default action
+    with a chunk half written and its claims left to lapse."""
+    group_id = GroupStore(pool).add(news_server.group)
+    RangeStore(pool).plan(group_id, 1, 60_000, 30_000)
+    process = _start(prefetch_env)
+    try:
+        seen = log_until(process, lambda line: " lines, " in line, DEADLINE_SECONDS)
+        # A chunk landed; the prefetcher holds claims on the next ones.
+        with pool.connection() as conn:
+            assert conn.execute("SELECT count(*) FROM spool_claims").fetchone() != (0,)
+        process.send_signal(signal.SIGHUP)
+        _, rest = process.communicate(timeout=DEADLINE_SECONDS)
+    finally:
+        _end(process)
+    said = "".join(seen) + rest.decode(errors="replace")
+    assert process.returncode == 0, said
+    assert "SIGHUP: stopping; chunks in flight are abandoned" in said
+    assert "Traceback" not in said, said
+    with pool.connection() as conn:
+        assert conn.execute("SELECT count(*) FROM spool_claims").fetchone() == (0,)
+    assert not list((tmp_path / "spool").glob("*/.*.tmp"))
+
+
 def test_prefetch_without_servers_names_the_setting(
     prefetch_env: dict[str, str],
 ) -> None:

@@ -6,10 +6,10 @@ Leases a range, streams its chunks, indexes them, posts a batch every
 nothing to do it asks again every idle_seconds; --ranges N stops after N
 ranges, or as soon as there is nothing to do.
 
-SIGTERM or SIGINT: the current chunk is indexed, what is indexed is posted
-and the range is given back (the next worker resumes from the last stored
-batch); an edge waiting for work stops at once. A second signal stops at
-once, still giving the range back.
+SIGTERM, SIGINT or SIGHUP: the current chunk is indexed, what is indexed is
+posted and the range is given back (the next worker resumes from the last
+stored batch); an edge waiting for work stops at once. A second signal stops
+at once, still giving the range back.
 
 --processes N (0 = one per core; default: the processes setting) runs N
 worker processes under the supervisor, which restarts a crashed worker,
@@ -37,12 +37,12 @@ from usenet_indexer.edge.options import EdgeOptions
 from usenet_indexer.errors import run_reporting
 from usenet_indexer.gcpolicy import no_cyclic_gc
 from usenet_indexer.supervisor import EXIT_STARTUP_ERROR
+from usenet_indexer.supervisor.arbiter import STOP_SIGNALS
 from usenet_indexer.supervisor.entry import add_worker_arguments, global_argv, supervised
 from usenet_indexer.supervisor.parent import watch_parent
 
 logger = logging.getLogger(__name__)
 
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 # sys.setswitchinterval in a worker process (see run_worker); Python's default is 5 ms.
 SWITCH_INTERVAL_SECONDS = 0.0005
 
@@ -78,7 +78,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run one edge worker until SIGTERM/SIGINT, or until --ranges are done.
+    """Run one edge worker until SIGTERM/SIGINT/SIGHUP, or until --ranges are done.
 
     Args:
         args: parsed arguments (config, ranges, batch_articles).

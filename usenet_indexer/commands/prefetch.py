@@ -7,8 +7,8 @@ PostgreSQL (DATABASE_URL, or the embedded cluster the coordinator runs) and
 writes compressed chunks into $UIDX_HOME/spool: leased ranges first, from
 their resume point, then planned ranges in plan order.
 
-SIGTERM or SIGINT: chunks in flight are abandoned (never half-written);
-the next start fetches them again. Runs one process (under the supervisor
+SIGTERM, SIGINT or SIGHUP: chunks in flight are abandoned (never
+half-written); the next start fetches them again. Runs one process (under the supervisor
 when systemd starts it).
 """
 
@@ -39,7 +39,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def run(args: argparse.Namespace) -> int:
-    """Prefetch until SIGTERM or SIGINT.
+    """Prefetch until SIGTERM, SIGINT or SIGHUP.
 
     Raises:
         ConfigError: no NNTP server, a bad server URL or prefetch setting.

@@ -38,6 +38,7 @@ from usenet_indexer.store.health import HealthStore
 from usenet_indexer.store.heartbeat import beat_forever
 from usenet_indexer.store.pgcluster import Cluster, database_url, start_if_stopped
 from usenet_indexer.store.pool import open_pool
+from usenet_indexer.supervisor.arbiter import STOP_SIGNALS
 from usenet_indexer.supervisor.parent import watch_parent
 
 logger = logging.getLogger(__name__)
@@ -52,12 +53,6 @@ STOP_CLUSTER_SECONDS = 60.0
 CANCEL_MIGRATIONS_SECONDS = 30.0
 # A cancel that came between two statements is sent again after this long.
 CANCEL_AGAIN_SECONDS = 1.0
-
-# SIGHUP too: the terminal or ssh session of a foreground `uidx coordinator` was
-# closed. gunicorn reloads on SIGHUP; uidx has no reload, and a clean stop (the
-# embedded PostgreSQL stopped) is what an operator expects, not a process killed
-# by the signal's default action with its cluster left running.
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 async def run_coordinator(

@@ -7,8 +7,9 @@ the embedded cluster and migrates), then runs a `Prefetcher`: per server of
 the settings, `connections` tasks (connection.py), each taking its next chunk
 from the one work list (work.py over the pure scheduler.py) and landing what
 it read (landing.py), beside one housekeeping task (housekeeping.py: the
-servers' figures, the sweep of the spool). SIGINT, SIGTERM or the death of
-the supervisor stop it; chunks in flight are abandoned, never half-written.
+servers' figures, the sweep of the spool). SIGINT, SIGTERM, SIGHUP or the
+death of the supervisor stop it; chunks in flight are abandoned, never
+half-written.
 
 Several prefetchers (on one machine or many, each with its own servers)
 share the work through PostgreSQL: each lists and claims only the first
@@ -56,6 +57,7 @@ from usenet_indexer.store.pool import open_pool
 from usenet_indexer.store.probes import ProbeStore
 from usenet_indexer.store.ranges import RangeStore
 from usenet_indexer.store.spool import SpoolIndex
+from usenet_indexer.supervisor.arbiter import STOP_SIGNALS
 from usenet_indexer.supervisor.parent import watch_parent
 
 # Landed and PrefetchOptions also from here, where they were before prefetch/ was split.
@@ -63,7 +65,6 @@ __all__ = ["Landed", "PrefetchOptions", "Prefetcher", "run_prefetcher"]
 
 logger = logging.getLogger(__name__)
 
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 # Waiting for the coordinator's database at start-up.
 DATABASE_WAIT_SECONDS = 2.0
 CLOSE_POOL_SECONDS = 10.0
@@ -185,7 +186,7 @@ class Prefetcher:
 async def run_prefetcher(settings: Settings, *, parent_fd: int | None = None) -> None:
     """`uidx prefetch`: wait for the coordinator's database, then fetch until stopped.
 
-    Stops on SIGINT or SIGTERM, or when the supervisor dies (`parent_fd`).
+    Stops on SIGINT, SIGTERM or SIGHUP, or when the supervisor dies (`parent_fd`).
 
     Raises:
         ConfigError: no NNTP server, a bad URL or setting.

@@ -63,14 +63,17 @@ from usenet_indexer.supervisor.policy import (
 
 logger = logging.getLogger(__name__)
 
-# The signals that stop the workers (forwarded to them). SIGHUP is what the
-# supervisor gets when the ssh session or terminal it runs in is closed.
-# gunicorn reloads on SIGHUP; uidx has no reload, and what an operator expects
-# then is a clean stop (ranges given back, the embedded PostgreSQL stopped),
-# not a supervisor killed by the signal's default action.
+# The signals that stop a uidx daemon: the supervisor (which forwards them to
+# its workers), and a worker or a daemon run as one process (coordinator,
+# prefetcher, edge), which stops the same way on each of them. SIGHUP is what a
+# process gets when the ssh session or terminal it runs in is closed, and what
+# operators send by habit (`systemctl reload`). gunicorn reloads on SIGHUP;
+# uidx has no reload, and what an operator expects then is a clean stop
+# (ranges given back, chunks in flight abandoned, the embedded PostgreSQL
+# stopped), not a process killed by the signal's default action.
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-# A stop signal the workers are sent in its place: they stop on SIGTERM and
-# SIGINT, and have no business with a terminal they are not attached to.
+# A stop signal the workers are sent in its place: SIGTERM stops them as well,
+# and they have no business with a terminal they are not attached to.
 FORWARDED_AS: dict[int, int] = {signal.SIGHUP: signal.SIGTERM}
 
 # Exits kept per slot for the policy: it only looks at the latest streak,
