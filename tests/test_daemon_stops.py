@@ -15,7 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -103,19 +103,48 @@ sys.exit(main(sys.argv[1:]))
 
 @contextmanager
 def _daemon(
-    argv: Sequence[str], home: Path, *, stand_in: str = "", gate: int | None = None
+    argv: Sequence[str],
+    home: Path,
+    *,
+    stand_in: str = "",
+    gate: int | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> Iterator[subprocess.Popen[bytes]]:
-    """`uidx <argv>` in `home`, its log on a pipe; killed if a test leaves it running,
-    and the home's cluster stopped whatever happened, so that no test leaves one.
-    With `stand_in`, one of STAND_INS; `gate` is the read end of its pipe."""
-    env = _env(home)
+    """`uidx <argv>` in `home` (`_process`), the home's cluster stopped after whatever
+    happened, so that no test leaves one."""
+    with _cluster_stopped_after(home), _process(argv, home, stand_in, gate, env) as process:
+        yield process
+
+
+@contextmanager
+def _cluster_stopped_after(home: Path) -> Iterator[None]:
+    try:
+        yield
+    finally:
+        cluster = Cluster(home / "postgres")
+        if cluster.status().running:
+            cluster.stop()
+
+
+@contextmanager
+def _process(
+    argv: Sequence[str],
+    home: Path,
+    stand_in: str = "",
+    gate: int | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Iterator[subprocess.Popen[bytes]]:
+    """`uidx <argv>` in `home`, its log on a pipe; killed if a test leaves it running.
+    With `stand_in`, one of STAND_INS; `gate` is the read end of its pipe; `env` is
+    added to the environment."""
+    environment = {**_env(home), **(env or {})}
     program = [sys.executable, "-m", "usenet_indexer"]
     if stand_in:
-        env.update(STAND_IN=stand_in, GATE_FD=str(gate))
+        environment.update(STAND_IN=stand_in, GATE_FD=str(gate))
         program = [sys.executable, "-c", STAND_INS]
     process = subprocess.Popen(
         [*program, *argv],
-        env=env,
+        env=environment,
         stderr=subprocess.PIPE,
         pass_fds=() if gate is None else (gate,),
     )
@@ -127,9 +156,6 @@ def _daemon(
             process.wait()
         assert process.stderr is not None
         process.stderr.close()
-        cluster = Cluster(home / "postgres")
-        if cluster.status().running:
-            cluster.stop()
 
 
 def _stopped(process: subprocess.Popen[bytes], seen: list[str]) -> tuple[int, str]:
@@ -220,4 +246,27 @@ def test_a_stop_cuts_a_long_migration_short_and_stops_the_cluster(
         assert "migration 0000_slow.sql applied" not in log, log
         assert re.search(r"embedded PostgreSQL in \S+ stopped", log), log
         assert not Cluster(home / "postgres").status().running, log
+        assert _postgres_of(home) == [], log
+
+
+# -- a coordinator killed with SIGKILL: nothing of it can stop its cluster then
+
+
+def test_the_cluster_of_a_coordinator_killed_9_is_stopped_by_the_next_start() -> None:
+    # One process, no supervisor: its kill -9 leaves the cluster it started running. The
+    # next start takes that cluster over, says so, and stops it as one it started (it
+    # left it running for good: the next start found it running, so did not own it).
+    with scratch_dir() as home, _cluster_stopped_after(home):
+        with _process(["coordinator"], home) as killed:
+            log_until(killed, lambda line: "node API listening" in line, START_SECONDS)
+            killed.kill()
+            killed.wait()
+        assert Cluster(home / "postgres").status().running  # nothing could stop it
+        with _process(["coordinator"], home) as process:
+            seen = log_until(process, lambda line: "node API listening" in line, START_SECONDS)
+            process.send_signal(signal.SIGTERM)
+            status, log = _stopped(process, seen)
+        assert status == 0, log
+        assert len(re.findall(rf"left running by process {killed.pid}\b", log)) == 1, log
+        assert re.search(r"embedded PostgreSQL in \S+ stopped", log), log
         assert _postgres_of(home) == [], log

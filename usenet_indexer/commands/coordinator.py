@@ -31,7 +31,8 @@ from usenet_indexer.config import Settings, from_process
 from usenet_indexer.coordinator.daemon import run_coordinator
 from usenet_indexer.errors import ConfigError, run_reporting
 from usenet_indexer.mallocpolicy import keep_freed_memory
-from usenet_indexer.store.pgcluster import database_url, start_if_stopped
+from usenet_indexer.store.clusterowner import start_if_stopped
+from usenet_indexer.store.pgcluster import database_url
 from usenet_indexer.supervisor.entry import (
     add_worker_arguments,
     global_argv,

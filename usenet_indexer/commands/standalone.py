@@ -47,9 +47,10 @@ from usenet_indexer.errors import ConfigError
 from usenet_indexer.prefetch.daemon import PrefetchOptions
 from usenet_indexer.prefetch.servers import server_configs
 from usenet_indexer.store.catalog import CatalogTable
+from usenet_indexer.store.clusterowner import start_if_stopped
 from usenet_indexer.store.database import migrate_url
 from usenet_indexer.store.nodes import NodeStore
-from usenet_indexer.store.pgcluster import database_url, start_if_stopped
+from usenet_indexer.store.pgcluster import database_url
 from usenet_indexer.store.pool import open_pool
 from usenet_indexer.store.probes import ProbeStore
 from usenet_indexer.store.ranges import RangeStore

@@ -2,7 +2,8 @@
 
 Start-up runs in order and fails loudly: the database (the embedded cluster
 is started when DATABASE_URL is not set, and stopped on exit if this process
-started it), the migrations, the pool, then the node API. SIGINT, SIGTERM or
+started it, or took it over from one killed before: store/clusterowner.py),
+the migrations, the pool, then the node API. SIGINT, SIGTERM or
 SIGHUP stops accepting, lets requests in flight finish (server.GRACEFUL_SECONDS),
 and then closes the pool and the cluster, shielded and time-limited, so a
 second signal or a hung server cannot leave the cluster running. The signals
@@ -33,10 +34,11 @@ from usenet_indexer.coordinator.server import serve
 from usenet_indexer.coordinator.stores import Stores
 from usenet_indexer.errors import DatabaseError
 from usenet_indexer.spool.store import open_spool
+from usenet_indexer.store.clusterowner import OwnedCluster, start_if_stopped
 from usenet_indexer.store.database import MigrationCancel, migrate_url
 from usenet_indexer.store.health import HealthStore
 from usenet_indexer.store.heartbeat import beat_forever
-from usenet_indexer.store.pgcluster import Cluster, database_url, start_if_stopped
+from usenet_indexer.store.pgcluster import database_url
 from usenet_indexer.store.pool import open_pool
 from usenet_indexer.supervisor.arbiter import STOP_SIGNALS
 from usenet_indexer.supervisor.parent import watch_parent
@@ -113,7 +115,7 @@ async def run_coordinator(
 class _Opened:
     """What start-up has opened so far; closed (shielded, time-limited) however it ends."""
 
-    started: Cluster | None = None  # the cluster this process started, so stops
+    started: OwnedCluster | None = None  # the cluster this process started (or took over)
     pool: ConnectionPool | None = None
 
     async def close(self) -> None:

@@ -11,6 +11,7 @@ newest `/usr/lib/postgresql/*/bin` of Debian):
         pgdata/uidx.conf      our settings, rewritten at every start
         socket/               the unix socket (the only way in: no TCP at all)
         postgresql.log        the server's log
+        owner                 who stops the server (store/clusterowner.py)
 
 Who runs the server: initdb, pg_ctl and postgres refuse to run as root. As
 root, uidx runs them through `runuser` as an unprivileged user: the owner of
@@ -486,17 +487,6 @@ def candidate_bindirs() -> list[Path]:
     for folder in folders:
         unique.setdefault(folder.resolve(), None)
     return list(unique)
-
-
-def start_if_stopped(cluster: Cluster | None) -> Cluster | None:
-    """Start the embedded cluster when it is not running; the cluster this process
-    started (and so stops), or None: no cluster (DATABASE_URL), or one running already
-    (`uidx db start`'s, the operator's, or a supervisor's that its workers find)."""
-    if cluster is None or cluster.status().running:
-        return None
-    cluster.start()
-    logger.info("embedded PostgreSQL in %s started", cluster.data_dir)
-    return cluster
 
 
 def database_url(settings_url: str | None, home: Path) -> tuple[str, Cluster | None]:
