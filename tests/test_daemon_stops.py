@@ -270,3 +270,29 @@ def test_the_cluster_of_a_coordinator_killed_9_is_stopped_by_the_next_start() ->
         assert len(re.findall(rf"left running by process {killed.pid}\b", log)) == 1, log
         assert re.search(r"embedded PostgreSQL in \S+ stopped", log), log
         assert _postgres_of(home) == [], log
+
+
+@pytest.mark.parametrize("stop", ["during-the-restart-pause", "after-the-restart"])
+def test_a_coordinator_worker_killed_9_under_systemd_leaves_no_cluster(stop: str) -> None:
+    # Under systemd (NOTIFY_SOCKET) one coordinator runs as a worker of the supervisor,
+    # which restarts it after a kill -9. The cluster must outlive the killed worker, and
+    # be stopped when the supervisor stops, before or after the restart.
+    with scratch_dir() as home, socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as systemd:
+        systemd.bind(str(home / "notify"))
+        notify = {"NOTIFY_SOCKET": str(home / "notify")}
+        with _daemon(["coordinator"], home, env=notify) as process:
+            seen = log_until(process, lambda line: "node API listening" in line, START_SECONDS)
+            (worker,) = _workers(seen)
+            os.kill(worker, signal.SIGKILL)
+            seen += log_until(process, lambda line: "restarting in" in line, START_SECONDS)
+            if stop == "after-the-restart":
+                seen += log_until(process, lambda line: "node API listening" in line, START_SECONDS)
+            process.send_signal(signal.SIGTERM)
+            status, log = _stopped(process, seen)
+            assert status == 0, log
+            assert f"worker 0 (pid {worker}) killed by SIGKILL" in log
+            restarted = [int(pid) for pid in re.findall(r"worker 0 restarted \(pid (\d+)\)", log)]
+            assert len(restarted) == (stop == "after-the-restart"), log
+            assert re.search(r"embedded PostgreSQL in \S+ stopped", log), log
+            assert _postgres_of(home) == [], log
+            assert [pid for pid in [worker, *restarted] if _alive(pid)] == [], log

@@ -2,11 +2,16 @@
 on the PostgreSQL catalog.
 
 Uses DATABASE_URL when it is set, else the embedded cluster (started for
-the run and stopped after it, unless `uidx db start` started it), applies the
-migrations, and serves on UIDX_LISTEN until SIGINT, SIGTERM or SIGHUP.
+the run and stopped after it, unless `uidx db start` started it; one that a
+coordinator killed with SIGKILL left running is taken over and stopped after
+the run), applies the migrations, and serves on UIDX_LISTEN until SIGINT,
+SIGTERM or SIGHUP.
 
 --processes N (0 = one per core; default: the processes setting) runs N
-coordinator processes under the supervisor. The supervisor binds UIDX_LISTEN
+coordinator processes under the supervisor (under systemd, NOTIFY_SOCKET set,
+even one), which owns the embedded cluster: a worker's crash or kill -9 and
+its restart leave it running, and it is stopped with the supervisor. The
+supervisor binds UIDX_LISTEN
 once and every process accepts on that one socket (the kernel hands each
 connection to one of them), so edges, the *arr programs and the status page
 see one address. Nothing lives only in one process: leases, batches and the
@@ -106,12 +111,15 @@ def run(args: argparse.Namespace) -> int:
         metrics_fd=args.metrics_fd,
     )
     count = resolve_processes(processes)
-    if is_worker(args) or count == 1:
-        # One process (under systemd, the supervisor runs it, reporting READY=1).
-        return supervised(args, 1, argv, work, notify_socket=settings.notify_socket)
-    # Several: the supervisor binds the address and starts the embedded cluster
-    # once, before the workers, which would race for both. A stop signal from
-    # here on ends it through the stack, which stops the cluster.
+    if is_worker(args) or (count == 1 and not settings.notify_socket):
+        # One process, which starts and stops the cluster itself.
+        return work()
+    # A supervisor (several workers, or one under systemd, which the supervisor
+    # reports READY=1 for and restarts): it binds the address and starts the
+    # embedded cluster once, before the workers, which would race for both; the
+    # cluster outlives a worker's crash (even kill -9) and its restart, and is
+    # stopped with the supervisor. A stop signal from here on ends it through the
+    # stack, which stops the cluster.
     with stop_signals() as signals:
         try:
             with contextlib.ExitStack() as stack:
