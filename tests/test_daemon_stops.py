@@ -1,7 +1,9 @@
 """A stop signal ends `uidx coordinator`, `uidx coordinator --processes 2` and
 `uidx standalone` cleanly, whenever it comes: the embedded PostgreSQL the
 process started is stopped, no worker outlives the supervisor, and the exit
-status is that of a normal stop (0).
+status is that of a normal stop (0). A coordinator killed with SIGKILL cannot
+stop its cluster: its supervisor does (under systemd), or the next start takes
+it over and stops it.
 
 Each test runs the real command on a real embedded cluster in a home of its
 own, waits for a line of its log, sends the signal and waits for the exit.
