@@ -239,3 +239,48 @@ async def test_parked_backfill_ranges_do_not_hold_the_backfill_back(
     assert ranges(stores)[2:] == [(GROUP, 701, 800, "backfill"), (GROUP, 601, 700, "backfill")]
     await it.poll()  # two waiting again
     assert len(ranges(stores)) == 4
+
+
+def tiled(stores: Stores) -> list[tuple[int, int]]:
+    """The planned ranges' articles as runs, in order; an overlap fails the test
+    (an article planned twice is indexed twice)."""
+    with stores.ranges.pool.connection() as conn:
+        rows = conn.execute("SELECT first_article, last_article FROM ranges ORDER BY 1").fetchall()
+    runs: list[tuple[int, int]] = []
+    for first, last in rows:
+        if runs and first <= runs[-1][1]:
+            pytest.fail(f"{first}..{last} overlaps {runs[-1][0]}..{runs[-1][1]}")
+        if runs and first == runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], last)
+        else:
+            runs.append((first, last))
+    return runs
+
+
+@pytest.mark.trio
+async def test_ranges_planned_by_hand_leave_no_hole_in_the_live_head_or_the_backfill(
+    nursery: trio.Nursery, stores: Stores
+) -> None:
+    # Followed above 1,000 with a backfill down to 301. An operator then plans
+    # 1,501..1,600 (above the follower's mark) and 401..500 (below the backfill's
+    # slice). The live head once started above the plan's top (1,001..1,500 never
+    # planned) and the backfill below its bottom (501..900 never planned).
+    fake = FakeNNTPServer(groups={GROUP: (1, 1_000)}).run_in(nursery)
+    groups = GroupStore(stores.ranges.pool)
+    group_id = groups.add(GROUP, backfill_days=2, low=1, high=1_000, checked=True)
+    groups.set_floor(group_id, 301)  # found just now: no bisect at the polls
+    it = follower(stores, fake, range_articles=100)
+    it.options = FollowOptions(poll_seconds=1.0, range_articles=100, backfill_ahead=100)
+    await it.poll()
+    assert tiled(stores) == [(901, 1_000)]
+    stores.ranges.plan(group_id, 1_501, 1_600, 100)
+    stores.ranges.plan(group_id, 401, 500, 100)
+    fake.groups[GROUP] = (1, 2_000)
+    for _ in range(10):
+        await it.poll()
+    assert tiled(stores) == [(301, 2_000)]
+    assert await it.poll() == 0
+    # Passed by the mark and by the backfill, the ranges planned by hand are no
+    # longer read at each poll.
+    (followed,) = groups.followed()
+    assert followed.planned == ()

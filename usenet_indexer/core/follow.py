@@ -7,20 +7,31 @@ group's water marks and hands this module what it knows (`GroupView`);
 `follow` answers with the spans to plan and the oddities to report.
 
 - **The live head.** Everything above what is followed already (the
-  follower's own mark, `followed_to`, or the highest planned article, if an
-  operator planned higher) up to the high water mark less `margin` is
-  planned as live ranges, which the edges lease before any other. A group
-  seen for the first time is followed from the high water mark it had when
-  it was added (what was posted before is the backfill's), or from the top
-  of its plan if an operator planned it before (the posts since are not
-  lost), else from its high water mark now.
+  follower's own mark, `followed_to`) up to the high water mark less
+  `margin` is planned as live ranges, which the edges lease before any
+  other. A group seen for the first time is followed from the high water
+  mark it had when it was added (what was posted before is the
+  backfill's), or from the top of its plan if an operator planned it
+  before (the posts since are not lost), else from its high water mark now.
 - **The backfill**, when the group has a floor (the first article posted
   `backfill_days` ago, which the follower finds by a bisect over dates):
-  one slice of `slice_articles` at a time below the lowest planned
-  article (or below the live head's start), newest first, down to the
-  floor and never below the server's low; the next slice only once fewer
-  than `ahead` backfill ranges wait. So the backfill stays behind the
+  one slice of `slice_articles` at a time below the lowest article the
+  follower planned (or below the live head's start), newest first, down to
+  the floor and never below the server's low; the next slice only once
+  fewer than `ahead` backfill ranges wait. So the backfill stays behind the
   live head and the plan never holds a group's whole history at once.
+- **Ranges planned by hand** (`uidx ranges plan`) may lie anywhere: above
+  the follower's mark, below the backfill, in between. Both plan around
+  them: the live head plans the articles of its span that no range holds
+  (several spans when a planned range cuts it), and the backfill cuts its
+  slice from the highest run of articles below it that no range holds
+  (ending where the next planned range begins), stepping over planned
+  ranges. Neither goes on from the top or bottom of a range planned by
+  hand, which left the articles it jumped over to no one. So every article
+  from the floor to the head is in one range, whatever was planned by hand.
+  The follower is told only the ranges it may meet (those reaching above
+  its mark, and those below the lowest article it planned), not the
+  group's whole plan.
 - **Quirks**, never planned around: a high water mark that went down (a
   renumbered group, or a server behind the one before) plans nothing live
   until it passes what is followed again; a low water mark above planned
@@ -51,8 +62,15 @@ class GroupView:
         low, high: the server's water marks now.
         followed_to: the highest article the follower planned (or started
             from); None for a group it never polled.
-        top, bottom: the highest and lowest planned article of any range;
-            None when nothing is planned.
+        top: the highest planned article of any range; None when nothing is
+            planned (a group never polled is followed from there).
+        reached: the lowest article of the follower's own ranges (live and
+            backfill), where the backfill goes on below; None when it planned none.
+        planned: the ranges the follower may meet, as (first, last) in article
+            order, of any kind: every range reaching above `followed_to` (all of
+            them when it is None), and every one starting below `reached` (or
+            below `followed_to` + 1) that the backfill may still reach. Ranges
+            never overlap (`RangeStore.plan` refuses that).
         floor: the backfill's lowest article; None without backfill.
         backfill_waiting: backfill ranges planned or leased (a parked one waits
             for an operator, not for an edge).
@@ -69,12 +87,13 @@ class GroupView:
     high: int
     followed_to: int | None
     top: int | None
-    bottom: int | None
+    reached: int | None
     floor: int | None
     backfill_waiting: int
     waiting_from: int | None = None
     last_high: int | None = None
     known_high: int | None = None
+    planned: tuple[tuple[int, int], ...] = ()
 
 
 @attrs.frozen
@@ -127,7 +146,8 @@ def follow(view: GroupView, *, margin: int = 0, slice_articles: int, ahead: int 
             f" {view.waiting_from} (expired on the server: recorded as a gap)"
         )
     if view.followed_to is not None:
-        followed = view.followed_to if view.top is None else max(view.followed_to, view.top)
+        # Not the plan's top: a range planned by hand above the mark is planned around.
+        followed = view.followed_to
     elif view.top is not None:
         followed = view.top  # planned before it was followed: on from the plan's top
     elif view.known_high is not None and view.low - 1 <= view.known_high <= head:
@@ -138,8 +158,7 @@ def follow(view: GroupView, *, margin: int = 0, slice_articles: int, ahead: int 
     # From the low water mark at the least: with a margin, the articles above what is
     # followed may all be gone below it (expired), and then nothing is planned live.
     live_first = max(followed + 1, view.low)
-    if head >= live_first:
-        spans.append(Span(live_first, head, Kind.LIVE))
+    spans += [Span(f, last, Kind.LIVE) for f, last in _unplanned(live_first, head, view.planned)]
     new_followed = max(followed, head)
     backfill = _backfill(view, followed, slice_articles, ahead)
     if backfill is not None:
@@ -147,11 +166,37 @@ def follow(view: GroupView, *, margin: int = 0, slice_articles: int, ahead: int 
     return Decision(tuple(spans), new_followed, tuple(quirks))
 
 
+def _unplanned(
+    first: int, last: int, planned: tuple[tuple[int, int], ...]
+) -> list[tuple[int, int]]:
+    """The runs of [first, last] that no planned range holds, in article order."""
+    runs: list[tuple[int, int]] = []
+    at = first
+    for low, high in planned:
+        if high < at or low > last:
+            continue
+        if low > at:
+            runs.append((at, low - 1))
+        at = high + 1
+    if at <= last:
+        runs.append((at, last))
+    return runs
+
+
 def _backfill(view: GroupView, followed: int, slice_articles: int, ahead: int) -> Span | None:
     if view.floor is None or view.backfill_waiting >= ahead:
         return None
-    upper = (view.bottom if view.bottom is not None else followed + 1) - 1
+    upper = (view.reached if view.reached is not None else followed + 1) - 1
     lowest = max(view.floor, view.low)
+    # Down past the ranges planned there (by hand) to the highest article none holds;
+    # the slice ends where the next planned range below begins.
+    for low, high in reversed(view.planned):
+        if low > upper:
+            continue
+        if high < upper:
+            lowest = max(lowest, high + 1)
+            break
+        upper = low - 1
     if upper < lowest:
         return None
     return Span(max(lowest, upper - slice_articles + 1), upper, Kind.BACKFILL)

@@ -141,12 +141,13 @@ class Follower:
             high=carrier.high,
             followed_to=group.followed_to,
             top=group.top,
-            bottom=group.bottom,
+            reached=group.reached,
             floor=floor,
             backfill_waiting=group.backfill_waiting,
             waiting_from=group.waiting_from,
             known_high=group.high,
             last_high=self._last_high.get(group.id),
+            planned=group.planned,
         )
         self._last_high[group.id] = carrier.high
         decision = follow(
@@ -187,9 +188,9 @@ class Follower:
             await trio.to_thread.run_sync(self.groups.note_quirk, group.id, quirk)
 
     def _plan(self, group: FollowedGroup, decision: Decision) -> int:
-        # In a worker thread. The mark matters only where nothing is planned
-        # above it (core/follow.py takes the higher of it and the plan's top),
-        # so it need not commit with the plan.
+        # In a worker thread. The mark need not commit with the plan: ranges
+        # planned above it (by a poll whose mark was not stored) are among those
+        # core/follow.py plans around at the next poll.
         planned, overlapped = 0, False
         for span in decision.spans:
             try:

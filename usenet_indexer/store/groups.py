@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+from collections.abc import Sequence
 from datetime import datetime
 
 import attrs
@@ -46,14 +47,28 @@ _LIST = """
 # The enabled groups as the follower needs them (prefetch/follower.py).
 _FOLLOWED = """
     SELECT g.id, g.name, g.backfill_days, g.backfill_floor, g.backfill_checked_at,
-           g.followed_to, max(r.last_article), min(r.first_article),
+           g.followed_to, max(r.last_article), own.reached,
            -- Parked ranges wait for an operator, not for an edge: they do not hold
            -- the next backfill slice back.
            count(r.id) FILTER (WHERE r.kind = 'backfill' AND r.state IN ('planned', 'leased')),
-           min(r.resume) FILTER (WHERE r.state <> 'done'), g.high
-    FROM groups g LEFT JOIN ranges r ON r.group_id = g.id
+           min(r.resume) FILTER (WHERE r.state <> 'done'), g.high,
+           -- The ranges the follower plans around (core/follow.py's GroupView.planned):
+           -- those above its mark, and those below its own that the backfill may reach.
+           coalesce(array_agg(ARRAY[r.first_article, r.last_article] ORDER BY r.first_article)
+               FILTER (WHERE r.id IS NOT NULL AND (
+                   g.followed_to IS NULL OR r.last_article > g.followed_to
+                   OR (g.backfill_days IS NOT NULL
+                       AND r.first_article <= coalesce(own.reached - 1, g.followed_to)
+                       AND r.last_article >= coalesce(g.backfill_floor, r.last_article)))),
+               '{}')
+    FROM groups g
+        LEFT JOIN LATERAL (
+            SELECT min(first_article) AS reached FROM ranges
+            WHERE group_id = g.id AND kind <> 'manual'
+        ) own ON true
+        LEFT JOIN ranges r ON r.group_id = g.id
     WHERE g.enabled
-    GROUP BY g.id ORDER BY g.name
+    GROUP BY g.id, own.reached ORDER BY g.name
 """
 _SET_FLOOR = "UPDATE groups SET backfill_floor = %s, backfill_checked_at = now() WHERE id = %s"
 _SET_FOLLOWED = "UPDATE groups SET followed_to = %s WHERE id = %s"
@@ -86,6 +101,10 @@ class Group:
     checked_at: datetime | None  # marks last stored from a server's GROUP answer; None: never
 
 
+def _pairs(rows: Sequence[Sequence[int]]) -> tuple[tuple[int, int], ...]:
+    return tuple((int(first), int(last)) for first, last in rows)
+
+
 @attrs.frozen
 class FollowedGroup:
     """An enabled group with what the follower plans from (see core/follow.py)."""
@@ -97,10 +116,13 @@ class FollowedGroup:
     backfill_checked_at: datetime | None
     followed_to: int | None
     top: int | None  # the highest planned article, of any range
-    bottom: int | None  # the lowest
+    reached: int | None  # the lowest article of the follower's own ranges (live, backfill)
     backfill_waiting: int  # backfill ranges planned or leased (not done, not parked)
     waiting_from: int | None  # the lowest resume point of the ranges not done
     high: int | None  # the high water mark stored last (at `groups add`, or a poll)
+    # The ranges the follower plans around, (first, last) in article order: see
+    # core/follow.py's GroupView.planned.
+    planned: tuple[tuple[int, int], ...] = attrs.field(converter=_pairs)
 
 
 @attrs.frozen
