@@ -35,7 +35,7 @@ import trustme
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from psycopg_pool import ConnectionPool
-from s3_fixtures import TestSpool, land_chunk
+from s3_fixtures import TestSpool, land_chunk, s3_fields
 from test_http_node import GatedBatches, _Logged
 
 from usenet_indexer.commands import edge as edge_command
@@ -80,6 +80,7 @@ from usenet_indexer.store.groups import GroupStore
 from usenet_indexer.store.ranges import Lease, RangeStore
 from usenet_indexer.synth.generator import GeneratorConfig, generate
 from usenet_indexer.testing.logcheck import record_problems
+from usenet_indexer.testing.objectstore import ObjectStore
 from usenet_indexer.wire.batchwire import decode_batch, decode_body
 from usenet_indexer.wire.frames import Codec, Frame, encode_frame
 from usenet_indexer.wire.inflate import (
@@ -477,6 +478,54 @@ async def test_a_chunk_gone_from_the_spool_parks_its_range_with_the_reason(
     errors = [r.getMessage() for r in caplog.get_records("call") if r.levelno >= logging.ERROR]
     assert all("cannot be sent" in line for line in errors), errors
     caplog.clear()
+
+
+@pytest.mark.trio
+async def test_a_chunk_whose_link_the_store_refuses_parks_its_range_with_the_reason(
+    nursery: trio.Nursery,
+    settings: Settings,
+    stores: Stores,
+    pool: ConnectionPool,
+    caplog: pytest.LogCaptureFixture,
+    object_store: ObjectStore,
+    s3_prefix: str,
+) -> None:
+    """The store answers 403 to the link of a range's first chunk, at every lease
+    (here the coordinator presigns with a secret key the store does not know; keys
+    that may not GET, or a clock far off, do the same). Each give-back names the
+    chunk and the store's answer and is counted against the range, and the third in
+    a row parks it with that reason, as a chunk gone (404) does: it was given back
+    and leased again every idle_seconds for ever, and `uidx status` said nothing."""
+    s3 = s3_fields(object_store, s3_prefix)
+    spool_settings = attrs.evolve(settings, **s3)  # type: ignore[arg-type]
+    signing_wrong = attrs.evolve(spool_settings, spool_secret_access_key="not-the-key")
+    data = generated(4_000, seed=14)
+    async with _serving(nursery, signing_wrong, stores, pool, caplog) as served:
+        # The chunks written with the right key, as the prefetcher does.
+        coordinator = attrs.evolve(served, spool=open_spool(spool_settings))
+        group_id = coordinator.add_group(data.group)
+        range_id = coordinator.plan(group_id, data.low, data.high)
+        chunks = data.chunks(data.low, data.high)
+        for chunk in chunks:
+            coordinator.write(group_id, chunk)
+        token = coordinator.stores.nodes.create("edge-1")
+
+        with trio.fail_after(DEADLINE_SECONDS):
+            # Until the first 204: three leases, then nothing left to lease.
+            totals = await worker.run(settings, options=coordinator.options(token, ranges=10))
+
+        assert totals == EdgeTotals(given_back=REFUSALS_TO_PARK)
+        state, resume, refusals, refusal = coordinator.row(
+            f"SELECT state, resume, refusals, refusal FROM ranges WHERE id = {range_id}"
+        )
+        assert (state, resume, refusals) == ("failed", data.low, REFUSALS_TO_PARK)
+        assert f"spool chunk {chunks[0].first}..{chunks[0].last} cannot be read" in refusal
+        assert "HTTP 403: SignatureDoesNotMatch: The request signature" in refusal
+        # What `uidx status`, the status page and /metrics show.
+        (parked,) = coordinator.stores.ranges.parked()
+        assert (parked.range_id, parked.reason) == (range_id, refusal)
+        assert f"range {range_id} parked as failed after {REFUSALS_TO_PARK} refusals" in caplog.text
+        assert coordinator.stores.ranges.retry([range_id]) == [range_id]
 
 
 @pytest.mark.trio

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any, Final
@@ -52,6 +53,12 @@ STREAM_TIMEOUT: Final = httpx.Timeout(connect=10.0, read=60.0, write=60.0, pool=
 
 # An error body goes into a log line and an exception: the start of it is enough.
 MAX_ERROR_CHARS: Final = 300
+
+# An S3 error document's code and message, looked for in its first bytes (the
+# message comes before the resource and request ids that follow it).
+S3_ERROR_CHARS: Final = 2000
+_S3_CODE: Final = re.compile(r"<Error>\s*<Code>([^<]{1,100})</Code>")
+_S3_MESSAGE: Final = re.compile(r"<Message>([^<]{1,1000})</Message>")
 
 BATCH_HEADERS: Final = {"Content-Type": "application/x-msgpack"}
 BUILD_HEADERS: Final = {"Content-Type": "application/msgpack"}
@@ -462,14 +469,28 @@ def _failure(action: str, response: httpx.Response) -> NodeApiError:
 
 
 def _message(response: httpx.Response) -> str:
-    """The `error` of a JSON error body, else the start of the body."""
+    """The `error` of a JSON error body, an S3 error's code and message (a chunk's
+    link), else the start of the body."""
     try:
         document = response.json()
     except ValueError:
-        return response.text[:MAX_ERROR_CHARS]
+        return _s3_error(response.text) or response.text[:MAX_ERROR_CHARS]
     if isinstance(document, dict) and isinstance(document.get("error"), str):
         return str(document["error"])[:MAX_ERROR_CHARS]
     return response.text[:MAX_ERROR_CHARS]
+
+
+def _s3_error(text: str) -> str | None:
+    """ "Code: Message" of an S3 error document (`<Error><Code>AccessDenied</Code>
+    <Message>...</Message>...`), which names what the store refused far better than
+    its first bytes; None for any other body."""
+    head = text[:S3_ERROR_CHARS]
+    code = _S3_CODE.search(head)
+    if code is None:
+        return None
+    message = _S3_MESSAGE.search(head)
+    said = code[1] if message is None else f"{code[1]}: {message[1]}"
+    return said[:MAX_ERROR_CHARS]
 
 
 def _json(response: httpx.Response, action: str) -> object:

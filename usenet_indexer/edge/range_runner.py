@@ -44,7 +44,13 @@ waits on the network between them:
 
 Endings. END: the last batch is posted, then `finish`. An ERROR frame or a
 broken stream: the current chunk is indexed to its end, what is indexed is
-posted, and the range is given back. A stop (the stop event) cuts all of it
+posted, and the range is given back. A chunk this edge cannot read (its
+link answered 4xx: 404 gone, 403 refused; it does not inflate) is named in
+the give-back, and the coordinator counts it against the range, as it
+counts its own ERROR frames at the range's articles: the same failure
+several leases in a row parks the range with the reason. A store that does
+not answer (5xx or no answer, after the client's tries) is not named: it
+comes back, and the range with it. A stop (the stop event) cuts all of it
 short at once, a post in flight included, and gives the range back; nothing
 more is posted, and the next holder indexes again from the stored resume
 point. (A post's answer may be held up to 30 s, see the node API's
@@ -96,8 +102,9 @@ STOPPING = "stopping"
 # at line ends (see _feed): a 15 MB chunk in ~60 parts, about as many turns as
 # the reader takes to read a ~1 MB frame in 64 KB reads and start its inflate.
 FEED_BYTES = 1 << 18
-# The spool's store has no object under a chunk's link.
-NOT_FOUND = 404
+# A chunk's link answered 4xx: the store refuses it (404: no object; 403: the link
+# expired, or the store does not accept the keys or the clock that signed it).
+CLIENT_ERRORS = range(400, 500)
 
 
 class Outcome(enum.Enum):
@@ -448,8 +455,13 @@ class RangeRunner:
         try:
             payload = await self.client.chunk(link.url, self.options.max_payload_bytes)
         except NodeApiError as error:
-            if error.status != NOT_FOUND:
-                raise  # an expired link, the store away: another lease may do better
+            if error.status not in CLIENT_ERRORS:
+                # The store away (5xx or no answer, after the client's tries): it comes
+                # back, and counting that against the range would park sound ranges.
+                raise
+            # 404: the object is gone; 403: the store refuses the link (keys that may
+            # not read, a clock far off, a link expired): the next lease streams the
+            # same chunk and gets the same answer, so the give-back names it.
             raise _UnreadableLink(link, error) from error
         return Frame.chunk(link.first, link.last, payload, codec=link.codec)
 
@@ -485,7 +497,7 @@ class RangeRunner:
 
 
 class _UnreadableLink(NodeApiError):
-    """A chunk's link answered 404: the chunk is gone from the spool's store."""
+    """A chunk's link answered 4xx: gone from the spool's store (404), or refused (403)."""
 
     def __init__(self, link: Frame, error: NodeApiError) -> None:
         super().__init__(error.action, error.status, str(error).removeprefix(f"{error.action}: "))

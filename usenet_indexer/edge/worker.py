@@ -20,7 +20,9 @@ done. A failed range, or one given back before it stored a batch (its
 stream broke at once: a chunk link the store refuses, an ERROR frame), is
 followed by the same wait, so a range that fails every time (a corrupt
 chunk, a coordinator bug, a store that refuses the coordinator's links) is
-not leased and given back in a tight loop.
+not leased and given back in a tight loop; and the coordinator counts such
+failures against the range (range_runner's "Endings"), so it is parked,
+with the reason, after `refusals_to_park` of them in a row.
 """
 
 from __future__ import annotations
