@@ -78,6 +78,7 @@ from usenet_indexer.errors import ConfigError, RemoteProtocolError
 from usenet_indexer.spool.store import SpoolStore, open_spool
 from usenet_indexer.store.groups import GroupStore
 from usenet_indexer.store.ranges import Lease, RangeStore
+from usenet_indexer.store.spool import SpoolChunk, SpoolIndex
 from usenet_indexer.synth.generator import GeneratorConfig, generate
 from usenet_indexer.testing.logcheck import record_problems
 from usenet_indexer.testing.objectstore import ObjectStore
@@ -526,6 +527,63 @@ async def test_a_chunk_whose_link_the_store_refuses_parks_its_range_with_the_rea
         assert (parked.range_id, parked.reason) == (range_id, refusal)
         assert f"range {range_id} parked as failed after {REFUSALS_TO_PARK} refusals" in caplog.text
         assert coordinator.stores.ranges.retry([range_id]) == [range_id]
+
+
+@attrs.define(eq=False)
+class FaultyIndex(SpoolIndex):
+    """A fake spool index, for faults no real one has (a bug of the coordinator's): a
+    stream's look-up answers a chunk that ends before the article asked for
+    (`behind`), or raises."""
+
+    fault: str = "behind"
+
+    def chunks_from(self, group_id: int, article: int, last: int, limit: int) -> list[SpoolChunk]:
+        if self.fault == "raises":
+            raise RuntimeError("a bug of the coordinator's")
+        return [SpoolChunk(article - 10, article - 1, int(Codec.ZLIB), "g1/lost", 10)]
+
+
+@pytest.mark.trio
+@pytest.mark.parametrize(
+    ("fault", "said"),
+    [
+        ("behind", "spool chunk 991..1000 does not hold article 1001"),
+        ("raises", "the stream failed at article 1001: RuntimeError: a bug of the coordinator's"),
+    ],
+)
+async def test_a_stream_that_ends_in_an_error_frame_every_time_parks_its_range(
+    nursery: trio.Nursery,
+    settings: Settings,
+    stores: Stores,
+    pool: ConnectionPool,
+    caplog: pytest.LogCaptureFixture,
+    fault: str,
+    said: str,
+) -> None:
+    """The coordinator's stream of a range ends at once in an ERROR frame, at every
+    lease, for a reason of its own at the range's articles. Each is counted against
+    the range, as a chunk it cannot read is, and the third in a row parks it with the
+    reason; it was given back and leased again every idle_seconds for ever."""
+    faulty = attrs.evolve(stores, spool=FaultyIndex(pool, fault=fault))
+    async with _serving(nursery, settings, faulty, pool, caplog) as coordinator:
+        group_id = coordinator.add_group("alt.binaries.faulty")
+        range_id = coordinator.plan(group_id, 1_001, 2_000)
+        token = coordinator.stores.nodes.create("edge-1")
+
+        with trio.fail_after(DEADLINE_SECONDS):
+            totals = await worker.run(settings, options=coordinator.options(token, ranges=10))
+
+        assert totals == EdgeTotals(given_back=REFUSALS_TO_PARK)
+        state, refusals, refusal = coordinator.row(
+            f"SELECT state, refusals, refusal FROM ranges WHERE id = {range_id}"
+        )
+        assert (state, refusals, refusal) == ("failed", REFUSALS_TO_PARK, said)
+        assert f"range {range_id} parked as failed after {REFUSALS_TO_PARK} refusals" in caplog.text
+        # The coordinator logs each failure as an ERROR (the fixture would fail the
+        # test on it): the lines are the fault, as wanted.
+        errors = [r.getMessage() for r in caplog.get_records("call") if r.levelno >= logging.ERROR]
+        assert len(errors) == REFUSALS_TO_PARK, errors
+        caplog.clear()
 
 
 @pytest.mark.trio

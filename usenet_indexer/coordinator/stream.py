@@ -16,9 +16,14 @@ the spool chunk that holds the next article, and read its file. Then:
   nothing was sent for `keepalive_seconds`, so the edge's read timeout and
   any proxy see a live stream;
 - the lease lost, a chunk that cannot be read, the database gone: an ERROR
-  frame ends the stream (the edge stops the range or retries). A chunk
-  that cannot be read is counted as a refusal on the range (the same
-  chunk three leases in a row parks it, as a refused batch does).
+  frame ends the stream (the edge stops the range or retries). A failure
+  at the range's own articles is counted as a refusal on the range: a
+  chunk that cannot be read, a chunk the index answers that does not hold
+  the article, any other error of ours at that article (a bug). The next
+  lease streams the same articles and meets the same failure, so three
+  leases in a row park the range with the reason, as a refused batch does,
+  instead of its being leased and given back for ever. The lease lost and
+  the database gone are not the range's doing, and are not counted.
 
 After the frame that reaches the range's last article comes END. Sending
 awaits the peer (ASGI `send` is back-pressured), so at most one chunk is in
@@ -44,6 +49,10 @@ from usenet_indexer.store.spool import SpoolChunk
 from usenet_indexer.wire.frames import Codec, Frame, FrameKind
 
 logger = logging.getLogger(__name__)
+
+# The most of an exception's text kept in the reason counted on a range (shown by
+# `uidx status`, sent in the ERROR frame, which holds 1 KiB): its start says what.
+MAX_PROBLEM_CHARS = 400
 
 SendFrame = Callable[[Frame], Awaitable[None]]
 
@@ -114,6 +123,20 @@ class SpoolReader:
             A CHUNK or GAP frame holding `article`; PENDING when the spool does
             not have it yet; an ERROR frame when the stream must stop.
         """
+        try:
+            return self._next_frame(node_id, lease, article)
+        except Exception as error:
+            # Not the database's unavailability (handled below): ours, at this
+            # range's articles, and met again by the next lease: counted.
+            logger.error(
+                "%s: stream failed at article %d", _where(node_id, lease), article, exc_info=error
+            )
+            problem = f"{type(error).__name__}: {error}"[:MAX_PROBLEM_CHARS]
+            return self._refused(
+                node_id, lease, f"the stream failed at article {article}: {problem}"
+            )
+
+    def _next_frame(self, node_id: int, lease: Lease, article: int) -> Frame | Pending:
         where = _where(node_id, lease)
         try:
             held = self.stores.ranges.held(node_id, lease.range_id)
@@ -135,7 +158,7 @@ class SpoolReader:
             # The index answered a chunk before the one asked for: sending it
             # would not move the stream on.
             logger.error("%s: %s does not hold article %d", _where(node_id, lease), span, article)
-            return Frame.error(f"{span} does not hold article {article}")
+            return self._refused(node_id, lease, f"{span} does not hold article {article}")
         if chunk.path is None:
             return Frame.gap(chunk.first, chunk.last)
         try:
@@ -149,9 +172,17 @@ class SpoolReader:
             # Counted on the range: the edge gives it back and the next lease
             # streams the same chunk, so a chunk lost from the spool parks
             # the range instead of being asked for every idle_seconds for ever.
-            answer = self.refuse(node_id, lease.range_id, lease.epoch, f"{span} cannot be read")
-            return Frame.error(answer)
+            return self._refused(node_id, lease, f"{span} cannot be read")
         return Frame.chunk(chunk.first, chunk.last, payload, codec=codec)
+
+    def _refused(self, node_id: int, lease: Lease, reason: str) -> Frame:
+        """The ERROR frame of a failure at the range's articles, counted on the range."""
+        try:
+            return Frame.error(self.refuse(node_id, lease.range_id, lease.epoch, reason))
+        except psycopg.OperationalError as error:
+            # Not counted this time; the edge gives the range back all the same.
+            logger.warning("%s: cannot count the failure: %s", _where(node_id, lease), error)
+            return Frame.error(reason)
 
 
 def _where(node_id: int, lease: Lease) -> str:

@@ -22,7 +22,9 @@ epoch it names: the wire format ends here.
 A batch the store refuses for its range (422: past the range's end, no
 article) and a finish before the range's end (409) are counted on the
 range in the same hop (`RangeStore.refuse`, only the holder's with its
-epoch); `refusals_to_park` in a row park it as failed, so an edge never
+epoch); so are a release naming a chunk the edge could not read, and the
+stream's own failures at the range's articles (coordinator/stream.py);
+`refusals_to_park` in a row park it as failed, so an edge never
 leases, is refused and gives back one range for ever. A body that does not
 decode is not counted: it does not say reliably which lease it is of, and
 it changes nothing; nor is a batch of another group than its range's (422,
