@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from collections.abc import Container
 from pathlib import Path
 from typing import Any
 
@@ -70,7 +71,15 @@ def upload(
     return lines
 
 
-def index(lines: list[str], *, batch_every: int | None = None, **options: object) -> list[Batch]:
+def index(
+    lines: list[str],
+    *,
+    batch_every: int | None = None,
+    cuts: Container[int] = (),
+    **options: object,
+) -> list[Batch]:
+    """The lines' batches: one after every `batch_every` lines and after each line
+    position (1-based) `cuts` names, and the last."""
     indexer = RangeIndexer(group=GROUP, first=BASE, **options)  # type: ignore[arg-type]
     batches = []
     for position, text in enumerate(lines, start=1):
@@ -80,7 +89,7 @@ def index(lines: list[str], *, batch_every: int | None = None, **options: object
             else indexer.resume_point
         )
         indexer.add_text(text + "\n", max(indexer.resume_point, number + 1))
-        if batch_every and position % batch_every == 0:
+        if (batch_every and position % batch_every == 0) or position in cuts:
             batches.append(indexer.take())
     batches.append(indexer.finish())
     return batches

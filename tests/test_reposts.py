@@ -395,6 +395,72 @@ def test_a_sample_set_posted_last_stays_with_its_upload_when_a_repost_follows() 
             assert all(m.startswith("again.") == bool(tag) for m in ids)
 
 
+SCENE = "Edge.S01E10.1080p.WEB.x265-NTb"
+BARE_FILES = [
+    (f"{SCENE}.nfo", 1),
+    (f"{SCENE}.mkv", 50),
+    (f"{SCENE}.par2", 1),
+    (f"{SCENE}.vol00+01.par2", 1),
+    (f"{SCENE}.vol01+02.par2", 2),
+    (f"{SCENE}.vol03+04.par2", 4),
+]
+
+
+def bare_upload(
+    first: int, files: list[tuple[str, int]], tag: str, *, counter: bool = False
+) -> list[str]:
+    """An upload whose subjects are `"name" yEnc (k/N)`, without a head (the files' stem
+    links them) and, unless `counter`, without [i/M]; the files one after another."""
+    texts: list[str] = []
+    for i, (name, total) in enumerate(files, start=1):
+        numbered = f"[{i}/{len(files)}] - " if counter else ""
+        for k in range(1, total + 1):
+            subject = f'{numbered}"{name}" yEnc ({k}/{total})'
+            message_id = f"{tag}{name}.{k}@ex"
+            texts.append(line(first + len(texts), subject, message_id, poster="Klaus <k@ftd.nu>"))
+    return texts
+
+
+def posted_again_at_once(
+    files: list[tuple[str, int]], *, every: int = 15, counter: bool = False
+) -> list[str]:
+    """A bare upload, in flight, and the same posted again right after it (new ids)."""
+    first = in_flight(bare_upload(BASE, files, "", counter=counter), every=every)
+    after = int(first[-1].split("\t", 1)[0]) + every
+    return first + in_flight(bare_upload(after, files, "again.", counter=counter), every=every)
+
+
+def assert_each_post_its_own(releases: list[CatalogRelease], segments: int) -> None:
+    """Two releases, the first post's segments in one and the repost's in the other."""
+    assert len(releases) == 2
+    for release, tag in zip(sorted(releases, key=lambda r: r.posted), ("", "again."), strict=True):
+        ids = [m for mids in segments_of(release).values() for m in mids]
+        assert len(ids) == segments
+        assert all(m.startswith("again.") == bool(tag) for m in ids), release.name
+
+
+def test_a_post_posted_again_at_once_keeps_its_par2_set_wherever_a_batch_cuts_it() -> None:
+    """A post (.nfo, video, par2 set) posted again at once: the repost's .nfo comes
+    seconds after the post's last volume. A batch cut anywhere in the post's .nfo and
+    video leaves its par2 set in a piece with the repost's .nfo (under the post's key:
+    that batch saw no .nfo before it), and the par2 set, new to the post's generation and
+    nearer in date to that .nfo than to the post's video, went on with it; the repost's
+    own par2 set then went to the post. The generator's seed 8 so, in an edge's batches
+    of 1,020 articles: a catalog other than a whole range's index. The par2 set is posted
+    again later, so it is the post's, wherever the cut, in whatever order the batches
+    come. (Not covered: a cut inside the par2 set or just after the post's end, which
+    leaves a batch fewer than RUN segments of a file posted again, not told apart from
+    a post check's re-send.)"""
+    lines = posted_again_at_once(BARE_FILES)
+    whole = merged(index(lines))
+    assert_each_post_its_own(whole, 59)
+    expected = {r.key: segments_of(r) for r in whole}
+    for at in range(1, 52):  # after the .nfo or a segment of the video
+        batches = index(lines, cuts={at})
+        for order in (batches, batches[::-1]):
+            assert {r.key: segments_of(r) for r in merged(order)} == expected, at
+
+
 def test_a_file_its_first_post_lost_nearly_all_of_is_reposted_whole() -> None:
     """An album track (a release key of its own) whose first post kept two segments (the
     rest taken down) is posted again whole: the repost's 21 are a release of their own,

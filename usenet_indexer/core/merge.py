@@ -781,6 +781,7 @@ def _split(chain: list[_Entry]) -> list[_Release]:
     names: list[dict[str, bytes]] = [{}]  # each generation's file names, and their keys
     indexes: list[dict[int, str]] = [{}]  # each generation's [i/M] numbers, and their names
     shared = base.poster.strip().lower() in TOOL_FROMS
+    reposted = _reposted(chain)
     for (_, source), files in sorted(pieces.items(), key=lambda item: _piece_order(item[1])):
         # In order of date, each file to the generation nearest in date of
         # those that hold none of it under other message-ids (a new one if
@@ -826,7 +827,7 @@ def _split(chain: list[_Entry]) -> list[_Release]:
         # one that went on to a later one (a repost of files its first post
         # lost segments of).
         _go_on(decided, settle=True)
-        _join_next(decided, generations, latest)
+        _join_next(decided, generations, latest, reposted)
         for item in decided:
             _merge_file(generations[item.place].files, item.file)
             latest[item.place] = max(latest[item.place], item.file.posted)
@@ -899,11 +900,21 @@ def _go_on(
     return moved
 
 
-def _join_next(decided: list[_Placed], generations: list[_Release], latest: list[int]) -> None:
+def _join_next(
+    decided: list[_Placed],
+    generations: list[_Release],
+    latest: list[int],
+    reposted: Container[tuple[bytes, str]],
+) -> None:
     """Move each file of a piece that is new to its generation, just before one that went
     on to a later generation, there when it is nearer in date to that one than to its
     generation's latest file: the first files of a repost (or of another upload under
     the key) that its first post did not have, so nothing held them back.
+
+    Never a file posted again later (`reposted`: its copy there is the repost's): the
+    last files of a post (its par2 set), seconds before its repost's first, are the
+    post's own. Whether they come in one piece with the repost's first file is where a
+    batch cut falls; that the file is posted again is not.
 
     The generation's latest file is one it held before the piece, or one of the piece
     that goes on a file it holds: never one of the piece's other new files. A tool posts
@@ -925,11 +936,41 @@ def _join_next(decided: list[_Placed], generations: list[_Release], latest: list
             or not following.file.posted
             or item.file.key in held
             or _numbered_after(item.file.index, held)
+            or (item.file.key, item.file.first_message_id) in reposted
         ):
             continue
         before = max(latest[item.place], _posted_before(decided, at, held))
         if before and following.file.posted - posted < posted - before:
             item.place = following.place
+
+
+def _reposted(chain: list[_Entry]) -> set[tuple[bytes, str]]:
+    """The file chunks (key, first message-id) of a chain whose file is posted again
+    after them: the file's later chunks (in `_file_chunk_order`) hold min(RUN, n) of a
+    chunk's n numbers under other message-ids (a post check re-sends one segment of a
+    file of many). The later chunks are taken together, so how a batch cut them does
+    not matter."""
+    by_file: dict[bytes, list[FileChunk]] = {}
+    for entry in chain:
+        for file, _ in entry.files:
+            by_file.setdefault(file.key, []).append(file)
+    found: set[tuple[bytes, str]] = set()
+    for files in by_file.values():
+        if _distinct(files):
+            continue  # no number twice (one chunk, or a file a batch cut): none again
+        later: dict[int, set[str]] = {}  # the message-ids of each number, in later chunks
+        for file in sorted(files, key=_file_chunk_order, reverse=True):
+            pairs = list(file.numbered_ids())
+            other = 0
+            for number, message_id in pairs:
+                ids = later.get(number)
+                if ids is not None and (len(ids) > 1 or message_id not in ids):
+                    other += 1
+            if pairs and other >= min(RUN, len(pairs)):
+                found.add((file.key, file.first_message_id))
+            for number, message_id in pairs:
+                later.setdefault(number, set()).add(message_id)
+    return found
 
 
 def _numbered_after(index: int | None, held: dict[bytes, _File]) -> bool:
