@@ -422,6 +422,32 @@ async def test_two_ranges_end_in_the_catalog_an_offline_index_makes(
 
 
 @pytest.mark.trio
+async def test_small_batches_end_in_the_catalog_an_offline_index_makes(
+    coordinator: Coordinator, settings: Settings, tmp_path: Path
+) -> None:
+    """Batch cuts do not change the catalog. Chunks of 1,000 lines and batches of 1,020
+    articles (one after every second chunk) cut seed 8's upload posted twice where its
+    first post's par2 set comes in a batch with its repost's .nfo: the catalog held the
+    two posts' par2 sets swapped, the offline index (one batch) did not."""
+    data = generated(10_000, seed=8)
+    group_id = coordinator.add_group(data.group)
+    coordinator.plan(group_id, data.low, data.high)
+    for chunk in data.chunks(data.low, data.high, per_chunk=1_000):
+        coordinator.write(group_id, chunk)
+    token = coordinator.stores.nodes.create("edge-1")
+
+    with trio.fail_after(DEADLINE_SECONDS):
+        totals = await worker.run(
+            settings, options=coordinator.options(token, ranges=1, batch_articles=1_020)
+        )
+
+    assert totals == EdgeTotals(finished=1)
+    assert coordinator.row("SELECT count(*) FROM batches")[0] > 3
+    expected = offline_index(tmp_path, list(data.lines))
+    assert_same_catalog(CatalogBuild(coordinator.pool).export(), expected)
+
+
+@pytest.mark.trio
 async def test_a_chunk_gone_from_the_spool_parks_its_range_with_the_reason(
     any_coordinator: Coordinator,
     any_spool: TestSpool,
