@@ -461,6 +461,28 @@ def test_a_post_posted_again_at_once_keeps_its_par2_set_wherever_a_batch_cuts_it
             assert {r.key: segments_of(r) for r in merged(order)} == expected, at
 
 
+def test_a_posts_nfo_alone_in_a_batch_stays_its_own_when_the_repost_is_in_the_next() -> None:
+    """The same, posted faster: the post's .nfo and video start in one second. A cut
+    right after the .nfo leaves the rest of the post and the repost's .nfo in the next
+    batch, a piece dated as the video: the .nfo's second, so it was placed first and
+    took the repost's .nfo, and the post's own .nfo went to the repost. A file's copies
+    go to the generations in order of date, in whatever order the batches come."""
+    files = [
+        (f"{SCENE}.nfo", 1),
+        (f"{SCENE}.mkv", 26),
+        (f"{SCENE}.par2", 1),
+        (f"{SCENE}.vol00+03.par2", 3),
+    ]
+    lines = posted_again_at_once(files, every=5)
+    whole = merged(index(lines))
+    assert_each_post_its_own(whole, 31)
+    batches = index(lines, cuts={1})
+    for order in (batches, batches[::-1]):
+        cut = merged(order)
+        assert_each_post_its_own(cut, 31)
+        assert {r.key: segments_of(r) for r in cut} == {r.key: segments_of(r) for r in whole}
+
+
 def test_a_file_its_first_post_lost_nearly_all_of_is_reposted_whole() -> None:
     """An album track (a release key of its own) whose first post kept two segments (the
     rest taken down) is posted again whole: the repost's 21 are a release of their own,

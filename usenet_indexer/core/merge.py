@@ -20,8 +20,9 @@ upload of one name), and, under a tool's default From, for a file new to
 it, not to one whose latest file is more than `APART_SECONDS` away. A file
 chunk that repeats some numbers of its generation just before one that
 went on to a later generation goes with it (a takedown's repost repeats
-only some numbers of some files). Generation n comes out under the n-th
-repost key.
+only some numbers of some files). A file's copies in several generations
+go to them in order of date, the earliest to the earliest generation.
+Generation n comes out under the n-th repost key.
 """
 
 from __future__ import annotations
@@ -841,6 +842,7 @@ def _split(chain: list[_Entry]) -> list[_Release]:
     for items in by_file.values():
         items.sort(key=lambda item: _file_chunk_order(item.file))
         moved |= _go_on(items, settle=False, resent=_resent)
+        moved |= _copies_in_order(items)
     if moved:
         for generation in generations:
             generation.files = {}
@@ -897,6 +899,30 @@ def _go_on(
             if settle:
                 item.level = _NOTHING_AGAIN
             moved = True
+    return moved
+
+
+def _copies_in_order(items: list[_Placed]) -> bool:
+    """Put the copies of one file (its chunks in each generation; `items` in
+    `_file_chunk_order`) in the generations in that order: the earliest copy in the
+    earliest of them; whether any chunk moved.
+
+    Pieces are placed in order of their earliest file, and a piece that holds a later
+    copy of a file can come before the one holding the earlier: a post's .nfo alone in
+    a batch, the rest of the post and its repost's .nfo in the next, all dated in one
+    second. The copies then went to the generations the other way round, by where a
+    batch cut fell; in one pass the post keeps its own."""
+    copies: dict[int, list[_Placed]] = {}
+    for item in items:
+        copies.setdefault(item.place, []).append(item)
+    if len(copies) < 2:
+        return False
+    ordered = sorted(copies.values(), key=lambda copy: _file_chunk_order(copy[0].file))
+    moved = False
+    for place, copy in zip(sorted(copies), ordered, strict=True):
+        for item in copy:
+            moved |= item.place != place
+            item.place = place
     return moved
 
 
