@@ -13,11 +13,14 @@ import random
 from email.utils import formatdate
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_indexer import BASE, index, line, merged, skipped, upload
 
 from usenet_indexer.core.merge import CatalogRelease
 from usenet_indexer.core.reposts import (
     MIN_GAP,
+    RUN,
     SHUFFLE,
     WIDE,
     gap_cuts,
@@ -481,6 +484,47 @@ def test_a_posts_nfo_alone_in_a_batch_stays_its_own_when_the_repost_is_in_the_ne
         cut = merged(order)
         assert_each_post_its_own(cut, 31)
         assert {r.key: segments_of(r) for r in cut} == {r.key: segments_of(r) for r in whole}
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    nfo=st.booleans(),
+    video=st.integers(2 * RUN + 4, 60),
+    volumes=st.lists(st.integers(1, 4), max_size=4),
+    counter=st.booleans(),
+    # An article every 1 to 4 s: the dates tell the order of two articles (in one second
+    # they do not, and the merge has nothing else to go by).
+    every=st.sampled_from([10, 15, 40]),
+    gap=st.integers(1, 400),
+    data=st.data(),
+)
+def test_any_post_posted_again_is_what_one_pass_makes_wherever_a_batch_cuts_its_video(
+    nfo: bool,
+    video: int,
+    volumes: list[int],
+    counter: bool,
+    every: int,
+    gap: int,
+    data: st.DataObject,
+) -> None:
+    """Any post of that shape (an .nfo or none, a video, a par2 set; [i/M] or none)
+    posted again after any pause, cut anywhere in its video that leaves RUN segments of
+    it on each side (nearer a file's end a batch cannot tell a repost from a re-send),
+    the two batches in either order: each post keeps its own copies, as in one pass."""
+    files = [(f"{SCENE}.nfo", 1)] if nfo else []
+    files += [(f"{SCENE}.mkv", video), (f"{SCENE}.par2", 1)]
+    files += [(f"{SCENE}.vol{n:02}+{n + 1:02}.par2", total) for n, total in enumerate(volumes)]
+    first = in_flight(bare_upload(BASE, files, "", counter=counter), every=every)
+    after = int(first[-1].split("\t", 1)[0]) + every * gap
+    lines = first + in_flight(bare_upload(after, files, "again.", counter=counter), every=every)
+    whole = merged(index(lines))
+    assert_each_post_its_own(whole, len(first))
+    cut = data.draw(st.integers(nfo + RUN, nfo + video - RUN), label="cut")
+    batches = index(lines, cuts={cut})
+    for order in (batches, batches[::-1]):
+        assert {r.key: segments_of(r) for r in merged(order)} == {
+            r.key: segments_of(r) for r in whole
+        }
 
 
 def test_a_file_its_first_post_lost_nearly_all_of_is_reposted_whole() -> None:
