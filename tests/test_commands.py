@@ -20,6 +20,7 @@ from usenet_indexer.spool.store import open_spool
 from usenet_indexer.store.groups import GroupStore
 from usenet_indexer.store.spool import SpoolChunk, SpoolIndex
 from usenet_indexer.synth.generator import GeneratorConfig, generate
+from usenet_indexer.testing.objectstore import ObjectStore
 
 
 @pytest.fixture
@@ -341,6 +342,32 @@ def test_spool_import_refuses_articles_spooled_already_and_leaves_no_stray_chunk
     # Every chunk file is indexed, and those of the first import are untouched.
     assert any_spool.stored() == {r[2] for r in rows}
     assert stored < any_spool.stored()
+
+
+@pytest.mark.usefixtures("env")
+def test_spool_import_names_a_bucket_that_is_not_there_and_imports_nothing(
+    tmp_path: Path,
+    object_store: ObjectStore,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A mistyped bucket: the import asks the store first, as the coordinator and the
+    prefetcher do. It stored the chunks in a bucket SeaweedFS made for the first PUT
+    (exit 0; the coordinator, on the right bucket, then links to objects that are not
+    there: every range parked), or, on AWS S3, ended in PutObject's NoSuchBucket."""
+    for key, value in object_store.environment("p").items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("UIDX_SPOOL", "s3://uidx-mistyped/p")
+    dump = tmp_path / "dump.txt"
+    dump.write_text("".join(f"{n}\ts {n} (1/1)\tp\td\t<m{n}@x>\t\t100\t1\n" for n in range(1, 11)))
+    assert main(["groups", "add", "g", "--unchecked"]) == 0
+    capsys.readouterr()
+    assert main(["spool", "import", str(dump), "--group", "g"]) == 78
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "uidx spool import: spool_url: no bucket 'uidx-mistyped' there"
+    )
+    buckets = object_store.client().list_buckets()["Buckets"]
+    assert [bucket["Name"] for bucket in buckets] == [object_store.bucket]
 
 
 @pytest.mark.usefixtures("env")

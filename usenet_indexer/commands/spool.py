@@ -61,6 +61,8 @@ def run(args: argparse.Namespace) -> int:
 
     Raises:
         InputError: the dump cannot be read, or holds no overview line (unless --allow-empty).
+        ConfigError: an S3 spool's bucket is not there, or its keys are refused.
+        SpoolStoreError: an S3 spool's store cannot be reached.
         OutputError: the spool folder cannot be written.
         DatabaseError: the database cannot be started, reached or migrated.
         SpooledAlready: part of the dump is spooled already.
@@ -68,6 +70,10 @@ def run(args: argparse.Namespace) -> int:
     settings = from_process(args.config)
     check_readable(args.file)
     spool = open_spool(settings)
+    # An S3 spool's bucket and keys, as the coordinator and the prefetcher ask at
+    # their start: a mistyped bucket is named here, not met by the first PUT (which
+    # SeaweedFS answers by making the bucket, and AWS S3 with NoSuchBucket).
+    spool.check()
     imported = Imported()
     with opened(settings) as pool:
         group_id = GroupStore(pool).id_of(args.group)
