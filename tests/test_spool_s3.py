@@ -294,3 +294,22 @@ def test_a_store_that_cannot_be_used_is_named_at_start(
     gone = s3_settings(tmp_path, object_store, "p", spool_endpoint_url=closed)
     with pytest.raises(SpoolStoreError, match="Could not connect"):
         s3_spool(gone).check()
+
+
+def test_an_s3_spool_without_keys_names_the_setting_at_start(
+    object_store: ObjectStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No spool_access_key_id and none of the places boto3 looks for one (the AWS
+    variables, ~/.aws, the instance's metadata): a settings mistake like refused keys
+    (exit 78, the supervisor does not start it again), not the store's trouble."""
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    keyless = s3_settings(
+        tmp_path, object_store, "p", spool_access_key_id="", spool_secret_access_key=""
+    )
+    with pytest.raises(ConfigError, match="spool_access_key_id: no keys") as caught:
+        s3_spool(keyless).check()
+    assert caught.value.key == "spool_access_key_id"

@@ -211,12 +211,20 @@ class S3Spool:
         """The bucket is there and the keys may use it (HEAD bucket).
 
         Raises:
-            ConfigError: no such bucket (names spool_url), the keys refused
-                (names spool_access_key_id).
+            ConfigError: no such bucket (names spool_url), no keys or the keys
+                refused (names spool_access_key_id).
             SpoolStoreError: the endpoint cannot be reached or answers 5xx.
         """
         try:
             self.client.head_bucket(Bucket=self.bucket)
+        except botocore.exceptions.NoCredentialsError as error:
+            # Nothing in the settings, the AWS variables, ~/.aws or the instance's
+            # metadata: a mistake of the settings, not the store's trouble.
+            raise ConfigError(
+                "spool_access_key_id",
+                "no keys for the S3 spool (set it and spool_secret_access_key,"
+                " or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)",
+            ) from error
         except _ERRORS as error:
             status = _status(error)
             if status == 404:

@@ -151,7 +151,8 @@ def open_spool(settings: Settings) -> SpoolStore:
     """The spool store of `spool_url`: `s3://bucket/prefix`, a folder, or `$UIDX_HOME/spool`.
 
     Raises:
-        ConfigError: an S3 spool without credentials or with a bad endpoint.
+        ConfigError: an S3 spool's URL without a bucket, or a bad endpoint (missing
+            or refused keys and a missing bucket: `check`).
     """
     if settings.spool_url.startswith("s3://"):
         from usenet_indexer.spool.s3 import S3Spool  # boto3 is loaded for an S3 spool only
