@@ -39,12 +39,14 @@ from test_edge import (
 from usenet_indexer.config import Settings
 from usenet_indexer.coordinator.catalog_build import CatalogBuild
 from usenet_indexer.coordinator.stores import Stores
+from usenet_indexer.core.health import State
 from usenet_indexer.core.retry import RetryPolicy
 from usenet_indexer.errors import ConfigError, SpoolStoreError
 from usenet_indexer.prefetch.daemon import Prefetcher
 from usenet_indexer.prefetch.events import Landed, NotLanded
 from usenet_indexer.prefetch.options import PrefetchOptions
 from usenet_indexer.prefetch.servers import ServerState, server_configs
+from usenet_indexer.spool.plan import ChunkJob
 from usenet_indexer.spool.s3 import S3Spool
 from usenet_indexer.spool.store import open_spool
 from usenet_indexer.store.groups import GroupStore
@@ -313,3 +315,45 @@ def test_an_s3_spool_without_keys_names_the_setting_at_start(
     with pytest.raises(ConfigError, match="spool_access_key_id: no keys") as caught:
         s3_spool(keyless).check()
     assert caught.value.key == "spool_access_key_id"
+
+
+@pytest.mark.trio
+async def test_a_gap_landed_while_the_store_refuses_chunks_leaves_the_spool_writes_failing(
+    pool: ConnectionPool, object_store: ObjectStore, s3_prefix: str, tmp_path: Path
+) -> None:
+    """The store refuses the prefetcher's chunks (its keys revoked while it runs): the
+    health report says "writes failing" until a chunk is stored. A gap (articles the
+    server does not have, a row without an object) writes nothing to the store, so it
+    does not say the store takes chunks again: a backfill below the servers' low water
+    marks lands gaps all the while, and the spool's row flapped to ok between them."""
+    group_id = GroupStore(pool).add(GROUP)
+    revoked = s3_spool(
+        s3_settings(tmp_path, object_store, s3_prefix, spool_secret_access_key="revoked")
+    )
+    state = ServerState.of(server_configs(["nntp://news.example.com"], 1)[0])
+    prefetcher = Prefetcher(pool, PrefetchOptions(revoked), [state])
+    landing = prefetcher._landing
+
+    def spool_health() -> tuple[State, str]:
+        (spool,) = [o for o in prefetcher._health() if o.component == "spool"]
+        return spool.state, spool.detail
+
+    chunk = ChunkJob(group_id, GROUP, 1, 2)
+    writer = revoked.open_chunk(GROUP, 1, 2)
+    writer.write((b"1\tfirst\n2\tsecond\n",), 2)
+    await landing.land_later(chunk, chunk, state, writer)
+    refused = spool_health()
+    assert refused[0] is State.WRITES_FAILING
+    assert "SignatureDoesNotMatch" in refused[1]
+    gap = ChunkJob(group_id, GROUP, 3, 4)
+    await landing.land_later(gap, gap, state, None)
+    # The gap is indexed; the refused chunk is not (it is listed again), and the
+    # report still says why.
+    rows = SpoolIndex(pool).chunks_from(group_id, 1, 4, 10)
+    assert [(row.first, row.last, row.path) for row in rows] == [(3, 4, None)]
+    assert spool_health() == refused
+    # A chunk stored is the store taking chunks again.
+    writer = s3_spool(s3_settings(tmp_path, object_store, s3_prefix)).open_chunk(GROUP, 1, 2)
+    writer.write((b"1\tfirst\n2\tsecond\n",), 2)
+    await landing.land_later(chunk, chunk, state, writer)
+    assert spool_health() == (State.OK, "")

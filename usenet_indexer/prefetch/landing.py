@@ -78,7 +78,11 @@ class Landing:
             logger.warning("%s %d-%d: not written: %s", job.group, job.first, job.last, error)
             self.observe(NotLanded(job, state.config.server, str(error)))
         else:
-            self.failing = None
+            if writer is not None and writer.lines:
+                # Only a chunk stored says the store takes chunks again: a gap
+                # wrote nothing to it (a backfill below the low water marks lands
+                # gaps all the while, and the report flapped to ok between them).
+                self.failing = None
         finally:
             if writer is not None:
                 writer.abort()
