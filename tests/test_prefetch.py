@@ -351,6 +351,35 @@ def test_sweep_removes_chunks_below_the_resume_point_files_then_rows(
     _assert_swept_below_201(pool, any_spool, group_id, spool)
 
 
+def test_a_chunk_across_two_ranges_is_swept_once_both_are_past_it(
+    pool: ConnectionPool, any_spool: TestSpool
+) -> None:
+    """`uidx spool import` cuts a dump into chunks of --chunk-articles from its first
+    article, whatever the ranges: a chunk may hold the end of one range and the start
+    of the next. It stayed in the spool for good (the sweep took only chunks within
+    one range): one chunk per range boundary. It goes once both ranges are past it;
+    articles in no range are kept (they may be planned yet)."""
+    group_id = GroupStore(pool).add("alt.binaries.straddle")
+    ranges = RangeStore(pool)
+    ranges.plan(group_id, 1, 150, 150)
+    ranges.plan(group_id, 151, 300, 150)
+    index = SpoolIndex(pool)
+    for first in (1, 101, 201, 301):
+        land_chunk(
+            any_spool.store, index, "alt.binaries.straddle", group_id, [b"x"], first, first + 99
+        )
+    with pool.connection() as conn:
+        conn.execute("UPDATE ranges SET state = 'done', resume = 151 WHERE first_article = 1")
+    # 101..200 is still needed by the second range (from its resume point 151).
+    assert sweep_spool(index, any_spool.store) == 1
+    with pool.connection() as conn:
+        conn.execute("UPDATE ranges SET state = 'done', resume = 301 WHERE first_article = 151")
+    assert sweep_spool(index, any_spool.store) == 2
+    (left,) = _read_spool(pool, group_id)
+    assert (left.first, left.last) == (301, 400)
+    assert any_spool.stored() == {str(left.path)}
+
+
 @attrs.frozen
 class _RefusingStore:
     """A fake store whose deletes fail (the object store down during a sweep, which

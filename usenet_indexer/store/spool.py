@@ -86,14 +86,25 @@ _RENEW = """
     WHERE claimant = %(claimant)s
 """
 _RELEASE = "DELETE FROM spool_claims WHERE claimant = %(claimant)s"
-# Chunks no stream will read again: wholly below the resume point of the
-# range they are in (a resume point only moves forward; a done range's is past
-# its end). Gaps go too; what is left of a range is fetched again if it is ever
-# re-planned.
+# Chunks no stream will read again: every article of theirs is in a range, and
+# each range they overlap is past them (its resume point beyond the chunk's part
+# of it; a resume point only moves forward, a done range's is past its end). A
+# chunk may hold the end of one range and the start of the next (`uidx spool
+# import` cuts a dump whatever the ranges): it goes once both are past it.
+# Articles in no range are kept (they may be planned yet). Gaps go too; what is
+# left of a range is fetched again if it is ever re-planned.
 _SWEEPABLE = """
     SELECT s.group_id, s.first_article, s.path FROM spool_chunks s
-    WHERE EXISTS (SELECT 1 FROM ranges r WHERE r.group_id = s.group_id
-                  AND s.first_article >= r.first_article AND s.last_article < r.resume)
+    CROSS JOIN LATERAL (
+        SELECT coalesce(sum(least(r.last_article, s.last_article)
+                            - greatest(r.first_article, s.first_article) + 1), 0) AS planned,
+               coalesce(bool_or(r.resume <= least(r.last_article, s.last_article)), false)
+                   AS needed
+        FROM ranges r
+        WHERE r.group_id = s.group_id
+          AND r.first_article <= s.last_article AND r.last_article >= s.first_article
+    ) overlap
+    WHERE overlap.planned = s.last_article - s.first_article + 1 AND NOT overlap.needed
     ORDER BY s.group_id, s.first_article
 """
 _FORGET = """
@@ -254,7 +265,7 @@ class SpoolIndex:
 
     def sweepable(self) -> list[tuple[int, int, str | None]]:
         """The chunks nobody will read again: (group id, first article, path or None
-        for a gap), wholly below their range's resume point."""
+        for a gap), below the resume point of every range they overlap (see _SWEEPABLE)."""
         with self.pool.connection() as conn:
             return [(int(r[0]), int(r[1]), r[2]) for r in conn.execute(_SWEEPABLE).fetchall()]
 
