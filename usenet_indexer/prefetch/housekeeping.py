@@ -5,8 +5,8 @@ Theory of operation
 Every `report_seconds` (5 s), and once more when stopped, a task reports
 each server's figures (for `uidx status`: connections, lines, rate,
 compression, errors) to `nntp_servers`, and sweeps the chunks that no
-stream will read again (wholly below their range's resume point), deleting
-their files (or objects) after their rows: a row never names a file that is gone. A
+stream will read again (below the resume point of every range they overlap),
+deleting their files (or objects) first, then their rows (see `sweep_spool`). A
 round the database cannot take is skipped (logged); the next one writes the
 figures as they are then. Each round also reports the prefetcher's health
 (core/health.py: its servers, the groups none of them carries, its spool)
@@ -103,8 +103,9 @@ def sweep_spool(spool: SpoolIndex, store: SpoolStore) -> int:
     """Remove the chunks no stream will read again: files first, then their rows;
     returns how many.
 
-    The chunks are wholly below their ranges' resume points, which only move
-    forward, so a row whose file is gone is never read. A file the store did
+    The chunks are below the resume point of every range they overlap (store/
+    spool.py's _SWEEPABLE), which only moves forward, so a row whose file is gone
+    is never read. A file the store did
     not delete keeps its row, and the next sweep tries it again (rows first
     left such objects in an S3 bucket for good when the store was down
     during a sweep: `scripts/chaos`'s "stray objects").
