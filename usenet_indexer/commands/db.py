@@ -16,12 +16,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import attrs
-import psycopg
 
 from usenet_indexer.commands import seconds
 from usenet_indexer.config import from_process
 from usenet_indexer.errors import ConfigError, DatabaseError
-from usenet_indexer.store.migrate import migrate
+from usenet_indexer.store.database import migrate_named
 from usenet_indexer.store.pgcluster import Cluster, ClusterStatus, database_url
 
 # The exit status of `uidx db status` when the server does not run, as
@@ -207,17 +206,9 @@ def _migrate(args: argparse.Namespace, locations: Locations) -> int:
     if cluster is not None and started:
         cluster.start()
     try:
-        applied = _apply(url)
+        applied = migrate_named(url, cluster)
     finally:
         if cluster is not None and started:
             cluster.stop()
     print("\n".join(f"applied {name}" for name in applied) or "nothing to apply")
     return 0
-
-
-def _apply(url: str) -> list[str]:
-    try:
-        with psycopg.connect(url, autocommit=True) as conn:
-            return migrate(conn)
-    except psycopg.Error as error:
-        raise DatabaseError(f"cannot migrate the database: {error}") from error

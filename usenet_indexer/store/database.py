@@ -15,7 +15,7 @@ from psycopg_pool import ConnectionPool
 from usenet_indexer.config import Settings
 from usenet_indexer.errors import DatabaseError
 from usenet_indexer.store.migrate import migrate
-from usenet_indexer.store.pgcluster import database_url
+from usenet_indexer.store.pgcluster import Cluster, database_url
 from usenet_indexer.store.pool import open_pool
 
 log = logging.getLogger(__name__)
@@ -89,6 +89,25 @@ def migrate_url(url: str, *, cancel: MigrationCancel | None = None) -> list[str]
         raise DatabaseError(f"cannot migrate the database: {said}") from error
 
 
+def migrate_named(url: str, cluster: Cluster | None) -> list[str]:
+    """`migrate_url(url)` for a command; what was applied.
+
+    Args:
+        url: the database.
+        cluster: the embedded cluster `url` is on; None when it is DATABASE_URL's.
+
+    Raises:
+        DatabaseError: as `migrate_url`; about the operator's DATABASE_URL, the
+            message names that setting.
+    """
+    try:
+        return migrate_url(url)
+    except DatabaseError as error:
+        if cluster is None:  # the operator's DATABASE_URL: say which setting to look at
+            raise DatabaseError(f"DATABASE_URL: {error}") from error
+        raise
+
+
 @contextmanager
 def opened(settings: Settings, *, max_size: int = 4) -> Iterator[ConnectionPool]:
     """A pool on the coordinator's database, migrated.
@@ -104,12 +123,7 @@ def opened(settings: Settings, *, max_size: int = 4) -> Iterator[ConnectionPool]
     if cluster is not None and not cluster.status().running:
         log.info("starting the embedded PostgreSQL in %s (uidx db stop stops it)", cluster.data_dir)
         cluster.start()
-    try:
-        applied = migrate_url(url)
-    except DatabaseError as error:
-        if cluster is None:  # the operator's DATABASE_URL: say which setting to look at
-            raise DatabaseError(f"DATABASE_URL: {error}") from error
-        raise
+    applied = migrate_named(url, cluster)
     if applied:
         log.info("applied migrations: %s", ", ".join(applied))
     with open_pool(url, settings, max_size=max_size) as pool:
