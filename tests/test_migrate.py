@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -57,6 +58,25 @@ def test_a_cancelled_migration_is_rolled_back_and_named(pg_empty_url: str) -> No
         with pytest.raises(DatabaseError, match=r"0001_first\.sql was cancelled"):
             migrate(conn, [first], cancelled=lambda: True)
         assert not _exists(conn, "first")
+
+
+def test_a_migration_is_named_before_it_runs(
+    pg_empty_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # An upgrade's index over a big catalog runs for minutes before the
+    # coordinator serves: the log says which migration it waits for then, not
+    # only once it is done.
+    slow = Migration.from_file("0001_slow_index.sql", "CREATE TABLE slow (a int);")
+    said_before: list[str] = []
+
+    def running() -> bool:  # asked just before the migration's statements
+        said_before.extend(r.getMessage() for r in caplog.records)
+        return False
+
+    caplog.set_level(logging.INFO, logger="usenet_indexer.store.migrate")
+    with psycopg.connect(pg_empty_url, autocommit=True) as conn:
+        assert migrate(conn, [slow], cancelled=running) == ["0001_slow_index.sql"]
+    assert any("0001_slow_index.sql" in line for line in said_before), said_before
 
 
 def test_migrations_cancelled_before_they_begin_apply_nothing(pg_empty_url: str) -> None:

@@ -147,6 +147,9 @@ def _apply_next(
             _warn_unknown(done, wanted)
             return None
         migration = pending[0]
+        # Said before it runs: an index over a big catalog takes minutes, during
+        # which a coordinator or a command waits with nothing else to show.
+        logger.info("applying migration %s", migration.name)
         if cancelled():
             # Asked last thing before the statements that may take minutes: a
             # cancel sent to the server between two statements cancels nothing.
