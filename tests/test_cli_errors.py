@@ -404,6 +404,28 @@ def test_a_refused_path_deep_down_is_one_line_and_a_traceback_with_v(
     assert verbose.stderr.splitlines()[-1].startswith("uidx db start: ")
 
 
+def test_a_daemon_that_cannot_use_its_home_says_so_in_one_line(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    # The embedded cluster's folder is a file (or, not as root, a folder of
+    # another user's: a cluster made by root's `uidx groups add` under a unit's
+    # User=uidx). The one-process coordinator (what --processes 0 is on one
+    # core) raises that from inside its nurseries: a traceback, where
+    # `--processes 2` and every operator command said one line.
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "postgres").write_text("")
+    for processes in ("1", "2"):
+        done = uidx(
+            "coordinator",
+            "--processes",
+            processes,
+            env={**env, "UIDX_HOME": str(home), "UIDX_LISTEN": "127.0.0.1:0"},
+        )
+        assert_refused(done, home / "postgres", "Not a directory", EXIT_ERROR)
+        assert done.stderr.splitlines()[-1].startswith("uidx coordinator: "), done.stderr
+
+
 # -- input that is not overview data
 
 

@@ -152,6 +152,10 @@ def run_reporting(
 ) -> int:
     """Run a worker's `trio.run(...)`, re-raising a sole UidxError bare (exit status, message).
 
+    So is a sole OSError that names a file (the embedded cluster's folder
+    refused): the command line reports it as one line, path and reason, as it
+    does for every other command.
+
     Args:
         function: runs the worker.
         exit_status: for an error that ends the worker with an exit status of
@@ -168,7 +172,7 @@ def run_reporting(
         status = exit_status(error)
         if status is not None:
             return status
-        if isinstance(error, UidxError):
+        if isinstance(error, UidxError) or _names_a_file(error):
             raise error from group
         raise
     except Exception as error:
@@ -177,3 +181,7 @@ def run_reporting(
             raise
         return status
     return 0
+
+
+def _names_a_file(error: BaseException) -> bool:
+    return isinstance(error, OSError) and error.filename is not None
