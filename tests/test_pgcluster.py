@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -83,6 +84,30 @@ def test_cluster_lifecycle_keeps_data(reachable_dir: Path, depth: str, durable: 
         cluster.stop(mode="immediate")
     assert (data_dir / "postgresql.log").is_file()
     assert cluster.socket_dir.exists() is (depth == "short")  # none left in /tmp
+
+
+def test_commands_starting_a_new_cluster_at_once_all_get_it(reachable_dir: Path) -> None:
+    # First use: an operator command and the coordinator (or two commands of a
+    # script) start the cluster of a new home at the same moment. Each ran
+    # initdb, and all but one failed: "directory ... exists but is not empty".
+    home = reachable_dir / "home"
+    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    starts = [
+        subprocess.Popen(
+            [sys.executable, "-m", "usenet_indexer", "db", "start", "--home", str(home)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(3)
+    ]
+    try:
+        said = [start.communicate(timeout=120) for start in starts]
+        assert [start.returncode for start in starts] == [0, 0, 0], said
+        assert Cluster(home / "postgres").status().running
+    finally:
+        Cluster(home / "postgres").stop(mode="immediate")
 
 
 def test_failed_start_shows_the_log(reachable_dir: Path) -> None:

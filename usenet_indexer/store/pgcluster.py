@@ -33,6 +33,7 @@ its socket in `/tmp/uidx-pg-<hash of the data folder>` instead.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import logging
 import math
@@ -42,7 +43,7 @@ import re
 import shutil
 import stat
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -283,11 +284,27 @@ class Cluster:
             DatabaseError: the server did not start in time (the message has
                 the end of its log), or the database could not be made.
         """
-        self.init()
-        binaries = self._binaries()
-        if not self._status(binaries).running:
-            self._start_server(binaries, timeout_seconds)
-        self._ensure_database(timeout_seconds)
+        with self._starting():
+            self.init()
+            binaries = self._binaries()
+            if not self._status(binaries).running:
+                self._start_server(binaries, timeout_seconds)
+            self._ensure_database(timeout_seconds)
+
+    @contextlib.contextmanager
+    def _starting(self) -> Iterator[None]:
+        # One start at a time per cluster, across processes: on first use an
+        # operator command and the coordinator may start it together, and two
+        # initdb runs (or pg_ctl starts) in one folder fail each other. The lock
+        # is on the folder above the data folder (it exists, or is made as init
+        # would), held until the server answers; a later starter finds it running.
+        self.data_dir.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.data_dir.parent, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
 
     def stop(self, mode: StopMode = "fast", timeout_seconds: float = 60.0) -> None:
         """Stop the server; a stopped or uninitialized cluster is fine.
