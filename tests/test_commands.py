@@ -153,6 +153,9 @@ def test_without_nntp_servers_groups_add_says_so_and_plan_days_names_the_setting
     assert "backfill_days" in capsys.readouterr().err
     assert main(["ranges", "plan", "g", "--days", "3", "--from", "1", "--to", "9"]) == 78
     assert main(["ranges", "plan", "g", "--from", "1"]) == 78
+    assert "None" not in capsys.readouterr().err  # was "1..None is not a span of articles"
+    assert main(["ranges", "plan", "g", "--to", "9"]) == 78
+    assert "give --from and --to" in capsys.readouterr().err
     assert main(["groups", "list"]) == 0
     listed = capsys.readouterr().out
     assert "\ng " in listed

@@ -130,9 +130,10 @@ def _check(args: argparse.Namespace, size: int) -> None:
     by_articles = args.first is not None or args.last is not None
     if by_articles and args.days is not None:
         raise ConfigError("--days", "give either --from/--to or --days")
-    if by_articles and (
-        args.first is None or args.last is None or not 0 <= args.first <= args.last
-    ):
+    if by_articles and (args.first is None or args.last is None):
+        missing = "--to" if args.last is None else "--from"
+        raise ConfigError(missing, "give --from and --to together (or --days)")
+    if by_articles and args.first > args.last:
         raise ConfigError("--from/--to", f"{args.first}..{args.last} is not a span of articles")
     if size < 1:
         raise ConfigError("--size", "must be at least 1")
