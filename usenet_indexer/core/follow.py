@@ -67,9 +67,10 @@ class GroupView:
         reached: the lowest article of the follower's own ranges (live and
             backfill), where the backfill goes on below; None when it planned none.
         planned: the ranges the follower may meet, as (first, last) in article
-            order, of any kind: every range reaching above `followed_to` (all of
-            them when it is None), and every one starting below `reached` (or
-            below `followed_to` + 1) that the backfill may still reach. Ranges
+            order, of any kind: every range reaching above `followed_to` (or
+            above `top` when it is None: none), and every one starting below
+            `reached` (or below `followed_to` + 1, or `top` + 1) that the
+            backfill may still reach (ending at the floor or above). Ranges
             never overlap (`RangeStore.plan` refuses that).
         floor: the backfill's lowest article; None without backfill.
         backfill_waiting: backfill ranges planned or leased (a parked one waits

@@ -24,51 +24,97 @@ _GET = "SELECT id, name, backfill_days, low, high, checked_at FROM groups WHERE 
 _SET_WATERMARKS = "UPDATE groups SET low = %s, high = %s, checked_at = now() WHERE id = %s"
 _LIST = """
     SELECT g.name, g.backfill_days, g.low, g.high, g.checked_at,
-           count(r.id), count(r.id) FILTER (WHERE r.state = 'done'),
-           -- sum(bigint) is numeric: bigint keeps the figures ints.
-           coalesce(sum(r.resume - r.first_article), 0)::bigint,
-           coalesce(sum(r.last_article - r.first_article + 1), 0)::bigint,
-           max(r.resume) FILTER (WHERE r.resume > r.first_article) - 1,
+           coalesce(d.ranges, 0) + o.ranges, coalesce(d.ranges, 0),
+           coalesce(d.indexed, 0) + o.indexed, coalesce(d.articles, 0) + o.articles,
+           top.resume - 1,
            g.enabled, g.followed_to, g.backfill_floor, g.quirk, g.quirk_at,
            -- The live head is indexed up to the first live article not indexed.
-           coalesce(min(r.resume) FILTER (WHERE r.kind = 'live' AND r.state <> 'done') - 1,
-                    max(r.last_article) FILTER (WHERE r.kind = 'live')),
-           min(r.first_article) FILTER (WHERE r.kind = 'backfill' AND r.state = 'done'),
+           coalesce(o.live_resume - 1, live.last_article),
+           backfill.first_article,
            -- How long the oldest live work has waited since the follower saw it.
-           CASE WHEN count(r.id) FILTER (WHERE r.kind = 'live') > 0
-                THEN coalesce(extract(epoch FROM now() - min(r.planned_at)
-                                      FILTER (WHERE r.kind = 'live' AND r.state <> 'done')), 0)
+           CASE WHEN live.last_article IS NOT NULL
+                THEN coalesce(extract(epoch FROM now() - o.live_planned_at), 0)
            END::float8
-    FROM groups g LEFT JOIN ranges r ON r.group_id = g.id
-    GROUP BY g.id ORDER BY g.name
+    FROM groups g
+        -- The done ranges counted (migrations/0032_range_scale.sql); the others read
+        -- by ranges_open, and the ends by position: nothing here reads every done range.
+        LEFT JOIN range_done d ON d.group_id = g.id
+        CROSS JOIN LATERAL (
+            -- sum(bigint) is numeric: bigint keeps the figures ints.
+            SELECT count(*) AS ranges,
+                   coalesce(sum(resume - first_article), 0)::bigint AS indexed,
+                   coalesce(sum(last_article - first_article + 1), 0)::bigint AS articles,
+                   min(resume) FILTER (WHERE kind = 'live') AS live_resume,
+                   min(planned_at) FILTER (WHERE kind = 'live') AS live_planned_at
+            FROM ranges WHERE group_id = g.id AND state <> 'done'
+        ) o
+        -- The highest resume point past its range's start: that of the highest such
+        -- range (ranges never overlap, and a resume point stays within its range).
+        LEFT JOIN LATERAL (
+            SELECT resume FROM ranges WHERE group_id = g.id AND resume > first_article
+            ORDER BY last_article DESC LIMIT 1
+        ) top ON true
+        LEFT JOIN LATERAL (
+            SELECT last_article FROM ranges WHERE group_id = g.id AND kind = 'live'
+            ORDER BY last_article DESC LIMIT 1
+        ) live ON true
+        -- (The lowest by its last article is the lowest: ranges never overlap.)
+        LEFT JOIN LATERAL (
+            SELECT first_article FROM ranges
+            WHERE group_id = g.id AND kind = 'backfill' AND state = 'done'
+            ORDER BY last_article LIMIT 1
+        ) backfill ON true
+    ORDER BY g.name
 """
 
 
 # The enabled groups as the follower needs them (prefetch/follower.py).
 _FOLLOWED = """
     SELECT g.id, g.name, g.backfill_days, g.backfill_floor, g.backfill_checked_at,
-           g.followed_to, max(r.last_article), own.reached,
+           g.followed_to, top.last_article, own.reached,
            -- Parked ranges wait for an operator, not for an edge: they do not hold
            -- the next backfill slice back.
-           count(r.id) FILTER (WHERE r.kind = 'backfill' AND r.state IN ('planned', 'leased')),
-           min(r.resume) FILTER (WHERE r.state <> 'done'), g.high,
-           -- The ranges the follower plans around (core/follow.py's GroupView.planned):
-           -- those above its mark, and those below its own that the backfill may reach.
-           coalesce(array_agg(ARRAY[r.first_article, r.last_article] ORDER BY r.first_article)
-               FILTER (WHERE r.id IS NOT NULL AND (
-                   g.followed_to IS NULL OR r.last_article > g.followed_to
-                   OR (g.backfill_days IS NOT NULL
-                       AND r.first_article <= coalesce(own.reached - 1, g.followed_to)
-                       AND r.last_article >= coalesce(g.backfill_floor, r.last_article)))),
-               '{}')
+           o.backfill_waiting, o.waiting_from, g.high, coalesce(near.planned, '{}')
     FROM groups g
+        -- Each by an index (migrations/0032_range_scale.sql): a poll reads the plan's
+        -- ends and the ranges it may meet, never every range the group has done.
         LEFT JOIN LATERAL (
-            SELECT min(first_article) AS reached FROM ranges
-            WHERE group_id = g.id AND kind <> 'manual'
-        ) own ON true
-        LEFT JOIN ranges r ON r.group_id = g.id
+            SELECT max(last_article) AS last_article FROM ranges WHERE group_id = g.id
+        ) top ON true
+        -- The lowest of its live and its backfill ranges (by ranges_group_kind: the lowest
+        -- by its last article is the lowest, ranges never overlap).
+        CROSS JOIN LATERAL (
+            SELECT least(
+                (SELECT first_article FROM ranges WHERE group_id = g.id AND kind = 'live'
+                 ORDER BY last_article LIMIT 1),
+                (SELECT first_article FROM ranges WHERE group_id = g.id AND kind = 'backfill'
+                 ORDER BY last_article LIMIT 1)) AS reached
+        ) own
+        CROSS JOIN LATERAL (
+            SELECT count(*) FILTER (WHERE kind = 'backfill' AND state IN ('planned', 'leased'))
+                       AS backfill_waiting,
+                   min(resume) AS waiting_from
+            FROM ranges WHERE group_id = g.id AND state <> 'done'
+        ) o
+        -- The ranges the follower plans around (core/follow.py's GroupView.planned):
+        -- those above what it follows (its mark; a group never polled is followed from
+        -- the plan's top, above which there is none), and those below its own that the
+        -- backfill may reach, down to the floor (ranges planned by hand).
+        LEFT JOIN LATERAL (
+            SELECT array_agg(ARRAY[first_article, last_article] ORDER BY first_article)
+                       AS planned
+            FROM (
+                SELECT first_article, last_article FROM ranges
+                WHERE group_id = g.id AND last_article > coalesce(g.followed_to, top.last_article)
+                UNION
+                SELECT first_article, last_article FROM ranges
+                WHERE group_id = g.id AND g.backfill_days IS NOT NULL
+                  AND first_article <= coalesce(own.reached - 1, g.followed_to, top.last_article)
+                  AND last_article >= coalesce(g.backfill_floor, last_article)
+            ) met
+        ) near ON true
     WHERE g.enabled
-    GROUP BY g.id, own.reached ORDER BY g.name
+    ORDER BY g.name
 """
 _SET_FLOOR = "UPDATE groups SET backfill_floor = %s, backfill_checked_at = now() WHERE id = %s"
 _SET_FOLLOWED = "UPDATE groups SET followed_to = %s WHERE id = %s"

@@ -48,8 +48,19 @@ _PLAN = """
 PLANNED_CHANNEL = "uidx_ranges_planned"
 _NOTIFY_PLANNED = "SELECT pg_notify(%s, %s)"
 _OVERLAP = """
-    SELECT id, first_article, last_article FROM ranges
-    WHERE group_id = %(group)s AND first_article <= %(last)s AND last_article >= %(first)s
+    -- By position (ranges_group_first), not by reading the group's every range: one
+    -- starting inside [first, last], or the nearest starting below reaching into it
+    -- (ranges never overlap: this check, under the group's lock, keeps them so).
+    (SELECT id, first_article, last_article FROM ranges
+     WHERE group_id = %(group)s AND first_article BETWEEN %(first)s AND %(last)s
+     ORDER BY first_article LIMIT 1)
+    UNION ALL
+    (SELECT id, first_article, last_article FROM (
+         SELECT id, first_article, last_article FROM ranges
+         WHERE group_id = %(group)s AND first_article < %(first)s
+         ORDER BY first_article DESC LIMIT 1
+     ) below
+     WHERE last_article >= %(first)s)
     LIMIT 1
 """
 _LEASE = """
@@ -98,18 +109,28 @@ _HELD = """
     WHERE r.id = %(range)s AND r.holder = %(node)s AND r.state = 'leased'
 """
 _STATES = """
-    SELECT g.name, r.state, count(*), coalesce(sum(r.resume - r.first_article), 0)::bigint,
-           coalesce(sum(r.last_article - r.first_article + 1), 0)::bigint,
-           count(*) FILTER (WHERE r.state = 'leased' AND r.deadline < now())
-    FROM ranges r JOIN groups g ON g.id = r.group_id
-    GROUP BY g.name, r.state ORDER BY g.name, r.state
+    -- The done ranges from their counts (migrations/0032_range_scale.sql), the others
+    -- by ranges_open: a scrape never reads every range ever done.
+    SELECT g.name, s.state, s.n, s.indexed, s.articles, s.expired
+    FROM (
+        SELECT group_id, state, count(*) AS n,
+               coalesce(sum(resume - first_article), 0)::bigint AS indexed,
+               coalesce(sum(last_article - first_article + 1), 0)::bigint AS articles,
+               count(*) FILTER (WHERE state = 'leased' AND deadline < now()) AS expired
+        FROM ranges WHERE state <> 'done' GROUP BY group_id, state
+        UNION ALL
+        SELECT group_id, 'done', ranges, indexed, articles, 0
+        FROM range_done WHERE ranges > 0
+    ) s JOIN groups g ON g.id = s.group_id
+    ORDER BY g.name, s.state
 """
 
 
 _PROGRESS = """
-    SELECT count(*) FILTER (WHERE state IN ('planned', 'leased')), count(*),
+    SELECT count(*) FILTER (WHERE state IN ('planned', 'leased')),
+           count(*) + (SELECT coalesce(sum(ranges), 0) FROM range_done)::bigint,
            count(*) FILTER (WHERE state = 'failed')
-    FROM ranges
+    FROM ranges WHERE state <> 'done'
 """
 # One refusal of the holder's work counted; the limit-th in a row parks the range.
 _REFUSE = """

@@ -92,7 +92,10 @@ _RELEASE = "DELETE FROM spool_claims WHERE claimant = %(claimant)s"
 # chunk may hold the end of one range and the start of the next (`uidx spool
 # import` cuts a dump whatever the ranges): it goes once both are past it.
 # Articles in no range are kept (they may be planned yet). Gaps go too; what is
-# left of a range is fetched again if it is ever re-planned.
+# left of a range is fetched again if it is ever re-planned. The ranges a chunk
+# overlaps are found by position (ranges_group_first), not by reading the group's
+# every range: the one starting nearest at or below it, and those starting inside
+# it (ranges never overlap).
 _SWEEPABLE = """
     SELECT s.group_id, s.first_article, s.path FROM spool_chunks s
     CROSS JOIN LATERAL (
@@ -100,9 +103,16 @@ _SWEEPABLE = """
                             - greatest(r.first_article, s.first_article) + 1), 0) AS planned,
                coalesce(bool_or(r.resume <= least(r.last_article, s.last_article)), false)
                    AS needed
-        FROM ranges r
-        WHERE r.group_id = s.group_id
-          AND r.first_article <= s.last_article AND r.last_article >= s.first_article
+        FROM (
+            (SELECT first_article, last_article, resume FROM ranges
+             WHERE group_id = s.group_id AND first_article <= s.first_article
+             ORDER BY first_article DESC LIMIT 1)
+            UNION ALL
+            SELECT first_article, last_article, resume FROM ranges
+            WHERE group_id = s.group_id
+              AND first_article > s.first_article AND first_article <= s.last_article
+        ) r
+        WHERE r.last_article >= s.first_article
     ) overlap
     WHERE overlap.planned = s.last_article - s.first_article + 1 AND NOT overlap.needed
     ORDER BY s.group_id, s.first_article
