@@ -470,3 +470,59 @@ def test_an_import_that_lost_the_race_for_a_chunk_leaves_the_winners_file(
     assert lost is False
     assert index.path_at(group_id, 1) == str(path)
     assert spool.read(str(path))
+
+
+def test_a_leaked_key_or_token_is_rotated_and_the_old_one_refused(
+    pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`uidx users rotate` and `uidx nodes rotate`: a new secret shown once, the old one
+    refused at once, the user's logins ended and its role kept, the node's ranges
+    planned again for the next lease (its edges with the old token can do nothing)."""
+    from usenet_indexer.store.nodes import NodeStore
+    from usenet_indexer.store.pool import open_pool
+    from usenet_indexer.store.ranges import RangeStore
+    from usenet_indexer.store.users import UserStore
+
+    monkeypatch.setenv("DATABASE_URL", pg_url)
+    monkeypatch.setenv("UIDX_HOME", str(tmp_path))
+    assert main(["users", "create", "sonarr", "--operator"]) == 0
+    old_key = capsys.readouterr().out.splitlines()[0]
+    assert main(["nodes", "create", "edge-1"]) == 0
+    old_token = capsys.readouterr().out.splitlines()[0]
+    assert main(["groups", "add", "g", "--unchecked"]) == 0
+    assert main(["ranges", "plan", "g", "--from", "1", "--to", "100", "--size", "100"]) == 0
+    with open_pool(pg_url, Settings(home=tmp_path)) as pool:
+        users, nodes, ranges = UserStore(pool), NodeStore(pool), RangeStore(pool)
+        user = users.authenticate(old_key)
+        assert user is not None
+        session = users.open_session(user, 3600)
+        node_id = nodes.authenticate(old_token)
+        assert node_id is not None
+        lease = ranges.lease(node_id, 900)
+        assert lease is not None
+        capsys.readouterr()
+
+        assert main(["users", "rotate", "sonarr"]) == 0
+        new_key, said = capsys.readouterr().out.splitlines()
+        assert "shown this once" in said
+        assert users.authenticate(old_key) is None
+        assert users.session(session) is None
+        rotated = users.authenticate(new_key)
+        assert rotated is not None
+        assert (rotated.id, rotated.name, rotated.operator) == (user.id, "sonarr", True)
+
+        assert main(["nodes", "rotate", "edge-1"]) == 0
+        new_token = capsys.readouterr().out.splitlines()[0]
+        assert nodes.authenticate(old_token) is None
+        assert nodes.authenticate(new_token) == node_id
+        assert ranges.held(node_id, lease.range_id) is None
+        again = ranges.lease(node_id, 900)
+        assert again is not None
+        assert (again.range_id, again.epoch) == (lease.range_id, lease.epoch + 1)
+
+        for kind, name, said in [
+            ("users", "nosuch", "no API user named 'nosuch'"),
+            ("nodes", "nosuch", "no live node named 'nosuch'"),
+        ]:
+            assert main([kind, "rotate", name]) == 1
+            assert f"uidx {kind} rotate: {said}" in capsys.readouterr().err

@@ -1,4 +1,4 @@
-"""`uidx nodes create|list|revoke`: the edge nodes and their tokens."""
+"""`uidx nodes create|list|rotate|revoke`: the edge nodes and their tokens."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from usenet_indexer.store.nodes import NodeStore
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "nodes",
-        help="create, list and revoke edge nodes",
+        help="create, list, rotate and revoke edge nodes",
         description="The edge nodes of the coordinator and their tokens.",
     )
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -29,6 +29,15 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="the nodes, when they were last seen, what they hold",
         description="List the nodes: when they were last seen, how many ranges they hold.",
     )
+    rotate = actions.add_parser(
+        "rotate",
+        help="give a node a new token (shown once); the old one stops working",
+        description="Give a node a new token and print it (shown this once): edges with "
+        "the old token are refused from now on, and the ranges the node holds are planned "
+        "again (from where their last batch ended); restart its edges with the new "
+        "NODE_TOKEN. For a token that leaked.",
+    )
+    rotate.add_argument("name", help="the node's name")
     revoke = actions.add_parser(
         "revoke",
         help="revoke a node's token",
@@ -50,6 +59,14 @@ def run(args: argparse.Namespace) -> int:
                     " give it to the edge as NODE_TOKEN)"
                 )
                 show_secret([token, said], undone=f"node {args.name} not created")
+            return 0
+        if args.action == "rotate":
+            with store.replacing_token(args.name) as token:
+                said = (
+                    f"(the new token of {args.name}; it is shown this once:"
+                    " give it to the node's edges as NODE_TOKEN)"
+                )
+                show_secret([token, said], undone=f"the token of {args.name} not changed")
             return 0
         if args.action == "revoke":
             if not store.revoke(args.name):

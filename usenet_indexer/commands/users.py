@@ -1,5 +1,5 @@
-"""`uidx users create|list|revoke|limits`: the newznab API's users, their API keys and
-their own daily limits."""
+"""`uidx users create|list|rotate|revoke|limits`: the newznab API's users, their API keys
+and their own daily limits."""
 
 from __future__ import annotations
 
@@ -37,6 +37,15 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="the users, their roles, their requests, when they were last seen",
         description="List the API users: role, requests made, when last seen, revoked.",
     )
+    rotate = actions.add_parser(
+        "rotate",
+        help="give a user a new API key (shown once); the old one stops working",
+        description="Give an API user a new key and print it on the first line (shown this "
+        "once): the old key is refused from now on and the user's logins end; its role, "
+        "limits and counts stay. For a key that leaked (a shared screenshot of Sonarr's "
+        "settings).",
+    )
+    rotate.add_argument("name", help="the user's name")
     revoke = actions.add_parser(
         "revoke",
         help="revoke a user's API key",
@@ -75,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
 
     Raises:
         UserExists: create, of a name taken.
-        UnknownUser: revoke, of no live user of that name.
+        UnknownUser: rotate or revoke, of no live user of that name.
     """
     with opened(from_process(args.config)) as pool:
         store = UserStore(pool)
@@ -86,6 +95,11 @@ def run(args: argparse.Namespace) -> int:
                 role = "operator" if args.operator else "API user"
                 said = f"(the API key of {args.name}, {role}; it is shown this once)"
                 show_secret([key, said], undone=f"user {args.name} not created")
+            return 0
+        if args.action == "rotate":
+            with store.replacing_key(args.name) as key:
+                said = f"(the new API key of {args.name}; it is shown this once)"
+                show_secret([key, said], undone=f"the key of {args.name} not changed")
             return 0
         if args.action == "revoke":
             store.revoke(args.name)

@@ -7,6 +7,7 @@ import hashlib
 import hmac
 import secrets
 from collections.abc import Iterator
+from typing import Any
 
 import attrs
 import psycopg
@@ -31,6 +32,7 @@ _SEEN = "UPDATE nodes SET last_seen = now() WHERE id = %s"
 # for the revoke, then sees it, so nothing is leased to a node once it is revoked.
 _REVOKE_LOCK = "SELECT id FROM nodes WHERE name = %s AND revoked_at IS NULL FOR UPDATE"
 _REVOKE = "UPDATE nodes SET revoked_at = now() WHERE id = %s"
+_NEW_TOKEN = "UPDATE nodes SET token_hash = %s WHERE id = %s"
 # A revoked node's leases are given back with its token: its edges can neither index
 # them nor give them back any more (every call is 401), and a batch of it still on its
 # way in finds the range no longer held (the fence's holder) and stores nothing.
@@ -50,6 +52,10 @@ _LIST = """
 
 class NodeExists(UidxError):
     """A node of that name exists already."""
+
+
+class UnknownNode(UidxError):
+    """No live node of that name."""
 
 
 @attrs.frozen
@@ -122,6 +128,28 @@ class NodeStore:
         node_id: int = row[0]
         return node_id
 
+    @contextlib.contextmanager
+    def replacing_token(self, name: str) -> Iterator[str]:
+        """A new token for a live node (`uidx nodes rotate`: the old one leaked), committed
+        when the block ends, rolled back when it raises (the block shows the token first,
+        as `creating` does).
+
+        The old token stops working, and the ranges the node holds are given back as a
+        revoke does (its edges with the old token can neither index them nor give them
+        back any more); the node keeps its name and history.
+
+        Raises:
+            UnknownNode: no live node of that name.
+        """
+        token = secrets.token_urlsafe(TOKEN_BYTES)
+        with self.pool.connection() as conn, conn.transaction():
+            row = conn.execute(_REVOKE_LOCK, (name,)).fetchone()
+            if row is None:
+                raise UnknownNode(f"no live node named {name!r}")
+            conn.execute(_NEW_TOKEN, (token_hash(token), row[0]))
+            self._give_back(conn, row[0])
+            yield token
+
     def revoke(self, name: str) -> bool:
         """Revoke a node's token and give back the ranges it holds (planned again, from
         their resume points, for the next lease); False when there is no such live node."""
@@ -130,10 +158,14 @@ class NodeStore:
             if row is None:
                 return False
             conn.execute(_REVOKE, (row[0],))
-            given = conn.execute(_GIVE_BACK, (row[0],)).fetchall()
-            for group_id in sorted({int(g[0]) for g in given}):
-                conn.execute(_NOTIFY_PLANNED, (PLANNED_CHANNEL, str(group_id)))
+            self._give_back(conn, row[0])
         return True
+
+    @staticmethod
+    def _give_back(conn: psycopg.Connection[Any], node_id: int) -> None:
+        given = conn.execute(_GIVE_BACK, (node_id,)).fetchall()
+        for group_id in sorted({int(g[0]) for g in given}):
+            conn.execute(_NOTIFY_PLANNED, (PLANNED_CHANNEL, str(group_id)))
 
     def list(self) -> list[NodeRow]:
         with self.pool.connection() as conn:

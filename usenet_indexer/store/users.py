@@ -48,6 +48,9 @@ _BY_SESSION = (
 )
 _END_SESSION = "DELETE FROM sessions WHERE token_hash = %s"
 _REVOKE = "UPDATE api_users SET revoked_at = now() WHERE name = %s AND revoked_at IS NULL"
+_NEW_KEY = "UPDATE api_users SET key_hash = %s WHERE name = %s AND revoked_at IS NULL RETURNING id"
+# Logged in with the old key (whoever has it): out with it.
+_END_SESSIONS_OF = "DELETE FROM sessions WHERE user_id = %s"
 _LIST = """
     SELECT u.name, u.role = 'operator', u.created_at, u.revoked_at, u.requests, u.last_seen,
            u.requests_per_day, u.grabs_per_day,
@@ -169,6 +172,24 @@ class UserStore:
                 conn.execute(_CREATE, (name, token_hash(key), "operator" if operator else "user"))
             except psycopg.errors.UniqueViolation as error:
                 raise UserExists(f"an API user named {name!r} exists already") from error
+            yield key
+
+    @contextlib.contextmanager
+    def replacing_key(self, name: str) -> Iterator[str]:
+        """A new API key for a live user (`uidx users rotate`: the old one leaked),
+        committed when the block ends, rolled back when it raises (the block shows the key
+        first, as `creating` does). The old key stops working and the user's login
+        sessions end; its role, limits and counts stay.
+
+        Raises:
+            UnknownUser: no live user of that name.
+        """
+        key = secrets.token_hex(TOKEN_BYTES // 2)
+        with self.pool.connection() as conn, conn.transaction():
+            row = conn.execute(_NEW_KEY, (token_hash(key), name)).fetchone()
+            if row is None:
+                raise UnknownUser(f"no API user named {name!r} (or it is revoked)")
+            conn.execute(_END_SESSIONS_OF, (row[0],))
             yield key
 
     def authenticate(self, key: str) -> ApiUser | None:
