@@ -28,6 +28,7 @@ from usenet_indexer.core.indexer import RangeIndexer
 from usenet_indexer.store import groups as groups_sql
 from usenet_indexer.store import ranges as ranges_sql
 from usenet_indexer.store import spool as spool_sql
+from usenet_indexer.store import status as status_sql
 from usenet_indexer.store.batches import BatchStore
 from usenet_indexer.store.catalog import CatalogStore
 from usenet_indexer.store.groups import GroupRow, GroupStore
@@ -204,9 +205,12 @@ def test_plans_never_overlap_whatever_is_planned_around_them(stores: Stores) -> 
 
 
 def _rows_read(
-    conn: psycopg.Connection[Any], statement: str, params: Mapping[str, object] | None = None
+    conn: psycopg.Connection[Any],
+    statement: str,
+    params: Mapping[str, object] | None = None,
+    table: str = "ranges",
 ) -> int:
-    """How many rows of `ranges` a statement's plan read (returned or filtered out)."""
+    """How many rows of `table` a statement's plan read (returned or filtered out)."""
     row = psycopg.ClientCursor(conn).execute("EXPLAIN (ANALYZE, FORMAT JSON) " + statement, params)
     (plan,) = row.fetchone() or ("[]",)
     tree = plan if isinstance(plan, list) else json.loads(str(plan))
@@ -215,17 +219,18 @@ def _rows_read(
     while stack:
         step = stack.pop()
         stack.extend(step.get("Plans", ()))
-        if step.get("Relation Name") == "ranges":
+        if step.get("Relation Name") == table:
             rows = step["Actual Rows"] + step.get("Rows Removed by Filter", 0)
             read += int(rows * step["Actual Loops"])
     return read
 
 
 def test_a_poll_a_status_and_a_sweep_read_only_the_ranges_they_need(pg_conn: Any) -> None:
-    """50,000 done ranges in each of two groups (a month of minute polls), a few not
-    done, chunks in the spool: the follower's view, `uidx groups list`, the range
-    figures, the progress line, an overlap check and the sweep each read a few
-    dozen rows of `ranges`, not the done ones."""
+    """50,000 done ranges in each of two groups (a month of minute polls), each with its
+    batch, a few not done, chunks in the spool: the follower's view, `uidx groups
+    list`, the range figures, the progress line, an overlap check and the sweep each
+    read a few dozen rows of `ranges`, not the done ones; the throughput and the
+    nodes' rates read the last minutes' batches, not the month's."""
     done = 50_000
     conn = pg_conn
     conn.execute(
@@ -253,6 +258,20 @@ def test_a_poll_a_status_and_a_sweep_read_only_the_ranges_they_need(pg_conn: Any
         " FROM generate_series(1, 2) g, generate_series(%(done)s - 5, %(done)s + 1) i",
         {"done": done},
     )
+    conn.execute("INSERT INTO nodes (name, token_hash) VALUES ('edge', 'x')")
+    conn.execute(
+        "INSERT INTO batches (range_id, batch_first, batch_next, node_id, epoch, lines,"
+        " release_chunks, segments, body_bytes, stored_at)"
+        " SELECT id, first_article, last_article + 1, 1, 1, 100, 1, 100, 1000,"
+        "        now() - make_interval(secs => 86400 + id)"
+        " FROM ranges WHERE state = 'done'"
+    )
+    conn.execute(
+        "INSERT INTO batches (range_id, batch_first, batch_next, node_id, epoch, lines,"
+        " release_chunks, segments, body_bytes)"
+        " SELECT id, first_article, first_article + 10, 1, 1, 10, 1, 10, 100"
+        " FROM ranges WHERE state <> 'done'"
+    )
     conn.execute("ANALYZE")
     assert conn.execute("SELECT sum(ranges) FROM range_done").fetchone() == (2 * (done - 10),)
     statements = {
@@ -265,4 +284,7 @@ def test_a_poll_a_status_and_a_sweep_read_only_the_ranges_they_need(pg_conn: Any
         "sweep": (spool_sql._SWEEPABLE, None),
     }
     read = {name: _rows_read(conn, sql, params) for name, (sql, params) in statements.items()}
+    lookback = {"lookback": status_sql.LOOKBACK_SECONDS}
+    read["throughput"] = _rows_read(conn, status_sql._THROUGHPUT, lookback, "batches")
+    read["node rates"] = _rows_read(conn, status_sql._NODE_WORK, lookback, "batches")
     assert all(rows <= 100 for rows in read.values()), read
