@@ -211,19 +211,26 @@ async def test_the_backfill_goes_down_to_the_first_article_of_its_days(
     assert len(ranges(stores)) == 2
 
 
+def backfilled(nursery: trio.Nursery, stores: Stores) -> tuple[Follower, FakeNNTPServer, int]:
+    """A follower of a group at 1..1,000 on a fake server, backfilled down to 301 (its
+    floor found just now: no bisect at the polls), in ranges of 100; the server, the
+    group's id."""
+    fake = FakeNNTPServer(groups={GROUP: (1, 1_000)}).run_in(nursery)
+    groups = GroupStore(stores.ranges.pool)
+    group_id = groups.add(GROUP, backfill_days=2, low=1, high=1_000, checked=True)
+    groups.set_floor(group_id, 301)
+    return follower(stores, fake, range_articles=100), fake, group_id
+
+
 @pytest.mark.trio
 async def test_parked_backfill_ranges_do_not_hold_the_backfill_back(
     nursery: trio.Nursery, stores: Stores
 ) -> None:
     # Two backfill slices waiting hold the next one back; parked (a chunk that cannot
     # be read, say), they wait for `uidx ranges retry`, and the backfill goes on.
-    fake = FakeNNTPServer(groups={GROUP: (1, 1_000)}).run_in(nursery)
-    groups = GroupStore(stores.ranges.pool)
-    group_id = groups.add(GROUP, backfill_days=2, low=1, high=1_000, checked=True)
-    groups.set_floor(group_id, 301)  # found just now: no bisect at the polls
+    it, _, _ = backfilled(nursery, stores)
     node = stores.nodes.authenticate(stores.nodes.create("edge-1"))
     assert node is not None
-    it = follower(stores, fake, range_articles=100)
     await it.poll()
     await it.poll()
     await it.poll()  # two waiting: no more
@@ -265,11 +272,7 @@ async def test_ranges_planned_by_hand_leave_no_hole_in_the_live_head_or_the_back
     # 1,501..1,600 (above the follower's mark) and 401..500 (below the backfill's
     # slice). The live head once started above the plan's top (1,001..1,500 never
     # planned) and the backfill below its bottom (501..900 never planned).
-    fake = FakeNNTPServer(groups={GROUP: (1, 1_000)}).run_in(nursery)
-    groups = GroupStore(stores.ranges.pool)
-    group_id = groups.add(GROUP, backfill_days=2, low=1, high=1_000, checked=True)
-    groups.set_floor(group_id, 301)  # found just now: no bisect at the polls
-    it = follower(stores, fake, range_articles=100)
+    it, fake, group_id = backfilled(nursery, stores)
     it.options = FollowOptions(poll_seconds=1.0, range_articles=100, backfill_ahead=100)
     await it.poll()
     assert tiled(stores) == [(901, 1_000)]
@@ -282,5 +285,5 @@ async def test_ranges_planned_by_hand_leave_no_hole_in_the_live_head_or_the_back
     assert await it.poll() == 0
     # Passed by the mark and by the backfill, the ranges planned by hand are no
     # longer read at each poll.
-    (followed,) = groups.followed()
+    (followed,) = GroupStore(stores.ranges.pool).followed()
     assert followed.planned == ()

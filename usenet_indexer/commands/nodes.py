@@ -50,23 +50,15 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 def run(args: argparse.Namespace) -> int:
     with opened(from_process(args.config)) as pool:
         store = NodeStore(pool)
+        # Shown before the node (or its new token) is committed: a token lost on the
+        # way (stdout on a full disk) changes nothing, and a retry works.
         if args.action == "create":
-            # Shown before the node is committed: a token lost on the way
-            # (stdout on a full disk) leaves no node, and a retry works.
             with store.creating(args.name) as token:
-                said = (
-                    f"(the token of {args.name}; it is shown this once:"
-                    " give it to the edge as NODE_TOKEN)"
-                )
-                show_secret([token, said], undone=f"node {args.name} not created")
+                _show(token, f"the token of {args.name}", f"node {args.name} not created")
             return 0
         if args.action == "rotate":
             with store.replacing_token(args.name) as token:
-                said = (
-                    f"(the new token of {args.name}; it is shown this once:"
-                    " give it to the node's edges as NODE_TOKEN)"
-                )
-                show_secret([token, said], undone=f"the token of {args.name} not changed")
+                _show(token, f"the new token of {args.name}", f"the token of {args.name} not changed")
             return 0
         if args.action == "revoke":
             if not store.revoke(args.name):
@@ -80,3 +72,8 @@ def run(args: argparse.Namespace) -> int:
             f"{row.name:24} {row.leases:>6}  {row.last_seen or 'never'!s:32} {row.revoked_at or ''}"
         )
     return 0
+
+
+def _show(token: str, what: str, undone: str) -> None:
+    said = f"({what}; it is shown this once: give it to the edge as NODE_TOKEN)"
+    show_secret([token, said], undone=undone)
