@@ -19,6 +19,7 @@ import sys
 import threading
 import zlib
 from collections.abc import Iterator
+from itertools import pairwise
 from pathlib import Path
 
 import attrs
@@ -357,3 +358,58 @@ async def test_a_gap_landed_while_the_store_refuses_chunks_leaves_the_spool_writ
     writer.write((b"1\tfirst\n2\tsecond\n",), 2)
     await landing.land_later(chunk, chunk, state, writer)
     assert spool_health() == (State.OK, "")
+
+
+@pytest.mark.trio
+async def test_while_the_store_refuses_chunks_the_connection_pauses_between_them(
+    news_server: NewsServer,
+    pool: ConnectionPool,
+    object_store: ObjectStore,
+    s3_prefix: str,
+    tmp_path: Path,
+) -> None:
+    """The store refuses every chunk (keys that may read and list the bucket but no
+    longer write to it: the start's check passes, each PUT is answered 403). A chunk
+    read whole is refused and listed again; the connection must pause before it reads
+    another (the retry policy's growing pause for the refusals in a row, as after an
+    NNTP error), not ask the provider for the same overview lines again and again at
+    full speed for as long as the store refuses them (~50,000 lines in 2 s before)."""
+    group_id = GroupStore(pool).add(news_server.group)
+    RangeStore(pool).plan(group_id, 1, 60_000, 60_000)
+    read_only = s3_settings(
+        tmp_path,
+        object_store,
+        s3_prefix,
+        spool_access_key_id=object_store.reader_key,
+        spool_secret_access_key=object_store.reader_secret,
+    )
+    retry = RetryPolicy(base_seconds=1.0)
+    options = PrefetchOptions(
+        s3_spool(read_only), slice_articles=2_000, chunk_articles=4_000, poll_seconds=0.2,
+        retry=retry,
+    )  # fmt: skip
+    refused: dict[tuple[int, int], list[float]] = {}
+    thrice = trio.Event()
+
+    def observe(event: object) -> None:
+        if isinstance(event, NotLanded):
+            times = refused.setdefault(event.job.key, [])
+            times.append(trio.current_time())
+            if len(times) == 3:
+                thrice.set()
+
+    state = ServerState.of(server_configs([news_server.url()], 1)[0])
+    prefetcher = Prefetcher(pool, options, [state], observe)
+    with trio.fail_after(DEADLINE_SECONDS):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(prefetcher.run)
+            await thrice.wait()
+            nursery.cancel_scope.cancel()
+
+    # A chunk is refused again only after a pause (the real clock: INN2, SeaweedFS and
+    # PostgreSQL are waited on, so an autojump clock would jump during each wait).
+    gaps = [later - before for times in refused.values() for before, later in pairwise(times)]
+    assert len(gaps) >= 2
+    assert min(gaps) >= retry.base_seconds, sorted(gaps)
+    assert prefetcher._landing.refusals == sum(map(len, refused.values()))
+    assert "AccessDenied" in (prefetcher._landing.failing or "")

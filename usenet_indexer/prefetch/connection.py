@@ -18,10 +18,13 @@ A connection opens when there is work and closes (QUIT) when there is none.
 Errors are normal: a dropped or stalled connection gives its chunk back and
 retries after a pause that grows (1 s to 60 s); 400/502 ("too many
 connections") lowers the server's pool by one; a group the server does not
-carry goes to the next server of the settings. While no server of the
-prefetcher takes its login or a connection it claims no chunk (work.py), and a
-connection with no chunk tries its server with the same growing pauses
-until it answers.
+carry goes to the next server of the settings. While the spool store
+refuses chunks (the landing's `refusals` in a row), a connection that read
+a chunk chains no next one and pauses the same way, for that count, before
+it takes one: a refused chunk is listed again, and was otherwise fetched
+again and again at full speed. While no server of the prefetcher takes its
+login or a connection it claims no chunk (work.py), and a connection with no
+chunk tries its server with the same growing pauses until it answers.
 """
 
 from __future__ import annotations
@@ -180,21 +183,30 @@ class Connection:
             else:
                 await self._try_server()
             return
-        await self._serve(job, landings)
-        if self._failures:
-            await trio.sleep(self.options.retry.delay(self._failures))
+        read = await self._serve(job, landings)
+        # After NNTP or database errors of its own; or, having read a chunk, while the
+        # store refuses chunks (a gap asks the server for nothing: no pause for it).
+        failures = max(self._failures, self.landing.refusals if read else 0)
+        if failures:
+            await trio.sleep(self.options.retry.delay(failures))
 
-    async def _serve(self, job: ChunkJob, landings: trio.Nursery) -> None:
-        """Connect; fetch `job`, then each next chunk for this server; QUIT when none is left."""
+    async def _serve(self, job: ChunkJob, landings: trio.Nursery) -> bool:
+        """Connect; fetch `job`, then each next chunk for this server; QUIT when none is left
+        (or, once a chunk was read, while the store refuses chunks).
+
+        Returns:
+            Whether the overview of a chunk was read (not only gaps landed).
+        """
         self._held = job
         connected = False
+        read = False
         try:
             async with self._connect() as client:
                 connected = True
                 self.state.connected()
                 self.state.open += 1
                 try:
-                    await self._fetch_held(client, landings)
+                    read = await self._fetch_held(client, landings)
                 finally:
                     self.state.open -= 1
         except NoSuchGroup as error:
@@ -207,15 +219,16 @@ class Connection:
             # A slice the spool cannot take (a full disk, a folder gone): the client
             # turns its own OSErrors into NNTPErrors, so this one is the spool's. The
             # chunk is listed again, and the health report says so until one lands.
-            self.landing.failing = f"{type(error).__name__}: {error}"
+            self.landing.refused(f"{type(error).__name__}: {error}")
             self.state.failed(error)
-            self._failures += 1
+            read = True
             logger.warning("%s: a chunk not written: %s", self._group, error)
         finally:
             # Landed or not: a chunk that did not land is listed again.
             if self._held is not None:
                 self.work.done(self._held)
                 self._held = None
+        return read
 
     async def _try_server(self) -> None:
         """The server refused the login or was unreachable (the prefetcher claims nothing
@@ -233,17 +246,22 @@ class Connection:
         logger.info("%s answers again", self.state.config.server)
         self.work.announce()
 
-    async def _fetch_held(self, client: NNTPClient, landings: trio.Nursery) -> None:
+    async def _fetch_held(self, client: NNTPClient, landings: trio.Nursery) -> bool:
+        # Whether a chunk's overview was read.
         selected = _Selected()
+        read = False
         while self._held is not None:
             current, self._held = self._held, None
             self._group = current.group
             # _fetch owns `current` now: it lands, or goes back to the list.
-            await self._fetch(client, selected, current, landings)
+            read |= await self._fetch(client, selected, current, landings)
             # Read after each chunk: a fallback may have switched it off.
             self.state.compression = client.compression
             self._failures = 0
+            if read and self.landing.refusals:
+                break  # the store refuses chunks: a pause before the next (_turn)
             self._held = await self.work.take(self.index)
+        return read
 
     def _failed(self, error: NNTPError | RemoteProtocolError | psycopg.Error) -> None:
         self.state.failed(error)
@@ -267,12 +285,16 @@ class Connection:
 
     async def _fetch(
         self, client: NNTPClient, selected: _Selected, job: ChunkJob, landings: trio.Nursery
-    ) -> None:
+    ) -> bool:
         """Fetch a chunk, and in the same pipeline the chunks of its group ready behind it.
 
         Owns `job` and each chunk it chains: a chunk read whole goes to its
         landing task in `landings` (which owns it then); any other goes back
         to the scheduler's list, its temporary file removed.
+
+        Returns:
+            Whether the server was asked for overview lines (False: `job` was a
+            gap, or its articles are not there yet).
         """
         chain: list[_Fetching] = []
         try:
@@ -288,6 +310,7 @@ class Connection:
                     if fetching.writer is not None:
                         fetching.writer.abort()
                     self.work.done(fetching.job)
+        return bool(chain)
 
     async def _readable_part(
         self, client: NNTPClient, selected: _Selected, job: ChunkJob
@@ -363,6 +386,8 @@ class Connection:
             await to_write.send((fetching, None))  # read whole: land it
 
     def _chain_next(self, selected: _Selected, chain: list[_Fetching], feed: _SliceFeed) -> None:
+        if self.landing.refusals:
+            return  # the store refuses chunks: not one more before a pause
         fits = partial(selected.holds, now=trio.current_time(), seconds=self.options.poll_seconds)
         following = self.work.take_now(self.index, fits)
         if following is not None:

@@ -15,6 +15,14 @@ A connection lands a chunk read whole in a background task (`land_later`)
 while it already asks for the next one, so the server is not left idle; the
 job stays in flight until it landed, then goes back to the scheduler
 (listed again if it did not land).
+
+The landing counts the chunks the spool store refused in a row (`refusals`,
+back to 0 when a chunk is stored). While it is not 0 the connections pause
+between chunks (connection.py): a chunk refused is fetched again, and
+without a pause a store that is down (S3 unreachable, keys revoked, a full
+disk) had each connection fetch the same chunks from its provider again and
+again at full speed, spending the provider's bandwidth and quota on lines
+thrown away.
 """
 
 from __future__ import annotations
@@ -46,6 +54,15 @@ class Landing:
     observe: Observer = ignore
     # Why the last chunk could not be written to the spool store (None: it was).
     failing: str | None = None
+    # Chunks the spool store refused in a row (0 once one is stored): while not 0,
+    # the connections pause between chunks (the retry policy's delay for it).
+    refusals: int = 0
+
+    def refused(self, why: str) -> None:
+        """The spool store did not take a chunk: the health report says so until one
+        is stored, and the connections pause between chunks meanwhile."""
+        self.failing = why
+        self.refusals += 1
 
     async def land(self, job: ChunkJob, state: ServerState, writer: ChunkSink | None) -> None:
         """File and row of `job` (no writer, or no lines: a gap), in one thread call.
@@ -67,14 +84,14 @@ class Landing:
         except (psycopg.Error, SpoolStoreError) as error:
             state.failed(error)
             if isinstance(error, SpoolStoreError):
-                self.failing = str(error)  # the health report says so until one lands
+                self.refused(str(error))
             logger.warning("%s %d-%d: not indexed: %s", job.group, job.first, job.last, error)
             self.observe(NotLanded(job, state.config.server, str(error)))
         except OSError as error:
             # The spool cannot take it (a full disk, a folder gone): the chunk is
-            # listed again, and the health report says so until one lands.
+            # listed again.
             state.failed(error)
-            self.failing = f"{type(error).__name__}: {error}"
+            self.refused(f"{type(error).__name__}: {error}")
             logger.warning("%s %d-%d: not written: %s", job.group, job.first, job.last, error)
             self.observe(NotLanded(job, state.config.server, str(error)))
         else:
@@ -83,6 +100,7 @@ class Landing:
                 # wrote nothing to it (a backfill below the low water marks lands
                 # gaps all the while, and the report flapped to ok between them).
                 self.failing = None
+                self.refusals = 0
         finally:
             if writer is not None:
                 writer.abort()

