@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
 
+import attrs
 import httpx
 import pytest
 import trio
@@ -89,6 +90,34 @@ def test_a_process_that_stops_reporting_is_silent_and_what_it_saw_is_left_out() 
         ("server", "login refused"): 1,
         ("prefetcher", "ok"): 1,
     }
+
+
+def test_a_group_another_live_prefetcher_carries_is_no_not_carried_alarm() -> None:
+    # Prefetchers with providers of their own: a group only b's servers carry is
+    # fetched by b; a's "not carried" is no alarm while b is alive, and is once b is
+    # silent (its rows left out: nobody fetches the group then).
+    now = T0
+    late = now - timedelta(seconds=SILENT_SECONDS + 1)
+    rows = [
+        _row("prefetcher", "a:1", "a:1", now, State.OK),
+        _row("group", NOWHERE, "a:1", now, State.NOT_CARRIED),
+        _row("group", "alt.binaries.lost", "a:1", now, State.NOT_CARRIED),
+        _row("prefetcher", "b:2", "b:2", now, State.OK),
+        _row("group", NOWHERE, "b:2", now, State.OK),
+    ]
+    shown = judged(rows, now)
+    assert [(h.subject, h.state, h.reporter) for h in shown if h.component == "group"] == [
+        ("alt.binaries.lost", State.NOT_CARRIED, "a:1"),
+        (NOWHERE, State.OK, "b:2"),
+    ]
+    assert counts(shown)[("group", "ok")] == 1
+    assert ("group", "not carried") in counts(shown)
+    b_silent = [attrs.evolve(r, seen_at=late) if r.reporter == "b:2" else r for r in rows]
+    shown = judged(b_silent, now)
+    assert [(h.subject, h.state) for h in shown if h.component == "group"] == [
+        ("alt.binaries.lost", State.NOT_CARRIED),
+        (NOWHERE, State.NOT_CARRIED),
+    ]
 
 
 def test_a_state_reported_again_keeps_its_since_and_what_is_not_reported_goes(

@@ -14,17 +14,21 @@ import trio
 import trio.testing
 from nntp_fixtures import NewsServer
 from psycopg_pool import ConnectionPool
+from running import own_news_server
 from test_prefetch import _assert_exactly_once, _assert_posted, _lines, _options, _read_spool
 
-from usenet_indexer.core.health import State
+from usenet_indexer.commands.status import health_lines
+from usenet_indexer.core.health import State, counts
 from usenet_indexer.prefetch.daemon import Prefetcher
 from usenet_indexer.prefetch.events import Landed, Reported
 from usenet_indexer.prefetch.servers import ServerState, server_configs
 from usenet_indexer.spool.plan import ChunkJob, claimable
 from usenet_indexer.spool.store import FolderSpool
 from usenet_indexer.store.groups import GroupStore
+from usenet_indexer.store.health import HealthStore
 from usenet_indexer.store.ranges import RangeStore
 from usenet_indexer.store.spool import SpoolIndex
+from usenet_indexer.store.status import StatusStore
 from usenet_indexer.testing.processes import free_port
 
 ARTICLES = 100_000
@@ -180,6 +184,66 @@ async def test_a_prefetcher_whose_logins_are_refused_leaves_the_group_to_the_oth
     assert landed == {"refused": 0, "good": 20}
     chunks = _read_spool(pool, group_id)
     _assert_exactly_once([c for c in chunks if c.last <= 40_000], 1, 40_000)
+
+
+@pytest.mark.trio
+async def test_a_group_only_one_prefetchers_server_carries_is_fetched_by_it_and_no_alarm(
+    news_server: NewsServer, pool: ConnectionPool, tmp_path: Path
+) -> None:
+    """Two prefetchers on different providers (two INN2 servers): the group is on the
+    first's only. The second claims some of its chunks, is told 411 and leaves them:
+    the first fetches every article once. The second reports the group "not carried",
+    the first that it carries it: `uidx status` and /metrics (the judged rows) show no
+    alarm for a group that is fetched; it was one for as long as both ran."""
+    group_id = GroupStore(pool).add(news_server.group)
+    RangeStore(pool).plan(group_id, 1, 20_000, 20_000)
+    covered = 0
+    reported_after = 0
+    done = trio.Event()
+    landed = {"carrying": 0, "other": 0}
+
+    def observer(name: str) -> Callable[[object], None]:
+        def observe(event: object) -> None:
+            nonlocal covered, reported_after
+            # (The daemon follows the group's head above the plan too.)
+            if isinstance(event, Landed) and event.job.last <= 20_000:
+                landed[name] += 1
+                covered += event.job.last - event.job.first + 1
+            elif isinstance(event, Reported) and covered == 20_000 and name == "other":
+                reported_after += 1
+                if reported_after == 2:  # both have reported since
+                    done.set()
+
+        return observe
+
+    options = _options(tmp_path, chunk_articles=2_000, slice_articles=2_000, report_seconds=0.2)
+    with own_news_server("alt.binaries.uidx.elsewhere", "uidx-newsd-other-") as other_server:
+        other = ServerState.of(server_configs([other_server.url()], 2)[0])
+        carrying = ServerState.of(server_configs([news_server.url()], 2)[0])
+        with trio.fail_after(60):
+            async with trio.open_nursery() as nursery:
+                # The other first: it claims the first chunks before its 411.
+                await nursery.start(
+                    Prefetcher(pool, options, [other], observer("other"), name="host-b:2").run
+                )
+                await nursery.start(
+                    Prefetcher(pool, options, [carrying], observer("carrying"), name="host-a:1").run
+                )
+                await done.wait()
+                stored, _now = await trio.to_thread.run_sync(HealthStore(pool).list)
+                shown = await trio.to_thread.run_sync(StatusStore(pool).health)
+                nursery.cancel_scope.cancel()
+    assert landed == {"carrying": 10, "other": 0}
+    chunks = [c for c in _read_spool(pool, group_id) if c.last <= 20_000]
+    _assert_exactly_once(chunks, 1, 20_000)
+    assert [(h.component, h.subject, h.reporter) for h in shown if not h.healthy] == []
+    reported = {(r.subject, r.reporter): r.state for r in stored if r.component == "group"}
+    assert reported == {
+        (news_server.group, "host-b:2"): State.NOT_CARRIED,
+        (news_server.group, "host-a:1"): State.OK,
+    }
+    assert counts(shown)[("group", "ok")] == 1
+    assert health_lines(shown)[-1] == "  ok: 1 group, 2 prefetchers, 2 servers, 1 spool"
 
 
 @pytest.mark.trio

@@ -5,19 +5,23 @@ Theory of operation
 Processes report what they see, every few seconds, as `Observed` values
 under their own name (the reporter: "host:pid"): a prefetcher its NNTP
 servers (a login refused, connections refused or unreachable), the groups
-no server of its carries (411 from each) and its spool store (writes
-failing); a coordinator that it is alive, and its catalog builder (component
-"catalog") while its builds fail. Each report is also the reporter's heartbeat
-(component "prefetcher" or "coordinator", state ok).
+no server of its carries (411 from each) and those one of them carries
+(ok), and its spool store (writes failing); a coordinator that it is alive,
+and its catalog builder (component "catalog") while its builds fail. Each
+report is also the reporter's heartbeat (component "prefetcher" or
+"coordinator", state ok).
 store/health.py keeps one row per (component, subject, reporter) and the
 time its state began: a state reported again keeps its `since`.
 
 A reporter that stopped cleanly takes its rows away. One that was killed,
 or hangs, stops reporting: `judged` turns its heartbeat row into "silent"
 (since its last report) once it is `silent_seconds` old, and leaves out the
-rows it reported (what it saw then is no longer known). No one else would
-take a killed process's rows away (its replacement reports under a new
-pid), so each report also drops the rows of every reporter silent for
+rows it reported (what it saw then is no longer known). A group one
+prefetcher's servers do not carry is no alarm while another live prefetcher
+carries it (each may have providers of its own: the one that carries it
+fetches it), so `judged` leaves its "not carried" rows out then. No one
+else would take a killed process's rows away (its replacement reports under
+a new pid), so each report also drops the rows of every reporter silent for
 `SILENT_SHOWN_SECONDS` (store/health.py). `uidx status`, the
 status page and /metrics (`uidx_health{component,state}`: how many
 subjects are in each state, never a release's name) read the judged rows.
@@ -105,8 +109,9 @@ def judged(
     rows: Iterable[Health], now: datetime, silent_seconds: float = SILENT_SECONDS
 ) -> list[Health]:
     """The rows to show: a heartbeat older than `silent_seconds` silent since its last
-    report, and the other rows of its reporter left out; ordered unhealthy first,
-    then by component and subject."""
+    report, and the other rows of its reporter left out; a group "not carried" left
+    out while a live reporter says it carries it; ordered unhealthy first, then by
+    component and subject."""
     rows = list(rows)
     cutoff = now - timedelta(seconds=silent_seconds)
     silent = {r.reporter for r in rows if r.component in HEARTBEATS and r.seen_at < cutoff}
@@ -118,6 +123,8 @@ def judged(
             # In UTC, as every time shown (the session's time zone is the server's).
             detail = f"no report since {row.seen_at.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"
             shown.append(attrs.evolve(row, state=State.SILENT, detail=detail, since=row.seen_at))
+    carried = {r.subject for r in shown if r.component == "group" and r.healthy}
+    shown = [r for r in shown if not (r.state is State.NOT_CARRIED and r.subject in carried)]
     return sorted(shown, key=lambda r: (r.healthy, r.component, r.subject, r.reporter))
 
 

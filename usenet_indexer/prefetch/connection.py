@@ -325,6 +325,7 @@ class Connection:
             low, high = selected.low, selected.high  # selected a moment ago: no round trip
         else:
             _count, low, high = await client.group(job.group)
+            self.work.carries(job.group)
             selected.group, selected.low, selected.high, selected.at = job.group, low, high, now
             await self.watermarks.note(job.group_id, low, high)
         if job.last < low:

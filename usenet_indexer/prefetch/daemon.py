@@ -154,15 +154,19 @@ class Prefetcher:
                     )
 
     def _health(self) -> list[Observed]:
-        """What this prefetcher sees: its servers, the groups none of them carries, its
-        spool (core/health.py)."""
+        """What this prefetcher sees: its servers, the groups none of them carries and
+        those one of them carries, its spool (core/health.py)."""
         spool = self._landing.failing
         where = self.options.spool.describe()
         # The follower's (a followed group's GROUP) and the connections' (a chunk's).
         uncarried = {**self._follower.uncarried, **self._work.uncarried}
+        # Said too: another prefetcher's "not carried" is no alarm while this one
+        # fetches the group (each has servers of its own).
+        carried = sorted((self._follower.carried | self._work.carried) - uncarried.keys())
         return [
             *(state.observed() for state in self.servers),
             *(Observed("group", g, State.NOT_CARRIED, why) for g, why in uncarried.items()),
+            *(Observed("group", g, State.OK) for g in carried),
             Observed(
                 "spool", where, State.OK if spool is None else State.WRITES_FAILING, spool or ""
             ),

@@ -86,8 +86,10 @@ class Follower:
     # the follower once asked GROUP with the default's 60 s whatever was set).
     timeout_seconds: float = attrs.field(kw_only=True)
     # Followed groups every server answered 411 for at the last poll, with why: the
-    # prefetcher's health report says so (nothing else would while none is planned).
+    # prefetcher's health report says so (nothing else would while none is planned);
+    # and those a server answered for (ok in the report).
     uncarried: dict[str, str] = attrs.field(factory=dict)
+    carried: set[str] = attrs.field(factory=set)
     _last_high: dict[int, int] = attrs.field(factory=dict)
     _said: dict[int, tuple[str, ...]] = attrs.field(factory=dict)
 
@@ -109,12 +111,15 @@ class Follower:
         followed = {group.name for group in groups}
         for name in [g for g in self.uncarried if g not in followed]:
             del self.uncarried[name]  # disabled or removed: not followed any more
+        self.carried &= followed
         for group in groups:
             try:
                 planned += await self._follow(group)
                 self.uncarried.pop(group.name, None)
+                self.carried.add(group.name)
             except NoSuchGroup as error:
                 self.uncarried[group.name] = str(error)
+                self.carried.discard(group.name)
                 logger.warning("following %s: %s; trying again at the next poll", group.name, error)
             except (NNTPError, RemoteProtocolError) as error:
                 logger.warning("following %s: %s; trying again at the next poll", group.name, error)

@@ -51,8 +51,10 @@ class SharedWork:
     # Whether any of its servers answers (takes logins and connections): while none
     # does, it claims no chunk, leaving them to the prefetchers whose servers do.
     answering: Callable[[], bool] = attrs.field(default=lambda: True)
-    # Groups no server carries (411 from each), with why: the health report's.
+    # Groups no server carries (411 from each), with why, and groups a server of its
+    # selected: the health report's.
     uncarried: dict[str, str] = attrs.field(init=False, factory=dict)
+    carried: set[str] = attrs.field(init=False, factory=set)
     _scheduler: Scheduler = attrs.field(init=False)
     _read_done: trio.Event = attrs.field(init=False, factory=trio.Event)
     _new_work: trio.Event = attrs.field(init=False, factory=trio.Event)
@@ -101,12 +103,17 @@ class SharedWork:
         """The server has none of the job's articles yet: ask about its group again later."""
         self._scheduler.wait_for_articles(job, trio.current_time())
 
+    def carries(self, group: str) -> None:
+        """A server of this prefetcher selected the group (GROUP answered 211)."""
+        self.carried.add(group)
+
     def not_on_server(self, group: str, server: int) -> None:
         """The server does not carry the group: the next server of the settings gets it."""
         if not self._scheduler.not_on_server(group, server, trio.current_time()):
             if group not in self.uncarried:
                 logger.error("no NNTP server carries %s: its ranges cannot be fetched", group)
             self.uncarried[group] = "411 from every server of this prefetcher"
+            self.carried.discard(group)
 
     def _handed(self, job: ChunkJob | None) -> ChunkJob | None:
         if job is not None:
