@@ -36,10 +36,12 @@ from usenet_indexer.nntp.protocol import DEFAULT_MAX_LINE_BYTES
 from usenet_indexer.prefetch.daemon import Prefetcher
 from usenet_indexer.prefetch.events import Landed, Reported
 from usenet_indexer.prefetch.follower import FollowOptions
-from usenet_indexer.prefetch.housekeeping import sweep_spool
-from usenet_indexer.prefetch.options import PrefetchOptions
+from usenet_indexer.prefetch.housekeeping import remove_unindexed, sweep_spool
+from usenet_indexer.prefetch.options import LEFTOVER_GRACE_SECONDS, PrefetchOptions
 from usenet_indexer.prefetch.servers import ServerState, server_configs
 from usenet_indexer.prefetch.work import SharedWork
+from usenet_indexer.spool.files import chunk_path
+from usenet_indexer.spool.leftovers import ChunkKey
 from usenet_indexer.spool.plan import ChunkJob, WantedRange, clip, cut, missing, work_list
 from usenet_indexer.spool.store import ChunkSink, FolderSpool, SpoolStore
 from usenet_indexer.store.groups import GroupStore
@@ -404,6 +406,75 @@ def test_a_sweep_the_store_refuses_keeps_the_rows_and_the_next_one_deletes_them(
     assert [c.first for c in _read_spool(pool, group_id)] == [1, 101, 201]
     assert len(any_spool.stored()) == 3
     _assert_swept_below_201(pool, any_spool, group_id, spool)
+
+
+def test_a_chunks_key_is_read_back_and_other_keys_are_not_ours() -> None:
+    key = str(chunk_path("alt.binaries.x", 1, 4_000))
+    assert ChunkKey.parse(key) == ChunkKey(key, "alt.binaries.x", 1, 4_000)
+    for other in (
+        "alt.binaries.x/1-4000.zlib",  # not 20 digits
+        f"alt.binaries.x/.{key.partition('/')[2]}.1234.tmp",  # a writer's temporary file
+        f"nested/{key}",
+        "notes.txt",
+        str(chunk_path("alt.binaries.x", 4_000, 1)),
+        str(chunk_path("alt.binaries.x", 0, 1)),
+    ):
+        assert ChunkKey.parse(other) is None, other
+
+
+LEFT = "alt.binaries.leftovers"
+
+
+def _stored_not_indexed(any_spool: TestSpool, first: int, last: int, group: str = LEFT) -> str:
+    key, _size, _codec = any_spool.store.write_chunk(group, first, last, b"%d\tx\n" % first)
+    return key
+
+
+def test_chunks_stored_but_never_indexed_go_once_no_stream_can_read_them(
+    pool: ConnectionPool, any_spool: TestSpool
+) -> None:
+    """A prefetcher killed (or its row refused) between a chunk's upload and its row
+    leaves a chunk no row names; one of the live head, cut at the server's high water
+    mark, is fetched again under another key, and stayed in the store for good. The
+    spool's leftover removal deletes it once it is provably dead (its first article
+    indexed under another key, or below every resume point it is in); what may still
+    be indexed, is young, or is not ours stays."""
+    group_id = GroupStore(pool).add(LEFT)
+    ranges = RangeStore(pool)
+    ranges.plan(group_id, 1, 4_000, 4_000)
+    ranges.plan(group_id, 4_001, 8_000, 4_000)
+    with pool.connection() as conn:  # the first range indexed up to 2000
+        conn.execute("UPDATE ranges SET resume = 2001 WHERE first_article = 1")
+    index = SpoolIndex(pool)
+    indexed = land_chunk(any_spool.store, index, LEFT, group_id, [b"4001\tx"], 4_001, 6_000)
+    index.add(group_id, SpoolChunk(6_001, 8_000, int(Codec.NONE), None, 0), 0)  # a gap
+    old_path = land_chunk(any_spool.store, index, LEFT, group_id, [b"3001\tx"], 3_001, 4_000)
+    with pool.connection() as conn:  # indexed by an older version: by its absolute path
+        conn.execute(
+            "UPDATE spool_chunks SET path = '/var/lib/uidx/spool/' || path"
+            " WHERE first_article = 3001"
+        )
+    dead = {
+        # its first article indexed under another key (the live head cut at high)
+        _stored_not_indexed(any_spool, 4_001, 5_000),
+        # its first article a gap
+        _stored_not_indexed(any_spool, 6_001, 7_000),
+        # below the resume point of the range it is in
+        _stored_not_indexed(any_spool, 1, 2_000),
+    }
+    kept = {
+        str(indexed.path),
+        str(old_path.path),
+        _stored_not_indexed(any_spool, 1_001, 3_000),  # across the resume point: needed
+        _stored_not_indexed(any_spool, 8_001, 9_000),  # in no range (planned yet, maybe)
+        _stored_not_indexed(any_spool, 1, 10, group="alt.binaries.unknown"),
+    }
+    assert any_spool.stored() == dead | kept
+    # Young, they may be between their upload and their row: none goes yet.
+    assert remove_unindexed(index, any_spool.store, LEFTOVER_GRACE_SECONDS) == 0
+    assert remove_unindexed(index, any_spool.store, 0) == len(dead)
+    assert any_spool.stored() == kept
+    assert remove_unindexed(index, any_spool.store, 0) == 0
 
 
 # -- the command, killed and started again ---------------------------------------

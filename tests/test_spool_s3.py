@@ -44,7 +44,7 @@ from usenet_indexer.core.health import State
 from usenet_indexer.core.retry import RetryPolicy
 from usenet_indexer.errors import ConfigError, SpoolStoreError
 from usenet_indexer.prefetch.daemon import Prefetcher
-from usenet_indexer.prefetch.events import Landed, NotLanded
+from usenet_indexer.prefetch.events import Landed, NotLanded, Reported
 from usenet_indexer.prefetch.options import PrefetchOptions
 from usenet_indexer.prefetch.servers import ServerState, server_configs
 from usenet_indexer.spool.plan import ChunkJob
@@ -413,3 +413,59 @@ async def test_while_the_store_refuses_chunks_the_connection_pauses_between_them
     assert min(gaps) >= retry.base_seconds, sorted(gaps)
     assert prefetcher._landing.refusals == sum(map(len, refused.values()))
     assert "AccessDenied" in (prefetcher._landing.failing or "")
+
+
+@pytest.mark.trio
+async def test_an_object_stored_but_never_indexed_does_not_stay_in_the_bucket_for_ever(
+    news_server: NewsServer,
+    pool: ConnectionPool,
+    object_store: ObjectStore,
+    s3_prefix: str,
+    tmp_path: Path,
+) -> None:
+    """A prefetcher stored a chunk of the live head, cut at the server's high water
+    mark of that moment (articles 1..2500 of a chunk of 1..4000), and was killed (or
+    its database refused the row) before the index row: the object is there, no row
+    names it. The chunk is fetched again later under the key of its new cut (1..4000):
+    nothing reads the first object, and no sweep lists it (a sweep deletes what rows
+    name). It must be gone once the chunk is indexed under another key and the
+    housekeeping looked for leftovers (hourly; here at every round, with no grace)."""
+    group_id = GroupStore(pool).add(news_server.group)
+    RangeStore(pool).plan(group_id, 1, 8_000, 8_000)
+    spool = s3_spool(s3_settings(tmp_path, object_store, s3_prefix))
+    lines = b"".join(
+        b"%d\tsubject\tposter\tdate\t<m%d@x>\t\t100\t1\n" % (n, n) for n in range(1, 2501)
+    )
+    left, _size, _codec = spool.write_chunk(news_server.group, 1, 2_500, lines)
+    options = PrefetchOptions(
+        spool, slice_articles=2_000, chunk_articles=4_000, poll_seconds=0.2,
+        report_seconds=0.2, retry=RetryPolicy(base_seconds=0.05),
+        leftovers_seconds=0.2, leftover_grace_seconds=0,
+    )  # fmt: skip
+    covered = 0
+    rounds_after = 0
+    done = trio.Event()
+
+    def observe(event: object) -> None:
+        nonlocal covered, rounds_after
+        # (The daemon follows the group's head above the plan too.)
+        if isinstance(event, Landed) and event.job.last <= 8_000:
+            covered += event.job.last - event.job.first + 1
+        elif isinstance(event, Reported) and covered == 8_000:
+            rounds_after += 1
+            if rounds_after == 2:
+                done.set()
+
+    state = ServerState.of(server_configs([news_server.url()], 2)[0])
+    with trio.fail_after(DEADLINE_SECONDS):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(Prefetcher(pool, options, [state], observe).run)
+            await done.wait()
+            nursery.cancel_scope.cancel()
+
+    rows = SpoolIndex(pool).chunks_from(group_id, 1, 2**62, 1_000)  # the live head's too
+    planned = [(row.first, row.last) for row in rows if row.last <= 8_000]
+    assert planned == [(1, 4_000), (4_001, 8_000)]
+    indexed = {f"{s3_prefix}/{row.path}" for row in rows}
+    assert f"{s3_prefix}/{left}" not in indexed
+    assert set(object_store.keys(s3_prefix)) <= indexed, f"{left} must be gone"

@@ -8,7 +8,11 @@ compression, errors) to `nntp_servers`, and sweeps the chunks that no
 stream will read again (below the resume point of every range they overlap),
 deleting their files (or objects) first, then their rows (see `sweep_spool`). A
 round the database cannot take is skipped (logged); the next one writes the
-figures as they are then. Each round also reports the prefetcher's health
+figures as they are then. At its first round and every `leftovers_seconds`
+(an hour) it also lists the spool and deletes the chunks stored but never
+indexed that no stream will ever read (`remove_unindexed`,
+spool/leftovers.py: a prefetcher killed, or its row refused, between a
+chunk's upload and its row, for a chunk whose next fetch has another key). Each round also reports the prefetcher's health
 (core/health.py: its servers, the groups none of them carries, its spool)
 and renews its claims on the chunks it listed (store/spool.py: they lapse
 CLAIM_SECONDS after a prefetcher that was killed); the last one, when
@@ -21,6 +25,7 @@ thread, so a release before that could leave a claim behind.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Sequence
 
 import attrs
@@ -34,6 +39,7 @@ from usenet_indexer.prefetch.events import Observer, Reported, ignore
 from usenet_indexer.prefetch.options import PrefetchOptions
 from usenet_indexer.prefetch.servers import ServerState
 from usenet_indexer.prefetch.work import CLAIM_SECONDS
+from usenet_indexer.spool.leftovers import ChunkKey, dead_keys
 from usenet_indexer.spool.store import SpoolStore
 from usenet_indexer.store.health import HealthStore
 from usenet_indexer.store.heartbeat import forget, report, this_process
@@ -61,6 +67,7 @@ class Housekeeping:
     _health_rows: HealthStore = attrs.field(
         init=False, default=attrs.Factory(lambda self: HealthStore(self.pool), takes_self=True)
     )
+    _leftovers_at: float = attrs.field(init=False, default=-math.inf)  # the last look
 
     async def run(self) -> None:
         """A round every `report_seconds`, and a last one when cancelled."""
@@ -95,8 +102,37 @@ class Housekeeping:
             return now
         if swept:
             logger.info("removed %d spool chunks below their ranges' resume points", swept)
+        if health and now - self._leftovers_at >= self.options.leftovers_seconds:
+            self._leftovers_at = now
+            await self._remove_unindexed()
         self.observe(Reported(reports, swept))
         return now
+
+    async def _remove_unindexed(self) -> None:
+        grace = self.options.leftover_grace_seconds
+        try:
+            removed = await trio.to_thread.run_sync(
+                remove_unindexed, self.spool, self.options.spool, grace
+            )
+        except (psycopg.Error, SpoolStoreError, OSError) as error:
+            logger.warning("housekeeping: chunks never indexed not looked for: %s", error)
+            return
+        if removed:
+            logger.info("removed %d spool chunks stored but never indexed", removed)
+
+
+def remove_unindexed(spool: SpoolIndex, store: SpoolStore, grace_seconds: float) -> int:
+    """Delete the chunks stored at least `grace_seconds` ago that no index row names
+    and none ever will (spool/leftovers.py); returns how many.
+
+    Raises:
+        psycopg.Error: the index could not be read.
+        OSError, SpoolStoreError: the store could not be listed, or refused a delete.
+    """
+    chunks = [c for c in map(ChunkKey.parse, store.stored(grace_seconds)) if c is not None]
+    gone = dead_keys(spool.leftovers(chunks))
+    store.delete(gone)
+    return len(gone)
 
 
 def sweep_spool(spool: SpoolIndex, store: SpoolStore) -> int:

@@ -15,6 +15,13 @@ from usenet_indexer.spool.store import SpoolStore, as_spool, open_spool
 # How often the servers' figures go to the database, and the sweep runs. Not a
 # setting (the same number as prefetch_poll_seconds' default, not that setting).
 REPORT_SECONDS = 5.0
+# How often the housekeeping lists the spool for chunks stored but never indexed
+# (a bucket's LIST is a request per 1000 keys), and how old such a chunk must be
+# before it may be deleted: one younger may be between its upload and its row
+# (a landing takes milliseconds; a database that stalls, up to its statement
+# timeout). Not settings either.
+LEFTOVERS_SECONDS = 3600.0
+LEFTOVER_GRACE_SECONDS = 600.0
 
 
 @attrs.frozen
@@ -32,6 +39,8 @@ class PrefetchOptions:
     # Pauses after failures of a connection in a row: 1, 2, 4 ... 60 s, for ever.
     retry: RetryPolicy = attrs.field(factory=RetryPolicy)
     report_seconds: float = REPORT_SECONDS
+    leftovers_seconds: float = LEFTOVERS_SECONDS
+    leftover_grace_seconds: float = LEFTOVER_GRACE_SECONDS
     # A group a server answered 411 for is asked of the servers again after this
     # long (not a setting either).
     recheck_seconds: float = RECHECK_SECONDS

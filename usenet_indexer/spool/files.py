@@ -9,6 +9,7 @@ temporary file, which `write_chunk` never reuses and a sweep may remove.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -95,6 +96,22 @@ class ChunkWriter:
         """Drop the temporary file (nothing once committed)."""
         self._stream.close()
         self._temporary.unlink(missing_ok=True)
+
+
+def chunk_files(spool_dir: Path, older_than_seconds: float) -> list[Path]:
+    """The chunk files (paths relative to `spool_dir`) last written at least
+    `older_than_seconds` ago; no temporary file."""
+    cutoff = time.time() - older_than_seconds
+    found: list[Path] = []
+    if spool_dir.is_dir():
+        for path in spool_dir.glob("*/*.zlib"):
+            try:
+                written = path.stat().st_mtime
+            except FileNotFoundError:
+                continue  # swept meanwhile
+            if written <= cutoff:
+                found.append(path.relative_to(spool_dir))
+    return found
 
 
 def remove_temporary_files(spool_dir: Path) -> int:

@@ -23,8 +23,11 @@ endpoint as the coordinator reaches it: edges must reach it too.
 
 from __future__ import annotations
 
+import contextlib
 import io
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -61,6 +64,14 @@ def _status(error: Exception) -> int | None:
         status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
         return int(status) if status is not None else None
     return None
+
+
+def _store_time(headers: Mapping[str, str]) -> datetime:
+    """The store's clock, from an answer's Date header (this machine's if it has none)."""
+    with contextlib.suppress(KeyError, TypeError, ValueError):
+        when = parsedate_to_datetime(headers["date"])
+        return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+    return datetime.now(UTC)
 
 
 def split_url(url: str) -> tuple[str, str]:
@@ -203,6 +214,29 @@ class S3Spool:
 
     def remove_leftovers(self) -> int:
         return 0  # an upload that did not complete left no object
+
+    def stored(self, older_than_seconds: float) -> list[str]:
+        """The keys under the prefix, those stored at least `older_than_seconds` before
+        the store's clock (each listing's Date): the prefetcher's may be another.
+
+        Raises:
+            SpoolStoreError: the store refused or cannot be reached.
+        """
+        start = f"{self.prefix}/" if self.prefix else ""
+        keys: list[str] = []
+        try:
+            pages = self.client.get_paginator("list_objects_v2")
+            for page in pages.paginate(Bucket=self.bucket, Prefix=start):
+                now = _store_time(page.get("ResponseMetadata", {}).get("HTTPHeaders", {}))
+                for item in page.get("Contents", []):
+                    age = (now - item["LastModified"]).total_seconds()
+                    if age >= older_than_seconds:
+                        keys.append(item["Key"].removeprefix(start))
+        except _ERRORS as error:
+            raise SpoolStoreError(
+                f"spool {self.describe()}", f"cannot be listed: {error}"
+            ) from error
+        return keys
 
     def describe(self) -> str:
         return f"s3://{self.bucket}/{self.prefix}"

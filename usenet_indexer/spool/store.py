@@ -15,7 +15,10 @@ key, `GROUP/FIRST-LAST.zlib` (files.chunk_path), whatever holds it. A
 - the prefetcher's sweep `delete`s the chunks whose rows it removed;
 - at a prefetcher's start `remove_leftovers` drops what writers that died
   left (a folder's temporary files; an S3 spool has none: an object is
-  visible only once its PUT is complete).
+  visible only once its PUT is complete);
+- the prefetcher's housekeeping lists the chunks `stored` (hourly), to
+  delete those stored but never indexed that no stream will ever read
+  (spool/leftovers.py).
 
 `open_spool(settings)` picks the store from `spool_url`.
 """
@@ -90,6 +93,15 @@ class SpoolStore(Protocol):
         """Drop the partial chunks of writers that died; returns how many."""
         ...
 
+    def stored(self, older_than_seconds: float) -> list[str]:
+        """The keys of the whole chunks stored at least `older_than_seconds` ago (by the
+        store's own clock where it has one), indexed or not.
+
+        Raises:
+            OSError, SpoolStoreError: the store cannot be listed.
+        """
+        ...
+
     def describe(self) -> str:
         """Where the chunks are, for log lines."""
         ...
@@ -134,6 +146,9 @@ class FolderSpool:
 
     def remove_leftovers(self) -> int:
         return files.remove_temporary_files(self.folder)
+
+    def stored(self, older_than_seconds: float) -> list[str]:
+        return [str(path) for path in files.chunk_files(self.folder, older_than_seconds)]
 
     def describe(self) -> str:
         return str(self.folder)

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 import attrs
 from psycopg_pool import ConnectionPool
 
+from usenet_indexer.spool.leftovers import ChunkKey, Leftover
 from usenet_indexer.spool.plan import ChunkJob, WantedRange
 
 _FROM = """
@@ -137,6 +138,34 @@ _SPOOLED_IN = """
      ORDER BY first_article LIMIT 1)
 """
 _PATH_AT = "SELECT path FROM spool_chunks WHERE group_id = %s AND first_article = %s"
+# What the index says of stored chunks (spool/leftovers.py), those not indexed
+# under their own key: the row at their group's first article (by the primary
+# key), and the ranges they overlap, found as _SWEEPABLE finds them.
+_LEFTOVERS = """
+    SELECT k.i, g.id IS NOT NULL, s.first_article IS NOT NULL, s.path,
+           coalesce(overlap.planned, 0), coalesce(overlap.needed, false)
+    FROM unnest(%(names)s::text[], %(firsts)s::bigint[], %(lasts)s::bigint[], %(keys)s::text[])
+         WITH ORDINALITY AS k(name, first, last, key, i)
+    LEFT JOIN groups g ON g.name = k.name
+    LEFT JOIN spool_chunks s ON s.group_id = g.id AND s.first_article = k.first
+    LEFT JOIN LATERAL (
+        SELECT coalesce(sum(least(r.last_article, k.last)
+                            - greatest(r.first_article, k.first) + 1), 0) AS planned,
+               coalesce(bool_or(r.resume <= least(r.last_article, k.last)), false) AS needed
+        FROM (
+            (SELECT first_article, last_article, resume FROM ranges
+             WHERE group_id = g.id AND first_article <= k.first
+             ORDER BY first_article DESC LIMIT 1)
+            UNION ALL
+            SELECT first_article, last_article, resume FROM ranges
+            WHERE group_id = g.id AND first_article > k.first AND first_article <= k.last
+        ) r
+        WHERE r.last_article >= k.first
+    ) overlap ON true
+    WHERE s.path IS DISTINCT FROM k.key
+"""
+# Stored chunks looked up per query (a bucket is listed whole, hourly).
+_LEFTOVERS_BATCH = 5_000
 _SIZE = "SELECT count(*), coalesce(sum(bytes), 0)::bigint, coalesce(sum(lines), 0)::bigint FROM spool_chunks"
 
 
@@ -285,6 +314,23 @@ class SpoolIndex:
         with self.pool.connection() as conn:
             done = conn.execute(_FORGET, ([c[0] for c in chunks], [c[1] for c in chunks]))
             return done.rowcount
+
+    def leftovers(self, chunks: Sequence[ChunkKey]) -> list[Leftover]:
+        """What the index says of each stored chunk not indexed under its own key
+        (spool/leftovers.py decides which are dead); those indexed are left out."""
+        found: list[Leftover] = []
+        with self.pool.connection() as conn:
+            for start in range(0, len(chunks), _LEFTOVERS_BATCH):
+                part = chunks[start : start + _LEFTOVERS_BATCH]
+                args = {
+                    "names": [c.group for c in part],
+                    "firsts": [c.first for c in part],
+                    "lasts": [c.last for c in part],
+                    "keys": [c.key for c in part],
+                }
+                for i, known, row, path, planned, needed in conn.execute(_LEFTOVERS, args):
+                    found.append(Leftover(part[i - 1], known, row, path, int(planned), needed))
+        return found
 
     def size(self) -> tuple[int, int, int]:
         """(chunks, bytes, lines) in the spool."""
