@@ -12,8 +12,9 @@ figures as they are then. At its first round and every `leftovers_seconds`
 (an hour) it also lists the spool and deletes the chunks stored but never
 indexed that no stream will ever read (`remove_unindexed`,
 spool/leftovers.py: a prefetcher killed, or its row refused, between a
-chunk's upload and its row, for a chunk whose next fetch has another key). Each round also reports the prefetcher's health
-(core/health.py: its servers, the groups none of them carries, its spool)
+chunk's upload and its row, for a chunk whose next fetch has another key).
+Each round also reports the prefetcher's health (core/health.py: its
+servers, the groups none of them carries and those one carries, its spool)
 and renews its claims on the chunks it listed (store/spool.py: they lapse
 CLAIM_SECONDS after a prefetcher that was killed); the last one, when
 stopped, takes its health rows away. The claims are given back by the
