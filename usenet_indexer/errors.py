@@ -43,6 +43,7 @@
     ├── PlanOverlap              store/ranges: a plan over ranges planned before
     ├── NotParked                store/ranges: `ranges retry` of a range not parked
     ├── NodeExists               store/nodes
+    ├── UnknownNode              store/nodes: `nodes rotate` of no live node
     ├── UserExists               store/users
     ├── UnknownUser              store/users
     ├── NewznabError             core/newznab: a request the newznab API refuses (its code)
