@@ -24,6 +24,7 @@ import psycopg
 import pytest
 
 from usenet_indexer.cli import build_parser, main
+from usenet_indexer.testing.processes import free_port
 
 # Every run here is a program that fails at once; this is its deadline.
 RUN_SECONDS = 60.0
@@ -366,6 +367,41 @@ def test_a_setting_out_of_bounds_is_one_line_naming_it(
     done = uidx(*words, env={**db_env, **variables})
     assert_refused(done, named, problem, EXIT_CONFIG)
     assert len(done.stderr.splitlines()) == 1, done.stderr
+
+
+@pytest.mark.parametrize(
+    ("words", "variables"),
+    [
+        (["status"], {}),
+        (["groups", "list"], {}),
+        (["db", "migrate"], {}),
+        (["coordinator"], {"UIDX_LISTEN": "127.0.0.1:0"}),
+        (["coordinator", "--processes", "2"], {"UIDX_LISTEN": "127.0.0.1:0"}),
+        (["prefetch"], {"UIDX_NNTP": "nntp://127.0.0.1:9"}),
+        (["standalone"], {"UIDX_NNTP": "nntp://127.0.0.1:9", "UIDX_LISTEN": "127.0.0.1:{port}"}),
+    ],
+)
+def test_a_database_a_newer_uidx_migrated_stops_every_command_that_opens_it(
+    db_env: dict[str, str], words: list[str], variables: dict[str, str]
+) -> None:
+    """An older uidx (a coordinator or a prefetcher not yet upgraded, an operator's
+    command) on a database a newer one migrated: one line naming the newer migration's
+    file and saying to upgrade, exit 78 (a supervisor and systemd do not restart into
+    it). They ran on it with a warning."""
+    newer = "9032_from_a_newer_uidx.sql"
+    with psycopg.connect(db_env["DATABASE_URL"], autocommit=True) as conn:
+        conn.execute("INSERT INTO schema_migrations (version, name) VALUES (9032, %s)", (newer,))
+    port = str(free_port())
+    done = uidx(*words, env={**db_env, **{k: v.format(port=port) for k, v in variables.items()}})
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == EXIT_CONFIG, done.stderr
+    # (Each worker of a supervisor says it; the supervisor halts at the first.)
+    refusals = [line for line in done.stderr.splitlines() if newer in line]
+    assert refusals, done.stderr
+    for refusal in refusals:
+        command = " ".join(w for w in words if not w.startswith("-") and not w.isdigit())
+        assert refusal.startswith(f"uidx {command}: the database was migrated by a newer uidx")
+        assert "upgrade uidx" in refusal, done.stderr
 
 
 def test_a_database_url_that_is_not_one_is_named(env: dict[str, str]) -> None:

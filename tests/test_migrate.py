@@ -11,7 +11,7 @@ import psycopg
 import pytest
 from psycopg.rows import TupleRow
 
-from usenet_indexer.errors import DatabaseError
+from usenet_indexer.errors import DatabaseError, SchemaMismatch
 from usenet_indexer.store.database import MigrationCancel, migrate_url
 from usenet_indexer.store.migrate import Migration, load_migrations, migrate
 
@@ -123,6 +123,47 @@ def test_failing_migration_rolls_back_whole(pg_empty_url: str) -> None:
         fixed = Migration.from_file("9001_broken.sql", "CREATE TABLE half_done (a int);")
         assert migrate(conn, (*core, fixed)) == ["9001_broken.sql"]
         assert _exists(conn, "half_done")
+
+
+def test_a_database_a_newer_uidx_migrated_is_refused_naming_its_file(pg_empty_url: str) -> None:
+    """A newer uidx applied a migration this one does not know: this one refuses to
+    migrate (or use) the database, naming that file and saying to upgrade, and applies
+    none of its own missing files; it went on with a warning, on a schema it did not
+    know."""
+    migrations = load_migrations()
+    newer = f"{migrations[-1].version + 1:04d}_from_a_newer_uidx.sql"
+    with psycopg.connect(pg_empty_url, autocommit=True) as conn:
+        migrate(conn, migrations[:3])
+        conn.execute(
+            "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
+            (migrations[-1].version + 1, newer),
+        )
+        with pytest.raises(SchemaMismatch) as refused:
+            migrate(conn)
+    said = str(refused.value)
+    assert f"migrated by a newer uidx: its migration {newer} is not one this uidx knows" in said
+    assert f"(its last is {migrations[-1].name})" in said
+    assert "upgrade uidx" in said
+    assert [name for _, name in _applied(pg_empty_url)] == [
+        *(m.name for m in migrations[:3]),
+        newer,
+    ]
+
+
+def test_a_known_version_applied_under_another_name_is_refused(pg_empty_url: str) -> None:
+    """Another build's migration of the same number (a branch, a file replaced before a
+    release) is not this uidx's: its schema may differ, so it is refused too."""
+    migrations = load_migrations()
+    with psycopg.connect(pg_empty_url, autocommit=True) as conn:
+        migrate(conn, migrations[:3])
+        conn.execute("UPDATE schema_migrations SET name = '0002_other.sql' WHERE version = 2")
+        with pytest.raises(SchemaMismatch) as refused:
+            migrate(conn)
+    assert (
+        f"migration 2 was applied as 0002_other.sql, and this uidx's is {migrations[1].name}"
+        in str(refused.value)
+    )
+    assert len(_applied(pg_empty_url)) == 3
 
 
 def test_migrate_refuses_a_connection_inside_a_transaction(pg_empty_url: str) -> None:

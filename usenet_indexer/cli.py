@@ -9,7 +9,9 @@ turns what goes wrong into one line on stderr and an exit status:
          naming it: path and reason, the traceback only with -v), or
          standard output refused (a full disk)
     2    a usage mistake, reported by the (sub)command's own parser
-    78   a configuration mistake (ConfigError, sysexits.h EX_CONFIG)
+    78   a configuration mistake (ConfigError, sysexits.h EX_CONFIG), or a
+         database another (newer) uidx migrated (SchemaMismatch): restarting
+         into either changes nothing
     130  interrupted (SIGINT)
 """
 
@@ -27,7 +29,7 @@ from typing import Protocol, TextIO, cast
 import attrs
 
 from usenet_indexer.config import check_file
-from usenet_indexer.errors import ConfigError, OutputError, UidxError
+from usenet_indexer.errors import ConfigError, OutputError, SchemaMismatch, UidxError
 
 logger = logging.getLogger(__name__)
 
@@ -110,8 +112,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         result: int = args.run(args)
         # Out now, not at exit where a refused write is only a warning.
         sys.stdout.flush()
-    except ConfigError as error:
-        # EX_CONFIG: a supervisor or systemd must not restart into the same mistake.
+    except (ConfigError, SchemaMismatch) as error:
+        # EX_CONFIG: a supervisor or systemd must not restart into the same mistake
+        # (nor into a schema only a newer uidx knows).
         return _report(command, str(error), EXIT_CONFIG)
     except UidxError as error:
         return _report(command, str(error), EXIT_ERROR)

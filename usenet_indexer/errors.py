@@ -5,6 +5,7 @@
     ├── InputError               an input cannot be read (a dump, an NZB, a truth file)
     ├── OutputError              an output file or folder cannot be written (names the path)
     ├── DatabaseError            PostgreSQL cannot be run, reached or migrated
+    ├── SchemaMismatch           store/migrate: another (newer) uidx migrated the database (exit 78)
     ├── SpoolStoreError          spool/s3: the object store refused a chunk or cannot be reached
     ├── ProtocolError            a peer or a wire format broke the rules
     │   ├── LocalProtocolError   we were about to break them (our bug)
@@ -112,6 +113,16 @@ class OutputError(UidxError):
 
 class DatabaseError(UidxError):
     """The database cannot be run, reached or migrated; the message says what to do."""
+
+
+class SchemaMismatch(UidxError):
+    """The database's schema is not this uidx's: a newer uidx (or another build)
+    migrated it. The message names the migration's file and says to upgrade uidx.
+
+    Not a DatabaseError: nothing waits for it to pass (a prefetcher waiting for
+    the coordinator's database, a supervisor restarting a worker); the command
+    line exits 78 (EX_CONFIG), which systemd and uidx's supervisor do not restart.
+    """
 
 
 class SpoolStoreError(UidxError):

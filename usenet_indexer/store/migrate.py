@@ -10,6 +10,13 @@ transaction-level advisory lock and only then reads what is applied: two
 processes migrating at once (two coordinators starting) queue on the lock,
 and the second finds the first's work done. The lock goes with the
 transaction, so a crashed migrator never leaves it held.
+
+Before anything is applied, what the database has applied is held against
+the files this uidx knows (`check_applied`): a version above its last one
+(a newer uidx migrated the database) or a known version recorded under
+another file's name (another build's migration) is refused, naming the
+file, with SchemaMismatch. An older uidx on a newer schema would read and
+write tables whose meaning changed; it used to go on with a warning.
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ from __future__ import annotations
 import itertools
 import logging
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from importlib import resources
 from importlib.resources.abc import Traversable
 from typing import Any
@@ -26,7 +33,7 @@ import attrs
 import psycopg
 from psycopg import pq
 
-from usenet_indexer.errors import DatabaseError
+from usenet_indexer.errors import DatabaseError, SchemaMismatch
 
 logger = logging.getLogger(__name__)
 
@@ -119,6 +126,8 @@ def migrate(
         DatabaseError: a migration failed or was cancelled (rolled back whole;
             the message names the file), or the migrations are misnamed or
             duplicated.
+        SchemaMismatch: the database was migrated by another uidx (`check_applied`);
+            nothing was applied.
         ValueError: the connection is inside a transaction.
         psycopg.Error: the connection failed (not a migration).
     """
@@ -141,10 +150,11 @@ def _apply_next(
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
         conn.execute(CREATE_TABLE)
-        done = {version for (version,) in conn.execute("SELECT version FROM schema_migrations")}
+        rows = conn.execute("SELECT version, name FROM schema_migrations").fetchall()
+        done = {int(version): str(name) for version, name in rows}
+        check_applied(done, wanted)
         pending = [m for m in wanted if m.version not in done]
         if not pending:
-            _warn_unknown(done, wanted)
             return None
         migration = pending[0]
         # Said before it runs: an index over a big catalog takes minutes, during
@@ -182,8 +192,34 @@ def _checked(migrations: Sequence[Migration]) -> tuple[Migration, ...]:
     return ordered
 
 
-def _warn_unknown(done: set[int], wanted: Sequence[Migration]) -> None:
-    unknown = sorted(done - {m.version for m in wanted})
+def check_applied(applied: Mapping[int, str], known: Sequence[Migration]) -> None:
+    """Refuse a database whose applied migrations are not all this uidx's.
+
+    Args:
+        applied: the database's `schema_migrations`, version -> file name.
+        known: this uidx's migrations.
+
+    Raises:
+        SchemaMismatch: a version this uidx does not know (above its last one: a
+            newer uidx; between two of its own: another build), or a known
+            version applied under another file name. The message names the
+            database's file and says to upgrade uidx.
+    """
+    names = {m.version: m.name for m in known}
+    last = max(names, default=0)
+    unknown = sorted(version for version in applied if version not in names)
     if unknown:
-        # A newer uidx migrated this database; this one may not fit its schema.
-        logger.warning("the database has migrations this uidx does not know: %s", unknown)
+        version = unknown[-1]
+        newer = "a newer uidx" if version > last else "another uidx"
+        raise SchemaMismatch(
+            f"the database was migrated by {newer}: its migration {applied[version]} is not"
+            f" one this uidx knows (its last is {names.get(last, 'none')}); upgrade uidx to"
+            " the version that applied it (coordinators and prefetchers are upgraded together)"
+        )
+    for version, name in sorted(applied.items()):
+        if names[version] != name:
+            raise SchemaMismatch(
+                f"the database was migrated by another uidx: migration {version} was applied"
+                f" as {name}, and this uidx's is {names[version]}; upgrade uidx to the version"
+                " that applied it (coordinators and prefetchers are upgraded together)"
+            )
