@@ -34,6 +34,7 @@ import trio.testing
 import trustme
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from nntp_fixtures import NewsServer
 from psycopg_pool import ConnectionPool
 from s3_fixtures import TestSpool, land_chunk, s3_fields
 from test_http_node import GatedBatches, _Logged
@@ -75,6 +76,13 @@ from usenet_indexer.edge.options import EdgeOptions
 from usenet_indexer.edge.range_runner import Outcome, RangeRunner
 from usenet_indexer.edge.worker import EdgeTotals
 from usenet_indexer.errors import ConfigError, RemoteProtocolError
+from usenet_indexer.prefetch.daemon import Prefetcher
+from usenet_indexer.prefetch.events import Landed
+from usenet_indexer.prefetch.follower import FollowOptions
+from usenet_indexer.prefetch.options import PrefetchOptions
+from usenet_indexer.prefetch.prober import ProbeOptions
+from usenet_indexer.prefetch.servers import ServerState, server_configs
+from usenet_indexer.spool.plan import ChunkJob
 from usenet_indexer.spool.store import SpoolStore, open_spool
 from usenet_indexer.store.groups import GroupStore
 from usenet_indexer.store.ranges import Lease, RangeStore
@@ -448,18 +456,25 @@ async def test_small_batches_end_in_the_catalog_an_offline_index_makes(
 
 
 @pytest.mark.trio
-async def test_a_chunk_gone_from_the_spool_parks_its_range_with_the_reason(
+async def test_a_chunk_gone_from_the_spool_is_waited_for_not_counted_and_the_range_finishes(
     any_coordinator: Coordinator,
     any_spool: TestSpool,
     settings: Settings,
+    tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """A chunk's bytes lost from the spool (a folder's file, an S3 object) while its
-    index row says it is there: every lease of the range streams the same chunk. It
-    is counted against the range each time (the coordinator cannot read it, or the
-    edge's GET of its link is 404), and the third lease in a row parks the range
-    with the reason instead of leasing it every idle_seconds for ever. What came
-    before the chunk is stored; nothing after it is."""
+    """A chunk's bytes lost from the spool (a folder's file, an S3 object: a disk
+    lost, a database restored without its spool) while its index row says it is
+    there. The spool is a cache of the servers: the row is forgotten (the folder's by
+    the coordinator's own read, the S3 one's once the store confirms the edge's 404),
+    nothing is counted against the range, and the range's stream waits for the chunk
+    as for any chunk not spooled yet; once it lands again (here written by the test,
+    as the prefetcher would: see test_a_lost_chunk_is_fetched_again_by_the_prefetcher)
+    the range finishes with the whole catalog.
+
+    This test's expectation changed: the loss was counted at every lease and the
+    third parked the range as failed, and `uidx ranges retry` only parked it again,
+    since nothing ever fetched the chunk again."""
     coordinator = any_coordinator
     data = generated(6_000, seed=13)
     group_id = coordinator.add_group(data.group)
@@ -473,38 +488,121 @@ async def test_a_chunk_gone_from_the_spool_parks_its_range_with_the_reason(
     coordinator.spool.delete([lost.path])
     token = coordinator.stores.nodes.create("edge-1")
     watcher = Watcher()
+    waiting = watcher.when(lambda e: e.kind is EventKind.KEEPALIVE)
+    results: list[EdgeTotals] = []
 
     with trio.fail_after(DEADLINE_SECONDS):
-        # Until the first 204: three leases, then nothing left to lease.
-        totals = await worker.run(
-            settings, options=coordinator.options(token, ranges=10), observe=watcher
-        )
+        async with trio.open_nursery() as nursery:
+            # Until the first 204 once the range is done.
+            options = coordinator.options(token, ranges=10)
+            nursery.start_soon(partial(run_edge, settings, options, results, observe=watcher))
+            await waiting.wait()
+            # Waiting for the chunk: its row forgotten, nothing counted.
+            spooled = coordinator.stores.spool.chunks_from(group_id, data.low, data.high, 10)
+            assert [c.first for c in spooled] == [chunks[0].first, chunks[2].first]
+            state, refusals = coordinator.row(
+                f"SELECT state, refusals FROM ranges WHERE id = {range_id}"
+            )
+            assert (state, refusals) == ("leased", 0)
+            await trio.to_thread.run_sync(coordinator.write, group_id, chunks[1])
 
-    # A folder's coordinator counts the refusal as it streams, before the edge
-    # stores the chunk indexed before it, which sets the count back: one lease
-    # more there. The edge's report of a 404 comes with its give-back, after.
-    leases = REFUSALS_TO_PARK + (1 if any_spool.kind == "folder" else 0)
-    assert totals == EdgeTotals(given_back=leases)
-    state, resume, refusals, refusal = coordinator.row(
-        f"SELECT state, resume, refusals, refusal FROM ranges WHERE id = {range_id}"
+    # The folder's stream waited in its lease; the S3 spool's edge gave the range
+    # back once with the 404, uncounted, and waited in the next.
+    given_back = 1 if any_spool.kind == "s3" else 0
+    assert results == [EdgeTotals(finished=1, given_back=given_back)]
+    state, refusals, refusal = coordinator.row(
+        f"SELECT state, refusals, refusal FROM ranges WHERE id = {range_id}"
     )
-    assert (state, resume, refusals) == ("failed", chunks[0].last + 1, REFUSALS_TO_PARK)
-    assert f"spool chunk {lost.first}..{lost.last} cannot be read" in refusal
-    # The first chunk stored once; no article at or past the lost one.
-    stored = [e.article for e in watcher.kinds(EventKind.STORED)]
-    assert stored == [chunks[0].last + 1]
-    assert coordinator.row("SELECT count(*), max(batch_next) FROM batches") == (
-        1,
-        chunks[0].last + 1,
+    assert (state, refusals, refusal) == ("done", 0, None)
+    expected = offline_index(tmp_path, list(data.lines))
+    assert_same_catalog(CatalogBuild(coordinator.pool).export(), expected)
+    said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any(
+        f"spool chunk {lost.first}..{lost.last} is gone from" in line
+        and "its index row is forgotten, the prefetcher fetches it again" in line
+        for line in said
+    ), said
+
+
+@pytest.mark.trio
+async def test_a_lost_chunk_is_fetched_again_by_the_prefetcher(
+    any_coordinator: Coordinator,
+    any_spool: TestSpool,
+    news_server: NewsServer,
+    settings: Settings,
+    tmp_path: Path,
+) -> None:
+    """The whole loop with real parts: a prefetcher fills a range's spool from INN2;
+    one chunk's bytes are lost (a folder's file, an S3 object in SeaweedFS); an edge
+    indexes the range. The range is not parked: the coordinator forgets the chunk's
+    row (its own read of the folder's file, or the store's HEAD after the edge's
+    404), the prefetcher fetches the chunk again, the edge's stream waits for it, and
+    the range finishes with the catalog of the lines first fetched."""
+    coordinator = any_coordinator
+    group_id = coordinator.add_group(news_server.group)
+    range_id = coordinator.plan(group_id, 1, 12_000)
+    landed: list[ChunkJob] = []
+    filled = trio.Event()
+    again = trio.Event()
+
+    def observe(event: object) -> None:
+        if isinstance(event, Landed) and not event.gap:
+            landed.append(event.job)
+            if sum(job.last - job.first + 1 for job in landed) == 12_000:
+                filled.set()
+            if len(landed) > 3:
+                again.set()
+
+    options = PrefetchOptions(
+        coordinator.spool,
+        slice_articles=2_000,
+        chunk_articles=4_000,
+        poll_seconds=0.05,
+        retry=RetryPolicy(base_seconds=0.05),
+        # Only the range planned here: no live head above it, no probes.
+        follow=FollowOptions(margin_articles=10**9),
+        probe=ProbeOptions(share=0),
     )
-    assert f"range {range_id} parked as failed after {REFUSALS_TO_PARK} refusals" in caplog.text
-    # `uidx ranges retry` puts it back once the operator has seen to the spool.
-    assert coordinator.stores.ranges.retry([range_id]) == [range_id]
-    # The folder spool's coordinator logs each failed read as an ERROR (the
-    # fixture would fail the test on it): the lines are the loss, as wanted.
-    errors = [r.getMessage() for r in caplog.get_records("call") if r.levelno >= logging.ERROR]
-    assert all("cannot be sent" in line for line in errors), errors
-    caplog.clear()
+    server = ServerState.of(server_configs([news_server.url()], 2)[0])
+    prefetcher = Prefetcher(coordinator.pool, options, [server], observe)
+    token = coordinator.stores.nodes.create("edge-1")
+    with trio.fail_after(DEADLINE_SECONDS * 2):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(prefetcher.run)
+            await filled.wait()
+            spooled = coordinator.stores.spool.chunks_from(group_id, 1, 12_000, 10)
+            assert [(c.first, c.last) for c in spooled] == [
+                (1, 4_000),
+                (4_001, 8_000),
+                (8_001, 12_000),
+            ]
+            lines = [
+                line
+                for chunk in spooled
+                for line in zlib.decompress(coordinator.spool.read(str(chunk.path))).splitlines()
+            ]
+            lost = spooled[1]
+            assert lost.path is not None
+            coordinator.spool.delete([lost.path])
+
+            totals = await worker.run(settings, options=coordinator.options(token, ranges=10))
+            await again.wait()
+            nursery.cancel_scope.cancel()
+
+    # The chunk lost, and only it, was fetched again.
+    assert sorted((job.first, job.last) for job in landed) == [
+        (1, 4_000), (4_001, 8_000), (4_001, 8_000), (8_001, 12_000)
+    ]  # fmt: skip
+    given_back = 1 if any_spool.kind == "s3" else 0
+    assert totals == EdgeTotals(finished=1, given_back=given_back)
+    state, refusals, refusal = coordinator.row(
+        f"SELECT state, refusals, refusal FROM ranges WHERE id = {range_id}"
+    )
+    assert (state, refusals, refusal) == ("done", 0, None)
+    assert coordinator.stores.ranges.parked() == []
+    expected = offline_index(tmp_path, lines)
+    assert len(expected) > 10
+    assert_same_catalog(CatalogBuild(coordinator.pool).export(), expected)
 
 
 @pytest.mark.trio

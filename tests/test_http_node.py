@@ -834,6 +834,77 @@ async def test_a_release_naming_an_unreadable_chunk_is_checked_then_counted(
     assert refusal.endswith(": chunk: 404 NoSuchKey")
 
 
+@pytest.mark.trio
+async def test_a_chunk_the_store_says_is_gone_is_forgotten_not_counted(
+    nursery: trio.Nursery,
+    settings: Settings,
+    stores: Stores,
+    pool: ConnectionPool,
+    token: str,
+    group_id: int,
+    leased: tuple[int, int],
+    any_spool: TestSpool,
+) -> None:
+    """An edge gives a range back because a chunk's link answered 404 (an S3 object
+    deleted, a spool lost or not restored with the database). The node API asks the
+    store, not the edge's word: a chunk really gone that the range still needs has
+    its index row forgotten (the prefetcher fetches it again) and counts nothing; one
+    that is there (bytes that do not inflate, a 403), or one gone below the range's
+    resume point (the sweep deleted it rightly), is counted and keeps its row. A lost
+    chunk was counted three leases in a row and parked its range for good."""
+    range_id, epoch = leased
+    node_id = stores.nodes.authenticate(token)
+    assert node_id is not None
+    rows = [
+        land_chunk(any_spool.store, stores.spool, GROUP, group_id, [b"%d\tx" % n], n, n + 199)
+        for n in (1000, 1200, 1400)
+    ]
+    before, lost, there = rows
+    assert lost.path is not None
+    assert before.path is not None
+    any_spool.store.delete([lost.path])
+
+    def report(row: SpoolChunk, problem: str) -> dict[str, object]:
+        return {"first": row.first, "last": row.last, "problem": problem}
+
+    def spooled() -> list[int]:
+        return [c.first for c in stores.spool.chunks_from(group_id, 1000, 1999, 10)]
+
+    with trio.fail_after(DEADLINE_SECONDS):
+        url = await start_api(nursery, any_spool.settings(settings), stores)
+        async with httpx.AsyncClient(base_url=url, headers=bearer(token)) as client:
+            gone = {"epoch": epoch, "unreadable": report(lost, "chunk: HTTP 404: NoSuchKey")}
+            response = await client.post(f"ranges/{range_id}/release", json=gone)
+            assert response.status_code == 200
+            assert response.json() == {}
+            assert ranges_row(pool, range_id) == ("planned", 0, None)
+            assert spooled() == [1000, 1400]
+
+            # There, but its bytes do not inflate: counted, as before.
+            lease = stores.ranges.lease(node_id, 60)
+            assert lease is not None
+            corrupt = {"epoch": lease.epoch, "unreadable": report(there, "corrupt: bad data")}
+            response = await client.post(f"ranges/{range_id}/release", json=corrupt)
+            assert response.status_code == 200
+            state, refusals, _ = ranges_row(pool, range_id)
+            assert (state, refusals) == ("planned", 1)
+            assert spooled() == [1000, 1400]
+
+            # Gone because the range moved past it (the sweep's delete): its row is
+            # left to the sweep, never fetched again.
+            lease = stores.ranges.lease(node_id, 60)
+            assert lease is not None
+            with pool.connection() as conn:
+                conn.execute("UPDATE ranges SET resume = 1600 WHERE id = %s", (range_id,))
+            any_spool.store.delete([before.path])
+            swept = {"epoch": lease.epoch, "unreadable": report(before, "chunk: HTTP 404")}
+            response = await client.post(f"ranges/{range_id}/release", json=swept)
+            assert response.status_code == 200
+            state, refusals, _ = ranges_row(pool, range_id)
+            assert (state, refusals) == ("planned", 2)
+            assert spooled() == [1000, 1400]
+
+
 def ranges_row(pool: ConnectionPool, range_id: int) -> tuple[str, int, str | None]:
     with pool.connection() as conn:
         row = conn.execute(

@@ -15,15 +15,23 @@ the spool chunk that holds the next article, and read its file. Then:
   or `poll_seconds` pass, then look again; send a KEEPALIVE whenever
   nothing was sent for `keepalive_seconds`, so the edge's read timeout and
   any proxy see a live stream;
+- a chunk whose file is gone (a folder spool's file lost: a disk, a
+  database restored without its spool): its index row is forgotten
+  (`SpoolIndex.forget_lost`), so the prefetcher fetches it again, and the
+  stream waits for it as for a chunk not there yet. Nothing is counted:
+  the spool is a cache of the servers, and the loss is not the range's.
+  (An S3 spool's chunk gone is met by the edge, whose report the node API
+  checks with the store: coordinator/http/node.py.)
 - the lease lost, a chunk that cannot be read, the database gone: an ERROR
   frame ends the stream (the edge stops the range or retries). A failure
   at the range's own articles is counted as a refusal on the range: a
-  chunk that cannot be read, a chunk the index answers that does not hold
-  the article, any other error of ours at that article (a bug). The next
-  lease streams the same articles and meets the same failure, so three
-  leases in a row park the range with the reason, as a refused batch does,
-  instead of its being leased and given back for ever. The lease lost and
-  the database gone are not the range's doing, and are not counted.
+  chunk that is there but cannot be read, a chunk the index answers that
+  does not hold the article, any other error of ours at that article (a
+  bug). The next lease streams the same articles and meets the same
+  failure, so three leases in a row park the range with the reason, as a
+  refused batch does, instead of its being leased and given back for ever.
+  The lease lost and the database gone are not the range's doing, and are
+  not counted.
 
 After the frame that reaches the range's last article comes END. Sending
 awaits the peer (ASGI `send` is back-pressured), so at most one chunk is in
@@ -152,7 +160,9 @@ class SpoolReader:
             return PENDING
         return self._frame(chunks[0], article, node_id, lease)
 
-    def _frame(self, chunk: SpoolChunk, article: int, node_id: int, lease: Lease) -> Frame:
+    def _frame(
+        self, chunk: SpoolChunk, article: int, node_id: int, lease: Lease
+    ) -> Frame | Pending:
         span = f"spool chunk {chunk.first}..{chunk.last}"
         if chunk.last < article:
             # The index answered a chunk before the one asked for: sending it
@@ -167,13 +177,35 @@ class SpoolReader:
             if url is not None:
                 return Frame.link(chunk.first, chunk.last, url, codec=codec)
             payload = self.spool.read(chunk.path)
+        except FileNotFoundError:
+            return self._lost(chunk, chunk.path, node_id, lease)
         except (ValueError, OSError, SpoolStoreError) as error:
             logger.error("%s: %s cannot be sent: %s", _where(node_id, lease), span, error)
             # Counted on the range: the edge gives it back and the next lease
-            # streams the same chunk, so a chunk lost from the spool parks
-            # the range instead of being asked for every idle_seconds for ever.
+            # streams the same chunk, so a chunk that cannot be read parks the
+            # range instead of being asked for every idle_seconds for ever.
             return self._refused(node_id, lease, f"{span} cannot be read")
         return Frame.chunk(chunk.first, chunk.last, payload, codec=codec)
+
+    def _lost(self, chunk: SpoolChunk, path: str, node_id: int, lease: Lease) -> Frame | Pending:
+        """A chunk whose file is gone: forgotten and fetched again, the stream waiting
+        for it (PENDING); counted as before when its row stays (no range needs it:
+        not this lease's stream, which is at or past the range's resume point)."""
+        where, span = _where(node_id, lease), f"spool chunk {chunk.first}..{chunk.last}"
+        try:
+            forgotten = self.stores.spool.forget_lost(lease.group_id, chunk.first, path)
+        except psycopg.OperationalError as error:
+            logger.warning("%s: database unavailable, stream stopped: %s", where, error)
+            return Frame.error("the coordinator's database is unavailable; try again later")
+        if not forgotten:
+            logger.error("%s: %s is gone from %s", where, span, self.spool.describe())
+            return self._refused(node_id, lease, f"{span} cannot be read: it is gone")
+        logger.warning(
+            "%s: %s is gone from %s: its index row is forgotten, the prefetcher fetches it"
+            " again and the stream waits for it",
+            *(where, span, self.spool.describe()),
+        )
+        return PENDING
 
     def _refused(self, node_id: int, lease: Lease, reason: str) -> Frame:
         """The ERROR frame of a failure at the range's articles, counted on the range."""

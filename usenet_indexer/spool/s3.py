@@ -179,6 +179,23 @@ class S3Spool:
                 f"spool chunk {key}", f"cannot be read in s3://{self.bucket}: {error}"
             ) from error
 
+    def exists(self, key: str) -> bool:
+        """Whether the chunk's object is there (HEAD; 404 is False).
+
+        Raises:
+            SpoolStoreError: any other answer (403: keys that may not read it), or
+                the store cannot be reached.
+        """
+        try:
+            self.client.head_object(Bucket=self.bucket, Key=self.key_of(key))
+        except _ERRORS as error:
+            if _status(error) == 404:
+                return False
+            raise SpoolStoreError(
+                f"spool chunk {key}", f"cannot be looked up in s3://{self.bucket}: {error}"
+            ) from error
+        return True
+
     def presign(self, key: str) -> str:
         try:
             return self.client.generate_presigned_url(

@@ -12,6 +12,10 @@ key, `GROUP/FIRST-LAST.zlib` (files.chunk_path), whatever holds it. A
   names a whole chunk;
 - the coordinator's stream `read`s a chunk, or, where the store can hand out
   links (S3: `presign`), sends the edge a link to it instead of its bytes;
+- the coordinator asks whether a chunk `exists` when an edge says its link
+  answered 404: a chunk really gone (a spool lost, a database restored
+  without it) has its index row forgotten and is fetched again, where an
+  edge's word alone would let it drop chunks;
 - the prefetcher's sweep `delete`s the chunks whose rows it removed;
 - at a prefetcher's start `remove_leftovers` drops what writers that died
   left (a folder's temporary files; an S3 spool has none: an object is
@@ -85,6 +89,14 @@ class SpoolStore(Protocol):
         """A URL an edge may GET the chunk from without credentials; None: stream it."""
         ...
 
+    def exists(self, key: str) -> bool:
+        """Whether the chunk is stored (False only when the store says it is not there).
+
+        Raises:
+            OSError, SpoolStoreError: the store cannot tell (refused, unreachable).
+        """
+        ...
+
     def delete(self, keys: Sequence[str]) -> None:
         """Delete chunks (a key already gone is fine)."""
         ...
@@ -139,6 +151,13 @@ class FolderSpool:
 
     def presign(self, key: str) -> str | None:
         return None
+
+    def exists(self, key: str) -> bool:
+        try:
+            (self.folder / key).stat()
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        return True
 
     def delete(self, keys: Sequence[str]) -> None:
         for key in keys:

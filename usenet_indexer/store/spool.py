@@ -3,6 +3,10 @@
 The prefetcher writes a chunk file whole (temporary name, fsync, rename) and
 only then its row here, so a row always names a complete file; a row without
 a path is a gap (articles the server does not have), recorded, never skipped.
+A row whose file was lost after all (the spool's disk, a database restored
+without its spool, an object deleted by hand) is forgotten when a stream or an
+edge meets the loss (`forget_lost`), and its articles are fetched again: the
+spool is a cache of the NNTP servers.
 """
 
 from __future__ import annotations
@@ -117,6 +121,33 @@ _SWEEPABLE = """
     ) overlap
     WHERE overlap.planned = s.last_article - s.first_article + 1 AND NOT overlap.needed
     ORDER BY s.group_id, s.first_article
+"""
+# A chunk whose bytes are gone (a spool lost, a database restored without it): its
+# row is forgotten so the prefetcher fetches its articles again, but only while a
+# range still needs them (its resume point at or below the chunk's part of it:
+# the ranges found as _SWEEPABLE finds them). A chunk no range needs any more was
+# deleted by the sweep, rightly; its row goes with the sweep's next round. The
+# path must match: a row landed again meanwhile names a new chunk.
+_FORGET_LOST = """
+    DELETE FROM spool_chunks s
+    WHERE s.group_id = %(group)s AND s.first_article = %(first)s AND s.path = %(path)s
+      AND EXISTS (
+        SELECT 1 FROM (
+            (SELECT first_article, last_article, resume FROM ranges
+             WHERE group_id = s.group_id AND first_article <= s.first_article
+             ORDER BY first_article DESC LIMIT 1)
+            UNION ALL
+            SELECT first_article, last_article, resume FROM ranges
+            WHERE group_id = s.group_id
+              AND first_article > s.first_article AND first_article <= s.last_article
+        ) r
+        WHERE r.last_article >= s.first_article
+          AND r.resume <= least(r.last_article, s.last_article)
+      )
+"""
+_STILL_THERE = """
+    SELECT 1 FROM spool_chunks WHERE group_id = %(group)s AND first_article = %(first)s
+      AND path = %(path)s
 """
 _FORGET = """
     DELETE FROM spool_chunks s USING unnest(%s::bigint[], %s::bigint[]) AS f(g, a)
@@ -331,6 +362,25 @@ class SpoolIndex:
                 for i, known, row, path, planned, needed in conn.execute(_LEFTOVERS, args):
                     found.append(Leftover(part[i - 1], known, row, path, int(planned), needed))
         return found
+
+    def forget_lost(self, group_id: int, first: int, path: str) -> bool:
+        """Forget the row of a chunk whose bytes are gone from the spool, if a range
+        still needs it (see _FORGET_LOST): the prefetcher then fetches its articles
+        again, and a stream waits for them as for any chunk not spooled yet.
+
+        Args:
+            group_id, first: the chunk's row.
+            path: its key, as the row names it (a row landed again is left alone).
+
+        Returns:
+            True when no row names that chunk any more (forgotten now, or before);
+            False when its row stays: no range needs its articles.
+        """
+        args = {"group": group_id, "first": first, "path": path}
+        with self.pool.connection() as conn:
+            if conn.execute(_FORGET_LOST, args).rowcount == 1:
+                return True
+            return conn.execute(_STILL_THERE, args).fetchone() is None
 
     def size(self) -> tuple[int, int, int]:
         """(chunks, bytes, lines) in the spool."""

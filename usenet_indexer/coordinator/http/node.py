@@ -67,7 +67,7 @@ from usenet_indexer.coordinator.landings import Landings
 from usenet_indexer.coordinator.stores import Stores
 from usenet_indexer.coordinator.stream import RangeStream, SpoolReader, Streamed, StreamTiming
 from usenet_indexer.core.rules import DEFAULT_RULES
-from usenet_indexer.errors import sole_error
+from usenet_indexer.errors import SpoolStoreError, sole_error
 from usenet_indexer.spool.store import SpoolStore, as_spool, open_spool
 from usenet_indexer.store.batches import BatchRejected, LeaseLost, Stored, WrongGroup
 from usenet_indexer.store.builds import BuildRecord
@@ -697,7 +697,9 @@ class NodeApi:
         Counted as a refusal of the range (the next lease would stream the same
         chunk): the answer when that parks it, else None (then it is released).
         A chunk outside the range is 422 and counts nothing; a node that does
-        not hold the range gets 409 from the release that follows.
+        not hold the range gets 409 from the release that follows. A chunk the
+        store says is gone counts nothing either (`_forgot_gone`): it is
+        fetched again, and the next lease waits for it.
         """
         lease = await self._run(self.stores.ranges.held, node_id, range_id)
         if lease is None or lease.epoch != epoch:
@@ -710,6 +712,8 @@ class NodeApi:
                     f" within range {range_id} ({lease.first}..{lease.last})",
                 )
             )
+        if await self._run(self._forgot_gone, lease, unreadable, node_id):
+            return None
         reason = (
             f"spool chunk {unreadable.first}..{unreadable.last} cannot be read"
             f" by node {node_id}: {unreadable.problem}"
@@ -717,6 +721,43 @@ class NodeApi:
         logger.warning("range %d epoch %d: %s", range_id, epoch, reason)
         message, parked = await self._run(self._count_refusal, node_id, range_id, epoch, reason)
         return Response.json(200, {"parked": message}) if parked else None
+
+    def _forgot_gone(self, lease: Lease, unreadable: Unreadable, node_id: int) -> bool:
+        """Whether the chunk an edge could not read is gone from the spool, and so its
+        row forgotten and its articles fetched again (in a worker thread).
+
+        Asked of the store (`SpoolStore.exists`: a HEAD), never taken from the
+        edge's word: a 404 of a link whose object the sweep deleted rightly (a
+        stale stream, the range moved past it) or an edge's mistake must not make
+        the prefetcher fetch a chunk again. Only a chunk the index names with
+        those very articles is looked up, and `forget_lost` forgets it only while
+        a range needs it. A chunk that is there (a 403, bytes that do not
+        inflate), or that the store cannot tell of, is counted as before.
+        """
+        where = f"range {lease.range_id} epoch {lease.epoch}"
+        span = f"spool chunk {unreadable.first}..{unreadable.last}"
+        found = self.stores.spool.chunks_from(lease.group_id, unreadable.first, unreadable.first, 1)
+        chunk = found[0] if found else None
+        if chunk is None or (chunk.first, chunk.last) != (unreadable.first, unreadable.last):
+            return False  # not a chunk the index names: the edge's word alone, counted
+        if chunk.path is None:
+            return False  # a gap has no bytes to lose: counted
+        path = chunk.path
+        spool = self.options.spool
+        try:
+            if spool.exists(path):
+                return False
+        except (OSError, SpoolStoreError) as error:
+            logger.warning("%s: cannot tell whether %s is in the spool: %s", where, span, error)
+            return False
+        if not self.stores.spool.forget_lost(lease.group_id, unreadable.first, path):
+            return False
+        logger.warning(
+            "%s: %s is gone from %s (node %d: %s): its index row is forgotten, the"
+            " prefetcher fetches it again",
+            *(where, span, spool.describe(), node_id, unreadable.problem),
+        )
+        return True
 
     async def _control(self, node_id: int, action: Action, range_id: int, epoch: int) -> Response:
         ranges, ttl = self.stores.ranges, self.options.lease_ttl_seconds
