@@ -215,6 +215,17 @@ def test_catalog_export_names_an_out_it_cannot_write(
         assert done.stderr.startswith("uidx catalog export: ")
 
 
+def test_db_dump_names_a_file_it_cannot_write(
+    tmp_path: Path, db_env: dict[str, str], unwritable: Path
+) -> None:
+    for out, reason in refused_outputs(tmp_path, unwritable):
+        done = uidx("db", "dump", out, env=db_env)
+        assert_refused(done, f"cannot write {out}", reason, EXIT_ERROR)
+        # Said before the database is read: one line.
+        assert done.stderr.splitlines() == [done.stderr.splitlines()[-1]]
+        assert done.stderr.startswith("uidx db dump: ")
+
+
 def test_spool_import_names_a_spool_it_cannot_write(
     db_env: dict[str, str], dump: Path, unwritable: Path
 ) -> None:
@@ -260,6 +271,13 @@ def test_spool_import_names_a_file_it_cannot_read(tmp_path: Path, db_env: dict[s
         assert_refused(done, f"cannot read {path}", reason, EXIT_ERROR)
 
 
+def test_db_restore_names_a_file_it_cannot_read(tmp_path: Path, db_env: dict[str, str]) -> None:
+    for path, reason in refused_inputs(tmp_path):
+        done = uidx("db", "restore", path, env=db_env)
+        assert_refused(done, f"cannot read {path}", reason, EXIT_ERROR)
+        assert len(done.stderr.splitlines()) == 1, done.stderr
+
+
 # -- settings and the uidx home
 
 
@@ -280,6 +298,8 @@ EVERY_COMMAND = [
     ["catalog", "export", "--out", "OUT"],
     ["nzb", "0" * 32, "--out", "OUT"],
     ["db", "status"],
+    ["db", "dump", "OUT"],
+    ["db", "restore", "DUMP"],
 ]
 
 

@@ -1,10 +1,16 @@
-"""`uidx db`: the embedded PostgreSQL cluster and the schema migrations.
+"""`uidx db`: the embedded PostgreSQL cluster, the schema migrations, backups.
 
 Without DATABASE_URL, uidx keeps its own PostgreSQL cluster in
 `<uidx home>/postgres`, reached through a unix socket only (see
 `usenet_indexer.store.pgcluster`). `start`, `stop` and `status` act on that
-cluster; `psql` and `migrate` use DATABASE_URL when it is set, else the
-cluster.
+cluster; `psql`, `migrate`, `dump` and `restore` use DATABASE_URL when it is
+set, else the cluster (started for the command when it is stopped, and
+stopped again after).
+
+`dump FILE` writes the database as pg_dump's custom format (`-` for standard
+output); `restore FILE` loads such a dump into an empty database (a new
+home's: any uidx command may have migrated it already), then migrates it to
+this uidx and analyzes it. Stop the coordinators and prefetchers first.
 """
 
 from __future__ import annotations
@@ -12,14 +18,17 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import attrs
 
-from usenet_indexer.commands import seconds
+from usenet_indexer.commands import Output, output, seconds
 from usenet_indexer.config import from_process
 from usenet_indexer.errors import ConfigError, DatabaseError
+from usenet_indexer.store import backup
 from usenet_indexer.store.database import migrate_named
 from usenet_indexer.store.pgcluster import Cluster, ClusterStatus, database_url
 
@@ -101,6 +110,20 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "psql_args", nargs=argparse.REMAINDER, help="arguments for psql (after --)"
     )
     _add(actions, common, "migrate", _migrate, "apply the schema migrations not applied yet")
+    _add(actions, common, "dump", _dump, "write the database to a file (pg_dump's custom format)")
+    actions.choices["dump"].add_argument(
+        "file", type=Path, metavar="FILE", help="where the dump goes ('-': standard output)"
+    )
+    _add(
+        actions,
+        common,
+        "restore",
+        _restore,
+        "load a dump into an empty database, then migrate it",
+    )
+    actions.choices["restore"].add_argument(
+        "file", type=Path, metavar="FILE", help="a dump of `uidx db dump`"
+    )
     parser.set_defaults(run=run)
 
 
@@ -127,8 +150,12 @@ def run(args: argparse.Namespace) -> int:
 
     Raises:
         ConfigError: the PostgreSQL binaries are not installed.
-        DatabaseError: the server cannot be started, stopped or reached, or a
-            migration failed.
+        DatabaseError: the server cannot be started, stopped or reached, a
+            migration failed, pg_dump or pg_restore failed, or a restore's
+            database is not empty.
+        SchemaMismatch: a newer uidx migrated the database (or the dump's).
+        InputError: a restore's file is not a dump of a uidx database.
+        OutputError: a dump's file cannot be written.
     """
     action: Callable[[argparse.Namespace, Locations], int] = args.db_action
     return action(args, resolve_locations(args))
@@ -200,15 +227,90 @@ def _psql(args: argparse.Namespace, locations: Locations) -> int:
 
 
 def _migrate(args: argparse.Namespace, locations: Locations) -> int:
+    with _database(locations) as (url, cluster):
+        applied = migrate_named(url, cluster)
+    print("\n".join(f"applied {name}" for name in applied) or "nothing to apply")
+    return 0
+
+
+@contextmanager
+def _database(locations: Locations, *, make: bool = True) -> Iterator[tuple[str, Cluster | None]]:
+    """DATABASE_URL, else the embedded cluster: a stopped one runs just for the
+    command and is stopped again; with `make` False, a home without a cluster is
+    refused rather than given a new one."""
     url, cluster = database_url(locations.database_url, locations.home)
-    # A stopped embedded cluster runs just for this and is stopped again.
+    if cluster is not None and not make and not cluster.initialized:
+        raise DatabaseError(
+            f"no database in {cluster.data_dir}: is it the right home (--home, UIDX_HOME)?"
+        )
     started = cluster is not None and not cluster.status().running
     if cluster is not None and started:
         cluster.start()
     try:
-        applied = migrate_named(url, cluster)
+        yield url, cluster
     finally:
         if cluster is not None and started:
             cluster.stop()
-    print("\n".join(f"applied {name}" for name in applied) or "nothing to apply")
+
+
+def _dump(args: argparse.Namespace, locations: Locations) -> int:
+    began = time.monotonic()
+    # The file first: one that cannot be written is said before a cluster starts.
+    with output(args.file) as out, _database(locations, make=False) as (url, cluster):
+        target = backup.Target(url, cluster)
+        applied = backup.applied_migrations(target)
+        _say("dump", f"dumping {target.shown} to {out.shown}")
+        written = _Counted(out)
+        try:
+            tables = backup.dump(target, written.write, _progress("dump", written))
+        except DatabaseError as error:
+            raise DatabaseError(f"{out.shown} not written: {error}") from error
+    last = applied[max(applied)] if applied else "none"
+    _say(
+        "dump",
+        f"{tables} tables (schema at {last}) written to {out.shown},"
+        f" {written.size / 1e6:,.1f} MB in {time.monotonic() - began:.1f} s",
+    )
     return 0
+
+
+def _restore(args: argparse.Namespace, locations: Locations) -> int:
+    began = time.monotonic()
+    url, cluster = database_url(locations.database_url, locations.home)
+    # The file first: a wrong one is said before a cluster is made or started.
+    dump = backup.check_dump(backup.Target(url, cluster), args.file)
+    with _database(locations) as (url, cluster):
+        restored = backup.restore(backup.Target(url, cluster), dump, _progress("restore"))
+    for name in restored.migrations:
+        _say("restore", f"applied {name}")
+    _say(
+        "restore",
+        f"{restored.tables} tables restored from {args.file} (schema at {restored.last})"
+        f" in {time.monotonic() - began:.1f} s",
+    )
+    return 0
+
+
+@attrs.define(eq=False)
+class _Counted:
+    """An output that counts what it is given (for the progress lines)."""
+
+    out: Output
+    size: int = 0
+
+    def write(self, data: bytes) -> None:
+        self.out.write(data)
+        self.size += len(data)
+
+
+def _progress(action: str, written: _Counted | None = None) -> Callable[[str], None]:
+    def say(step: str) -> None:
+        size = f" ({written.size / 1e6:,.1f} MB written)" if written is not None else ""
+        _say(action, f"{step}{size}")
+
+    return say
+
+
+def _say(action: str, text: str) -> None:
+    # On stderr: a dump may go to standard output.
+    print(f"uidx db {action}: {text}", file=sys.stderr, flush=True)

@@ -192,12 +192,15 @@ def _checked(migrations: Sequence[Migration]) -> tuple[Migration, ...]:
     return ordered
 
 
-def check_applied(applied: Mapping[int, str], known: Sequence[Migration]) -> None:
+def check_applied(
+    applied: Mapping[int, str], known: Sequence[Migration], *, where: str = "the database"
+) -> None:
     """Refuse a database whose applied migrations are not all this uidx's.
 
     Args:
         applied: the database's `schema_migrations`, version -> file name.
         known: this uidx's migrations.
+        where: the database as the message names it (a dump's: "the dump FILE").
 
     Raises:
         SchemaMismatch: a version this uidx does not know (above its last one: a
@@ -212,14 +215,14 @@ def check_applied(applied: Mapping[int, str], known: Sequence[Migration]) -> Non
         version = unknown[-1]
         newer = "a newer uidx" if version > last else "another uidx"
         raise SchemaMismatch(
-            f"the database was migrated by {newer}: its migration {applied[version]} is not"
+            f"{where} was migrated by {newer}: its migration {applied[version]} is not"
             f" one this uidx knows (its last is {names.get(last, 'none')}); upgrade uidx to"
             " the version that applied it (coordinators and prefetchers are upgraded together)"
         )
     for version, name in sorted(applied.items()):
         if names[version] != name:
             raise SchemaMismatch(
-                f"the database was migrated by another uidx: migration {version} was applied"
+                f"{where} was migrated by another uidx: migration {version} was applied"
                 f" as {name}, and this uidx's is {names[version]}; upgrade uidx to the version"
                 " that applied it (coordinators and prefetchers are upgraded together)"
             )

@@ -231,6 +231,17 @@ class Cluster:
         program = str(psql) if psql.exists() else "psql"
         return [program, "-h", str(self.socket_dir), "-p", str(PORT), "-U", SUPERUSER, dbname]
 
+    def tool(self, name: str) -> str:
+        """A client program of the binaries that run this cluster (pg_dump, pg_restore):
+        of the cluster's own version, else the one on PATH.
+
+        Raises:
+            ConfigError: no PostgreSQL binaries are installed.
+            DatabaseError: the binaries do not match the cluster's version.
+        """
+        program = self._binaries().tool(name)
+        return str(program) if program.exists() else name
+
     def init(self) -> bool:
         """Make the cluster with initdb unless it exists.
 
@@ -476,6 +487,16 @@ def find_binaries(want_major: str | None = None) -> Binaries:
         if binaries.major == want_major:
             return binaries
     raise _wrong_version(None, want_major, found)
+
+
+def client_tool(name: str) -> str:
+    """A PostgreSQL client program (pg_dump, pg_restore) for DATABASE_URL's server: of
+    the binaries `candidate_bindirs` finds first (pg_config's, else Debian's newest: a
+    newer pg_dump reads an older server, not the reverse), else the one on PATH."""
+    for folder in candidate_bindirs():
+        if os.access(folder / name, os.X_OK):
+            return str(folder / name)
+    return name
 
 
 def candidate_bindirs() -> list[Path]:
