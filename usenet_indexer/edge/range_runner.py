@@ -461,7 +461,8 @@ class RangeRunner:
                 raise
             # 404: the object is gone; 403: the store refuses the link (keys that may
             # not read, a clock far off, a link expired): the next lease streams the
-            # same chunk and gets the same answer, so the give-back names it.
+            # same chunk and gets the same answer, so the give-back names it (the
+            # coordinator asks the store: a chunk gone is fetched again, not counted).
             raise _UnreadableLink(link, error) from error
         return Frame.chunk(link.first, link.last, payload, codec=link.codec)
 

@@ -22,8 +22,10 @@ epoch it names: the wire format ends here.
 A batch the store refuses for its range (422: past the range's end, no
 article) and a finish before the range's end (409) are counted on the
 range in the same hop (`RangeStore.refuse`, only the holder's with its
-epoch); so are a release naming a chunk the edge could not read, and the
-stream's own failures at the range's articles (coordinator/stream.py);
+epoch); so are a release naming a chunk the edge could not read (unless
+the spool's store says that chunk is gone: then its index row is forgotten
+and the prefetcher fetches it again, `_forgot_gone`), and the stream's own
+failures at the range's articles (coordinator/stream.py);
 `refusals_to_park` in a row park it as failed, so an edge never
 leases, is refused and gives back one range for ever. A body that does not
 decode is not counted: it does not say reliably which lease it is of, and
