@@ -58,7 +58,9 @@ def run(args: argparse.Namespace) -> int:
             return 0
         if args.action == "rotate":
             with store.replacing_token(args.name) as token:
-                _show(token, f"the new token of {args.name}", f"the token of {args.name} not changed")
+                _show(
+                    token, f"the new token of {args.name}", f"the token of {args.name} not changed"
+                )
             return 0
         if args.action == "revoke":
             if not store.revoke(args.name):
