@@ -244,3 +244,42 @@ def test_0027_gives_each_stored_release_its_whole_span_as_one_chunk(pg_empty_url
         (b"\x02" * 16, "x@y", None, 1700000500, None),
     ]
     assert marked == (0,)
+
+
+def test_a_migrator_waiting_for_another_says_so(pg_empty_url: str) -> None:
+    """A command or coordinator started while another process applies a long
+    migration says it waits for it (it waited in silence), then goes on."""
+    from usenet_indexer.store.migrate import LOCK_KEY
+
+    said = threading.Event()
+
+    class Told(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if "waiting for the migration another process is applying" in record.getMessage():
+                said.set()
+
+    told = Told(logging.INFO)
+    log = logging.getLogger("usenet_indexer.store.migrate")
+    log.addHandler(told)
+    level = log.level
+    log.setLevel(logging.INFO)
+    one = Migration.from_file("0001_one.sql", "CREATE TABLE one (a int);")
+    applied: list[list[str]] = []
+
+    def migrating() -> None:
+        with psycopg.connect(pg_empty_url, autocommit=True) as conn:
+            applied.append(migrate(conn, [one]))
+
+    try:
+        with psycopg.connect(pg_empty_url) as holder:  # its transaction holds the lock
+            holder.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
+            waiter = threading.Thread(target=migrating)
+            waiter.start()
+            assert said.wait(30)
+            assert applied == []  # still waiting
+            holder.rollback()
+        waiter.join(30)
+    finally:
+        log.removeHandler(told)
+        log.setLevel(level)
+    assert applied == [["0001_one.sql"]]

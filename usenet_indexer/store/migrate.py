@@ -148,7 +148,12 @@ def _apply_next(
 ) -> str | None:
     # One transaction: lock, see what is applied, apply the first missing file.
     with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
+        got = conn.execute("SELECT pg_try_advisory_xact_lock(%s)", (LOCK_KEY,)).fetchone()
+        if not (got and got[0]):
+            # Another process migrates (an upgrade's index over a big catalog can take
+            # minutes): said once, not waited for in silence.
+            logger.info("waiting for the migration another process is applying")
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
         conn.execute(CREATE_TABLE)
         rows = conn.execute("SELECT version, name FROM schema_migrations").fetchall()
         done = {int(version): str(name) for version, name in rows}
