@@ -35,10 +35,10 @@ from usenet_indexer.coordinator.stores import Stores
 from usenet_indexer.errors import DatabaseError
 from usenet_indexer.spool.store import open_spool
 from usenet_indexer.store.clusterowner import OwnedCluster, start_if_stopped
-from usenet_indexer.store.database import MigrationCancel, migrate_url
+from usenet_indexer.store.database import MigrationCancel, migrate_named
 from usenet_indexer.store.health import HealthStore
 from usenet_indexer.store.heartbeat import beat_forever
-from usenet_indexer.store.pgcluster import database_url
+from usenet_indexer.store.pgcluster import Cluster, database_url
 from usenet_indexer.store.pool import open_pool
 from usenet_indexer.supervisor.arbiter import STOP_SIGNALS
 from usenet_indexer.supervisor.parent import watch_parent
@@ -141,7 +141,7 @@ async def _start_up(
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_cancel_when_set, stop, nursery.cancel_scope)
         opened.started = await trio.to_thread.run_sync(start_if_stopped, cluster)
-        await _migrate(url, stop)
+        await _migrate(url, cluster, stop)
         opened.pool = await trio.to_thread.run_sync(open_pool, url, settings)
         if not fenced:
             logger.warning("batches are stored WITHOUT the fence (a test-only switch)")
@@ -162,7 +162,7 @@ async def _cancel_when_set(stop: trio.Event, scope: trio.CancelScope) -> None:
     scope.cancel()
 
 
-async def _migrate(url: str, stop: trio.Event) -> None:
+async def _migrate(url: str, cluster: Cluster | None, stop: trio.Event) -> None:
     """The migrations, cut short by `stop`: the one in progress is cancelled in the
     server (rolled back), not waited for; start-up's cancellation then follows."""
     cancel = MigrationCancel()
@@ -170,7 +170,7 @@ async def _migrate(url: str, stop: trio.Event) -> None:
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_cancel_migrations, stop, cancel, ended)
         try:
-            await trio.to_thread.run_sync(partial(migrate_url, url, cancel=cancel))
+            await trio.to_thread.run_sync(partial(migrate_named, url, cluster, cancel=cancel))
         except DatabaseError:
             if not cancel.requested:
                 raise

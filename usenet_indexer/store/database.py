@@ -89,21 +89,24 @@ def migrate_url(url: str, *, cancel: MigrationCancel | None = None) -> list[str]
         raise DatabaseError(f"cannot migrate the database: {said}") from error
 
 
-def migrate_named(url: str, cluster: Cluster | None) -> list[str]:
-    """`migrate_url(url)` for a command; what was applied.
+def migrate_named(
+    url: str, cluster: Cluster | None, *, cancel: MigrationCancel | None = None
+) -> list[str]:
+    """`migrate_url(url)` for a command or daemon; what was applied.
 
     Args:
         url: the database.
         cluster: the embedded cluster `url` is on; None when it is DATABASE_URL's.
+        cancel: as `migrate_url`'s.
 
     Raises:
         DatabaseError: as `migrate_url`; about the operator's DATABASE_URL, the
             message names that setting.
     """
     try:
-        return migrate_url(url)
+        return migrate_url(url, cancel=cancel)
     except DatabaseError as error:
-        if cluster is None:  # the operator's DATABASE_URL: say which setting to look at
+        if cluster is None and not (cancel and cancel.requested):  # the operator's DATABASE_URL: say which setting to look at
             raise DatabaseError(f"DATABASE_URL: {error}") from error
         raise
 
