@@ -92,15 +92,24 @@ def test_commands_starting_a_new_cluster_at_once_all_get_it(reachable_dir: Path)
     # initdb, and all but one failed: "directory ... exists but is not empty".
     home = reachable_dir / "home"
     env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    # One of them a daemon's start (store/clusterowner.py), which made the data
+    # folder outside the start's lock.
+    daemon = (
+        "import sys; from pathlib import Path;"
+        " from usenet_indexer.store.clusterowner import start_if_stopped;"
+        " from usenet_indexer.store.pgcluster import Cluster;"
+        " start_if_stopped(Cluster(Path(sys.argv[1]) / 'postgres'))"
+    )
+    commands = [
+        [sys.executable, "-m", "usenet_indexer", "db", "start", "--home", str(home)],
+        [sys.executable, "-c", daemon, str(home)],
+        [sys.executable, "-m", "usenet_indexer", "db", "start", "--home", str(home)],
+    ]
     starts = [
         subprocess.Popen(
-            [sys.executable, "-m", "usenet_indexer", "db", "start", "--home", str(home)],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
+            command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
-        for _ in range(3)
+        for command in commands
     ]
     try:
         said = [start.communicate(timeout=120) for start in starts]

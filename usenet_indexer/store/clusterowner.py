@@ -106,7 +106,7 @@ def start_if_stopped(cluster: Cluster | None) -> OwnedCluster | None:
     """
     if cluster is None:
         return None
-    cluster.init()  # the data folder, which holds OWNER_FILE
+    cluster.init_once()  # the data folder, which holds OWNER_FILE (one initdb at a time)
     fd = _lock(cluster.data_dir / OWNER_FILE)
     if fd is None:
         if not cluster.status().running:

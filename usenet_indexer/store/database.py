@@ -106,7 +106,9 @@ def migrate_named(
     try:
         return migrate_url(url, cancel=cancel)
     except DatabaseError as error:
-        if cluster is None and not (cancel and cancel.requested):  # the operator's DATABASE_URL: say which setting to look at
+        if cluster is None and not (
+            cancel and cancel.requested
+        ):  # the operator's DATABASE_URL: say which setting to look at
             raise DatabaseError(f"DATABASE_URL: {error}") from error
         raise
 

@@ -302,6 +302,17 @@ class Cluster:
                 self._start_server(binaries, timeout_seconds)
             self._ensure_database(timeout_seconds)
 
+    def init_once(self) -> bool:
+        """`init`, one process at a time per cluster (as `start`): a daemon making the
+        data folder of a new home while a command starts its cluster does not run
+        initdb beside the command's.
+
+        Raises:
+            as `init`.
+        """
+        with self._starting():
+            return self.init()
+
     @contextlib.contextmanager
     def _starting(self) -> Iterator[None]:
         # One start at a time per cluster, across processes: on first use an
