@@ -1371,13 +1371,21 @@ class ReleasingAgain:
     ERROR frame when `error` is set."""
 
     error: str | None = None
+    link_status: int = 403
     leases: list[float] = attrs.field(factory=list)
     calls: list[str] = attrs.field(factory=list)
+    releases: list[bytes] = attrs.field(factory=list)
     enough: trio.Event = attrs.field(factory=trio.Event)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        while (await receive()).get("more_body"):
-            pass
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        if scope["path"].endswith("/release"):
+            self.releases.append(body)
         status, body = self._answer(scope["path"])
         await send({"type": "http.response.start", "status": status, "headers": []})
         await send({"type": "http.response.body", "body": body})
@@ -1385,7 +1393,7 @@ class ReleasingAgain:
     def _answer(self, path: str) -> tuple[int, bytes]:
         if path.startswith("/links/"):
             self.calls.append("link")
-            return 403, b"<Error><Code>AccessDenied</Code></Error>"
+            return self.link_status, b"<Error><Code>AccessDenied</Code></Error>"
         action = path.rsplit("/", 1)[-1]
         if action == "builds":
             return 404, b'{"error": "no builds"}'
@@ -1434,6 +1442,38 @@ async def test_a_range_given_back_before_a_batch_is_not_leased_again_in_a_tight_
     assert fake.calls[: 3 * len(given_back)] == given_back * 3
     gaps = [later - before for before, later in itertools.pairwise(fake.leases)]
     assert all(gap >= options.idle_seconds for gap in gaps), gaps
+
+
+@pytest.mark.trio
+@pytest.mark.parametrize(
+    ("status", "counted"), [(403, True), (404, True), (429, False), (408, False)]
+)
+async def test_a_link_the_store_refuses_is_named_but_not_one_it_throttles(
+    autojump_clock: trio.testing.MockClock, settings: Settings, status: int, counted: bool
+) -> None:
+    """A link the store refuses (403, 404) is named in the give-back as an unreadable
+    chunk, which the coordinator counts toward parking the range; one it times out or
+    throttles (408, 429) is the store away for a while, like a 5xx: given back
+    unnamed, never counted (it parked sound ranges)."""
+    fake = ReleasingAgain(link_status=status)
+    options = fake_options(ranges=None, idle_seconds=30.0)
+    stop = trio.Event()
+    with trio.fail_after(3_600):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(
+                partial(
+                    worker.run,
+                    settings,
+                    options=options,
+                    stop=stop,
+                    transport=httpx.ASGITransport(app=fake),
+                )
+            )
+            await fake.enough.wait()
+            stop.set()
+    # (The fourth lease's give-back is the stop's.)
+    named = [b'"unreadable"' in body for body in fake.releases[:3]]
+    assert named == [counted] * 3, fake.releases
 
 
 @pytest.mark.trio

@@ -103,8 +103,10 @@ STOPPING = "stopping"
 # the reader takes to read a ~1 MB frame in 64 KB reads and start its inflate.
 FEED_BYTES = 1 << 18
 # A chunk's link answered 4xx: the store refuses it (404: no object; 403: the link
-# expired, or the store does not accept the keys or the clock that signed it).
-CLIENT_ERRORS = range(400, 500)
+# expired, or the store does not accept the keys or the clock that signed it). Not
+# 408 or 429: a store that timed the request out or throttles is away for a while,
+# like one answering 5xx.
+CLIENT_ERRORS = frozenset(range(400, 500)) - {408, 429}
 
 
 class Outcome(enum.Enum):
@@ -456,8 +458,8 @@ class RangeRunner:
             payload = await self.client.chunk(link.url, self.options.max_payload_bytes)
         except NodeApiError as error:
             if error.status not in CLIENT_ERRORS:
-                # The store away (5xx or no answer, after the client's tries): it comes
-                # back, and counting that against the range would park sound ranges.
+                # The store away (5xx, 408, 429 or no answer, after the client's tries):
+                # it comes back, and counting that would park sound ranges.
                 raise
             # 404: the object is gone; 403: the store refuses the link (keys that may
             # not read, a clock far off, a link expired): the next lease streams the
