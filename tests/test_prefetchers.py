@@ -345,3 +345,40 @@ async def test_a_prefetcher_stopped_in_the_middle_of_a_claim_gives_that_claim_ba
             await trio.testing.wait_all_tasks_blocked(cushion=0.5)
             holder.execute("SELECT pg_advisory_unlock(6, %s::int)", (group_id,))
     assert await trio.to_thread.run_sync(_claims, pool, "host-a:1") == 0
+
+
+@pytest.mark.trio
+async def test_a_group_disabled_since_its_chunks_were_fetched_is_reported_no_more(
+    news_server: NewsServer, pool: ConnectionPool, tmp_path: Path
+) -> None:
+    """The connections remember the groups their server selected; one disabled since
+    (`uidx groups disable`) is neither fetched nor reported: it stayed "ok" in `uidx
+    status` and uidx_health until the prefetcher was restarted."""
+    groups = GroupStore(pool)
+    group_id = groups.add(news_server.group)
+    RangeStore(pool).plan(group_id, 1, 4_000, 4_000)
+    covered = 0
+    fetched = trio.Event()
+
+    def observe(event: object) -> None:
+        nonlocal covered
+        if isinstance(event, Landed) and event.job.last <= 4_000:
+            covered += event.job.last - event.job.first + 1
+            if covered == 4_000:
+                fetched.set()
+
+    options = _options(tmp_path, chunk_articles=2_000, slice_articles=2_000)
+    server = ServerState.of(server_configs([news_server.url()], 2)[0])
+    prefetcher = Prefetcher(pool, options, [server], observe, name="host-a:1")
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(prefetcher.run)
+            await fetched.wait()
+            assert ("group", news_server.group, State.OK) in {
+                (o.component, o.subject, o.state) for o in prefetcher._health()
+            }
+            await trio.to_thread.run_sync(groups.set_enabled, news_server.group, False)
+            await prefetcher._follower.poll()
+            reported = [o for o in prefetcher._health() if o.component == "group"]
+            nursery.cancel_scope.cancel()
+    assert reported == []

@@ -158,11 +158,17 @@ class Prefetcher:
         those one of them carries, its spool (core/health.py)."""
         spool = self._landing.failing
         where = self.options.spool.describe()
-        # The follower's (a followed group's GROUP) and the connections' (a chunk's).
-        uncarried = {**self._follower.uncarried, **self._work.uncarried}
+        # The follower's (a followed group's GROUP) and the connections' (a chunk's), of
+        # the groups still enabled (one disabled since is neither fetched nor reported).
+        enabled = self._follower.followed
+        seen = {
+            g: why for g, why in self._work.uncarried.items() if enabled is None or g in enabled
+        }
+        uncarried = {**self._follower.uncarried, **seen}
         # Said too: another prefetcher's "not carried" is no alarm while this one
         # fetches the group (each has servers of its own).
-        carried = sorted((self._follower.carried | self._work.carried) - uncarried.keys())
+        fetched = self._work.carried if enabled is None else self._work.carried & enabled
+        carried = sorted((self._follower.carried | fetched) - uncarried.keys())
         return [
             *(state.observed() for state in self.servers),
             *(Observed("group", g, State.NOT_CARRIED, why) for g, why in uncarried.items()),

@@ -90,6 +90,9 @@ class Follower:
     # and those a server answered for (ok in the report).
     uncarried: dict[str, str] = attrs.field(factory=dict)
     carried: set[str] = attrs.field(factory=set)
+    # The enabled groups of the last poll (None before the first): what the
+    # connections saw of a group disabled since is not reported any more.
+    followed: frozenset[str] | None = None
     _last_high: dict[int, int] = attrs.field(factory=dict)
     _said: dict[int, tuple[str, ...]] = attrs.field(factory=dict)
 
@@ -109,6 +112,7 @@ class Follower:
             return 0
         planned = 0
         followed = {group.name for group in groups}
+        self.followed = frozenset(followed)
         for name in [g for g in self.uncarried if g not in followed]:
             del self.uncarried[name]  # disabled or removed: not followed any more
         self.carried &= followed
