@@ -255,7 +255,7 @@ def test_a_migrator_waiting_for_another_says_so(pg_empty_url: str) -> None:
 
     class Told(logging.Handler):
         def emit(self, record: logging.LogRecord) -> None:
-            if "waiting for the migration another process is applying" in record.getMessage():
+            if "waiting for the migration (or restore) another process" in record.getMessage():
                 said.set()
 
     told = Told(logging.INFO)

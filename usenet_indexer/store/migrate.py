@@ -152,7 +152,7 @@ def _apply_next(
         if not (got and got[0]):
             # Another process migrates (an upgrade's index over a big catalog can take
             # minutes): said once, not waited for in silence.
-            logger.info("waiting for the migration another process is applying")
+            logger.info("waiting for the migration (or restore) another process is applying")
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
         conn.execute(CREATE_TABLE)
         rows = conn.execute("SELECT version, name FROM schema_migrations").fetchall()

@@ -91,6 +91,34 @@ _RENEW = """
     WHERE claimant = %(claimant)s
 """
 _RELEASE = "DELETE FROM spool_claims WHERE claimant = %(claimant)s"
+
+
+def _overlapping(group: str, first: str, last: str) -> str:
+    """The ranges overlapping the articles first..last of a group (SQL expressions of
+    the query around it), by position: the one starting nearest at or below `first`,
+    if it reaches it, and those starting inside (ranges never overlap;
+    ranges_group_first finds them), not by reading the group's every range."""
+    return f"""
+        SELECT first_article, last_article, resume FROM (
+            (SELECT first_article, last_article, resume FROM ranges
+             WHERE group_id = {group} AND first_article <= {first}
+             ORDER BY first_article DESC LIMIT 1)
+            UNION ALL
+            SELECT first_article, last_article, resume FROM ranges
+            WHERE group_id = {group} AND first_article > {first} AND first_article <= {last}
+        ) near WHERE near.last_article >= {first}"""
+
+
+def _coverage(group: str, first: str, last: str) -> str:
+    """Of the articles first..last: how many are planned (in a range), and whether a
+    range still needs some (its resume point at or below its part of them)."""
+    return f"""
+        SELECT coalesce(sum(least(r.last_article, {last})
+                            - greatest(r.first_article, {first}) + 1), 0) AS planned,
+               coalesce(bool_or(r.resume <= least(r.last_article, {last})), false) AS needed
+        FROM ({_overlapping(group, first, last)}) r"""
+
+
 # Chunks no stream will read again: every article of theirs is in a range, and
 # each range they overlap is past them (its resume point beyond the chunk's part
 # of it; a resume point only moves forward, a done range's is past its end). A
@@ -98,27 +126,10 @@ _RELEASE = "DELETE FROM spool_claims WHERE claimant = %(claimant)s"
 # import` cuts a dump whatever the ranges): it goes once both are past it.
 # Articles in no range are kept (they may be planned yet). Gaps go too; what is
 # left of a range is fetched again if it is ever re-planned. The ranges a chunk
-# overlaps are found by position (ranges_group_first), not by reading the group's
-# every range: the one starting nearest at or below it, and those starting inside
-# it (ranges never overlap).
-_SWEEPABLE = """
+# overlaps are found by position (`_overlapping`).
+_SWEEPABLE = f"""
     SELECT s.group_id, s.first_article, s.path FROM spool_chunks s
-    CROSS JOIN LATERAL (
-        SELECT coalesce(sum(least(r.last_article, s.last_article)
-                            - greatest(r.first_article, s.first_article) + 1), 0) AS planned,
-               coalesce(bool_or(r.resume <= least(r.last_article, s.last_article)), false)
-                   AS needed
-        FROM (
-            (SELECT first_article, last_article, resume FROM ranges
-             WHERE group_id = s.group_id AND first_article <= s.first_article
-             ORDER BY first_article DESC LIMIT 1)
-            UNION ALL
-            SELECT first_article, last_article, resume FROM ranges
-            WHERE group_id = s.group_id
-              AND first_article > s.first_article AND first_article <= s.last_article
-        ) r
-        WHERE r.last_article >= s.first_article
-    ) overlap
+    CROSS JOIN LATERAL ({_coverage("s.group_id", "s.first_article", "s.last_article")}) overlap
     WHERE overlap.planned = s.last_article - s.first_article + 1 AND NOT overlap.needed
     ORDER BY s.group_id, s.first_article
 """
@@ -128,21 +139,12 @@ _SWEEPABLE = """
 # the ranges found as _SWEEPABLE finds them). A chunk no range needs any more was
 # deleted by the sweep, rightly; its row goes with the sweep's next round. The
 # path must match: a row landed again meanwhile names a new chunk.
-_FORGET_LOST = """
+_FORGET_LOST = f"""
     DELETE FROM spool_chunks s
     WHERE s.group_id = %(group)s AND s.first_article = %(first)s AND s.path = %(path)s
       AND EXISTS (
-        SELECT 1 FROM (
-            (SELECT first_article, last_article, resume FROM ranges
-             WHERE group_id = s.group_id AND first_article <= s.first_article
-             ORDER BY first_article DESC LIMIT 1)
-            UNION ALL
-            SELECT first_article, last_article, resume FROM ranges
-            WHERE group_id = s.group_id
-              AND first_article > s.first_article AND first_article <= s.last_article
-        ) r
-        WHERE r.last_article >= s.first_article
-          AND r.resume <= least(r.last_article, s.last_article)
+        SELECT 1 FROM ({_overlapping("s.group_id", "s.first_article", "s.last_article")}) r
+        WHERE r.resume <= least(r.last_article, s.last_article)
       )
 """
 _STILL_THERE = """
@@ -172,27 +174,14 @@ _PATH_AT = "SELECT path FROM spool_chunks WHERE group_id = %s AND first_article 
 # What the index says of stored chunks (spool/leftovers.py), those not indexed
 # under their own key: the row at their group's first article (by the primary
 # key), and the ranges they overlap, found as _SWEEPABLE finds them.
-_LEFTOVERS = """
+_LEFTOVERS = f"""
     SELECT k.i, g.id IS NOT NULL, s.first_article IS NOT NULL, s.path,
            coalesce(overlap.planned, 0), coalesce(overlap.needed, false)
     FROM unnest(%(names)s::text[], %(firsts)s::bigint[], %(lasts)s::bigint[], %(keys)s::text[])
          WITH ORDINALITY AS k(name, first, last, key, i)
     LEFT JOIN groups g ON g.name = k.name
     LEFT JOIN spool_chunks s ON s.group_id = g.id AND s.first_article = k.first
-    LEFT JOIN LATERAL (
-        SELECT coalesce(sum(least(r.last_article, k.last)
-                            - greatest(r.first_article, k.first) + 1), 0) AS planned,
-               coalesce(bool_or(r.resume <= least(r.last_article, k.last)), false) AS needed
-        FROM (
-            (SELECT first_article, last_article, resume FROM ranges
-             WHERE group_id = g.id AND first_article <= k.first
-             ORDER BY first_article DESC LIMIT 1)
-            UNION ALL
-            SELECT first_article, last_article, resume FROM ranges
-            WHERE group_id = g.id AND first_article > k.first AND first_article <= k.last
-        ) r
-        WHERE r.last_article >= k.first
-    ) overlap ON true
+    LEFT JOIN LATERAL ({_coverage("g.id", "k.first", "k.last")}) overlap ON true
     WHERE s.path IS DISTINCT FROM k.key
 """
 # Stored chunks looked up per query (a bucket is listed whole, hourly).

@@ -67,7 +67,7 @@ logger = logging.getLogger(__name__)
 # its workers), and a worker or a daemon run as one process (coordinator,
 # prefetcher, edge), which stops the same way on each of them. SIGHUP is what a
 # process gets when the ssh session or terminal it runs in is closed, and what
-# operators send by habit (`systemctl reload`). gunicorn reloads on SIGHUP;
+# operators send by habit (`systemctl kill -s HUP`, `kill -HUP`). gunicorn reloads on SIGHUP;
 # uidx has no reload, and what an operator expects then is a clean stop
 # (ranges given back, chunks in flight abandoned, the embedded PostgreSQL
 # stopped), not a process killed by the signal's default action.
