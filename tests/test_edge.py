@@ -1414,15 +1414,9 @@ class ReleasingAgain:
         return 200, b"{}"
 
 
-@pytest.mark.trio
-@pytest.mark.parametrize("error", [None, "spool chunk 1..2 does not hold article 3"])
-async def test_a_range_given_back_before_a_batch_is_not_leased_again_in_a_tight_loop(
-    autojump_clock: trio.testing.MockClock, settings: Settings, error: str | None
-) -> None:
-    """Its stream breaks at once every time (a store that refuses the coordinator's
-    links, an ERROR frame): nothing is counted on the range, and it is leased first
-    again; the worker waits idle_seconds before each new lease, as after a failure."""
-    fake = ReleasingAgain(error=error)
+async def _until_four_leases(fake: ReleasingAgain, settings: Settings) -> EdgeOptions:
+    """A worker (idle_seconds 30) against the fake until its fourth lease, then stopped;
+    its options."""
     options = fake_options(ranges=None, idle_seconds=30.0)
     stop = trio.Event()
     with trio.fail_after(3_600):
@@ -1438,6 +1432,19 @@ async def test_a_range_given_back_before_a_batch_is_not_leased_again_in_a_tight_
             )
             await fake.enough.wait()
             stop.set()
+    return options
+
+
+@pytest.mark.trio
+@pytest.mark.parametrize("error", [None, "spool chunk 1..2 does not hold article 3"])
+async def test_a_range_given_back_before_a_batch_is_not_leased_again_in_a_tight_loop(
+    autojump_clock: trio.testing.MockClock, settings: Settings, error: str | None
+) -> None:
+    """Its stream breaks at once every time (a store that refuses the coordinator's
+    links, an ERROR frame): nothing is counted on the range, and it is leased first
+    again; the worker waits idle_seconds before each new lease, as after a failure."""
+    fake = ReleasingAgain(error=error)
+    options = await _until_four_leases(fake, settings)
     given_back = ["lease", "stream"] + (["link"] if error is None else []) + ["release"]
     assert fake.calls[: 3 * len(given_back)] == given_back * 3
     gaps = [later - before for before, later in itertools.pairwise(fake.leases)]
@@ -1456,21 +1463,7 @@ async def test_a_link_the_store_refuses_is_named_but_not_one_it_throttles(
     throttles (408, 429) is the store away for a while, like a 5xx: given back
     unnamed, never counted (it parked sound ranges)."""
     fake = ReleasingAgain(link_status=status)
-    options = fake_options(ranges=None, idle_seconds=30.0)
-    stop = trio.Event()
-    with trio.fail_after(3_600):
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(
-                partial(
-                    worker.run,
-                    settings,
-                    options=options,
-                    stop=stop,
-                    transport=httpx.ASGITransport(app=fake),
-                )
-            )
-            await fake.enough.wait()
-            stop.set()
+    await _until_four_leases(fake, settings)
     # (The fourth lease's give-back is the stop's.)
     named = [b'"unreadable"' in body for body in fake.releases[:3]]
     assert named == [counted] * 3, fake.releases
