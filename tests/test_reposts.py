@@ -122,6 +122,21 @@ def test_a_chunk_sent_twice_changes_nothing() -> None:
     assert [segments_of(r) for r in twice] == [segments_of(r) for r in once]
 
 
+def test_a_repost_is_a_probe_candidate_as_its_first_post_is_wherever_a_batch_cuts() -> None:
+    """A NewsUP upload of random names (a probe candidate) posted again. In one batch the
+    repost's chunk comes under its repost key, which the batch reports; in a batch of its
+    own under the release key (reported by both batches), whose generation is the first
+    post's. Each post is a candidate either way: a generation is one when a chunk it
+    holds came under a key a batch reported."""
+    names = [("odJkhbWKWURd.par2", 1), ("odJkhbWKWURd.vol00+01.par2", 2), ("toR4Kk2Da1L9", 40)]
+    one = newsup_upload(BASE, names, "a")
+    two = newsup_upload(BASE + len(one) + 100, names, "b")
+    for cuts in ((), {len(one)}):
+        releases = merged(index(one + two, cuts=cuts))
+        assert len(releases) == 2
+        assert [r.probe_candidate for r in releases] == [True, True], cuts
+
+
 def test_pass_starts_at_runs_of_repeats_and_pauses() -> None:
     numbers = [1, 2, 3, 4, 5, 1, 2, 3, 4, 5]
     articles = list(range(100, 110))

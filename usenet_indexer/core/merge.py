@@ -117,6 +117,8 @@ class _Release(_Fields):
     files: dict[bytes, _File] = attrs.field(factory=dict)
     repost_of: bytes | None = None  # the first post's key, for a later post by its poster
     sources: tuple[bytes, ...] = ()  # the release keys of its chain (whose chunks it may hold)
+    # The release keys its files came under: a batch reports a probe candidate by one.
+    came_under: frozenset[bytes] = frozenset()
 
 
 # A merged file's figures from its chunks (in the order merged): (segments, the bytes
@@ -576,7 +578,7 @@ class ReleaseMerger:
         parts = {g.key: part for g, part in made}
         for keys in link(parts.values()):
             members = [generations[key] for key in keys]
-            probed = tuple(key in self._probed for key in keys)
+            probed = tuple(map(self._candidate, members))
             memo_key = (*map(id, members), *probed)
             upload = None if self.memo is None else self.memo.upload(memo_key)
             if upload is None:
@@ -648,6 +650,12 @@ class ReleaseMerger:
             generation.sources = sources
             yield generation, _part(generation)
 
+    def _candidate(self, generation: _Release) -> bool:
+        """Whether a batch reported a probe candidate under a key the generation's files
+        came under: its own key, or (the repost's chunk of a batch that saw no earlier
+        pass) the release key, whose generation is the first post's."""
+        return not self._probed.isdisjoint(generation.came_under)
+
     def _build(self, members: list[_Release], files: list[_File], name: str) -> CatalogRelease:
         release = members[0]
         made = (
@@ -666,7 +674,7 @@ class ReleaseMerger:
             files_announced=release.files_announced,
             complete=min(1.0, seen / announced) if announced else 0.0,
             bytes=size,
-            probe_candidate=any(m.key in self._probed for m in members),
+            probe_candidate=any(map(self._candidate, members)),
             dropped=release.dropped,
             chunks=sum(m.chunks for m in members),
             files=tuple(built),
@@ -852,8 +860,12 @@ def _split(chain: list[_Entry]) -> list[_Release]:
     for item in placed:
         sources[item.place].add(item.source)
     fields = {number: got for entry in chain for number, got in entry.fields.items()}
+    under = {source: chain[at].key for at, source in pieces}
     for generation, came_in in zip(generations, sources, strict=True):
         generation.chunks = len(came_in)
+        # The keys of the chunks it holds: a repost's chunk of a batch that saw no
+        # earlier pass comes under the release key, beside the first post's.
+        generation.came_under = frozenset(under[number] for number in came_in)
         # Poster, head and [i/M] of the earliest chunk that speaks for it (its
         # earliest file is one of the generation's: another poster's upload of
         # one name has its own), else of the release.
@@ -1072,6 +1084,7 @@ def _only_generation(entry: _Entry) -> _Release | None:
     only = _generation(entry, entry.key)
     only.files = files
     only.chunks = entry.chunks
+    only.came_under = frozenset((entry.key,))
     return only
 
 
