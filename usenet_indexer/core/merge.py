@@ -104,6 +104,8 @@ class _Entry(_Fields):
     fields: dict[int, tuple[tuple[int, bytes], str | None, str, int | None]] = attrs.field(
         factory=dict
     )
+    # Each release chunk's groups: a generation has those of the chunks it holds.
+    chunk_groups: dict[int, tuple[str, ...]] = attrs.field(factory=dict)
     # What each release chunk was, as added: its fields and its files tuple's identity
     # (a Memo's key), and the files tuples (kept, so that no identity is reused).
     came: list[tuple[object, ...]] = attrs.field(factory=list)
@@ -543,6 +545,7 @@ class ReleaseMerger:
         self._added += 1
         release.files.extend(zip(chunk.files, repeat(self._added)))
         release.fields[self._added] = (order, chunk.head_name, chunk.poster, chunk.files_announced)
+        release.chunk_groups[self._added] = chunk.groups
         if self.memo is not None:
             release.came.append(
                 (
@@ -860,11 +863,13 @@ def _split(chain: list[_Entry]) -> list[_Release]:
     for item in placed:
         sources[item.place].add(item.source)
     fields = {number: got for entry in chain for number, got in entry.fields.items()}
+    groups = {number: got for entry in chain for number, got in entry.chunk_groups.items()}
     under = {source: chain[at].key for at, source in pieces}
     for generation, came_in in zip(generations, sources, strict=True):
         generation.chunks = len(came_in)
-        # The keys of the chunks it holds: a repost's chunk of a batch that saw no
-        # earlier pass comes under the release key, beside the first post's.
+        # The groups and keys of the chunks it holds: a repost's chunk of a batch that
+        # saw no earlier pass comes under the release key, beside the first post's.
+        generation.groups = set().union(*(groups[number] for number in came_in))
         generation.came_under = frozenset(under[number] for number in came_in)
         # Poster, head and [i/M] of the earliest chunk that speaks for it (its
         # earliest file is one of the generation's: another poster's upload of
