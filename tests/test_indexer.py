@@ -544,6 +544,23 @@ def test_a_release_takes_poster_and_counter_of_its_earliest_file_whatever_the_ba
         assert (release.poster, release.files_announced) == ("amy <a@y>", 2)
 
 
+def test_a_files_subject_pads_its_counter_as_the_poster_does_wherever_batches_cut_it() -> None:
+    """A poster pads the counter to N's width ("(01/30)"). A batch whose lines of the file
+    start at "(13/30)" (a cut), or one whose first line of it is "(12/30)" (segments out
+    of order), cannot tell from that line: the subject pads as any of the file's lines
+    do, wherever batches cut it and in whatever order they are merged."""
+    head = 'Padded.Release [1/1] - "padded.release.rar" yEnc '
+    segments = [(k, line(0, f"{head}({k:02}/30)", f"p{k}@ex")) for k in range(1, 31)]
+    shuffled = [segments[11], *segments[:11], *segments[12:]]
+    for posted in (segments, shuffled):
+        lines = [f"{BASE + at}\t{text.split(chr(9), 1)[1]}" for at, (_, text) in enumerate(posted)]
+        for cuts in ((), {12}, {20}):
+            batches = index(lines, cuts=cuts)
+            for order in (batches, batches[::-1]):
+                [release] = merged(order)
+                assert release.files[0].subject == f"{head}(01/30)", (posted[0][0], cuts)
+
+
 def test_messy_data_gives_the_same_batch_fed_whole_line_by_line_or_in_chunks() -> None:
     """NUL bytes (first, middle and last line), CRLF, empty and short lines, repeats,
     forged counters and a second poster on one prefix: the fast path and the slow

@@ -763,6 +763,8 @@ class RangeIndexer:
         its other keys; a release whose files repeat numbers is cut there too
         (the compiled conversion takes only releases without a repeat).
         """
+        for member in members:
+            _pad_counter(member)
         if COMPILED_FILES is not None and not self.pure:
             compiled = self._compiled_release(COMPILED_FILES, members, upload_starts)
             if compiled is not None:
@@ -1550,6 +1552,25 @@ def _make_file_chunk(
         message_ids=message_ids if isinstance(message_ids, str) else decode(message_ids),
         sizes=sizes,
     )
+
+
+def _pad_counter(open_file: _OpenFile) -> None:
+    """Give a file the counter of a segment that pads it ("01/30") when its first line's
+    does not show how the poster pads ("12/30"): its subject (`_OpenFile.subject`, made
+    of the counter) pads as the poster does, whichever of its lines a batch saw first (a
+    batch cut before it, segments out of order). Looked for only where a field of the
+    file's segments starts with a 0 (a k, or a date or size that does)."""
+    segments = open_file.segments
+    if (
+        open_file.total < 10
+        or open_file.counter.startswith(b"0")
+        or not (segments.startswith(b"0") or b"\t0" in segments)
+    ):
+        return
+    for k in open_file.lists().ks:
+        if k[:1] == b"0" and k.isdigit() and 0 < int(k) <= open_file.total:
+            open_file.counter = b"%b/%d" % (k, open_file.total)
+            return
 
 
 def _chunk_head(open_file: _OpenFile) -> tuple[bytes, str, str, int | None, int]:

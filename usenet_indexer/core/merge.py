@@ -1183,7 +1183,17 @@ def _merge_file(files: dict[bytes, _File], chunk: FileChunk) -> None:
         return
     if chunk.posted and (not file.posted or chunk.posted < file.posted):
         file.posted = chunk.posted
+    if chunk.subject != file.subject and _fuller(chunk.subject, file.subject):
+        file.subject = chunk.subject
     file.chunks.append(chunk)
+
+
+def _fuller(subject: str, other: str) -> bool:
+    """Whether a file's chunk's subject is the one to keep over another's: the longer
+    (a batch that saw no segment under 10 of "(01/30)"'s file wrote "(1/30)": it cannot
+    tell how the poster pads), then the first in order of text; whatever order the
+    chunks come in."""
+    return (len(subject), other) > (len(other), subject)
 
 
 def _new_file(chunk: FileChunk) -> _File:
