@@ -151,6 +151,25 @@ def test_a_repost_is_a_probe_candidate_as_its_first_post_is_wherever_a_batch_cut
         assert [r.probe_candidate for r in releases] == [True, True], cuts
 
 
+def test_a_repost_that_lost_its_first_segments_pads_its_counter_as_its_first_post() -> None:
+    """A post of a file whose counter the poster pads ("(01/30)"), and its repost, of
+    which a takedown left segments 13 to 30. In one batch the repost's chunk has the
+    subject of the file's first line there, the first post's; in a batch of its own it
+    cannot tell how the poster pads. Each post's file pads as the poster does."""
+    head = 'Padded.Release [1/1] - "padded.release.rar" yEnc '
+    texts = [line(0, f"{head}({k:02}/30)", f"p{k}@ex") for k in range(1, 31)]
+    texts += [line(0, f"{head}({k:02}/30)", f"again.p{k}@ex") for k in range(13, 31)]
+    lines = [
+        dated(f"{BASE + at * 10}\t{text.split(chr(9), 1)[1]}") for at, text in enumerate(texts)
+    ]
+    for cuts in ((), {30}):
+        batches = index(lines, cuts=cuts)
+        for order in (batches, batches[::-1]):
+            releases = merged(order)
+            assert len(releases) == 2
+            assert {r.files[0].subject for r in releases} == {f"{head}(01/30)"}, cuts
+
+
 def test_pass_starts_at_runs_of_repeats_and_pauses() -> None:
     numbers = [1, 2, 3, 4, 5, 1, 2, 3, 4, 5]
     articles = list(range(100, 110))

@@ -879,6 +879,7 @@ def _split(chain: list[_Entry]) -> list[_Release]:
             order, head, poster, announced = min(speaking)
             generation.order, generation.head_name = order, head
             generation.poster, generation.files_announced = poster, announced
+    _subjects(chain, generations)
     made = [g for g in generations if g.files]
     for generation in made[1:]:
         if generation.poster == made[0].poster:
@@ -1183,17 +1184,24 @@ def _merge_file(files: dict[bytes, _File], chunk: FileChunk) -> None:
         return
     if chunk.posted and (not file.posted or chunk.posted < file.posted):
         file.posted = chunk.posted
-    if chunk.subject != file.subject and _fuller(chunk.subject, file.subject):
-        file.subject = chunk.subject
     file.chunks.append(chunk)
 
 
-def _fuller(subject: str, other: str) -> bool:
-    """Whether a file's chunk's subject is the one to keep over another's: the longer
-    (a batch that saw no segment under 10 of "(01/30)"'s file wrote "(1/30)": it cannot
-    tell how the poster pads), then the first in order of text; whatever order the
-    chunks come in."""
-    return (len(subject), other) > (len(other), subject)
+def _subjects(chain: list[_Entry], generations: list[_Release]) -> None:
+    """Give each file of the generations the fullest subject of its key's chunks in the
+    chain: the longest (a batch that saw no segment under 10 of a "(01/30)" file wrote
+    "(1/30)": it cannot tell how the poster pads, and one pass gives every post of the
+    file the subject of its first line there), then the first in order of text; whatever
+    the order the chunks come in and the generations they went to."""
+    fullest: dict[bytes, str] = {}
+    for entry in chain:
+        for chunk, _ in entry.files:
+            held = fullest.get(chunk.key)
+            if held is None or (len(chunk.subject), held) > (len(held), chunk.subject):
+                fullest[chunk.key] = chunk.subject
+    for generation in generations:
+        for key, file in generation.files.items():
+            file.subject = fullest[key]
 
 
 def _new_file(chunk: FileChunk) -> _File:
