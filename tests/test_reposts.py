@@ -575,6 +575,32 @@ def test_any_post_posted_again_is_what_one_pass_makes_wherever_a_batch_cuts_its_
         }
 
 
+def test_two_posters_uploads_of_one_name_at_once_stay_apart_wherever_a_batch_cuts() -> None:
+    """Two posters upload the same scene volumes at once, their articles interleaved
+    (no head and no [i/M]: the names make one release key). A batch holding both gives
+    each poster's files a chunk of their own (under the key and its repost key), and
+    so does a batch cut anywhere; there, each poster's later files are as near in date
+    to the other poster's earlier ones as to their own. Each upload stays whole and
+    apart, as in one pass."""
+    files = [(f"{SCENE}.r{n:02}", 5) for n in range(6)]
+    mary = bare_upload(0, files, "mary.")
+    sven = [
+        text.replace("Klaus <k@ftd.nu>", "Sven <s@y.nl>") for text in bare_upload(0, files, "sven.")
+    ]
+    posted = sorted(
+        [(20 * at, t) for at, t in enumerate(mary)]
+        + [(20 * at + 13, t) for at, t in enumerate(sven)]
+    )
+    lines = [dated(f"{BASE + at}\t{text.split(chr(9), 1)[1]}") for at, text in posted]
+    for cut in range(len(lines)):
+        releases = merged(index(lines, cuts={cut}))
+        tags = sorted(
+            sorted({m.split(".", 1)[0] for mids in segments_of(r).values() for m in mids})
+            for r in releases
+        )
+        assert tags == [["mary"], ["sven"]], cut
+
+
 def test_a_file_its_first_post_lost_nearly_all_of_is_reposted_whole() -> None:
     """An album track (a release key of its own) whose first post kept two segments (the
     rest taken down) is posted again whole: the repost's 21 are a release of their own,

@@ -792,13 +792,17 @@ def _split(chain: list[_Entry]) -> list[_Release]:
     latest = [0]  # the latest date in each generation (0: none yet)
     names: list[dict[str, bytes]] = [{}]  # each generation's file names, and their keys
     indexes: list[dict[int, str]] = [{}]  # each generation's [i/M] numbers, and their names
+    posters: list[set[str]] = [set()]  # the posters of the chunks each generation holds
+    poster_of = {number: got[2] for entry in chain for number, got in entry.fields.items()}
     shared = base.poster.strip().lower() in TOOL_FROMS
     reposted = _reposted(chain)
     for (_, source), files in sorted(pieces.items(), key=lambda item: _piece_order(item[1])):
         # In order of date, each file to the generation nearest in date of
         # those that hold none of it under other message-ids (a new one if
-        # none), never to one before its piece's earlier files'.
+        # none), never to one before its piece's earlier files'; of those, to
+        # one that holds a chunk of the piece's poster where one does.
         floor = 0
+        poster = poster_of[source]
         decided: list[_Placed] = []
         for file in sorted(files, key=_file_chunk_order):
             posted = file.posted or UNDATED
@@ -822,13 +826,18 @@ def _split(chain: list[_Entry]) -> list[_Release]:
                 )
             ]
             if choices:
-                place = min(choices, key=lambda g: (abs(posted - latest[g]), g))
+                # Two posters' uploads of one name at once (the indexer gives each its
+                # own chunk): a batch cut leaves each poster's later files as near in
+                # date to the other's earlier ones as to their own.
+                own = [g for g in choices if poster in posters[g]]
+                place = min(own or choices, key=lambda g: (abs(posted - latest[g]), g))
             else:
                 place = len(generations)
                 generations.append(_generation(base, repost_key(generations[-1].key)))
                 latest.append(0)
                 names.append({})
                 indexes.append({})
+                posters.append(set())
                 levels[place] = _NOTHING_AGAIN
             decided.append(_Placed(file, source, place, levels[place]))
             names[place].setdefault(file.name, file.key)
@@ -843,6 +852,7 @@ def _split(chain: list[_Entry]) -> list[_Release]:
         for item in decided:
             _merge_file(generations[item.place].files, item.file)
             latest[item.place] = max(latest[item.place], item.file.posted)
+            posters[item.place].add(poster)
         placed += decided
     # A file's chunk likewise, before its next chunk (a batch cut between a
     # repost's first segments and the rest).
