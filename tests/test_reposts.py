@@ -421,6 +421,33 @@ def test_an_album_reposted_after_a_takedown_is_two_whole_releases() -> None:
         assert releases[1].complete == 1.0
 
 
+def test_an_albums_sfv_posted_again_first_in_its_repost_is_the_reposts() -> None:
+    """An album posted again: its .sfv (a release key of its own, one segment) comes first,
+    then the tracks, whose repeats start the repost's pass in the batch's other keys. The
+    .sfv's copy comes just before that start, so it is the repost's (a post check re-sends
+    a segment seconds after its post, not just before its poster's next pass of the upload);
+    one pass took it for a re-send, while a batch that holds the repost alone keeps it."""
+    album = [
+        ("Artist-Album-(CAT168)-WEB-2021-GRP.sfv", 1),
+        *((f"{n:02}-artist-track_{n}.flac", 3) for n in range(1, 9)),
+    ]
+
+    def post(first: int, tag: str) -> list[str]:
+        texts = []
+        for i, (name, total) in enumerate(album, start=1):
+            for k in range(1, total + 1):
+                subject = f'[{i:02}/{len(album)}] "{name}" ({k}/{total})'
+                texts.append(line(first, subject, f"{tag}{i}.{k}@ngPost", poster=NGPOST_FROM))
+        return in_flight(texts, every=60)
+
+    lines = post(BASE, "") + post(BASE + 60 * 25 + 3_000, "again.")
+    for cuts in ((), {25}):
+        batches = index(lines, cuts=cuts)
+        releases = sorted(merged(batches), key=lambda r: r.posted)
+        assert [len(r.files) for r in releases] == [9, 9], cuts
+        assert skipped(batches).get("repeated_segment", 0) == 0
+
+
 def test_a_sample_set_posted_last_stays_with_its_upload_when_a_repost_follows() -> None:
     """The upload's sample and its par2, numbered after the volumes, are its last files;
     the poster posts it all again at once. A batch cut after the volumes leaves the

@@ -798,6 +798,7 @@ class RangeIndexer:
                         if upload_starts
                         else [],
                         upload_starts,
+                        lone=_lone(members),
                     ),
                 }
             )
@@ -844,7 +845,9 @@ class RangeIndexer:
                     *cuts,
                     *compiled.pass_starts(files, True),
                     *_own_starts(
-                        compiled.sorted_articles(files) if upload_starts else [], upload_starts
+                        compiled.sorted_articles(files) if upload_starts else [],
+                        upload_starts,
+                        lone=_lone(members),
                     ),
                 }
             )
@@ -1259,22 +1262,38 @@ def _key_pass_starts(members: list[_OpenFile], compiled: CompiledFiles | None) -
     return release_pass_starts([(m.lists(), m.total) for m in members], cut=False)
 
 
-def _own_starts(articles: Sequence[int], upload_starts: Sequence[int]) -> list[int]:
+def _own_starts(
+    articles: Sequence[int], upload_starts: Sequence[int], *, lone: bool = False
+) -> list[int]:
     """The upload's pass starts as a release's: each its first article at or after one
     inside its span (a piece of the release starts at an article of its own, so no
     pass of it is empty and its chain of keys has no gap).
+
+    A release of one file of one segment (an album's .sfv, a post's .nfo, keyed apart
+    from the tracks or volumes whose repeats start the pass) is posted first in its
+    upload's pass, just before that start: its copy nearer to the start than to the
+    copy before it is the pass's (a post check re-sends a segment seconds after its
+    post), and its pass starts there.
 
     Args:
         articles: the release's article numbers, ascending (read only when
             `upload_starts` has some).
         upload_starts: where its upload starts later passes (`_upload_passes`).
+        lone: the release is one file of one segment.
     """
     found = set()
     for start in upload_starts:
         at = bisect_left(articles, start)
-        if 0 < at < len(articles):
+        if lone and at >= 2 and start - articles[at - 1] < articles[at - 1] - articles[at - 2]:
+            found.add(articles[at - 1])
+        elif 0 < at < len(articles):
             found.add(articles[at])
     return sorted(found)
+
+
+def _lone(members: list[_OpenFile]) -> bool:
+    """Whether a release is one file of one segment (`_own_starts`)."""
+    return len(members) == 1 and members[0].total == 1
 
 
 def _upload_of(members: list[_OpenFile]) -> tuple[bytes, int] | None:
