@@ -285,6 +285,29 @@ def test_an_upload_with_a_random_subject_per_article_is_one_probe_candidate() ->
     assert skipped(batches) == {"text_post": 1}
 
 
+def test_an_upload_with_a_random_subject_per_article_is_whole_wherever_a_batch_cuts_it() -> None:
+    """The same upload (its articles among others'), cut anywhere: a batch that holds
+    one or two of its articles, at its start or its end, or its short last article
+    first, cannot tell them from a text post or another poster's stray articles; the
+    batch after or before it can. Every article is the upload's, as in one pass."""
+    rng = random.Random(8)
+    poster = "Xk2Pq9vRt4@Lm3Nb.QWE"
+    texts = []
+    for at in range(30):
+        subject = "".join(rng.choices("abcdefghijkmnopqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ", k=24))
+        size = 716_800 if at % 10 != 9 else 31_337  # each file's last article is short
+        texts.append(
+            line(0, subject, f"{at}.{rng.getrandbits(40):x}@nyuu", poster=poster, size=size)
+        )
+        texts.append(line(0, f"Question {at}?", f"q{at}@ex", size=1_900))
+    lines = [f"{BASE + at}\t{text.split(chr(9), 1)[1]}" for at, text in enumerate(texts)]
+    for cut in range(1, len(lines)):
+        batches = index(lines, cuts={cut})
+        [release] = merged(batches)
+        assert sum(len(f.segments) for f in release.files) == 30, cut
+        assert skipped(batches) == {"text_post": 30}, cut
+
+
 def test_articles_with_a_random_subject_and_poster_each_are_unattributable() -> None:
     """ngPost --obfuscate: every article's subject and From are its own."""
     rng = random.Random(9)
@@ -297,9 +320,10 @@ def test_articles_with_a_random_subject_and_poster_each_are_unattributable() -> 
         )
         for at in range(40)
     ]
-    batches = index(texts)
-    assert merged(batches) == []
-    assert skipped(batches) == {"unattributable": 40}
+    for every in (None, 1, 2, 7):
+        batches = index(texts, batch_every=every)
+        assert merged(batches) == []
+        assert skipped(batches) == {"unattributable": 40}
 
 
 def test_malformed_lines_are_counted_and_skipped() -> None:

@@ -371,6 +371,10 @@ class RangeIndexer:
     # Binary-sized articles without a segment counter, by poster: article,
     # subject, date, message-id and bytes of each, tab-separated.
     _headerless: dict[bytes, bytearray] = attrs.field(init=False, factory=dict)
+    # Across a batch cut (`_headerless_chunks`): the posters of the batch before's
+    # headerless releases, and those whose few articles it handed on to this one.
+    _headerless_known: set[bytes] = attrs.field(init=False, factory=set)
+    _headerless_handed: set[bytes] = attrs.field(init=False, factory=set)
 
     def __attrs_post_init__(self) -> None:
         self._next = self.first
@@ -512,7 +516,9 @@ class RangeIndexer:
                         return
         found = _segment_counter_or_reason(fields)
         if isinstance(found, str):
-            if found == "text_post" and _headerless(fields, fields[2] in self._headerless):
+            if found == "text_post" and _headerless(
+                fields, fields[2] in self._headerless or fields[2] in self._headerless_known
+            ):
                 # No counter, but a binary's size (or the poster of such, for a
                 # file's short last article): a random subject per article
                 # (Nyuu --subject '${rand(N)}'); grouped by poster in take().
@@ -577,6 +583,10 @@ class RangeIndexer:
 
     def take(self) -> Batch:
         """Hand over everything indexed since the last batch and start a new one."""
+        return self._take(last=False)
+
+    def _take(self, *, last: bool) -> Batch:
+        """`take`; `last`: the range's last batch (nothing is handed on)."""
         # Releases by (poster or b"", release basis): what the release key digests.
         grouping = None if self.pure else COMPILED_GROUPING
         by_release = (
@@ -615,14 +625,7 @@ class RangeIndexer:
                 candidate = _probe_candidate(chunk)
                 if candidate is not None:
                     candidates.append(candidate)
-        for poster, posted in self._headerless.items():
-            headerless = self._headerless_chunk(poster, posted)
-            if headerless is not None:
-                releases.append(headerless)
-                first = headerless.files[0]
-                candidates.append(
-                    ProbeCandidate(headerless.key, first.first_message_id, first.name)
-                )
+        handed = self._headerless_chunks(releases, candidates, last=last)
         batch = Batch(
             group=self.group,
             first=self._batch_first,
@@ -640,7 +643,7 @@ class RangeIndexer:
         self._fast = {}
         self._skipped = Counter()
         self._dates = {}
-        self._headerless = {}
+        self._headerless = handed
         self._lines = 0
         self._batch_first = self._next
         return batch
@@ -684,17 +687,54 @@ class RangeIndexer:
             judged.append((release, members, dropped_by))
         return judged
 
-    def _headerless_chunk(self, poster: bytes, posted: bytearray) -> ReleaseChunk | None:
+    def _headerless_chunks(
+        self, releases: list[ReleaseChunk], candidates: list[ProbeCandidate], *, last: bool
+    ) -> dict[bytes, bytearray]:
+        """The batch's headerless releases (`_headerless_chunk`) added to `releases`, each a
+        probe candidate; the articles handed on to the next batch returned.
+
+        A batch cut leaves one or two articles of such an upload on one side: its first
+        ones, which this batch cannot tell from stray articles (they are handed on, once,
+        unless `last`), or its last ones, which the next batch takes as the upload's
+        (its poster is known there, as in one pass, where the articles before them are).
+        """
+        known: set[bytes] = set()
+        handed: dict[bytes, bytearray] = {}
+        for poster, posted in self._headerless.items():
+            if (
+                not last
+                and poster not in self._headerless_known
+                and poster not in self._headerless_handed
+                and posted.count(b"\t") // 5 < HEADERLESS_MIN_ARTICLES
+            ):
+                handed[poster] = posted
+                continue
+            headerless = self._headerless_chunk(poster, posted, poster in self._headerless_known)
+            if headerless is not None:
+                known.add(poster)
+                releases.append(headerless)
+                first = headerless.files[0]
+                candidates.append(
+                    ProbeCandidate(headerless.key, first.first_message_id, first.name)
+                )
+        self._headerless_known = known
+        self._headerless_handed = set(handed)
+        return handed
+
+    def _headerless_chunk(
+        self, poster: bytes, posted: bytearray, known: bool
+    ) -> ReleaseChunk | None:
         """One poster's articles without a counter, as one release (a file per article).
 
         Such an upload is told apart only by its poster (a random one per
         upload); a poster with fewer than `HEADERLESS_MIN_ARTICLES` of them
         in the batch (ngPost --obfuscate gives every article its own) ties
-        nothing together: those are counted as "unattributable".
+        nothing together: those are counted as "unattributable", unless the
+        poster's upload went on from the batch before (`known`).
         """
         fields = bytes(posted).split(b"\t")
         articles = list(zip(*(fields[at:-1:5] for at in range(5)), strict=True))
-        if len(articles) < HEADERLESS_MIN_ARTICLES:
+        if len(articles) < HEADERLESS_MIN_ARTICLES and not known:
             self._skipped["unattributable"] += len(articles)
             return None
         files = []
@@ -725,7 +765,7 @@ class RangeIndexer:
 
     def finish(self) -> Batch:
         """The last batch of the range; the indexer takes no more data after it."""
-        batch = self.take()
+        batch = self._take(last=True)
         self.finished = True
         return batch
 
