@@ -17,12 +17,17 @@ do not hold `min(RUN, N)` of the file's numbers under other message-ids
 (or to a new one), never to one before the piece's earlier files', never
 to one with a file of the same name under another key (another poster's
 upload of one name), and, under a tool's default From, for a file new to
-it, not to one whose latest file is more than `APART_SECONDS` away. A file
-chunk that repeats some numbers of its generation just before one that
-went on to a later generation goes with it (a takedown's repost repeats
-only some numbers of some files). A file's copies in several generations
-go to them in order of date, the earliest to the earliest generation.
-Generation n comes out under the n-th repost key.
+it, not to one whose latest file is more than `APART_SECONDS` away; of
+those, to one holding a chunk of the piece's poster where one does (two
+posters' uploads of one name at once). A file chunk that repeats some
+numbers of its generation just before one that went on to a later
+generation goes with it (a takedown's repost repeats only some numbers of
+some files). A file's copies in several generations go to them in order
+of date, the earliest to the earliest generation. Generation n comes out
+under the n-th repost key. What a generation says of itself is of the
+chunks it holds, whatever key a batch cut gave them: its groups, whether a
+batch asked a probe of it, and its poster, head and [i/M] (its earliest
+one's); a file's subject is the fullest of its key's chunks.
 """
 
 from __future__ import annotations
