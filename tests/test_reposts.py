@@ -15,7 +15,7 @@ from email.utils import formatdate
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_indexer import BASE, GROUP, index, line, merged, skipped, upload
+from test_indexer import BASE, index, line, merged, skipped, upload
 
 from usenet_indexer.core.merge import CatalogRelease
 from usenet_indexer.core.reposts import (
@@ -120,20 +120,6 @@ def test_a_chunk_sent_twice_changes_nothing() -> None:
     once = merged(batches)
     twice = merged(batches + batches)
     assert [segments_of(r) for r in twice] == [segments_of(r) for r in once]
-
-
-def test_a_repost_in_a_batch_of_its_own_has_its_own_groups() -> None:
-    """The repost is crossposted to a second group and comes in a batch of its own, whose
-    chunk is under the release key, beside the first post's: each post has the groups of
-    its own chunks, not of every chunk under its key. (In one batch the repost's chunk
-    has the groups of its files' first lines there, the first post's: a batch reads a
-    file's Xref from its first line only.)"""
-    lines = posted_twice(1_000)
-    other = "alt.binaries.other"
-    lines = [f"{text} {other}:1" if "\t<again." in text else text for text in lines]
-    releases = sorted(merged(index(lines, cuts={61})), key=lambda r: r.posted)
-    assert_two_whole_posts(releases)
-    assert [r.groups for r in releases] == [(GROUP,), (other, GROUP)]
 
 
 def test_a_repost_is_a_probe_candidate_as_its_first_post_is_wherever_a_batch_cuts() -> None:

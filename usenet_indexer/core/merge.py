@@ -25,9 +25,11 @@ generation goes with it (a takedown's repost repeats only some numbers of
 some files). A file's copies in several generations go to them in order
 of date, the earliest to the earliest generation. Generation n comes out
 under the n-th repost key. What a generation says of itself is of the
-chunks it holds, whatever key a batch cut gave them: its groups, whether a
-batch asked a probe of it, and its poster, head and [i/M] (its earliest
-one's); a file's subject is the fullest of its key's chunks.
+chunks it holds, whatever key a batch cut gave them: whether a batch asked
+a probe of it, and its poster, head and [i/M] (its earliest one's); a
+file's subject is the fullest of its key's chunks. Its groups are the
+release key's (a batch reads a file's groups from its first line there,
+which one pass gives every post of the file).
 """
 
 from __future__ import annotations
@@ -109,8 +111,6 @@ class _Entry(_Fields):
     fields: dict[int, tuple[tuple[int, bytes], str | None, str, int | None]] = attrs.field(
         factory=dict
     )
-    # Each release chunk's groups: a generation has those of the chunks it holds.
-    chunk_groups: dict[int, tuple[str, ...]] = attrs.field(factory=dict)
     # What each release chunk was, as added: its fields and its files tuple's identity
     # (a Memo's key), and the files tuples (kept, so that no identity is reused).
     came: list[tuple[object, ...]] = attrs.field(factory=list)
@@ -550,7 +550,6 @@ class ReleaseMerger:
         self._added += 1
         release.files.extend(zip(chunk.files, repeat(self._added)))
         release.fields[self._added] = (order, chunk.head_name, chunk.poster, chunk.files_announced)
-        release.chunk_groups[self._added] = chunk.groups
         if self.memo is not None:
             release.came.append(
                 (
@@ -878,13 +877,11 @@ def _split(chain: list[_Entry]) -> list[_Release]:
     for item in placed:
         sources[item.place].add(item.source)
     fields = {number: got for entry in chain for number, got in entry.fields.items()}
-    groups = {number: got for entry in chain for number, got in entry.chunk_groups.items()}
     under = {source: chain[at].key for at, source in pieces}
     for generation, came_in in zip(generations, sources, strict=True):
         generation.chunks = len(came_in)
-        # The groups and keys of the chunks it holds: a repost's chunk of a batch that
-        # saw no earlier pass comes under the release key, beside the first post's.
-        generation.groups = set().union(*(groups[number] for number in came_in))
+        # The keys of the chunks it holds: a repost's chunk of a batch that saw no
+        # earlier pass comes under the release key, beside the first post's.
         generation.came_under = frozenset(under[number] for number in came_in)
         # Poster, head and [i/M] of the earliest chunk that speaks for it (its
         # earliest file is one of the generation's: another poster's upload of
