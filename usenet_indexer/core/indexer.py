@@ -1623,6 +1623,9 @@ def _pad_counter(open_file: _OpenFile) -> None:
     if (
         open_file.total < 10
         or open_file.counter.startswith(b"0")
+        # A first line's k narrower than N ("3/30") shows the poster does not pad (one
+        # that pads writes "03/30"): only a k as wide as N ("12/30") leaves it open.
+        or open_file.counter.find(b"/") < len(str(open_file.total))
         or not (segments.startswith(b"0") or b"\t0" in segments)
     ):
         return
