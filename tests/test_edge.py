@@ -1153,7 +1153,7 @@ class FakeCoordinator:
     tokens: list[str] = attrs.field(factory=list)
     _leased: bool = False
     _beats: int = 0
-    _beaten: trio.Event = attrs.field(factory=trio.Event)
+    beaten: trio.Event = attrs.field(factory=trio.Event)  # beats_before_end came
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         assert scope["type"] == "http"
@@ -1202,7 +1202,7 @@ class FakeCoordinator:
             return 200, httpx.Response(200, json=answer).content
         if action == "stream":
             if self.beats_before_end:
-                await self._beaten.wait()
+                await self.beaten.wait()
             return 200, b"".join(encode_frame(frame) for frame in self.frames) + self.trailer
         if action == "batches":
             if self.batch_statuses:
@@ -1220,7 +1220,7 @@ class FakeCoordinator:
             self.beats_at.append(trio.current_time())
             self._beats += 1
             if self._beats >= self.beats_before_end:
-                self._beaten.set()
+                self.beaten.set()
         return 200, b"{}"
 
 
@@ -1334,10 +1334,21 @@ async def test_heartbeats_keep_a_lease_within_the_coordinators_ttl(
     frames = [Frame.chunk(1, 3, zlib.compress(fake_lines()), codec=Codec.ZLIB), Frame.end(3)]
     fake = FakeCoordinator(frames, beats_before_end=3, ttl_seconds=3.0)
     options = attrs.evolve(fake_options(), heartbeat_seconds=300.0)
+
+    async def slow_the_clock() -> None:
+        # The chunk is inflated in a thread, which the autojump clock does not wait
+        # for: it would jump from beat to beat (a virtual second each) until the
+        # deadline on a loaded machine. Once the beats are in, it jumps only after
+        # 0.2 s of real idleness.
+        await fake.beaten.wait()
+        autojump_clock.autojump_threshold = 0.2
+
     with trio.fail_after(DEADLINE_SECONDS):
-        totals = await worker.run(
-            settings, options=options, transport=httpx.ASGITransport(app=fake)
-        )
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(slow_the_clock)
+            totals = await worker.run(
+                settings, options=options, transport=httpx.ASGITransport(app=fake)
+            )
     assert totals == EdgeTotals(finished=1)
     assert fake.calls[:5] == ["lease", "stream", "heartbeat", "heartbeat", "heartbeat"]
     # One beat every TTL / 3 (the mock clock jumps to each): the deadline never came near.
