@@ -226,17 +226,20 @@ def _rows_read(
 
 
 def test_a_poll_a_status_and_a_sweep_read_only_the_ranges_they_need(pg_conn: Any) -> None:
-    """50,000 done ranges in each of two groups (a month of minute polls), each with its
-    batch, a few not done, chunks in the spool: the follower's view, `uidx groups
-    list`, the range figures, the progress line, an overlap check and the sweep each
-    read a few dozen rows of `ranges`, not the done ones; the throughput and the
-    nodes' rates read the last minutes' batches, not the month's."""
+    """50,000 done ranges in each of two groups (a month of minute polls in one; in the
+    other a history planned by hand, then followed with a backfill from a floor above
+    most of it), each with its batch, a few not done, chunks in the spool: the
+    follower's view, `uidx groups list`, the range figures, the progress line, an
+    overlap check and the sweep each read a few dozen rows of `ranges`, not the done
+    ones; the throughput and the nodes' rates read the last minutes' batches, not the
+    month's."""
     done = 50_000
     conn = pg_conn
     conn.execute(
         "INSERT INTO groups (name, backfill_days, followed_to, backfill_floor)"
-        " VALUES ('followed', 30, %(top)s, 1000), ('manual', NULL, NULL, NULL)",
-        {"top": done * 100},
+        " VALUES ('followed', 30, %(top)s, 1000),"
+        "        ('manual', 30, %(top)s + 99, (%(done)s - 20) * 100)",
+        {"top": done * 100, "done": done},
     )
     conn.execute(
         "INSERT INTO ranges (group_id, first_article, last_article, resume, state, kind)"
@@ -247,9 +250,9 @@ def test_a_poll_a_status_and_a_sweep_read_only_the_ranges_they_need(pg_conn: Any
     )
     conn.execute(
         "INSERT INTO ranges (group_id, first_article, last_article, resume, state, kind)"
-        " SELECT 1, i * 100, i * 100 + 99, i * 100, 'planned', k FROM"
-        " (VALUES (%(done)s, 'live'), (%(done)s + 1, 'live'), (5, 'backfill'), (8, 'manual'))"
-        " AS p(i, k)",
+        " SELECT g, i * 100, i * 100 + 99, i * 100, 'planned', k FROM"
+        " (VALUES (1, %(done)s, 'live'), (1, %(done)s + 1, 'live'), (1, 5, 'backfill'),"
+        "         (1, 8, 'manual'), (2, %(done)s, 'live')) AS p(g, i, k)",
         {"done": done},
     )
     conn.execute(

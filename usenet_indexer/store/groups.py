@@ -96,10 +96,20 @@ _FOLLOWED = """
                    min(resume) AS waiting_from
             FROM ranges WHERE group_id = g.id AND state <> 'done'
         ) o
+        -- Where the backfill may still plan: from the floor (any article while none is
+        -- stored: the poll finds it) up to below its own ranges.
+        CROSS JOIN LATERAL (
+            SELECT coalesce(g.backfill_floor, 0) AS floor,
+                   coalesce(own.reached - 1, g.followed_to, top.last_article) AS upper
+        ) below
         -- The ranges the follower plans around (core/follow.py's GroupView.planned):
         -- those above what it follows (its mark; a group never polled is followed from
         -- the plan's top, above which there is none), and those below its own that the
-        -- backfill may reach, down to the floor (ranges planned by hand).
+        -- backfill may reach, down to the floor (ranges planned by hand). Those by
+        -- position, as the ranges overlapping floor..upper: the ones starting inside and
+        -- the nearest starting below the floor if it reaches it (ranges never overlap),
+        -- not every range below the follower's (a history planned by hand before the
+        -- group was followed, most of it below the floor).
         LEFT JOIN LATERAL (
             SELECT array_agg(ARRAY[first_article, last_article] ORDER BY first_article)
                        AS planned
@@ -109,8 +119,15 @@ _FOLLOWED = """
                 UNION
                 SELECT first_article, last_article FROM ranges
                 WHERE group_id = g.id AND g.backfill_days IS NOT NULL
-                  AND first_article <= coalesce(own.reached - 1, g.followed_to, top.last_article)
-                  AND last_article >= coalesce(g.backfill_floor, last_article)
+                  AND first_article BETWEEN below.floor AND below.upper
+                UNION
+                SELECT first_article, last_article FROM (
+                    SELECT first_article, last_article FROM ranges
+                    WHERE group_id = g.id AND g.backfill_days IS NOT NULL
+                      AND first_article < below.floor
+                    ORDER BY first_article DESC LIMIT 1
+                ) straddling
+                WHERE last_article >= below.floor AND first_article <= below.upper
             ) met
         ) near ON true
     WHERE g.enabled
