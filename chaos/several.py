@@ -77,7 +77,8 @@ FAULT_WAIT_SECONDS = 60.0
 WORKER_BACK_SECONDS = 30.0
 # Articles per OVER command of the bare read the expectation is made from.
 TRUTH_SLICE = 5_000
-# What a prefetcher logs when a chunk could not be stored (landing.py, NotLanded).
+# What a prefetcher logs when a chunk could not be stored (landing.py, NotLanded): once
+# per run of chunks that did not land, at the first.
 _NOT_STORED = ": not indexed: "
 # The catalog's columns a user sees (newznab: title, size, files, category, poster, ...).
 CATALOG_ROWS = """
@@ -137,7 +138,8 @@ class SeveralOutcome:
         coordinator_log: the coordinator's ERROR lines and 5xx answers.
         other_errors: ERROR lines in the prefetchers' and edges' logs.
         landed: chunks each prefetcher logged as landed, in start order.
-        not_stored: chunks the prefetchers said they could not store (the store down).
+        not_stored: runs of chunks the prefetchers said they could not store (the store
+            down; a prefetcher says it at the first chunk of a run).
         live_claims: claims on chunks not lapsed after everything stopped, of the
             prefetchers stopped with SIGTERM (one gives its claims back as it stops);
             the killed one's are not counted: they lapse CLAIM_SECONDS after its
@@ -565,7 +567,7 @@ def describe(outcome: SeveralOutcome) -> str:
         f"done {outcome.done}; segments expected {found.expected:,}, stored {found.stored:,}, "
         f"lost {found.lost}, doubled {found.doubled}; chain gaps {outcome.chains.gaps}; "
         f"catalog rows {len(outcome.rows):,}; chunks landed by prefetcher {list(outcome.landed)}"
-        f", not stored {outcome.not_stored}; coordinator log: "
+        f", runs not stored {outcome.not_stored}; coordinator log: "
         f"{len(outcome.coordinator_log.errors)} ERROR, "
         f"{len(outcome.coordinator_log.answered_5xx)} 5xx; ERROR elsewhere "
         f"{len(outcome.other_errors)}; live claims left {outcome.live_claims}; stray objects "

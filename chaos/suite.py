@@ -540,8 +540,8 @@ def _print_figures(report: dict[str, Any]) -> None:
         f"several machines (S3 spool, 2 prefetchers, 2 coordinator processes): lost "
         f"{report.get('several_lost')}, doubled {report.get('several_doubled')}, coordinator log "
         f"{report.get('several_coordinator_log_errors')} ERROR / "
-        f"{report.get('several_coordinator_log_5xx')} 5xx, chunks not stored while the store "
-        f"was down {report.get('several_not_stored')}",
+        f"{report.get('several_coordinator_log_5xx')} 5xx, runs of chunks not stored while the"
+        f" store was down {report.get('several_not_stored')}",
         f"left out: {'; '.join(report['left_out'])}",
     ]
     for line in lines:

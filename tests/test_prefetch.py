@@ -12,6 +12,7 @@ import sys
 import threading
 import zlib
 from collections.abc import Callable, Sequence
+from itertools import pairwise
 from pathlib import Path
 
 import attrs
@@ -34,10 +35,11 @@ from usenet_indexer.errors import SpoolStoreError
 from usenet_indexer.nntp.client import StreamFactory
 from usenet_indexer.nntp.protocol import DEFAULT_MAX_LINE_BYTES
 from usenet_indexer.prefetch.daemon import Prefetcher
-from usenet_indexer.prefetch.events import Landed, Reported
+from usenet_indexer.prefetch.events import Landed, NotLanded, Reported
 from usenet_indexer.prefetch.follower import FollowOptions
 from usenet_indexer.prefetch.housekeeping import remove_unindexed, sweep_spool
 from usenet_indexer.prefetch.options import LEFTOVER_GRACE_SECONDS, PrefetchOptions
+from usenet_indexer.prefetch.prober import ProbeOptions
 from usenet_indexer.prefetch.servers import ServerState, server_configs
 from usenet_indexer.prefetch.work import SharedWork
 from usenet_indexer.spool.files import chunk_path
@@ -1099,6 +1101,99 @@ async def test_a_full_disk_while_a_slice_is_written_is_survived_and_the_chunk_fe
     assert failing  # the health report said "writes failing" meanwhile
     assert "No space left" in failing[0]
     assert prefetcher._landing.failing is None  # and no more once a chunk landed
+
+
+# PostgreSQL refusing the spool index's rows as it does when its disk is full: a real
+# refusal of the real server, on demand.
+_REFUSE_ROWS = """
+    CREATE FUNCTION refuse_spool_rows() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        RAISE EXCEPTION 'could not extend file: No space left on device'
+            USING ERRCODE = 'disk_full';
+    END $$;
+    CREATE TRIGGER refuse_spool_rows BEFORE INSERT ON spool_chunks
+        FOR EACH ROW EXECUTE FUNCTION refuse_spool_rows();
+"""
+_TAKE_ROWS = "DROP TRIGGER refuse_spool_rows ON spool_chunks"
+
+
+@pytest.mark.trio
+async def test_while_the_database_refuses_chunks_rows_the_connection_pauses_and_says_so_once(
+    news_server: NewsServer,
+    pool: ConnectionPool,
+    tmp_path: Path,
+    any_spool: TestSpool,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """PostgreSQL refuses every chunk's index row after the chunk is in the spool (its
+    disk full). A chunk that did not land is listed again; the connection must pause
+    before it reads another (the retry policy's growing pause, as while the spool
+    store refuses chunks), not ask the provider for the same overview lines again and
+    again at full speed; the health report says "writes failing" with the database's
+    reason; the log says it once for the run of refusals, not once per chunk, and
+    says when chunks land again."""
+    caplog.set_level(logging.INFO, "usenet_indexer.prefetch.landing")
+    group_id = GroupStore(pool).add(news_server.group)
+    RangeStore(pool).plan(group_id, 1, 16_000, 16_000)
+    with pool.connection() as conn:
+        conn.execute(_REFUSE_ROWS)
+    # Capped low: each chunk refused makes the next pause longer.
+    retry = RetryPolicy(base_seconds=0.5, cap_seconds=2.0)
+    options = _options(
+        tmp_path, spool=any_spool.store, slice_articles=2_000, chunk_articles=4_000,
+        retry=retry, follow=FollowOptions(margin_articles=10**9), probe=ProbeOptions(share=0),
+    )  # fmt: skip
+    refused: dict[tuple[int, int], list[float]] = {}
+    health: list[tuple[State, str]] = []
+    thrice = trio.Event()
+    covered = 0
+    done = trio.Event()
+
+    def observe(event: object) -> None:
+        nonlocal covered
+        if isinstance(event, NotLanded):
+            times = refused.setdefault(event.job.key, [])
+            times.append(trio.current_time())
+            (spool,) = [o for o in prefetcher._health() if o.component == "spool"]
+            health.append((spool.state, spool.detail))
+            if len(times) == 3:
+                thrice.set()
+        elif isinstance(event, Landed):
+            covered += event.job.last - event.job.first + 1
+            if covered == 16_000:
+                done.set()
+
+    state = ServerState.of(server_configs([news_server.url()], 1)[0])
+    prefetcher = Prefetcher(pool, options, [state], observe)
+    with trio.fail_after(DEADLINE_SECONDS):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(prefetcher.run)
+            await thrice.wait()
+            with pool.connection() as conn:
+                conn.execute(_TAKE_ROWS)
+            await done.wait()
+            nursery.cancel_scope.cancel()
+
+    # A chunk is refused again only after a pause (the real clock: INN2 and PostgreSQL
+    # are waited on, so an autojump clock would jump during each wait).
+    gaps = [later - before for times in refused.values() for before, later in pairwise(times)]
+    assert len(gaps) >= 2
+    assert min(gaps) >= retry.base_seconds, sorted(gaps)
+    assert health[0][0] is State.WRITES_FAILING
+    assert "No space left on device" in health[0][1]
+    assert prefetcher._landing.failing is None  # and no more once a chunk landed
+    chunks = _read_spool(pool, group_id)
+    _assert_exactly_once(chunks, 1, 16_000)
+    _assert_posted(news_server, _lines(any_spool.store, chunks), 1, 16_000)
+    said = [
+        (r.levelno, r.getMessage())
+        for r in caplog.records
+        if r.name == "usenet_indexer.prefetch.landing" and r.levelno >= logging.INFO
+    ]
+    told = [m for level, m in said if level >= logging.WARNING]
+    assert len(told) == 1, told
+    assert "No space left on device" in told[0]
+    assert sum("land again" in m for _, m in said) == 1, said
 
 
 OVERLONG_GROUP = "alt.binaries.uidx.overlong"

@@ -18,8 +18,9 @@ A connection opens when there is work and closes (QUIT) when there is none.
 Errors are normal: a dropped or stalled connection gives its chunk back and
 retries after a pause that grows (1 s to 60 s); 400/502 ("too many
 connections") lowers the server's pool by one; a group the server does not
-carry goes to the next server of the settings. While the spool store
-refuses chunks (the landing's `refusals` in a row), a connection that read
+carry goes to the next server of the settings. While chunks do not land
+(the spool store refuses them, or the database their index rows: the
+landing's `refusals` in a row), a connection that read
 a chunk chains no next one and pauses the same way, for that count, before
 it takes one: a refused chunk is listed again, and was otherwise fetched
 again and again at full speed. While no server of the prefetcher takes its
@@ -184,15 +185,15 @@ class Connection:
                 await self._try_server()
             return
         read = await self._serve(job, landings)
-        # After NNTP or database errors of its own; or, having read a chunk, while the
-        # store refuses chunks (a gap asks the server for nothing: no pause for it).
+        # After NNTP or database errors of its own; or, having read a chunk, while
+        # chunks do not land (a gap asks the server for nothing: no pause for it).
         failures = max(self._failures, self.landing.refusals if read else 0)
         if failures:
             await trio.sleep(self.options.retry.delay(failures))
 
     async def _serve(self, job: ChunkJob, landings: trio.Nursery) -> bool:
         """Connect; fetch `job`, then each next chunk for this server; QUIT when none is left
-        (or, once a chunk was read, while the store refuses chunks).
+        (or, once a chunk was read, while chunks do not land).
 
         Returns:
             Whether the overview of a chunk was read (not only gaps landed).
@@ -219,10 +220,9 @@ class Connection:
             # A slice the spool cannot take (a full disk, a folder gone): the client
             # turns its own OSErrors into NNTPErrors, so this one is the spool's. The
             # chunk is listed again, and the health report says so until one lands.
-            self.landing.refused(f"{type(error).__name__}: {error}")
+            self.landing.refused(f"{self._group}: a chunk not written", error)
             self.state.failed(error)
             read = True
-            logger.warning("%s: a chunk not written: %s", self._group, error)
         finally:
             # Landed or not: a chunk that did not land is listed again.
             if self._held is not None:
@@ -259,7 +259,7 @@ class Connection:
             self.state.compression = client.compression
             self._failures = 0
             if read and self.landing.refusals:
-                break  # the store refuses chunks: a pause before the next (_turn)
+                break  # chunks do not land: a pause before the next (_turn)
             self._held = await self.work.take(self.index)
         return read
 
@@ -388,7 +388,7 @@ class Connection:
 
     def _chain_next(self, selected: _Selected, chain: list[_Fetching], feed: _SliceFeed) -> None:
         if self.landing.refusals:
-            return  # the store refuses chunks: not one more before a pause
+            return  # chunks do not land: not one more before a pause
         fits = partial(selected.holds, now=trio.current_time(), seconds=self.options.poll_seconds)
         following = self.work.take_now(self.index, fits)
         if following is not None:

@@ -16,13 +16,19 @@ while it already asks for the next one, so the server is not left idle; the
 job stays in flight until it landed, then goes back to the scheduler
 (listed again if it did not land).
 
-The landing counts the chunks the spool store refused in a row (`refusals`,
-back to 0 when a chunk is stored). While it is not 0 the connections pause
-between chunks (connection.py): a chunk refused is fetched again, and
-without a pause a store that is down (S3 unreachable, keys revoked, a full
-disk) had each connection fetch the same chunks from its provider again and
-again at full speed, spending the provider's bandwidth and quota on lines
-thrown away.
+The landing counts the chunks that did not land in a row (`refusals`, back
+to 0 when a chunk is stored): those the spool store refused and those whose
+index row the database refused after the chunk was stored. While it is not 0
+the connections pause between chunks (connection.py): a chunk that did not
+land is fetched again, and without a pause a store that is down (S3
+unreachable, keys revoked, a full disk) or a database that refuses the rows
+(its disk full, a statement timeout) had each connection fetch the same
+chunks from its provider again and again at full speed, spending the
+provider's bandwidth and quota on lines thrown away. The health report says
+"writes failing" with the reason meanwhile. The log says it once per run of
+refusals (a warning with the first one's error; the others at debug level),
+and once more when a chunk lands again: one line per chunk and retry buried
+the cause under its repeats.
 """
 
 from __future__ import annotations
@@ -52,17 +58,36 @@ class Landing:
     spool: SpoolIndex
     work: SharedWork
     observe: Observer = ignore
-    # Why the last chunk could not be written to the spool store (None: it was).
+    # Why the last chunk did not land (None: it did).
     failing: str | None = None
-    # Chunks the spool store refused in a row (0 once one is stored): while not 0,
-    # the connections pause between chunks (the retry policy's delay for it).
+    # Chunks that did not land in a row (0 once one is stored): while not 0, the
+    # connections pause between chunks (the retry policy's delay for it).
     refusals: int = 0
 
-    def refused(self, why: str) -> None:
-        """The spool store did not take a chunk: the health report says so until one
-        is stored, and the connections pause between chunks meanwhile."""
-        self.failing = why
+    def refused(self, what: str, error: BaseException) -> None:
+        """A chunk did not land (`what`: the chunk, and what was refused): the health
+        report says why until one is stored, and the connections pause between chunks
+        meanwhile. Logged as a warning at the first refusal of a run, with the error
+        (later ones at debug level: the same cause, retried)."""
+        why = f"{type(error).__name__}: {error}"
+        # One line for the health report (a database error adds CONTEXT lines).
+        self.failing = why.strip().splitlines()[0]
         self.refusals += 1
+        if self.refusals == 1:
+            logger.warning(
+                "%s: %s; chunks are fetched again after a growing pause until one lands",
+                *(what, why),
+                exc_info=error,
+            )
+        else:
+            logger.debug("%s (%d in a row): %s", what, self.refusals, why)
+
+    def landed(self) -> None:
+        """A chunk was stored and indexed: the store and the database take chunks again."""
+        if self.refusals:
+            logger.info("chunks land again, after %d that did not", self.refusals)
+        self.failing = None
+        self.refusals = 0
 
     async def land(self, job: ChunkJob, state: ServerState, writer: ChunkSink | None) -> None:
         """File and row of `job` (no writer, or no lines: a gap), in one thread call.
@@ -81,26 +106,24 @@ class Landing:
         """Land `clipped` (the part of `job` the server has); then `job` is done, landed or not."""
         try:
             await self.land(clipped, state, writer)
-        except (psycopg.Error, SpoolStoreError) as error:
+        except (psycopg.Error, SpoolStoreError, OSError) as error:
+            # The spool store refused the chunk (SpoolStoreError), the spool folder
+            # cannot take it (OSError: a full disk, a folder gone), or the database
+            # refused its row once it was stored (psycopg.Error): listed again.
+            span = f"{job.group} {job.first}-{job.last}"
+            if isinstance(error, psycopg.Error):
+                what = f"{span}: not indexed: the database refused its row"
+            else:
+                what = f"{span}: not indexed: the spool did not take it"
             state.failed(error)
-            if isinstance(error, SpoolStoreError):
-                self.refused(str(error))
-            logger.warning("%s %d-%d: not indexed: %s", job.group, job.first, job.last, error)
-            self.observe(NotLanded(job, state.config.server, str(error)))
-        except OSError as error:
-            # The spool cannot take it (a full disk, a folder gone): the chunk is
-            # listed again.
-            state.failed(error)
-            self.refused(f"{type(error).__name__}: {error}")
-            logger.warning("%s %d-%d: not written: %s", job.group, job.first, job.last, error)
+            self.refused(what, error)
             self.observe(NotLanded(job, state.config.server, str(error)))
         else:
             if writer is not None and writer.lines:
                 # Only a chunk stored says the store takes chunks again: a gap
                 # wrote nothing to it (a backfill below the low water marks lands
                 # gaps all the while, and the report flapped to ok between them).
-                self.failing = None
-                self.refusals = 0
+                self.landed()
         finally:
             if writer is not None:
                 writer.abort()
