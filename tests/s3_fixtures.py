@@ -7,6 +7,7 @@ Loaded by tests/conftest.py (`pytest_plugins`); the work is done in
 from __future__ import annotations
 
 import secrets
+import shutil
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -85,6 +86,15 @@ class TestSpool:
             assert frame.kind not in {FrameKind.CHUNK, FrameKind.LINK} - {sent}, frame
         async with httpx.AsyncClient(trust_env=False) as plain:
             return [await _fetched(plain, frame) for frame in frames]
+
+    def lose_all(self) -> None:
+        """The whole spool lost, its index rows kept (a database restored without its
+        spool): the folder deleted, or every object under the prefix."""
+        if self.folder is not None:
+            shutil.rmtree(self.folder)
+        else:
+            self.store.delete(sorted(self.stored()))
+        assert not self.stored()
 
     def leftovers(self) -> list[str]:
         """Partly written chunks left behind (the folder's temporary files; an S3 chunk

@@ -525,6 +525,72 @@ async def test_a_chunk_gone_from_the_spool_is_waited_for_not_counted_and_the_ran
 
 
 @pytest.mark.trio
+async def test_a_whole_spool_lost_is_listed_for_fetching_again_at_once_not_chunk_by_chunk(
+    any_coordinator: Coordinator,
+    any_spool: TestSpool,
+    settings: Settings,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The whole spool lost under a range of 8 chunks (the folder deleted, the bucket
+    emptied: a database restored without its spool), the index rows still there. The
+    first chunk found gone (the folder stream's read, the S3 store's HEAD after the
+    edge's 404) has the range's next chunks asked of the store in one go, and those
+    gone are forgotten with it: the prefetcher's next look at the work list finds
+    the range's every chunk missing and fetches them again at once.
+
+    Here the test is the prefetcher: each time the stream waits for a chunk it polls
+    once (writes every chunk of the range the index misses, as one read of the work
+    list would list them). One poll fills the range; before, each chunk was found
+    gone only once the stream reached it, and a range took 8 polls, one
+    prefetch_poll_seconds (5 s) or more each."""
+    caplog.set_level(logging.INFO)
+    coordinator = any_coordinator
+    data = generated(8_000, seed=17)
+    group_id = coordinator.add_group(data.group)
+    range_id = coordinator.plan(group_id, data.low, data.high)
+    chunks = data.chunks(data.low, data.high, per_chunk=1_000)
+    assert len(chunks) == 8
+    for chunk in chunks:
+        coordinator.write(group_id, chunk)
+    any_spool.lose_all()
+    token = coordinator.stores.nodes.create("edge-1")
+    watcher = Watcher()
+    results: list[EdgeTotals] = []
+    polls = 0
+
+    with trio.fail_after(DEADLINE_SECONDS):
+        async with trio.open_nursery() as nursery:
+
+            async def edge() -> None:
+                # Until the first 204 once the range is done.
+                options = coordinator.options(token, ranges=10)
+                await run_edge(settings, options, results, observe=watcher)
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(edge)
+            while not results:  # (the edge's end cancels the wait)
+                await watcher.when(lambda e: e.kind is EventKind.KEEPALIVE).wait()
+                spooled = coordinator.stores.spool.chunks_from(group_id, data.low, data.high, 99)
+                indexed = {c.first for c in spooled}
+                missing = [chunk for chunk in chunks if chunk.first not in indexed]
+                if missing:  # (a keepalive as the last poll's chunks land finds none)
+                    polls += 1
+                    for chunk in missing:
+                        await trio.to_thread.run_sync(coordinator.write, group_id, chunk)
+
+    assert polls == 1
+    given_back = 1 if any_spool.kind == "s3" else 0
+    assert results == [EdgeTotals(finished=1, given_back=given_back)]
+    state, refusals = coordinator.row(f"SELECT state, refusals FROM ranges WHERE id = {range_id}")
+    assert (state, refusals) == ("done", 0)
+    expected = offline_index(tmp_path, list(data.lines))
+    assert_same_catalog(CatalogBuild(coordinator.pool).export(), expected)
+    said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any("7 more chunks of the range are gone too" in line for line in said), said
+
+
+@pytest.mark.trio
 async def test_a_lost_chunk_is_fetched_again_by_the_prefetcher(
     any_coordinator: Coordinator,
     any_spool: TestSpool,

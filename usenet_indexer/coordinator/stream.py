@@ -18,8 +18,11 @@ the spool chunk that holds the next article, and read its file. Then:
 - a chunk whose file is gone (a folder spool's file lost: a disk, a
   database restored without its spool): its index row is forgotten
   (`SpoolIndex.forget_lost`), so the prefetcher fetches it again, and the
-  stream waits for it as for a chunk not there yet. Nothing is counted:
-  the spool is a cache of the servers, and the loss is not the range's.
+  stream waits for it as for a chunk not there yet. The range's next chunks
+  are asked of the store at once, and those gone forgotten too (lost.py: a
+  spool lost whole is fetched again at once, not chunk by chunk). Nothing is
+  counted: the spool is a cache of the servers, and the loss is not the
+  range's.
   (An S3 spool's chunk gone is met by the edge, whose report the node API
   checks with the store: coordinator/http/node.py.)
 - the lease lost, a chunk that cannot be read, the database gone: an ERROR
@@ -49,6 +52,7 @@ import psycopg
 import trio
 
 from usenet_indexer.coordinator.landings import Landings
+from usenet_indexer.coordinator.lost import forget_lost_after
 from usenet_indexer.coordinator.stores import Stores
 from usenet_indexer.errors import SpoolStoreError
 from usenet_indexer.spool.store import SpoolStore
@@ -204,6 +208,10 @@ class SpoolReader:
             "%s: %s is gone from %s: its index row is forgotten, the prefetcher fetches it"
             " again and the stream waits for it",
             *(where, span, self.spool.describe()),
+        )
+        # Seldom alone (a spool lost whole): the range's next chunks are asked at once.
+        forget_lost_after(
+            self.stores.spool, self.spool, lease.group_id, chunk.last, lease.last, where
         )
         return PENDING
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import io
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any
@@ -49,6 +50,9 @@ if TYPE_CHECKING:
 MAX_CONNECTIONS = 32
 # A DeleteObjects call takes at most 1000 keys.
 DELETE_BATCH = 1000
+# HEADs in flight at once when a batch of chunks is looked up (`missing`): a range's
+# 100 chunks in a few round trips, well within MAX_CONNECTIONS.
+LOOKUP_THREADS = 16
 
 _ERRORS = (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError)
 
@@ -195,6 +199,18 @@ class S3Spool:
                 f"spool chunk {key}", f"cannot be looked up in s3://{self.bucket}: {error}"
             ) from error
         return True
+
+    def missing(self, keys: Sequence[str]) -> list[str]:
+        """Those of `keys` whose object is not there: a HEAD each, LOOKUP_THREADS at once.
+
+        Raises:
+            SpoolStoreError: the store cannot tell of one (see `exists`).
+        """
+        if not keys:
+            return []
+        with ThreadPoolExecutor(min(LOOKUP_THREADS, len(keys))) as pool:
+            there = list(pool.map(self.exists, keys))
+        return [key for key, found in zip(keys, there, strict=True) if not found]
 
     def presign(self, key: str) -> str:
         try:

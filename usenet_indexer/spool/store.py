@@ -15,7 +15,9 @@ key, `GROUP/FIRST-LAST.zlib` (files.chunk_path), whatever holds it. A
 - the coordinator asks whether a chunk `exists` when an edge says its link
   answered 404: a chunk really gone (a spool lost, a database restored
   without it) has its index row forgotten and is fetched again, where an
-  edge's word alone would let it drop chunks;
+  edge's word alone would let it drop chunks; and which of the range's next
+  chunks are `missing` too, in one go (a spool lost whole is then fetched
+  again at once, not chunk by chunk as the stream reaches each);
 - the prefetcher's sweep `delete`s the chunks whose rows it removed;
 - at a prefetcher's start `remove_leftovers` drops what writers that died
   left (a folder's temporary files; an S3 spool has none: an object is
@@ -97,6 +99,14 @@ class SpoolStore(Protocol):
         """
         ...
 
+    def missing(self, keys: Sequence[str]) -> list[str]:
+        """Those of `keys` the store says are not there (as `exists`, for a batch).
+
+        Raises:
+            OSError, SpoolStoreError: the store cannot tell of one (refused, unreachable).
+        """
+        ...
+
     def delete(self, keys: Sequence[str]) -> None:
         """Delete chunks (a key already gone is fine)."""
         ...
@@ -158,6 +168,9 @@ class FolderSpool:
         except (FileNotFoundError, NotADirectoryError):
             return False
         return True
+
+    def missing(self, keys: Sequence[str]) -> list[str]:
+        return [key for key in keys if not self.exists(key)]
 
     def delete(self, keys: Sequence[str]) -> None:
         for key in keys:

@@ -12,8 +12,10 @@ spool is a cache of the NNTP servers.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import attrs
+import psycopg
 from psycopg_pool import ConnectionPool
 
 from usenet_indexer.spool.leftovers import ChunkKey, Leftover
@@ -138,10 +140,12 @@ _SWEEPABLE = f"""
 # range still needs them (its resume point at or below the chunk's part of it:
 # the ranges found as _SWEEPABLE finds them). A chunk no range needs any more was
 # deleted by the sweep, rightly; its row goes with the sweep's next round. The
-# path must match: a row landed again meanwhile names a new chunk.
+# path must match: a row landed again meanwhile names a new chunk. Several chunks
+# of a group at once (a range's, found gone together), by the primary key.
 _FORGET_LOST = f"""
     DELETE FROM spool_chunks s
-    WHERE s.group_id = %(group)s AND s.first_article = %(first)s AND s.path = %(path)s
+    USING unnest(%(firsts)s::bigint[], %(paths)s::text[]) AS lost(first, path)
+    WHERE s.group_id = %(group)s AND s.first_article = lost.first AND s.path = lost.path
       AND EXISTS (
         SELECT 1 FROM ({_overlapping("s.group_id", "s.first_article", "s.last_article")}) r
         WHERE r.resume <= least(r.last_article, s.last_article)
@@ -367,9 +371,33 @@ class SpoolIndex:
         """
         args = {"group": group_id, "first": first, "path": path}
         with self.pool.connection() as conn:
-            if conn.execute(_FORGET_LOST, args).rowcount == 1:
+            if self._forget_lost(conn, group_id, [(first, path)]) == 1:
                 return True
             return conn.execute(_STILL_THERE, args).fetchone() is None
+
+    def forget_lost_each(self, group_id: int, chunks: Sequence[tuple[int, str]]) -> int:
+        """`forget_lost` for several chunks of a group, in one statement.
+
+        Args:
+            group_id: their group.
+            chunks: (first article, key) of each, as their rows name them.
+
+        Returns:
+            How many rows were forgotten (a row whose chunk no range needs stays).
+        """
+        with self.pool.connection() as conn:
+            return self._forget_lost(conn, group_id, chunks)
+
+    @staticmethod
+    def _forget_lost(
+        conn: psycopg.Connection[Any], group_id: int, chunks: Sequence[tuple[int, str]]
+    ) -> int:
+        args = {
+            "group": group_id,
+            "firsts": [first for first, _ in chunks],
+            "paths": [path for _, path in chunks],
+        }
+        return conn.execute(_FORGET_LOST, args).rowcount
 
     def size(self) -> tuple[int, int, int]:
         """(chunks, bytes, lines) in the spool."""

@@ -66,6 +66,7 @@ from usenet_indexer.coordinator.http.asgi import (
     retry_after,
 )
 from usenet_indexer.coordinator.landings import Landings
+from usenet_indexer.coordinator.lost import forget_lost_after
 from usenet_indexer.coordinator.stores import Stores
 from usenet_indexer.coordinator.stream import RangeStream, SpoolReader, Streamed, StreamTiming
 from usenet_indexer.core.rules import DEFAULT_RULES
@@ -733,8 +734,10 @@ class NodeApi:
         stale stream, the range moved past it) or an edge's mistake must not make
         the prefetcher fetch a chunk again. Only a chunk the index names with
         those very articles is looked up, and `forget_lost` forgets it only while
-        a range needs it. A chunk that is there (a 403, bytes that do not
-        inflate), or that the store cannot tell of, is counted as before.
+        a range needs it; then the range's next chunks are asked of the store at
+        once, and those gone forgotten too (coordinator/lost.py). A chunk that is
+        there (a 403, bytes that do not inflate), or that the store cannot tell
+        of, is counted as before.
         """
         where = f"range {lease.range_id} epoch {lease.epoch}"
         span = f"spool chunk {unreadable.first}..{unreadable.last}"
@@ -758,6 +761,10 @@ class NodeApi:
             "%s: %s is gone from %s (node %d: %s): its index row is forgotten, the"
             " prefetcher fetches it again",
             *(where, span, spool.describe(), node_id, unreadable.problem),
+        )
+        # Seldom alone (a spool lost whole): the range's next chunks are asked at once.
+        forget_lost_after(
+            self.stores.spool, spool, lease.group_id, unreadable.last, lease.last, where
         )
         return True
 
