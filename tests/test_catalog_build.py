@@ -32,10 +32,12 @@ from usenet_indexer.coordinator.stores import Stores
 from usenet_indexer.core.batch import ReleaseChunk
 from usenet_indexer.core.catalog import SEARCHED_CHARS, searched
 from usenet_indexer.core.indexer import RangeIndexer
+from usenet_indexer.decode.ids import MediaIds
 from usenet_indexer.store.batches import BatchStore
 from usenet_indexer.store.catalog import SHARDS, CatalogStore, Search
 from usenet_indexer.store.groups import GroupStore
 from usenet_indexer.store.pool import open_pool
+from usenet_indexer.store.probes import Outcome, ProbeStore
 from usenet_indexer.store.ranges import Finish
 from usenet_indexer.synth.generator import GeneratorConfig, generate
 from usenet_indexer.testing.postgres import PgServer
@@ -232,6 +234,61 @@ def test_any_group_cut_into_any_batches_builds_what_a_whole_rebuild_makes(
         followed = catalog_rows(stores)
         stores.build.everything(quiet_seconds=0)
         assert catalog_rows(stores) == followed
+
+
+def probes_found(stores: Stores) -> list[bytes]:
+    """Every due probe candidate done, the outcomes taken in turn: a real name (an nfo's,
+    and a par2's with its file names and slice size), an archive of executables, a name
+    it had already with the ids its NFO named, nothing named; the keys probed."""
+    queue = ProbeStore(stores.catalog.pool)
+    outcomes = cycle(["renamed", "executable", "already_named", "no_names", "par2"])
+    jobs = queue.take(10_000, 600.0, server="a", servers=1)
+    for n, (job, outcome) in enumerate(zip(jobs, outcomes, strict=False)):
+        name = f"Found.Name.S01E{n % 90 + 1:02}.1080p.WEB-GRP"
+        if outcome == "renamed":
+            assert queue.record(job, Outcome.RENAMED, name=name)
+        elif outcome == "par2":
+            files = (f"{name}.mkv", f"{name}.nfo")
+            assert queue.record(
+                job, Outcome.RENAMED, name=name, files=files, sizes=(1 << 30, 900),
+                slice_bytes=1 << 20,
+            )  # fmt: skip
+        elif outcome == "executable":
+            assert queue.record(job, Outcome.EXECUTABLE)
+        elif outcome == "already_named":
+            assert queue.record(job, Outcome.ALREADY_NAMED, name=name, ids=MediaIds(imdb=n + 1))
+        else:
+            assert queue.record(job, Outcome.NO_NAMES)
+    return [job.release_key for job in jobs]
+
+
+def test_what_probes_found_of_a_repost_generation_is_in_the_catalog_that_follows(
+    stores: Stores,
+) -> None:
+    # A repost generation's release key (its row's guid) is no stored release key:
+    # the builds that follow the batches read what probes found of their keys only,
+    # and the catalog kept the generation's old name (and its executables) until a
+    # whole rebuild.
+    for _ in batches_of_generated(stores, 40_000, seed=3, every=700):
+        pass
+    stores.build.everything(quiet_seconds=0)
+    probed = probes_found(stores)
+    with stores.catalog.pool.connection() as conn:
+        stored = conn.execute("SELECT key FROM releases WHERE key = ANY(%s)", (probed,))
+        unstored = set(probed) - {bytes(k) for (k,) in stored.fetchall()}
+    assert unstored, "a repost generation probed"
+    stores.build.drain(quiet_seconds=0)
+    followed = catalog_rows(stores)
+    stores.build.everything(quiet_seconds=0)
+    assert catalog_rows(stores) == followed
+    # And its NZB (the row's release merged again from its keys) is the exported one.
+    exported = {r.key.hex(): r for r in stores.build.export()}
+    generations = [g for g in followed if bytes.fromhex(g) in unstored]
+    assert generations
+    for guid in generations:
+        row = stores.catalog.row(guid)
+        assert row is not None
+        assert stores.build.release(row) == exported[guid]
 
 
 def test_a_batch_the_node_api_stored_is_built_from_what_its_checks_inflated(

@@ -22,7 +22,7 @@ import trio
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from psycopg_pool import ConnectionPool
-from test_catalog_build import batches_of_generated, catalog_rows
+from test_catalog_build import batches_of_generated, catalog_rows, probes_found
 from test_http_node import bearer, start_api
 
 from usenet_indexer.config import Settings
@@ -118,6 +118,24 @@ def test_batch_by_batch_the_catalog_edges_build_is_what_a_whole_rebuild_makes(
     assert pending_keys(edge_stores) == 0  # the edges built everything
     followed = catalog_rows(edge_stores)
     assert len(followed) > 20
+    edge_stores.build.everything(quiet_seconds=0)
+    assert catalog_rows(edge_stores) == followed
+
+
+def test_what_probes_found_of_a_repost_generation_is_in_the_catalog_edges_build(
+    edge_stores: Stores, builder: int
+) -> None:
+    # A job holds what probes found of its keys; a repost generation's release key (its
+    # row's guid) is no stored key, and its rename or executables were left out.
+    for _ in batches_of_generated(edge_stores, 40_000, seed=3, every=700):
+        edge_builds(edge_stores, builder)
+    probed = probes_found(edge_stores)
+    with edge_stores.catalog.pool.connection() as conn:
+        stored = conn.execute("SELECT key FROM releases WHERE key = ANY(%s)", (probed,))
+        assert set(probed) - {bytes(k) for (k,) in stored.fetchall()}, "a generation probed"
+    assert edge_builds(edge_stores, builder) > 0
+    assert pending_keys(edge_stores) == 0  # the edges built everything
+    followed = catalog_rows(edge_stores)
     edge_stores.build.everything(quiet_seconds=0)
     assert catalog_rows(edge_stores) == followed
 

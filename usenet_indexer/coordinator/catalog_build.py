@@ -28,6 +28,12 @@ batch, whatever the catalog already holds. A build marks the pending keys
 under a shared From whose files are not all an album's (`no_album`), so
 later builds' windows pass them by.
 
+What probes found is read for the keys merged and, once merged, for the
+releases' own keys beyond them: a repost generation's release key is no
+stored key, and its candidates and findings are under it. An edge's job
+holds what was found of its keys only; a row it makes under such a key that
+probes found something for is merged again here when its rows come back.
+
 A build makes no reference cycles but many objects (files, their figures,
 rows): automatic cyclic collection is off while it runs, else its full
 collections walk the coordinator's whole heap again and again (about a
@@ -50,16 +56,17 @@ import logging
 import operator
 import random
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 
 import attrs
 from psycopg_pool import ConnectionPool
 
 from usenet_indexer.core import catalog as core
+from usenet_indexer.core.batch import ReleaseChunk
 from usenet_indexer.core.completion import State
 from usenet_indexer.core.merge import CatalogRelease
-from usenet_indexer.core.renames import Finding, Shown
+from usenet_indexer.core.renames import Finding, Shown, apply
 from usenet_indexer.decode.ids import MediaIds
 from usenet_indexer.gcpolicy import BuildCollection
 from usenet_indexer.store.build_jobs import Job
@@ -195,25 +202,49 @@ class CatalogBuild:
                 return Built(0, 0, 0, shown=self.table.show_quiet(quiet_seconds))
             if isinstance(taken, Built):
                 return taken
-            keys = taken.keys
-            made = core.Made((), (), ())
-            if keys:
-                chunks = list(self.store.chunks(keys))
-                read = self._inputs(keys)
-                made = core.made(
-                    chunks,
-                    taken.pending,
-                    read.probed,
-                    read.found,
-                    read.changed,
-                    read.asked,
-                    categories=self.categories,
-                    memo=self.memo,
-                    pure=self.pure,
-                )
-                del chunks
-            written = self._write(made, keys, quiet_seconds, taken.pending)
-        return _built(len(taken.pending), len(keys), written, taken.rounds, started, taken.more)
+            written = self._merged(taken.keys, taken.pending, quiet_seconds)
+        return _built(
+            len(taken.pending), len(taken.keys), written, taken.rounds, started, taken.more
+        )
+
+    def _merged(
+        self, keys: list[bytes], pending: dict[bytes, int], quiet_seconds: float
+    ) -> Written:
+        """Merge `keys` again and write what they make (and `pending` as built)."""
+        made = core.Made((), (), ())
+        if keys:
+            chunks = list(self.store.chunks(keys))
+            made = self._made(chunks, keys, pending, self._inputs(keys))
+            del chunks
+        return self._write(made, keys, quiet_seconds, pending)
+
+    def _made(
+        self,
+        chunks: Sequence[ReleaseChunk],
+        keys: Sequence[bytes],
+        pending: Collection[bytes],
+        read: _Inputs,
+    ) -> core.Made:
+        """core.made of a build of `keys`, with what probes found of the merged releases'
+        own keys beyond `keys` too: a repost generation's release key is no stored key,
+        and its probe candidates and findings are under it (an edge's job has only those
+        of `keys`)."""
+        releases = core.releases_of(chunks, read.probed, self.memo, pure=self.pure)
+        found, asked = read.found, read.asked
+        beyond = sorted(set(core.found_keys(releases)).difference(keys))
+        if beyond:
+            found = {**found, **self.probes.found(beyond)}
+            asked = {**asked, **self.probes.candidates_by_key(beyond)}
+        return core.made_of(
+            chunks,
+            releases,
+            pending,
+            found,
+            read.changed,
+            asked,
+            categories=self.categories,
+            memo=self.memo,
+        )
 
     def offer(self, node_id: int, lease_seconds: float) -> BuildJob | Built | None:
         """A build for edge `node_id` to do: some shards' pending keys and their closure,
@@ -270,7 +301,17 @@ class CatalogBuild:
             if not locks.jobs.claim(job_id, node_id):
                 return None  # expired meanwhile
             written = self._write(made, keys, quiet_seconds, dict(job.pending))
+            if self._found_beyond(made, keys):
+                # The job held what probes found of its keys only: a row under a repost
+                # generation's key they found something for is made again here.
+                written = self._merged(keys, {}, quiet_seconds)
         return _built(len(job.pending), len(keys), written, 0, started, False)
+
+    def _found_beyond(self, made: core.Made, keys: Sequence[bytes]) -> bool:
+        """Whether probes found something for a row's release key beyond `keys` (a repost
+        generation's: no stored key)."""
+        beyond = {bytes.fromhex(e.guid) for e in made.entries}.difference(keys)
+        return bool(beyond) and bool(self.probes.found(sorted(beyond)))
 
     def _inputs(self, keys: Sequence[bytes]) -> _Inputs:
         """What a build of `keys` reads beside their chunks, for `core.made` here or on
@@ -400,10 +441,15 @@ class CatalogBuild:
         found: Mapping[bytes, Sequence[Finding]] | None = None,
     ) -> list[Shown]:
         """The releases the chunks of `keys` (every key: None) make, with what probes
-        found applied (`found`, read here when not given), and the names they had before."""
+        found applied (`found`; when not given, read for the keys of the releases made,
+        a repost generation's among them), and the names they had before."""
+        chunks = self.store.chunks(keys)
+        if found is None and keys is None:
+            found = self.probes.found()
+        releases = core.releases_of(chunks, self.store.probed(keys), pure=self.pure)
         if found is None:
-            found = self.probes.found(keys)
-        return core.merged(self.store.chunks(keys), self.store.probed(keys), found, pure=self.pure)
+            found = self.probes.found(core.found_keys(releases))
+        return apply(releases, found)
 
     def export(self, keys: Sequence[bytes] | None = None) -> list[CatalogRelease]:
         """The catalog as merged releases, oldest first, with what probes found applied

@@ -144,11 +144,30 @@ def merged(
         memo: what builds before made (see Memo), taken from and added to.
         pure: the merge's pure code even where its compiled twin is built.
     """
+    return apply(releases_of(chunks, probed, memo, pure=pure), found)
+
+
+def releases_of(
+    chunks: Iterable[ReleaseChunk],
+    probed: Iterable[bytes],
+    memo: Memo | None = None,
+    *,
+    pure: bool = False,
+) -> list[CatalogRelease]:
+    """The releases the chunks make (oldest first), before what probes found is applied
+    (`merged`, less `renames.apply`): the keys whose findings apply to them are then
+    `found_keys` of them."""
     merger = ReleaseMerger(memo=None if memo is None else memo.merge, pure=pure)
     merger.add_all(chunks)
     for key in probed:
         merger.mark_probe(key)
-    return apply(list(merger.releases()), found)
+    return list(merger.releases())
+
+
+def found_keys(releases: Iterable[CatalogRelease]) -> list[bytes]:
+    """The keys whose probes' findings apply to the releases (renames.apply): each
+    release's own key (a repost generation's is no stored key) and its sources, once."""
+    return sorted({k for r in releases for k in (r.key, *r.sources)})
 
 
 @attrs.frozen
@@ -188,10 +207,30 @@ def made(
         memo: what builds before made (see Memo).
         pure: the merge's pure code even where its compiled twin is built.
     """
+    releases = releases_of(chunks, probed, memo, pure=pure)
+    return made_of(
+        chunks, releases, pending, found, changed, asked, categories=categories, memo=memo
+    )
+
+
+def made_of(
+    chunks: Sequence[ReleaseChunk],
+    releases: Sequence[CatalogRelease],
+    pending: Collection[bytes],
+    found: Mapping[bytes, Sequence[Finding]],
+    changed: Mapping[bytes, datetime],
+    asked: Mapping[bytes, Set[str]],
+    *,
+    categories: Categories | None = None,
+    memo: Memo | None = None,
+) -> Made:
+    """`made` of the releases the chunks make (`releases_of`): a driver that reads what
+    probes found of the releases' own keys once it knows them (`found_keys`) merges
+    first, then makes the rows."""
     no_album = tuple(sorted(no_albums(c for c in chunks if c.key in pending)))
-    releases = kept(merged(chunks, probed, found, memo, pure=pure))
-    probes = tuple(more_probes(releases, asked, found, categories, memo))
-    entries = tuple(entry(shown, changed, found, categories, memo) for shown in releases)
+    shown = kept(apply(releases, found))
+    probes = tuple(more_probes(shown, asked, found, categories, memo))
+    entries = tuple(entry(s, changed, found, categories, memo) for s in shown)
     return Made(entries, no_album, probes)
 
 
