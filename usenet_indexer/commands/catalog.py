@@ -5,14 +5,24 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TextIO
+
+import attrs
 
 from usenet_indexer.commands import output, seconds
-from usenet_indexer.commands.index import write_releases
+from usenet_indexer.commands.index import PROGRESS_SECONDS, write_releases
 from usenet_indexer.config import TEN_YEARS_SECONDS, from_process
-from usenet_indexer.coordinator.catalog_build import CatalogBuild
+from usenet_indexer.coordinator.catalog_whole import WholeCatalog
+from usenet_indexer.core.merge import CatalogRelease
 from usenet_indexer.store.catalog import CatalogTable
 from usenet_indexer.store.database import opened
+
+# Said before the stored releases are put in posting order (one statement over them
+# all: seconds, or minutes for a catalog of many millions).
+_ORDERING = "uidx catalog: putting the stored releases in the order they were posted"
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -22,7 +32,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         description="Export the coordinator's catalog, or build its searchable form.",
     )
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
-    export_help = "every release as one JSON object per line, in the schema of `uidx index`"
+    export_help = (
+        "every release as one JSON object per line, oldest first, in the schema of `uidx index`"
+    )
     export = actions.add_parser("export", help=export_help, description=__doc__)
     export.add_argument("--out", required=True, type=Path, help="the file ('-' for stdout)")
     build = actions.add_parser(
@@ -30,7 +42,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="build the whole searchable catalog again now (the coordinator follows the batches)",
         description="Merge every stored fragment and write the searchable catalog the newznab "
         "API serves (the coordinator does so by itself, release by release, as batches are "
-        "stored). A release is shown once complete, or once quiet for --quiet-seconds.",
+        "stored), a slice of releases at a time in the order they were posted, beside a "
+        "running coordinator's builders; a progress line on stderr every few seconds. A "
+        "release is shown once complete, or once quiet for --quiet-seconds.",
     )
     build.add_argument(
         "--quiet-seconds",
@@ -56,7 +70,8 @@ def run(args: argparse.Namespace) -> int:
         # Both bounded where they are read (the option's type, the settings).
         quiet = settings.catalog_quiet_seconds if args.quiet_seconds is None else args.quiet_seconds
         with opened(settings) as pool:
-            CatalogBuild(pool).everything(quiet)
+            print(_ORDERING, file=sys.stderr, flush=True)
+            WholeCatalog(pool).build(quiet, Progress())
             states = CatalogTable(pool).states()
         print(
             f"uidx catalog: {states.shown:,} releases in the searchable catalog"
@@ -66,9 +81,45 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 0
-    with output(args.out) as out:
-        with opened(settings) as pool:
-            releases = CatalogBuild(pool).export()
-        write_releases(releases, out)
-    print(f"uidx catalog: {len(releases):,} releases written to {out.shown}", file=sys.stderr)
+    written = Counted()
+    with output(args.out) as out, opened(settings) as pool:
+        print(_ORDERING, file=sys.stderr, flush=True)
+        releases = WholeCatalog(pool).export(Progress())
+        write_releases(map(written, releases), out)
+    print(f"uidx catalog: {written.count:,} releases written to {out.shown}", file=sys.stderr)
     return 0
+
+
+@attrs.define(eq=False)
+class Progress:
+    """A progress line on `out` (stderr) every PROGRESS_SECONDS, the first at once: how
+    many releases are done, of how many, at what rate (coordinator/catalog_whole.py
+    reports after each slice)."""
+
+    out: TextIO = attrs.field(factory=lambda: sys.stderr)
+    clock: Callable[[], float] = time.monotonic
+    started: float | None = None
+    shown: float | None = None
+
+    def __call__(self, doing: str, done: int, total: int) -> None:
+        now = self.clock()
+        if self.started is None:
+            self.started = now
+        if self.shown is not None and now - self.shown < PROGRESS_SECONDS:
+            return
+        self.shown = now
+        elapsed = now - self.started
+        rate = f", {done / elapsed:,.0f}/s" if elapsed > 0 else ""
+        part = f" of {total:,} ({100 * done / total:.0f}%)" if total else ""
+        print(f"uidx catalog: {done:,}{part} releases {doing}{rate}", file=self.out, flush=True)
+
+
+@attrs.define(eq=False)
+class Counted:
+    """Counts what passes through it."""
+
+    count: int = 0
+
+    def __call__(self, release: CatalogRelease) -> CatalogRelease:
+        self.count += 1
+        return release

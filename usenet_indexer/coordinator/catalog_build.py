@@ -2,8 +2,10 @@
 
 `CatalogBuild.pending` takes in what batches touched since the last build
 (the coordinator's builder calls it a moment after batches are stored; see
-catalog_builder.py), `everything` merges every stored chunk (`uidx catalog
-build`).
+catalog_builder.py), `around` merges given keys as if batches had touched
+them (`uidx catalog build`, a slice of the stored releases at a time:
+catalog_whole.py), `everything` merges every stored chunk at once (what
+the tests hold a whole build to).
 
 Builds are shared out by poster (store/catalog.py's SHARDS): a pending build
 locks some of the shards that have pending keys (at most MAX_SHARDS, ones
@@ -12,10 +14,11 @@ their closure, and locks the shards the closure reaches beyond (a key
 joined with another poster's before); when one of those is held elsewhere
 it gives up and tries again later. So builders in several coordinator
 processes (or machines) build disjoint posters at once, never write over
-each other's rows, and take each pending key once. `everything` waits
-for every shard. The locks are session locks of one connection: a
-coordinator killed mid-build loses them with its connection, and its
-pending keys stay pending (they are deleted in the write's transaction).
+each other's rows, and take each pending key once. `around` try-locks the
+shards its keys reach too; `everything` waits for every shard. The locks
+are session locks of one connection: a coordinator killed mid-build loses
+them with its connection, and its pending keys stay pending (they are
+deleted in the write's transaction).
 
 What a pending build merges again is the closure of the touched keys
 (core/catalog.py's `Closure`): their repost chains, the keys their catalog
@@ -72,6 +75,7 @@ from usenet_indexer.gcpolicy import BuildCollection
 from usenet_indexer.store.build_jobs import Job
 from usenet_indexer.store.catalog import (
     SHARDS,
+    UNPACKED_SEGMENTS,
     CatalogRow,
     CatalogStore,
     CatalogTable,
@@ -170,24 +174,30 @@ class CatalogBuild:
     where the compiled ones (wire/_fastfragments, core/_fastmerge) are built
     (settings.pure_indexer). `edge_builds`: edges are offered builds (`offer`,
     `finish`; settings.edge_builds), and fresh pending keys are left to them.
+    `unpacked_segments` and `memo`: what is kept from build to build (see
+    CatalogStore and core/catalog.Memo), smaller for a whole build taken a slice
+    at a time (coordinator/catalog_whole.py) than for a coordinator's builder.
     """
 
     pool: ConnectionPool
     pure: bool = False
     edge_builds: bool = False
+    unpacked_segments: int = UNPACKED_SEGMENTS
+    # Kept from build to build: what the chunks a build merges again made before.
+    memo: core.Memo = attrs.field(factory=core.Memo)
     table: CatalogTable = attrs.field(init=False)
     store: CatalogStore = attrs.field(init=False)
     probes: ProbeStore = attrs.field(init=False)
     # Kept from build to build: the releases a build merges again, it categorised before.
     categories: core.Categories = attrs.field(init=False, factory=core.Categories)
-    # Kept from build to build: what the chunks a build merges again made before.
-    memo: core.Memo = attrs.field(init=False, factory=core.Memo)
     # Collection off while a build runs, and what it keeps frozen after.
     collection: BuildCollection = attrs.field(init=False, factory=BuildCollection)
 
     def __attrs_post_init__(self) -> None:
         self.table = CatalogTable(self.pool)
-        self.store = CatalogStore(self.pool, pure=self.pure)
+        self.store = CatalogStore(
+            self.pool, pure=self.pure, unpacked_segments=self.unpacked_segments
+        )
         self.probes = ProbeStore(self.pool)
 
     def pending(self, quiet_seconds: float) -> Built:
@@ -206,6 +216,23 @@ class CatalogBuild:
         return _built(
             len(taken.pending), len(taken.keys), written, taken.rounds, started, taken.more
         )
+
+    def around(self, touched: Sequence[bytes], quiet_seconds: float) -> Built:
+        """Merge again `touched` with their closure, as if batches had touched them (a
+        whole build's slice, coordinator/catalog_whole.py), under the locks of the shards
+        they reach for this build only; the pending keys among them are taken as built.
+        A busy Built: another builder holds one of those shards (nothing done)."""
+        started = time.thread_time()
+        with self.table.shards() as locks, self.collection.build():
+            if not self._reach(locks, touched):
+                return Built(0, 0, 0, more=True, busy=True)
+            closure = self.closure(touched)
+            keys = sorted(closure.keys)
+            if not self._reach(locks, keys):
+                return Built(0, 0, 0, more=True, busy=True)
+            pending = locks.pending_of(keys)
+            written = self._merged(keys, pending, quiet_seconds)
+        return _built(len(pending), len(keys), written, closure.rounds, started, False)
 
     def _merged(
         self, keys: list[bytes], pending: dict[bytes, int], quiet_seconds: float
@@ -367,18 +394,7 @@ class CatalogBuild:
         builds = [self.pending(quiet_seconds)]
         while builds[-1].more and not builds[-1].busy:
             builds.append(self.pending(quiet_seconds))
-        return Built(
-            pending=sum(b.pending for b in builds),
-            keys=sum(b.keys for b in builds),
-            releases=sum(b.releases for b in builds),
-            written=sum(b.written for b in builds),
-            pruned=sum(b.pruned for b in builds),
-            shown=sum(b.shown for b in builds),
-            rounds=sum(b.rounds for b in builds),
-            cpu_s=sum(b.cpu_s for b in builds),
-            more=builds[-1].more,
-            busy=builds[-1].busy,
-        )
+        return summed(builds)
 
     def everything(self, quiet_seconds: float) -> Built:
         """Merge every stored chunk and replace the catalog's rows with the releases
@@ -519,6 +535,22 @@ def _check(job: Job, made: core.Made) -> None:
             raise NotTheJobs(f"row {e.guid[:40]!r}: a number out of its column's range")
         if not 0.0 <= e.completion <= 1.0:  # a fraction (merge.CatalogRelease.complete); NaN too
             raise NotTheJobs(f"row {e.guid[:40]!r}: a completion of {e.completion} is not in 0..1")
+
+
+def summed(builds: Sequence[Built]) -> Built:
+    """What builds did, summed (more and busy: the last one's; none: nothing)."""
+    return Built(
+        pending=sum(b.pending for b in builds),
+        keys=sum(b.keys for b in builds),
+        releases=sum(b.releases for b in builds),
+        written=sum(b.written for b in builds),
+        pruned=sum(b.pruned for b in builds),
+        shown=sum(b.shown for b in builds),
+        rounds=sum(b.rounds for b in builds),
+        cpu_s=sum(b.cpu_s for b in builds),
+        more=bool(builds) and builds[-1].more,
+        busy=bool(builds) and builds[-1].busy,
+    )
 
 
 def _built(

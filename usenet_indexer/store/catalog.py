@@ -192,6 +192,13 @@ _HELD_ROWS = """
     WHERE EXISTS (SELECT FROM unnest(c.sources) AS s WHERE s NOT IN (SELECT unnest(%b::bytea[])))
 """
 _CATALOG_PRUNE_ALL = "DELETE FROM catalog WHERE guid NOT IN (SELECT guid FROM catalog_new)"
+# The rows none of whose source keys has a stored fragment: no build merges them
+# again (a whole build's slices are of the keys with fragments), so only a whole
+# build deletes them. Each row's keys by fragments_release.
+_CATALOG_PRUNE_UNSTORED = """
+    DELETE FROM catalog AS c
+    WHERE NOT EXISTS (SELECT FROM fragments AS f WHERE f.release_key = ANY(c.sources))
+"""
 # The rows made before from keys merged anew that the merge no longer makes
 # (catalog_keys: the rows of a key, by a btree).
 _CATALOG_PRUNE_OF = """
@@ -450,7 +457,7 @@ class CatalogStore:
     """Stored release chunks read back.
 
     Fragments stay unpacked, by which stored fragment they are (`FragmentId`),
-    up to UNPACKED_SEGMENTS segments, the least recently read dropped first:
+    up to `unpacked_segments` segments, the least recently read dropped first:
     those of the batches this process stored (`remember`: the node API hands
     over what it inflated to check them, so a pending build neither reads nor
     inflates its batches' fragments again), and those of the keys a build
@@ -463,6 +470,7 @@ class CatalogStore:
 
     pool: ConnectionPool
     pure: bool = False  # fragments.unpack's pure code, even where the compiled one is built
+    unpacked_segments: int = UNPACKED_SEGMENTS  # the most kept unpacked
     _unpacked: dict[FragmentId, tuple[FileChunk, ...]] = attrs.field(init=False, factory=dict)
     _held: int = attrs.field(init=False, default=0)  # their segments
     _lock: threading.Lock = attrs.field(init=False, factory=threading.Lock)
@@ -549,7 +557,7 @@ class CatalogStore:
             return
         self._unpacked[fragment] = files
         self._held += _segments(files)
-        while self._held > UNPACKED_SEGMENTS and len(self._unpacked) > 1:
+        while self._held > self.unpacked_segments and len(self._unpacked) > 1:
             oldest = next(iter(self._unpacked))
             self._held -= _segments(self._unpacked.pop(oldest))
 
@@ -1211,6 +1219,11 @@ class CatalogTable:
                     _FILL_LATEST, (arrays.keys(latest), arrays.int8s(latest.values()))
                 ).rowcount
             )
+
+    def prune_unstored(self) -> int:
+        """Delete the rows none of whose source keys has a stored fragment; how many."""
+        with self.pool.connection() as conn:
+            return int(conn.execute(_CATALOG_PRUNE_UNSTORED).rowcount)
 
     def show_quiet(self, quiet_seconds: float) -> int:
         """Show the rows no chunk came for in `quiet_seconds`; how many."""

@@ -1,0 +1,304 @@
+"""The whole catalog built and exported a slice at a time (coordinator/catalog_whole.py)
+is what `CatalogBuild.everything` and `export` make merging everything at once.
+
+Generated lines (both profiles: reposts, albums, floods, interleaved uploads)
+are stored as an edge would, probes' findings recorded for the candidates the
+builds asked, and then the whole catalog is built both ways from the same
+stored state and compared row by row, and exported both ways and compared
+line by line; the slices are small, so that a catalog of a few thousand
+articles is cut into many.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from psycopg_pool import ConnectionPool
+from test_catalog_build import HOUR, batches_of_generated, catalog_rows, probes_found
+from test_catalog_windows import built_and_rebuilt, posted
+
+from usenet_indexer.commands.catalog import Progress
+from usenet_indexer.config import Settings
+from usenet_indexer.coordinator.catalog_whole import WholeCatalog
+from usenet_indexer.coordinator.stores import Stores
+from usenet_indexer.core import merge
+from usenet_indexer.core.merge import CatalogRelease
+from usenet_indexer.store.pool import open_pool
+from usenet_indexer.testing.postgres import PgServer
+
+# A slice of a few releases: the catalogs here are cut into dozens of them.
+SMALL_SLICE = 3_000
+CLI_SECONDS = 120
+
+
+def stored(stores: Stores, articles: int, seed: int, profile: str, *, found: bool) -> None:
+    """Generated lines stored batch by batch (no build between), and, with `found`, a
+    whole build's probe candidates done (their keys pending again)."""
+    for _ in batches_of_generated(stores, articles, seed=seed, every=700, profile=profile):
+        pass
+    if found:
+        stores.build.everything(quiet_seconds=0)
+        assert len(probes_found(stores)) > 5
+
+
+def exported_lines(releases: Iterator[CatalogRelease] | list[CatalogRelease]) -> list[bytes]:
+    return [orjson.dumps(r.to_json()) for r in releases]
+
+
+def rebuilt_both_ways(
+    stores: Stores, quiet_seconds: float, slice_segments: int = SMALL_SLICE
+) -> tuple[dict[str, tuple[object, ...]], dict[str, tuple[object, ...]]]:
+    """The rows `everything` makes from the stored state, and those the slices make
+    from the same state with an empty catalog."""
+    stores.build.everything(quiet_seconds)
+    whole = catalog_rows(stores)
+    with stores.catalog.pool.connection() as conn:
+        conn.execute("DELETE FROM catalog")
+    WholeCatalog(stores.catalog.pool, slice_segments=slice_segments).build(quiet_seconds)
+    assert not stores.catalog.pending()
+    return whole, catalog_rows(stores)
+
+
+@pytest.mark.parametrize("profile", ["default", "posting-tools"])
+def test_a_whole_build_slice_by_slice_makes_what_one_whole_merge_makes(
+    stores: Stores, profile: str
+) -> None:
+    stored(stores, 40_000, 3, profile, found=True)
+    whole, sliced = rebuilt_both_ways(stores, quiet_seconds=0)
+    assert len(whole) > 100
+    assert sliced == whole
+    # Again over the catalog it made: nothing changes.
+    WholeCatalog(stores.catalog.pool, slice_segments=SMALL_SLICE).build(quiet_seconds=0)
+    assert catalog_rows(stores) == whole
+
+
+@pytest.mark.parametrize("seed", [3, 10])
+def test_after_the_grouping_changed_a_whole_build_makes_the_new_catalog(
+    stores: Stores, seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An upgrade changes how parts are joined into uploads: the catalog's rows are
+    # those the old code made (here: no part joined to another), and `uidx catalog
+    # build` is run to make them again. (The posting tools' uploads come in parts.)
+    stored(stores, 40_000, seed, "posting-tools", found=True)
+    with monkeypatch.context() as old:
+        old.setattr(merge, "link", lambda parts: [[part.key] for part in parts])
+        stores.build.everything(quiet_seconds=0)
+        before = catalog_rows(stores)
+    exported = exported_lines(stores.build.export())
+    stores.build.everything(quiet_seconds=0)
+    whole = catalog_rows(stores)
+    assert len(before) > len(whole)  # parts joined now
+    WholeCatalog(stores.catalog.pool, slice_segments=SMALL_SLICE).build(quiet_seconds=0)
+    assert catalog_rows(stores) == whole
+    sliced = WholeCatalog(stores.catalog.pool, slice_segments=SMALL_SLICE).export()
+    assert sorted(exported_lines(sliced)) == sorted(exported)
+
+
+def test_a_whole_build_shows_an_incomplete_release_once_quiet_as_a_whole_merge_does(
+    stores: Stores,
+) -> None:
+    stored(stores, 12_000, 5, "default", found=False)
+    whole, sliced = rebuilt_both_ways(stores, quiet_seconds=HOUR)
+    assert {row[-1] for row in whole.values()} == {True, False}  # complete, and waiting
+    assert sliced == whole
+
+
+@pytest.mark.parametrize("profile", ["default", "posting-tools"])
+def test_a_whole_export_slice_by_slice_writes_what_one_whole_merge_makes(
+    stores: Stores, profile: str
+) -> None:
+    stored(stores, 40_000, 4, profile, found=True)
+    stores.build.drain(quiet_seconds=0)
+    whole = exported_lines(stores.build.export())
+    sliced = list(WholeCatalog(stores.catalog.pool, slice_segments=SMALL_SLICE).export())
+    # The same lines; all oldest first (`export` lists those a probe found
+    # executables in or renamed first, each part oldest first).
+    assert sorted(exported_lines(sliced)) == sorted(whole)
+    assert [r.posted for r in sliced] == sorted(r.posted for r in sliced)
+    assert len(whole) > 100
+
+
+def test_without_findings_a_whole_export_is_the_same_bytes(stores: Stores) -> None:
+    stored(stores, 20_000, 6, "posting-tools", found=False)
+    whole = exported_lines(stores.build.export())
+    assert (
+        exported_lines(WholeCatalog(stores.catalog.pool, slice_segments=SMALL_SLICE).export())
+        == whole
+    )
+
+
+@settings(
+    max_examples=6,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    seed=st.integers(1, 1 << 20),
+    profile=st.sampled_from(["default", "posting-tools"]),
+    slice_segments=st.integers(1, 3_000),  # the catalog's ~3k segments in 1 to thousands
+)
+def test_any_catalog_cut_into_any_slices_is_built_and_exported_as_a_whole(
+    pg_server: PgServer, tmp_path: Path, seed: int, profile: str, slice_segments: int
+) -> None:
+    with (
+        pg_server.fresh_database() as url,
+        open_pool(url, Settings(home=tmp_path, listen="127.0.0.1:0")) as pool,
+    ):
+        stores = Stores.from_pool(pool)
+        stored(stores, 4_000, seed, profile, found=True)
+        whole, sliced = rebuilt_both_ways(stores, quiet_seconds=0, slice_segments=slice_segments)
+        assert sliced == whole
+        exported = list(WholeCatalog(pool, slice_segments=slice_segments).export())
+        assert sorted(exported_lines(exported)) == sorted(exported_lines(stores.build.export()))
+
+
+@pytest.mark.parametrize("order", ["in date order", "the part between last"])
+def test_an_upload_filled_in_days_later_is_built_and_exported_whole(
+    stores: Stores, order: str
+) -> None:
+    # test_catalog_windows' case a window around a key's runs alone misses: one
+    # generation posted over two days, joined with its poster's part of the day between.
+    day, start = 24 * 3600, 1_764_000_000
+    poster = "someone <someone@example.com>"
+    head = "Show.Name.S01E01.720p.WEB-GRP"
+    first = posted(
+        head, poster, [(i, f"s.part{i:02}.rar") for i in (1, 2, 3)], 10, at=start, tag="a"
+    )
+    later = posted(
+        head, poster, [(i, f"s.part{i:02}.rar") for i in (4, 5, 9)], 10, at=start + 2 * day, tag="b"
+    )
+    between = posted(
+        "Other.Film.2019.1080p-GRP", poster, [(i, f"f.part{i:02}.rar") for i in (6, 7, 8)], 10,
+        at=start + day, tag="c",
+    )  # fmt: skip
+    parts = [first, between, later] if order == "in date order" else [first, later, between]
+    _followed, rebuilt = built_and_rebuilt(stores, parts)
+    assert len(rebuilt) == 1
+    exported = exported_lines(stores.build.export())
+    with stores.catalog.pool.connection() as conn:
+        conn.execute("DELETE FROM catalog")
+    whole = WholeCatalog(stores.catalog.pool, slice_segments=1)
+    whole.build(quiet_seconds=0)
+    assert catalog_rows(stores) == rebuilt
+    assert exported_lines(whole.export()) == exported
+
+
+def test_a_whole_build_fills_in_the_latest_dates_and_deletes_the_rows_of_no_stored_key(
+    stores: Stores,
+) -> None:
+    stored(stores, 12_000, 7, "posting-tools", found=False)
+    stores.build.drain(quiet_seconds=0)
+    with stores.catalog.pool.connection() as conn:
+        dates = conn.execute("SELECT key, latest FROM releases ORDER BY key").fetchall()
+        times = conn.execute(
+            "SELECT key, posted, latest FROM release_times ORDER BY 1, 2"
+        ).fetchall()
+        # Stored before the latest dates were kept (migration 0013), and a row whose
+        # keys are all gone.
+        conn.execute("UPDATE releases SET latest = NULL WHERE get_byte(key, 0) < 128")
+        conn.execute("UPDATE release_times SET latest = NULL WHERE get_byte(key, 0) % 2 = 0")
+        conn.execute(
+            "INSERT INTO catalog (guid, name, search_name, category, size, files, poster, groups,"
+            " posted, completion, probe_candidate, sources, changed_at, state)"
+            " SELECT 'ff' || substr(guid, 3), name, search_name, category, size, files, poster,"
+            " groups, posted, completion, false, ARRAY['\\x00'::bytea], changed_at, state"
+            " FROM catalog LIMIT 1"
+        )
+    before = catalog_rows(stores)
+    built = WholeCatalog(stores.catalog.pool, slice_segments=SMALL_SLICE).build(quiet_seconds=0)
+    assert built.pruned >= 1
+    after = catalog_rows(stores)
+    assert after == {g: row for g, row in before.items() if not g.startswith("ff")}
+    with stores.catalog.pool.connection() as conn:
+        assert conn.execute("SELECT key, latest FROM releases ORDER BY key").fetchall() == dates
+        again = conn.execute("SELECT key, posted, latest FROM release_times ORDER BY 1, 2")
+        # A time row's latest date unknown becomes its key's latest (as `everything` has it).
+        latest: dict[bytes, int] = {bytes(k): int(v) for k, v in dates}
+        assert again.fetchall() == [
+            (key, start, latest[key] if key[0] % 2 == 0 else end) for key, start, end in times
+        ]
+
+
+def test_a_whole_build_lets_another_builder_work_and_waits_for_what_it_holds(
+    stores: Stores,
+) -> None:
+    stored(stores, 12_000, 8, "posting-tools", found=False)
+    stores.build.drain(quiet_seconds=0)
+    whole = catalog_rows(stores)
+    with stores.catalog.pool.connection() as conn:
+        conn.execute("DELETE FROM catalog")
+        (shard,) = conn.execute(
+            "SELECT hashtext(poster) & 63 FROM releases GROUP BY 1 ORDER BY count(*) DESC LIMIT 1"
+        ).fetchone() or (0,)
+    waits = []
+    with stores.catalog.shards() as other:
+        # Another builder holds a shard of the catalog's keys.
+        assert other.try_lock([shard]) == {shard}
+
+        def wait() -> None:
+            # The whole build holds no shard while it waits: the other builder
+            # takes any it wants, then gives its own up.
+            waits.append(shard)
+            assert other.try_lock(range(64)) == set(range(64)) - {shard}
+            other.unlock()
+
+        WholeCatalog(stores.catalog.pool, slice_segments=SMALL_SLICE, wait=wait).build(0)
+    assert waits
+    assert catalog_rows(stores) == whole
+
+
+def test_the_commands_report_their_progress_and_write_what_the_whole_merges_make(
+    pool: ConnectionPool, stores: Stores, pg_url: str, tmp_path: Path
+) -> None:
+    stored(stores, 20_000, 9, "default", found=False)
+    exported = b"".join(line + b"\n" for line in exported_lines(stores.build.export()))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("UIDX_")}
+    env.update(DATABASE_URL=pg_url, UIDX_HOME=str(tmp_path / "home"))
+
+    def uidx(*args: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "usenet_indexer", "catalog", *args],
+            env=env, capture_output=True, text=True, timeout=CLI_SECONDS, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return done.stderr
+
+    said = uidx("build", "--quiet-seconds", "0")
+    releases = stores.catalog.pool.connection
+    with releases() as conn:
+        (count,) = conn.execute("SELECT count(*) FROM releases").fetchone() or (0,)
+    assert re.search(rf"uidx catalog: 0 of {count:,} \(0%\) releases built", said), said
+    built = catalog_rows(stores)
+    stores.build.everything(quiet_seconds=0)
+    assert catalog_rows(stores) == built
+    out = tmp_path / "catalog.jsonl"
+    said = uidx("export", "--out", str(out))
+    assert re.search(rf"uidx catalog: 0 of {count:,} \(0%\) releases exported", said), said
+    assert f"releases written to {out}" in said
+    assert hashlib.sha256(out.read_bytes()).digest() == hashlib.sha256(exported).digest()
+
+
+def test_a_progress_line_is_shown_at_once_then_every_few_seconds() -> None:
+    out = io.StringIO()
+    now = [100.0]
+    progress = Progress(out, clock=lambda: now[0])
+    for at, done in ((100.0, 0), (101.0, 10), (102.5, 50), (103.0, 60), (105.0, 80)):
+        now[0] = at
+        progress("built", done, 200)
+    progress("dated", 1_000, 0)
+    assert out.getvalue().splitlines() == [
+        "uidx catalog: 0 of 200 (0%) releases built",
+        "uidx catalog: 50 of 200 (25%) releases built, 20/s",
+        "uidx catalog: 80 of 200 (40%) releases built, 16/s",
+    ]

@@ -1,0 +1,203 @@
+"""The whole catalog built or exported a slice at a time (`uidx catalog build|export`).
+
+Theory of operation
+-------------------
+`CatalogBuild.everything` and `export` merge every stored chunk at once: the
+whole catalog in memory (~150 bytes a segment: tens of GB for a catalog of
+100M articles), and nothing written or shown until the end. Here the stored
+releases are walked in the order they were posted (store/posting_order.py)
+and cut into slices of about SLICE_SEGMENTS segments (core/slices.py), so
+what is in memory at once is a slice and its closure, whatever the catalog
+holds, and progress is reported after each slice.
+
+A whole build merges each slice's keys again as if batches had touched
+them (`CatalogBuild.around`): the same closure, merge and write as the
+builds that follow the batches, under the same shard locks, held for one
+slice's build at a time. So a coordinator's builders (and the edges it
+offers builds to) go on building beside it, instead of being locked out for
+the whole rebuild, and a shard one of them holds, or an edge's job reserved,
+is waited for (`everything` refuses the edges' jobs in flight). Followed in
+posting order, each slice's closure holds the keys of the slices around it
+that its releases can be joined with, and the rows the slices before made
+(`catalog_keys`), as a catalog followed batch by batch does; the tests hold
+the result to `everything`'s. What `everything` does beyond that is done
+here too: the latest dates of releases stored before they were kept are
+filled in first (the closure's windows around a release with none are
+open-ended), the keys still pending when the slices are done are built
+(those the slices merged were taken as built by them), and the rows none of
+whose keys has a fragment any more (which no closure reaches) are deleted.
+
+An export merges each slice's keys with their closure (read only: nothing is
+written) and writes the releases dated in the slice, oldest first,
+as it goes. `CatalogBuild.export` lists the releases a probe found to hold
+executables first, then those it renamed, then the rest (renames.apply),
+each oldest first: here all are oldest first, by the date shown (the lines
+are the same).
+
+Sync code, for the command's thread: psycopg stays inside store/.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime
+
+import attrs
+from psycopg_pool import ConnectionPool
+
+from usenet_indexer.coordinator.catalog_build import Built, CatalogBuild, summed
+from usenet_indexer.core import catalog as core
+from usenet_indexer.core import merge
+from usenet_indexer.core.merge import APART_SECONDS, CatalogRelease
+from usenet_indexer.core.renames import apply
+from usenet_indexer.core.slices import Slice, Slicer, written
+from usenet_indexer.store.posting_order import PostingOrder, Runs
+
+# The segments of one slice's runs. A build holds ~150 bytes a segment it merges:
+# some 15 MB for the slice, and many batches' builds' worth of work. Its closure
+# adds the keys around it (its posters' releases within TOGETHER_SECONDS, the keys
+# still going on), merged again with the slice before or after: at 3M generated
+# articles (a slice is ~40 minutes of their posting) the builds merged 1.5 times
+# the keys and took 1.9 times the CPU of one whole merge, peaking at 120 MB against
+# its 400 MB; slices of 300k segments took 1.35 times, and 230 MB. Slices of a
+# catalog posted over months span hours, and their margins cost less.
+SLICE_SEGMENTS = 100_000
+# Unpacked fragments and merged chains kept from slice to slice (CatalogStore,
+# core/catalog.Memo): the keys around a slice's end are merged again with the
+# next slice, and are kept for it; a coordinator's builder keeps 2M.
+KEPT_SEGMENTS = 3 * SLICE_SEGMENTS
+KEPT_UPLOADS = 20_000
+# Releases whose latest date is filled in at a time (their chunks read).
+FILL_KEYS = 1_000
+# How long a whole build waits when what it marked is held by another builder
+# (a coordinator's, or an edge's job) before it looks again.
+BUSY_SECONDS = 0.25
+
+# What a whole build or export reports after each slice: what it is doing,
+# releases done, releases in all.
+Progress = Callable[[str, int, int], None]
+
+
+def _silent(doing: str, done: int, total: int) -> None:
+    del doing, done, total
+
+
+def _pause() -> None:
+    time.sleep(BUSY_SECONDS)
+
+
+@attrs.define(eq=False)
+class WholeCatalog:
+    """The whole catalog built (`build`) or exported (`export`) a slice at a time.
+
+    Attributes:
+        pool: the database's connection pool.
+        pure: the pure unpacking and merge code (settings.pure_indexer).
+        slice_segments: the segments of a slice's runs.
+        wait: called when what a build marked is held by other builders, before it
+            looks again (sleeps BUSY_SECONDS).
+    """
+
+    pool: ConnectionPool
+    pure: bool = False
+    slice_segments: int = SLICE_SEGMENTS
+    wait: Callable[[], None] = _pause
+    builder: CatalogBuild = attrs.field(init=False)
+    order: PostingOrder = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        kept = max(KEPT_SEGMENTS, 3 * self.slice_segments)
+        memo = core.Memo(limit=KEPT_UPLOADS, merge=merge.Memo(kept, KEPT_UPLOADS))
+        self.builder = CatalogBuild(self.pool, pure=self.pure, unpacked_segments=kept, memo=memo)
+        self.order = PostingOrder(self.pool)
+
+    def build(self, quiet_seconds: float, progress: Progress = _silent) -> Built:
+        """Merge every stored key again, slice by slice, beside any other builder, and
+        write the rows (a row is shown once complete or quiet for `quiet_seconds`);
+        what the builds did, summed.
+
+        The latest dates of releases stored before they were kept are filled in
+        first, the keys still pending after the slices are built too, and the rows
+        none of whose keys has a fragment any more are deleted.
+        """
+        self._fill_latest(progress)
+        builds: list[Built] = []
+        with self.order.runs(APART_SECONDS) as runs:
+            done = 0
+            progress("built", done, runs.releases)
+            for piece in self._slices(runs):
+                builds.append(self._around(piece.keys, quiet_seconds))
+                done += piece.releases
+                progress("built", done, runs.releases)
+        # What was pending before (and what batches or held rows marked meanwhile): as
+        # `everything` takes every pending key, but not what comes later (a running
+        # coordinator's builders take that).
+        builds += self._pending(self.builder.table.now(), quiet_seconds)
+        pruned = self.builder.table.prune_unstored()
+        total = summed(builds)
+        return attrs.evolve(total, pruned=total.pruned + pruned, more=False, busy=False)
+
+    def export(self, progress: Progress = _silent) -> Iterator[CatalogRelease]:
+        """Every release, oldest first, with what probes found applied, made a slice at a
+        time (as `CatalogBuild.export` makes them, which lists those a probe found
+        executables in or renamed first)."""
+        with self.order.runs(APART_SECONDS) as runs:
+            done = 0
+            progress("exported", done, runs.releases)
+            for piece in self._slices(runs):
+                yield from self._exported(piece)
+                done += piece.releases
+                progress("exported", done, runs.releases)
+
+    def _slices(self, runs: Runs) -> Iterator[Slice]:
+        slicer = Slicer(self.slice_segments)
+        for run in runs:
+            piece = slicer.add(run)
+            if piece is not None:
+                yield piece
+        last = slicer.last()
+        if last is not None:
+            yield last
+
+    def _around(self, keys: Sequence[bytes], quiet_seconds: float) -> Built:
+        """A slice's keys built, once no other builder holds the shards they reach."""
+        while (built := self.builder.around(keys, quiet_seconds)).busy:
+            self.wait()
+        return built
+
+    def _pending(self, since: datetime, quiet_seconds: float) -> list[Built]:
+        """Pending builds until no key pending since `since` is left (another builder
+        holding some is waited for)."""
+        builds = []
+        while self.builder.table.any_pending(since):
+            built = self.builder.pending(quiet_seconds)
+            builds.append(built)
+            if built.busy or not built.pending:
+                self.wait()
+        return builds
+
+    def _exported(self, piece: Slice) -> list[CatalogRelease]:
+        """The releases a slice writes: its keys and their closure merged, what probes
+        found applied, those dated in it, oldest first."""
+        builder = self.builder
+        keys = sorted(builder.closure(piece.keys).keys)
+        chunks = list(builder.store.chunks(keys))
+        merged = core.releases_of(chunks, builder.store.probed(keys), builder.memo, pure=self.pure)
+        del chunks
+        found = builder.probes.found(core.found_keys(merged))
+        return written(merged, apply(merged, found), piece)
+
+    def _fill_latest(self, progress: Progress) -> None:
+        """Fill in the latest dates of the releases stored before they were kept (as
+        `everything` does), FILL_KEYS at a time."""
+        if not self.order.any_unfilled():
+            return
+        after = b""
+        done = 0
+        while keys := self.order.unfilled(after, FILL_KEYS):
+            latest = core.latest_dates(self.builder.store.chunks(keys))
+            self.builder.table.fill_latest(latest)
+            after = keys[-1]
+            done += len(keys)
+            progress("dated", done, 0)
