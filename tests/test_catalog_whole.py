@@ -20,6 +20,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import attrs
 import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -56,18 +57,25 @@ def exported_lines(releases: Iterator[CatalogRelease] | list[CatalogRelease]) ->
     return [orjson.dumps(r.to_json()) for r in releases]
 
 
+def in_slices(pool: ConnectionPool, segments: int = SMALL_SLICE, most: int = 0) -> WholeCatalog:
+    """A whole build or export in slices of `segments`, growing to at most `most` where
+    their closures bring more (by default they do not grow: a catalog of a few thousand
+    articles is cut into many slices)."""
+    return WholeCatalog(pool, slice_segments=segments, most_segments=most or segments)
+
+
 def rebuilt_both_ways(
-    stores: Stores, quiet_seconds: float, slice_segments: int = SMALL_SLICE
+    stores: Stores, quiet_seconds: float, whole: WholeCatalog | None = None
 ) -> tuple[dict[str, tuple[object, ...]], dict[str, tuple[object, ...]]]:
     """The rows `everything` makes from the stored state, and those the slices make
     from the same state with an empty catalog."""
     stores.build.everything(quiet_seconds)
-    whole = catalog_rows(stores)
+    rows = catalog_rows(stores)
     with stores.catalog.pool.connection() as conn:
         conn.execute("DELETE FROM catalog")
-    WholeCatalog(stores.catalog.pool, slice_segments=slice_segments).build(quiet_seconds)
+    (whole or in_slices(stores.catalog.pool)).build(quiet_seconds)
     assert not stores.catalog.pending()
-    return whole, catalog_rows(stores)
+    return rows, catalog_rows(stores)
 
 
 @pytest.mark.parametrize("profile", ["default", "posting-tools"])
@@ -79,7 +87,7 @@ def test_a_whole_build_slice_by_slice_makes_what_one_whole_merge_makes(
     assert len(whole) > 100
     assert sliced == whole
     # Again over the catalog it made: nothing changes.
-    WholeCatalog(stores.catalog.pool, slice_segments=SMALL_SLICE).build(quiet_seconds=0)
+    in_slices(stores.catalog.pool).build(quiet_seconds=0)
     assert catalog_rows(stores) == whole
 
 
@@ -99,9 +107,9 @@ def test_after_the_grouping_changed_a_whole_build_makes_the_new_catalog(
     stores.build.everything(quiet_seconds=0)
     whole = catalog_rows(stores)
     assert len(before) > len(whole)  # parts joined now
-    WholeCatalog(stores.catalog.pool, slice_segments=SMALL_SLICE).build(quiet_seconds=0)
+    in_slices(stores.catalog.pool).build(quiet_seconds=0)
     assert catalog_rows(stores) == whole
-    sliced = WholeCatalog(stores.catalog.pool, slice_segments=SMALL_SLICE).export()
+    sliced = in_slices(stores.catalog.pool).export()
     assert sorted(exported_lines(sliced)) == sorted(exported)
 
 
@@ -121,7 +129,7 @@ def test_a_whole_export_slice_by_slice_writes_what_one_whole_merge_makes(
     stored(stores, 40_000, 4, profile, found=True)
     stores.build.drain(quiet_seconds=0)
     whole = exported_lines(stores.build.export())
-    sliced = list(WholeCatalog(stores.catalog.pool, slice_segments=SMALL_SLICE).export())
+    sliced = list(in_slices(stores.catalog.pool).export())
     # The same lines; all oldest first (`export` lists those a probe found
     # executables in or renamed first, each part oldest first).
     assert sorted(exported_lines(sliced)) == sorted(whole)
@@ -132,10 +140,7 @@ def test_a_whole_export_slice_by_slice_writes_what_one_whole_merge_makes(
 def test_without_findings_a_whole_export_is_the_same_bytes(stores: Stores) -> None:
     stored(stores, 20_000, 6, "posting-tools", found=False)
     whole = exported_lines(stores.build.export())
-    assert (
-        exported_lines(WholeCatalog(stores.catalog.pool, slice_segments=SMALL_SLICE).export())
-        == whole
-    )
+    assert exported_lines(in_slices(stores.catalog.pool).export()) == whole
 
 
 @settings(
@@ -146,10 +151,11 @@ def test_without_findings_a_whole_export_is_the_same_bytes(stores: Stores) -> No
 @given(
     seed=st.integers(1, 1 << 20),
     profile=st.sampled_from(["default", "posting-tools"]),
-    slice_segments=st.integers(1, 3_000),  # the catalog's ~3k segments in 1 to thousands
+    segments=st.integers(1, 3_000),  # the catalog's ~3k segments in 1 to thousands
+    grow=st.booleans(),  # slices as large as what their closure brought (next_budget)
 )
 def test_any_catalog_cut_into_any_slices_is_built_and_exported_as_a_whole(
-    pg_server: PgServer, tmp_path: Path, seed: int, profile: str, slice_segments: int
+    pg_server: PgServer, tmp_path: Path, seed: int, profile: str, segments: int, grow: bool
 ) -> None:
     with (
         pg_server.fresh_database() as url,
@@ -157,10 +163,11 @@ def test_any_catalog_cut_into_any_slices_is_built_and_exported_as_a_whole(
     ):
         stores = Stores.from_pool(pool)
         stored(stores, 4_000, seed, profile, found=True)
-        whole, sliced = rebuilt_both_ways(stores, quiet_seconds=0, slice_segments=slice_segments)
-        assert sliced == whole
-        exported = list(WholeCatalog(pool, slice_segments=slice_segments).export())
-        assert sorted(exported_lines(exported)) == sorted(exported_lines(stores.build.export()))
+        whole = in_slices(pool, segments, 50 * segments if grow else segments)
+        rows, sliced = rebuilt_both_ways(stores, quiet_seconds=0, whole=whole)
+        assert sliced == rows
+        exported = exported_lines(whole.export())
+        assert sorted(exported) == sorted(exported_lines(stores.build.export()))
 
 
 @pytest.mark.parametrize("order", ["in date order", "the part between last"])
@@ -188,7 +195,7 @@ def test_an_upload_filled_in_days_later_is_built_and_exported_whole(
     exported = exported_lines(stores.build.export())
     with stores.catalog.pool.connection() as conn:
         conn.execute("DELETE FROM catalog")
-    whole = WholeCatalog(stores.catalog.pool, slice_segments=1)
+    whole = in_slices(stores.catalog.pool, 1)
     whole.build(quiet_seconds=0)
     assert catalog_rows(stores) == rebuilt
     assert exported_lines(whole.export()) == exported
@@ -216,7 +223,7 @@ def test_a_whole_build_fills_in_the_latest_dates_and_deletes_the_rows_of_no_stor
             " FROM catalog LIMIT 1"
         )
     before = catalog_rows(stores)
-    built = WholeCatalog(stores.catalog.pool, slice_segments=SMALL_SLICE).build(quiet_seconds=0)
+    built = in_slices(stores.catalog.pool).build(quiet_seconds=0)
     assert built.pruned >= 1
     after = catalog_rows(stores)
     assert after == {g: row for g, row in before.items() if not g.startswith("ff")}
@@ -253,7 +260,7 @@ def test_a_whole_build_lets_another_builder_work_and_waits_for_what_it_holds(
             assert other.try_lock(range(64)) == set(range(64)) - {shard}
             other.unlock()
 
-        WholeCatalog(stores.catalog.pool, slice_segments=SMALL_SLICE, wait=wait).build(0)
+        attrs.evolve(in_slices(stores.catalog.pool), wait=wait).build(0)
     assert waits
     assert catalog_rows(stores) == whole
 

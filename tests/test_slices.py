@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from usenet_indexer.core.slices import Run, Slice, Slicer
+from usenet_indexer.core.slices import Run, Slice, Slicer, next_budget
 
 
 def sliced(runs: list[Run], segments: int, most_keys: int = 20_000) -> list[Slice]:
@@ -32,11 +32,11 @@ def test_slices_cut_between_dates_once_their_budget_is_reached() -> None:
         Run(key(6), 400, 400, 5),
     ]
     assert sliced(runs, 10) == [
-        Slice(None, 200, (key(1), key(2), key(3)), 3),
-        Slice(200, 400, (key(4), key(5)), 1),
-        Slice(400, None, (key(4), key(6)), 1),
+        Slice(None, 200, (key(1), key(2), key(3)), 3, 15),
+        Slice(200, 400, (key(4), key(5)), 1, 10),
+        Slice(400, None, (key(4), key(6)), 1, 5),
     ]
-    assert sliced(runs, 1_000) == [Slice(None, None, tuple(key(n) for n in range(1, 7)), 5)]
+    assert sliced(runs, 1_000) == [Slice(None, None, tuple(key(n) for n in range(1, 7)), 5, 30)]
     # A run over the budget is a slice of its own.
     assert [s.keys for s in sliced(runs, 1)] == [
         (key(1),), (key(2), key(3)), (key(4),), (key(4), key(5)), (key(4), key(6)),
@@ -47,6 +47,18 @@ def test_slices_cut_between_dates_once_their_budget_is_reached() -> None:
 def test_a_slice_holds_at_most_so_many_keys_of_its_own() -> None:
     runs = [Run(key(n), n, n, 0) for n in range(10)]
     assert [len(s.keys) for s in sliced(runs, 1 << 30, most_keys=4)] == [4, 4, 2]
+
+
+def test_the_next_slice_is_as_large_as_what_the_closure_brought_within_bounds() -> None:
+    assert next_budget(100, 1_000, merged=150, own=100) == 100  # the least
+    assert next_budget(100, 1_000, merged=700, own=100) == 600
+    assert next_budget(100, 1_000, merged=9_000, own=100) == 1_000  # the most
+    slicer = Slicer(10)
+    pieces = [slicer.add(Run(key(n), n, n, 5)) for n in range(3)]
+    assert [p.keys for p in pieces if p] == [(key(0), key(1))]
+    slicer.segments = 20  # the next slice's budget, set between slices
+    pieces = [slicer.add(Run(key(n), n, n, 5)) for n in range(3, 9)]
+    assert [p.keys for p in pieces if p] == [tuple(key(n) for n in range(2, 6))]
 
 
 def test_runs_out_of_order_are_refused() -> None:

@@ -152,6 +152,7 @@ class Built:
         cpu_s: this thread's CPU seconds for the build.
         more: pending keys are left that this build did not take (build again).
         busy: the closure reached a shard another builder holds: nothing was done.
+        segments: the segments of the chunks merged.
     """
 
     pending: int
@@ -164,6 +165,7 @@ class Built:
     cpu_s: float = 0.0
     more: bool = False
     busy: bool = False
+    segments: int = 0
 
 
 @attrs.define(eq=False)
@@ -212,10 +214,11 @@ class CatalogBuild:
                 return Built(0, 0, 0, shown=self.table.show_quiet(quiet_seconds))
             if isinstance(taken, Built):
                 return taken
-            written = self._merged(taken.keys, taken.pending, quiet_seconds)
-        return _built(
+            written, segments = self._merged(taken.keys, taken.pending, quiet_seconds)
+        built = _built(
             len(taken.pending), len(taken.keys), written, taken.rounds, started, taken.more
         )
+        return attrs.evolve(built, segments=segments)
 
     def around(self, touched: Sequence[bytes], quiet_seconds: float) -> Built:
         """Merge again `touched` with their closure, as if batches had touched them (a
@@ -231,19 +234,23 @@ class CatalogBuild:
             if not self._reach(locks, keys):
                 return Built(0, 0, 0, more=True, busy=True)
             pending = locks.pending_of(keys)
-            written = self._merged(keys, pending, quiet_seconds)
-        return _built(len(pending), len(keys), written, closure.rounds, started, False)
+            written, segments = self._merged(keys, pending, quiet_seconds)
+        built = _built(len(pending), len(keys), written, closure.rounds, started, False)
+        return attrs.evolve(built, segments=segments)
 
     def _merged(
         self, keys: list[bytes], pending: dict[bytes, int], quiet_seconds: float
-    ) -> Written:
-        """Merge `keys` again and write what they make (and `pending` as built)."""
+    ) -> tuple[Written, int]:
+        """Merge `keys` again and write what they make (and `pending` as built); what was
+        written, and the segments merged."""
         made = core.Made((), (), ())
+        segments = 0
         if keys:
             chunks = list(self.store.chunks(keys))
+            segments = core.segments_of(chunks)
             made = self._made(chunks, keys, pending, self._inputs(keys))
             del chunks
-        return self._write(made, keys, quiet_seconds, pending)
+        return self._write(made, keys, quiet_seconds, pending), segments
 
     def _made(
         self,
@@ -331,7 +338,7 @@ class CatalogBuild:
             if self._found_beyond(made, keys):
                 # The job held what probes found of its keys only: a row under a repost
                 # generation's key they found something for is made again here.
-                written = self._merged(keys, {}, quiet_seconds)
+                written, _ = self._merged(keys, {}, quiet_seconds)
         return _built(len(job.pending), len(keys), written, 0, started, False)
 
     def _found_beyond(self, made: core.Made, keys: Sequence[bytes]) -> bool:
@@ -550,6 +557,7 @@ def summed(builds: Sequence[Built]) -> Built:
         cpu_s=sum(b.cpu_s for b in builds),
         more=bool(builds) and builds[-1].more,
         busy=bool(builds) and builds[-1].busy,
+        segments=sum(b.segments for b in builds),
     )
 
 

@@ -164,6 +164,11 @@ def releases_of(
     return list(merger.releases())
 
 
+def segments_of(chunks: Iterable[ReleaseChunk]) -> int:
+    """The segments the chunks hold (what merging them costs)."""
+    return sum(len(f.numbers) for chunk in chunks for f in chunk.files)
+
+
 def found_keys(releases: Iterable[CatalogRelease]) -> list[bytes]:
     """The keys whose probes' findings apply to the releases (renames.apply): each
     release's own key (a repost generation's is no stored key) and its sources, once."""
