@@ -26,7 +26,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from psycopg_pool import ConnectionPool
-from test_catalog_build import HOUR, batches_of_generated, catalog_rows, probes_found
+from test_catalog_build import (
+    HOUR,
+    batches_of_generated,
+    batches_of_lines,
+    catalog_rows,
+    probes_found,
+)
 from test_catalog_windows import built_and_rebuilt, posted
 
 from usenet_indexer.commands.catalog import Progress
@@ -309,3 +315,32 @@ def test_a_progress_line_is_shown_at_once_then_every_few_seconds() -> None:
         "uidx catalog: 50 of 200 (25%) releases built, 20/s",
         "uidx catalog: 80 of 200 (40%) releases built, 16/s",
     ]
+
+
+def test_an_upload_of_parts_each_joined_to_the_next_is_exported_whole_from_any_catalog(
+    stores: Stores,
+) -> None:
+    # One poster's upload in four parts (each its own key: another head), each posted
+    # 25 minutes after the one before: link joins them all, though a window around one
+    # part reaches only its neighbours. Exported before any build (no catalog row
+    # holds what was joined), in slices of one part: the first slice made the first
+    # two parts alone and wrote them, the later ones made what is dated in the first,
+    # and the last two parts were written nowhere.
+    poster = "someone <someone@example.com>"
+    parts = [
+        posted(
+            f"Part.{n}.Name.2019.1080p-GRP", poster, [(i, f"p{n}.part{i:02}.rar")], 20,
+            at=1_764_000_000 + n * 25 * 60, tag=f"t{n}",
+        )
+        for n, i in enumerate((1, 2, 3, 4))
+    ]  # fmt: skip
+    lines = [line for part in parts for line in part]
+    numbered = [f"{n}\t{line}".encode() for n, line in enumerate(lines, 1000)]
+    for _ in batches_of_lines(stores, "alt.binaries.test", numbered, len(numbered)):
+        pass
+    exported = exported_lines(stores.build.export())
+    assert len(exported) == 1  # one upload of four files
+    assert exported_lines(in_slices(stores.catalog.pool, 1).export()) == exported
+    # A build finds the whole upload through the rows the slices before wrote.
+    whole, sliced = rebuilt_both_ways(stores, 0, in_slices(stores.catalog.pool, 1))
+    assert sliced == whole

@@ -184,9 +184,30 @@ class WholeCatalog:
 
     def _exported(self, piece: Slice) -> tuple[list[CatalogRelease], int]:
         """The releases a slice writes: its keys and their closure merged, what probes
-        found applied, those dated in it, oldest first; and the segments merged."""
+        found applied, those dated in it, oldest first; and the segments merged.
+
+        A release dated in the slice may hold a key that a row or a window found,
+        no window was looked in around, and that link joins to a part beyond the
+        closure (an upload of parts each posted within TOGETHER_SECONDS of the one
+        before, cut by the slice's end). A build writes what it made, and the
+        next slice's closure finds it through the rows; an export writes nothing
+        back, and a later slice makes the whole upload, dated in this slice, where
+        it is not written. So such keys are merged again as the slice's own (their
+        windows looked in) until the releases dated in the slice hold none.
+        """
+        touched = set(piece.keys)
+        while True:
+            closure = self.builder.closure(sorted(touched))
+            releases, segments = self._merged_of(sorted(closure.keys), piece)
+            beyond = closure.unwindowed(k for r in releases for k in r.sources)
+            if not beyond:
+                return releases, segments
+            touched |= beyond
+
+    def _merged_of(self, keys: list[bytes], piece: Slice) -> tuple[list[CatalogRelease], int]:
+        """The releases `keys` make that are dated in the slice, oldest first, with what
+        probes found applied; and the segments merged."""
         builder = self.builder
-        keys = sorted(builder.closure(piece.keys).keys)
         chunks = list(builder.store.chunks(keys))
         segments = core.segments_of(chunks)
         merged = core.releases_of(chunks, builder.store.probed(keys), builder.memo, pure=self.pure)

@@ -679,6 +679,12 @@ class Closure:
             self._windows_read.update(wanted.windows)
             self._found(windows)
 
+    def unwindowed(self, keys: Iterable[bytes]) -> set[bytes]:
+        """The stored keys among `keys` that no window was looked in around (a row or a
+        window found them, past WINDOW_ROUNDS): a part link would join to theirs may be
+        beyond the closure."""
+        return {key for key in keys if key in self.keys and key not in self._windowed}
+
     def _repost(self, key: bytes) -> bytes:
         nxt = self._next.get(key)
         if nxt is None:
