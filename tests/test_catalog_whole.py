@@ -18,6 +18,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Iterator
+from email.utils import formatdate
 from pathlib import Path
 
 import attrs
@@ -344,3 +345,66 @@ def test_an_upload_of_parts_each_joined_to_the_next_is_exported_whole_from_any_c
     # A build finds the whole upload through the rows the slices before wrote.
     whole, sliced = rebuilt_both_ways(stores, 0, in_slices(stores.catalog.pool, 1))
     assert sliced == whole
+
+
+def test_keys_stored_before_each_chunks_dates_were_kept_are_sliced_by_their_dates(
+    stores: Stores,
+) -> None:
+    # Migration 0027 gave each release stored before it one time row, its whole span,
+    # whatever fragments it had: such a key has fewer time rows than fragments, as a
+    # key with an undated chunk has, and went to the first slice with the undated
+    # releases (an upgraded catalog's keys of many batches in one slice).
+    stored(stores, 12_000, 7, "posting-tools", found=False)
+    stores.build.drain(quiet_seconds=0)
+    rows = catalog_rows(stores)
+    exported = exported_lines(stores.build.export())
+    with stores.catalog.pool.connection() as conn:
+        conn.execute("DELETE FROM release_times")
+        conn.execute(
+            "INSERT INTO release_times (key, poster, files_announced, posted, latest)"
+            " SELECT key, poster, files_announced, posted, latest FROM releases WHERE posted > 0"
+        )
+        (several,) = conn.execute(
+            "SELECT count(*) FROM (SELECT FROM fragments GROUP BY release_key"
+            " HAVING count(*) > 1) AS k"
+        ).fetchone() or (0,)
+    assert several > 10
+    whole = in_slices(stores.catalog.pool)
+    with whole.order.runs(merge.APART_SECONDS) as runs:
+        assert min(run.start for run in runs) > 0  # nothing undated
+    assert sorted(exported_lines(whole.export())) == sorted(exported)
+    with stores.catalog.pool.connection() as conn:
+        conn.execute("DELETE FROM catalog")
+    whole.build(quiet_seconds=0)
+    assert catalog_rows(stores) == rows
+
+
+def test_undated_releases_are_built_and_exported_once(stores: Stores) -> None:
+    # A release of no dated article, and a key whose repost came undated under a
+    # posting tool's From: a generation dated 0 of a key whose first run is dated.
+    def post(head: str, poster: str, at: int, tag: str, date: str | None = None) -> list[str]:
+        return [
+            f'{head} [01/02] - "{tag}.rar" yEnc ({k}/2)\t{poster}\t{date or formatdate(at + k)}'
+            f"\t<{at}.{k}.{tag}@x.local>\t\t400000\t3100"
+            for k in (1, 2)
+        ]
+
+    tool = "NewsUP <NewsUP@somewhere.cbr>"
+    parts = [
+        post("Undated.Thing.2019-GRP", "someone <s@x.local>", 1_764_000_000, "u", "not a date"),
+        post("Other.Thing.2019-GRP", "other <o@x.local>", 1_763_000_000, "o"),
+        post("Mixed.Thing.2019-GRP", tool, 1_764_000_000, "m"),
+        post("Dated.Thing.2019-GRP", "other <o@x.local>", 1_764_100_000, "d"),
+        post("Mixed.Thing.2019-GRP", tool, 1_764_200_000, "m", "garbage"),
+    ]
+    lines = [line for part in parts for line in part]
+    numbered = [f"{n}\t{line}".encode() for n, line in enumerate(lines, 1000)]
+    for _ in batches_of_lines(stores, "alt.binaries.test", numbered, [len(p) for p in parts]):
+        pass
+    exported = exported_lines(stores.build.export())
+    assert [orjson.loads(line)["posted"] for line in exported].count(0) == 2
+    for segments in (1, 2, 3, 1_000):
+        whole = in_slices(stores.catalog.pool, segments)
+        assert sorted(exported_lines(whole.export())) == sorted(exported)
+    rows, sliced = rebuilt_both_ways(stores, 0, in_slices(stores.catalog.pool, 1))
+    assert sliced == rows

@@ -8,7 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from usenet_indexer.core.slices import Run, Slice, Slicer, next_budget
+from usenet_indexer.core.catalog import Span
+from usenet_indexer.core.merge import CatalogRelease
+from usenet_indexer.core.slices import Run, Slice, Slicer, first_run, next_budget, placed
 
 
 def sliced(runs: list[Run], segments: int, most_keys: int = 20_000) -> list[Slice]:
@@ -99,3 +101,28 @@ def test_every_date_of_a_run_is_in_one_slice_and_that_slice_has_its_key(
         for date in {run.start, (run.start + run.end) // 2, run.end}:
             (mine,) = [s for s in slices if s.holds(date)]
             assert run.key in mine.keys
+
+
+def test_a_key_is_in_posting_order_where_its_first_dated_chunk_is() -> None:
+    times = ((1_700_000_500, 1_700_000_600), (1_700_090_000, None))
+    assert first_run(Span("p", 1_700_000_500, None, times=times)) == 1_700_000_500
+    assert first_run(Span("p", 0, None)) == 0  # undated
+    assert first_run(Span("p", -86_400, 0)) == -86_400  # posted before 1970
+
+
+def released(key: bytes, posted: int, *sources: bytes) -> CatalogRelease:
+    return CatalogRelease(
+        key=key, name="r", poster="p", groups=("a.b.c",), posted=posted, files_announced=1,
+        complete=1.0, bytes=0, probe_candidate=False, dropped=None, chunks=1, files=(),
+        sources=sources,
+    )  # fmt: skip
+
+
+def test_an_undated_release_is_written_where_its_keys_first_run_is() -> None:
+    firsts = {key(1): 1_700_000_000, key(2): 0, key(3): 1_600_000_000}
+    assert placed(released(key(9), 1_700_000_123, key(1)), firsts) == 1_700_000_123
+    # A repost generation of key 1, undated (its key no stored key).
+    assert placed(released(key(9), 0, key(1)), firsts) == 1_700_000_000
+    assert placed(released(key(9), 0, key(1), key(3)), firsts) == 1_600_000_000
+    assert placed(released(key(2), 0, key(2)), firsts) == 0
+    assert placed(released(key(9), -5, key(8)), firsts) == -5  # no key merged: its own

@@ -40,7 +40,7 @@ Sync code, for the command's thread: psycopg stays inside store/.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 
 import attrs
@@ -51,7 +51,7 @@ from usenet_indexer.core import catalog as core
 from usenet_indexer.core import merge
 from usenet_indexer.core.merge import APART_SECONDS, CatalogRelease
 from usenet_indexer.core.renames import apply
-from usenet_indexer.core.slices import Slice, Slicer, next_budget, written
+from usenet_indexer.core.slices import Slice, Slicer, first_run, next_budget, written
 from usenet_indexer.store.posting_order import PostingOrder, Runs
 
 # The segments of a slice's runs, at least. A build holds some 150 bytes a segment
@@ -198,22 +198,25 @@ class WholeCatalog:
         touched = set(piece.keys)
         while True:
             closure = self.builder.closure(sorted(touched))
-            releases, segments = self._merged_of(sorted(closure.keys), piece)
+            firsts = {key: first_run(span) for key, span in closure.spans.items()}
+            releases, segments = self._merged_of(sorted(closure.keys), piece, firsts)
             beyond = closure.unwindowed(k for r in releases for k in r.sources)
             if not beyond:
                 return releases, segments
             touched |= beyond
 
-    def _merged_of(self, keys: list[bytes], piece: Slice) -> tuple[list[CatalogRelease], int]:
-        """The releases `keys` make that are dated in the slice, oldest first, with what
-        probes found applied; and the segments merged."""
+    def _merged_of(
+        self, keys: list[bytes], piece: Slice, firsts: Mapping[bytes, int]
+    ) -> tuple[list[CatalogRelease], int]:
+        """The releases `keys` make that are placed in the slice (core/slices.placed),
+        oldest first, with what probes found applied; and the segments merged."""
         builder = self.builder
         chunks = list(builder.store.chunks(keys))
         segments = core.segments_of(chunks)
         merged = core.releases_of(chunks, builder.store.probed(keys), builder.memo, pure=self.pure)
         del chunks
         found = builder.probes.found(core.found_keys(merged))
-        return written(merged, apply(merged, found), piece), segments
+        return written(merged, apply(merged, found), piece, firsts), segments
 
     def _fill_latest(self, progress: Progress) -> None:
         """Fill in the latest dates of the releases stored before they were kept (as

@@ -14,7 +14,7 @@ The stored releases come in as *runs*: a key's chunks
 `merge.APART_SECONDS` of each other, so a key posted again a day later
 comes twice, once where each post is, and a key whose chunks came in many
 batches of one posting once. Runs come in order of their earliest file,
-then key; undated keys first (their date is 0).
+then key; keys with no dated chunk first (their date is 0 or before).
 
 A slice is an interval of posting time, [low, high), its upper end the
 first run's start after the budget is reached (a cut falls only between
@@ -27,7 +27,9 @@ with their closure (core/catalog.py's Closure: repost chains, catalog
 rows, the posters' releases within `uploads.TOGETHER_SECONDS`), as a pending
 build merges what a batch touched; the export writes the releases dated in
 the interval, so each release is written once, and the slices in order
-write the catalog oldest first.
+write the catalog oldest first. A release dated 0 (or before 1970) of a key
+with dated chunks too (an undated repost) is written where the key's first
+run is (`placed`), the one slice sure to merge that key.
 
 Pure: runs come in, slices go out.
 """
@@ -35,10 +37,11 @@ Pure: runs come in, slices go out.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import attrs
 
+from usenet_indexer.core.catalog import Span
 from usenet_indexer.core.merge import CatalogRelease
 from usenet_indexer.core.renames import Shown
 
@@ -161,15 +164,38 @@ def next_budget(least: int, most: int, merged: int, own: int) -> int:
     return max(least, min(most, merged - own))
 
 
+def first_run(span: Span) -> int:
+    """Where a stored key's first run starts in posting order (store/posting_order.py):
+    its earliest dated chunk's date, or, with none dated, its earliest date (0 at most).
+    """
+    return span.times[0][0] if span.times else min(span.posted, 0)
+
+
+def placed(release: CatalogRelease, firsts: Mapping[bytes, int]) -> int:
+    """The date that says which slice writes a release: its own, or, undated (or dated
+    before 1970), the earliest of its keys' first runs (`firsts`: the first_run of
+    the keys merged). A key's chunks not dated make a release of their own beside its
+    dated ones (a repost under a posting tool's From); its key is in the slices of its
+    dated runs only, and each release must be written by one slice that merges it.
+    """
+    if release.posted > 0:
+        return release.posted
+    keys = (release.key, *release.sources)
+    return min((firsts[k] for k in keys if k in firsts), default=release.posted)
+
+
 def written(
-    merged: Sequence[CatalogRelease], shown: Sequence[Shown], piece: Slice
+    merged: Sequence[CatalogRelease],
+    shown: Sequence[Shown],
+    piece: Slice,
+    firsts: Mapping[bytes, int],
 ) -> list[CatalogRelease]:
-    """The releases a slice writes of what its keys made: those dated in it (by the date
-    shown: a probe's finding may join an earlier part to a release), oldest first, and
-    releases of one date in the order they were merged (`merged`: before the findings
-    were applied; `shown`: after).
+    """The releases a slice writes of what its keys made: those placed in it (by the
+    date shown: a probe's finding may join an earlier part to a release; see
+    `placed`), oldest first, and releases of one date in the order they were merged
+    (`merged`: before the findings were applied; `shown`: after).
     """
     at = {release.key: n for n, release in enumerate(merged)}
-    mine = [s.release for s in shown if piece.holds(s.release.posted)]
+    mine = [s.release for s in shown if piece.holds(placed(s.release, firsts))]
     mine.sort(key=lambda release: (release.posted, at[release.key]))
     return mine

@@ -6,10 +6,14 @@ each other) are made by one statement from `release_times` (one row per
 stored dated chunk) and held by the server in a cursor (DECLARE ... WITH
 HOLD, on a connection in autocommit): the client reads them a page at a
 time and holds no more, and no transaction stays open while the build
-works on other connections. A key's chunks without a time row (undated, or
-dated before 1970: `release_times` keeps dates above 0) make a run of their
-own from the key's earliest date (0 at most) to 0, so that an undated
-release comes first, as it sorts.
+works on other connections. A key with no time row (no chunk dated:
+undated, or dated before 1970; `release_times` keeps dates above 0) is one
+run from its earliest date (0 at most) to 0, so that an undated release
+comes first, as it sorts. A key's chunks without a time row beside dated
+ones make no run: a release of those only (dated 0 or before) is placed by
+its keys' first runs (core/slices.placed). Keys stored before each chunk's
+dates were kept (migration 0027: one time row, the release's span, however
+many fragments) are placed by that span.
 
 Releases stored before their latest date was kept (migration 0013) have it
 filled in by a whole build first (`unfilled`, then CatalogTable.fill_latest).
@@ -30,8 +34,8 @@ from usenet_indexer.core.slices import Run
 # The runs, in order of start then key. A chunk starts a run of its key when it
 # begins more than `apart` after the latest date of the key's chunks before it
 # (ordered by their start); `first` marks each key's earliest run, so that the
-# runs read count the releases done. The chunks without a time row: a key has
-# fewer time rows than fragments (one of each per batch that stored the key).
+# runs read count the releases done. A key without a time row (no dated chunk)
+# is one run, by its release_times_key index.
 _RUNS = """
     WITH chunks AS (
         SELECT key, posted, coalesce(latest, posted) AS latest FROM release_times WHERE posted > 0
@@ -48,19 +52,11 @@ _RUNS = """
                    OVER (PARTITION BY key ORDER BY posted, latest ROWS UNBOUNDED PRECEDING) AS run
         FROM marked
     ),
-    timed AS (
-        SELECT key, count(*) AS n FROM chunks GROUP BY key
-    ),
-    untimed AS (
-        SELECT f.key FROM (SELECT release_key AS key, count(*) AS n FROM fragments
-                           GROUP BY release_key) AS f
-        LEFT JOIN timed AS t ON t.key = f.key
-        WHERE f.n > coalesce(t.n, 0)
-    ),
     runs AS (
         SELECT key, min(posted) AS start, max(latest) AS finish FROM numbered GROUP BY key, run
         UNION ALL
-        SELECT u.key, least(r.posted, 0), 0 FROM untimed AS u JOIN releases AS r ON r.key = u.key
+        SELECT r.key, least(r.posted, 0), 0 FROM releases AS r
+        WHERE NOT EXISTS (SELECT FROM release_times AS t WHERE t.key = r.key AND t.posted > 0)
     )
     SELECT runs.key, runs.start, runs.finish, r.segments,
            row_number() OVER (PARTITION BY runs.key ORDER BY runs.start) = 1
