@@ -30,7 +30,7 @@ from usenet_indexer.config import Settings
 from usenet_indexer.coordinator.server import serve
 from usenet_indexer.coordinator.stores import Stores
 from usenet_indexer.core.indexer import RangeIndexer
-from usenet_indexer.core.newznab import NEWZNAB_NS
+from usenet_indexer.core.newznab import NEWZNAB_NS, NewznabError, error_xml
 from usenet_indexer.core.nzb import Nzb
 from usenet_indexer.store import catalog
 from usenet_indexer.store.catalog import CatalogRow, Search
@@ -288,3 +288,32 @@ def _plan(conn: psycopg.Connection[Any], search: Search) -> str:
     )
     rows = psycopg.ClientCursor(conn).execute(page.format(where), [*params, 101, 0]).fetchall()
     return "\n".join(str(r[0]) for r in rows)
+
+
+@pytest.mark.trio
+async def test_a_broken_releases_guid_is_no_such_item_unless_the_setting_asks(
+    served: Served,
+) -> None:
+    """Asked by its guid (an old feed's link, Sonarr's retry of a grab), a broken release
+    is what an unknown guid is unless broken ones are offered: t=details error 300 and
+    t=get 404, so no downloader grabs what cannot be finished. A failure report on it is
+    still recorded (it hands nothing out)."""
+    broken = served.guids[KILLERS_NAME]
+    asked = {"id": broken, "apikey": served.key}
+    details = await served.default.get("/api", params={"t": "details", **asked})
+    assert details.status_code == 200
+    assert details.content == error_xml(NewznabError(300, "no such item"))
+    nzb = await served.default.get("/api", params={"t": "get", **asked})
+    assert (nzb.status_code, nzb.content) == (404, b"no such item\n")
+    offered = await served.offering.get("/api", params={"t": "get", **asked})
+    assert offered.status_code == 200, offered.text
+    assert offered.headers["content-type"] == "application/x-nzb"
+    assert [i.findtext("guid") for i in await feed(served.offering, t="details", **asked)] == [
+        broken
+    ]
+    # A repairable release is served either way.
+    repairable = {"id": served.guids[EVOLVE_NAME], "apikey": served.key}
+    fetched = await served.default.get("/api", params={"t": "get", **repairable})
+    assert fetched.status_code == 200, fetched.text
+    failed = await served.default.get("/api", params={"t": "failed", **asked})
+    assert failed.status_code == 200, failed.text

@@ -1308,10 +1308,12 @@ class CatalogTable:
                     )
         return total, _rows(records[: search.limit])
 
-    def row(self, guid: str, *, shown: bool = False) -> CatalogRow | None:
+    def row(self, guid: str, *, shown: bool = False, broken: bool = True) -> CatalogRow | None:
         """The catalog row of a guid, or None; with `shown`, only a row that is shown
-        (what the newznab API hands out: a row not shown yet is no search's either)."""
-        where = " WHERE guid = %s AND shown" if shown else " WHERE guid = %s"
+        (what the newznab API hands out: a row not shown yet is no search's either);
+        without `broken`, not a broken row (one no search offers: `Search.broken`)."""
+        where = " WHERE guid = %s" + (" AND shown" if shown else "")
+        where += "" if broken else " AND state <> 'broken'"
         with self.pool.connection() as conn:
             records = conn.execute(_ROW + where, (guid,)).fetchall()
         rows = _rows(records)

@@ -6,7 +6,8 @@ thread (store/users.py, store/catalog.py), and the answer is rendered by
 core/newznab.py again. Every refusal is HTTP 200 with a newznab error
 element (the *arr programs throw on a status >= 400 before reading the
 body), except `t=get` and `t=failed` of an unknown id, which are 404 as
-downloaders expect; a daily limit reached is error 500 or 501 with
+downloaders expect (a broken release's id is unknown to t=get and t=details
+unless offer_broken_releases, as it is to every search); a daily limit reached is error 500 or 501 with
 Retry-After (the seconds to the end of the UTC day).
 
 Every absolute URL (links, guids' enclosures, the X-DNZB headers) starts with
@@ -226,7 +227,7 @@ class NewznabApi:
 
     def _row(self, request: Request, user_id: int | None) -> tuple[CatalogRow | None, Usage | None]:
         usage = self._take(user_id, grab=False)
-        row = self.catalog.row(request.guid, shown=True)
+        row = self._offered(request.guid)
         if row is None:
             return None, usage
         return self._with_failures([row], request.extended)[0], usage
@@ -234,14 +235,21 @@ class NewznabApi:
     def _grabbed_row(self, guid: str, user_id: int | None) -> CatalogRow | None:
         """The row of an NZB about to be downloaded, the download counted (None: no
         such release, nothing counted)."""
-        row = self.catalog.row(guid, shown=True)
+        row = self._offered(guid)
         if row is not None:
             self._take(user_id, grab=True)
         return row
 
+    def _offered(self, guid: str) -> CatalogRow | None:
+        """The row of a guid as a search offers it: shown, and not broken unless
+        offer_broken (a broken release's guid is no item, as an unknown one is, so that
+        no downloader grabs what it cannot finish)."""
+        return self.catalog.row(guid, shown=True, broken=self.offer_broken)
+
     def _reported_row(self, request: Request, user_id: int) -> CatalogRow | None:
         """The row of a release reported failed, the report recorded (None: no such
-        release, nothing recorded)."""
+        release, nothing recorded). A broken one too: the report hands nothing out,
+        and the release may have been offered when it was grabbed."""
         row = self.catalog.row(request.guid, shown=True)
         if row is not None:
             self.users.report_failure(row.guid, user_id, corrupt=request.corrupt)
