@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -244,6 +245,27 @@ def test_0027_gives_each_stored_release_its_whole_span_as_one_chunk(pg_empty_url
         (b"\x02" * 16, "x@y", None, 1700000500, None),
     ]
     assert marked == (0,)
+
+
+def test_0034_dates_a_release_dated_past_now_when_it_was_stored(pg_empty_url: str) -> None:
+    # Rows a build wrote before core/catalog.seen_by: one dated ten years ahead (a
+    # poster's clock) is dated when its articles were stored, as the next build of its
+    # keys would date it; the others keep their dates.
+    stored, ahead = 1_700_000_000, int(time.time()) + 10 * 365 * 86_400
+    migrations = load_migrations()
+    with psycopg.connect(pg_empty_url, autocommit=True) as conn:
+        migrate(conn, [m for m in migrations if m.version < 34])
+        conn.execute(
+            "INSERT INTO catalog (guid, name, search_name, category, size, files, poster,"
+            " groups, posted, completion, probe_candidate, sources, shown, changed_at)"
+            " SELECT g, g, g, 5040, 1, 1, 'p', '{g}', posted, 1, false, '{}', true,"
+            " to_timestamp(%s + 0.75)"
+            " FROM (VALUES ('ahead', %s), ('past', %s)) AS r (g, posted)",
+            (stored, ahead, stored - 600),
+        )
+        migrate(conn)
+        rows = conn.execute("SELECT guid, posted FROM catalog ORDER BY guid").fetchall()
+    assert rows == [("ahead", stored), ("past", stored - 600)]
 
 
 def test_a_migrator_waiting_for_another_says_so(pg_empty_url: str) -> None:

@@ -13,16 +13,20 @@ import email.utils
 import time
 from collections import Counter
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from urllib.parse import parse_qsl
 from xml.etree import ElementTree as ET
 
+import attrs
 import httpx
 import orjson
 import pytest
 import trio
 from test_catalog_build import batches_of_generated
+from test_completion import NGPOST, WIN_UNICODE, load
+from test_offered import after, replayed, stored_batches
 
 from usenet_indexer.config import Settings
 from usenet_indexer.coordinator.server import serve
@@ -37,7 +41,7 @@ from usenet_indexer.core.newznab import (
     feed_xml,
     parse_request,
 )
-from usenet_indexer.core.nzb import parse_nzb
+from usenet_indexer.core.nzb import Nzb, parse_nzb
 from usenet_indexer.store import catalog
 from usenet_indexer.store.catalog import search_name
 
@@ -549,3 +553,46 @@ async def test_a_release_not_shown_yet_is_no_ones_by_its_guid(
     assert hidden[2] == (404, b"no such item\n")
     assert [item.findtext("guid") for item in items(details)] == [guid]
     assert not stores.users.failures([guid])
+
+
+@pytest.mark.trio
+async def test_a_release_dated_in_the_future_is_dated_when_it_was_stored(
+    settings: Settings, stores: Stores, corpus_dir: Path
+) -> None:
+    """A poster whose clock is years ahead dates his headers so: the release is dated no
+    later than when its articles were stored (the server had them by then), so the
+    newest-first feed (Sonarr's RSS sync) lists the releases posted after it first
+    instead of holding it at the top for years."""
+    now = int(time.time())
+    stored = now - 3_600  # when the far-dated upload was stored
+    ahead = dated(load(corpus_dir, WIN_UNICODE), now + 10 * 365 * 86_400)
+    later = dated(load(corpus_dir, NGPOST), now - 1_800)
+    first = replayed([ahead], 1_000)
+    future: set[str] = set()
+    for at in stored_batches(stores, [first, replayed([later], after(first))]):
+        if at == 1:
+            with stores.catalog.pool.connection() as conn:
+                keys = conn.execute(
+                    "UPDATE releases SET updated_at = to_timestamp(%s) RETURNING key", (stored,)
+                ).fetchall()
+            future = {bytes(key).hex() for (key,) in keys}
+    stores.build.everything(quiet_seconds=0)
+    key = stores.users.create("sonarr")
+    async with trio.open_nursery() as nursery:
+        host, port = await nursery.start(partial(serve, settings, stores))
+        async with httpx.AsyncClient(base_url=f"http://{host}:{port}") as client:
+            newest = items(await get_xml(client, t="search", apikey=key))
+            guid = next(g for g in (i.findtext("guid", "") for i in newest) if g in future)
+            details = items(await get_xml(client, t="details", apikey=key, id=guid))
+        nursery.cancel_scope.cancel()
+    guids = [i.findtext("guid", "") for i in newest]
+    assert guids.index(guid) == len(guids) - 1  # the later upload's files all come first
+    shown = email.utils.format_datetime(datetime.fromtimestamp(stored, UTC))
+    assert [i.findtext("pubDate") for i in (newest[-1], *details)] == [shown, shown]
+    later_dates = {i.findtext("pubDate") for i in newest[:-1]}
+    assert later_dates == {email.utils.format_datetime(datetime.fromtimestamp(now - 1_800, UTC))}
+
+
+def dated(nzb: Nzb, date: int) -> Nzb:
+    """The NZB with every file posted at `date`."""
+    return attrs.evolve(nzb, files=tuple(attrs.evolve(f, date=date) for f in nzb.files))

@@ -349,6 +349,16 @@ def entry(
     return kept[1]
 
 
+def seen_by(posted: int, changed_at: datetime) -> int:
+    """A release's date as the catalog keeps it (the feeds' order, pubDate, maxage): its
+    earliest file's date, but no later than when its articles were last stored. A
+    poster whose clock runs years ahead dates his headers so, and newest first his
+    release would top every feed until then; the server had the articles when they
+    were stored, so that moment is a date the release was surely posted by. (The
+    NZB keeps every file's own date.)"""
+    return min(posted, int(changed_at.timestamp()))
+
+
 def _entry(
     shown: Shown,
     changed: Mapping[bytes, datetime],
@@ -357,6 +367,7 @@ def _entry(
 ) -> CatalogEntry:
     release = shown.release
     season, episode = season_episode(release.name)
+    changed_at = max(changed[key] for key in release.sources)
     return CatalogEntry(
         guid=release.key.hex(),
         name=release.name,
@@ -368,13 +379,13 @@ def _entry(
         files=len(release.files),
         poster=release.poster,
         groups=release.groups,
-        posted=release.posted,
+        posted=seen_by(release.posted, changed_at),
         completion=release.complete,
         season=season,
         episode=episode,
         probe_candidate=release.probe_candidate,
         sources=release.sources,
-        changed_at=max(changed[key] for key in release.sources),
+        changed_at=changed_at,
         state=judge(
             release.files, release.files_announced, _slice_bytes(release, found)
         ).state.value,
