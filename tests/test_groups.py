@@ -127,7 +127,7 @@ def test_groups_and_each_action_say_what_they_do(capsys: pytest.CaptureFixture[s
         ("set",): "change a group's backfill.",
         ("disable",): "stop following and indexing a group (its plan is kept).",
         ("enable",): "follow and index a disabled group again.",
-        ("list",): "list the groups, with their planned and indexed articles.",
+        ("list",): "list the groups, with their state, planned and indexed articles and backfill.",
     }
     for action, description in described.items():
         with pytest.raises(SystemExit) as exited:
@@ -163,10 +163,24 @@ def test_set_disable_and_enable_change_what_the_daemon_does_and_status_says(
     group = _status_groups(capsys)["alt.binaries.later"]
     assert (group["state"], group["enabled"]) == ("disabled", False)
     assert "disabled" in _status_line(capsys, "alt.binaries.later")
+    # `groups list` says what status says: the state and the backfill (none reached yet).
+    assert _list_cells(capsys, "alt.binaries.later") == {"state": "disabled", "backfill": "0/30d"}
     assert main(["groups", "enable", "alt.binaries.later"]) == 0
     assert main(["groups", "set", "alt.binaries.later", "--no-backfill"]) == 0
     group = _status_groups(capsys)["alt.binaries.later"]
     assert (group["state"], group["backfill_days"]) == ("unchecked", None)
+    assert _list_cells(capsys, "alt.binaries.later") == {"state": "unchecked", "backfill": "-"}
+
+
+def _list_cells(capsys: pytest.CaptureFixture[str], group: str) -> dict[str, str]:
+    """The state and backfill cells of the group's line of `uidx groups list`, by the
+    heading's words (each cell one word, the backfill's figure too)."""
+    capsys.readouterr()
+    assert main(["groups", "list"]) == 0
+    heading, *lines = capsys.readouterr().out.splitlines()
+    (line,) = [line for line in lines if line.split()[:1] == [group]]
+    cells = dict(zip(heading.split(), line.split(), strict=True))
+    return {name: cells.get(name, "") for name in ("state", "backfill")}
 
 
 @pytest.mark.usefixtures("env")

@@ -21,6 +21,7 @@ import argparse
 import trio
 
 from usenet_indexer.commands import article_number, days
+from usenet_indexer.commands.status import backfill_reached
 from usenet_indexer.config import Settings, from_process
 from usenet_indexer.errors import ConfigError, LocalProtocolError
 from usenet_indexer.nntp.carrier import carrying_as_set
@@ -33,7 +34,7 @@ _ADD = "add a group, checked against the NNTP servers (UIDX_NNTP) unless --unche
 _SET = "change a group's backfill"
 _DISABLE = "stop following and indexing a group (its plan is kept)"
 _ENABLE = "follow and index a disabled group again"
-_LIST = "list the groups, with their planned and indexed articles"
+_LIST = "list the groups, with their state, planned and indexed articles and backfill"
 _BACKFILL = (
     "how many days back the daemon indexes, below the live head (and the default of"
     " `ranges plan --days`)"
@@ -76,12 +77,18 @@ def run(args: argparse.Namespace) -> int:
         return _change(args, settings)
     with opened(settings) as pool:
         rows = GroupStore(pool).list()
-    print(f"{'group':40} {'ranges':>8} {'done':>6} {'indexed':>14} {'planned':>14}  {'low..high'}")
+    # The state and the backfill as `uidx status` shows them (disabled, unchecked; the
+    # lowest article the backfill reached).
+    print(
+        f"{'group':40} {'state':9} {'ranges':>8} {'done':>6} {'indexed':>14} {'planned':>14}"
+        f" {'backfill':>16}  {'low..high'}"
+    )
     for row in rows:
         span = f"{row.low}..{row.high}" if row.low is not None else "-"
         print(
-            f"{row.name:40} {row.ranges:>8} {row.ranges_done:>6} {row.articles_indexed:>14,} "
-            f"{row.articles_planned:>14,}  {span}"
+            f"{row.name:40} {row.state:9} {row.ranges:>8} {row.ranges_done:>6}"
+            f" {row.articles_indexed:>14,} {row.articles_planned:>14,}"
+            f" {backfill_reached(row):>16}  {span}"
         )
     return 0
 

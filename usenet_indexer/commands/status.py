@@ -128,19 +128,25 @@ def _group_line(g: GroupRow, width: int) -> str:
     high = "-" if g.high is None else f"{g.high:,}"
     head = g.head_indexed_to if g.head_indexed_to is not None else g.indexed_to
     indexed = "-" if head is None else f"{head:,}"
-    if g.backfill_days is None:
-        backfill = "-"
-    elif g.backfill_reached is None:
-        backfill = f"0/{g.backfill_days}d"
-    else:
-        backfill = f"{g.backfill_reached:,}"
-        if g.backfill_floor is not None and g.backfill_reached <= g.backfill_floor:
-            backfill += " (all)"
     seconds = "-" if g.lag_seconds is None else f"{g.lag_seconds:,.0f}"
     return (
-        f"  {g.name:{width}} {g.state:9} {high:>14} {indexed:>15} {backfill:>16}"
+        f"  {g.name:{width}} {g.state:9} {high:>14} {indexed:>15} {backfill_reached(g):>16}"
         f" {lag:>12} {seconds:>7}"
     )
+
+
+def backfill_reached(g: GroupRow) -> str:
+    """How far a group's backfill has come, as `uidx status` and `uidx groups list` say
+    it: "-" without one, "0/Nd" before its first range is done, else the lowest
+    article reached ("(all)" once that is the floor)."""
+    if g.backfill_days is None:
+        return "-"
+    if g.backfill_reached is None:
+        return f"0/{g.backfill_days}d"
+    reached = f"{g.backfill_reached:,}"
+    if g.backfill_floor is not None and g.backfill_reached <= g.backfill_floor:
+        reached += " (all)"
+    return reached
 
 
 def _throughput_lines(t: Throughput) -> list[str]:
