@@ -526,3 +526,58 @@ def test_a_leaked_key_or_token_is_rotated_and_the_old_one_refused(
         ]:
             assert main([kind, "rotate", name]) == 1
             assert f"uidx {kind} rotate: {said}" in capsys.readouterr().err
+
+
+def test_a_revoked_name_is_created_again_as_a_new_identity(
+    pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`uidx users create` and `uidx nodes create` of a revoked name: a new user (node),
+    its own id and a new secret; the revoked one stays revoked and listed, with its
+    history. A live name is still taken, and rotate and revoke act on the live one."""
+    from usenet_indexer.store.nodes import NodeStore
+    from usenet_indexer.store.pool import open_pool
+    from usenet_indexer.store.users import UserStore
+
+    monkeypatch.setenv("DATABASE_URL", pg_url)
+    monkeypatch.setenv("UIDX_HOME", str(tmp_path))
+
+    def created(kind: str, name: str) -> str:
+        capsys.readouterr()
+        assert main([kind, "create", name]) == 0
+        return capsys.readouterr().out.splitlines()[0]
+
+    with open_pool(pg_url, Settings(home=tmp_path)) as pool:
+        users, nodes = UserStore(pool), NodeStore(pool)
+
+        def listed(kind: str) -> list[tuple[str, bool]]:
+            """What `list` lists: (name, revoked), the revoked first."""
+            rows = users.list() if kind == "users" else nodes.list()
+            return [(row.name, row.revoked_at is not None) for row in rows]
+
+        old_key, old_token = created("users", "sonarr"), created("nodes", "edge-1")
+        old_user, old_node = users.authenticate(old_key), nodes.authenticate(old_token)
+        assert old_user is not None
+        assert old_node is not None
+        assert main(["users", "revoke", "sonarr"]) == 0
+        assert main(["nodes", "revoke", "edge-1"]) == 0
+
+        new_key, new_token = created("users", "sonarr"), created("nodes", "edge-1")
+        new_user, new_node = users.authenticate(new_key), nodes.authenticate(new_token)
+        assert new_user is not None
+        assert (new_user.name, new_user.id != old_user.id) == ("sonarr", True)
+        assert new_node not in (None, old_node)
+        assert users.authenticate(old_key) is None
+        assert nodes.authenticate(old_token) is None
+        assert listed("users") == [("sonarr", True), ("sonarr", False)]
+        assert listed("nodes") == [("edge-1", True), ("edge-1", False)]
+
+        for kind, name in (("users", "sonarr"), ("nodes", "edge-1")):
+            capsys.readouterr()
+            assert main([kind, "create", name]) == 1  # the live one has it
+            assert "exists already" in capsys.readouterr().err
+            assert main([kind, "rotate", name]) == 0
+        assert users.authenticate(new_key) is None
+        assert nodes.authenticate(new_token) is None
+        assert main(["users", "revoke", "sonarr"]) == 0
+        assert main(["nodes", "revoke", "edge-1"]) == 0
+        assert listed("users") == [("sonarr", True), ("sonarr", True)]

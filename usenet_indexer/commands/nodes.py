@@ -41,7 +41,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     revoke = actions.add_parser(
         "revoke",
         help="revoke a node's token",
-        description="Revoke a node's token: its edges are refused from now on.",
+        description="Revoke a node's token: its edges are refused from now on. The name "
+        "is free again: `create` of it makes a new node with a new token.",
     )
     revoke.add_argument("name", help="the node's name")
     parser.set_defaults(run=run)

@@ -49,7 +49,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     revoke = actions.add_parser(
         "revoke",
         help="revoke a user's API key",
-        description="Revoke a user's API key: its requests are refused (error 100) from now on.",
+        description="Revoke a user's API key: its requests are refused (error 100) from now "
+        "on. The name is free again: `create` of it makes a new user with a new key.",
     )
     revoke.add_argument("name", help="the user's name")
     limits = actions.add_parser(
@@ -83,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     """Create, revoke or list API users.
 
     Raises:
-        UserExists: create, of a name taken.
+        UserExists: create, of a name a live user has (a revoked one's is free again).
         UnknownUser: rotate or revoke, of no live user of that name.
     """
     with opened(from_process(args.config)) as pool:

@@ -22,10 +22,11 @@ TOKEN_BYTES = 32
 
 _CREATE = "INSERT INTO nodes (name, token_hash) VALUES (%s, %s) RETURNING id"
 _BY_HASH = "SELECT id, token_hash FROM nodes WHERE token_hash = %s AND revoked_at IS NULL"
-# A new token for a node (made if missing); its old token stops working.
+# A new token for the live node of a name (made if there is none); its old token stops
+# working. Only a live node's name is unique (migration 0035): a revoked one stays so.
 _ROTATE = """
     INSERT INTO nodes (name, token_hash) VALUES (%s, %s)
-    ON CONFLICT (name) DO UPDATE SET token_hash = excluded.token_hash, revoked_at = NULL
+    ON CONFLICT (name) WHERE revoked_at IS NULL DO UPDATE SET token_hash = excluded.token_hash
 """
 _SEEN = "UPDATE nodes SET last_seen = now() WHERE id = %s"
 # FOR UPDATE first: a lease taking the node's row FOR KEY SHARE (store/ranges.py) waits
@@ -46,12 +47,12 @@ _NOTIFY_PLANNED = "SELECT pg_notify(%s, %s)"
 _LIST = """
     SELECT n.name, n.created_at, n.revoked_at, n.last_seen,
            (SELECT count(*) FROM ranges r WHERE r.holder = n.id AND r.state = 'leased')
-    FROM nodes n ORDER BY n.name
+    FROM nodes n ORDER BY n.name, n.id
 """
 
 
 class NodeExists(UidxError):
-    """A node of that name exists already."""
+    """A live node of that name exists already."""
 
 
 class UnknownNode(UidxError):
@@ -83,8 +84,11 @@ class NodeStore:
     def create(self, name: str) -> str:
         """Create a node; returns its token, which is shown once and never stored.
 
+        A revoked node's name can be given again: the node made is a new one (its own
+        id and token); the revoked one stays revoked.
+
         Raises:
-            NodeExists: the name is taken.
+            NodeExists: a live node has the name.
         """
         with self.creating(name) as token:
             return token
@@ -97,7 +101,7 @@ class NodeStore:
         that could not be shown leaves no node that no one can use.
 
         Raises:
-            NodeExists: the name is taken.
+            NodeExists: a live node has the name.
         """
         token = secrets.token_urlsafe(TOKEN_BYTES)
         with self.pool.connection() as conn, conn.transaction():
@@ -108,7 +112,8 @@ class NodeStore:
             yield token
 
     def rotate(self, name: str) -> str:
-        """A new token for the node `name`, created if missing (and un-revoked if revoked).
+        """A new token for the live node `name`, created if there is none (a revoked
+        node of that name stays revoked: a new node is made, as `create` makes it).
 
         `uidx standalone` gives its own edges a fresh token on every start.
         """

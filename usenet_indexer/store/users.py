@@ -57,7 +57,7 @@ _LIST = """
            coalesce(d.requests, 0), coalesce(d.grabs, 0)
     FROM api_users u
     LEFT JOIN api_usage d ON d.user_id = u.id AND d.day = (now() AT TIME ZONE 'UTC')::date
-    ORDER BY u.name
+    ORDER BY u.name, u.id
 """
 # One count of a request (or an NZB download: the grabs column), refused past the
 # user's limit (its own, else the default; 0: none): no row comes back then, and
@@ -91,7 +91,7 @@ _FAILURES = "SELECT guid, count(*) FROM download_failures WHERE guid = ANY(%s) G
 
 
 class UserExists(UidxError):
-    """An API user of that name exists already."""
+    """A live API user of that name exists already."""
 
 
 class UnknownUser(UidxError):
@@ -150,8 +150,11 @@ class UserStore:
         """Create a user (an operator: who may see the whole status page); returns its API
         key, which is shown once and never stored.
 
+        A revoked user's name can be given again: the user made is a new one (its own
+        id, key, limits and counts); the revoked one stays revoked, with its history.
+
         Raises:
-            UserExists: a user of that name exists.
+            UserExists: a live user has the name.
         """
         with self.creating(name, operator=operator) as key:
             return key
@@ -164,7 +167,7 @@ class UserStore:
         that could not be shown leaves no user that no one can use.
 
         Raises:
-            UserExists: a user of that name exists.
+            UserExists: a live user has the name.
         """
         key = secrets.token_hex(TOKEN_BYTES // 2)
         with self.pool.connection() as conn, conn.transaction():
