@@ -46,7 +46,6 @@ class TimedBuild:
     pokes: list[bool]
     more: list[bool]
     began: list[float] = attrs.field(factory=list)
-    done: list[trio.Event] = attrs.field(factory=list)
 
     def __call__(self, catalog: CatalogBuild, builds: BuildStore, quiet: float) -> Built:
         at = len(self.began)
@@ -54,8 +53,22 @@ class TimedBuild:
         trio.from_thread.run_sync(self.clock.jump, self.seconds[at])
         if self.pokes[at]:
             trio.from_thread.run_sync(self.due.due)
-        trio.from_thread.run_sync(self.done[at].set)
         return Built(pending=1, keys=1, releases=1, more=self.more[at])
+
+
+@attrs.define(eq=False)
+class ReturnedHealth(BuilderHealth):
+    """The builder's health, which also tells when build i's result is back with the
+    builder (`returned[i]`, set as it counts the success). An event set from the
+    build's thread would come before that: `wait_all_tasks_blocked` does not wait for
+    the thread to end, so a poke or a jump could land while the builder still waits
+    for the result (a poke then counts as one that came while it built)."""
+
+    returned: list[trio.Event] = attrs.field(factory=list)
+
+    def succeeded(self) -> None:
+        super().succeeded()
+        next(event for event in self.returned if not event.is_set()).set()
 
 
 @pytest.mark.trio
@@ -70,7 +83,7 @@ async def test_a_poke_while_building_starts_the_next_build_without_another_settl
         pokes=[True, False, False, False, False],
         more=[False, True, False, False, False],
     )
-    build.done = [trio.Event() for _ in build.seconds]
+    health = ReturnedHealth(returned=[trio.Event() for _ in build.seconds])
     token = trio.lowlevel.current_trio_token()
     async with trio.open_nursery() as nursery:
         watchdog = threading.Timer(
@@ -87,22 +100,23 @@ async def test_a_poke_while_building_starts_the_next_build_without_another_settl
                 quiet_seconds=3600.0,
                 settle_seconds=SETTLE,
                 build=build,
+                health=health,
                 task_status=task_status,
             )
         )
         # 1: 2 s, a batch stored meanwhile -> 2: at once; it leaves keys pending
         # (more) and took 0.1 s -> 3: the rest of the settle since 2 began.
-        await build.done[1].wait()
+        await health.returned[1].wait()
         await trio.testing.wait_all_tasks_blocked()
         mock_clock.jump(SETTLE - 0.1)
-        await build.done[2].wait()
+        await health.returned[2].wait()
         # Idle now: a poke that finds it waiting is followed by the whole settle.
         await trio.testing.wait_all_tasks_blocked()
         mock_clock.jump(10.0)
         due.due()
         await trio.testing.wait_all_tasks_blocked()
         mock_clock.jump(SETTLE)
-        await build.done[3].wait()
+        await health.returned[3].wait()
         nursery.cancel_scope.cancel()
     watchdog.cancel()
     began = [round(t - start, 3) for t in build.began]
