@@ -15,6 +15,7 @@ probe's verdict) and the search by id (its plan) are tested on their own.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -33,7 +34,7 @@ import trio
 from psycopg import sql as pgsql
 from psycopg_pool import ConnectionPool
 from running import own_news_server, rows
-from test_newznab import attrs_of, get_xml, items
+from test_newznab import NS, attrs_of, get_xml, insert_rows, items
 from test_probes_e2e import GROUP, RUN_SECONDS, posted_and_planned
 from test_renames import file, release
 from test_standalone import assert_clean_log
@@ -347,15 +348,28 @@ def test_a_search_by_id_finds_its_rows_by_the_partial_index(
     first = expected[0].split(".")[1]
     total, page = ids_table.search(Search(words=first, ids=MediaIds(imdb=wanted)))
     assert [r.item.name for r in page] == [expected[0]]
-    # Two ids: both must match.
-    _, page = ids_table.search(Search(ids=MediaIds(imdb=wanted, tvdb=1)))
-    assert page == []
+    # Two ids (one title's, as Radarr and Sonarr send them): either matches.
+    total, page = ids_table.search(Search(ids=MediaIds(imdb=wanted, tvdb=1)))
+    assert [r.item.name for r in page] == expected
+    assert total == len(expected)
+    imdb_or_tvdb = [
+        f"Film.{n}.2020.1080p.BluRay.x264-GRP"
+        for n in range(ROWS, 0, -1)
+        if (n % 5 == 0 and n % 1000 == 235) or (n % 7 == 0 and n % 500 == 7)
+    ]
+    total, page = ids_table.search(Search(ids=MediaIds(imdb=wanted, tvdb=300_007)))
+    assert [r.item.name for r in page] == imdb_or_tvdb[:100]
+    assert total == len(imdb_or_tvdb)
     with pool.connection() as conn:
         plan = _plan(conn, Search(ids=MediaIds(imdb=wanted)))
         assert "catalog_imdb" in plan, plan
         assert "Seq Scan" not in plan, plan
         plan = _plan(conn, Search(ids=MediaIds(tvdb=300_007)))
         assert "catalog_tvdb" in plan, plan
+        plan = _plan(conn, Search(ids=MediaIds(imdb=wanted, tvdb=300_007)))
+        assert "catalog_imdb" in plan, plan
+        assert "catalog_tvdb" in plan, plan
+        assert "Seq Scan" not in plan, plan
 
 
 def _plan(conn: psycopg.Connection[Any], search: Search) -> str:
@@ -365,3 +379,61 @@ def _plan(conn: psycopg.Connection[Any], search: Search) -> str:
     page = pgsql.SQL("EXPLAIN " + catalog._BITMAP_PAGE).format(where)
     found = psycopg.ClientCursor(conn).execute(page, [*params, 101, 0]).fetchall()
     return "\n".join(str(r[0]) for r in found)
+
+
+# The names and ids of releases whose NFOs named some of their film's or show's ids.
+_NAMED = (
+    ("The.Matrix.1999.1080p.BluRay.x264-GRP", 2040, {"imdb": 133093}),
+    ("The.Matrix.1999.2160p.UHD.BluRay.x265-GRP", 2045, {"imdb": 133093, "tmdb": 603}),
+    ("The.Matrix.1999.720p.WEB.h264-GRP", 2040, {"tmdb": 603}),
+    ("Heat.1995.1080p.BluRay.x264-GRP", 2040, {"imdb": 113277, "tmdb": 949}),
+    ("Slow.Horses.S04E02.1080p.WEB.H264-NTb", 5040, {"tvdb": 364196}),
+    ("Slow.Horses.S04E02.720p.WEB.H264-NTb", 5040, {"tvmaze": 40289}),
+    ("Slow.Horses.S04E02.2160p.WEB.H265-NTb", 5045, {"imdb": 5875444, "tvdb": 364196}),
+    ("Slow.Horses.S04E03.1080p.WEB.H264-NTb", 5040, {"tvdb": 364196}),
+)
+
+
+@pytest.mark.trio
+async def test_the_ids_of_one_film_or_show_asked_together_find_a_release_naming_any(
+    settings: Settings, stores: Stores
+) -> None:
+    """Radarr sends every id it knows of a film in one request (`tmdbid=603&imdbid=0133093`,
+    its NewznabRequestGenerator's aggregated id search, as caps offers both), Sonarr
+    and Prowlarr every id of a show (`tvdbid=&imdbid=&tvmazeid=` with season and
+    ep): ids of one title, any of which a release's NFO may have named. A release
+    naming one of them is found; a page that missed it would end the search there
+    (a tier with results is the last one they ask)."""
+    rows = [(name, 1_700_000_000 + n) for n, (name, _, _) in enumerate(_NAMED)]
+    insert_rows(stores, rows)
+    with stores.catalog.pool.connection() as conn:
+        for n, (name, category, ids) in enumerate(_NAMED):
+            episode = re.search(r"S(\d\d)E(\d\d)", name)
+            season, number = (None, None) if episode is None else map(int, episode.groups())
+            conn.execute(
+                "UPDATE catalog SET category = %s, imdb = %s, tvdb = %s, tvmaze = %s, tmdb = %s,"
+                " season = %s, episode = %s WHERE guid = %s",
+                (category, ids.get("imdb"), ids.get("tvdb"), ids.get("tvmaze"), ids.get("tmdb"),
+                 season, number, f"{n + 1:032x}"),
+            )  # fmt: skip
+    key = stores.users.create("radarr")
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            host, port = await nursery.start(partial(serve, settings, stores))
+            async with httpx.AsyncClient(base_url=f"http://{host}:{port}") as client:
+                radarr = await get_xml(client, t="movie", cat="2000,2040,2045", extended="1",
+                                       apikey=key, offset="0", limit="100", tmdbid="603",
+                                       imdbid="0133093")  # fmt: skip
+                sonarr = await get_xml(client, t="tvsearch", cat="5000,5040,5045", extended="1",
+                                       apikey=key, offset="0", limit="100", tvdbid="364196",
+                                       imdbid="tt5875444", tvmazeid="40289", season="4",
+                                       ep="2")  # fmt: skip
+                # Another title's ids find none of these.
+                other = await get_xml(client, t="movie", apikey=key, tmdbid="1", imdbid="2")
+            nursery.cancel_scope.cancel()
+    assert titles(radarr) == [name for name, _, _ in _NAMED[2::-1]]
+    response = radarr.find("./channel/newznab:response", NS)
+    assert response is not None
+    assert response.get("total") == "3"
+    assert titles(sonarr) == [name for name, _, _ in _NAMED[6:3:-1]]
+    assert titles(other) == []

@@ -32,8 +32,11 @@ By id
 -----
 A search by id (imdbid, tvdbid, tvmazeid, tmdbid: the ids a release's NFO
 named) is an equality on its column, served by that column's partial index
-(only rows with an id have an entry); with q, both must match, and the id's
-few rows are sorted rather than the newest rows walked for them.
+(only rows with an id have an entry). Several ids asked together are one
+title's (Radarr, Sonarr and Prowlarr send every id they know of it): a
+release matches by any of them, the indexes' bitmaps OR-ed. With q, q and
+the ids must both match, and the ids' few rows are sorted rather than the
+newest rows walked for them.
 """
 
 from __future__ import annotations
@@ -625,8 +628,8 @@ class Search:
         limit, offset: the page.
         broken: broken releases too (completion.State); by default only whole and
             repairable ones, what a downloader can finish.
-        ids: the media ids a release's NFO must have named (imdbid, tvdbid, tvmazeid,
-            tmdbid: each given must match; none given: any release).
+        ids: the media ids of one title (imdbid, tvdbid, tvmazeid, tmdbid): a
+            release whose NFO named any of them matches; none given: any release.
     """
 
     words: str = ""
@@ -761,11 +764,8 @@ def _filters(search: Search) -> list[_Condition]:
     ):
         if value is not None:
             conditions.append((sql.SQL("{} " + op).format(sql.Identifier(column)), value))
-    # Each by its partial index (catalog_imdb, ...): `= %s` proves `IS NOT NULL`.
-    for column in ("imdb", "tvdb", "tvmaze", "tmdb"):
-        value = getattr(search.ids, column)
-        if value is not None:
-            conditions.append((sql.SQL("{} = %s").format(sql.Identifier(column)), value))
+    if search.ids:
+        conditions.append(_any_id(search.ids))
     if search.group is not None:
         conditions.append((sql.SQL("%s = ANY(groups)"), search.group))
     if search.aired is not None:
@@ -775,6 +775,20 @@ def _filters(search: Search) -> list[_Condition]:
     if not search.broken:
         conditions.append(_OFFERED)
     return conditions
+
+
+def _any_id(ids: MediaIds) -> _Condition:
+    """A release whose NFO named any of `ids`: the ids of one film or show, which
+    Radarr, Sonarr and Prowlarr send together (`tmdbid=603&imdbid=0133093`), and
+    an NFO names one or some of. Each arm by its column's partial index
+    (catalog_imdb, ...; `imdb = 133093` proves `imdb IS NOT NULL`), OR-ed in one
+    bitmap; the ids are checked integers, written as literals."""
+    arms = [
+        sql.SQL("{} = {}").format(sql.Identifier(column), sql.Literal(value))
+        for column in ("imdb", "tvdb", "tvmaze", "tmdb")
+        if (value := getattr(ids, column)) is not None
+    ]
+    return sql.SQL("({})").format(sql.SQL(" OR ").join(arms)), _NO_PARAMETER
 
 
 def _where(conditions: Sequence[_Condition]) -> tuple[sql.Composable, list[object]]:
