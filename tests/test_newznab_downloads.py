@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import email.message
 import time
+import urllib.request
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import partial
@@ -153,6 +154,46 @@ async def test_an_nzb_comes_with_the_dnzb_headers_and_its_failure_url_records_a_
             " JOIN api_users u ON u.id = f.user_id ORDER BY u.name"
         ).fetchall()
     assert rows == [("nzbget", guid, 1, False), ("sabnzbd", guid, 2, True)]
+
+
+def dnzb_as_sabnzbd_reads_them(url: str) -> dict[str, str]:
+    """The X-DNZB headers of an NZB as SABnzbd reads them: urllib's http.client, which
+    takes a header's bytes for Latin-1 (NZBGet's Latin1ToUtf8 does the same)."""
+    with urllib.request.urlopen(url, timeout=30) as response:
+        return {
+            name.lower(): value
+            for name, value in response.headers.items()
+            if name.lower().startswith("x-dnzb-")
+        }
+
+
+@pytest.mark.trio
+async def test_a_name_beyond_ascii_reaches_sabnzbd_and_nzbget_as_it_is_listed(
+    settings: Settings, catalog: Stores
+) -> None:
+    """SABnzbd names the job after X-DNZB-Name: a name with accents (Latin-1 holds
+    them) reads as the feed lists it, not as its UTF-8 bytes taken for Latin-1
+    (`AmÃ©lie`); one beyond Latin-1 still comes as UTF-8 (no byte form reads
+    right there; a Latin-1 reader's text turns back into it)."""
+    stores = catalog
+    key = stores.users.create("sabnzbd")
+    names = ("Die.fabelhafte.Welt.der.Amélie.2001.German.1080p.BluRay.x264-GRP",
+             "Sen.to.Chihiro.千と千尋の神隠し.2001.1080p.BluRay.x264-GRP")  # fmt: skip
+    with trio.fail_after(DEADLINE_SECONDS):
+        async with serving(settings, stores) as client:
+            feed = await get_xml(client, t="search", apikey=key, limit="2")
+            guids = [item.findtext("guid", "") for item in items(feed)]
+            with stores.catalog.pool.connection() as conn:
+                for guid, name in zip(guids, names, strict=True):
+                    conn.execute("UPDATE catalog SET name = %s WHERE guid = %s", (name, guid))
+            listed = items(await get_xml(client, t="search", apikey=key, limit="2"))
+            assert [item.findtext("title") for item in listed] == list(names)
+            urls = [item.find("enclosure").get("url", "") for item in listed]  # type: ignore[union-attr]
+            read = [await trio.to_thread.run_sync(dnzb_as_sabnzbd_reads_them, u) for u in urls]
+    assert read[0]["x-dnzb-name"] == names[0]
+    assert read[1]["x-dnzb-name"].encode("latin-1").decode("utf-8") == names[1]
+    for headers in read:
+        assert headers["x-dnzb-failure"].isascii()
 
 
 @pytest.mark.trio

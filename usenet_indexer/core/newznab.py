@@ -500,6 +500,19 @@ def dnzb_headers(site: Site, item: Item, apikey: str) -> list[tuple[str, str]]:
     ]
 
 
+def header_value(value: str) -> bytes:
+    """A header value's bytes as SABnzbd and NZBGet read them: Latin-1 (SABnzbd's
+    urllib decodes a header as Latin-1, NZBGet converts X-DNZB values with
+    Latin1ToUtf8), so a name with accents comes out as it is listed rather than as
+    its UTF-8 bytes read as Latin-1 (`AmÃ©lie`). A name with a character Latin-1
+    lacks goes as UTF-8, as newznab indexers send it: no bytes read right there,
+    and a Latin-1 reader's text turns back into it."""
+    try:
+        return value.encode("latin-1")
+    except UnicodeEncodeError:
+        return value.encode("utf-8", "replace")
+
+
 def feed_xml(
     site: Site,
     items: Sequence[Item],

@@ -50,6 +50,7 @@ from usenet_indexer.core.newznab import (
     error_xml,
     feed_json,
     feed_xml,
+    header_value,
     limit_reached,
     parse_request,
 )
@@ -306,7 +307,7 @@ class NewznabApi:
             _NZB,
             (b"content-disposition", content_disposition(filename).encode()),
             *(
-                (name.lower().encode(), value.encode("utf-8"))
+                (name.lower().encode(), header_value(value))
                 for name, value in dnzb_headers(site, row.item, request.apikey)
             ),
         ]
