@@ -764,8 +764,9 @@ def _filters(search: Search) -> list[_Condition]:
     ):
         if value is not None:
             conditions.append((sql.SQL("{} " + op).format(sql.Identifier(column)), value))
-    if search.ids:
-        conditions.append(_any_id(search.ids))
+    any_id = _any_id(search.ids)
+    if any_id is not None:
+        conditions.append(any_id)
     if search.group is not None:
         conditions.append((sql.SQL("%s = ANY(groups)"), search.group))
     if search.aired is not None:
@@ -777,17 +778,20 @@ def _filters(search: Search) -> list[_Condition]:
     return conditions
 
 
-def _any_id(ids: MediaIds) -> _Condition:
+def _any_id(ids: MediaIds) -> _Condition | None:
     """A release whose NFO named any of `ids`: the ids of one film or show, which
     Radarr, Sonarr and Prowlarr send together (`tmdbid=603&imdbid=0133093`), and
     an NFO names one or some of. Each arm by its column's partial index
     (catalog_imdb, ...; `imdb = 133093` proves `imdb IS NOT NULL`), OR-ed in one
-    bitmap; the ids are checked integers, written as literals."""
+    bitmap; the ids are checked integers, written as literals. None: no id of a
+    searched column asked."""
     arms = [
         sql.SQL("{} = {}").format(sql.Identifier(column), sql.Literal(value))
         for column in ("imdb", "tvdb", "tvmaze", "tmdb")
         if (value := getattr(ids, column)) is not None
     ]
+    if not arms:
+        return None
     return sql.SQL("({})").format(sql.SQL(" OR ").join(arms)), _NO_PARAMETER
 
 
