@@ -490,6 +490,39 @@ async def test_sonarrs_daily_show_search_finds_the_episode_of_that_air_date(
 
 
 @pytest.mark.trio
+async def test_sonarrs_daily_season_search_finds_the_episodes_of_that_year(
+    settings: Settings, stores: Stores
+) -> None:
+    """A daily show's seasons are years: Sonarr's season search of one (its
+    DailySeasonSearchCriteria) asks `season=yyyy` with no ep, by the show's name or
+    its ids. Its episodes' names carry the air date (`Show.2023.05.12`), no season
+    number: the year is asked as a word of the name, never as season 2023."""
+    posted = 1_683_900_000
+    names = [
+        "The.Daily.Talk.2023.05.12.720p.WEB.h264-GRP",
+        "The.Daily.Talk.2023.01.03.1080p.WEB.h264-GRP",
+        "The.Daily.Talk.2022.12.30.720p.WEB.h264-GRP",
+        "Other.Show.S01E01.720p.HDTV.x264-GRP",
+    ]
+    insert_rows(stores, [(n, posted - i) for i, n in enumerate(names)])
+    with stores.catalog.pool.connection() as conn:
+        conn.execute("UPDATE catalog SET season = 1, episode = 1 WHERE name LIKE 'Other.%'")
+    key = stores.users.create("sonarr")
+    async with trio.open_nursery() as nursery:
+        host, port = await nursery.start(partial(serve, settings, stores))
+        async with httpx.AsyncClient(base_url=f"http://{host}:{port}") as client:
+            found = items(
+                await get_xml(client, t="tvsearch", apikey=key, cat="5000,5030,5040",
+                              extended="1", offset="0", limit="100", q="The Daily Talk",
+                              season="2023")
+            )  # fmt: skip
+            season_one = items(await get_xml(client, t="tvsearch", apikey=key, season="1"))
+        nursery.cancel_scope.cancel()
+    assert [i.findtext("title") for i in found] == names[:2]
+    assert [i.findtext("title") for i in season_one] == [names[3]]
+
+
+@pytest.mark.trio
 @pytest.mark.parametrize("far", [253_402_351_199, 2**62, -(2**63), 2**63 - 2])
 async def test_a_release_dated_past_what_a_date_holds_leaves_feeds_and_searches_working(
     api: tuple[httpx.AsyncClient, str], stores: Stores, far: int

@@ -12,7 +12,8 @@ Prowlarr, NZBHydra2) send and read:
   digits, `tt` taken off; `tt0133093` is taken too) and `tmdbid`, Sonarr's
   `t=tvsearch` with `tvdbid`, `tvmazeid`, `imdbid` (with `season`/`ep`;
   a daily show's episode as its air date, `season=2023&ep=05/12`, finds
-  the names that write the date, `Show.2023.05.12.720p`);
+  the names that write the date, `Show.2023.05.12.720p`, and its season, a
+  year, `season=2023` without ep, the names that write that year);
   items carry `imdb` (7 digits at least, no `tt`: what Radarr reads),
   `tvdbid` (Sonarr's), `tvmazeid`, `tmdbid`;
 - `t=details&id=` (every attr, as `extended=1` gives them), `t=get&id=` (the
@@ -93,6 +94,9 @@ _EPISODE = re.compile(r"^[eE]?(\d{1,5})$")
 # as the episode. Names carry the date as words (`Show.Name.2023.05.12.720p`).
 _YEAR = re.compile(r"^(\d{4})$")
 _MONTH_DAY = re.compile(r"^(\d{1,2})[/-](\d{1,2})$")
+# A season from this number on is a daily show's year (Sonarr's DailySeasonSearchCriteria
+# asks `season=2023`): no show has had 1900 seasons, and no daily one aired before.
+_FIRST_YEAR = 1900
 # A maxage past this many days asks for no bound (a release older than the Unix
 # epoch is no release); days beyond a bigint's seconds were a 500.
 MAX_AGE_DAYS = 100_000
@@ -249,7 +253,11 @@ def parse_request(params: Mapping[str, str]) -> Request:
     fields["categories"] = _categories(params.get("cat", ""))
     if function == "tvsearch":
         aired = _air_date(params)
-        if aired is None:
+        year = _daily_season(params)
+        if year is not None:
+            # A daily show's season: its episodes' names write the year, no season.
+            fields["words"] = " ".join((fields["words"], year)).strip()
+        elif aired is None:
             fields["season"] = _matched(params, "season", _SEASON)
             fields["episode"] = _matched(params, "ep", _EPISODE)
         else:
@@ -330,6 +338,17 @@ def _air_date(params: Mapping[str, str]) -> tuple[str, str, str] | None:
     except ValueError as error:
         raise NewznabError(201, f"bad parameter: ep: no such date ({error})") from error
     return f"{aired.year:04d}", f"{aired.month:02d}", f"{aired.day:02d}"
+
+
+def _daily_season(params: Mapping[str, str]) -> str | None:
+    """A daily show's season asked (Sonarr's season search of one: `season=2023`, no
+    ep): the year, as a name writes it; None when season is no year or ep is given."""
+    if params.get("ep", "").strip():
+        return None
+    year = _YEAR.match(params.get("season", "").strip())
+    if year is None or int(year.group(1)) < _FIRST_YEAR:
+        return None
+    return year.group(1)
 
 
 def _matched(params: Mapping[str, str], name: str, pattern: re.Pattern[str]) -> int | None:
