@@ -14,15 +14,18 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import random
 import re
 import subprocess
 import sys
 from collections.abc import Iterator
 from email.utils import formatdate
 from pathlib import Path
+from typing import Any
 
 import attrs
 import orjson
+import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -35,6 +38,7 @@ from test_catalog_build import (
     probes_found,
 )
 from test_catalog_windows import built_and_rebuilt, posted
+from test_range_scale import _rows_read
 
 from usenet_indexer.commands.catalog import Progress
 from usenet_indexer.config import Settings
@@ -42,12 +46,21 @@ from usenet_indexer.coordinator.catalog_whole import WholeCatalog
 from usenet_indexer.coordinator.stores import Stores
 from usenet_indexer.core import merge
 from usenet_indexer.core.merge import CatalogRelease
+from usenet_indexer.store import catalog as catalog_sql
+from usenet_indexer.store.batches import ensure_partition
 from usenet_indexer.store.pool import open_pool
 from usenet_indexer.testing.postgres import PgServer
 
 # A slice of a few releases: the catalogs here are cut into dozens of them.
 SMALL_SLICE = 3_000
 CLI_SECONDS = 120
+# How a whole build deleted the rows of no stored key before it went a page at a
+# time: one statement over the whole catalog, each row's keys looked for in every
+# group's partition of fragments. The oracle of the pages.
+PRUNE_IN_ONE = """
+    DELETE FROM catalog AS c
+    WHERE NOT EXISTS (SELECT FROM fragments AS f WHERE f.release_key = ANY(c.sources))
+"""
 
 
 def stored(stores: Stores, articles: int, seed: int, profile: str, *, found: bool) -> None:
@@ -408,3 +421,85 @@ def test_undated_releases_are_built_and_exported_once(stores: Stores) -> None:
         assert sorted(exported_lines(whole.export())) == sorted(exported)
     rows, sliced = rebuilt_both_ways(stores, 0, in_slices(stores.catalog.pool, 1))
     assert sliced == rows
+
+
+def _stored_keys(conn: psycopg.Connection[Any], keys: list[bytes], groups: int) -> None:
+    """Keys stored as a batch stores them: a releases row and a fragment in one of
+    `groups` groups' partitions each (the fragment's bytes are never read here)."""
+    for group in range(1, groups + 1):
+        ensure_partition(conn, group)
+    conn.execute(
+        "INSERT INTO releases (key, name, poster, groups, posted)"
+        " SELECT k, 'r', 'p', ARRAY['g'], 1 FROM unnest(%s::bytea[]) AS k",
+        (keys,),
+    )
+    conn.execute(
+        "INSERT INTO fragments (group_id, release_key, range_id, batch_first, files, segments,"
+        " packed) SELECT 1 + n %% %s, k, n, n, 1, 1, '\\x00'"
+        " FROM unnest(%s::bytea[]) WITH ORDINALITY AS f(k, n)",
+        (groups, keys),
+    )
+
+
+_CATALOG_ROW = """
+    INSERT INTO catalog (guid, name, search_name, category, size, files, poster, groups,
+                         posted, completion, probe_candidate, sources)
+    VALUES (%s, 'r', 'r', 2000, 1, 1, 'p', ARRAY['g'], 1, 1, false, %s::bytea[])
+"""
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_rows_of_no_stored_key_are_deleted_a_page_at_a_time_as_one_statement_did(
+    pool: ConnectionPool, seed: int
+) -> None:
+    rng = random.Random(seed)
+    keys = [rng.randbytes(16) for _ in range(300)]
+    stored_keys = [k for k in keys if rng.random() < 0.7]
+    sources = [rng.sample(keys, rng.randint(0, 4)) for _ in range(rng.randint(0, 700))]
+    with pool.connection() as conn:
+        _stored_keys(conn, stored_keys, rng.randint(1, 6))
+        with conn.cursor() as cursor:
+            cursor.executemany(_CATALOG_ROW, [(f"g{n}", s) for n, s in enumerate(sources)])
+        conn.execute("DELETE FROM catalog WHERE id %% %s = 0", (rng.randint(2, 9),))  # gaps
+        before = {r[0] for r in conn.execute("SELECT id FROM catalog")}
+        with conn.transaction(force_rollback=True):
+            conn.execute(PRUNE_IN_ONE)
+            kept = {r[0] for r in conn.execute("SELECT id FROM catalog")}
+    whole = WholeCatalog(pool, prune_rows=rng.randint(1, 60))
+    assert whole.prune() == len(before) - len(kept)
+    with pool.connection() as conn:
+        assert {r[0] for r in conn.execute("SELECT id FROM catalog")} == kept
+
+
+def test_each_page_of_the_prune_reads_its_rows_and_their_keys_only(
+    pg_conn: psycopg.Connection[Any],
+) -> None:
+    """100k rows of two keys each, one in a hundred of no stored key, their keys stored
+    in 20 groups: a page of the prune reads its rows and one key of each, at the
+    catalog's start, middle and end; one statement over the catalog read it all."""
+    rows, page = 100_000, 1_000
+    conn = pg_conn
+    keys = [hashlib.md5(str(n).encode()).digest() for n in range(1, rows + 2)]
+    _stored_keys(conn, keys, 20)
+    conn.execute(
+        "INSERT INTO catalog (guid, name, search_name, category, size, files, poster, groups,"
+        " posted, completion, probe_candidate, sources)"
+        " SELECT md5(n::text), 'r', 'r', 2000, 1, 1, 'p', ARRAY['g'], 1, 1, false,"
+        "        CASE WHEN n %% 100 = 0 THEN ARRAY[decode(md5((-n)::text), 'hex')]"
+        "             ELSE ARRAY[decode(md5(n::text), 'hex'), decode(md5((n + 1)::text), 'hex')]"
+        "        END"
+        " FROM generate_series(1, %s) AS n",
+        (rows,),
+    )
+    conn.execute("ANALYZE")
+
+    def read(statement: str, params: dict[str, object] | None, table: str) -> int:
+        with conn.transaction(force_rollback=True):  # EXPLAIN ANALYZE deletes
+            return _rows_read(conn, statement, params, table)
+
+    for after in (0, rows // 2, rows - page // 2):
+        params: dict[str, object] = {"after": after, "rows": page}
+        # The page's ids, its rows, and those deleted (the Delete step counts them).
+        assert read(catalog_sql._CATALOG_PRUNE_UNSTORED, params, "catalog") <= 3 * page
+        assert read(catalog_sql._CATALOG_PRUNE_UNSTORED, params, "releases") <= page
+    assert read(PRUNE_IN_ONE, None, "catalog") == rows
