@@ -42,10 +42,18 @@ from test_range_scale import _rows_read
 
 from usenet_indexer.commands.catalog import Progress
 from usenet_indexer.config import Settings
-from usenet_indexer.coordinator.catalog_whole import WholeCatalog
+from usenet_indexer.coordinator.catalog_whole import (
+    BUILT,
+    DATED,
+    EXPORTED,
+    PENDING,
+    PRUNED,
+    WholeCatalog,
+)
 from usenet_indexer.coordinator.stores import Stores
 from usenet_indexer.core import merge
 from usenet_indexer.core.merge import CatalogRelease
+from usenet_indexer.store import arrays
 from usenet_indexer.store import catalog as catalog_sql
 from usenet_indexer.store.batches import ensure_partition
 from usenet_indexer.store.pool import open_pool
@@ -306,6 +314,11 @@ def test_the_commands_report_their_progress_and_write_what_the_whole_merges_make
     with releases() as conn:
         (count,) = conn.execute("SELECT count(*) FROM releases").fetchone() or (0,)
     assert re.search(rf"uidx catalog: 0 of {count:,} \(0%\) releases built", said), said
+    assert re.search(rf"uidx catalog: {count:,} of {count:,} \(100%\) releases built", said)
+    states = stores.catalog.states()
+    rows = states.shown + states.waiting
+    last = rf"uidx catalog: {rows:,} of {rows:,} \(100%\) catalog rows checked for a stored key"
+    assert re.search(last, said), said
     built = catalog_rows(stores)
     stores.build.everything(quiet_seconds=0)
     assert catalog_rows(stores) == built
@@ -316,18 +329,32 @@ def test_the_commands_report_their_progress_and_write_what_the_whole_merges_make
     assert hashlib.sha256(out.read_bytes()).digest() == hashlib.sha256(exported).digest()
 
 
-def test_a_progress_line_is_shown_at_once_then_every_few_seconds() -> None:
+def test_a_progress_line_is_shown_at_once_then_every_few_seconds_and_when_a_phase_ends() -> None:
     out = io.StringIO()
     now = [100.0]
     progress = Progress(out, clock=lambda: now[0])
     for at, done in ((100.0, 0), (101.0, 10), (102.5, 50), (103.0, 60), (105.0, 80)):
         now[0] = at
-        progress("built", done, 200)
-    progress("dated", 1_000, 0)
+        progress(BUILT, done, 200)
+    now[0] = 106.0
+    progress(BUILT, 200, 200, last=True)
+    progress(PENDING, 0, 3)  # the next phase: at once, its rate from its start
+    now[0] = 106.5
+    progress(PENDING, 3, 3)
+    progress(PENDING, 3, 3, last=True)
+    progress(PRUNED, 0, 0)
+    now[0] = 108.5
+    progress(PRUNED, 5_000, 0)
+    progress(PRUNED, 5_000, 0, last=True)  # that line was just shown
     assert out.getvalue().splitlines() == [
         "uidx catalog: 0 of 200 (0%) releases built",
         "uidx catalog: 50 of 200 (25%) releases built, 20/s",
         "uidx catalog: 80 of 200 (40%) releases built, 16/s",
+        "uidx catalog: 200 of 200 (100%) releases built, 33/s",
+        "uidx catalog: 0 of 3 (0%) pending keys built",
+        "uidx catalog: 3 of 3 (100%) pending keys built, 6/s",
+        "uidx catalog: 0 catalog rows checked for a stored key",
+        "uidx catalog: 5,000 catalog rows checked for a stored key, 2,500/s",
     ]
 
 
@@ -423,6 +450,63 @@ def test_undated_releases_are_built_and_exported_once(stores: Stores) -> None:
     assert sliced == rows
 
 
+@attrs.define(eq=False)
+class Said:
+    """What a whole build or export reported, call by call: (doing, done, total, last)."""
+
+    calls: list[tuple[str, int, int, bool]] = attrs.Factory(list)
+
+    def __call__(self, doing: str, done: int, total: int, *, last: bool = False) -> None:
+        self.calls.append((doing, done, total, last))
+
+    def phase(self, doing: str) -> list[tuple[str, int, int, bool]]:
+        """The calls of one phase, checked to be in one run, `done` never going back,
+        and ended by one last call."""
+        at = [n for n, call in enumerate(self.calls) if call[0] == doing]
+        assert at == list(range(at[0], at[-1] + 1)), self.calls
+        calls = [self.calls[n] for n in at]
+        assert [c[3] for c in calls] == [False] * (len(calls) - 1) + [True], calls
+        assert [c[1] for c in calls] == sorted(c[1] for c in calls), calls
+        return calls
+
+
+def test_each_phase_of_a_whole_build_and_export_reports_as_it_goes_and_once_ended(
+    stores: Stores,
+) -> None:
+    stored(stores, 12_000, 11, "default", found=False)
+    pool = stores.catalog.pool
+    with pool.connection() as conn:
+        conn.execute("UPDATE releases SET latest = NULL WHERE get_byte(key, 0) < 128")
+        undated = conn.execute("SELECT count(*) FROM releases WHERE latest IS NULL").fetchone()
+        (releases,) = conn.execute("SELECT count(*) FROM releases").fetchone() or (0,)
+        keys = [bytes(k) for (k,) in conn.execute("SELECT key FROM releases LIMIT 40")]
+    said = Said()
+
+    def progress(doing: str, done: int, total: int, *, last: bool = False) -> None:
+        said(doing, done, total, last=last)
+        if (doing, last) == (BUILT, True):  # batches stored meanwhile mark keys pending
+            with pool.connection() as conn:
+                conn.execute(catalog_sql.MARK_PENDING, (arrays.keys(keys),))
+
+    whole = attrs.evolve(in_slices(pool), prune_rows=20)
+    whole.build(quiet_seconds=0, progress=progress)
+    rows = len(catalog_rows(stores))
+    assert list(dict.fromkeys(c[0] for c in said.calls)) == [DATED, BUILT, PENDING, PRUNED]
+    assert undated is not None
+    assert said.phase(DATED)[-1] == (DATED, undated[0], 0, True)
+    assert said.phase(BUILT)[-1] == (BUILT, releases, releases, True)
+    pending = said.phase(PENDING)
+    assert pending[0] == (PENDING, 0, len(keys), False)
+    assert pending[-1][1:] == (pending[-1][1], pending[-1][1], True)
+    assert pending[-1][1] >= len(keys)
+    pruned = said.phase(PRUNED)
+    assert len(pruned) > rows // 20  # a page at a time, each reported
+    assert pruned[-1] == (PRUNED, rows, rows, True)
+    exported = Said()
+    assert len(list(whole.export(exported))) > 0
+    assert exported.phase(EXPORTED)[-1] == (EXPORTED, releases, releases, True)
+
+
 def _stored_keys(conn: psycopg.Connection[Any], keys: list[bytes], groups: int) -> None:
     """Keys stored as a batch stores them: a releases row and a fragment in one of
     `groups` groups' partitions each (the fragment's bytes are never read here)."""
@@ -465,10 +549,14 @@ def test_the_rows_of_no_stored_key_are_deleted_a_page_at_a_time_as_one_statement
         with conn.transaction(force_rollback=True):
             conn.execute(PRUNE_IN_ONE)
             kept = {r[0] for r in conn.execute("SELECT id FROM catalog")}
-    whole = WholeCatalog(pool, prune_rows=rng.randint(1, 60))
-    assert whole.prune() == len(before) - len(kept)
+    said = Said()
+    page = rng.randint(1, 60)
+    whole = WholeCatalog(pool, prune_rows=page)
+    assert whole.prune(said) == len(before) - len(kept)
     with pool.connection() as conn:
         assert {r[0] for r in conn.execute("SELECT id FROM catalog")} == kept
+    assert said.phase(PRUNED)[-1] == (PRUNED, len(before), len(before), True)
+    assert len(said.calls) == 2 + len(before) // page
 
 
 def test_each_page_of_the_prune_reads_its_rows_and_their_keys_only(

@@ -92,26 +92,31 @@ def run(args: argparse.Namespace) -> int:
 
 @attrs.define(eq=False)
 class Progress:
-    """A progress line on `out` (stderr) every PROGRESS_SECONDS, the first at once: how
-    many releases are done, of how many, at what rate (coordinator/catalog_whole.py
-    reports after each slice)."""
+    """Progress lines on `out` (stderr) for each phase of a whole build or export
+    (coordinator/catalog_whole.py): the first at once, then one every
+    PROGRESS_SECONDS, and the last when the phase ends (unless that line was just
+    shown); how many are done, of how many, at what rate since the phase began."""
 
     out: TextIO = attrs.field(factory=lambda: sys.stderr)
     clock: Callable[[], float] = time.monotonic
-    started: float | None = None
+    doing: str | None = None
+    started: float = 0.0
     shown: float | None = None
+    said: tuple[int, int] | None = None
 
-    def __call__(self, doing: str, done: int, total: int) -> None:
+    def __call__(self, doing: str, done: int, total: int, *, last: bool = False) -> None:
         now = self.clock()
-        if self.started is None:
-            self.started = now
-        if self.shown is not None and now - self.shown < PROGRESS_SECONDS:
+        if doing != self.doing:
+            self.doing, self.started, self.shown, self.said = doing, now, None, None
+        if self.said == (done, total):
             return
-        self.shown = now
+        if not last and self.shown is not None and now - self.shown < PROGRESS_SECONDS:
+            return
+        self.shown, self.said = now, (done, total)
         elapsed = now - self.started
         rate = f", {done / elapsed:,.0f}/s" if elapsed > 0 else ""
         part = f" of {total:,} ({100 * done / total:.0f}%)" if total else ""
-        print(f"uidx catalog: {done:,}{part} releases {doing}{rate}", file=self.out, flush=True)
+        print(f"uidx catalog: {done:,}{part} {doing}{rate}", file=self.out, flush=True)
 
 
 @attrs.define(eq=False)

@@ -27,7 +27,8 @@ open-ended), the keys still pending when the slices are done are built
 (those the slices merged were taken as built by them), and the rows none of
 whose keys has a fragment any more (which no closure reaches) are deleted,
 PRUNE_ROWS rows of the catalog at a time (each page a statement of its own: one
-over millions of rows outlasts the sessions' statement_timeout).
+over millions of rows outlasts the sessions' statement_timeout). Each phase
+reports its progress as it goes, and once more when it ends.
 
 An export merges each slice's keys with their closure (read only: nothing is
 written) and writes the releases dated in the slice, oldest first,
@@ -44,6 +45,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
+from typing import Protocol
 
 import attrs
 from psycopg_pool import ConnectionPool
@@ -84,13 +86,24 @@ PRUNE_ROWS = 10_000
 # builder (a coordinator's, or an edge's job) before it looks again.
 BUSY_SECONDS = 0.25
 
-# What a whole build or export reports after each slice: what it is doing,
-# releases done, releases in all.
-Progress = Callable[[str, int, int], None]
+# What each phase is said to be doing (the progress lines).
+DATED = "releases dated"
+BUILT = "releases built"
+EXPORTED = "releases exported"
+PENDING = "pending keys built"
+PRUNED = "catalog rows checked for a stored key"
 
 
-def _silent(doing: str, done: int, total: int) -> None:
-    del doing, done, total
+class Progress(Protocol):
+    """What a whole build or export reports as it goes."""
+
+    def __call__(self, doing: str, done: int, total: int, *, last: bool = False) -> None:
+        """`done` of `total` (0: not known) done in the phase `doing` (DATED, BUILT...);
+        `last`: the phase has ended."""
+
+
+def _silent(doing: str, done: int, total: int, *, last: bool = False) -> None:
+    del doing, done, total, last
 
 
 def _pause() -> None:
@@ -133,25 +146,27 @@ class WholeCatalog:
 
         The latest dates of releases stored before they were kept are filled in
         first, the keys still pending after the slices are built too, and the rows
-        none of whose keys has a fragment any more are deleted.
+        none of whose keys has a fragment any more are deleted; each phase reports
+        to `progress`.
         """
         self._fill_latest(progress)
         builds: list[Built] = []
         with self.order.runs(APART_SECONDS) as runs:
             done = 0
-            progress("built", done, runs.releases)
+            progress(BUILT, done, runs.releases)
             slicer = Slicer(self.slice_segments)
             for piece in _slices(runs, slicer):
                 built = self._around(piece.keys, quiet_seconds)
                 builds.append(built)
                 slicer.segments = self._budget(built.segments, piece)
                 done += piece.releases
-                progress("built", done, runs.releases)
+                progress(BUILT, done, runs.releases)
+            progress(BUILT, done, runs.releases, last=True)
         # What was pending before (and what batches or held rows marked meanwhile): as
         # `everything` takes every pending key, but not what comes later (a running
         # coordinator's builders take that).
-        builds += self._pending(self.builder.table.now(), quiet_seconds)
-        pruned = self.prune()
+        builds += self._pending(self.builder.table.now(), quiet_seconds, progress)
+        pruned = self.prune(progress)
         total = summed(builds)
         return attrs.evolve(total, pruned=total.pruned + pruned, more=False, busy=False)
 
@@ -161,26 +176,34 @@ class WholeCatalog:
         executables in or renamed first)."""
         with self.order.runs(APART_SECONDS) as runs:
             done = 0
-            progress("exported", done, runs.releases)
+            progress(EXPORTED, done, runs.releases)
             slicer = Slicer(self.slice_segments)
             for piece in _slices(runs, slicer):
                 releases, merged = self._exported(piece)
                 yield from releases
                 slicer.segments = self._budget(merged, piece)
                 done += piece.releases
-                progress("exported", done, runs.releases)
+                progress(EXPORTED, done, runs.releases)
+            progress(EXPORTED, done, runs.releases, last=True)
 
-    def prune(self) -> int:
+    def prune(self, progress: Progress = _silent) -> int:
         """Delete the rows none of whose keys has a stored fragment, `prune_rows` rows
         of the catalog at a time in the order of their ids; how many."""
         table = self.builder.table
-        after = deleted = 0
+        states = table.states()
+        total = states.shown + states.waiting
+        after = checked = deleted = 0
+        progress(PRUNED, checked, total)
         while True:
             page = table.prune_unstored(after, self.prune_rows)
             after = page.last
+            checked += page.checked
             deleted += page.deleted
+            total = max(total, checked)
             if page.checked < self.prune_rows:
+                progress(PRUNED, checked, total, last=True)
                 return deleted
+            progress(PRUNED, checked, total)
 
     def _budget(self, merged: int, piece: Slice) -> int:
         """The next slice's budget, from what this one merged (core/slices.next_budget)."""
@@ -192,15 +215,24 @@ class WholeCatalog:
             self.wait()
         return built
 
-    def _pending(self, since: datetime, quiet_seconds: float) -> list[Built]:
+    def _pending(self, since: datetime, quiet_seconds: float, progress: Progress) -> list[Built]:
         """Pending builds until no key pending since `since` is left (another builder
         holding some is waited for)."""
-        builds = []
-        while self.builder.table.any_pending(since):
+        table = self.builder.table
+        total = table.pending_since(since)
+        builds: list[Built] = []
+        done = 0
+        progress(PENDING, done, total)
+        while table.any_pending(since):
             built = self.builder.pending(quiet_seconds)
             builds.append(built)
             if built.busy or not built.pending:
                 self.wait()
+            # A build also takes the keys marked after `since`: they count too.
+            done += built.pending
+            total = max(total, done)
+            progress(PENDING, done, total)
+        progress(PENDING, done, total, last=True)
         return builds
 
     def _exported(self, piece: Slice) -> tuple[list[CatalogRelease], int]:
@@ -251,7 +283,8 @@ class WholeCatalog:
             self.builder.table.fill_latest(latest)
             after = keys[-1]
             done += len(keys)
-            progress("dated", done, 0)
+            progress(DATED, done, 0)
+        progress(DATED, done, 0, last=True)
 
 
 def _slices(runs: Runs, slicer: Slicer) -> Iterator[Slice]:

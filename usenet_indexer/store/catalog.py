@@ -231,6 +231,7 @@ _SHOW_QUIET = """
 """
 _PENDING = "SELECT key, seq FROM catalog_pending"
 _ANY_PENDING = "SELECT EXISTS (SELECT FROM catalog_pending WHERE since <= %s)"
+_PENDING_SINCE = "SELECT count(*) FROM catalog_pending WHERE since <= %s"
 _NOW = "SELECT now()"
 # The built keys' rows locked in key order, as a stored batch upserts them
 # (store/batches.py): a delete in the join's order and a batch's upsert in key
@@ -1177,6 +1178,12 @@ class CatalogTable:
         with self.pool.connection() as conn:
             row = conn.execute(_ANY_PENDING, (since,)).fetchone()
         return bool(row and row[0])
+
+    def pending_since(self, since: datetime) -> int:
+        """How many keys pending since `since` or before wait for a build."""
+        with self.pool.connection() as conn:
+            row = conn.execute(_PENDING_SINCE, (since,)).fetchone()
+        return int(row[0]) if row else 0
 
     def now(self) -> datetime:
         """The database's clock."""
