@@ -36,6 +36,7 @@ from usenet_indexer.core.newznab import (
     Item,
     NewznabError,
     Site,
+    content_disposition,
     error_xml,
     feed_json,
     feed_xml,
@@ -384,6 +385,18 @@ def test_names_xml_cannot_hold_are_cut_and_the_rest_escaped() -> None:
         feed_json(Site("http://h"), [item], offset=0, total=1, apikey="k", extended=True)
     )
     assert data["channel"]["item"][0]["title"] == 'badna<me> & "x"'
+
+
+def test_a_content_disposition_holds_one_quoted_name_and_its_rfc_5987_form() -> None:
+    """The first filename is the name's own bytes in one quoted string (NZBGet takes
+    it up to the closing quote); filename* follows only when that differs from ASCII."""
+    assert content_disposition("a b.nzb") == b'attachment; filename="a b.nzb"'
+    assert content_disposition("Amélie.nzb") == (
+        b"attachment; filename=\"Am\xc3\xa9lie.nzb\"; filename*=UTF-8''Am%C3%A9lie.nzb"
+    )
+    assert content_disposition('a"b\\c\r\n.nzb') == (
+        b"attachment; filename=\"a_b_c__.nzb\"; filename*=UTF-8''a%22b%5Cc%0D%0A.nzb"
+    )
 
 
 def test_feed_links_dates_and_comments_read_back_as_given() -> None:

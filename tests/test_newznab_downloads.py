@@ -19,12 +19,14 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
+from urllib.parse import quote
 from xml.etree import ElementTree as ET
 
 import attrs
 import httpx
 import pytest
 import trio
+from probe_tools import require_tool
 from test_newznab import NS, attrs_of, get_xml, items, store_generated
 
 from usenet_indexer.cli import main
@@ -36,6 +38,8 @@ from usenet_indexer.core.newznab import usage_day
 from usenet_indexer.core.nzb import parse_nzb
 from usenet_indexer.store.pool import open_pool
 from usenet_indexer.store.users import DailyLimits, UserStore
+from usenet_indexer.testing.nzbget import running_nzbget
+from usenet_indexer.testing.processes import free_port
 
 DEADLINE_SECONDS = 120
 ARTICLES = 8_000
@@ -194,6 +198,57 @@ async def test_a_name_beyond_ascii_reaches_sabnzbd_and_nzbget_as_it_is_listed(
     assert read[1]["x-dnzb-name"].encode("latin-1").decode("utf-8") == names[1]
     for headers in read:
         assert headers["x-dnzb-failure"].isascii()
+
+
+def filename_as_nzbget_reads_it(response: httpx.Response) -> str:
+    """The file name of an answer's Content-Disposition as NZBGet's WebDownloader takes
+    it: the header's bytes as they came, the value after the first "filename" and its
+    "=", up to the closing quote; NZBGet keeps text in UTF-8 and converts nothing."""
+    (value,) = [v for k, v in response.headers.raw if k.lower() == b"content-disposition"]
+    after = value[value.index(b"filename") :]
+    quoted = after[after.index(b"=") + 1 :].lstrip(b" ")
+    assert quoted.startswith(b'"'), value
+    return quoted[1 : quoted.index(b'"', 1)].decode("utf-8")
+
+
+@pytest.mark.trio
+async def test_nzbget_names_a_job_fetched_by_url_as_the_release_is_listed(
+    settings: Settings, catalog: Stores, tmp_path: Path
+) -> None:
+    """NZBGet names a job it fetches by URL after the Content-Disposition's first
+    `filename=`, its bytes taken as UTF-8 (no charset conversion, no RFC 5987): a
+    name beyond ASCII comes through whole, not with "_" where a "?" stood in
+    (`Am_lie`). Checked as its code reads the header, and by Debian's NZBGet."""
+    require_tool("nzbget", "nzbget", "scripts/ensure-nzbget")
+    stores = catalog
+    key = stores.users.create("nzbget")
+    names = ("Die.fabelhafte.Welt.der.Amélie.2001.German.1080p.BluRay.x264-GRP",
+             "Sen.to.Chihiro.千と千尋の神隠し.2001.1080p.BluRay.x264-GRP")  # fmt: skip
+    with trio.fail_after(DEADLINE_SECONDS):
+        async with serving(settings, stores) as client:
+            feed = await get_xml(client, t="search", apikey=key, limit="2")
+            guids = [item.findtext("guid", "") for item in items(feed)]
+            with stores.catalog.pool.connection() as conn:
+                for guid, name in zip(guids, names, strict=True):
+                    conn.execute("UPDATE catalog SET name = %s WHERE guid = %s", (name, guid))
+            listed = items(await get_xml(client, t="search", apikey=key, limit="2"))
+            assert [item.findtext("title") for item in listed] == list(names)
+            urls = [item.find("enclosure").get("url", "") for item in listed]  # type: ignore[union-attr]
+            answers = [await client.get(url) for url in urls]
+            assert [filename_as_nzbget_reads_it(a) for a in answers] == [f"{n}.nzb" for n in names]
+            # A browser, or any RFC 6266 reader, takes the RFC 5987 form.
+            for answer, name in zip(answers, names, strict=True):
+                assert (
+                    f"filename*=UTF-8''{quote(name)}.nzb" in answer.headers["content-disposition"]
+                )
+            # Debian's NZBGet fetches them itself; added paused, it needs no news server.
+            news_port = free_port()  # nothing listens: no download is started
+            async with running_nzbget(
+                tmp_path / "nzbget", news_host="127.0.0.1", news_port=news_port
+            ) as nzbget:
+                ids = [await nzbget.add_url(url, paused=True) for url in urls]
+                jobs = await nzbget.queued(ids, seconds=DEADLINE_SECONDS / 2)
+    assert [jobs[i] for i in ids] == list(names)
 
 
 @pytest.mark.trio

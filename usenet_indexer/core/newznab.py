@@ -731,10 +731,21 @@ def _xml(element: ET.Element) -> bytes:
     return b'<?xml version="1.0" encoding="UTF-8"?>\n' + body
 
 
-def content_disposition(filename: str) -> str:
-    """`attachment` with the name twice: plain ASCII for every client, and RFC 5987's
-    UTF-8 form for those that read it (a name with quotes or non-ASCII letters)."""
-    plain = filename.encode("ascii", "replace").decode().replace('"', "_").replace("\\", "_")
-    if plain == filename:
-        return f'attachment; filename="{plain}"'
-    return f"attachment; filename=\"{plain}\"; filename*=UTF-8''{quote(filename, safe='')}"
+def content_disposition(filename: str) -> bytes:
+    """The Content-Disposition of an NZB: `attachment` with the name twice.
+
+    First `filename="..."` with the name's UTF-8 bytes as they are: NZBGet names a
+    job fetched by URL after the first `filename` it finds, its bytes taken for
+    UTF-8 with no charset conversion and no RFC 5987 (a "?" standing in for a letter
+    became "_": `Am_lie`), and newznab indexers send the raw name there too. Then,
+    for a name beyond ASCII (or one changed here), RFC 5987's
+    `filename*=UTF-8''...`, which browsers (RFC 6266) prefer. SABnzbd names the job
+    after X-DNZB-Name and reads this header only without one. Quotes, backslashes
+    and control characters (nzb_filename leaves none) would break the quoted
+    string: they become "_".
+    """
+    plain = _NOT_IN_HEADER.sub("_", filename).replace('"', "_").replace("\\", "_")
+    value = f'attachment; filename="{plain}"'
+    if plain != filename or not filename.isascii():
+        value += f"; filename*=UTF-8''{quote(filename.encode('utf-8', 'replace'), safe='')}"
+    return value.encode("utf-8", "replace")

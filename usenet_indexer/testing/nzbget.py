@@ -19,7 +19,9 @@ over when it is in NZBGet's history; `Nzbget.wait` asks the history until
 then, under a deadline, and fails at once when the process has exited.
 That poll is the only way to learn it from outside NZBGet (it has no
 event to wait on short of a post-processing script); it asks a process,
-not a clock.
+not a clock. One added paused (`add_url(paused=True)`) is fetched and then
+waits in the queue, under the job name NZBGet gave it, without a news server:
+`Nzbget.queued` asks the queue the same way until every one is an NZB there.
 
 The settings that matter (the rest are NZBGet's defaults): par-check
 forced on every download (`ParCheck=force`: a whole one is verified too,
@@ -200,16 +202,18 @@ class Nzbget:
             raise NzbgetError(f"{method}: HTTP {response.status_code} {response.text[:500]}")
         return answer["result"]
 
-    async def add_url(self, url: str, *, name: str = "") -> int:
+    async def add_url(self, url: str, *, name: str = "", paused: bool = False) -> int:
         """Queues the NZB at `url` (NZBGet fetches it); NZBGet's id of the download.
 
         Args:
             url: an enclosure URL.
             name: the NZB's file name; "" takes the name the answer's headers give.
+            paused: the NZB is fetched but its download stays paused (`queued` tells
+                its name without a news server).
         """
         # NZBGet 21's signature: NZBFilename, Content (a URL or base64), Category,
         # Priority, AddToTop, AddPaused, DupeKey, DupeScore, DupeMode, PPParameters.
-        nzb_id = await self.rpc("append", name, url, "", 0, False, False, "", 0, "SCORE", [])
+        nzb_id = await self.rpc("append", name, url, "", 0, False, paused, "", 0, "SCORE", [])
         if not isinstance(nzb_id, int) or nzb_id <= 0:
             raise NzbgetError(f"append {url}: refused ({nzb_id!r})\n{self.tail()}")
         return nzb_id
@@ -246,6 +250,37 @@ class Nzbget:
         except trio.TooSlowError:
             raise NzbgetError(
                 f"downloads {nzb_ids} not done within {seconds:.0f} s\n{self.tail()}"
+            ) from None
+
+    async def queued(self, nzb_ids: list[int], *, seconds: float) -> dict[int, str]:
+        """The names of queued downloads added by URL, once NZBGet has fetched each NZB
+        (its queue's entry is an NZB then, no longer a URL): the job names it gave them.
+
+        Raises:
+            NzbgetError: NZBGet exited, a fetch failed (the URL went to the history), or
+                `seconds` passed first (with its log's tail).
+        """
+        try:
+            with trio.fail_after(seconds):
+                while True:
+                    if self.process.poll() is not None:
+                        raise NzbgetError(
+                            f"NZBGet exited ({self.process.returncode})\n{self.tail()}"
+                        )
+                    failed = [i["NZBID"] for i in await self.rpc("history", False)]
+                    if set(failed) & set(nzb_ids):
+                        raise NzbgetError(f"fetching {nzb_ids} failed\n{self.tail()}")
+                    names = {
+                        int(group["NZBID"]): str(group["NZBName"])
+                        for group in await self.rpc("listgroups", 0)
+                        if group["NZBID"] in nzb_ids and group["Kind"] == "NZB"
+                    }
+                    if len(names) == len(set(nzb_ids)):
+                        return names
+                    await trio.sleep(POLL_SECONDS)
+        except trio.TooSlowError:
+            raise NzbgetError(
+                f"NZBs {nzb_ids} not fetched within {seconds:.0f} s\n{self.tail()}"
             ) from None
 
     def tail(self) -> str:

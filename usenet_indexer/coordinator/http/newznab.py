@@ -305,7 +305,7 @@ class NewznabApi:
         filename = nzb_filename(row.item.name or row.guid)
         headers = [
             _NZB,
-            (b"content-disposition", content_disposition(filename).encode()),
+            (b"content-disposition", content_disposition(filename)),
             *(
                 (name.lower().encode(), header_value(value))
                 for name, value in dnzb_headers(site, row.item, request.apikey)
