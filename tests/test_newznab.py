@@ -273,6 +273,46 @@ async def test_details_give_every_attr_a_search_with_extended_gives(
             assert {"files", "grabs", "poster", "usenetdate"} <= set(attrs_of(details[0]))
 
 
+def nfo_as_nzbhydra2_reads_it(body: bytes) -> str | None:
+    """A t=getnfo answer as NZBHydra2's Newznab.getNfo reads it: a body without "<?xml"
+    is the NFO; an error element is a failure (raised here); a feed whose
+    newznab:response is missing or says total 0 means the item has no NFO (None);
+    else the first item's description is the NFO."""
+    if b"<?xml" not in body:
+        return body.decode()
+    root = ET.fromstring(body)
+    if root.tag == "error":
+        raise AssertionError(f"NZBHydra2 reports a failure: error {root.get('code')}")
+    response = root.find("./channel/newznab:response", NS)
+    if response is None or response.get("total") == "0":
+        return None
+    return items(root)[0].findtext("description", "")
+
+
+@pytest.mark.trio
+async def test_getnfo_of_a_release_without_an_nfo_is_an_empty_feed_and_of_none_error_300(
+    api: tuple[httpx.AsyncClient, str],
+) -> None:
+    """NZBHydra2 asks t=getnfo&raw=1 and takes total 0 for "no NFO", an error for a
+    failure; newznab's error 300 stays for an id that is no item."""
+    client, key = api
+    guid = items(await get_xml(client, t="search", apikey=key, limit="1"))[0].findtext("guid")
+    assert guid
+    for raw in ({"raw": "1"}, {}):
+        answer = await client.get("/api", params={"t": "getnfo", "apikey": key, "id": guid, **raw})
+        assert answer.status_code == 200
+        assert nfo_as_nzbhydra2_reads_it(answer.content) is None
+        assert items(ET.fromstring(answer.content)) == []
+        unknown = await client.get(
+            "/api", params={"t": "getnfo", "apikey": key, "id": "0" * 32, **raw}
+        )
+        assert ET.fromstring(unknown.content).get("code") == "300"
+    as_json = await client.get(
+        "/api", params={"t": "getnfo", "apikey": key, "id": guid, "o": "json"}
+    )
+    assert orjson.loads(as_json.content)["channel"]["response"]["@attributes"]["total"] == "0"
+
+
 @pytest.mark.trio
 async def test_q_words_all_match_and_categories_filter(api: tuple[httpx.AsyncClient, str]) -> None:
     client, key = api

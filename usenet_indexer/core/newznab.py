@@ -17,7 +17,9 @@ Prowlarr, NZBHydra2) send and read:
   items carry `imdb` (7 digits at least, no `tt`: what Radarr reads),
   `tvdbid` (Sonarr's), `tvmazeid`, `tmdbid`;
 - `t=details&id=` (every attr, as `extended=1` gives them), `t=get&id=` (the
-  NZB, with the X-DNZB headers SABnzbd and NZBGet read), `t=getnfo&id=`;
+  NZB, with the X-DNZB headers SABnzbd and NZBGet read), `t=getnfo&id=`
+  (an item without an NFO is an empty feed, total 0: NZBHydra2's "no NFO";
+  error 300 is for an id that is no item);
 - `t=failed&id=` (the X-DNZB-Failure URL: a downloader reports a failed
   download of the release; NZBGet's FailureLink may add `&corrupt=true`).
 

@@ -169,8 +169,11 @@ class NewznabApi:
             if row is None:
                 raise NewznabError(300, "no such item")
             if request.function == "getnfo":
-                # Probes (issue 18) will fetch nfo bodies; until then there is none.
-                raise NewznabError(300, "no nfo for this item")
+                # No NFO body is kept (probes read an NFO for names and ids only): an
+                # item has none, which is an empty feed, total 0, as NZBHydra2 reads
+                # "no NFO"; error 300 (newznab's answer to both) it reports as a
+                # failure, so it stays for an id that is no item.
+                return self._feed(site, request, [], total=0, usage=usage)
             return self._feed(site, request, [row], total=1, usage=usage)
         total, rows, usage = await self._run(self._search, request, user_id)
         return self._feed(site, request, rows, total=total, usage=usage)
