@@ -1,4 +1,5 @@
-"""The compiled fragment checks (wire/_fastfragments.pyx `facts`) against their oracle, fragments._facts.
+"""The compiled fragment checks (wire/_fastfragments.pyx `facts`) against their oracle, fragments._facts,
+and the compiled release checks (`ReleaseChecks`) against theirs, batchwire._release.
 
 The compiled `facts` may leave any fragment to the pure checks (None), but
 when it answers, the figures must be the pure ones, and it must never
@@ -11,13 +12,17 @@ script, message-ids of one width and of many.
 from __future__ import annotations
 
 import csv
+import zlib
 from array import array
 from pathlib import Path
 
 import attrs
+import msgpack
 import pytest
+import zstandard
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from test_batchwire import BAD, LIMITED, encoded, good_wire, msgpack_values, real_batches
 from test_fragments import GOOD, file_chunk
 
 from usenet_indexer.core.batch import UNDATED, FileChunk
@@ -25,9 +30,10 @@ from usenet_indexer.core.indexer import RangeIndexer
 from usenet_indexer.core.subject import MAX_FILES as MAX_FILE_INDEX
 from usenet_indexer.core.subject import MAX_SEGMENTS as MAX_TOTAL_SEGMENTS
 from usenet_indexer.synth.generator import PROFILES, GeneratorConfig, generate
-from usenet_indexer.wire import fragments
+from usenet_indexer.wire import batchwire, fragments
+from usenet_indexer.wire.batchwire import DEFAULT_LIMITS, BatchLimits, MalformedBatch, decode_batch
 from usenet_indexer.wire.fragments import BadFragment
-from usenet_indexer.wire.packed import pack_batch
+from usenet_indexer.wire.packed import PackedRelease, pack_batch
 
 CAP = 4096
 
@@ -226,3 +232,157 @@ def test_inspect_answers_as_the_pure_checks_do() -> None:
     assert fragments.inspect(data, max_bytes=1 << 24, max_text_chars=CAP) == fragments._facts(
         fragments.layout(data), CAP
     )
+
+
+# --- the release checks: ReleaseChecks against batchwire._release ---------------------
+
+
+def release_agree(
+    item: object, limits: BatchLimits = DEFAULT_LIMITS, budget: int | None = None
+) -> tuple[PackedRelease, int] | None:
+    """Both checks on one release's map: the compiled answer (None: left to pure)."""
+    checks = batchwire._compiled_checks(limits)
+    assert checks is not None
+    budget = limits.max_fragment_bytes if budget is None else budget
+    got = checks.check(item, budget)
+    try:
+        expected = batchwire._release(item, "releases[0]", limits, budget)
+    except MalformedBatch as error:
+        refused = str(error)
+    else:
+        if got is not None:
+            # Every field, the inflated bytes (not part of a PackedRelease's value) and
+            # the types too (an int, not a subclass; a tuple of groups).
+            fields = [(type(v), v) for v in (*attrs.astuple(got[0], recurse=False), got[1])]
+            assert fields == [
+                (type(v), v) for v in (*attrs.astuple(expected[0], recurse=False), expected[1])
+            ]
+        return got
+    assert got is None, f"compiled let through what pure refuses: {refused}"
+    return None
+
+
+def test_the_compiled_release_checks_are_built() -> None:
+    assert batchwire.COMPILED_CHECKS is not None, (
+        "wire/_fastfragments is not built: run scripts/bootstrap"
+    )
+
+
+def test_a_packed_release_is_made_as_its_init_makes_it() -> None:
+    # ReleaseChecks sets each field of a new PackedRelease; it is only the same
+    # value while the class has nothing its __init__ would run besides.
+    for field in attrs.fields(PackedRelease):
+        assert field.validator is None, field.name
+        assert field.converter is None, field.name
+    assert not hasattr(PackedRelease, "__attrs_post_init__")
+    assert attrs.fields(PackedRelease).inflated.eq is False
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_every_profiles_releases_are_answered_compiled_and_alike(profile: str) -> None:
+    generated = generate(GeneratorConfig(articles=20_000, seed=3, profile=profile))
+    indexer = RangeIndexer(group="alt.binaries.test", first=1)
+    indexer.add_data(b"\n".join(generated.lines) + b"\n", len(generated.lines) + 1)
+    body = batchwire.encode_batch(pack_batch(indexer.finish()), range_id=1, epoch=1)
+    wire = msgpack.unpackb(body)
+    assert wire["releases"]
+    for item in wire["releases"]:
+        assert release_agree(item) is not None
+    compiled, pure = decode_batch(body), decode_batch(body, pure=True)
+    assert compiled == pure
+    assert [r.inflated for r in compiled.batch.releases] == [
+        r.inflated for r in pure.batch.releases
+    ]
+
+
+def test_the_real_batches_releases_are_answered_compiled() -> None:
+    # UTF-8 names and heads, releases without a head, with several groups: answered
+    # wherever the fragment's checks are (not for column-wise ids in UTF-8).
+    answered = 0
+    for batch in real_batches():
+        for item in msgpack.unpackb(encoded(batch))["releases"]:
+            facts = compiled(fragments.layout(item["fragment"]))
+            assert (release_agree(item) is not None) == (facts is not None)
+            answered += facts is not None
+    assert answered >= 2
+
+
+@pytest.mark.parametrize("name", sorted(BAD))
+def test_every_hostile_release_is_left_to_pure(name: str) -> None:
+    change, _ = BAD[name]
+    wire = good_wire()
+    change(wire)
+    releases = wire.get("releases")
+    for item in releases if isinstance(releases, list) else []:
+        release_agree(item)
+
+
+@pytest.mark.parametrize("name", sorted(LIMITED))
+def test_releases_at_other_caps_get_the_same_answer(name: str) -> None:
+    limits, _ = LIMITED[name]
+    for item in good_wire()["releases"]:
+        release_agree(item, limits)
+
+
+def test_what_pure_accepts_beyond_the_compiled_path_is_left_to_it() -> None:
+    item = good_wire()["releases"][0]
+    raw = fragments.layout(item["fragment"])
+    # A version 2 fragment (older edges), and a zstd frame without its size.
+    deflated = bytes((fragments.DEFLATED,)) + zlib.compress(raw)
+    sizeless = bytes((fragments.VERSION,)) + zstandard.ZstdCompressor(
+        write_content_size=False
+    ).compress(raw)
+    assert release_agree({**item, "fragment": deflated}) is None
+    assert batchwire._release({**item, "fragment": deflated}, "", DEFAULT_LIMITS, 1 << 20)
+    assert release_agree({**item, "fragment": sizeless}) is None
+
+
+def test_the_budget_and_text_caps_are_the_pure_ones() -> None:
+    item = good_wire()["releases"][0]
+    size = len(fragments.layout(item["fragment"]))
+    assert release_agree(item, budget=size) is not None
+    assert release_agree(item, budget=size - 1) is None
+    cap = DEFAULT_LIMITS.max_text_chars
+    for field in ("name", "poster", "head_name"):
+        assert release_agree({**item, field: "é" * cap}) is not None
+        assert release_agree({**item, field: "é" * (cap + 1)}) is None
+    assert release_agree({**item, "head_name": None}) is not None
+    assert release_agree({**item, "files_announced": None}) is not None
+    for announced in (0, MAX_FILE_INDEX):
+        assert release_agree({**item, "files_announced": announced}) is not None
+    for announced in (-1, MAX_FILE_INDEX + 1, 2**64, True):
+        assert release_agree({**item, "files_announced": announced}) is None
+    groups = [f"alt.binaries.{i}" for i in range(DEFAULT_LIMITS.max_groups)]
+    assert release_agree({**item, "groups": groups}) is not None
+    assert release_agree({**item, "groups": [*groups, "alt.x"]}) is None
+    assert release_agree({**item, "groups": []}) is not None
+    assert release_agree({**item, "groups": ["a", "b", "a"]}) is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data(), value=msgpack_values)
+def test_a_release_with_a_value_replaced_gets_the_same_answer(
+    data: st.DataObject, value: object
+) -> None:
+    item = dict(good_wire()["releases"][0])
+    key = data.draw(st.sampled_from([*item, "other"]))
+    if data.draw(st.booleans()):
+        item[key] = value
+    else:
+        item.pop(key, None)
+    release_agree(item)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    damage=st.lists(st.tuples(st.integers(0, 1 << 20), st.integers(0, 255)), min_size=1, max_size=4)
+)
+def test_a_release_with_a_damaged_fragment_gets_the_same_answer(
+    damage: list[tuple[int, int]],
+) -> None:
+    item = dict(good_wire()["releases"][0])
+    fragment = bytearray(item["fragment"])
+    for at, value in damage:
+        fragment[at % len(fragment)] = value
+    item["fragment"] = bytes(fragment)
+    release_agree(item)

@@ -36,15 +36,29 @@ Python's strict decoder does (no overlong forms, no surrogates, nothing
 above U+10FFFF) and counts the characters. For anything else it returns
 None and the pure function decides, so every refusal's message is the pure
 one's. The limits are passed in (the pure module holds them once).
+
+`ReleaseChecks.check(wire, budget)` is the compiled twin of batchwire's
+`_release` (a third pair, its tests in tests/test_fastwire.py): one release
+map of a batch body, its fields, texts and groups checked on the objects
+msgpack made, its fragment decompressed (one zstd frame that says its size)
+and checked by the same walk as `facts` (`_figures`), the PackedRelease set
+field by field. It answers only for a release the pure code accepts, with
+the values the pure code gives; anything else is None and the pure code
+decides and words the refusal. It was 7 of the 21 us a release cost the
+coordinator's intake (the Python calls and objects between the checks).
 """
 
 from cpython.array cimport array, clone
+from cpython.dict cimport PyDict_GetItem
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.object cimport PyObject_GenericSetAttr
+from cpython.ref cimport PyObject
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memchr, memcmp, memcpy
+
+from zstandard import CONTENTSIZE_UNKNOWN, ZstdError, get_frame_parameters
 
 # The head (file count, id width) and one file's entry, as fragments.py packs them.
 cdef enum:
@@ -318,6 +332,137 @@ cdef bint _plain_ids(const unsigned char *ids, Py_ssize_t length, Py_ssize_t cou
     return _ascii(ids, length) or _utf8_chars(ids, length) >= 0
 
 
+cdef struct Figures:
+    # What `_figures` finds in a fragment that passes every check (fragments.Facts).
+    Py_ssize_t files
+    Py_ssize_t segments
+    uint64_t bytes
+    int64_t posted
+    int64_t latest
+    int64_t order  # the representative's date (undated: `undated`)
+    Py_ssize_t best  # the representative's file entry
+
+
+cdef struct Caps:
+    # A fragment's caps, passed in: the pure modules hold them once.
+    Py_ssize_t max_text_chars
+    Py_ssize_t max_files
+    Py_ssize_t max_segments
+    Py_ssize_t max_total_segments
+    Py_ssize_t max_file_index
+    int64_t undated
+
+
+cdef int _figures(const unsigned char *p, Py_ssize_t length, const Caps *caps,
+                  Figures *out) except -1:
+    """1 with `out` filled for a fragment's inflated bytes that pass every check of
+    `fragments._facts`; 0 when the pure `_facts` must decide."""
+    cdef const unsigned char *entry
+    cdef const unsigned char *numbers
+    cdef const unsigned char *sizes
+    cdef Py_ssize_t count, width, at, i, j, k, n, start, total = 0, text = 0, ids_end
+    cdef Py_ssize_t name_bytes, subject_bytes, chars
+    cdef uint32_t index, total_segments, first, last, previous, value
+    cdef int64_t posted, earliest = 0, latest = 0, order, best_order = 0
+    cdef bint dated = False
+    cdef uint64_t byte_sum = 0
+    cdef Py_ssize_t best = 0
+    if length < HEAD:
+        return 0
+    count = _u32(p)
+    width = _u32(p + 4)
+    at = HEAD + ENTRY * count
+    if count < 1 or count > caps.max_files or length < at:
+        return 0
+    for i in range(count):
+        entry = p + HEAD + ENTRY * i
+        n = _u32(entry + 16)
+        index = _u32(entry + 20)
+        total_segments = _u32(entry + 24)
+        if n < 1 or total_segments < 1 or total_segments > caps.max_total_segments:
+            return 0
+        if index > caps.max_file_index + 1:
+            return 0
+        total += n
+        name_bytes = _u32(entry + 36)
+        subject_bytes = _u32(entry + 40)
+        text += name_bytes + subject_bytes
+    ids_end = length - text
+    if total > caps.max_segments or ids_end < at + 8 * total:
+        return 0
+    # File keys unique: pairwise for the usual handful of files, a set beyond.
+    if count <= 64:
+        for i in range(1, count):
+            entry = p + HEAD + ENTRY * i
+            for j in range(i):
+                if memcmp(entry, p + HEAD + ENTRY * j, 16) == 0:
+                    return 0
+    elif len({
+        PyBytes_FromStringAndSize(<const char *>(p + HEAD + ENTRY * i), 16) for i in range(count)
+    }) != count:
+        return 0
+    numbers = p + at
+    sizes = p + at + 4 * total
+    start = 0
+    for i in range(count):
+        entry = p + HEAD + ENTRY * i
+        n = _u32(entry + 16)
+        total_segments = _u32(entry + 24)
+        first = _planed(numbers, total, start)
+        if first < 1:
+            return 0
+        previous = first
+        for k in range(start + 1, start + n):
+            value = _planed(numbers, total, k)
+            if value <= previous:
+                return 0
+            previous = value
+        if previous > total_segments:
+            return 0
+        for k in range(start, start + n):
+            byte_sum += _planed(sizes, total, k)
+        posted = _i64(entry + 28)
+        if posted:
+            if not dated or posted < earliest:
+                earliest = posted
+            if not dated or posted > latest:
+                latest = posted
+            dated = True
+        order = posted if posted else caps.undated
+        if i == 0 or order < best_order or (
+            order == best_order and memcmp(entry, p + HEAD + ENTRY * best, 16) < 0
+        ):
+            best_order = order
+            best = i
+        start += n
+    if not _plain_ids(p + at + 8 * total, ids_end - (at + 8 * total), total, width,
+                      caps.max_text_chars):
+        return 0
+    at = ids_end
+    for i in range(count):
+        entry = p + HEAD + ENTRY * i
+        for k in range(2):
+            n = _u32(entry + 36 + 4 * k)  # the name's bytes, then the subject's
+            if n > 4 * caps.max_text_chars:  # more than the longest text could take
+                return 0
+            chars = _chars(p + at, n)
+            if chars < 0 or chars > caps.max_text_chars:
+                return 0
+            at += n
+    out.files = count
+    out.segments = total
+    out.bytes = byte_sum
+    out.posted = earliest
+    out.latest = latest
+    out.order = best_order
+    out.best = best
+    return 1
+
+
+cdef inline bytes _file_key(const unsigned char *p, Py_ssize_t i):
+    return PyBytes_FromStringAndSize(<const char *>(p + HEAD + ENTRY * i), 16)
+
+
 def facts(const unsigned char[::1] raw, Py_ssize_t max_text_chars, Py_ssize_t max_files,
           Py_ssize_t max_segments, Py_ssize_t max_total_segments, Py_ssize_t max_file_index,
           int64_t undated):
@@ -331,101 +476,14 @@ def facts(const unsigned char[::1] raw, Py_ssize_t max_text_chars, Py_ssize_t ma
         max_total_segments, max_file_index: the subject parser's caps on N and i.
         undated: batch.UNDATED (the representative date of an undated file).
     """
-    cdef Py_ssize_t length = raw.shape[0]
-    cdef const unsigned char *p
-    cdef const unsigned char *entry
-    cdef const unsigned char *other
-    cdef const unsigned char *numbers
-    cdef const unsigned char *sizes
-    cdef Py_ssize_t count, width, at, i, j, k, n, start, total = 0, text = 0, ids_end
-    cdef Py_ssize_t name_bytes, subject_bytes, chars
-    cdef uint32_t index, total_segments, first, last, previous, value
-    cdef int64_t posted, earliest = 0, latest = 0, order, best_order = 0
-    cdef bint dated = False
-    cdef uint64_t byte_sum = 0
-    cdef Py_ssize_t best = 0
-    if length < HEAD:
+    cdef Caps caps = Caps(max_text_chars, max_files, max_segments, max_total_segments,
+                          max_file_index, undated)
+    cdef Figures found
+    cdef const unsigned char *p = &raw[0] if raw.shape[0] else NULL
+    if not _figures(p, raw.shape[0], &caps, &found):
         return None
-    p = &raw[0]
-    count = _u32(p)
-    width = _u32(p + 4)
-    at = HEAD + ENTRY * count
-    if count < 1 or count > max_files or length < at:
-        return None
-    for i in range(count):
-        entry = p + HEAD + ENTRY * i
-        n = _u32(entry + 16)
-        index = _u32(entry + 20)
-        total_segments = _u32(entry + 24)
-        if n < 1 or total_segments < 1 or total_segments > max_total_segments:
-            return None
-        if index > max_file_index + 1:
-            return None
-        total += n
-        name_bytes = _u32(entry + 36)
-        subject_bytes = _u32(entry + 40)
-        text += name_bytes + subject_bytes
-    ids_end = length - text
-    if total > max_segments or ids_end < at + 8 * total:
-        return None
-    # File keys unique: pairwise for the usual handful of files, a set beyond.
-    if count <= 64:
-        for i in range(1, count):
-            entry = p + HEAD + ENTRY * i
-            for j in range(i):
-                if memcmp(entry, p + HEAD + ENTRY * j, 16) == 0:
-                    return None
-    elif len({bytes(raw[HEAD + ENTRY * i : HEAD + ENTRY * i + 16]) for i in range(count)}) != count:
-        return None
-    numbers = p + at
-    sizes = p + at + 4 * total
-    start = 0
-    for i in range(count):
-        entry = p + HEAD + ENTRY * i
-        n = _u32(entry + 16)
-        total_segments = _u32(entry + 24)
-        first = _planed(numbers, total, start)
-        if first < 1:
-            return None
-        previous = first
-        for k in range(start + 1, start + n):
-            value = _planed(numbers, total, k)
-            if value <= previous:
-                return None
-            previous = value
-        if previous > total_segments:
-            return None
-        for k in range(start, start + n):
-            byte_sum += _planed(sizes, total, k)
-        posted = _i64(entry + 28)
-        if posted:
-            if not dated or posted < earliest:
-                earliest = posted
-            if not dated or posted > latest:
-                latest = posted
-            dated = True
-        order = posted if posted else undated
-        if i == 0 or order < best_order or (
-            order == best_order and memcmp(entry, p + HEAD + ENTRY * best, 16) < 0
-        ):
-            best_order = order
-            best = i
-        start += n
-    if not _plain_ids(p + at + 8 * total, ids_end - (at + 8 * total), total, width, max_text_chars):
-        return None
-    at = ids_end
-    for i in range(count):
-        entry = p + HEAD + ENTRY * i
-        for k in range(2):
-            n = _u32(entry + 36 + 4 * k)  # the name's bytes, then the subject's
-            if n > 4 * max_text_chars:  # more than the longest text could take
-                return None
-            chars = _chars(p + at, n)
-            if chars < 0 or chars > max_text_chars:
-                return None
-            at += n
-    key = bytes(raw[HEAD + ENTRY * best : HEAD + ENTRY * best + 16])
-    return (count, total, byte_sum, earliest, latest, (best_order, key))
+    return (found.files, found.segments, found.bytes, found.posted, found.latest,
+            (found.order, _file_key(p, found.best)))
 
 
 cdef extern from "Python.h":
@@ -630,3 +688,156 @@ def packed(object files):
         return out
     finally:
         PyMem_Free(row_buffer)
+
+
+# --- the checks of a release chunk a node sent (batchwire._release) -------------------
+
+cdef extern from "Python.h":
+    Py_ssize_t PyUnicode_FindChar(object, Py_UCS4, Py_ssize_t, Py_ssize_t, int) except -2
+    Py_ssize_t PyDict_Size(object)
+
+# The version byte of a fragment that is one zstd frame (fragments.VERSION).
+cdef enum:
+    ZSTD_FRAGMENT = 3
+    RELEASE_FIELDS = 7
+    INT64_MAX = 0x7FFFFFFFFFFFFFFF
+
+
+cdef inline bint _text_ok(object text, Py_ssize_t cap) except -1:
+    # batchwire._check_text: at most `cap` characters, no NUL.
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text)
+    return n <= cap and PyUnicode_FindChar(text, 0, 0, n, 1) == -1
+
+
+cdef inline object _field(dict wire, str name):
+    cdef PyObject *value = PyDict_GetItem(wire, name)
+    if value == NULL:
+        raise KeyError(name)
+    return <object>value
+
+
+cdef class ReleaseChecks:
+    """The compiled twin of batchwire._release: a release chunk of a batch body,
+    checked, as a PackedRelease, made in one call.
+
+    `check(wire, budget)` answers only for a release that passes every check of
+    the pure `_release` (its map, texts, groups, key and files announced; its
+    fragment one zstd frame that says its size, within `budget`, with nothing
+    after it, and inflating to what `_figures` answers for) with the values
+    `_release` returns: (the PackedRelease, the bytes its fragment inflated to).
+    Anything else (a version 2 fragment included) is None, and the pure code
+    decides and words the refusal. The caps and the class and decompressor to use
+    are given once (a batch's), and nothing changes between calls.
+    """
+
+    cdef object cls
+    cdef object decompressor
+    cdef Caps caps
+    cdef Py_ssize_t max_groups
+    cdef Py_ssize_t max_files_announced
+    cdef Py_ssize_t max_window
+
+    def __init__(self, object cls, object decompressor, Py_ssize_t max_text_chars,
+                 Py_ssize_t max_groups, Py_ssize_t max_files_announced, Py_ssize_t max_files,
+                 Py_ssize_t max_segments, Py_ssize_t max_total_segments,
+                 Py_ssize_t max_file_index, int64_t undated, Py_ssize_t max_window):
+        self.cls = cls
+        self.decompressor = decompressor
+        self.caps = Caps(max_text_chars, max_files, max_segments, max_total_segments,
+                         max_file_index, undated)
+        self.max_groups = max_groups
+        self.max_files_announced = max_files_announced
+        self.max_window = max_window
+
+    def check(self, object wire, Py_ssize_t budget):
+        """(PackedRelease, inflated bytes) of a release's map, or None (see the class)."""
+        cdef Py_ssize_t cap = self.caps.max_text_chars
+        cdef Figures found
+        cdef Py_ssize_t n, i
+        cdef object raw, release, frame, header, group
+        if type(wire) is not dict or PyDict_Size(wire) != RELEASE_FIELDS:
+            return None
+        # Seven entries, these seven keys among them: no other key.
+        try:
+            key = _field(wire, "key")
+            head_name = _field(wire, "head_name")
+            poster = _field(wire, "poster")
+            groups = _field(wire, "groups")
+            files_announced = _field(wire, "files_announced")
+            name = _field(wire, "name")
+            fragment = _field(wire, "fragment")
+        except KeyError:
+            return None
+        if type(key) is not bytes or PyBytes_GET_SIZE(key) != 16:
+            return None
+        if head_name is not None and not (type(head_name) is str and _text_ok(head_name, cap)):
+            return None
+        if not (type(poster) is str and _text_ok(poster, cap)):
+            return None
+        if not (type(name) is str and _text_ok(name, cap)):
+            return None
+        if files_announced is not None and not (
+            type(files_announced) is int and 0 <= files_announced <= self.max_files_announced
+        ):
+            return None
+        if type(groups) is not list:
+            return None
+        n = len(groups)
+        if n > self.max_groups:
+            return None
+        for i in range(n):
+            group = (<list>groups)[i]
+            if type(group) is not str or not _text_ok(group, cap):
+                return None
+            if PyUnicode_GET_LENGTH(group) == 0 or PyUnicode_FindChar(
+                group, 10, 0, PyUnicode_GET_LENGTH(group), 1
+            ) != -1:
+                return None
+        if n > 1 and len(set(groups)) != n:
+            return None
+        if type(fragment) is not bytes or PyBytes_GET_SIZE(fragment) < 1:
+            return None
+        if <uint8_t>PyBytes_AS_STRING(fragment)[0] != ZSTD_FRAGMENT:
+            return None
+        # fragments._unframed: one frame that says its size, within the budget.
+        frame = memoryview(fragment)[1:]
+        try:
+            header = get_frame_parameters(frame)
+            size = header.content_size
+            if size == CONTENTSIZE_UNKNOWN or size > budget:
+                return None
+            if header.window_size > self.max_window:
+                return None
+            raw = self.decompressor.decompress(frame, allow_extra_data=False)
+        except ZstdError:
+            return None
+        if type(raw) is not bytes:
+            return None
+        if not _figures(<const unsigned char *>PyBytes_AS_STRING(raw), PyBytes_GET_SIZE(raw),
+                        &self.caps, &found):
+            return None
+        if found.latest == INT64_MAX:
+            # The store has no room past it (batchwire refuses it).
+            return None
+        # A PackedRelease as its __init__ makes it (a frozen attrs class without
+        # validators or converters: each field set once), without a Python call.
+        release = self.cls.__new__(self.cls)
+        PyObject_GenericSetAttr(release, "key", key)
+        PyObject_GenericSetAttr(release, "head_name", head_name)
+        PyObject_GenericSetAttr(release, "poster", poster)
+        PyObject_GenericSetAttr(release, "groups", tuple(groups))
+        PyObject_GenericSetAttr(release, "files_announced", files_announced)
+        PyObject_GenericSetAttr(release, "fragment", fragment)
+        PyObject_GenericSetAttr(release, "name", name)
+        PyObject_GenericSetAttr(release, "posted", found.posted)
+        PyObject_GenericSetAttr(release, "latest", found.latest)
+        PyObject_GenericSetAttr(
+            release,
+            "representative",
+            (found.order, _file_key(<const unsigned char *>PyBytes_AS_STRING(raw), found.best)),
+        )
+        PyObject_GenericSetAttr(release, "files", found.files)
+        PyObject_GenericSetAttr(release, "segments", found.segments)
+        PyObject_GenericSetAttr(release, "bytes", found.bytes)
+        PyObject_GenericSetAttr(release, "inflated", raw)
+        return release, PyBytes_GET_SIZE(raw)

@@ -71,21 +71,30 @@ from __future__ import annotations
 from collections.abc import Callable
 from itertools import product
 from operator import itemgetter
-from typing import Any, ClassVar, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 import attrs
 import msgpack
 from isal import isal_zlib
 
-from usenet_indexer.core.batch import ProbeCandidate, RuleCount
+from usenet_indexer.core.batch import UNDATED, ProbeCandidate, RuleCount
 from usenet_indexer.core.subject import MAX_FILES
+from usenet_indexer.core.subject import MAX_FILES as MAX_FILE_INDEX
+from usenet_indexer.core.subject import MAX_SEGMENTS as MAX_TOTAL_SEGMENTS
 from usenet_indexer.errors import LocalProtocolError, RemoteProtocolError
+from usenet_indexer.wire import fragments
 from usenet_indexer.wire.fragments import ID_FORBIDDEN, BadFragment
 from usenet_indexer.wire.fragments import MAX_SEGMENTS as FRAGMENT_SEGMENTS
 from usenet_indexer.wire.inflate import InflateFailed, Problem, capped_inflate
 from usenet_indexer.wire.packed import PackedBatch, PackedRelease, checked_release
 
+if TYPE_CHECKING:
+    from usenet_indexer.wire._fastfragments import ReleaseChecks
+
 WIRE_VERSION: Final = 2
+
+# The compiled twin of `_release` (wire/_fastfragments.pyx), None where it was not built.
+COMPILED_CHECKS: type[ReleaseChecks] | None = fragments.compiled("_fastfragments", "ReleaseChecks")
 
 # Article numbers, counts and ids go into PostgreSQL bigint columns.
 MAX_BIGINT: Final = 2**63 - 1
@@ -426,12 +435,16 @@ _TYPE_NAMES: Final = {
 }
 
 
-def decode_batch(body: bytes, *, limits: BatchLimits = DEFAULT_LIMITS) -> WireBatch:
+def decode_batch(
+    body: bytes, *, limits: BatchLimits = DEFAULT_LIMITS, pure: bool = False
+) -> WireBatch:
     """Parse and check a batch document from an edge.
 
     Args:
         body: the msgpack document (from `decode_body`).
         limits: how much a batch may carry.
+        pure: check its releases with the pure code even where the compiled
+            twin (`_fastfragments.ReleaseChecks`) is built: the same answer, slower.
 
     Returns:
         The range, epoch and batch, the batch equal to the one encoded.
@@ -472,7 +485,7 @@ def decode_batch(body: bytes, *, limits: BatchLimits = DEFAULT_LIMITS) -> WireBa
         # UTF-8, lone surrogates included), incomplete input and the limits
         # are all ValueErrors or UnpackExceptions.
         raise MalformedBatch(f"not a msgpack batch document: {exc}") from exc
-    return _wire_batch(wire, limits)
+    return _wire_batch(wire, limits, pure=pure)
 
 
 def _map_without_repeats(pairs: list[tuple[Any, Any]]) -> dict[Any, Any]:
@@ -486,7 +499,7 @@ def _map_without_repeats(pairs: list[tuple[Any, Any]]) -> dict[Any, Any]:
     return found
 
 
-def _wire_batch(wire: object, limits: BatchLimits) -> WireBatch:
+def _wire_batch(wire: object, limits: BatchLimits, *, pure: bool) -> WireBatch:
     if type(wire) is dict and wire.get("v") != WIRE_VERSION:
         raise MalformedBatch(
             f"v: version {wire.get('v')!r} is not supported (only version {WIRE_VERSION})"
@@ -502,7 +515,7 @@ def _wire_batch(wire: object, limits: BatchLimits) -> WireBatch:
     # make more lines than articles: not refused for that).
     _check_uint(lines, "", "lines", MAX_INT)
     _check_text(group, "", "group", limits)
-    kept = _releases(releases, lines, next_ - first, limits)
+    kept = _releases(releases, lines, next_ - first, limits, pure=pure)
     batch = PackedBatch(
         group=group,
         first=first,
@@ -564,23 +577,29 @@ def _probe_candidates(
 
 
 def _releases(
-    wire: list[Any], lines: int, articles: int, limits: BatchLimits
+    wire: list[Any], lines: int, articles: int, limits: BatchLimits, *, pure: bool
 ) -> tuple[PackedRelease, ...]:
     items = _list(wire, "releases", limits.max_releases)
+    compiled = None if pure else _compiled_checks(limits)
     releases = []
     files = segments = inflated = 0
     for i, item in enumerate(items):
-        where = f"releases[{i}]"
         budget = min(limits.max_fragment_bytes, limits.max_inflated_fragments - inflated)
-        release, size = _release(item, where, limits, budget)
+        found = None if compiled is None else compiled.check(item, budget)
+        if found is None:
+            # The pure checks: the oracle, and what words a refusal.
+            found = _release(item, f"releases[{i}]", limits, budget)
+        release, size = found
         inflated += size
         files += release.files
         if files > limits.max_files:
-            raise MalformedBatch(f"{where}: over the cap of {limits.max_files} files per batch")
+            raise MalformedBatch(
+                f"releases[{i}]: over the cap of {limits.max_files} files per batch"
+            )
         segments += release.segments
         if segments > limits.max_segments:
             raise MalformedBatch(
-                f"{where}: over the cap of {limits.max_segments} segments per batch"
+                f"releases[{i}]: over the cap of {limits.max_segments} segments per batch"
             )
         releases.append(release)
     if segments > lines:
@@ -598,9 +617,31 @@ def _releases(
     return tuple(releases)
 
 
+def _compiled_checks(limits: BatchLimits) -> ReleaseChecks | None:
+    """The compiled twin of `_release` for one batch, or None where it was not built."""
+    if COMPILED_CHECKS is None:
+        return None
+    return COMPILED_CHECKS(
+        PackedRelease,
+        fragments.decompressor(),
+        limits.max_text_chars,
+        limits.max_groups,
+        MAX_FILES,
+        fragments.MAX_FILES,
+        fragments.MAX_SEGMENTS,
+        MAX_TOTAL_SEGMENTS,
+        MAX_FILE_INDEX,
+        UNDATED,
+        fragments.MAX_WINDOW,
+    )
+
+
 def _release(
     wire: object, where: str, limits: BatchLimits, budget: int
 ) -> tuple[PackedRelease, int]:
+    """A release's map checked, as a PackedRelease, and the bytes its fragment inflated
+    to, in pure Python: the oracle of `_fastfragments.ReleaseChecks` (which gives the
+    same for any release it answers for) and the judge of every release it leaves."""
     key, head_name, poster, groups, files_announced, name, fragment = _RELEASE.values(wire, where)
     _check_key(key, where, "key")
     if head_name is not None:

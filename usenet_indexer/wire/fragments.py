@@ -89,7 +89,7 @@ _NEWLINE = ord("\n")
 CompiledFiles = Callable[[bytes, type[FileChunk], int, int], "list[FileChunk] | None"]
 
 
-def _compiled(module: str, name: str) -> Any:
+def compiled(module: str, name: str) -> Any:
     """A compiled twin from its extension module, or None where it was not built
     (no C compiler at install time)."""
     try:
@@ -98,10 +98,10 @@ def _compiled(module: str, name: str) -> Any:
         return None
 
 
-COMPILED_FILES: CompiledFiles | None = _compiled("_fastfragments", "files")
+COMPILED_FILES: CompiledFiles | None = compiled("_fastfragments", "files")
 # The compiled twin of `_packed`: the files in, the bytes to deflate out, or None
 # where the pure code must lay them out.
-COMPILED_PACKED: Callable[[Sequence[FileChunk]], bytes | None] | None = _compiled(
+COMPILED_PACKED: Callable[[Sequence[FileChunk]], bytes | None] | None = compiled(
     "_fastfragments", "packed"
 )
 
@@ -171,6 +171,12 @@ def _codecs() -> _Codecs:
             zstandard.ZstdDecompressor(max_window_size=MAX_WINDOW),
         )
     return codecs_
+
+
+def decompressor() -> zstandard.ZstdDecompressor:
+    """This thread's zstd decompressor, configured as `inspect` reads a node's fragments
+    (the compiled release checks, batchwire's, take it from here)."""
+    return _codecs().decompressor
 
 
 def _packed(files: Sequence[FileChunk]) -> bytes:
@@ -381,7 +387,7 @@ FactsFinder = Callable[
     "tuple[int, int, int, int, int, tuple[int, bytes]] | None",
 ]
 
-COMPILED_FACTS: FactsFinder | None = _compiled("_fastfragments", "facts")
+COMPILED_FACTS: FactsFinder | None = compiled("_fastfragments", "facts")
 
 
 @attrs.frozen
