@@ -8,6 +8,7 @@ milliseconds.
 
 from __future__ import annotations
 
+import errno
 import gzip
 import itertools
 import logging
@@ -19,7 +20,7 @@ import subprocess
 import sys
 import time
 import zlib
-from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, MutableMapping
 from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
@@ -83,7 +84,7 @@ from usenet_indexer.prefetch.options import PrefetchOptions
 from usenet_indexer.prefetch.prober import ProbeOptions
 from usenet_indexer.prefetch.servers import ServerState, server_configs
 from usenet_indexer.spool.plan import ChunkJob
-from usenet_indexer.spool.store import SpoolStore, open_spool
+from usenet_indexer.spool.store import FolderSpool, SpoolStore, open_spool
 from usenet_indexer.store.groups import GroupStore
 from usenet_indexer.store.ranges import Lease, RangeStore
 from usenet_indexer.store.spool import SpoolChunk, SpoolIndex
@@ -336,8 +337,13 @@ async def _serving(
     stores: Stores,
     pool: ConnectionPool,
     caplog: pytest.LogCaptureFixture,
+    *,
+    spool: SpoolStore | None = None,
 ) -> AsyncIterator[Coordinator]:
+    # `spool`: the coordinator's own view of the spool (a fake's), else the settings'.
     options = attrs.evolve(nodeapi.ApiOptions.from_settings(settings), stream=FAST_STREAM)
+    if spool is not None:
+        options = attrs.evolve(options, spool=spool)
     with trio.fail_after(DEADLINE_SECONDS):
         host, port = await nursery.start(partial(serve, settings, stores, options=options))
     # The coordinator's URL without the API path: the edge adds it.
@@ -774,6 +780,60 @@ async def test_a_stream_that_ends_in_an_error_frame_every_time_parks_its_range(
         errors = [r.getMessage() for r in caplog.get_records("call") if r.levelno >= logging.ERROR]
         assert len(errors) == REFUSALS_TO_PARK, errors
         caplog.clear()
+
+
+@attrs.frozen
+class OutOfDescriptors(FolderSpool):
+    """A fake folder spool, for a fault of the coordinator's host rather than of a
+    chunk: its first `failing` reads fail with EMFILE, as every open does in a
+    coordinator whose edges' connections took its open-file limit (1,024 under
+    systemd's default LimitNOFILE; each edge worker holds 2-4)."""
+
+    failing: int = 0
+    reads: Iterator[int] = attrs.field(factory=itertools.count, eq=False)
+
+    def read(self, key: str) -> bytes:
+        if next(self.reads) < self.failing:
+            raise OSError(errno.EMFILE, os.strerror(errno.EMFILE), str(self.folder / key))
+        return super().read(key)
+
+
+@pytest.mark.trio
+async def test_a_chunk_the_coordinator_has_no_descriptor_to_open_does_not_park_its_range(
+    nursery: trio.Nursery,
+    settings: Settings,
+    stores: Stores,
+    pool: ConnectionPool,
+    caplog: pytest.LogCaptureFixture,
+    tmp_path: Path,
+) -> None:
+    """A coordinator out of file descriptors (many edges connected) cannot open a range's
+    chunk, lease after lease. That is the host's limit, not the range's: each stream
+    ends in an ERROR frame that is not counted, as the database gone is not, and the
+    range is done once descriptors are free again. It was counted as a chunk that
+    cannot be read: 48 edge workers against a coordinator with 100 descriptors
+    parked 49 of 51 healthy ranges as failed."""
+    data = generated(4_000, seed=15)
+    spool = OutOfDescriptors(settings.home / "spool", failing=REFUSALS_TO_PARK + 2)
+    async with _serving(nursery, settings, stores, pool, caplog, spool=spool) as coordinator:
+        group_id = coordinator.add_group(data.group)
+        range_id = coordinator.plan(group_id, data.low, data.high)
+        for chunk in data.chunks(data.low, data.high):
+            coordinator.write(group_id, chunk)
+        token = coordinator.stores.nodes.create("edge-1")
+
+        with trio.fail_after(DEADLINE_SECONDS):
+            totals = await worker.run(settings, options=coordinator.options(token, ranges=10))
+
+        assert totals == EdgeTotals(finished=1, given_back=REFUSALS_TO_PARK + 2)
+        state, refusals = coordinator.row(
+            f"SELECT state, refusals FROM ranges WHERE id = {range_id}"
+        )
+        assert (state, refusals) == ("done", 0)
+        assert "open-file limit" in caplog.text
+    assert_same_catalog(
+        CatalogBuild(coordinator.pool).export(), offline_index(tmp_path, list(data.lines))
+    )
 
 
 @pytest.mark.trio

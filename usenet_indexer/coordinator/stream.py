@@ -33,8 +33,9 @@ the spool chunk that holds the next article, and read its file. Then:
   bug). The next lease streams the same articles and meets the same
   failure, so three leases in a row park the range with the reason, as a
   refused batch does, instead of its being leased and given back for ever.
-  The lease lost and the database gone are not the range's doing, and are
-  not counted.
+  The lease lost, the database gone and a chunk this process has no file
+  descriptor (or memory) to open (EMFILE: more edge connections than its
+  open-file limit) are not the range's doing, and are not counted.
 
 After the frame that reaches the range's last article comes END. Sending
 awaits the peer (ASGI `send` is back-pressured), so at most one chunk is in
@@ -44,6 +45,7 @@ memory per stream.
 from __future__ import annotations
 
 import enum
+import errno
 import logging
 from collections.abc import Awaitable, Callable
 
@@ -61,6 +63,11 @@ from usenet_indexer.store.spool import SpoolChunk
 from usenet_indexer.wire.frames import Codec, Frame, FrameKind
 
 logger = logging.getLogger(__name__)
+
+# What a read fails with when the process or the host is out of descriptors or memory:
+# the coordinator's own state (too many edges connected for its open-file limit), never
+# the chunk's, so not counted on the range: the edge gives it back and it is leased again.
+HOST_LIMITS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM})
 
 # The most of an exception's text kept in the reason counted on a range (shown by
 # `uidx status`, sent in the ERROR frame, which holds 1 KiB): its start says what.
@@ -183,7 +190,12 @@ class SpoolReader:
             payload = self.spool.read(chunk.path)
         except FileNotFoundError:
             return self._lost(chunk, chunk.path, node_id, lease)
-        except (ValueError, OSError, SpoolStoreError) as error:
+        except OSError as error:
+            if error.errno in HOST_LIMITS:
+                return _out_of(error, span, node_id, lease)
+            logger.error("%s: %s cannot be sent: %s", _where(node_id, lease), span, error)
+            return self._refused(node_id, lease, f"{span} cannot be read")
+        except (ValueError, SpoolStoreError) as error:
             logger.error("%s: %s cannot be sent: %s", _where(node_id, lease), span, error)
             # Counted on the range: the edge gives it back and the next lease
             # streams the same chunk, so a chunk that cannot be read parks the
@@ -223,6 +235,17 @@ class SpoolReader:
             # Not counted this time; the edge gives the range back all the same.
             logger.warning("%s: cannot count the failure: %s", _where(node_id, lease), error)
             return Frame.error(reason)
+
+
+def _out_of(error: OSError, span: str, node_id: int, lease: Lease) -> Frame:
+    """The ERROR frame of a chunk this process has no descriptor or memory to read now:
+    not counted on the range (it is the host's limit, not the chunk's)."""
+    logger.warning(
+        "%s: %s cannot be opened now: %s; not counted on the range. Too many"
+        " connections for the coordinator's open-file limit? Raise it (LimitNOFILE)",
+        *(_where(node_id, lease), span, error),
+    )
+    return Frame.error(f"the coordinator cannot open {span} now: {error.strerror}")
 
 
 def _where(node_id: int, lease: Lease) -> str:
