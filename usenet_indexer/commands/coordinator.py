@@ -35,6 +35,7 @@ import trio
 from usenet_indexer.config import Settings, from_process
 from usenet_indexer.coordinator.daemon import run_coordinator
 from usenet_indexer.errors import ConfigError, run_reporting
+from usenet_indexer.fdlimit import allow_open_files
 from usenet_indexer.mallocpolicy import keep_freed_memory
 from usenet_indexer.store.clusterowner import start_if_stopped
 from usenet_indexer.store.pgcluster import database_url
@@ -197,6 +198,8 @@ def run_worker(
     """One coordinator in this process until stopped (a signal, or the supervisor's end); 0."""
     # Before any thread exists: one arena, large buffers reused (mallocpolicy.py).
     keep_freed_memory()
+    # A descriptor per edge connection: the soft limit (often 1,024) up to the hard one.
+    allow_open_files()
     # A start-up error comes out of the nurseries wrapped: reported bare.
     run = partial(
         run_coordinator,
