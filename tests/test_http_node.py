@@ -39,11 +39,12 @@ from usenet_indexer.coordinator.http.node import (
     HOLD_MAX_SECONDS,
     INCOMPLETE,
     LEASE_WAIT_MAX_SECONDS,
+    PREFIX,
     ApiOptions,
     _lease_wait,
 )
 from usenet_indexer.coordinator.landings import APPLICATION_NAME, Landings
-from usenet_indexer.coordinator.server import serve
+from usenet_indexer.coordinator.server import GRACEFUL_SECONDS, serve
 from usenet_indexer.coordinator.stores import Stores
 from usenet_indexer.coordinator.stream import StreamTiming
 from usenet_indexer.core.batch import Batch
@@ -1065,6 +1066,36 @@ async def test_serve_returns_after_a_graceful_shutdown_listener_and_all(
             await landings.wait_listening(0)
             shutdown.set()
         # The nursery is left only once serve has returned.
+
+
+@pytest.mark.trio
+async def test_a_stream_waiting_for_its_chunk_ends_at_once_when_the_server_stops(
+    settings: Settings, stores: Stores, token: str, leased: tuple[int, int]
+) -> None:
+    """A stream that waits for a chunk not spooled yet (the live head: every edge's, as
+    the prefetcher follows) ends with an ERROR frame as soon as the server is told to
+    stop, as a waiting lease call does, instead of holding the stop for the graceful
+    period: 48 edges streaming the live head held a SIGTERM for its 10 s, each time."""
+    range_id, _ = leased
+    shutdown = trio.Event()
+    options = attrs.evolve(ApiOptions.from_settings(settings), stream=FAST_STREAM)
+    with trio.fail_after(DEADLINE_SECONDS):
+        async with trio.open_nursery() as nursery:
+            serving = partial(serve, settings, stores, options=options, shutdown=shutdown)
+            host, port = await nursery.start(serving)
+            url = f"http://{host}:{port}{PREFIX}"
+            async with (
+                httpx.AsyncClient(base_url=url, headers=bearer(token)) as client,
+                client.stream("GET", f"ranges/{range_id}/stream") as response,
+            ):
+                reader = FrameReader(response.aiter_raw())
+                assert await reader.next() == Frame.keepalive()  # nothing is spooled
+                shutdown.set()
+                with trio.fail_after(GRACEFUL_SECONDS / 2):
+                    frames = await reader.rest()
+                    assert set(frames[:-1]) <= {Frame.keepalive()}
+                    assert frames[-1] == Frame.error("the coordinator is stopping")
+        # Left only once serve has returned.
 
 
 @pytest.mark.trio

@@ -65,6 +65,7 @@ class Landings:
     _session_event: trio.Event = attrs.field(factory=trio.Event)
     _planned: int = 0
     _planned_event: trio.Event = attrs.field(factory=trio.Event)
+    _stopping: bool = False
     # Called when keys were marked pending for the catalog by another process (a
     # probe's outcome): the coordinator's builder is poked (its CatalogDue.due).
     on_pending: list[Callable[[], None]] = attrs.field(factory=list)
@@ -100,12 +101,24 @@ class Landings:
     async def wait_since(self, group_id: int, mark: tuple[int, int]) -> None:
         """Return once a chunk of the group landed after `mark` (at once if one has),
         or a new listening session began."""
-        if self.mark(group_id) != mark:
+        if self.mark(group_id) != mark or self._stopping:
             return
         event = self._events.get(group_id)
         if event is None:
             event = self._events[group_id] = trio.Event()
         await event.wait()
+
+    @property
+    def stopping(self) -> bool:
+        """The server stops: nothing waits for a landing or a plan any more."""
+        return self._stopping
+
+    def stop(self) -> None:
+        """The server stops: wake every waiting stream and lease call, for good."""
+        self._stopping = True
+        self.planned()
+        for group_id in list(self._events):
+            self._wake(group_id)
 
     def planned_mark(self) -> int:
         """Where the plan stands now: pass it to `wait_planned`."""
@@ -120,7 +133,7 @@ class Landings:
     async def wait_planned(self, mark: int) -> None:
         """Return once ranges were planned after `mark` (at once if they were), or a new
         listening session began (what was planned meanwhile was not heard)."""
-        if self.planned_mark() == mark:
+        if self.planned_mark() == mark and not self._stopping:
             await self._planned_event.wait()
 
     def _wake(self, group_id: int) -> None:

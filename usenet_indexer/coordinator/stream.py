@@ -14,7 +14,9 @@ the spool chunk that holds the next article, and read its file. Then:
   lands (coordinator/landings.py: a notification from whoever indexed it)
   or `poll_seconds` pass, then look again; send a KEEPALIVE whenever
   nothing was sent for `keepalive_seconds`, so the edge's read timeout and
-  any proxy see a live stream;
+  any proxy see a live stream; when the server stops (`Landings.stop`), end
+  with an ERROR frame at once rather than hold the stop for its graceful
+  period (the chunk may be minutes away);
 - a chunk whose file is gone (a folder spool's file lost: a disk, a
   database restored without its spool): its index row is forgotten
   (`SpoolIndex.forget_lost`), so the prefetcher fetches it again, and the
@@ -72,6 +74,9 @@ HOST_LIMITS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM})
 # The most of an exception's text kept in the reason counted on a range (shown by
 # `uidx status`, sent in the ERROR frame, which holds 1 KiB): its start says what.
 MAX_PROBLEM_CHARS = 400
+
+# The ERROR frame of a stream that waits for a chunk when the server stops.
+STOPPING = "the coordinator is stopping"
 
 SendFrame = Callable[[Frame], Awaitable[None]]
 
@@ -299,6 +304,11 @@ class RangeStream:
                 self.reader.next_frame, node_id, lease, article, limiter=self.limiter
             )
             if step is PENDING:
+                if self.landings.stopping:
+                    # The chunk may be minutes away (the live head): not worth
+                    # holding the server's stop for; the edge gives the range back.
+                    await send(Frame.error(STOPPING))
+                    return Streamed(chunks, gaps, payload_bytes, f"error: {STOPPING}")
                 quiet_since = await self._wait(send, quiet_since, lease.group_id, mark)
                 continue
             await send(step)

@@ -364,9 +364,10 @@ class NodeApi:
         self._streams = RangeStream(reader, self._limiter, self.options.stream, self.landings)
 
     def stop_waiting(self) -> None:
-        """The server stops: lease calls that wait for work answer 204 now."""
+        """The server stops: lease calls that wait for work answer 204 now, and streams
+        that wait for a chunk end (an ERROR frame) rather than hold the stop."""
         self._stopping = True
-        self.landings.planned()
+        self.landings.stop()
 
     async def respond(self, exchange: Exchange, send: ASGISendCallable) -> Response | None:
         """Answer a call of the node API (the App's `Api`; see the module docstring)."""
