@@ -386,3 +386,127 @@ def test_a_release_with_a_damaged_fragment_gets_the_same_answer(
         fragment[at % len(fragment)] = value
     item["fragment"] = bytes(fragment)
     release_agree(item)
+
+
+# A damaged fragment above rarely gets past zstd (its checksum): these reach the
+# layout checks and the frame checks of ReleaseChecks with what a hostile edge can send.
+
+# Numbers a u32 field of the layout may be set to: the caps and one past, the
+# bounds of u32 and of a signed 32-bit number.
+_EDGE_U32 = [0, 1, 44, 64, 65, 256, 100_000, 100_001, 4_000_001, 2**31 - 1, 2**31, 2**32 - 1]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    data=st.data(),
+    damage=st.lists(
+        st.tuples(
+            st.integers(0, 1 << 20),
+            st.sampled_from([0, 1, 0x09, 0x0A, 0x3C, 0x80, 0xC3, 0xED, 0xF4, 0xFF]),
+        ),
+        max_size=3,
+    ),
+    fields=st.lists(st.tuples(st.integers(0, 1 << 10), st.sampled_from(_EDGE_U32)), max_size=2),
+    cut=st.none() | st.integers(0, 1 << 20),
+)
+def test_a_release_with_a_damaged_layout_framed_again_gets_the_same_answer(
+    data: st.DataObject,
+    damage: list[tuple[int, int]],
+    fields: list[tuple[int, int]],
+    cut: int | None,
+) -> None:
+    item = dict(good_wire()["releases"][data.draw(st.integers(0, 1))])
+    raw = bytearray(fragments.layout(item["fragment"]))
+    for at, value in damage:
+        raw[at % len(raw)] = value
+    for at, value in fields:
+        # A count, width, segment count, index, total or text length (aligned or not).
+        at %= len(raw) - 3
+        raw[at : at + 4] = value.to_bytes(4, "little")
+    if cut is not None:
+        del raw[cut % len(raw) :]
+    item["fragment"] = bytes((fragments.VERSION,)) + zstandard.ZstdCompressor(
+        write_checksum=data.draw(st.booleans())
+    ).compress(bytes(raw))
+    release_agree(item, budget=data.draw(st.sampled_from([len(raw), len(raw) - 1, 1 << 20])))
+
+
+_SKIPPABLE = (0x184D2A50).to_bytes(4, "little") + (4).to_bytes(4, "little") + b"abcd"
+
+
+def _raw_frame(
+    content: bytes, *, size: int | None = None, window: int | None = None, dict_id: int = 0
+) -> bytes:
+    """One zstd frame holding `content` as a raw block, its header made by hand: the
+    content size it says (8 bytes), a window descriptor (single segment without),
+    a dictionary id."""
+    descriptor = 0xC0 | (0x20 if window is None else 0) | (3 if dict_id else 0)
+    head = b"\x28\xb5\x2f\xfd" + bytes((descriptor,))
+    head += b"" if window is None else bytes((window,))
+    head += dict_id.to_bytes(4, "little") if dict_id else b""
+    head += (len(content) if size is None else size).to_bytes(8, "little")
+    return head + (len(content) << 3 | 1).to_bytes(3, "little") + content
+
+
+def _frames(raw: bytes) -> dict[str, tuple[bytes, bool]]:
+    """Frames of a good layout, and whether the pure checks accept each."""
+    frame = zstandard.ZstdCompressor(write_checksum=True).compress(raw)
+    at_cap = (fragments.MAX_WINDOW.bit_length() - 1 - 10) << 3  # exponent, no mantissa
+    with_dictionary = zstandard.ZstdCompressionDict(
+        raw[:64], dict_type=zstandard.DICT_TYPE_RAWCONTENT
+    )
+    return {
+        "plain": (frame, True),
+        "without a checksum": (zstandard.ZstdCompressor().compress(raw), True),
+        "a raw block": (_raw_frame(raw), True),
+        "a window at the cap": (_raw_frame(raw, window=at_cap), True),
+        "a window past the cap": (_raw_frame(raw, window=at_cap + 1), False),
+        "the largest window": (_raw_frame(raw, window=0xFF), False),
+        "a skippable frame first": (_SKIPPABLE + frame, False),
+        "a skippable frame after": (frame + _SKIPPABLE, False),
+        "a skippable frame alone": (_SKIPPABLE, False),
+        "two frames": (frame + frame, False),
+        "a byte after": (frame + b"\0", False),
+        "cut short": (frame[:-1], False),
+        "size 0, data after": (_raw_frame(raw, size=0), False),
+        "size one short": (_raw_frame(raw, size=len(raw) - 1), False),
+        "size one long": (_raw_frame(raw, size=len(raw) + 1), False),
+        "size 2**63": (_raw_frame(raw, size=2**63), False),
+        "size unknown": (_raw_frame(raw, size=2**64 - 1), False),
+        "a dictionary id": (_raw_frame(raw, dict_id=7), False),
+        "a dictionary": (zstandard.ZstdCompressor(dict_data=with_dictionary).compress(raw), False),
+    }
+
+
+@pytest.mark.parametrize("name", sorted(_frames(bytes(64))))
+def test_crafted_zstd_frames_get_the_same_answer(name: str) -> None:
+    item = good_wire()["releases"][0]
+    frame, accepted = _frames(fragments.layout(item["fragment"]))[name]
+    got = release_agree({**item, "fragment": bytes((fragments.VERSION,)) + frame})
+    assert (got is not None) == accepted
+    if not accepted:
+        with pytest.raises(MalformedBatch, match=r"releases\[0\]\.fragment: "):
+            batchwire._release(
+                {**item, "fragment": bytes((fragments.VERSION,)) + frame},
+                "releases[0]",
+                DEFAULT_LIMITS,
+                DEFAULT_LIMITS.max_fragment_bytes,
+            )
+
+
+def _outcome(body: bytes, *, pure: bool) -> tuple[object, ...]:
+    try:
+        wire = decode_batch(body, pure=pure)
+    except MalformedBatch as error:
+        return ("refused", str(error))
+    return ("accepted", wire, [r.inflated for r in wire.batch.releases])
+
+
+@settings(max_examples=300, deadline=None)
+@given(damage=st.lists(st.tuples(st.integers(0, 1 << 20), st.integers(0, 255)), max_size=3))
+def test_a_damaged_body_gets_the_same_answer_either_way(damage: list[tuple[int, int]]) -> None:
+    # The whole intake: the same batch or the same refusal (pure words every one).
+    body = bytearray(encoded(real_batches()[1]))
+    for at, value in damage:
+        body[at % len(body)] = value
+    assert _outcome(bytes(body), pure=False) == _outcome(bytes(body), pure=True)
