@@ -55,7 +55,7 @@ from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.object cimport PyObject_GenericSetAttr
 from cpython.ref cimport PyObject
 from cpython.unicode cimport PyUnicode_DecodeUTF8
-from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdint cimport INT64_MAX, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memchr, memcmp, memcpy
 
 from zstandard import CONTENTSIZE_UNKNOWN, ZstdError, get_frame_parameters
@@ -709,7 +709,6 @@ cdef extern from "Python.h":
 cdef enum:
     ZSTD_FRAGMENT = 3
     RELEASE_FIELDS = 7
-    INT64_MAX = 0x7FFFFFFFFFFFFFFF
 
 
 cdef inline bint _text_ok(object text, Py_ssize_t cap) except -1:
