@@ -38,9 +38,9 @@ import base64
 import contextlib
 import shutil
 import subprocess
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 import httpx
@@ -48,6 +48,8 @@ import trio
 
 from usenet_indexer.errors import UidxError
 from usenet_indexer.testing.processes import free_port
+
+_T = TypeVar("_T")
 
 __all__ = [
     "Download",
@@ -232,25 +234,16 @@ class Nzbget:
         Raises:
             NzbgetError: NZBGet exited, or `seconds` passed first (with its log's tail).
         """
-        try:
-            with trio.fail_after(seconds):
-                while True:
-                    if self.process.poll() is not None:
-                        raise NzbgetError(
-                            f"NZBGet exited ({self.process.returncode})\n{self.tail()}"
-                        )
-                    done = {
-                        d.nzb_id: d
-                        for d in map(Download.from_history, await self.rpc("history", False))
-                        if d.nzb_id in nzb_ids
-                    }
-                    if len(done) == len(set(nzb_ids)):
-                        return done
-                    await trio.sleep(POLL_SECONDS)
-        except trio.TooSlowError:
-            raise NzbgetError(
-                f"downloads {nzb_ids} not done within {seconds:.0f} s\n{self.tail()}"
-            ) from None
+
+        async def history() -> dict[int, Download] | None:
+            done = {
+                d.nzb_id: d
+                for d in map(Download.from_history, await self.rpc("history", False))
+                if d.nzb_id in nzb_ids
+            }
+            return done if len(done) == len(set(nzb_ids)) else None
+
+        return await self._polled(history, seconds, f"downloads {nzb_ids} not done")
 
     async def queued(self, nzb_ids: list[int], *, seconds: float) -> dict[int, str]:
         """The names of queued downloads added by URL, once NZBGet has fetched each NZB
@@ -260,6 +253,29 @@ class Nzbget:
             NzbgetError: NZBGet exited, a fetch failed (the URL went to the history), or
                 `seconds` passed first (with its log's tail).
         """
+
+        async def fetched() -> dict[int, str] | None:
+            failed = [i["NZBID"] for i in await self.rpc("history", False)]
+            if set(failed) & set(nzb_ids):
+                raise NzbgetError(f"fetching {nzb_ids} failed\n{self.tail()}")
+            names = {
+                int(group["NZBID"]): str(group["NZBName"])
+                for group in await self.rpc("listgroups", 0)
+                if group["NZBID"] in nzb_ids and group["Kind"] == "NZB"
+            }
+            return names if len(names) == len(set(nzb_ids)) else None
+
+        return await self._polled(fetched, seconds, f"NZBs {nzb_ids} not fetched")
+
+    async def _polled(
+        self, answer: Callable[[], Awaitable[_T | None]], seconds: float, late: str
+    ) -> _T:
+        """`answer()` every POLL_SECONDS until it is not None.
+
+        Raises:
+            NzbgetError: NZBGet exited, or `seconds` passed first (`late`, with its
+                log's tail).
+        """
         try:
             with trio.fail_after(seconds):
                 while True:
@@ -267,21 +283,12 @@ class Nzbget:
                         raise NzbgetError(
                             f"NZBGet exited ({self.process.returncode})\n{self.tail()}"
                         )
-                    failed = [i["NZBID"] for i in await self.rpc("history", False)]
-                    if set(failed) & set(nzb_ids):
-                        raise NzbgetError(f"fetching {nzb_ids} failed\n{self.tail()}")
-                    names = {
-                        int(group["NZBID"]): str(group["NZBName"])
-                        for group in await self.rpc("listgroups", 0)
-                        if group["NZBID"] in nzb_ids and group["Kind"] == "NZB"
-                    }
-                    if len(names) == len(set(nzb_ids)):
-                        return names
+                    found = await answer()
+                    if found is not None:
+                        return found
                     await trio.sleep(POLL_SECONDS)
         except trio.TooSlowError:
-            raise NzbgetError(
-                f"NZBs {nzb_ids} not fetched within {seconds:.0f} s\n{self.tail()}"
-            ) from None
+            raise NzbgetError(f"{late} within {seconds:.0f} s\n{self.tail()}") from None
 
     def tail(self) -> str:
         """The end of NZBGet's log and of its console output."""
