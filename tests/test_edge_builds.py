@@ -22,11 +22,21 @@ import trio
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from psycopg_pool import ConnectionPool
+from real_deadline import given_up_after
 from test_catalog_build import batches_of_generated, catalog_rows, probes_found
 from test_http_node import bearer, start_api
 
 from usenet_indexer.config import Settings
-from usenet_indexer.coordinator.catalog_build import EDGE_GRACE_SECONDS, NotTheJobs
+from usenet_indexer.coordinator.catalog_build import (
+    ASKING_SECONDS,
+    EDGE_GRACE_SECONDS,
+    Built,
+    CatalogBuild,
+    NotTheJobs,
+)
+from usenet_indexer.coordinator.catalog_builder import CatalogDue
+from usenet_indexer.coordinator.http.node import BUILD_RETRY_SECONDS, BUILD_WAIT_MAX_SECONDS
+from usenet_indexer.coordinator.server import serve
 from usenet_indexer.coordinator.stores import Stores
 from usenet_indexer.core.catalog import CatalogEntry, Categories, Made
 from usenet_indexer.core.retry import RetryPolicy
@@ -510,3 +520,117 @@ async def test_an_edge_builds_the_catalog_over_the_node_api_and_bad_rows_are_4xx
     assert len(followed) > 5
     edge_stores.build.everything(quiet_seconds=settings.catalog_quiet_seconds)
     assert catalog_rows(edge_stores) == followed
+
+
+@attrs.define(eq=False)
+class WatchedBuild(CatalogBuild):
+    """The real CatalogBuild; each offer's outcome also goes to `offered` (sent from the
+    worker thread the node API offers in)."""
+
+    offered: trio.MemorySendChannel[BuildJob | Built | None] | None = None
+
+    def offer(self, node_id: int, lease_seconds: float) -> BuildJob | Built | None:
+        job = super().offer(node_id, lease_seconds)
+        if self.offered is not None:
+            trio.from_thread.run_sync(self.offered.send_nowait, job)
+        return job
+
+
+def watched(stores: Stores) -> tuple[Stores, trio.MemoryReceiveChannel[BuildJob | Built | None]]:
+    """`stores` whose build tells of each offer, and where it tells."""
+    send, receive = trio.open_memory_channel[BuildJob | Built | None](1000)
+    build = WatchedBuild(stores.build.pool, edge_builds=True, offered=send)
+    return attrs.evolve(stores, build=build), receive
+
+
+@pytest.mark.trio
+async def test_an_idle_edge_asks_for_a_build_every_few_seconds_not_every_second(
+    autojump_clock: trio.testing.MockClock,
+    nursery: trio.Nursery,
+    settings: Settings,
+    edge_stores: Stores,
+) -> None:
+    """Nothing pending: the coordinator holds the edge's ask until keys are, or for
+    BUILD_WAIT_MAX_SECONDS (each ask is an authentication and an offer, a few PostgreSQL
+    transactions: 48 idle edges asking every second cost the coordinator 10% of a core);
+    and each edge still asks within ASKING_SECONDS, so the coordinator leaves fresh keys
+    to the edges."""
+    # Database threads run while the clock may jump: it jumps only after 0.1 s of real
+    # idleness, well beyond a query of an idle database.
+    autojump_clock.autojump_threshold = 0.1
+    stores, offers = watched(edge_stores)
+    token = stores.nodes.create("idle-edge")
+    stop = trio.Event()
+    with given_up_after(DEADLINE_SECONDS, nursery.cancel_scope):
+        url = await start_api(nursery, settings, stores)
+        coordinator = url.removesuffix("/api/v1/node/")
+        async with (
+            open_client(coordinator, token, retry=RetryPolicy()) as edge,
+            trio.open_nursery() as builds,
+        ):
+            builds.start_soon(build_forever, edge, stop)
+            await trio.sleep(60)
+            stop.set()
+    made = []
+    while offers.statistics().current_buffer_used:
+        made.append(offers.receive_nowait())
+    assert made
+    assert all(offer is None for offer in made)  # nothing pending, none offered
+    assert len(made) <= 60 / BUILD_WAIT_MAX_SECONDS + 1, f"{len(made)} offers in a minute"
+    assert BUILD_WAIT_MAX_SECONDS + BUILD_RETRY_SECONDS < ASKING_SECONDS
+
+
+@pytest.mark.trio
+async def test_a_held_ask_for_a_build_is_answered_once_keys_are_pending_or_at_the_stop(
+    nursery: trio.Nursery, settings: Settings, edge_stores: Stores
+) -> None:
+    """An ask that may wait (`builds?wait=10`), nothing pending: answered with a job as
+    soon as the API is poked (a batch stored, a probe's outcome), long before its wait;
+    and at once when the server stops. An older edge's ask (no wait) is answered at once."""
+    stores, offers = watched(edge_stores)
+    token = stores.nodes.create("edge-b")
+    due, shutdown = CatalogDue(), trio.Event()
+    answers: list[tuple[int, float]] = []
+
+    async def ask(answered: trio.Event) -> None:
+        async with httpx.AsyncClient(base_url=url, headers=bearer(token), timeout=60) as client:
+            started = trio.current_time()
+            response = await client.post("builds", params={"wait": "10"})
+        answers.append((response.status_code, trio.current_time() - started))
+        answered.set()
+
+    with trio.fail_after(DEADLINE_SECONDS):
+        serving = partial(serve, settings, stores, shutdown=shutdown, catalog_due=due)
+        host, port = await nursery.start(serving)
+        url = f"http://{host}:{port}/api/v1/node/"
+        async with httpx.AsyncClient(base_url=url, headers=bearer(token)) as client:
+            older = await client.post("builds")  # no wait: at once, as ever
+        assert (older.status_code, older.headers.get("retry-after")) == (204, "1")
+        assert await offers.receive() is None
+        poked = trio.Event()
+        nursery.start_soon(ask, poked)
+        assert await offers.receive() is None  # looked: nothing pending, so it waits
+        for _ in batches_of_generated(stores, 3_000, seed=4, every=1_000):
+            pass
+        due.due()  # what the node API does for a batch it stored
+        await poked.wait()
+        job = await offers.receive()
+        assert isinstance(job, BuildJob)
+        # Its rows written, and whatever else is pending built (through the unwatched
+        # build: these offers are made here, not in the API's worker threads).
+        node_id = edge_stores.nodes.authenticate(token)
+        assert node_id is not None
+        made = run_job(decode_job(encode_job(job)), pure=False, categories=Categories()).made
+        assert edge_stores.build.finish(node_id, job.job_id, made, quiet_seconds=0) is not None
+        edge_builds(edge_stores, node_id)
+        assert pending_keys(edge_stores) == 0
+        stopped = trio.Event()
+        nursery.start_soon(ask, stopped)
+        assert await offers.receive() is None  # looked: nothing pending, so it waits
+        shutdown.set()
+        await stopped.wait()
+    (poked_status, poked_took), (stop, stop_took) = answers
+    assert poked_status == 200
+    assert poked_took < BUILD_WAIT_MAX_SECONDS / 2
+    assert stop == 204
+    assert stop_took < BUILD_WAIT_MAX_SECONDS / 2

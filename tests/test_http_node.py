@@ -41,7 +41,7 @@ from usenet_indexer.coordinator.http.node import (
     LEASE_WAIT_MAX_SECONDS,
     PREFIX,
     ApiOptions,
-    _lease_wait,
+    _asked_wait,
 )
 from usenet_indexer.coordinator.landings import APPLICATION_NAME, Landings
 from usenet_indexer.coordinator.server import GRACEFUL_SECONDS, serve
@@ -1476,11 +1476,14 @@ def test_a_supervised_coordinator_stops_on_sigterm_while_its_supervisor_lives(
 
 
 def test_a_lease_wait_is_capped_and_a_bad_one_waits_not_at_all() -> None:
-    assert _lease_wait(b"") == 0.0
-    assert _lease_wait(b"wait=12.5") == 12.5
-    assert _lease_wait(b"wait=3600") == _lease_wait(b"wait=inf") == LEASE_WAIT_MAX_SECONDS
+    def wait(query: bytes) -> float:
+        return _asked_wait(query, LEASE_WAIT_MAX_SECONDS)
+
+    assert wait(b"") == 0.0
+    assert wait(b"wait=12.5") == 12.5
+    assert wait(b"wait=3600") == wait(b"wait=inf") == LEASE_WAIT_MAX_SECONDS
     for bad in (b"wait=nan", b"wait=-5", b"wait=soon", b"wait=%00"):
-        assert _lease_wait(bad) == 0.0
+        assert wait(bad) == 0.0
 
 
 def test_two_coordinator_processes_serve_on_one_port(pg_url: str, tmp_path: Path) -> None:

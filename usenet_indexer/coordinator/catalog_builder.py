@@ -88,12 +88,39 @@ class BuilderHealth:
 
 @attrs.define(eq=False)
 class CatalogDue:
-    """Batches were stored: the builder should look (trio side; `due` from any task)."""
+    """Batches were stored: the builder should look (trio side; `due` from any task).
+
+    The builder takes each poke (`take`, `wait`). The edges' builds calls held
+    while nothing is pending (coordinator/http/node.py, `builds?wait=N`) each
+    see every poke instead: they `mark()` and `wait_since(mark)`, as lease calls
+    wait for ranges planned (landings.py).
+    """
 
     _event: trio.Event = attrs.field(factory=trio.Event)
+    _pokes: int = 0
+    _poked: trio.Event = attrs.field(factory=trio.Event)
+    _stopping: bool = False
 
     def due(self) -> None:
         self._event.set()
+        self._pokes += 1
+        self._poked.set()
+        self._poked = trio.Event()
+
+    def mark(self) -> int:
+        """The pokes so far: pass it to `wait_since`."""
+        return self._pokes
+
+    async def wait_since(self, mark: int) -> None:
+        """Return once poked after `mark` (at once if it was), or once stopped."""
+        if self._pokes == mark and not self._stopping:
+            await self._poked.wait()
+
+    def stop(self) -> None:
+        """The server stops: wake every `wait_since`, for good (the builder is cancelled
+        by its own scope)."""
+        self._stopping = True
+        self._poked.set()
 
     def take(self) -> bool:
         """Whether it was poked since the last wait or take; the poke is then taken."""

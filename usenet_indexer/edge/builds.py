@@ -7,7 +7,9 @@ found. An edge worker running for good asks for one whenever it has none
 (`build_forever`, beside its ranges), merges it in a worker thread with the
 very code a coordinator builds with (core/catalog.py's `made`) and sends the
 rows back. So the build, the coordinator's largest cost, grows with the
-edges, and the coordinator only reads and writes rows.
+edges, and the coordinator only reads and writes rows. With nothing pending
+the coordinator holds the ask (`builds?wait=N`) until keys are, or for
+BUILD_WAIT_SECONDS: idle edges cost it an ask each every ~11 s.
 
 Nothing is lost when an edge dies or stalls mid-job: the job's keys stay
 pending in the database until its rows are written, and a job not answered
@@ -43,8 +45,13 @@ from usenet_indexer.wire.fragments import BadFragment
 
 logger = logging.getLogger(__name__)
 
-# With nothing pending, the next ask comes this much later.
+# After a failed ask or job, the next ask comes this much later.
 BUILD_POLL_SECONDS = 1.0
+# With nothing pending, the coordinator holds an ask up to this long (its
+# BUILD_WAIT_MAX_SECONDS) and answers as soon as keys are: an idle edge asks
+# every ~11 s, not every second (each ask is an offer, a few PostgreSQL
+# transactions, on the coordinator). An older coordinator answers at once.
+BUILD_WAIT_SECONDS = 10.0
 # A coordinator that offers no builds (404: edge_builds off, or older) is asked
 # again this much later (it may be restarted with them on).
 NO_BUILDS_SECONDS = 60.0
@@ -120,7 +127,7 @@ async def _one_job(
     """Ask for a job and do it: its id and None (its rows taken), or the seconds to wait
     before asking again."""
     try:
-        body = await client.build_job()
+        body = await client.build_job(BUILD_WAIT_SECONDS)
     except NodeApiError as error:
         if error.status in _FATAL:
             raise

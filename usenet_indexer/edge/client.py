@@ -340,15 +340,20 @@ class NodeClient:
         answer = _json(response, "batches")
         return BatchAnswer(already=isinstance(answer, dict) and answer.get("already") is True)
 
-    async def build_job(self) -> bytes | float:
+    async def build_job(self, wait_seconds: float = 0.0) -> bytes | float:
         """A catalog build to do, as sent (wire/buildjob.py's `decode_job` reads it: in
         the worker thread that does it), or the seconds to wait before asking again
         (204: none to do now; its Retry-After, 1 s without one, at most 30 s).
 
+        Args:
+            wait_seconds: with nothing pending, the coordinator holds the call up to
+                this long (at most 10 s) for keys to be; an older one answers at once.
+
         Raises:
             NodeApiError: the call failed (404: the coordinator offers no builds).
         """
-        response = await self._attempts("builds", lambda: self._http.post("builds"))
+        params = {"wait": f"{wait_seconds:g}"} if wait_seconds > 0 else None
+        response = await self._attempts("builds", lambda: self._http.post("builds", params=params))
         if response.status_code == 204:
             return _retry_after(response.headers.get("retry-after"))
         return response.content

@@ -54,7 +54,7 @@ from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable
 
 from usenet_indexer.config import Settings
 from usenet_indexer.coordinator.catalog_build import Built
-from usenet_indexer.coordinator.catalog_builder import CatalogDue
+from usenet_indexer.coordinator.catalog_builder import SETTLE_SECONDS, CatalogDue
 from usenet_indexer.coordinator.http.asgi import (
     Denied,
     Exchange,
@@ -154,6 +154,25 @@ _MSGPACK: Final = ((b"content-type", b"application/msgpack"),)
 # nothing pending, or what is pending held by other builders.
 BUILD_RETRY_SECONDS: Final = 1
 BUILD_BUSY_SECONDS: Final = 3
+# A builds call with nothing pending waits at most this long for keys to be
+# (`POST builds?wait=N`): an idle edge asks every ~11 s instead of every second,
+# and each ask is an authentication and an offer (~3.5 PostgreSQL transactions:
+# 48 idle edges cost the coordinator 10% of a core and 170 commits/s). Kept well
+# under catalog_build.ASKING_SECONDS: the offer each call begins with counts the
+# edges as asking, and a coordinator's own builder leaves fresh keys to them
+# meanwhile.
+BUILD_WAIT_MAX_SECONDS: Final = 10.0
+
+
+class _NoJob(enum.Enum):
+    """Why a builds call is answered without a job (a 204), and when to ask again."""
+
+    NOTHING = "nothing pending that no builder holds"
+    BUSY = "what is pending is held by other builders"
+
+    @property
+    def retry_seconds(self) -> int:
+        return BUILD_BUSY_SECONDS if self is _NoJob.BUSY else BUILD_RETRY_SECONDS
 
 
 def _positive(instance: object, attribute: attrs.Attribute[Any], value: float) -> None:
@@ -272,9 +291,10 @@ def _parse_path(path: str) -> Route | None:
     return None if range_id is None else Route(_RANGE_ACTIONS[parts[2]], range_id)
 
 
-def _lease_wait(query: bytes) -> float:
-    """The seconds a lease call may wait for work (`?wait=N`, capped); 0 when not asked
-    or not a number (an older edge, or a bad value: it gets its 204 at once)."""
+def _asked_wait(query: bytes, most: float) -> float:
+    """The seconds a lease or builds call may wait for work (`?wait=N`, capped at `most`);
+    0 when not asked or not a number (an older edge, or a bad value: it gets its 204 at
+    once)."""
     for name, value in parse_qsl(query.decode("latin-1")):
         if name == "wait":
             try:
@@ -283,7 +303,7 @@ def _lease_wait(query: bytes) -> float:
                 return 0.0
             if math.isnan(seconds):
                 return 0.0
-            return min(max(seconds, 0.0), LEASE_WAIT_MAX_SECONDS)
+            return min(max(seconds, 0.0), most)
     return 0.0
 
 
@@ -355,6 +375,9 @@ class NodeApi:
     _behind_read: float = attrs.field(init=False, default=-math.inf)
     _behind_lock: trio.Lock = attrs.field(init=False, factory=trio.Lock)
     _offering: trio.Lock = attrs.field(init=False, factory=trio.Lock)
+    # The catalog_due mark as the last offer began: it saw the keys of every poke
+    # counted so far (the held builds calls a poke wakes share one offer).
+    _offered_at: int = attrs.field(init=False, default=-1)
     _limiter: trio.CapacityLimiter = attrs.field(init=False)
     _streams: RangeStream = attrs.field(init=False)
 
@@ -364,10 +387,11 @@ class NodeApi:
         self._streams = RangeStream(reader, self._limiter, self.options.stream, self.landings)
 
     def stop_waiting(self) -> None:
-        """The server stops: lease calls that wait for work answer 204 now, and streams
-        that wait for a chunk end (an ERROR frame) rather than hold the stop."""
+        """The server stops: lease and builds calls that wait for work answer 204 now, and
+        streams that wait for a chunk end (an ERROR frame) rather than hold the stop."""
         self._stopping = True
         self.landings.stop()
+        self.catalog_due.stop()
 
     async def respond(self, exchange: Exchange, send: ASGISendCallable) -> Response | None:
         """Answer a call of the node API (the App's `Api`; see the module docstring)."""
@@ -388,13 +412,15 @@ class NodeApi:
         exchange.caller = f"node {node_id}"
         if found.action is Action.BUILD:
             await self._read_body(exchange, CONTROL_BODY_BYTES)  # none expected
-            return await self._offer_build(node_id)
+            wait_seconds = _asked_wait(exchange.query, BUILD_WAIT_MAX_SECONDS)
+            return await self._offer_build(node_id, wait_seconds, exchange.body)
         if found.action is Action.BUILT:
             assert found.range_id is not None  # a job id: _parse_path
             return await self._built(node_id, found.range_id, exchange)
         if found.range_id is None:
             await self._read_body(exchange, CONTROL_BODY_BYTES)  # none expected
-            return await self._lease(node_id, _lease_wait(exchange.query), exchange.body)
+            wait_seconds = _asked_wait(exchange.query, LEASE_WAIT_MAX_SECONDS)
+            return await self._lease(node_id, wait_seconds, exchange.body)
         if found.action is Action.STREAM:
             await self._stream(node_id, found.range_id, exchange.body, send)
             return None
@@ -527,29 +553,79 @@ class NodeApi:
         }
         return Response.json(200, answer)
 
-    async def _offer_build(self, node_id: int) -> Response:
+    async def _offer_build(
+        self, node_id: int, wait_seconds: float, receive: ASGIReceiveCallable
+    ) -> Response | None:
         """A catalog build for the edge to do (msgpack: wire/buildjob.py), 204 for none
-        (nothing pending that no builder holds), 404 with edge_builds off."""
+        (nothing pending that no builder holds, or all of it held), 404 with edge_builds
+        off; None (nothing to answer) when the node went away while its call waited.
+
+        With nothing pending, a call that may wait (`builds?wait=N`) is answered once
+        keys are (`CatalogDue`: a batch stored through this process, a probe's outcome),
+        or after `wait_seconds`; an older edge's, at once (it asks every second).
+        """
         if not self.stores.build.edge_builds:
             return Response.error(404, "this coordinator builds its catalog itself (edge_builds)")
-        if self._stopping or self._offering.locked():
-            # One offer at a time per process: one that found its shards held
-            # computed a closure for nothing, and edges ask every second.
-            return Response(204, headers=retry_after(BUILD_RETRY_SECONDS))
-        async with self._offering:
-            offered = await self._run_heavy(self._offered, node_id)
-        if isinstance(offered, int):
-            return Response(204, headers=retry_after(offered))
-        return Response(200, offered, _MSGPACK)
+        if not wait_seconds:
+            if self._stopping or self._offering.locked():
+                # One offer at a time per process: one that found its shards held
+                # computed a closure for nothing, and such edges ask every second.
+                return _build_answer(_NoJob.NOTHING)
+            return _build_answer(await self._offer(node_id, None))
+        offered: bytes | _NoJob = _NoJob.NOTHING
+        with trio.CancelScope() as call:
+            try:
+                async with trio.open_nursery() as nursery:
+                    # As for lease calls: only `receive` tells that the node went away.
+                    nursery.start_soon(_cancel_on_disconnect, receive, call)
+                    offered = await self._wait_for_build(node_id, wait_seconds)
+                    nursery.cancel_scope.cancel()
+            except BaseExceptionGroup as group:
+                # The offer's own error bare (the database gone: a 503).
+                raise sole_error(group) from None
+        if call.cancel_called:
+            logger.debug("node %d: went away during its builds call", node_id)
+            return None
+        return _build_answer(offered)
 
-    def _offered(self, node_id: int) -> bytes | int:
-        # In a worker thread: the job taken and encoded in one hop; without one,
-        # the seconds until the edge asks again.
+    async def _wait_for_build(self, node_id: int, wait_seconds: float) -> bytes | _NoJob:
+        """A build offered now or, with nothing pending, once a poke says keys are, within
+        `wait_seconds` (or until the server stops)."""
+        deadline = trio.current_time() + wait_seconds
+        mark = self.catalog_due.mark()
+        offered = await self._offer(node_id, None)
+        while offered is _NoJob.NOTHING and not self._stopping:
+            with trio.move_on_after(deadline - trio.current_time()) as waited:
+                await self.catalog_due.wait_since(mark)
+            if waited.cancelled_caught or self._stopping:
+                break
+            # A burst of batches (a range's edges, one after another) is one job.
+            await trio.sleep(SETTLE_SECONDS)
+            mark = self.catalog_due.mark()
+            offered = await self._offer(node_id, mark)
+        return offered
+
+    async def _offer(self, node_id: int, seen: int | None) -> bytes | _NoJob:
+        """One offer, one at a time per process (`_offering`).
+
+        `seen`: the pokes a woken call saw. An offer that began after them saw the
+        keys this one would see, so the calls a poke wakes share one offer: this one
+        is NOTHING without a look. None: a call's first look, always made (it also
+        counts the node as asking).
+        """
+        async with self._offering:
+            if self._stopping or (seen is not None and self._offered_at >= seen):
+                return _NoJob.NOTHING
+            self._offered_at = self.catalog_due.mark()
+            return await self._run_heavy(self._offered, node_id)
+
+    def _offered(self, node_id: int) -> bytes | _NoJob:
+        # In a worker thread: the job taken and encoded in one hop, or why none.
         job = self.stores.build.offer(node_id, BUILD_LEASE_SECONDS)
         if isinstance(job, Built):
-            return BUILD_BUSY_SECONDS
+            return _NoJob.BUSY
         if job is None:
-            return BUILD_RETRY_SECONDS
+            return _NoJob.NOTHING
         logger.info(
             "node %d: build job %d offered: %d pending keys, %d fragments",
             *(node_id, job.job_id, len(job.pending), len(job.fragments)),
@@ -826,6 +902,12 @@ class NodeApi:
             streamed = await self._streams.run(node_id, lease, partial(_send_frame, send))
             nursery.cancel_scope.cancel()
         return streamed
+
+
+def _build_answer(offered: bytes | _NoJob) -> Response:
+    if isinstance(offered, bytes):
+        return Response(200, offered, _MSGPACK)
+    return Response(204, headers=retry_after(offered.retry_seconds))
 
 
 LEASE_LOST: Final = "the lease is lost: another node holds the range, or a newer epoch"
