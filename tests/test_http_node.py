@@ -1099,6 +1099,47 @@ async def test_a_stream_waiting_for_its_chunk_ends_at_once_when_the_server_stops
 
 
 @pytest.mark.trio
+async def test_a_stopping_server_returns_once_every_request_it_read_is_answered(
+    settings: Settings, stores: Stores, token: str, leased: tuple[int, int]
+) -> None:
+    """An edge's next request that came in on a connection before the answer to its last
+    one ended (a range's release, as its stream ends at the stop) is never read by a
+    stopping hypercorn, nor is that connection closed: the stop took the whole graceful
+    period (48 edges streaming the live head: 10 s at each SIGTERM). Here the release
+    comes right behind the stream's request (pipelined): the server returns soon after
+    the stream's end all the same."""
+    range_id, epoch = leased
+    body = f'{{"epoch": {epoch}}}'
+    requests = (
+        f"GET {PREFIX}ranges/{range_id}/stream HTTP/1.1\r\nHost: uidx\r\n"
+        f"Authorization: Bearer {token}\r\n\r\n"
+        f"POST {PREFIX}ranges/{range_id}/release HTTP/1.1\r\nHost: uidx\r\n"
+        f"Authorization: Bearer {token}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n{body}"
+    ).encode()
+    shutdown = trio.Event()
+    options = attrs.evolve(ApiOptions.from_settings(settings), stream=FAST_STREAM)
+    with trio.fail_after(DEADLINE_SECONDS):
+        async with trio.open_nursery() as nursery:
+            serving = partial(serve, settings, stores, options=options, shutdown=shutdown)
+            host, port = await nursery.start(serving)
+            async with await trio.open_tcp_stream(host, port) as edge:
+                await edge.send_all(requests)
+                answered = b""
+                while b"\r\n\r\n" not in answered:  # the stream's 200: it waits for its chunk
+                    answered += await edge.receive_some()
+                assert answered.startswith(b"HTTP/1.1 200 ")
+                shutdown.set()
+                stopped = trio.current_time()
+                while chunk := await edge.receive_some():  # to the stream's end
+                    answered += chunk
+        took = trio.current_time() - stopped
+    assert b"the coordinator is stopping" in answered  # its ERROR frame
+    assert answered.count(b"HTTP/1.1 ") == 1  # the release was never read
+    assert took < GRACEFUL_SECONDS / 2
+
+
+@pytest.mark.trio
 async def test_the_stream_stops_with_an_error_frame_when_the_lease_is_lost(
     nursery: trio.Nursery,
     settings: Settings,

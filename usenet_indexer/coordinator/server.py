@@ -55,6 +55,9 @@ MAX_HEAD_BYTES = 16 * 1024
 # stored finishes anyway: its worker thread is not cancelled); streams are
 # then cut, and their edges resume from the last stored batch.
 GRACEFUL_SECONDS = 10.0
+# A stopping server that has answered every request, and been given none more
+# for this long, ends its connections at once (`_end_once_answered`).
+ANSWERED_SECONDS = 0.25
 
 
 def hypercorn_config(listen: str, options: ApiOptions) -> Config:
@@ -135,13 +138,16 @@ async def serve(
         settings.listen if listen_fd is None else f"fd://{listen_fd}", options
     )
     trigger = partial(_stopping, shutdown, node) if shutdown is not None else None
+    serving = trio.CancelScope()
     async with trio.open_nursery() as nursery:
         # Streams wake when a chunk lands; the listener ends with the server.
         await nursery.start(listen_for_landings, stores.spool.pool.conninfo, landings)
         with _bind_errors("listen", settings.listen):
             binds: list[str] = await nursery.start(
-                partial(_serve_then_cancel, app, config, trigger, nursery.cancel_scope)
+                partial(_serve_then_cancel, app, config, trigger, serving, nursery.cancel_scope)
             )
+        if shutdown is not None:
+            nursery.start_soon(_end_once_answered, shutdown, app, serving)
         if settings.metrics_listen:
             where = settings.metrics_listen if metrics_fd is None else f"fd://{metrics_fd}"
             # Its own server: ended by the same shutdown, it never ends the main one's
@@ -275,13 +281,38 @@ async def _serve_then_cancel(
     app: App,
     config: Config,
     trigger: Callable[[], Awaitable[None]] | None,
+    serving: trio.CancelScope,
     scope: trio.CancelScope,
     *,
     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    # Hypercorn returns after a graceful shutdown: the listener goes with it.
-    await hypercorn_serve(app, config, shutdown_trigger=trigger, task_status=task_status)
+    # Hypercorn returns after a graceful shutdown (or `serving` is cancelled once every
+    # request is answered): the listener goes with it.
+    with serving:
+        await hypercorn_serve(app, config, shutdown_trigger=trigger, task_status=task_status)
     scope.cancel()
+
+
+async def _end_once_answered(shutdown: trio.Event, app: App, serving: trio.CancelScope) -> None:
+    """Cancel `serving` once the server stops and every request is answered.
+
+    Hypercorn's graceful drain lasts until every connection has closed (at most
+    GRACEFUL_SECONDS); it closes idle keep-alive connections at once. But hypercorn
+    0.18 never closes one on which the edge's next request (its release of a range
+    whose stream ended at the stop) came in before the previous request's cycle
+    ended: its reader waits for a next cycle that a stopping server never starts
+    (h11's PAUSED). With edges streaming, the stop took the whole GRACEFUL_SECONDS.
+    Once no request is being answered, and none more came for ANSWERED_SECONDS,
+    nothing is left to drain (such a request is never read anyway).
+    """
+    await shutdown.wait()
+    while True:
+        await app.wait_answered()
+        await trio.sleep(ANSWERED_SECONDS)
+        if not app.answering:
+            break
+    logger.debug("every request answered: the server's connections end")
+    serving.cancel()
 
 
 def edges_connect_with(host: str, port: int, hostname: str) -> str:

@@ -321,6 +321,20 @@ class App:
     paths: Mapping[str, Route] = attrs.field(factory=dict, validator=_routes_valid)
     throttle: Throttle = attrs.field(factory=Throttle)
     origin: Origin | None = None
+    # Requests being answered, and set (then renewed) whenever none is: a stopping
+    # server's drain ends once every request is answered (server.py).
+    _answering: int = attrs.field(init=False, default=0)
+    _answered: trio.Event = attrs.field(init=False, factory=trio.Event)
+
+    @property
+    def answering(self) -> int:
+        """Requests being answered now."""
+        return self._answering
+
+    async def wait_answered(self) -> None:
+        """Return once no request is being answered (at once when none is)."""
+        while self._answering:
+            await self._answered.wait()
 
     def routes(self) -> dict[str, Route]:
         """Every route: exact paths as they are, prefixes ending in "/"."""
@@ -332,7 +346,14 @@ class App:
         if scope["type"] == "lifespan":
             await _lifespan(receive, send)
         elif scope["type"] == "http":
-            await self._request(scope, receive, send)
+            self._answering += 1
+            try:
+                await self._request(scope, receive, send)
+            finally:
+                self._answering -= 1
+                if not self._answering:
+                    self._answered.set()
+                    self._answered = trio.Event()
         # A websocket scope is not answered: hypercorn then refuses it.
 
     async def _request(
