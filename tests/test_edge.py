@@ -1502,6 +1502,69 @@ async def test_a_lease_answered_as_the_worker_stops_is_given_back(settings: Sett
 
 
 @attrs.define
+class GoneAfterTheLease:
+    """A fake node API that leases one range and then answers nothing more (its stream
+    and the give-back wait for ever): a coordinator gone, or stopping, as the edge stops.
+    A real one cannot be made to hang on demand. `on_lease` is called as the lease is
+    answered; `streaming` is set when the stream is asked for."""
+
+    on_lease: Callable[[], object] | None = None
+    calls: list[str] = attrs.field(factory=list)
+    streaming: trio.Event = attrs.field(factory=trio.Event)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        action = scope["path"].rsplit("/", 1)[-1]
+        status, body = 404, b'{"error": "no builds"}'
+        if action != "builds":
+            self.calls.append(action)
+            if action != "lease" or len(self.calls) > 1:
+                self.streaming.set()
+                await trio.sleep_forever()
+            lease = {"id": 1, "group": "alt.binaries.fake", "first": 1, "last": 3, "next": 1,
+                     "epoch": 1}  # fmt: skip
+            rules = [rule.to_wire() for rule in DEFAULT_RULES]
+            status, body = 200, httpx.Response(200, json={"range": lease, "rules": rules}).content
+            if self.on_lease is not None:
+                self.on_lease()
+        await send({"type": "http.response.start", "status": status, "headers": []})
+        await send({"type": "http.response.body", "body": body})
+
+
+@pytest.mark.trio
+@pytest.mark.parametrize("when", ["mid-range", "as leased"])
+async def test_a_stopping_edge_whose_coordinator_does_not_answer_is_gone_within_2_s(
+    autojump_clock: trio.testing.MockClock,
+    settings: Settings,
+    caplog: pytest.LogCaptureFixture,
+    when: str,
+) -> None:
+    """Stopped mid-range (its stream asked for) or as a lease is answered, the edge
+    gives the range back; the coordinator does not answer the give-back, and the edge
+    does not retry it for give_back_seconds (30 s) but gives up within 2 s: the lease
+    expires there by itself. (Default retries and give-back limits, on the autojump
+    clock.)"""
+    stop = trio.Event()
+    fake = GoneAfterTheLease(on_lease=stop.set if when == "as leased" else None)
+    options = attrs.evolve(fake_options(ranges=None), retry=RetryPolicy())
+    transport = httpx.ASGITransport(app=fake)
+    with trio.fail_after(DEADLINE_SECONDS):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(
+                partial(worker.run, settings, options=options, stop=stop, transport=transport)
+            )
+            if when == "mid-range":
+                await fake.streaming.wait()
+                stop.set()
+            else:
+                await stop.wait()
+            stopped = trio.current_time()
+    assert trio.current_time() - stopped <= STOP_SECONDS
+    expected = ["lease", "stream", "release"] if when == "mid-range" else ["lease", "release"]
+    assert fake.calls == expected
+    assert "its lease expires there by itself" in caplog.text
+
+
+@attrs.define
 class ReleasingAgain:
     """A node API that leases range 1 again each time it is given back; its stream is
     one LINK (an S3 spool's chunk) whose presigned URL the store answers 403, or an

@@ -62,7 +62,11 @@ or refused after it (a 409 nobody reads): once or not at all. A 409 from
 any call: the lease is lost; everything stops and nothing more is sent (not
 even a release). Any other failure: the range is given back. Giving back
 runs in `finally:`, shielded and time-limited, so a cancelled worker does
-not leave its range leased either.
+not leave its range leased either: retried for `give_back_seconds` after a
+failure, but once the worker is told to stop (before the give-back or
+during it) for `stop_give_back_seconds` at most (a try or two): a
+coordinator that does not answer (gone, or stopping) lets the lease expire
+by itself, and the stopping edge is gone within 2 s.
 """
 
 from __future__ import annotations
@@ -89,7 +93,7 @@ from usenet_indexer.edge.client import (
 )
 from usenet_indexer.edge.events import EdgeEvent, EventKind, Observer, ignore
 from usenet_indexer.edge.options import HEARTBEATS_PER_TTL, EdgeOptions
-from usenet_indexer.edge.stopping import cancel_when_set
+from usenet_indexer.edge.stopping import cancel_when_set, shielded_within
 from usenet_indexer.gcpolicy import collect_all
 from usenet_indexer.wire.batchwire import encode_batch
 from usenet_indexer.wire.frames import CLOSED, Frame, FrameDecoder, FrameError, FrameKind
@@ -246,8 +250,7 @@ class RangeRunner:
         finally:
             try:
                 if outcome in {Outcome.GIVEN_BACK, Outcome.FAILED}:
-                    with trio.move_on_after(self.options.give_back_seconds, shield=True):
-                        await self._give_back()
+                    await self._give_back_within()
                 report = self.report = self._report(outcome, reason, trio.current_time() - started)
                 log = logger.info if outcome is Outcome.FINISHED else logger.warning
                 log("%s", report.describe())
@@ -291,6 +294,18 @@ class RangeRunner:
             return Outcome.GIVEN_BACK, ending
         await self.client.finish(self.lease)
         return Outcome.FINISHED, ""
+
+    async def _give_back_within(self) -> None:
+        # Retried for give_back_seconds after a failure; at a stop, stop_give_back_seconds at most.
+        options = self.options
+        seconds, stopping = options.give_back_seconds, options.stop_give_back_seconds
+        if not await shielded_within(self._give_back, self.stop, seconds, stopping):
+            limit = stopping if self.stop.is_set() else seconds
+            logger.warning(
+                "%s: not given back within %.1f s (the coordinator does not answer);"
+                " its lease expires there by itself",
+                *(self.lease, limit),
+            )
 
     async def _give_back(self) -> None:
         try:

@@ -11,7 +11,8 @@ LEASE_WAIT_SECONDS for a range to be planned, so a new range (the live
 head) is leased a moment after its plan. A stop cuts the call short at
 once (the connection closes, and the coordinator leases nothing to a node
 that went away, or gives back what it leased just then); a lease answered
-just before the stop is given back here, shielded and time-limited. A 204
+just before the stop is given back here, shielded, for a short while
+(`stop_give_back_seconds`: a lease not given back expires by itself). A 204
 after such a wait means nothing came: the worker asks again at once. A 204
 at once (an older coordinator) or a failed call: it waits `idle_seconds`
 (cut short by a stop) first; with `ranges` set it asks without waiting and
@@ -206,8 +207,9 @@ async def _lease_unless_stopped(
 
 
 async def _give_back(client: NodeClient, lease: EdgeLease, options: EdgeOptions) -> None:
-    """Give back a range leased just as the worker was told to stop (shielded, time-limited)."""
-    with trio.move_on_after(options.give_back_seconds, shield=True):
+    """Give back a range leased just as the worker was told to stop (shielded, for
+    `stop_give_back_seconds` at most)."""
+    with trio.move_on_after(options.stop_give_back_seconds, shield=True) as limit:
         try:
             await client.release(lease)
         except NodeApiError as error:
@@ -217,6 +219,12 @@ async def _give_back(client: NodeClient, lease: EdgeLease, options: EdgeOptions)
             )
             return
         logger.info("%s: leased as the worker stopped; given back", lease)
+    if limit.cancelled_caught:
+        logger.warning(
+            "%s: leased as the worker stopped; not given back within %.1f s (the coordinator"
+            " does not answer); its lease expires there by itself",
+            *(lease, options.stop_give_back_seconds),
+        )
 
 
 async def _lease(client: NodeClient, options: EdgeOptions) -> EdgeLease | None:
