@@ -24,7 +24,16 @@ from hypothesis import strategies as st
 from psycopg_pool import ConnectionPool
 from real_deadline import given_up_after
 from test_catalog_build import batches_of_generated, catalog_rows, probes_found
-from test_http_node import bearer, start_api
+from test_http_node import (
+    GROUP,
+    GZIP,
+    article_of,
+    batch_body,
+    bearer,
+    overview,
+    plan,
+    start_api,
+)
 
 from usenet_indexer.config import Settings
 from usenet_indexer.coordinator.catalog_build import (
@@ -39,11 +48,13 @@ from usenet_indexer.coordinator.http.node import BUILD_RETRY_SECONDS, BUILD_WAIT
 from usenet_indexer.coordinator.server import serve
 from usenet_indexer.coordinator.stores import Stores
 from usenet_indexer.core.catalog import CatalogEntry, Categories, Made
+from usenet_indexer.core.indexer import RangeIndexer
 from usenet_indexer.core.retry import RetryPolicy
 from usenet_indexer.decode.ids import MediaIds
 from usenet_indexer.edge.builds import build_forever, run_job
 from usenet_indexer.edge.client import open_client
 from usenet_indexer.edge.events import EdgeEvent, EventKind
+from usenet_indexer.store.groups import GroupStore
 from usenet_indexer.wire.batchwire import KEY_BYTES
 from usenet_indexer.wire.buildjob import (
     BuildJob,
@@ -634,3 +645,50 @@ async def test_a_held_ask_for_a_build_is_answered_once_keys_are_pending_or_at_th
     assert poked_took < BUILD_WAIT_MAX_SECONDS / 2
     assert stop == 204
     assert stop_took < BUILD_WAIT_MAX_SECONDS / 2
+
+
+@pytest.mark.trio
+async def test_a_batch_stored_through_another_coordinator_process_wakes_a_held_ask(
+    nursery: trio.Nursery, settings: Settings, edge_stores: Stores, pool: ConnectionPool
+) -> None:
+    """Two coordinator processes on one database (`uidx coordinator --processes 2`, or
+    two machines), each with its own CatalogDue: a batch stored through B wakes an ask
+    for a build held in A (the batch's notification, heard by A's listener) long before
+    its wait, not at its end (up to 10 s more of catalog lag)."""
+    stores_a, offers = watched(edge_stores)
+    asker, poster = stores_a.nodes.create("edge-a"), edge_stores.nodes.create("edge-b")
+    answers: list[tuple[int, float]] = []
+
+    async def ask(url: str, answered: trio.Event) -> None:
+        async with httpx.AsyncClient(base_url=url, headers=bearer(asker), timeout=60) as client:
+            started = trio.current_time()
+            response = await client.post("builds", params={"wait": "10"})
+        answers.append((response.status_code, trio.current_time() - started))
+        answered.set()
+
+    with trio.fail_after(DEADLINE_SECONDS):
+        urls = []
+        for stores in (stores_a, edge_stores):
+            host, port = await nursery.start(
+                partial(serve, settings, stores, catalog_due=CatalogDue())
+            )
+            urls.append(f"http://{host}:{port}/api/v1/node/")
+        url_a, url_b = urls
+        answered = trio.Event()
+        nursery.start_soon(ask, url_a, answered)
+        assert await offers.receive() is None  # looked: nothing pending, so it waits
+        lines = overview(600, 1000)
+        range_id = plan(pool, GroupStore(pool).add(GROUP), 1000, article_of(lines[-1]))
+        async with httpx.AsyncClient(base_url=url_b, headers=bearer(poster)) as client:
+            lease = (await client.post("lease")).json()["range"]
+            assert lease["id"] == range_id
+            indexer = RangeIndexer(GROUP, 1000)
+            indexer.add_data(b"\n".join(lines), article_of(lines[-1]) + 1)
+            body = batch_body(indexer.finish(), range_id, lease["epoch"])
+            stored = await client.post(f"ranges/{range_id}/batches", content=body, headers=GZIP)
+        assert stored.status_code == 200
+        assert stored.json()["release_chunks"] > 0
+        await answered.wait()
+        [(status, took)] = answers
+        assert (status, took < BUILD_WAIT_MAX_SECONDS / 2) == (200, True), took
+        assert isinstance(await offers.receive(), BuildJob)

@@ -1,17 +1,19 @@
 """The coordinator's catalog builder: the searchable catalog follows the stored batches.
 
-A stored batch marks its release keys pending (in its own transaction) and,
-when the node API of this process stored it, pokes the builder's
-`CatalogDue`; so a release is in the catalog a moment after the batch that
-made it whole, not at the next tick. The builder then merges again what is
+A stored batch marks its release keys pending (in its own transaction) and
+pokes the builder's `CatalogDue`: directly when the node API of this process
+stored it, and in every coordinator process through the notification the
+transaction sends (`NOTIFY_PENDING`, heard by landings.py's listener); so a
+release is in the catalog a moment after the batch that made it whole, not at
+the next tick, and so are the edges' build asks held in any process. The builder then merges again what is
 pending (catalog_build.py's `CatalogBuild.pending`, in a worker
 thread), at most one build started per `settle_seconds` so that a burst of
 batches is one build: a poke that finds the builder waiting is followed by
 the settle, one that came while it built (the burst settled meanwhile) and
 pending keys left over (shards taken by another coordinator process, or
 more than one build takes) by the next build as soon as the settle since
-the last one began has passed. Every `every_seconds` it builds anyway: batches stored through
-another coordinator process, and releases that went quiet (shown after
+the last one began has passed. Every `every_seconds` it builds anyway: keys whose
+notification was not heard (the listener reconnecting), and releases that went quiet (shown after
 `quiet_seconds` without a chunk, complete or not). The database down or
 restarting is a warning and a try at the next tick, never the coordinator's
 end. Any other error of a build is a defect: logged with its traceback, shown
@@ -159,6 +161,10 @@ async def build_catalog_forever(
     while True:
         started = trio.current_time()
         again = False
+        # A poke taken so far is this build's: its keys were pending before it looks
+        # (this process's node API pokes directly and hears the same batch's
+        # notification a moment later: one build, not two).
+        due.take()
         try:
             built = await trio.to_thread.run_sync(build_one, catalog, builds, quiet_seconds)
             # Keys left to other shards, or a shard another builder held: build

@@ -16,7 +16,10 @@ missed. A notification says only "something landed": the stream looks again
 (one query), whichever group it was. Ranges planned (the prefetcher's
 follower, `uidx ranges plan`) are heard on the same connection
 (`PLANNED_CHANNEL`) and wake lease calls that wait for work
-(`wait_planned`). The streams' polling stays as the net
+(`wait_planned`), and catalog keys marked pending (a batch stored through
+any coordinator process, a probe's outcome: `PENDING_CHANNEL`) poke the
+builder and wake the edges' held build asks (`on_pending`). The streams'
+polling stays as the net
 beneath (StreamTiming.poll_seconds): when the listening connection is lost
 (PostgreSQL restarted), streams poll until it is back; it reconnects by
 itself, with a growing pause, and logs both.
@@ -31,7 +34,7 @@ import attrs
 import psycopg
 import trio
 
-from usenet_indexer.store.probes import PENDING_CHANNEL
+from usenet_indexer.store.catalog import PENDING_CHANNEL
 from usenet_indexer.store.ranges import PLANNED_CHANNEL
 from usenet_indexer.store.spool import LISTEN_LANDED
 

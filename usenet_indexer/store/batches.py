@@ -43,7 +43,7 @@ from psycopg_pool import ConnectionPool
 
 from usenet_indexer.errors import UidxError
 from usenet_indexer.store import arrays
-from usenet_indexer.store.catalog import PENDING_SHARD
+from usenet_indexer.store.catalog import NOTIFY_PENDING, PENDING_SHARD
 from usenet_indexer.wire.packed import PackedBatch, PackedRelease
 
 _ADVANCE = """
@@ -387,6 +387,9 @@ def _write_releases(
     conn.execute(_RELEASES)
     conn.execute(_RELEASE_TIMES)
     conn.execute(_PENDING)
+    # Every coordinator process hears it as this commits (one per batch): its
+    # builder and the edges' build asks it holds wake, not only this process's.
+    conn.execute(NOTIFY_PENDING)
     with conn.cursor().copy(_FRAGMENTS) as copy:
         copy.set_types(_FRAGMENT_TYPES)
         for r in releases:

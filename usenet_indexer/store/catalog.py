@@ -340,6 +340,13 @@ MARK_PENDING = f"""
     ON CONFLICT (key) DO UPDATE SET seq = nextval('catalog_pending_seq'),
         shard = coalesce(excluded.shard, catalog_pending.shard)
 """
+# Keys marked pending by a stored batch (store/batches.py) or a probe's outcome
+# (store/probes.py): said once per transaction, delivered as it commits, to every
+# coordinator process (coordinator/landings.py), whose builder and held build asks
+# wake (its CatalogDue). Never a notification per key: "something is pending" is
+# all a listener needs (it looks in the database).
+PENDING_CHANNEL = "uidx_catalog_pending"
+NOTIFY_PENDING = f"SELECT pg_notify('{PENDING_CHANNEL}', '')"
 _GUID_SOURCES = "SELECT DISTINCT unnest(sources) FROM catalog WHERE guid = ANY(%s)"
 _SHARDS_OF = f"SELECT DISTINCT {_SHARD} FROM releases r WHERE key = ANY(%b)"
 _TRY_LOCK = f"SELECT s FROM unnest(%s::int[]) AS s WHERE pg_try_advisory_lock({_LOCK_CLASS}, s)"

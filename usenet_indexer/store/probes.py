@@ -25,7 +25,7 @@ from usenet_indexer.core.drain import Queue
 from usenet_indexer.core.renames import Finding
 from usenet_indexer.decode.ids import NO_IDS, MediaIds
 from usenet_indexer.store import arrays
-from usenet_indexer.store.catalog import MARK_PENDING
+from usenet_indexer.store.catalog import MARK_PENDING, NOTIFY_PENDING
 
 # Tries of one candidate before it is given up.
 MAX_ATTEMPTS: Final = 4
@@ -59,11 +59,8 @@ _RECORD = """
     WHERE release_key = %(key)s AND message_id = %(message_id)s AND state = 'probing'
 """
 # The catalog builder applies what was found: the key is marked pending
-# (store/catalog.py's MARK_PENDING).
-# The coordinators' builders hear it (coordinator/landings.py): a probe's outcome
-# is built in a moment, not at the next tick.
-PENDING_CHANNEL = "uidx_catalog_pending"
-_NOTIFY_PENDING = f"SELECT pg_notify('{PENDING_CHANNEL}', '')"
+# (store/catalog.py's MARK_PENDING), and the coordinators hear it (NOTIFY_PENDING):
+# a probe's outcome is built in a moment, not at the next tick.
 # Again later (a pause that doubles per attempt), or given up at the cap.
 _RETRY = """
     UPDATE probe_candidates
@@ -190,7 +187,7 @@ class ProbeStore:
             if conn.execute(_RECORD, args).rowcount != 1:
                 return False
             conn.execute(MARK_PENDING, (arrays.keys([job.release_key]),))
-            conn.execute(_NOTIFY_PENDING)
+            conn.execute(NOTIFY_PENDING)
             return True
 
     def retry(

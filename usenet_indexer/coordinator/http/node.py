@@ -561,8 +561,8 @@ class NodeApi:
         off; None (nothing to answer) when the node went away while its call waited.
 
         With nothing pending, a call that may wait (`builds?wait=N`) is answered once
-        keys are (`CatalogDue`: a batch stored through this process, a probe's outcome),
-        or after `wait_seconds`; an older edge's, at once (it asks every second).
+        keys are (`CatalogDue`: a batch stored through any coordinator process, a probe's
+        outcome), or after `wait_seconds`; an older edge's, at once (it asks every second).
         """
         if not self.stores.build.edge_builds:
             return Response.error(404, "this coordinator builds its catalog itself (edge_builds)")
