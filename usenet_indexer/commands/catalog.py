@@ -20,8 +20,8 @@ from usenet_indexer.core.merge import CatalogRelease
 from usenet_indexer.store.catalog import CatalogTable
 from usenet_indexer.store.database import opened
 
-# Said before the stored releases are put in posting order (one statement over them
-# all: seconds, or minutes for a catalog of many millions).
+# Said before the stored releases are read in posting order (a page of posting time
+# at a time, store/posting_order.py).
 _ORDERING = "uidx catalog: putting the stored releases in the order they were posted"
 
 

@@ -3,7 +3,8 @@
 A stored batch marks its release keys pending (in its own transaction) and
 pokes the builder's `CatalogDue`: directly when the node API of this process
 stored it, and in every coordinator process through the notification the
-transaction sends (`NOTIFY_PENDING`, heard by landings.py's listener); so a
+store sends once the batch committed (`NOTIFY_PENDING`, heard by landings.py's
+listener); so a
 release is in the catalog a moment after the batch that made it whole, not at
 the next tick, and so are the edges' build asks held in any process. The builder then merges again what is
 pending (catalog_build.py's `CatalogBuild.pending`, in a worker

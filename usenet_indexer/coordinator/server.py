@@ -302,8 +302,9 @@ async def _end_once_answered(shutdown: trio.Event, app: App, serving: trio.Cance
     whose stream ended at the stop) came in before the previous request's cycle
     ended: its reader waits for a next cycle that a stopping server never starts
     (h11's PAUSED). With edges streaming, the stop took the whole GRACEFUL_SECONDS.
-    Once no request is being answered, and none more came for ANSWERED_SECONDS,
-    nothing is left to drain (such a request is never read anyway).
+    Once no request is being answered, and none is being answered again after
+    ANSWERED_SECONDS, nothing is left to drain (such a request is never read
+    anyway; one that came and was answered within those seconds is not noticed).
     """
     await shutdown.wait()
     while True:

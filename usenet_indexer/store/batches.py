@@ -143,6 +143,8 @@ _RELEASE_TIMES = """
 """
 # The catalog builder merges these keys again (store/catalog.py); in key
 # order, as above.
+# A notification needs no durability: its commit waits for no WAL flush.
+_NO_FLUSH = "SET LOCAL synchronous_commit = off"
 _PENDING = f"""
     INSERT INTO catalog_pending (key, shard)
     SELECT k, min({PENDING_SHARD.format(poster="p")}) FROM releases_in GROUP BY k ORDER BY k
@@ -278,7 +280,22 @@ class BatchStore:
             if batch.releases:
                 ensure_partition(conn, group_id)
             _write_catalog(conn, group_id, range_id, batch)
+        if batch.releases:
+            self._notify_pending()
         return Stored(already=False, release_chunks=len(batch.releases), segments=segments)
+
+    def _notify_pending(self) -> None:
+        """Every coordinator process hears that keys are pending (one notification per
+        batch): its builder and the edges' build asks it holds wake, not only this
+        process's. Sent after the batch committed, in a transaction of its own that
+        waits for no WAL flush: a transaction that notifies holds a lock of the whole
+        cluster through its commit (PostgreSQL's PreCommit_Notify), so a NOTIFY in the
+        batch's own transaction made every batch's commit, fsync included, wait for
+        every other's. A notification lost to a crash here is covered by the builders'
+        timed passes."""
+        with self.pool.connection() as conn, conn.transaction():
+            conn.execute(_NO_FLUSH)
+            conn.execute(NOTIFY_PENDING)
 
 
 def _not_advanced(conn: Connection[tuple[object, ...]], args: Mapping[str, object]) -> Stored:
@@ -387,9 +404,6 @@ def _write_releases(
     conn.execute(_RELEASES)
     conn.execute(_RELEASE_TIMES)
     conn.execute(_PENDING)
-    # Every coordinator process hears it as this commits (one per batch): its
-    # builder and the edges' build asks it holds wake, not only this process's.
-    conn.execute(NOTIFY_PENDING)
     with conn.cursor().copy(_FRAGMENTS) as copy:
         copy.set_types(_FRAGMENT_TYPES)
         for r in releases:
