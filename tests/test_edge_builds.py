@@ -591,6 +591,44 @@ async def test_an_idle_edge_asks_for_a_build_every_few_seconds_not_every_second(
     assert BUILD_WAIT_MAX_SECONDS + BUILD_RETRY_SECONDS < ASKING_SECONDS
 
 
+@attrs.define(eq=False)
+class SlowBuild(CatalogBuild):
+    """The real CatalogBuild, each offer `seconds` late on the trio clock (a busy
+    database; called from the worker thread the node API offers in)."""
+
+    seconds: float = 0.0
+
+    def offer(self, node_id: int, lease_seconds: float) -> BuildJob | Built | None:
+        trio.from_thread.run(trio.sleep, self.seconds)
+        return super().offer(node_id, lease_seconds)
+
+
+@pytest.mark.trio
+async def test_an_ask_whose_first_offer_outlasts_its_wait_is_answered_not_a_500(
+    autojump_clock: trio.testing.MockClock,
+    nursery: trio.Nursery,
+    settings: Settings,
+    edge_stores: Stores,
+) -> None:
+    """An ask that may wait 1 s whose first look at what is pending takes 5 s (a busy
+    database): nothing is pending, its wait is over, so it is answered 204 at once. Its
+    wait's end was computed as a negative time from now, which trio refuses: a 500."""
+    # Database threads run while the clock may jump: it jumps only after 0.1 s of real
+    # idleness, well beyond a query of an idle database.
+    autojump_clock.autojump_threshold = 0.1
+    stores = attrs.evolve(
+        edge_stores, build=SlowBuild(edge_stores.build.pool, edge_builds=True, seconds=5.0)
+    )
+    token = stores.nodes.create("slow-database")
+    with given_up_after(DEADLINE_SECONDS, nursery.cancel_scope):
+        url = await start_api(nursery, settings, stores)
+        async with httpx.AsyncClient(base_url=url, headers=bearer(token), timeout=60) as client:
+            started = trio.current_time()
+            response = await client.post("builds", params={"wait": "1"})
+    assert (response.status_code, response.headers.get("retry-after")) == (204, "1")
+    assert trio.current_time() - started < 6.0
+
+
 @pytest.mark.trio
 async def test_a_held_ask_for_a_build_is_answered_once_keys_are_pending_or_at_the_stop(
     nursery: trio.Nursery, settings: Settings, edge_stores: Stores

@@ -595,7 +595,8 @@ class NodeApi:
         mark = self.catalog_due.mark()
         offered = await self._offer(node_id, None)
         while offered is _NoJob.NOTHING and not self._stopping:
-            with trio.move_on_after(deadline - trio.current_time()) as waited:
+            # At the deadline, past already when the offer took longer than the wait.
+            with trio.move_on_at(deadline) as waited:
                 await self.catalog_due.wait_since(mark)
             if waited.cancelled_caught or self._stopping:
                 break
