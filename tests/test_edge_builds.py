@@ -686,13 +686,20 @@ async def test_a_held_ask_for_a_build_is_answered_once_keys_are_pending_or_at_th
 
 
 @pytest.mark.trio
+@pytest.mark.parametrize("a_builds", [True, False], ids=["builder", "no-builder"])
 async def test_a_batch_stored_through_another_coordinator_process_wakes_a_held_ask(
-    nursery: trio.Nursery, settings: Settings, edge_stores: Stores, pool: ConnectionPool
+    nursery: trio.Nursery,
+    settings: Settings,
+    edge_stores: Stores,
+    pool: ConnectionPool,
+    a_builds: bool,
 ) -> None:
     """Two coordinator processes on one database (`uidx coordinator --processes 2`, or
     two machines), each with its own CatalogDue: a batch stored through B wakes an ask
     for a build held in A (the batch's notification, heard by A's listener) long before
-    its wait, not at its end (up to 10 s more of catalog lag)."""
+    its wait, not at its end (up to 10 s more of catalog lag). So it does when A runs no
+    builder (`serve` without a CatalogDue, as an embedder's): its held asks were woken by
+    nothing but their 10 s."""
     stores_a, offers = watched(edge_stores)
     asker, poster = stores_a.nodes.create("edge-a"), edge_stores.nodes.create("edge-b")
     answers: list[tuple[int, float]] = []
@@ -706,10 +713,11 @@ async def test_a_batch_stored_through_another_coordinator_process_wakes_a_held_a
 
     with trio.fail_after(DEADLINE_SECONDS):
         urls = []
-        for stores in (stores_a, edge_stores):
-            host, port = await nursery.start(
-                partial(serve, settings, stores, catalog_due=CatalogDue())
-            )
+        for stores, due in (
+            (stores_a, CatalogDue() if a_builds else None),
+            (edge_stores, CatalogDue()),
+        ):
+            host, port = await nursery.start(partial(serve, settings, stores, catalog_due=due))
             urls.append(f"http://{host}:{port}/api/v1/node/")
         url_a, url_b = urls
         answered = trio.Event()

@@ -69,8 +69,9 @@ class Landings:
     _planned: int = 0
     _planned_event: trio.Event = attrs.field(factory=trio.Event)
     _stopping: bool = False
-    # Called when keys were marked pending for the catalog by another process (a
-    # probe's outcome): the coordinator's builder is poked (its CatalogDue.due).
+    # Called when keys were marked pending for the catalog (a batch stored through any
+    # coordinator process, a probe's outcome): the server's CatalogDue.due, which pokes
+    # the builder if this process runs one, and wakes the edges' held build asks.
     on_pending: list[Callable[[], None]] = attrs.field(factory=list)
 
     @property

@@ -109,7 +109,9 @@ async def serve(
         shutdown: set it to stop accepting and finish requests in flight
             (for at most GRACEFUL_SECONDS); without it, cancel the task.
         landings: where the spool's landings are counted (None: a new one).
-        catalog_due: poked when a batch is stored (None: a new one, nobody builds).
+        catalog_due: poked when keys are marked pending (a batch stored through any
+            coordinator process, a probe's outcome); None: a new one that no builder
+            takes, only the edges' held build asks wait on it.
         listen_fd: a listening socket to accept on (shared by several coordinator
             processes) instead of binding `settings.listen`.
         metrics_fd: the same for `settings.metrics_listen`.
@@ -124,9 +126,11 @@ async def serve(
         # Nobody builds: a batch's answer never waits for a build.
         options = attrs.evolve(options, catalog_max_lag_seconds=0.0)
     landings = landings or Landings()
-    if catalog_due is not None:
-        landings.on_pending.append(catalog_due.due)
-    node = NodeApi(stores, options, landings, catalog_due or CatalogDue())
+    # Poked by keys marked pending in any process, builder or not: the edges' held
+    # build asks wait on it too.
+    due = CatalogDue() if catalog_due is None else catalog_due
+    landings.on_pending.append(due.due)
+    node = NodeApi(stores, options, landings, due)
     app = coordinator_app(
         stores,
         node,
