@@ -44,7 +44,11 @@ from usenet_indexer.coordinator.catalog_build import (
     NotTheJobs,
 )
 from usenet_indexer.coordinator.catalog_builder import CatalogDue
-from usenet_indexer.coordinator.http.node import BUILD_RETRY_SECONDS, BUILD_WAIT_MAX_SECONDS
+from usenet_indexer.coordinator.http.node import (
+    BUILD_BUSY_SECONDS,
+    BUILD_RETRY_SECONDS,
+    BUILD_WAIT_MAX_SECONDS,
+)
 from usenet_indexer.coordinator.server import serve
 from usenet_indexer.coordinator.stores import Stores
 from usenet_indexer.core.catalog import CatalogEntry, Categories, Made
@@ -738,3 +742,47 @@ async def test_a_batch_stored_through_another_coordinator_process_wakes_a_held_a
         [(status, took)] = answers
         assert (status, took < BUILD_WAIT_MAX_SECONDS / 2) == (200, True), took
         assert isinstance(await offers.receive(), BuildJob)
+
+
+@pytest.mark.trio
+async def test_held_asks_a_poke_wakes_each_offer_once_the_shared_offer_found_all_held(
+    nursery: trio.Nursery, settings: Settings, edge_stores: Stores
+) -> None:
+    """Three edges' asks held in one process, nothing pending, while another builder (a
+    coordinator process mid-build) holds every shard. A batch's notification wakes the
+    three: the first's offer finds what is pending held (busy: 204, ask again in
+    BUILD_BUSY_SECONDS), and each of the others makes its own offer, one each and no
+    more, and is answered so too. They took the first's offer as theirs, whatever it
+    found, and stayed held until the next poke or their 10 s."""
+    stores, offers = watched(edge_stores)
+    tokens = [stores.nodes.create(f"edge-{n}") for n in range(3)]
+    answers: list[tuple[int, str | None, float]] = []
+    answered = trio.Semaphore(0)
+
+    async def ask(token: str) -> None:
+        async with httpx.AsyncClient(base_url=url, headers=bearer(token), timeout=60) as client:
+            started = trio.current_time()
+            response = await client.post("builds", params={"wait": "10"})
+        took = trio.current_time() - started
+        answers.append((response.status_code, response.headers.get("retry-after"), took))
+        answered.release()
+
+    with trio.fail_after(DEADLINE_SECONDS), edge_stores.build.table.shards() as other_builder:
+        other_builder.lock_all()
+        url = await start_api(nursery, settings, stores)
+        for token in tokens:
+            nursery.start_soon(ask, token)
+        for _ in tokens:
+            assert await offers.receive() is None  # looked: nothing pending, so it waits
+        for _ in batches_of_generated(stores, 3_000, seed=4, every=3_000):
+            pass  # one batch: its notification wakes the three
+        for _ in tokens:
+            await answered.acquire()
+    woken = []  # each offer is told of before its answer
+    while offers.statistics().current_buffer_used:
+        woken.append(offers.receive_nowait())
+    assert len(woken) == len(tokens)  # one offer per woken ask
+    assert all(isinstance(offer, Built) and offer.busy for offer in woken), woken
+    busy = (204, str(BUILD_BUSY_SECONDS))
+    assert [(status, retry) for status, retry, _ in answers] == [busy] * len(tokens)
+    assert max(took for _, _, took in answers) < BUILD_WAIT_MAX_SECONDS / 2

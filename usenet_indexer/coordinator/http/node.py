@@ -376,8 +376,10 @@ class NodeApi:
     _behind_lock: trio.Lock = attrs.field(init=False, factory=trio.Lock)
     _offering: trio.Lock = attrs.field(init=False, factory=trio.Lock)
     # The catalog_due mark as the last offer began: it saw the keys of every poke
-    # counted so far (the held builds calls a poke wakes share one offer).
+    # counted so far (the held builds calls a poke wakes share one offer), and whether
+    # what it found answers them too (`_offer`).
     _offered_at: int = attrs.field(init=False, default=-1)
+    _offer_covers: bool = attrs.field(init=False, default=False)
     _limiter: trio.CapacityLimiter = attrs.field(init=False)
     _streams: RangeStream = attrs.field(init=False)
 
@@ -611,14 +613,24 @@ class NodeApi:
 
         `seen`: the pokes a woken call saw. An offer that began after them saw the
         keys this one would see, so the calls a poke wakes share one offer: this one
-        is NOTHING without a look. None: a call's first look, always made (it also
-        counts the node as asking).
+        is NOTHING without a look, when that offer found nothing pending or made a job
+        (of every shard no other builder holds). One that found what is pending held
+        by other builders (BUSY), or failed, answers only its own call: each woken call
+        then makes its own (one look each; BUSY tells its edge to ask again in a few
+        seconds, where sharing held the others until the next poke or their wait's
+        end). None: a call's first look, always made (it also counts the node as
+        asking).
         """
         async with self._offering:
-            if self._stopping or (seen is not None and self._offered_at >= seen):
+            if self._stopping:
+                return _NoJob.NOTHING
+            if seen is not None and self._offered_at >= seen and self._offer_covers:
                 return _NoJob.NOTHING
             self._offered_at = self.catalog_due.mark()
-            return await self._run_heavy(self._offered, node_id)
+            self._offer_covers = False  # until it found something that does
+            offered = await self._run_heavy(self._offered, node_id)
+            self._offer_covers = offered is not _NoJob.BUSY
+            return offered
 
     def _offered(self, node_id: int) -> bytes | _NoJob:
         # In a worker thread: the job taken and encoded in one hop, or why none.
