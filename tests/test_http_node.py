@@ -7,6 +7,7 @@ the test lands the chunk), with keepalive and poll intervals of milliseconds.
 
 from __future__ import annotations
 
+import errno
 import gzip
 import logging
 import os
@@ -31,7 +32,7 @@ import pytest
 import trio
 from psycopg_pool import ConnectionPool
 from real_deadline import given_up_after
-from s3_fixtures import TestSpool, land_chunk
+from s3_fixtures import TestSpool, land_chunk, s3_settings
 
 from usenet_indexer.config import Settings
 from usenet_indexer.coordinator.catalog_builder import CatalogDue
@@ -40,6 +41,7 @@ from usenet_indexer.coordinator.http.node import (
     INCOMPLETE,
     LEASE_WAIT_MAX_SECONDS,
     PREFIX,
+    REFUSALS_TO_PARK,
     ApiOptions,
     _asked_wait,
 )
@@ -50,13 +52,15 @@ from usenet_indexer.coordinator.stream import StreamTiming
 from usenet_indexer.core.batch import Batch
 from usenet_indexer.core.indexer import RangeIndexer
 from usenet_indexer.core.rules import DEFAULT_RULES, rule_from_wire
-from usenet_indexer.spool.store import FolderSpool
+from usenet_indexer.spool.s3 import S3Spool
+from usenet_indexer.spool.store import FolderSpool, open_spool
 from usenet_indexer.store.batches import BatchStore, Stored
 from usenet_indexer.store.groups import GroupStore
 from usenet_indexer.store.pgcluster import Cluster
 from usenet_indexer.store.ranges import RangeStore
 from usenet_indexer.store.spool import SpoolChunk
 from usenet_indexer.synth.generator import GeneratorConfig, generate
+from usenet_indexer.testing.objectstore import ObjectStore
 from usenet_indexer.testing.postgres import scratch_dir
 from usenet_indexer.wire.batchwire import WIRE_VERSION, compress_body, encode_batch
 from usenet_indexer.wire.frames import CLOSED, Codec, Frame, FrameDecoder, FrameKind
@@ -904,6 +908,61 @@ async def test_a_chunk_the_store_says_is_gone_is_forgotten_not_counted(
             state, refusals, _ = ranges_row(pool, range_id)
             assert (state, refusals) == ("planned", 2)
             assert spooled() == [1000, 1400]
+
+
+@attrs.frozen
+class OutOfDescriptorsToAsk(S3Spool):
+    """A fake S3 spool, for a fault of the coordinator's host rather than of a chunk:
+    its HEADs fail as the real one's do in a process out of descriptors (its
+    connections to edges took its open-file limit): an OSError, EMFILE."""
+
+    def exists(self, key: str) -> bool:
+        error = errno.EMFILE
+        raise OSError(error, os.strerror(error), f"s3://{self.bucket}/{self.key_of(key)}")
+
+
+@pytest.mark.trio
+async def test_a_lost_chunk_the_coordinator_has_no_descriptor_to_look_up_counts_nothing(
+    nursery: trio.Nursery,
+    settings: Settings,
+    stores: Stores,
+    pool: ConnectionPool,
+    token: str,
+    group_id: int,
+    leased: tuple[int, int],
+    object_store: ObjectStore,
+    s3_prefix: str,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """An edge gives a range back because a chunk's link answered 404, and the coordinator
+    cannot ask the store whether the chunk is gone: it is out of descriptors (or memory)
+    for the HEAD. That is its host's limit, not the range's: nothing is counted (as a
+    folder chunk it cannot open is not), nothing forgotten, release after release. It was
+    counted as a chunk that is there: three such releases parked a healthy range."""
+    range_id, epoch = leased
+    node_id = stores.nodes.authenticate(token)
+    assert node_id is not None
+    s3 = s3_settings(tmp_path, object_store, s3_prefix)
+    real = open_spool(s3)
+    assert isinstance(real, S3Spool)
+    chunk = land_chunk(real, stores.spool, GROUP, group_id, [b"1000\tx"], 1000, 1199)
+    spool = OutOfDescriptorsToAsk(real.client, real.bucket, real.prefix)
+    options = attrs.evolve(ApiOptions.from_settings(s3), spool=spool)
+    unreadable = {"first": chunk.first, "last": chunk.last, "problem": "chunk: HTTP 404"}
+    with trio.fail_after(DEADLINE_SECONDS):
+        url = await start_api(nursery, settings, stores, options=options)
+        async with httpx.AsyncClient(base_url=url, headers=bearer(token)) as client:
+            for _ in range(REFUSALS_TO_PARK + 1):
+                released = {"epoch": epoch, "unreadable": unreadable}
+                response = await client.post(f"ranges/{range_id}/release", json=released)
+                assert (response.status_code, response.json()) == (200, {})
+                assert ranges_row(pool, range_id) == ("planned", 0, None)
+                lease = stores.ranges.lease(node_id, 60)
+                assert lease is not None
+                epoch = lease.epoch
+    assert [c.first for c in stores.spool.chunks_from(group_id, 1000, 1999, 10)] == [1000]
+    assert "open-file limit" in caplog.text
 
 
 def ranges_row(pool: ConnectionPool, range_id: int) -> tuple[str, int, str | None]:

@@ -11,10 +11,12 @@ S3 spool: tests/test_standalone.py.)
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import re
 import socket
+import subprocess
 import sys
 import threading
 import zlib
@@ -297,6 +299,67 @@ def test_a_store_that_cannot_be_used_is_named_at_start(
     gone = s3_settings(tmp_path, object_store, "p", spool_endpoint_url=closed)
     with pytest.raises(SpoolStoreError, match="Could not connect"):
         s3_spool(gone).check()
+
+
+# A child process that runs out of descriptors, then asks the store whether a chunk is
+# there: what its HEAD raises (the class, the errno). A child's, so that the pytest
+# process's own descriptors (its pool's connections, its sockets) never run out.
+_OUT_OF_DESCRIPTORS = """
+import os, resource, sys
+from pathlib import Path
+from usenet_indexer.config import Settings
+from usenet_indexer.spool.s3 import S3Spool
+
+url, endpoint, key_id, secret = sys.argv[1:]
+spool = S3Spool.from_settings(Settings(
+    home=Path("."), listen="127.0.0.1:0", spool_url=url, spool_endpoint_url=endpoint,
+    spool_region="us-east-1", spool_access_key_id=key_id, spool_secret_access_key=secret,
+))
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
+held = []
+try:
+    while True:
+        held.append(os.open(os.devnull, os.O_RDONLY))
+except OSError:
+    pass
+for ask in (lambda: spool.exists("g/1-2.zlib"), lambda: spool.missing(["g/1-2.zlib"])):
+    try:
+        ask()
+    except Exception as error:
+        print(type(error).__name__, getattr(error, "errno", None), flush=True)
+    else:
+        print("answered", None, flush=True)
+"""
+
+
+def test_a_lookup_this_process_has_no_descriptor_for_is_its_shortage_not_the_stores(
+    object_store: ObjectStore, s3_prefix: str, tmp_path: Path
+) -> None:
+    """A HEAD (is this chunk there?) asked by a process out of descriptors (a coordinator
+    whose edges' connections took its open-file limit) fails before it reaches the
+    store: an OSError with its errno (EMFILE), as a folder spool's open does, which the
+    coordinator does not count on a range; not a SpoolStoreError, the store's own
+    refusal, which it does."""
+    child = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _OUT_OF_DESCRIPTORS,
+            object_store.spool_url(s3_prefix),
+            object_store.endpoint,
+            object_store.access_key,
+            object_store.secret_key,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert child.returncode == 0, child.stderr
+    emfile = f"OSError {errno.EMFILE}"
+    assert child.stdout.splitlines() == [emfile, emfile], child.stderr
 
 
 def test_an_s3_spool_without_keys_names_the_setting_at_start(

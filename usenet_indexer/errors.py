@@ -68,11 +68,21 @@ tests/test_errors.py holds this tree to the code: every exception class
 defined in the package is a UidxError and is named here.
 
 Malformed overview lines are not errors: the indexer counts and skips them.
+
+A shortage of this host's own (no descriptor, no memory: `HOST_LIMITS`) is an
+OSError with that errno wherever it is met (a folder spool's open, an S3
+request's socket): never counted against the data (a range) being handled.
 """
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Callable
+
+# What a call fails with when the process or the host is out of descriptors or memory:
+# this host's own state (too many edges connected for a coordinator's open-file limit),
+# never the data's, so not counted on a range.
+HOST_LIMITS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM})
 
 
 class UidxError(Exception):

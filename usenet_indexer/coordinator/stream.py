@@ -47,7 +47,6 @@ memory per stream.
 from __future__ import annotations
 
 import enum
-import errno
 import logging
 from collections.abc import Awaitable, Callable
 
@@ -58,18 +57,13 @@ import trio
 from usenet_indexer.coordinator.landings import Landings
 from usenet_indexer.coordinator.lost import forget_lost_after
 from usenet_indexer.coordinator.stores import Stores
-from usenet_indexer.errors import SpoolStoreError
+from usenet_indexer.errors import HOST_LIMITS, SpoolStoreError
 from usenet_indexer.spool.store import SpoolStore
 from usenet_indexer.store.ranges import Lease
 from usenet_indexer.store.spool import SpoolChunk
 from usenet_indexer.wire.frames import Codec, Frame, FrameKind
 
 logger = logging.getLogger(__name__)
-
-# What a read fails with when the process or the host is out of descriptors or memory:
-# the coordinator's own state (too many edges connected for its open-file limit), never
-# the chunk's, so not counted on the range: the edge gives it back and it is leased again.
-HOST_LIMITS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM})
 
 # The most of an exception's text kept in the reason counted on a range (shown by
 # `uidx status`, sent in the ERROR frame, which holds 1 KiB): its start says what.
@@ -196,7 +190,7 @@ class SpoolReader:
         except FileNotFoundError:
             return self._lost(chunk, chunk.path, node_id, lease)
         except OSError as error:
-            if error.errno in HOST_LIMITS:
+            if error.errno in HOST_LIMITS:  # the edge gives it back, leased again
                 return _out_of(error, span, node_id, lease)
             logger.error("%s: %s cannot be sent: %s", _where(node_id, lease), span, error)
             return self._refused(node_id, lease, f"{span} cannot be read")

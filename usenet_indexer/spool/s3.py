@@ -38,7 +38,7 @@ from botocore.config import Config
 from isal import isal_zlib
 
 from usenet_indexer.config import Settings
-from usenet_indexer.errors import ConfigError, SpoolStoreError
+from usenet_indexer.errors import HOST_LIMITS, ConfigError, SpoolStoreError
 from usenet_indexer.spool.files import LEVEL, chunk_path
 from usenet_indexer.wire.frames import Codec
 
@@ -67,6 +67,20 @@ def _status(error: Exception) -> int | None:
     if isinstance(error, botocore.exceptions.ClientError):
         status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
         return int(status) if status is not None else None
+    return None
+
+
+def _host_shortage(error: BaseException) -> OSError | None:
+    """The OSError beneath a botocore error when the request never left this process
+    for want of a descriptor or memory (HOST_LIMITS: urllib3 could not open its
+    socket; botocore's EndpointConnectionError holds it two causes down), else None."""
+    seen: set[int] = set()
+    cause: BaseException | None = error
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, OSError) and cause.errno in HOST_LIMITS:
+            return cause
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
     return None
 
 
@@ -187,6 +201,9 @@ class S3Spool:
         """Whether the chunk's object is there (HEAD; 404 is False).
 
         Raises:
+            OSError: this process has no descriptor or memory for the request
+                (HOST_LIMITS; as a folder spool's would be): its own shortage, not
+                the store's answer.
             SpoolStoreError: any other answer (403: keys that may not read it), or
                 the store cannot be reached.
         """
@@ -195,6 +212,10 @@ class S3Spool:
         except _ERRORS as error:
             if _status(error) == 404:
                 return False
+            shortage = _host_shortage(error)
+            if shortage is not None:
+                where = f"s3://{self.bucket}/{self.key_of(key)}"
+                raise OSError(shortage.errno, shortage.strerror, where) from error
             raise SpoolStoreError(
                 f"spool chunk {key}", f"cannot be looked up in s3://{self.bucket}: {error}"
             ) from error
@@ -204,7 +225,7 @@ class S3Spool:
         """Those of `keys` whose object is not there: a HEAD each, LOOKUP_THREADS at once.
 
         Raises:
-            SpoolStoreError: the store cannot tell of one (see `exists`).
+            OSError, SpoolStoreError: the store cannot tell of one (see `exists`).
         """
         if not keys:
             return []

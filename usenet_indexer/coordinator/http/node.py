@@ -24,7 +24,8 @@ article) and a finish before the range's end (409) are counted on the
 range in the same hop (`RangeStore.refuse`, only the holder's with its
 epoch); so are a release naming a chunk the edge could not read (unless
 the spool's store says that chunk is gone: then its index row is forgotten
-and the prefetcher fetches it again, `_forgot_gone`), and the stream's own
+and the prefetcher fetches it again; or the coordinator has no descriptor
+to ask the store: `_uncounted`), and the stream's own
 failures at the range's articles (coordinator/stream.py);
 `refusals_to_park` in a row park it as failed, so an edge never
 leases, is refused and gives back one range for ever. A body that does not
@@ -70,7 +71,7 @@ from usenet_indexer.coordinator.lost import forget_lost_after
 from usenet_indexer.coordinator.stores import Stores
 from usenet_indexer.coordinator.stream import RangeStream, SpoolReader, Streamed, StreamTiming
 from usenet_indexer.core.rules import DEFAULT_RULES
-from usenet_indexer.errors import SpoolStoreError, sole_error
+from usenet_indexer.errors import HOST_LIMITS, SpoolStoreError, sole_error
 from usenet_indexer.spool.store import SpoolStore, as_spool, open_spool
 from usenet_indexer.store.batches import BatchRejected, LeaseLost, Stored, WrongGroup
 from usenet_indexer.store.builds import BuildRecord
@@ -791,8 +792,9 @@ class NodeApi:
         chunk): the answer when that parks it, else None (then it is released).
         A chunk outside the range is 422 and counts nothing; a node that does
         not hold the range gets 409 from the release that follows. A chunk the
-        store says is gone counts nothing either (`_forgot_gone`): it is
-        fetched again, and the next lease waits for it.
+        store says is gone counts nothing either (`_uncounted`): it is
+        fetched again, and the next lease waits for it; nor does one the store
+        cannot be asked of for want of this host's descriptors or memory.
         """
         lease = await self._run(self.stores.ranges.held, node_id, range_id)
         if lease is None or lease.epoch != epoch:
@@ -805,7 +807,7 @@ class NodeApi:
                     f" within range {range_id} ({lease.first}..{lease.last})",
                 )
             )
-        if await self._run(self._forgot_gone, lease, unreadable, node_id):
+        if await self._run(self._uncounted, lease, unreadable, node_id):
             return None
         reason = (
             f"spool chunk {unreadable.first}..{unreadable.last} cannot be read"
@@ -815,9 +817,12 @@ class NodeApi:
         message, parked = await self._run(self._count_refusal, node_id, range_id, epoch, reason)
         return Response.json(200, {"parked": message}) if parked else None
 
-    def _forgot_gone(self, lease: Lease, unreadable: Unreadable, node_id: int) -> bool:
-        """Whether the chunk an edge could not read is gone from the spool, and so its
-        row forgotten and its articles fetched again (in a worker thread).
+    def _uncounted(self, lease: Lease, unreadable: Unreadable, node_id: int) -> bool:
+        """Whether the chunk an edge could not read is not counted on its range (in a
+        worker thread): it is gone from the spool, and so its row forgotten and its
+        articles fetched again; or this process has no descriptor or memory to ask the
+        store (HOST_LIMITS: its own limit, not the range's, as for a folder chunk it
+        cannot open, coordinator/stream.py), and nothing is forgotten.
 
         Asked of the store (`SpoolStore.exists`: a HEAD), never taken from the
         edge's word: a 404 of a link whose object the sweep deleted rightly (a
@@ -827,7 +832,7 @@ class NodeApi:
         a range needs it; then the range's next chunks are asked of the store at
         once, and those gone forgotten too (coordinator/lost.py). A chunk that is
         there (a 403, bytes that do not inflate), or that the store cannot tell
-        of, is counted as before.
+        of otherwise (refused, unreachable), is counted as before.
         """
         where = f"range {lease.range_id} epoch {lease.epoch}"
         span = f"spool chunk {unreadable.first}..{unreadable.last}"
@@ -842,7 +847,18 @@ class NodeApi:
         try:
             if spool.exists(path):
                 return False
-        except (OSError, SpoolStoreError) as error:
+        except OSError as error:
+            if error.errno in HOST_LIMITS:
+                logger.warning(
+                    "%s: cannot ask whether %s is in the spool now: %s; not counted on the"
+                    " range. Too many connections for the coordinator's open-file limit?"
+                    " Raise it (LimitNOFILE)",
+                    *(where, span, error),
+                )
+                return True
+            logger.warning("%s: cannot tell whether %s is in the spool: %s", where, span, error)
+            return False
+        except SpoolStoreError as error:
             logger.warning("%s: cannot tell whether %s is in the spool: %s", where, span, error)
             return False
         if not self.stores.spool.forget_lost(lease.group_id, unreadable.first, path):
