@@ -11,6 +11,7 @@ node API with the edge's own client, a build beside its ranges.
 
 from __future__ import annotations
 
+import time
 from functools import partial
 from typing import Any
 
@@ -372,6 +373,30 @@ def stored(stores: Stores) -> int:
     for _ in batches_of_generated(stores, 3_000, seed=4, every=3_000):
         pass
     return pending_keys(stores)
+
+
+def test_an_older_edges_rows_dated_ahead_are_dated_when_their_articles_were_stored(
+    edge_stores: Stores, builder: int
+) -> None:
+    """An edge from before the catalog's dates were clamped (core/catalog.py's seen_by)
+    sends a release's date as its poster's clock gave it, years ahead: its rows are dated
+    no later than when their articles were stored (the row's changed_at), as the
+    coordinator's own build and a current edge's date them, and do not top the
+    newest-first feeds until then. A date before that is kept as it is."""
+    stored(edge_stores)
+    job_id, made = made_by_an_edge(edge_stores, builder)
+    assert len(made.entries) >= 2
+    ahead = int(time.time()) + 10 * 365 * 86_400
+    first, *rest = made.entries
+    older = attrs.evolve(made, entries=(first, *(attrs.evolve(e, posted=ahead) for e in rest)))
+    assert edge_stores.build.finish(builder, job_id, older, quiet_seconds=0) is not None
+    with edge_stores.catalog.pool.connection() as conn:
+        posted: dict[str, int] = dict(conn.execute("SELECT guid, posted FROM catalog").fetchall())
+    assert posted == {
+        first.guid: first.posted,
+        **{e.guid: int(e.changed_at.timestamp()) for e in rest},
+    }
+    assert first.posted <= first.changed_at.timestamp()
 
 
 def test_a_job_whose_edge_died_expires_and_its_keys_are_built_again(

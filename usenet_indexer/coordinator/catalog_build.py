@@ -334,6 +334,8 @@ class CatalogBuild:
             keys = sorted(job.keys)
             if not locks.jobs.claim(job_id, node_id):
                 return None  # expired meanwhile
+            # Dated as this coordinator's own rows are: an older edge does not.
+            made = core.dated_as_seen(made)
             written = self._write(made, keys, quiet_seconds, dict(job.pending))
             if self._found_beyond(made, keys):
                 # The job held what probes found of its keys only: a row under a repost

@@ -359,6 +359,21 @@ def seen_by(posted: int, changed_at: datetime) -> int:
     return min(posted, int(changed_at.timestamp()))
 
 
+def dated_as_seen(made: Made) -> Made:
+    """`made` with each row dated no later than when its articles were last stored
+    (`seen_by`, by the row's changed_at): an edge's rows, which an edge from before
+    `seen_by` sends dated as their posters' clocks gave them."""
+    entries = tuple(_dated_as_seen(entry) for entry in made.entries)
+    if all(new is old for new, old in zip(entries, made.entries, strict=True)):
+        return made
+    return attrs.evolve(made, entries=entries)
+
+
+def _dated_as_seen(entry: CatalogEntry) -> CatalogEntry:
+    posted = seen_by(entry.posted, entry.changed_at)
+    return entry if posted == entry.posted else attrs.evolve(entry, posted=posted)
+
+
 def _entry(
     shown: Shown,
     changed: Mapping[bytes, datetime],
