@@ -43,7 +43,7 @@ import json
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any, Final, TypeVar, TypeVarTuple, Unpack
 from urllib.parse import parse_qsl
@@ -174,6 +174,33 @@ class _NoJob(enum.Enum):
     @property
     def retry_seconds(self) -> int:
         return BUILD_BUSY_SECONDS if self is _NoJob.BUSY else BUILD_RETRY_SECONDS
+
+
+def _is_nothing(offered: bytes | _NoJob) -> bool:
+    return offered is _NoJob.NOTHING
+
+
+def _is_none(lease: Lease | None) -> bool:
+    return lease is None
+
+
+class _Gone(enum.Enum):
+    """A held call's client went away (`NodeApi._held`): nothing to answer."""
+
+    GONE = "the client went away"
+
+
+_GONE: Final = _Gone.GONE
+
+
+@attrs.frozen
+class _Pokes:
+    """What wakes a held call (`NodeApi._held`): `mark()` before a look, and
+    `wait_since(mark)`, which returns once poked after it (or at the stop): ranges
+    planned (Landings), catalog keys pending (CatalogDue)."""
+
+    mark: Callable[[], int]
+    wait_since: Callable[[int], Awaitable[None]]
 
 
 def _positive(instance: object, attribute: attrs.Attribute[Any], value: float) -> None:
@@ -468,27 +495,27 @@ class NodeApi:
         the wait: nothing is leased to it. A range leased to it just as it
         went away is given back at once, not left leased until its deadline.
         """
-        lease: Lease | None = None
-        gone = True  # until the call ends with the node still there to answer
-        try:
-            with trio.CancelScope() as call:
-                try:
-                    async with trio.open_nursery() as nursery:
-                        # As for streams: only `receive` tells that the node went away.
-                        nursery.start_soon(_cancel_on_disconnect, receive, call)
-                        lease = await self._wait_for_lease(node_id, wait_seconds)
-                        nursery.cancel_scope.cancel()
-                except BaseExceptionGroup as group:
-                    # The wait's own error bare (the database gone: a 503), not
-                    # wrapped in a group the API would answer with a 500.
-                    raise sole_error(group) from None
-            gone = call.cancel_called
-        finally:
-            if gone and lease is not None:
-                await self._give_back_unanswered(node_id, lease)
-        if gone:
-            if lease is None:
-                logger.info("node %d: went away during its lease call", node_id)
+        ttl = self.options.lease_ttl_seconds
+
+        async def look(seen: int | None) -> Lease | None:
+            # Shielded: a lease made in the database is never dropped by a
+            # cancellation on its way back (`_held` gives it back instead).
+            with trio.CancelScope(shield=True):
+                leased = await self._run(self.stores.ranges.lease, node_id, ttl)
+            return leased
+
+        lease = await self._held(
+            receive,
+            wait_seconds,
+            _Pokes(self.landings.planned_mark, self.landings.wait_planned),
+            look,
+            _is_none,
+            # An expired lease is not announced: looked for every few seconds.
+            recheck_seconds=LEASE_RECHECK_SECONDS,
+            give_back=partial(self._give_back_unanswered, node_id),
+        )
+        if lease is _GONE:
+            logger.info("node %d: went away during its lease call", node_id)
             return None
         if lease is None:
             logger.debug("node %d: nothing to lease", node_id)
@@ -505,22 +532,81 @@ class NodeApi:
         ttl = self.options.lease_ttl_seconds
         return Response.json(200, {"range": lease.to_json(), "rules": rules, "ttl_seconds": ttl})
 
-    async def _wait_for_lease(self, node_id: int, wait_seconds: float) -> Lease | None:
-        """A lease; with nothing to lease, wait up to `wait_seconds` for a range to be
-        planned (or given back, or its lease to expire: looked at every few seconds)."""
-        ttl = self.options.lease_ttl_seconds
+    async def _held(
+        self,
+        receive: ASGIReceiveCallable,
+        wait_seconds: float,
+        pokes: _Pokes,
+        look: Callable[[int | None], Awaitable[_T]],
+        idle: Callable[[_T], bool],
+        *,
+        recheck_seconds: float | None = None,
+        settle_seconds: float = 0.0,
+        give_back: Callable[[_T], Awaitable[None]] | None = None,
+    ) -> _T | _Gone:
+        """A call held for work (`lease?wait=N`, `builds?wait=N`): what `look` found, or
+        GONE when the client went away meanwhile.
+
+        It looks at once (`look(None)`); while what it found is `idle`, it waits for a
+        poke since the mark taken before that look, then `settle_seconds`, and looks
+        again (`look(mark)`), until `wait_seconds` have passed or the server stops. With
+        `recheck_seconds` it also looks that often and once more at its end (for what
+        no poke tells: an expired lease); without, the end without a poke ends it.
+        Only `receive` tells that the client went away: the wait is cancelled then,
+        and something a look found that is not idle (a range leased to it just as it
+        went away, or as the server is stopped) goes to `give_back`, not left held
+        until its deadline.
+        """
+        found: list[_T] = []
+        gone = True  # until the call ends with the client still there to answer
+        try:
+            with trio.CancelScope() as call:
+                try:
+                    async with trio.open_nursery() as nursery:
+                        nursery.start_soon(_cancel_on_disconnect, receive, call)
+                        await self._looks(
+                            wait_seconds, pokes, look, idle, found, recheck_seconds, settle_seconds
+                        )
+                        nursery.cancel_scope.cancel()
+                except BaseExceptionGroup as group:
+                    # The look's own error bare (the database gone: a 503), not
+                    # wrapped in a group the API would answer with a 500.
+                    raise sole_error(group) from None
+            gone = call.cancel_called
+        finally:
+            if gone and found and not idle(found[-1]) and give_back is not None:
+                await give_back(found[-1])
+        return _GONE if gone else found[-1]
+
+    async def _looks(
+        self,
+        wait_seconds: float,
+        pokes: _Pokes,
+        look: Callable[[int | None], Awaitable[_T]],
+        idle: Callable[[_T], bool],
+        found: list[_T],
+        recheck_seconds: float | None,
+        settle_seconds: float,
+    ) -> None:
+        # `_held`'s looks, each one's outcome in `found` as soon as it is back (a
+        # cancellation after it must not lose it).
         deadline = trio.current_time() + wait_seconds
-        while True:
-            mark = self.landings.planned_mark()
-            # Shielded: a lease made in the database is never dropped by a
-            # cancellation on its way back (the caller gives it back instead).
-            with trio.CancelScope(shield=True):
-                lease = await self._run(self.stores.ranges.lease, node_id, ttl)
-            left = deadline - trio.current_time()
-            if lease is not None or left <= 0 or self._stopping:
-                return lease
-            with trio.move_on_after(min(left, LEASE_RECHECK_SECONDS)):
-                await self.landings.wait_planned(mark)
+        mark = pokes.mark()
+        found.append(await look(None))
+        while idle(found[-1]) and not self._stopping and trio.current_time() < deadline:
+            wake = deadline
+            if recheck_seconds is not None:
+                wake = min(deadline, trio.current_time() + recheck_seconds)
+            # move_on_at: the deadline may be past when the wait begins (a look that
+            # outlasted it), which move_on_after refuses (a negative time).
+            with trio.move_on_at(wake) as waited:
+                await pokes.wait_since(mark)
+            if self._stopping or (waited.cancelled_caught and recheck_seconds is None):
+                break
+            if settle_seconds:
+                await trio.sleep(settle_seconds)
+            mark = pokes.mark()
+            found.append(await look(mark))
 
     async def _give_back_unanswered(self, node_id: int, lease: Lease) -> None:
         # The node went away (or the server stops) as the range was leased to
@@ -575,39 +661,19 @@ class NodeApi:
                 # computed a closure for nothing, and such edges ask every second.
                 return _build_answer(_NoJob.NOTHING)
             return _build_answer(await self._offer(node_id, None))
-        offered: bytes | _NoJob = _NoJob.NOTHING
-        with trio.CancelScope() as call:
-            try:
-                async with trio.open_nursery() as nursery:
-                    # As for lease calls: only `receive` tells that the node went away.
-                    nursery.start_soon(_cancel_on_disconnect, receive, call)
-                    offered = await self._wait_for_build(node_id, wait_seconds)
-                    nursery.cancel_scope.cancel()
-            except BaseExceptionGroup as group:
-                # The offer's own error bare (the database gone: a 503).
-                raise sole_error(group) from None
-        if call.cancel_called:
+        offered = await self._held(
+            receive,
+            wait_seconds,
+            _Pokes(self.catalog_due.mark, self.catalog_due.wait_since),
+            partial(self._offer, node_id),
+            _is_nothing,
+            # A burst of batches (a range's edges, one after another) is one job.
+            settle_seconds=SETTLE_SECONDS,
+        )
+        if offered is _GONE:
             logger.debug("node %d: went away during its builds call", node_id)
             return None
         return _build_answer(offered)
-
-    async def _wait_for_build(self, node_id: int, wait_seconds: float) -> bytes | _NoJob:
-        """A build offered now or, with nothing pending, once a poke says keys are, within
-        `wait_seconds` (or until the server stops)."""
-        deadline = trio.current_time() + wait_seconds
-        mark = self.catalog_due.mark()
-        offered = await self._offer(node_id, None)
-        while offered is _NoJob.NOTHING and not self._stopping:
-            # At the deadline, past already when the offer took longer than the wait.
-            with trio.move_on_at(deadline) as waited:
-                await self.catalog_due.wait_since(mark)
-            if waited.cancelled_caught or self._stopping:
-                break
-            # A burst of batches (a range's edges, one after another) is one job.
-            await trio.sleep(SETTLE_SECONDS)
-            mark = self.catalog_due.mark()
-            offered = await self._offer(node_id, mark)
-        return offered
 
     async def _offer(self, node_id: int, seen: int | None) -> bytes | _NoJob:
         """One offer, one at a time per process (`_offering`).
