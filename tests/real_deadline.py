@@ -14,15 +14,23 @@ from contextlib import contextmanager
 import trio
 
 
+class GaveUp(AssertionError):
+    """A block under `given_up_after` did not end within its real-time deadline."""
+
+
 @contextmanager
-def given_up_after(seconds: float, scope: trio.CancelScope) -> Iterator[None]:
-    """`scope` cancelled after `seconds` of real time, unless the block ended first."""
+def given_up_after(seconds: float) -> Iterator[None]:
+    """The block cancelled after `seconds` of real time, unless it ended first; then
+    GaveUp is raised (the test fails: a cancelled block must never pass silently)."""
     token = trio.lowlevel.current_trio_token()
-    watchdog = threading.Timer(
-        seconds, lambda: trio.from_thread.run_sync(scope.cancel, trio_token=token)
-    )
-    watchdog.start()
-    try:
-        yield
-    finally:
-        watchdog.cancel()
+    with trio.CancelScope() as scope:
+        watchdog = threading.Timer(
+            seconds, lambda: trio.from_thread.run_sync(scope.cancel, trio_token=token)
+        )
+        watchdog.start()
+        try:
+            yield
+        finally:
+            watchdog.cancel()
+    if scope.cancelled_caught:
+        raise GaveUp(f"the block did not end within {seconds} s of real time")

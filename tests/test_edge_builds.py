@@ -601,7 +601,7 @@ async def test_an_idle_edge_asks_for_a_build_every_few_seconds_not_every_second(
     stores, offers = watched(edge_stores)
     token = stores.nodes.create("idle-edge")
     stop = trio.Event()
-    with given_up_after(DEADLINE_SECONDS, nursery.cancel_scope):
+    with given_up_after(DEADLINE_SECONDS):
         url = await start_api(nursery, settings, stores)
         coordinator = url.removesuffix("/api/v1/node/")
         async with (
@@ -649,7 +649,7 @@ async def test_an_ask_whose_first_offer_outlasts_its_wait_is_answered_not_a_500(
         edge_stores, build=SlowBuild(edge_stores.build.pool, edge_builds=True, seconds=5.0)
     )
     token = stores.nodes.create("slow-database")
-    with given_up_after(DEADLINE_SECONDS, nursery.cancel_scope):
+    with given_up_after(DEADLINE_SECONDS):
         url = await start_api(nursery, settings, stores)
         async with httpx.AsyncClient(base_url=url, headers=bearer(token), timeout=60) as client:
             started = trio.current_time()

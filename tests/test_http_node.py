@@ -937,7 +937,7 @@ async def test_a_lease_call_whose_first_look_outlasts_its_wait_is_answered_not_a
     # idleness, well beyond a query of an idle database.
     autojump_clock.autojump_threshold = 0.1
     slow = attrs.evolve(stores, ranges=SlowRanges(stores.ranges.pool, seconds=5.0))
-    with given_up_after(DEADLINE_SECONDS, nursery.cancel_scope):
+    with given_up_after(DEADLINE_SECONDS):
         url = await start_api(nursery, settings, slow)
         async with httpx.AsyncClient(base_url=url, headers=bearer(token), timeout=60) as client:
             started = trio.current_time()
@@ -1712,7 +1712,7 @@ async def test_a_batch_is_answered_once_the_catalog_build_caught_up_or_at_the_ho
     then, nobody building); the build catches up (its pending keys taken) after
     `caught_up_after` seconds, or never."""
     caplog.set_level(logging.INFO, "usenet_indexer.coordinator.http.node")
-    with given_up_after(DEADLINE_SECONDS, nursery.cancel_scope):
+    with given_up_after(DEADLINE_SECONDS):
         range_id, epoch = leased
         # Database threads run while the clock may jump (see the slowloris test): no
         # deadline here but the server's own (its looks again) and the test's wait.
