@@ -11,6 +11,7 @@ node API with the edge's own client, a build beside its ranges.
 
 from __future__ import annotations
 
+import threading
 import time
 from functools import partial
 from typing import Any
@@ -811,3 +812,118 @@ async def test_held_asks_a_poke_wakes_each_offer_once_the_shared_offer_found_all
     busy = (204, str(BUILD_BUSY_SECONDS))
     assert [(status, retry) for status, retry, _ in answers] == [busy] * len(tokens)
     assert max(took for _, _, took in answers) < BUILD_WAIT_MAX_SECONDS / 2
+
+
+def build_jobs_held(stores: Stores) -> int:
+    """Build jobs not written nor given back (unexpired)."""
+    with stores.catalog.pool.connection() as conn:
+        row = conn.execute("SELECT count(*) FROM build_jobs WHERE expires_at > now()").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+@pytest.mark.trio
+async def test_an_edge_stopped_mid_job_gives_it_back_and_another_edge_builds_it_at_once(
+    nursery: trio.Nursery,
+    settings: Settings,
+    edge_stores: Stores,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An edge told to stop while it merges a build job (a deploy restarting the edges)
+    gives the job back as it goes: the next edge that asks gets its keys at once, not a
+    204 'busy' for the job's 120 s. A merge that takes long is a fake (a real one takes
+    a fraction of a second here): the stop must find the job mid-merge."""
+    stored(edge_stores)
+    merging, merge_may_end = trio.Event(), threading.Event()
+    real_run_job = run_job
+
+    def slow_run_job(job: BuildJob, *, pure: bool, categories: Categories) -> BuildResult:
+        trio.from_thread.run_sync(merging.set)
+        merge_may_end.wait(DEADLINE_SECONDS)
+        return real_run_job(job, pure=pure, categories=categories)
+
+    monkeypatch.setattr("usenet_indexer.edge.builds.run_job", slow_run_job)
+    stopping_token, other_token = edge_stores.nodes.create("stops"), edge_stores.nodes.create("b")
+    stop = trio.Event()
+    with trio.fail_after(DEADLINE_SECONDS):
+        url = await start_api(nursery, settings, edge_stores)
+        coordinator = url.removesuffix("/api/v1/node/")
+        async with open_client(coordinator, stopping_token, retry=RetryPolicy()) as edge:
+            async with trio.open_nursery() as builds:
+                builds.start_soon(build_forever, edge, stop)
+                await merging.wait()
+                assert build_jobs_held(edge_stores) == 1
+                stop.set()
+            merge_may_end.set()
+        assert build_jobs_held(edge_stores) == 0
+        async with httpx.AsyncClient(base_url=url, headers=bearer(other_token)) as client:
+            response = await client.post("builds")
+    assert response.status_code == 200
+    job = decode_job(response.content)
+    assert response.headers["x-uidx-build-job"] == str(job.job_id)
+    assert len(job.pending) == pending_keys(edge_stores) > 0
+
+
+async def _shielded_sleep(seconds: float) -> None:
+    with trio.CancelScope(shield=True):
+        await trio.sleep(seconds)
+
+
+@attrs.define(eq=False)
+class SlowToOfferToldOfGiveBacks(SlowBuild):
+    """SlowBuild whose slowness a cancelled call does not cut short (as a database
+    query's in a worker thread is not); each job given back also sets `given_back`
+    (from the worker thread)."""
+
+    given_back: trio.Event | None = None
+
+    def offer(self, node_id: int, lease_seconds: float) -> BuildJob | Built | None:
+        trio.from_thread.run(_shielded_sleep, self.seconds)
+        return CatalogBuild.offer(self, node_id, lease_seconds)
+
+    def give_back(self, node_id: int, job_id: int) -> bool:
+        dropped = super().give_back(node_id, job_id)
+        if self.given_back is not None:
+            trio.from_thread.run_sync(self.given_back.set)
+        return dropped
+
+
+@pytest.mark.trio
+async def test_a_job_made_for_an_edge_that_went_away_meanwhile_is_ended_not_reserved(
+    autojump_clock: trio.testing.MockClock,
+    nursery: trio.Nursery,
+    settings: Settings,
+    edge_stores: Stores,
+) -> None:
+    """An edge's ask goes away (the edge stopped, its connection cut) while the
+    coordinator makes its job (5 s: a busy database): the job is ended as it is made, so
+    the keys go to the next edge at once instead of staying reserved for nobody; and
+    `DELETE builds/{job}` of a job that is not the node's is a 409 that ends nothing."""
+    # Database threads run while the clock may jump: it jumps only after 0.1 s of real
+    # idleness, well beyond a query of an idle database.
+    autojump_clock.autojump_threshold = 0.1
+    stored(edge_stores)
+    given_back = trio.Event()
+    build = SlowToOfferToldOfGiveBacks(
+        edge_stores.build.pool, edge_builds=True, seconds=5.0, given_back=given_back
+    )
+    stores = attrs.evolve(edge_stores, build=build)
+    gone_token, other_token = stores.nodes.create("goes-away"), stores.nodes.create("b")
+    with given_up_after(DEADLINE_SECONDS):
+        url = await start_api(nursery, settings, stores)
+        async with httpx.AsyncClient(base_url=url, headers=bearer(gone_token), timeout=60) as c:
+            with trio.move_on_after(1.0) as left:
+                await c.post("builds", params={"wait": "10"})
+        assert left.cancelled_caught
+        await given_back.wait()  # as the offer (5 s) ends with its job made
+        assert build_jobs_held(stores) == 0
+        async with httpx.AsyncClient(base_url=url, headers=bearer(other_token), timeout=60) as c:
+            response = await c.post("builds")
+            assert response.status_code == 200
+            job_id = int(response.headers["x-uidx-build-job"])
+            assert build_jobs_held(stores) == 1
+            wrong = await c.delete(f"builds/{job_id + 1}")
+            assert (wrong.status_code, build_jobs_held(stores)) == (409, 1)
+            assert (await c.get(f"builds/{job_id}")).headers["allow"] == "POST, DELETE"
+            assert (await c.delete(f"builds/{job_id}")).status_code == 204
+            assert build_jobs_held(stores) == 0

@@ -359,6 +359,13 @@ class CatalogBuild:
             asked=self.probes.candidates_by_key(keys),
         )
 
+    def give_back(self, node_id: int, job_id: int) -> bool:
+        """End job `job_id` of `node_id` unwritten (its edge stops, or went away as it was
+        offered): its keys, still pending, go to the next builder at once, not after the
+        job expires. False when it was not the node's, or had ended."""
+        with self.table.shards() as locks:
+            return locks.jobs.drop(job_id, node_id)
+
     def abandon_jobs(self) -> int:
         """End every edge's build job (their edges are known to be gone: their keys,
         still pending, go to the next builder at once, not after the jobs expire);

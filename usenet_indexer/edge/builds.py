@@ -14,7 +14,9 @@ BUILD_WAIT_SECONDS: idle edges cost it an ask each every ~11 s.
 Nothing is lost when an edge dies or stalls mid-job: the job's keys stay
 pending in the database until its rows are written, and a job not answered
 within its lease (coordinator/http/node.py's BUILD_LEASE_SECONDS) is
-refused and built again by another. A stop abandons the job at once.
+refused and built again by another. A stop abandons the job at once and gives
+it back (`DELETE builds/{job}`, for `give_back_seconds` at most), so that its
+keys go to the next builder now, not when the job expires.
 """
 
 from __future__ import annotations
@@ -29,8 +31,9 @@ import trio
 
 from usenet_indexer.core import catalog as core
 from usenet_indexer.core.batch import ReleaseChunk
-from usenet_indexer.edge.client import LeaseLostError, NodeApiError, NodeClient
+from usenet_indexer.edge.client import BuildOffer, LeaseLostError, NodeApiError, NodeClient
 from usenet_indexer.edge.events import EdgeEvent, EventKind, Observer, ignore
+from usenet_indexer.edge.options import STOP_GIVE_BACK_SECONDS
 from usenet_indexer.edge.stopping import cancel_when_set
 from usenet_indexer.errors import RemoteProtocolError
 from usenet_indexer.wire import fragments
@@ -96,18 +99,21 @@ async def build_forever(
     pure: bool = False,
     max_wait_seconds: float = math.inf,
     observe: Observer = ignore,
+    give_back_seconds: float = STOP_GIVE_BACK_SECONDS,
 ) -> int:
-    """Ask for build jobs and do them until `stop` is set (a job then abandoned);
-    how many were done. `observe` is told of each job whose rows were taken; between
-    asks it waits what the coordinator said (at most `max_wait_seconds`)."""
+    """Ask for build jobs and do them until `stop` is set (a job then abandoned, and
+    given back for `give_back_seconds` at most); how many were done. `observe` is told
+    of each job whose rows were taken; between asks it waits what the coordinator said
+    (at most `max_wait_seconds`)."""
     done = 0
+    held = _Held()
     with trio.CancelScope() as scope:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(cancel_when_set, stop, scope)
             categories = core.Categories()
             while True:
                 try:
-                    job_id, wait = await _one_job(client, pure, categories)
+                    job_id, wait = await _one_job(client, pure, categories, held)
                 except NodeApiError as error:
                     # A refused token: the lease loop meets it too and ends the worker.
                     logger.warning("no more catalog builds: %s", error)
@@ -118,16 +124,47 @@ async def build_forever(
                     observe(EdgeEvent(EventKind.BUILT, job_id, 0))
                 else:
                     await trio.sleep(min(wait, max_wait_seconds))
+    if held.job_id is not None:
+        await _give_back(client, held.job_id, give_back_seconds)
     return done
 
 
+@attrs.define
+class _Held:
+    """The job being done (None: none, or none to give back: its rows were sent, or
+    it is left to expire)."""
+
+    job_id: int | None = None
+
+
+async def _give_back(client: NodeClient, job_id: int, seconds: float) -> None:
+    # Shielded and time-limited: a coordinator that does not answer lets the job
+    # expire by itself, and the stopping edge is gone within seconds.
+    with trio.move_on_after(seconds, shield=True) as limit:
+        try:
+            await client.give_back_build(job_id)
+        except LeaseLostError:
+            # Its rows, posted as the stop came, were written meanwhile; or it expired.
+            logger.info("build job %d: had ended when given back (stopping)", job_id)
+            return
+        except NodeApiError as error:
+            logger.warning("build job %d: not given back: %s", job_id, error)
+            return
+        logger.info("build job %d given back unbuilt (stopping)", job_id)
+    if limit.cancelled_caught:
+        logger.warning(
+            "build job %d: not given back within %.1f s (stopping): it expires by itself",
+            job_id, seconds,
+        )  # fmt: skip
+
+
 async def _one_job(
-    client: NodeClient, pure: bool, categories: core.Categories
+    client: NodeClient, pure: bool, categories: core.Categories, held: _Held
 ) -> tuple[int, float | None]:
     """Ask for a job and do it: its id and None (its rows taken), or the seconds to wait
-    before asking again."""
+    before asking again. `held` names the job while it is being done."""
     try:
-        body = await client.build_job(BUILD_WAIT_SECONDS)
+        offer = await client.build_job(BUILD_WAIT_SECONDS)
     except NodeApiError as error:
         if error.status in _FATAL:
             raise
@@ -135,8 +172,10 @@ async def _one_job(
             return 0, NO_BUILDS_SECONDS
         logger.warning("asking for a catalog build failed: %s", error)
         return 0, BUILD_POLL_SECONDS
-    if not isinstance(body, bytes):
-        return 0, body  # nothing to do now: the coordinator said when to ask again
+    if not isinstance(offer, BuildOffer):
+        return 0, offer  # nothing to do now: the coordinator said when to ask again
+    held.job_id = offer.job_id
+    body = offer.body
     try:
         # Decoded, merged and encoded in a worker thread: the event loop (the
         # ranges' posts, heartbeats) only moves bytes.
@@ -144,23 +183,28 @@ async def _one_job(
             partial(_done, body, pure=pure, categories=categories), abandon_on_cancel=True
         )
     except BuildWireError as error:
+        held.job_id = None  # left to expire
         logger.error("the coordinator's build job does not decode: %s", error)
         return 0, BUILD_POLL_SECONDS
     except RemoteProtocolError as error:
         # Left to expire: its keys stay pending for another builder.
+        held.job_id = None
         logger.error("a build job's stored fragments cannot be merged: %s", error)
         return 0, BUILD_POLL_SECONDS
     try:
         await client.post_build(job_id, rows)
     except LeaseLostError as error:
+        held.job_id = None
         # Expired, or the coordinator rebuilt the catalog meanwhile: another builds it.
         logger.warning("build job %d: its rows were refused: %s", job_id, error)
         return job_id, BUILD_POLL_SECONDS
     except NodeApiError as error:
+        held.job_id = None  # left to expire
         if error.status in _FATAL:
             raise
         logger.error("build job %d: its rows were not taken: %s", job_id, error)
         return job_id, BUILD_POLL_SECONDS
+    held.job_id = None
     made = result.made
     logger.info(
         "build job %d: %d rows, %d no album's, %d probes, cpu_s=%.3f wall_s=%.3f",

@@ -62,6 +62,19 @@ _S3_MESSAGE: Final = re.compile(r"<Message>([^<]{1,1000})</Message>")
 
 BATCH_HEADERS: Final = {"Content-Type": "application/x-msgpack"}
 BUILD_HEADERS: Final = {"Content-Type": "application/msgpack"}
+# The build job's id beside its body (coordinator/http/node.py's BUILD_JOB_HEADER);
+# an older coordinator does not send it.
+BUILD_JOB_HEADER: Final = "x-uidx-build-job"
+
+
+@attrs.frozen
+class BuildOffer:
+    """A catalog build to do: its body as sent (wire/buildjob.py's `decode_job` reads
+    it) and its job's id when the coordinator named it apart (None: an older one), so
+    that the job can be given back before the body is decoded."""
+
+    body: bytes
+    job_id: int | None = None
 
 
 class NodeApiError(UidxError):
@@ -340,7 +353,7 @@ class NodeClient:
         answer = _json(response, "batches")
         return BatchAnswer(already=isinstance(answer, dict) and answer.get("already") is True)
 
-    async def build_job(self, wait_seconds: float = 0.0) -> bytes | float:
+    async def build_job(self, wait_seconds: float = 0.0) -> BuildOffer | float:
         """A catalog build to do, as sent (wire/buildjob.py's `decode_job` reads it: in
         the worker thread that does it), or the seconds to wait before asking again
         (204: none to do now; its Retry-After, 1 s without one, at most 30 s).
@@ -356,7 +369,9 @@ class NodeClient:
         response = await self._attempts("builds", lambda: self._http.post("builds", params=params))
         if response.status_code == 204:
             return _retry_after(response.headers.get("retry-after"))
-        return response.content
+        named = response.headers.get(BUILD_JOB_HEADER, "")
+        job_id = int(named) if named.isascii() and named.isdigit() else None
+        return BuildOffer(response.content, job_id)
 
     async def post_build(self, job_id: int, body: bytes) -> None:
         """Send the rows made of a build job (an encode_result body).
@@ -369,6 +384,16 @@ class NodeClient:
             "built",
             lambda: self._http.post(f"builds/{job_id}", content=body, headers=BUILD_HEADERS),
         )
+
+    async def give_back_build(self, job_id: int) -> None:
+        """Give a build job back unbuilt (this edge stops): its keys go to the next
+        builder at once instead of when the job expires.
+
+        Raises:
+            LeaseLostError: 409: the job had ended (expired, or another's).
+            NodeApiError: the call failed.
+        """
+        await self._attempts("unbuilt", lambda: self._http.delete(f"builds/{job_id}"))
 
     async def heartbeat(self, lease: EdgeLease) -> None:
         """Keep the lease (its deadline moves on by the TTL)."""

@@ -131,7 +131,14 @@ async def _leases(
                 from usenet_indexer.edge.builds import build_forever
 
                 ranges.start_soon(
-                    partial(build_forever, client, stop, pure=options.pure_indexer, observe=observe)
+                    partial(
+                        build_forever,
+                        client,
+                        stop,
+                        pure=options.pure_indexer,
+                        observe=observe,
+                        give_back_seconds=options.stop_give_back_seconds,
+                    )
                 )
             await _lease_loop(client, options, stop, observe, ranges, run_range)
     except BaseExceptionGroup as group:

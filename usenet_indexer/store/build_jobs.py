@@ -43,6 +43,7 @@ _JOB = """
     WHERE id = %s AND node_id = %s AND expires_at > now()
 """
 _CLAIM = "DELETE FROM build_jobs WHERE id = %s AND node_id = %s AND expires_at > now()"
+_DROP = "DELETE FROM build_jobs WHERE id = %s AND node_id = %s"
 _DROP_ALL = "DELETE FROM build_jobs"
 # At most one write every few seconds per node, however often it asks.
 _ASKED = """
@@ -112,6 +113,12 @@ class BuildJobs:
         """End job `job_id` of `node_id` (its rows are being written); False when it
         was no longer the node's or had expired."""
         return bool(self._conn.execute(_CLAIM, (job_id, node_id)).rowcount)
+
+    def drop(self, job_id: int, node_id: int) -> bool:
+        """End job `job_id` of `node_id` unwritten (its edge gave it back: its keys, still
+        pending, go to the next builder at once); False when it was not the node's (or
+        had ended already)."""
+        return bool(self._conn.execute(_DROP, (job_id, node_id)).rowcount)
 
     def drop_all(self) -> int:
         """End every job (a whole build replaces what they would write); how many."""

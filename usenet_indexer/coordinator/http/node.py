@@ -139,14 +139,21 @@ class Action(enum.Enum):
     RELEASE = "release"
     BUILD = "builds"  # POST builds: a catalog build to do (edge_builds)
     BUILT = "built"  # POST builds/{job}: its rows
+    UNBUILT = "unbuilt"  # DELETE builds/{job}: given back unbuilt (its edge stops)
 
 
-_METHODS: Final = {action: "GET" if action is Action.STREAM else "POST" for action in Action}
+_METHODS: Final = {
+    action: "GET" if action is Action.STREAM else "DELETE" if action is Action.UNBUILT else "POST"
+    for action in Action
+}
 _RANGE_ACTIONS: Final = {
     action.value: action
     for action in Action
-    if action not in (Action.LEASE, Action.BUILD, Action.BUILT)
+    if action not in (Action.LEASE, Action.BUILD, Action.BUILT, Action.UNBUILT)
 }
+# The 200 answering `POST builds` names its job's id here too, so that an edge can
+# give the job back (`DELETE builds/{job}`) before it has decoded the body.
+BUILD_JOB_HEADER: Final = "x-uidx-build-job"
 # An edge's build job is reserved for it this long: past it, its rows are
 # refused (409) and its keys, still pending, built again by another.
 BUILD_LEASE_SECONDS: Final = 120.0
@@ -176,7 +183,15 @@ class _NoJob(enum.Enum):
         return BUILD_BUSY_SECONDS if self is _NoJob.BUSY else BUILD_RETRY_SECONDS
 
 
-def _is_nothing(offered: bytes | _NoJob) -> bool:
+@attrs.frozen
+class _Offered:
+    """A build job made for an edge: its id and its body as sent (wire/buildjob.py)."""
+
+    job_id: int
+    body: bytes
+
+
+def _is_nothing(offered: _Offered | _NoJob) -> bool:
     return offered is _NoJob.NOTHING
 
 
@@ -294,10 +309,13 @@ def route(method: str, path: str) -> Route | Response:
     found = _parse_path(path)
     if found is None:
         return Response.error(404, f"no such call: {path[:200]}")
+    if found.action is Action.BUILT and method == _METHODS[Action.UNBUILT]:
+        return Route(Action.UNBUILT, found.range_id)
     expected = _METHODS[found.action]
     if method != expected:
+        allow = "POST, DELETE" if found.action is Action.BUILT else expected
         return Response.error(
-            405, f"{found.action.value} takes {expected}", headers=((b"allow", expected.encode()),)
+            405, f"{found.action.value} takes {allow}", headers=((b"allow", allow.encode()),)
         )
     return found
 
@@ -447,6 +465,10 @@ class NodeApi:
         if found.action is Action.BUILT:
             assert found.range_id is not None  # a job id: _parse_path
             return await self._built(node_id, found.range_id, exchange)
+        if found.action is Action.UNBUILT:
+            assert found.range_id is not None  # a job id: _parse_path
+            await self._read_body(exchange, CONTROL_BODY_BYTES)  # none expected
+            return await self._unbuilt(node_id, found.range_id)
         if found.range_id is None:
             await self._read_body(exchange, CONTROL_BODY_BYTES)  # none expected
             wait_seconds = _asked_wait(exchange.query, LEASE_WAIT_MAX_SECONDS)
@@ -669,13 +691,39 @@ class NodeApi:
             _is_nothing,
             # A burst of batches (a range's edges, one after another) is one job.
             settle_seconds=SETTLE_SECONDS,
+            give_back=partial(self._give_back_offered, node_id),
         )
         if offered is _GONE:
             logger.debug("node %d: went away during its builds call", node_id)
             return None
         return _build_answer(offered)
 
-    async def _offer(self, node_id: int, seen: int | None) -> bytes | _NoJob:
+    async def _give_back_offered(self, node_id: int, offered: _Offered | _NoJob) -> None:
+        # The edge went away (or the server stops) as a job was made for it: the
+        # job is ended now, not left reserved for BUILD_LEASE_SECONDS.
+        if isinstance(offered, _Offered):
+            with trio.move_on_after(GIVE_BACK_SECONDS, shield=True):
+                await self._drop_job(node_id, offered.job_id, "went away as it was offered")
+
+    async def _unbuilt(self, node_id: int, job_id: int) -> Response:
+        """A build job its edge gives back unbuilt (it stops): ended, so its keys go to
+        the next builder at once (204; 409: not the node's, or it had ended)."""
+        if not await self._drop_job(node_id, job_id, "given back unbuilt"):
+            message = f"build job {job_id} is not this node's, or it ended"
+            logger.info("node %d: %s", node_id, message)
+            return Response.error(409, message)
+        return Response(204)
+
+    async def _drop_job(self, node_id: int, job_id: int, why: str) -> bool:
+        dropped = await self._run(self.stores.build.give_back, node_id, job_id)
+        if dropped:
+            logger.info(
+                "node %d: build job %d %s: its keys go to the next builder", node_id, job_id, why
+            )
+            self.catalog_due.due()  # held build asks offer them again
+        return dropped
+
+    async def _offer(self, node_id: int, seen: int | None) -> _Offered | _NoJob:
         """One offer, one at a time per process (`_offering`).
 
         `seen`: the pokes a woken call saw. An offer that began after them saw the
@@ -699,7 +747,7 @@ class NodeApi:
             self._offer_covers = offered is not _NoJob.BUSY
             return offered
 
-    def _offered(self, node_id: int) -> bytes | _NoJob:
+    def _offered(self, node_id: int) -> _Offered | _NoJob:
         # In a worker thread: the job taken and encoded in one hop, or why none.
         job = self.stores.build.offer(node_id, BUILD_LEASE_SECONDS)
         if isinstance(job, Built):
@@ -710,7 +758,7 @@ class NodeApi:
             "node %d: build job %d offered: %d pending keys, %d fragments",
             *(node_id, job.job_id, len(job.pending), len(job.fragments)),
         )
-        return encode_job(job)
+        return _Offered(job.job_id, encode_job(job))
 
     async def _built(self, node_id: int, job_id: int, exchange: Exchange) -> Response:
         """The rows an edge made of its build job, written (409: the job is no longer the
@@ -999,9 +1047,10 @@ class NodeApi:
         return streamed
 
 
-def _build_answer(offered: bytes | _NoJob) -> Response:
-    if isinstance(offered, bytes):
-        return Response(200, offered, _MSGPACK)
+def _build_answer(offered: _Offered | _NoJob) -> Response:
+    if isinstance(offered, _Offered):
+        headers = (*_MSGPACK, (BUILD_JOB_HEADER.encode(), str(offered.job_id).encode()))
+        return Response(200, offered.body, headers)
     return Response(204, headers=retry_after(offered.retry_seconds))
 
 
