@@ -423,20 +423,18 @@ def executable_verdict(list members, object extensions, object companions):
     return found or None
 
 
-cdef extern from *:
-    int __builtin_popcountll(unsigned long long) nogil
-
-
 cdef Py_ssize_t _tabs(const char *s, Py_ssize_t n) noexcept nogil:
     # s[:n].count(b"\t"), eight bytes at a time: a byte of x is zero where s
-    # has a tab, and its high bit is then the only one left clear in t.
+    # has a tab, and its high bit is then the only one left clear in t; those
+    # bits, one per byte, are summed by a multiply (__builtin_popcountll is a
+    # call into libgcc where the build does not target a CPU with popcnt).
     cdef unsigned long long w, x, t
     cdef Py_ssize_t i = 0, found = 0
     while i + 8 <= n:
         memcpy(&w, s + i, 8)
         x = w ^ 0x0909090909090909ULL
         t = ((x & 0x7F7F7F7F7F7F7F7FULL) + 0x7F7F7F7F7F7F7F7FULL) | x
-        found += __builtin_popcountll(~t & 0x8080808080808080ULL)
+        found += <Py_ssize_t>((((~t & 0x8080808080808080ULL) >> 7) * 0x0101010101010101ULL) >> 56)
         i += 8
     while i < n:
         if s[i] == b'\t':

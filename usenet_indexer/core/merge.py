@@ -115,6 +115,9 @@ class _Entry(_Fields):
     # (a Memo's key), and the files tuples (kept, so that no identity is reused).
     came: list[tuple[object, ...]] = attrs.field(factory=list)
     held: list[tuple[FileChunk, ...]] = attrs.field(factory=list)
+    # The first release chunk added: a generation of it alone is named as it is
+    # (`ReleaseChunk.name`, which the indexer has made already for its probe).
+    first: ReleaseChunk | None = None
 
 
 @attrs.define(eq=False)
@@ -126,6 +129,8 @@ class _Release(_Fields):
     sources: tuple[bytes, ...] = ()  # the release keys of its chain (whose chunks it may hold)
     # The release keys its files came under: a batch reports a probe candidate by one.
     came_under: frozenset[bytes] = frozenset()
+    # Its name when known before `_part` (a generation of one release chunk: the chunk's).
+    name: str | None = None
 
 
 # A merged file's figures from its chunks (in the order merged): (segments, the bytes
@@ -534,6 +539,7 @@ class ReleaseMerger:
                 groups=set(chunk.groups),
                 dropped=chunk.dropped,
                 order=order,
+                first=chunk,
             )
         else:
             if order < release.order:
@@ -770,7 +776,11 @@ def _part(release: _Release) -> Part:
         first=min(dated) if dated else 0,
         last=max(dated) if dated else 0,
         dropped=release.dropped is not None,
-        name=release_name(release.head_name, ((f.name, f.total_segments) for f in files)),
+        name=(
+            release.name
+            if release.name is not None
+            else release_name(release.head_name, ((f.name, f.total_segments) for f in files))
+        ),
         files=frozenset([f.name for f in files]),
         headless=release.head_name is None,
         numbered=frozenset([(f.index, f.name) for f in files if f.index is not None]),
@@ -1118,6 +1128,11 @@ def _only_generation(entry: _Entry) -> _Release | None:
     only.files = files
     only.chunks = entry.chunks
     only.came_under = frozenset((entry.key,))
+    if entry.chunks == 1 and entry.first is not None:
+        # Its one chunk's head and files: `_part`'s release_name of them is the chunk's
+        # name (release_name reads the files as a set: max by kind and size, then min
+        # by name), made once for both.
+        only.name = entry.first.name
     return only
 
 
