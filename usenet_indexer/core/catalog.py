@@ -577,21 +577,38 @@ def coalesced(windows: Iterable[Window]) -> list[Window]:
     read 812k rows for 25k keys). A release meets the union of overlapping
     windows iff it meets one of them, so the keys read are the same.
     """
-    by_poster: dict[tuple[str, int], list[Window]] = {}
-    for window in windows:
-        by_poster.setdefault((window.poster, window.album or 0), []).append(window)
-    joined: list[Window] = []
+    return [
+        Window(*joined)
+        for joined in _coalesced((w.poster, w.low, w.high, w.album) for w in windows)
+    ]
+
+
+# A window as the closure makes it (plain tuples: tens of thousands a build, each
+# hashed and sorted): poster, low, high (None: open-ended), album (None: any M).
+_RawWindow = tuple[str, int, int | None, int | None]
+
+
+def _coalesced(windows: Iterable[_RawWindow]) -> list[_RawWindow]:
+    """`coalesced` of raw windows, in order of poster, album and time."""
+    by_poster: dict[tuple[str, int], list[tuple[int, int | None]]] = {}
+    for poster, low, high, album in windows:
+        by_poster.setdefault((poster, album or 0), []).append((low, high))
+    joined: list[_RawWindow] = []
     for poster, album in sorted(by_poster):
-        ordered = sorted(by_poster[poster, album], key=lambda w: w.low)
-        low, high = ordered[0].low, ordered[0].high
-        for window in ordered[1:]:
-            if high is not None and window.low > high + 1:
-                joined.append(Window(poster, low, high, album or None))
-                low, high = window.low, window.high
+        ordered = sorted(by_poster[poster, album], key=_low)
+        low, high = ordered[0]
+        for next_low, next_high in ordered[1:]:
+            if high is not None and next_low > high + 1:
+                joined.append((poster, low, high, album or None))
+                low, high = next_low, next_high
             elif high is not None:
-                high = None if window.high is None else max(high, window.high)
-        joined.append(Window(poster, low, high, album or None))
+                high = None if next_high is None else max(high, next_high)
+        joined.append((poster, low, high, album or None))
     return joined
+
+
+def _low(window: tuple[int, int | None]) -> int:
+    return window[0]
 
 
 @attrs.frozen
@@ -620,6 +637,11 @@ class Closure:
     `answer(...)`, until `wanted()` is empty; `keys` is then the closure.
     Each key's span is read once, each key's rows once, each window once.
 
+    A build's closure holds tens of thousands of keys, nearly each a chain of
+    its own with a window or two: the per-key work is set operations, and
+    windows are plain tuples until the few asked (coalesced) are made
+    `Window`s (that per-key Python was most of a coordinator's closure CPU).
+
     Attributes:
         keys: every key found so far (stored releases only, once answered).
         spans: the span of each stored key read.
@@ -630,13 +652,16 @@ class Closure:
     _unread: set[bytes] = attrs.field(factory=set)  # keys whose span to read
     _walk: set[bytes] = attrs.field(factory=set)  # stored keys whose repost key to look for
     _rows_unread: set[bytes] = attrs.field(factory=set)  # stored keys whose rows to read
-    _windows_read: set[Window] = attrs.field(factory=set)
+    _windows_read: set[_RawWindow] = attrs.field(factory=set)
     _absent: set[bytes] = attrs.field(factory=set)
     _asked: Wanted = attrs.field(factory=Wanted)
+    _asked_windows: set[_RawWindow] = attrs.field(factory=set)  # the last Wanted's, raw
     _windowed: set[bytes] = attrs.field(factory=set)  # keys whose chain's windows were made
     _unwindowed: set[bytes] = attrs.field(factory=set)  # stored keys not in _windowed
     _next: dict[bytes, bytes] = attrs.field(factory=dict)  # each stored key's repost key
-    _before: dict[bytes, set[bytes]] = attrs.field(factory=dict)  # stored keys by repost key
+    _before: dict[bytes, list[bytes]] = attrs.field(factory=dict)  # stored keys by repost key
+    # Of each poster: whether it is a posting tool's From, and a shared one.
+    _kinds: dict[str, tuple[bool, bool]] = attrs.field(factory=dict)
     _window_rounds: int = 0
     rounds: int = 0
 
@@ -647,29 +672,32 @@ class Closure:
         return closure
 
     def _found(self, keys: Iterable[bytes]) -> None:
-        for key in keys:
-            if key not in self.keys and key not in self._absent:
-                self._unread.add(key)
+        found = set(keys)
+        found -= self.keys
+        found -= self._absent
+        self._unread |= found
 
     def wanted(self) -> Wanted:
-        """What the next round must look up (nothing: the closure is complete)."""
+        """What the next round must look up (nothing: the closure is complete).
+
+        Its windows are coalesced (`coalesced`: the same releases, fewer windows)."""
         # Spans first: a key is known to be stored (and so walked, its rows and
         # windows read) only once its span is read.
-        nexts = {self._repost(key) for key in self._walk}
-        self._walk.clear()
-        self._found(nexts)
+        if self._walk:
+            nexts = {self._repost(key) for key in self._walk}
+            self._walk.clear()
+            self._found(nexts)
+        self._asked_windows = set()
         if self._unread:
             self._asked = Wanted(spans=tuple(sorted(self._unread)))
         else:
             rows = tuple(sorted(self._rows_unread))
             windows: tuple[Window, ...] = ()
             if self._window_rounds < WINDOW_ROUNDS:
-                windows = tuple(
-                    sorted(
-                        set(self._windows()) - self._windows_read,
-                        key=lambda w: (w.poster, w.low, w.high is None, w.high or 0),
-                    )
-                )
+                raw = set(self._windows())
+                raw -= self._windows_read
+                windows = tuple(Window(*w) for w in _coalesced(raw))
+                self._asked_windows = raw
                 self._window_rounds += bool(windows)
             self._asked = Wanted(rows=rows, windows=windows)
         return self._asked
@@ -686,23 +714,29 @@ class Closure:
         wanted = self._asked
         self.rounds += 1
         if spans is not None:
-            for key in wanted.spans:
-                span = spans.get(key)
-                if span is None:
-                    self._absent.add(key)
+            asked = wanted.spans
+            stored = [key for key in asked if key in spans]
+            if len(stored) < len(asked):
+                self._absent.update(key for key in asked if key not in spans)
+            self.keys.update(stored)
+            self.spans.update((key, spans[key]) for key in stored)
+            self._walk.update(stored)
+            self._rows_unread.update(stored)
+            self._unwindowed.update(stored)
+            before = self._before
+            for key in stored:
+                nxt = self._repost(key)
+                earlier = before.get(nxt)
+                if earlier is None:
+                    before[nxt] = [key]
                 else:
-                    self.keys.add(key)
-                    self.spans[key] = span
-                    self._walk.add(key)
-                    self._rows_unread.add(key)
-                    self._unwindowed.add(key)
-                    self._before.setdefault(self._repost(key), set()).add(key)
-            self._unread.difference_update(wanted.spans)
+                    earlier.append(key)
+            self._unread.difference_update(asked)
         if rows is not None:
             self._rows_unread.difference_update(wanted.rows)
             self._found(rows)
         if windows is not None:
-            self._windows_read.update(wanted.windows)
+            self._windows_read |= self._asked_windows
             self._found(windows)
 
     def unwindowed(self, keys: Iterable[bytes]) -> set[bytes]:
@@ -717,75 +751,115 @@ class Closure:
             nxt = self._next[key] = repost_key(key)
         return nxt
 
-    def _windows(self) -> Iterator[Window]:
+    def _kind(self, poster: str) -> tuple[bool, bool]:
+        """Whether `poster` is a posting tool's From, and a shared one (remembered)."""
+        kind = self._kinds.get(poster)
+        if kind is None:
+            kind = self._kinds[poster] = (poster.strip().lower() in TOOL_FROMS, shared_from(poster))
+        return kind
+
+    def _windows(self) -> Iterator[_RawWindow]:
         """Windows per chain and poster: each run of the chain's chunks, TOGETHER_SECONDS
         either side (of the chains that gained a key since the last round: the
         others' are read)."""
+        windowed = self._windowed
         for chain in self._chains():
-            if self._windowed.issuperset(chain):
+            if len(chain) == 1:
+                # Most chains: one key (what the general way below makes of it).
+                key = chain[0]
+                if key in windowed:
+                    continue
+                windowed.add(key)
+                self._unwindowed.discard(key)
+                yield from self._key_windows(self.spans[key])
                 continue
-            self._windowed.update(chain)
+            if windowed.issuperset(chain):
+                continue
+            windowed.update(chain)
             self._unwindowed.difference_update(chain)
-            spans = [self.spans[key] for key in chain]
-            dated = [s for s in spans if s.posted]
-            if not dated:
-                continue  # undated parts are never joined (uploads.link)
-            # Under a tool's From (as merge._split has it: the chain's first key's
-            # poster) no generation reaches past a run; elsewhere one may hold files
-            # posted days apart, and link joins to it what was posted in between.
-            tool = spans[0].poster.strip().lower() in TOOL_FROMS
-            runs = _runs([run for s in dated for run in s.runs()], APART_SECONDS if tool else None)
-            posters = sorted({s.poster for s in dated if not shared_from(s.poster)})
-            # Under a shared From only an album's parts are joined: of one M,
-            # and none of them marked no album's.
-            albums = sorted(
-                {
-                    (s.poster, s.files_announced or 0)
-                    for s in dated
-                    if shared_from(s.poster) and not s.no_album and (s.files_announced or 0) >= 2
-                }
-            )
-            for start, end in runs:
-                # Within PostgreSQL's bigint, whatever dates a node sent: a window
-                # past its end is open, one before its start begins there.
-                low = max(start - TOGETHER_SECONDS, _BIGINT_MIN)
-                # (PostgreSQL's int8range adds one to an inclusive upper bound.)
-                high = (
-                    None
-                    if end is None or end >= _BIGINT_MAX - TOGETHER_SECONDS
-                    else end + TOGETHER_SECONDS
-                )
-                for poster in posters:
-                    yield Window(poster, low, high)
-                for poster, announced in albums:
-                    yield Window(poster, low, high, announced)
+            yield from self._chain_windows([self.spans[key] for key in chain])
+
+    def _key_windows(self, span: Span) -> Iterator[_RawWindow]:
+        """`_chain_windows` of a chain of one key: a span's runs are its chunks' runs
+        (`Span.runs`), and runs of runs are the runs (`_runs` joins what it joined)."""
+        if not span.posted:
+            return
+        tool, shared = self._kind(span.poster)
+        album = None
+        if shared:
+            if span.no_album or (span.files_announced or 0) < 2:
+                return
+            album = span.files_announced
+        times = span.times or ((span.posted, span.latest),)
+        runs = times if len(times) == 1 else _runs(times, APART_SECONDS if tool else None)
+        for start, end in runs:
+            yield (span.poster, *_widened(start, end), album)
+
+    def _chain_windows(self, spans: Sequence[Span]) -> Iterator[_RawWindow]:
+        """The windows of one chain's spans."""
+        dated = [s for s in spans if s.posted]
+        if not dated:
+            return  # undated parts are never joined (uploads.link)
+        # Under a tool's From (as merge._split has it: the chain's first key's
+        # poster) no generation reaches past a run; elsewhere one may hold files
+        # posted days apart, and link joins to it what was posted in between.
+        tool = self._kind(spans[0].poster)[0]
+        runs = _runs([run for s in dated for run in s.runs()], APART_SECONDS if tool else None)
+        posters = sorted({s.poster for s in dated if not self._kind(s.poster)[1]})
+        # Under a shared From only an album's parts are joined: of one M,
+        # and none of them marked no album's.
+        albums = sorted(
+            {
+                (s.poster, s.files_announced or 0)
+                for s in dated
+                if self._kind(s.poster)[1] and not s.no_album and (s.files_announced or 0) >= 2
+            }
+        )
+        for start, end in runs:
+            low, high = _widened(start, end)
+            for poster in posters:
+                yield (poster, low, high, None)
+            for poster, announced in albums:
+                yield (poster, low, high, announced)
 
     def _chains(self) -> list[list[bytes]]:
         """The repost chains (each from its first stored key on) that hold a key whose
         chain's windows were not made yet: the others' windows are read. Found from
         those keys backwards, not from every key each round."""
-        heads = set()
+        before = self._before
+        # A key no stored key has as its repost key heads its chain.
+        heads = self._unwindowed.difference(before)
         seen: set[bytes] = set()
-        stack = list(self._unwindowed)
+        stack = [key for key in self._unwindowed if key in before]
         while stack:
             key = stack.pop()
             if key in seen:
                 continue
             seen.add(key)
-            before = self._before.get(key)
-            if before:
-                stack.extend(before)
+            earlier = before.get(key)
+            if earlier:
+                stack.extend(earlier)
             else:
-                heads.add(key)  # no stored key has it as its repost key
+                heads.add(key)
         chains = []
+        keys, nexts = self.keys, self._next
         for key in sorted(heads):
             chain = [key]
-            step = self._repost(key)
-            while step in self.keys and step not in chain:
+            step = nexts.get(key) or self._repost(key)
+            while step in keys and step not in chain:
                 chain.append(step)
-                step = self._repost(step)
+                step = nexts.get(step) or self._repost(step)
             chains.append(chain)
         return chains
+
+
+def _widened(start: int, end: int | None) -> tuple[int, int | None]:
+    """A run's window: TOGETHER_SECONDS either side, within PostgreSQL's bigint whatever
+    dates a node sent (a window past its end is open, one before its start begins
+    there; int8range adds one to an inclusive upper bound)."""
+    low = max(start - TOGETHER_SECONDS, _BIGINT_MIN)
+    high = None if end is None or end >= _BIGINT_MAX - TOGETHER_SECONDS else end + TOGETHER_SECONDS
+    return low, high
 
 
 def _runs(
