@@ -29,7 +29,7 @@ import msgpack
 
 from usenet_indexer.core.catalog import CatalogEntry, Made
 from usenet_indexer.core.renames import Finding
-from usenet_indexer.decode.ids import MediaIds
+from usenet_indexer.decode.ids import NO_IDS, MediaIds
 from usenet_indexer.errors import RemoteProtocolError
 from usenet_indexer.wire.batchwire import KEY_BYTES, MESSAGE_ID_FORBIDDEN
 
@@ -172,10 +172,13 @@ def encode_result(result: BuildResult) -> bytes:
 def decode_result(body: bytes) -> BuildResult:
     """An edge's rows, checked field by field (BuildWireError: not what they should be)."""
     document = _document(body)
+    # The rows' times, each made once: a build's rows mostly share a few (their
+    # keys' batches').
+    moments: dict[int, datetime] = {}
     return _checked(
         lambda: BuildResult(
             made=Made(
-                entries=tuple(_unentry(e) for e in _list(document["entries"])),
+                entries=tuple(_unentry(e, moments) for e in _list(document["entries"])),
                 no_album=tuple(_key(k) for k in _list(document["no_album"])),
                 probes=tuple(
                     (_key(k), _message_id(m), _file_name(n))
@@ -252,7 +255,12 @@ _ROW_SHAPES = frozenset(
 )  # fmt: skip
 
 
-def _unentry(value: object) -> CatalogEntry:
+# A row's ids when its NFO named none (most rows): NO_IDS, not a MediaIds a row.
+_NO_ID_VALUES = [None] * len(attrs.fields(MediaIds))
+
+
+def _unentry(value: object, moments: dict[int, datetime]) -> CatalogEntry:
+    """A row (`moments`: the times made of the rows before, by microseconds)."""
     fields = _list(value)
     if len(fields) != 17:
         raise BuildWireError(f"a catalog row has 17 fields, not {len(fields)}")
@@ -265,13 +273,18 @@ def _unentry(value: object) -> CatalogEntry:
         tuple(map(type, fields)) in _ROW_SHAPES
         and all(type(g) is str for g in groups)
         and all(type(k) is bytes for k in sources)
-        and len(ids) == 5
-        and all(v is None or type(v) is int for v in ids)
+        and (
+            ids == _NO_ID_VALUES
+            or (len(ids) == 5 and all(v is None or type(v) is int for v in ids))
+        )
     ):
+        when = moments.get(changed_at)
+        if when is None:
+            when = moments[changed_at] = _moment(changed_at)
         return CatalogEntry(
             guid, name, search, category, size, files, poster, tuple(groups), posted,
-            float(completion), season, episode, candidate, tuple(sources), _moment(changed_at),
-            state, MediaIds(*ids),
+            float(completion), season, episode, candidate, tuple(sources), when,
+            state, NO_IDS if ids == _NO_ID_VALUES else MediaIds(*ids),
         )  # fmt: skip
     return _checked_entry(fields)
 
