@@ -62,6 +62,7 @@ one a whole rebuild makes.
 
 from __future__ import annotations
 
+import operator
 import re
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence, Set
 from datetime import datetime
@@ -590,25 +591,28 @@ _RawWindow = tuple[str, int, int | None, int | None]
 
 def _coalesced(windows: Iterable[_RawWindow]) -> list[_RawWindow]:
     """`coalesced` of raw windows, in order of poster, album and time."""
-    by_poster: dict[tuple[str, int], list[tuple[int, int | None]]] = {}
-    for poster, low, high, album in windows:
-        by_poster.setdefault((poster, album or 0), []).append((low, high))
+    # One sort by poster, album and start (stable: windows of one start stay in the
+    # order given), then each poster's and album's run of them joined.
+    ordered = sorted(((p, a or 0, low, high) for p, low, high, a in windows), key=_BY_START)
     joined: list[_RawWindow] = []
-    for poster, album in sorted(by_poster):
-        ordered = sorted(by_poster[poster, album], key=_low)
-        low, high = ordered[0]
-        for next_low, next_high in ordered[1:]:
-            if high is not None and next_low > high + 1:
-                joined.append((poster, low, high, album or None))
-                low, high = next_low, next_high
-            elif high is not None:
-                high = None if next_high is None else max(high, next_high)
-        joined.append((poster, low, high, album or None))
+    if not ordered:
+        return joined
+    poster, album, low, high = ordered[0]
+    for next_poster, next_album, next_low, next_high in ordered[1:]:
+        if (
+            next_poster != poster
+            or next_album != album
+            or (high is not None and next_low > high + 1)
+        ):
+            joined.append((poster, low, high, album or None))
+            poster, album, low, high = next_poster, next_album, next_low, next_high
+        elif high is not None:
+            high = None if next_high is None else max(high, next_high)
+    joined.append((poster, low, high, album or None))
     return joined
 
 
-def _low(window: tuple[int, int | None]) -> int:
-    return window[0]
+_BY_START = operator.itemgetter(0, 1, 2)
 
 
 @attrs.frozen
