@@ -70,7 +70,7 @@ from usenet_indexer.core.batch import ReleaseChunk
 from usenet_indexer.core.completion import State
 from usenet_indexer.core.merge import CatalogRelease
 from usenet_indexer.core.renames import Finding, Shown, apply
-from usenet_indexer.decode.ids import MediaIds
+from usenet_indexer.decode.ids import NO_IDS, MediaIds
 from usenet_indexer.gcpolicy import BuildCollection
 from usenet_indexer.store.build_jobs import Job
 from usenet_indexer.store.catalog import (
@@ -229,7 +229,7 @@ class CatalogBuild:
         with self.table.shards() as locks, self.collection.build():
             if not self._reach(locks, touched):
                 return Built(0, 0, 0, more=True, busy=True)
-            closure = self.closure(touched)
+            closure = self.closure(touched, locks)
             keys = sorted(closure.keys)
             if not self._reach(locks, keys):
                 return Built(0, 0, 0, more=True, busy=True)
@@ -396,7 +396,7 @@ class CatalogBuild:
         # (and is merged itself where a release has it after all).
         touched = [*pending, *orphans, *(locks.guid_sources(list(orphans)) if orphans else ())]
         pending.update(orphans)
-        closure = self.closure(touched)
+        closure = self.closure(touched, locks)
         keys = sorted(closure.keys)
         if not self._reach(locks, keys):
             return Built(0, 0, 0, more=True, busy=True)
@@ -452,18 +452,19 @@ class CatalogBuild:
         locks.unlock(got)
         return False
 
-    def closure(self, touched: Sequence[bytes]) -> core.Closure:
-        """The keys to merge again for `touched` (core/catalog.py), read to its fixpoint."""
+    def closure(self, touched: Sequence[bytes], locks: ShardLocks | None = None) -> core.Closure:
+        """The keys to merge again for `touched` (core/catalog.py), read to its fixpoint
+        (on the connection of the build's `locks` when given: a closure asks a look-up
+        per step of its keys' repost chains, a dozen or more)."""
+        table = self.table
         closure = core.Closure.of(touched)
         while wanted := closure.wanted():
             if wanted.spans:
-                closure.answer(spans=self.table.spans(wanted.spans))
+                closure.answer(spans=table.spans(wanted.spans, locks))
                 continue
             closure.answer(
-                rows=self.table.row_keys(wanted.rows) if wanted.rows else set(),
-                windows=self.table.window_keys(core.coalesced(wanted.windows))
-                if wanted.windows
-                else set(),
+                rows=table.row_keys(wanted.rows, locks) if wanted.rows else set(),
+                windows=table.window_keys(wanted.windows, locks) if wanted.windows else set(),
             )
         return closure
 
@@ -541,16 +542,19 @@ def _check(job: Job, made: core.Made) -> None:
         search = e.search_name
         if 4 * len(search) >= TSVECTOR_BYTES and len(search.encode()) >= TSVECTOR_BYTES:
             raise NotTheJobs(f"row {e.guid}: a search name over {TSVECTOR_BYTES:,} bytes")
-        small = [
-            n for n in (e.category, e.files, e.season, e.episode, *_IDS(e.ids)) if n is not None
-        ]
         if not (
-            _INT4[0] <= min(small) and max(small) <= _INT4[1]
-            and _INT8[0] <= min(e.size, e.posted) and max(e.size, e.posted) <= _INT8[1]
+            _int4(e.category) and _int4(e.files) and _int4(e.season) and _int4(e.episode)
+            and (e.ids is NO_IDS or all(map(_int4, _IDS(e.ids))))
+            and _INT8[0] <= e.size <= _INT8[1] and _INT8[0] <= e.posted <= _INT8[1]
         ):  # fmt: skip
             raise NotTheJobs(f"row {e.guid[:40]!r}: a number out of its column's range")
         if not 0.0 <= e.completion <= 1.0:  # a fraction (merge.CatalogRelease.complete); NaN too
             raise NotTheJobs(f"row {e.guid[:40]!r}: a completion of {e.completion} is not in 0..1")
+
+
+def _int4(number: int | None) -> bool:
+    """Whether a row's number fits its int4 column (None: a NULL, which fits)."""
+    return number is None or _INT4[0] <= number <= _INT4[1]
 
 
 def summed(builds: Sequence[Built]) -> Built:

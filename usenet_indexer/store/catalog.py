@@ -1082,6 +1082,11 @@ class ShardLocks:
     held: set[int] = attrs.field(factory=set)
 
     @property
+    def connection(self) -> psycopg.Connection[Any]:
+        """The locks' connection (autocommit), which the build's closure reads on too."""
+        return self._conn
+
+    @property
     def jobs(self) -> BuildJobs:
         """The edges' build jobs, on this connection."""
         return BuildJobs(self._conn)
@@ -1204,9 +1209,20 @@ class CatalogTable:
         with self.pool.connection() as conn:
             return {bytes(k): int(seq) for k, seq in conn.execute(_PENDING).fetchall()}
 
-    def spans(self, keys: Sequence[bytes]) -> dict[bytes, Span]:
-        """The stored releases of `keys`: poster, earliest and latest file's date."""
+    @contextmanager
+    def _reading(self, locks: ShardLocks | None) -> Iterator[psycopg.Connection[Any]]:
+        """A connection to read on: the build's own (`locks`: autocommit, one round trip
+        a statement, no checkout), else one of the pool's."""
+        if locks is not None:
+            yield locks.connection
+            return
         with self.pool.connection() as conn:
+            yield conn
+
+    def spans(self, keys: Sequence[bytes], locks: ShardLocks | None = None) -> dict[bytes, Span]:
+        """The stored releases of `keys`: poster, earliest and latest file's date (read on
+        the connection of `locks` when given)."""
+        with self._reading(locks) as conn:
             # Binary: keys as they are (not hex both ways), the times' arrays without text.
             rows = conn.execute(_SPANS, (arrays.keys(keys),), binary=True).fetchall()
         # bigint columns come as ints; both arrays are one aggregate's, of one length.
@@ -1222,19 +1238,21 @@ class CatalogTable:
             for key, poster, posted, latest, announced, no_album, starts, ends in rows
         }
 
-    def row_keys(self, keys: Sequence[bytes]) -> set[bytes]:
-        """Every source key of the catalog rows any of `keys` went into."""
-        with self.pool.connection() as conn:
+    def row_keys(self, keys: Sequence[bytes], locks: ShardLocks | None = None) -> set[bytes]:
+        """Every source key of the catalog rows any of `keys` went into (read on the
+        connection of `locks` when given)."""
+        with self._reading(locks) as conn:
             rows = conn.execute(_ROW_KEYS, (arrays.keys(keys),), binary=True).fetchall()
         return {bytes(key) for (key,) in rows}
 
-    def window_keys(self, windows: Sequence[Window]) -> set[bytes]:
+    def window_keys(self, windows: Sequence[Window], locks: ShardLocks | None = None) -> set[bytes]:
         """The keys of the releases of each window's poster whose span meets it (of
-        its M and not marked no album's, for an album's window)."""
+        its M and not marked no album's, for an album's window; read on the
+        connection of `locks` when given)."""
         plain = [w for w in windows if w.album is None]
         albums = [w for w in windows if w.album is not None]
         rows: list[tuple[Any, ...]] = []
-        with self.pool.connection() as conn:
+        with self._reading(locks) as conn:
             if plain:
                 rows += conn.execute(
                     _WINDOW_KEYS,
