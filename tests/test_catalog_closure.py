@@ -235,3 +235,33 @@ def test_coalesced_windows_find_the_same_releases(
     joined = coalesced(asked)
     assert {i for i, s in enumerate(stored) for w in joined if in_window(w, s)} == found
     assert len(joined) <= len(set(asked))
+
+
+_span_times = st.tuples(
+    st.integers(min_value=-(2**62), max_value=2**62),
+    st.one_of(st.none(), st.integers(min_value=0, max_value=3 * 24 * HOUR)),
+)
+
+
+@given(
+    poster=st.sampled_from(["a@b", "newsup <newsup@somewhere.cbr>", "yEnc@power-post.org"]),
+    posted=st.one_of(st.just(0), st.integers(min_value=1, max_value=2**62)),
+    latest=st.one_of(st.none(), st.integers(min_value=0, max_value=2**62)),
+    announced=st.one_of(st.none(), st.integers(min_value=0, max_value=4)),
+    marked=st.booleans(),
+    times=st.lists(_span_times, max_size=6),
+)
+def test_a_chain_of_one_key_has_the_windows_the_general_way_makes(
+    poster: str,
+    posted: int,
+    latest: int | None,
+    announced: int | None,
+    marked: bool,
+    times: list[tuple[int, int | None]],
+) -> None:
+    # Most chains are one key: their windows are made the short way (a span's runs
+    # once, not its runs' runs), which must be the general way's.
+    runs = tuple((start, None if n is None else start + n) for start, n in times)
+    span = Span(poster, posted, latest, announced, marked, runs)
+    closure = Closure()
+    assert set(closure._key_windows(span)) == set(closure._chain_windows([span]))
