@@ -8,6 +8,7 @@ tools write them (test_indexer's `upload`), never from the indexer's rules.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import random
 from email.utils import formatdate
@@ -26,6 +27,7 @@ from usenet_indexer.core.reposts import (
     gap_cuts,
     pass_starts,
     pauses,
+    repost_key,
     restarts,
     starts_over,
 )
@@ -659,3 +661,10 @@ def test_gap_cuts_and_starts_over_answer_as_defined_without_their_shortcuts() ->
             highest = max(highest, number)
             drop = max(drop, highest - number)
         assert starts_over(numbers, total) == (bool(window) and drop > window), numbers
+
+
+@given(key=st.binary(max_size=40))
+def test_a_repost_key_is_blake2b_of_its_prefix_and_the_key(key: bytes) -> None:
+    # Stored catalogs hold these keys: however it is computed, the value stays.
+    assert repost_key(key) == hashlib.blake2b(b"repost\x00" + key, digest_size=16).digest()
+    assert repost_key(key) == repost_key(key)
