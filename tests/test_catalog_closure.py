@@ -264,4 +264,6 @@ def test_a_chain_of_one_key_has_the_windows_the_general_way_makes(
     runs = tuple((start, None if n is None else start + n) for start, n in times)
     span = Span(poster, posted, latest, announced, marked, runs)
     closure = Closure()
-    assert set(closure._key_windows(span)) == set(closure._chain_windows([span]))
+    windows: set[tuple[str, int, int | None, int | None]] = set()
+    closure._key_windows(span, windows)
+    assert windows == set(closure._chain_windows([span]))

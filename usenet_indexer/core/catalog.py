@@ -698,7 +698,7 @@ class Closure:
             rows = tuple(sorted(self._rows_unread))
             windows: tuple[Window, ...] = ()
             if self._window_rounds < WINDOW_ROUNDS:
-                raw = set(self._windows())
+                raw = self._windows()
                 raw -= self._windows_read
                 windows = tuple(Window(*w) for w in _coalesced(raw))
                 self._asked_windows = raw
@@ -762,11 +762,12 @@ class Closure:
             kind = self._kinds[poster] = (poster.strip().lower() in TOOL_FROMS, shared_from(poster))
         return kind
 
-    def _windows(self) -> Iterator[_RawWindow]:
+    def _windows(self) -> set[_RawWindow]:
         """Windows per chain and poster: each run of the chain's chunks, TOGETHER_SECONDS
         either side (of the chains that gained a key since the last round: the
         others' are read)."""
-        windowed = self._windowed
+        windowed, spans = self._windowed, self.spans
+        found: set[_RawWindow] = set()
         for chain in self._chains():
             if len(chain) == 1:
                 # Most chains: one key (what the general way below makes of it).
@@ -775,17 +776,19 @@ class Closure:
                     continue
                 windowed.add(key)
                 self._unwindowed.discard(key)
-                yield from self._key_windows(self.spans[key])
+                self._key_windows(spans[key], found)
                 continue
             if windowed.issuperset(chain):
                 continue
             windowed.update(chain)
             self._unwindowed.difference_update(chain)
-            yield from self._chain_windows([self.spans[key] for key in chain])
+            found.update(self._chain_windows([spans[key] for key in chain]))
+        return found
 
-    def _key_windows(self, span: Span) -> Iterator[_RawWindow]:
-        """`_chain_windows` of a chain of one key: a span's runs are its chunks' runs
-        (`Span.runs`), and runs of runs are the runs (`_runs` joins what it joined)."""
+    def _key_windows(self, span: Span, found: set[_RawWindow]) -> None:
+        """`_chain_windows` of a chain of one key, into `found`: a span's runs are its
+        chunks' runs (`Span.runs`), and runs of runs are the runs (`_runs` joins what
+        it joined)."""
         if not span.posted:
             return
         tool, shared = self._kind(span.poster)
@@ -796,8 +799,10 @@ class Closure:
             album = span.files_announced
         times = span.times or ((span.posted, span.latest),)
         runs = times if len(times) == 1 else _runs(times, APART_SECONDS if tool else None)
+        poster = span.poster
         for start, end in runs:
-            yield (span.poster, *_widened(start, end), album)
+            low, high = _widened(start, end)
+            found.add((poster, low, high, album))
 
     def _chain_windows(self, spans: Sequence[Span]) -> Iterator[_RawWindow]:
         """The windows of one chain's spans."""
