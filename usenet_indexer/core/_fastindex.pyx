@@ -616,15 +616,6 @@ cdef int _ascending(const void *a, const void *b) noexcept nogil:
     return (x > y) - (x < y)
 
 
-cdef int _by_article(const void *a, const void *b) noexcept nogil:
-    # By article number, then by place: Python's stable sort by article.
-    cdef const Posted *x = <const Posted *>a
-    cdef const Posted *y = <const Posted *>b
-    if x.article != y.article:
-        return (x.article > y.article) - (x.article < y.article)
-    return (x.at > y.at) - (x.at < y.at)
-
-
 cdef inline Py_ssize_t _tab(const char *s, Py_ssize_t start, Py_ssize_t end) noexcept nogil:
     # The next tab at or after start (memchr: the fields of a buffer run to a tab).
     cdef const char *found = <const char *>memchr(s + start, b'\t', end - start)
@@ -898,6 +889,106 @@ def file_arrays(bytearray segments, long long total, Py_ssize_t max_message_id):
     return f
 
 
+cdef long long _select(long long *a, Py_ssize_t n, Py_ssize_t k) noexcept nogil:
+    # The k-th smallest of a[:n] (a is reordered): what sorting a and reading a[k]
+    # gives, in linear time on the average (quickselect, the pivot a median of three);
+    # after 2 * log2(n) + 16 rounds that do not shrink it enough, the rest is sorted.
+    cdef Py_ssize_t lo = 0, hi = n - 1, i, j, rounds = 16
+    cdef long long pivot, x, y, z, t
+    i = n
+    while i > 1:
+        rounds += 2
+        i >>= 1
+    while hi > lo:
+        rounds -= 1
+        if rounds < 0:
+            qsort(a + lo, hi - lo + 1, sizeof(long long), _ascending)
+            return a[k]
+        x = a[lo]
+        y = a[lo + (hi - lo) // 2]
+        z = a[hi]
+        if x > y:
+            t = x; x = y; y = t
+        if y > z:
+            y = z
+            if x > y:
+                y = x
+        pivot = y
+        # Hoare's partition: a[lo..j] <= pivot <= a[j+1..hi].
+        i = lo - 1
+        j = hi + 1
+        while True:
+            i += 1
+            while a[i] < pivot:
+                i += 1
+            j -= 1
+            while a[j] > pivot:
+                j -= 1
+            if i >= j:
+                break
+            t = a[i]; a[i] = a[j]; a[j] = t
+        if k <= j:
+            hi = j
+        else:
+            lo = j + 1
+    return a[k]
+
+
+cdef int _sort_posted(Posted *posted, Py_ssize_t n) except -1:
+    # posted[:n] (each .at its place) sorted by article, then by place (Python's
+    # stable sort by article, as reposts.pass_starts sorts). The places ascend as given, so a stable sort by
+    # article alone is that order: none when the articles ascend already (a
+    # release posted file after file), else a radix sort of them less the least,
+    # eight bits a pass (as many passes as the span has bytes).
+    cdef Py_ssize_t i, d, passes = 0
+    cdef long long least, most
+    cdef unsigned long long span
+    cdef Py_ssize_t count[256]
+    cdef Py_ssize_t total
+    cdef Posted *other
+    cdef Posted *source
+    cdef Posted *target
+    cdef Posted *swap
+    cdef int shift
+    for i in range(1, n):
+        if posted[i].article < posted[i - 1].article:
+            break
+    else:
+        return 0
+    least = most = posted[0].article
+    for i in range(1, n):
+        if posted[i].article < least:
+            least = posted[i].article
+        elif posted[i].article > most:
+            most = posted[i].article
+    span = <unsigned long long>(most - least)
+    while span:
+        passes += 1
+        span >>= 8
+    other = <Posted *>PyMem_Malloc(n * sizeof(Posted))
+    if other == NULL:
+        raise MemoryError()
+    source, target = posted, other
+    for d in range(passes):
+        shift = 8 * d
+        memset(count, 0, sizeof(count))
+        for i in range(n):
+            count[((<unsigned long long>(source[i].article - least)) >> shift) & 0xFF] += 1
+        total = 0
+        for i in range(256):
+            total, count[i] = total + count[i], total
+        for i in range(n):
+            target[count[((<unsigned long long>(source[i].article - least)) >> shift) & 0xFF]] = source[i]
+            count[((<unsigned long long>(source[i].article - least)) >> shift) & 0xFF] += 1
+        swap = source
+        source = target
+        target = swap
+    if source != posted:
+        memcpy(posted, source, n * sizeof(Posted))
+    PyMem_Free(other)
+    return 0
+
+
 cdef long long _wide_of(const long long *gaps, Py_ssize_t count) except -1:
     # reposts._wide_of (its oracle): WIDE times the median gap, at least
     # MIN_GAP; MIN_GAP when no gap is wider.
@@ -913,8 +1004,7 @@ cdef long long _wide_of(const long long *gaps, Py_ssize_t count) except -1:
     if ordered == NULL:
         raise MemoryError()
     memcpy(ordered, gaps, count * sizeof(long long))
-    qsort(ordered, count, sizeof(long long), _ascending)
-    median = ordered[count // 2]
+    median = _select(ordered, count, count // 2)
     PyMem_Free(ordered)
     if median > UNREACHABLE // _WIDE:
         return UNREACHABLE
@@ -940,6 +1030,7 @@ def pass_starts(list files, bint cut=True):
     cdef Py_ssize_t *ranks = NULL  # in article order: each segment's key among `unique`
     cdef unsigned int *stamp = NULL  # a key is in the current pass: its stamp is `generation`
     cdef Posted *posted = NULL
+    cdef Py_ssize_t *rank_of = NULL  # by key below `base`: its rank among the distinct keys
     cdef list found = []
     for f in files:
         n += f.count
@@ -962,14 +1053,28 @@ def pass_starts(list files, bint cut=True):
                 posted[at].at = at
                 at += 1
             base += f.total + 1
-        memcpy(unique, keys, n * sizeof(long long))
-        qsort(unique, n, sizeof(long long), _ascending)
-        distinct = 1
-        for i in range(1, n):
-            if unique[i] != unique[distinct - 1]:
-                unique[distinct] = unique[i]
-                distinct += 1
-        qsort(posted, n, sizeof(Posted), _by_article)
+        if base <= 8 * n + 4096:
+            # The keys lie below `base`: each key's rank among the distinct ones
+            # counted out over that range, not sorted.
+            rank_of = <Py_ssize_t *>calloc(base, sizeof(Py_ssize_t))
+            if rank_of == NULL:
+                raise MemoryError()
+            for i in range(n):
+                rank_of[keys[i]] = 1
+            distinct = 0
+            for i in range(base):
+                if rank_of[i]:
+                    rank_of[i] = distinct
+                    distinct += 1
+        else:
+            memcpy(unique, keys, n * sizeof(long long))
+            qsort(unique, n, sizeof(long long), _ascending)
+            distinct = 1
+            for i in range(1, n):
+                if unique[i] != unique[distinct - 1]:
+                    unique[distinct] = unique[i]
+                    distinct += 1
+        _sort_posted(posted, n)
         for i in range(1, n):
             gaps[i - 1] = posted[i].article - posted[i - 1].article
         wide = _wide_of(gaps, n - 1) if cut else UNREACHABLE
@@ -982,6 +1087,9 @@ def pass_starts(list files, bint cut=True):
                     found.append(posted[i].article)
             return found
         for i in range(n):
+            if rank_of != NULL:
+                ranks[i] = rank_of[keys[posted[i].at]]
+                continue
             lo, hi = 0, distinct
             while lo < hi:
                 mid = (lo + hi) // 2
@@ -1019,6 +1127,7 @@ def pass_starts(list files, bint cut=True):
         PyMem_Free(gaps)
         PyMem_Free(ranks)
         free(stamp)
+        free(rank_of)
         PyMem_Free(posted)
 
 
