@@ -291,6 +291,36 @@ def test_any_files_segments_are_written_as_orjson_writes_their_list(
         assert found == listed_json(chunks)
 
 
+# Printable ASCII but '"' and '\\': what orjson writes as it is.
+_PLAIN_ID = st.text(
+    st.characters(min_codepoint=0x20, max_codepoint=0x7E, exclude_characters='"\\'), max_size=60
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    ids=st.lists(_PLAIN_ID, min_size=1, max_size=12),
+    wrong=st.none() | st.tuples(st.integers(0, 11), st.integers(0, 60), st.sampled_from('"\\\t\x00\x1f')),
+)
+def test_long_ids_are_written_unless_one_holds_a_byte_orjson_escapes(
+    ids: list[str], wrong: tuple[int, int, str] | None
+) -> None:
+    # Ids of up to 60 bytes (the writer reads them sixteen bytes at a time), plain, or
+    # one of them with a byte orjson escapes at any place: then the list is written.
+    if wrong is not None:
+        at, place, byte = wrong
+        at %= len(ids)
+        place = min(place, len(ids[at]))
+        ids[at] = ids[at][:place] + byte + ids[at][place:]
+    made = attrs.evolve(chunk(range(1, len(ids) + 1), [7] * len(ids)), message_ids="\n".join(ids))
+    assert COMPILED_SEGMENTS_JSON is not None
+    found = COMPILED_SEGMENTS_JSON([made])
+    if wrong is None:
+        assert found == listed_json([made])
+    else:
+        assert found is None
+
+
 def test_plain_files_segments_are_written_by_the_compiled_writer() -> None:
     assert COMPILED_SEGMENTS_JSON is not None
     first = chunk([1, 2, 3], [700, 2**32 - 1, 0])
