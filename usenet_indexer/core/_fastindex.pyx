@@ -436,9 +436,10 @@ def scan(bytes data, dict fast, object slow, dict opened, object make, tuple lim
     """
     cdef const char *base = PyBytes_AS_STRING(data)
     cdef Py_ssize_t size = PyBytes_GET_SIZE(data)
-    cdef Py_ssize_t start = 0, end, length, i, tabs, p, slash, at, grown
+    cdef Py_ssize_t start = 0, end, length, i, tabs, p, slash, at, grown, nul_at
     cdef const char *line
     cdef const char *nl
+    cdef const char *zero
     cdef const char *tab
     cdef const char *paren
     cdef const char *f[FIELDS]
@@ -480,6 +481,10 @@ def scan(bytes data, dict fast, object slow, dict opened, object make, tuple lim
         limit[i] = limits[i]
     _slot_offsets(make, offsets)
     memset(c_generation, 0, sizeof(c_generation))
+    # Where the next NUL byte is at or after the line read (size: none): found
+    # once for the data and again past each one, not looked for in every line.
+    zero = <const char *>memchr(base, 0, size)
+    nul_at = size if zero == NULL else zero - base
     while start <= size:
         nl = <const char *>memchr(base + start, b'\n', size - start)
         end = size if nl == NULL else nl - base
@@ -489,8 +494,13 @@ def scan(bytes data, dict fast, object slow, dict opened, object make, tuple lim
         if length == 0:
             continue
         lines += 1
-        if memchr(line, 0, length) != NULL:
+        if nul_at < end:
             nul += 1
+            if start < size:
+                zero = <const char *>memchr(base + start, 0, size - start)
+                nul_at = size if zero == NULL else zero - base
+            else:
+                nul_at = size
             continue
         took = False
         # The first seven fields; the seventh ("bytes") ends at a tab or the line's end.
