@@ -46,6 +46,7 @@ from cpython.ref cimport Py_DECREF, Py_INCREF
 from cpython.tuple cimport PyTuple_SET_ITEM
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy
+from usenet_indexer.core._tabcount cimport tab_count
 
 from usenet_indexer.core import subject as _subject
 from usenet_indexer.core.rules import EXECUTABLE_EXTENSIONS as _EXECUTABLE
@@ -423,26 +424,6 @@ def executable_verdict(list members, object extensions, object companions):
     return found or None
 
 
-cdef Py_ssize_t _tabs(const char *s, Py_ssize_t n) noexcept nogil:
-    # s[:n].count(b"\t"), eight bytes at a time: a byte of x is zero where s
-    # has a tab, and its high bit is then the only one left clear in t; those
-    # bits, one per byte, are summed by a multiply (__builtin_popcountll is a
-    # call into libgcc where the build does not target a CPU with popcnt).
-    cdef unsigned long long w, x, t
-    cdef Py_ssize_t i = 0, found = 0
-    while i + 8 <= n:
-        memcpy(&w, s + i, 8)
-        x = w ^ 0x0909090909090909ULL
-        t = ((x & 0x7F7F7F7F7F7F7F7FULL) + 0x7F7F7F7F7F7F7F7FULL) | x
-        found += <Py_ssize_t>((((~t & 0x8080808080808080ULL) >> 7) * 0x0101010101010101ULL) >> 56)
-        i += 8
-    while i < n:
-        if s[i] == b'\t':
-            found += 1
-        i += 1
-    return found
-
-
 def segment_count(list members):
     """The segments the files of `members` hold, `sum(m.count for m in members)`: each
     segment is five tab-ended fields of the file's buffer."""
@@ -450,7 +431,7 @@ def segment_count(list members):
     cdef bytearray segments
     for open_file in members:
         segments = open_file.segments
-        total += _tabs(PyByteArray_AS_STRING(segments), PyByteArray_GET_SIZE(segments)) // 5
+        total += tab_count(PyByteArray_AS_STRING(segments), PyByteArray_GET_SIZE(segments)) // 5
     return total
 
 
