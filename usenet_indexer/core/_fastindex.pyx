@@ -364,6 +364,53 @@ cdef enum:
     SLOTS = 256
 
 
+# One slot: what `fast` gives for one prefix and the file's poster, "N) tail",
+# buffer and yEnc, valid while its generation is the current one (pointers into
+# the objects `scan`'s `held` keeps).
+cdef struct _Slot:
+    const char *prefix
+    Py_ssize_t prefix_n
+    const char *poster
+    Py_ssize_t poster_n
+    const char *after
+    Py_ssize_t after_n
+    PyObject *segments
+    bint yenc
+    unsigned long generation
+
+
+cdef inline bint _holds(
+    const _Slot *slot, const char *prefix, Py_ssize_t prefix_n, unsigned long generation
+) noexcept nogil:
+    # Whether the slot holds the prefix prefix[:prefix_n] in this generation.
+    return (
+        slot.generation == generation
+        and slot.prefix_n == prefix_n
+        and memcmp(slot.prefix, prefix, prefix_n) == 0
+    )
+
+
+cdef inline void _keep(
+    _Slot *slot, list held, Py_ssize_t at, bytes prefix, object open_file,
+    unsigned long generation,
+) except *:
+    # The slot (number `at`) given `open_file`, fast[prefix]; `held` keeps the
+    # objects its pointers are into.
+    cdef bytes poster = open_file.poster
+    cdef bytes after = open_file.after
+    cdef object segments = open_file.segments
+    held[at] = (prefix, poster, after, segments)
+    slot.prefix = PyBytes_AS_STRING(prefix)
+    slot.prefix_n = PyBytes_GET_SIZE(prefix)
+    slot.poster = PyBytes_AS_STRING(poster)
+    slot.poster_n = PyBytes_GET_SIZE(poster)
+    slot.after = PyBytes_AS_STRING(after)
+    slot.after_n = PyBytes_GET_SIZE(after)
+    slot.segments = <PyObject *>segments
+    slot.yenc = open_file.yenc
+    slot.generation = generation
+
+
 cdef inline Py_ssize_t _slot(const char *s, Py_ssize_t n) noexcept nogil:
     # The cache slot of the prefix s[:n]: its bytes, eight at a time, mixed.
     cdef unsigned long long h = <unsigned long long>n * 0x9E3779B97F4A7C15ULL
@@ -419,26 +466,14 @@ def scan(bytes data, dict fast, object slow, dict opened, object make, tuple lim
     cdef const char *after
     cdef long lines = 0, nul = 0
     cdef PyObject *found
-    cdef object open_file
     cdef object segments
     cdef bint took
     cdef tuple added
-    # The file cache: per slot, what `fast` gives for one prefix and the file's
-    # poster, "N) tail", buffer and yEnc, valid while its generation is the
-    # current one. `held` keeps the objects the pointers are into.
+    # The file cache (see _Slot). `held` keeps the objects the pointers are into.
     cdef list held = [None] * SLOTS
-    cdef const char *c_prefix[SLOTS]
-    cdef Py_ssize_t c_prefix_n[SLOTS]
-    cdef const char *c_poster[SLOTS]
-    cdef Py_ssize_t c_poster_n[SLOTS]
-    cdef const char *c_after[SLOTS]
-    cdef Py_ssize_t c_after_n[SLOTS]
-    cdef PyObject *c_segments[SLOTS]
-    cdef bint c_yenc[SLOTS]
-    cdef unsigned long c_generation[SLOTS]
+    cdef _Slot cache[SLOTS]
     cdef unsigned long generation = 1
     cdef Py_ssize_t slot
-    cdef bytes prefix_bytes, poster_bytes, after_bytes
     cdef char *buffer
     cdef object prefix
     cdef object fields
@@ -450,7 +485,8 @@ def scan(bytes data, dict fast, object slow, dict opened, object make, tuple lim
     for i in range(4):
         limit[i] = limits[i]
     _slot_offsets(make, offsets)
-    memset(c_generation, 0, sizeof(c_generation))
+    for i in range(SLOTS):
+        cache[i].generation = 0
     # Where the next NUL byte is at or after the line read (size: none): found
     # once for the data and again past each one, not looked for in every line.
     zero = <const char *>memchr(base, 0, size)
@@ -511,11 +547,7 @@ def scan(bytes data, dict fast, object slow, dict opened, object make, tuple lim
                 after = subject + subject_n
                 after_n = 0
             slot = _slot(subject, prefix_n)
-            if not (
-                c_generation[slot] == generation
-                and c_prefix_n[slot] == prefix_n
-                and memcmp(c_prefix[slot], subject, prefix_n) == 0
-            ):
+            if not _holds(&cache[slot], subject, prefix_n, generation):
                 # fast.get(prefix), kept in the slot (the previous prefix there
                 # leaves it).
                 prefix = PyBytes_FromStringAndSize(subject, prefix_n)
@@ -523,32 +555,18 @@ def scan(bytes data, dict fast, object slow, dict opened, object make, tuple lim
                 if found == NULL:
                     slot = -1
                 else:
-                    open_file = <object>found
-                    prefix_bytes = prefix
-                    poster_bytes = open_file.poster
-                    after_bytes = open_file.after
-                    segments = open_file.segments
-                    held[slot] = (prefix_bytes, poster_bytes, after_bytes, segments)
-                    c_prefix[slot] = PyBytes_AS_STRING(prefix_bytes)
-                    c_prefix_n[slot] = prefix_n
-                    c_poster[slot] = PyBytes_AS_STRING(poster_bytes)
-                    c_poster_n[slot] = PyBytes_GET_SIZE(poster_bytes)
-                    c_after[slot] = PyBytes_AS_STRING(after_bytes)
-                    c_after_n[slot] = PyBytes_GET_SIZE(after_bytes)
-                    c_segments[slot] = <PyObject *>segments
-                    c_yenc[slot] = open_file.yenc
-                    c_generation[slot] = generation
+                    _keep(&cache[slot], held, slot, prefix, <object>found, generation)
             if (
                 slot >= 0
-                and c_poster_n[slot] == n[2]
-                and memcmp(c_poster[slot], f[2], n[2]) == 0
-                and c_after_n[slot] == after_n
-                and memcmp(c_after[slot], after, after_n) == 0
-                and (n[5] == 0 or c_yenc[slot])
+                and cache[slot].poster_n == n[2]
+                and memcmp(cache[slot].poster, f[2], n[2]) == 0
+                and cache[slot].after_n == after_n
+                and memcmp(cache[slot].after, after, after_n) == 0
+                and (n[5] == 0 or cache[slot].yenc)
                 and _digits(f[0], n[0])
             ):
                 # k, number, date, message-id, bytes: each followed by a tab.
-                segments = <object>c_segments[slot]
+                segments = <object>cache[slot].segments
                 at = PyByteArray_GET_SIZE(segments)
                 grown = at + k_n + n[0] + n[3] + n[4] + n[6] + 5
                 _grow(segments, grown)
@@ -571,21 +589,7 @@ def scan(bytes data, dict fast, object slow, dict opened, object make, tuple lim
                 # fast[prefix] is this file now: its slot holds it (the next line of
                 # the file, most often its next segment, is a hit).
                 slot = _slot(f[1], where[0])
-                prefix_bytes = added[0]
-                open_file = added[1]
-                poster_bytes = open_file.poster
-                after_bytes = open_file.after
-                segments = open_file.segments
-                held[slot] = (prefix_bytes, poster_bytes, after_bytes, segments)
-                c_prefix[slot] = PyBytes_AS_STRING(prefix_bytes)
-                c_prefix_n[slot] = where[0]
-                c_poster[slot] = PyBytes_AS_STRING(poster_bytes)
-                c_poster_n[slot] = PyBytes_GET_SIZE(poster_bytes)
-                c_after[slot] = PyBytes_AS_STRING(after_bytes)
-                c_after_n[slot] = PyBytes_GET_SIZE(after_bytes)
-                c_segments[slot] = <PyObject *>segments
-                c_yenc[slot] = open_file.yenc
-                c_generation[slot] = generation
+                _keep(&cache[slot], held, slot, added[0], added[1], generation)
             else:
                 slow(PyBytes_FromStringAndSize(line, length).split(b"\t", FIELDS))
                 # `slow` (`_slow_line`) sets in `fast` at most this line's prefix (the
@@ -593,12 +597,8 @@ def scan(bytes data, dict fast, object slow, dict opened, object make, tuple lim
                 # a line without a subject field read here.
                 if tabs == FIELDS:
                     slot = _slot(subject, prefix_n)
-                    if (
-                        c_generation[slot] == generation
-                        and c_prefix_n[slot] == prefix_n
-                        and memcmp(c_prefix[slot], subject, prefix_n) == 0
-                    ):
-                        c_generation[slot] = 0
+                    if _holds(&cache[slot], subject, prefix_n, generation):
+                        cache[slot].generation = 0
                 else:
                     generation += 1
     return lines, nul
