@@ -711,13 +711,15 @@ def test_groups_add_gives_up_on_a_silent_server_after_the_nntp_timeout(
 
 
 def test_a_database_url_that_does_not_answer_is_one_line_naming_it(env: dict[str, str]) -> None:
-    # Nothing listens on port 1: libpq's answer has its hint on a second line.
+    # Nothing listens on port 1: libpq's answer has its hint on a second line. A
+    # supervisor's coordinator workers each said it, restarted until a crash loop halted it.
     for words in (
         ["status"],
         ["status", "--json"],
         ["groups", "list"],
         ["db", "migrate"],
         ["coordinator"],
+        ["coordinator", "--processes", "2"],
     ):
         done = uidx(*words, env={**env, "DATABASE_URL": "postgresql://uidx@127.0.0.1:1/uidx"})
         assert_refused(done, "DATABASE_URL", "Connection refused", EXIT_ERROR)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -14,7 +15,7 @@ from psycopg.rows import TupleRow
 
 from usenet_indexer.errors import DatabaseError, SchemaMismatch
 from usenet_indexer.store.database import MigrationCancel, migrate_url
-from usenet_indexer.store.migrate import Migration, load_migrations, migrate
+from usenet_indexer.store.migrate import Migration, check_schema, load_migrations, migrate
 
 # Seconds a test waits for its threads; far above what they need.
 THREAD_DEADLINE_SECONDS = 30
@@ -149,6 +150,33 @@ def test_a_database_a_newer_uidx_migrated_is_refused_naming_its_file(pg_empty_ur
         *(m.name for m in migrations[:3]),
         newer,
     ]
+
+
+def test_check_schema_refuses_what_migrate_refuses_and_applies_nothing(
+    pg_empty_url: str,
+) -> None:
+    """What a supervisor asks before it starts workers that migrate: a new database
+    passes (nothing is made in it), so does one this uidx migrated part way or whole; a
+    newer uidx's or another build's is refused as migrate refuses it."""
+    migrations = load_migrations()
+    with psycopg.connect(pg_empty_url, autocommit=True) as conn:
+        check_schema(conn)
+        assert not _exists(conn, "schema_migrations")
+        migrate(conn, migrations[:3])
+        check_schema(conn)
+        assert len(_applied(pg_empty_url)) == 3
+        conn.execute("UPDATE schema_migrations SET name = '0002_other.sql' WHERE version = 2")
+        with pytest.raises(SchemaMismatch, match=r"applied as 0002_other\.sql"):
+            check_schema(conn)
+        conn.execute("DELETE FROM schema_migrations WHERE version = 2")
+        newer = f"{migrations[-1].version + 1:04d}_from_a_newer_uidx.sql"
+        conn.execute(
+            "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
+            (migrations[-1].version + 1, newer),
+        )
+        with pytest.raises(SchemaMismatch, match=re.escape(f"a newer uidx: its migration {newer}")):
+            check_schema(conn)
+    assert len(_applied(pg_empty_url)) == 3
 
 
 def test_a_known_version_applied_under_another_name_is_refused(pg_empty_url: str) -> None:

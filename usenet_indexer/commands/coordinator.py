@@ -38,6 +38,7 @@ from usenet_indexer.errors import ConfigError, run_reporting
 from usenet_indexer.fdlimit import allow_open_files
 from usenet_indexer.mallocpolicy import keep_freed_memory
 from usenet_indexer.store.clusterowner import start_if_stopped
+from usenet_indexer.store.database import check_schema_named
 from usenet_indexer.store.pgcluster import database_url
 from usenet_indexer.supervisor.entry import (
     add_worker_arguments,
@@ -46,7 +47,7 @@ from usenet_indexer.supervisor.entry import (
     resolve_processes,
     supervised,
 )
-from usenet_indexer.supervisor.startup import StartupStopped, stop_signals
+from usenet_indexer.supervisor.startup import StartupSignals, StartupStopped, stop_signals
 
 logger = logging.getLogger(__name__)
 
@@ -94,6 +95,7 @@ def run(args: argparse.Namespace) -> int:
         ConfigError: bad settings, the listen address cannot be bound, or no
             DATABASE_URL and no PostgreSQL binaries.
         DatabaseError: the database cannot be started, reached or migrated.
+        SchemaMismatch: a newer uidx migrated the database.
     """
     settings = from_process(args.config)
     processes = args.processes if args.processes is not None else settings.processes
@@ -119,8 +121,10 @@ def run(args: argparse.Namespace) -> int:
     # reports READY=1 for and restarts): it binds the address and starts the
     # embedded cluster once, before the workers, which would race for both; the
     # cluster outlives a worker's crash (even kill -9) and its restart, and is
-    # stopped with the supervisor. A stop signal from here on ends it through the
-    # stack, which stops the cluster.
+    # stopped with the supervisor. It also reads the schema before any worker starts:
+    # a database a newer uidx migrated, or none that answers, is said once (each
+    # worker said it, the supervisor halting at the first 78 or after a crash loop).
+    # A stop signal from here on ends it through the stack, which stops the cluster.
     with stop_signals() as signals:
         try:
             with contextlib.ExitStack() as stack:
@@ -133,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
                     )
                     fds.append(metrics.fileno())
                     argv += [METRICS_FD_OPTION, str(metrics.fileno())]
-                stack.enter_context(_cluster_for_workers(settings))
+                stack.enter_context(_database_for_workers(settings, signals))
                 signals.check()
                 return supervised(
                     args,
@@ -175,11 +179,26 @@ def _listening(key: str, listen: str) -> Iterator[socket.socket]:
 
 
 @contextlib.contextmanager
-def _cluster_for_workers(settings: Settings) -> Iterator[None]:
+def _database_for_workers(settings: Settings, signals: StartupSignals) -> Iterator[None]:
     """The embedded cluster started here (not by each worker), when no DATABASE_URL is set
-    and it is not running already; stopped after the workers."""
-    started = start_if_stopped(database_url(settings.database_url, settings.home)[1])
+    and it is not running already, and stopped after the workers; the database's schema
+    checked.
+
+    The workers migrate: after READY=1, which systemd waits for only so long (an
+    upgrade's migration may take minutes). They check the schema again, which a
+    worker started again after a newer uidx migrated needs.
+
+    Raises:
+        SchemaMismatch: a newer uidx migrated the database (said once, here; no
+            worker started).
+        DatabaseError: the database cannot be reached.
+        StartupStopped: a stop signal came.
+    """
+    url, cluster = database_url(settings.database_url, settings.home)
+    started = start_if_stopped(cluster)
     try:
+        with signals.interruptible():
+            check_schema_named(url, cluster)
         yield
     finally:
         if started is not None:

@@ -14,7 +14,7 @@ from psycopg_pool import ConnectionPool
 
 from usenet_indexer.config import Settings
 from usenet_indexer.errors import DatabaseError
-from usenet_indexer.store.migrate import migrate
+from usenet_indexer.store.migrate import check_schema, migrate
 from usenet_indexer.store.pgcluster import Cluster, database_url
 from usenet_indexer.store.pool import open_pool
 
@@ -111,6 +111,27 @@ def migrate_named(
         ):  # the operator's DATABASE_URL: say which setting to look at
             raise DatabaseError(f"DATABASE_URL: {error}") from error
         raise
+
+
+def check_schema_named(url: str, cluster: Cluster | None) -> None:
+    """Refuse the database at `url` when another uidx migrated it; nothing is applied.
+
+    Args:
+        url: the database.
+        cluster: the embedded cluster `url` is on; None when it is DATABASE_URL's.
+
+    Raises:
+        SchemaMismatch: a newer (or another) uidx migrated it (`migrate.check_applied`).
+        DatabaseError: it cannot be reached; about the operator's DATABASE_URL, the
+            message names that setting.
+    """
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            check_schema(conn)
+    except psycopg.Error as error:
+        said = " ".join(str(error).split())
+        setting = "DATABASE_URL: " if cluster is None else ""
+        raise DatabaseError(f"{setting}cannot read the database's migrations: {said}") from error
 
 
 @contextmanager

@@ -17,6 +17,9 @@ the files this uidx knows (`check_applied`): a version above its last one
 another file's name (another build's migration) is refused, naming the
 file, with SchemaMismatch. An older uidx on a newer schema would read and
 write tables whose meaning changed; it used to go on with a warning.
+`check_schema` asks the same and applies nothing: a supervisor asks it
+before it starts workers that migrate, so a mismatch is said once, not by
+each of them.
 """
 
 from __future__ import annotations
@@ -42,6 +45,10 @@ FILE_NAME = re.compile(r"(\d{4})_([a-z0-9_]+)\.sql")
 # The advisory lock of migrations: any constant that no other code of ours
 # locks; these are the bytes of "uidxmigr". Advisory locks are per database.
 LOCK_KEY = int.from_bytes(b"uidxmigr", "big")
+
+APPLIED = "SELECT version, name FROM schema_migrations"
+# Whether schema_migrations exists (where CREATE_TABLE would make it): NULL if not.
+EXISTS = "SELECT to_regclass('schema_migrations')"
 
 CREATE_TABLE = b"""
 CREATE TABLE IF NOT EXISTS schema_migrations (
@@ -155,8 +162,7 @@ def _apply_next(
             logger.info("waiting for the migration (or restore) another process is applying")
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
         conn.execute(CREATE_TABLE)
-        rows = conn.execute("SELECT version, name FROM schema_migrations").fetchall()
-        done = {int(version): str(name) for version, name in rows}
+        done = _applied(conn)
         check_applied(done, wanted)
         pending = [m for m in wanted if m.version not in done]
         if not pending:
@@ -185,6 +191,32 @@ def _apply_next(
             (migration.version, migration.name),
         )
     return migration.name
+
+
+def check_schema(
+    conn: psycopg.Connection[Any], migrations: Sequence[Migration] | None = None
+) -> None:
+    """Refuse a database another uidx migrated (`check_applied`), applying nothing.
+
+    A database with no `schema_migrations` yet has applied nothing: it passes.
+
+    Args:
+        conn: a connection.
+        migrations: this uidx's; None for `load_migrations()`.
+
+    Raises:
+        SchemaMismatch: as `check_applied`.
+        DatabaseError: the migrations are misnamed or duplicated.
+        psycopg.Error: the connection failed.
+    """
+    known = load_migrations() if migrations is None else _checked(migrations)
+    found = conn.execute(EXISTS).fetchone()
+    if found is not None and found[0] is not None:
+        check_applied(_applied(conn), known)
+
+
+def _applied(conn: psycopg.Connection[Any]) -> dict[int, str]:
+    return {int(version): str(name) for version, name in conn.execute(APPLIED).fetchall()}
 
 
 def _checked(migrations: Sequence[Migration]) -> tuple[Migration, ...]:
