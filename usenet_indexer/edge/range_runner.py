@@ -424,8 +424,12 @@ class RangeRunner:
         indexer.add_data(b"" if fed is None else fed, clipped.next_article)
 
     async def _read_stream(self, pieces: trio.MemorySendChannel[Piece | str]) -> None:
-        # A stop cancels it with the rest of the range (`_work`).
-        async with pieces:
+        # A stop cancels it with the rest of the range (`_work`). Closed without a
+        # checkpoint (`with`, not `async with`): the close lets the indexing loop end
+        # and cancel this task's nursery, and a checkpoint after it would raise that
+        # Cancelled in place of the reader's error (a stream that did not open, a
+        # KeyboardInterrupt): the range "given back (stopping)", the error lost.
+        with pieces:
             await self._stream_pieces(pieces)
 
     async def _stream_pieces(self, pieces: trio.MemorySendChannel[Piece | str]) -> None:
@@ -446,7 +450,8 @@ class RangeRunner:
                 await raw.aclose()
 
     async def _read_frames(self, frames: _FrameSource, read: trio.MemorySendChannel[_Read]) -> None:
-        async with read:
+        # Closed without a checkpoint, as in _read_stream: an error comes out as it is.
+        with read:
             try:
                 while True:
                     frame = await frames.next()
