@@ -21,7 +21,7 @@ import sys
 import time
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, MutableMapping
-from contextlib import asynccontextmanager
+from contextlib import AbstractContextManager, asynccontextmanager, nullcontext
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -1506,9 +1506,14 @@ class GoneAfterTheLease:
     """A fake node API that leases one range and then answers nothing more (its stream
     and the give-back wait for ever): a coordinator gone, or stopping, as the edge stops.
     A real one cannot be made to hang on demand. `on_lease` is called as the lease is
-    answered; `streaming` is set when the stream is asked for."""
+    answered; `streaming` is set when the stream is asked for. With `interrupt` the
+    stream is answered by a KeyboardInterrupt instead (the app runs in the edge's task:
+    Ctrl-C arriving while the edge's own code runs, where no signal receiver has it);
+    with `stream_status`, by that status (a failure: the range is given back)."""
 
     on_lease: Callable[[], object] | None = None
+    interrupt: bool = False
+    stream_status: int | None = None
     calls: list[str] = attrs.field(factory=list)
     streaming: trio.Event = attrs.field(factory=trio.Event)
 
@@ -1519,6 +1524,13 @@ class GoneAfterTheLease:
             self.calls.append(action)
             if action != "lease" or len(self.calls) > 1:
                 self.streaming.set()
+                if self.interrupt and action == "stream":
+                    raise KeyboardInterrupt
+                if self.stream_status is not None and action == "stream":
+                    status, body = self.stream_status, b'{"error": "bad request"}'
+                    await send({"type": "http.response.start", "status": status, "headers": []})
+                    await send({"type": "http.response.body", "body": body})
+                    return
                 await trio.sleep_forever()
             lease = {"id": 1, "group": "alt.binaries.fake", "first": 1, "last": 3, "next": 1,
                      "epoch": 1}  # fmt: skip
@@ -1562,6 +1574,65 @@ async def test_a_stopping_edge_whose_coordinator_does_not_answer_is_gone_within_
     expected = ["lease", "stream", "release"] if when == "mid-range" else ["lease", "release"]
     assert fake.calls == expected
     assert "its lease expires there by itself" in caplog.text
+
+
+@pytest.mark.trio
+@pytest.mark.parametrize("how", ["cancelled", "a deadline passed", "a sibling failed", "Ctrl-C"])
+async def test_an_edge_cut_short_from_outside_whose_coordinator_does_not_answer_is_gone_within_2_s(
+    autojump_clock: trio.testing.MockClock,
+    settings: Settings,
+    caplog: pytest.LogCaptureFixture,
+    how: str,
+) -> None:
+    """Cut short mid-range from outside, its stop never set (an outer cancel scope or
+    deadline, a sibling task that failed, a KeyboardInterrupt in a trio program that has
+    no signal receiver), the edge gives the range back as at a stop: the coordinator does
+    not answer, and the give-back gives up within 2 s, not give_back_seconds (30 s)."""
+    fake = GoneAfterTheLease(interrupt=how == "Ctrl-C")
+    options = attrs.evolve(fake_options(ranges=None), retry=RetryPolicy())
+    transport = httpx.ASGITransport(app=fake)
+
+    async def sibling() -> None:
+        await fake.streaming.wait()
+        if how == "a sibling failed":
+            raise RuntimeError("a sibling failed")
+
+    raised = {"a sibling failed": RuntimeError, "Ctrl-C": KeyboardInterrupt}.get(how)
+    expected: AbstractContextManager[object] = (
+        nullcontext() if raised is None else pytest.RaisesGroup(raised, flatten_subgroups=True)
+    )
+    with trio.fail_after(DEADLINE_SECONDS), trio.CancelScope() as outer, expected:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(partial(worker.run, settings, options=options, transport=transport))
+            nursery.start_soon(sibling)
+            await fake.streaming.wait()
+            cancelled = trio.current_time()
+            if how == "cancelled":
+                outer.cancel()
+            elif how == "a deadline passed":
+                outer.deadline = cancelled
+    assert trio.current_time() - cancelled <= STOP_SECONDS
+    assert fake.calls == ["lease", "stream", "release"]
+    assert f"not given back within {options.stop_give_back_seconds:.1f} s" in caplog.text
+
+
+@pytest.mark.trio
+async def test_a_failed_range_whose_coordinator_does_not_answer_retries_the_give_back_for_30_s(
+    autojump_clock: trio.testing.MockClock, settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A range that fails (its stream refused: an error, not a cancel) is given back
+    for give_back_seconds (30 s) to a coordinator that does not answer: the stopping
+    limit is for a worker told to stop or cut short from outside."""
+    fake = GoneAfterTheLease(stream_status=400)
+    options = attrs.evolve(fake_options(), retry=RetryPolicy())
+    with trio.fail_after(DEADLINE_SECONDS):
+        totals = await worker.run(
+            settings, options=options, transport=httpx.ASGITransport(app=fake)
+        )
+    assert totals == EdgeTotals(failed=1)
+    assert fake.calls == ["lease", "stream", "release"]
+    assert trio.current_time() >= options.give_back_seconds
+    assert f"not given back within {options.give_back_seconds:.1f} s" in caplog.text
 
 
 @attrs.define
@@ -1684,7 +1755,7 @@ async def test_a_stream_that_does_not_open_fails_the_range_with_its_error_every_
     fake = ReleasingAgain(stream_status=503)
     options = fake_options()
     transport = httpx.ASGITransport(app=fake)
-    outcomes = []
+    outcomes: list[Outcome] = []
     with trio.fail_after(DEADLINE_SECONDS):
         async with open_client(
             options.coordinator_url, options.node_token, retry=FAST_RETRY, transport=transport

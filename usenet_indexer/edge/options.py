@@ -24,9 +24,10 @@ MAX_CHUNK_TEXT_BYTES: Final = 1 << 30
 # this the lease simply expires on the coordinator.
 GIVE_BACK_SECONDS: Final = 30.0
 
-# ... but at a stop (SIGTERM), a try or two at most: a stopping edge is gone within 2 s
-# (its lease wait is cut at once), and a lease its coordinator did not take back
-# (gone, or not answering) expires there by itself after the lease TTL.
+# ... but at a stop (SIGTERM), or a range cut short from outside (a cancel), a try or
+# two at most: a stopping edge is gone within 2 s (its lease wait is cut at once), and
+# a lease its coordinator did not take back (gone, or not answering) expires there by
+# itself after the lease TTL.
 STOP_GIVE_BACK_SECONDS: Final = 1.5
 
 # A lease lasts lease_ttl_seconds from its last batch or heartbeat: three
@@ -60,7 +61,8 @@ class EdgeOptions:
         heartbeat_seconds: the longest a lease goes without a batch or heartbeat.
         retry: the backoff of failed requests.
         give_back_seconds: the deadline of the shielded release at the end.
-        stop_give_back_seconds: its deadline from a stop (before or during it).
+        stop_give_back_seconds: its deadline from a stop (before or during it), or
+            when the range is cut short from outside (a cancel, a KeyboardInterrupt).
         max_payload_bytes: the largest chunk payload accepted.
         max_text_bytes: the most a chunk may inflate to.
         pure_indexer: run the RangeIndexer's pure-Python loop (settings.pure_indexer).

@@ -66,7 +66,10 @@ not leave its range leased either: retried for `give_back_seconds` after a
 failure, but once the worker is told to stop (before the give-back or
 during it) for `stop_give_back_seconds` at most (a try or two): a
 coordinator that does not answer (gone, or stopping) lets the lease expire
-by itself, and the stopping edge is gone within 2 s.
+by itself, and the stopping edge is gone within 2 s. A range cut short from
+outside, its stop never set (an outer cancel scope or deadline, a sibling
+task that failed, a KeyboardInterrupt where no signal receiver turns Ctrl-C
+into a stop), is going the same way: `stop_give_back_seconds` too.
 """
 
 from __future__ import annotations
@@ -240,17 +243,21 @@ class RangeRunner:
         logger.debug("%s: leased, from %d", self.lease, self.lease.next)
         # Until _work returns, an ending (a cancellation included) gives the range back.
         outcome, reason = Outcome.FAILED, "cancelled"
+        # Until _work returns or fails by itself: cut short from outside (a cancel, Ctrl-C).
+        cut_short = True
         try:
-            outcome, reason = await self._work()
-        except* LeaseLostError as group:
-            outcome, reason = Outcome.LOST, _reasons(group)
-        except* Exception as group:
-            outcome, reason = Outcome.FAILED, _reasons(group)
-            logger.error("%s: failed", self.lease, exc_info=group)
+            try:
+                outcome, reason = await self._work()
+            except* LeaseLostError as group:
+                outcome, reason = Outcome.LOST, _reasons(group)
+            except* Exception as group:
+                outcome, reason = Outcome.FAILED, _reasons(group)
+                logger.error("%s: failed", self.lease, exc_info=group)
+            cut_short = False
         finally:
             try:
                 if outcome in {Outcome.GIVEN_BACK, Outcome.FAILED}:
-                    await self._give_back_within()
+                    await self._give_back_within(cut_short=cut_short)
                 report = self.report = self._report(outcome, reason, trio.current_time() - started)
                 log = logger.info if outcome is Outcome.FINISHED else logger.warning
                 log("%s", report.describe())
@@ -295,10 +302,14 @@ class RangeRunner:
         await self.client.finish(self.lease)
         return Outcome.FINISHED, ""
 
-    async def _give_back_within(self) -> None:
-        # Retried for give_back_seconds after a failure; at a stop, stop_give_back_seconds at most.
+    async def _give_back_within(self, *, cut_short: bool) -> None:
+        # Retried for give_back_seconds after a failure; at a stop, stop_give_back_seconds at
+        # most, and the same when cut short from outside (a Cancelled or a KeyboardInterrupt
+        # on its way out, or a cancel not delivered yet: the effective deadline passed).
         options = self.options
         seconds, stopping = options.give_back_seconds, options.stop_give_back_seconds
+        if cut_short or trio.current_effective_deadline() <= trio.current_time():
+            seconds = stopping
         if not await shielded_within(self._give_back, self.stop, seconds, stopping):
             limit = stopping if self.stop.is_set() else seconds
             logger.warning(
