@@ -38,6 +38,7 @@ from usenet_indexer.prefetch.daemon import Prefetcher
 from usenet_indexer.prefetch.events import Landed, NotLanded, Reported
 from usenet_indexer.prefetch.follower import FollowOptions
 from usenet_indexer.prefetch.housekeeping import remove_unindexed, sweep_spool
+from usenet_indexer.prefetch.landing import Landing
 from usenet_indexer.prefetch.options import LEFTOVER_GRACE_SECONDS, PrefetchOptions
 from usenet_indexer.prefetch.prober import ProbeOptions
 from usenet_indexer.prefetch.servers import ServerState, server_configs
@@ -1194,6 +1195,34 @@ async def test_while_the_database_refuses_chunks_rows_the_connection_pauses_and_
     assert len(told) == 1, told
     assert "No space left on device" in told[0]
     assert sum("land again" in m for _, m in said) == 1, said
+
+
+@pytest.mark.trio
+async def test_a_gap_recorded_already_is_said_once(
+    pool: ConnectionPool, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A gap (a chunk the server has no article of) that another writer, or an earlier
+    try, recorded already: its row is not added again, and the log says the gap once,
+    where it was recorded, not at every landing of it."""
+    caplog.set_level(logging.DEBUG, "usenet_indexer.prefetch.landing")
+    group = "alt.binaries.uidx.gaps"
+    group_id = GroupStore(pool).add(group)
+    spool = SpoolIndex(pool)
+    state = ServerState.of(server_configs(["nntp://news.invalid"], 1)[0])
+    job = ChunkJob(group_id, group, 1, 100)
+    with trio.fail_after(DEADLINE_SECONDS):
+        # Three writers: two prefetchers, one of them landing it again.
+        for _ in range(3):
+            work = SharedWork(spool, _options(tmp_path), servers=1)
+            await Landing(spool, work).land(job, state, None)
+    said = [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == "usenet_indexer.prefetch.landing" and r.levelno >= logging.INFO
+    ]
+    assert said == [f"{group} 1-100: no articles on the server (a gap)"]
+    assert caplog.text.count("a gap recorded already") == 2  # with -v
+    assert _read_spool(pool, group_id) == [SpoolChunk(1, 100, int(Codec.NONE), None, 0)]
 
 
 OVERLONG_GROUP = "alt.binaries.uidx.overlong"

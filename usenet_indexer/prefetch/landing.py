@@ -143,6 +143,10 @@ class Landing:
 
     def _store_gap(self, job: ChunkJob) -> int:
         chunk = SpoolChunk(job.first, job.last, int(Codec.NONE), None, 0)
-        self.spool.add_new(job.group_id, chunk, 0)
-        logger.info("%s %d-%d: no articles on the server (a gap)", job.group, job.first, job.last)
+        span = (job.group, job.first, job.last)
+        if self.spool.add_new(job.group_id, chunk, 0):
+            logger.info("%s %d-%d: no articles on the server (a gap)", *span)
+        else:
+            # Said where it was recorded (another writer, or an earlier try): once a gap.
+            logger.debug("%s %d-%d: a gap recorded already", *span)
         return 0
