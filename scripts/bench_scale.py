@@ -28,7 +28,9 @@ coordinator's log line `catalog built: pending=... cpu_s=...`
 last tenth of the builds that took pending keys, in CPU ms per pending key
 (the target), and beside it per key merged and keys merged per pending key
 (a build merges its keys' neighbours in ranges stored before it, which the
-first builds, on an empty catalog, do not have).
+first builds, on an empty catalog, do not have); and `build_series`, each
+build's pending and merged keys and CPU ms per pending and per merged key, in
+order (a run has a handful of builds: its first tenth is one build).
 The catalog lag is from the last batch's `stored_at` to the first poll that
 saw `catalog_pending` empty after it (both on the database's clock; polls
 1 s apart while the edges work, 0.2 s once every range is done).
@@ -490,6 +492,19 @@ def build_figures(all_builds: Sequence[Build]) -> dict[str, Any]:
         "build_cpu_ms_per_merged_key_last": round(last_merged, 4),
         "build_merged_per_pending_first": round(merged_per_pending(early), 3),
         "build_merged_per_pending_last": round(merged_per_pending(late), 3),
+        # Every build that took pending keys, in order: [pending, merged, CPU ms per
+        # pending key, per key merged]. With a handful of builds a run, the first
+        # tenth is one build on an empty catalog; the series shows where the cost
+        # per key goes between it and the last.
+        "build_series": [
+            [
+                b.pending,
+                b.merged,
+                round(1000 * b.cpu_seconds / b.pending, 4),
+                round(1000 * b.cpu_seconds / b.merged, 4) if b.merged else 0.0,
+            ]
+            for b in taking
+        ],
     }
 
 
