@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gzip
+import subprocess
+import sys
 from pathlib import Path
 
 import orjson
@@ -21,6 +24,7 @@ from usenet_indexer.store.groups import GroupStore
 from usenet_indexer.store.spool import SpoolChunk, SpoolIndex
 from usenet_indexer.synth.generator import GeneratorConfig, generate
 from usenet_indexer.testing.objectstore import ObjectStore
+from usenet_indexer.testing.processes import child_env
 
 
 @pytest.fixture
@@ -193,6 +197,26 @@ def test_index_names_a_device_that_refuses_a_write_midway(tmp_path: Path) -> Non
         write_releases(releases, out)
     assert "/dev/full" in str(caught.value)
     assert "No space left on device" in str(caught.value)
+
+
+def test_index_starts_without_what_it_does_not_use(tmp_path: Path) -> None:
+    # Start-up is part of every `uidx index` (scripts/bench-index times the whole
+    # process): no TOML reader without a settings file, and no OpenSSL for blake2b.
+    dump = tmp_path / "empty.gz"
+    dump.write_bytes(gzip.compress(b""))
+    code = (
+        "import sys; from usenet_indexer.cli import main; main(sys.argv[1:]);"
+        "print(sorted({'tomllib', '_hashlib', 'hashlib'} & set(sys.modules)))"
+    )
+    words = ["index", str(dump), "--out", str(tmp_path / "out.jsonl"), "--quiet", "--allow-empty"]
+    result = subprocess.run(
+        [sys.executable, "-c", code, *words],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=child_env(UIDX_HOME=str(tmp_path)),
+    )
+    assert result.stdout.splitlines()[-1] == "[]", result.stderr
 
 
 def _refused(capsys: pytest.CaptureFixture[str], argv: list[str], status: int, *said: str) -> None:

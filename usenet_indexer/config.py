@@ -20,7 +20,6 @@ import math
 import os
 import re
 import stat
-import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -311,6 +310,10 @@ def _open_regular(path: Path) -> io.BufferedReader:
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
+    # Imported here: most runs read no settings file, and tomllib (with its
+    # regular expressions and datetime) was ~2% of `uidx index`'s start-up.
+    import tomllib
+
     with _open_regular(path) as stream:
         try:
             data = tomllib.load(stream)

@@ -1404,10 +1404,10 @@ def file_chunks(FileArrays f, list starts, object chunk, tuple head, dict dates,
     return pieces, repeats
 
 
-import hashlib as _hashlib
+from _blake2 import blake2b as _blake2b  # hashlib's, without OpenSSL: see indexer.py
 
 # `indexer._BLAKE2B_16`: copied for each key.
-cdef object _BLAKE2B_16 = _hashlib.blake2b(digest_size=16)
+cdef object _BLAKE2B_16 = _blake2b(digest_size=16)
 
 
 cdef inline str _decoded(bytes data):

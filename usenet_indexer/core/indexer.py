@@ -48,8 +48,11 @@ chunks of one release merge into one release wherever they were indexed.
 
 from __future__ import annotations
 
-import hashlib
 import re
+
+# hashlib's blake2b is this one; importing hashlib also loads OpenSSL (_hashlib),
+# ~2% of `uidx index`'s start-up, for hashes uidx does not use here.
+from _blake2 import blake2b
 from array import array
 from bisect import bisect_left
 from calendar import timegm
@@ -1782,7 +1785,7 @@ def parse_date(text: str) -> int:
 
 # Copied for each key (never updated itself): a copy costs less than a new
 # hasher's keyword arguments.
-_BLAKE2B_16 = hashlib.blake2b(digest_size=16)
+_BLAKE2B_16 = blake2b(digest_size=16)
 
 
 def _digest(kind: bytes, *parts: bytes) -> bytes:

@@ -38,7 +38,9 @@ No I/O, no clock: article numbers and the articles' dates only.
 
 from __future__ import annotations
 
-import hashlib
+# hashlib's blake2b is this one; importing hashlib also loads OpenSSL (_hashlib),
+# ~2% of `uidx index`'s start-up, for hashes uidx does not use here.
+from _blake2 import blake2b
 from collections.abc import Sequence
 from itertools import accumulate, pairwise
 from operator import sub
@@ -65,7 +67,7 @@ SHUFFLE = 32
 # blake2b's state after the prefix of every repost key, copied for each key (never
 # updated itself): making a hasher from its keyword arguments took 2 us a key, twice
 # what the copy and the hashing take (a catalog closure walks every key's chain).
-_REPOST = hashlib.blake2b(b"repost\x00", digest_size=16)
+_REPOST = blake2b(b"repost\x00", digest_size=16)
 
 
 def repost_key(key: bytes) -> bytes:
