@@ -303,14 +303,16 @@ cdef enum:
 
 cdef tuple _add_first(
     const char **f, Py_ssize_t *n, const char *rest, Py_ssize_t rest_n, Py_ssize_t *where,
-    dict opened, dict fast, object make, const Py_ssize_t *offsets,
+    dict opened, dict fast, object make, const Py_ssize_t *offsets, object made,
 ):
     # RangeIndexer._add_segment of a checked first segment (where: p, q, N, the
     # counter's "/"): to its file in `opened`, opened now if new; `fast` points
-    # its prefix at it. Returns (prefix, the file): what `fast` now holds for it.
+    # its prefix at it. `made`: the prefix's bytes where `scan` made them for this
+    # line (their hash kept), else None. Returns (prefix, the file): what `fast`
+    # now holds for it.
     cdef const char *subject = f[1]
     cdef Py_ssize_t p = where[0], q = where[1], slash = where[3], at
-    cdef bytes prefix = PyBytes_FromStringAndSize(subject, p)
+    cdef bytes prefix = PyBytes_FromStringAndSize(subject, p) if made is None else made
     cdef bytes poster = PyBytes_FromStringAndSize(f[2], n[2])
     cdef tuple key = (prefix, poster, where[2])
     cdef PyObject *found = PyDict_GetItem(opened, key)
@@ -509,6 +511,7 @@ def scan(bytes data, dict fast, object slow, dict opened, object make, tuple lim
                 nul_at = size
             continue
         took = False
+        prefix = None  # this line's prefix, where made
         # The first seven fields; the seventh ("bytes") ends at a tab or the line's end.
         tabs = 0
         p = 0
@@ -585,7 +588,11 @@ def scan(bytes data, dict fast, object slow, dict opened, object make, tuple lim
                 and n[5] == 0
                 and _first_segment(f, n, limit, where)
             ):
-                added = _add_first(f, n, line + rest, length - rest, where, opened, fast, make, offsets)
+                # (The prefix made above, if any, is the subject before its last "(",
+                # where[0] bytes: the same.)
+                added = _add_first(
+                    f, n, line + rest, length - rest, where, opened, fast, make, offsets, prefix
+                )
                 # fast[prefix] is this file now: its slot holds it (the next line of
                 # the file, most often its next segment, is a hit).
                 slot = _slot(f[1], where[0])
