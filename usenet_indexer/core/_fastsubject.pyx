@@ -61,6 +61,8 @@ _SUBJECT_FIELDS = (
 cdef extern from "Python.h":
     ctypedef struct PyTypeObject:
         PyObject *(*tp_alloc)(PyTypeObject *, Py_ssize_t)
+    str PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
+    void *PyUnicode_DATA(object o)
 
 
 cdef inline object _subject_of(
@@ -150,8 +152,11 @@ cdef Py_ssize_t _counter(const char *t, Py_ssize_t at, Py_ssize_t end, long *ind
 
 
 cdef str _text(const char *s, Py_ssize_t n):
-    # ASCII bytes as a str.
-    return s[:n].decode("ascii")
+    # ASCII bytes (the caller checked them) as a str: made of one byte a character
+    # and filled in place, as decode("ascii") makes it without checking them again.
+    cdef str made = PyUnicode_New(n, 127)
+    memcpy(PyUnicode_DATA(made), s, n)
+    return made
 
 
 cdef str _squash(const char *s, Py_ssize_t n):
@@ -309,6 +314,11 @@ def file_subject(bytes prefix):
         The FileSubject, equal to the pure parse's, for an ASCII subject with
         a quoted name; None for any other (the caller parses it in Python).
     """
+    return _file_subject(prefix)
+
+
+cdef object _file_subject(bytes prefix):
+    # `file_subject`, which `releases` calls without a Python call.
     cdef const char *s = PyBytes_AS_STRING(prefix)
     cdef Py_ssize_t size = PyBytes_GET_SIZE(prefix), m, i, first, last, at, end, head_n
     cdef Py_ssize_t name_a, name_b
@@ -340,7 +350,7 @@ def file_subject(bytes prefix):
     head_n = first
     at = first - 1
     while at >= 0:
-        end = _counter(t, at, first, &index, &total)
+        end = _counter(t, at, first, &index, &total) if t[at] == b'[' or t[at] == b'(' else -1
         if end >= 0:
             head_n = at
             found_index, found_total = index, total
@@ -349,7 +359,7 @@ def file_subject(bytes prefix):
     else:
         at = last + 1
         while at < m:
-            end = _counter(t, at, m, &index, &total)
+            end = _counter(t, at, m, &index, &total) if t[at] == b'[' or t[at] == b'(' else -1
             if end >= 0:
                 found_index, found_total = index, total
                 break
@@ -389,7 +399,7 @@ def releases(list files, object parse):
         prefix = open_file.prefix
         info = parsed.get(prefix)
         if info is None:
-            info = file_subject(prefix)
+            info = _file_subject(prefix)
             if info is None:
                 info = parse(prefix)
             parsed[prefix] = info
@@ -408,6 +418,11 @@ def executable_verdict(list members, object extensions, object companions):
     """`rules.ExecutableRule.verdict` on the release of `members` (their `info.file_name`s),
     its twin: the first executable extension when every file is an executable or a
     companion and one is an executable, else None."""
+    return _verdict(members, extensions, companions)
+
+
+cdef object _verdict(list members, object extensions, object companions):
+    # `executable_verdict`, which `executable_judged` calls without a Python call.
     cdef str found = ""
     cdef str name, ext
     cdef Py_ssize_t dot, size
@@ -427,6 +442,11 @@ def executable_verdict(list members, object extensions, object companions):
 def segment_count(list members):
     """The segments the files of `members` hold, `sum(m.count for m in members)`: each
     segment is five tab-ended fields of the file's buffer."""
+    return _segment_count(members)
+
+
+cdef Py_ssize_t _segment_count(list members) except -1:
+    # `segment_count`, which `executable_judged` calls without a Python call.
     cdef Py_ssize_t total = 0
     cdef bytearray segments
     for open_file in members:
@@ -454,16 +474,16 @@ def executable_judged(
     cdef list members
     cdef object release, key, found
     for release, members in by_release.items():
-        key = executable_verdict(members, extensions, companions)
+        key = _verdict(members, extensions, companions)
         if key is None:
             judged.append((release, members, None))
             continue
         found = counts.get(key)
         if found is None:
-            counts[key] = [1, segment_count(members)]
+            counts[key] = [1, _segment_count(members)]
         else:
             (<list>found)[0] += 1
-            (<list>found)[1] += segment_count(members)
+            (<list>found)[1] += _segment_count(members)
         if keep_dropped:
             judged.append((release, members, rule))
     return judged
