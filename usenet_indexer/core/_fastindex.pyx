@@ -716,6 +716,7 @@ cdef class FileArrays:
     cdef long long *articles
     cdef unsigned int *sizes
     cdef Py_ssize_t *mids  # where each message-id's "<" is in `segments`
+    cdef Py_ssize_t *mid_n  # the length of each message-id's text between its brackets
     cdef Py_ssize_t *dates  # where each date is
 
     def __dealloc__(self):
@@ -723,6 +724,7 @@ cdef class FileArrays:
         PyMem_Free(self.articles)
         PyMem_Free(self.sizes)
         PyMem_Free(self.mids)
+        PyMem_Free(self.mid_n)
         PyMem_Free(self.dates)
 
 
@@ -809,10 +811,14 @@ def file_arrays(bytearray segments, long long total, Py_ssize_t max_message_id):
     f.articles = <long long *>PyMem_Malloc(count * sizeof(long long))
     f.sizes = <unsigned int *>PyMem_Malloc(count * sizeof(unsigned int))
     f.mids = <Py_ssize_t *>PyMem_Malloc(count * sizeof(Py_ssize_t))
+    f.mid_n = <Py_ssize_t *>PyMem_Malloc(count * sizeof(Py_ssize_t))
     f.dates = <Py_ssize_t *>PyMem_Malloc(count * sizeof(Py_ssize_t))
     seen = <unsigned char *>calloc(total + 1, 1)
     try:
-        if f.ks == NULL or f.articles == NULL or f.sizes == NULL or f.mids == NULL or f.dates == NULL or seen == NULL:
+        if (
+            f.ks == NULL or f.articles == NULL or f.sizes == NULL or f.mids == NULL
+            or f.mid_n == NULL or f.dates == NULL or seen == NULL
+        ):
             raise MemoryError()
         f.ordered = True
         for i in range(count):
@@ -871,6 +877,7 @@ def file_arrays(bytearray segments, long long total, Py_ssize_t max_message_id):
             if not _id_text(s + at + 1, n - 2):
                 return None  # an angle bracket inside, or a byte decode() reads: the pure path
             f.mids[i] = at
+            f.mid_n[i] = n - 2
             at = tab + 1
             tab = _digits_to_tab(s, at, size, 0xFFFFFFFFULL, &digits)  # bytes
             if tab < 0:
@@ -1168,14 +1175,14 @@ cdef tuple _piece(FileArrays f, const char *s, Py_ssize_t size, const Py_ssize_t
     cdef str message_ids
     cdef char *out
     for i in range(kept):
-        length += _tab(s, f.mids[order[i]], size) - f.mids[order[i]] - 2
+        length += f.mid_n[order[i]]
     message_ids = PyUnicode_New(length, 127)
     out = <char *>PyUnicode_DATA(message_ids)
     for i in range(kept):
         numbers.data.as_uints[i] = f.ks[order[i]]
         sizes.data.as_uints[i] = f.sizes[order[i]]
         at = f.mids[order[i]]
-        n = _tab(s, at, size) - at - 2
+        n = f.mid_n[order[i]]
         memcpy(out + j, s + at + 1, n)
         j += n
         if i + 1 < kept:
