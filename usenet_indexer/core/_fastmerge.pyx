@@ -35,7 +35,7 @@ that do not ascend across the chunks) or orjson would escape an id.
 
 from cpython.array cimport array
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
-from cpython.object cimport PyObject_GenericSetAttr
+from cpython.object cimport PyObject, PyObject_GenericSetAttr
 from libc.stdint cimport uint32_t, uint64_t
 from libc.stdlib cimport qsort
 from libc.string cimport memchr, memcpy
@@ -175,6 +175,12 @@ cdef extern from "Python.h":
     bint PyUnicode_IS_COMPACT_ASCII(object)
     void *PyUnicode_DATA(object)
     Py_ssize_t PyUnicode_GET_LENGTH(object)
+    # The text is made in a bytes object of room enough, then cut to its length in
+    # place (the only reference: _PyBytes_Resize reallocates it) rather than copied.
+    PyObject *_new_bytes "PyBytes_FromStringAndSize"(const char *, Py_ssize_t)
+    char *_bytes_data "PyBytes_AS_STRING"(PyObject *)
+    int _PyBytes_Resize(PyObject **, Py_ssize_t)
+    void Py_XDECREF(PyObject *)
 
 
 cdef extern from *:
@@ -254,7 +260,8 @@ def segments_json(list chunks):
     cdef const unsigned char *ids
     cdef int bad = 0  # an id holds a byte orjson escapes
     cdef char *out
-    cdef bytes found
+    cdef PyObject *made = NULL  # the text's bytes (owned here until given back)
+    cdef object found
     cdef object chunk, message_ids
     if count == 0:
         return None
@@ -282,8 +289,10 @@ def segments_json(list chunks):
                 order[j] = order[j - 1]
                 j -= 1
             order[j] = i
-        found = PyBytes_FromStringAndSize(NULL, size)
-        out = PyBytes_AS_STRING(found)
+        made = _new_bytes(NULL, size)
+        if made == NULL:
+            raise MemoryError()
+        out = _bytes_data(made)
         at = 0
         out[at] = b"["
         at += 1
@@ -328,6 +337,11 @@ def segments_json(list chunks):
                 at += 1
         out[at] = b"]"
         at += 1
-        return found[:at]
+        if _PyBytes_Resize(&made, at) < 0:
+            made = NULL  # (freed by _PyBytes_Resize)
+            raise MemoryError()
+        found = <object>made  # a reference of its own; made's is given up below
+        return found
     finally:
+        Py_XDECREF(made)
         PyMem_Free(order)
