@@ -392,15 +392,41 @@ cdef inline bint _holds(
     )
 
 
+cdef inline PyObject *_slot_of(object target, Py_ssize_t offset) noexcept:
+    # What a slot of an object of the class `_slot_offsets` read holds (NULL: unset).
+    return (<PyObject **>(<char *><PyObject *>target + offset))[0]
+
+
 cdef inline void _keep(
     _Slot *slot, list held, Py_ssize_t at, bytes prefix, object open_file,
-    unsigned long generation,
+    unsigned long generation, object make, const Py_ssize_t *offsets,
 ) except *:
     # The slot (number `at`) given `open_file`, fast[prefix]; `held` keeps the
-    # objects its pointers are into.
-    cdef bytes poster = open_file.poster
-    cdef bytes after = open_file.after
-    cdef object segments = open_file.segments
+    # objects its pointers are into. Its fields are read from their slots where it
+    # is a `make` (an _OpenFile), without an attribute lookup each.
+    cdef bytes poster
+    cdef bytes after
+    cdef object segments
+    cdef object yenc
+    cdef PyObject *fields[4]
+    if type(open_file) is make:
+        fields[0] = _slot_of(open_file, offsets[0])  # poster
+        fields[1] = _slot_of(open_file, offsets[2])  # after
+        fields[2] = _slot_of(open_file, offsets[8])  # segments
+        fields[3] = _slot_of(open_file, offsets[9])  # yenc
+    if (
+        type(open_file) is make
+        and fields[0] != NULL and fields[1] != NULL and fields[2] != NULL and fields[3] != NULL
+    ):
+        poster = <object>fields[0]
+        after = <object>fields[1]
+        segments = <object>fields[2]
+        yenc = <object>fields[3]
+    else:  # (an unset field raises AttributeError here, as it always did)
+        poster = open_file.poster
+        after = open_file.after
+        segments = open_file.segments
+        yenc = open_file.yenc
     held[at] = (prefix, poster, after, segments)
     slot.prefix = PyBytes_AS_STRING(prefix)
     slot.prefix_n = PyBytes_GET_SIZE(prefix)
@@ -409,7 +435,7 @@ cdef inline void _keep(
     slot.after = PyBytes_AS_STRING(after)
     slot.after_n = PyBytes_GET_SIZE(after)
     slot.segments = <PyObject *>segments
-    slot.yenc = open_file.yenc
+    slot.yenc = yenc
     slot.generation = generation
 
 
@@ -558,7 +584,9 @@ def scan(bytes data, dict fast, object slow, dict opened, object make, tuple lim
                 if found == NULL:
                     slot = -1
                 else:
-                    _keep(&cache[slot], held, slot, prefix, <object>found, generation)
+                    _keep(
+                        &cache[slot], held, slot, prefix, <object>found, generation, make, offsets
+                    )
             if (
                 slot >= 0
                 and cache[slot].poster_n == n[2]
@@ -596,7 +624,7 @@ def scan(bytes data, dict fast, object slow, dict opened, object make, tuple lim
                 # fast[prefix] is this file now: its slot holds it (the next line of
                 # the file, most often its next segment, is a hit).
                 slot = _slot(f[1], where[0])
-                _keep(&cache[slot], held, slot, added[0], added[1], generation)
+                _keep(&cache[slot], held, slot, added[0], added[1], generation, make, offsets)
             else:
                 slow(PyBytes_FromStringAndSize(line, length).split(b"\t", FIELDS))
                 # `slow` (`_slow_line`) sets in `fast` at most this line's prefix (the
