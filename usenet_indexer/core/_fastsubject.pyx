@@ -63,6 +63,9 @@ cdef extern from "Python.h":
         PyObject *(*tp_alloc)(PyTypeObject *, Py_ssize_t)
     str PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
     void *PyUnicode_DATA(object o)
+    int PyUnicode_KIND(object o)
+    Py_ssize_t PyUnicode_GET_LENGTH(object o)
+    int PyUnicode_1BYTE_KIND
 
 
 cdef inline object _subject_of(
@@ -421,16 +424,40 @@ def executable_verdict(list members, object extensions, object companions):
     return _verdict(members, extensions, companions)
 
 
+cdef str _extension(str name):
+    # subject.extension's (and ExecutableRule.verdict's) suffix: the text after the
+    # last ".", lowered, when it is one to five characters; else "". A name of one
+    # byte a character is read in place: the last dot is among the last six
+    # characters or too far; an ASCII suffix is lowered here.
+    cdef Py_ssize_t size = PyUnicode_GET_LENGTH(name), dot, i
+    cdef const unsigned char *t
+    cdef char low[5]
+    cdef bint ascii = True
+    if PyUnicode_KIND(name) != PyUnicode_1BYTE_KIND:
+        dot = name.rfind(".")
+        return name[dot + 1 :].lower() if 0 <= dot < size - 1 and size - dot <= 6 else ""
+    t = <const unsigned char *>PyUnicode_DATA(name)
+    dot = size - 1
+    while dot >= 0 and dot >= size - 6 and t[dot] != b'.':
+        dot -= 1
+    if dot < 0 or dot < size - 6 or dot == size - 1:
+        return ""  # no dot, none among the last six characters, or a name ending in one
+    for i in range(size - dot - 1):
+        if t[dot + 1 + i] > 127:
+            ascii = False
+            break
+        low[i] = _lower(<char>t[dot + 1 + i])
+    if not ascii:
+        return name[dot + 1 :].lower()
+    return _text(low, size - dot - 1)
+
+
 cdef object _verdict(list members, object extensions, object companions):
     # `executable_verdict`, which `executable_judged` calls without a Python call.
     cdef str found = ""
-    cdef str name, ext
-    cdef Py_ssize_t dot, size
+    cdef str ext
     for open_file in members:
-        name = (<tuple>open_file.info)[0]
-        dot = name.rfind(".")
-        size = len(name)
-        ext = name[dot + 1 :].lower() if 0 <= dot < size - 1 and size - dot <= 6 else ""
+        ext = _extension((<tuple>open_file.info)[0])
         if ext in extensions:
             if not found:
                 found = ext
