@@ -168,17 +168,28 @@ cdef extern from "Python.h":
     void Py_SET_SIZE(object, Py_ssize_t)
 
 
-cdef inline int _grow(object segments, Py_ssize_t size) except -1:
+# The most a buffer grows ahead of its size at once for its file's N (`_grow`'s
+# `whole`): a forged N reserves no more.
+cdef Py_ssize_t _MOST_AHEAD = 1 << 22
+
+
+cdef inline int _grow(object segments, Py_ssize_t size, Py_ssize_t whole) except -1:
     # A file's buffer (a bytearray, not shrunk here) made `size` bytes long, its
-    # new bytes to be written: in the room it has, else grown by half as much
-    # again (PyByteArray_Resize alone grows it by an eighth, a copy every few
-    # segments). As PyByteArray_Resize leaves it: the size set, a NUL after.
+    # new bytes to be written: in the room it has, else grown to `whole` (what
+    # all of the file's N segments would take, 0 when not known; at most
+    # _MOST_AHEAD past `size`) or by half as much again, whichever is more (one
+    # copy for most files that outgrow their first room; PyByteArray_Resize alone
+    # grows it by an eighth, a copy every few segments). As PyByteArray_Resize
+    # leaves it: the size set, a NUL after.
     cdef PyByteArrayObject *b = <PyByteArrayObject *><PyObject *>segments
+    cdef Py_ssize_t room = size + size // 2
     if b.ob_exports == 0 and size < b.ob_alloc - (b.ob_start - b.ob_bytes):
         Py_SET_SIZE(segments, size)
         b.ob_start[size] = 0
         return 0
-    PyByteArray_Resize(segments, size + size // 2)  # (BufferError while exported)
+    if whole > room:
+        room = whole if whole - size <= _MOST_AHEAD else size + _MOST_AHEAD
+    PyByteArray_Resize(segments, room)  # (BufferError while exported)
     Py_SET_SIZE(segments, size)
     b.ob_start[size] = 0
     return 0
@@ -331,7 +342,7 @@ cdef tuple _add_first(
         segments = open_file.segments
     # k, number, date, message-id, bytes: each followed by a tab.
     at = PyByteArray_GET_SIZE(segments)
-    _grow(segments, at + (slash - p - 1) + n[0] + n[3] + n[4] + n[6] + 5)
+    _grow(segments, at + (slash - p - 1) + n[0] + n[3] + n[4] + n[6] + 5, 0)
     buffer = PyByteArray_AS_STRING(segments)
     _put(buffer, &at, subject + p + 1, slash - p - 1)
     _put(buffer, &at, f[0], n[0])
@@ -378,6 +389,7 @@ cdef struct _Slot:
     Py_ssize_t after_n
     PyObject *segments
     bint yenc
+    Py_ssize_t total  # N (0 where unknown)
     unsigned long generation
 
 
@@ -390,6 +402,12 @@ cdef inline bint _holds(
         and slot.prefix_n == prefix_n
         and memcmp(slot.prefix, prefix, prefix_n) == 0
     )
+
+
+cdef extern from "Python.h":
+    Py_ssize_t _as_size "PyLong_AsSsize_t"(object) noexcept
+    PyObject *PyErr_Occurred() noexcept
+    void PyErr_Clear() noexcept
 
 
 cdef inline PyObject *_slot_of(object target, Py_ssize_t offset) noexcept:
@@ -406,27 +424,30 @@ cdef inline void _keep(
     # is a `make` (an _OpenFile), without an attribute lookup each.
     cdef bytes poster
     cdef bytes after
-    cdef object segments
-    cdef object yenc
-    cdef PyObject *fields[4]
-    if type(open_file) is make:
+    cdef object segments, yenc, total
+    cdef PyObject *fields[5]
+    cdef Py_ssize_t i
+    cdef bint slots = type(open_file) is make
+    if slots:
         fields[0] = _slot_of(open_file, offsets[0])  # poster
         fields[1] = _slot_of(open_file, offsets[2])  # after
         fields[2] = _slot_of(open_file, offsets[8])  # segments
         fields[3] = _slot_of(open_file, offsets[9])  # yenc
-    if (
-        type(open_file) is make
-        and fields[0] != NULL and fields[1] != NULL and fields[2] != NULL and fields[3] != NULL
-    ):
+        fields[4] = _slot_of(open_file, offsets[3])  # total
+        for i in range(5):
+            slots = slots and fields[i] != NULL
+    if slots:
         poster = <object>fields[0]
         after = <object>fields[1]
         segments = <object>fields[2]
         yenc = <object>fields[3]
+        total = <object>fields[4]
     else:  # (an unset field raises AttributeError here, as it always did)
         poster = open_file.poster
         after = open_file.after
         segments = open_file.segments
         yenc = open_file.yenc
+        total = open_file.total
     held[at] = (prefix, poster, after, segments)
     slot.prefix = PyBytes_AS_STRING(prefix)
     slot.prefix_n = PyBytes_GET_SIZE(prefix)
@@ -436,6 +457,12 @@ cdef inline void _keep(
     slot.after_n = PyBytes_GET_SIZE(after)
     slot.segments = <PyObject *>segments
     slot.yenc = yenc
+    # N, a growth hint only (`_grow`): every file scan opens has 1..MAX_SEGMENTS.
+    slot.total = _as_size(total) if type(total) is int else -1
+    if not 0 < slot.total <= _MOST_AHEAD:
+        if slot.total == -1 and PyErr_Occurred():
+            PyErr_Clear()  # (past Py_ssize_t: no hint)
+        slot.total = 0
     slot.generation = generation
 
 
@@ -600,7 +627,9 @@ def scan(bytes data, dict fast, object slow, dict opened, object make, tuple lim
                 segments = <object>cache[slot].segments
                 at = PyByteArray_GET_SIZE(segments)
                 grown = at + k_n + n[0] + n[3] + n[4] + n[6] + 5
-                _grow(segments, grown)
+                # Room for all N segments of about this one's length (a few
+                # bytes more each: k and the message-ids vary).
+                _grow(segments, grown, cache[slot].total * (grown - at + 4))
                 buffer = PyByteArray_AS_STRING(segments)
                 _put(buffer, &at, subject + p + 1, k_n)
                 _put(buffer, &at, f[0], n[0])
