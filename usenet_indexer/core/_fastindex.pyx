@@ -1534,6 +1534,8 @@ _RELEASE_FIELDS = ("key", "head_name", "poster", "groups", "files_announced", "f
 
 # `indexer._file_order` of a file without [i/M]: after every numbered one.
 cdef object _UNNUMBERED = 1 << 30
+# No head's name worked out yet (`released`).
+cdef object _UNNAMED = object()
 # `batch.UNDATED`: a file without a readable date sorts after every dated one.
 cdef object _UNDATED = (1 << 63) - 1
 
@@ -1607,6 +1609,7 @@ def released(bytes release_key, list members, list found, tuple fallback, object
     cdef Py_ssize_t number, i, best
     cdef object chunks, member, file, index, key = release_key, first, made
     cdef object best_order, order_of
+    cdef object info, head = None, head_name = _UNNAMED
     for pair in found:
         chunks = pair[0]
         member = pair[1]
@@ -1639,7 +1642,13 @@ def released(bytes release_key, list members, list found, tuple fallback, object
             first = (<tuple>kept[best])[1]
             made = _alloc(chunk)
             PyObject_GenericSetAttr(made, names[0], key)
-            PyObject_GenericSetAttr(made, names[1], first.info.head_name)
+            # The head's name (FileSubject.head_name, a parse of the head): once for
+            # the passes of a release whose representative files share a head.
+            info = first.info
+            if head_name is _UNNAMED or (<tuple>info)[1] != head:
+                head = (<tuple>info)[1]
+                head_name = info.head_name
+            PyObject_GenericSetAttr(made, names[1], head_name)
             PyObject_GenericSetAttr(made, names[2], _decoded(first.poster))
             PyObject_GenericSetAttr(made, names[3], groups)
             PyObject_GenericSetAttr(made, names[4], first.info.files_announced)
