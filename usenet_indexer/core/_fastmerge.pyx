@@ -51,6 +51,11 @@ cdef int _ascending(const void *a, const void *b) noexcept nogil:
 def figures(list chunks):
     """(segments, bytes, distinct) of a merged file's chunks (FileChunks, in the order
     merged), as `merge._figures` gives them, or None (see above)."""
+    return _figures(chunks)
+
+
+cdef object _figures(list chunks):
+    # `figures`, which files_built calls without a Python call.
     cdef Py_ssize_t n = len(chunks), i, j, total = 0, spanned = 0, seq, count
     cdef uint64_t size_all = 0, size_first = 0
     cdef array numbers, sizes
@@ -130,6 +135,21 @@ def figures(list chunks):
 
 # --- a merged upload's files (merge._files_built) ---------------------------------------
 
+cdef extern from *:
+    """
+    /* object.__new__(cls): the base type's tp_new called as C (its checks, then
+       the class's tp_alloc), not looked up and called as a method. */
+    static PyObject *uidx_object_new(PyObject *cls) {
+        PyObject *none = PyTuple_New(0), *made;
+        if (none == NULL)
+            return NULL;
+        made = PyBaseObject_Type.tp_new((PyTypeObject *)cls, none, NULL);
+        Py_DECREF(none);
+        return made;
+    }
+    """
+    object uidx_object_new(object cls)
+
 def files_built(list files, object catalog_file, object segments):
     """(files, segments seen, bytes, earliest date) of an upload's merged files (merge._File,
     in file order), as `merge._files_built` gives them: each file a `catalog_file`
@@ -145,15 +165,15 @@ def files_built(list files, object catalog_file, object segments):
     cdef object posted = 0
     cdef object found, f, made, held, date
     for f in files:
-        found = figures(f.chunks)
+        found = _figures(f.chunks)
         if found is None:
             return None
-        held = segments.__new__(segments)
+        held = uidx_object_new(segments)
         PyObject_GenericSetAttr(held, "_file", f)
         PyObject_GenericSetAttr(held, "_made", None)
         PyObject_GenericSetAttr(held, "_distinct", found[2])
         PyObject_GenericSetAttr(held, "_count", found[0])
-        made = catalog_file.__new__(catalog_file)
+        made = uidx_object_new(catalog_file)
         date = f.posted
         PyObject_GenericSetAttr(made, "name", f.name)
         PyObject_GenericSetAttr(made, "subject", f.subject)
