@@ -64,7 +64,22 @@ cdef extern from "Python.h":
     str PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
     void *PyUnicode_DATA(object o)
     int PyUnicode_KIND(object o)
-    dict _PyDict_NewPresized(Py_ssize_t minused)
+
+
+cdef extern from *:
+    """
+    /* A dict with room for n items (no resize while they are put in), where
+       CPython's _PyDict_NewPresized is there (3.11, 3.12); an empty one elsewhere. */
+    static PyObject *uidx_dict_presized(Py_ssize_t n) {
+    #if PY_VERSION_HEX < 0x030D0000
+        return _PyDict_NewPresized(n);
+    #else
+        (void)n;
+        return PyDict_New();
+    #endif
+    }
+    """
+    dict uidx_dict_presized(Py_ssize_t n)
     Py_ssize_t PyUnicode_GET_LENGTH(object o)
     int PyUnicode_1BYTE_KIND
 
@@ -412,8 +427,8 @@ def releases(list files, object parse):
     """
     # Made with room for every file (no resize on the way: nearly every prefix,
     # and most releases, are new ones).
-    cdef dict parsed = _PyDict_NewPresized(len(files))
-    cdef dict by_release = _PyDict_NewPresized(len(files))
+    cdef dict parsed = uidx_dict_presized(len(files))
+    cdef dict by_release = uidx_dict_presized(len(files))
     cdef object open_file, prefix, info, members
     cdef tuple fields
     for open_file in files:
