@@ -46,6 +46,7 @@ from cpython.ref cimport Py_DECREF, Py_INCREF
 from cpython.tuple cimport PyTuple_SET_ITEM
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy
+from usenet_indexer.core._ascii cimport ascii_only
 from usenet_indexer.core._tabcount cimport tab_count
 
 from usenet_indexer.core import subject as _subject
@@ -128,22 +129,6 @@ cdef bint _SPACE[256]
 for _c in range(256):
     _EDGE[_c] = chr(_c) in _subject._HEAD_EDGES
     _SPACE[_c] = _c < 128 and chr(_c).isspace()
-
-
-cdef inline bint _ascii(const char *s, Py_ssize_t n) noexcept nogil:
-    # No byte above 127: eight at a time (a high bit set in any), then one by one.
-    cdef unsigned long long w
-    cdef Py_ssize_t i = 0
-    while i + 8 <= n:
-        memcpy(&w, s + i, 8)
-        if w & 0x8080808080808080ULL:
-            return False
-        i += 8
-    while i < n:
-        if <unsigned char>s[i] > 127:
-            return False
-        i += 1
-    return True
 
 
 cdef inline bint _digit(char c) noexcept nogil:
@@ -361,7 +346,7 @@ cdef object _file_subject(bytes prefix):
     cdef long index = 0, total = 0, found_index = -1, found_total = -1
     cdef str name, head, head_key
     cdef object file_index = None, files_announced = None
-    if not _ascii(s, size):
+    if not ascii_only(<const unsigned char *>s, size):
         return None
     t = s
     m = size

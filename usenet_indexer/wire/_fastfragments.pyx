@@ -58,6 +58,8 @@ from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport INT64_MAX, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memchr, memcmp, memcpy
 
+from usenet_indexer.core._ascii cimport ascii_only
+
 from zstandard import CONTENTSIZE_UNKNOWN, ZstdError, get_frame_parameters
 
 # The head (file count, id width) and one file's entry, as fragments.py packs them.
@@ -280,34 +282,9 @@ cdef Py_ssize_t _utf8_chars(const unsigned char *s, Py_ssize_t n) noexcept nogil
     return chars
 
 
-cdef bint _ascii(const unsigned char *s, Py_ssize_t n) noexcept nogil:
-    """No byte of `n` has its high bit set (a block of 256 OR-ed at a time, which the
-    compiler vectorizes: three times as fast as a word at a time; then eight at a time)."""
-    cdef Py_ssize_t i = 0, j
-    cdef uint64_t word
-    cdef unsigned char seen
-    while i + 256 <= n:
-        seen = 0
-        for j in range(256):
-            seen |= s[i + j]
-        if seen & 0x80:
-            return False
-        i += 256
-    while i + 8 <= n:
-        memcpy(&word, s + i, 8)
-        if word & 0x8080808080808080ULL:
-            return False
-        i += 8
-    while i < n:
-        if s[i] & 0x80:
-            return False
-        i += 1
-    return True
-
-
 cdef Py_ssize_t _chars(const unsigned char *s, Py_ssize_t n) noexcept nogil:
     """`_utf8_chars`, with the ASCII case (nearly every text) in two fast scans."""
-    if _ascii(s, n):
+    if ascii_only(s, n):
         return -1 if memchr(s, 0, n) != NULL else n
     return _utf8_chars(s, n)
 
@@ -325,7 +302,7 @@ cdef bint _plain_ids(const unsigned char *ids, Py_ssize_t length, Py_ssize_t cou
     if width:
         if count < 2 or length != width * count or width > cap:
             return False
-        return memchr(ids, 10, length) == NULL and _ascii(ids, length)
+        return memchr(ids, 10, length) == NULL and ascii_only(ids, length)
     start = 0
     while True:
         found = <const unsigned char *>memchr(ids + start, 10, length - start)
@@ -338,7 +315,7 @@ cdef bint _plain_ids(const unsigned char *ids, Py_ssize_t length, Py_ssize_t cou
         start = end + 1
     if separators != count - 1:
         return False
-    return _ascii(ids, length) or _utf8_chars(ids, length) >= 0
+    return ascii_only(ids, length) or _utf8_chars(ids, length) >= 0
 
 
 cdef struct Figures:
