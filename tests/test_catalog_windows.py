@@ -5,7 +5,8 @@ catalog is what one whole rebuild makes.
 Each case stores its uploads a batch at a time, builds after each batch, and
 compares the rows with `CatalogBuild.everything`'s. The uploads are those a
 window around a key's runs of chunks alone would miss: a generation that
-holds files posted days apart (a poster filling his upload in), and a
+holds files posted days apart (a poster filling his upload in) and the part
+posted with its first run, and a
 release whose chunks came under another M than its row's.
 """
 
@@ -54,17 +55,23 @@ def built_and_rebuilt(
 
 
 @pytest.mark.parametrize("order", ["in date order", "the part between last"])
-def test_an_upload_filled_in_days_later_joins_what_its_poster_posted_between(
+def test_an_upload_filled_in_days_later_keeps_its_parts_and_not_what_was_posted_between(
     stores: Stores, order: str
 ) -> None:
     # One key (head and M), three volumes on day one and three more on day three:
-    # one generation, posted over two days, and link joins to it the poster's
-    # part of that M posted on day two (no index in both).
+    # one generation, posted over two days. Its nfo part (another name, the same M,
+    # no index in both) posted with the first volumes is joined to it; the poster's
+    # other upload of that M, posted on day two, is not (link reaches as far as a
+    # part's first run: merge._first_run_end), whichever batch brings what.
     poster = "someone <someone@example.com>"
     head = "Show.Name.S01E01.720p.WEB-GRP"
     first = posted(
         head, poster, [(i, f"show.part{i:02}.rar") for i in (1, 2, 3)], 10, at=START, tag="a"
     )
+    nfo = posted(
+        "Show.Name.S01E01.720p.WEB", poster, [(10, "Show.Name.S01E01.720p.WEB-GRP.nfo")], 10,
+        at=START + 600, tag="n",
+    )  # fmt: skip
     later = posted(
         head,
         poster,
@@ -77,9 +84,9 @@ def test_an_upload_filled_in_days_later_joins_what_its_poster_posted_between(
         "Other.Film.2019.1080p-GRP", poster, [(i, f"film.part{i:02}.rar") for i in (6, 7, 8)], 10,
         at=START + DAY, tag="c",
     )  # fmt: skip
-    parts = [first, between, later] if order == "in date order" else [first, later, between]
+    parts = [first + nfo, between, later] if order == "in date order" else [first + nfo, later, between]
     followed, whole = built_and_rebuilt(stores, parts)
-    assert [row[3] for row in whole.values()] == [9]  # one row of all nine files
+    assert sorted(int(str(row[3])) for row in whole.values()) == [3, 7]
     assert followed == whole
 
 

@@ -798,7 +798,7 @@ class Closure:
                 return
             album = span.files_announced
         times = span.times or ((span.posted, span.latest),)
-        runs = times if len(times) == 1 else _runs(times, APART_SECONDS if tool else None)
+        runs = times if len(times) == 1 else _runs(times)
         poster = span.poster
         for start, end in runs:
             low, high = _widened(start, end)
@@ -813,7 +813,7 @@ class Closure:
         # poster) no generation reaches past a run; elsewhere one may hold files
         # posted days apart, and link joins to it what was posted in between.
         tool = self._kind(spans[0].poster)[0]
-        runs = _runs([run for s in dated for run in s.runs()], APART_SECONDS if tool else None)
+        runs = _runs([run for s in dated for run in s.runs()])
         posters = sorted({s.poster for s in dated if not self._kind(s.poster)[1]})
         # Under a shared From only an album's parts are joined: of one M,
         # and none of them marked no album's.

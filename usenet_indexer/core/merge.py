@@ -774,7 +774,7 @@ def _part(release: _Release) -> Part:
         files_announced=release.files_announced,
         indexes=frozenset([f.index for f in files if f.index is not None]),
         first=min(dated) if dated else 0,
-        last=max(dated) if dated else 0,
+        last=_first_run_end(dated),
         dropped=release.dropped is not None,
         name=(
             release.name
@@ -785,6 +785,27 @@ def _part(release: _Release) -> Part:
         headless=release.head_name is None,
         numbered=frozenset([(f.index, f.name) for f in files if f.index is not None]),
     )
+
+
+def _first_run_end(dated: list[int]) -> int:
+    """The date of the last file of a release's first run: its files from the
+    earliest on, each posted within APART_SECONDS of the one before (0: none dated).
+
+    `uploads.link` joins parts posted together; a release whose files were
+    posted again days later (its poster filling it in: one generation) reaches
+    no further for that than its first run, so the parts its poster posted in
+    between are not joined to it for being between, and a build need not look
+    at them when it is filled in (catalog.Closure: windows around runs).
+    """
+    if not dated:
+        return 0
+    ordered = sorted(dated)
+    end = ordered[0]
+    for posted in ordered[1:]:
+        if posted - end > APART_SECONDS:
+            break
+        end = posted
+    return end
 
 
 def _split(chain: list[_Entry]) -> list[_Release]:
