@@ -31,10 +31,11 @@ def closure_of(
     touched: Iterable[bytes],
     spans: Mapping[bytes, Span],
     rows: Iterable[Iterable[bytes]] = (),
+    fresh: Mapping[bytes, tuple[int, int]] | None = None,
 ) -> set[bytes]:
     """The closure driven over dicts, answering each look-up as store/catalog.py's SQL."""
     catalog_rows = [set(r) for r in rows]
-    closure = Closure.of(touched)
+    closure = Closure.of(touched, fresh)
     while wanted := closure.wanted():
         if wanted.spans:
             closure.answer(spans={k: spans[k] for k in wanted.spans if k in spans})
@@ -158,6 +159,46 @@ def test_a_key_posted_again_a_day_later_brings_the_releases_near_each_post_only(
     assert span.runs() == [(T0, T0 + 2 * HOUR)]
 
 
+def test_a_tool_froms_key_posted_all_day_is_looked_around_its_fresh_chunks_only() -> None:
+    # A common file name under NewsUP's default From, posted again every 50 minutes
+    # for ten hours (one run of chunks: each within merge.APART_SECONDS of the
+    # last), and a fresh chunk after all of them (what the batch stored since the
+    # key's last build: catalog_pending's dates). The merge puts a file only into a
+    # generation whose latest file is within APART_SECONDS of it: only from an hour
+    # before the fresh chunk on may a part join it now, and the morning's releases
+    # (key 2) are not read again. Without fresh dates, or when a stored chunk comes
+    # after the fresh one, or under an uploader's own From, the run is looked
+    # around whole.
+    newsup = "NewsUP <NewsUP@somewhere.cbr>"
+    step = 50 * 60
+    times = tuple((T0 + i * step, T0 + i * step + 60) for i in range(13))
+    last = times[-1][0]
+
+    def spans(poster: str) -> dict[bytes, Span]:
+        return {
+            key(1): Span(poster, T0, last + 60, 10, times=times),
+            key(2): Span(poster, T0 + 2 * HOUR, T0 + 2 * HOUR, 3),  # the morning
+            key(3): Span(poster, last - HOUR, last - HOUR, 3),  # an hour before the fresh one
+            key(4): Span(poster, last + 20 * HOUR, last + 20 * HOUR, 3),  # the next day
+        }
+
+    fresh = {key(1): (last, last + 60)}
+    assert closure_of([key(1)], spans(newsup), fresh=fresh) == {key(1), key(3)}
+    assert closure_of([key(1)], spans(newsup)) == {key(1), key(2), key(3)}
+    # A stored chunk after the fresh one, or reaching into it: the whole run.
+    middle = {key(1): (times[5][0], times[5][1])}
+    assert closure_of([key(1)], spans(newsup), fresh=middle) == {key(1), key(2), key(3)}
+    # A key the fresh dates do not name (a row's keys, a probe's): its whole run.
+    assert closure_of([key(1)], spans(newsup), fresh={key(9): (last, last)}) == {
+        key(1),
+        key(2),
+        key(3),
+    }
+    # Under an uploader's own From the merge keeps the key one generation: the run
+    # is looked around whole.
+    assert closure_of([key(1)], spans("a@b"), fresh=fresh) == {key(1), key(2), key(3)}
+
+
 def test_a_release_stored_before_its_latest_date_was_kept_is_open_ended() -> None:
     spans = {
         key(1): Span("a@b", T0, None),
@@ -266,5 +307,5 @@ def test_a_chain_of_one_key_has_the_windows_the_general_way_makes(
     span = Span(poster, posted, latest, announced, marked, runs)
     closure = Closure()
     windows: set[tuple[str, int, int | None, int | None]] = set()
-    closure._key_windows(span, windows)
+    closure._key_windows(key(1), span, windows)
     assert windows == set(closure._chain_windows([span]))

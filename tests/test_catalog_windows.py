@@ -19,6 +19,8 @@ import pytest
 from test_catalog_build import album_lines, batches_of_lines, catalog_rows
 
 from usenet_indexer.coordinator.stores import Stores
+from usenet_indexer.store import arrays
+from usenet_indexer.store import catalog as catalog_sql
 
 DAY = 24 * 3600
 START = 1_764_000_000
@@ -121,3 +123,74 @@ def test_a_default_froms_key_with_files_posted_days_apart_is_two_uploads(stores:
     followed, whole = built_and_rebuilt(stores, [cover, tracks, nfo])
     assert sorted(int(str(row[3])) for row in whole.values()) == [1, 1, 2]
     assert followed == whole
+
+
+def test_a_tool_froms_key_posted_all_day_brings_back_only_what_was_posted_near_its_new_post(
+    stores: Stores,
+) -> None:
+    # One file name posted again and again under NewsUP's default From, every 50
+    # minutes (a generation each: its indexes are taken), and films of another M
+    # under that From every two hours. Built batch by batch, the catalog is a
+    # whole rebuild's; and the build of the last post merges the key with the
+    # films posted from an hour before it on (catalog_pending's dates of the fresh
+    # chunks: core/catalog.Closure's `_tool_since`), not every film since the first.
+    newsup = "NewsUP <NewsUP@somewhere.cbr>"
+    head = "Common.Name.2020.1080p-GRP"
+    step = 50 * 60
+
+    def post(n: int) -> tuple[int, list[str]]:
+        files = [(1, "common.part01.rar"), (2, "common.part02.rar")]
+        return START + n * step, posted(head, newsup, files, 20, at=START + n * step, tag=f"c{n}")
+
+    def film(n: int) -> tuple[int, list[str]]:
+        at = START + 25 * 60 + n * 2 * 3600
+        files = [(1, f"film{n}.part01.rar"), (2, f"film{n}.part02.rar")]
+        return at, posted(f"Other.Film.{n}.1080p-GRP", newsup, files, 3, at=at, tag=f"o{n}")
+
+    posts = [post(n) for n in range(12)]
+    films = [film(n) for n in range(5)]
+    parts = sorted(posts + films, key=lambda part: part[0])
+    assert parts[-1] == posts[-1]
+    numbered = [
+        f"{n}\t{line}".encode()
+        for n, line in enumerate(chain.from_iterable(lines for _, lines in parts), 1000)
+    ]
+    built = []
+    for _ in batches_of_lines(stores, "alt.binaries.test", numbered, [len(p) for _, p in parts]):
+        built.append(stores.build.drain(quiet_seconds=0))
+    followed = catalog_rows(stores)
+    stores.build.everything(quiet_seconds=0)
+    assert followed == catalog_rows(stores)
+    assert len(followed) == len(posts) + len(films)  # a generation each, each film apart
+    near = [at for at, _ in films if at >= posts[-1][0] - 3600 - 1800]
+    last = built[-1]
+    assert last.pending == 1
+    # The key, and the films posted near its last post (not all of them).
+    assert last.keys == 1 + len(near) < 1 + len(films)
+
+
+def test_a_pending_key_keeps_the_dates_of_what_batches_stored_under_it(stores: Stores) -> None:
+    # Two batches store chunks of one key before a build: its pending mark holds the
+    # earliest and latest date of both (what the closure looks around). Marked again
+    # otherwise (a probe's outcome, a held row's keys: MARK_PENDING) it holds none:
+    # the whole span is looked around.
+    poster = "someone <someone@example.com>"
+    head = "Show.Name.S01E01.720p.WEB-GRP"
+    one = posted(head, poster, [(1, "show.part01.rar")], 5, at=START, tag="a")
+    two = posted(head, poster, [(2, "show.part02.rar")], 5, at=START + DAY, tag="b")
+    numbered = [f"{n}\t{line}".encode() for n, line in enumerate(one + two, 1000)]
+    for _ in batches_of_lines(stores, "alt.binaries.test", numbered, [len(one), len(two)]):
+        pass
+
+    def marks() -> list[tuple[object, ...]]:
+        with stores.catalog.pool.connection() as conn:
+            return conn.execute("SELECT low, high FROM catalog_pending").fetchall()
+
+    # A file is dated by its first segment's date (at + 1, posted()).
+    assert marks() == [(START + 1, START + DAY + 1)]
+    with stores.catalog.pool.connection() as conn:
+        (key,) = conn.execute("SELECT key FROM catalog_pending").fetchone() or ()
+        conn.execute(catalog_sql.MARK_PENDING, (arrays.keys([bytes(key)]),))
+    assert marks() == [(None, None)]
+    stores.build.drain(quiet_seconds=0)
+    assert marks() == []

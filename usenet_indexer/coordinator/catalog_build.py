@@ -396,13 +396,22 @@ class CatalogBuild:
         # (and is merged itself where a release has it after all).
         touched = [*pending, *orphans, *(locks.guid_sources(list(orphans)) if orphans else ())]
         pending.update(orphans)
-        closure = self.closure(touched, locks)
+        # What batches stored under them, by date: looked around, not their whole spans.
+        fresh = locks.fresh(mine) if mine else {}
+        closure = self.closure(touched, locks, fresh)
         keys = sorted(closure.keys)
         if not self._reach(locks, keys):
             return Built(0, 0, 0, more=True, busy=True)
-        # The closure's keys pending in the shards it reached are built here too.
-        pending.update(locks.pending_of(keys))
-        return Taken(pending, keys, closure.rounds, more)
+        # The closure's keys pending in the shards it reached are built here too, but
+        # for those it did not look around (a row or a window found them) whose
+        # batches said where they gained files: taken now, their fresh chunks'
+        # neighbours would never be looked around (a key's next build looks around
+        # from its chunks before its next fresh ones on). They stay pending.
+        reached = locks.pending_of(keys)
+        others = [key for key in reached if key not in pending]
+        unlooked = locks.fresh_of(others) if others else set()
+        pending.update((key, seq) for key, seq in reached.items() if key not in unlooked)
+        return Taken(pending, keys, closure.rounds, more or bool(unlooked))
 
     def drain(self, quiet_seconds: float) -> Built:
         """Build pending keys until none are left that another builder does not hold
@@ -452,12 +461,19 @@ class CatalogBuild:
         locks.unlock(got)
         return False
 
-    def closure(self, touched: Sequence[bytes], locks: ShardLocks | None = None) -> core.Closure:
+    def closure(
+        self,
+        touched: Sequence[bytes],
+        locks: ShardLocks | None = None,
+        fresh: Mapping[bytes, tuple[int, int]] | None = None,
+    ) -> core.Closure:
         """The keys to merge again for `touched` (core/catalog.py), read to its fixpoint
         (on the connection of the build's `locks` when given: a closure asks a look-up
-        per step of its keys' repost chains, a dozen or more)."""
+        per step of its keys' repost chains, a dozen or more). `fresh`: of the touched
+        keys, the dates of the chunks batches added since their last build (the
+        closure looks around those, `core.Closure`), where known."""
         table = self.table
-        closure = core.Closure.of(touched)
+        closure = core.Closure.of(touched, fresh)
         while wanted := closure.wanted():
             if wanted.spans:
                 closure.answer(spans=table.spans(wanted.spans, locks))

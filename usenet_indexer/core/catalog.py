@@ -24,14 +24,14 @@ is bounded by the batch, never by what the catalog already holds):
   joins parts of one upload only within that. Parts further apart than
   that from every part of a set are never joined to it, so the posters'
   uploads of other hours or days are neither read nor written again.
-  Under a tool's default From the chain's span is cut into runs of its
-  chunks (chunks within `merge.APART_SECONDS` of each other; see
-  `_runs`), where the merge starts a new generation: a key posted again a
-  day later (the same file name uploaded again) does not read the day
-  between. Elsewhere one generation may hold files posted days apart, and
-  link joins to it what its poster posted in between. A release is found
-  by its whole span and its row's poster and M, which the merge gives each
-  of its chunks.
+  The chain's span is cut into runs of its chunks (chunks within
+  `merge.APART_SECONDS` of each other; see `_runs`): under a tool's
+  default From the merge starts a new generation there, and under any
+  From link reaches only as far as a part's first run
+  (`merge._first_run_end`), so a key posted again a day later (the same
+  file name uploaded again, or a poster filling his upload in) does not
+  read the day between. A release is found by its whole span and its
+  row's poster and M, which the merge gives each of its chunks.
   Under a shared From (`uploads.SHARED_FROMS`) link joins only an album's
   tracks and extras, of one M: there the window asks only for releases
   of the chain's M that no build marked `no_album` (`no_albums`: files
@@ -42,6 +42,13 @@ is bounded by the batch, never by what the catalog already holds):
   generation of only tracks under a key whose other files are not an
   album's is not looked for (no posting tool names a track and a volume
   alike).
+  Under a tool's From a touched key (or chain) whose fresh chunks (what
+  batches stored under it since its last build: their dates are kept with
+  its pending mark) come after all its others is looked around from
+  APART_SECONDS before them on (`_tool_since`): a common file name
+  reposted every hour or so is a chain of chunks over days, and its
+  older generations, and what was joined to them, come back through the
+  rows.
 
 Each key found brings its own chain and rows, walked to their fixpoint;
 windows are looked in around the touched keys and their chains only, not
@@ -666,12 +673,20 @@ class Closure:
     _before: dict[bytes, list[bytes]] = attrs.field(factory=dict)  # stored keys by repost key
     # Of each poster: whether it is a posting tool's From, and a shared one.
     _kinds: dict[str, tuple[bool, bool]] = attrs.field(factory=dict)
+    # Of touched keys: the earliest and latest date of the chunks added since their
+    # last build (see `_tool_since`).
+    _fresh: Mapping[bytes, tuple[int, int]] = attrs.field(factory=dict)
     _window_rounds: int = 0
     rounds: int = 0
 
     @classmethod
-    def of(cls, touched: Iterable[bytes]) -> Closure:
-        closure = cls()
+    def of(
+        cls, touched: Iterable[bytes], fresh: Mapping[bytes, tuple[int, int]] | None = None
+    ) -> Closure:
+        """The closure of `touched`; `fresh`: of those keys, the earliest and latest
+        date of the chunks stored under each since its last build, where known (the
+        windows are looked in around those, `_tool_since`)."""
+        closure = cls(fresh=fresh or {})
         closure._found(touched)
         return closure
 
@@ -776,19 +791,25 @@ class Closure:
                     continue
                 windowed.add(key)
                 self._unwindowed.discard(key)
-                self._key_windows(spans[key], found)
+                self._key_windows(key, spans[key], found)
                 continue
             if windowed.issuperset(chain):
                 continue
             windowed.update(chain)
             self._unwindowed.difference_update(chain)
-            found.update(self._chain_windows([spans[key] for key in chain]))
+            found.update(self._chain_windows([spans[key] for key in chain], self._fresh_of(chain)))
         return found
 
-    def _key_windows(self, span: Span, found: set[_RawWindow]) -> None:
+    def _fresh_of(self, keys: Sequence[bytes]) -> tuple[int, int] | None:
+        dates = [self._fresh[key] for key in keys if key in self._fresh]
+        if not dates:
+            return None
+        return min(low for low, _ in dates), max(high for _, high in dates)
+
+    def _key_windows(self, key: bytes, span: Span, found: set[_RawWindow]) -> None:
         """`_chain_windows` of a chain of one key, into `found`: a span's runs are its
         chunks' runs (`Span.runs`), and runs of runs are the runs (`_runs` joins what
-        it joined)."""
+        it joined); under a tool's From from `_tool_since` on."""
         if not span.posted:
             return
         tool, shared = self._kind(span.poster)
@@ -799,21 +820,33 @@ class Closure:
             album = span.files_announced
         times = span.times or ((span.posted, span.latest),)
         runs = times if len(times) == 1 else _runs(times)
+        fresh = self._fresh.get(key) if tool else None
+        since = None if fresh is None else _tool_since(fresh, times)
         poster = span.poster
         for start, end in runs:
+            if since is not None:
+                if end is not None and end < since:
+                    continue
+                start = max(start, since)
             low, high = _widened(start, end)
             found.add((poster, low, high, album))
 
-    def _chain_windows(self, spans: Sequence[Span]) -> Iterator[_RawWindow]:
+    def _chain_windows(
+        self, spans: Sequence[Span], fresh: tuple[int, int] | None = None
+    ) -> Iterator[_RawWindow]:
         """The windows of one chain's spans."""
         dated = [s for s in spans if s.posted]
         if not dated:
             return  # undated parts are never joined (uploads.link)
         # Under a tool's From (as merge._split has it: the chain's first key's
-        # poster) no generation reaches past a run; elsewhere one may hold files
-        # posted days apart, and link joins to it what was posted in between.
+        # poster) no generation reaches past a run; under any From link reaches
+        # no further than a part's first run (`_runs`).
         tool = self._kind(spans[0].poster)[0]
-        runs = _runs([run for s in dated for run in s.runs()])
+        times = [run for s in dated for run in s.runs()]
+        runs = _runs(times)
+        since = _tool_since(fresh, times) if tool and fresh is not None else None
+        if since is not None:
+            runs = [(max(start, since), end) for start, end in runs if end is None or end >= since]
         posters = sorted({s.poster for s in dated if not self._kind(s.poster)[1]})
         # Under a shared From only an album's parts are joined: of one M,
         # and none of them marked no album's.
@@ -862,6 +895,28 @@ class Closure:
         return chains
 
 
+def _tool_since(fresh: tuple[int, int], times: Sequence[tuple[int, int | None]]) -> int | None:
+    """Where the windows of a key (or chain) under a posting tool's From may begin:
+    `merge.APART_SECONDS` before its fresh chunks (`fresh`: their earliest and
+    latest date), when those come after every other chunk of it; None (its whole
+    span) when a stored chunk reaches into them or comes after them.
+
+    Under a tool's From the merge puts a file only into a generation whose latest
+    file is within APART_SECONDS of it, so files posted after all the others change
+    only the generations that end from then on: the others, and what `link` joined
+    to them, are as their last build left them (their rows bring back what was
+    joined). A common file name (an album's first track) reposted under
+    PowerPost's From every hour or so is a chain of chunks over days: windows around
+    all its runs read every album of that From in those days, at every build.
+    """
+    low, high = fresh
+    if any(start < low and (end is None or end >= low) for start, end in times):
+        return None
+    if any(start > high for start, _ in times):
+        return None
+    return low - APART_SECONDS
+
+
 def _widened(start: int, end: int | None) -> tuple[int, int | None]:
     """A run's window: TOGETHER_SECONDS either side, within PostgreSQL's bigint whatever
     dates a node sent (a window past its end is open, one before its start begins
@@ -877,13 +932,15 @@ def _runs(
     """Date spans (start, end; None: open-ended) joined where they overlap or lie
     within `apart` of each other (None: all joined into one), in order.
 
-    Under a posting tool's From the merge never puts a file more than
-    APART_SECONDS from the latest file of its generation before it (and a
-    file is dated by its first chunk, so its own later chunks move no
-    generation's dates): a generation lies within one run, so the windows
-    around the runs find every part `uploads.link` could join to it. Elsewhere a key's files posted days apart (a poster filling an
-    upload in) may be one generation, and `link` joins to it any part of
-    its poster and M posted in between: there the runs are one.
+    `uploads.link` joins parts posted together with a part's first run (its
+    files from the earliest on, each within APART_SECONDS of the one before:
+    `merge._first_run_end`), and under a posting tool's From the merge never
+    puts a file more than APART_SECONDS from the latest file of its generation
+    before it: so the windows around a key's runs (TOGETHER_SECONDS either side,
+    half of APART_SECONDS: the windows of one run meet) find every part link
+    could join to its generations, under any From. A key filled in days later
+    (one generation under an uploader's own From) is looked around at each
+    post, not through the days between.
     """
     joined: list[tuple[int, int | None]] = []
     for start, end in sorted(times, key=lambda t: t[0]):

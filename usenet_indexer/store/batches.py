@@ -145,11 +145,21 @@ _RELEASE_TIMES = """
 # order, as above.
 # A notification needs no durability: its commit waits for no WAL flush.
 _NO_FLUSH = "SET LOCAL synchronous_commit = off"
+# With the dates of the chunks stored (`low`, `high`: what the build's closure
+# looks around; NULL, the whole span, where a chunk is undated or the key was
+# marked pending otherwise since its last build).
 _PENDING = f"""
-    INSERT INTO catalog_pending (key, shard)
-    SELECT k, min({PENDING_SHARD.format(poster="p")}) FROM releases_in GROUP BY k ORDER BY k
+    INSERT INTO catalog_pending AS c (key, shard, low, high)
+    SELECT k, min({PENDING_SHARD.format(poster="p")}),
+           CASE WHEN bool_and(d > 0 AND l IS NOT NULL) THEN min(d) END,
+           CASE WHEN bool_and(d > 0 AND l IS NOT NULL) THEN max(l) END
+    FROM releases_in GROUP BY k ORDER BY k
     ON CONFLICT (key) DO UPDATE SET seq = nextval('catalog_pending_seq'),
-        shard = excluded.shard
+        shard = excluded.shard,
+        low = CASE WHEN c.high IS NOT NULL AND excluded.high IS NOT NULL
+                   THEN least(c.low, excluded.low) END,
+        high = CASE WHEN c.high IS NOT NULL AND excluded.high IS NOT NULL
+                    THEN greatest(c.high, excluded.high) END
 """
 _FRAGMENTS = """
     COPY fragments (group_id, release_key, range_id, batch_first, files, segments, packed)

@@ -325,6 +325,11 @@ _PENDING_SHARDS = """
 """
 _PENDING_IN = "SELECT key, seq FROM catalog_pending WHERE shard = ANY(%s)"
 _PENDING_OF = "SELECT key, seq FROM catalog_pending WHERE key = ANY(%b)"
+# The dates of what batches stored under pending keys (store/batches.py), where known.
+_FRESH_IN = """
+    SELECT key, low, high FROM catalog_pending WHERE shard = ANY(%s) AND high IS NOT NULL
+"""
+_FRESH_OF = "SELECT key FROM catalog_pending WHERE key = ANY(%b) AND high IS NOT NULL"
 # Pending keys marked without a shard: no stored release had them (a probe's
 # outcome for a generation's key: a repost merged from its first key's chunks;
 # its row's guid is that key), by catalog_pending_shard.
@@ -338,7 +343,7 @@ MARK_PENDING = f"""
     SELECT k, (SELECT {PENDING_SHARD.format(poster="r.poster")} FROM releases AS r WHERE r.key = k)
     FROM unnest(%b::bytea[]) AS k ORDER BY k
     ON CONFLICT (key) DO UPDATE SET seq = nextval('catalog_pending_seq'),
-        shard = coalesce(excluded.shard, catalog_pending.shard)
+        shard = coalesce(excluded.shard, catalog_pending.shard), low = NULL, high = NULL
 """
 # Keys marked pending by a stored batch (store/batches.py) or a probe's outcome
 # (store/probes.py): said once per transaction, delivered as it commits, to every
@@ -1129,6 +1134,18 @@ class ShardLocks:
     def pending(self, shards: Iterable[int]) -> dict[bytes, int]:
         """The pending keys of `shards`, with their seq."""
         return _seqs(self._conn.execute(_PENDING_IN, (sorted(shards),), binary=True).fetchall())
+
+    def fresh(self, shards: Iterable[int]) -> dict[bytes, tuple[int, int]]:
+        """Of the pending keys of `shards`, the earliest and latest date of the chunks
+        batches stored under each since its last build, where known (not all of them:
+        a key marked otherwise, an undated chunk)."""
+        rows = self._conn.execute(_FRESH_IN, (sorted(shards),), binary=True).fetchall()
+        return {bytes(key): (int(low), int(high)) for key, low, high in rows}
+
+    def fresh_of(self, keys: Sequence[bytes]) -> set[bytes]:
+        """Those of `keys` pending with the dates of their fresh chunks known."""
+        rows = self._conn.execute(_FRESH_OF, (arrays.keys(keys),), binary=True).fetchall()
+        return {bytes(key) for (key,) in rows}
 
     def pending_of(self, keys: Sequence[bytes]) -> dict[bytes, int]:
         """Those of `keys` that are pending, with their seq."""
