@@ -20,7 +20,10 @@ the answer depends on the set of releases, never on batch cuts or order):
   many unrelated uploaders post under PowerPost's, so it says nothing;
 - the same M, at least 2, and no file index in two parts;
 - posted together: a part's first file at most `TOGETHER_SECONDS` after the
-  upload's last file so far (parts in order of their first file);
+  upload's last file so far (parts in order of their first file), where a
+  part's files count as far as its first run (`Part.last`): a release its
+  poster filled in days later is not joined, for that, to what he posted
+  in between (and a catalog build need not read it: core/catalog.py);
 - kept: a part a rule dropped (an executable flood) is never joined, so a
   flood cannot hide among a real upload's files, nor one escape its rule.
 
@@ -89,7 +92,9 @@ class Part:
         files_announced: M of its file counter, or None.
         indexes: the file indexes i it holds.
         first: unix seconds of its earliest file (0: no date).
-        last: unix seconds of its latest file.
+        last: unix seconds of the last file of its first run: its files from the
+            earliest on, each posted within `merge.APART_SECONDS` of the one before
+            (`merge._first_run_end`; its latest file, but for files posted again later).
         dropped: a rule dropped it.
         name: its name (naming.release_name).
         files: its files' names.
