@@ -194,9 +194,34 @@ def test_a_tool_froms_key_posted_all_day_is_looked_around_its_fresh_chunks_only(
         key(2),
         key(3),
     }
-    # Under an uploader's own From the merge keeps the key one generation: the run
-    # is looked around whole.
-    assert closure_of([key(1)], spans("a@b"), fresh=fresh) == {key(1), key(2), key(3)}
+    # Under an uploader's own From too (link reaches a part's first run, which the
+    # fresh chunk only lengthens), and a fresh chunk between stored ones is looked
+    # around from an hour before it on, the stored ones after it with it (the
+    # merge keeps his key one generation).
+    assert closure_of([key(1)], spans("a@b"), fresh=fresh) == {key(1), key(3)}
+    assert closure_of([key(1)], spans("a@b"), fresh=middle) == {key(1), key(3)}
+
+
+def test_a_key_filled_in_again_and_again_is_looked_around_its_new_post_only() -> None:
+    # A poster's key with chunks on days one, three and five (one generation under
+    # his own From), day five's fresh: looked around day five's post only; what he
+    # posted near days one and three was looked around when those came, and what
+    # link joined then is in the key's row. When the fresh chunk is its earliest
+    # (its first run, and its place among his parts, may change): every post.
+    day = 24 * HOUR
+    times = ((T0, T0 + 60), (T0 + 2 * day, T0 + 2 * day + 60), (T0 + 4 * day, T0 + 4 * day + 60))
+    spans = {
+        key(1): Span("a@b", T0, T0 + 4 * day + 60, 10, times=times),
+        key(2): Span("a@b", T0 + 600, T0 + 600, 3),  # near day one
+        key(3): Span("a@b", T0 + 2 * day + 600, T0 + 2 * day + 600, 3),  # near day three
+        key(4): Span("a@b", T0 + 4 * day + 600, T0 + 4 * day + 600, 3),  # near day five
+        key(5): Span("a@b", T0 + 3 * day, T0 + 3 * day, 3),  # between three and five
+    }
+    fresh = {key(1): (T0 + 4 * day, T0 + 4 * day + 60)}
+    assert closure_of([key(1)], spans, fresh=fresh) == {key(1), key(4)}
+    assert closure_of([key(1)], spans) == {key(1), key(2), key(3), key(4)}
+    earliest = {key(1): (T0, T0 + 60)}
+    assert closure_of([key(1)], spans, fresh=earliest) == {key(1), key(2), key(3), key(4)}
 
 
 def test_a_release_stored_before_its_latest_date_was_kept_is_open_ended() -> None:

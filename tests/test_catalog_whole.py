@@ -202,14 +202,18 @@ def test_any_catalog_cut_into_any_slices_is_built_and_exported_as_a_whole(
 def test_an_upload_filled_in_days_later_is_built_and_exported_whole(
     stores: Stores, order: str
 ) -> None:
-    # test_catalog_windows' case a window around a key's runs alone misses: one
-    # generation posted over two days, joined with its poster's part of the day between.
+    # test_catalog_windows' case: one generation posted over two days, joined with
+    # the nfo part posted with its first run, and not with its poster's part of the
+    # day between (link reaches a part's first run: merge._first_run_end).
     day, start = 24 * 3600, 1_764_000_000
     poster = "someone <someone@example.com>"
     head = "Show.Name.S01E01.720p.WEB-GRP"
     first = posted(
         head, poster, [(i, f"s.part{i:02}.rar") for i in (1, 2, 3)], 10, at=start, tag="a"
-    )
+    ) + posted(
+        "Show.Name.S01E01.720p.WEB", poster, [(10, "Show.Name.S01E01.720p.WEB-GRP.nfo")], 10,
+        at=start + 600, tag="n",
+    )  # fmt: skip
     later = posted(
         head, poster, [(i, f"s.part{i:02}.rar") for i in (4, 5, 9)], 10, at=start + 2 * day, tag="b"
     )
@@ -219,7 +223,7 @@ def test_an_upload_filled_in_days_later_is_built_and_exported_whole(
     )  # fmt: skip
     parts = [first, between, later] if order == "in date order" else [first, later, between]
     _followed, rebuilt = built_and_rebuilt(stores, parts)
-    assert len(rebuilt) == 1
+    assert sorted(int(str(row[3])) for row in rebuilt.values()) == [3, 7]
     exported = exported_lines(stores.build.export())
     with stores.catalog.pool.connection() as conn:
         conn.execute("DELETE FROM catalog")

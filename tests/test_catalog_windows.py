@@ -133,7 +133,7 @@ def test_a_tool_froms_key_posted_all_day_brings_back_only_what_was_posted_near_i
     # under that From every two hours. Built batch by batch, the catalog is a
     # whole rebuild's; and the build of the last post merges the key with the
     # films posted from an hour before it on (catalog_pending's dates of the fresh
-    # chunks: core/catalog.Closure's `_tool_since`), not every film since the first.
+    # chunks: core/catalog.Closure's `_since`), not every film since the first.
     newsup = "NewsUP <NewsUP@somewhere.cbr>"
     head = "Common.Name.2020.1080p-GRP"
     step = 50 * 60

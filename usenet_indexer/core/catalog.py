@@ -42,13 +42,14 @@ is bounded by the batch, never by what the catalog already holds):
   generation of only tracks under a key whose other files are not an
   album's is not looked for (no posting tool names a track and a volume
   alike).
-  Under a tool's From a touched key (or chain) whose fresh chunks (what
-  batches stored under it since its last build: their dates are kept with
-  its pending mark) come after all its others is looked around from
-  APART_SECONDS before them on (`_tool_since`): a common file name
-  reposted every hour or so is a chain of chunks over days, and its
-  older generations, and what was joined to them, come back through the
-  rows.
+  A touched key (or chain) is looked around from APART_SECONDS before its
+  fresh chunks on (`_since`: what batches stored under it since its last
+  build, whose dates are kept with its pending mark), unless they hold its
+  earliest file (or, under a tool's From, come before a stored one): a key
+  filled in or reposted again and again, or a common file name reposted
+  under a tool's From every hour or so (a chain of chunks over days), is
+  looked around its new post, and its older runs, and what was joined to
+  them, come back through the rows.
 
 Each key found brings its own chain and rows, walked to their fixpoint;
 windows are looked in around the touched keys and their chains only, not
@@ -674,7 +675,7 @@ class Closure:
     # Of each poster: whether it is a posting tool's From, and a shared one.
     _kinds: dict[str, tuple[bool, bool]] = attrs.field(factory=dict)
     # Of touched keys: the earliest and latest date of the chunks added since their
-    # last build (see `_tool_since`).
+    # last build (see `_since`).
     _fresh: Mapping[bytes, tuple[int, int]] = attrs.field(factory=dict)
     _window_rounds: int = 0
     rounds: int = 0
@@ -685,7 +686,7 @@ class Closure:
     ) -> Closure:
         """The closure of `touched`; `fresh`: of those keys, the earliest and latest
         date of the chunks stored under each since its last build, where known (the
-        windows are looked in around those, `_tool_since`)."""
+        windows are looked in around those, `_since`)."""
         closure = cls(fresh=fresh or {})
         closure._found(touched)
         return closure
@@ -809,7 +810,7 @@ class Closure:
     def _key_windows(self, key: bytes, span: Span, found: set[_RawWindow]) -> None:
         """`_chain_windows` of a chain of one key, into `found`: a span's runs are its
         chunks' runs (`Span.runs`), and runs of runs are the runs (`_runs` joins what
-        it joined); under a tool's From from `_tool_since` on."""
+        it joined); from `_since` on, where the key's fresh chunks say."""
         if not span.posted:
             return
         tool, shared = self._kind(span.poster)
@@ -820,8 +821,8 @@ class Closure:
             album = span.files_announced
         times = span.times or ((span.posted, span.latest),)
         runs = times if len(times) == 1 else _runs(times)
-        fresh = self._fresh.get(key) if tool else None
-        since = None if fresh is None else _tool_since(fresh, times)
+        fresh = self._fresh.get(key)
+        since = None if fresh is None else _since(fresh, times, tool)
         poster = span.poster
         for start, end in runs:
             if since is not None:
@@ -844,7 +845,7 @@ class Closure:
         tool = self._kind(spans[0].poster)[0]
         times = [run for s in dated for run in s.runs()]
         runs = _runs(times)
-        since = _tool_since(fresh, times) if tool and fresh is not None else None
+        since = None if fresh is None else _since(fresh, times, tool)
         if since is not None:
             runs = [(max(start, since), end) for start, end in runs if end is None or end >= since]
         posters = sorted({s.poster for s in dated if not self._kind(s.poster)[1]})
@@ -895,24 +896,36 @@ class Closure:
         return chains
 
 
-def _tool_since(fresh: tuple[int, int], times: Sequence[tuple[int, int | None]]) -> int | None:
-    """Where the windows of a key (or chain) under a posting tool's From may begin:
-    `merge.APART_SECONDS` before its fresh chunks (`fresh`: their earliest and
-    latest date), when those come after every other chunk of it; None (its whole
-    span) when a stored chunk reaches into them or comes after them.
+def _since(
+    fresh: tuple[int, int], times: Sequence[tuple[int, int | None]], tool: bool
+) -> int | None:
+    """Where the windows of a key (or chain) may begin: `merge.APART_SECONDS` before
+    its fresh chunks (`fresh`: the earliest and latest date of what batches stored
+    under it since its last build); None, its whole span.
 
-    Under a tool's From the merge puts a file only into a generation whose latest
-    file is within APART_SECONDS of it, so files posted after all the others change
-    only the generations that end from then on: the others, and what `link` joined
-    to them, are as their last build left them (their rows bring back what was
-    joined). A common file name (an album's first track) reposted under
-    PowerPost's From every hour or so is a chain of chunks over days: windows around
-    all its runs read every album of that From in those days, at every build.
+    `uploads.link` joins parts posted together with a part's first run, and
+    under a tool's From the merge puts a file only into a generation whose
+    latest file is within APART_SECONDS of it. So fresh chunks change only the
+    generation and the run they join, from APART_SECONDS before them on; a
+    part that may join those now is posted from then on, and what was joined
+    to the others comes back through the rows (what link joined to a
+    generation that gained indexes may fall apart, never more join it).
+    A key filled in or reposted again and again, or a common file name
+    reposted under a tool's From every hour or so (a chain of chunks over
+    days), is looked around its new post, not around all its old ones at
+    every build.
+
+    The whole span where the fresh chunks hold the key's earliest file (its
+    first run, under any From, and its place among its poster's parts may
+    change), and under a tool's From where a stored chunk reaches into them or
+    comes after them (the merge cuts generations by date, in order).
     """
     low, high = fresh
-    if any(start < low and (end is None or end >= low) for start, end in times):
+    if not any(start < low for start, _ in times):
         return None
-    if any(start > high for start, _ in times):
+    if tool and any(
+        (start < low and (end is None or end >= low)) or start > high for start, end in times
+    ):
         return None
     return low - APART_SECONDS
 
