@@ -169,6 +169,50 @@ def test_a_tool_froms_key_posted_all_day_brings_back_only_what_was_posted_near_i
     assert last.keys == 1 + len(near) < 1 + len(films)
 
 
+def test_a_key_filled_in_again_and_again_brings_back_only_what_was_posted_near_its_new_post(
+    stores: Stores,
+) -> None:
+    # A poster fills one upload in on days one, three and five (one key, one
+    # generation under his own From), and posts a film of another M every four
+    # hours all along. Built batch by batch, the catalog is a whole rebuild's; and
+    # the build of day five's files merges the key with the film posted near them,
+    # not with every film near its earlier posts (catalog_pending's dates of the
+    # fresh chunks: core/catalog.Closure's `_since`).
+    poster = "someone <someone@example.com>"
+    head = "Show.Name.S01E01.720p.WEB-GRP"
+
+    def fill(day: int, indexes: tuple[int, ...]) -> tuple[int, list[str]]:
+        files = [(i, f"show.part{i:02}.rar") for i in indexes]
+        at = START + day * DAY
+        return at, posted(head, poster, files, 20, at=at, tag=f"f{day}")
+
+    def film(n: int) -> tuple[int, list[str]]:
+        at = START + 3 * 3600 + 1800 + n * 4 * 3600
+        files = [(1, f"film{n}.part01.rar"), (2, f"film{n}.part02.rar")]
+        return at, posted(f"Other.Film.{n}.1080p-GRP", poster, files, 3, at=at, tag=f"o{n}")
+
+    fills = [fill(0, (1, 2)), fill(2, (3, 4)), fill(4, (5, 6))]
+    films = [film(n) for n in range(24)]  # every four hours over four days
+    parts = sorted(fills + films, key=lambda part: part[0])
+    assert parts[-1] == fills[-1]
+    numbered = [
+        f"{n}\t{line}".encode()
+        for n, line in enumerate(chain.from_iterable(lines for _, lines in parts), 1000)
+    ]
+    built = []
+    for _ in batches_of_lines(stores, "alt.binaries.test", numbered, [len(p) for _, p in parts]):
+        built.append(stores.build.drain(quiet_seconds=0))
+    followed = catalog_rows(stores)
+    stores.build.everything(quiet_seconds=0)
+    assert followed == catalog_rows(stores)
+    assert len(followed) == 1 + len(films)  # the upload, and each film apart (M 3)
+    near = [at for at, _ in films if at >= fills[-1][0] - 3600 - 1800]
+    assert len(near) == 1
+    last = built[-1]
+    assert last.pending == 1
+    assert last.keys == 1 + len(near)
+
+
 def test_a_pending_key_keeps_the_dates_of_what_batches_stored_under_it(stores: Stores) -> None:
     # Two batches store chunks of one key before a build: its pending mark holds the
     # earliest and latest date of both (what the closure looks around). Marked again
