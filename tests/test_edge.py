@@ -2028,7 +2028,10 @@ async def test_supervised_edges_halt_on_a_rejected_token(
         )
     log = done.stderr.decode()
     assert done.returncode == 78, log
-    assert "refused this node's token" in log
+    assert log.count("refused this node's token") == 1, log
+    assert log.count("HTTP 401") == 1, log  # the build loop's refusal is not said again
+    assert "halts: worker" in log, log
+    assert "refused this node's token: lease: HTTP 401" in log, log
     assert "not-a-token-of-this-coordinator" not in log
 
 

@@ -31,7 +31,7 @@ import trio
 from hypothesis import given
 from hypothesis import strategies as st
 
-from usenet_indexer.supervisor import arbiter, entry, notify, parent, policy, startup
+from usenet_indexer.supervisor import arbiter, entry, notify, parent, policy, report, startup
 from usenet_indexer.supervisor.policy import (
     EXIT_CRASH_LOOP,
     EXIT_STARTUP_ERROR,
@@ -253,9 +253,11 @@ def test_watch_parent_stops_the_worker_when_the_pipe_closes() -> None:
 def test_worker_arguments_are_hidden_options() -> None:
     parser = argparse.ArgumentParser()
     entry.add_worker_arguments(parser)
-    assert parser.parse_args([]) == argparse.Namespace(worker_slot=None, parent_fd=None)
-    args = parser.parse_args(["--worker-slot", "2", "--parent-fd", "7"])
-    assert (args.worker_slot, args.parent_fd) == (2, 7)
+    assert parser.parse_args([]) == argparse.Namespace(
+        worker_slot=None, parent_fd=None, report_fd=None
+    )
+    args = parser.parse_args(["--report-fd", "8", "--worker-slot", "2", "--parent-fd", "7"])
+    assert (args.worker_slot, args.parent_fd, args.report_fd) == (2, 7, 8)
     assert entry.is_worker(args)
     assert "--worker-slot" not in parser.format_help()
 
@@ -307,11 +309,11 @@ def test_supervised_starts_uidx_workers(tmp_path: Path) -> None:
 
 # -- the arbiter, with real processes
 
-# Every worker program starts with this: its slot and the parent fd come
-# last on its command line (`--worker-slot N --parent-fd FD`).
+# Every worker program starts with this: the report fd, its slot and the parent
+# fd come last on its command line (`--report-fd FD --worker-slot N --parent-fd FD`).
 PRELUDE = """
 import os, select, signal, sys
-slot, parent_fd = int(sys.argv[-3]), int(sys.argv[-1])
+report_fd, slot, parent_fd = int(sys.argv[-5]), int(sys.argv[-3]), int(sys.argv[-1])
 def say(event):
     os.write(1, f"{event} {slot} {os.getpid()}\\n".encode())  # one write: atomic
 """
@@ -568,6 +570,70 @@ def test_startup_error_halts_without_restarting(supervise: Callable[..., Supervi
     assert "halts: worker" in supervisor.log()
     assert "start-up error" in supervisor.log()
     assert "restarting" not in supervisor.log()
+
+
+# Both workers are refused the same way, and both say so before either exits (slot 0
+# waits on a FIFO for slot 1's word that it has): the supervisor's halt cannot stop
+# the second before it reports.
+SAME_STARTUP_ERROR = (
+    PRELUDE
+    + """
+from usenet_indexer.supervisor.report import report_startup_error
+report_startup_error(report_fd, "the coordinator refused this node's token: HTTP 401")
+say("reported")
+fifo = os.path.join(sys.argv[1], "reported")
+if slot == 0:
+    with open(fifo, "rb") as other:
+        other.read()
+else:
+    with open(fifo, "wb"):
+        pass
+sys.exit(78)
+"""
+)
+
+
+def test_the_same_startup_error_of_every_worker_is_said_once(
+    supervise: Callable[..., Supervised], tmp_path: Path
+) -> None:
+    os.mkfifo(tmp_path / "reported")
+    supervisor = supervise(SAME_STARTUP_ERROR, processes=2, extra=(str(tmp_path),))
+    assert supervisor.wait() == EXIT_STARTUP_ERROR
+    assert sorted(e.slot for e in supervisor.rest() if e.name == "reported") == [0, 1]
+    log = supervisor.log()
+    # (The debug lines of the workers' command lines hold the reason too, after a quote.)
+    assert log.count(": the coordinator refused") == 1, log
+    assert "reported a start-up error (exit status 78): the coordinator refused" in log, log
+    # The other one exited 78 too, or the halt's SIGTERM came first.
+    assert "(the same start-up error as above)" in log, log
+
+
+def test_a_startup_error_without_a_supervisor_is_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level("ERROR"):
+        report.report_startup_error(None, "refused")
+    assert [r.getMessage() for r in caplog.records] == ["refused"]
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the supervisor is gone: the write fails, the worker logs it
+    caplog.clear()
+    with caplog.at_level("ERROR"):
+        report.report_startup_error(write_end, "refused again")
+    os.close(write_end)
+    assert [r.getMessage() for r in caplog.records] == ["refused again"]
+
+
+def test_report_lines_are_one_bounded_line() -> None:
+    line = report.encode_report(42, "two\nlines " + "é" * 1000)
+    assert line.endswith(b"\n")
+    assert line.count(b"\n") == 1
+    assert len(line) <= report.MAX_REPORT_BYTES
+    decoded = report.decode_report(line[:-1])
+    assert decoded is not None
+    assert decoded[0] == 42
+    assert decoded[1].startswith("two lines é")
+    assert report.decode_report(b"not a pid") is None
+    assert report.decode_report(b"12") is None
 
 
 def test_crash_loop_halts(supervise: Callable[..., Supervised]) -> None:

@@ -40,6 +40,7 @@ from usenet_indexer.supervisor import EXIT_STARTUP_ERROR
 from usenet_indexer.supervisor.arbiter import STOP_SIGNALS
 from usenet_indexer.supervisor.entry import add_worker_arguments, global_argv, supervised
 from usenet_indexer.supervisor.parent import watch_parent
+from usenet_indexer.supervisor.report import report_startup_error
 
 logger = logging.getLogger(__name__)
 
@@ -105,13 +106,20 @@ def run(args: argparse.Namespace) -> int:
         args,
         processes,
         argv,
-        partial(run_worker, settings, options, args.parent_fd),
+        partial(run_worker, settings, options, args.parent_fd, args.report_fd),
         notify_socket=settings.notify_socket,
     )
 
 
-def run_worker(settings: Settings, options: EdgeOptions, parent_fd: int | None) -> int:
-    """One worker in this process; 78 when the coordinator refuses its token."""
+def run_worker(
+    settings: Settings,
+    options: EdgeOptions,
+    parent_fd: int | None,
+    report_fd: int | None = None,
+) -> int:
+    """One worker in this process; 78 when the coordinator refuses its token (said to
+    the supervisor through `report_fd` when there is one: it says it once for all its
+    workers; logged here otherwise)."""
     # The inflating thread needs the GIL back after each block it inflates,
     # and waits the switch interval each time while the indexing holds it:
     # beside a busy thread a 15 MB chunk took 64-73 ms to inflate with the
@@ -123,13 +131,13 @@ def run_worker(settings: Settings, options: EdgeOptions, parent_fd: int | None) 
     with no_cyclic_gc():
         return run_reporting(
             lambda: trio.run(partial(_until_signal, settings, options, parent_fd)),
-            _refused_token,
+            partial(_refused_token, report_fd),
         )
 
 
-def _refused_token(error: BaseException) -> int | None:
+def _refused_token(report_fd: int | None, error: BaseException) -> int | None:
     if isinstance(error, NodeApiError) and error.status in (401, 403):
-        logger.error("the coordinator refused this node's token: %s", error)
+        report_startup_error(report_fd, f"the coordinator refused this node's token: {error}")
         return EXIT_STARTUP_ERROR
     return None
 

@@ -119,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
     server_configs(settings.nntp, settings.nntp_connections)
     PrefetchOptions.from_settings(settings)
     if args.worker_slot is not None:
-        return _run_worker(settings, args.worker_slot, args.parent_fd)
+        return _run_worker(settings, args.worker_slot, args.parent_fd, args.report_fd)
     edges = resolve_processes(args.processes)
     if settings.listen_host_port[1] == 0:
         raise ConfigError("listen", "uidx standalone needs a fixed port: its edges connect to it")
@@ -257,7 +257,7 @@ def coordinator_url(listen: str) -> str:
     return f"http://{host}:{port}"
 
 
-def _run_worker(settings: Settings, slot: int, parent_fd: int | None) -> int:
+def _run_worker(settings: Settings, slot: int, parent_fd: int | None, report_fd: int | None) -> int:
     if slot == COORDINATOR_SLOT:
         return coordinator_command.run_worker(settings, parent_fd=parent_fd)
     if slot == PREFETCH_SLOT:
@@ -270,7 +270,7 @@ def _run_worker(settings: Settings, slot: int, parent_fd: int | None) -> int:
     if not _wait_for_listener(*settings.listen_host_port, COORDINATOR_START_SECONDS, parent_fd):
         logger.warning("the supervisor is gone (parent pipe fd %s closed): stopping", parent_fd)
         return 0
-    return edge_command.run_worker(settings, options, parent_fd)
+    return edge_command.run_worker(settings, options, parent_fd, report_fd)
 
 
 def _wait_for_listener(host: str, port: int, seconds: float, parent_fd: int | None) -> bool:

@@ -115,8 +115,9 @@ async def build_forever(
                 try:
                     job_id, wait = await _one_job(client, pure, categories, held)
                 except NodeApiError as error:
-                    # A refused token: the lease loop meets it too and ends the worker.
-                    logger.warning("no more catalog builds: %s", error)
+                    # A refused token: the lease loop meets it too and ends the worker,
+                    # which says it (once, through the supervisor): not said here too.
+                    logger.debug("no more catalog builds: %s", error)
                     scope.cancel()  # the stop watcher too
                     break
                 if wait is None:

@@ -5,8 +5,8 @@ Theory of operation
 Modelled on gunicorn's arbiter, in plain `os`/`signal`/`subprocess`/`select`
 because it runs before any `trio.run` (a process must never fork inside a
 running trio loop: python-trio/trio#464). Every worker is a fresh
-interpreter started with `subprocess.Popen`, with `--worker-slot N
---parent-fd FD` appended to its command line.
+interpreter started with `subprocess.Popen`, with `--report-fd FD
+--worker-slot N --parent-fd FD` appended to its command line.
 
 - Signals: the handlers only append the signal number to a queue; the
   wake-up fd (`signal.set_wakeup_fd`, a non-blocking self-pipe) makes the
@@ -32,6 +32,10 @@ interpreter started with `subprocess.Popen`, with `--worker-slot N
   worker gets the read end (`pass_fds`). When the arbiter dies, even by
   SIGKILL, the kernel closes the write end and each worker's read end turns
   readable (EOF): `parent.watch_parent` stops the worker. No polling.
+- Start-up errors: a worker that cannot start writes why on the report
+  pipe (report.py) before it exits 78; the loop reads it when it wakes and
+  before it reaps, and says each distinct reason once (in the halt line):
+  N workers refused the same token say so once, not N times.
 - systemd: READY=1 once the workers are started, STOPPING=1 when the stop
   begins (notify.py).
 """
@@ -60,6 +64,7 @@ from usenet_indexer.supervisor.policy import (
     WorkerExit,
     decide,
 )
+from usenet_indexer.supervisor.report import REPORT_FD_OPTION, decode_report
 
 logger = logging.getLogger(__name__)
 
@@ -83,14 +88,18 @@ HISTORY_LENGTH = 32
 # The status of a stop: the workers were told to stop, whatever they exited with.
 EXIT_STOPPED = 0
 
+# The most of an unfinished report line kept (report.py's lines are 512 bytes at
+# most): a worker writing garbage cannot grow the arbiter's buffer.
+MAX_REPORT_BUFFER_BYTES = 65536
+
 
 @attrs.frozen
 class ArbiterOptions:
     """What the arbiter runs and how.
 
     Attributes:
-        command: a worker's command line; `--worker-slot N --parent-fd FD`
-            is appended for each worker.
+        command: a worker's command line; `--report-fd FD --worker-slot N
+            --parent-fd FD` is appended for each worker.
         processes: how many workers (at least 1).
         grace_seconds: how long a stop waits for the workers before SIGKILL
             (30 s: a worker posts what it has indexed and gives its range
@@ -150,6 +159,13 @@ class Arbiter:
     exit_status: int = EXIT_STOPPED
     _wake_read: int = -1
     _parent_read: int = -1
+    _report_read: int = -1
+    _report_write: int = -1
+    _report_buffer: bytes = b""
+    # The start-up errors the workers reported (pid -> reason), until reaped.
+    _reports: dict[int, str] = attrs.Factory(dict)
+    # The reasons logged already: each is said once.
+    _said: set[str] = attrs.Factory(set)
     _next_done_check: float = 0.0
     # The stop signals the stop_last slots are still owed, in order.
     _owed: list[int] = attrs.Factory(list)
@@ -179,16 +195,19 @@ class Arbiter:
         """
         wake_read, wake_write = os.pipe()
         parent_read, parent_write = os.pipe()
+        report_read, report_write = os.pipe()
         os.set_blocking(wake_read, False)
         os.set_blocking(wake_write, False)
+        os.set_blocking(report_read, False)
         self._wake_read, self._parent_read = wake_read, parent_read
+        self._report_read, self._report_write = report_read, report_write
         previous = self._install_handlers(wake_write)
         try:
             return self._run()
         finally:
             self._kill_all()  # only if something above went wrong
             previous.restore()
-            for fd in (wake_read, wake_write, parent_read, parent_write):
+            for fd in (wake_read, wake_write, parent_read, parent_write, report_read, report_write):
                 os.close(fd)
 
     def _run(self) -> int:
@@ -231,9 +250,11 @@ class Arbiter:
         timeout = max(0.0, min(deadlines) - self.clock()) if deadlines else None
         if self.signals:
             timeout = 0.0
-        readable, _, _ = select.select([self._wake_read], [], [], timeout)
-        if readable:
+        readable, _, _ = select.select([self._wake_read, self._report_read], [], [], timeout)
+        if self._wake_read in readable:
             _drain(self._wake_read)
+        if self._report_read in readable:
+            self._read_reports()
 
     def _handle_signals(self) -> None:
         while self.signals:
@@ -245,7 +266,24 @@ class Arbiter:
                 )
             # SIGCHLD only wakes the loop; _reap looks at every worker.
 
+    def _read_reports(self) -> None:
+        # Non-blocking, and never at end of file: the arbiter holds the write end too.
+        try:
+            while chunk := os.read(self._report_read, 4096):
+                self._report_buffer += chunk
+        except BlockingIOError:
+            pass
+        *lines, self._report_buffer = self._report_buffer.split(b"\n")
+        if len(self._report_buffer) > MAX_REPORT_BUFFER_BYTES:
+            self._report_buffer = b""
+        for line in lines:
+            report = decode_report(line)
+            if report is not None:
+                self._reports[report[0]] = report[1]
+
     def _reap(self) -> None:
+        # A worker writes its report before it exits: read now, it is in the pipe.
+        self._read_reports()
         for slot, worker in list(self.workers.items()):
             status = worker.process.poll()
             if status is None:
@@ -257,27 +295,44 @@ class Arbiter:
 
     def _on_exit(self, exit: WorkerExit, now: float) -> None:
         history = self.history.setdefault(exit.slot, collections.deque(maxlen=HISTORY_LENGTH))
+        reason = self._reports.pop(exit.pid, None)
+        new = reason is not None and reason not in self._said
+        said = self._say_once(reason)
         if self.stopping:
-            logger.info(
-                "worker %d (pid %d) stopped: %s", exit.slot, exit.pid, _describe(exit.status)
+            logger.log(
+                logging.ERROR if new else logging.INFO,
+                "worker %d (pid %d) stopped: %s%s",
+                *(exit.slot, exit.pid, _describe(exit.status), said),
             )
             return
         decision = decide(exit, history, now, self.options.policy)
         history.append(exit)
         if isinstance(decision, Restart):
             logger.warning(
-                "worker %d (pid %d) %s after %.1f s; restarting in %.2f s",
+                "worker %d (pid %d) %s after %.1f s; restarting in %.2f s%s",
                 exit.slot,
                 exit.pid,
                 _describe(exit.status),
                 exit.ran_seconds,
                 decision.after_seconds,
+                said,
             )
             self.pending[exit.slot] = now + decision.after_seconds
         elif isinstance(decision, Retire):
             logger.info("worker %d (pid %d) finished its work (exit 0)", exit.slot, exit.pid)
         else:
-            self._halt(decision)
+            self._halt(decision, said)
+
+    def _say_once(self, reason: str | None) -> str:
+        """What a worker's exit line adds for its reported start-up error: the
+        reason the first time, a pointer to it after (every worker of a supervisor
+        is refused the same token at once)."""
+        if reason is None:
+            return ""
+        if reason in self._said:
+            return " (the same start-up error as above)"
+        self._said.add(reason)
+        return f": {reason}"
 
     def _restart_due(self) -> None:
         if self.stopping:
@@ -325,6 +380,8 @@ class Arbiter:
     def _spawn(self, slot: int) -> None:
         command = [
             *self.options.command,
+            REPORT_FD_OPTION,
+            str(self._report_write),
             "--worker-slot",
             str(slot),
             "--parent-fd",
@@ -338,7 +395,7 @@ class Arbiter:
             )
             process = subprocess.Popen(
                 command,
-                pass_fds=(self._parent_read, *self.options.inherit_fds),
+                pass_fds=(self._parent_read, self._report_write, *self.options.inherit_fds),
                 process_group=0,
                 env=environment,
             )
@@ -375,8 +432,8 @@ class Arbiter:
                 _send(worker, signum)
         self._owed.clear()
 
-    def _halt(self, decision: Halt) -> None:
-        logger.error("supervisor %d halts: %s", os.getpid(), decision.reason)
+    def _halt(self, decision: Halt, said: str = "") -> None:
+        logger.error("supervisor %d halts: %s%s", os.getpid(), decision.reason, said)
         if self.exit_status == EXIT_STOPPED:
             self.exit_status = decision.exit_status
         self._stop(signal.SIGTERM, reason="halting")

@@ -3,8 +3,8 @@
 A daemon command (`uidx edge`, `uidx coordinator`, `uidx prefetch`) adds the
 workers' hidden arguments to its parser and, in `run(args)`, returns
 `supervised(...)`. In the supervisor process that starts N fresh
-interpreters running the same command with `--worker-slot N --parent-fd FD`
-appended; in a worker (the arguments are there) or when one process is
+interpreters running the same command with `--report-fd FD --worker-slot N
+--parent-fd FD` appended; in a worker (the arguments are there) or when one process is
 enough, it runs the worker itself::
 
     def add_parser(subparsers):
@@ -35,22 +35,25 @@ from collections.abc import Callable, Mapping, Sequence
 
 from usenet_indexer.supervisor import arbiter
 from usenet_indexer.supervisor.policy import DEFAULT_POLICY, RestartPolicy
+from usenet_indexer.supervisor.report import REPORT_FD_OPTION
 
 WORKER_SLOT_OPTION = "--worker-slot"
 PARENT_FD_OPTION = "--parent-fd"
 
 
 def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the hidden `--worker-slot N` and `--parent-fd FD` to a daemon's parser.
+    """Add the hidden `--worker-slot N`, `--parent-fd FD` and `--report-fd FD` to a
+    daemon's parser.
 
-    They become `args.worker_slot` and `args.parent_fd` (None when absent);
-    only the supervisor passes them.
+    They become `args.worker_slot`, `args.parent_fd` and `args.report_fd` (None
+    when absent); only the supervisor passes them (report.py: `--report-fd`).
 
     Args:
         parser: the daemon command's parser.
     """
     parser.add_argument(WORKER_SLOT_OPTION, type=int, help=argparse.SUPPRESS)
     parser.add_argument(PARENT_FD_OPTION, type=int, help=argparse.SUPPRESS)
+    parser.add_argument(REPORT_FD_OPTION, type=int, help=argparse.SUPPRESS)
 
 
 def resolve_processes(processes: int, cpu_count: int | None = None) -> int:
