@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import random
+import subprocess
+import sys
 from collections import Counter
 from collections.abc import Container
 from pathlib import Path
@@ -791,3 +794,50 @@ def test_overview_blocks_stop_their_reading_thread(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="cannot be read as overview data"):
         list(read_blocks(broken, block_bytes=1_000))
     assert not readers()
+
+
+# The keys a process computes: the releases' and files' of a compiled and a pure index,
+# and a repost key. With "blocked", CPython's private _blake2 module is not there for
+# uidx (hashlib is imported first: on CPython its blake2b is _blake2's, imported by
+# hashlib itself), so uidx's imports take their fallback.
+KEYS = """
+import hashlib, sys
+if sys.argv[1] == "blocked":
+    sys.modules["_blake2"] = None  # `import _blake2` raises ImportError from now on
+from usenet_indexer.core import indexer, reposts
+assert indexer.COMPILED_SCAN is not None, "the compiled indexer did not import"
+text = "".join(
+    f"{n}\\tRel [1/2] - \\"f{n % 2}.rar\\" yEnc ({n // 2 + 1}/3)\\tp <p@x>\\t"
+    f"Mon, 30 Nov 2026 10:19:15 +0000\\t<m{n}@x>\\t\\t700000\\t5000\\tXref: h a.b.c:{n}\\n"
+    for n in range(1, 7)
+)
+for pure in (False, True):
+    ranged = indexer.RangeIndexer(group="a.b.c", first=1, pure=pure)
+    ranged.add_text(text, 7)
+    batch = ranged.finish()
+    print(sorted(r.key.hex() for r in batch.releases))
+    print(sorted(f.key.hex() for r in batch.releases for f in r.files))
+print(reposts.repost_key(b"key").hex())
+"""
+
+
+def test_without_the_private_blake2_module_the_keys_are_the_same() -> None:
+    root = Path(__file__).parent.parent
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    outputs = [
+        subprocess.run(
+            [sys.executable, "-c", KEYS, how],
+            capture_output=True,
+            text=True,
+            check=False,
+            env=env,
+        )
+        for how in ("blocked", "as-is")
+    ]
+    for done in outputs:
+        assert done.returncode == 0, done.stderr
+    blocked, as_is = (done.stdout.splitlines() for done in outputs)
+    assert blocked == as_is
+    assert len(as_is) == 5
+    assert as_is[0] != "[]"
+    assert as_is[1] != "[]"

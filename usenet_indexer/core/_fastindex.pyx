@@ -1475,7 +1475,10 @@ def file_chunks(FileArrays f, list starts, object chunk, tuple head, dict dates,
     return pieces, repeats
 
 
-from _blake2 import blake2b as _blake2b  # hashlib's, without OpenSSL: see indexer.py
+try:
+    from _blake2 import blake2b as _blake2b  # hashlib's, without OpenSSL: see indexer.py
+except ImportError:  # _blake2 is CPython's private module: elsewhere hashlib's, the same digests
+    from hashlib import blake2b as _blake2b
 
 # `indexer._BLAKE2B_16`: copied for each key.
 cdef object _BLAKE2B_16 = _blake2b(digest_size=16)

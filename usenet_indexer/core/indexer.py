@@ -52,7 +52,10 @@ import re
 
 # hashlib's blake2b is this one; importing hashlib also loads OpenSSL (_hashlib),
 # ~2% of `uidx index`'s start-up, for hashes uidx does not use here.
-from _blake2 import blake2b
+try:
+    from _blake2 import blake2b
+except ImportError:  # _blake2 is CPython's private module: elsewhere hashlib's, the same digests
+    from hashlib import blake2b
 from array import array
 from bisect import bisect_left
 from calendar import timegm
