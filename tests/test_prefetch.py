@@ -1225,6 +1225,41 @@ async def test_a_gap_recorded_already_is_said_once(
     assert _read_spool(pool, group_id) == [SpoolChunk(1, 100, int(Codec.NONE), None, 0)]
 
 
+@pytest.mark.trio
+async def test_a_chunk_indexed_already_is_said_once(
+    pool: ConnectionPool, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A chunk that another writer (or an earlier try) indexed already: this landing's
+    row is not added, and its "N lines, X MB" is not said again (at debug level only,
+    saying it was there), nor warned about: the chunk is whole either way."""
+    caplog.set_level(logging.DEBUG, "usenet_indexer.prefetch.landing")
+    group = "alt.binaries.uidx.twice"
+    group_id = GroupStore(pool).add(group)
+    spool = SpoolIndex(pool)
+    store = FolderSpool(tmp_path / "spool")
+    state = ServerState.of(server_configs(["nntp://news.invalid"], 1)[0])
+    job = ChunkJob(group_id, group, 1, 100)
+    text = b"".join(b"%d\tsubject %d\n" % (n, n) for n in range(1, 101))
+    with trio.fail_after(DEADLINE_SECONDS):
+        # Three writers: two prefetchers, one of them landing it again.
+        for _ in range(3):
+            writer = store.open_chunk(group, 1, 100)
+            writer.write([text], 100)
+            work = SharedWork(spool, _options(tmp_path), servers=1)
+            await Landing(spool, work).land(job, state, writer)
+    said = [
+        (r.levelno, r.getMessage())
+        for r in caplog.records
+        if r.name == "usenet_indexer.prefetch.landing" and r.levelno >= logging.INFO
+    ]
+    assert len(said) == 1, said
+    assert said[0][0] == logging.INFO
+    assert said[0][1].startswith(f"{group} 1-100: 100 lines, ")
+    assert caplog.text.count("indexed already") == 2  # with -v
+    [chunk] = _read_spool(pool, group_id)
+    assert (chunk.first, chunk.last, chunk.lines) == (1, 100, 100)
+
+
 OVERLONG_GROUP = "alt.binaries.uidx.overlong"
 
 

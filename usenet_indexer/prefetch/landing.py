@@ -134,11 +134,16 @@ class Landing:
             return self._store_gap(job)
         path, size, codec = writer.commit()
         chunk = SpoolChunk(job.first, job.last, int(codec), str(path), writer.lines)
-        if not self.spool.add_new(job.group_id, chunk, size):
-            logger.warning("%s %d-%d: indexed by another writer", job.group, job.first, job.last)
-        logger.info(
-            "%s %d-%d: %d lines, %.1f MB", job.group, job.first, job.last, writer.lines, size / 1e6
-        )
+        span = (job.group, job.first, job.last)
+        if self.spool.add_new(job.group_id, chunk, size):
+            logger.info("%s %d-%d: %d lines, %.1f MB", *span, writer.lines, size / 1e6)
+        else:
+            # Said where its row was added (another writer, or an earlier try whose
+            # answer was lost): once a chunk, as a gap.
+            logger.debug(
+                "%s %d-%d: indexed already; this landing's %d lines, %.1f MB not added",
+                *(*span, writer.lines, size / 1e6),
+            )
         return writer.lines
 
     def _store_gap(self, job: ChunkJob) -> int:
