@@ -824,17 +824,21 @@ def build_jobs_held(stores: Stores) -> int:
     return int(row[0])
 
 
+# How the build loop is ended: its `stop` set (a deploy restarting the edges), or its
+# task cancelled from outside (the worker's ranges failed, or a second SIGTERM).
+@pytest.mark.parametrize("ended_by", ["stop", "cancel"])
 @pytest.mark.trio
 async def test_an_edge_stopped_mid_job_gives_it_back_and_another_edge_builds_it_at_once(
     nursery: trio.Nursery,
     settings: Settings,
     edge_stores: Stores,
     monkeypatch: pytest.MonkeyPatch,
+    ended_by: str,
 ) -> None:
-    """An edge told to stop while it merges a build job (a deploy restarting the edges)
-    gives the job back as it goes: the next edge that asks gets its keys at once, not a
-    204 'busy' for the job's 120 s. A merge that takes long is a fake (a real one takes
-    a fraction of a second here): the stop must find the job mid-merge."""
+    """An edge told to stop, or cancelled, while it merges a build job gives the job back
+    as it goes: the next edge that asks gets its keys at once, not a 204 'busy' for the
+    job's 120 s. A merge that takes long is a fake (a real one takes a fraction of a
+    second here): the stop must find the job mid-merge."""
     stored(edge_stores)
     merging, merge_may_end = trio.Event(), threading.Event()
     real_run_job = run_job
@@ -855,7 +859,10 @@ async def test_an_edge_stopped_mid_job_gives_it_back_and_another_edge_builds_it_
                 builds.start_soon(build_forever, edge, stop)
                 await merging.wait()
                 assert build_jobs_held(edge_stores) == 1
-                stop.set()
+                if ended_by == "stop":
+                    stop.set()
+                else:
+                    builds.cancel_scope.cancel()
             merge_may_end.set()
         assert build_jobs_held(edge_stores) == 0
         async with httpx.AsyncClient(base_url=url, headers=bearer(other_token)) as client:

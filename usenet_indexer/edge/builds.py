@@ -104,29 +104,33 @@ async def build_forever(
     """Ask for build jobs and do them until `stop` is set (a job then abandoned, and
     given back for `give_back_seconds` at most); how many were done. `observe` is told
     of each job whose rows were taken; between asks it waits what the coordinator said
-    (at most `max_wait_seconds`)."""
+    (at most `max_wait_seconds`). Cancelled from outside (the worker's ranges failed, a
+    second stop signal), it gives its job back the same way."""
     done = 0
     held = _Held()
-    with trio.CancelScope() as scope:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(cancel_when_set, stop, scope)
-            categories = core.Categories()
-            while True:
-                try:
-                    job_id, wait = await _one_job(client, pure, categories, held)
-                except NodeApiError as error:
-                    # A refused token: the lease loop meets it too and ends the worker,
-                    # which says it (once, through the supervisor): not said here too.
-                    logger.debug("no more catalog builds: %s", error)
-                    scope.cancel()  # the stop watcher too
-                    break
-                if wait is None:
-                    done += 1
-                    observe(EdgeEvent(EventKind.BUILT, job_id, 0))
-                else:
-                    await trio.sleep(min(wait, max_wait_seconds))
-    if held.job_id is not None:
-        await _give_back(client, held.job_id, give_back_seconds)
+    try:
+        with trio.CancelScope() as scope:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(cancel_when_set, stop, scope)
+                categories = core.Categories()
+                while True:
+                    try:
+                        job_id, wait = await _one_job(client, pure, categories, held)
+                    except NodeApiError as error:
+                        # A refused token: the lease loop meets it too and ends the worker,
+                        # which says it (once, through the supervisor): not said here too.
+                        logger.debug("no more catalog builds: %s", error)
+                        scope.cancel()  # the stop watcher too
+                        break
+                    if wait is None:
+                        done += 1
+                        observe(EdgeEvent(EventKind.BUILT, job_id, 0))
+                    else:
+                        await trio.sleep(min(wait, max_wait_seconds))
+    finally:
+        # Also when cancelled from outside: `_give_back` is shielded and time-limited.
+        if held.job_id is not None:
+            await _give_back(client, held.job_id, give_back_seconds)
     return done
 
 
