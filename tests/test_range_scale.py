@@ -185,6 +185,39 @@ def test_done_ranges_of_a_database_made_before_are_counted_when_it_is_migrated(
         ]
 
 
+# An operator's removal of a group by hand (no command removes one): its batches, its
+# ranges, its spool's rows, then the group.
+_REMOVE_GROUP = (
+    "DELETE FROM batches WHERE range_id IN (SELECT id FROM ranges WHERE group_id = %(id)s)",
+    "DELETE FROM ranges WHERE group_id = %(id)s",
+    "DELETE FROM spool_chunks WHERE group_id = %(id)s",
+    "DELETE FROM groups WHERE id = %(id)s",
+)
+
+
+def test_a_group_with_done_ranges_can_be_removed_by_hand(stores: Stores) -> None:
+    """A group whose ranges were done, removed with its ranges and batches by hand: the
+    done ranges' count (range_done, kept by triggers, which an operator need not know
+    of) goes with the group instead of refusing its delete."""
+    gone = stores.groups.add("alt.binaries.gone")
+    kept = stores.groups.add("alt.binaries.kept")
+    edge = node(stores, "edge")
+    for group in (gone, kept):
+        stores.ranges.plan(group, 0, 99, 100)
+        lease = stores.ranges.lease(edge, TTL)
+        assert lease is not None
+        batch = pack_batch(_empty_batch(lease.group, lease.next, lease.last + 1))
+        stores.batches.store(edge, lease.range_id, lease.epoch, batch, 10, TTL)
+        assert stores.ranges.finish(edge, lease.range_id, lease.epoch) is Finish.OK
+    with stores.ranges.pool.connection() as conn:
+        for statement in _REMOVE_GROUP:
+            conn.execute(statement, {"id": gone})
+        left = conn.execute("SELECT group_id, ranges FROM range_done").fetchall()
+    assert left == [(kept, 1)]
+    assert [g.name for g in stores.groups.list()] == ["alt.binaries.kept"]
+    _assert_as_a_scan_shows(stores)
+
+
 def test_plans_never_overlap_whatever_is_planned_around_them(stores: Stores) -> None:
     """The overlap check by position refuses exactly the spans a scan of every range
     would (inside, around, across either end, touching), and nothing else."""
