@@ -43,6 +43,7 @@ interpreter started with `subprocess.Popen`, with `--report-fd FD
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import os
 import select
@@ -268,11 +269,10 @@ class Arbiter:
 
     def _read_reports(self) -> None:
         # Non-blocking, and never at end of file: the arbiter holds the write end too.
-        try:
-            while chunk := os.read(self._report_read, 4096):
-                self._report_buffer += chunk
-        except BlockingIOError:
-            pass
+        # One read of a pipe's whole capacity (64 KiB on Linux): all that is in it, and
+        # a worker that kept writing could not keep the loop here.
+        with contextlib.suppress(BlockingIOError):
+            self._report_buffer += os.read(self._report_read, 65536)
         *lines, self._report_buffer = self._report_buffer.split(b"\n")
         if len(self._report_buffer) > MAX_REPORT_BUFFER_BYTES:
             self._report_buffer = b""
