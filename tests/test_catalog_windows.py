@@ -86,7 +86,9 @@ def test_an_upload_filled_in_days_later_keeps_its_parts_and_not_what_was_posted_
         "Other.Film.2019.1080p-GRP", poster, [(i, f"film.part{i:02}.rar") for i in (6, 7, 8)], 10,
         at=START + DAY, tag="c",
     )  # fmt: skip
-    parts = [first + nfo, between, later] if order == "in date order" else [first + nfo, later, between]
+    parts = (
+        [first + nfo, between, later] if order == "in date order" else [first + nfo, later, between]
+    )
     followed, whole = built_and_rebuilt(stores, parts)
     assert sorted(int(str(row[3])) for row in whole.values()) == [3, 7]
     assert followed == whole
