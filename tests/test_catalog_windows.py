@@ -240,3 +240,24 @@ def test_a_pending_key_keeps_the_dates_of_what_batches_stored_under_it(stores: S
     assert marks() == [(None, None)]
     stores.build.drain(quiet_seconds=0)
     assert marks() == []
+
+
+def test_a_part_filled_in_later_leaves_its_upload_for_one_posted_before_it(
+    stores: Stores,
+) -> None:
+    # A poster's three parts of one M posted ten minutes apart: Y (1, 3), A (1, 2),
+    # K (4). A cannot join Y (index 1 in both); K joins the upload posted last that
+    # it fits: A's. A day later he fills K in with index 2: now K fits A's no more,
+    # and joins Y's (posted within TOGETHER_SECONDS before it). The build of the
+    # fill looks around K only from an hour before the fresh chunk on (`_since`):
+    # A comes back through K's row, Y through nothing.
+    poster = "someone <someone@example.com>"
+    y = posted("Alpha.Show.S01E01.720p-GRP", poster, [(1, "y1.rar"), (3, "y3.rar")], 10,
+               at=START, tag="y")  # fmt: skip
+    a = posted("Beta.Film.2019.1080p-GRP", poster, [(1, "a1.rar"), (2, "a2.rar")], 10,
+               at=START + 600, tag="a")  # fmt: skip
+    k = posted("Gamma.Doc.2018.720p-GRP", poster, [(4, "k4.rar")], 10, at=START + 1200, tag="k")
+    fill = posted("Gamma.Doc.2018.720p-GRP", poster, [(2, "k2.rar")], 10, at=START + DAY, tag="f")
+    followed, whole = built_and_rebuilt(stores, [y + a + k, fill])
+    assert sorted(int(str(row[3])) for row in whole.values()) == [2, 4]  # [A], [Y, K]
+    assert followed == whole
