@@ -261,3 +261,28 @@ def test_a_part_filled_in_later_leaves_its_upload_for_one_posted_before_it(
     followed, whole = built_and_rebuilt(stores, [y + a + k, fill])
     assert sorted(int(str(row[3])) for row in whole.values()) == [2, 4]  # [A], [Y, K]
     assert followed == whole
+
+
+def test_a_tool_froms_generation_filled_in_within_the_hour_leaves_its_upload_too(
+    stores: Stores,
+) -> None:
+    # The same under NewsUP's default From (joined by M): K's generation holds
+    # index 4 and, 50 minutes later, index 5; index 2 comes 50 minutes after that
+    # (within merge.APART_SECONDS of the generation's latest: the same generation,
+    # whose first file is 100 minutes before it). `_since` looks around from an
+    # hour before the fresh chunk: Y, posted 20 minutes before K's first file, is
+    # not read.
+    newsup = "NewsUP <NewsUP@somewhere.cbr>"
+    t0 = START + 3600
+    y = posted("Alpha.Show.S01E01.720p-GRP", newsup, [(1, "y1.rar"), (3, "y3.rar")], 10,
+               at=t0 - 1200, tag="y")  # fmt: skip
+    a = posted("Beta.Film.2019.1080p-GRP", newsup, [(1, "a1.rar"), (2, "a2.rar")], 10,
+               at=t0 - 600, tag="a")  # fmt: skip
+    head = "Gamma.Doc.2018.720p-GRP"
+    k = posted(head, newsup, [(4, "k4.rar")], 10, at=t0, tag="k") + posted(
+        head, newsup, [(5, "k5.rar")], 10, at=t0 + 3000, tag="l"
+    )
+    fill = posted(head, newsup, [(2, "k2.rar")], 10, at=t0 + 6000, tag="f")
+    followed, whole = built_and_rebuilt(stores, [y + a + k, fill])
+    assert sorted(int(str(row[3])) for row in whole.values()) == [2, 5]  # [A], [Y, K]
+    assert followed == whole
