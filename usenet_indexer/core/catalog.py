@@ -824,11 +824,7 @@ class Closure:
         fresh = self._fresh.get(key)
         since = None if fresh is None else _since(fresh, times, tool)
         poster = span.poster
-        for start, end in runs:
-            if since is not None:
-                if end is not None and end < since:
-                    continue
-                start = max(start, since)
+        for start, end in _looked(runs, since, tool):
             low, high = _widened(start, end)
             found.add((poster, low, high, album))
 
@@ -846,8 +842,7 @@ class Closure:
         times = [run for s in dated for run in s.runs()]
         runs = _runs(times)
         since = None if fresh is None else _since(fresh, times, tool)
-        if since is not None:
-            runs = [(max(start, since), end) for start, end in runs if end is None or end >= since]
+        runs = _looked(runs, since, tool)
         posters = sorted({s.poster for s in dated if not self._kind(s.poster)[1]})
         # Under a shared From only an album's parts are joined: of one M,
         # and none of them marked no album's.
@@ -928,6 +923,23 @@ def _since(
     ):
         return None
     return low - APART_SECONDS
+
+
+def _looked(
+    runs: list[tuple[int, int | None]], since: int | None, tool: bool
+) -> list[tuple[int, int | None]]:
+    """The runs to look around given `_since`: those reaching it, whole (a generation
+    the fresh chunks join may begin anywhere in its run: under a tool's From it lies
+    within one, and gaining indexes, files or a name it may leave its upload for one
+    posted near its first file), and elsewhere the first run too (the key's first
+    generation begins there, and is the one a fill joins)."""
+    if since is None:
+        return runs
+    return [
+        run
+        for at, run in enumerate(runs)
+        if (at == 0 and not tool) or run[1] is None or run[1] >= since
+    ]
 
 
 def _widened(start: int, end: int | None) -> tuple[int, int | None]:
