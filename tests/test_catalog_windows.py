@@ -14,10 +14,12 @@ from __future__ import annotations
 
 from email.utils import formatdate
 from itertools import chain
+from typing import Any
 
 import pytest
 from test_catalog_build import album_lines, batches_of_lines, catalog_rows
 
+from usenet_indexer.coordinator.catalog_build import CatalogBuild
 from usenet_indexer.coordinator.stores import Stores
 from usenet_indexer.store import arrays
 from usenet_indexer.store import catalog as catalog_sql
@@ -287,4 +289,48 @@ def test_a_tool_froms_generation_filled_in_within_the_hour_leaves_its_upload_too
     fill = posted(head, newsup, [(2, "k2.rar")], 10, at=t0 + 6000, tag="f")
     followed, whole = built_and_rebuilt(stores, [y + a + k, fill])
     assert sorted(int(str(row[3])) for row in whole.values()) == [2, 5]  # [A], [Y, K]
+    assert followed == whole
+
+
+def test_a_batch_stored_while_a_build_reads_its_closure_leaves_its_key_pending(
+    stores: Stores, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Under NewsUP's default From: K (index 1) on day one, P (index 3, the same M)
+    # on day six. A batch fills K in near its first post (index 4), and while the
+    # build of that reads its closure another stores K's index 2 on day six, ten
+    # minutes after P: a generation of its own, which link joins to P. The build
+    # took K with the seq read after its closure (`_take`: pending_of), so marked
+    # it built: day six's chunk was never looked around, and P's row is not made
+    # again.
+    newsup = "NewsUP <NewsUP@somewhere.cbr>"
+    head = "Gamma.Doc.2018.720p-GRP"
+    k = posted(head, newsup, [(1, "k1.rar")], 10, at=START, tag="k")
+    p = posted("Alpha.Show.S01E01.720p-GRP", newsup, [(3, "p3.rar")], 10,
+               at=START + 5 * DAY, tag="p")  # fmt: skip
+    fill = posted(head, newsup, [(4, "k4.rar")], 10, at=START + 300, tag="f")
+    late = posted(head, newsup, [(2, "k2.rar")], 10, at=START + 5 * DAY + 600, tag="l")
+    parts = [k + p, fill, late]
+    numbered = [f"{n}\t{line}".encode() for n, line in enumerate(chain.from_iterable(parts), 1000)]
+    batches = batches_of_lines(stores, "alt.binaries.test", numbered, [len(x) for x in parts])
+    next(batches)
+    stores.build.drain(quiet_seconds=0)
+    next(batches)
+    closure = CatalogBuild.closure
+    stored = []
+
+    def meanwhile(self: CatalogBuild, *args: Any, **kwargs: Any) -> Any:
+        made = closure(self, *args, **kwargs)
+        if not stored:
+            stored.append(next(batches))
+        return made
+
+    monkeypatch.setattr(CatalogBuild, "closure", meanwhile)
+    stores.build.drain(quiet_seconds=0)
+    assert stored
+    monkeypatch.undo()
+    stores.build.drain(quiet_seconds=0)
+    followed = catalog_rows(stores)
+    stores.build.everything(quiet_seconds=0)
+    whole = catalog_rows(stores)
+    assert sorted(int(str(row[3])) for row in whole.values()) == [2, 2]  # [K], [P, K's day six]
     assert followed == whole
