@@ -407,10 +407,12 @@ class CatalogBuild:
         # batches said where they gained files: taken now, their fresh chunks'
         # neighbours would never be looked around (a key's next build looks around
         # from its chunks before its next fresh ones on). They stay pending.
+        # Those taken above keep the seq read then: a batch that marked one again
+        # since stored chunks the closure may not have looked around (it stays pending).
         reached = locks.pending_of(keys)
         others = [key for key in reached if key not in pending]
         unlooked = locks.fresh_of(others) if others else set()
-        pending.update((key, seq) for key, seq in reached.items() if key not in unlooked)
+        pending.update((key, reached[key]) for key in others if key not in unlooked)
         return Taken(pending, keys, closure.rounds, more or bool(unlooked))
 
     def drain(self, quiet_seconds: float) -> Built:
