@@ -334,3 +334,40 @@ def test_a_batch_stored_while_a_build_reads_its_closure_leaves_its_key_pending(
     whole = catalog_rows(stores)
     assert sorted(int(str(row[3])) for row in whole.values()) == [2, 2]  # [K], [P, K's day six]
     assert followed == whole
+
+
+def test_a_whole_builds_slice_leaves_a_key_it_reached_pending_with_its_fresh_chunks(
+    stores: Stores,
+) -> None:
+    # Under NewsUP's default From: J (index 5) and K (index 1) posted together, one
+    # row; P (index 3) on day six. A batch stores K's index 2 on day six, ten minutes
+    # after P (a generation of its own, which link joins to P), and before a build
+    # takes it a whole build's slice of J (`CatalogBuild.around`) reaches K through
+    # J's row: taken as built there, K's fresh chunk was never looked around.
+    newsup = "NewsUP <NewsUP@somewhere.cbr>"
+    head = "Gamma.Doc.2018.720p-GRP"
+    j = posted("Beta.Film.2019.1080p-GRP", newsup, [(5, "j5.rar")], 10, at=START, tag="j")
+    k = posted(head, newsup, [(1, "k1.rar")], 10, at=START + 300, tag="k")
+    p = posted("Alpha.Show.S01E01.720p-GRP", newsup, [(3, "p3.rar")], 10,
+               at=START + 5 * DAY, tag="p")  # fmt: skip
+    late = posted(head, newsup, [(2, "k2.rar")], 10, at=START + 5 * DAY + 600, tag="l")
+    parts = [j + k + p, late]
+    numbered = [f"{n}\t{line}".encode() for n, line in enumerate(chain.from_iterable(parts), 1000)]
+    batches = batches_of_lines(stores, "alt.binaries.test", numbered, [len(x) for x in parts])
+    next(batches)
+    stores.build.drain(quiet_seconds=0)
+    with stores.catalog.pool.connection() as conn:
+        rows = conn.execute("SELECT sources FROM catalog").fetchall()
+    joined = [sorted(bytes(s) for s in row[0]) for row in rows if len(row[0]) == 2]
+    assert len(joined) == 1  # J and K, one row
+    next(batches)
+    with stores.catalog.pool.connection() as conn:
+        (k_key,) = conn.execute("SELECT key FROM catalog_pending").fetchone() or ()
+    (j_key,) = [key for key in joined[0] if key != bytes(k_key)]
+    stores.build.around([j_key], quiet_seconds=0)
+    stores.build.drain(quiet_seconds=0)
+    followed = catalog_rows(stores)
+    stores.build.everything(quiet_seconds=0)
+    whole = catalog_rows(stores)
+    assert sorted(int(str(row[3])) for row in whole.values()) == [2, 2]  # [J, K], [P, K's day six]
+    assert followed == whole
