@@ -229,11 +229,18 @@ class CatalogBuild:
         with self.table.shards() as locks, self.collection.build():
             if not self._reach(locks, touched):
                 return Built(0, 0, 0, more=True, busy=True)
+            # As `_take`: the touched keys with the seq read before their closure, and
+            # those it reached but did not look around stay pending where batches
+            # stored chunks under them (their fresh chunks' neighbours).
+            pending = locks.pending_of(touched)
             closure = self.closure(touched, locks)
             keys = sorted(closure.keys)
             if not self._reach(locks, keys):
                 return Built(0, 0, 0, more=True, busy=True)
-            pending = locks.pending_of(keys)
+            reached = locks.pending_of(keys)
+            others = [key for key in reached if key not in pending]
+            unlooked = locks.fresh_of(others) if others else set()
+            pending.update((key, reached[key]) for key in others if key not in unlooked)
             written, segments = self._merged(keys, pending, quiet_seconds)
         built = _built(len(pending), len(keys), written, closure.rounds, started, False)
         return attrs.evolve(built, segments=segments)
