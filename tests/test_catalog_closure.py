@@ -339,3 +339,20 @@ def test_a_chain_of_one_key_has_the_windows_the_general_way_makes(
     windows: set[tuple[str, int, int | None, int | None]] = set()
     closure._key_windows(key(1), span, windows)
     assert windows == set(closure._chain_windows([span]))
+
+
+def test_a_chain_with_a_touched_key_of_unknown_fresh_dates_is_looked_around_whole() -> None:
+    # A chain: key 1 (day one, and fresh on day six) and its repost key (day three),
+    # both touched; the repost key's pending mark holds no dates (a batch with an
+    # undated chunk beside its dated one, a probe's mark, a mark from before
+    # migration 0037): its whole span is to be looked around, key 3 (near day three)
+    # with it. The chain's fresh dates were taken from key 1 alone.
+    day = 24 * HOUR
+    base, again = key(1), repost_key(key(1))
+    spans = {
+        base: Span("a@b", T0, T0 + 5 * day, 10, times=((T0, T0 + 60), (T0 + 5 * day, T0 + 5 * day))),
+        again: Span("a@b", T0 + 2 * day, T0 + 2 * day, 10),
+        key(3): Span("a@b", T0 + 2 * day + 600, T0 + 2 * day + 600, 10),
+    }
+    fresh = {base: (T0 + 5 * day, T0 + 5 * day)}
+    assert key(3) in closure_of([base, again], spans, fresh=fresh)

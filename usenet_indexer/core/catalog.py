@@ -677,6 +677,8 @@ class Closure:
     # Of touched keys: the earliest and latest date of the chunks added since their
     # last build (see `_since`).
     _fresh: Mapping[bytes, tuple[int, int]] = attrs.field(factory=dict)
+    # The keys the closure is of: one without fresh dates is looked around whole.
+    _touched: frozenset[bytes] = frozenset()
     _window_rounds: int = 0
     rounds: int = 0
 
@@ -687,7 +689,8 @@ class Closure:
         """The closure of `touched`; `fresh`: of those keys, the earliest and latest
         date of the chunks stored under each since its last build, where known (the
         windows are looked in around those, `_since`)."""
-        closure = cls(fresh=fresh or {})
+        touched = frozenset(touched)
+        closure = cls(fresh=fresh or {}, touched=touched)
         closure._found(touched)
         return closure
 
@@ -802,7 +805,10 @@ class Closure:
         return found
 
     def _fresh_of(self, keys: Sequence[bytes]) -> tuple[int, int] | None:
-        dates = [self._fresh[key] for key in keys if key in self._fresh]
+        fresh, touched = self._fresh, self._touched
+        if any(key in touched and key not in fresh for key in keys):
+            return None  # its whole span (a mark of no dates, an undated chunk)
+        dates = [fresh[key] for key in keys if key in fresh]
         if not dates:
             return None
         return min(low for low, _ in dates), max(high for _, high in dates)
