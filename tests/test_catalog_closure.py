@@ -350,7 +350,9 @@ def test_a_chain_with_a_touched_key_of_unknown_fresh_dates_is_looked_around_whol
     day = 24 * HOUR
     base, again = key(1), repost_key(key(1))
     spans = {
-        base: Span("a@b", T0, T0 + 5 * day, 10, times=((T0, T0 + 60), (T0 + 5 * day, T0 + 5 * day))),
+        base: Span(
+            "a@b", T0, T0 + 5 * day, 10, times=((T0, T0 + 60), (T0 + 5 * day, T0 + 5 * day))
+        ),
         again: Span("a@b", T0 + 2 * day, T0 + 2 * day, 10),
         key(3): Span("a@b", T0 + 2 * day + 600, T0 + 2 * day + 600, 10),
     }
