@@ -316,7 +316,7 @@ def test_a_batch_stored_while_a_build_reads_its_closure_leaves_its_key_pending(
     stores.build.drain(quiet_seconds=0)
     next(batches)
     closure = CatalogBuild.closure
-    stored = []
+    stored: list[int] = []
 
     def meanwhile(self: CatalogBuild, *args: Any, **kwargs: Any) -> Any:
         made = closure(self, *args, **kwargs)

@@ -932,7 +932,7 @@ def _since(
 
 
 def _looked(
-    runs: list[tuple[int, int | None]], since: int | None, tool: bool
+    runs: Sequence[tuple[int, int | None]], since: int | None, tool: bool
 ) -> list[tuple[int, int | None]]:
     """The runs to look around given `_since`: those reaching it, whole (a generation
     the fresh chunks join may begin anywhere in its run: under a tool's From it lies
@@ -940,7 +940,7 @@ def _looked(
     posted near its first file), and elsewhere the first run too (the key's first
     generation begins there, and is the one a fill joins)."""
     if since is None:
-        return runs
+        return list(runs)
     return [
         run
         for at, run in enumerate(runs)
