@@ -42,14 +42,21 @@ is bounded by the batch, never by what the catalog already holds):
   generation of only tracks under a key whose other files are not an
   album's is not looked for (no posting tool names a track and a volume
   alike).
-  A touched key (or chain) is looked around from APART_SECONDS before its
-  fresh chunks on (`_since`: what batches stored under it since its last
-  build, whose dates are kept with its pending mark), unless they hold its
-  earliest file (or, under a tool's From, come before a stored one): a key
-  filled in or reposted again and again, or a common file name reposted
-  under a tool's From every hour or so (a chain of chunks over days), is
-  looked around its new post, and its older runs, and what was joined to
-  them, come back through the rows.
+  A touched key (or chain) is looked around the runs that reach from
+  APART_SECONDS before its fresh chunks on (`_since`, `_looked`: what
+  batches stored under it since its last build, whose dates are kept with
+  its pending mark), whole, and under an uploader's own From its first run
+  too (the generation a fill joins begins there), unless the fresh chunks
+  hold its earliest file (or, under a tool's From, come before a stored
+  one): a key filled in or reposted again and again is looked around its
+  new post and its first, and its runs between, and what was joined to
+  them, come back through the rows. A run is looked around whole, not from
+  the fresh chunks on: a generation that gains indexes, files or a name
+  may leave its upload for one posted near its first file, anywhere in
+  its run (tests/test_catalog_windows.py holds both cases), so a common
+  file name reposted under a tool's From every hour or so (one run of
+  chunks over days) is still looked around over its whole run: bounding
+  that needs each generation's dates, which the closure does not read.
 
 Each key found brings its own chain and rows, walked to their fixpoint;
 windows are looked in around the touched keys and their chains only, not
@@ -907,13 +914,13 @@ def _since(
     `uploads.link` joins parts posted together with a part's first run, and
     under a tool's From the merge puts a file only into a generation whose
     latest file is within APART_SECONDS of it. So fresh chunks change only the
-    generation and the run they join, from APART_SECONDS before them on; a
-    part that may join those now is posted from then on, and what was joined
-    to the others comes back through the rows (what link joined to a
-    generation that gained indexes may fall apart, never more join it).
-    A key filled in or reposted again and again, or a common file name
-    reposted under a tool's From every hour or so (a chain of chunks over
-    days), is looked around its new post, not around all its old ones at
+    generation they join, which lies in a run reaching APART_SECONDS before
+    them (`_looked` looks around such runs whole: the generation may begin
+    anywhere in it, and gaining indexes, files or a name it may leave its
+    upload for one posted near its first file) or, under an uploader's own
+    From, is his key's first; what was joined to the others comes back
+    through the rows. A key filled in or reposted again and again is looked
+    around its new post (and its first), not around all its old ones at
     every build.
 
     The whole span where the fresh chunks hold the key's earliest file (its
