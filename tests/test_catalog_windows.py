@@ -246,6 +246,59 @@ def test_a_pending_key_keeps_the_dates_of_what_batches_stored_under_it(stores: S
     assert marks() == []
 
 
+def test_a_key_a_batch_stored_chunks_under_stays_known_as_such_without_dates(
+    stores: Stores,
+) -> None:
+    # A batch stores an undated chunk under a key (a Date header nobody can read):
+    # its pending mark holds no dates, yet a build that reaches it through a row
+    # or a window must leave it pending (its chunks' neighbours are looked around
+    # at its own build): `fresh_of` names it. A key marked only otherwise (a
+    # probe's outcome, a held row's keys: MARK_PENDING) is not named, and a mark
+    # of that kind on a stored key leaves it named.
+    poster = "someone <someone@example.com>"
+    line = (
+        'Show.Name.S01E01.720p.WEB-GRP [1/5] - "show.part01.rar" yEnc (1/1)'
+        f"\t{poster}\tnot a date\t<undated.1@x.local>\t\t400000\t3100"
+    )
+    dated = posted("Other.Film.2019.1080p-GRP", poster, [(1, "film.part01.rar")], 5, at=START,
+                   tag="d")  # fmt: skip
+    again = posted("Other.Film.2019.1080p-GRP", poster, [(2, "film.part02.rar")], 5,
+                   at=START + 60, tag="e")  # fmt: skip
+    lines = [line, *dated, *again]
+    numbered = [f"{n}\t{text}".encode() for n, text in enumerate(lines, 1000)]
+    batches = batches_of_lines(stores, "alt.binaries.test", numbered, [1, len(dated), len(again)])
+
+    def marks() -> dict[bytes, tuple[object, ...]]:
+        with stores.catalog.pool.connection() as conn:
+            rows = conn.execute("SELECT key, low, high FROM catalog_pending").fetchall()
+        return {bytes(key): (low, high) for key, low, high in rows}
+
+    def mark(keys: list[bytes]) -> None:
+        with stores.catalog.pool.connection() as conn:
+            conn.execute(catalog_sql.MARK_PENDING, (arrays.keys(keys),))
+
+    def named(keys: list[bytes]) -> set[bytes]:
+        with stores.build.table.shards() as locks:
+            return locks.fresh_of(keys)
+
+    next(batches), next(batches)
+    pending = marks()
+    undated = [key for key, dates in pending.items() if dates == (None, None)]
+    assert len(pending) == 2
+    assert len(undated) == 1
+    keys = sorted(pending)
+    assert named(keys) == set(keys)
+    stores.build.drain(quiet_seconds=0)
+    assert marks() == {}
+    mark(keys)
+    assert sorted(marks()) == keys
+    assert named(keys) == set()
+    # A batch stores under the film's key again, and a mark follows: still named.
+    next(batches)
+    mark(keys)
+    assert named(keys) == {key for key in keys if key not in undated}
+
+
 def test_a_part_filled_in_later_leaves_its_upload_for_one_posted_before_it(
     stores: Stores,
 ) -> None:

@@ -149,13 +149,13 @@ _NO_FLUSH = "SET LOCAL synchronous_commit = off"
 # looks around; NULL, the whole span, where a chunk is undated or the key was
 # marked pending otherwise since its last build).
 _PENDING = f"""
-    INSERT INTO catalog_pending AS c (key, shard, low, high)
-    SELECT k, min({PENDING_SHARD.format(poster="p")}),
+    INSERT INTO catalog_pending AS c (key, shard, stored, low, high)
+    SELECT k, min({PENDING_SHARD.format(poster="p")}), true,
            CASE WHEN bool_and(d > 0 AND l IS NOT NULL) THEN min(d) END,
            CASE WHEN bool_and(d > 0 AND l IS NOT NULL) THEN max(l) END
     FROM releases_in GROUP BY k ORDER BY k
     ON CONFLICT (key) DO UPDATE SET seq = nextval('catalog_pending_seq'),
-        shard = excluded.shard,
+        shard = excluded.shard, stored = true,
         low = CASE WHEN c.high IS NOT NULL AND excluded.high IS NOT NULL
                    THEN least(c.low, excluded.low) END,
         high = CASE WHEN c.high IS NOT NULL AND excluded.high IS NOT NULL

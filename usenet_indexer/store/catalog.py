@@ -329,7 +329,9 @@ _PENDING_OF = "SELECT key, seq FROM catalog_pending WHERE key = ANY(%b)"
 _FRESH_IN = """
     SELECT key, low, high FROM catalog_pending WHERE shard = ANY(%s) AND high IS NOT NULL
 """
-_FRESH_OF = "SELECT key FROM catalog_pending WHERE key = ANY(%b) AND high IS NOT NULL"
+# Those a batch stored chunks under since their last build (`stored`, migration
+# 0039), whether or not the dates of those chunks are known.
+_FRESH_OF = "SELECT key FROM catalog_pending WHERE key = ANY(%b) AND stored"
 # Pending keys marked without a shard: no stored release had them (a probe's
 # outcome for a generation's key: a repost merged from its first key's chunks;
 # its row's guid is that key), by catalog_pending_shard.
@@ -1143,7 +1145,9 @@ class ShardLocks:
         return {bytes(key): (int(low), int(high)) for key, low, high in rows}
 
     def fresh_of(self, keys: Sequence[bytes]) -> set[bytes]:
-        """Those of `keys` pending with the dates of their fresh chunks known."""
+        """Those of `keys` pending because a batch stored chunks under them since their
+        last build (the dates of those chunks known or not: an undated chunk, a mark
+        of a row's keys or a probe's outcome since)."""
         rows = self._conn.execute(_FRESH_OF, (arrays.keys(keys),), binary=True).fetchall()
         return {bytes(key) for (key,) in rows}
 
