@@ -28,7 +28,9 @@ _RECORD = """
 """
 _FORGET = "DELETE FROM catalog_builds WHERE at < now() - make_interval(secs => %s)"
 # The pending keys and the oldest: a scan of the keys waiting, which the
-# builds keep few (a growing count is what this is here to show).
+# builds keep few (a growing count is what this is here to show); the status
+# page's, now and then. The lag alone (`_BEHIND`, about once a second) reads the
+# oldest through catalog_pending_since (migration 0040).
 _PENDING = """
     SELECT count(*), min(since), now(),
            (SELECT count(*) FROM build_jobs WHERE expires_at > now())
