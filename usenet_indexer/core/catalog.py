@@ -964,11 +964,9 @@ def _widened(start: int, end: int | None) -> tuple[int, int | None]:
     return low, high
 
 
-def _runs(
-    times: Iterable[tuple[int, int | None]], apart: int | None = APART_SECONDS
-) -> list[tuple[int, int | None]]:
+def _runs(times: Iterable[tuple[int, int | None]]) -> list[tuple[int, int | None]]:
     """Date spans (start, end; None: open-ended) joined where they overlap or lie
-    within `apart` of each other (None: all joined into one), in order.
+    within APART_SECONDS of each other, in order.
 
     `uploads.link` joins parts posted together with a part's first run (its
     files from the earliest on, each within APART_SECONDS of the one before:
@@ -986,7 +984,7 @@ def _runs(
             last_start, last_end = joined[-1]
             if last_end is None:
                 continue
-            if apart is None or start <= last_end + apart:
+            if start <= last_end + APART_SECONDS:
                 joined[-1] = (last_start, None if end is None else max(last_end, end))
                 continue
         joined.append((start, end))
