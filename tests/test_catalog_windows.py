@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from test_catalog_build import album_lines, batches_of_lines, catalog_rows
 
-from usenet_indexer.coordinator.catalog_build import CatalogBuild
+from usenet_indexer.coordinator.catalog_build import Built, CatalogBuild
 from usenet_indexer.coordinator.stores import Stores
 from usenet_indexer.store import arrays
 from usenet_indexer.store import catalog as catalog_sql
@@ -45,17 +45,27 @@ def posted(
     return lines
 
 
-def built_and_rebuilt(
-    stores: Stores, parts: list[list[str]]
-) -> tuple[dict[str, tuple[object, ...]], dict[str, tuple[object, ...]]]:
-    """Each part stored as a batch and built; the rows then, and a whole rebuild's."""
+Rows = dict[str, tuple[object, ...]]
+
+
+def builds_and_rows(stores: Stores, parts: list[list[str]]) -> tuple[list[Built], Rows, Rows]:
+    """Each part stored as a batch and built; each build, the rows then, and a whole
+    rebuild's."""
     numbered = [f"{n}\t{line}".encode() for n, line in enumerate(chain.from_iterable(parts), 1000)]
     sizes = [len(part) for part in parts]
-    for _ in batches_of_lines(stores, "alt.binaries.test", numbered, sizes):
+    built = [
         stores.build.drain(quiet_seconds=0)
+        for _ in batches_of_lines(stores, "alt.binaries.test", numbered, sizes)
+    ]
     followed = catalog_rows(stores)
     stores.build.everything(quiet_seconds=0)
-    return followed, catalog_rows(stores)
+    return built, followed, catalog_rows(stores)
+
+
+def built_and_rebuilt(stores: Stores, parts: list[list[str]]) -> tuple[Rows, Rows]:
+    """Each part stored as a batch and built; the rows then, and a whole rebuild's."""
+    _, followed, whole = builds_and_rows(stores, parts)
+    return followed, whole
 
 
 @pytest.mark.parametrize("order", ["in date order", "the part between last"])
@@ -129,15 +139,15 @@ def test_a_default_froms_key_with_files_posted_days_apart_is_two_uploads(stores:
     assert followed == whole
 
 
-def test_a_tool_froms_key_posted_all_day_brings_back_only_what_was_posted_near_its_new_post(
+def test_a_tool_froms_key_posted_all_day_is_looked_around_over_its_whole_run(
     stores: Stores,
 ) -> None:
     # One file name posted again and again under NewsUP's default From, every 50
     # minutes (a generation each: its indexes are taken), and films of another M
     # under that From every two hours. Built batch by batch, the catalog is a
-    # whole rebuild's; and the build of the last post merges the key with the
-    # films posted from an hour before it on (catalog_pending's dates of the fresh
-    # chunks: core/catalog.Closure's `_since`), not every film since the first.
+    # whole rebuild's. The key's posts are one run of chunks, and the generation
+    # the last post joins may begin anywhere in it (core/catalog.Closure's
+    # `_looked`): its build merges the key with every film of the run.
     newsup = "NewsUP <NewsUP@somewhere.cbr>"
     head = "Common.Name.2020.1080p-GRP"
     step = 50 * 60
@@ -155,22 +165,12 @@ def test_a_tool_froms_key_posted_all_day_brings_back_only_what_was_posted_near_i
     films = [film(n) for n in range(5)]
     parts = sorted(posts + films, key=lambda part: part[0])
     assert parts[-1] == posts[-1]
-    numbered = [
-        f"{n}\t{line}".encode()
-        for n, line in enumerate(chain.from_iterable(lines for _, lines in parts), 1000)
-    ]
-    built = []
-    for _ in batches_of_lines(stores, "alt.binaries.test", numbered, [len(p) for _, p in parts]):
-        built.append(stores.build.drain(quiet_seconds=0))
-    followed = catalog_rows(stores)
-    stores.build.everything(quiet_seconds=0)
-    assert followed == catalog_rows(stores)
+    built, followed, whole = builds_and_rows(stores, [lines for _, lines in parts])
+    assert followed == whole
     assert len(followed) == len(posts) + len(films)  # a generation each, each film apart
     near = [at for at, _ in films if at >= posts[-1][0] - 3600 - 1800]
     last = built[-1]
     assert last.pending == 1
-    # (helper-95: the key's one run, posted all day, is looked around whole: the
-    # generation the fresh chunk joins may begin anywhere in it. All the films.)
     assert near
     assert last.keys == 1 + len(films)
 
@@ -201,16 +201,8 @@ def test_a_key_filled_in_again_and_again_brings_back_only_what_was_posted_near_i
     films = [film(n) for n in range(24)]  # every four hours over four days
     parts = sorted(fills + films, key=lambda part: part[0])
     assert parts[-1] == fills[-1]
-    numbered = [
-        f"{n}\t{line}".encode()
-        for n, line in enumerate(chain.from_iterable(lines for _, lines in parts), 1000)
-    ]
-    built = []
-    for _ in batches_of_lines(stores, "alt.binaries.test", numbered, [len(p) for _, p in parts]):
-        built.append(stores.build.drain(quiet_seconds=0))
-    followed = catalog_rows(stores)
-    stores.build.everything(quiet_seconds=0)
-    assert followed == catalog_rows(stores)
+    built, followed, whole = builds_and_rows(stores, [lines for _, lines in parts])
+    assert followed == whole
     assert len(followed) == 1 + len(films)  # the upload, and each film apart (M 3)
     near = [at for at, _ in films if at >= fills[-1][0] - 3600 - 1800]
     assert len(near) == 1
@@ -252,7 +244,7 @@ def test_a_key_a_batch_stored_chunks_under_stays_known_as_such_without_dates(
     # A batch stores an undated chunk under a key (a Date header nobody can read):
     # its pending mark holds no dates, yet a build that reaches it through a row
     # or a window must leave it pending (its chunks' neighbours are looked around
-    # at its own build): `fresh_of` names it. A key marked only otherwise (a
+    # at its own build): `stored_of` names it. A key marked only otherwise (a
     # probe's outcome, a held row's keys: MARK_PENDING) is not named, and a mark
     # of that kind on a stored key leaves it named.
     poster = "someone <someone@example.com>"
@@ -279,7 +271,7 @@ def test_a_key_a_batch_stored_chunks_under_stays_known_as_such_without_dates(
 
     def named(keys: list[bytes]) -> set[bytes]:
         with stores.build.table.shards() as locks:
-            return locks.fresh_of(keys)
+            return locks.stored_of(keys)
 
     next(batches), next(batches)
     pending = marks()

@@ -237,10 +237,7 @@ class CatalogBuild:
             keys = sorted(closure.keys)
             if not self._reach(locks, keys):
                 return Built(0, 0, 0, more=True, busy=True)
-            reached = locks.pending_of(keys)
-            others = [key for key in reached if key not in pending]
-            unlooked = locks.fresh_of(others) if others else set()
-            pending.update((key, reached[key]) for key in others if key not in unlooked)
+            _take_reached(locks, pending, keys)
             written, segments = self._merged(keys, pending, quiet_seconds)
         built = _built(len(pending), len(keys), written, closure.rounds, started, False)
         return attrs.evolve(built, segments=segments)
@@ -416,11 +413,8 @@ class CatalogBuild:
         # from its chunks before its next fresh ones on). They stay pending.
         # Those taken above keep the seq read then: a batch that marked one again
         # since stored chunks the closure may not have looked around (it stays pending).
-        reached = locks.pending_of(keys)
-        others = [key for key in reached if key not in pending]
-        unlooked = locks.fresh_of(others) if others else set()
-        pending.update((key, reached[key]) for key in others if key not in unlooked)
-        return Taken(pending, keys, closure.rounds, more or bool(unlooked))
+        unlooked = _take_reached(locks, pending, keys)
+        return Taken(pending, keys, closure.rounds, more or unlooked)
 
     def drain(self, quiet_seconds: float) -> Built:
         """Build pending keys until none are left that another builder does not hold
@@ -542,6 +536,19 @@ class CatalogBuild:
                 written.held[0],
             )
         return written
+
+
+def _take_reached(locks: ShardLocks, pending: dict[bytes, int], keys: Sequence[bytes]) -> bool:
+    """Add to `pending` (the keys taken, with the seq read before their closure) the
+    pending keys among the closure's `keys`, with their seq, but for those a batch
+    stored chunks under (`ShardLocks.stored_of`): the closure reached them through a
+    row or a window without looking around them, so they stay pending for their own
+    build. Whether any stayed."""
+    reached = locks.pending_of(keys)
+    others = [key for key in reached if key not in pending]
+    unlooked = locks.stored_of(others) if others else set()
+    pending.update((key, reached[key]) for key in others if key not in unlooked)
+    return bool(unlooked)
 
 
 def _check(job: Job, made: core.Made) -> None:

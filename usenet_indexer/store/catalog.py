@@ -331,7 +331,7 @@ _FRESH_IN = """
 """
 # Those a batch stored chunks under since their last build (`stored`, migration
 # 0039), whether or not the dates of those chunks are known.
-_FRESH_OF = "SELECT key FROM catalog_pending WHERE key = ANY(%b) AND stored"
+_STORED_OF = "SELECT key FROM catalog_pending WHERE key = ANY(%b) AND stored"
 # Pending keys marked without a shard: no stored release had them (a probe's
 # outcome for a generation's key: a repost merged from its first key's chunks;
 # its row's guid is that key), by catalog_pending_shard.
@@ -1144,11 +1144,11 @@ class ShardLocks:
         rows = self._conn.execute(_FRESH_IN, (sorted(shards),), binary=True).fetchall()
         return {bytes(key): (int(low), int(high)) for key, low, high in rows}
 
-    def fresh_of(self, keys: Sequence[bytes]) -> set[bytes]:
+    def stored_of(self, keys: Sequence[bytes]) -> set[bytes]:
         """Those of `keys` pending because a batch stored chunks under them since their
         last build (the dates of those chunks known or not: an undated chunk, a mark
         of a row's keys or a probe's outcome since)."""
-        rows = self._conn.execute(_FRESH_OF, (arrays.keys(keys),), binary=True).fetchall()
+        rows = self._conn.execute(_STORED_OF, (arrays.keys(keys),), binary=True).fetchall()
         return {bytes(key) for (key,) in rows}
 
     def pending_of(self, keys: Sequence[bytes]) -> dict[bytes, int]:
