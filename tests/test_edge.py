@@ -86,7 +86,7 @@ from usenet_indexer.prefetch.servers import ServerState, server_configs
 from usenet_indexer.spool.plan import ChunkJob
 from usenet_indexer.spool.store import FolderSpool, SpoolStore, open_spool
 from usenet_indexer.store.groups import GroupStore
-from usenet_indexer.store.ranges import Lease, RangeStore
+from usenet_indexer.store.ranges import Look, RangeStore
 from usenet_indexer.store.spool import SpoolChunk, SpoolIndex
 from usenet_indexer.synth.generator import GeneratorConfig, generate
 from usenet_indexer.testing.logcheck import record_problems
@@ -296,16 +296,16 @@ class GatedRanges(RangeStore):
     released: trio.Event = attrs.field(factory=trio.Event)
     gate: trio.Event | None = None
 
-    def lease(self, node_id: int, ttl_seconds: float) -> Lease | None:
+    def look(self, node_id: int, ttl_seconds: float, stops: int | None) -> Look:
         trio.from_thread.run_sync(self.asked.set)
         if self.gate is not None:
             trio.from_thread.run(self.gate.wait)
-        lease = super().lease(node_id, ttl_seconds)
+        found = super().look(node_id, ttl_seconds, stops)
         trio.from_thread.run_sync(self.looked.set)
-        return lease
+        return found
 
-    def release(self, node_id: int, range_id: int, epoch: int) -> bool:
-        given = super().release(node_id, range_id, epoch)
+    def release(self, node_id: int, range_id: int, epoch: int, *, stopping: bool = False) -> bool:
+        given = super().release(node_id, range_id, epoch, stopping=stopping)
         trio.from_thread.run_sync(self.released.set)
         return given
 
@@ -1091,6 +1091,8 @@ async def test_a_stop_while_a_batch_answer_is_awaited_gives_the_range_back_at_on
             node_log.removeHandler(held)
 
         assert results == [EdgeTotals(given_back=1)]
+        # Planned at once: the edge's lease call, held open for new work as it
+        # stopped, does not lease it straight back (`"stopping": true`).
         state = coordinator.row(f"SELECT state, holder, resume FROM ranges WHERE id = {range_id}")
         assert state == ("planned", None, resume)
         if not stored:

@@ -57,7 +57,7 @@ from usenet_indexer.spool.store import FolderSpool, open_spool
 from usenet_indexer.store.batches import BatchStore, Stored
 from usenet_indexer.store.groups import GroupStore
 from usenet_indexer.store.pgcluster import Cluster
-from usenet_indexer.store.ranges import Lease, RangeStore
+from usenet_indexer.store.ranges import Look, RangeStore
 from usenet_indexer.store.spool import SpoolChunk
 from usenet_indexer.synth.generator import GeneratorConfig, generate
 from usenet_indexer.testing.objectstore import ObjectStore
@@ -736,6 +736,10 @@ async def test_bad_control_bodies_are_400_or_422(
         (422, b'{"epoch": -1}'),
         (422, b'{"epoch": 100000000000000000000000}'),
         (422, b'{"epoch": 1, "node": 2}'),
+        # Only a release may say it is given back as its node stops, and only as true|false.
+        (422, b'{"epoch": 1, "stopping": 1}'),
+        (422, b'{"epoch": 1, "stopping": "yes"}'),
+        (422, b'{"epoch": 1, "stopping": null}'),
         (413, b'{"epoch": 1, "pad": "' + b"x" * 5000 + b'"}'),
     ]
     with trio.fail_after(DEADLINE_SECONDS):
@@ -917,9 +921,9 @@ class SlowRanges(RangeStore):
 
     seconds: float = 0.0
 
-    def lease(self, node_id: int, ttl_seconds: float) -> Lease | None:
+    def look(self, node_id: int, ttl_seconds: float, stops: int | None) -> Look:
         trio.from_thread.run(trio.sleep, self.seconds)
-        return super().lease(node_id, ttl_seconds)
+        return super().look(node_id, ttl_seconds, stops)
 
 
 @pytest.mark.trio
@@ -944,6 +948,69 @@ async def test_a_lease_call_whose_first_look_outlasts_its_wait_is_answered_not_a
             response = await client.post("lease", params={"wait": "1"})
     assert response.status_code == 204
     assert trio.current_time() - started < 6.0
+
+
+@attrs.define(eq=False)
+class LookedRanges(RangeStore):
+    """The real range store, telling the test when a lease call has looked (from the
+    worker thread the node API leases in)."""
+
+    looked: trio.Event = attrs.field(factory=trio.Event)
+
+    def look(self, node_id: int, ttl_seconds: float, stops: int | None) -> Look:
+        found = super().look(node_id, ttl_seconds, stops)
+        trio.from_thread.run_sync(self.looked.set)
+        return found
+
+
+@pytest.mark.trio
+@pytest.mark.parametrize("stopping", [True, False], ids=["stopping", "given-back"])
+async def test_a_range_given_back_as_its_node_stops_is_not_leased_back_on_its_held_call(
+    nursery: trio.Nursery,
+    settings: Settings,
+    stores: Stores,
+    pool: ConnectionPool,
+    token: str,
+    leased: tuple[int, int],
+    stopping: bool,
+) -> None:
+    """An edge told to stop gives its range back (`"stopping": true`) while its lease call
+    is still held open for new work (the coordinator has not yet seen that call's
+    connection close): the held call ends at once with 204, and the range stays planned
+    for the next node. It was leased straight back to the node going away, and when that
+    answer went to a closed connection, stayed leased to nobody until its deadline. A
+    range given back for another reason still goes to a waiting call; a new call of the
+    same node (the edge started again) is leased the range."""
+    range_id, epoch = leased
+    looks = LookedRanges(pool)
+    with trio.fail_after(DEADLINE_SECONDS):
+        url = await start_api(nursery, settings, attrs.evolve(stores, ranges=looks))
+        async with httpx.AsyncClient(base_url=url, headers=bearer(token), timeout=60) as client:
+            answers: list[httpx.Response] = []
+
+            async def held() -> None:
+                answers.append(await client.post("lease", params={"wait": "30"}))
+
+            with trio.fail_after(5.0):  # well inside the held call's 30 s
+                async with trio.open_nursery() as calls:
+                    calls.start_soon(held)
+                    await looks.looked.wait()  # its first look: nothing to lease
+                    body = {"epoch": epoch, "stopping": True} if stopping else {"epoch": epoch}
+                    released = await client.post(f"ranges/{range_id}/release", json=body)
+                    assert released.status_code == 200
+            with pool.connection() as conn:
+                query = "SELECT state, holder FROM ranges WHERE id = %s"
+                state = conn.execute(query, (range_id,)).fetchall()
+            if stopping:
+                assert [a.status_code for a in answers] == [204]
+                assert state == [("planned", None)]
+                again = await client.post("lease")
+                assert again.status_code == 200
+                assert again.json()["range"]["id"] == range_id
+            else:
+                assert [a.status_code for a in answers] == [200]
+                assert answers[0].json()["range"]["id"] == range_id
+                assert state[0][0] == "leased"
 
 
 @attrs.frozen
@@ -1329,7 +1396,7 @@ async def test_the_database_down_is_503_with_retry_after(
 class _GoneAtLease(RangeStore):
     """PostgreSQL going away after the token was checked, as the lease is taken."""
 
-    def lease(self, node_id: int, ttl_seconds: float) -> None:
+    def look(self, node_id: int, ttl_seconds: float, stops: int | None) -> Look:
         raise psycopg.OperationalError("server closed the connection unexpectedly")
 
 

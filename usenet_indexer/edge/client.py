@@ -403,17 +403,27 @@ class NodeClient:
         """Mark the range done (every batch up to its end is stored)."""
         await self._control(lease, "finish")
 
-    async def release(self, lease: EdgeLease, unreadable: UnreadableChunk | None = None) -> None:
+    async def release(
+        self,
+        lease: EdgeLease,
+        unreadable: UnreadableChunk | None = None,
+        *,
+        stopping: bool = False,
+    ) -> None:
         """Give the range back; the next node resumes at the last stored batch.
 
         Args:
             unreadable: the chunk that could not be read, when that is why:
                 the coordinator counts it against the range (the same chunk
                 again and again parks it instead of leasing it for ever).
+            stopping: the worker stops: the coordinator leases nothing more to
+                this node on the lease calls it holds open meanwhile.
         """
         document: dict[str, object] = {}
         if unreadable is not None:
             document["unreadable"] = attrs.asdict(unreadable)
+        if stopping:
+            document["stopping"] = True
         await self._control(lease, "release", document)
 
     async def _control(

@@ -320,7 +320,7 @@ class RangeRunner:
 
     async def _give_back(self) -> None:
         try:
-            await self.client.release(self.lease, self._unreadable)
+            await self.client.release(self.lease, self._unreadable, stopping=self.stop.is_set())
         except NodeApiError as error:
             # Lost meanwhile, or the coordinator is away: the lease expires by itself.
             logger.warning("%s: could not give it back: %s", self.lease, error)

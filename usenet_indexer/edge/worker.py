@@ -218,7 +218,7 @@ async def _give_back(client: NodeClient, lease: EdgeLease, options: EdgeOptions)
     `stop_give_back_seconds` at most)."""
     with trio.move_on_after(options.stop_give_back_seconds, shield=True) as limit:
         try:
-            await client.release(lease)
+            await client.release(lease, stopping=True)
         except NodeApiError as error:
             # Lost meanwhile, or the coordinator is away: the lease expires by itself.
             logger.warning(

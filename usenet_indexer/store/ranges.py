@@ -20,6 +20,14 @@ ever. So each such refusal of the holder is counted on the range row
 `refusals_to_park`-th refusal in a row parks the range: state 'failed', no
 holder, the reason kept. Nothing leases a parked range until `uidx ranges
 retry` (`retry`) plans it again.
+
+Stopping. An edge told to stop gives its ranges back with `stopping`, which
+counts a stop on its node row in the same statement. Its lease call, held
+open for new work, may still be looking when the range comes back planned
+(the coordinator has not yet seen the call's connection close): the call
+remembers the count its first look saw (`look`), and leases nothing once the
+count has moved, so the range is not leased straight back to the node that
+is going away.
 """
 
 from __future__ import annotations
@@ -67,22 +75,26 @@ _LEASE = """
     WITH node AS (
         -- Never to a revoked node (one revoked while its lease call waited): the
         -- share lock waits for a revoke in progress (store/nodes.py) and then sees it.
-        SELECT id FROM nodes WHERE id = %(node)s AND revoked_at IS NULL FOR KEY SHARE
+        SELECT id, stops FROM nodes WHERE id = %(node)s AND revoked_at IS NULL FOR KEY SHARE
     ), candidate AS (
         SELECT r.id FROM ranges r JOIN groups g ON g.id = r.group_id
         WHERE r.state IN ('planned', 'leased') AND (r.state = 'planned' OR r.deadline < now())
-          AND g.enabled AND EXISTS (SELECT FROM node)
+          AND g.enabled
+          -- Nothing to a node that said it stops since the call began (see _RELEASE).
+          AND EXISTS (SELECT FROM node WHERE %(stops)s::bigint IS NULL OR stops = %(stops)s)
         -- The live head first (see core/follow.py), then in plan order.
         ORDER BY (r.kind <> 'live'), r.planned_at, r.id
         LIMIT 1
         FOR UPDATE OF r SKIP LOCKED
+    ), leased AS (
+        UPDATE ranges r
+        SET state = 'leased', holder = %(node)s, epoch = r.epoch + 1,
+            deadline = now() + make_interval(secs => %(ttl)s)
+        FROM candidate, groups g
+        WHERE r.id = candidate.id AND g.id = r.group_id
+        RETURNING r.id, g.name, g.id, r.first_article, r.last_article, r.resume, r.epoch
     )
-    UPDATE ranges r
-    SET state = 'leased', holder = %(node)s, epoch = r.epoch + 1,
-        deadline = now() + make_interval(secs => %(ttl)s)
-    FROM candidate, groups g
-    WHERE r.id = candidate.id AND g.id = r.group_id
-    RETURNING r.id, g.name, g.id, r.first_article, r.last_article, r.resume, r.epoch
+    SELECT node.stops, leased.* FROM node LEFT JOIN leased ON true
 """
 _HEARTBEAT = """
     UPDATE ranges SET deadline = now() + make_interval(secs => %(ttl)s)
@@ -99,8 +111,16 @@ _HELD_BY = """
     WHERE id = %(range)s AND epoch = %(epoch)s AND holder = %(node)s AND state = 'leased'
 """
 _RELEASE = """
-    UPDATE ranges SET state = 'planned', holder = NULL, deadline = NULL
-    WHERE id = %(range)s AND epoch = %(epoch)s AND holder = %(node)s AND state = 'leased'
+    WITH released AS (
+        UPDATE ranges SET state = 'planned', holder = NULL, deadline = NULL
+        WHERE id = %(range)s AND epoch = %(epoch)s AND holder = %(node)s AND state = 'leased'
+        RETURNING id
+    ), stopped AS (
+        -- In the same statement: a lease sees the range planned and the count moved
+        -- together, or neither.
+        UPDATE nodes SET stops = stops + 1 WHERE id = %(node)s AND %(stopping)s
+    )
+    SELECT count(*) FROM released
 """
 _HELD = """
     SELECT r.id, g.name, g.id, r.first_article, r.last_article, r.resume, r.epoch
@@ -193,6 +213,20 @@ class Lease:
             "next": self.next,
             "epoch": self.epoch,
         }
+
+
+@attrs.frozen
+class Look:
+    """One look of a held lease call (`RangeStore.look`).
+
+    Attributes:
+        lease: the range leased, or None.
+        stops: the node's stop count as this look saw it; a look that leased
+            nothing because the count moved returns the new count.
+    """
+
+    lease: Lease | None
+    stops: int | None
 
 
 @attrs.frozen
@@ -292,9 +326,22 @@ class RangeStore:
 
     def lease(self, node_id: int, ttl_seconds: float) -> Lease | None:
         """The oldest range nobody holds, leased to this node with a new epoch; None if none."""
+        return self.look(node_id, ttl_seconds, None).lease
+
+    def look(self, node_id: int, ttl_seconds: float, stops: int | None) -> Look:
+        """A lease (as `lease`) for one look of a held lease call.
+
+        Args:
+            stops: the node's stop count its call's first look saw (`Look.stops`);
+                None for the first look. Once the count has moved (the node gave a
+                range back as it stops, see `release`), nothing is leased.
+        """
+        args = {"node": node_id, "ttl": ttl_seconds, "stops": stops}
         with self.pool.connection() as conn:
-            row = conn.execute(_LEASE, {"node": node_id, "ttl": ttl_seconds}).fetchone()
-        return Lease(*row) if row is not None else None
+            row = conn.execute(_LEASE, args).fetchone()
+        if row is None:  # revoked, or no such node
+            return Look(None, stops)
+        return Look(Lease(*row[1:]) if row[1] is not None else None, int(row[0]))
 
     def heartbeat(self, node_id: int, range_id: int, epoch: int, ttl_seconds: float) -> bool:
         """Move the lease's deadline; False when the lease is lost."""
@@ -311,11 +358,18 @@ class RangeStore:
             held = conn.execute(_HELD_BY, args).fetchone()
         return Finish.LOST if held is None else Finish.INCOMPLETE
 
-    def release(self, node_id: int, range_id: int, epoch: int) -> bool:
-        """Give the range back (planned again, resume point kept); False when the lease is lost."""
-        args = {"node": node_id, "range": range_id, "epoch": epoch}
+    def release(self, node_id: int, range_id: int, epoch: int, *, stopping: bool = False) -> bool:
+        """Give the range back (planned again, resume point kept); False when the lease is lost.
+
+        Args:
+            stopping: the node gives it back because it stops: its lease calls
+                held open meanwhile lease nothing more (`look`), even when the
+                lease is lost.
+        """
+        args = {"node": node_id, "range": range_id, "epoch": epoch, "stopping": stopping}
         with self.pool.connection() as conn:
-            return conn.execute(_RELEASE, args).rowcount == 1
+            row = conn.execute(_RELEASE, args).fetchone()
+        return row is not None and int(row[0]) == 1
 
     def refuse(
         self, node_id: int, range_id: int, epoch: int, reason: str, limit: int

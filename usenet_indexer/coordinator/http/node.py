@@ -75,7 +75,7 @@ from usenet_indexer.errors import HOST_LIMITS, SpoolStoreError, sole_error
 from usenet_indexer.spool.store import SpoolStore, as_spool, open_spool
 from usenet_indexer.store.batches import BatchRejected, LeaseLost, Stored, WrongGroup
 from usenet_indexer.store.builds import BuildRecord
-from usenet_indexer.store.ranges import Finish, Lease
+from usenet_indexer.store.ranges import Finish, Lease, Look
 from usenet_indexer.wire.batchwire import (
     MAX_BIGINT,
     BatchWireError,
@@ -193,10 +193,6 @@ class _Offered:
 
 def _is_nothing(offered: _Offered | _NoJob) -> bool:
     return offered is _NoJob.NOTHING
-
-
-def _is_none(lease: Lease | None) -> bool:
-    return lease is None
 
 
 class _Gone(enum.Enum):
@@ -478,12 +474,15 @@ class NodeApi:
             return None
         if found.action is Action.BATCHES:
             return await self._batch(node_id, found.range_id, exchange)
-        epoch, unreadable = await self._control_body(exchange, found.action)
-        if unreadable is not None:
-            parked = await self._unreadable(node_id, found.range_id, epoch, unreadable)
+        control = await self._control_body(exchange, found.action)
+        epoch = control.epoch
+        if control.unreadable is not None:
+            parked = await self._unreadable(node_id, found.range_id, epoch, control.unreadable)
             if parked is not None:
                 return parked
-        return await self._control(node_id, found.action, found.range_id, epoch)
+        return await self._control(
+            node_id, found.action, found.range_id, epoch, stopping=control.stopping
+        )
 
     async def _run(self, function: Callable[[Unpack[_Args]], _T], *args: *_Args) -> _T:
         """One worker-thread hop under the shared limiter."""
@@ -515,32 +514,50 @@ class NodeApi:
 
         A node that goes away while its call waits (an edge told to stop) stops
         the wait: nothing is leased to it. A range leased to it just as it
-        went away is given back at once, not left leased until its deadline.
+        went away is given back at once, not left leased until its deadline. A
+        node that gives a range back as it stops (`{"stopping": true}`) ends its
+        held calls with 204: the range is not leased straight back to it before
+        the call's closed connection is seen.
         """
         ttl = self.options.lease_ttl_seconds
+        # The node's stop count as the call's first look saw it (store/ranges.py:
+        # once it moves, the node is going away and nothing is leased to it).
+        began: list[int | None] = []
 
-        async def look(seen: int | None) -> Lease | None:
+        async def look(seen: int | None) -> Look:
             # Shielded: a lease made in the database is never dropped by a
             # cancellation on its way back (`_held` gives it back instead).
             with trio.CancelScope(shield=True):
-                leased = await self._run(self.stores.ranges.lease, node_id, ttl)
-            return leased
+                stops = began[0] if began else None
+                found = await self._run(self.stores.ranges.look, node_id, ttl, stops)
+            if not began:
+                began.append(found.stops)
+            return found
 
-        lease = await self._held(
+        def idle(found: Look) -> bool:
+            return found.lease is None and found.stops == began[0]
+
+        looked = await self._held(
             receive,
             wait_seconds,
             _Pokes(self.landings.planned_mark, self.landings.wait_planned),
             look,
-            _is_none,
+            idle,
             # An expired lease is not announced: looked for every few seconds.
             recheck_seconds=LEASE_RECHECK_SECONDS,
             give_back=partial(self._give_back_unanswered, node_id),
         )
-        if lease is _GONE:
+        if looked is _GONE:
             logger.info("node %d: went away during its lease call", node_id)
             return None
+        lease = looked.lease
         if lease is None:
-            logger.debug("node %d: nothing to lease", node_id)
+            if looked.stops != began[0]:
+                logger.info(
+                    "node %d: stops (a range given back as it stops): nothing leased", node_id
+                )
+            else:
+                logger.debug("node %d: nothing to lease", node_id)
             return Response(204)
         logger.info(
             "node %d leased range %d epoch %d: %s %d..%d from %d",
@@ -630,10 +647,13 @@ class NodeApi:
             mark = pokes.mark()
             found.append(await look(mark))
 
-    async def _give_back_unanswered(self, node_id: int, lease: Lease) -> None:
+    async def _give_back_unanswered(self, node_id: int, found: Look) -> None:
         # The node went away (or the server stops) as the range was leased to
         # it, before the answer: the range is planned again now, for the next
         # lease call, instead of staying leased to nobody until its deadline.
+        lease = found.lease
+        if lease is None:  # the look ended the call for the node's stop: nothing leased
+            return
         with trio.move_on_after(GIVE_BACK_SECONDS, shield=True):
             given = await self._run(
                 self.stores.ranges.release, node_id, lease.range_id, lease.epoch
@@ -888,14 +908,12 @@ class NodeApi:
         parked = f"{reason}; range {range_id} is parked as failed after {counted.refusals} refusals"
         return parked, True
 
-    async def _control_body(
-        self, exchange: Exchange, action: Action
-    ) -> tuple[int, Unreadable | None]:
+    async def _control_body(self, exchange: Exchange, action: Action) -> Control:
         encoding = (header(exchange.headers, b"content-encoding") or "identity").strip().lower()
         if encoding != "identity":
             raise Refused(Response.error(415, "a control body is plain JSON: no encoding"))
         body = await self._read_body(exchange, CONTROL_BODY_BYTES)
-        return _parse_control(body, unreadable=action is Action.RELEASE)
+        return _parse_control(body, release=action is Action.RELEASE)
 
     async def _unreadable(
         self, node_id: int, range_id: int, epoch: int, unreadable: Unreadable
@@ -988,7 +1006,9 @@ class NodeApi:
         )
         return True
 
-    async def _control(self, node_id: int, action: Action, range_id: int, epoch: int) -> Response:
+    async def _control(
+        self, node_id: int, action: Action, range_id: int, epoch: int, *, stopping: bool = False
+    ) -> Response:
         ranges, ttl = self.stores.ranges, self.options.lease_ttl_seconds
         if action is Action.HEARTBEAT:
             ok = await self._run(ranges.heartbeat, node_id, range_id, epoch, ttl)
@@ -998,7 +1018,9 @@ class NodeApi:
             if refusal == INCOMPLETE:
                 refusal = await self._run(self._refused, node_id, range_id, epoch, refusal)
         else:
-            ok = await self._run(ranges.release, node_id, range_id, epoch)
+            ok = await self._run(
+                partial(ranges.release, stopping=stopping), node_id, range_id, epoch
+            )
             refusal = None if ok else LEASE_LOST
             if ok:
                 self.landings.planned()  # a waiting lease call may take it
@@ -1087,21 +1109,37 @@ class Unreadable:
     problem: str
 
 
-def _parse_control(body: bytes, *, unreadable: bool) -> tuple[int, Unreadable | None]:
-    """The epoch of a `{"epoch": N}` body, and a release's `unreadable` if it has one;
-    400 for bad JSON, 422 for a bad document (a key named twice too)."""
+@attrs.frozen
+class Control:
+    """A control call's body: `{"epoch": N}`; a release's may add `"unreadable":
+    {...}` (`Unreadable`) and `"stopping": true` (the edge gives it back because it
+    stops: store/ranges.py's `release`)."""
+
+    epoch: int
+    unreadable: Unreadable | None = None
+    stopping: bool = False
+
+
+def _parse_control(body: bytes, *, release: bool) -> Control:
+    """A control call's body (`Control`); 400 for bad JSON, 422 for a bad document
+    (a key named twice too)."""
     try:
         document = orjson.loads(body)
     except orjson.JSONDecodeError as error:
         raise Refused(Response.error(400, f"the body is not JSON: {error}")) from error
     _refuse_repeated_keys(body)
-    keys = {"epoch", "unreadable"} if unreadable else {"epoch"}
+    keys = {"epoch", "unreadable", "stopping"} if release else {"epoch"}
     if type(document) is not dict or "epoch" not in document or not set(document) <= keys:
-        shape = '{"epoch": N}' + (' or {"epoch": N, "unreadable": {...}}' if unreadable else "")
+        shape = '{"epoch": N}'
+        if release:
+            shape += ', with "unreadable": {...} and "stopping": true|false if need be'
         raise Refused(Response.error(422, f"the body must be {shape}"))
     epoch = _bigint(document, "epoch")
+    stopping = document.get("stopping", False)
+    if type(stopping) is not bool:
+        raise Refused(Response.error(422, "stopping: expected true or false"))
     if "unreadable" not in document:
-        return epoch, None
+        return Control(epoch, None, stopping)
     chunk = document["unreadable"]
     if type(chunk) is not dict or set(chunk) != {"first", "last", "problem"}:
         raise Refused(Response.error(422, "unreadable: expected first, last and problem"))
@@ -1114,7 +1152,7 @@ def _parse_control(body: bytes, *, unreadable: bool) -> tuple[int, Unreadable | 
                 422, f"unreadable: problem must be 1..{MAX_PROBLEM_CHARS} characters, no NUL"
             )
         )
-    return epoch, Unreadable(first, last, problem)
+    return Control(epoch, Unreadable(first, last, problem), stopping)
 
 
 def _refuse_repeated_keys(body: bytes) -> None:
