@@ -10,6 +10,7 @@ from pathlib import Path
 import attrs
 import psycopg
 import pytest
+from psycopg.rows import TupleRow
 from psycopg_pool import ConnectionPool
 
 from usenet_indexer.commands.index import index_files
@@ -265,6 +266,69 @@ def test_finish_needs_the_end_and_release_keeps_the_resume_point(stores: Stores)
     stores.batches.store(b, range_id, again.epoch, pack_batch(empty_batch(60, 100)), 10, TTL)
     assert stores.ranges.finish(b, range_id, again.epoch) is Finish.OK
     assert stores.ranges.lease(a, TTL) is None
+
+
+def _lock_waiters(watch: psycopg.Connection[TupleRow]) -> int:
+    row = watch.execute(
+        "SELECT count(*) FROM pg_stat_activity"
+        " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+    ).fetchone()
+    return int(row[0]) if row is not None else 0
+
+
+def test_a_release_as_its_node_stops_and_a_revoke_of_the_node_do_not_deadlock(
+    stores: Stores, pg_url: str
+) -> None:
+    """A revoke locks its node's row, then gives back the node's ranges; a release as the
+    node stops counts the stop on the node's row. Had the release taken the range's row
+    first and the node's after (one statement: a CTE), the two held each a row the other
+    wanted, and PostgreSQL aborted one after deadlock_timeout (the edge's release a 503,
+    or the operator's `uidx nodes revoke` an error). Here a third session holds the
+    range's row (as a batch being stored does) while both queue on it."""
+    group = stores.groups.add("g")
+    [range_id] = stores.ranges.plan(group, 0, 99, 100)
+    a = node(stores, "a")
+    lease = stores.ranges.lease(a, TTL)
+    assert lease is not None
+    failed: list[BaseException] = []
+    released: list[bool] = []
+    revoked: list[bool] = []
+
+    def release() -> None:
+        try:
+            released.append(stores.ranges.release(a, range_id, lease.epoch, stopping=True))
+        except psycopg.Error as error:
+            failed.append(error)
+
+    def revoke() -> None:
+        try:
+            revoked.append(stores.nodes.revoke("a"))
+        except psycopg.Error as error:
+            failed.append(error)
+
+    threads = [threading.Thread(target=release), threading.Thread(target=revoke)]
+    with (
+        psycopg.connect(pg_url) as holder,
+        psycopg.connect(pg_url, autocommit=True) as watch,
+    ):
+        holder.execute("SELECT FROM ranges WHERE id = %s FOR NO KEY UPDATE", (range_id,))
+        for waiters, thread in enumerate(threads, start=1):
+            thread.start()
+            # Until the server says it waits for a lock (the range's row, held here).
+            deadline = time.monotonic() + 30
+            while _lock_waiters(watch) < waiters:
+                assert thread.is_alive(), failed
+                assert time.monotonic() < deadline
+                watch.execute("SELECT pg_sleep(0.01)")
+        holder.commit()
+        for thread in threads:
+            thread.join(30)
+            assert not thread.is_alive()
+    assert failed == []
+    assert (released, revoked) == ([True], [True])
+    with stores.ranges.pool.connection() as conn:
+        row = conn.execute("SELECT state, holder FROM ranges WHERE id = %s", (range_id,))
+        assert row.fetchone() == ("planned", None)
 
 
 def test_the_catalog_equals_an_offline_index_of_the_same_lines(
