@@ -22,12 +22,12 @@ holder, the reason kept. Nothing leases a parked range until `uidx ranges
 retry` (`retry`) plans it again.
 
 Stopping. An edge told to stop gives its ranges back with `stopping`, which
-counts a stop on its node row in the same statement. Its lease call, held
-open for new work, may still be looking when the range comes back planned
-(the coordinator has not yet seen the call's connection close): the call
-remembers the count its first look saw (`look`), and leases nothing once the
-count has moved, so the range is not leased straight back to the node that
-is going away.
+counts a stop on its node row first, committed before the range is planned
+again. Its lease call, held open for new work, may still be looking when the
+range comes back planned (the coordinator has not yet seen the call's
+connection close): the call remembers the count its first look saw (`look`),
+and leases nothing once the count has moved, so the range is not leased
+straight back to the node that is going away.
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ _LEASE = """
         SELECT r.id FROM ranges r JOIN groups g ON g.id = r.group_id
         WHERE r.state IN ('planned', 'leased') AND (r.state = 'planned' OR r.deadline < now())
           AND g.enabled
-          -- Nothing to a node that said it stops since the call began (see _RELEASE).
+          -- Nothing to a node that said it stops since the call began (see _STOPPED).
           AND EXISTS (SELECT FROM node WHERE %(stops)s::bigint IS NULL OR stops = %(stops)s)
         -- The live head first (see core/follow.py), then in plan order.
         ORDER BY (r.kind <> 'live'), r.planned_at, r.id
@@ -111,17 +111,17 @@ _HELD_BY = """
     WHERE id = %(range)s AND epoch = %(epoch)s AND holder = %(node)s AND state = 'leased'
 """
 _RELEASE = """
-    WITH released AS (
-        UPDATE ranges SET state = 'planned', holder = NULL, deadline = NULL
-        WHERE id = %(range)s AND epoch = %(epoch)s AND holder = %(node)s AND state = 'leased'
-        RETURNING id
-    ), stopped AS (
-        -- In the same statement: a lease sees the range planned and the count moved
-        -- together, or neither.
-        UPDATE nodes SET stops = stops + 1 WHERE id = %(node)s AND %(stopping)s
-    )
-    SELECT count(*) FROM released
+    UPDATE ranges SET state = 'planned', holder = NULL, deadline = NULL
+    WHERE id = %(range)s AND epoch = %(epoch)s AND holder = %(node)s AND state = 'leased'
 """
+# A release as the node stops counts the stop first, committed on its own: a lease
+# that sees the range planned sees the count moved too. Not in the release's
+# statement: it held the range's row while it waited for the node's, the other way
+# round from a revoke (store/nodes.py: the node's row, then its ranges), and the two
+# deadlocked. Nor first in its transaction: the node's row, held while the release
+# waits for the range's (a batch being stored), would stall every call of the node
+# (`NodeStore.authenticate` writes last_seen there).
+_STOPPED = "UPDATE nodes SET stops = stops + 1 WHERE id = %(node)s"
 _HELD = """
     SELECT r.id, g.name, g.id, r.first_article, r.last_article, r.resume, r.epoch
     FROM ranges r JOIN groups g ON g.id = r.group_id
@@ -366,10 +366,12 @@ class RangeStore:
                 held open meanwhile lease nothing more (`look`), even when the
                 lease is lost.
         """
-        args = {"node": node_id, "range": range_id, "epoch": epoch, "stopping": stopping}
+        args = {"node": node_id, "range": range_id, "epoch": epoch}
         with self.pool.connection() as conn:
-            row = conn.execute(_RELEASE, args).fetchone()
-        return row is not None and int(row[0]) == 1
+            if stopping:
+                conn.execute(_STOPPED, args)
+                conn.commit()  # before the range is planned (see _STOPPED)
+            return conn.execute(_RELEASE, args).rowcount == 1
 
     def refuse(
         self, node_id: int, range_id: int, epoch: int, reason: str, limit: int
