@@ -108,7 +108,7 @@ HOLD_RECHECK_SECONDS: Final = 0.25
 # number is none of ours.)
 
 # heartbeat, finish and release carry `{"epoch": N}` (a release also may say
-# which chunk could not be read, and why): a few bytes.
+# which chunk could not be read, and why, and that its node stops): a few bytes.
 CONTROL_BODY_BYTES: Final = 4096
 MAX_PROBLEM_CHARS: Final = 1000
 # A range refused this many times in a row is parked: one refusal may be a
