@@ -68,10 +68,13 @@ from usenet_indexer.wire.buildjob import (
     BuildWireError,
     ReleaseRows,
     _checked_entry,
+    _finding,
     decode_job,
     decode_result,
     encode_job,
     encode_result,
+    job_pieces,
+    micros,
     moment,
 )
 from usenet_indexer.wire.fragments import BadFragment
@@ -315,6 +318,49 @@ def test_an_edges_rows_are_read_as_the_field_by_field_checks_read_them(
             decode_result(body)
     else:
         assert decode_result(body).made.entries == (expected,)
+
+
+def packed_whole(job: BuildJob) -> bytes:
+    """The job as msgpack packs its map whole (the encoding `job_pieces` must equal)."""
+    return msgpack.packb(
+        {
+            "id": job.job_id,
+            "releases": job.releases.json,
+            "fragments": [list(f) for f in job.fragments],
+            "pending": list(job.pending),
+            "probed": list(job.probed),
+            "found": [[k, [_finding(f) for f in fs]] for k, fs in job.found.items()],
+            "changed": [[k, micros(v)] for k, v in job.changed.items()],
+            "asked": [[k, sorted(v)] for k, v in job.asked.items()],
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("count", "size"),
+    # Around msgpack's header sizes: a fixarray up to 15, array 16 to 65,535, array 32;
+    # bin 8 up to 255 bytes, bin 16 up to 65,535, bin 32.
+    [(0, 0), (1, 0), (15, 255), (16, 256), (3, 65_535), (2, 65_536), (65_536, 1)],
+)
+def test_a_job_sent_in_pieces_is_the_msgpack_of_its_map_whole(count: int, size: int) -> None:
+    # The coordinator sends a job's stored fragments as they are, between pieces of
+    # msgpack it writes itself: joined, they must be what msgpack makes of the map.
+    fragments = tuple((i.to_bytes(KEY_BYTES, "big"), bytes([i % 251]) * size) for i in range(count))
+    key = b"k" * KEY_BYTES
+    job = attrs.evolve(
+        job_of(fragments),
+        job_id=123_456_789,
+        releases=ReleaseRows('[["6b", null, "a@b", [], 3]]'),
+        pending=(key,),
+        probed=(key,),
+        changed={key: moment(1_700_000_000_000_000)},
+        asked={key: frozenset({"<a@b>", "<c@d>"})},
+    )
+    pieces = job_pieces(job)
+    assert b"".join(pieces) == encode_job(job) == packed_whole(job)
+    assert decode_job(b"".join(pieces)) == job
+    # The fragments go as they are, not copied into a buffer.
+    assert all(any(piece is fragment for piece in pieces) for _, fragment in fragments if size)
 
 
 def job_of(fragments: tuple[tuple[bytes, bytes], ...]) -> BuildJob:

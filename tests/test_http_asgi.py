@@ -26,6 +26,7 @@ from hypercorn.typing import (
 )
 
 from usenet_indexer.coordinator.http.asgi import (
+    SEND_BYTES,
     Access,
     Api,
     App,
@@ -605,3 +606,28 @@ def test_the_throttle_key_of_an_address() -> None:
     assert throttle_key("::ffff:203.0.113.5") == "203.0.113.5"
     assert throttle_key("203.0.113.5") == "203.0.113.5"
     assert throttle_key("") == ""
+
+
+@pytest.mark.trio
+async def test_a_body_in_pieces_is_sent_whole_in_sends_of_about_a_mebibyte() -> None:
+    # A build job's stored fragments go as they are, between small pieces of msgpack:
+    # the client gets the pieces joined, with their length; small pieces are joined
+    # into sends of about SEND_BYTES, a large one goes alone (not copied into a run).
+    large = b"L" * (3 * SEND_BYTES)
+    small = tuple(bytes([i % 256]) * 1000 for i in range(2500))  # ~2.4 sends of it
+    pieces = (b"head", *small, large, b"x" * 10, b"tail")
+    sent: list[ASGISendEvent] = []
+
+    async def send(event: ASGISendEvent) -> None:
+        sent.append(event)
+
+    await Response(200, headers=((b"content-type", b"x"),), pieces=pieces).send(send)
+    start, *bodies = sent
+    assert start["type"] == "http.response.start"
+    assert (b"content-length", str(sum(map(len, pieces))).encode()) in start["headers"]
+    chunks = [bytes(event["body"]) for event in bodies]  # type: ignore[typeddict-item]
+    assert b"".join(chunks) == b"".join(pieces)
+    assert [event["more_body"] for event in bodies] == [True] * (len(bodies) - 1) + [False]  # type: ignore[typeddict-item]
+    assert any(event["body"] is large for event in bodies)  # type: ignore[typeddict-item]
+    assert all(len(chunk) < 2 * SEND_BYTES for chunk in chunks if chunk is not large)
+    assert len(bodies) <= 3 + len(b"".join(pieces)) // SEND_BYTES + 2

@@ -48,7 +48,7 @@ import enum
 import ipaddress
 import logging
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final, Protocol
 
 import attrs
@@ -74,13 +74,25 @@ Headers = list[tuple[bytes, bytes]]
 _JSON: Final = ((b"content-type", b"application/json"),)
 
 
+# A body in pieces goes in sends of about this many bytes (`Response.pieces`).
+SEND_BYTES: Final = 1 << 20
+
+
 @attrs.frozen
 class Response:
-    """A whole response (every answer but a stream's)."""
+    """A whole response (every answer but a stream's).
+
+    Attributes:
+        pieces: a large body in pieces, sent in place of `body` without joining
+            it whole (a build job's stored fragments as they are: wire/buildjob.py's
+            `job_pieces`): small pieces are joined into sends of about SEND_BYTES,
+            a larger one goes as it is.
+    """
 
     status: int
     body: bytes = b""
     headers: tuple[tuple[bytes, bytes], ...] = ()
+    pieces: tuple[bytes, ...] = ()
 
     @classmethod
     def json(
@@ -101,10 +113,37 @@ class Response:
         headers = list(self.headers)
         if close:
             headers.append((b"connection", b"close"))
+        length = sum(map(len, self.pieces)) if self.pieces else len(self.body)
         if self.status != 204:  # a 204 has no body, nor a length
-            headers.append((b"content-length", str(len(self.body)).encode()))
+            headers.append((b"content-length", str(length).encode()))
         await send({"type": "http.response.start", "status": self.status, "headers": headers})
+        if self.pieces:
+            for group in _sends(self.pieces):
+                await send({"type": "http.response.body", "body": group, "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            return
         await send({"type": "http.response.body", "body": self.body, "more_body": False})
+
+
+def _sends(pieces: tuple[bytes, ...]) -> Iterator[bytes]:
+    """`pieces` as sends: runs of small ones joined up to about SEND_BYTES, a large
+    one alone."""
+    run: list[bytes] = []
+    size = 0
+    for piece in pieces:
+        if len(piece) >= SEND_BYTES:
+            if run:
+                yield b"".join(run)
+                run, size = [], 0
+            yield piece
+            continue
+        run.append(piece)
+        size += len(piece)
+        if size >= SEND_BYTES:
+            yield b"".join(run)
+            run, size = [], 0
+    if run:
+        yield b"".join(run)
 
 
 def retry_after(seconds: int) -> tuple[tuple[bytes, bytes], ...]:

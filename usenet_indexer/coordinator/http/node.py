@@ -83,7 +83,7 @@ from usenet_indexer.wire.batchwire import (
     decode_batch,
     decode_body,
 )
-from usenet_indexer.wire.buildjob import BuildWireError, decode_result, encode_job
+from usenet_indexer.wire.buildjob import BuildWireError, decode_result, job_pieces
 from usenet_indexer.wire.frames import Frame, encode_header
 
 logger = logging.getLogger(__name__)
@@ -185,10 +185,11 @@ class _NoJob(enum.Enum):
 
 @attrs.frozen
 class _Offered:
-    """A build job made for an edge: its id and its body as sent (wire/buildjob.py)."""
+    """A build job made for an edge: its id and its body as sent, in pieces
+    (wire/buildjob.py's `job_pieces`)."""
 
     job_id: int
-    body: bytes
+    pieces: tuple[bytes, ...]
 
 
 def _is_nothing(offered: _Offered | _NoJob) -> bool:
@@ -778,7 +779,7 @@ class NodeApi:
             "node %d: build job %d offered: %d pending keys, %d fragments",
             *(node_id, job.job_id, len(job.pending), len(job.fragments)),
         )
-        return _Offered(job.job_id, encode_job(job))
+        return _Offered(job.job_id, job_pieces(job))
 
     async def _built(self, node_id: int, job_id: int, exchange: Exchange) -> Response:
         """The rows an edge made of its build job, written (409: the job is no longer the
@@ -1072,7 +1073,7 @@ class NodeApi:
 def _build_answer(offered: _Offered | _NoJob) -> Response:
     if isinstance(offered, _Offered):
         headers = (*_MSGPACK, (BUILD_JOB_HEADER.encode(), str(offered.job_id).encode()))
-        return Response(200, offered.body, headers)
+        return Response(200, headers=headers, pieces=offered.pieces)
     return Response(204, headers=retry_after(offered.retry_seconds))
 
 
