@@ -1013,6 +1013,46 @@ async def test_a_range_given_back_as_its_node_stops_is_not_leased_back_on_its_he
                 assert state[0][0] == "leased"
 
 
+@pytest.mark.trio
+async def test_a_lease_call_held_with_a_token_since_replaced_is_leased_nothing(
+    nursery: trio.Nursery,
+    settings: Settings,
+    stores: Stores,
+    pool: ConnectionPool,
+    token: str,
+    leased: tuple[int, int],
+) -> None:
+    """`uidx nodes rotate` gives the node's ranges back, planned again: a lease call its
+    old token (a leaked one) holds open was authenticated when it began, and took them
+    straight back, for edges whose every later call is 401, so they stayed leased to
+    nobody until their deadline. It ends with 204; an edge with the new token leases."""
+    range_id, _ = leased
+    looks = LookedRanges(pool)
+    with trio.fail_after(DEADLINE_SECONDS):
+        url = await start_api(nursery, settings, attrs.evolve(stores, ranges=looks))
+        async with httpx.AsyncClient(base_url=url, headers=bearer(token), timeout=60) as client:
+            answers: list[httpx.Response] = []
+
+            async def held() -> None:
+                answers.append(await client.post("lease", params={"wait": "30"}))
+
+            with trio.fail_after(5.0):  # well inside the held call's 30 s
+                async with trio.open_nursery() as calls:
+                    calls.start_soon(held)
+                    await looks.looked.wait()  # its first look: nothing to lease
+                    with stores.nodes.replacing_token("edge-1") as new_token:
+                        pass
+            assert [a.status_code for a in answers] == [204]
+            with pool.connection() as conn:
+                query = "SELECT state, holder FROM ranges WHERE id = %s"
+                assert conn.execute(query, (range_id,)).fetchall() == [("planned", None)]
+            assert (await client.post("lease")).status_code == 401
+        async with httpx.AsyncClient(base_url=url, headers=bearer(new_token)) as client:
+            again = await client.post("lease")
+    assert again.status_code == 200
+    assert again.json()["range"]["id"] == range_id
+
+
 @attrs.frozen
 class OutOfDescriptorsToAsk(S3Spool):
     """A fake S3 spool, for a fault of the coordinator's host rather than of a chunk:

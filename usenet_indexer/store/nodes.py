@@ -26,14 +26,17 @@ _BY_HASH = "SELECT id, token_hash FROM nodes WHERE token_hash = %s AND revoked_a
 # working. Only a live node's name is unique (migration 0035): a revoked one stays so.
 _ROTATE = """
     INSERT INTO nodes (name, token_hash) VALUES (%s, %s)
-    ON CONFLICT (name) WHERE revoked_at IS NULL DO UPDATE SET token_hash = excluded.token_hash
+    ON CONFLICT (name) WHERE revoked_at IS NULL
+    DO UPDATE SET token_hash = excluded.token_hash, stops = nodes.stops + 1
 """
 _SEEN = "UPDATE nodes SET last_seen = now() WHERE id = %s"
 # FOR UPDATE first: a lease taking the node's row FOR KEY SHARE (store/ranges.py) waits
 # for the revoke, then sees it, so nothing is leased to a node once it is revoked.
 _REVOKE_LOCK = "SELECT id FROM nodes WHERE name = %s AND revoked_at IS NULL FOR UPDATE"
 _REVOKE = "UPDATE nodes SET revoked_at = now() WHERE id = %s"
-_NEW_TOKEN = "UPDATE nodes SET token_hash = %s WHERE id = %s"
+# A stop counted too (store/ranges.py's `look`): a lease call the old token holds open
+# leases nothing more, not even the ranges given back here.
+_NEW_TOKEN = "UPDATE nodes SET token_hash = %s, stops = stops + 1 WHERE id = %s"
 # A revoked node's leases are given back with its token: its edges can neither index
 # them nor give them back any more (every call is 401), and a batch of it still on its
 # way in finds the range no longer held (the fence's holder) and stores nothing.
