@@ -19,7 +19,7 @@ import subprocess
 import sys
 import tracemalloc
 import zlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -963,6 +963,35 @@ class LookedRanges(RangeStore):
         return found
 
 
+async def held_lease_answer(
+    client: httpx.AsyncClient, looks: LookedRanges, meanwhile: Callable[[], Awaitable[None]]
+) -> httpx.Response:
+    """The answer to a lease call held for work (`lease?wait=30`) in which `meanwhile`
+    ran after its first look (which found nothing to lease); within 5 s, well inside
+    the call's 30."""
+    answers: list[httpx.Response] = []
+
+    async def held() -> None:
+        answers.append(await client.post("lease", params={"wait": "30"}))
+
+    with trio.fail_after(5.0):
+        async with trio.open_nursery() as calls:
+            calls.start_soon(held)
+            await looks.looked.wait()
+            await meanwhile()
+    (answer,) = answers
+    return answer
+
+
+def range_state(pool: ConnectionPool, range_id: int) -> tuple[object, ...]:
+    """The range's state and holder."""
+    with pool.connection() as conn:
+        row = conn.execute("SELECT state, holder FROM ranges WHERE id = %s", (range_id,))
+        found = row.fetchone()
+    assert found is not None
+    return tuple(found)
+
+
 @pytest.mark.trio
 @pytest.mark.parametrize("stopping", [True, False], ids=["stopping", "given-back"])
 async def test_a_range_given_back_as_its_node_stops_is_not_leased_back_on_its_held_call(
@@ -986,31 +1015,24 @@ async def test_a_range_given_back_as_its_node_stops_is_not_leased_back_on_its_he
     with trio.fail_after(DEADLINE_SECONDS):
         url = await start_api(nursery, settings, attrs.evolve(stores, ranges=looks))
         async with httpx.AsyncClient(base_url=url, headers=bearer(token), timeout=60) as client:
-            answers: list[httpx.Response] = []
 
-            async def held() -> None:
-                answers.append(await client.post("lease", params={"wait": "30"}))
+            async def release() -> None:
+                body = {"epoch": epoch, "stopping": True} if stopping else {"epoch": epoch}
+                released = await client.post(f"ranges/{range_id}/release", json=body)
+                assert released.status_code == 200
 
-            with trio.fail_after(5.0):  # well inside the held call's 30 s
-                async with trio.open_nursery() as calls:
-                    calls.start_soon(held)
-                    await looks.looked.wait()  # its first look: nothing to lease
-                    body = {"epoch": epoch, "stopping": True} if stopping else {"epoch": epoch}
-                    released = await client.post(f"ranges/{range_id}/release", json=body)
-                    assert released.status_code == 200
-            with pool.connection() as conn:
-                query = "SELECT state, holder FROM ranges WHERE id = %s"
-                state = conn.execute(query, (range_id,)).fetchall()
+            answer = await held_lease_answer(client, looks, release)
+            state = range_state(pool, range_id)
             if stopping:
-                assert [a.status_code for a in answers] == [204]
-                assert state == [("planned", None)]
+                assert answer.status_code == 204
+                assert state == ("planned", None)
                 again = await client.post("lease")
                 assert again.status_code == 200
                 assert again.json()["range"]["id"] == range_id
             else:
-                assert [a.status_code for a in answers] == [200]
-                assert answers[0].json()["range"]["id"] == range_id
-                assert state[0][0] == "leased"
+                assert answer.status_code == 200
+                assert answer.json()["range"]["id"] == range_id
+                assert state[0] == "leased"
 
 
 @pytest.mark.trio
@@ -1031,23 +1053,17 @@ async def test_a_lease_call_held_with_a_token_since_replaced_is_leased_nothing(
     with trio.fail_after(DEADLINE_SECONDS):
         url = await start_api(nursery, settings, attrs.evolve(stores, ranges=looks))
         async with httpx.AsyncClient(base_url=url, headers=bearer(token), timeout=60) as client:
-            answers: list[httpx.Response] = []
+            tokens: list[str] = []
 
-            async def held() -> None:
-                answers.append(await client.post("lease", params={"wait": "30"}))
+            async def rotate() -> None:
+                with stores.nodes.replacing_token("edge-1") as new_token:
+                    tokens.append(new_token)
 
-            with trio.fail_after(5.0):  # well inside the held call's 30 s
-                async with trio.open_nursery() as calls:
-                    calls.start_soon(held)
-                    await looks.looked.wait()  # its first look: nothing to lease
-                    with stores.nodes.replacing_token("edge-1") as new_token:
-                        pass
-            assert [a.status_code for a in answers] == [204]
-            with pool.connection() as conn:
-                query = "SELECT state, holder FROM ranges WHERE id = %s"
-                assert conn.execute(query, (range_id,)).fetchall() == [("planned", None)]
+            answer = await held_lease_answer(client, looks, rotate)
+            assert answer.status_code == 204
+            assert range_state(pool, range_id) == ("planned", None)
             assert (await client.post("lease")).status_code == 401
-        async with httpx.AsyncClient(base_url=url, headers=bearer(new_token)) as client:
+        async with httpx.AsyncClient(base_url=url, headers=bearer(tokens[0])) as client:
             again = await client.post("lease")
     assert again.status_code == 200
     assert again.json()["range"]["id"] == range_id
