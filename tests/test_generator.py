@@ -290,6 +290,37 @@ def test_big_runs_have_releases_that_span_many_batches() -> None:
     )
 
 
+def test_a_run_longer_than_a_spanning_upload_has_them_in_waves_of_one_size() -> None:
+    # spanning_max_articles stands for the 10M of a real run: a 4x longer run has
+    # four waves of spanning uploads, each as big and as many as a 1x run has, not
+    # 4x as many uploads each 4x as big (40% of the run's articles).
+    stretch, count, target = 10_000, 5, 200  # min 2k articles each; 2% of a stretch
+    config = GeneratorConfig(
+        articles=4 * stretch,
+        seed=3,
+        spanning_min_articles=stretch // count,
+        spanning_fraction=target / stretch,
+        spanning_max_articles=stretch,
+    )
+    run = generate(config)
+    waves: dict[int, int] = {}
+    for release in run.truth.releases:
+        articles = sorted(_release_articles(release))
+        if (
+            not articles
+            or release.tool != "nyuu"
+            or not 0.8 * target <= len(articles) <= 1.15 * target
+        ):
+            continue
+        start, end = articles[0] - config.first_article, articles[-1] - config.first_article
+        wave, into = divmod(start, stretch)
+        if into <= 0.15 * stretch and 0.8 * stretch <= end - start <= 1.1 * stretch:
+            waves[wave] = waves.get(wave, 0) + 1
+    assert waves == {0: count, 1: count, 2: count, 3: count}
+    # Spanning uploads of at most 10% of the run's articles, as in a run of one stretch.
+    assert sum(waves.values()) * target <= 0.1 * config.articles
+
+
 def test_truth_survives_a_round_trip_through_gzip(run: Generated) -> None:
     buffer = io.BytesIO()
     with igzip.IGzipFile(fileobj=buffer, mode="wb") as stream:  # type: ignore[no-untyped-call]

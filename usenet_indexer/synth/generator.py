@@ -23,7 +23,12 @@ rising dates, uploads already under way when the run starts or still going
 when it ends (`truncated`), some uploads missing a few segments, rare
 duplicate articles of one segment, crossposts listed in Xref, and, for runs
 of at least `spanning_min_articles` articles, big uploads posted slowly
-across the whole run, so that they span many 500k-article batches.
+over up to `spanning_max_articles` articles (the whole run, up to 10M), so
+that they span many 500k-article batches. A longer run has them in waves,
+each as big and as many as a 10M run's: a slow poster's upload is as big
+as a film or a season pack (~100k segments), not a share of however long
+one reads the group, and the uploads in flight at once do not grow with the
+run (before, a 40M run was 40% spanning uploads of 400k segments each).
 
 Lines are bytes, UTF-8 encoded, one per article without a line end, because
 a few lines are deliberately not valid UTF-8. The truth
@@ -231,8 +236,12 @@ class GeneratorConfig:
             new message-id).
         gap_probability: chance of a small gap (1-5 missing numbers) after an article.
         spanning_min_articles: runs of at least this many articles get
-            `articles // spanning_min_articles` big uploads spread over the whole run.
-        spanning_fraction: share of the run's articles each spanning upload has.
+            `articles // spanning_min_articles` big uploads spread over the whole run
+            (over each stretch of `spanning_max_articles` of a longer run).
+        spanning_fraction: share of the run's articles each spanning upload has
+            (of its stretch's, in a run longer than `spanning_max_articles`).
+        spanning_max_articles: the most articles a spanning upload is posted over:
+            a longer run has a wave of them in each stretch of this many articles.
         profile: "default", or "posting-tools" for uploads made the way the
             posting tools make them; that profile draws its own upload mix
             (the kind weights above apply to "default" only; the junk, gap,
@@ -259,6 +268,7 @@ class GeneratorConfig:
     gap_probability: float = attrs.field(default=0.002, validator=_check_fraction)
     spanning_min_articles: int = attrs.field(default=1_000_000, validator=_check_positive)
     spanning_fraction: float = attrs.field(default=0.01, validator=_check_fraction)
+    spanning_max_articles: int = attrs.field(default=10_000_000, validator=_check_positive)
     profile: str = attrs.field(default="default", validator=_check_profile)
 
     def __attrs_post_init__(self) -> None:
@@ -2288,20 +2298,26 @@ class OverviewGenerator:
         return upload, post
 
     def _spanning_uploads(self) -> list[tuple[int, int, tuple[_Upload, Iterator[_Item]]]]:
-        # Big uploads posted slowly, one article every `stride`, over the whole run.
+        # Big uploads posted slowly, one article every `stride`, over the whole run,
+        # or, in a run longer than spanning_max_articles, a wave of them over each
+        # stretch of that many articles (the last wave may go on past the run's end).
         config = self._config
-        count = config.articles // config.spanning_min_articles
-        target = int(config.articles * config.spanning_fraction)
+        stretch = min(config.articles, config.spanning_max_articles)
+        count = stretch // config.spanning_min_articles
+        target = int(stretch * config.spanning_fraction)
         if count == 0 or target < 10:
             return []
-        stride = max(1, config.articles // target)
+        stride = max(1, stretch // target)
+        waves = max(1, (config.articles + stretch // 2) // stretch)
         spanning = []
-        for offset in range(count):
-            upload = self._legit_upload(
-                content="movie", tool="nyuu", data_segments=int(target / 1.1)
-            )
-            post = _post(upload, self._rng, 0.0)
-            spanning.append((offset * (stride // count + 1), stride, (upload, post)))
+        for wave in range(waves):
+            for offset in range(count):
+                upload = self._legit_upload(
+                    content="movie", tool="nyuu", data_segments=int(target / 1.1)
+                )
+                post = _post(upload, self._rng, 0.0)
+                start = wave * stretch + offset * (stride // count + 1)
+                spanning.append((start, stride, (upload, post)))
         return spanning
 
     def _next_spanning(
