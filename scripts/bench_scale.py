@@ -31,6 +31,10 @@ last tenth of the builds that took pending keys, in CPU ms per pending key
 first builds, on an empty catalog, do not have); and `build_series`, each
 build's pending and merged keys and CPU ms per pending and per merged key, in
 order (a run has a handful of builds: its first tenth is one build).
+`build_again` and `build_again_series`: of the keys each build merged
+beyond its pending ones, how many the repost chains, the catalog rows and
+the posters' windows found (core/catalog.Again, from the build's log line
+or its build job's `offered` line).
 The catalog lag is from the last batch's `stored_at` to the first poll that
 saw `catalog_pending` empty after it (both on the database's clock; polls
 1 s apart while the edges work, 0.2 s once every range is done).
@@ -117,6 +121,9 @@ _BUILT = re.compile(
     r"catalog built: pending=(\d+) merged=(\d+) written=(\d+) shown=(\d+) "
     r"cpu_s=([\d.]+) wall_s=([\d.]+)"
 )
+# What a build merged again beyond its pending keys, by what found them: the
+# coordinator's own build's line, or an edge's build job's as it is offered.
+_AGAIN = re.compile(r"merged again(?: \(|: )chains (\d+), rows (\d+), windows (\d+)")
 
 _POLL = """
     SELECT (SELECT count(*) FILTER (WHERE state = 'done') FROM ranges),
@@ -453,6 +460,22 @@ def builds(coordinator_log: Path) -> list[Build]:
     ]
 
 
+def merged_again(coordinator_log: Path) -> dict[str, Any]:
+    """The keys builds merged again beyond their pending ones, by what found them
+    (core/catalog.Again): the totals, and each build's [chains, rows, windows]."""
+    found = [
+        [int(m[1]), int(m[2]), int(m[3])]
+        for m in _AGAIN.finditer(coordinator_log.read_text(errors="replace"))
+    ]
+    return {
+        "build_again": {
+            way: sum(build[i] for build in found)
+            for i, way in enumerate(("chains", "rows", "windows"))
+        },
+        "build_again_series": found,
+    }
+
+
 def ms_per_key(part: Sequence[Build], *, merged: bool = False) -> float:
     """CPU milliseconds per pending key (`merged`: per key merged) over some builds."""
     keys = sum(b.merged if merged else b.pending for b in part)
@@ -658,6 +681,7 @@ def bench(args: argparse.Namespace) -> int:
                 f"bench-scale: ERROR lines or 5xx answers in the logs:\n{found.describe()}"
             )
         built = builds(home / "coordinator.err")
+        again = merged_again(home / "coordinator.err")
         if not any(b.pending for b in built):
             raise SystemExit(
                 "bench-scale: no `catalog built: pending=N` line in the coordinator's log"
@@ -671,6 +695,7 @@ def bench(args: argparse.Namespace) -> int:
         else round(spent.postgres * per_1m, 3),
         "edge_cores_per_coordinator_core": round(spent.edge / spent.coordinator, 2),
         **build_figures(built),
+        **again,
         "catalog_lag_s": round(spent.catalog_lag, 2),
     }
     result = {

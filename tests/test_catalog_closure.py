@@ -15,7 +15,7 @@ import attrs
 from hypothesis import given
 from hypothesis import strategies as st
 
-from usenet_indexer.core.catalog import WINDOW_ROUNDS, Closure, Span, Window, coalesced
+from usenet_indexer.core.catalog import WINDOW_ROUNDS, Again, Closure, Span, Window, coalesced
 from usenet_indexer.core.reposts import repost_key
 from usenet_indexer.core.uploads import TOGETHER_SECONDS
 
@@ -33,6 +33,16 @@ def closure_of(
     rows: Iterable[Iterable[bytes]] = (),
     fresh: Mapping[bytes, tuple[int, int]] | None = None,
 ) -> set[bytes]:
+    """The closure's keys (`driven`)."""
+    return driven(touched, spans, rows, fresh).keys
+
+
+def driven(
+    touched: Iterable[bytes],
+    spans: Mapping[bytes, Span],
+    rows: Iterable[Iterable[bytes]] = (),
+    fresh: Mapping[bytes, tuple[int, int]] | None = None,
+) -> Closure:
     """The closure driven over dicts, answering each look-up as store/catalog.py's SQL."""
     catalog_rows = [set(r) for r in rows]
     closure = Closure.of(touched, fresh)
@@ -44,7 +54,7 @@ def closure_of(
         in_rows = {k for row in catalog_rows if row & asked for k in row}
         in_windows = {k for w in wanted.windows for k, s in spans.items() if in_window(w, s)}
         closure.answer(rows=in_rows, windows=in_windows)
-    return closure.keys
+    return closure
 
 
 def test_a_touched_key_brings_its_stored_repost_chain() -> None:
@@ -58,6 +68,26 @@ def test_a_touched_key_brings_its_stored_repost_chain() -> None:
     assert closure_of([base], spans) == {base, first, second}
     del spans[first]  # the chain ends where a repost key is not stored
     assert closure_of([base], spans) == {base}
+
+
+def test_a_closure_says_what_found_each_key_it_merges_again() -> None:
+    # The build's log line says why a build merged more keys than batches touched.
+    base = key(1)
+    spans = {
+        base: Span("a@b", T0, T0 + 60),
+        repost_key(base): Span("a@b", T0 + 90 * 24 * HOUR, T0 + 90 * 24 * HOUR),
+        key(2): Span("other@c", T0 + 30 * 24 * HOUR, T0 + 30 * 24 * HOUR),
+        key(3): Span("a@b", T0 - 900, T0 - 60),
+    }
+    closure = driven([base], spans, rows=[[base, key(2)]])
+    assert closure.keys == {base, repost_key(base), key(2), key(3)}
+    assert closure.again() == Again(chains=1, rows=1, windows=1)
+    assert str(closure.again()) == "chains 1, rows 1, windows 1"
+    # A key found two ways counts once, for the first (a row before a window).
+    closure = driven([base], spans, rows=[[base, key(2), key(3)]])
+    assert closure.again() == Again(chains=1, rows=2, windows=0)
+    # The touched keys are not merged *again*, however else they are found.
+    assert driven([base, key(3)], spans, rows=[[base, key(3)]]).again() == Again(chains=1)
 
 
 def test_the_keys_a_row_was_made_of_come_again_whatever_their_poster_and_date() -> None:

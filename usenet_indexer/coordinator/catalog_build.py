@@ -119,12 +119,14 @@ class NotTheJobs(BuildWireError):
 @attrs.frozen
 class Taken:
     """What a build took: the pending keys (with their seq), the keys it merges again
-    (their closure), the closure's look-ups, and whether pending keys were left."""
+    (their closure), the closure's look-ups, whether pending keys were left, and what
+    found the keys merged again (`core.Again`)."""
 
     pending: dict[bytes, int]
     keys: list[bytes]
     rounds: int
     more: bool
+    again: core.Again = attrs.field(factory=core.Again)
 
 
 @attrs.frozen
@@ -153,6 +155,8 @@ class Built:
         more: pending keys are left that this build did not take (build again).
         busy: the closure reached a shard another builder holds: nothing was done.
         segments: the segments of the chunks merged.
+        again: of the keys merged, those beyond the pending ones, by what found them
+            (repost chains, catalog rows, posters' windows).
     """
 
     pending: int
@@ -166,6 +170,7 @@ class Built:
     more: bool = False
     busy: bool = False
     segments: int = 0
+    again: core.Again = attrs.field(factory=core.Again)
 
 
 @attrs.define(eq=False)
@@ -218,7 +223,7 @@ class CatalogBuild:
         built = _built(
             len(taken.pending), len(taken.keys), written, taken.rounds, started, taken.more
         )
-        return attrs.evolve(built, segments=segments)
+        return attrs.evolve(built, segments=segments, again=taken.again)
 
     def around(self, touched: Sequence[bytes], quiet_seconds: float) -> Built:
         """Merge again `touched` with their closure, as if batches had touched them (a
@@ -240,7 +245,7 @@ class CatalogBuild:
             _take_reached(locks, pending, keys)
             written, segments = self._merged(keys, pending, quiet_seconds)
         built = _built(len(pending), len(keys), written, closure.rounds, started, False)
-        return attrs.evolve(built, segments=segments)
+        return attrs.evolve(built, segments=segments, again=closure.again())
 
     def _merged(
         self, keys: list[bytes], pending: dict[bytes, int], quiet_seconds: float
@@ -306,6 +311,12 @@ class CatalogBuild:
             job_id = jobs.reserve(node_id, locks.held, taken.pending, keys, lease_seconds)
             releases, stored = self.store.packed(keys)
             read = self._inputs(keys)
+            logger.info(
+                "node %d: build job %d offered: %d pending keys, %d merged again (%s),"
+                " %d fragments",
+                *(node_id, job_id, len(taken.pending), taken.again.total, taken.again),
+                len(stored),
+            )
             return BuildJob(
                 job_id=job_id,
                 releases=ReleaseRows(releases),
@@ -414,7 +425,7 @@ class CatalogBuild:
         # Those taken above keep the seq read then: a batch that marked one again
         # since stored chunks the closure may not have looked around (it stays pending).
         unlooked = _take_reached(locks, pending, keys)
-        return Taken(pending, keys, closure.rounds, more or unlooked)
+        return Taken(pending, keys, closure.rounds, more or unlooked, closure.again())
 
     def drain(self, quiet_seconds: float) -> Built:
         """Build pending keys until none are left that another builder does not hold
@@ -603,6 +614,11 @@ def summed(builds: Sequence[Built]) -> Built:
         more=bool(builds) and builds[-1].more,
         busy=bool(builds) and builds[-1].busy,
         segments=sum(b.segments for b in builds),
+        again=core.Again(
+            chains=sum(b.again.chains for b in builds),
+            rows=sum(b.again.rows for b in builds),
+            windows=sum(b.again.windows for b in builds),
+        ),
     )
 
 

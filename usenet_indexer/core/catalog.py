@@ -648,6 +648,25 @@ class Wanted:
         return bool(self.spans or self.rows or self.windows)
 
 
+@attrs.frozen
+class Again:
+    """What a closure merges again beyond the keys it is of, by what found each key
+    first (a key two ways found counts once): the repost chains walked forward, the
+    catalog rows the keys went into, the posters' windows. What makes a build merge
+    more than what batches touched, in the build's log line."""
+
+    chains: int = 0
+    rows: int = 0
+    windows: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.chains + self.rows + self.windows
+
+    def __str__(self) -> str:
+        return f"chains {self.chains}, rows {self.rows}, windows {self.windows}"
+
+
 @attrs.define(eq=False)
 class Closure:
     """The keys to merge again for the keys a batch touched (see the module docstring).
@@ -687,6 +706,10 @@ class Closure:
     # The keys the closure is of: one without fresh dates is looked around whole.
     _touched: frozenset[bytes] = frozenset()
     _window_rounds: int = 0
+    # Keys found by each way before their spans were read (see `again`).
+    _via_chains: set[bytes] = attrs.field(factory=set)
+    _via_rows: set[bytes] = attrs.field(factory=set)
+    _via_windows: set[bytes] = attrs.field(factory=set)
     rounds: int = 0
 
     @classmethod
@@ -701,11 +724,22 @@ class Closure:
         closure._found(touched)
         return closure
 
-    def _found(self, keys: Iterable[bytes]) -> None:
+    def _found(self, keys: Iterable[bytes], via: set[bytes] | None = None) -> None:
         found = set(keys)
         found -= self.keys
         found -= self._absent
+        if via is not None:
+            via |= found - self._unread
         self._unread |= found
+
+    def again(self) -> Again:
+        """The stored keys beyond those the closure is of, by what found them first."""
+        keys = self.keys - self._touched
+        return Again(
+            chains=len(keys & self._via_chains),
+            rows=len(keys & self._via_rows),
+            windows=len(keys & self._via_windows),
+        )
 
     def wanted(self) -> Wanted:
         """What the next round must look up (nothing: the closure is complete).
@@ -716,7 +750,7 @@ class Closure:
         if self._walk:
             nexts = {self._repost(key) for key in self._walk}
             self._walk.clear()
-            self._found(nexts)
+            self._found(nexts, self._via_chains)
         self._asked_windows = set()
         if self._unread:
             self._asked = Wanted(spans=tuple(sorted(self._unread)))
@@ -764,10 +798,10 @@ class Closure:
             self._unread.difference_update(asked)
         if rows is not None:
             self._rows_unread.difference_update(wanted.rows)
-            self._found(rows)
+            self._found(rows, self._via_rows)
         if windows is not None:
             self._windows_read |= self._asked_windows
-            self._found(windows)
+            self._found(windows, self._via_windows)
 
     def unwindowed(self, keys: Iterable[bytes]) -> set[bytes]:
         """The stored keys among `keys` that no window was looked in around (a row or a

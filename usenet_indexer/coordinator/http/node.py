@@ -775,10 +775,6 @@ class NodeApi:
             return _NoJob.BUSY
         if job is None:
             return _NoJob.NOTHING
-        logger.info(
-            "node %d: build job %d offered: %d pending keys, %d fragments",
-            *(node_id, job.job_id, len(job.pending), len(job.fragments)),
-        )
         return _Offered(job.job_id, job_pieces(job))
 
     async def _built(self, node_id: int, job_id: int, exchange: Exchange) -> Response:
