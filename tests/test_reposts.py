@@ -183,7 +183,12 @@ def test_pauses_and_restarts_in_a_file() -> None:
     assert restarts([*range(1, 31), 5, *range(31, 40)], list(range(40)), 40) == []
 
 
-def newsup_upload(first: int, names: list[tuple[str, int]], tag: str) -> list[str]:
+def newsup_upload(
+    first: int,
+    names: list[tuple[str, int]],
+    tag: str,
+    poster: str = "NewsUP <NewsUP@somewhere.cbr>",
+) -> list[str]:
     """NewsUP's renamed upload (lib/NewsUP/Article.pm subject, default From)."""
     texts: list[str] = []
     for i, (name, total) in enumerate(names, start=1):
@@ -196,7 +201,7 @@ def newsup_upload(first: int, names: list[tuple[str, int]], tag: str) -> list[st
                         at,
                         subject,
                         f"{tag}{i}.{k}@x.newsup",
-                        poster="NewsUP <NewsUP@somewhere.cbr>",
+                        poster=poster,
                     )
                 )
             )
@@ -231,6 +236,30 @@ def test_uploads_under_a_tools_default_from_hours_apart_in_two_batches_are_apart
         sorted({m[:1] for mids in segments_of(r).values() for m in mids}) for r in releases
     )
     assert ids == [["a"], ["b"]]
+
+
+@pytest.mark.parametrize(
+    ("poster", "apart"),
+    [
+        ("NewsUP <NewsUP@somewhere.cbr>", 5_000),  # minutes apart, under the tool's From
+        ("Tom <tom4596@hotmail.com>", 50_000),  # hours apart, under a poster's own
+    ],
+)
+def test_random_named_uploads_in_a_batch_each_are_apart_whatever_their_gap(
+    poster: str, apart: int
+) -> None:
+    """Two uploads of random names under one From and M, each alone in its batch: one
+    key's two chunks with nothing in common but [1/2] and [2/2] of other names, each
+    another upload's i-th file. The one-pass path of a key (`merge._only_generation`)
+    made them one release of four files, where `_split` makes two."""
+    one = newsup_upload(BASE, [("odJkhbWKWURd.par2", 1), ("toR4Kk2Da1L9", 40)], "a", poster)
+    two = newsup_upload(BASE + apart, [("5bCp3WoignB4.par2", 1), ("j0OClBx99nHB", 40)], "b", poster)
+    releases = merged(index(one + two, batch_every=len(one)))
+    ids = sorted(
+        sorted({m[:1] for mids in segments_of(r).values() for m in mids}) for r in releases
+    )
+    assert ids == [["a"], ["b"]]
+    assert all(len(r.files) == 2 for r in releases)
 
 
 def test_uploads_under_a_tools_default_from_minutes_apart_are_apart() -> None:

@@ -46,6 +46,7 @@ import orjson
 from usenet_indexer.core.batch import UNDATED, FileChunk, ReleaseChunk, representative
 from usenet_indexer.core.naming import release_name, upload_name
 from usenet_indexer.core.reposts import RUN, repost_key
+from usenet_indexer.core.subject import file_stem
 from usenet_indexer.core.uploads import TOOL_FROMS, Part, link
 from usenet_indexer.core.uploads import representative as upload_key
 
@@ -1129,9 +1130,11 @@ def _piece_order(files: list[FileChunk]) -> tuple[int, bytes, str]:
 
 def _only_generation(entry: _Entry) -> _Release | None:
     """The entry as its one generation, or None when a file key comes more than once
-    in its chunks, a file name under two keys, or, under a tool's From, a file
-    posted more than APART_SECONDS from those before it (`_together`): then
-    `_split` places its pieces.
+    in its chunks, a file name under two keys, an [i/M] number under names of two
+    stems (another upload's i-th file: random names under one poster and M share a
+    key; an .nfo posted as [1/1] beside a rar set's [1/36] is of its stem), or,
+    under a tool's From, a file posted more than APART_SECONDS from those before it
+    (`_together`): then `_split` places its pieces.
 
     Most entries are one generation: their files are made in one pass, without
     the checks of `_merge_file`.
@@ -1143,6 +1146,14 @@ def _only_generation(entry: _Entry) -> _Release | None:
         files[chunk.key] = _new_file(chunk)
     if len({file.name for file in files.values()}) < len(files):
         return None
+    stems: dict[int, str] = {}
+    for file in files.values():
+        if (
+            file.index is not None
+            and stems.setdefault(file.index, file.name) != file.name
+            and file_stem(stems[file.index]).lower() != file_stem(file.name).lower()
+        ):
+            return None
     if entry.poster.strip().lower() in TOOL_FROMS and not _together(entry):
         return None  # `_split` starts another generation there
     only = _generation(entry, entry.key)
