@@ -419,9 +419,13 @@ def test_the_build_reads_what_a_batch_touched_through_indexes_on_a_realistic_cat
         "spans": _plan(stores, sql._SPANS, (keys,)),
         "rows": _plan(stores, sql._ROW_KEYS, (keys,)),
         "windows": _plan(stores, sql._WINDOW_KEYS, (posters, lows, highs)),
+        # Under a posting tool's From: a release only with a chunk near the window.
+        "windows near runs": _plan(
+            stores, sql._WINDOW_KEYS_NEAR_RUNS, (["yenc@power-post.org"] * len(lows), lows, highs)
+        ),
         "album windows": _plan(
             stores,
-            sql._ALBUM_WINDOW_KEYS,
+            sql._ALBUM_WINDOW_KEYS_NEAR_RUNS,
             (["yenc@power-post.org"] * len(lows), [10] * len(lows), lows, highs),
         ),
         "changed": _plan(stores, sql._CHANGED_OF, (keys,)),
@@ -453,6 +457,8 @@ def test_the_build_reads_what_a_batch_touched_through_indexes_on_a_realistic_cat
             "fragments",
         }, (name, plan)
     assert "releases_span" in plans["windows"], plans["windows"]
+    assert "releases_span" in plans["windows near runs"], plans["windows near runs"]
+    assert "release_times_key" in plans["windows near runs"], plans["windows near runs"]
     assert "releases_span" in plans["album windows"], plans["album windows"]
     assert "catalog_keys_pkey" in plans["rows"], plans["rows"]
     assert "catalog_pkey" in plans["rows"], plans["rows"]

@@ -416,3 +416,39 @@ def test_a_whole_builds_slice_leaves_a_key_it_reached_pending_with_its_fresh_chu
     whole = catalog_rows(stores)
     assert sorted(int(str(row[3])) for row in whole.values()) == [2, 2]  # [J, K], [P, K's day six]
     assert followed == whole
+
+
+@pytest.mark.parametrize(
+    ("poster", "found"),
+    [
+        ("NewsUP <NewsUP@somewhere.cbr>", False),  # a posting tool's From: by runs
+        ("someone <someone@example.com>", True),  # a poster's own: by the whole span
+    ],
+)
+def test_a_window_under_a_tools_from_finds_a_key_only_near_one_of_its_runs(
+    stores: Stores, poster: str, found: bool
+) -> None:
+    # Random names keyed by From and M: two uploads of M=2 two days apart are one key
+    # whose span covers the day between. An upload of M=3 that day: under NewsUP's
+    # From no generation of the M=2 key reaches it (the merge cuts the key at runs
+    # over merge.APART_SECONDS apart), so its build's window leaves the key, with
+    # every chunk it holds, alone; under a poster's own From a generation may
+    # reach across days (a fill), and the window still finds it by its span.
+    first = posted(
+        "", poster, [(1, "odJkhbWKWURd.par2"), (2, "toR4Kk2Da1L9")], 2, at=START, tag="a"
+    )
+    third = posted(
+        "", poster, [(1, "5bCp3WoignB4.par2"), (2, "j0OClBx99nHB")], 2, at=START + 2 * DAY, tag="c"
+    )
+    between = posted(
+        "",
+        poster,
+        [(1, "Q1w2E3r4T5y6.par2"), (2, "Zx9Cv8Bn7Mk6"), (3, "Lp0Ok9Ij8Uh7")],
+        3,
+        at=START + DAY,
+        tag="b",
+    )
+    built, followed, whole = builds_and_rows(stores, [first, third, between])
+    assert built[-1].pending == 1
+    assert (built[-1].again.windows > 0) is found
+    assert followed == whole

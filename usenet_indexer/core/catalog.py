@@ -575,12 +575,22 @@ class Span:
 class Window:
     """A poster's releases whose span meets [low, high] (None: open-ended); with
     `album`, only those of that M not marked `no_album` (an album's parts
-    under a shared From: see `Closure`)."""
+    under a shared From: see `Closure`); with `near_runs`, only those with a
+    stored chunk within `merge.APART_SECONDS` of it.
+
+    `near_runs` is for a posting tool's default From: there the merge starts a
+    new generation wherever a key's chunks are over APART_SECONDS apart, so no
+    generation of a release reaches the window unless a run of its chunks does.
+    A key all of whose uploads with one M share it (random file names under the
+    tool's From) spans every day the tool's users posted one; by its whole span
+    every window of that From found it, and with it every chunk it holds.
+    """
 
     poster: str
     low: int
     high: int | None
     album: int | None = None
+    near_runs: bool = False
 
 
 def coalesced(windows: Iterable[Window]) -> list[Window]:
@@ -593,8 +603,10 @@ def coalesced(windows: Iterable[Window]) -> list[Window]:
     read 812k rows for 25k keys). A release meets the union of overlapping
     windows iff it meets one of them, so the keys read are the same.
     """
+    windows = list(windows)
+    near_runs = {w.poster: w.near_runs for w in windows}  # of the poster's From
     return [
-        Window(*joined)
+        Window(*joined, near_runs=near_runs[joined[0]])
         for joined in _coalesced((w.poster, w.low, w.high, w.album) for w in windows)
     ]
 
@@ -760,7 +772,8 @@ class Closure:
             if self._window_rounds < WINDOW_ROUNDS:
                 raw = self._windows()
                 raw -= self._windows_read
-                windows = tuple(Window(*w) for w in _coalesced(raw))
+                kind = self._kind
+                windows = tuple(Window(*w, near_runs=kind(w[0])[0]) for w in _coalesced(raw))
                 self._asked_windows = raw
                 self._window_rounds += bool(windows)
             self._asked = Wanted(rows=rows, windows=windows)

@@ -58,6 +58,7 @@ from psycopg_pool import ConnectionPool
 from usenet_indexer.core.batch import FileChunk, ReleaseChunk
 from usenet_indexer.core.catalog import CatalogEntry, Span, Window, query_words, search_name
 from usenet_indexer.core.categories import subcategories
+from usenet_indexer.core.merge import APART_SECONDS
 from usenet_indexer.core.newznab import Item
 from usenet_indexer.decode.ids import NO_IDS, MediaIds
 from usenet_indexer.store import arrays
@@ -273,7 +274,12 @@ _ROW_KEYS = """
 # release's generation may reach from one of its chunks to another days later
 # (a poster's own uploads; core/catalog.py's `_runs`), and a chunk's own From
 # and M may not be its release's. Not by release_times (each chunk's dates):
-# those only tell the windows asked around a touched key's runs.
+# those only tell the windows asked around a touched key's runs. Under a posting
+# tool's From (`Window.near_runs`) no generation reaches past a run of its key's
+# chunks, and a key there may hold every upload of one M for months: such a
+# window also wants a chunk of the release (any From and M: the row's are what
+# the window matched) within merge.APART_SECONDS of it, a run of chunks being
+# at most that far apart (release_times_key: the key's chunks).
 _WINDOW_KEYS = """
     SELECT r.key FROM unnest(%s::text[], %s::int8[], %s::int8[]) AS w(poster, low, high)
     JOIN releases AS r ON hashtext(r.poster) = hashtext(w.poster) AND r.poster = w.poster
@@ -288,7 +294,17 @@ _ALBUM_WINDOW_KEYS = """
       AND int8range(r.posted, r.latest, '[]') && int8range(w.low, w.high, '[]')
       AND NOT r.no_album
 """
-# In key order, as a batch upserts its releases: never a row each of the other's.
+# Either, for windows `near_runs` (their own statements: an OR of the two kept
+# the planner off releases_span): one chunk at least near the window too.
+_NEAR_RUNS = f"""
+    AND EXISTS (
+        SELECT FROM release_times AS t
+        WHERE t.key = r.key AND t.posted > 0
+          AND int8range(t.posted, coalesce(t.latest, t.posted), '[]')
+              && int8range(w.low - {APART_SECONDS}, w.high + {APART_SECONDS}, '[]'))
+"""
+_WINDOW_KEYS_NEAR_RUNS = _WINDOW_KEYS + _NEAR_RUNS
+_ALBUM_WINDOW_KEYS_NEAR_RUNS = _ALBUM_WINDOW_KEYS + _NEAR_RUNS
 _NO_ALBUM = """
     WITH marked AS (
         SELECT key FROM releases WHERE key = ANY(%b) AND NOT no_album ORDER BY key FOR UPDATE
@@ -1268,33 +1284,34 @@ class CatalogTable:
 
     def window_keys(self, windows: Sequence[Window], locks: ShardLocks | None = None) -> set[bytes]:
         """The keys of the releases of each window's poster whose span meets it (of
-        its M and not marked no album's, for an album's window; read on the
-        connection of `locks` when given)."""
-        plain = [w for w in windows if w.album is None]
-        albums = [w for w in windows if w.album is not None]
+        its M and not marked no album's, for an album's window; with a chunk near
+        it, for a window `near_runs`; read on the connection of `locks` when given)."""
         rows: list[tuple[Any, ...]] = []
         with self._reading(locks) as conn:
-            if plain:
-                rows += conn.execute(
-                    _WINDOW_KEYS,
-                    (
-                        arrays.texts([w.poster for w in plain]),
-                        arrays.int8s([w.low for w in plain]),
-                        arrays.int8s([w.high for w in plain]),
-                    ),
-                    binary=True,
-                ).fetchall()
-            if albums:
-                rows += conn.execute(
-                    _ALBUM_WINDOW_KEYS,
-                    (
-                        arrays.texts([w.poster for w in albums]),
-                        arrays.int4s([w.album for w in albums]),
-                        arrays.int8s([w.low for w in albums]),
-                        arrays.int8s([w.high for w in albums]),
-                    ),
-                    binary=True,
-                ).fetchall()
+            for near_runs in (False, True):
+                plain = [w for w in windows if w.album is None and w.near_runs is near_runs]
+                albums = [w for w in windows if w.album is not None and w.near_runs is near_runs]
+                if plain:
+                    rows += conn.execute(
+                        _WINDOW_KEYS_NEAR_RUNS if near_runs else _WINDOW_KEYS,
+                        (
+                            arrays.texts([w.poster for w in plain]),
+                            arrays.int8s([w.low for w in plain]),
+                            arrays.int8s([w.high for w in plain]),
+                        ),
+                        binary=True,
+                    ).fetchall()
+                if albums:
+                    rows += conn.execute(
+                        _ALBUM_WINDOW_KEYS_NEAR_RUNS if near_runs else _ALBUM_WINDOW_KEYS,
+                        (
+                            arrays.texts([w.poster for w in albums]),
+                            arrays.int4s([w.album for w in albums]),
+                            arrays.int8s([w.low for w in albums]),
+                            arrays.int8s([w.high for w in albums]),
+                        ),
+                        binary=True,
+                    ).fetchall()
         return {bytes(key) for (key,) in rows}
 
     def mark_no_album(self, keys: Sequence[bytes]) -> int:
