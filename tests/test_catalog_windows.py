@@ -16,11 +16,13 @@ from email.utils import formatdate
 from itertools import chain
 from typing import Any
 
+import attrs
 import pytest
 from test_catalog_build import album_lines, batches_of_lines, catalog_rows
 
 from usenet_indexer.coordinator.catalog_build import Built, CatalogBuild
 from usenet_indexer.coordinator.stores import Stores
+from usenet_indexer.core.catalog import Window
 from usenet_indexer.store import arrays
 from usenet_indexer.store import catalog as catalog_sql
 
@@ -452,3 +454,38 @@ def test_a_window_under_a_tools_from_finds_a_key_only_near_one_of_its_runs(
     assert built[-1].pending == 1
     assert (built[-1].again.windows > 0) is found
     assert followed == whole
+
+
+def test_a_window_near_runs_finds_a_release_stored_before_its_latest_date_was_kept(
+    stores: Stores,
+) -> None:
+    # A release stored before migration 0013 has no latest date (NULL: "its span is
+    # open-ended, found by every later window, until `uidx catalog build` fills it in"),
+    # and migration 0027 gave it one release_times row of that span (posted, NULL).
+    # Its stored chunks may reach any later day: a window near runs (a posting tool's
+    # From) must find it wherever a window over its span does, not only at its
+    # earliest date.
+    poster = "NewsUP <NewsUP@somewhere.cbr>"
+    one = posted("", poster, [(1, "odJkhbWKWURd.par2"), (2, "toR4Kk2Da1L9")], 2, at=START, tag="a")
+    two = posted(
+        "", poster, [(1, "5bCp3WoignB4.par2"), (2, "j0OClBx99nHB")], 2, at=START + 2 * DAY, tag="c"
+    )
+    numbered = [f"{n}\t{line}".encode() for n, line in enumerate(chain(one, two), 1000)]
+    list(batches_of_lines(stores, "alt.binaries.test", numbered, [len(one), len(two)]))
+    with stores.catalog.pool.connection() as conn:
+        # The key of random names and M 2: both uploads' files, two days apart.
+        [(key,)] = conn.execute(
+            "SELECT key FROM releases WHERE latest - posted > %s", (DAY,)
+        ).fetchall()
+        # As 0013 and 0027 left a release stored before 0013.
+        conn.execute("UPDATE releases SET latest = NULL WHERE key = %s", (key,))
+        conn.execute("DELETE FROM release_times WHERE key = %s", (key,))
+        conn.execute(
+            "INSERT INTO release_times (key, poster, files_announced, posted, latest)"
+            " SELECT key, poster, files_announced, posted, latest FROM releases WHERE key = %s",
+            (key,),
+        )
+    at = START + 2 * DAY
+    window = Window(poster, at - 1800, at + 1800)
+    assert stores.catalog.window_keys([window]) == {bytes(key)}
+    assert stores.catalog.window_keys([attrs.evolve(window, near_runs=True)]) == {bytes(key)}

@@ -279,7 +279,9 @@ _ROW_KEYS = """
 # chunks, and a key there may hold every upload of one M for months: such a
 # window also wants a chunk of the release (any From and M: the row's are what
 # the window matched) within merge.APART_SECONDS of it, a run of chunks being
-# at most that far apart (release_times_key: the key's chunks).
+# at most that far apart (release_times_key: the key's chunks). A chunk of no
+# latest date (a release stored before migration 0013, one row by 0027) reaches
+# on without end, as its release's span does.
 _WINDOW_KEYS = """
     SELECT r.key FROM unnest(%s::text[], %s::int8[], %s::int8[]) AS w(poster, low, high)
     JOIN releases AS r ON hashtext(r.poster) = hashtext(w.poster) AND r.poster = w.poster
@@ -300,7 +302,7 @@ _NEAR_RUNS = f"""
     AND EXISTS (
         SELECT FROM release_times AS t
         WHERE t.key = r.key AND t.posted > 0
-          AND int8range(t.posted, coalesce(t.latest, t.posted), '[]')
+          AND int8range(t.posted, t.latest, '[]')
               && int8range(w.low - {APART_SECONDS}, w.high + {APART_SECONDS}, '[]'))
 """
 _WINDOW_KEYS_NEAR_RUNS = _WINDOW_KEYS + _NEAR_RUNS
