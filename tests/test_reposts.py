@@ -697,3 +697,35 @@ def test_a_repost_key_is_blake2b_of_its_prefix_and_the_key(key: bytes) -> None:
     # Stored catalogs hold these keys: however it is computed, the value stays.
     assert repost_key(key) == hashlib.blake2b(b"repost\x00" + key, digest_size=16).digest()
     assert repost_key(key) == repost_key(key)
+
+
+@pytest.mark.parametrize("cuts", [{12}, {2, 12}], ids=["whole files", "a cut in part01"])
+def test_an_nfo_posted_weeks_after_its_rar_set_goes_with_it_wherever_a_batch_is_cut(
+    cuts: set[int],
+) -> None:
+    """A rar set [01/03]..[03/03] without a head, and its .nfo posted as [01/01] 27 days
+    later (the corpus's zephleggett__dl-nzb__test.nzb): one key (the names' stem) and,
+    by the truth, one upload. The one-pass path of a key (`merge._only_generation`) takes
+    an [i/M] number under names of one stem as one upload's; `_split`, which the merge
+    takes when a file key comes twice (a batch cut inside a file), took the .nfo's [01]
+    for another upload's, so where a batch was cut decided whether it was one release."""
+
+    def posts(first: int, files: list[tuple[str, int]], tag: str) -> list[str]:
+        texts: list[str] = []
+        for i, (name, total) in enumerate(files, start=1):
+            for k in range(1, total + 1):
+                subject = f'[{i:02d}/{len(files):02d}] - "{name}" yEnc ({k}/{total})'
+                texts.append(
+                    dated(line(first + len(texts), subject, f"{tag}{i}.{k}@x", poster="Tom <t@x>"))
+                )
+        return texts
+
+    rars = posts(BASE, [(f"Some.Movie.2019.1080p.part{i:02d}.rar", 4) for i in (1, 2, 3)], "r")
+    nfo = posts(BASE + 27 * 86_400 * 10, [("Some.Movie.2019.1080p.nfo", 1)], "n")
+    releases = merged(index(rars + nfo, cuts=cuts))
+    assert [sorted(f.name for f in r.files) for r in releases] == [
+        [
+            "Some.Movie.2019.1080p.nfo",
+            *(f"Some.Movie.2019.1080p.part{i:02d}.rar" for i in (1, 2, 3)),
+        ]
+    ]

@@ -851,8 +851,14 @@ def _split(chain: list[_Entry]) -> list[_Release]:
                 if level != _AGAIN
                 # A file of that name from another poster: another upload's.
                 and names[g].get(file.name, file.key) == file.key
-                # Another name as the generation's i-th file: another upload's.
-                and (file.index is None or indexes[g].get(file.index, file.name) == file.name)
+                # Another name as the generation's i-th file: another upload's (but
+                # for a name of its stem: an .nfo posted as [1/1] beside a rar set's
+                # [1/36], as `_only_generation` has it).
+                and (
+                    file.index is None
+                    or file_stem(indexes[g].get(file.index, file.name)).lower()
+                    == file_stem(file.name).lower()
+                )
                 and (
                     not shared
                     or file.key in generations[g].files
