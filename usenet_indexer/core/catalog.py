@@ -578,12 +578,15 @@ class Window:
     under a shared From: see `Closure`); with `near_runs`, only those with a
     stored chunk within `merge.APART_SECONDS` of it.
 
-    `near_runs` is for a posting tool's default From: there the merge starts a
-    new generation wherever a key's chunks are over APART_SECONDS apart, so no
-    generation of a release reaches the window unless a run of its chunks does.
-    A key all of whose uploads with one M share it (random file names under the
-    tool's From) spans every day the tool's users posted one; by its whole span
-    every window of that From found it, and with it every chunk it holds.
+    `near_runs` is for a posting tool's default From. `uploads.link` joins a
+    part by its first run only (its files from the earliest on, each within
+    APART_SECONDS of the one before: `merge._first_run_end`), and every dated
+    file lies in a stored chunk, so a part a window's parts can be joined with
+    has a chunk near the window. A key all of whose uploads with one M share it
+    (random file names under the tool's From) spans every day the tool's users
+    posted one; by its whole span every window of that From found it, and with
+    it every chunk it holds. (Under a poster's own From, where one generation may
+    hold files days apart, the whole span still counts: not settled there.)
     """
 
     poster: str

@@ -856,8 +856,8 @@ def _split(chain: list[_Entry]) -> list[_Release]:
                 # [1/36], as `_only_generation` has it).
                 and (
                     file.index is None
-                    or file_stem(indexes[g].get(file.index, file.name)).lower()
-                    == file_stem(file.name).lower()
+                    or (held := indexes[g].get(file.index, file.name)) == file.name
+                    or file_stem(held).lower() == file_stem(file.name).lower()
                 )
                 and (
                     not shared
