@@ -294,6 +294,9 @@ def test_status_shows_the_keys_waiting_for_the_catalog_and_the_builds(
     catalog = _status_json(capsys)["catalog"]
     assert catalog["builds"] == 1
     assert catalog["builds_pending_keys"] == built.pending > 0
+    # How much of what was stored before each pending key brought back.
+    assert catalog["builds_keys_merged"] == built.keys >= built.pending
+    assert catalog["builds_merged_per_pending_key"] == pytest.approx(built.keys / built.pending)
     last = catalog["last_build"]
     assert (last["pending_keys"], last["keys_merged"], last["rows_written"]) == (
         built.pending,
@@ -305,7 +308,10 @@ def test_status_shows_the_keys_waiting_for_the_catalog_and_the_builds(
     assert last["pid"] > 0
     assert main(["status"]) == 0
     out = capsys.readouterr().out
-    assert f"  1 build: {built.pending:,} pending keys taken," in out
+    assert (
+        f"  1 build: {built.pending:,} pending keys taken, {built.keys:,} keys merged"
+        f" ({built.keys / built.pending:,.2f} per pending key),"
+    ) in out
     assert re.search(r"  the last at \d\d:\d\d:\d\d UTC, \d+ s ago:\n", out)
     assert f"    {built.pending:,} pending keys taken, {built.keys:,} keys merged," in out
 

@@ -289,7 +289,10 @@ async def test_the_page_and_metrics_show_the_catalogs_lag_and_builds(
     assert lag.last is not None
     text = " ".join(read((await served.get("/", params=operator)).text).text)
     assert f"{lag.pending_keys:,} keys waiting for the catalog build, the oldest for" in text
-    assert f"1 build in the last 5 minutes took {lag.last.pending:,} pending keys in" in text
+    assert (
+        f"1 build in the last 5 minutes took {lag.last.pending:,} pending keys and merged"
+        f" {lag.last.keys:,} keys ({lag.last.keys / lag.last.pending:,.2f} per pending key) in"
+    ) in text
     assert re.search(r"The last at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC: ", text)
 
     metrics = {
@@ -301,6 +304,8 @@ async def test_the_page_and_metrics_show_the_catalogs_lag_and_builds(
     assert metrics["uidx_catalog_pending_oldest_seconds"] >= 0
     assert metrics["uidx_catalog_builds_recent"] == 1
     assert metrics["uidx_catalog_builds_recent_cpu_seconds"] == pytest.approx(lag.builds_cpu_s)
+    assert metrics["uidx_catalog_builds_recent_pending_keys"] == lag.last.pending
+    assert metrics["uidx_catalog_builds_recent_keys_merged"] == lag.last.keys
     assert "uidx_catalog_last_build_age_seconds" in metrics
 
 

@@ -186,9 +186,15 @@ def _catalog_lines(c: CatalogLag) -> list[str]:
             f"  {_plural(c.pending_keys, 'key')} pending, the oldest for"
             f" {c.oldest_pending_seconds or 0:,.0f} s (since {_clock(c.oldest_pending_since)})"
         )
+    merged = ""
+    if c.merged_per_pending is not None:
+        merged = (
+            f", {_plural(c.builds_merged, 'key')} merged"
+            f" ({c.merged_per_pending:,.2f} per pending key)"
+        )
     lines.append(
-        f"  {_plural(c.builds, 'build')}: {_plural(c.builds_pending, 'pending key')} taken,"
-        f" {c.builds_cpu_s:,.2f} CPU s"
+        f"  {_plural(c.builds, 'build')}: {_plural(c.builds_pending, 'pending key')} taken"
+        f"{merged}, {c.builds_cpu_s:,.2f} CPU s"
     )
     if c.edge_jobs:
         lines.append(f"  {_plural(c.edge_jobs, 'build')} running on edges now")
@@ -393,6 +399,8 @@ def _catalog_json(c: CatalogLag) -> dict[str, Any]:
         "lookback_seconds": c.lookback_seconds,
         "builds": c.builds,
         "builds_pending_keys": c.builds_pending,
+        "builds_keys_merged": c.builds_merged,
+        "builds_merged_per_pending_key": c.merged_per_pending,
         "builds_cpu_seconds": c.builds_cpu_s,
         "edge_build_jobs": c.edge_jobs,
         "last_build": None

@@ -41,7 +41,7 @@ _BEHIND = """
     SELECT extract(epoch FROM now() - min(since))::float8 FROM catalog_pending
 """
 _RECENT = """
-    SELECT count(*), coalesce(sum(pending), 0), coalesce(sum(cpu_s), 0)
+    SELECT count(*), coalesce(sum(pending), 0), coalesce(sum(cpu_s), 0), coalesce(sum(keys), 0)
     FROM catalog_builds WHERE at > now() - make_interval(secs => %s)
 """
 _LAST = """
@@ -88,6 +88,8 @@ class CatalogLag:
         builds: builds recorded in the lookback (by every coordinator process).
         builds_pending: pending keys those builds took.
         builds_cpu_s: their CPU seconds.
+        builds_merged: release keys those builds merged: the pending ones and what
+            their closure brought back (`merged_per_pending`).
         last: the last build recorded (within a day); None if none.
         now: the database's clock when asked.
         edge_jobs: builds edges are doing now (edge_builds; store/build_jobs.py).
@@ -102,6 +104,14 @@ class CatalogLag:
     last: BuildRecord | None
     now: datetime
     edge_jobs: int = 0
+    builds_merged: int = 0
+
+    @property
+    def merged_per_pending(self) -> float | None:
+        """Keys the recent builds merged per pending key they took (None: none taken):
+        1 where batches touch nothing stored before, more the more of what is stored
+        each batch brings back (a build's log line says through what)."""
+        return self.builds_merged / self.builds_pending if self.builds_pending else None
 
     @property
     def oldest_pending_seconds(self) -> float | None:
@@ -145,7 +155,7 @@ class BuildStore:
         assert pending is not None
         assert recent is not None
         count, oldest, now, edge_jobs = pending
-        builds, taken, cpu_s = recent
+        builds, taken, cpu_s, merged = recent
         return CatalogLag(
             pending_keys=int(count),
             oldest_pending_since=oldest,
@@ -156,6 +166,7 @@ class BuildStore:
             last=None if last is None else _record_of(last),
             now=now,
             edge_jobs=int(edge_jobs),
+            builds_merged=int(merged),
         )
 
 

@@ -527,6 +527,17 @@ def _catalog_metrics(snapshot: Status) -> Iterator[GaugeMetricFamily]:
         value=lag.builds_cpu_s,
     )
     yield GaugeMetricFamily(
+        "uidx_catalog_builds_recent_pending_keys",
+        f"Pending keys the catalog builds in {window} took.",
+        value=lag.builds_pending,
+    )
+    yield GaugeMetricFamily(
+        "uidx_catalog_builds_recent_keys_merged",
+        f"Release keys the catalog builds in {window} merged: the pending ones and what"
+        " their closure brought back.",
+        value=lag.builds_merged,
+    )
+    yield GaugeMetricFamily(
         "uidx_catalog_edge_build_jobs",
         "Catalog builds edges are doing now (edge_builds).",
         value=lag.edge_jobs,
