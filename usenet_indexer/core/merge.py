@@ -851,13 +851,10 @@ def _split(chain: list[_Entry]) -> list[_Release]:
                 if level != _AGAIN
                 # A file of that name from another poster: another upload's.
                 and names[g].get(file.name, file.key) == file.key
-                # Another name as the generation's i-th file: another upload's (but
-                # for a name of its stem: an .nfo posted as [1/1] beside a rar set's
-                # [1/36], as `_only_generation` has it).
+                # Another name as the generation's i-th file: another upload's.
                 and (
                     file.index is None
-                    or (held := indexes[g].get(file.index, file.name)) == file.name
-                    or file_stem(held).lower() == file_stem(file.name).lower()
+                    or _one_upload(indexes[g].get(file.index, file.name), file.name)
                 )
                 and (
                     not shared
@@ -1152,12 +1149,10 @@ def _only_generation(entry: _Entry) -> _Release | None:
         files[chunk.key] = _new_file(chunk)
     if len({file.name for file in files.values()}) < len(files):
         return None
-    stems: dict[int, str] = {}
+    numbered: dict[int, str] = {}
     for file in files.values():
-        if (
-            file.index is not None
-            and stems.setdefault(file.index, file.name) != file.name
-            and file_stem(stems[file.index]).lower() != file_stem(file.name).lower()
+        if file.index is not None and not _one_upload(
+            numbered.setdefault(file.index, file.name), file.name
         ):
             return None
     if entry.poster.strip().lower() in TOOL_FROMS and not _together(entry):
@@ -1172,6 +1167,13 @@ def _only_generation(entry: _Entry) -> _Release | None:
         # by name), made once for both.
         only.name = entry.first.name
     return only
+
+
+def _one_upload(held: str, name: str) -> bool:
+    """Whether a file `name` may be the i-th file of a generation whose i-th is `held`
+    (`_split` and `_only_generation` alike): the same name, or one of its stem (an .nfo
+    posted as [1/1] beside a rar set's [1/36]); another name is another upload's."""
+    return held == name or file_stem(held).lower() == file_stem(name).lower()
 
 
 def _together(entry: _Entry) -> bool:

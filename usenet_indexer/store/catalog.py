@@ -307,6 +307,13 @@ _NEAR_RUNS = f"""
 """
 _WINDOW_KEYS_NEAR_RUNS = _WINDOW_KEYS + _NEAR_RUNS
 _ALBUM_WINDOW_KEYS_NEAR_RUNS = _ALBUM_WINDOW_KEYS + _NEAR_RUNS
+# By (an album's window, near runs): an album's take its M after the poster.
+_WINDOW_STATEMENTS = {
+    (False, False): _WINDOW_KEYS,
+    (False, True): _WINDOW_KEYS_NEAR_RUNS,
+    (True, False): _ALBUM_WINDOW_KEYS,
+    (True, True): _ALBUM_WINDOW_KEYS_NEAR_RUNS,
+}
 _NO_ALBUM = """
     WITH marked AS (
         SELECT key FROM releases WHERE key = ANY(%b) AND NOT no_album ORDER BY key FOR UPDATE
@@ -1290,30 +1297,20 @@ class CatalogTable:
         it, for a window `near_runs`; read on the connection of `locks` when given)."""
         rows: list[tuple[Any, ...]] = []
         with self._reading(locks) as conn:
-            for near_runs in (False, True):
-                plain = [w for w in windows if w.album is None and w.near_runs is near_runs]
-                albums = [w for w in windows if w.album is not None and w.near_runs is near_runs]
-                if plain:
-                    rows += conn.execute(
-                        _WINDOW_KEYS_NEAR_RUNS if near_runs else _WINDOW_KEYS,
-                        (
-                            arrays.texts([w.poster for w in plain]),
-                            arrays.int8s([w.low for w in plain]),
-                            arrays.int8s([w.high for w in plain]),
-                        ),
-                        binary=True,
-                    ).fetchall()
-                if albums:
-                    rows += conn.execute(
-                        _ALBUM_WINDOW_KEYS_NEAR_RUNS if near_runs else _ALBUM_WINDOW_KEYS,
-                        (
-                            arrays.texts([w.poster for w in albums]),
-                            arrays.int4s([w.album for w in albums]),
-                            arrays.int8s([w.low for w in albums]),
-                            arrays.int8s([w.high for w in albums]),
-                        ),
-                        binary=True,
-                    ).fetchall()
+            for (album, near_runs), statement in _WINDOW_STATEMENTS.items():
+                asked = [
+                    w for w in windows if (w.album is not None, w.near_runs) == (album, near_runs)
+                ]
+                if not asked:
+                    continue
+                columns = [arrays.texts([w.poster for w in asked])]
+                if album:
+                    columns.append(arrays.int4s([w.album or 0 for w in asked]))
+                columns += [
+                    arrays.int8s([w.low for w in asked]),
+                    arrays.int8s([w.high for w in asked]),
+                ]
+                rows += conn.execute(statement, columns, binary=True).fetchall()
         return {bytes(key) for (key,) in rows}
 
     def mark_no_album(self, keys: Sequence[bytes]) -> int:
