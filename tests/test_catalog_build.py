@@ -15,7 +15,7 @@ import re
 import threading
 from collections.abc import Iterator, Sequence
 from email.utils import formatdate
-from itertools import accumulate, cycle
+from itertools import accumulate, chain, cycle
 from pathlib import Path
 from typing import Any
 
@@ -63,14 +63,20 @@ def batches_of_lines(
     stores: Stores, group_name: str, lines: list[bytes], every: int | Sequence[int]
 ) -> Iterator[int]:
     """Index overview lines as one edge, storing a batch every `every` lines (see above),
-    or a batch of each of the sizes `every` lists, in order."""
+    or a batch of each of the sizes `every` lists, in order (the group added unless it
+    is there: a later call is a backfill's range)."""
     sizes = [every] * -(-len(lines) // every) if isinstance(every, int) else list(every)
     assert sum(sizes[:-1]) < len(lines) <= sum(sizes), (sizes, len(lines))
     numbers = [int(line.split(b"\t", 1)[0]) for line in lines]
-    group = GroupStore(stores.ranges.pool).add(group_name)
+    groups = GroupStore(stores.ranges.pool)
+    group = (
+        groups.id_of(group_name)
+        if any(g.name == group_name for g in groups.list())
+        else groups.add(group_name)
+    )
     low, high = min(numbers), max(numbers)
     stores.ranges.plan(group, low, high, high - low + 1)
-    node_id = stores.nodes.authenticate(stores.nodes.create("edge"))
+    node_id = stores.nodes.authenticate(stores.nodes.create(f"edge-{low}"))
     assert node_id is not None
     lease = stores.ranges.lease(node_id, TTL)
     assert lease is not None
@@ -740,3 +746,99 @@ def test_no_automatic_garbage_collection_runs_while_a_build_merges(stores: Store
     # times at most); a build with the collector on met 11 here.
     assert len(collections) <= SHARDS // MAX_SHARDS
     assert gc.isenabled()
+
+
+def test_a_backfill_leaves_the_later_uploads_guids_and_nzbs(stores: Stores) -> None:
+    """Four uploads of one release key (a poster's same files posted again days apart),
+    the later three indexed and built first, grabbed, then the earliest backfilled. A
+    grab's guid must still give the upload it gave: the generations after the earliest
+    keep their rows, grabs and NZBs; the earliest takes the release key's guid."""
+    from test_indexer import upload
+    from test_reposts import FILES, HEAD, dated
+
+    day = 24 * 60 * 60 * 10  # articles: `dated` gives a second every ten
+    uploads = [
+        [dated(text).encode() for text in upload(1_000 + n * day, HEAD, FILES, tag=f"{tag}.")]
+        for n, tag in enumerate("abcd")
+    ]
+
+    def by_upload() -> dict[str, tuple[str, list[str]]]:
+        """Each row's upload (the tag of its NZB's message-ids): its guid and message-ids."""
+        found = {}
+        for guid in catalog_rows(stores):
+            row = stores.catalog.row(guid)
+            assert row is not None
+            release = stores.build.release(row)
+            assert release is not None
+            ids = [m for f in release.files for _, m, _ in f.segments]
+            [tag] = {m[:1] for m in ids}
+            found[tag] = (guid, ids)
+        return found
+
+    for _ in batches_of_lines(stores, "alt.binaries.test", [*chain(*uploads[1:])], len(FILES)):
+        pass
+    stores.build.drain(quiet_seconds=0)
+    before = by_upload()
+    assert sorted(before) == ["b", "c", "d"]
+    for guid, _ in before.values():
+        stores.catalog.grab(guid)
+    for _ in batches_of_lines(stores, "alt.binaries.test", uploads[0], 10_000):
+        pass
+    stores.build.drain(quiet_seconds=0)
+    after = by_upload()
+    assert sorted(after) == ["a", "b", "c", "d"]
+    assert {tag: after[tag] for tag in "cd"} == {tag: before[tag] for tag in "cd"}
+    for tag in "cd":
+        row = stores.catalog.row(after[tag][0])
+        assert row is not None
+        assert row.item.grabs == 1
+    assert after["a"][0] == before["b"][0]  # the release key's guid: the earliest upload's
+    assert after["b"][0] not in {guid for guid, _ in before.values()}
+    stores.build.everything(quiet_seconds=0)
+    assert by_upload() == after
+
+
+def test_a_catalog_of_positional_generation_keys_is_built_again_under_their_own(
+    stores: Stores,
+) -> None:
+    """Migration 0043: rows of later generations stored under the n-th repost key (as
+    builds before it keyed them) are pending again, and the build that follows makes
+    the rows a whole rebuild makes; the earliest generation keeps its guid and grab."""
+    from test_indexer import upload
+    from test_reposts import FILES, HEAD, dated
+
+    from usenet_indexer.core.reposts import repost_key
+    from usenet_indexer.store.migrate import load_migrations
+
+    day = 24 * 60 * 60 * 10
+    lines = [
+        dated(text).encode()
+        for n, tag in enumerate("abcd")
+        for text in upload(1_000 + n * day, HEAD, FILES, tag=f"{tag}.")
+    ]
+    for _ in batches_of_lines(stores, "alt.binaries.test", lines, len(FILES)):
+        pass
+    stores.build.drain(quiet_seconds=0)
+    built = catalog_rows(stores)
+    assert len(built) == 4
+    by_date = sorted(built, key=lambda guid: stores.catalog.row(guid).item.posted)  # type: ignore[union-attr]
+    first = bytes.fromhex(by_date[0])
+    positional = [first]
+    for _ in by_date[1:]:
+        positional.append(repost_key(positional[-1]))
+    stores.catalog.grab(by_date[0])
+    with stores.catalog.pool.connection() as conn:
+        for guid, old in zip(by_date[1:], positional[1:], strict=True):
+            conn.execute("UPDATE catalog SET guid = %s WHERE guid = %s", (old.hex(), guid))
+        conn.execute("DELETE FROM catalog_pending")
+        [migration] = [m for m in load_migrations() if m.version == 43]
+        conn.execute(migration.sql)
+    stores.build.drain(quiet_seconds=0)
+    followed = catalog_rows(stores)
+    assert set(followed) == set(built)
+    assert not {old.hex() for old in positional[1:]} & set(followed)
+    row = stores.catalog.row(by_date[0])
+    assert row is not None
+    assert row.item.grabs == 1
+    stores.build.everything(quiet_seconds=0)
+    assert catalog_rows(stores) == followed

@@ -729,3 +729,46 @@ def test_an_nfo_posted_weeks_after_its_rar_set_goes_with_it_wherever_a_batch_is_
             *(f"Some.Movie.2019.1080p.part{i:02d}.rar" for i in (1, 2, 3)),
         ]
     ]
+
+
+def _keys_by_upload(releases: list[CatalogRelease]) -> dict[str, bytes]:
+    """Each release's key by the tag of its message-ids (one upload each)."""
+    keys = {}
+    for release in releases:
+        [tag] = {m[:1] for mids in segments_of(release).values() for m in mids}
+        keys[tag] = release.key
+    return keys
+
+
+@pytest.mark.parametrize("tool", [True, False])
+def test_an_upload_indexed_late_changes_no_later_uploads_key(tool: bool) -> None:
+    """A backfill: four uploads of one release key (random names under one From and M,
+    or one poster's same files posted again days apart), the earliest indexed last.
+    A release's key is its guid (a grab's NZB link): the uploads after the earliest
+    keep theirs whatever comes before them. The earliest upload has the release key;
+    the one that had it before has a key of its own now, which no other upload had."""
+    day = 24 * 60 * 60 * 10  # articles: `dated` gives a second every ten
+    if tool:
+        rng = random.Random(5)  # NewsUP's obfuscated names: 12 random letters and digits
+        alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+        names = [
+            [
+                (f"{''.join(rng.choices(alphabet, k=12))}{suffix}", total)
+                for suffix, total in ((".par2", 1), ("", 40))
+            ]
+            for _ in range(4)
+        ]
+        uploads = [newsup_upload(BASE + n * day, names[n], tag) for n, tag in enumerate("abcd")]
+    else:
+        uploads = [
+            [dated(text) for text in upload(BASE + n * day, HEAD, FILES, tag=f"{tag}.")]
+            for n, tag in enumerate("abcd")
+        ]
+    later = [text for texts in uploads[1:] for text in texts]
+    before = _keys_by_upload(merged(index(later, batch_every=len(uploads[1]))))
+    after = _keys_by_upload(merged(index(uploads[0]) + index(later, batch_every=len(uploads[1]))))
+    assert sorted(before) == ["b", "c", "d"]
+    assert sorted(after) == ["a", "b", "c", "d"]
+    assert {tag: after[tag] for tag in "cd"} == {tag: before[tag] for tag in "cd"}
+    assert after["a"] == before["b"]  # the release key, the earliest upload's
+    assert after["b"] not in {*before.values(), after["a"]}

@@ -23,8 +23,11 @@ posters' uploads of one name at once). A file chunk that repeats some
 numbers of its generation just before one that went on to a later
 generation goes with it (a takedown's repost repeats only some numbers of
 some files). A file's copies in several generations go to them in order
-of date, the earliest to the earliest generation. Generation n comes out
-under the n-th repost key. What a generation says of itself is of the
+of date, the earliest to the earliest generation. The earliest
+generation comes out under the release key, each later one under a key of
+its own upload's (`reposts.generation_key` of the release key and its
+earliest file chunk's first message-id): an upload indexed late (a
+backfill) changes no later upload's key, which is its row's guid. What a generation says of itself is of the
 chunks it holds, whatever key a batch cut gave them: whether a batch asked
 a probe of it, and its poster, head and [i/M] (its earliest one's); a
 file's subject is the fullest of its key's chunks. Its groups are the
@@ -45,10 +48,16 @@ import orjson
 
 from usenet_indexer.core.batch import UNDATED, FileChunk, ReleaseChunk, representative
 from usenet_indexer.core.naming import release_name, upload_name
-from usenet_indexer.core.reposts import RUN, repost_key
+from usenet_indexer.core.reposts import RUN, generation_key, repost_key
 from usenet_indexer.core.subject import file_stem
 from usenet_indexer.core.uploads import TOOL_FROMS, Part, link
 from usenet_indexer.core.uploads import representative as upload_key
+
+# How the merge keys generations (`_keyed`), which are the catalog rows' guids: 1 by
+# their place among a release's generations (before migration 0043), 2 by their own
+# upload. An edge that builds catalog jobs says its own (`POST builds?keys=2`), and
+# a coordinator offers jobs only to an edge that keys as it does.
+KEYS = 2
 
 # Under a posting tool's default From (uploads.TOOL_FROMS), a file new to a
 # generation joins it only when posted within this long of its latest file:
@@ -872,7 +881,7 @@ def _split(chain: list[_Entry]) -> list[_Release]:
                 place = min(own or choices, key=lambda g: (abs(posted - latest[g]), g))
             else:
                 place = len(generations)
-                generations.append(_generation(base, repost_key(generations[-1].key)))
+                generations.append(_generation(base, base.key))  # keyed at the end
                 latest.append(0)
                 names.append({})
                 indexes.append({})
@@ -928,10 +937,34 @@ def _split(chain: list[_Entry]) -> list[_Release]:
             generation.poster, generation.files_announced = poster, announced
     _subjects(chain, generations)
     made = [g for g in generations if g.files]
+    _keyed(base.key, made)
     for generation in made[1:]:
         if generation.poster == made[0].poster:
             generation.repost_of = made[0].key
     return made
+
+
+def _keyed(key: bytes, made: list[_Release]) -> None:
+    """Give each generation its key (its row's guid): the first (the earliest upload)
+    the release key, each later one a key of its own upload's: of the release key and
+    the first message-id of its earliest file chunk (`reposts.generation_key`), never
+    of its place among the generations. So an upload indexed late (a backfill) that
+    comes before the others takes the release key from the one that had it, which
+    gets a key of its own, and every other generation keeps its key."""
+    if not made:
+        return
+    made[0].key = key
+    taken = {key}
+    for generation in made[1:]:
+        earliest = min(
+            (chunk for file in generation.files.values() for chunk in file.chunks),
+            key=_file_chunk_order,
+        )
+        own = generation_key(key, earliest.first_message_id)
+        while own in taken:  # two generations with one earliest message-id
+            own = repost_key(own)
+        taken.add(own)
+        generation.key = own
 
 
 @attrs.define(eq=False)

@@ -81,6 +81,20 @@ def repost_key(key: bytes) -> bytes:
     return hasher.digest()
 
 
+_GENERATION = blake2b(b"generation\x00", digest_size=16)
+
+
+def generation_key(key: bytes, message_id: str) -> bytes:
+    """The catalog key (a row's guid) of a later generation of the release `key`
+    whose earliest file chunk starts with `message_id`: blake2b-128 of
+    b"generation\\x00", the key and the message-id. Its own upload's, never its
+    place among the release's generations (merge.py)."""
+    hasher = _GENERATION.copy()
+    hasher.update(key)
+    hasher.update(message_id.encode("utf-8", "surrogateescape"))
+    return hasher.digest()
+
+
 def pass_starts(numbers: Sequence[int], articles: Sequence[int], *, cut: bool = True) -> list[int]:
     """Where a release's segments are cut into pieces that may be passes (0 first).
 
