@@ -55,6 +55,7 @@ from usenet_indexer.coordinator.server import serve
 from usenet_indexer.coordinator.stores import Stores
 from usenet_indexer.core.catalog import CatalogEntry, Categories, Made
 from usenet_indexer.core.indexer import RangeIndexer
+from usenet_indexer.core.merge import KEYS
 from usenet_indexer.core.retry import RetryPolicy
 from usenet_indexer.decode.ids import MediaIds
 from usenet_indexer.edge.builds import build_forever, run_job
@@ -80,6 +81,8 @@ from usenet_indexer.wire.buildjob import (
 from usenet_indexer.wire.fragments import BadFragment
 
 DEADLINE_SECONDS = 60
+# What an edge of this version says as it asks for a build (edge/client.py).
+ASKING = {"keys": str(KEYS)}
 
 
 @pytest.fixture
@@ -601,7 +604,7 @@ async def test_an_edge_builds_the_catalog_over_the_node_api_and_bad_rows_are_4xx
     with trio.fail_after(DEADLINE_SECONDS):
         async with httpx.AsyncClient(base_url=url, headers=bearer(token)) as client:
             # Nothing left: a 204 that says when to ask again.
-            response = await client.post("builds")
+            response = await client.post("builds", params=ASKING)
     assert (response.status_code, response.headers.get("retry-after")) == (204, "1")
     followed = catalog_rows(edge_stores)
     assert len(followed) > 5
@@ -700,7 +703,7 @@ async def test_an_ask_whose_first_offer_outlasts_its_wait_is_answered_not_a_500(
         url = await start_api(nursery, settings, stores)
         async with httpx.AsyncClient(base_url=url, headers=bearer(token), timeout=60) as client:
             started = trio.current_time()
-            response = await client.post("builds", params={"wait": "1"})
+            response = await client.post("builds", params={**ASKING, "wait": "1"})
     assert (response.status_code, response.headers.get("retry-after")) == (204, "1")
     assert trio.current_time() - started < 6.0
 
@@ -710,7 +713,7 @@ async def held_ask(url: str, token: str) -> tuple[httpx.Response, float]:
     took on the trio clock."""
     async with httpx.AsyncClient(base_url=url, headers=bearer(token), timeout=60) as client:
         started = trio.current_time()
-        response = await client.post("builds", params={"wait": "10"})
+        response = await client.post("builds", params={**ASKING, "wait": "10"})
     return response, trio.current_time() - started
 
 
@@ -736,7 +739,7 @@ async def test_a_held_ask_for_a_build_is_answered_once_keys_are_pending_or_at_th
         host, port = await nursery.start(serving)
         url = f"http://{host}:{port}/api/v1/node/"
         async with httpx.AsyncClient(base_url=url, headers=bearer(token)) as client:
-            older = await client.post("builds")  # no wait: at once, as ever
+            older = await client.post("builds", params=ASKING)  # no wait: at once, as ever
         assert (older.status_code, older.headers.get("retry-after")) == (204, "1")
         assert await offers.receive() is None
         poked = trio.Event()
@@ -912,7 +915,7 @@ async def test_an_edge_stopped_mid_job_gives_it_back_and_another_edge_builds_it_
             merge_may_end.set()
         assert build_jobs_held(edge_stores) == 0
         async with httpx.AsyncClient(base_url=url, headers=bearer(other_token)) as client:
-            response = await client.post("builds")
+            response = await client.post("builds", params=ASKING)
     assert response.status_code == 200
     job = decode_job(response.content)
     assert response.headers["x-uidx-build-job"] == str(job.job_id)
@@ -968,12 +971,12 @@ async def test_a_job_made_for_an_edge_that_went_away_meanwhile_is_ended_not_rese
         url = await start_api(nursery, settings, stores)
         async with httpx.AsyncClient(base_url=url, headers=bearer(gone_token), timeout=60) as c:
             with trio.move_on_after(1.0) as left:
-                await c.post("builds", params={"wait": "10"})
+                await c.post("builds", params={**ASKING, "wait": "10"})
         assert left.cancelled_caught
         await given_back.wait()  # as the offer (5 s) ends with its job made
         assert build_jobs_held(stores) == 0
         async with httpx.AsyncClient(base_url=url, headers=bearer(other_token), timeout=60) as c:
-            response = await c.post("builds")
+            response = await c.post("builds", params=ASKING)
             assert response.status_code == 200
             job_id = int(response.headers["x-uidx-build-job"])
             assert build_jobs_held(stores) == 1
@@ -982,3 +985,37 @@ async def test_a_job_made_for_an_edge_that_went_away_meanwhile_is_ended_not_rese
             assert (await c.get(f"builds/{job_id}")).headers["allow"] == "POST, DELETE"
             assert (await c.delete(f"builds/{job_id}")).status_code == 204
             assert build_jobs_held(stores) == 0
+
+
+@pytest.mark.trio
+async def test_an_edge_that_keys_generations_otherwise_is_offered_no_build(
+    nursery: trio.Nursery,
+    settings: Settings,
+    edge_stores: Stores,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """An edge of another uidx version (one from before generations had keys of their
+    own says nothing; a later one another scheme) would write rows under other guids:
+    it gets a 204 that says to ask again in 30 s, the keys stay pending for a builder of
+    this version, and the coordinator's log says why, once per node."""
+    stored(edge_stores)
+    pending = pending_keys(edge_stores)
+    assert pending > 0
+    token = edge_stores.nodes.create("older")
+    with trio.fail_after(DEADLINE_SECONDS):
+        url = await start_api(nursery, settings, edge_stores)
+        async with httpx.AsyncClient(base_url=url, headers=bearer(token)) as client:
+            answers = [
+                await client.post("builds", params=asked)
+                for asked in (None, {"keys": "1"}, {"keys": str(KEYS + 1), "wait": "5"})
+            ]
+            assert [(a.status_code, a.headers.get("retry-after")) for a in answers] == [
+                (204, "30")
+            ] * 3
+            assert build_jobs_held(edge_stores) == 0
+            assert pending_keys(edge_stores) == pending
+            ours = await client.post("builds", params=ASKING)
+            assert ours.status_code == 200
+    said = [r.getMessage() for r in caplog.records if "another uidx version" in r.getMessage()]
+    assert len(said) == 1, said
+    assert f"where this coordinator keys them by {KEYS}" in said[0]

@@ -35,6 +35,7 @@ import attrs
 import httpx
 import trio
 
+from usenet_indexer.core.merge import KEYS
 from usenet_indexer.core.retry import RetryPolicy
 from usenet_indexer.core.rules import Rule, rule_from_wire
 from usenet_indexer.errors import RemoteProtocolError, UidxError
@@ -365,7 +366,11 @@ class NodeClient:
         Raises:
             NodeApiError: the call failed (404: the coordinator offers no builds).
         """
-        params = {"wait": f"{wait_seconds:g}"} if wait_seconds > 0 else None
+        # How this uidx keys generations (merge.KEYS): a coordinator that keys them
+        # otherwise offers no job (an older one does not ask).
+        params = {"keys": str(KEYS)}
+        if wait_seconds > 0:
+            params["wait"] = f"{wait_seconds:g}"
         response = await self._attempts("builds", lambda: self._http.post("builds", params=params))
         if response.status_code == 204:
             return _retry_after(response.headers.get("retry-after"))

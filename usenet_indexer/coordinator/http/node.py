@@ -70,6 +70,7 @@ from usenet_indexer.coordinator.landings import Landings
 from usenet_indexer.coordinator.lost import forget_lost_after
 from usenet_indexer.coordinator.stores import Stores
 from usenet_indexer.coordinator.stream import RangeStream, SpoolReader, Streamed, StreamTiming
+from usenet_indexer.core.merge import KEYS
 from usenet_indexer.core.rules import DEFAULT_RULES
 from usenet_indexer.errors import HOST_LIMITS, SpoolStoreError, sole_error
 from usenet_indexer.spool.store import SpoolStore, as_spool, open_spool
@@ -162,6 +163,9 @@ _MSGPACK: Final = ((b"content-type", b"application/msgpack"),)
 # nothing pending, or what is pending held by other builders.
 BUILD_RETRY_SECONDS: Final = 1
 BUILD_BUSY_SECONDS: Final = 3
+# ... and to an edge of another uidx version, which keys generations (the rows'
+# guids) otherwise (`merge.KEYS`): it builds nothing until it is upgraded.
+BUILD_OTHER_KEYS_SECONDS: Final = 30
 # A builds call with nothing pending waits at most this long for keys to be
 # (`POST builds?wait=N`): an idle edge asks every ~11 s instead of every second,
 # and each ask is an authentication and an offer (~3.5 PostgreSQL transactions:
@@ -177,9 +181,12 @@ class _NoJob(enum.Enum):
 
     NOTHING = "nothing pending that no builder holds"
     BUSY = "what is pending is held by other builders"
+    OTHER_KEYS = "the edge keys generations otherwise (another uidx version)"
 
     @property
     def retry_seconds(self) -> int:
+        if self is _NoJob.OTHER_KEYS:
+            return BUILD_OTHER_KEYS_SECONDS
         return BUILD_BUSY_SECONDS if self is _NoJob.BUSY else BUILD_RETRY_SECONDS
 
 
@@ -350,6 +357,15 @@ def _asked_wait(query: bytes, most: float) -> float:
     return 0.0
 
 
+def _asked_keys(query: bytes) -> int:
+    """How the asking edge keys generations (`?keys=N`, merge.KEYS); 0 when it does not
+    say (an edge from before the scheme it names) or says it unreadably."""
+    for name, value in parse_qsl(query.decode("latin-1")):
+        if name == "keys":
+            return int(value) if value.isascii() and value.isdigit() and len(value) < 6 else 0
+    return 0
+
+
 def _range_id(text: str) -> int | None:
     # isascii first: str.isdigit accepts other scripts' digits, which int() reads.
     if not (text.isascii() and text.isdigit()) or len(text) > 19:
@@ -423,6 +439,8 @@ class NodeApi:
     # what it found answers them too (`_offer`).
     _offered_at: int = attrs.field(init=False, default=-1)
     _offer_covers: bool = attrs.field(init=False, default=False)
+    # The nodes told they key generations otherwise (`_note_other_keys`).
+    _other_keys: set[int] = attrs.field(init=False, factory=set)
     _limiter: trio.CapacityLimiter = attrs.field(init=False)
     _streams: RangeStream = attrs.field(init=False)
 
@@ -457,6 +475,10 @@ class NodeApi:
         exchange.caller = f"node {node_id}"
         if found.action is Action.BUILD:
             await self._read_body(exchange, CONTROL_BODY_BYTES)  # none expected
+            keys = _asked_keys(exchange.query)
+            if keys != KEYS:
+                self._note_other_keys(node_id, keys)
+                return _build_answer(_NoJob.OTHER_KEYS)
             wait_seconds = _asked_wait(exchange.query, BUILD_WAIT_MAX_SECONDS)
             return await self._offer_build(node_id, wait_seconds, exchange.body)
         if found.action is Action.BUILT:
@@ -483,6 +505,20 @@ class NodeApi:
                 return parked
         return await self._control(
             node_id, found.action, found.range_id, epoch, stopping=control.stopping
+        )
+
+    def _note_other_keys(self, node_id: int, keys: int) -> None:
+        """Say once per node (and process) that its builds calls get no job."""
+        if node_id in self._other_keys:
+            return
+        self._other_keys.add(node_id)
+        logger.warning(
+            "node %d runs another uidx version: it keys a release's generations by scheme %s"
+            " where this coordinator keys them by %d (the rows' guids); it is offered no"
+            " catalog build until it runs this version",
+            node_id,
+            keys or "1 (it does not say)",
+            KEYS,
         )
 
     async def _run(self, function: Callable[[Unpack[_Args]], _T], *args: *_Args) -> _T:
