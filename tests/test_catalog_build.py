@@ -748,19 +748,26 @@ def test_no_automatic_garbage_collection_runs_while_a_build_merges(stores: Store
     assert gc.isenabled()
 
 
+def posted_daily(tags: str) -> list[list[bytes]]:
+    """A poster's upload of the same files (test_reposts' FILES) posted again every day,
+    new message-ids each time (tagged by each of `tags`): one release key, a generation
+    an upload. Each upload's overview lines, in order."""
+    from test_indexer import upload
+    from test_reposts import FILES, HEAD, dated
+
+    day = 24 * 60 * 60 * 10  # articles: `dated` gives a second every ten
+    return [
+        [dated(text).encode() for text in upload(1_000 + n * day, HEAD, FILES, tag=f"{tag}.")]
+        for n, tag in enumerate(tags)
+    ]
+
+
 def test_a_backfill_leaves_the_later_uploads_guids_and_nzbs(stores: Stores) -> None:
     """Four uploads of one release key (a poster's same files posted again days apart),
     the later three indexed and built first, grabbed, then the earliest backfilled. A
     grab's guid must still give the upload it gave: the generations after the earliest
     keep their rows, grabs and NZBs; the earliest takes the release key's guid."""
-    from test_indexer import upload
-    from test_reposts import FILES, HEAD, dated
-
-    day = 24 * 60 * 60 * 10  # articles: `dated` gives a second every ten
-    uploads = [
-        [dated(text).encode() for text in upload(1_000 + n * day, HEAD, FILES, tag=f"{tag}.")]
-        for n, tag in enumerate("abcd")
-    ]
+    uploads = posted_daily("abcd")
 
     def by_upload() -> dict[str, tuple[str, list[str]]]:
         """Each row's upload (the tag of its NZB's message-ids): its guid and message-ids."""
@@ -775,7 +782,7 @@ def test_a_backfill_leaves_the_later_uploads_guids_and_nzbs(stores: Stores) -> N
             found[tag] = (guid, ids)
         return found
 
-    for _ in batches_of_lines(stores, "alt.binaries.test", [*chain(*uploads[1:])], len(FILES)):
+    for _ in batches_of_lines(stores, "alt.binaries.test", [*chain(*uploads[1:])], 3):
         pass
     stores.build.drain(quiet_seconds=0)
     before = by_upload()
@@ -804,19 +811,11 @@ def test_a_catalog_of_positional_generation_keys_is_built_again_under_their_own(
     """Migration 0043: rows of later generations stored under the n-th repost key (as
     builds before it keyed them) are pending again, and the build that follows makes
     the rows a whole rebuild makes; the earliest generation keeps its guid and grab."""
-    from test_indexer import upload
-    from test_reposts import FILES, HEAD, dated
-
     from usenet_indexer.core.reposts import repost_key
     from usenet_indexer.store.migrate import load_migrations
 
-    day = 24 * 60 * 60 * 10
-    lines = [
-        dated(text).encode()
-        for n, tag in enumerate("abcd")
-        for text in upload(1_000 + n * day, HEAD, FILES, tag=f"{tag}.")
-    ]
-    for _ in batches_of_lines(stores, "alt.binaries.test", lines, len(FILES)):
+    lines = [*chain(*posted_daily("abcd"))]
+    for _ in batches_of_lines(stores, "alt.binaries.test", lines, 3):
         pass
     stores.build.drain(quiet_seconds=0)
     built = catalog_rows(stores)
@@ -842,3 +841,30 @@ def test_a_catalog_of_positional_generation_keys_is_built_again_under_their_own(
     assert row.item.grabs == 1
     stores.build.everything(quiet_seconds=0)
     assert catalog_rows(stores) == followed
+
+
+def test_a_generation_a_new_upload_leaves_as_it_was_is_not_written_again(
+    stores: Stores,
+) -> None:
+    """A new upload under a release key (a repost a day later) changes its key's chunks,
+    not the earlier uploads' rows: those are neither written again (no new row version:
+    its indexes' entries, the catalog_keys trigger) nor dated as changed."""
+    uploads = posted_daily("abcd")
+
+    def versions() -> dict[str, tuple[str, object]]:
+        with stores.catalog.pool.connection() as conn:
+            rows = conn.execute("SELECT guid, xmin::text, changed_at FROM catalog").fetchall()
+        return {str(guid): (str(version), changed) for guid, version, changed in rows}
+
+    for _ in batches_of_lines(stores, "alt.binaries.test", [*chain(*uploads[:3])], 3):
+        pass
+    stores.build.drain(quiet_seconds=0)
+    before = versions()
+    assert len(before) == 3
+    for _ in batches_of_lines(stores, "alt.binaries.test", uploads[3], 10_000):
+        pass
+    built = stores.build.drain(quiet_seconds=0)
+    assert built.pending == 1  # the release key: the new upload came under it
+    after = versions()
+    assert len(after) == 4
+    assert {guid: after[guid] for guid in before} == before

@@ -153,7 +153,12 @@ _CATALOG_TYPES = (
 )  # fmt: skip
 # Shown: complete, or quiet for long enough; a row once shown stays shown. A row
 # the build made again as it was is not written (no dead tuple, no index entry,
-# no trigger): only a new row, a changed one, or one to show now.
+# no trigger): only a new row, a changed one, or one to show now. As it was means
+# but for its changed_at: that is when its source keys last got chunks, and a key
+# shared by many uploads (a repost's, random names keyed by poster and M) gets
+# them for its newest upload while its earlier ones' rows stay as they were; such
+# a row keeps the date it last changed (and is shown once quiet since then, by
+# _SHOW_QUIET), where every upload of the key was written again and kept waiting.
 _CATALOG_MERGE = """
     INSERT INTO catalog AS c (guid, name, search_name, category, size, files, poster, groups,
                               posted, completion, season, episode, probe_candidate, sources,
@@ -174,13 +179,13 @@ _CATALOG_MERGE = """
         tmdb = excluded.tmdb, shown = c.shown OR excluded.shown, built_at = now()
     WHERE NOT c.guid = ANY(%(held)s::text[])
       AND ((c.name, c.search_name, c.category, c.size, c.files, c.poster, c.groups, c.posted,
-           c.completion, c.season, c.episode, c.probe_candidate, c.sources, c.changed_at,
+           c.completion, c.season, c.episode, c.probe_candidate, c.sources,
            c.state, c.imdb, c.tvdb, c.tvmaze, c.tmdb)
           IS DISTINCT FROM
           (excluded.name, excluded.search_name, excluded.category, excluded.size,
            excluded.files, excluded.poster, excluded.groups, excluded.posted,
            excluded.completion, excluded.season, excluded.episode, excluded.probe_candidate,
-           excluded.sources, excluded.changed_at, excluded.state, excluded.imdb,
+           excluded.sources, excluded.state, excluded.imdb,
            excluded.tvdb, excluded.tvmaze, excluded.tmdb)
        OR (excluded.shown AND NOT c.shown))
 """
