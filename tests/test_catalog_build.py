@@ -278,27 +278,42 @@ def test_what_probes_found_of_a_repost_generation_is_in_the_catalog_that_follows
     # A repost generation's release key (its row's guid) is no stored release key:
     # the builds that follow the batches read what probes found of their keys only,
     # and the catalog kept the generation's old name (and its executables) until a
-    # whole rebuild.
+    # whole rebuild. A build queues a probe under a stored key (renames.probe_key:
+    # a generation's own key may change as its chunks come), and what it found
+    # names the generation whose segment it is.
     for _ in batches_of_generated(stores, 40_000, seed=3, every=700):
         pass
     stores.build.everything(quiet_seconds=0)
+    with stores.catalog.pool.connection() as conn:
+        asked = {
+            str(m): bytes(k)
+            for k, m in conn.execute("SELECT release_key, message_id FROM probe_candidates")
+        }
     probed = probes_found(stores)
     with stores.catalog.pool.connection() as conn:
         stored = conn.execute("SELECT key FROM releases WHERE key = ANY(%s)", (probed,))
-        unstored = set(probed) - {bytes(k) for (k,) in stored.fetchall()}
-    assert unstored, "a repost generation probed"
+        assert set(probed) == {bytes(k) for (k,) in stored.fetchall()}
     stores.build.drain(quiet_seconds=0)
     followed = catalog_rows(stores)
     stores.build.everything(quiet_seconds=0)
     assert catalog_rows(stores) == followed
-    # And its NZB (the row's release merged again from its keys) is the exported one.
+    # The repost generations probed: rows under keys of their own, one of whose
+    # segments a probe asked for; their NZBs (the row's release merged again from
+    # its keys) are the exported ones.
     exported = {r.key.hex(): r for r in stores.build.export()}
-    generations = [g for g in followed if bytes.fromhex(g) in unstored]
-    assert generations
+    generations = [
+        guid
+        for guid, release in exported.items()
+        if release.key not in release.sources
+        and any(m in asked for f in release.files for _, m, _ in f.segments)
+    ]
+    assert generations, "a repost generation probed"
     for guid in generations:
         row = stores.catalog.row(guid)
         assert row is not None
         assert stores.build.release(row) == exported[guid]
+    # What a probe found names them (test_renames has how).
+    assert any(str(followed[guid][0]).startswith("Found.Name.") for guid in generations)
 
 
 def test_a_batch_the_node_api_stored_is_built_from_what_its_checks_inflated(
@@ -868,3 +883,56 @@ def test_a_generation_a_new_upload_leaves_as_it_was_is_not_written_again(
     after = versions()
     assert len(after) == 4
     assert {guid: after[guid] for guid in before} == before
+
+
+def test_what_probes_found_of_a_positional_generation_key_survives_migration_0043(
+    stores: Stores,
+) -> None:
+    """A repost's row under its positional key (the release key's repost
+    key, no stored key: each upload indexed in a range of its own), its par2 probed
+    under that key (as builds before 0043 queued it: `renames.more_probe` gives the
+    row's key) and renamed. Migration 0043 builds it again under a key of its own: what
+    the probe found must still name it (a probe is not asked again)."""
+    from usenet_indexer.core.reposts import repost_key
+    from usenet_indexer.store.migrate import load_migrations
+
+    uploads = posted_daily("ab")
+    for lines in uploads:  # a range each: every chunk under the release key
+        for _ in batches_of_lines(stores, "alt.binaries.test", lines, 10_000):
+            pass
+    stores.build.drain(quiet_seconds=0)
+    with stores.catalog.pool.connection() as conn:
+        rows = conn.execute("SELECT guid, posted FROM catalog ORDER BY posted").fetchall()
+        assert len(rows) == 2
+        first, later = (str(guid) for guid, _ in rows)
+        positional = repost_key(bytes.fromhex(first))
+        assert not conn.execute("SELECT FROM releases WHERE key = %s", (positional,)).fetchone()
+        # The catalog as a build before 0043 left it, and the probe it queued.
+        conn.execute("UPDATE catalog SET guid = %s WHERE guid = %s", (positional.hex(), later))
+        conn.execute("DELETE FROM catalog_pending")
+    par2 = "b.show.s01e01.par2.1@ex"
+    queue = ProbeStore(stores.catalog.pool)
+    queue.add_more([(positional, par2, "show.s01e01.par2")])
+    jobs = [j for j in queue.take(100, 600.0) if j.release_key == positional]
+    assert [j.message_id for j in jobs] == [par2]
+    real = "Real.Show.S01E01.1080p.WEB-DL-GRP"
+    files = (f"{real}.part1.rar", f"{real}.part2.rar", f"{real}.par2")
+    assert queue.record(jobs[0], Outcome.RENAMED, name=real, files=files, sizes=(0, 0, 0))
+    with stores.catalog.pool.connection() as conn:
+        conn.execute("DELETE FROM catalog_pending")
+        [migration] = [m for m in load_migrations() if m.version == 43]
+        conn.execute(migration.sql)
+    stores.build.drain(quiet_seconds=0)
+    with stores.catalog.pool.connection() as conn:
+        names = {str(g): str(n) for g, n in conn.execute("SELECT guid, name FROM catalog")}
+    assert len(names) == 2
+    assert positional.hex() not in names
+    assert names[first] == "Show.S01E01.1080p.WEB-DL-GRP"  # test_reposts' HEAD
+    [name] = [n for g, n in names.items() if g != first]
+    assert name == real, "what the probe found of the repost is lost with its old key"
+    # ... and nothing asks the same segment again under the new key.
+    with stores.catalog.pool.connection() as conn:
+        asked = conn.execute(
+            "SELECT count(*) FROM probe_candidates WHERE message_id = %s", (par2,)
+        ).fetchone()
+    assert asked == (1,)

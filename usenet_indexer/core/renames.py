@@ -271,11 +271,22 @@ def more_probe(
     first = _par2_to_probe(release)
     wanted = bool(own) or release.probe_candidate or looks_obfuscated(release.name)
     if first is not None and first.segments[0][1] not in asked and wanted:
-        return release.key, first.segments[0][1], first.name
+        return probe_key(release), first.segments[0][1], first.name
     if own:
         return None
     archive = archive_probe(release)
-    return None if archive is None else (release.key, *archive)
+    return None if archive is None else (probe_key(release), *archive)
+
+
+def probe_key(release: CatalogRelease) -> bytes:
+    """The key a build queues a probe of the release under: a key its chunks are
+    stored under, its own where it is one (the earliest generation's), else the first
+    of its sources. A later generation's own key is of its earliest file chunk
+    (merge._keyed), which a batch stored late may change; its sources stay, and what
+    a probe found is read through them (`_of`: the finding's segment among its own)."""
+    if release.key in release.sources or not release.sources:
+        return release.key
+    return release.sources[0]
 
 
 def _par2_to_probe(release: CatalogRelease) -> CatalogFile | None:
@@ -357,7 +368,7 @@ def ids_probe(
     if parent(category) not in ID_PARENTS:
         return None
     first = nfos[0]
-    return release.key, first.segments[0][1], first.name
+    return probe_key(release), first.segments[0][1], first.name
 
 
 def _nfos(release: CatalogRelease) -> list[CatalogFile]:

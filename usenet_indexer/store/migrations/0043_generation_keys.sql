@@ -20,3 +20,18 @@ WHERE r.key IN (
 )
 ORDER BY r.key
 ON CONFLICT (key) DO NOTHING;
+
+-- The probes a build queued for such a generation were queued under its key, no
+-- stored release's: a key a build no longer makes. What they found (a real name,
+-- file names, ids) is read through a release's sources (core/renames.py `_of`),
+-- so they move to the first source key of the row whose guid is their key (where
+-- that key has no candidate of the same segment already), as builds now queue
+-- them (`renames.probe_key`). A probe found is not asked again.
+UPDATE probe_candidates AS p SET release_key = c.sources[1]
+FROM catalog AS c
+WHERE c.guid = encode(p.release_key, 'hex')
+  AND NOT EXISTS (SELECT FROM releases AS r WHERE r.key = p.release_key)
+  AND NOT EXISTS (
+      SELECT FROM probe_candidates AS q
+      WHERE q.release_key = c.sources[1] AND q.message_id = p.message_id
+  );
