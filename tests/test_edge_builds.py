@@ -341,6 +341,7 @@ def packed_whole(job: BuildJob) -> bytes:
             "found": [[k, [_finding(f) for f in fs]] for k, fs in job.found.items()],
             "changed": [[k, micros(v)] for k, v in job.changed.items()],
             "asked": [[k, sorted(v)] for k, v in job.asked.items()],
+            "keys": job.keys,
         }
     )
 
@@ -1026,3 +1027,64 @@ async def test_an_edge_that_keys_generations_otherwise_is_offered_no_build(
     assert len(said) == 1, said
     assert f"where this coordinator keys them by {KEYS}" in said[0]
 
+
+@attrs.define
+class OlderCoordinator:
+    """A fake node API of a uidx from before build jobs said how generations are keyed:
+    it ignores `keys` in the ask and offers a job without it (job 7), and records the
+    edge's calls. A real coordinator of another version cannot be run here."""
+
+    calls: list[str] = attrs.field(factory=list)
+    given_back: trio.Event = attrs.field(factory=trio.Event)
+    asked_again: trio.Event = attrs.field(factory=trio.Event)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        while (await receive()).get("more_body"):
+            pass
+        call = f"{scope['method']} {scope['path'].rsplit('/node/', 1)[-1]}"
+        self.calls.append(call)
+        status, headers, body = 204, [(b"retry-after", b"1")], b""
+        if call == "POST builds" and self.given_back.is_set():
+            self.asked_again.set()
+        elif call == "POST builds":
+            job = {"id": 7, "releases": "[]", "fragments": [], "pending": [], "probed": [],
+                   "found": [], "changed": [], "asked": []}  # fmt: skip
+            status, body = 200, msgpack.packb(job)
+            headers = [(b"content-type", b"application/msgpack"), (b"x-uidx-build-job", b"7")]
+        elif call == "DELETE builds/7":
+            self.given_back.set()
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+
+@pytest.mark.trio
+async def test_an_edge_gives_back_a_job_of_a_coordinator_that_keys_generations_otherwise(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A new edge and an older coordinator (upgraded in the wrong order): the rows it
+    would build would carry other guids than the coordinator's own builds, so it gives
+    the job back at once, builds nothing, says why and asks again only a minute later."""
+    # The job is decoded in a worker thread while the clock may jump: it jumps only
+    # after 0.1 s of real idleness.
+    autojump_clock.autojump_threshold = 0.1
+    fake = OlderCoordinator()
+    stop = trio.Event()
+    with trio.fail_after(120):
+        async with (
+            open_client(
+                "http://coordinator.test", "token", retry=RetryPolicy(),
+                transport=httpx.ASGITransport(app=fake),
+            ) as edge,
+            trio.open_nursery() as nursery,
+        ):  # fmt: skip
+            nursery.start_soon(partial(build_forever, edge, stop))
+            await fake.given_back.wait()
+            asked_at = trio.current_time()
+            await fake.asked_again.wait()
+            assert trio.current_time() - asked_at >= 59
+            stop.set()
+    assert fake.calls[:2] == ["POST builds", "DELETE builds/7"]
+    assert "POST builds/7" not in fake.calls  # no rows
+    said = [r.getMessage() for r in caplog.records if "no catalog builds" in r.getMessage()]
+    assert said
+    assert f"this edge by {KEYS}" in said[0]

@@ -19,7 +19,8 @@
     │       │   └── MalformedBatch       422
     │       │       └── CorruptBody          400: a truncated or corrupt gzip stream
     │       ├── BuildWireError       wire/buildjob: an edge's build job or rows (400)
-    │       │   └── NotTheJobs           coordinator/catalog_build: rows not the job's (422)
+    │       │   ├── NotTheJobs           coordinator/catalog_build: rows not the job's (422)
+    │       │   └── OtherKeys            wire/buildjob: a job of a coordinator keying otherwise
     │       ├── ChunkError           edge/chunks: a spool chunk's payload
     │       ├── LineTooLong          nntp/errors: a line over the cap
     │       ├── MalformedResponse    nntp/errors: not RFC 3977

@@ -41,6 +41,7 @@ from usenet_indexer.wire.buildjob import (
     BuildJob,
     BuildResult,
     BuildWireError,
+    OtherKeys,
     decode_job,
     encode_result,
 )
@@ -142,7 +143,9 @@ class _Held:
     job_id: int | None = None
 
 
-async def _give_back(client: NodeClient, job_id: int, seconds: float) -> None:
+async def _give_back(
+    client: NodeClient, job_id: int, seconds: float, why: str = "stopping"
+) -> None:
     # Shielded and time-limited: a coordinator that does not answer lets the job
     # expire by itself, and the stopping edge is gone within seconds.
     with trio.move_on_after(seconds, shield=True) as limit:
@@ -150,16 +153,16 @@ async def _give_back(client: NodeClient, job_id: int, seconds: float) -> None:
             await client.give_back_build(job_id)
         except LeaseLostError:
             # Its rows, posted as the stop came, were written meanwhile; or it expired.
-            logger.info("build job %d: had ended when given back (stopping)", job_id)
+            logger.info("build job %d: had ended when given back (%s)", job_id, why)
             return
         except NodeApiError as error:
             logger.warning("build job %d: not given back: %s", job_id, error)
             return
-        logger.info("build job %d given back unbuilt (stopping)", job_id)
+        logger.info("build job %d given back unbuilt (%s)", job_id, why)
     if limit.cancelled_caught:
         logger.warning(
-            "build job %d: not given back within %.1f s (stopping): it expires by itself",
-            job_id, seconds,
+            "build job %d: not given back within %.1f s (%s): it expires by itself",
+            job_id, seconds, why,
         )  # fmt: skip
 
 
@@ -187,6 +190,14 @@ async def _one_job(
         job_id, rows, result = await trio.to_thread.run_sync(
             partial(_done, body, pure=pure, categories=categories), abandon_on_cancel=True
         )
+    except OtherKeys as error:
+        # Given back at once (an older coordinator names no job: left to expire): its
+        # keys go to a builder of the coordinator's version.
+        held.job_id = None
+        if offer.job_id is not None:
+            await _give_back(client, offer.job_id, STOP_GIVE_BACK_SECONDS, "another version")
+        logger.warning("no catalog builds for this edge: %s", error)
+        return 0, NO_BUILDS_SECONDS
     except BuildWireError as error:
         held.job_id = None  # left to expire
         logger.error("the coordinator's build job does not decode: %s", error)

@@ -28,6 +28,7 @@ import attrs
 import msgpack
 
 from usenet_indexer.core.catalog import CatalogEntry, Made
+from usenet_indexer.core.merge import KEYS
 from usenet_indexer.core.renames import Finding
 from usenet_indexer.decode.ids import NO_IDS, MediaIds
 from usenet_indexer.errors import RemoteProtocolError
@@ -44,6 +45,12 @@ class BuildWireError(RemoteProtocolError):
     """A build body that is not what it should be; `http_status` is the answer to send."""
 
     http_status: ClassVar[int] = 400
+
+
+class OtherKeys(BuildWireError):
+    """A job from a coordinator that keys a release's generations (the rows' guids)
+    otherwise than this uidx (merge.KEYS): another version, whose rows would be
+    written under other guids."""
 
 
 @attrs.frozen
@@ -92,6 +99,9 @@ class BuildJob:
         found: what probes found, by key.
         changed: when each key's chunks last changed.
         asked: the probe candidates' message-ids asked before, by key.
+        keys: how the coordinator keys a release's generations (merge.KEYS; 1: a
+            coordinator from before it said, whose job an edge of this version
+            gives back: their rows' guids would not be the same).
     """
 
     job_id: int
@@ -102,6 +112,7 @@ class BuildJob:
     found: Mapping[bytes, tuple[Finding, ...]]
     changed: Mapping[bytes, datetime]
     asked: Mapping[bytes, frozenset[str]]
+    keys: int = KEYS
 
 
 @attrs.frozen
@@ -140,7 +151,7 @@ def job_pieces(job: BuildJob) -> tuple[bytes, ...]:
     pack = msgpack.packb
     head = b"".join(
         (
-            _MAP8,
+            _MAP9,
             pack("id"),
             pack(job.job_id),
             pack("releases"),
@@ -159,13 +170,14 @@ def job_pieces(job: BuildJob) -> tuple[bytes, ...]:
         "found": [[k, [_finding(f) for f in fs]] for k, fs in job.found.items()],
         "changed": [[k, micros(v)] for k, v in job.changed.items()],
         "asked": [[k, sorted(v)] for k, v in job.asked.items()],
+        "keys": job.keys,
     }
     pieces.append(b"".join(pack(k) + pack(v) for k, v in rest.items()))
     return tuple(pieces)
 
 
 # msgpack's headers (its spec: fixmap, fixarray, array 16/32, bin 8/16/32).
-_MAP8 = b"\x88"  # a map of the job's 8 entries
+_MAP9 = b"\x89"  # a map of the job's 9 entries
 _PAIR = b"\x92"  # a fragment's [key, bytes]
 
 
@@ -190,6 +202,12 @@ def decode_job(body: bytes) -> BuildJob:
     wrong shape is a BuildWireError all the same; the release rows say so when read,
     `ReleaseRows.by_key`)."""
     document = _document(body)
+    keys = document.get("keys", 1)
+    if keys != KEYS:
+        raise OtherKeys(
+            f"the coordinator keys a release's generations by scheme {keys!r}, this edge"
+            f" by {KEYS}: it runs another uidx version"
+        )
     return _checked(
         lambda: BuildJob(
             job_id=int(document["id"]),
@@ -200,6 +218,7 @@ def decode_job(body: bytes) -> BuildJob:
             found={bytes(k): tuple(_unfinding(f) for f in fs) for k, fs in document["found"]},
             changed={bytes(k): moment(int(v)) for k, v in document["changed"]},
             asked={bytes(k): frozenset(map(str, v)) for k, v in document["asked"]},
+            keys=KEYS,
         )
     )
 
