@@ -1068,6 +1068,10 @@ async def test_a_stop_while_a_batch_answer_is_awaited_gives_the_range_back_at_on
     # Logged once stored, as the hold begins.
     caplog.set_level(logging.INFO, nodeapi.__name__)
     held = _Logged("stored batch")
+    # A lease call whose first look comes after the stopping release (begun as the
+    # stop came) may lease the range straight back; it is given back as the call's
+    # closed connection is seen (the known race: docs/ARCHITECTURE.md, leasing).
+    given_back = _Logged("was leased to it: given back")
     node_log = logging.getLogger(nodeapi.__name__)
 
     async def edge(url: str) -> None:
@@ -1080,6 +1084,7 @@ async def test_a_stop_while_a_batch_answer_is_awaited_gives_the_range_back_at_on
     with trio.fail_after(DEADLINE_SECONDS):
         host, port = await nursery.start(serving)
         node_log.addHandler(held)
+        node_log.addHandler(given_back)
         try:
             async with trio.open_nursery() as edges:
                 edges.start_soon(edge, f"http://{host}:{port}")
@@ -1087,13 +1092,19 @@ async def test_a_stop_while_a_batch_answer_is_awaited_gives_the_range_back_at_on
                 stop.set()
                 with trio.fail_after(STOP_SECONDS):
                     await gone.wait()
+            assert results == [EdgeTotals(given_back=1)]
+            # Planned at once: the edge's lease call, held open for new work as it
+            # stopped, does not lease it straight back (`"stopping": true`); one
+            # begun as the stop came may, and gives it back as it goes.
+            query = f"SELECT state, holder, resume FROM ranges WHERE id = {range_id}"
+            state = coordinator.row(query)
+            if state[0] == "leased":
+                with trio.fail_after(STOP_SECONDS):
+                    await given_back.seen.wait()
+                state = coordinator.row(query)
         finally:
             node_log.removeHandler(held)
-
-        assert results == [EdgeTotals(given_back=1)]
-        # Planned at once: the edge's lease call, held open for new work as it
-        # stopped, does not lease it straight back (`"stopping": true`).
-        state = coordinator.row(f"SELECT state, holder, resume FROM ranges WHERE id = {range_id}")
+            node_log.removeHandler(given_back)
         assert state == ("planned", None, resume)
         if not stored:
             batches.gate.set()
