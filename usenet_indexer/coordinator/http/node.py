@@ -341,29 +341,34 @@ def _parse_path(path: str) -> Route | None:
     return None if range_id is None else Route(_RANGE_ACTIONS[parts[2]], range_id)
 
 
+def _asked(query: bytes, name: str) -> str | None:
+    """The first value of `name` in a call's query string, or None."""
+    return next((v for n, v in parse_qsl(query.decode("latin-1")) if n == name), None)
+
+
 def _asked_wait(query: bytes, most: float) -> float:
     """The seconds a lease or builds call may wait for work (`?wait=N`, capped at `most`);
     0 when not asked or not a number (an older edge, or a bad value: it gets its 204 at
     once)."""
-    for name, value in parse_qsl(query.decode("latin-1")):
-        if name == "wait":
-            try:
-                seconds = float(value)
-            except ValueError:
-                return 0.0
-            if math.isnan(seconds):
-                return 0.0
-            return min(max(seconds, 0.0), most)
-    return 0.0
+    value = _asked(query, "wait")
+    if value is None:
+        return 0.0
+    try:
+        seconds = float(value)
+    except ValueError:
+        return 0.0
+    if math.isnan(seconds):
+        return 0.0
+    return min(max(seconds, 0.0), most)
 
 
 def _asked_keys(query: bytes) -> int:
     """How the asking edge keys generations (`?keys=N`, merge.KEYS); 0 when it does not
     say (an edge from before the scheme it names) or says it unreadably."""
-    for name, value in parse_qsl(query.decode("latin-1")):
-        if name == "keys":
-            return int(value) if value.isascii() and value.isdigit() and len(value) < 6 else 0
-    return 0
+    value = _asked(query, "keys")
+    if value is None or not (value.isascii() and value.isdigit() and len(value) < 6):
+        return 0
+    return int(value)
 
 
 def _range_id(text: str) -> int | None:
