@@ -777,11 +777,12 @@ def posted_daily(tags: str) -> list[list[bytes]]:
     ]
 
 
-def test_a_backfill_leaves_the_later_uploads_guids_and_nzbs(stores: Stores) -> None:
+def test_a_backfill_leaves_every_stored_uploads_guid_and_nzb(stores: Stores) -> None:
     """Four uploads of one release key (a poster's same files posted again days apart),
     the later three indexed and built first, grabbed, then the earliest backfilled. A
-    grab's guid must still give the upload it gave: the generations after the earliest
-    keep their rows, grabs and NZBs; the earliest takes the release key's guid."""
+    grab's guid must still give the upload it gave: every stored upload keeps its row,
+    grab and NZB, the release key's guid among them (its row's anchor: migration 0044);
+    the backfilled earliest upload gets a guid of its own."""
     uploads = posted_daily("abcd")
 
     def by_upload() -> dict[str, tuple[str, list[str]]]:
@@ -809,13 +810,12 @@ def test_a_backfill_leaves_the_later_uploads_guids_and_nzbs(stores: Stores) -> N
     stores.build.drain(quiet_seconds=0)
     after = by_upload()
     assert sorted(after) == ["a", "b", "c", "d"]
-    assert {tag: after[tag] for tag in "cd"} == {tag: before[tag] for tag in "cd"}
-    for tag in "cd":
+    assert {tag: after[tag] for tag in "bcd"} == before
+    for tag in "bcd":
         row = stores.catalog.row(after[tag][0])
         assert row is not None
         assert row.item.grabs == 1
-    assert after["a"][0] == before["b"][0]  # the release key's guid: the earliest upload's
-    assert after["b"][0] not in {guid for guid, _ in before.values()}
+    assert after["a"][0] not in {guid for guid, _ in before.values()}
     stores.build.everything(quiet_seconds=0)
     assert by_upload() == after
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 import time
 from functools import partial
+from itertools import chain
 from typing import Any
 
 import attrs
@@ -25,7 +26,13 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from psycopg_pool import ConnectionPool
 from real_deadline import given_up_after
-from test_catalog_build import batches_of_generated, catalog_rows, probes_found
+from test_catalog_build import (
+    batches_of_generated,
+    batches_of_lines,
+    catalog_rows,
+    posted_daily,
+    probes_found,
+)
 from test_http_node import (
     GROUP,
     GZIP,
@@ -179,6 +186,27 @@ def test_what_probes_found_of_a_repost_generation_is_in_the_catalog_edges_build(
     assert catalog_rows(edge_stores) == followed
 
 
+def test_a_backfill_the_edges_build_leaves_every_stored_uploads_guid(
+    edge_stores: Stores, builder: int
+) -> None:
+    """test_catalog_build's backfill, built by an edge: the job carries the rows' anchors
+    (pins) and its rows theirs, so every stored upload keeps its guid."""
+    uploads = posted_daily("abcd")
+    for _ in batches_of_lines(edge_stores, "alt.binaries.test", [*chain(*uploads[1:])], 3):
+        edge_builds(edge_stores, builder)
+    assert pending_keys(edge_stores) == 0
+    before = catalog_rows(edge_stores)
+    assert len(before) == 3
+    for _ in batches_of_lines(edge_stores, "alt.binaries.test", uploads[0], 10_000):
+        pass
+    assert edge_builds(edge_stores, builder) > 0
+    after = catalog_rows(edge_stores)
+    assert len(after) == 4
+    assert {guid: after[guid] for guid in before} == before
+    edge_stores.build.everything(quiet_seconds=0)
+    assert catalog_rows(edge_stores) == after
+
+
 def test_a_jobs_release_rows_as_postgresql_writes_them_are_the_rows_a_local_build_reads(
     edge_stores: Stores, builder: int
 ) -> None:
@@ -223,7 +251,7 @@ def test_each_field_of_an_edges_row_is_checked_and_a_wrong_one_named() -> None:
         category=5040, size=1 << 33, files=12, poster="a@b", groups=("alt.binaries.test",),
         posted=1_700_000_000, completion=99.5, season=1, episode=2, probe_candidate=False,
         sources=(b"k" * KEY_BYTES,), changed_at=moment(1_700_000_000_000_000), state="whole",
-        ids=MediaIds(tvdb=7),
+        ids=MediaIds(tvdb=7), anchor="part1of12.AbC@powerpost2000AA.local",
     )  # fmt: skip
     made = Made((row,), (), ())
     assert decode_result(encode_result(BuildResult(made, 0.5, 1.0))).made == made
@@ -237,6 +265,8 @@ def test_each_field_of_an_edges_row_is_checked_and_a_wrong_one_named() -> None:
         (12, 0, "expected true or false, got int"),
         (13, ["k" * KEY_BYTES], "expected bytes, got str"),
         (16, [None, 7, None, None], "ids are 5"),
+        (17, "a\x00b@c", "anchor message-id is not one"),
+        (17, 7, "expected a string, got int"),
     ]
     for at, value, problem in wrong:
         fields = list(document["entries"][0])
@@ -244,7 +274,7 @@ def test_each_field_of_an_edges_row_is_checked_and_a_wrong_one_named() -> None:
         bad = msgpack.packb({**document, "entries": [fields]})
         with pytest.raises(BuildWireError, match=problem):
             decode_result(bad)
-    with pytest.raises(BuildWireError, match="17 fields, not 16"):
+    with pytest.raises(BuildWireError, match="18 fields, not 17"):
         decode_result(msgpack.packb({**document, "entries": [document["entries"][0][:-1]]}))
     for name, value, problem in [
         ("no_album", [b"k"], "a release key is 16 bytes, not 1"),
@@ -298,7 +328,7 @@ _ANY_VALUE = st.one_of(
 @example(replaced={14: -(2**62)}, ints=[None] * 5)
 @example(replaced={9: 2**64 - 1, 3: 2**40}, ints=[None] * 5)
 @given(
-    replaced=st.dictionaries(st.integers(min_value=0, max_value=16), _ANY_VALUE, max_size=3),
+    replaced=st.dictionaries(st.integers(min_value=0, max_value=17), _ANY_VALUE, max_size=3),
     ints=st.lists(st.one_of(st.none(), st.integers(-(2**40), 2**40)), min_size=5, max_size=5),
 )
 def test_an_edges_rows_are_read_as_the_field_by_field_checks_read_them(
@@ -311,6 +341,7 @@ def test_an_edges_rows_are_read_as_the_field_by_field_checks_read_them(
     fields: list[object] = [
         "g", "Name", "name", 5040, 1 << 33, 12, "a@b", ["alt.binaries.test"], 1_700_000_000,
         99.5, ints[0], ints[1], False, [b"k" * KEY_BYTES], 1_700_000_000_000_000, "whole", ints,
+        "part1of12.AbC@powerpost2000AA.local",
     ]  # fmt: skip
     for at, value in replaced.items():
         fields[at] = value
@@ -342,6 +373,7 @@ def packed_whole(job: BuildJob) -> bytes:
             "changed": [[k, micros(v)] for k, v in job.changed.items()],
             "asked": [[k, sorted(v)] for k, v in job.asked.items()],
             "keys": job.keys,
+            "pins": [[k, [list(pin) for pin in pins]] for k, pins in job.pins.items()],
         }
     )
 
@@ -365,6 +397,7 @@ def test_a_job_sent_in_pieces_is_the_msgpack_of_its_map_whole(count: int, size: 
         probed=(key,),
         changed={key: moment(1_700_000_000_000_000)},
         asked={key: frozenset({"<a@b>", "<c@d>"})},
+        pins={key: (("a@b", key), ("c@d", b"g" * KEY_BYTES))},
     )
     pieces = job_pieces(job)
     assert b"".join(pieces) == encode_job(job) == packed_whole(job)

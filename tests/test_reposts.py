@@ -18,7 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_indexer import BASE, index, line, merged, skipped, upload
 
-from usenet_indexer.core.merge import CatalogRelease
+from usenet_indexer.core.batch import Batch
+from usenet_indexer.core.merge import CatalogRelease, Pins, ReleaseMerger
 from usenet_indexer.core.reposts import (
     MIN_GAP,
     RUN,
@@ -772,3 +773,67 @@ def test_an_upload_indexed_late_changes_no_later_uploads_key(tool: bool) -> None
     assert {tag: after[tag] for tag in "cd"} == {tag: before[tag] for tag in "cd"}
     assert after["a"] == before["b"]  # the release key, the earliest upload's
     assert after["b"] not in {*before.values(), after["a"]}
+
+
+def _pins(releases: list[CatalogRelease]) -> dict[bytes, Pins]:
+    """The pins a catalog of `releases` gives the merges after it (its rows' anchors and
+    guids by each source key, as store/catalog.py's `pins` reads them)."""
+    found: dict[bytes, list[tuple[str, bytes]]] = {}
+    for release in releases:
+        assert release.anchor  # a row's anchor is a message-id of its upload
+        for source in release.sources:
+            found.setdefault(source, []).append((release.anchor, release.key))
+    return {key: tuple(sorted(pairs)) for key, pairs in found.items()}
+
+
+def _pinned(batches: list[Batch], pins: dict[bytes, Pins]) -> list[CatalogRelease]:
+    merger = ReleaseMerger(pins=pins)
+    for batch in batches:
+        merger.add_all(batch.releases)
+    return list(merger.releases())
+
+
+def _random_name_uploads(count: int) -> list[list[str]]:
+    """`count` NewsUP uploads of random names (one From and M: one release key), a day
+    apart, tagged a, b, c..."""
+    day = 24 * 60 * 60 * 10  # articles: `dated` gives a second every ten
+    rng = random.Random(5)  # NewsUP's obfuscated names: 12 random letters and digits
+    alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+    names = [
+        [
+            (f"{''.join(rng.choices(alphabet, k=12))}{suffix}", total)
+            for suffix, total in ((".par2", 1), ("", 40))
+        ]
+        for _ in range(count)
+    ]
+    return [newsup_upload(BASE + n * day, names[n], tag) for n, tag in enumerate("abcdef"[:count])]
+
+
+def test_a_stored_uploads_key_stays_when_an_earlier_upload_comes_late() -> None:
+    """Migration 0044: three uploads of one release key built, then the earliest
+    backfilled. With the catalog's anchors (pins) every stored upload keeps its key
+    (its row's guid), the release key's too, and the backfilled one gets a key none
+    had; without them (a merge as if nothing were stored) the release key moves to
+    the backfilled upload."""
+    uploads = _random_name_uploads(4)
+    later = index([text for texts in uploads[1:] for text in texts], batch_every=41)
+    before = merged(later)
+    pins = _pins(before)
+    after = _keys_by_upload(_pinned(index(uploads[0]) + later, pins))
+    assert {tag: after[tag] for tag in "bcd"} == _keys_by_upload(before)
+    assert after["a"] not in _keys_by_upload(before).values()
+    unpinned = _keys_by_upload(merged(index(uploads[0]) + later))
+    assert unpinned["a"] == _keys_by_upload(before)["b"]  # what the pins prevent
+
+
+def test_a_stored_uploads_key_stays_when_its_own_first_articles_come_late() -> None:
+    """An upload's first file indexed after the rest of it (a range leased again after
+    its lease expired, a backfill newest first): the key made of its earliest file
+    chunk then would move to one of the chunk before it; the row's anchor keeps it."""
+    first, second = _random_name_uploads(2)
+    head, rest = second[:1], second[1:]  # the .par2: its first file
+    built = merged(index(first) + index(rest, batch_every=13))
+    keys = _keys_by_upload(built)
+    batches = index(first) + index(rest, batch_every=13) + index(head)
+    assert _keys_by_upload(_pinned(batches, _pins(built))) == keys
+    assert _keys_by_upload(merged(batches))["b"] != keys["b"]  # what the pin prevents

@@ -68,7 +68,7 @@ from psycopg_pool import ConnectionPool
 from usenet_indexer.core import catalog as core
 from usenet_indexer.core.batch import ReleaseChunk
 from usenet_indexer.core.completion import State
-from usenet_indexer.core.merge import CatalogRelease
+from usenet_indexer.core.merge import CatalogRelease, Pins
 from usenet_indexer.core.renames import Finding, Shown, apply
 from usenet_indexer.decode.ids import NO_IDS, MediaIds
 from usenet_indexer.gcpolicy import BuildCollection
@@ -137,6 +137,7 @@ class _Inputs:
     found: dict[bytes, list[Finding]]
     changed: dict[bytes, datetime]
     asked: dict[bytes, set[str]]
+    pins: dict[bytes, Pins]
 
 
 @attrs.frozen
@@ -272,7 +273,7 @@ class CatalogBuild:
         own keys beyond `keys` too: a repost generation's release key is no stored key,
         and its probe candidates and findings are under it (an edge's job has only those
         of `keys`)."""
-        releases = core.releases_of(chunks, read.probed, self.memo, pure=self.pure)
+        releases = core.releases_of(chunks, read.probed, self.memo, pure=self.pure, pins=read.pins)
         found, asked = read.found, read.asked
         beyond = sorted(set(core.found_keys(releases)).difference(keys))
         if beyond:
@@ -326,6 +327,7 @@ class CatalogBuild:
                 found={k: tuple(v) for k, v in read.found.items()},
                 changed=read.changed,
                 asked={k: frozenset(v) for k, v in read.asked.items()},
+                pins=read.pins,
             )
 
     def finish(
@@ -372,6 +374,7 @@ class CatalogBuild:
             found=self.probes.found(keys),
             changed=self.table.changed(keys),
             asked=self.probes.candidates_by_key(keys),
+            pins=self.table.pins(keys),
         )
 
     def give_back(self, node_id: int, job_id: int) -> bool:
@@ -458,6 +461,7 @@ class CatalogBuild:
                 self.probes.candidates_by_key(list(latest)),
                 categories=self.categories,
                 pure=self.pure,
+                pins=self.table.pins(),
             )
             del chunks
             written = self._write(made, None, quiet_seconds, pending)
@@ -509,7 +513,9 @@ class CatalogBuild:
         chunks = self.store.chunks(keys)
         if found is None and keys is None:
             found = self.probes.found()
-        releases = core.releases_of(chunks, self.store.probed(keys), pure=self.pure)
+        releases = core.releases_of(
+            chunks, self.store.probed(keys), pure=self.pure, pins=self.table.pins(keys)
+        )
         if found is None:
             found = self.probes.found(core.found_keys(releases))
         return apply(releases, found)

@@ -266,7 +266,13 @@ class WholeCatalog:
         builder = self.builder
         chunks = list(builder.store.chunks(keys))
         segments = core.segments_of(chunks)
-        merged = core.releases_of(chunks, builder.store.probed(keys), builder.memo, pure=self.pure)
+        merged = core.releases_of(
+            chunks,
+            builder.store.probed(keys),
+            builder.memo,
+            pure=self.pure,
+            pins=builder.table.pins(keys),
+        )
         del chunks
         found = builder.probes.found(core.found_keys(merged))
         return written(merged, apply(merged, found), piece, firsts), segments

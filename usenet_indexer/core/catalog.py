@@ -89,7 +89,13 @@ from usenet_indexer.core import merge
 from usenet_indexer.core.batch import ReleaseChunk
 from usenet_indexer.core.categories import categorise, season_episode
 from usenet_indexer.core.completion import judge
-from usenet_indexer.core.merge import APART_SECONDS, CatalogRelease, ReleaseMerger, holds
+from usenet_indexer.core.merge import (
+    APART_SECONDS,
+    CatalogRelease,
+    Pins,
+    ReleaseMerger,
+    holds,
+)
 from usenet_indexer.core.renames import Finding, Shown, apply, ids_probe, more_probe
 from usenet_indexer.core.reposts import repost_key
 from usenet_indexer.core.uploads import TOGETHER_SECONDS, TOOL_FROMS, album_files, shared_from
@@ -150,6 +156,7 @@ def merged(
     memo: Memo | None = None,
     *,
     pure: bool = False,
+    pins: Mapping[bytes, Pins] | None = None,
 ) -> list[Shown]:
     """The releases the chunks make (oldest first), with what probes found applied.
 
@@ -159,8 +166,10 @@ def merged(
         found: what probes found, by release key.
         memo: what builds before made (see Memo), taken from and added to.
         pure: the merge's pure code even where its compiled twin is built.
+        pins: the stored rows' anchors and guids, by a release key of their
+            sources (merge.Pins): the keys their generations keep.
     """
-    return apply(releases_of(chunks, probed, memo, pure=pure), found)
+    return apply(releases_of(chunks, probed, memo, pure=pure, pins=pins), found)
 
 
 def releases_of(
@@ -169,11 +178,12 @@ def releases_of(
     memo: Memo | None = None,
     *,
     pure: bool = False,
+    pins: Mapping[bytes, Pins] | None = None,
 ) -> list[CatalogRelease]:
     """The releases the chunks make (oldest first), before what probes found is applied
     (`merged`, less `renames.apply`): the keys whose findings apply to them are then
     `found_keys` of them."""
-    merger = ReleaseMerger(memo=None if memo is None else memo.merge, pure=pure)
+    merger = ReleaseMerger(memo=None if memo is None else memo.merge, pure=pure, pins=pins or {})
     merger.add_all(chunks)
     for key in probed:
         merger.mark_probe(key)
@@ -213,6 +223,7 @@ def made(
     categories: Categories | None = None,
     memo: Memo | None = None,
     pure: bool = False,
+    pins: Mapping[bytes, Pins] | None = None,
 ) -> Made:
     """A build of the keys whose chunks are `chunks` (the coordinator's own, or an
     edge's job: the same code).
@@ -227,8 +238,10 @@ def made(
         categories: a memo of categories (kept from build to build).
         memo: what builds before made (see Memo).
         pure: the merge's pure code even where its compiled twin is built.
+        pins: the stored rows' anchors and guids by a release key of their sources
+            (merge.Pins), whose keys the merge keeps.
     """
-    releases = releases_of(chunks, probed, memo, pure=pure)
+    releases = releases_of(chunks, probed, memo, pure=pure, pins=pins)
     return made_of(
         chunks, releases, pending, found, changed, asked, categories=categories, memo=memo
     )
@@ -276,6 +289,7 @@ class CatalogEntry:
     changed_at: datetime
     state: str  # completion.State's value: whole, repairable or broken
     ids: MediaIds = NO_IDS  # what its NFO named (a show's TMDB id is not kept)
+    anchor: str = ""  # the message-id its guid was made of (merge.Pins)
 
 
 @attrs.define(eq=False)
@@ -421,6 +435,7 @@ def _entry(
             release.files, release.files_announced, _slice_bytes(release, found)
         ).state.value,
         ids=_ids(release, found),
+        anchor=release.anchor,
     )
 
 

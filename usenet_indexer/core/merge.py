@@ -38,7 +38,7 @@ which one pass gives every post of the file).
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable, Container, Iterable, Iterator, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from itertools import chain, repeat
 from operator import attrgetter, itemgetter
 from typing import Any, overload
@@ -55,9 +55,15 @@ from usenet_indexer.core.uploads import representative as upload_key
 
 # How the merge keys generations (`_keyed`), which are the catalog rows' guids: 1 by
 # their place among a release's generations (before migration 0043), 2 by their own
-# upload. An edge that builds catalog jobs says its own (`POST builds?keys=2`), and
+# upload, 3 by their own upload and kept by the rows' anchors (`Pins`, migration
+# 0044). An edge that builds catalog jobs says its own (`POST builds?keys=3`), and
 # a coordinator offers jobs only to an edge that keys as it does.
-KEYS = 2
+KEYS = 3
+
+# The stored rows' keys a merge keeps (`_keyed`), by a release key of their sources:
+# (anchor, guid) pairs, the anchor the first message-id of the file chunk the row's
+# key was first made of. The generation that holds a row's anchor keeps its guid.
+Pins = tuple[tuple[str, bytes], ...]
 
 # Under a posting tool's default From (uploads.TOOL_FROMS), a file new to a
 # generation joins it only when posted within this long of its latest file:
@@ -141,6 +147,8 @@ class _Release(_Fields):
     came_under: frozenset[bytes] = frozenset()
     # Its name when known before `_part` (a generation of one release chunk: the chunk's).
     name: str | None = None
+    # The first message-id of the file chunk its key was made of, or kept by (`_keyed`).
+    anchor: str = ""
 
 
 # A merged file's figures from its chunks (in the order merged): (segments, the bytes
@@ -404,6 +412,9 @@ class CatalogRelease:
         sources: the release keys whose chunks it may hold (of the chains
             of its parts), sorted: merging those keys' chunks alone makes it
             again (the catalog rebuilds an NZB so).
+        anchor: the first message-id of the file chunk its key was made of:
+            stored with its row, and handed to the merges after (`Pins`), which
+            keep its key for the generation that holds it.
     """
 
     key: bytes
@@ -421,6 +432,8 @@ class CatalogRelease:
     repost_of: builtins.bytes | None = None
     # Where it came from, not what it is: batch cuts make more or fewer keys.
     sources: tuple[builtins.bytes, ...] = attrs.field(default=(), eq=False)
+    # The first message-id of the file chunk its key was made of (kept by `Pins`).
+    anchor: str = attrs.field(default="", eq=False)
 
     def to_json(self, *, fragments: bool = False) -> dict[str, Any]:
         """The release in the JSONL schema of `uidx index` and `uidx catalog export`.
@@ -524,11 +537,14 @@ class ReleaseMerger:
 
     `memo`: what builds before made of the same chunks (see Memo), taken from
     and added to; None: everything is made here. `pure`: a file's figures by the
-    pure code even where the compiled one (core/_fastmerge) is built.
+    pure code even where the compiled one (core/_fastmerge) is built. `pins`: the
+    stored rows' anchors and guids by a release key of their sources (`Pins`), whose
+    generations keep their keys (none: every key made as if nothing were stored).
     """
 
     memo: Memo | None = None
     pure: bool = False
+    pins: Mapping[bytes, Pins] = attrs.field(factory=dict)
     _releases: dict[bytes, _Entry] = attrs.field(init=False, factory=dict)
     _probed: set[bytes] = attrs.field(init=False, factory=set)
     _added: int = attrs.field(init=False, default=0)
@@ -657,19 +673,23 @@ class ReleaseMerger:
             chain = [entry]
             while (next_key := following.get(chain[-1].key)) is not None:
                 chain.append(entries[next_key])
+            pins = self.pins.get(key, ())
             if memo is None:
-                yield from self._split(chain)
+                yield from self._split(chain, pins)
                 continue
-            memo_key = tuple((e.key, *e.came) for e in chain)
+            memo_key = (pins, *((e.key, *e.came) for e in chain))
             made = memo.chain(memo_key)
             if made is None:
-                made = ([files for e in chain for files in e.held], list(self._split(chain)))
+                made = (
+                    [files for e in chain for files in e.held],
+                    list(self._split(chain, pins)),
+                )
                 memo.keep_chain(memo_key, made)
             yield from made[1]
 
-    def _split(self, chain: list[_Entry]) -> Iterator[tuple[_Release, Part]]:
+    def _split(self, chain: list[_Entry], pins: Pins) -> Iterator[tuple[_Release, Part]]:
         sources = tuple(entry.key for entry in chain)
-        for generation in _split(chain):
+        for generation in _split(chain, pins):
             generation.sources = sources
             yield generation, _part(generation)
 
@@ -703,6 +723,7 @@ class ReleaseMerger:
             files=tuple(built),
             repost_of=release.repost_of,
             sources=tuple(sorted({key for m in members for key in m.sources})),
+            anchor=release.anchor,
         )
 
 
@@ -818,13 +839,15 @@ def _first_run_end(dated: list[int]) -> int:
     return end
 
 
-def _split(chain: list[_Entry]) -> list[_Release]:
-    """The generations of a release from its entries (its key's and its repost keys').
+def _split(chain: list[_Entry], pins: Pins = ()) -> list[_Release]:
+    """The generations of a release from its entries (its key's and its repost keys'),
+    keyed (`_keyed`, keeping the stored rows' keys `pins`).
 
     See the module's docstring.
     """
     base = chain[0]
     if len(chain) == 1 and (only := _only_generation(base)) is not None:
+        _keyed(base.key, [only], pins)
         return [only]
     generations = [_generation(base, base.key)]
     placed: list[_Placed] = []
@@ -937,34 +960,91 @@ def _split(chain: list[_Entry]) -> list[_Release]:
             generation.poster, generation.files_announced = poster, announced
     _subjects(chain, generations)
     made = [g for g in generations if g.files]
-    _keyed(base.key, made)
+    _keyed(base.key, made, pins)
     for generation in made[1:]:
         if generation.poster == made[0].poster:
             generation.repost_of = made[0].key
     return made
 
 
-def _keyed(key: bytes, made: list[_Release]) -> None:
-    """Give each generation its key (its row's guid): the first (the earliest upload)
-    the release key, each later one a key of its own upload's: of the release key and
-    the first message-id of its earliest file chunk (`reposts.generation_key`), never
-    of its place among the generations. So an upload indexed late (a backfill) that
-    comes before the others takes the release key from the one that had it, which
-    gets a key of its own, and every other generation keeps its key."""
+def _keyed(key: bytes, made: list[_Release], pins: Pins = ()) -> None:
+    """Give each generation its key (its row's guid) and the anchor it is kept by.
+
+    A generation that holds a stored row's anchor keeps that row's key (`pins`: of
+    the rows whose key is of the release key `key`; of two, the one of its earlier
+    file chunk). Each other one gets a key of its own: the earliest (the first upload)
+    the release key where no row keeps it, each later one a key of its own upload's
+    (`reposts.generation_key` of the release key and the first message-id of its
+    earliest file chunk), never of its place among the generations; its anchor is
+    that message-id. So an upload indexed late (a backfill), earlier than the others
+    or than its own earliest file chunk, moves no stored row's key to other content.
+    """
     if not made:
         return
-    made[0].key = key
-    taken = {key}
-    for generation in made[1:]:
+    kept = _kept(key, made, pins) if pins else {}
+    taken = {guid for guid, _ in kept.values()}
+    for at, generation in enumerate(made):
+        if at in kept:
+            generation.key, generation.anchor = kept[at]
+            continue
         earliest = min(
             (chunk for file in generation.files.values() for chunk in file.chunks),
             key=_file_chunk_order,
-        )
-        own = generation_key(key, earliest.first_message_id)
+        ).first_message_id
+        own = key if at == 0 and key not in taken else generation_key(key, earliest)
         while own in taken:  # two generations with one earliest message-id
             own = repost_key(own)
         taken.add(own)
-        generation.key = own
+        generation.key, generation.anchor = own, earliest
+
+
+def _kept(key: bytes, made: list[_Release], pins: Pins) -> dict[int, tuple[bytes, str]]:
+    """The stored keys (and anchors) the generations keep, by their place in `made`: a
+    pin's key is the release key's (itself, or `generation_key` of it and the anchor);
+    the generation holding the anchor as a file chunk's first message-id keeps it (as
+    any segment's, when no chunk starts with it: its range indexed again in other
+    batches), of two the pin of its earlier chunk."""
+    wanted = {
+        anchor: guid for anchor, guid in pins if guid == key or guid == generation_key(key, anchor)
+    }
+    best: dict[int, tuple[tuple[int, bytes, str], bytes, str]] = {}
+
+    def keep(at: int, chunk: FileChunk, anchor: str) -> None:
+        order = _file_chunk_order(chunk)
+        if at not in best or order < best[at][0]:
+            best[at] = (order, wanted[anchor], anchor)
+
+    left = set(wanted)
+    for at, generation in enumerate(made):
+        for file in generation.files.values():
+            for chunk in file.chunks:
+                anchor = chunk.first_message_id
+                if anchor in wanted:
+                    keep(at, chunk, anchor)
+                    left.discard(anchor)
+    for anchor in sorted(left):
+        holding = (
+            (at, chunk)
+            for at, generation in enumerate(made)
+            for file in generation.files.values()
+            for chunk in file.chunks
+            if _holds_id(chunk.message_ids, anchor)
+        )
+        for at, chunk in holding:
+            keep(at, chunk, anchor)
+            break
+    return {at: (guid, anchor) for at, (_, guid, anchor) in best.items()}
+
+
+def _holds_id(ids: str, message_id: str) -> bool:
+    """Whether `ids` (message-ids joined by newlines) holds `message_id`."""
+    end = len(message_id)
+    at = ids.find(message_id)
+    while at >= 0:
+        if (at == 0 or ids[at - 1] == "\n") and (at + end == len(ids) or ids[at + end] == "\n"):
+            return True
+        at = ids.find(message_id, at + 1)
+    return False
 
 
 @attrs.define(eq=False)

@@ -89,6 +89,7 @@ def run_job(job: BuildJob, *, pure: bool, categories: core.Categories) -> BuildR
         job.asked,
         categories=categories,
         pure=pure,
+        pins=job.pins,
     )
     return BuildResult(made, time.thread_time() - cpu, time.monotonic() - started)
 

@@ -58,7 +58,7 @@ from psycopg_pool import ConnectionPool
 from usenet_indexer.core.batch import FileChunk, ReleaseChunk
 from usenet_indexer.core.catalog import CatalogEntry, Span, Window, query_words, search_name
 from usenet_indexer.core.categories import subcategories
-from usenet_indexer.core.merge import APART_SECONDS
+from usenet_indexer.core.merge import APART_SECONDS, Pins
 from usenet_indexer.core.newznab import Item
 from usenet_indexer.decode.ids import NO_IDS, MediaIds
 from usenet_indexer.store import arrays
@@ -143,13 +143,13 @@ _CATALOG_TEMP = """
 _CATALOG_COPY = """
     COPY {} (guid, name, search_name, category, size, files, poster, groups, posted,
              completion, season, episode, probe_candidate, sources, changed_at, state,
-             imdb, tvdb, tvmaze, tmdb)
+             imdb, tvdb, tvmaze, tmdb, anchor)
     FROM STDIN (FORMAT BINARY)
 """
 _CATALOG_TYPES = (
     "text", "text", "text", "int4", "int8", "int4", "text", "text[]", "int8",
     "float4", "int4", "int4", "bool", "bytea[]", "timestamptz", "text",
-    "int4", "int4", "int4", "int4",
+    "int4", "int4", "int4", "int4", "text",
 )  # fmt: skip
 # Shown: complete, or quiet for long enough; a row once shown stays shown. A row
 # the build made again as it was is not written (no dead tuple, no index entry,
@@ -162,10 +162,10 @@ _CATALOG_TYPES = (
 _CATALOG_MERGE = """
     INSERT INTO catalog AS c (guid, name, search_name, category, size, files, poster, groups,
                               posted, completion, season, episode, probe_candidate, sources,
-                              changed_at, state, imdb, tvdb, tvmaze, tmdb, shown)
+                              changed_at, state, imdb, tvdb, tvmaze, tmdb, anchor, shown)
     SELECT guid, name, search_name, category, size, files, poster, groups, posted,
            completion, season, episode, probe_candidate, sources, changed_at, state,
-           imdb, tvdb, tvmaze, tmdb,
+           imdb, tvdb, tvmaze, tmdb, anchor,
            completion >= 1 OR changed_at <= now() - make_interval(secs => %(quiet)s)
     FROM catalog_new
     ON CONFLICT (guid) DO UPDATE SET
@@ -176,17 +176,18 @@ _CATALOG_MERGE = """
         episode = excluded.episode, probe_candidate = excluded.probe_candidate,
         sources = excluded.sources, changed_at = excluded.changed_at, state = excluded.state,
         imdb = excluded.imdb, tvdb = excluded.tvdb, tvmaze = excluded.tvmaze,
-        tmdb = excluded.tmdb, shown = c.shown OR excluded.shown, built_at = now()
+        tmdb = excluded.tmdb, anchor = excluded.anchor, shown = c.shown OR excluded.shown,
+        built_at = now()
     WHERE NOT c.guid = ANY(%(held)s::text[])
       AND ((c.name, c.search_name, c.category, c.size, c.files, c.poster, c.groups, c.posted,
            c.completion, c.season, c.episode, c.probe_candidate, c.sources,
-           c.state, c.imdb, c.tvdb, c.tvmaze, c.tmdb)
+           c.state, c.imdb, c.tvdb, c.tvmaze, c.tmdb, c.anchor)
           IS DISTINCT FROM
           (excluded.name, excluded.search_name, excluded.category, excluded.size,
            excluded.files, excluded.poster, excluded.groups, excluded.posted,
            excluded.completion, excluded.season, excluded.episode, excluded.probe_candidate,
            excluded.sources, excluded.state, excluded.imdb,
-           excluded.tvdb, excluded.tvmaze, excluded.tmdb)
+           excluded.tvdb, excluded.tvmaze, excluded.tmdb, excluded.anchor)
        OR (excluded.shown AND NOT c.shown))
 """
 # Of the rows a build of some keys made, those the catalog has under the same guid
@@ -199,6 +200,18 @@ _CATALOG_MERGE = """
 _HELD_ROWS = """
     SELECT c.guid, c.sources, n.sources FROM catalog_new AS n JOIN catalog AS c ON c.guid = n.guid
     WHERE EXISTS (SELECT FROM unnest(c.sources) AS s WHERE s NOT IN (SELECT unnest(%b::bytea[])))
+"""
+# The anchors and guids of the rows the keys went into (merge.Pins), by each of their
+# source keys: the keys a merge of them keeps (catalog_keys, then each row by its
+# primary key, as _ROW_KEYS). A row written before migration 0044 has none.
+_PINS_OF = """
+    SELECT DISTINCT k, c.anchor, c.guid FROM catalog AS c, unnest(c.sources) AS k
+    WHERE c.id = ANY(ARRAY(SELECT catalog_id FROM catalog_keys WHERE key = ANY(%b)))
+      AND c.anchor IS NOT NULL AND k = ANY(%b)
+"""
+_PINS = """
+    SELECT DISTINCT k, c.anchor, c.guid FROM catalog AS c, unnest(c.sources) AS k
+    WHERE c.anchor IS NOT NULL
 """
 _CATALOG_PRUNE_ALL = "DELETE FROM catalog WHERE guid NOT IN (SELECT guid FROM catalog_new)"
 # The rows none of whose source keys has a stored fragment: no build merges them
@@ -712,6 +725,13 @@ def _changed(records: Sequence[tuple[Any, ...]]) -> dict[bytes, datetime]:
     return {bytes(key): when for key, when in records}
 
 
+def _pins(records: Iterable[tuple[Any, ...]]) -> dict[bytes, Pins]:
+    found: dict[bytes, list[tuple[str, bytes]]] = {}
+    for key, anchor, guid in records:
+        found.setdefault(bytes(key), []).append((anchor, bytes.fromhex(guid)))
+    return {key: tuple(sorted(pairs)) for key, pairs in found.items()}
+
+
 def _rows(records: Sequence[tuple[Any, ...]]) -> list[CatalogRow]:
     return [
         CatalogRow(
@@ -1061,6 +1081,7 @@ def _catalog_record(entry: CatalogEntry) -> tuple[object, ...]:
         entry.ids.tvdb,
         entry.ids.tvmaze,
         entry.ids.tmdb,
+        entry.anchor or None,
     )
 
 
@@ -1317,6 +1338,20 @@ class CatalogTable:
                 ]
                 rows += conn.execute(statement, columns, binary=True).fetchall()
         return {bytes(key) for (key,) in rows}
+
+    def pins(
+        self, keys: Sequence[bytes] | None = None, locks: ShardLocks | None = None
+    ) -> dict[bytes, Pins]:
+        """The anchors and guids of the catalog rows (of `keys` only, when given) by each
+        of their source keys (merge.Pins, sorted), read on the connection of `locks` when
+        given: the keys a merge of those keys keeps."""
+        with self._reading(locks) as conn:
+            if keys is None:
+                rows = conn.execute(_PINS, binary=True).fetchall()
+            else:
+                asked = arrays.keys(keys)
+                rows = conn.execute(_PINS_OF, (asked, asked), binary=True).fetchall()
+        return _pins(rows)
 
     def mark_no_album(self, keys: Sequence[bytes]) -> int:
         """Mark releases whose files are not all an album's (core/catalog.py's

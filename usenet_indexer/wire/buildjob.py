@@ -28,7 +28,7 @@ import attrs
 import msgpack
 
 from usenet_indexer.core.catalog import CatalogEntry, Made
-from usenet_indexer.core.merge import KEYS
+from usenet_indexer.core.merge import KEYS, Pins
 from usenet_indexer.core.renames import Finding
 from usenet_indexer.decode.ids import NO_IDS, MediaIds
 from usenet_indexer.errors import RemoteProtocolError
@@ -102,6 +102,8 @@ class BuildJob:
         keys: how the coordinator keys a release's generations (merge.KEYS; 1: a
             coordinator from before it said, whose job an edge of this version
             gives back: their rows' guids would not be the same).
+        pins: the anchors and guids of the catalog rows of the keys merged, by
+            source key (merge.Pins): the guids the merge keeps.
     """
 
     job_id: int
@@ -113,6 +115,7 @@ class BuildJob:
     changed: Mapping[bytes, datetime]
     asked: Mapping[bytes, frozenset[str]]
     keys: int = KEYS
+    pins: Mapping[bytes, Pins] = attrs.field(factory=dict)
 
 
 @attrs.frozen
@@ -151,7 +154,7 @@ def job_pieces(job: BuildJob) -> tuple[bytes, ...]:
     pack = msgpack.packb
     head = b"".join(
         (
-            _MAP9,
+            _MAP10,
             pack("id"),
             pack(job.job_id),
             pack("releases"),
@@ -171,13 +174,14 @@ def job_pieces(job: BuildJob) -> tuple[bytes, ...]:
         "changed": [[k, micros(v)] for k, v in job.changed.items()],
         "asked": [[k, sorted(v)] for k, v in job.asked.items()],
         "keys": job.keys,
+        "pins": [[k, [list(pin) for pin in pins]] for k, pins in job.pins.items()],
     }
     pieces.append(b"".join(pack(k) + pack(v) for k, v in rest.items()))
     return tuple(pieces)
 
 
 # msgpack's headers (its spec: fixmap, fixarray, array 16/32, bin 8/16/32).
-_MAP9 = b"\x89"  # a map of the job's 9 entries
+_MAP10 = b"\x8a"  # a map of the job's 10 entries
 _PAIR = b"\x92"  # a fragment's [key, bytes]
 
 
@@ -219,6 +223,10 @@ def decode_job(body: bytes) -> BuildJob:
             changed={bytes(k): moment(int(v)) for k, v in document["changed"]},
             asked={bytes(k): frozenset(map(str, v)) for k, v in document["asked"]},
             keys=KEYS,
+            pins={
+                bytes(k): tuple((str(anchor), bytes(guid)) for anchor, guid in pins)
+                for k, pins in document["pins"]
+            },
         )
     )
 
@@ -307,7 +315,7 @@ def _entry(entry: CatalogEntry) -> list[object]:
         entry.guid, entry.name, entry.search_name, entry.category, entry.size, entry.files,
         entry.poster, list(entry.groups), entry.posted, entry.completion, entry.season,
         entry.episode, entry.probe_candidate, list(entry.sources), micros(entry.changed_at),
-        entry.state, list(attrs.astuple(entry.ids)),
+        entry.state, list(attrs.astuple(entry.ids)), entry.anchor,
     ]  # fmt: skip
 
 
@@ -315,7 +323,7 @@ def _entry(entry: CatalogEntry) -> list[object]:
 # bool is no int): completion an int or a float, season and episode nil or ints.
 _ROW_SHAPES = frozenset(
     (str, str, str, int, int, int, str, list, int, completion, season, episode, bool, list,
-     int, str, list)
+     int, str, list, str)
     for completion in (float, int)
     for season in (int, type(None))
     for episode in (int, type(None))
@@ -329,10 +337,10 @@ _NO_ID_VALUES = [None] * len(attrs.fields(MediaIds))
 def _unentry(value: object, moments: dict[int, datetime]) -> CatalogEntry:
     """A row (`moments`: the times made of the rows before, by microseconds)."""
     fields = _list(value)
-    if len(fields) != 17:
-        raise BuildWireError(f"a catalog row has 17 fields, not {len(fields)}")
+    if len(fields) != 18:
+        raise BuildWireError(f"a catalog row has 18 fields, not {len(fields)}")
     (guid, name, search, category, size, files, poster, groups, posted, completion,
-     season, episode, candidate, sources, changed_at, state, ids) = fields  # fmt: skip
+     season, episode, candidate, sources, changed_at, state, ids, anchor) = fields  # fmt: skip
     # A row of the right types in one look (the coordinator reads every row of
     # every job); any other goes the field-by-field way below, which names what
     # is wrong (and makes the same row of what it accepts).
@@ -340,6 +348,7 @@ def _unentry(value: object, moments: dict[int, datetime]) -> CatalogEntry:
         tuple(map(type, fields)) in _ROW_SHAPES
         and all(type(g) is str for g in groups)
         and all(type(k) is bytes for k in sources)
+        and _plain_anchor(anchor)
         and (
             ids == _NO_ID_VALUES
             or (len(ids) == 5 and all(v is None or type(v) is int for v in ids))
@@ -351,15 +360,15 @@ def _unentry(value: object, moments: dict[int, datetime]) -> CatalogEntry:
         return CatalogEntry(
             guid, name, search, category, size, files, poster, tuple(groups), posted,
             float(completion), season, episode, candidate, tuple(sources), when,
-            state, NO_IDS if ids == _NO_ID_VALUES else MediaIds(*ids),
+            state, NO_IDS if ids == _NO_ID_VALUES else MediaIds(*ids), anchor,
         )  # fmt: skip
     return _checked_entry(fields)
 
 
 def _checked_entry(fields: list[Any]) -> CatalogEntry:
-    """A row of 17 fields, checked field by field (BuildWireError naming what is wrong)."""
+    """A row of 18 fields, checked field by field (BuildWireError naming what is wrong)."""
     (guid, name, search, category, size, files, poster, groups, posted, completion,
-     season, episode, candidate, sources, changed_at, state, ids) = fields  # fmt: skip
+     season, episode, candidate, sources, changed_at, state, ids, anchor) = fields  # fmt: skip
     id_values = _list(ids)
     if len(id_values) != 5:
         raise BuildWireError("a catalog row's ids are 5")
@@ -381,7 +390,20 @@ def _checked_entry(fields: list[Any]) -> CatalogEntry:
         changed_at=_moment(_int(changed_at)),
         state=_str(state),
         ids=MediaIds(*(_optional(v, _int) for v in id_values)),
+        anchor=_anchor(anchor),
     )
+
+
+def _plain_anchor(value: object) -> bool:
+    """Whether a row's anchor is a message-id, or none (""), as a merge makes it (any
+    other goes the field-by-field way, `_anchor`, which refuses it by name)."""
+    return type(value) is str and not any(c in value for c in MESSAGE_ID_FORBIDDEN)
+
+
+def _anchor(value: object) -> str:
+    """A row's anchor (PostgreSQL text, read back by the builds after): a message-id,
+    or none ("")."""
+    return "" if value == "" else _message_id(value, "a catalog row's anchor message-id")
 
 
 def _key(value: object) -> bytes:
@@ -398,14 +420,14 @@ def _seconds(value: object) -> float:
     return seconds
 
 
-def _message_id(value: object) -> str:
+def _message_id(value: object, what: str = "a probe's message-id") -> str:
     """A probe's message-id, as a batch's probe candidates have it (batchwire): it goes
     into an NNTP server's BODY command and into PostgreSQL text. No cap on its length:
     a stored fragment's message-ids have none, and a build of them refused would be
     asked again and again (the NNTP client refuses a command line over 512 bytes)."""
     text = _str(value)
     if not text or any(c in text for c in MESSAGE_ID_FORBIDDEN):
-        raise BuildWireError(f"a probe's message-id is not one: {text[:80]!r}")
+        raise BuildWireError(f"{what} is not one: {text[:80]!r}")
     return text
 
 
