@@ -837,3 +837,94 @@ def test_a_stored_uploads_key_stays_when_its_own_first_articles_come_late() -> N
     batches = index(first) + index(rest, batch_every=13) + index(head)
     assert _keys_by_upload(_pinned(batches, _pins(built))) == keys
     assert _keys_by_upload(merged(batches))["b"] != keys["b"]  # what the pin prevents
+
+
+def _uploads_of_one_key(rng: random.Random) -> list[str]:
+    """Uploads that share release keys, in article order: a poster's same files posted
+    again (a minute, some minutes or a day apart), NewsUP's random names under its
+    default From, a file posted again at once, or JBinUp scene uploads (their .nfo
+    and .sfv a key of their own, linked with the volumes: `uploads.link`)."""
+    day = 24 * 60 * 60 * 10  # articles: `dated` gives a second every ten
+    kind = rng.randrange(4)
+    if kind == 0:
+        uploads = [
+            [
+                dated(text)
+                for text in upload(
+                    BASE + n * rng.choice([60, 400, day]), HEAD, FILES, tag=f"{tag}."
+                )
+            ]
+            for n, tag in enumerate("abc")
+        ]
+    elif kind == 1:
+        alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+        uploads = [
+            newsup_upload(
+                BASE + n * rng.choice([50, 600, day]),
+                [
+                    ("".join(rng.choices(alphabet, k=12)) + suffix, total)
+                    for suffix, total in ((".par2", 1), ("", 40))
+                ],
+                tag,
+            )
+            for n, tag in enumerate("abc")
+        ]
+    elif kind == 2:
+        uploads = [posted_again_at_once([("a.mkv", 30), ("a.par2", 2)], every=rng.choice([5, 15]))]
+    else:
+        uploads = [
+            scene_upload(BASE + n * rng.choice([100, day]), tag) for n, tag in enumerate("ab")
+        ]
+    return sorted(
+        (text for texts in uploads for text in texts), key=lambda t: int(t.split("\t", 1)[0])
+    )
+
+
+def _indexed_in_any_order(rng: random.Random, texts: list[str]) -> list[Batch]:
+    """The batches of `texts` cut every few lines, with a span or two indexed again cut
+    otherwise (a range leased again), stored in any order."""
+    batches = index(texts, batch_every=rng.randrange(5, 60))
+    for _ in range(rng.randrange(3)):
+        start = rng.randrange(len(texts))
+        end = rng.randrange(start, len(texts)) + 1
+        batches += index(texts[start:end], batch_every=rng.randrange(3, 50))
+    rng.shuffle(batches)
+    return batches
+
+
+def _held(releases: list[CatalogRelease]) -> list[tuple[str, ...]]:
+    """What each release holds (its segments' message-ids), whatever its key."""
+    return sorted(
+        tuple(sorted(m for mids in segments_of(r).values() for m in mids)) for r in releases
+    )
+
+
+def test_a_merge_with_its_catalogs_pins_keeps_every_key_and_changes_no_release() -> None:
+    """Seeded cases (helper-101's review): uploads sharing keys, batches cut anyhow, a
+    span indexed twice, stored in any order; a catalog built of all of them or of
+    some first. With the pins of the catalog before it a merge makes the releases a
+    merge without pins makes (pins choose keys, never what a release holds), no two
+    under one key, and merged again with its own catalog's pins the same keys: a
+    catalog followed build by build is a fixed point (no guid moves, no row is
+    written again). One anchor can start chunks of two uploads (a batch cut across
+    the end of one and the start of the next), and a linked upload's key is the part
+    that kept one."""
+    failed = []
+    for seed in range(600):
+        rng = random.Random(seed)
+        batches = _indexed_in_any_order(rng, _uploads_of_one_key(rng))
+        plain = merged(batches)
+        first = merged(batches[: rng.randrange(1, len(batches) + 1)])
+        for before in (plain, first):
+            once = _pinned(batches, _pins(before))
+            again = _pinned(batches, _pins(once))
+            if not (
+                _held(once) == _held(plain)
+                and len({r.key for r in once}) == len(once)
+                and sorted(r.key for r in again) == sorted(r.key for r in once)
+                and _held(again) == _held(once)
+            ):
+                failed.append(seed)
+        if sorted(r.key for r in _pinned(batches, _pins(plain))) != sorted(r.key for r in plain):
+            failed.append(seed)
+    assert failed == []

@@ -149,6 +149,8 @@ class _Release(_Fields):
     name: str | None = None
     # The first message-id of the file chunk its key was made of, or kept by (`_keyed`).
     anchor: str = ""
+    # Whether its key is a stored row's it kept (`_kept`).
+    kept: bool = False
 
 
 # A merged file's figures from its chunks (in the order merged): (segments, the bytes
@@ -708,8 +710,11 @@ class ReleaseMerger:
         )
         built, seen, size, posted = _files_built(files, pure=self.pure) if made is None else made
         announced = _announced(members)
+        # Its key: a stored row's one of its parts kept (parts are linked in order of
+        # date, then of key: a part keyed anew may come before), else its first part's.
+        keyed = next((member for member in members if member.kept), release)
         return CatalogRelease(
-            key=release.key,
+            key=keyed.key,
             name=name,
             poster=release.poster,
             groups=tuple(sorted(set().union(*(m.groups for m in members)))),
@@ -723,7 +728,7 @@ class ReleaseMerger:
             files=tuple(built),
             repost_of=release.repost_of,
             sources=tuple(sorted({key for m in members for key in m.sources})),
-            anchor=release.anchor,
+            anchor=keyed.anchor,
         )
 
 
@@ -984,7 +989,8 @@ def _keyed(key: bytes, made: list[_Release], pins: Pins = ()) -> None:
     kept = _kept(key, made, pins) if pins else {}
     taken = {guid for guid, _ in kept.values()}
     for at, generation in enumerate(made):
-        if at in kept:
+        generation.kept = at in kept
+        if generation.kept:
             generation.key, generation.anchor = kept[at]
             continue
         earliest = min(
@@ -999,29 +1005,38 @@ def _keyed(key: bytes, made: list[_Release], pins: Pins = ()) -> None:
 
 
 def _kept(key: bytes, made: list[_Release], pins: Pins) -> dict[int, tuple[bytes, str]]:
-    """The stored keys (and anchors) the generations keep, by their place in `made`: a
-    pin's key is the release key's (itself, or `generation_key` of it and the anchor);
-    the generation holding the anchor as a file chunk's first message-id keeps it (as
-    any segment's, when no chunk starts with it: its range indexed again in other
-    batches), of two the pin of its earlier chunk."""
-    wanted = {
-        anchor: guid for anchor, guid in pins if guid == key or guid == generation_key(key, anchor)
-    }
-    best: dict[int, tuple[tuple[int, bytes, str], bytes, str]] = {}
+    """The stored keys (and anchors) the generations keep, by their place in `made`.
 
-    def keep(at: int, chunk: FileChunk, anchor: str) -> None:
-        order = _file_chunk_order(chunk)
-        if at not in best or order < best[at][0]:
-            best[at] = (order, wanted[anchor], anchor)
-
-    left = set(wanted)
+    A pin's key is the release key's: itself, or `generation_key` of it and the
+    anchor (or a `repost_key` of that: two generations with one earliest
+    message-id). A generation holds a pin's anchor as a file chunk's first
+    message-id (as any segment's when no chunk starts with it: its range indexed
+    again in other batches). One anchor can start chunks of two generations (a
+    batch that saw no earlier pass cuts a chunk of one upload's last segments and
+    the next one's first), so each anchor goes to one generation and each
+    generation keeps one pin: first to a generation whose own earliest file chunk
+    starts with it (as its key was made), then by the order of the chunks.
+    """
+    wanted: dict[str, bytes] = {}
+    for anchor, guid in pins:
+        own = generation_key(key, anchor)
+        for _ in range(len(made)):
+            if guid in (key, own):
+                wanted[anchor] = guid
+                break
+            own = repost_key(own)
+    if not wanted:
+        return {}
+    # (not its own earliest, chunk order, generation, anchor) of each holding
+    held: list[tuple[bool, tuple[int, bytes, str], int, str]] = []
     for at, generation in enumerate(made):
-        for file in generation.files.values():
-            for chunk in file.chunks:
-                anchor = chunk.first_message_id
-                if anchor in wanted:
-                    keep(at, chunk, anchor)
-                    left.discard(anchor)
+        chunks = [chunk for file in generation.files.values() for chunk in file.chunks]
+        earliest = min(chunks, key=_file_chunk_order)
+        for chunk in chunks:
+            anchor = chunk.first_message_id
+            if anchor in wanted:
+                held.append((chunk is not earliest, _file_chunk_order(chunk), at, anchor))
+    left = set(wanted).difference(anchor for *_, anchor in held)
     for anchor in sorted(left):
         holding = (
             (at, chunk)
@@ -1031,9 +1046,15 @@ def _kept(key: bytes, made: list[_Release], pins: Pins) -> dict[int, tuple[bytes
             if _holds_id(chunk.message_ids, anchor)
         )
         for at, chunk in holding:
-            keep(at, chunk, anchor)
+            held.append((True, _file_chunk_order(chunk), at, anchor))
             break
-    return {at: (guid, anchor) for at, (_, guid, anchor) in best.items()}
+    kept: dict[int, tuple[bytes, str]] = {}
+    given: set[str] = set()
+    for *_, at, anchor in sorted(held):
+        if anchor not in given and at not in kept:
+            given.add(anchor)
+            kept[at] = (wanted[anchor], anchor)
+    return kept
 
 
 def _holds_id(ids: str, message_id: str) -> bool:
