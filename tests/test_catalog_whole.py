@@ -599,3 +599,25 @@ def test_each_page_of_the_prune_reads_its_rows_and_their_keys_only(
         assert read(catalog_sql._CATALOG_PRUNE_UNSTORED, params, "catalog") <= 3 * page
         assert read(catalog_sql._CATALOG_PRUNE_UNSTORED, params, "releases") <= page
     assert read(PRUNE_IN_ONE, None, "catalog") == rows
+
+
+def test_a_whole_build_gives_the_rows_written_before_0044_their_anchors(stores: Stores) -> None:
+    """Rows written before migration 0044 have no anchor (their guids are kept only once
+    a build writes them again); `uidx catalog build` writes every one, its guid
+    unchanged, each anchor a message-id of the row's own release."""
+    stored(stores, 12_000, 5, "posting-tools", found=False)
+    stores.build.everything(quiet_seconds=0)
+    before = catalog_rows(stores)
+    with stores.catalog.pool.connection() as conn:
+        conn.execute("UPDATE catalog SET anchor = NULL")
+    in_slices(stores.catalog.pool).build(quiet_seconds=0)
+    assert catalog_rows(stores) == before
+    with stores.catalog.pool.connection() as conn:
+        rows = conn.execute("SELECT guid, anchor FROM catalog").fetchall()
+    assert len(rows) == len(before) > 20
+    for guid, anchor in rows:
+        row = stores.catalog.row(guid)
+        assert row is not None
+        release = stores.build.release(row)
+        assert release is not None
+        assert any(anchor == message_id for f in release.files for _, message_id, _ in f.segments)
