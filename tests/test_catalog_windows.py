@@ -549,3 +549,51 @@ def test_a_fill_that_leaves_an_upload_lets_a_part_beyond_the_window_join_what_is
     # The whole build: B with the random names, A with its fill (and the earliest alone).
     assert sorted(int(str(row[3])) for row in whole.values()) == [2] * earlier + [3, 5]
     assert followed == whole
+
+
+def test_two_parts_posted_in_one_second_are_linked_whatever_keys_the_rows_keep(
+    stores: Stores,
+) -> None:
+    """helper-102's case (its random scenarios' seed 960): `link` takes parts in order
+    of date, then of key, and a part's key is the one its row keeps (merge.Pins). Two
+    parts posted in one second tied on a key the catalog's history gave, and the
+    catalog followed batch by batch joined them otherwise than a whole rebuild. Parts
+    are linked by their keys as if no row were stored (`_Release.link_key`)."""
+    poster = "someone <someone@example.com>"
+
+    def spread(
+        head: str, files: list[tuple[int, str]], *, at: int, step: int, tag: str
+    ) -> list[str]:
+        return [
+            line
+            for n, (i, name) in enumerate(files)
+            for line in posted(head, poster, [(i, name)], 10, at=at + n * step, tag=f"{tag}{i}")
+        ]
+
+    t = START + 3 * DAY
+    # Random names R2 (4 5 7) at t+100m, then R1 (5 7 8) at t+90m: one key. Show S
+    # (3 6 8, files 50 minutes apart) at t+60m, posted again at t+70m, then T (2 5) at
+    # t+100m, in the very second R2 was. (The names and message-ids decide the tie.)
+    r2 = spread(
+        "",
+        [(4, "LhPif67hPMf4"), (5, "d3c0O3fi1kM0"), (7, "dQQgMg6Pa3i7")],
+        at=t + 6000,
+        step=20,
+        tag="p1",
+    )
+    r1 = spread(
+        "",
+        [(5, "P0jL2c5ifhig"), (7, "M6Pg3ege2ghP"), (8, "37Pj18a0adfg")],
+        at=t + 5400,
+        step=20,
+        tag="p0",
+    )
+    show = [(i, f"show.part{i:02}.rar") for i in (3, 6, 8)]
+    s1 = spread("Show.Alpha.S01E01.720p.WEB-GRP", show, at=t + 3600, step=3000, tag="p4")
+    s2 = spread("Show.Alpha.S01E01.720p.WEB-GRP", show, at=t + 4200, step=20, tag="p2")
+    third = spread(
+        "Third.Gamma.2018.720p-GRP", [(2, "third.part02.rar"), (5, "third.part05.rar")],
+        at=t + 6000, step=20, tag="p6",
+    )  # fmt: skip
+    _, followed, whole = builds_and_rows(stores, [r2, r1, s1, s2, third])
+    assert followed == whole

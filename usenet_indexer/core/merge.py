@@ -151,6 +151,8 @@ class _Release(_Fields):
     anchor: str = ""
     # Whether its key is a stored row's it kept (`_kept`).
     kept: bool = False
+    # Its key as if no row were stored: `uploads.link`'s (`_keyed`).
+    link_key: bytes = b""
 
 
 # A merged file's figures from its chunks (in the order merged): (segments, the bytes
@@ -615,8 +617,8 @@ class ReleaseMerger:
         """
         order: list[tuple[int, str, bytes, list[_Release], list[_File], list[CatalogRelease]]] = []
         made = list(self._generations())
-        generations = {g.key: g for g, _ in made}
-        parts = {g.key: part for g, part in made}
+        generations = {g.link_key: g for g, _ in made}
+        parts = {g.link_key: part for g, part in made}
         for keys in link(parts.values()):
             members = [generations[key] for key in keys]
             probed = tuple(map(self._candidate, members))
@@ -805,7 +807,7 @@ def _part(release: _Release) -> Part:
     files = list(release.files.values())
     dated = [f.posted for f in files if f.posted]
     return Part(
-        key=release.key,
+        key=release.link_key,
         poster=release.poster,
         files_announced=release.files_announced,
         indexes=frozenset([f.index for f in files if f.index is not None]),
@@ -986,22 +988,37 @@ def _keyed(key: bytes, made: list[_Release], pins: Pins = ()) -> None:
     """
     if not made:
         return
+    earliest = [
+        min(
+            (chunk for file in generation.files.values() for chunk in file.chunks),
+            key=_file_chunk_order,
+        ).first_message_id
+        for generation in made
+    ]
+    # The keys as if no row were stored: `link` orders parts by them (its result is
+    # then of the chunks alone, whatever the catalog's history; a tie of two parts
+    # posted in one second went by a key the pins gave).
+    taken: set[bytes] = set()
+    for at, generation in enumerate(made):
+        generation.link_key = _own(key, at, earliest[at], taken)
     kept = _kept(key, made, pins) if pins else {}
     taken = {guid for guid, _ in kept.values()}
     for at, generation in enumerate(made):
         generation.kept = at in kept
         if generation.kept:
             generation.key, generation.anchor = kept[at]
-            continue
-        earliest = min(
-            (chunk for file in generation.files.values() for chunk in file.chunks),
-            key=_file_chunk_order,
-        ).first_message_id
-        own = key if at == 0 and key not in taken else generation_key(key, earliest)
-        while own in taken:  # two generations with one earliest message-id
-            own = repost_key(own)
-        taken.add(own)
-        generation.key, generation.anchor = own, earliest
+        else:
+            generation.key, generation.anchor = _own(key, at, earliest[at], taken), earliest[at]
+
+
+def _own(key: bytes, at: int, earliest: str, taken: set[bytes]) -> bytes:
+    """The key of the `at`-th generation of release `key` whose earliest file chunk
+    starts with `earliest`, of those not `taken` (added to it)."""
+    own = key if at == 0 and key not in taken else generation_key(key, earliest)
+    while own in taken:  # two generations with one earliest message-id
+        own = repost_key(own)
+    taken.add(own)
+    return own
 
 
 def _kept(key: bytes, made: list[_Release], pins: Pins) -> dict[int, tuple[bytes, str]]:
