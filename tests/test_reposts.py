@@ -928,3 +928,32 @@ def test_a_merge_with_its_catalogs_pins_keeps_every_key_and_changes_no_release()
         if sorted(r.key for r in _pinned(batches, _pins(plain))) != sorted(r.key for r in plain):
             failed.append(seed)
     assert failed == []
+
+
+def test_a_stored_key_whose_upload_went_into_another_rows_goes_to_no_other_upload() -> None:
+    """helper-103's seeded case 208: one upload posted twice at once (two runs
+    interleaved, new message-ids), stored a batch at a time and built after each. The
+    first batch makes the release key's row (the repost's part08); the second's
+    chunks make a generation that holds that row's anchor and keeps a row of its own.
+    When the first post's first segment comes late, that generation holds both rows'
+    anchors and keeps its own; the release key's row is left without one, and its key
+    went to the first post's generation, whose segments it never held. A row whose
+    anchor went into a generation that kept another row's key is gone: its key is
+    given to no other upload."""
+    texts: list[str] = []
+    for i, name, second in ((1, "third.part01.rar", 1), (8, "third.part08.rar", 2)):
+        for k in (1, 2):
+            for tag in ("p", "r"):  # the first post's, then the repost's
+                subject = f'Third.Gamma.2018.720p-GRP [{i:02}/08] - "{name}" yEnc ({k}/2)'
+                fields = line(BASE + len(texts), subject, f"{i}.{k}.{tag}@x").split("\t")
+                fields[3] = formatdate(1_796_000_000 + second + k)
+                texts.append("\t".join(fields))
+    late, two, one = index(texts[0:1]), index(texts[1:5]), index(texts[5:8])
+    first = merged(one)
+    before = _pinned(one + two, _pins(first))
+    after = _pinned(one + two + late, _pins(before))
+    assert _held(after) == _held(merged(one + two + late))
+    held = {r.key: {m for mids in segments_of(r).values() for m in mids} for r in before}
+    for release in after:
+        ids = {m for mids in segments_of(release).values() for m in mids}
+        assert release.key not in held or ids & held[release.key], release.key.hex()
