@@ -1001,8 +1001,11 @@ def _keyed(key: bytes, made: list[_Release], pins: Pins = ()) -> None:
     taken: set[bytes] = set()
     for at, generation in enumerate(made):
         generation.link_key = _own(key, at, earliest[at], taken)
-    kept = _kept(key, made, pins) if pins else {}
-    taken = {guid for guid, _ in kept.values()}
+    kept, stored = _kept(key, made, pins) if pins else ({}, set())
+    # Every stored row's key of the release key, kept or not: a row whose anchor went
+    # to a generation that kept another row's is gone (its content is in that one),
+    # and its key is given to no other content (helper-103's seeded case 208).
+    taken = set(stored)
     for at, generation in enumerate(made):
         generation.kept = at in kept
         if generation.kept:
@@ -1021,7 +1024,9 @@ def _own(key: bytes, at: int, earliest: str, taken: set[bytes]) -> bytes:
     return own
 
 
-def _kept(key: bytes, made: list[_Release], pins: Pins) -> dict[int, tuple[bytes, str]]:
+def _kept(
+    key: bytes, made: list[_Release], pins: Pins
+) -> tuple[dict[int, tuple[bytes, str]], set[bytes]]:
     """The stored keys (and anchors) the generations keep, by their place in `made`.
 
     A pin's key is the release key's: itself, or `generation_key` of it and the
@@ -1032,18 +1037,29 @@ def _kept(key: bytes, made: list[_Release], pins: Pins) -> dict[int, tuple[bytes
     batch that saw no earlier pass cuts a chunk of one upload's last segments and
     the next one's first), so each anchor goes to one generation and each
     generation keeps one pin: first to a generation whose own earliest file chunk
-    starts with it (as its key was made), then by the order of the chunks.
+    starts with it (as its key was made), then by the order of the chunks. Two rows
+    can have one anchor (two generations with one earliest message-id): each of
+    the generations that hold it keeps one of their keys, in the order made.
+
+    Also every stored key of the release key's, kept or not (`_keyed` gives none of
+    them to a generation that keeps none: a row whose anchor went to a generation
+    that kept another's is gone, and its key goes to no other content).
     """
-    wanted: dict[str, bytes] = {}
+    # Each anchor's rows' keys, in the order `_own` gives them (two generations with
+    # one earliest message-id: the release key, then generation_key, then its
+    # repost_keys), as (order, key).
+    wanted: dict[str, list[tuple[int, bytes]]] = {}
     for anchor, guid in pins:
         own = generation_key(key, anchor)
-        for _ in range(len(made)):
+        for depth in range(len(made)):
             if guid in (key, own):
-                wanted[anchor] = guid
+                wanted.setdefault(anchor, []).append((-1 if guid == key else depth, guid))
                 break
             own = repost_key(own)
     if not wanted:
-        return {}
+        return {}, set()
+    for guids in wanted.values():
+        guids.sort()
     # (not its own earliest, chunk order, generation, anchor) of each holding
     held: list[tuple[bool, tuple[int, bytes, str], int, str]] = []
     for at, generation in enumerate(made):
@@ -1066,12 +1082,13 @@ def _kept(key: bytes, made: list[_Release], pins: Pins) -> dict[int, tuple[bytes
             held.append((True, _file_chunk_order(chunk), at, anchor))
             break
     kept: dict[int, tuple[bytes, str]] = {}
-    given: set[str] = set()
+    given: dict[str, int] = {}
     for *_, at, anchor in sorted(held):
-        if anchor not in given and at not in kept:
-            given.add(anchor)
-            kept[at] = (wanted[anchor], anchor)
-    return kept
+        n = given.get(anchor, 0)
+        if n < len(wanted[anchor]) and at not in kept:
+            given[anchor] = n + 1
+            kept[at] = (wanted[anchor][n][1], anchor)
+    return kept, {guid for guids in wanted.values() for _, guid in guids}
 
 
 def _holds_id(ids: str, message_id: str) -> bool:
