@@ -26,8 +26,10 @@ some files). A file's copies in several generations go to them in order
 of date, the earliest to the earliest generation. The earliest
 generation comes out under the release key, each later one under a key of
 its own upload's (`reposts.generation_key` of the release key and its
-earliest file chunk's first message-id): an upload indexed late (a
-backfill) changes no later upload's key, which is its row's guid. What a generation says of itself is of the
+earliest file chunk's first message-id); but a generation that holds a
+stored row's anchor keeps that row's key (`Pins`, `_keyed`), so an upload
+indexed late (a backfill) moves no row's guid. Parts are linked by their
+keys as if no row were stored (`link_key`). What a generation says of itself is of the
 chunks it holds, whatever key a batch cut gave them: whether a batch asked
 a probe of it, and its poster, head and [i/M] (its earliest one's); a
 file's subject is the fullest of its key's chunks. Its groups are the
