@@ -990,20 +990,21 @@ def _keyed(key: bytes, made: list[_Release], pins: Pins = ()) -> None:
     """
     if not made:
         return
-    earliest = [
+    firsts = [
         min(
             (chunk for file in generation.files.values() for chunk in file.chunks),
             key=_file_chunk_order,
-        ).first_message_id
+        )
         for generation in made
     ]
+    earliest = [chunk.first_message_id for chunk in firsts]
     # The keys as if no row were stored: `link` orders parts by them (its result is
     # then of the chunks alone, whatever the catalog's history; a tie of two parts
     # posted in one second went by a key the pins gave).
     taken: set[bytes] = set()
     for at, generation in enumerate(made):
         generation.link_key = _own(key, at, earliest[at], taken)
-    kept, stored = _kept(key, made, pins) if pins else ({}, set())
+    kept, stored = _kept(key, made, pins, firsts) if pins else ({}, set())
     # Every stored row's key of the release key, kept or not: a row whose anchor went
     # to a generation that kept another row's is gone (its content is in that one),
     # and its key is given to no other content (helper-103's seeded case 208).
@@ -1027,9 +1028,10 @@ def _own(key: bytes, at: int, earliest: str, taken: set[bytes]) -> bytes:
 
 
 def _kept(
-    key: bytes, made: list[_Release], pins: Pins
+    key: bytes, made: list[_Release], pins: Pins, firsts: list[FileChunk]
 ) -> tuple[dict[int, tuple[bytes, str]], set[bytes]]:
-    """The stored keys (and anchors) the generations keep, by their place in `made`.
+    """The stored keys (and anchors) the generations keep, by their place in `made`
+    (`firsts`: each one's earliest file chunk).
 
     A pin's key is the release key's: itself, or `generation_key` of it and the
     anchor (or a `repost_key` of that: two generations with one earliest
@@ -1065,12 +1067,11 @@ def _kept(
     # (not its own earliest, chunk order, generation, anchor) of each holding
     held: list[tuple[bool, tuple[int, bytes, str], int, str]] = []
     for at, generation in enumerate(made):
-        chunks = [chunk for file in generation.files.values() for chunk in file.chunks]
-        earliest = min(chunks, key=_file_chunk_order)
-        for chunk in chunks:
-            anchor = chunk.first_message_id
-            if anchor in wanted:
-                held.append((chunk is not earliest, _file_chunk_order(chunk), at, anchor))
+        for file in generation.files.values():
+            for chunk in file.chunks:
+                anchor = chunk.first_message_id
+                if anchor in wanted:
+                    held.append((chunk is not firsts[at], _file_chunk_order(chunk), at, anchor))
     left = set(wanted).difference(anchor for *_, anchor in held)
     for anchor in sorted(left):
         holding = (
