@@ -307,6 +307,33 @@ async def test_the_page_and_metrics_show_the_catalogs_lag_and_builds(
     assert metrics["uidx_catalog_builds_recent_pending_keys"] == lag.last.pending
     assert metrics["uidx_catalog_builds_recent_keys_merged"] == lag.last.keys
     assert "uidx_catalog_last_build_age_seconds" in metrics
+    # The catalog sweep has not begun (no coordinator ticked it): neither says a word.
+    assert "uidx_catalog_sweep_cycles" not in metrics
+    assert "The sweep that builds every stored release again" not in text
+
+
+@pytest.mark.trio
+async def test_the_page_and_metrics_show_where_the_catalog_sweep_is(
+    served: httpx.AsyncClient, stores: Stores, operator: dict[str, str]
+) -> None:
+    def swept_half() -> None:
+        stores.sweeps.tick(24.0)  # the clock started
+        with stores.catalog.pool.connection() as conn:
+            conn.execute("UPDATE catalog_sweep SET cycles = 2, after = %s", (b"\x80" + bytes(15),))
+
+    await trio.to_thread.run_sync(swept_half)
+    text = " ".join(read((await served.get("/", params=operator)).text).text)
+    assert re.search(
+        r"The sweep that builds every stored release again is 50% through cycle 3, begun"
+        r" \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \(2 cycles ended\)\.",
+        text,
+    )
+    metrics = {
+        line.split()[0]: float(line.split()[1])
+        for line in (await served.get("/metrics", headers=SCRAPER)).text.splitlines()
+        if line.startswith("uidx_catalog_sweep")
+    }
+    assert metrics == {"uidx_catalog_sweep_cycles": 2.0, "uidx_catalog_sweep_position": 0.5}
 
 
 @pytest.mark.trio

@@ -96,6 +96,9 @@ class Settings:
         catalog_max_lag_seconds: a stored batch's answer is held (at most 30 s)
             while the catalog build's oldest pending key has waited longer than
             this, so edges go at the pace the catalog is built (0: never held).
+        catalog_sweep_hours: every stored release is built again once per this
+            many hours, a slice at a time (core/sweep.py), so the catalog
+            followed batch by batch becomes what a whole rebuild makes (0: never).
         live_poll_seconds: how often the prefetcher asks each enabled group's
             high water mark and plans the new articles (the live head).
         live_margin_articles: how far below the high water mark the live head stays.
@@ -172,6 +175,7 @@ class Settings:
     catalog_build_seconds: float = 30.0
     catalog_quiet_seconds: float = 600.0
     catalog_max_lag_seconds: float = 5.0
+    catalog_sweep_hours: float = 24.0
     live_poll_seconds: float = 60.0
     live_margin_articles: int = 0
     backfill_ranges_ahead: int = 2
@@ -345,7 +349,9 @@ def _field_names() -> set[str]:
 
 
 # Times where 0 means "at once" rather than nothing at all.
-_MAY_BE_ZERO = frozenset({"catalog_quiet_seconds", "catalog_max_lag_seconds", "probe_share"})
+_MAY_BE_ZERO = frozenset(
+    {"catalog_quiet_seconds", "catalog_max_lag_seconds", "catalog_sweep_hours", "probe_share"}
+)
 
 
 @attrs.frozen
@@ -389,6 +395,8 @@ _BOUNDS = {
     "idle_in_transaction_timeout_seconds": _MILLISECONDS,
     "lease_ttl_seconds": _TEN_YEARS,
     "catalog_quiet_seconds": _TEN_YEARS,
+    # A cycle of ten years is no sweep anyone means (and its pace no timestamp holds).
+    "catalog_sweep_hours": _Bounds(most=10 * 365 * 24, why="ten years"),
     # S3 (SigV4) refuses a presigned URL that lasts longer than 7 days.
     "spool_presign_seconds": _Bounds(1, 7 * 24 * 3600, "S3 presigns for 1 s to 7 days"),
 }

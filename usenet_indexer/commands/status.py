@@ -14,6 +14,7 @@ from typing import Any
 
 from usenet_indexer.config import from_process
 from usenet_indexer.core.health import Health, healthy
+from usenet_indexer.core.sweep import SweepState
 from usenet_indexer.store.builds import BuildRecord, CatalogLag
 from usenet_indexer.store.catalog import ReleaseStates
 from usenet_indexer.store.database import opened
@@ -88,6 +89,7 @@ def as_text(status: Status) -> list[str]:
         lines.append(f"  {n.name:24} {state:12} last seen {seen}")
     lines += _throughput_lines(status.throughput)
     lines += _catalog_lines(status.catalog)
+    lines += _sweep_lines(status.sweep)
     lines += _release_lines(status.releases)
     lines.append("nntp servers (as the prefetcher last reported them)")
     if not status.servers:
@@ -206,6 +208,19 @@ def _catalog_lines(c: CatalogLag) -> list[str]:
     return lines
 
 
+def _sweep_lines(w: SweepState | None) -> list[str]:
+    if w is None:
+        return []
+    if w.swept_at is None or w.cycle_started is None:
+        return ["catalog sweep: not begun (catalog_sweep_hours 0, or no coordinator ran since)"]
+    ago = max(0.0, (w.now - w.swept_at).total_seconds())
+    return [
+        f"catalog sweep: {w.position:.0%} through cycle {w.cycles + 1:,} (begun"
+        f" {_moment(w.cycle_started)}), {_plural(w.cycles, 'cycle')} ended; its clock"
+        f" {ago:,.0f} s behind (every stored release is built again once a cycle)"
+    ]
+
+
 def _release_lines(r: ReleaseStates) -> list[str]:
     return [
         "releases: what a downloader makes of them (broken ones are not offered by the"
@@ -261,6 +276,7 @@ def as_json(status: Status) -> dict[str, Any]:
         "nodes": [_node_json(n) for n in status.nodes],
         "throughput": _throughput_json(status.throughput),
         "catalog": _catalog_json(status.catalog),
+        "catalog_sweep": _sweep_json(status.sweep),
         "releases": {
             "whole": status.releases.whole,
             "repairable": status.releases.repairable,
@@ -431,6 +447,17 @@ def _server_json(v: ServerReport) -> dict[str, Any]:
         "errors": v.errors,
         "last_error": v.last_error,
         "updated_at": _when(v.updated_at),
+    }
+
+
+def _sweep_json(w: SweepState | None) -> dict[str, Any] | None:
+    if w is None:
+        return None
+    return {
+        "cycles": w.cycles,
+        "cycle_started": _when(w.cycle_started),
+        "position": w.position,
+        "swept_at": _when(w.swept_at),
     }
 
 

@@ -24,6 +24,10 @@ as this builder's health ("catalog", "builds failing", with the error) in
 API and newznab go on (a builder that ended the process instead would take
 the coordinator down at every restart on the same stored keys). A build that did something is logged and recorded in the database
 (store/builds.py), where `uidx status`, the page and /metrics read it.
+
+Beside the builder, `sweep_catalog_forever` marks every stored release key
+pending again once per `catalog_sweep_hours`, a slice every `every_seconds`
+(core/sweep.py says why and at what pace), and pokes the builder when it did.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from usenet_indexer.core.health import Observed, State
 from usenet_indexer.core.retry import RetryPolicy
 from usenet_indexer.store.builds import BuildRecord, BuildStore
 from usenet_indexer.store.heartbeat import this_process
+from usenet_indexer.store.sweep import SweepStore
 
 logger = logging.getLogger(__name__)
 
@@ -228,3 +233,37 @@ def build_once(catalog: CatalogBuild, builds: BuildStore, quiet_seconds: float) 
             )
         )
     return built
+
+
+async def sweep_catalog_forever(
+    sweeps: SweepStore,
+    due: CatalogDue,
+    *,
+    hours: float,
+    every_seconds: float,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Every `every_seconds`, mark the stored release keys due pending again (one
+    cycle over them all per `hours`) and poke the builder; until cancelled.
+
+    The database down is a warning and a try at the next tick; any other error a
+    defect, logged with its traceback and tried again at the next tick (the
+    sweep's row is unchanged: nothing is skipped).
+    """
+    task_status.started()
+    while True:
+        try:
+            swept = await trio.to_thread.run_sync(sweeps.tick, hours)
+        except psycopg.OperationalError as error:
+            logger.warning("catalog sweep put off: database unavailable: %s", error)
+        except Exception:
+            logger.exception("catalog sweep failed; tried again in %.0f s", every_seconds)
+        else:
+            if swept.keys:
+                logger.info(
+                    "catalog sweep: %d release keys marked to be built again%s",
+                    swept.keys,
+                    "; a cycle over the catalog ended" if swept.ended else "",
+                )
+                due.due()
+        await trio.sleep(every_seconds)

@@ -29,6 +29,7 @@ from usenet_indexer.coordinator.catalog_builder import (
     BuilderHealth,
     CatalogDue,
     build_catalog_forever,
+    sweep_catalog_forever,
 )
 from usenet_indexer.coordinator.server import serve
 from usenet_indexer.coordinator.stores import Stores
@@ -40,6 +41,7 @@ from usenet_indexer.store.health import HealthStore
 from usenet_indexer.store.heartbeat import beat_forever
 from usenet_indexer.store.pgcluster import Cluster, database_url
 from usenet_indexer.store.pool import open_pool
+from usenet_indexer.store.sweep import SweepStore
 from usenet_indexer.supervisor.arbiter import STOP_SIGNALS
 from usenet_indexer.supervisor.parent import watch_parent
 
@@ -216,10 +218,14 @@ async def _serve_until(
         builder = trio.CancelScope()
         building = BuilderHealth()
         nursery.start_soon(_cancellable, builder, stores.build, due, settings, building)
+        sweeper = trio.CancelScope()
+        if settings.catalog_sweep_hours > 0:
+            nursery.start_soon(_sweeping, sweeper, stores.sweeps, due, settings)
         beating = trio.CancelScope()
         nursery.start_soon(_beating, beating, stores.health, building)
         await stop.wait()
         builder.cancel()
+        sweeper.cancel()
         beating.cancel()  # its rows taken away: a clean stop is not silence
         shutdown.set()
 
@@ -238,6 +244,18 @@ async def _cancellable(
             every_seconds=settings.catalog_build_seconds,
             quiet_seconds=settings.catalog_quiet_seconds,
             health=health,
+        )
+
+
+async def _sweeping(
+    scope: trio.CancelScope, sweeps: SweepStore, due: CatalogDue, settings: Settings
+) -> None:
+    with scope:
+        await sweep_catalog_forever(
+            sweeps,
+            due,
+            hours=settings.catalog_sweep_hours,
+            every_seconds=settings.catalog_build_seconds,
         )
 
 

@@ -13,6 +13,7 @@ from usenet_indexer.store.health import HealthStore
 from usenet_indexer.store.nodes import NodeStore
 from usenet_indexer.store.ranges import RangeStore
 from usenet_indexer.store.spool import SpoolIndex
+from usenet_indexer.store.sweep import SweepStore
 from usenet_indexer.store.users import UserStore
 
 
@@ -30,6 +31,7 @@ class Stores:
         builds: how far the catalog build is behind (pending keys, builds recorded).
         users: the newznab API's users.
         health: what processes report of themselves and what they see.
+        sweeps: the catalog sweep (every stored release built again, a slice a tick).
     """
 
     nodes: NodeStore
@@ -41,6 +43,7 @@ class Stores:
     build: CatalogBuild
     health: HealthStore
     builds: BuildStore
+    sweeps: SweepStore
 
     @classmethod
     def from_pool(
@@ -74,4 +77,5 @@ class Stores:
             build=CatalogBuild(pool, pure=pure, edge_builds=edge_builds),
             health=HealthStore(pool),
             builds=BuildStore(pool),
+            sweeps=SweepStore(pool),
         )

@@ -22,6 +22,7 @@ import attrs
 from psycopg_pool import ConnectionPool
 
 from usenet_indexer.core.health import Health, judged
+from usenet_indexer.core.sweep import SweepState
 from usenet_indexer.store.builds import BuildStore, CatalogLag
 from usenet_indexer.store.catalog import CatalogTable, ReleaseStates
 from usenet_indexer.store.groups import GroupRow, GroupStore
@@ -31,6 +32,7 @@ from usenet_indexer.store.probes import ProbeCount, ProbeStore
 from usenet_indexer.store.ranges import ParkedRange, RangeStateRow, RangeStore
 from usenet_indexer.store.servers import ServerReport, ServerStore
 from usenet_indexer.store.spool import SpoolIndex
+from usenet_indexer.store.sweep import SweepStore
 
 # How far back the throughput looks: long enough to hold several batches of a
 # busy edge (one a few seconds), short enough to say what is happening now.
@@ -120,6 +122,7 @@ class Status:
     probes: tuple[ProbeCount, ...] = ()
     parked: tuple[ParkedRange, ...] = ()  # ranges parked as failed, with why
     health: tuple[Health, ...] = ()  # core/health.judged: unhealthy first
+    sweep: SweepState | None = None  # where the catalog sweep is (core/sweep.py)
 
     @property
     def taken_at(self) -> datetime:
@@ -215,6 +218,7 @@ class StatusStore:
             parked=tuple(RangeStore(self.pool).parked()),
             releases=CatalogTable(self.pool).states(),
             health=self.health(),
+            sweep=SweepStore(self.pool).state(),
         )
 
     def health(self) -> tuple[Health, ...]:

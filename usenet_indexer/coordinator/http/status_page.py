@@ -184,6 +184,7 @@ class StatusPage:
             rate=_rate(snapshot),
             lookback=int(snapshot.throughput.lookback_seconds),
             catalog=snapshot.catalog,
+            sweep=snapshot.sweep,
             q=q,
             apikey=apikey,
             groups=[
@@ -547,6 +548,18 @@ def _catalog_metrics(snapshot: Status) -> Iterator[GaugeMetricFamily]:
             "uidx_catalog_last_build_age_seconds",
             "Since the last catalog build was recorded (absent with none in a day).",
             value=lag.last_build_seconds,
+        )
+    sweep = snapshot.sweep
+    if sweep is not None and sweep.swept_at is not None:
+        yield GaugeMetricFamily(
+            "uidx_catalog_sweep_cycles",
+            "Cycles of the catalog sweep (every stored release built again) ended.",
+            value=sweep.cycles,
+        )
+        yield GaugeMetricFamily(
+            "uidx_catalog_sweep_position",
+            "How far through its current cycle the catalog sweep is (0 to 1).",
+            value=sweep.position,
         )
 
 

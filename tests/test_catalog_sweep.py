@@ -1,0 +1,376 @@
+"""The catalog sweep (core/sweep.py, store/sweep.py, coordinator/catalog_builder.py):
+every stored release key marked pending again once per `catalog_sweep_hours`, a
+slice a tick, in key order, so that a catalog followed batch by batch becomes what
+a whole rebuild makes, on a real PostgreSQL.
+
+The sweep's clock is its row's `swept_at`, on the database's clock: a test moves
+it back (as time passing would) instead of waiting. `FlakySweeps` is a fake of the
+store for the one fault a real database does not give on demand mid-test (the
+database unavailable for one tick)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from datetime import UTC, datetime, timedelta
+from itertools import chain
+from typing import Any
+
+import attrs
+import psycopg
+import pytest
+import trio
+import trio.testing
+from test_catalog_build import batches_of_lines, catalog_rows
+from test_catalog_windows import DAY, START, posted
+
+from usenet_indexer.config import default, load
+from usenet_indexer.coordinator.catalog_builder import CatalogDue, sweep_catalog_forever
+from usenet_indexer.coordinator.stores import Stores
+from usenet_indexer.core.sweep import MAX_CATCH_UP_SECONDS, MAX_KEYS, Pace, pace, position
+from usenet_indexer.errors import ConfigError
+from usenet_indexer.store.sweep import Swept
+
+T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+POSTER = "someone <someone@example.com>"
+# A cycle of 6 minutes: 30 s a key of 12 (a pause is made up for MAX_CATCH_UP_SECONDS
+# at most, so a test moves the clock back by less).
+HOURS = 0.1
+
+
+def test_a_tick_marks_the_keys_the_time_since_the_last_is_worth_and_keeps_the_rest() -> None:
+    # 1,000 keys a day: 86.4 s a key. 200 s are worth 2 keys (and 27.2 s kept).
+    due = pace(1_000, 24.0, T0, T0 + timedelta(seconds=200))
+    assert due == Pace(2, T0 + timedelta(seconds=172.8))
+    # Less than a key's worth: nothing, and the clock where it was.
+    assert pace(1_000, 24.0, T0, T0 + timedelta(seconds=80)) == Pace(0, T0)
+    # A pause longer than MAX_CATCH_UP_SECONDS is counted as that much.
+    late = pace(100_000, 1.0, T0, T0 + timedelta(days=1))
+    assert late.keys == 100_000 * MAX_CATCH_UP_SECONDS // 3600 < MAX_KEYS
+    # Never more than MAX_KEYS in one tick; the clock moves by just their worth.
+    capped = pace(100_000_000, 1.0, T0, T0 + timedelta(seconds=60))
+    assert capped.keys == MAX_KEYS
+    assert capped.swept_at == T0 + timedelta(seconds=MAX_KEYS * 3600 / 100_000_000)
+    assert pace(0, 24.0, T0, T0 + timedelta(hours=5)).keys == 0
+    with pytest.raises(ValueError, match=r"a sweep of 0\.0 hours"):
+        pace(10, 0.0, T0, T0)
+
+
+def test_a_cycles_position_is_its_last_keys_place_in_the_key_space() -> None:
+    assert position(None) == 0.0
+    assert position(b"\x80" + b"\0" * 15) == 0.5
+    assert position(b"\xff" * 16) == pytest.approx(1.0)
+
+
+def test_catalog_sweep_hours_is_checked_and_zero_is_no_sweep() -> None:
+    assert default("catalog_sweep_hours") == 24.0
+    assert (
+        load(
+            {"UIDX_HOME": "/tmp/uidx-sweep-test", "UIDX_CATALOG_SWEEP_HOURS": "0"}
+        ).catalog_sweep_hours
+        == 0.0
+    )
+    with pytest.raises(ConfigError, match="catalog_sweep_hours"):
+        load({"UIDX_HOME": "/tmp/uidx-sweep-test", "UIDX_CATALOG_SWEEP_HOURS": "-1"})
+
+
+def releases(stores: Stores, count: int) -> list[bytes]:
+    """`count` uploads of one poster a day apart, stored and built; their release keys,
+    in key order (the table analysed: the sweep's estimate of them is exact)."""
+    uploads = [
+        posted(
+            f"Show.Name.S01E{n:02}.720p.WEB-GRP",
+            POSTER,
+            [(1, f"e{n}.part1.rar"), (2, f"e{n}.part2.rar")],
+            2,
+            at=START + n * DAY,
+            tag=f"u{n}",
+        )
+        for n in range(count)
+    ]
+    lines = [f"{n}\t{line}".encode() for n, line in enumerate(chain(*uploads), 1000)]
+    for _ in batches_of_lines(stores, "alt.binaries.test", lines, len(lines)):
+        stores.build.drain(quiet_seconds=0)
+    with stores.catalog.pool.connection() as conn:
+        conn.execute("ANALYZE releases")
+        keys = [bytes(k) for (k,) in conn.execute("SELECT key FROM releases ORDER BY key")]
+    assert len(keys) == count
+    return keys
+
+
+def back(stores: Stores, seconds: float) -> None:
+    """The sweep's clock moved back, as `seconds` passing would."""
+    with stores.catalog.pool.connection() as conn:
+        conn.execute(
+            "UPDATE catalog_sweep SET swept_at = swept_at - make_interval(secs => %s)",
+            (seconds,),
+        )
+
+
+def pending(stores: Stores) -> list[bytes]:
+    with stores.catalog.pool.connection() as conn:
+        return [bytes(k) for (k,) in conn.execute("SELECT key FROM catalog_pending ORDER BY key")]
+
+
+def test_the_sweep_marks_every_key_once_a_cycle_in_key_order(stores: Stores) -> None:
+    keys = releases(stores, 12)
+    assert pending(stores) == []
+    # The first tick only starts the clock.
+    assert stores.sweeps.tick(HOURS) == Swept(0, ended=False)
+    started = stores.sweeps.state()
+    assert (started.cycles, started.position) == (0, 0.0)
+    assert started.swept_at is not None
+    # 12 keys in 6 minutes (30 s a key): 2 minutes are worth 4, the first 4 in key order.
+    back(stores, 120)
+    assert stores.sweeps.tick(HOURS) == Swept(4, ended=False)
+    assert pending(stores) == keys[:4]
+    assert stores.sweeps.state().after == keys[3]
+    assert stores.build.drain(quiet_seconds=0).pending == 4
+    # The next slice goes on after the last key marked.
+    back(stores, 120)
+    assert stores.sweeps.tick(HOURS) == Swept(4, ended=False)
+    assert pending(stores) == keys[4:8]
+    stores.build.drain(quiet_seconds=0)
+    # 3 minutes are worth 6: the last 4 are marked and the cycle ends; the next
+    # starts again from the first key.
+    back(stores, 180)
+    assert stores.sweeps.tick(HOURS) == Swept(4, ended=True)
+    assert pending(stores) == keys[8:]
+    ended = stores.sweeps.state()
+    assert (ended.cycles, ended.after, ended.position) == (1, None, 0.0)
+    stores.build.drain(quiet_seconds=0)
+    back(stores, 30)
+    assert stores.sweeps.tick(HOURS) == Swept(1, ended=False)
+    assert pending(stores) == keys[:1]
+
+
+def test_coordinators_ticking_at_once_mark_the_due_keys_once(stores: Stores) -> None:
+    keys = releases(stores, 12)
+    stores.sweeps.tick(HOURS)
+    back(stores, 120)
+    gate = threading.Barrier(4)
+    swept: list[Swept] = []
+
+    def tick() -> None:
+        gate.wait()
+        swept.append(stores.sweeps.tick(HOURS))
+
+    threads = [threading.Thread(target=tick) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    # One of them marked the 4 keys due; the others found nothing due.
+    assert sorted(s.keys for s in swept) == [0, 0, 0, 4]
+    assert pending(stores) == keys[:4]
+
+
+def sweep_a_cycle(stores: Stores) -> None:
+    """A whole cycle marked at one tick (a cycle's worth of time passed), then built."""
+    stores.sweeps.tick(1.0)
+    back(stores, MAX_CATCH_UP_SECONDS)
+    assert stores.sweeps.tick(MAX_CATCH_UP_SECONDS / 3600 / 2).ended
+    stores.build.drain(quiet_seconds=0)
+
+
+def test_a_cycle_of_the_sweep_joins_a_part_no_build_of_a_batch_found(stores: Stores) -> None:
+    # helper-100's case (test_catalog_windows, its strict xfail): the random names
+    # join B once A is filled in, but lie beyond every window the fill's build looks
+    # in: followed batch by batch, the catalog is not what a whole rebuild makes. A
+    # cycle of the sweep builds the random names' key again, looking around its
+    # whole span: B is found there.
+    t0 = START + 3 * DAY
+    a_head = "Show.Alpha.S01E01.720p.WEB-GRP"
+    a = posted(
+        a_head, POSTER, [(1, "alpha.part01.rar"), (2, "alpha.part02.rar")], 10, at=t0, tag="a"
+    )
+    b = [
+        line
+        for n, i in enumerate((3, 4, 6))
+        for line in posted(
+            "Other.Beta.2019.1080p-GRP",
+            POSTER,
+            [(i, f"beta.part{i:02}.rar")],
+            10,
+            at=t0 + 600 + n * 3000,
+            tag=f"b{i}",
+        )
+    ]
+    random_names = posted(
+        "", POSTER, [(1, "Qx7Lm2Pz9KwA"), (5, "Hj3Kd8Wq2ZrT")], 10, at=t0 + 7800, tag="r"
+    )
+    fill = posted(a_head, POSTER, [(3, "alpha.part03.rar")], 10, at=t0 + 2 * DAY, tag="f")
+    parts = [a, b, random_names, fill]
+    lines = [f"{n}\t{line}".encode() for n, line in enumerate(chain(*parts), 1000)]
+    for _ in batches_of_lines(stores, "alt.binaries.test", lines, [len(p) for p in parts]):
+        stores.build.drain(quiet_seconds=0)
+    followed = catalog_rows(stores)
+    sweep_a_cycle(stores)
+    swept = catalog_rows(stores)
+    stores.build.everything(quiet_seconds=0)
+    whole = catalog_rows(stores)
+    assert followed != whole  # the hole the sweep is for
+    assert swept == whole
+    # B with the random names (5 files), A with its fill (3).
+    assert sorted(int(str(row[3])) for row in whole.values()) == [3, 5]
+
+
+def spread(
+    head: str, poster: str, files: list[tuple[int, str]], *, at: int, step: int, tag: str
+) -> list[str]:
+    """Files of M 10 posted `step` seconds apart (each two segments, as `posted`)."""
+    return [
+        line
+        for n, (i, name) in enumerate(files)
+        for line in posted(head, poster, [(i, name)], 10, at=at + n * step, tag=f"{tag}{i}")
+    ]
+
+
+def a_repost_a_day_later() -> tuple[list[list[str]], list[int]]:
+    # helper-102's case: under NewsUP's From, key O: file 7 at t, then files 2 and 7
+    # at t+20m: 7 again starts a second generation G2 = {2, 7}. F (1, 2, 9) at t+40m
+    # stays apart (index 2 is G2's). A day later O's file 2 is posted again: t+20m's
+    # 2 is now a file posted again later, so it stays in the first generation, G2 =
+    # {7} alone, and F joins it. The repost's build looks around O's fresh run only
+    # (a tool's From), not around t: no window or row finds F.
+    poster = "NewsUP <NewsUP@somewhere.cbr>"
+    t = START + 3 * DAY
+    head = "Other.Beta.2019.1080p-GRP"
+    o1 = posted(head, poster, [(7, "other.part07.rar")], 10, at=t, tag="o1")
+    o2 = posted(
+        head, poster, [(2, "other.part02.rar"), (7, "other.part07.rar")], 10, at=t + 1200, tag="o2"
+    )
+    f = posted(
+        "Fifth.Eps.2020.2160p-GRP",
+        poster,
+        [(1, "fifth.part01.rar"), (2, "fifth.part02.rar"), (9, "fifth.part09.rar")],
+        10,
+        at=t + 2400,
+        tag="f",
+    )
+    again = posted(head, poster, [(2, "other.part02.rar")], 10, at=t + DAY, tag="o3")
+    return [o1, o2, f, again], [1, 2, 4]
+
+
+def a_part_moving_between_generations() -> tuple[list[list[str]], list[int]]:
+    # helper-102's case: key K under a poster's own From: G1 files 1 at t and 2 at
+    # t+50m; file 1 again at t+40m: G2 (1). S (3 5) at t+55m joins G1's upload, Q (5)
+    # at t+72m fits none. Then X (3) at t+10m joins G1, so S goes on G2, and Q now
+    # fits G1's upload: but X's build finds no row that lost a part, and Q lies 32
+    # minutes past X's window.
+    t = START + 3 * DAY
+    head = "Show.Alpha.S01E01.720p.WEB-GRP"
+    g1 = spread(
+        head, POSTER, [(1, "alpha.part01.rar"), (2, "alpha.part02.rar")], at=t, step=3000, tag="g"
+    )
+    g2 = posted(head, POSTER, [(1, "alpha.part01.rar")], 10, at=t + 2400, tag="g2")
+    s_ = posted(
+        "Other.Beta.2019.1080p-GRP",
+        POSTER,
+        [(3, "beta.part03.rar"), (5, "beta.part05.rar")],
+        10,
+        at=t + 3300,
+        tag="s",
+    )
+    q = posted(
+        "Third.Gamma.2018.720p-GRP", POSTER, [(5, "gamma.part05.rar")], 10, at=t + 4320, tag="q"
+    )
+    x = posted(
+        "Fourth.Delta.S02E03.1080p-GRP", POSTER, [(3, "delta.part03.rar")], 10, at=t + 600, tag="x"
+    )
+    return [g1, g2, s_, q, x], [3, 4]
+
+
+@pytest.mark.parametrize("case", [a_repost_a_day_later, a_part_moving_between_generations])
+def test_a_cycle_of_the_sweep_mends_what_builds_of_batches_leave_split(
+    stores: Stores, case: Any
+) -> None:
+    parts, files = case()
+    lines = [f"{n}\t{line}".encode() for n, line in enumerate(chain(*parts), 1000)]
+    for _ in batches_of_lines(stores, "alt.binaries.test", lines, [len(p) for p in parts]):
+        stores.build.drain(quiet_seconds=0)
+    followed = catalog_rows(stores)
+    sweep_a_cycle(stores)
+    swept = catalog_rows(stores)
+    stores.build.everything(quiet_seconds=0)
+    whole = catalog_rows(stores)
+    assert followed != whole
+    assert swept == whole
+    assert sorted(int(str(row[3])) for row in whole.values()) == files
+
+
+def test_a_cycle_of_the_sweep_gives_rows_written_before_0044_their_anchors(
+    stores: Stores,
+) -> None:
+    releases(stores, 6)
+    with stores.catalog.pool.connection() as conn:
+        anchors: dict[object, object] = dict(
+            conn.execute("SELECT guid, anchor FROM catalog").fetchall()
+        )
+        conn.execute("UPDATE catalog SET anchor = NULL")
+    assert len(anchors) == 6
+    assert None not in anchors.values()
+    sweep_a_cycle(stores)
+    with stores.catalog.pool.connection() as conn:
+        assert dict(conn.execute("SELECT guid, anchor FROM catalog").fetchall()) == anchors
+
+
+@pytest.mark.trio
+async def test_the_sweeper_marks_what_is_due_and_pokes_the_builder(
+    stores: Stores, autojump_clock: trio.testing.MockClock
+) -> None:
+    keys = await trio.to_thread.run_sync(releases, stores, 12)
+    await trio.to_thread.run_sync(stores.sweeps.tick, HOURS)
+    await trio.to_thread.run_sync(back, stores, 120)
+    due = CatalogDue()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(
+            lambda task_status: sweep_catalog_forever(
+                stores.sweeps, due, hours=HOURS, every_seconds=30.0, task_status=task_status
+            )
+        )
+        await due.wait_since(0)
+        nursery.cancel_scope.cancel()
+    assert await trio.to_thread.run_sync(pending, stores) == keys[:4]
+
+
+@attrs.define(eq=False)
+class FlakySweeps:
+    """A fake of the sweep's store: the database unavailable at the first tick, then
+    `swept` at each; when each tick came (the mock clock) is kept."""
+
+    swept: Swept
+    ticks: list[float] = attrs.field(factory=list)
+
+    def tick(self, hours: float) -> Swept:
+        self.ticks.append(trio.from_thread.run_sync(trio.current_time))
+        if len(self.ticks) == 1:
+            raise psycopg.OperationalError("connection refused")
+        return self.swept
+
+
+@pytest.mark.trio
+async def test_a_tick_without_the_database_is_a_warning_and_the_next_tick_goes_on(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    sweeps = FlakySweeps(Swept(3, ended=False))
+    due = CatalogDue()
+    async with trio.open_nursery() as nursery:
+        start = trio.current_time()
+        await nursery.start(
+            lambda task_status: sweep_catalog_forever(
+                sweeps,  # type: ignore[arg-type]
+                due,
+                hours=24.0,
+                every_seconds=30.0,
+                task_status=task_status,
+            )
+        )
+        await due.wait_since(0)
+        nursery.cancel_scope.cancel()
+    assert [round(t - start, 3) for t in sweeps.ticks] == [0.0, 30.0]
+    (warning,) = [r for r in caplog.records if r.levelname == "WARNING"]
+    assert "catalog sweep put off: database unavailable" in warning.getMessage()
+    assert not [r for r in caplog.records if r.levelname == "ERROR"]
+    assert "catalog sweep: 3 release keys marked" in caplog.text

@@ -1,0 +1,120 @@
+"""The catalog sweep's row: every stored release key marked pending again, a slice a tick.
+
+What the sweep is for and how it keeps its pace: core/sweep.py. Here: its one
+row (`catalog_sweep`, migration 0045) and the tick, in one transaction that
+locks the row first, so coordinator processes on any machine sweep as one
+(the second in a tick finds the first's clock moved on and nothing due). The
+keys are marked as a probe's outcome marks them (store/catalog.py's
+MARK_PENDING: no dates, so the build looks around each whole), and every
+coordinator process hears it (NOTIFY_PENDING).
+"""
+
+from __future__ import annotations
+
+import attrs
+from psycopg_pool import ConnectionPool
+
+from usenet_indexer.core.sweep import SweepState, pace
+from usenet_indexer.store import arrays
+from usenet_indexer.store.catalog import MARK_PENDING, NOTIFY_PENDING
+
+_LOCK = """
+    SELECT cycles, cycle_started, after, swept_at, now() FROM catalog_sweep FOR UPDATE
+"""
+_STATE = "SELECT cycles, cycle_started, after, swept_at, now() FROM catalog_sweep"
+# The planner's count of stored release keys (pg_class.reltuples, kept by
+# autovacuum's analyses: no scan of a table of millions of rows every tick);
+# -1 or 0 on a table never analysed, which is counted instead (a new catalog,
+# small).
+_ESTIMATE = "SELECT reltuples::bigint FROM pg_class WHERE oid = 'releases'::regclass"
+_COUNT = "SELECT count(*) FROM releases"
+# The next keys in key order after the last one marked (its primary key's index).
+_NEXT = """
+    SELECT key FROM releases WHERE %(after)s::bytea IS NULL OR key > %(after)s::bytea
+    ORDER BY key LIMIT %(limit)s
+"""
+_BEGIN = "UPDATE catalog_sweep SET swept_at = now(), cycle_started = now()"
+_MOVED = """
+    UPDATE catalog_sweep SET after = %(after)s, swept_at = %(swept_at)s,
+        cycles = cycles + %(ended)s,
+        cycle_started = CASE WHEN %(ended)s > 0 THEN now() ELSE cycle_started END
+"""
+
+
+@attrs.frozen
+class Swept:
+    """What one tick did.
+
+    Attributes:
+        keys: release keys marked pending.
+        ended: whether a cycle ended (the last key of the catalog was marked).
+    """
+
+    keys: int
+    ended: bool
+
+
+@attrs.define(eq=False)
+class SweepStore:
+    pool: ConnectionPool
+
+    def tick(self, hours: float) -> Swept:
+        """Mark the keys due now pending (see core/sweep.py's `pace`); the first tick
+        ever only starts the clock.
+
+        Args:
+            hours: how long one cycle over every stored key takes (> 0).
+
+        Raises:
+            psycopg.OperationalError: the database is unavailable.
+        """
+        with self.pool.connection() as conn, conn.transaction():
+            row = conn.execute(_LOCK).fetchone()
+            assert row is not None  # migration 0045 inserted the one row
+            _, _, after, swept_at, now = row
+            if swept_at is None:
+                conn.execute(_BEGIN)
+                return Swept(0, ended=False)
+            estimate = conn.execute(_ESTIMATE).fetchone()
+            total = int(estimate[0]) if estimate is not None else 0
+            if total <= 0:
+                counted = conn.execute(_COUNT).fetchone()
+                total = int(counted[0]) if counted is not None else 0
+            due = pace(total, hours, swept_at, now)
+            if not due.keys:
+                return Swept(0, ended=False)
+            keys = [
+                bytes(key)
+                for (key,) in conn.execute(
+                    _NEXT, {"after": None if after is None else bytes(after), "limit": due.keys}
+                )
+            ]
+            # Fewer than due: the last key of the catalog was marked, the cycle ended
+            # (the next starts from the first key at the next tick).
+            ended = len(keys) < due.keys
+            if keys:
+                conn.execute(MARK_PENDING, (arrays.keys(keys),))
+                conn.execute(NOTIFY_PENDING)
+            conn.execute(
+                _MOVED,
+                {
+                    "after": None if ended else keys[-1],
+                    "swept_at": due.swept_at,
+                    "ended": int(ended),
+                },
+            )
+        return Swept(len(keys), ended=ended)
+
+    def state(self) -> SweepState:
+        """Where the sweep is (`uidx status`, the page, /metrics)."""
+        with self.pool.connection() as conn:
+            row = conn.execute(_STATE).fetchone()
+        assert row is not None  # migration 0045 inserted the one row
+        cycles, cycle_started, after, swept_at, now = row
+        return SweepState(
+            cycles=int(cycles),
+            cycle_started=cycle_started,
+            after=None if after is None else bytes(after),
+            swept_at=swept_at,
+            now=now,
+        )
