@@ -144,6 +144,27 @@ def test_the_sweep_marks_every_key_once_a_cycle_in_key_order(stores: Stores) -> 
     assert pending(stores) == keys[:1]
 
 
+def test_the_sweep_gives_way_while_the_build_is_behind_the_batches(stores: Stores) -> None:
+    keys = releases(stores, 12)
+    stores.sweeps.tick(HOURS)
+    back(stores, 120)
+    clock = stores.sweeps.state().swept_at
+    with stores.catalog.pool.connection() as conn:
+        conn.execute(
+            "INSERT INTO catalog_pending (key, since) VALUES (%s, now() - interval '10 seconds')",
+            (keys[5],),
+        )
+    # The oldest pending key has waited 10 s, more than the 5 s allowed: nothing marked,
+    # the sweep's clock unmoved.
+    assert stores.sweeps.tick(HOURS, behind_seconds=5.0) == Swept(0, ended=False)
+    assert pending(stores) == [keys[5]]
+    assert stores.sweeps.state().swept_at == clock
+    # Once it is built, the tick marks what is due.
+    stores.build.drain(quiet_seconds=0)
+    assert stores.sweeps.tick(HOURS, behind_seconds=5.0) == Swept(4, ended=False)
+    assert pending(stores) == keys[:4]
+
+
 def test_coordinators_ticking_at_once_mark_the_due_keys_once(stores: Stores) -> None:
     keys = releases(stores, 12)
     stores.sweeps.tick(HOURS)
@@ -342,7 +363,7 @@ class FlakySweeps:
     swept: Swept
     ticks: list[float] = attrs.field(factory=list)
 
-    def tick(self, hours: float) -> Swept:
+    def tick(self, hours: float, behind_seconds: float) -> Swept:
         self.ticks.append(trio.from_thread.run_sync(trio.current_time))
         if len(self.ticks) == 1:
             raise psycopg.OperationalError("connection refused")

@@ -98,7 +98,8 @@ class Settings:
             this, so edges go at the pace the catalog is built (0: never held).
         catalog_sweep_hours: every stored release is built again once per this
             many hours, a slice at a time (core/sweep.py), so the catalog
-            followed batch by batch becomes what a whole rebuild makes (0: never).
+            followed batch by batch becomes what a whole rebuild makes; it gives
+            way while the build is more than catalog_max_lag_seconds behind (0: never).
         live_poll_seconds: how often the prefetcher asks each enabled group's
             high water mark and plans the new articles (the live head).
         live_margin_articles: how far below the high water mark the live head stays.

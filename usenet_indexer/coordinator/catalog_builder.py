@@ -241,10 +241,13 @@ async def sweep_catalog_forever(
     *,
     hours: float,
     every_seconds: float,
+    behind_seconds: float = 0.0,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Every `every_seconds`, mark the stored release keys due pending again (one
-    cycle over them all per `hours`) and poke the builder; until cancelled.
+    cycle over them all per `hours`) and poke the builder; until cancelled. While the
+    oldest pending key has waited longer than `behind_seconds` (0: never), a tick
+    marks nothing: the batches' builds first.
 
     The database down is a warning and a try at the next tick; any other error a
     defect, logged with its traceback and tried again at the next tick (the
@@ -253,7 +256,7 @@ async def sweep_catalog_forever(
     task_status.started()
     while True:
         try:
-            swept = await trio.to_thread.run_sync(sweeps.tick, hours)
+            swept = await trio.to_thread.run_sync(sweeps.tick, hours, behind_seconds)
         except psycopg.OperationalError as error:
             logger.warning("catalog sweep put off: database unavailable: %s", error)
         except Exception:

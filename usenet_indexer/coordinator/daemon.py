@@ -256,6 +256,7 @@ async def _sweeping(
             due,
             hours=settings.catalog_sweep_hours,
             every_seconds=settings.catalog_build_seconds,
+            behind_seconds=settings.catalog_max_lag_seconds,
         )
 
 

@@ -6,7 +6,9 @@ locks the row first, so coordinator processes on any machine sweep as one
 (the second in a tick finds the first's clock moved on and nothing due). The
 keys are marked as a probe's outcome marks them (store/catalog.py's
 MARK_PENDING: no dates, so the build looks around each whole), and every
-coordinator process hears it (NOTIFY_PENDING).
+coordinator process hears it (NOTIFY_PENDING). While the build is behind the
+batches (its oldest pending key waited longer than catalog_max_lag_seconds),
+a tick gives way: it marks nothing and leaves the clock where it was.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ _NEXT = """
     SELECT key FROM releases WHERE %(after)s::bytea IS NULL OR key > %(after)s::bytea
     ORDER BY key LIMIT %(limit)s
 """
+# How long the oldest pending key has waited (NULL: none), by catalog_pending_since.
+_BEHIND = "SELECT extract(epoch FROM now() - min(since))::float8 FROM catalog_pending"
 _BEGIN = "UPDATE catalog_sweep SET swept_at = now(), cycle_started = now()"
 _MOVED = """
     UPDATE catalog_sweep SET after = %(after)s, swept_at = %(swept_at)s,
@@ -58,12 +62,15 @@ class Swept:
 class SweepStore:
     pool: ConnectionPool
 
-    def tick(self, hours: float) -> Swept:
+    def tick(self, hours: float, behind_seconds: float = 0.0) -> Swept:
         """Mark the keys due now pending (see core/sweep.py's `pace`); the first tick
         ever only starts the clock.
 
         Args:
             hours: how long one cycle over every stored key takes (> 0).
+            behind_seconds: a tick marks nothing while the oldest pending key has
+                waited longer than this (the build is behind the batches: the sweep
+                gives way, its clock unmoved; 0: never).
 
         Raises:
             psycopg.OperationalError: the database is unavailable.
@@ -75,6 +82,10 @@ class SweepStore:
             if swept_at is None:
                 conn.execute(_BEGIN)
                 return Swept(0, ended=False)
+            if behind_seconds > 0:
+                waited = conn.execute(_BEHIND).fetchone()
+                if waited is not None and waited[0] is not None and waited[0] > behind_seconds:
+                    return Swept(0, ended=False)
             estimate = conn.execute(_ESTIMATE).fetchone()
             total = int(estimate[0]) if estimate is not None else 0
             if total <= 0:
