@@ -1,7 +1,7 @@
 """The catalog sweep's row: every stored release key marked pending again, a slice a tick.
 
 What the sweep is for and how it keeps its pace: core/sweep.py. Here: its one
-row (`catalog_sweep`, migration 0045) and the tick, in one transaction that
+row (`catalog_sweep`, migration 0045; made by the first tick) and the tick, in one transaction that
 locks the row first, so coordinator processes on any machine sweep as one
 (the second in a tick finds the first's clock moved on and nothing due). The
 keys are marked as a probe's outcome marks them (store/catalog.py's
@@ -20,10 +20,16 @@ from usenet_indexer.core.sweep import SweepState, pace
 from usenet_indexer.store import arrays
 from usenet_indexer.store.catalog import MARK_PENDING, NOTIFY_PENDING
 
+# The one row, made by the first tick ever (a database just migrated holds no data).
+_MADE = "INSERT INTO catalog_sweep DEFAULT VALUES ON CONFLICT DO NOTHING"
 _LOCK = """
     SELECT cycles, cycle_started, after, swept_at, now() FROM catalog_sweep FOR UPDATE
 """
-_STATE = "SELECT cycles, cycle_started, after, swept_at, now() FROM catalog_sweep"
+# The row, or (before the first tick) none: a row of nothing yet.
+_STATE = """
+    SELECT coalesce(s.cycles, 0), s.cycle_started, s.after, s.swept_at, now()
+    FROM (SELECT) AS one LEFT JOIN catalog_sweep AS s ON true
+"""
 # The planner's count of stored release keys (pg_class.reltuples, kept by
 # autovacuum's analyses: no scan of a table of millions of rows every tick);
 # -1 or 0 on a table never analysed, which is counted instead (a new catalog,
@@ -76,8 +82,9 @@ class SweepStore:
             psycopg.OperationalError: the database is unavailable.
         """
         with self.pool.connection() as conn, conn.transaction():
+            conn.execute(_MADE)
             row = conn.execute(_LOCK).fetchone()
-            assert row is not None  # migration 0045 inserted the one row
+            assert row is not None  # made just above, or before
             _, _, after, swept_at, now = row
             if swept_at is None:
                 conn.execute(_BEGIN)
@@ -120,7 +127,7 @@ class SweepStore:
         """Where the sweep is (`uidx status`, the page, /metrics)."""
         with self.pool.connection() as conn:
             row = conn.execute(_STATE).fetchone()
-        assert row is not None  # migration 0045 inserted the one row
+        assert row is not None  # a LEFT JOIN on one row gives one row
         cycles, cycle_started, after, swept_at, now = row
         return SweepState(
             cycles=int(cycles),

@@ -2,7 +2,9 @@
 -- marked pending again once per catalog_sweep_hours, in key order, a slice a
 -- tick, so that the catalog followed batch by batch becomes what a whole
 -- rebuild makes (joins beyond a build's closure; rows an older version wrote,
--- such as those without 0044's anchor). One row: where the sweep is.
+-- such as those without 0044's anchor). One row: where the sweep is, made by
+-- its first tick (a database just migrated holds no data: `uidx db restore`
+-- restores into one).
 CREATE TABLE catalog_sweep (
     one boolean PRIMARY KEY DEFAULT true CHECK (one),
     -- The last key marked in this cycle; NULL: the cycle starts at the first key.
@@ -12,4 +14,3 @@ CREATE TABLE catalog_sweep (
     cycle_started timestamptz,
     cycles bigint NOT NULL DEFAULT 0
 );
-INSERT INTO catalog_sweep DEFAULT VALUES;
