@@ -11,6 +11,7 @@ database unavailable for one tick)."""
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from datetime import UTC, datetime, timedelta
 from itertools import chain
@@ -24,11 +25,13 @@ import trio.testing
 from test_catalog_build import batches_of_lines, catalog_rows
 from test_catalog_windows import DAY, START, posted
 
+from usenet_indexer.commands.status import as_text
 from usenet_indexer.config import default, load
 from usenet_indexer.coordinator.catalog_builder import CatalogDue, sweep_catalog_forever
 from usenet_indexer.coordinator.stores import Stores
 from usenet_indexer.core.sweep import MAX_CATCH_UP_SECONDS, MAX_KEYS, Pace, pace, position
 from usenet_indexer.errors import ConfigError
+from usenet_indexer.store.status import StatusStore
 from usenet_indexer.store.sweep import Swept
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
@@ -163,6 +166,29 @@ def test_the_sweep_gives_way_while_the_build_is_behind_the_batches(stores: Store
     stores.build.drain(quiet_seconds=0)
     assert stores.sweeps.tick(HOURS, behind_seconds=5.0) == Swept(4, ended=False)
     assert pending(stores) == keys[:4]
+
+
+def test_status_says_how_far_through_which_cycle_the_sweep_is(stores: Stores) -> None:
+    pool = stores.catalog.pool
+
+    def said() -> list[str]:
+        return [line for line in as_text(StatusStore(pool).snapshot()) if "catalog sweep" in line]
+
+    assert said() == [
+        "catalog sweep: not begun (catalog_sweep_hours 0, or no coordinator ran since)"
+    ]
+    stores.sweeps.tick(HOURS)
+    (first,) = said()
+    assert re.fullmatch(
+        r"catalog sweep: 0% through its first cycle \(begun \d{4}-\d\d-\d\d \d\d:\d\d:\d\d"
+        r" UTC\): every stored release is built again once a cycle",
+        first,
+    )
+    with pool.connection() as conn:
+        conn.execute("UPDATE catalog_sweep SET cycles = 2, after = %s", (b"\x40" + bytes(15),))
+    (third,) = said()
+    assert "catalog sweep: 25% through cycle 3 (begun " in third
+    assert " UTC; 2 cycles ended): " in third
 
 
 def test_coordinators_ticking_at_once_mark_the_due_keys_once(stores: Stores) -> None:

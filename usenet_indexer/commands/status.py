@@ -211,13 +211,13 @@ def _catalog_lines(c: CatalogLag) -> list[str]:
 def _sweep_lines(w: SweepState | None) -> list[str]:
     if w is None:
         return []
-    if w.swept_at is None or w.cycle_started is None:
+    if w.cycle_started is None:
         return ["catalog sweep: not begun (catalog_sweep_hours 0, or no coordinator ran since)"]
-    ago = max(0.0, (w.now - w.swept_at).total_seconds())
+    cycle = "its first cycle" if not w.cycles else f"cycle {w.cycles + 1:,}"
+    ended = "" if not w.cycles else f"; {_plural(w.cycles, 'cycle')} ended"
     return [
-        f"catalog sweep: {w.position:.0%} through cycle {w.cycles + 1:,} (begun"
-        f" {_moment(w.cycle_started)}), {_plural(w.cycles, 'cycle')} ended; its clock"
-        f" {ago:,.0f} s behind (every stored release is built again once a cycle)"
+        f"catalog sweep: {w.position:.0%} through {cycle} (begun {_moment(w.cycle_started)}"
+        f"{ended}): every stored release is built again once a cycle"
     ]
 
 
