@@ -11,28 +11,32 @@ database unavailable for one tick)."""
 from __future__ import annotations
 
 import logging
+import random
 import re
 import threading
 from datetime import UTC, datetime, timedelta
 from itertools import chain
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import attrs
 import psycopg
 import pytest
 import trio
 import trio.testing
+from psycopg_pool import ConnectionPool
 from test_catalog_build import batches_of_lines, catalog_rows
 from test_catalog_windows import DAY, START, posted
 
 from usenet_indexer.commands.status import as_text
-from usenet_indexer.config import default, load
+from usenet_indexer.config import Settings, default, load
 from usenet_indexer.coordinator.catalog_builder import CatalogDue, sweep_catalog_forever
 from usenet_indexer.coordinator.stores import Stores
 from usenet_indexer.core.sweep import MAX_CATCH_UP_SECONDS, MAX_KEYS, Pace, pace, position
 from usenet_indexer.errors import ConfigError
+from usenet_indexer.store.pool import open_pool
 from usenet_indexer.store.status import StatusStore
-from usenet_indexer.store.sweep import Swept
+from usenet_indexer.store.sweep import SweepStore, Swept
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 POSTER = "someone <someone@example.com>"
@@ -63,6 +67,63 @@ def test_a_cycles_position_is_its_last_keys_place_in_the_key_space() -> None:
     assert position(None) == 0.0
     assert position(b"\x80" + b"\0" * 15) == 0.5
     assert position(b"\xff" * 16) == pytest.approx(1.0)
+
+
+def ticked(total: int, hours: float, seconds: float, every: float = 30.0) -> int:
+    """The keys marked by ticks every `every` seconds for `seconds`, as the store keeps
+    swept_at (moved only by a tick that marked keys)."""
+    swept_at, now, marked = T0, T0, 0
+    while now < T0 + timedelta(seconds=seconds):
+        now += timedelta(seconds=every)
+        due = pace(total, hours, swept_at, now, every)
+        if due.keys:
+            swept_at = due.swept_at
+            marked += due.keys
+    return marked
+
+
+@pytest.mark.parametrize(
+    ("total", "hours", "every"),
+    [
+        # helper-104: a catalog whose key is worth more than MAX_CATCH_UP_SECONDS (fewer
+        # than 144 keys at 24 h) was never swept: a tick that marks nothing keeps
+        # swept_at, and the catch-up never reached a key's worth.
+        (100, 24.0, 30.0),
+        (143, 24.0, 30.0),
+        (144, 24.0, 30.0),
+        (1_000, 240.0, 30.0),
+        # A tick slower than MAX_CATCH_UP_SECONDS (catalog_build_seconds 1200) made a
+        # cycle take twice its hours.
+        (1_000_000, 24.0, 1200.0),
+    ],
+)
+def test_the_pace_marks_every_key_once_a_cycle_whatever_the_catalogs_size_and_the_tick(
+    total: int, hours: float, every: float
+) -> None:
+    assert ticked(total, hours, hours * 3600 + 2 * every) >= 0.99 * total
+
+
+def test_the_pace_never_runs_ahead_of_the_clock() -> None:
+    rng = random.Random(4)
+    for _ in range(2_000):
+        total = rng.choice([1, 7, 144, 1_000, 12_345, 10**7, 10**9])
+        hours = rng.choice([0.001, 0.1, 1.0, 24.0, 240.0, 87_600.0])
+        swept_at = T0 - timedelta(seconds=rng.uniform(0, 2_000))
+        due = pace(total, hours, swept_at, T0, 30.0)
+        assert due.swept_at <= T0 + timedelta(microseconds=1)
+        assert due.keys <= max(total * MAX_CATCH_UP_SECONDS / (hours * 3600), 2) + 1
+
+
+def test_the_pace_goes_on_over_the_autumn_clock_change() -> None:
+    # helper-104: psycopg gives timestamptz in the session's zone, and Python subtracts
+    # two datetimes of one zone by their wall clocks. 03:00 CEST becomes 02:00 CET:
+    # swept_at 02:59:50 CEST, now 30 s later (02:00:20 CET), a key every 30 s: one is
+    # due, not none for an hour.
+    berlin = ZoneInfo("Europe/Berlin")
+    swept_at = datetime(2026, 10, 25, 0, 59, 50, tzinfo=UTC).astimezone(berlin)
+    now = datetime(2026, 10, 25, 1, 0, 20, tzinfo=UTC).astimezone(berlin)
+    assert now.timestamp() - swept_at.timestamp() == 30
+    assert pace(2_880, 24.0, swept_at, now).keys == 1
 
 
 def test_catalog_sweep_hours_is_checked_and_zero_is_no_sweep() -> None:
@@ -191,6 +252,73 @@ def test_status_says_how_far_through_which_cycle_the_sweep_is(stores: Stores) ->
     assert " UTC; 2 cycles ended): " in third
 
 
+def test_a_tick_that_marks_the_last_key_ends_the_cycle(stores: Stores) -> None:
+    # helper-104: it did not, and the next tick spent its worth marking nothing.
+    keys = releases(stores, 12)
+    stores.sweeps.tick(HOURS)
+    for at in range(3):
+        back(stores, 120)
+        assert stores.sweeps.tick(HOURS) == Swept(4, ended=at == 2)
+    back(stores, 60)
+    assert stores.sweeps.tick(HOURS) == Swept(2, ended=False)
+    assert pending(stores)[:2] == keys[:2]
+
+
+def test_every_key_once_a_cycle_in_key_order_whatever_the_pauses(stores: Stores) -> None:
+    # Random pauses between ticks (some beyond MAX_CATCH_UP_SECONDS), the pending
+    # marks cleared after each: cycle after cycle, the keys in key order, each once.
+    keys = releases(stores, 12)
+    rng = random.Random(1)
+    stores.sweeps.tick(HOURS)
+    cycles: list[list[bytes]] = [[]]
+    for _ in range(300):
+        back(stores, rng.choice([5, 29, 30, 31, 90, 200, 700]))
+        swept = stores.sweeps.tick(HOURS)
+        got = pending(stores)
+        assert len(got) == swept.keys
+        with stores.catalog.pool.connection() as conn:
+            conn.execute("DELETE FROM catalog_pending")
+        cycles[-1] += got
+        if swept.ended:
+            cycles.append([])
+    assert len(cycles) > 5
+    for cycle in cycles[:-1]:
+        assert cycle == keys
+    assert cycles[-1] == keys[: len(cycles[-1])]
+    assert stores.sweeps.state().cycles == len(cycles) - 1
+
+
+def test_a_catalog_of_a_dozen_releases_is_swept_too(stores: Stores) -> None:
+    # 12 keys over 3 hours (a key every 900 s: more than MAX_CATCH_UP_SECONDS), ticks
+    # every 30 s for a cycle and a bit: each key marked once.
+    keys = releases(stores, 12)
+    stores.sweeps.tick(3.0)
+    marked: list[bytes] = []
+    for _ in range(int(3 * 3600 / 30) + 60):
+        back(stores, 30)
+        stores.sweeps.tick(3.0, tick_seconds=30.0)
+        marked += pending(stores)
+        with stores.catalog.pool.connection() as conn:
+            conn.execute("DELETE FROM catalog_pending")
+    assert marked[:12] == keys
+
+
+def test_the_sweep_keeps_its_pace_in_a_database_of_another_time_zone(
+    pg_url: str, pool: ConnectionPool, settings: Settings
+) -> None:
+    # An external PostgreSQL keeps the TimeZone its initdb found: its timestamps come
+    # in that zone (the pace takes them in UTC).
+    with pool.connection() as conn:
+        (name,) = conn.execute("SELECT current_database()").fetchone() or ("",)
+        conn.execute(f"ALTER DATABASE {name} SET timezone = 'Europe/Berlin'")
+    with open_pool(pg_url, settings) as berlin:
+        sweeps = SweepStore(berlin)
+        sweeps.tick(24.0)
+        state = sweeps.state()
+    assert state.swept_at is not None
+    assert str(state.now.tzinfo) == "Europe/Berlin"
+
+
 def test_coordinators_ticking_at_once_mark_the_due_keys_once(stores: Stores) -> None:
     keys = releases(stores, 12)
     stores.sweeps.tick(HOURS)
@@ -220,7 +348,28 @@ def sweep_a_cycle(stores: Stores) -> None:
     stores.build.drain(quiet_seconds=0)
 
 
-def test_a_cycle_of_the_sweep_joins_a_part_no_build_of_a_batch_found(stores: Stores) -> None:
+def sweep_key_by_key(stores: Stores) -> None:
+    """A cycle at the pace of a catalog of millions (helper-104): one poster's keys come
+    a tick apart, a key a tick here, each built before the next is marked."""
+    with stores.catalog.pool.connection() as conn:
+        conn.execute("ANALYZE releases")
+        (total,) = conn.execute("SELECT count(*) FROM releases").fetchone() or (0,)
+    hours = total * 100.0 / 3600  # 100 s a key
+    stores.sweeps.tick(hours)
+    for _ in range(total):
+        back(stores, 100.001)
+        assert stores.sweeps.tick(hours).keys == 1
+        stores.build.drain(quiet_seconds=0)
+    assert stores.sweeps.state().cycles == 1
+
+
+SWEEPS = {"at once": sweep_a_cycle, "key by key": sweep_key_by_key}
+
+
+@pytest.mark.parametrize("sweep", SWEEPS)
+def test_a_cycle_of_the_sweep_joins_a_part_no_build_of_a_batch_found(
+    stores: Stores, sweep: str
+) -> None:
     # helper-100's case (test_catalog_windows, its strict xfail): the random names
     # join B once A is filled in, but lie beyond every window the fill's build looks
     # in: followed batch by batch, the catalog is not what a whole rebuild makes. A
@@ -252,7 +401,7 @@ def test_a_cycle_of_the_sweep_joins_a_part_no_build_of_a_batch_found(stores: Sto
     for _ in batches_of_lines(stores, "alt.binaries.test", lines, [len(p) for p in parts]):
         stores.build.drain(quiet_seconds=0)
     followed = catalog_rows(stores)
-    sweep_a_cycle(stores)
+    SWEEPS[sweep](stores)
     swept = catalog_rows(stores)
     stores.build.everything(quiet_seconds=0)
     whole = catalog_rows(stores)
@@ -328,16 +477,17 @@ def a_part_moving_between_generations() -> tuple[list[list[str]], list[int]]:
     return [g1, g2, s_, q, x], [3, 4]
 
 
+@pytest.mark.parametrize("sweep", SWEEPS)
 @pytest.mark.parametrize("case", [a_repost_a_day_later, a_part_moving_between_generations])
 def test_a_cycle_of_the_sweep_mends_what_builds_of_batches_leave_split(
-    stores: Stores, case: Any
+    stores: Stores, case: Any, sweep: str
 ) -> None:
     parts, files = case()
     lines = [f"{n}\t{line}".encode() for n, line in enumerate(chain(*parts), 1000)]
     for _ in batches_of_lines(stores, "alt.binaries.test", lines, [len(p) for p in parts]):
         stores.build.drain(quiet_seconds=0)
     followed = catalog_rows(stores)
-    sweep_a_cycle(stores)
+    SWEEPS[sweep](stores)
     swept = catalog_rows(stores)
     stores.build.everything(quiet_seconds=0)
     whole = catalog_rows(stores)
@@ -389,7 +539,7 @@ class FlakySweeps:
     swept: Swept
     ticks: list[float] = attrs.field(factory=list)
 
-    def tick(self, hours: float, behind_seconds: float) -> Swept:
+    def tick(self, hours: float, behind_seconds: float, tick_seconds: float) -> Swept:
         self.ticks.append(trio.from_thread.run_sync(trio.current_time))
         if len(self.ticks) == 1:
             raise psycopg.OperationalError("connection refused")

@@ -333,7 +333,10 @@ async def test_the_page_and_metrics_show_where_the_catalog_sweep_is(
         for line in (await served.get("/metrics", headers=SCRAPER)).text.splitlines()
         if line.startswith("uidx_catalog_sweep")
     }
-    assert metrics == {"uidx_catalog_sweep_cycles": 2.0, "uidx_catalog_sweep_position": 0.5}
+    assert metrics == {
+        "uidx_catalog_sweep_cycles_total": 2.0,
+        "uidx_catalog_sweep_position": 0.5,
+    }
 
 
 @pytest.mark.trio

@@ -250,18 +250,26 @@ async def sweep_catalog_forever(
     marks nothing: the batches' builds first.
 
     The database down is a warning and a try at the next tick; any other error a
-    defect, logged with its traceback and tried again at the next tick (the
-    sweep's row is unchanged: nothing is skipped).
+    defect, logged with its traceback and tried again after a pause that grows with
+    the failures in a row (FAILED_BUILD_RETRY, at least a tick; the sweep's row is
+    unchanged: nothing is skipped).
     """
     task_status.started()
+    failures = 0
     while True:
+        pause = every_seconds
         try:
-            swept = await trio.to_thread.run_sync(sweeps.tick, hours, behind_seconds)
+            swept = await trio.to_thread.run_sync(sweeps.tick, hours, behind_seconds, every_seconds)
         except psycopg.OperationalError as error:
             logger.warning("catalog sweep put off: database unavailable: %s", error)
         except Exception:
-            logger.exception("catalog sweep failed; tried again in %.0f s", every_seconds)
+            failures += 1
+            pause = max(every_seconds, FAILED_BUILD_RETRY.delay(failures))
+            logger.exception(
+                "catalog sweep failed (%d in a row); the next try in %.0f s", failures, pause
+            )
         else:
+            failures = 0
             if swept.keys:
                 logger.info(
                     "catalog sweep: %d release keys marked to be built again%s",
@@ -269,4 +277,4 @@ async def sweep_catalog_forever(
                     "; a cycle over the catalog ended" if swept.ended else "",
                 )
                 due.due()
-        await trio.sleep(every_seconds)
+        await trio.sleep(pause)

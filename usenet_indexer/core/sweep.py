@@ -18,15 +18,16 @@ The pace is kept on the database's clock in one row (store/sweep.py):
 `swept_at` is how far the sweep has got in time; a tick marks the keys the
 time since then is worth, and moves `swept_at` on by just their worth (the
 fraction of a key left is kept for the next tick). A pause (no coordinator
-running) is made up for `MAX_CATCH_UP_SECONDS` at most, and a tick marks at
-most `MAX_KEYS` (the rest follow at the next ticks): a sweep never floods the
-builds.
+running) is made up for `MAX_CATCH_UP_SECONDS` at most (or two ticks, or two
+keys' worth, where that is more: a small catalog's slices are single keys), and a
+tick marks at most `MAX_KEYS` (the rest follow at the next ticks): a sweep
+never floods the builds.
 """
 
 from __future__ import annotations
 
 import math
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import attrs
 
@@ -50,7 +51,9 @@ class Pace:
     swept_at: datetime
 
 
-def pace(total_keys: int, hours: float, swept_at: datetime, now: datetime) -> Pace:
+def pace(
+    total_keys: int, hours: float, swept_at: datetime, now: datetime, tick_seconds: float = 0.0
+) -> Pace:
     """The keys due at `now`, when the sweep got as far as `swept_at`.
 
     Args:
@@ -58,17 +61,29 @@ def pace(total_keys: int, hours: float, swept_at: datetime, now: datetime) -> Pa
         hours: how long one cycle over all of them takes (> 0).
         swept_at: how far in time the sweep has marked keys.
         now: the clock now.
+        tick_seconds: how often ticks come (a pause of up to two ticks is made up
+            whole: a slow tick does not slow the sweep).
 
     Returns:
         The keys to mark (never more than MAX_KEYS), and `swept_at` moved on by
-        their worth in time (a pause longer than MAX_CATCH_UP_SECONDS counted as that).
+        their worth in time (a pause longer than MAX_CATCH_UP_SECONDS, or two ticks
+        or two keys' worth where that is longer, counted as that).
     """
     if hours <= 0:
         raise ValueError(f"a sweep of {hours} hours")
     period = hours * 3600.0
-    floor = now - timedelta(seconds=MAX_CATCH_UP_SECONDS)
-    swept_at = max(swept_at, floor)
-    if total_keys <= 0 or now <= swept_at:
+    # In UTC: psycopg gives timestamptz in the session's TimeZone, and Python
+    # subtracts and compares two datetimes of one tzinfo by their wall clocks (in
+    # a zone with summer time, its autumn change stalled the sweep for an hour).
+    now, swept_at = now.astimezone(UTC), swept_at.astimezone(UTC)
+    if total_keys <= 0:
+        return Pace(0, swept_at)
+    # Two keys' worth at least: a tick that marks nothing keeps swept_at, so a
+    # catch-up shorter than a key's worth never marks one (a catalog of fewer
+    # keys than a cycle has MAX_CATCH_UP_SECONDS was never swept).
+    catch_up = max(MAX_CATCH_UP_SECONDS, 2 * tick_seconds, 2 * period / total_keys)
+    swept_at = max(swept_at, now - timedelta(seconds=catch_up))
+    if now <= swept_at:
         return Pace(0, swept_at)
     elapsed = (now - swept_at).total_seconds()
     keys = min(MAX_KEYS, math.floor(total_keys * elapsed / period))

@@ -4,9 +4,10 @@ What the sweep is for and how it keeps its pace: core/sweep.py. Here: its one
 row (`catalog_sweep`, migration 0045; made by the first tick) and the tick, in one transaction that
 locks the row first, so coordinator processes on any machine sweep as one
 (the second in a tick finds the first's clock moved on and nothing due). The
-keys are marked as a probe's outcome marks them (store/catalog.py's
-MARK_PENDING: no dates, so the build looks around each whole), and every
-coordinator process hears it (NOTIFY_PENDING). While the build is behind the
+keys are marked pending as a stored batch marks them (`stored`: a build that
+reaches one through a row or a window leaves it pending for its own build,
+migration 0039) but with no dates (the build looks around each whole span),
+and every coordinator process hears it (NOTIFY_PENDING). While the build is behind the
 batches (its oldest pending key waited longer than catalog_max_lag_seconds),
 a tick gives way: it marks nothing and leaves the clock where it was.
 """
@@ -14,11 +15,12 @@ a tick gives way: it marks nothing and leaves the clock where it was.
 from __future__ import annotations
 
 import attrs
+import psycopg
 from psycopg_pool import ConnectionPool
 
 from usenet_indexer.core.sweep import SweepState, pace
 from usenet_indexer.store import arrays
-from usenet_indexer.store.catalog import MARK_PENDING, NOTIFY_PENDING
+from usenet_indexer.store.catalog import NOTIFY_PENDING, PENDING_SHARD
 
 # The one row, made by the first tick ever (a database just migrated holds no data).
 _MADE = "INSERT INTO catalog_sweep DEFAULT VALUES ON CONFLICT DO NOTHING"
@@ -40,6 +42,18 @@ _COUNT = "SELECT count(*) FROM releases"
 _NEXT = """
     SELECT key FROM releases WHERE %(after)s::bytea IS NULL OR key > %(after)s::bytea
     ORDER BY key LIMIT %(limit)s
+"""
+# Whether a key follows the last one marked (none: the cycle ended with it).
+_AFTER = "SELECT EXISTS (SELECT FROM releases WHERE key > %s)"
+# The keys marked pending as a stored batch marks its own (store/batches.py: each
+# with its release's shard, `stored`), with no dates (low/high NULL: the build looks
+# around the key's whole span); in key order, as every marking of pending keys.
+_MARK = f"""
+    INSERT INTO catalog_pending AS c (key, shard, stored)
+    SELECT r.key, {PENDING_SHARD.format(poster="r.poster")}, true
+    FROM releases AS r WHERE r.key = ANY(%b::bytea[]) ORDER BY r.key
+    ON CONFLICT (key) DO UPDATE SET seq = nextval('catalog_pending_seq'),
+        shard = excluded.shard, stored = true, low = NULL, high = NULL
 """
 # How long the oldest pending key has waited (NULL: none), by catalog_pending_since.
 _BEHIND = "SELECT extract(epoch FROM now() - min(since))::float8 FROM catalog_pending"
@@ -68,7 +82,7 @@ class Swept:
 class SweepStore:
     pool: ConnectionPool
 
-    def tick(self, hours: float, behind_seconds: float = 0.0) -> Swept:
+    def tick(self, hours: float, behind_seconds: float = 0.0, tick_seconds: float = 0.0) -> Swept:
         """Mark the keys due now pending (see core/sweep.py's `pace`); the first tick
         ever only starts the clock.
 
@@ -77,6 +91,7 @@ class SweepStore:
             behind_seconds: a tick marks nothing while the oldest pending key has
                 waited longer than this (the build is behind the batches: the sweep
                 gives way, its clock unmoved; 0: never).
+            tick_seconds: how often ticks come (core/sweep.py's `pace`).
 
         Raises:
             psycopg.OperationalError: the database is unavailable.
@@ -98,7 +113,7 @@ class SweepStore:
             if total <= 0:
                 counted = conn.execute(_COUNT).fetchone()
                 total = int(counted[0]) if counted is not None else 0
-            due = pace(total, hours, swept_at, now)
+            due = pace(total, hours, swept_at, now, tick_seconds)
             if not due.keys:
                 return Swept(0, ended=False)
             keys = [
@@ -107,11 +122,12 @@ class SweepStore:
                     _NEXT, {"after": None if after is None else bytes(after), "limit": due.keys}
                 )
             ]
-            # Fewer than due: the last key of the catalog was marked, the cycle ended
-            # (the next starts from the first key at the next tick).
-            ended = len(keys) < due.keys
+            # Fewer than due, or none after the last: the last key of the catalog was
+            # marked, the cycle ended (the next starts from the first key at the
+            # next tick).
+            ended = len(keys) < due.keys or not _exists(conn.execute(_AFTER, (keys[-1],)))
             if keys:
-                conn.execute(MARK_PENDING, (arrays.keys(keys),))
+                conn.execute(_MARK, (arrays.keys(keys),))
                 conn.execute(NOTIFY_PENDING)
             conn.execute(
                 _MOVED,
@@ -136,3 +152,8 @@ class SweepStore:
             swept_at=swept_at,
             now=now,
         )
+
+
+def _exists(cursor: psycopg.Cursor[tuple[object, ...]]) -> bool:
+    row = cursor.fetchone()
+    return bool(row and row[0])

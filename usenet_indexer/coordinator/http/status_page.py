@@ -502,7 +502,7 @@ def _health_metrics(snapshot: Status) -> Iterator[GaugeMetricFamily]:
     yield since
 
 
-def _catalog_metrics(snapshot: Status) -> Iterator[GaugeMetricFamily]:
+def _catalog_metrics(snapshot: Status) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
     """The catalog's lag and its builds, from the database (every coordinator process's
     builds; no labels, never a release's name)."""
     lag = snapshot.catalog
@@ -550,8 +550,8 @@ def _catalog_metrics(snapshot: Status) -> Iterator[GaugeMetricFamily]:
             value=lag.last_build_seconds,
         )
     sweep = snapshot.sweep
-    if sweep is not None and sweep.swept_at is not None:
-        yield GaugeMetricFamily(
+    if sweep is not None and sweep.cycle_started is not None:
+        yield CounterMetricFamily(
             "uidx_catalog_sweep_cycles",
             "Cycles of the catalog sweep (every stored release built again) ended.",
             value=sweep.cycles,
