@@ -127,7 +127,7 @@ def test_the_pace_goes_on_over_the_autumn_clock_change() -> None:
 
 
 def test_catalog_sweep_hours_is_checked_and_zero_is_no_sweep() -> None:
-    assert default("catalog_sweep_hours") == 24.0
+    assert default("catalog_sweep_hours") == 168.0
     assert (
         load(
             {"UIDX_HOME": "/tmp/uidx-sweep-test", "UIDX_CATALOG_SWEEP_HOURS": "0"}

@@ -223,7 +223,7 @@ def test_standalone_indexes_a_group_into_the_catalog_uidx_index_makes(
     _assert_every_article_once(run, expected)
     status = run.uidx("status")
     assert re.search(rf"{re.escape(GROUP)}\s+done\s+4\s+200,000\s+200,000", status.stdout)
-    # The coordinator started the catalog sweep's clock (a cycle a day: nothing due yet).
+    # The coordinator started the catalog sweep's clock (a cycle a week: nothing due yet).
     assert "catalog sweep: 0% through its first cycle (begun " in status.stdout
     # The prefetcher's last report: its server, 2 connections at most, every line.
     server = posted_server(run)

@@ -176,7 +176,7 @@ class Settings:
     catalog_build_seconds: float = 30.0
     catalog_quiet_seconds: float = 600.0
     catalog_max_lag_seconds: float = 5.0
-    catalog_sweep_hours: float = 24.0
+    catalog_sweep_hours: float = 168.0
     live_poll_seconds: float = 60.0
     live_margin_articles: int = 0
     backfill_ranges_ahead: int = 2
