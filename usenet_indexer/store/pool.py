@@ -40,6 +40,12 @@ def open_pool(url: str, settings: Settings, *, max_size: int = POOL_MAX) -> Conn
         # 0.4; PostgreSQL's time over a 1M-line run of batches and builds fell
         # from 20.8 to 9.5 s with custom plans). Planning costs ~0.1 ms a call.
         conn.execute("SET plan_cache_mode = force_custom_plan")
+        # Timestamps in UTC, whatever zone the server's initdb found (the embedded
+        # cluster's is UTC; a DATABASE_URL's may keep summer time): psycopg hands
+        # timestamptz in the session's zone, and Python subtracts and compares two
+        # datetimes of one zone by their wall clocks, an hour off across its
+        # autumn change (the catalog's lag, the sweep's pace: helper-104).
+        conn.execute("SET TimeZone = 'UTC'")
         conn.commit()
 
     return ConnectionPool(
