@@ -530,7 +530,7 @@ def test_the_catalog_lag_is_read_through_an_index_not_a_scan_of_the_pending_keys
             " i % 64, now() - make_interval(secs => i) FROM generate_series(1, 20000) AS i"
         )
         conn.execute("ANALYZE catalog_pending")
-    plan = _plan(stores, builds._BEHIND, ())
+    plan = _plan(stores, builds.BEHIND, ())
     assert "catalog_pending_since" in plan, plan
     assert "Seq Scan" not in plan, plan
     assert stores.builds.behind() == pytest.approx(20000, abs=60)

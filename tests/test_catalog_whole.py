@@ -494,7 +494,7 @@ def test_each_phase_of_a_whole_build_and_export_reports_as_it_goes_and_once_ende
         said(doing, done, total, last=last)
         if (doing, last) == (BUILT, True):  # batches stored meanwhile mark keys pending
             with pool.connection() as conn:
-                conn.execute(catalog_sql.MARK_PENDING, (arrays.keys(keys),))
+                conn.execute(catalog_sql.MARK_PENDING, (False, arrays.keys(keys)))
 
     whole = attrs.evolve(in_slices(pool), prune_rows=20)
     whole.build(quiet_seconds=0, progress=progress)

@@ -234,7 +234,7 @@ def test_a_pending_key_keeps_the_dates_of_what_batches_stored_under_it(stores: S
     assert marks() == [(START + 1, START + DAY + 1)]
     with stores.catalog.pool.connection() as conn:
         (key,) = conn.execute("SELECT key FROM catalog_pending").fetchone() or ()
-        conn.execute(catalog_sql.MARK_PENDING, (arrays.keys([bytes(key)]),))
+        conn.execute(catalog_sql.MARK_PENDING, (False, arrays.keys([bytes(key)])))
     assert marks() == [(None, None)]
     stores.build.drain(quiet_seconds=0)
     assert marks() == []
@@ -269,7 +269,7 @@ def test_a_key_a_batch_stored_chunks_under_stays_known_as_such_without_dates(
 
     def mark(keys: list[bytes]) -> None:
         with stores.catalog.pool.connection() as conn:
-            conn.execute(catalog_sql.MARK_PENDING, (arrays.keys(keys),))
+            conn.execute(catalog_sql.MARK_PENDING, (False, arrays.keys(keys)))
 
     def named(keys: list[bytes]) -> set[bytes]:
         with stores.build.table.shards() as locks:

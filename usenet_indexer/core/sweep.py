@@ -10,9 +10,10 @@ touches them again. The sweep builds every stored release key again, once per
 `catalog_sweep_hours`, in key order (release keys are digests: key order is no
 order of posters or dates, so each slice is a spread of the catalog), a
 slice every tick: each key is marked pending as with no dates (the build looks
-around its whole span), and the builder does the rest. So what a whole rebuild
-(`uidx catalog build`) would make, the followed catalog makes within one cycle,
-at a cost spread evenly over it.
+around its whole span), and the builder does the rest. So the followed catalog
+groups its releases as a whole rebuild would within one cycle (every case found
+so far; `uidx catalog build` also fills in dates of releases stored before they
+were kept and drops rows no fragment is left of), at a cost spread evenly over it.
 
 The pace is kept on the database's clock in one row (store/sweep.py):
 `swept_at` is how far the sweep has got in time; a tick marks the keys the

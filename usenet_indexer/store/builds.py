@@ -29,7 +29,7 @@ _RECORD = """
 _FORGET = "DELETE FROM catalog_builds WHERE at < now() - make_interval(secs => %s)"
 # The pending keys and the oldest: a scan of the keys waiting, which the
 # builds keep few (a growing count is what this is here to show); the status
-# page's, now and then. The lag alone (`_BEHIND`, about once a second) reads the
+# page's, now and then. The lag alone (`BEHIND`, about once a second) reads the
 # oldest through catalog_pending_since (migration 0040).
 _PENDING = """
     SELECT count(*), min(since), now(),
@@ -37,7 +37,7 @@ _PENDING = """
     FROM catalog_pending
 """
 # How long the oldest pending key has waited (NULL: none pending), on the database's clock.
-_BEHIND = """
+BEHIND = """
     SELECT extract(epoch FROM now() - min(since))::float8 FROM catalog_pending
 """
 _RECENT = """
@@ -141,7 +141,7 @@ class BuildStore:
     def behind(self) -> float | None:
         """Seconds the oldest pending key has waited for a build (None: none pending)."""
         with self.pool.connection() as conn:
-            row = conn.execute(_BEHIND).fetchone()
+            row = conn.execute(BEHIND).fetchone()
         assert row is not None  # an aggregate without GROUP BY gives one row
         return None if row[0] is None else max(0.0, float(row[0]))
 

@@ -380,15 +380,20 @@ _STORED_OF = "SELECT key FROM catalog_pending WHERE key = ANY(%b) AND stored"
 # its row's guid is that key), by catalog_pending_shard.
 _ORPHANS = "SELECT key, seq FROM catalog_pending WHERE shard IS NULL"
 # Keys marked pending (again), each with its release's shard (none when no release
-# has it: a generation's key a probe marks); in key order, as a batch marks its
-# keys (store/batches.py) and _PENDING_DONE takes them: never a row each of the
-# other's. A held row's keys (here) and a probe's outcome (store/probes.py).
+# has it: a generation's key a probe marks), with no dates (low/high NULL: the build
+# looks around each key's whole span); in key order, as a batch marks its keys
+# (store/batches.py) and _PENDING_DONE takes them: never a row each of the other's.
+# A held row's keys (here) and a probe's outcome (store/probes.py) pass `stored`
+# false; the catalog sweep (store/sweep.py) true, as a batch marks its own (a build
+# that reaches such a key through a row or a window leaves it pending, 0039).
 MARK_PENDING = f"""
-    INSERT INTO catalog_pending (key, shard)
-    SELECT k, (SELECT {PENDING_SHARD.format(poster="r.poster")} FROM releases AS r WHERE r.key = k)
+    INSERT INTO catalog_pending (key, shard, stored)
+    SELECT k, (SELECT {PENDING_SHARD.format(poster="r.poster")} FROM releases AS r WHERE r.key = k),
+           %b
     FROM unnest(%b::bytea[]) AS k ORDER BY k
     ON CONFLICT (key) DO UPDATE SET seq = nextval('catalog_pending_seq'),
-        shard = coalesce(excluded.shard, catalog_pending.shard), low = NULL, high = NULL
+        shard = coalesce(excluded.shard, catalog_pending.shard), low = NULL, high = NULL,
+        stored = catalog_pending.stored OR excluded.stored
 """
 # Keys marked pending by a stored batch (store/batches.py) or a probe's outcome
 # (store/probes.py): said once per transaction, delivered as it commits, to every
@@ -1425,7 +1430,7 @@ class CatalogTable:
             conn.execute(_PENDING_DONE, (arrays.keys(pending), arrays.int8s(pending.values())))
             if held:
                 again = sorted(set().union(*held.values()))
-                conn.execute(MARK_PENDING, (arrays.keys(again),))
+                conn.execute(MARK_PENDING, (False, arrays.keys(again)))
             fold = conn.execute(_FOLD_WANTED, (_FOLD_ROWS, *_FOLD_LOCK)).fetchone()
             if fold is not None and fold[0]:
                 conn.execute(_FOLD_COUNTS)

@@ -186,7 +186,7 @@ class ProbeStore:
         with self.pool.connection() as conn, conn.transaction():
             if conn.execute(_RECORD, args).rowcount != 1:
                 return False
-            conn.execute(MARK_PENDING, (arrays.keys([job.release_key]),))
+            conn.execute(MARK_PENDING, (False, arrays.keys([job.release_key])))
             conn.execute(NOTIFY_PENDING)
             return True
 

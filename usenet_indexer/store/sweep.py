@@ -4,12 +4,13 @@ What the sweep is for and how it keeps its pace: core/sweep.py. Here: its one
 row (`catalog_sweep`, migration 0045; made by the first tick) and the tick, in one transaction that
 locks the row first, so coordinator processes on any machine sweep as one
 (the second in a tick finds the first's clock moved on and nothing due). The
-keys are marked pending as a stored batch marks them (`stored`: a build that
-reaches one through a row or a window leaves it pending for its own build,
-migration 0039) but with no dates (the build looks around each whole span),
-and every coordinator process hears it (NOTIFY_PENDING). While the build is behind the
-batches (its oldest pending key waited longer than catalog_max_lag_seconds),
-a tick gives way: it marks nothing and leaves the clock where it was.
+keys are marked pending by store/catalog.py's MARK_PENDING, `stored` as a batch
+marks its own (a build that reaches one through a row or a window leaves it
+pending for its own build, migration 0039) but with no dates (the build looks
+around each whole span), and every coordinator process hears it
+(NOTIFY_PENDING). While the build is behind the batches (store/builds.py's
+BEHIND: its oldest pending key waited longer than catalog_max_lag_seconds), a
+tick gives way: it marks nothing and leaves the clock where it was.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from psycopg_pool import ConnectionPool
 
 from usenet_indexer.core.sweep import SweepState, pace
 from usenet_indexer.store import arrays
-from usenet_indexer.store.catalog import NOTIFY_PENDING, PENDING_SHARD
+from usenet_indexer.store.builds import BEHIND
+from usenet_indexer.store.catalog import MARK_PENDING, NOTIFY_PENDING
 
 # The one row, made by the first tick ever (a database just migrated holds no data).
 _MADE = "INSERT INTO catalog_sweep DEFAULT VALUES ON CONFLICT DO NOTHING"
@@ -45,18 +47,6 @@ _NEXT = """
 """
 # Whether a key follows the last one marked (none: the cycle ended with it).
 _AFTER = "SELECT EXISTS (SELECT FROM releases WHERE key > %s)"
-# The keys marked pending as a stored batch marks its own (store/batches.py: each
-# with its release's shard, `stored`), with no dates (low/high NULL: the build looks
-# around the key's whole span); in key order, as every marking of pending keys.
-_MARK = f"""
-    INSERT INTO catalog_pending AS c (key, shard, stored)
-    SELECT r.key, {PENDING_SHARD.format(poster="r.poster")}, true
-    FROM releases AS r WHERE r.key = ANY(%b::bytea[]) ORDER BY r.key
-    ON CONFLICT (key) DO UPDATE SET seq = nextval('catalog_pending_seq'),
-        shard = excluded.shard, stored = true, low = NULL, high = NULL
-"""
-# How long the oldest pending key has waited (NULL: none), by catalog_pending_since.
-_BEHIND = "SELECT extract(epoch FROM now() - min(since))::float8 FROM catalog_pending"
 _BEGIN = "UPDATE catalog_sweep SET swept_at = now(), cycle_started = now()"
 _MOVED = """
     UPDATE catalog_sweep SET after = %(after)s, swept_at = %(swept_at)s,
@@ -105,7 +95,7 @@ class SweepStore:
                 conn.execute(_BEGIN)
                 return Swept(0, ended=False)
             if behind_seconds > 0:
-                waited = conn.execute(_BEHIND).fetchone()
+                waited = conn.execute(BEHIND).fetchone()
                 if waited is not None and waited[0] is not None and waited[0] > behind_seconds:
                     return Swept(0, ended=False)
             estimate = conn.execute(_ESTIMATE).fetchone()
@@ -127,7 +117,7 @@ class SweepStore:
             # next tick).
             ended = len(keys) < due.keys or not _exists(conn.execute(_AFTER, (keys[-1],)))
             if keys:
-                conn.execute(_MARK, (arrays.keys(keys),))
+                conn.execute(MARK_PENDING, (True, arrays.keys(keys)))
                 conn.execute(NOTIFY_PENDING)
             conn.execute(
                 _MOVED,
