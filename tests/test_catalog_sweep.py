@@ -26,7 +26,7 @@ import trio
 import trio.testing
 from psycopg_pool import ConnectionPool
 from test_catalog_build import batches_of_lines, catalog_rows
-from test_catalog_windows import DAY, START, posted
+from test_catalog_windows import DAY, START, a_fill_beyond_the_windows, posted
 
 from usenet_indexer.commands.status import as_text
 from usenet_indexer.config import Settings, default, load
@@ -367,51 +367,6 @@ def sweep_key_by_key(stores: Stores) -> None:
 SWEEPS = {"at once": sweep_a_cycle, "key by key": sweep_key_by_key}
 
 
-@pytest.mark.parametrize("sweep", SWEEPS)
-def test_a_cycle_of_the_sweep_joins_a_part_no_build_of_a_batch_found(
-    stores: Stores, sweep: str
-) -> None:
-    # helper-100's case (test_catalog_windows, its strict xfail): the random names
-    # join B once A is filled in, but lie beyond every window the fill's build looks
-    # in: followed batch by batch, the catalog is not what a whole rebuild makes. A
-    # cycle of the sweep builds the random names' key again, looking around its
-    # whole span: B is found there.
-    t0 = START + 3 * DAY
-    a_head = "Show.Alpha.S01E01.720p.WEB-GRP"
-    a = posted(
-        a_head, POSTER, [(1, "alpha.part01.rar"), (2, "alpha.part02.rar")], 10, at=t0, tag="a"
-    )
-    b = [
-        line
-        for n, i in enumerate((3, 4, 6))
-        for line in posted(
-            "Other.Beta.2019.1080p-GRP",
-            POSTER,
-            [(i, f"beta.part{i:02}.rar")],
-            10,
-            at=t0 + 600 + n * 3000,
-            tag=f"b{i}",
-        )
-    ]
-    random_names = posted(
-        "", POSTER, [(1, "Qx7Lm2Pz9KwA"), (5, "Hj3Kd8Wq2ZrT")], 10, at=t0 + 7800, tag="r"
-    )
-    fill = posted(a_head, POSTER, [(3, "alpha.part03.rar")], 10, at=t0 + 2 * DAY, tag="f")
-    parts = [a, b, random_names, fill]
-    lines = [f"{n}\t{line}".encode() for n, line in enumerate(chain(*parts), 1000)]
-    for _ in batches_of_lines(stores, "alt.binaries.test", lines, [len(p) for p in parts]):
-        stores.build.drain(quiet_seconds=0)
-    followed = catalog_rows(stores)
-    SWEEPS[sweep](stores)
-    swept = catalog_rows(stores)
-    stores.build.everything(quiet_seconds=0)
-    whole = catalog_rows(stores)
-    assert followed != whole  # the hole the sweep is for
-    assert swept == whole
-    # B with the random names (5 files), A with its fill (3).
-    assert sorted(int(str(row[3])) for row in whole.values()) == [3, 5]
-
-
 def spread(
     head: str, poster: str, files: list[tuple[int, str]], *, at: int, step: int, tag: str
 ) -> list[str]:
@@ -449,6 +404,15 @@ def a_repost_a_day_later() -> tuple[list[list[str]], list[int]]:
     return [o1, o2, f, again], [1, 2, 4]
 
 
+def a_fill_beyond_every_window() -> tuple[list[list[str]], list[int]]:
+    # helper-100's case (test_catalog_windows, its strict xfail): the random names
+    # join B once A is filled in, but lie beyond every window the fill's build looks
+    # in. A cycle of the sweep builds the random names' key again, looking around its
+    # whole span: B is found there. B with the random names (5 files), A with its
+    # fill (3).
+    return a_fill_beyond_the_windows(earlier=False), [3, 5]
+
+
 def a_part_moving_between_generations() -> tuple[list[list[str]], list[int]]:
     # helper-102's case: key K under a poster's own From: G1 files 1 at t and 2 at
     # t+50m; file 1 again at t+40m: G2 (1). S (3 5) at t+55m joins G1's upload, Q (5)
@@ -479,7 +443,9 @@ def a_part_moving_between_generations() -> tuple[list[list[str]], list[int]]:
 
 
 @pytest.mark.parametrize("sweep", SWEEPS)
-@pytest.mark.parametrize("case", [a_repost_a_day_later, a_part_moving_between_generations])
+@pytest.mark.parametrize(
+    "case", [a_fill_beyond_every_window, a_repost_a_day_later, a_part_moving_between_generations]
+)
 def test_a_cycle_of_the_sweep_mends_what_builds_of_batches_leave_split(
     stores: Stores, case: Any, sweep: str
 ) -> None:
@@ -492,7 +458,7 @@ def test_a_cycle_of_the_sweep_mends_what_builds_of_batches_leave_split(
     swept = catalog_rows(stores)
     stores.build.everything(quiet_seconds=0)
     whole = catalog_rows(stores)
-    assert followed != whole
+    assert followed != whole  # the hole the sweep is for
     assert swept == whole
     assert sorted(int(str(row[3])) for row in whole.values()) == files
 

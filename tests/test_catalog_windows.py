@@ -491,6 +491,37 @@ def test_a_window_near_runs_finds_a_release_stored_before_its_latest_date_was_ke
     assert stores.catalog.window_keys([attrs.evolve(window, near_runs=True)]) == {bytes(key)}
 
 
+def a_fill_beyond_the_windows(earlier: bool) -> list[list[str]]:
+    """helper-100's case (see the test below): one poster's upload A, B one upload with
+    it, random names beside B, A filled in two days later; with `earlier`, an upload of
+    the same random names' key days before."""
+    poster = "someone <someone@example.com>"
+    t0 = START + 3 * DAY
+    earliest = posted("", poster, [(1, "odJkhbWKWURd"), (5, "toR4Kk2Da1L9")], 10, at=START, tag="e")
+    a_head = "Show.Alpha.S01E01.720p.WEB-GRP"
+    a = posted(
+        a_head, poster, [(1, "alpha.part01.rar"), (2, "alpha.part02.rar")], 10, at=t0, tag="a"
+    )
+    b = [
+        line
+        for n, i in enumerate((3, 4, 6))
+        for line in posted(
+            "Other.Beta.2019.1080p-GRP",
+            poster,
+            [(i, f"beta.part{i:02}.rar")],
+            10,
+            at=t0 + 600 + n * 3000,
+            tag=f"b{i}",
+        )
+    ]
+    random_names = posted(
+        "", poster, [(1, "Qx7Lm2Pz9KwA"), (5, "Hj3Kd8Wq2ZrT")], 10, at=t0 + 7800, tag="r"
+    )
+    fill = posted(a_head, poster, [(3, "alpha.part03.rar")], 10, at=t0 + 2 * DAY, tag="f")
+    parts = [a, b, random_names, fill]
+    return [earliest, *parts] if earlier else parts
+
+
 @pytest.mark.parametrize(
     "earlier",
     [
@@ -521,31 +552,7 @@ def test_a_fill_that_leaves_an_upload_lets_a_part_beyond_the_window_join_what_is
     # `earlier`: random names of one poster and M are one key over months), which
     # a window that wanted a chunk near it would not (helper-100's case against
     # windows near runs under a poster's own From); without one, nothing finds it.
-    poster = "someone <someone@example.com>"
-    t0 = START + 3 * DAY
-    earliest = posted("", poster, [(1, "odJkhbWKWURd"), (5, "toR4Kk2Da1L9")], 10, at=START, tag="e")
-    a_head = "Show.Alpha.S01E01.720p.WEB-GRP"
-    a = posted(
-        a_head, poster, [(1, "alpha.part01.rar"), (2, "alpha.part02.rar")], 10, at=t0, tag="a"
-    )
-    b = [
-        line
-        for n, i in enumerate((3, 4, 6))
-        for line in posted(
-            "Other.Beta.2019.1080p-GRP",
-            poster,
-            [(i, f"beta.part{i:02}.rar")],
-            10,
-            at=t0 + 600 + n * 3000,
-            tag=f"b{i}",
-        )
-    ]
-    random_names = posted(
-        "", poster, [(1, "Qx7Lm2Pz9KwA"), (5, "Hj3Kd8Wq2ZrT")], 10, at=t0 + 7800, tag="r"
-    )
-    fill = posted(a_head, poster, [(3, "alpha.part03.rar")], 10, at=t0 + 2 * DAY, tag="f")
-    parts = [a, b, random_names, fill]
-    followed, whole = built_and_rebuilt(stores, [earliest, *parts] if earlier else parts)
+    followed, whole = built_and_rebuilt(stores, a_fill_beyond_the_windows(earlier))
     # The whole build: B with the random names, A with its fill (and the earliest alone).
     assert sorted(int(str(row[3])) for row in whole.values()) == [2] * earlier + [3, 5]
     assert followed == whole
