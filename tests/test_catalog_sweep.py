@@ -28,7 +28,7 @@ from psycopg_pool import ConnectionPool
 from test_catalog_build import batches_of_lines, catalog_rows
 from test_catalog_windows import DAY, START, a_fill_beyond_the_windows, posted
 
-from usenet_indexer.commands.status import as_text
+from usenet_indexer.commands.status import as_json, as_text
 from usenet_indexer.config import Settings, default, load
 from usenet_indexer.coordinator.catalog_builder import CatalogDue, sweep_catalog_forever
 from usenet_indexer.coordinator.stores import Stores
@@ -220,13 +220,29 @@ def test_the_sweep_gives_way_while_the_build_is_behind_the_batches(stores: Store
         )
     # The oldest pending key has waited 10 s, more than the 5 s allowed: nothing marked,
     # the sweep's clock unmoved.
-    assert stores.sweeps.tick(HOURS, behind_seconds=5.0) == Swept(0, ended=False)
+    assert stores.sweeps.tick(HOURS, behind_seconds=5.0) == Swept(0, ended=False, gave_way=True)
     assert pending(stores) == [keys[5]]
-    assert stores.sweeps.state().swept_at == clock
-    # Once it is built, the tick marks what is due.
+    giving = stores.sweeps.state()
+    assert giving.swept_at == clock
+    # `uidx status` says so, and since the first tick that gave way (the next keeps it).
+    assert giving.giving_way_since is not None
+    back(stores, 30)
+    assert stores.sweeps.tick(HOURS, behind_seconds=5.0).gave_way
+    assert stores.sweeps.state().giving_way_since == giving.giving_way_since
+    status = StatusStore(stores.catalog.pool).snapshot()
+    (line,) = [line for line in as_text(status) if "giving way since" in line]
+    assert "the build is behind the batches" in line
+    assert as_json(status)["catalog_sweep"]["giving_way_since"] is not None
+    # Once it is built, the tick marks what is due (the 150 s since are worth 5), and
+    # no longer gives way.
     stores.build.drain(quiet_seconds=0)
-    assert stores.sweeps.tick(HOURS, behind_seconds=5.0) == Swept(4, ended=False)
-    assert pending(stores) == keys[:4]
+    assert stores.sweeps.tick(HOURS, behind_seconds=5.0) == Swept(5, ended=False)
+    assert pending(stores) == keys[:5]
+    status = StatusStore(stores.catalog.pool).snapshot()
+    assert status.sweep is not None
+    assert status.sweep.giving_way_since is None
+    assert not [line for line in as_text(status) if "giving way" in line]
+    assert as_json(status)["catalog_sweep"]["giving_way_since"] is None
 
 
 def test_status_says_how_far_through_which_cycle_the_sweep_is(stores: Stores) -> None:
@@ -538,3 +554,55 @@ async def test_a_tick_without_the_database_is_a_warning_and_the_next_tick_goes_o
     assert "catalog sweep put off: database unavailable" in warning.getMessage()
     assert not [r for r in caplog.records if r.levelname == "ERROR"]
     assert "catalog sweep: 3 release keys marked" in caplog.text
+
+
+@attrs.define(eq=False)
+class ScriptedSweeps:
+    """A fake of the sweep's store: each tick answers the next of `answers` (the last
+    one again once they run out); `answered` set at the tick after the last (the
+    sweeper has acted on every answer then)."""
+
+    answers: list[Swept]
+    ticks: int = 0
+    answered: trio.Event = attrs.field(factory=trio.Event)
+
+    def tick(self, hours: float, behind_seconds: float, tick_seconds: float) -> Swept:
+        answer = self.answers[min(self.ticks, len(self.answers) - 1)]
+        self.ticks += 1
+        if self.ticks == len(self.answers) + 1:
+            trio.from_thread.run_sync(self.answered.set)
+        return answer
+
+
+@pytest.mark.trio
+async def test_the_log_says_once_when_the_sweep_gives_way_and_once_when_it_goes_on(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    way, swept = Swept(0, ended=False, gave_way=True), Swept(2, ended=False)
+    sweeps = ScriptedSweeps([way, way, way, swept, swept, way, swept])
+    due = CatalogDue()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(
+            lambda task_status: sweep_catalog_forever(
+                sweeps,  # type: ignore[arg-type]
+                due,
+                hours=24.0,
+                every_seconds=30.0,
+                behind_seconds=5.0,
+                task_status=task_status,
+            )
+        )
+        await sweeps.answered.wait()
+        nursery.cancel_scope.cancel()
+    said = [
+        r.getMessage()
+        for r in caplog.records
+        if r.getMessage().startswith(("catalog sweep gives way", "catalog sweep goes on"))
+    ]
+    assert said == [
+        "catalog sweep gives way: the build is behind the batches",
+        "catalog sweep goes on: the build caught up with the batches",
+        "catalog sweep gives way: the build is behind the batches",
+        "catalog sweep goes on: the build caught up with the batches",
+    ]

@@ -336,7 +336,28 @@ async def test_the_page_and_metrics_show_where_the_catalog_sweep_is(
     assert metrics == {
         "uidx_catalog_sweep_cycles_total": 2.0,
         "uidx_catalog_sweep_position": 0.5,
+        "uidx_catalog_sweep_giving_way": 0.0,
     }
+    assert "Giving way" not in text
+
+    def behind() -> None:
+        # The build behind the batches: the oldest pending key waited 10 s of 5 allowed.
+        with stores.catalog.pool.connection() as conn:
+            conn.execute(
+                "INSERT INTO catalog_pending (key, since)"
+                " VALUES (%s, now() - interval '10 seconds')",
+                (bytes(16),),
+            )
+        assert stores.sweeps.tick(24.0, behind_seconds=5.0).gave_way
+
+    await trio.to_thread.run_sync(behind)
+    text = " ".join(read((await served.get("/", params=operator)).text).text)
+    assert re.search(
+        r"Giving way since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC: the build is behind the batches",
+        text,
+    )
+    scraped = (await served.get("/metrics", headers=SCRAPER)).text
+    assert "uidx_catalog_sweep_giving_way 1.0" in scraped
 
 
 @pytest.mark.trio

@@ -215,10 +215,16 @@ def _sweep_lines(w: SweepState | None) -> list[str]:
         return ["catalog sweep: not begun (catalog_sweep_hours 0, or no coordinator ran since)"]
     cycle = "its first cycle" if not w.cycles else f"cycle {w.cycles + 1:,}"
     ended = "" if not w.cycles else f"; {_plural(w.cycles, 'cycle')} ended"
-    return [
+    lines = [
         f"catalog sweep: {w.position:.0%} through {cycle} (begun {_moment(w.cycle_started)}"
         f"{ended}): every stored release is built again once a cycle"
     ]
+    if w.giving_way_since is not None:
+        lines.append(
+            f"  giving way since {_moment(w.giving_way_since)}: the build is behind the"
+            " batches (catalog_max_lag_seconds), the sweep marks nothing until it caught up"
+        )
+    return lines
 
 
 def _release_lines(r: ReleaseStates) -> list[str]:
@@ -458,6 +464,7 @@ def _sweep_json(w: SweepState | None) -> dict[str, Any] | None:
         "cycle_started": _when(w.cycle_started),
         "position": w.position,
         "swept_at": _when(w.swept_at),
+        "giving_way_since": _when(w.giving_way_since),
     }
 
 

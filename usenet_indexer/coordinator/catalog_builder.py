@@ -256,6 +256,7 @@ async def sweep_catalog_forever(
     """
     task_status.started()
     failures = 0
+    giving_way = False
     while True:
         pause = every_seconds
         try:
@@ -270,6 +271,13 @@ async def sweep_catalog_forever(
             )
         else:
             failures = 0
+            if swept.gave_way != giving_way:
+                giving_way = swept.gave_way
+                logger.info(
+                    "catalog sweep gives way: the build is behind the batches"
+                    if giving_way
+                    else "catalog sweep goes on: the build caught up with the batches"
+                )
             if swept.keys:
                 logger.info(
                     "catalog sweep: %d release keys marked to be built again%s",

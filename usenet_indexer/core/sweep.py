@@ -111,6 +111,8 @@ class SweepState:
         after: the last key marked in the current cycle (None: at its start).
         swept_at: how far in time the sweep has marked keys (None: never ran).
         now: the database's clock when read.
+        giving_way_since: since when its ticks give way to the batches (the
+            build is behind them: they mark nothing); None: it is not.
     """
 
     cycles: int
@@ -118,6 +120,7 @@ class SweepState:
     after: bytes | None
     swept_at: datetime | None
     now: datetime
+    giving_way_since: datetime | None = None
 
     @property
     def position(self) -> float:

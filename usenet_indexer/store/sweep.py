@@ -10,7 +10,9 @@ pending for its own build, migration 0039) but with no dates (the build looks
 around each whole span), and every coordinator process hears it
 (NOTIFY_PENDING). While the build is behind the batches (store/builds.py's
 BEHIND: its oldest pending key waited longer than catalog_max_lag_seconds), a
-tick gives way: it marks nothing and leaves the clock where it was.
+tick gives way: it marks nothing and leaves the clock where it was, and the row
+says since when (`giving_way_since`, migration 0046, for `uidx status`); the
+next tick that does not give way clears it.
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ _LOCK = """
 """
 # The row, or (before the first tick) none: a row of nothing yet.
 _STATE = """
-    SELECT coalesce(s.cycles, 0), s.cycle_started, s.after, s.swept_at, now()
+    SELECT coalesce(s.cycles, 0), s.cycle_started, s.after, s.swept_at, now(),
+        s.giving_way_since
     FROM (SELECT) AS one LEFT JOIN catalog_sweep AS s ON true
 """
 # The planner's count of stored release keys (pg_class.reltuples, kept by
@@ -48,8 +51,16 @@ _NEXT = """
 # Whether a key follows the last one marked (none: the cycle ended with it).
 _AFTER = "SELECT EXISTS (SELECT FROM releases WHERE key > %s)"
 _BEGIN = "UPDATE catalog_sweep SET swept_at = now(), cycle_started = now()"
+# Giving way, since the first tick that did (kept by the ticks after it).
+_GIVES_WAY = """
+    UPDATE catalog_sweep SET giving_way_since = coalesce(giving_way_since, now())
+"""
+_GOES_ON = """
+    UPDATE catalog_sweep SET giving_way_since = NULL WHERE giving_way_since IS NOT NULL
+"""
 _MOVED = """
     UPDATE catalog_sweep SET after = %(after)s, swept_at = %(swept_at)s,
+        giving_way_since = NULL,
         cycles = cycles + %(ended)s,
         cycle_started = CASE WHEN %(ended)s > 0 THEN now() ELSE cycle_started END
 """
@@ -62,10 +73,12 @@ class Swept:
     Attributes:
         keys: release keys marked pending.
         ended: whether a cycle ended (the last key of the catalog was marked).
+        gave_way: whether the tick gave way to the batches (the build behind).
     """
 
     keys: int
     ended: bool
+    gave_way: bool = False
 
 
 @attrs.define(eq=False)
@@ -97,7 +110,8 @@ class SweepStore:
             if behind_seconds > 0:
                 waited = conn.execute(BEHIND).fetchone()
                 if waited is not None and waited[0] is not None and waited[0] > behind_seconds:
-                    return Swept(0, ended=False)
+                    conn.execute(_GIVES_WAY)
+                    return Swept(0, ended=False, gave_way=True)
             estimate = conn.execute(_ESTIMATE).fetchone()
             total = int(estimate[0]) if estimate is not None else 0
             if total <= 0:
@@ -105,6 +119,7 @@ class SweepStore:
                 total = int(counted[0]) if counted is not None else 0
             due = pace(total, hours, swept_at, now, tick_seconds)
             if not due.keys:
+                conn.execute(_GOES_ON)
                 return Swept(0, ended=False)
             keys = [
                 bytes(key)
@@ -134,13 +149,14 @@ class SweepStore:
         with self.pool.connection() as conn:
             row = conn.execute(_STATE).fetchone()
         assert row is not None  # a LEFT JOIN on one row gives one row
-        cycles, cycle_started, after, swept_at, now = row
+        cycles, cycle_started, after, swept_at, now, giving_way_since = row
         return SweepState(
             cycles=int(cycles),
             cycle_started=cycle_started,
             after=None if after is None else bytes(after),
             swept_at=swept_at,
             now=now,
+            giving_way_since=giving_way_since,
         )
 
 

@@ -561,6 +561,11 @@ def _catalog_metrics(snapshot: Status) -> Iterator[GaugeMetricFamily | CounterMe
             "How far through its current cycle the catalog sweep is (0 to 1).",
             value=sweep.position,
         )
+        yield GaugeMetricFamily(
+            "uidx_catalog_sweep_giving_way",
+            "1 while the catalog sweep gives way to the batches (the build is behind them).",
+            value=int(sweep.giving_way_since is not None),
+        )
 
 
 @attrs.define(eq=False)
