@@ -829,3 +829,21 @@ def test_units_pass_systemd_analyze_verify() -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "check-systemd: OK" in done.stdout or "SKIPPED" in done.stdout
+
+
+def test_a_supervisor_imports_none_of_what_only_its_workers_run() -> None:
+    # A supervisor of edges or coordinators only spawns, reaps and forwards signals: the
+    # HTTP server, the HTTP client, templates and the indexer are its workers' (a
+    # supervisor that imported them held ~17 MB more, and took longer to start).
+    probe = (
+        "import sys\n"
+        "import usenet_indexer.commands.coordinator, usenet_indexer.commands.edge\n"
+        "print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] in"
+        " ('hypercorn', 'httpx', 'jinja2', 'prometheus_client') or m in"
+        " ('usenet_indexer.coordinator.daemon', 'usenet_indexer.edge.worker',"
+        " 'usenet_indexer.core.indexer', 'usenet_indexer.core.merge'))))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout.split() == []

@@ -33,7 +33,6 @@ from functools import partial
 import trio
 
 from usenet_indexer.config import Settings, from_process
-from usenet_indexer.coordinator.daemon import run_coordinator
 from usenet_indexer.errors import ConfigError, run_reporting
 from usenet_indexer.fdlimit import allow_open_files
 from usenet_indexer.mallocpolicy import keep_freed_memory
@@ -215,6 +214,10 @@ def run_worker(
     metrics_fd: int | None = None,
 ) -> int:
     """One coordinator in this process until stopped (a signal, or the supervisor's end); 0."""
+    # Imported here: a supervisor never serves (the daemon's imports, hypercorn,
+    # jinja2, the catalog's code, are a worker's own).
+    from usenet_indexer.coordinator.daemon import run_coordinator
+
     # Before any thread exists: one arena, large buffers reused (mallocpolicy.py).
     keep_freed_memory()
     # A descriptor per edge connection: the soft limit (often 1,024) up to the hard one.
