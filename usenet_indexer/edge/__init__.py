@@ -15,6 +15,8 @@ The edge is a thin trio shell around the pure RangeIndexer:
     options, events   the worker's settings and what it reports as it goes
     builds            catalog builds the coordinator offers, merged beside the ranges
     stopping          a stop as a cancellation
+    process           one worker process: its switch interval, GC policy,
+                      signals and trio.run (imported only in a worker)
 
 Memory stays bounded by construction: at most one chunk inflating ahead of
 the one being indexed, one batch in flight and one waiting behind it.
