@@ -514,6 +514,23 @@ async def test_the_sweeper_marks_what_is_due_and_pokes_the_builder(
     assert await trio.to_thread.run_sync(pending, stores) == keys[:4]
 
 
+async def start_sweeper(
+    nursery: trio.Nursery, sweeps: object, due: CatalogDue, behind_seconds: float = 0.0
+) -> None:
+    """`sweep_catalog_forever` on a fake of the sweep's store (a day's cycle, a tick
+    every 30 s), started in `nursery`."""
+    await nursery.start(
+        lambda task_status: sweep_catalog_forever(
+            sweeps,  # type: ignore[arg-type]
+            due,
+            hours=24.0,
+            every_seconds=30.0,
+            behind_seconds=behind_seconds,
+            task_status=task_status,
+        )
+    )
+
+
 @attrs.define(eq=False)
 class FlakySweeps:
     """A fake of the sweep's store: the database unavailable at the first tick, then
@@ -538,15 +555,7 @@ async def test_a_tick_without_the_database_is_a_warning_and_the_next_tick_goes_o
     due = CatalogDue()
     async with trio.open_nursery() as nursery:
         start = trio.current_time()
-        await nursery.start(
-            lambda task_status: sweep_catalog_forever(
-                sweeps,  # type: ignore[arg-type]
-                due,
-                hours=24.0,
-                every_seconds=30.0,
-                task_status=task_status,
-            )
-        )
+        await start_sweeper(nursery, sweeps, due)
         await due.wait_since(0)
         nursery.cancel_scope.cancel()
     assert [round(t - start, 3) for t in sweeps.ticks] == [0.0, 30.0]
@@ -583,16 +592,7 @@ async def test_the_log_says_once_when_the_sweep_gives_way_and_once_when_it_goes_
     sweeps = ScriptedSweeps([way, way, way, swept, swept, way, swept])
     due = CatalogDue()
     async with trio.open_nursery() as nursery:
-        await nursery.start(
-            lambda task_status: sweep_catalog_forever(
-                sweeps,  # type: ignore[arg-type]
-                due,
-                hours=24.0,
-                every_seconds=30.0,
-                behind_seconds=5.0,
-                task_status=task_status,
-            )
-        )
+        await start_sweeper(nursery, sweeps, due, behind_seconds=5.0)
         await sweeps.answered.wait()
         nursery.cancel_scope.cancel()
     said = [
