@@ -51,9 +51,9 @@ _NEXT = """
 # Whether a key follows the last one marked (none: the cycle ended with it).
 _AFTER = "SELECT EXISTS (SELECT FROM releases WHERE key > %s)"
 _BEGIN = "UPDATE catalog_sweep SET swept_at = now(), cycle_started = now()"
-# Giving way, since the first tick that did (kept by the ticks after it).
+# Giving way, since the first tick that did (the ticks after it write nothing).
 _GIVES_WAY = """
-    UPDATE catalog_sweep SET giving_way_since = coalesce(giving_way_since, now())
+    UPDATE catalog_sweep SET giving_way_since = now() WHERE giving_way_since IS NULL
 """
 _GOES_ON = """
     UPDATE catalog_sweep SET giving_way_since = NULL WHERE giving_way_since IS NOT NULL
