@@ -487,6 +487,30 @@ def test_the_build_reads_what_a_batch_touched_through_indexes_on_a_realistic_cat
     assert "hashed SubPlan" in plans["held rows"], plans["held rows"]
 
 
+def test_a_large_closure_reads_its_keys_dates_by_key_not_by_hashing_every_date(
+    stores: Stores,
+) -> None:
+    # Late in a long run one closure round reads thousands of keys' spans (5k of a
+    # 242k-release catalog at 40M generated lines): release_times is then read key
+    # by key through its index, never hashed whole (that grows with the catalog).
+    from usenet_indexer.store import catalog as sql
+
+    releases = 100_000
+    with stores.catalog.pool.connection() as conn:
+        for statement in _REALISTIC.split(";"):
+            if statement.strip():
+                conn.execute(statement, {"releases": releases})
+    # 5% of the stored releases, and as many keys that are not stored (repost keys).
+    keys = [hashlib.md5(str(n).encode()).digest() for n in range(1, releases, 40)]
+    keys += [hashlib.md5(str(n).encode()).digest() for n in range(releases + 1, 2 * releases, 40)]
+    plan = _plan(stores, sql._SPANS, (keys,))
+    assert "Seq Scan on release_times" not in plan, plan
+    assert "release_times_key" in plan, plan
+    spans = stores.catalog.spans(keys)
+    assert len(spans) == len(keys) // 2
+    assert all(span.times for span in spans.values()), "every stored key has its dates"
+
+
 def test_the_builds_look_ups_stay_on_their_indexes_when_run_again_and_again(
     stores: Stores,
 ) -> None:

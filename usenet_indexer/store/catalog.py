@@ -272,13 +272,18 @@ _PENDING_DONE = """
 # an index: release rows by key (releases_pkey), the keys of the catalog rows
 # the keys went into (catalog_keys), the releases of a poster whose span meets
 # a window (releases_span, a GiST of the poster's hash, M and span; migration 0030).
+# A key's chunk dates by release_times_key, key by key (a lateral look-up): joined
+# and grouped instead, a build's thousands of keys were planned as a hash of the
+# whole of release_times (at 40M generated lines, 5k keys: 107 ms, 80 ms so).
 _SPANS = """
-    SELECT r.key, r.poster, r.posted, r.latest, r.files_announced, r.no_album,
-           array_agg(t.posted ORDER BY t.posted) FILTER (WHERE t.posted IS NOT NULL),
-           array_agg(t.latest ORDER BY t.posted) FILTER (WHERE t.posted IS NOT NULL)
-    FROM releases AS r LEFT JOIN release_times AS t ON t.key = r.key AND t.posted > 0
+    SELECT r.key, r.poster, r.posted, r.latest, r.files_announced, r.no_album, t.starts, t.ends
+    FROM releases AS r
+    LEFT JOIN LATERAL (
+        SELECT array_agg(t.posted ORDER BY t.posted) AS starts,
+               array_agg(t.latest ORDER BY t.posted) AS ends
+        FROM release_times AS t WHERE t.key = r.key AND t.posted > 0
+    ) AS t ON true
     WHERE r.key = ANY(%b)
-    GROUP BY r.key
 """
 # The rows' ids as an array (an InitPlan): each row is then fetched by its
 # primary key, where a join of catalog_keys with itself was planned as a hash
