@@ -413,6 +413,13 @@ _REALISTIC = """
 """
 
 
+def _fill_realistic(conn: psycopg.Connection[Any], releases: int) -> None:
+    """`_REALISTIC`'s catalog of `releases` releases, analysed."""
+    for statement in _REALISTIC.split(";"):
+        if statement.strip():
+            conn.execute(statement, {"releases": releases})
+
+
 def _plan(stores: Stores, statement: str, params: tuple[object, ...]) -> str:
     with stores.catalog.pool.connection() as conn:
         cursor = psycopg.ClientCursor(conn)
@@ -427,9 +434,7 @@ def test_the_build_reads_what_a_batch_touched_through_indexes_on_a_realistic_cat
 
     releases = 100_000
     with stores.catalog.pool.connection() as conn:
-        for statement in _REALISTIC.split(";"):
-            if statement.strip():
-                conn.execute(statement, {"releases": releases})
+        _fill_realistic(conn, releases)
     # A batch's worth of keys and windows: 0.2% of the catalog (a 10M run's batches
     # touched ~1,600 keys; a real catalog holds millions of releases).
     keys = [hashlib.md5(str(n).encode()).digest() for n in range(1000, releases, 500)]
@@ -497,9 +502,7 @@ def test_a_large_closure_reads_its_keys_dates_by_key_not_by_hashing_every_date(
 
     releases = 100_000
     with stores.catalog.pool.connection() as conn:
-        for statement in _REALISTIC.split(";"):
-            if statement.strip():
-                conn.execute(statement, {"releases": releases})
+        _fill_realistic(conn, releases)
     # 5% of the stored releases, and as many keys that are not stored (repost keys).
     keys = [hashlib.md5(str(n).encode()).digest() for n in range(1, releases, 40)]
     keys += [hashlib.md5(str(n).encode()).digest() for n in range(releases + 1, 2 * releases, 40)]
@@ -519,9 +522,7 @@ def test_the_builds_look_ups_stay_on_their_indexes_when_run_again_and_again(
     from usenet_indexer.store import catalog as sql
 
     with stores.catalog.pool.connection() as conn:
-        for statement in _REALISTIC.split(";"):
-            if statement.strip():
-                conn.execute(statement, {"releases": 7_000})
+        _fill_realistic(conn, 7_000)
         for size in (3, 40, 200, 1, 12, 600, 40, 5, 40, 40):
             keys = [hashlib.md5(str(n).encode()).digest() for n in range(1, 7_000, 7_000 // size)]
             conn.execute(sql._SPANS, (keys,), prepare=True).fetchall()
