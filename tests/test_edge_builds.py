@@ -11,6 +11,8 @@ node API with the edge's own client, a build beside its ranges.
 
 from __future__ import annotations
 
+import logging
+import re
 import threading
 import time
 from functools import partial
@@ -160,6 +162,26 @@ def test_batch_by_batch_the_catalog_edges_build_is_what_a_whole_rebuild_makes(
     assert len(followed) > 20
     edge_stores.build.everything(quiet_seconds=0)
     assert catalog_rows(edge_stores) == followed
+
+
+def test_the_log_says_of_each_job_offered_its_keys_look_ups_and_time(
+    edge_stores: Stores, builder: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    # An edge's finished build is logged without the closure it came of: the offer says.
+    caplog.set_level(logging.INFO, logger="usenet_indexer.coordinator.catalog_build")
+    for _ in batches_of_generated(edge_stores, 3_000, seed=3, every=3_000):
+        pass
+    job = offered(edge_stores, builder)
+    assert job is not None
+    [said] = [r.getMessage() for r in caplog.records if "offered:" in r.getMessage()]
+    found = re.search(
+        r"job (\d+) offered: (\d+) pending keys, .*; (\d+) look-ups, ([\d.]+) s$", said
+    )
+    assert found is not None, said
+    assert int(found[1]) == job.job_id
+    assert int(found[2]) == len(job.pending) > 0
+    assert int(found[3]) >= 2  # the touched keys' spans, then their rows and windows
+    assert float(found[4]) >= 0
 
 
 def test_what_probes_found_of_a_repost_generation_is_in_the_catalog_edges_build(

@@ -295,6 +295,7 @@ class CatalogBuild:
         reserved for it for `lease_seconds`, with what it needs to merge them
         (wire/buildjob.py). None: nothing pending; a busy Built: what is pending is
         held by other builders (or the closure reached their shards)."""
+        started = time.monotonic()
         with self.table.shards() as locks:
             jobs = locks.jobs
             jobs.asked(node_id)
@@ -314,9 +315,9 @@ class CatalogBuild:
             read = self._inputs(keys)
             logger.info(
                 "node %d: build job %d offered: %d pending keys, %d merged again (%s),"
-                " %d fragments",
+                " %d fragments; %d look-ups, %.2f s",
                 *(node_id, job_id, len(taken.pending), taken.again.total, taken.again),
-                len(stored),
+                *(len(stored), taken.rounds, time.monotonic() - started),
             )
             return BuildJob(
                 job_id=job_id,
