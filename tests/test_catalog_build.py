@@ -1000,7 +1000,8 @@ def two_posters_of_one_name() -> list[bytes]:
                 " release row's, its earliest file's, stand for every chunk of the key), so"
                 " the second poster's upload of a name keyed without its poster comes out"
                 " under the first poster as its repost; fixing it needs the closure's"
-                " windows to find a key by every poster of its chunks (see the stop note)",
+                " windows to find a key by every poster of its chunks (docs/ARCHITECTURE.md,"
+                " the catalog builder's known limit)",
             ),
         ),
     ],
