@@ -24,9 +24,9 @@ In one invocation, on a private PostgreSQL:
   from the database has the releases (keys, and the same content but for
   names and chunk counts, which depend on batch cuts) of `uidx index`; the
   releases that differ are counted, and so are the fields they differ in
-  (`releases_differing_fields`: at 4M lines, 18 in `poster` and `repost_of`,
-  tests/test_catalog_build.py's strict xfail of two posters' uploads of one
-  name).
+  (`releases_differing_fields`: at 4M lines, before each stored chunk kept
+  its own poster and M (migration 0047), 18 in `poster` and `repost_of`, two
+  posters' uploads of one name; 0 since).
 
 The two alternate --repeat times; the best run of each is kept (the peak
 RSS is the highest of all edge runs), and `ratio` is best against best.

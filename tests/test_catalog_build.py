@@ -455,6 +455,13 @@ def test_the_build_reads_what_a_batch_touched_through_indexes_on_a_realistic_cat
             sql._ALBUM_WINDOW_KEYS_NEAR_RUNS,
             (["yenc@power-post.org"] * len(lows), [10] * len(lows), lows, highs),
         ),
+        # A second poster's chunks under another poster's key (migration 0047).
+        "others windows": _plan(stores, sql._OTHERS_WINDOW_KEYS, (posters, lows, highs)),
+        "others album windows": _plan(
+            stores,
+            sql._OTHERS_ALBUM_WINDOW_KEYS,
+            (["yenc@power-post.org"] * len(lows), [10] * len(lows), lows, highs),
+        ),
         "changed": _plan(stores, sql._CHANGED_OF, (keys,)),
         "fragments": _plan(stores, sql._FRAGMENTS_OF, (keys,)),
         "fragment ids": _plan(stores, sql._FRAGMENT_IDS_OF, (keys,)),
@@ -487,6 +494,8 @@ def test_the_build_reads_what_a_batch_touched_through_indexes_on_a_realistic_cat
     assert "releases_span" in plans["windows near runs"], plans["windows near runs"]
     assert "release_times_key" in plans["windows near runs"], plans["windows near runs"]
     assert "releases_span" in plans["album windows"], plans["album windows"]
+    assert "release_times_span" in plans["others windows"], plans["others windows"]
+    assert "release_times_span" in plans["others album windows"], plans["others album windows"]
     assert "catalog_keys_pkey" in plans["rows"], plans["rows"]
     assert "catalog_pkey" in plans["rows"], plans["rows"]
     assert "catalog_guid_key" in plans["held rows"], plans["held rows"]
@@ -988,24 +997,7 @@ def two_posters_of_one_name() -> list[bytes]:
     return lines
 
 
-@pytest.mark.parametrize(
-    "every",
-    [
-        1000,
-        pytest.param(
-            7,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="known: a stored fragment keeps no poster, head or [i/M] of its own (the"
-                " release row's, its earliest file's, stand for every chunk of the key), so"
-                " the second poster's upload of a name keyed without its poster comes out"
-                " under the first poster as its repost; fixing it needs the closure's"
-                " windows to find a key by every poster of its chunks (docs/ARCHITECTURE.md,"
-                " the catalog builder's known limit)",
-            ),
-        ),
-    ],
-)
+@pytest.mark.parametrize("every", [1000, 7])
 def test_two_posters_uploads_of_one_name_keep_their_posters_whatever_the_batch_cuts(
     stores: Stores, every: int
 ) -> None:

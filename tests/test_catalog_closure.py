@@ -274,14 +274,45 @@ def test_keys_not_stored_are_left_out() -> None:
 
 def in_window(window: Window, span: Span) -> bool:
     """Whether a release's span (its first file to its last, not its chunks' times) meets
-    a window, as store/catalog.py's window queries ask."""
+    a window, or one of its chunks of another poster does (`Span.others`), as
+    store/catalog.py's window queries ask."""
     return (
         span.poster == window.poster
         and span.posted > 0
         and (window.high is None or span.posted <= window.high)
         and (span.latest is None or span.latest >= window.low)
         and (window.album is None or (span.files_announced == window.album and not span.no_album))
+    ) or any(
+        poster == window.poster
+        and (window.high is None or posted <= window.high)
+        and (latest is None or latest >= window.low)
+        and (window.album is None or m == window.album)
+        for poster, m, posted, latest in span.others
     )
+
+
+def test_a_second_posters_chunk_under_a_key_is_looked_around_for_that_poster() -> None:
+    # Key 1 is a name amy posted first (its row says amy); bob posted the same name
+    # on day three, and a sample of his own (key 2) beside it; key 3 is amy's post
+    # of day three. Touched by bob's chunk, key 1 brings bob's sample; touched, bob's
+    # sample brings key 1 (his chunk in it), and not amy's other release of the day.
+    day = 24 * HOUR
+    bob_at = T0 + 3 * day
+    spans = {
+        key(1): Span("amy@a", T0, bob_at + 60, 1, others=(("bob@b", 2, bob_at, bob_at + 60),)),
+        key(2): Span("bob@b", bob_at + 40, bob_at + 100, 2),
+        key(3): Span("amy@a", bob_at + 10 * HOUR, bob_at + 10 * HOUR, 1),
+    }
+    fresh = {key(1): (bob_at, bob_at + 60)}
+    assert closure_of([key(1)], spans, fresh=fresh) == {key(1), key(2)}
+    assert closure_of([key(2)], spans) == {key(1), key(2)}
+    # A posting tool's From among a key's posters is looked around its own chunks
+    # there, not through the tool's uploads of other hours.
+    tool = "yEnc@power-post.org"
+    spans[key(1)] = Span("amy@a", T0, bob_at + 60, 1, others=((tool, 3, bob_at, bob_at + 60),))
+    spans[key(4)] = Span(tool, bob_at + 60, bob_at + 90, 3)  # an album part beside it
+    spans[key(5)] = Span(tool, bob_at + 5 * HOUR, bob_at + 5 * HOUR, 3)  # hours later
+    assert closure_of([key(1)], spans, fresh=fresh) == {key(1), key(4)}
 
 
 def test_one_posters_overlapping_windows_are_asked_as_one() -> None:
@@ -352,6 +383,14 @@ _span_times = st.tuples(
     announced=st.one_of(st.none(), st.integers(min_value=0, max_value=4)),
     marked=st.booleans(),
     times=st.lists(_span_times, max_size=6),
+    others=st.lists(
+        st.tuples(
+            st.sampled_from(["c@d", "newsup <newsup@somewhere.cbr>", "yEnc@power-post.org"]),
+            st.one_of(st.none(), st.integers(min_value=0, max_value=4)),
+            _span_times,
+        ),
+        max_size=4,
+    ),
 )
 def test_a_chain_of_one_key_has_the_windows_the_general_way_makes(
     poster: str,
@@ -360,11 +399,16 @@ def test_a_chain_of_one_key_has_the_windows_the_general_way_makes(
     announced: int | None,
     marked: bool,
     times: list[tuple[int, int | None]],
+    others: list[tuple[str, int | None, tuple[int, int | None]]],
 ) -> None:
     # Most chains are one key: their windows are made the short way (a span's runs
-    # once, not its runs' runs), which must be the general way's.
+    # once, not its runs' runs), which must be the general way's; other posters'
+    # chunks under the key too.
     runs = tuple((start, None if n is None else start + n) for start, n in times)
-    span = Span(poster, posted, latest, announced, marked, runs)
+    foreign = tuple(
+        (who, m, start, None if n is None else start + n) for who, m, (start, n) in others
+    )
+    span = Span(poster, posted, latest, announced, marked, runs, foreign)
     closure = Closure()
     windows: set[tuple[str, int, int | None, int | None]] = set()
     closure._key_windows(key(1), span, windows)

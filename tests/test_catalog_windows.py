@@ -23,6 +23,8 @@ from test_catalog_build import album_lines, batches_of_lines, catalog_rows
 from usenet_indexer.coordinator.catalog_build import Built, CatalogBuild
 from usenet_indexer.coordinator.stores import Stores
 from usenet_indexer.core.catalog import Window
+from usenet_indexer.core.indexer import RangeIndexer
+from usenet_indexer.core.merge import ReleaseMerger
 from usenet_indexer.store import arrays
 from usenet_indexer.store import catalog as catalog_sql
 
@@ -108,19 +110,52 @@ def test_an_upload_filled_in_days_later_keeps_its_parts_and_not_what_was_posted_
     assert followed == whole
 
 
-def test_album_parts_are_found_by_their_releases_m_not_their_chunks(stores: Stores) -> None:
+def test_tracks_posted_alone_before_their_album_stay_uploads_of_their_own_m(stores: Stores) -> None:
     # Tracks 07-08 and 09-10 posted on their own ([1/2], [2/2]) on days one and two,
     # then the whole album ([01/13]..[13/13]) on day four, stored in two batches
-    # cut between track 08 and 09. The merge gives every chunk its release's M:
-    # the album's 07-10 are parts of M 2, and link joins the four.
+    # cut between track 08 and 09. Each chunk keeps its own M (migration 0047): the
+    # two early posts are uploads of M 2, the album one of 13, as `uidx index` has
+    # them (the release row's M for every chunk made the album's 07-10 parts of M 2,
+    # and split the album 4 + 9); the windows still find what the build needs.
     tracks = [f"{n:02}-massive_attack-track_{n}.mp3" for n in range(7, 11)]
     one = posted("", PP, list(enumerate(tracks[:2], 1)), 2, at=START, tag="p1")
     two = posted("", PP, list(enumerate(tracks[2:], 1)), 2, at=START + DAY, tag="p2")
     album = album_lines("massive_attack", "mezzanine-web-1998-grp", 10, at=START + 3 * DAY)
     cut = 11 * 4  # 13 files of 4 segments: files 1-11, then 12 and 13
-    followed, whole = built_and_rebuilt(stores, [one, two, album[:cut], album[cut:]])
-    assert sorted(int(str(row[3])) for row in whole.values()) == [2, 2, 4, 9]
+    parts = [one, two, album[:cut], album[cut:]]
+    followed, whole = built_and_rebuilt(stores, parts)
+    assert sorted(int(str(row[3])) for row in whole.values()) == [2, 2, 13]
     assert followed == whole
+    assert sorted(int(str(row[3])) for row in whole.values()) == indexed_files(parts)
+
+
+def test_an_albums_track_posted_before_on_its_own_is_found_by_the_albums_m(
+    stores: Stores,
+) -> None:
+    # As above, the album stored file by file: a batch holding only track 07 (a key
+    # whose row says M 2, the early post's) must look for the album's other tracks
+    # by its fresh chunk's M 13, and the album's tracks for it.
+    tracks = [f"{n:02}-massive_attack-track_{n}.mp3" for n in range(7, 11)]
+    one = posted("", PP, list(enumerate(tracks[:2], 1)), 2, at=START, tag="p1")
+    two = posted("", PP, list(enumerate(tracks[2:], 1)), 2, at=START + DAY, tag="p2")
+    album = album_lines("massive_attack", "mezzanine-web-1998-grp", 10, at=START + 3 * DAY)
+    parts = [one, two] + [album[at : at + 4] for at in range(0, len(album), 4)]
+    followed, whole = built_and_rebuilt(stores, parts)
+    assert sorted(int(str(row[3])) for row in whole.values()) == indexed_files(parts)
+    assert followed == whole
+
+
+def indexed_files(parts: list[list[str]]) -> list[int]:
+    """The files of each release `uidx index` makes of the parts, each a batch of its own."""
+    indexer = RangeIndexer(group="alt.binaries.test", first=1000)
+    merger = ReleaseMerger()
+    number = 1000
+    for part in parts:
+        numbered = [f"{n}\t{line}".encode() for n, line in enumerate(part, number)]
+        number += len(part)
+        indexer.add_data(b"\n".join(numbered) + b"\n", number)
+        merger.add_all(indexer.take().releases)
+    return sorted(len(r.files) for r in merger.releases() if r.dropped is None)
 
 
 def test_a_default_froms_key_with_files_posted_days_apart_is_two_uploads(stores: Stores) -> None:
@@ -603,4 +638,36 @@ def test_two_parts_posted_in_one_second_are_linked_whatever_keys_the_rows_keep(
         at=t + 6000, step=20, tag="p6",
     )  # fmt: skip
     _, followed, whole = builds_and_rows(stores, [r2, r1, s1, s2, third])
+    assert followed == whole
+
+
+@pytest.mark.parametrize("order", ["posted", "sample first", "backfilled"])
+def test_a_second_posters_upload_of_a_name_finds_its_other_part_under_another_key(
+    stores: Stores, order: str
+) -> None:
+    # Amy posts Movie.2020.part1.rar ([1/1], no head: keyed by the file's stem, not by
+    # poster). Three days later Bob posts his upload of two files, [1/2] the same
+    # name (amy's key, whose row says amy) and [2/2] a sample of another stem (a key
+    # of its own), the batch cut between them. The whole rebuild links Bob's two
+    # files (one poster, one M, posted together); the followed build of the sample
+    # must find Bob's generation in amy's key, whose row's poster is not Bob.
+    amy = posted("", "amy <amy@example.org>", [(1, "Movie.2020.part1.rar")], 1, at=START, tag="a")
+    bob = posted(
+        "",
+        "bob <bob@example.net>",
+        [(1, "Movie.2020.part1.rar"), (2, "bobs-sample.mkv")],
+        2,
+        at=START + 3 * DAY,
+        tag="b",
+    )
+    # In posting order; Bob's sample stored first (his name's chunk then touches
+    # amy's key, looked around for Bob's chunks too); newest first, as a backfill
+    # stores them (amy's key first under Bob's row, until amy's earlier file comes).
+    parts = {
+        "posted": [amy, bob[:2], bob[2:]],
+        "sample first": [amy, bob[2:], bob[:2]],
+        "backfilled": [bob[2:], bob[:2], amy],
+    }[order]
+    followed, whole = built_and_rebuilt(stores, parts)
+    assert sorted(int(str(row[3])) for row in whole.values()) == indexed_files(parts)
     assert followed == whole

@@ -62,6 +62,7 @@ from usenet_indexer.coordinator.http.node import (
 )
 from usenet_indexer.coordinator.server import serve
 from usenet_indexer.coordinator.stores import Stores
+from usenet_indexer.core.batch import Said
 from usenet_indexer.core.catalog import CatalogEntry, Categories, Made
 from usenet_indexer.core.indexer import RangeIndexer
 from usenet_indexer.core.merge import KEYS
@@ -252,7 +253,7 @@ def test_a_jobs_release_rows_as_postgresql_writes_them_are_the_rows_a_local_buil
 
 def test_a_job_whose_release_rows_are_not_rows_fails_loudly() -> None:
     key = b"k" * KEY_BYTES
-    job = job_of(((key, b"not a fragment"),))
+    job = job_of(((key, b"not a fragment", None),))
     # Release rows that are not a JSON array of rows.
     for text in ("", "{}", '[["zz", null, "a@b", [], null]]', "[[1, 2]]"):
         with pytest.raises(BuildWireError, match="release rows"):
@@ -265,6 +266,20 @@ def test_a_job_whose_release_rows_are_not_rows_fails_loudly() -> None:
     document = msgpack.unpackb(encode_job(job))
     with pytest.raises(BuildWireError):
         decode_job(msgpack.packb({**document, "releases": [[key, None, "a@b", [], None]]}))
+    # What a fragment says of its chunk: nil, or its poster, head and M.
+    said = ("amy <amy@example.org>", None, 2)
+    assert decode_job(encode_job(attrs.evolve(job, fragments=((key, b"x", said),)))).fragments == (
+        (key, b"x", said),
+    )
+    for wrong, problem in (
+        (["amy"], "3 fields, not 1"),
+        ([7, None, 2], "expected a string, got int"),
+        (["amy", None, True], "expected an integer, got bool"),
+        ("amy", "expected a list, got str"),
+    ):
+        bad = msgpack.packb({**document, "fragments": [[key, wrong, b"x"]]})
+        with pytest.raises(BuildWireError, match=problem):
+            decode_job(bad)
 
 
 def test_each_field_of_an_edges_row_is_checked_and_a_wrong_one_named() -> None:
@@ -388,7 +403,9 @@ def packed_whole(job: BuildJob) -> bytes:
         {
             "id": job.job_id,
             "releases": job.releases.json,
-            "fragments": [list(f) for f in job.fragments],
+            "fragments": [
+                [k, None if said is None else list(said), f] for k, f, said in job.fragments
+            ],
             "pending": list(job.pending),
             "probed": list(job.probed),
             "found": [[k, [_finding(f) for f in fs]] for k, fs in job.found.items()],
@@ -409,7 +426,11 @@ def packed_whole(job: BuildJob) -> bytes:
 def test_a_job_sent_in_pieces_is_the_msgpack_of_its_map_whole(count: int, size: int) -> None:
     # The coordinator sends a job's stored fragments as they are, between pieces of
     # msgpack it writes itself: joined, they must be what msgpack makes of the map.
-    fragments = tuple((i.to_bytes(KEY_BYTES, "big"), bytes([i % 251]) * size) for i in range(count))
+    # What each chunk says of itself: a poster, head and M, or none (stored before 0047).
+    saids: list[Said] = [("a@b", None, 3), None, ("Ünï <c@d>", "Some Head", None)]
+    fragments = tuple(
+        (i.to_bytes(KEY_BYTES, "big"), bytes([i % 251]) * size, saids[i % 3]) for i in range(count)
+    )
     key = b"k" * KEY_BYTES
     job = attrs.evolve(
         job_of(fragments),
@@ -425,10 +446,10 @@ def test_a_job_sent_in_pieces_is_the_msgpack_of_its_map_whole(count: int, size: 
     assert b"".join(pieces) == encode_job(job) == packed_whole(job)
     assert decode_job(b"".join(pieces)) == job
     # The fragments go as they are, not copied into a buffer.
-    assert all(any(piece is fragment for piece in pieces) for _, fragment in fragments if size)
+    assert all(any(piece is fragment for piece in pieces) for _, fragment, _ in fragments if size)
 
 
-def job_of(fragments: tuple[tuple[bytes, bytes], ...]) -> BuildJob:
+def job_of(fragments: tuple[tuple[bytes, bytes, Said], ...]) -> BuildJob:
     return BuildJob(
         job_id=1, releases=ReleaseRows(), fragments=fragments, pending=(), probed=(), found={}, changed={},
         asked={},

@@ -100,6 +100,12 @@ class ReleaseChunk:
 UNDATED = (1 << 63) - 1
 
 
+# What a stored release chunk says of itself: its poster, head name and M (its
+# ReleaseChunk's), kept beside its fragment (migration 0047); None for a chunk
+# stored before, whose release row's stand for it.
+Said = tuple[str, str | None, int | None] | None
+
+
 def representative_order(file: FileChunk) -> tuple[int, bytes]:
     """Where a file stands when a release's poster, head and [i/M] are chosen.
 

@@ -31,7 +31,10 @@ is bounded by the batch, never by what the catalog already holds):
   (`merge._first_run_end`), so a key posted again a day later (the same
   file name uploaded again, or a poster filling his upload in) does not
   read the day between. A release is found by its whole span and its
-  row's poster and M, which the merge gives each of its chunks.
+  row's poster and M (its earliest file's), and by each chunk of another
+  poster or M (`Span.others`: a key without the poster in it holds one
+  name's uploads by several, which the merge keeps apart by each chunk's
+  own poster and M), around whose runs its posters are looked for too.
   Under a shared From (`uploads.SHARED_FROMS`) link joins only an album's
   tracks and extras, of one M: there the window asks only for releases
   of the chain's M that no build marked `no_album` (`no_albums`: files
@@ -570,6 +573,13 @@ class Span:
         times: each stored chunk's earliest and latest file date (dated
             chunks only; latest None: unknown), in order; empty: `posted`
             to `latest` stands for them.
+        others: the dated chunks of another poster or M than `poster` and
+            `files_announced` (a key without the poster and M in it: one name's
+            uploads by several posters, a track posted alone and then in its
+            album), each its poster, M, earliest and latest file date: the merge
+            keeps them apart by their own (migration 0047), and the closure
+            looks around them for their posters' other parts too
+            (`Closure._others_windows`).
     """
 
     poster: str
@@ -578,6 +588,7 @@ class Span:
     files_announced: int | None = None
     no_album: bool = False
     times: tuple[tuple[int, int | None], ...] = ()
+    others: tuple[tuple[str, int | None, int, int | None], ...] = ()
 
     def runs(self) -> list[tuple[int, int | None]]:
         """Its chunks' dates as runs: chunks posted within `merge.APART_SECONDS` of
@@ -658,6 +669,7 @@ def _coalesced(windows: Iterable[_RawWindow]) -> list[_RawWindow]:
 
 
 _BY_START = operator.itemgetter(0, 1, 2)
+_BY_TIME = operator.itemgetter(0)
 
 
 @attrs.frozen
@@ -891,6 +903,9 @@ class Closure:
         it joined); from `_since` on, where the key's fresh chunks say."""
         if not span.posted:
             return
+        if span.others:
+            # Looked around for each poster of its chunks, whatever the row's is.
+            found.update(self._others_windows([span], self._fresh.get(key)))
         tool, shared = self._kind(span.poster)
         album = None
         if shared:
@@ -937,6 +952,35 @@ class Closure:
                 yield (poster, low, high, None)
             for poster, announced in albums:
                 yield (poster, low, high, announced)
+        yield from self._others_windows(dated, fresh)
+
+    def _others_windows(
+        self, spans: Sequence[Span], fresh: tuple[int, int] | None
+    ) -> Iterator[_RawWindow]:
+        """The windows around the chunks of another poster or M than their rows'
+        (`Span.others`): each poster's runs of them, as a row of that poster's would
+        be looked around (`_since`, `_looked`), with the M of each under a shared
+        From (an album's parts are of one M). Such a generation lies in its own
+        chunks (the merge keeps posters and M apart), so a posting tool's From among
+        them is looked around those only, never its other uploads' history."""
+        by_poster: dict[tuple[str, int | None], list[tuple[int, int | None]]] = {}
+        for span in spans:
+            for poster, announced, start, end in span.others:
+                shared = self._kind(poster)[1]
+                if shared and (announced or 0) < 2:
+                    continue  # under a shared From only an album's parts are joined
+                if poster == span.poster and not shared:
+                    continue  # its row's windows, of any M, are asked around every chunk
+                by_poster.setdefault((poster, announced if shared else None), []).append(
+                    (start, end)
+                )
+        for (poster, album), times in by_poster.items():
+            tool = self._kind(poster)[0]
+            times.sort(key=_BY_TIME)
+            since = None if fresh is None else _since(fresh, times, tool)
+            for start, end in _looked(_runs(times), since, tool):
+                low, high = _widened(start, end)
+                yield (poster, low, high, album)
 
     def _chains(self) -> list[list[bytes]]:
         """The repost chains (each from its first stored key on) that hold a key whose

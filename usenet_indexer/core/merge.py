@@ -58,9 +58,11 @@ from usenet_indexer.core.uploads import representative as upload_key
 # How the merge keys generations (`_keyed`), which are the catalog rows' guids: 1 by
 # their place among a release's generations (before migration 0043), 2 by their own
 # upload, 3 by their own upload and kept by the rows' anchors (`Pins`, migration
-# 0044). An edge that builds catalog jobs says its own (`POST builds?keys=3`), and
+# 0044), 4 as 3 with each stored chunk's own poster, head and M (migration 0047:
+# a job's fragments carry them). An edge that builds catalog jobs says its own
+# (`POST builds?keys=4`), and
 # a coordinator offers jobs only to an edge that keys as it does.
-KEYS = 3
+KEYS = 4
 
 # The stored rows' keys a merge keeps (`_keyed`), by a release key of their sources:
 # (anchor, guid) pairs, the anchor the first message-id of the file chunk the row's

@@ -73,11 +73,13 @@ def run_job(job: BuildJob, *, pure: bool, categories: core.Categories) -> BuildR
     started, cpu = time.monotonic(), time.thread_time()
     rows = job.releases.by_key()
     chunks = []
-    for key, packed in job.fragments:
+    for key, packed, said in job.fragments:
         row = rows.get(key)
         if row is None:
             raise BadFragment(f"the job has a fragment of key {key.hex()} but no release row")
         _, head_name, poster, groups, announced = row
+        if said is not None:
+            poster, head_name, announced = said
         files = tuple(fragments.unpack(packed, pure=pure))
         chunks.append(ReleaseChunk(key, head_name, poster, groups, announced, files))
     made = core.made(

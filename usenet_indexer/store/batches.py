@@ -162,10 +162,13 @@ _PENDING = f"""
                     THEN greatest(c.high, excluded.high) END
 """
 _FRAGMENTS = """
-    COPY fragments (group_id, release_key, range_id, batch_first, files, segments, packed)
+    COPY fragments (group_id, release_key, range_id, batch_first, files, segments, packed,
+                    poster, head_name, files_announced)
     FROM STDIN (FORMAT BINARY)
 """
-_FRAGMENT_TYPES = ("int8", "bytea", "int8", "int8", "int4", "int4", "bytea")
+_FRAGMENT_TYPES = (
+    "int8", "bytea", "int8", "int8", "int4", "int4", "bytea", "text", "text", "int4"
+)  # fmt: skip
 # The group's partition of fragments: looked up per batch; made under a lock
 # per group by the first batch that needs it. The look-up after the lock
 # cannot be to_regclass again: an advisory lock does not make the backend
@@ -417,4 +420,7 @@ def _write_releases(
     with conn.cursor().copy(_FRAGMENTS) as copy:
         copy.set_types(_FRAGMENT_TYPES)
         for r in releases:
-            copy.write_row((group_id, r.key, range_id, first, r.files, r.segments, r.fragment))
+            copy.write_row(
+                (group_id, r.key, range_id, first, r.files, r.segments, r.fragment,
+                 r.poster, r.head_name, r.files_announced)
+            )  # fmt: skip

@@ -55,7 +55,7 @@ import psycopg
 from psycopg import sql
 from psycopg_pool import ConnectionPool
 
-from usenet_indexer.core.batch import FileChunk, ReleaseChunk
+from usenet_indexer.core.batch import FileChunk, ReleaseChunk, Said
 from usenet_indexer.core.catalog import CatalogEntry, Span, Window, query_words, search_name
 from usenet_indexer.core.categories import subcategories
 from usenet_indexer.core.merge import APART_SECONDS, Pins
@@ -110,7 +110,10 @@ _WINDOW = """
 _WINDOW_HOPE = 0.1
 
 _RELEASES = "SELECT key, head_name, poster, groups, files_announced FROM releases"
-_FRAGMENTS = "SELECT release_key, packed FROM fragments ORDER BY range_id, batch_first"
+_FRAGMENTS = (
+    "SELECT release_key, poster, head_name, files_announced, packed FROM fragments"
+    " ORDER BY range_id, batch_first"
+)
 _RELEASES_OF = _RELEASES + " WHERE key = ANY(%b)"
 # A build job's release rows as one JSON text (wire/buildjob.ReleaseRows).
 _RELEASES_JSON_OF = """
@@ -124,14 +127,14 @@ _FRAGMENTS_OF = (
 )
 # A build job's fragments, as they are (CatalogStore.packed).
 _PACKED_OF = (
-    "SELECT release_key, packed FROM fragments"
+    "SELECT release_key, poster, head_name, files_announced, packed FROM fragments"
     " WHERE release_key = ANY(%b) ORDER BY range_id, batch_first"
 )
 # Which fragments the keys have, without their bytes: octet_length of a value
 # stored out of line (STORAGE EXTERNAL) is read from its pointer, not its data.
 _FRAGMENT_IDS_OF = (
-    "SELECT release_key, range_id, batch_first, octet_length(packed) FROM fragments"
-    " WHERE release_key = ANY(%b) ORDER BY range_id, batch_first"
+    "SELECT release_key, range_id, batch_first, octet_length(packed), poster, head_name,"
+    " files_announced FROM fragments WHERE release_key = ANY(%b) ORDER BY range_id, batch_first"
 )
 _PROBED_OF = (
     "SELECT release_key FROM probe_candidates WHERE release_key = ANY(%b) AND source = 'batch'"
@@ -275,13 +278,24 @@ _PENDING_DONE = """
 # A key's chunk dates by release_times_key, key by key (a lateral look-up): joined
 # and grouped instead, a build's thousands of keys were planned as a hash of the
 # whole of release_times (at 40M generated lines, 5k keys: 107 ms, 80 ms so).
+# With them, the chunks of another poster or M than the row's, each with its own
+# (a key without the poster and M in it holds one name's uploads by several, and
+# one poster's of several M: a track posted alone, then in its album).
 _SPANS = """
-    SELECT r.key, r.poster, r.posted, r.latest, r.files_announced, r.no_album, t.starts, t.ends
+    SELECT r.key, r.poster, r.posted, r.latest, r.files_announced, r.no_album, t.starts, t.ends,
+           t.other_posters, t.other_ms, t.other_starts, t.other_ends
     FROM releases AS r
     LEFT JOIN LATERAL (
         SELECT array_agg(t.posted ORDER BY t.posted) AS starts,
-               array_agg(t.latest ORDER BY t.posted) AS ends
-        FROM release_times AS t WHERE t.key = r.key AND t.posted > 0
+               array_agg(t.latest ORDER BY t.posted) AS ends,
+               array_agg(t.poster) FILTER (WHERE o.other) AS other_posters,
+               array_agg(t.files_announced) FILTER (WHERE o.other) AS other_ms,
+               array_agg(t.posted) FILTER (WHERE o.other) AS other_starts,
+               array_agg(t.latest) FILTER (WHERE o.other) AS other_ends
+        FROM release_times AS t,
+             LATERAL (SELECT t.poster <> r.poster
+                             OR t.files_announced IS DISTINCT FROM r.files_announced AS other) AS o
+        WHERE t.key = r.key AND t.posted > 0
     ) AS t ON true
     WHERE r.key = ANY(%b)
 """
@@ -293,11 +307,10 @@ _ROW_KEYS = """
     WHERE c.id = ANY(ARRAY(SELECT catalog_id FROM catalog_keys WHERE key = ANY(%b)))
 """
 # A window finds a release by its whole span (earliest file to latest) and the
-# poster and M the release row has, which the merge gives every chunk of it: a
-# release's generation may reach from one of its chunks to another days later
-# (a poster's own uploads; core/catalog.py's `_runs`), and a chunk's own From
-# and M may not be its release's. Not by release_times (each chunk's dates):
-# those only tell the windows asked around a touched key's runs. Under a posting
+# poster and M the release row has (its earliest file's): a release's generation
+# may reach from one of its chunks to another days later (a poster's own uploads;
+# core/catalog.py's `_runs`). Its chunks of another poster or M are found by
+# their own dates (_OTHERS_WINDOW_KEYS, below). Under a posting
 # tool's From (`Window.near_runs`) no generation reaches past a run of its key's
 # chunks, and a key there may hold every upload of one M for months: such a
 # window also wants a chunk of the release (any From and M: the row's are what
@@ -319,6 +332,37 @@ _ALBUM_WINDOW_KEYS = """
       AND int8range(r.posted, r.latest, '[]') && int8range(w.low, w.high, '[]')
       AND NOT r.no_album
 """
+# A window finds too the keys holding a chunk of its poster (and M, an album's)
+# within it whose release row has another poster (or M): one name's upload by a
+# second poster, or an album's track its poster posted alone before, kept apart
+# by the merge by each chunk's own poster and M (migration 0047), whose chunks
+# lie where the generation does (release_times_span, migration 0047).
+# Window by window (a lateral look-up, OFFSET 0 keeps it one): release_times is
+# narrow, and joined whole the planner hashed all of it for a few hundred
+# windows at 100k chunks, where each window reads a few of them by the index.
+_OTHERS_WINDOW_KEYS = """
+    SELECT t.key FROM unnest(%s::text[], %s::int8[], %s::int8[]) AS w(poster, low, high)
+    CROSS JOIN LATERAL (
+        SELECT t.key, t.poster FROM release_times AS t
+        WHERE hashtext(t.poster) = hashtext(w.poster) AND t.poster = w.poster AND t.posted > 0
+          AND int8range(t.posted, t.latest, '[]') && int8range(w.low, w.high, '[]')
+        OFFSET 0
+    ) AS t
+    JOIN releases AS r ON r.key = t.key AND r.poster <> t.poster
+"""
+_OTHERS_ALBUM_WINDOW_KEYS = """
+    SELECT t.key
+    FROM unnest(%s::text[], %s::int4[], %s::int8[], %s::int8[]) AS w(poster, m, low, high)
+    CROSS JOIN LATERAL (
+        SELECT t.key, t.poster, t.files_announced FROM release_times AS t
+        WHERE hashtext(t.poster) = hashtext(w.poster) AND t.poster = w.poster
+          AND t.files_announced = w.m AND t.posted > 0
+          AND int8range(t.posted, t.latest, '[]') && int8range(w.low, w.high, '[]')
+        OFFSET 0
+    ) AS t
+    JOIN releases AS r ON r.key = t.key
+      AND (r.poster <> t.poster OR r.files_announced IS DISTINCT FROM t.files_announced)
+"""
 # Either, for windows `near_runs` (their own statements: an OR of the two kept
 # the planner off releases_span): one chunk at least near the window too.
 _NEAR_RUNS = f"""
@@ -337,6 +381,7 @@ _WINDOW_STATEMENTS = {
     (True, False): _ALBUM_WINDOW_KEYS,
     (True, True): _ALBUM_WINDOW_KEYS_NEAR_RUNS,
 }
+_OTHERS_STATEMENTS = {False: _OTHERS_WINDOW_KEYS, True: _OTHERS_ALBUM_WINDOW_KEYS}
 _NO_ALBUM = """
     WITH marked AS (
         SELECT key FROM releases WHERE key = ANY(%b) AND NOT no_album ORDER BY key FOR UPDATE
@@ -569,29 +614,37 @@ class CatalogStore:
             if keys is None:
                 release_rows = conn.execute(_RELEASES).fetchall()
                 rows = conn.execute(_FRAGMENTS, binary=True).fetchall()
-                pieces: Iterable[tuple[bytes, tuple[FileChunk, ...]]] = (
-                    (bytes(key), tuple(fragments.unpack(bytes(packed), pure=self.pure)))
-                    for key, packed in rows
+                pieces: Iterable[tuple[bytes, tuple[FileChunk, ...], Said]] = (
+                    (
+                        bytes(key),
+                        tuple(fragments.unpack(bytes(packed), pure=self.pure)),
+                        _said(poster, head_name, announced),
+                    )
+                    for key, poster, head_name, announced, packed in rows
                 )
             else:
                 release_rows = conn.execute(_RELEASES_OF, (arrays.keys(keys),)).fetchall()
                 pieces = self._pieces(conn, keys)
         releases = {bytes(r[0]): r for r in release_rows}
-        for key, files in pieces:
+        for key, files, said in pieces:
             _, head_name, poster, groups, announced = releases[key]
+            if said is not None:
+                # What the chunk says of itself (migration 0047): its poster, head and [i/M].
+                poster, head_name, announced = said
             yield ReleaseChunk(key, head_name, poster, tuple(groups), announced, files)
 
     def _pieces(
         self, conn: psycopg.Connection[tuple[Any, ...]], keys: Sequence[bytes]
-    ) -> list[tuple[bytes, tuple[FileChunk, ...]]]:
+    ) -> list[tuple[bytes, tuple[FileChunk, ...], Said]]:
         """The files of each fragment of `keys` (in order of range and batch): the kept
-        ones, the others read, unpacked and kept."""
-        ids = [
-            (bytes(key), int(range_id), int(first), int(length))
-            for key, range_id, first, length in conn.execute(
+        ones, the others read, unpacked and kept; with what each chunk says of itself."""
+        listed = [
+            ((bytes(key), int(range_id), int(first), int(length)), _said(poster, head, announced))
+            for key, range_id, first, length, poster, head, announced in conn.execute(
                 _FRAGMENT_IDS_OF, (arrays.keys(keys),)
             ).fetchall()
         ]
+        ids = [i for i, _ in listed]
         with self._lock:
             kept = {i: files for i in ids if (files := self._unpacked.pop(i, None)) is not None}
             self._unpacked.update(kept)  # the most recently read now
@@ -607,11 +660,12 @@ class CatalogStore:
                     kept[i] = tuple(fragments.unpack(bytes(packed), pure=self.pure))
                     with self._lock:
                         self._keep(i, kept[i])
-        return [(i[0], kept[i]) for i in ids if i in kept]
+        return [(i[0], kept[i], said) for i, said in listed if i in kept]
 
-    def packed(self, keys: Sequence[bytes]) -> tuple[str, list[tuple[bytes, bytes]]]:
+    def packed(self, keys: Sequence[bytes]) -> tuple[str, list[tuple[bytes, bytes, Said]]]:
         """The release rows of `keys` as JSON and their stored fragments as they are (key,
-        packed; in order of range and batch): what an edge's build job reads
+        packed, what the chunk says of itself; in order of range and batch): what an
+        edge's build job reads
         (wire/buildjob.py).
 
         The rows are one JSON array of [key (hex), head name, poster, groups, M]
@@ -622,8 +676,8 @@ class CatalogStore:
             row = conn.execute(_RELEASES_JSON_OF, (arrays.keys(keys),)).fetchone()
             releases = "[]" if row is None else str(row[0])
             stored = [
-                (bytes(key), bytes(packed))
-                for key, packed in conn.execute(
+                (bytes(key), bytes(packed), _said(poster, head_name, announced))
+                for key, poster, head_name, announced, packed in conn.execute(
                     _PACKED_OF, (arrays.keys(keys),), binary=True
                 ).fetchall()
             ]
@@ -1316,9 +1370,13 @@ class CatalogTable:
                 announced,
                 no_album,
                 tuple(zip(starts, ends, strict=True)) if starts else (),
+                tuple(zip(o_posters, o_ms, o_starts, o_ends, strict=True)) if o_posters else (),
             )
-            for key, poster, posted, latest, announced, no_album, starts, ends in rows
-        }
+            for (
+                key, poster, posted, latest, announced, no_album, starts, ends,
+                o_posters, o_ms, o_starts, o_ends,
+            ) in rows
+        }  # fmt: skip
 
     def row_keys(self, keys: Sequence[bytes], locks: ShardLocks | None = None) -> set[bytes]:
         """Every source key of the catalog rows any of `keys` went into (read on the
@@ -1330,23 +1388,21 @@ class CatalogTable:
     def window_keys(self, windows: Sequence[Window], locks: ShardLocks | None = None) -> set[bytes]:
         """The keys of the releases of each window's poster whose span meets it (of
         its M and not marked no album's, for an album's window; with a chunk near
-        it, for a window `near_runs`; read on the connection of `locks` when given)."""
+        it, for a window `near_runs`), and of those holding a chunk of its poster
+        (and M) within it under another poster's row; read on the connection of
+        `locks` when given."""
         rows: list[tuple[Any, ...]] = []
         with self._reading(locks) as conn:
             for (album, near_runs), statement in _WINDOW_STATEMENTS.items():
                 asked = [
                     w for w in windows if (w.album is not None, w.near_runs) == (album, near_runs)
                 ]
-                if not asked:
-                    continue
-                columns = [arrays.texts([w.poster for w in asked])]
-                if album:
-                    columns.append(arrays.int4s([w.album or 0 for w in asked]))
-                columns += [
-                    arrays.int8s([w.low for w in asked]),
-                    arrays.int8s([w.high for w in asked]),
-                ]
-                rows += conn.execute(statement, columns, binary=True).fetchall()
+                if asked:
+                    rows += conn.execute(statement, _window_columns(asked), binary=True).fetchall()
+            for album, statement in _OTHERS_STATEMENTS.items():
+                asked = [w for w in windows if (w.album is not None) == album]
+                if asked:
+                    rows += conn.execute(statement, _window_columns(asked), binary=True).fetchall()
         return {bytes(key) for (key,) in rows}
 
     def pins(
@@ -1525,3 +1581,25 @@ class CatalogTable:
         with self.pool.connection() as conn, conn.transaction():
             conn.execute("SET LOCAL synchronous_commit TO off")  # a grab is no fsync's worth
             conn.execute(_GRAB, (guid,))
+
+
+def _window_columns(windows: Sequence[Window]) -> list[arrays.Array]:
+    """The window statements' parameters: posters, an album's M (when they are an
+    album's), lows and highs."""
+    columns = [arrays.texts([w.poster for w in windows])]
+    if windows[0].album is not None:
+        columns.append(arrays.int4s([w.album or 0 for w in windows]))
+    columns += [arrays.int8s([w.low for w in windows]), arrays.int8s([w.high for w in windows])]
+    return columns
+
+
+def _said(poster: object, head_name: object, announced: object) -> Said:
+    """What a stored chunk says of itself (its fragment row's columns), or None for one
+    stored before migration 0047 (its poster NULL)."""
+    if poster is None:
+        return None
+    return (
+        str(poster),
+        None if head_name is None else str(head_name),
+        None if announced is None else int(str(announced)),
+    )

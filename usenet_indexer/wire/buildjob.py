@@ -27,6 +27,7 @@ from typing import Any, ClassVar, TypeVar
 import attrs
 import msgpack
 
+from usenet_indexer.core.batch import Said
 from usenet_indexer.core.catalog import CatalogEntry, Made
 from usenet_indexer.core.merge import KEYS, Pins
 from usenet_indexer.core.renames import Finding
@@ -93,7 +94,8 @@ class BuildJob:
     Attributes:
         job_id: the job's id (the rows go back to it).
         releases: the release rows of the keys merged again (as JSON).
-        fragments: their stored fragments (key, packed), in order of range and batch.
+        fragments: their stored fragments (key, packed, what the chunk says of itself:
+            core/batch.Said), in order of range and batch.
         pending: the keys taken as pending (their chunks changed).
         probed: the keys a batch reported a probe candidate for.
         found: what probes found, by key.
@@ -108,7 +110,7 @@ class BuildJob:
 
     job_id: int
     releases: ReleaseRows
-    fragments: tuple[tuple[bytes, bytes], ...]
+    fragments: tuple[tuple[bytes, bytes, Said], ...]
     pending: tuple[bytes, ...]
     probed: tuple[bytes, ...]
     found: Mapping[bytes, tuple[Finding, ...]]
@@ -164,8 +166,9 @@ def job_pieces(job: BuildJob) -> tuple[bytes, ...]:
         )
     )
     pieces = [head]
-    for key, fragment in job.fragments:
-        pieces.append(b"".join((_PAIR, pack(key), _bin_header(len(fragment)))))
+    for key, fragment, said in job.fragments:
+        said_ = None if said is None else list(said)
+        pieces.append(b"".join((_TRIPLE, pack(key), pack(said_), _bin_header(len(fragment)))))
         pieces.append(fragment)
     rest = {
         "pending": list(job.pending),
@@ -182,7 +185,7 @@ def job_pieces(job: BuildJob) -> tuple[bytes, ...]:
 
 # msgpack's headers (its spec: fixmap, fixarray, array 16/32, bin 8/16/32).
 _MAP10 = b"\x8a"  # a map of the job's 10 entries
-_PAIR = b"\x92"  # a fragment's [key, bytes]
+_TRIPLE = b"\x93"  # a fragment's [key, said (nil or [poster, head, M]), bytes]
 
 
 def _array_header(n: int) -> bytes:
@@ -216,7 +219,7 @@ def decode_job(body: bytes) -> BuildJob:
         lambda: BuildJob(
             job_id=int(document["id"]),
             releases=ReleaseRows(_str(document["releases"])),
-            fragments=tuple((bytes(k), bytes(f)) for k, f in document["fragments"]),
+            fragments=tuple((bytes(k), bytes(f), _unsaid(s)) for k, s, f in document["fragments"]),
             pending=tuple(bytes(k) for k in document["pending"]),
             probed=tuple(bytes(k) for k in document["probed"]),
             found={bytes(k): tuple(_unfinding(f) for f in fs) for k, fs in document["found"]},
@@ -485,3 +488,14 @@ def _bool(value: object) -> bool:
     if not isinstance(value, bool):
         raise BuildWireError(f"expected true or false, got {type(value).__name__}")
     return value
+
+
+def _unsaid(said: Any) -> Said:
+    """What a job says a stored chunk says of itself (None: its release row's stand)."""
+    if said is None:
+        return None
+    fields = _list(said)
+    if len(fields) != 3:
+        raise BuildWireError(f"a chunk says its poster, head and M: 3 fields, not {len(fields)}")
+    poster, head_name, announced = fields
+    return _str(poster), _optional(head_name, _str), _optional(announced, _int)
