@@ -111,7 +111,7 @@ def prepare(args: argparse.Namespace) -> int:
     spools: list[SpoolStore] = [FolderSpool(home / "spool")]
     if args.spool == "s3":
         spools.append(open_spool(from_process()))
-    config = GeneratorConfig(articles=args.lines, seed=args.seed)
+    config = GeneratorConfig(articles=args.lines, seed=args.seed, profile=args.profile)
     generated = generate(config)
     lines = generated.lines
     group = generated.truth.group
@@ -321,9 +321,16 @@ def check(args: argparse.Namespace) -> int:
     differing = [key for key, text in wanted.items() if exported[key] != text]
     # Which fields differ, over the releases that do (a release counts once per field).
     fields: Counter[str] = Counter()
-    for key in differing:
+    for shown, key in enumerate(differing):
         ours, theirs = json.loads(exported[key]), json.loads(wanted[key])
-        fields.update(f for f in ours.keys() | theirs.keys() if ours.get(f) != theirs.get(f))
+        fields.update(names := sorted(f for f in ours.keys() | theirs.keys()
+                                      if ours.get(f) != theirs.get(f)))  # fmt: skip
+        if shown < 3:  # what differs, in a few of them, on stderr
+            for name in names:
+                log(
+                    f"release {key}: {name} {str(theirs.get(name))[:200]} in uidx index,"
+                    f" {str(ours.get(name))[:200]} in the catalog"
+                )
     print(
         json.dumps(
             {
@@ -360,6 +367,12 @@ def main() -> int:
         "--repeat", type=int, default=3, help="runs of each, the best is kept (default 3)"
     )
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--profile",
+        choices=("default", "posting-tools"),
+        default="default",
+        help="the generator's profile (posting-tools: uploads as the posting tools make them)",
+    )
     parser.add_argument(
         "--spool",
         choices=("folder", "s3"),
@@ -487,7 +500,8 @@ def bench(args: argparse.Namespace) -> int:
         made = subprocess.run(
             [sys.executable, __file__, "--prepare", str(home), "--lines", str(args.lines),
              "--seed", str(args.seed), "--ranges", str(args.ranges),
-             "--chunk-articles", str(args.chunk_articles), "--spool", args.spool],
+             "--chunk-articles", str(args.chunk_articles), "--spool", args.spool,
+             "--profile", args.profile],
             env=child_env(**s3_env), stdout=subprocess.PIPE, text=True, check=True,
         )  # fmt: skip
         prepared = json.loads(made.stdout.splitlines()[-1])
@@ -561,6 +575,7 @@ def bench(args: argparse.Namespace) -> int:
     result = {
         "bench": "edge",
         "lines": lines,
+        "profile": args.profile,
         "edge_headers_per_s": round(edge_rate),
         "index_lines_per_s": round(index_rate),
         "ratio": round(edge_rate / index_rate, 3),

@@ -288,6 +288,29 @@ def test_an_upload_with_a_random_subject_per_article_is_one_probe_candidate() ->
     assert skipped(batches) == {"text_post": 1}
 
 
+def test_an_upload_with_a_random_subject_per_article_lists_the_groups_its_xref_names() -> None:
+    """As every release does (its files' Xref fields): `uidx index` of a dump knows no
+    group of its own, and such an upload came out of it with no group at all, where
+    the edge (whose ranges are of a group) listed its range's group."""
+    rng = random.Random(9)
+    poster = "Xk2Pq9vRt4@Lm3Nb.QWE"
+    lines = [
+        line(
+            BASE + at,
+            "".join(rng.choices("abcdefghijkmnopqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ", k=24)),
+            f"{at}.{rng.getrandbits(40):x}@nyuu",
+            poster=poster,
+            xref=f"Xref: news.example.com {GROUP}:{BASE + at} alt.binaries.other:{7 + at}",
+        )
+        for at in range(20)
+    ]
+    for group in ("", GROUP):
+        indexer = RangeIndexer(group=group, first=BASE)
+        indexer.add_data("".join(f"{text}\n" for text in lines).encode(), BASE + len(lines))
+        [release] = indexer.finish().releases
+        assert release.groups == ("alt.binaries.other", GROUP), group
+
+
 def test_an_upload_with_a_random_subject_per_article_is_whole_wherever_a_batch_cuts_it() -> None:
     """The same upload (its articles among others'), cut anywhere: a batch that holds
     one or two of its articles, at its start or its end, or its short last article

@@ -527,8 +527,9 @@ class RangeIndexer:
                 # No counter, but a binary's size (or the poster of such, for a
                 # file's short last article): a random subject per article
                 # (Nyuu --subject '${rand(N)}'); grouped by poster in take().
+                xref = _xref_field(fields[7]) if len(fields) > 7 else b""
                 self._headerless.setdefault(fields[2], bytearray()).extend(
-                    b"\t".join((fields[0], fields[1], fields[3], fields[4], fields[6], b""))
+                    b"\t".join((fields[0], fields[1], fields[3], fields[4], fields[6], xref, b""))
                 )
                 return
             self._skipped[found] += 1
@@ -738,12 +739,14 @@ class RangeIndexer:
         poster's upload went on from the batch before (`known`).
         """
         fields = bytes(posted).split(b"\t")
-        articles = list(zip(*(fields[at:-1:5] for at in range(5)), strict=True))
+        articles = list(zip(*(fields[at:-1:6] for at in range(6)), strict=True))
         if len(articles) < HEADERLESS_MIN_ARTICLES and not known:
             self._skipped["unattributable"] += len(articles)
             return None
         files = []
-        for _article, subject, date, message_id, size in articles:
+        groups: set[str] = set()
+        for _article, subject, date, message_id, size, xref in articles:
+            groups.update(_xref_groups(xref))
             name = decode(subject)
             files.append(
                 FileChunk(
@@ -763,7 +766,8 @@ class RangeIndexer:
             key=_digest(b"headerless", poster),
             head_name=None,
             poster=decode(poster),
-            groups=(self.group,) if self.group else (),
+            # The groups the articles' Xref fields name, as a release's (_release_groups).
+            groups=tuple(sorted(groups)) or ((self.group,) if self.group else ()),
             files_announced=None,
             files=tuple(files),
         )
