@@ -20,13 +20,16 @@ In one invocation, on a private PostgreSQL:
   the coordinator stopped (SIGTERM) for its CPU time, PostgreSQL's from its
   postmaster's (reaped backends);
 - checks: no ERROR line, traceback or 5xx answer in the coordinator's or
-  the edge's log (`testing.logcheck`); in a child process, every range is done, and the catalog exported
-  from the database has the releases (keys, and the same content but for
-  names and chunk counts, which depend on batch cuts) of `uidx index`; the
-  releases that differ are counted, and so are the fields they differ in
+  the edge's log (`testing.logcheck`); in a child process, every range is
+  done, and the stored chunks merged as `uidx index` merges them (the
+  catalog keys a release by a row's guid kept where an earlier upload under
+  its key was stored after it: `releases_keeping_a_rows_key`, counted apart)
+  against the releases of `uidx index` (keys, and the same content but for
+  names and chunk counts, which depend on batch cuts): the releases only one
+  side has are counted, and those that differ, and the fields they differ in
   (`releases_differing_fields`: at 4M lines, before each stored chunk kept
   its own poster and M (migration 0047), 18 in `poster` and `repost_of`, two
-  posters' uploads of one name; 0 since).
+  posters' uploads of one name; 0 since), a few of each on stderr.
 
 The two alternate --repeat times; the best run of each is kept (the peak
 RSS is the highest of all edge runs), and `ratio` is best against best.
@@ -285,11 +288,37 @@ def comparable(release: Mapping[str, Any]) -> str:
     return json.dumps({**release, "name": "", "chunks": 0}, sort_keys=True)
 
 
+def _first_id(file: Mapping[str, Any]) -> str:
+    segments = file.get("segments") or [[0, "", 0]]
+    return str(segments[0][1])
+
+
+def _files_at(releases: Mapping[str, str]) -> dict[str, str]:
+    """The release key of each file (by its first segment's message-id)."""
+    return {
+        _first_id(f): key
+        for key, text in releases.items()
+        for f in json.loads(text).get("files", [])
+    }
+
+
+def _files_beside(release: Mapping[str, Any], other: Mapping[str, Any]) -> list[str]:
+    """The files of `release` that `other` has not as they are: name, segments, first id."""
+
+    def seen(r: Mapping[str, Any]) -> set[str]:
+        return {
+            f"{f.get('name')} ({len(f.get('segments', []))} segments from {_first_id(f)})"
+            for f in r.get("files", [])
+        }
+
+    return sorted(seen(release) - seen(other))[:4]
+
+
 def check(args: argparse.Namespace) -> int:
-    """In a child process (the catalog is big): every range done, the catalog equal to
-    the `uidx index` output but for names and chunk counts; prints
-    {"releases", "differing", "fields": the count of each field that differs}, or exits
-    with what differs."""
+    """In a child process (the catalog is big): every range done (else it exits), and the
+    catalog against the `uidx index` output but for names and chunk counts; prints
+    {"releases", "differing", "fields": the count of each field that differs, "kept",
+    "only_in_catalog", "only_in_index"}."""
     import orjson
 
     from usenet_indexer.config import Settings
@@ -304,29 +333,53 @@ def check(args: argparse.Namespace) -> int:
         assert row is not None
         if row[0] != 0:
             raise SystemExit(f"bench-edge: {row[0]} of {row[1]} ranges are not done")
+        build = CatalogBuild(pool)
+        # The stored chunks merged as `uidx index` merges them; the catalog keys some
+        # releases otherwise (a row's guid kept when an earlier upload under its release
+        # key was stored after it: merge._keyed), counted apart.
         exported = {
             release.key.hex(): comparable(json.loads(orjson.dumps(release.to_json())))
-            for release in CatalogBuild(pool).export()
+            for release in build.export(pinned=False)
         }
+        kept = len({r.key.hex() for r in build.export()} - exported.keys())
     with Path(args.index_out).open("rb") as stream:
         wanted = {
             release["key"]: comparable(release) for release in (json.loads(line) for line in stream)
         }
-    if exported.keys() != wanted.keys():
-        raise SystemExit(
-            f"bench-edge: the catalog has {len(exported):,} releases, uidx index "
-            f"{len(wanted):,}; {len(exported.keys() - wanted.keys()):,} only in the catalog, "
-            f"{len(wanted.keys() - exported.keys()):,} only in the index output"
-        )
-    differing = [key for key, text in wanted.items() if exported[key] != text]
+    # A few of the releases only one side has, each with where its files are on the
+    # other (by their first segment's message-id), on stderr.
+    only = {
+        "catalog": exported.keys() - wanted.keys(),
+        "index": wanted.keys() - exported.keys(),
+    }
+    for side, texts, other in (("catalog", exported, wanted), ("index", wanted, exported)):
+        where = _files_at(other) if only[side] else {}
+        for key in sorted(only[side])[:4]:
+            release = json.loads(texts[key])
+            files = release.get("files", [])
+            there = Counter(where.get(_first_id(f), "nowhere") for f in files)
+            log(
+                f"only in the {side}: {key} poster {release.get('poster')!r}, posted"
+                f" {release.get('posted')}, {len(files)} files (first"
+                f" {files[0].get('name') if files else None!r}), repost_of"
+                f" {release.get('repost_of')}; where its files are on the other side:"
+                f" {dict(there)}"
+            )
+    differing = [key for key, text in wanted.items() if key in exported and exported[key] != text]
     # Which fields differ, over the releases that do (a release counts once per field).
     fields: Counter[str] = Counter()
     for shown, key in enumerate(differing):
         ours, theirs = json.loads(exported[key]), json.loads(wanted[key])
         fields.update(names := sorted(f for f in ours.keys() | theirs.keys()
                                       if ours.get(f) != theirs.get(f)))  # fmt: skip
-        if shown < 3:  # what differs, in a few of them, on stderr
+        if shown < 4:  # what differs, in a few of them, on stderr
             for name in names:
+                if name == "files":  # the files only one side has
+                    log(
+                        f"release {key}: files {_files_beside(theirs, ours)} in uidx index,"
+                        f" {_files_beside(ours, theirs)} in the catalog"
+                    )
+                    continue
                 log(
                     f"release {key}: {name} {str(theirs.get(name))[:200]} in uidx index,"
                     f" {str(ours.get(name))[:200]} in the catalog"
@@ -337,6 +390,9 @@ def check(args: argparse.Namespace) -> int:
                 "releases": len(wanted),
                 "differing": len(differing),
                 "fields": dict(sorted(fields.items())),
+                "kept": kept,
+                "only_in_catalog": len(only["catalog"]),
+                "only_in_index": len(only["index"]),
             }
         )
     )
@@ -413,13 +469,24 @@ class EdgeRun:
     differing: int
     # Of the releases that differ, how many differ in each field.
     fields: dict[str, int] = attrs.field(factory=dict)
+    # The releases the catalog keys by a row's guid kept, not as `uidx index` does.
+    kept: int = 0
+    # The releases (by key) only the catalog, or only `uidx index`, has.
+    only_in_catalog: int = 0
+    only_in_index: int = 0
 
     def differ(self) -> str:
-        """How many releases differ, and in which fields."""
-        if not self.fields:
-            return f"{self.differing} differ"
+        """How many releases differ, and in which fields; how many only one side has; how
+        many keep a row's key."""
         said = ", ".join(f"{field} {n}" for field, n in self.fields.items())
-        return f"{self.differing} differ ({said})"
+        only = (
+            f"; {self.only_in_catalog} only in the catalog, {self.only_in_index} only in"
+            " uidx index's"
+            if self.only_in_catalog or self.only_in_index
+            else ""
+        )
+        kept = f"; {self.kept} keep a stored row's key" if self.kept else ""
+        return f"{self.differing} differ" + (f" ({said})" if said else "") + only + kept
 
 
 def edge_run(
@@ -478,6 +545,9 @@ def edge_run(
         figures["releases"],
         figures["differing"],
         figures["fields"],
+        figures["kept"],
+        figures["only_in_catalog"],
+        figures["only_in_index"],
     )
 
 
@@ -564,7 +634,7 @@ def bench(args: argparse.Namespace) -> int:
                 f"{edge.run.peak_rss_mb:.0f} MB), coordinator "
                 f"{edge.coordinator_cpu_seconds:.1f} s CPU, PostgreSQL "
                 + ("?" if postgres is None else f"{postgres:.1f}")
-                + f" s CPU; the catalog has the {edge.releases:,} releases of uidx index, "
+                + f" s CPU; of the {edge.releases:,} releases of uidx index, "
                 f"{edge.differ()}"
             )
     assert best_index is not None
@@ -597,6 +667,9 @@ def bench(args: argparse.Namespace) -> int:
         "releases": best_edge.releases,
         "releases_differing": best_edge.differing,
         "releases_differing_fields": best_edge.fields,
+        "releases_keeping_a_rows_key": best_edge.kept,
+        "releases_only_in_catalog": best_edge.only_in_catalog,
+        "releases_only_in_index": best_edge.only_in_index,
         "cpus": os.cpu_count(),
         "coordinator_cpu_s_per_1m_lines": round(best_edge.coordinator_cpu_seconds * 1e6 / lines, 2),
     }

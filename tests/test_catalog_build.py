@@ -854,6 +854,23 @@ def test_a_backfill_leaves_every_stored_uploads_guid_and_nzb(stores: Stores) -> 
     stores.build.everything(quiet_seconds=0)
     assert by_upload() == after
 
+    # Exported as the catalog keys them, and (pinned=False) as a merge of the stored
+    # chunks alone keys them, as `uidx index` does (bench-edge compares those): the
+    # earliest upload under the release key, each later one a repost of it.
+    def uploads_by_key(releases: list[CatalogRelease]) -> dict[bytes, tuple[str, bool]]:
+        return {
+            r.key: ("".join(sorted({m[:1] for f in r.files for _, m, _ in f.segments})),
+                    r.repost_of is not None)
+            for r in releases
+        }  # fmt: skip
+
+    pinned = uploads_by_key(stores.build.export())
+    assert {key.hex() for key in pinned} == {guid for guid, _ in after.values()}
+    unpinned = uploads_by_key(stores.build.export(pinned=False))
+    [release_key] = [key for key, (_, repost) in unpinned.items() if not repost]
+    assert unpinned[release_key] == ("a", False)
+    assert pinned[release_key] == ("b", True)  # the row's guid the backfill kept
+
 
 def test_a_catalog_of_positional_generation_keys_is_built_again_under_their_own(
     stores: Stores,

@@ -507,24 +507,29 @@ class CatalogBuild:
         self,
         keys: Sequence[bytes] | None = None,
         found: Mapping[bytes, Sequence[Finding]] | None = None,
+        *,
+        pinned: bool = True,
     ) -> list[Shown]:
         """The releases the chunks of `keys` (every key: None) make, with what probes
         found applied (`found`; when not given, read for the keys of the releases made,
-        a repost generation's among them), and the names they had before."""
+        a repost generation's among them), and the names they had before. `pinned`:
+        each keeps the key its catalog row has (`merge._keyed`); else the key a merge
+        of the chunks alone gives it, as `uidx index` does."""
         chunks = self.store.chunks(keys)
         if found is None and keys is None:
             found = self.probes.found()
-        releases = core.releases_of(
-            chunks, self.store.probed(keys), pure=self.pure, pins=self.table.pins(keys)
-        )
+        pins = self.table.pins(keys) if pinned else None
+        releases = core.releases_of(chunks, self.store.probed(keys), pure=self.pure, pins=pins)
         if found is None:
             found = self.probes.found(core.found_keys(releases))
         return apply(releases, found)
 
-    def export(self, keys: Sequence[bytes] | None = None) -> list[CatalogRelease]:
+    def export(
+        self, keys: Sequence[bytes] | None = None, *, pinned: bool = True
+    ) -> list[CatalogRelease]:
         """The catalog as merged releases, oldest first, with what probes found applied
-        (of the chunks of `keys` only, when given)."""
-        return [shown.release for shown in self.shown(keys)]
+        (of the chunks of `keys` only, when given; `pinned`: as `shown`)."""
+        return [shown.release for shown in self.shown(keys, pinned=pinned)]
 
     def release(self, row: CatalogRow) -> CatalogRelease | None:
         """The release of a catalog row, merged again from its source keys' fragments
