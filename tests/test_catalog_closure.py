@@ -315,6 +315,32 @@ def test_a_second_posters_chunk_under_a_key_is_looked_around_for_that_poster() -
     assert closure_of([key(1)], spans, fresh=fresh) == {key(1), key(4)}
 
 
+def test_a_name_many_posters_posted_is_looked_around_its_fresh_chunks_posters_only() -> None:
+    # One name posted once by each of 200 posters, a day apart (a random From per
+    # upload, the file named as it is: one key). A build of a chunk posted now asks
+    # windows of the row's poster and the fresh chunk's, not one per poster; with no
+    # fresh dates (a row's or a probe's mark), of every poster.
+    day = 24 * HOUR
+    others = tuple((f"p{n}@x", 1, T0 + n * day, T0 + n * day + 60) for n in range(1, 201))
+    spans = {key(1): Span("first@x", T0, T0 + 200 * day + 60, 1, others=others)}
+    last = T0 + 200 * day
+
+    def posters(fresh: dict[bytes, tuple[int, int]] | None) -> set[str]:
+        """The posters of the windows the closure asks."""
+        closure = Closure.of([key(1)], fresh)
+        asked: set[str] = set()
+        while wanted := closure.wanted():
+            asked |= {w.poster for w in wanted.windows}
+            if wanted.spans:
+                closure.answer(spans={k: spans[k] for k in wanted.spans if k in spans})
+            else:
+                closure.answer(rows=set(), windows=set())
+        return asked
+
+    assert posters({key(1): (last, last + 60)}) == {"first@x", "p200@x"}
+    assert len(posters(None)) == 201
+
+
 def test_one_posters_overlapping_windows_are_asked_as_one() -> None:
     windows = [
         Window("a@b", T0, T0 + HOUR),

@@ -962,7 +962,14 @@ class Closure:
         be looked around (`_since`, `_looked`), with the M of each under a shared
         From (an album's parts are of one M). Such a generation lies in its own
         chunks (the merge keeps posters and M apart), so a posting tool's From among
-        them is looked around those only, never its other uploads' history."""
+        them is looked around those only, never its other uploads' history.
+
+        With `fresh` dates known, only the posters (and M) one of whose chunks lies
+        in them (the fresh chunks may be theirs): the others' generations gained
+        nothing, and what they were joined to comes back through their rows. A
+        name a thousand posters each posted once (a random From per upload) is
+        so looked around its fresh chunks' posters, not a window per poster at
+        every build."""
         by_poster: dict[tuple[str, int | None], list[tuple[int, int | None]]] = {}
         for span in spans:
             for poster, announced, start, end in span.others:
@@ -975,6 +982,10 @@ class Closure:
                     (start, end)
                 )
         for (poster, album), times in by_poster.items():
+            if fresh is not None and not any(
+                start <= fresh[1] and (end is None or end >= fresh[0]) for start, end in times
+            ):
+                continue
             tool = self._kind(poster)[0]
             times.sort(key=_BY_TIME)
             since = None if fresh is None else _since(fresh, times, tool)
