@@ -10,7 +10,7 @@ range or edge merge into one catalog release (see merge.py).
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from functools import cached_property
 
 import attrs
@@ -104,6 +104,21 @@ UNDATED = (1 << 63) - 1
 # ReleaseChunk's), kept beside its fragment (migration 0047); None for a chunk
 # stored before, whose release row's stand for it.
 Said = tuple[str, str | None, int | None] | None
+
+
+def stored_chunk(
+    key: bytes,
+    row: tuple[object, str | None, str, Sequence[str], int | None],
+    said: Said,
+    files: tuple[FileChunk, ...],
+) -> ReleaseChunk:
+    """A stored release chunk of `key` rebuilt from its fragment's `files`: its poster,
+    head and [i/M] as it says them (`said`), or, stored before migration 0047, its
+    release row's (`row`: key, head name, poster, groups, M; the groups are the row's)."""
+    _, head_name, poster, groups, announced = row
+    if said is not None:
+        poster, head_name, announced = said
+    return ReleaseChunk(key, head_name, poster, tuple(groups), announced, files)
 
 
 def representative_order(file: FileChunk) -> tuple[int, bytes]:

@@ -30,7 +30,7 @@ import attrs
 import trio
 
 from usenet_indexer.core import catalog as core
-from usenet_indexer.core.batch import ReleaseChunk
+from usenet_indexer.core.batch import stored_chunk
 from usenet_indexer.edge.client import BuildOffer, LeaseLostError, NodeApiError, NodeClient
 from usenet_indexer.edge.events import EdgeEvent, EventKind, Observer, ignore
 from usenet_indexer.edge.options import STOP_GIVE_BACK_SECONDS
@@ -77,11 +77,7 @@ def run_job(job: BuildJob, *, pure: bool, categories: core.Categories) -> BuildR
         row = rows.get(key)
         if row is None:
             raise BadFragment(f"the job has a fragment of key {key.hex()} but no release row")
-        _, head_name, poster, groups, announced = row
-        if said is not None:
-            poster, head_name, announced = said
-        files = tuple(fragments.unpack(packed, pure=pure))
-        chunks.append(ReleaseChunk(key, head_name, poster, groups, announced, files))
+        chunks.append(stored_chunk(key, row, said, tuple(fragments.unpack(packed, pure=pure))))
     made = core.made(
         chunks,
         frozenset(job.pending),

@@ -55,7 +55,7 @@ import psycopg
 from psycopg import sql
 from psycopg_pool import ConnectionPool
 
-from usenet_indexer.core.batch import FileChunk, ReleaseChunk, Said
+from usenet_indexer.core.batch import FileChunk, ReleaseChunk, Said, stored_chunk
 from usenet_indexer.core.catalog import CatalogEntry, Span, Window, query_words, search_name
 from usenet_indexer.core.categories import subcategories
 from usenet_indexer.core.merge import APART_SECONDS, Pins
@@ -627,11 +627,7 @@ class CatalogStore:
                 pieces = self._pieces(conn, keys)
         releases = {bytes(r[0]): r for r in release_rows}
         for key, files, said in pieces:
-            _, head_name, poster, groups, announced = releases[key]
-            if said is not None:
-                # What the chunk says of itself (migration 0047): its poster, head and [i/M].
-                poster, head_name, announced = said
-            yield ReleaseChunk(key, head_name, poster, tuple(groups), announced, files)
+            yield stored_chunk(key, releases[key], said, files)
 
     def _pieces(
         self, conn: psycopg.Connection[tuple[Any, ...]], keys: Sequence[bytes]
