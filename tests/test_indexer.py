@@ -264,20 +264,27 @@ def test_replies_and_text_posts_are_not_releases() -> None:
     assert skipped(batches) == {"reply": 2, "text_post": 1}
 
 
+def random_subject_line(
+    rng: random.Random, at: int, poster: str, digits: str = "", **options: Any
+) -> str:
+    """Article BASE + `at` of Nyuu's `--subject '${rand(24)}'` under one `poster`: a
+    random subject of letters (and `digits`), a random message-id; `options`: line's."""
+    letters = "abcdefghijkmnopqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ" + digits
+    subject = "".join(rng.choices(letters, k=24))
+    return line(BASE + at, subject, f"{at}.{rng.getrandbits(40):x}@nyuu", poster=poster, **options)
+
+
 def test_an_upload_with_a_random_subject_per_article_is_one_probe_candidate() -> None:
     """Nyuu --subject '${rand(N)}' with one random --from: no counter, no yEnc marker."""
     rng = random.Random(8)
     poster = "Xk2Pq9vRt4@Lm3Nb.QWE"
     texts = [
-        line(
-            BASE + at,
-            "".join(rng.choices("abcdefghijkmnopqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789", k=24)),
-            f"{at}.{rng.getrandbits(40):x}@nyuu",
-            poster=poster,
+        random_subject_line(
+            rng, at, poster, "23456789",
             size=716_800 if at % 20 != 19 else 31_337,  # each file's last article is short
         )
         for at in range(60)
-    ]
+    ]  # fmt: skip
     texts.insert(30, line(BASE + 60, "Anyone have the FAQ?", "faq@ex", size=1_900))
     renumbered = [f"{BASE + at}\t{text.split(chr(9), 1)[1]}" for at, text in enumerate(texts)]
     batches = index(renumbered, batch_every=25)
@@ -295,15 +302,12 @@ def test_an_upload_with_a_random_subject_per_article_lists_the_groups_its_xref_n
     rng = random.Random(9)
     poster = "Xk2Pq9vRt4@Lm3Nb.QWE"
     lines = [
-        line(
-            BASE + at,
-            "".join(rng.choices("abcdefghijkmnopqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ", k=24)),
-            f"{at}.{rng.getrandbits(40):x}@nyuu",
-            poster=poster,
+        random_subject_line(
+            rng, at, poster,
             xref=f"Xref: news.example.com {GROUP}:{BASE + at} alt.binaries.other:{7 + at}",
         )
         for at in range(20)
-    ]
+    ]  # fmt: skip
     for group in ("", GROUP):
         indexer = RangeIndexer(group=group, first=BASE)
         indexer.add_data("".join(f"{text}\n" for text in lines).encode(), BASE + len(lines))
