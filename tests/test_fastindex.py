@@ -273,7 +273,7 @@ def test_a_file_posted_twice_is_cut_where_the_repost_starts() -> None:
     segments = [(b"1", 7), (b"2", 8), (b"2", 9), (b"3", 10), (b"1", 20), (b"2", 21), (b"3", 22)]
     arrays = _arrays(_segments(*((k, a, b"<%d@x>" % a, b"5") for k, a in segments)), 3)
     assert arrays.repeats
-    assert COMPILED_FILES.pass_starts([arrays], True) == [20]
+    assert COMPILED_FILES.pass_starts([arrays], True, ()) == [20]
     pieces, repeats = COMPILED_FILES.file_pieces(arrays, [20])
     assert repeats == 1
     assert [p[2] for p in pieces if p is not None] == ["7@x\n8@x\n10@x", "20@x\n21@x\n22@x"]
@@ -346,9 +346,16 @@ def test_a_files_restarts_are_found_as_reposts_restarts_finds_them(
     gaps=_ARTICLE_GAPS,
     seed=st.randoms(use_true_random=False),
     cut=st.booleans(),
+    # Where the release's files start over (the indexer's restart cuts): some of its
+    # articles, by position.
+    resets=st.lists(st.integers(0, 10**6), max_size=4),
 )
 def test_a_releases_passes_start_where_release_pass_starts_finds_them(
-    files: list[tuple[list[int], int, bool]], gaps: list[int], seed: random.Random, cut: bool
+    files: list[tuple[list[int], int, bool]],
+    gaps: list[int],
+    seed: random.Random,
+    cut: bool,
+    resets: list[int],
 ) -> None:
     # The release's files interleaved in article order, as its segments were posted.
     count = sum(len(numbers) for numbers, _, _ in files)
@@ -369,10 +376,13 @@ def test_a_releases_passes_start_where_release_pass_starts_finds_them(
     ]
     assert COMPILED_FILES is not None
     arrays = [_arrays(b, total) for b, (_, total, _) in zip(buffers, files, strict=True)]
+    at = sorted({articles[i % count] for i in resets})
     expected = release_pass_starts(
-        [(_texts(b), total) for b, (_, total, _) in zip(buffers, files, strict=True)], cut=cut
+        [(_texts(b), total) for b, (_, total, _) in zip(buffers, files, strict=True)],
+        cut=cut,
+        resets=at,
     )
-    assert COMPILED_FILES.pass_starts(arrays, cut) == expected
+    assert COMPILED_FILES.pass_starts(arrays, cut, at) == expected
     assert list(COMPILED_FILES.sorted_articles(arrays)) == articles
 
 

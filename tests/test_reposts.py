@@ -173,6 +173,23 @@ def test_pass_starts_at_runs_of_repeats_and_pauses() -> None:
     assert pass_starts([1, 2, 3, 4, 5, 6], [0, 1, 2, 3, 5_000, 5_001]) == [0, 4]
 
 
+def test_a_pass_starts_where_files_start_over_after_new_numbers() -> None:
+    """A batch that holds the end of one post of a file (9 to 23) and then two whole
+    posts of it: each post starts over at 1 (`restarts`, the indexer's cuts), new to
+    the pass; its repeats (9 on) started each pass inside the next post."""
+    numbers = [*range(9, 24), *range(1, 24), *range(1, 24)]
+    articles = list(range(len(numbers)))
+    assert pass_starts(numbers, articles) == [0, 23, 46]  # at each post's segment 9
+    restarted = restarts(numbers, articles, 23)
+    assert restarted == [15, 38]
+    assert pass_starts(numbers, articles, resets=set(restarted)) == [0, 15, 38]
+    # After repeats the run goes on: a repost's .nfo (0) comes again just before its
+    # file starts over, and its pass starts at the .nfo.
+    numbers = [0, *range(1, 24), 0, *range(1, 24)]
+    articles = list(range(len(numbers)))
+    assert pass_starts(numbers, articles, resets={25}) == [0, 24]
+
+
 def test_pauses_and_restarts_in_a_file() -> None:
     articles = [*range(1000, 1030), *range(9000, 9030)]
     assert pauses(articles) == [(1029, 9000)]
@@ -437,6 +454,48 @@ def test_an_album_reposted_after_a_takedown_is_two_whole_releases() -> None:
             assert all(m.startswith("again.") == bool(tag) for m in ids)
         assert [len(r.files) for r in releases] == [len(ALBUM) - 1, len(ALBUM)]
         assert releases[1].complete == 1.0
+
+
+def test_an_album_posted_again_and_again_is_one_release_a_post_where_a_batch_cuts_a_track() -> None:
+    """ngPost posts an album (tracks of 23 segments, each file a release key of its own)
+    and then the same album again and again at once, new message-ids each time; a
+    takedown took most of a track of the first post. A batch cut inside that track in
+    the third post leaves the next batch the end of the track and then whole posts of
+    it: each post's copy of the track starts over at 1, new numbers to what the batch
+    held of the third's, and their repeats started each post's pass at segment 9. The
+    next post's first eight segments went with the post before (they filled the
+    takedown's gap), and every later post held the next one's eight (seen in
+    `uidx index`'s batches of 500,000 articles over the generator's 4M posting-tools
+    lines: six releases of one album mixed). Each post is its own release whatever the
+    cut, as in one pass."""
+    album = [
+        ("Artist-Album-(CAT587)-WEB-2006-TVP.nfo", 1),
+        *((f"{n:02}-artist-track_{n}.flac", 23) for n in range(1, 5)),
+    ]
+    lost = frozenset((4, k) for k in range(1, 24) if k not in (1, 6, 13, 18, 23))
+
+    def post(first: int, tag: str, lost: frozenset[tuple[int, int]] = frozenset()) -> list[str]:
+        texts = []
+        for i, (name, total) in enumerate(album, start=1):
+            for k in range(1, total + 1):
+                if (i, k) not in lost:
+                    subject = f'[{i:02}/{len(album)}] "{name}" ({k}/{total})'
+                    texts.append(line(first, subject, f"{tag}{i}.{k}@ngPost", poster=NGPOST_FROM))
+        return in_flight(texts, every=20)
+
+    lines: list[str] = []
+    for n in range(5):
+        lines += post(BASE + 40_000 * n, f"p{n}.", lost if n == 0 else frozenset())
+    # Inside track 3 (album file 4) of the third post: its segment 8 is the last before.
+    cut = next(at for at, text in enumerate(lines, start=1) if "p2.4.8@" in text.split("\t")[4])
+    whole = merged(index(lines))
+    for batches in (index(lines, cuts={cut}), index(lines, cuts={cut}, batch_every=400)):
+        releases = sorted(merged(batches), key=lambda r: r.posted)
+        assert [
+            sorted({m.split(".", 1)[0] for mids in segments_of(r).values() for m in mids})
+            for r in releases
+        ] == [["p0"], ["p1"], ["p2"], ["p3"], ["p4"]]
+        assert {r.key: segments_of(r) for r in releases} == {r.key: segments_of(r) for r in whole}
 
 
 def test_an_albums_sfv_posted_again_first_in_its_repost_is_the_reposts() -> None:

@@ -1,6 +1,6 @@
 # The compiled parts' signatures (core/_fastindex.pyx); see indexer.Scan and indexer.CompiledFiles.
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, final
 
 def scan(
@@ -40,7 +40,9 @@ class FileArrays:
 Piece = tuple[array[int], array[int], str, bytes]
 
 def file_arrays(segments: bytearray, total: int, max_message_id: int) -> FileArrays | None: ...
-def pass_starts(files: list[FileArrays], cut: bool = True) -> list[int]: ...
+def pass_starts(
+    files: list[FileArrays], cut: bool = True, resets: Sequence[int] = ()
+) -> list[int]: ...
 def sorted_articles(files: list[FileArrays]) -> array[int]: ...
 def file_pieces(f: FileArrays, starts: list[int]) -> tuple[list[Piece | None], int]: ...
 

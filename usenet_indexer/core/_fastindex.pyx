@@ -1075,15 +1075,19 @@ cdef long long _wide_of(const long long *gaps, Py_ssize_t count) except -1:
     return max(_MIN_GAP, _WIDE * median)
 
 
-def pass_starts(list files, bint cut=True):
+def pass_starts(list files, bint cut=True, resets=()):
     """The first article of each later pass of a release, from its files' arrays: the
     compiled twin of `indexer.release_pass_starts`.
 
     Args:
         files: the release's files (`FileArrays`), in the order of its members.
         cut: and where its posting pauses long.
+        resets: where its files start over, ascending (`reposts.restart_cuts`): the
+            pass holds nothing there.
     """
     cdef Py_ssize_t n = 0, at, i, j, distinct, last_start = 0, run = 0, seen_count = 0
+    cdef Py_ssize_t next_reset = 0, reset_count = len(resets)
+    cdef long long reset_at
     cdef Py_ssize_t lo, hi, mid
     cdef long long base = 0, wide, least
     cdef unsigned int generation = 1
@@ -1168,6 +1172,18 @@ def pass_starts(list files, bint cut=True):
                 # A cut, not a pass: what the pass holds still counts for repeats.
                 found.append(posted[at].article)
                 last_start = at
+            while next_reset < reset_count:
+                reset_at = resets[next_reset]
+                if reset_at > posted[at].article:
+                    break
+                next_reset += 1
+                if reset_at == posted[at].article and run == 0:
+                    # The files start over after a new number: a pass holding nothing yet.
+                    generation += 1
+                    seen_count = 0
+                    if last_start != at:
+                        found.append(posted[at].article)
+                        last_start = at
             if stamp[ranks[at]] == generation:
                 run += 1
                 if run == min(_RUN, seen_count) and seen_count >= _SMALL_PASS:

@@ -79,7 +79,6 @@ from usenet_indexer.core.batch import (
 )
 from usenet_indexer.core.naming import probe_file_rank, release_name
 from usenet_indexer.core.reposts import (
-    MIN_GAP,
     RUN,
     SMALL_PASS,
     WIDE,
@@ -87,6 +86,7 @@ from usenet_indexer.core.reposts import (
     pass_starts,
     pauses,
     repost_key,
+    restart_cuts,
     restarts,
     starts_over,
     wide_gap,
@@ -173,7 +173,7 @@ class CompiledFiles(NamedTuple):
     `release_pass_starts` and `_pieces` (`RangeIndexer._compiled_release` runs it)."""
 
     file_arrays: Callable[[bytearray, int, int], FileArrays | None]
-    pass_starts: Callable[[list[FileArrays], bool], list[int]]
+    pass_starts: Callable[[list[FileArrays], bool, Sequence[int]], list[int]]
     sorted_articles: Callable[[list[FileArrays]], array[int]]
     file_pieces: Callable[[FileArrays, list[int]], tuple[list[Piece | None], int]]
     file_chunks: Callable[
@@ -822,10 +822,11 @@ class RangeIndexer:
         # Where the posting pauses long, between files or inside one, and where
         # a repost starts each file over: every file of the release is cut
         # there alike (a piece is a chunk).
+        restarted = [at for m, t in zip(members, texts, strict=True) for at in _restarts(m, t)]
         cuts = _release_cuts(
             [(int(t.articles[0]), int(t.articles[-1]), len(t.ks)) for t in texts],
             [pauses(_article_ints(text)) for text in texts],
-            [at for m, t in zip(members, texts, strict=True) for at in _restarts(m, t)],
+            restarted,
         )
         passes = _Passes(self._dates, cuts=cuts)
         pairs = list(zip(members, texts, strict=True))
@@ -841,7 +842,9 @@ class RangeIndexer:
             passes.starts = sorted(
                 {
                     *passes.cuts,
-                    *release_pass_starts([(t, m.total) for m, t in pairs]),
+                    *release_pass_starts(
+                        [(t, m.total) for m, t in pairs], resets=restart_cuts(restarted)
+                    ),
                     *_own_starts(
                         sorted(int(article) for text in texts for article in text.articles)
                         if upload_starts
@@ -881,10 +884,9 @@ class RangeIndexer:
             if arrays is None:
                 return None
             files.append(arrays)
+        restarted = [at for f in files for at in f.restarts]
         cuts = _release_cuts(
-            [(f.first, f.last, f.count) for f in files],
-            [f.pauses for f in files],
-            [at for f in files for at in f.restarts],
+            [(f.first, f.last, f.count) for f in files], [f.pauses for f in files], restarted
         )
         repeats = any(f.repeats for f in files)
         starts = cuts
@@ -892,7 +894,7 @@ class RangeIndexer:
             starts = sorted(
                 {
                     *cuts,
-                    *compiled.pass_starts(files, True),
+                    *compiled.pass_starts(files, True, restart_cuts(restarted)),
                     *_own_starts(
                         compiled.sorted_articles(files) if upload_starts else [],
                         upload_starts,
@@ -1188,12 +1190,7 @@ def _release_cuts(
         paused: each file's pauses (`reposts.pauses`).
         restarted: the articles where its files start over (`reposts.restarts`).
     """
-    cuts = _release_gaps(files, paused)
-    started = sorted(restarted)
-    cuts += [
-        b for a, b in zip([None, *started], started, strict=False) if a is None or b - a > MIN_GAP
-    ]
-    return sorted(set(cuts))
+    return sorted({*_release_gaps(files, paused), *restart_cuts(restarted)})
 
 
 def _article_ints(texts: _Texts) -> list[int]:
@@ -1215,12 +1212,15 @@ def _restarts(member: _OpenFile, texts: _Texts) -> list[int]:
     return [] if articles is None else restarts(numbers, articles, member.total)
 
 
-def release_pass_starts(files: Sequence[tuple[_Texts, int]], *, cut: bool = True) -> list[int]:
+def release_pass_starts(
+    files: Sequence[tuple[_Texts, int]], *, cut: bool = True, resets: Sequence[int] = ()
+) -> list[int]:
     """The first article of each later pass of a release, from its files' segments.
 
     Args:
         files: each file's segment texts and its N.
         cut: and where its posting pauses long (reposts.pass_starts).
+        resets: where its files start over (`reposts.restart_cuts`; reposts.pass_starts).
     """
     articles: list[int] = []
     numbers: list[int] = []
@@ -1257,7 +1257,7 @@ def release_pass_starts(files: Sequence[tuple[_Texts, int]], *, cut: bool = True
     if len(order) > 1:
         pick = itemgetter(*order)
         articles, numbers = list(pick(articles)), list(pick(numbers))
-    starts = pass_starts(numbers, articles, cut=cut)
+    starts = pass_starts(numbers, articles, cut=cut, resets=frozenset(resets))
     return [articles[at] for at in starts[1:]]
 
 
@@ -1297,8 +1297,9 @@ def _upload_passes(
 
 
 def _key_pass_starts(members: list[_OpenFile], compiled: CompiledFiles | None) -> list[int]:
-    """`release_pass_starts` of one release key's files, without its pauses: from their
-    arrays where each file converts (`_fastindex.pass_starts`), else from their texts."""
+    """`release_pass_starts` of one release key's files, without its pauses but from where
+    they start over (as `_release_chunks` cuts them): from their arrays where each file
+    converts (`_fastindex.pass_starts`), else from their texts."""
     if compiled is not None:
         files = []
         for member in members:
@@ -1307,8 +1308,11 @@ def _key_pass_starts(members: list[_OpenFile], compiled: CompiledFiles | None) -
                 break
             files.append(arrays)
         else:
-            return compiled.pass_starts(files, False)
-    return release_pass_starts([(m.lists(), m.total) for m in members], cut=False)
+            resets = restart_cuts([at for f in files for at in f.restarts])
+            return compiled.pass_starts(files, False, resets)
+    texts = [(m, m.lists()) for m in members]
+    resets = restart_cuts([at for m, t in texts for at in _restarts(m, t)])
+    return release_pass_starts([(t, m.total) for m, t in texts], cut=False, resets=resets)
 
 
 def _own_starts(

@@ -44,7 +44,7 @@ try:
     from _blake2 import blake2b
 except ImportError:  # _blake2 is CPython's private module: elsewhere hashlib's, the same digests
     from hashlib import blake2b
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from itertools import accumulate, pairwise
 from operator import sub
 
@@ -95,7 +95,13 @@ def generation_key(key: bytes, message_id: str) -> bytes:
     return hasher.digest()
 
 
-def pass_starts(numbers: Sequence[int], articles: Sequence[int], *, cut: bool = True) -> list[int]:
+def pass_starts(
+    numbers: Sequence[int],
+    articles: Sequence[int],
+    *,
+    cut: bool = True,
+    resets: Collection[int] = (),
+) -> list[int]:
     """Where a release's segments are cut into pieces that may be passes (0 first).
 
     A pass starts where `RUN` segments in a row are numbers the current pass
@@ -105,11 +111,22 @@ def pass_starts(numbers: Sequence[int], articles: Sequence[int], *, cut: bool = 
     a pass. A cut too many costs a chunk and nothing else: the merge joins
     pieces that post nothing again (merge.py).
 
+    Where the release's files start over (`resets`: `restarts` cut there, so a
+    pass starts) after a number new to the pass, the pass holds nothing yet: a
+    batch cut inside a file posted again and again (an album's track, each post
+    of it at once after the last) leaves the batch the end of one post and then
+    whole posts; their first numbers are new to what the batch holds of the
+    first, and their repeats would start each pass inside the next post's copy
+    of the file; the pass starts there. (After repeats, the run goes on: a
+    repost's .nfo and .par2 come again just before its volumes start over, and
+    start its pass.)
+
     Args:
         numbers: the segment numbers in article order (a release's are made
             apart per file by the caller).
         articles: their article numbers.
         cut: cut after the wide gaps too (else only the passes start).
+        resets: articles where a pass starts over (the release's restart cuts).
     """
     wide = _median_wide(articles) if cut else None
     starts = [0]
@@ -119,6 +136,10 @@ def pass_starts(numbers: Sequence[int], articles: Sequence[int], *, cut: bool = 
         if wide is not None and at and articles[at] - articles[at - 1] > wide and starts[-1] != at:
             # A cut, not a pass: what the pass holds still counts for repeats.
             starts.append(at)
+        if not run and resets and articles[at] in resets:
+            seen = set()
+            if starts[-1] != at:
+                starts.append(at)
         if number in seen:
             run += 1
             if run == min(RUN, len(seen)) and len(seen) >= SMALL_PASS:
@@ -201,6 +222,15 @@ def starts_over(numbers: Sequence[int], total: int) -> bool:
         # Ascending (a file's part after a batch cut, a file with gaps): never below.
         return False
     return max(map(sub, accumulate(numbers, max), numbers), default=0) > window
+
+
+def restart_cuts(restarted: Sequence[int]) -> list[int]:
+    """Where a release is cut for its files starting over (`restarts` of each file): one
+    cut where the first file does, the others following within `MIN_GAP` articles."""
+    started = sorted(restarted)
+    return [
+        b for a, b in zip([None, *started], started, strict=False) if a is None or b - a > MIN_GAP
+    ]
 
 
 def restarts(numbers: Sequence[int], articles: Sequence[int], total: int) -> list[int]:
