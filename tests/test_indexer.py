@@ -570,9 +570,19 @@ def test_subjects_longer_than_the_wire_allows_are_skipped() -> None:
     assert skipped(batches) == {"too_long": 1}
 
 
-def test_a_release_takes_poster_and_counter_of_its_earliest_file_whatever_the_batch_cuts() -> None:
-    # No head: the stem links the files, whatever their posters (obfuscating
-    # tools give each file its own) and counters (a separately posted [1/1]).
+@pytest.mark.parametrize(
+    ("poster", "counter"),
+    # Another poster (obfuscating tools give each file its own), or the same poster's
+    # other counter (a separately posted [1/1]). Another poster's other M is another
+    # uploader's upload with a file of the name: the test after this one.
+    # A file posted on its own ([1/1]) under a random From: an .nfo beside its rar set
+    # (the real NZB zephleggett__dl-nzb__test.nzb).
+    [("zed <z@x>", "[1/2]"), ("amy <a@y>", "[1/3]"), ("zed <z@x>", "[1/1]")],
+)
+def test_a_release_takes_poster_and_counter_of_its_earliest_file_whatever_the_batch_cuts(
+    poster: str, counter: str
+) -> None:
+    # No head: the stem links the files, whatever their posters and counters.
     def part(number: int, name: str, k: int, poster: str, date: str, of: str) -> str:
         text = line(number, f'{of} - "{name}" yEnc ({k}/2)', f"{name}.{k}@ex", poster=poster)
         fields = text.split("\t")
@@ -581,8 +591,8 @@ def test_a_release_takes_poster_and_counter_of_its_earliest_file_whatever_the_ba
 
     late, early = "Mon, 30 Nov 2026 10:05:00 +0000", "Mon, 30 Nov 2026 10:00:00 +0000"
     lines = [
-        part(BASE, "Some.Release.part01.rar", 1, "zed <z@x>", late, "[1/3]"),
-        part(BASE + 1, "Some.Release.part01.rar", 2, "zed <z@x>", late, "[1/3]"),
+        part(BASE, "Some.Release.part01.rar", 1, poster, late, counter),
+        part(BASE + 1, "Some.Release.part01.rar", 2, poster, late, counter),
         part(BASE + 2, "Some.Release.part02.rar", 1, "amy <a@y>", early, "[2/2]"),
         part(BASE + 3, "Some.Release.part02.rar", 2, "amy <a@y>", early, "[2/2]"),
     ]
@@ -596,6 +606,55 @@ def test_a_release_takes_poster_and_counter_of_its_earliest_file_whatever_the_ba
         merger.add_all(order)
         (release,) = merger.releases()
         assert (release.poster, release.files_announced) == ("amy <a@y>", 2)
+
+
+@pytest.mark.parametrize("cut", [None, 9, 18])
+def test_another_uploaders_album_with_a_track_of_one_name_is_its_own_release(
+    cut: int | None,
+) -> None:
+    """Two uploaders' albums of one artist, each track's subject without a head (Nyuu's
+    `[{0filenum}/{files}] - "{filename}" yEnc ({part}/{parts})`, PowerPost's `(????)
+    [05/19] - "{filename}" yEnc (01/36)`), each file keyed by its name's stem: a track
+    of each album shares a name but its extension. Its [i/M] says another M: it is the
+    other album's, in one pass and wherever a batch cuts (it came into the first
+    album's release, in place of that album's fifth file, which went to a release of
+    its own: the generator's 4M posting-tools lines)."""
+    nyuu = [
+        ("01-the_black_keys-island.flac", 3),
+        ("02-the_black_keys-heart_silent.flac", 3),
+        ("03-the_black_keys-white.flac", 3),
+        ("04-the_black_keys-ocean.flac", 3),
+        ("05-the_black_keys-shadow.flac", 3),
+    ]
+    # PowerPost numbers the .nfo, .jpg and .m3u first: its track 1 is its fourth file.
+    powerpost = [
+        ("00-the_black_keys-harbor_kingdom-web-2018.nfo", 1),
+        ("00-the_black_keys-harbor_kingdom-web-2018.jpg", 2),
+        ("00-the_black_keys-harbor_kingdom-web-2018.m3u", 1),
+        ("01-the_black_keys-island.mp3", 3),
+        ("02-the_black_keys-harbor.mp3", 3),
+        ("03-the_black_keys-kingdom.mp3", 3),
+    ]
+    lines = []
+    for i, (name, total) in enumerate(nyuu, start=1):
+        for k in range(1, total + 1):
+            subject = f'[{i}/{len(nyuu)}] - "{name}" yEnc ({k}/{total}) 9072546'
+            lines.append((subject, f"Ny{i}k{k}-1700002738840@nyuu", "root <root@x.localdomain>"))
+    for i, (name, total) in enumerate(powerpost, start=1):
+        for k in range(1, total + 1):
+            subject = f'(????) [{i:02}/{len(powerpost)}] - "{name}" yEnc ({k:02}/{total:02})'
+            lines.append((subject, f"part{k}of{total}.{i}@powerpost", "Yenc@power-post.org"))
+    texts = [
+        line(BASE + at * 7, subject, mid, poster=who)
+        for at, (subject, mid, who) in enumerate(lines)
+    ]
+    releases = merged(index(texts, cuts={cut} if cut else ()))
+    by_poster = {r.poster: sorted(f.name for f in r.files) for r in releases}
+    assert len(releases) == 2
+    assert by_poster == {
+        "root <root@x.localdomain>": sorted(name for name, _ in nyuu),
+        "Yenc@power-post.org": sorted(name for name, _ in powerpost),
+    }
 
 
 def test_a_files_subject_pads_its_counter_as_the_poster_does_wherever_batches_cut_it() -> None:

@@ -10,7 +10,7 @@ range or edge merge into one catalog release (see merge.py).
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from functools import cached_property
 
 import attrs
@@ -192,3 +192,14 @@ class Batch:
     def segments(self) -> int:
         """Segments in the kept release chunks."""
         return sum(len(f.numbers) for r in self.releases if r.dropped is None for f in r.files)
+
+
+def other_m(counted: Sequence[Collection[int | None]]) -> bool:
+    """Whether two posters' files under one release key are of two uploads by the M of
+    their [i/M] (`counted`: each poster's files' M): each poster's M of 2 or more are
+    all others'. A file posted on its own ([1/1], an .nfo beside its rar set's [01/36],
+    under a random From) or without a counter says nothing. The merge keeps such
+    apart (merge.py's `_split`), and one pass gives each poster's its own chunk, as
+    batch cuts do (indexer.py's `_poster_chunks`)."""
+    sets = [{m for m in ms if m is not None and m > 1} for ms in counted]
+    return any(a and b and not a & b for at, a in enumerate(sets) for b in sets[at + 1 :])

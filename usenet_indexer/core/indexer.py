@@ -75,6 +75,7 @@ from usenet_indexer.core.batch import (
     ProbeCandidate,
     ReleaseChunk,
     RuleCount,
+    other_m,
     representative_order,
 )
 from usenet_indexer.core.naming import probe_file_rank, release_name
@@ -782,15 +783,17 @@ class RangeIndexer:
         self, release_key: bytes, members: list[_OpenFile], upload_starts: Sequence[int] = ()
     ) -> list[ReleaseChunk]:
         """The release's chunks; one poster's after another's where two posters' files share
-        a name (two uploads of one release name at once), each under its own key of the chain.
-        `upload_starts`: where its upload starts later passes (`_upload_passes`).
+        a name (two uploads of one release name at once) or say another M of 2 or more in
+        their [i/M] (another uploader's album with a track of one name: `batch.other_m`),
+        each under its own key of the chain. `upload_starts`: where its upload starts later passes (`_upload_passes`).
         """
         by_poster: dict[bytes, list[_OpenFile]] = {}
         for member in members:
             by_poster.setdefault(member.poster, []).append(member)
         if len(by_poster) > 1:
             names = [{m.info.file_name for m in group} for group in by_poster.values()]
-            if sum(map(len, names)) > len(set().union(*names)):
+            counted = [{m.info.files_announced for m in group} for group in by_poster.values()]
+            if sum(map(len, names)) > len(set().union(*names)) or other_m(counted):
                 chunks: list[ReleaseChunk] = []
                 key = release_key
                 # In order of each poster's earliest article: the same wherever batches are cut.

@@ -48,7 +48,13 @@ from typing import Any, overload
 import attrs
 import orjson
 
-from usenet_indexer.core.batch import UNDATED, FileChunk, ReleaseChunk, representative
+from usenet_indexer.core.batch import (
+    UNDATED,
+    FileChunk,
+    ReleaseChunk,
+    representative,
+)
+from usenet_indexer.core.batch import other_m as _other_m
 from usenet_indexer.core.naming import release_name, upload_name
 from usenet_indexer.core.reposts import RUN, generation_key, repost_key
 from usenet_indexer.core.subject import file_stem
@@ -872,7 +878,9 @@ def _split(chain: list[_Entry], pins: Pins = ()) -> list[_Release]:
     names: list[dict[str, bytes]] = [{}]  # each generation's file names, and their keys
     indexes: list[dict[int, str]] = [{}]  # each generation's [i/M] numbers, and their names
     posters: list[set[str]] = [set()]  # the posters of the chunks each generation holds
+    counted: list[set[int]] = [set()]  # and their [i/M]'s M, where 2 or more
     poster_of = {number: got[2] for entry in chain for number, got in entry.fields.items()}
+    m_of = {number: got[3] for entry in chain for number, got in entry.fields.items()}
     shared = base.poster.strip().lower() in TOOL_FROMS
     reposted = _Reposted(chain)
     for (_, source), files in sorted(pieces.items(), key=lambda item: _piece_order(item[1])):
@@ -881,7 +889,7 @@ def _split(chain: list[_Entry], pins: Pins = ()) -> list[_Release]:
         # none), never to one before its piece's earlier files'; of those, to
         # one that holds a chunk of the piece's poster where one does.
         floor = 0
-        poster = poster_of[source]
+        poster, m = poster_of[source], m_of[source]
         decided: list[_Placed] = []
         for file in sorted(files, key=_file_chunk_order):
             posted = file.posted or UNDATED
@@ -906,6 +914,18 @@ def _split(chain: list[_Entry], pins: Pins = ()) -> list[_Release]:
                     or not latest[g]
                     or abs(posted - latest[g]) <= APART_SECONDS
                 )
+                # Another poster's file of another upload's [i/M] (M of 2 or more:
+                # not a file posted on its own, as an .nfo [1/1] under a random From
+                # beside its rar set's [01/36]): another upload's, as a track of
+                # another uploader's album keyed by its name; the indexer gives it a
+                # chunk of its own (`_poster_chunks`).
+                and (
+                    poster in posters[g]
+                    or m is None
+                    or m < 2
+                    or not counted[g]
+                    or m in counted[g]
+                )
             ]
             if choices:
                 # Two posters' uploads of one name at once (the indexer gives each its
@@ -920,6 +940,7 @@ def _split(chain: list[_Entry], pins: Pins = ()) -> list[_Release]:
                 names.append({})
                 indexes.append({})
                 posters.append(set())
+                counted.append(set())
                 levels[place] = _NOTHING_AGAIN
             decided.append(_Placed(file, source, place, levels[place]))
             names[place].setdefault(file.name, file.key)
@@ -935,6 +956,8 @@ def _split(chain: list[_Entry], pins: Pins = ()) -> list[_Release]:
             _merge_file(generations[item.place].files, item.file)
             latest[item.place] = max(latest[item.place], item.file.posted)
             posters[item.place].add(poster)
+            if m is not None and m > 1:
+                counted[item.place].add(m)
         placed += decided
     # A file's chunk likewise, before its next chunk (a batch cut between a
     # repost's first segments and the rest).
@@ -1310,7 +1333,8 @@ def _only_generation(entry: _Entry) -> _Release | None:
     stems (another upload's i-th file: random names under one poster and M share a
     key; an .nfo posted as [1/1] beside a rar set's [1/36] is of its stem), or,
     under a tool's From, a file posted more than APART_SECONDS from those before it
-    (`_together`): then `_split` places its pieces.
+    (`_together`), or chunks of several posters and several M of 2 or more (another
+    uploader's upload with a file of one name): then `_split` places its pieces.
 
     Most entries are one generation: their files are made in one pass, without
     the checks of `_merge_file`.
@@ -1330,6 +1354,10 @@ def _only_generation(entry: _Entry) -> _Release | None:
             return None
     if entry.poster.strip().lower() in TOOL_FROMS and not _together(entry):
         return None  # `_split` starts another generation there
+    if len({fields[2] for fields in entry.fields.values()}) > 1 and _other_m(
+        [{fields[3]} for fields in entry.fields.values()]
+    ):
+        return None  # several posters and M: `_split` tells their uploads apart
     only = _generation(entry, entry.key)
     only.files = files
     only.chunks = entry.chunks
