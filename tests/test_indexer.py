@@ -8,6 +8,7 @@ import subprocess
 import sys
 from collections import Counter
 from collections.abc import Container
+from email.utils import formatdate
 from pathlib import Path
 from typing import Any
 
@@ -609,8 +610,9 @@ def test_a_release_takes_poster_and_counter_of_its_earliest_file_whatever_the_ba
 
 
 @pytest.mark.parametrize("cut", [None, 9, 18])
+@pytest.mark.parametrize("m3u", [True, False])
 def test_another_uploaders_album_with_a_track_of_one_name_is_its_own_release(
-    cut: int | None,
+    cut: int | None, m3u: bool
 ) -> None:
     """Two uploaders' albums of one artist, each track's subject without a head (Nyuu's
     `[{0filenum}/{files}] - "{filename}" yEnc ({part}/{parts})`, PowerPost's `(????)
@@ -618,7 +620,8 @@ def test_another_uploaders_album_with_a_track_of_one_name_is_its_own_release(
     of each album shares a name but its extension. Its [i/M] says another M: it is the
     other album's, in one pass and wherever a batch cuts (it came into the first
     album's release, in place of that album's fifth file, which went to a release of
-    its own: the generator's 4M posting-tools lines)."""
+    its own: the generator's 4M posting-tools lines). Without its .m3u the other album
+    has as many files as the first: six hours later, it is another upload all the same."""
     nyuu = [
         ("01-the_black_keys-island.flac", 3),
         ("02-the_black_keys-heart_silent.flac", 3),
@@ -633,8 +636,10 @@ def test_another_uploaders_album_with_a_track_of_one_name_is_its_own_release(
         ("00-the_black_keys-harbor_kingdom-web-2018.m3u", 1),
         ("01-the_black_keys-island.mp3", 3),
         ("02-the_black_keys-harbor.mp3", 3),
-        ("03-the_black_keys-kingdom.mp3", 3),
     ]
+    if not m3u:
+        powerpost = [powerpost[0], powerpost[1], *powerpost[3:]]
+    powerpost.append(("03-the_black_keys-kingdom.mp3", 3))
     lines = []
     for i, (name, total) in enumerate(nyuu, start=1):
         for k in range(1, total + 1):
@@ -644,10 +649,13 @@ def test_another_uploaders_album_with_a_track_of_one_name_is_its_own_release(
         for k in range(1, total + 1):
             subject = f'(????) [{i:02}/{len(powerpost)}] - "{name}" yEnc ({k:02}/{total:02})'
             lines.append((subject, f"part{k}of{total}.{i}@powerpost", "Yenc@power-post.org"))
-    texts = [
-        line(BASE + at * 7, subject, mid, poster=who)
-        for at, (subject, mid, who) in enumerate(lines)
-    ]
+    texts = []
+    for at, (subject, mid, who) in enumerate(lines):
+        fields = line(BASE + at * 7, subject, mid, poster=who).split("\t")
+        # The first album at 10:00, the other six hours later.
+        hour = 10 if at < sum(total for _, total in nyuu) else 16
+        fields[3] = f"Mon, 30 Nov 2026 {hour}:{at % 60:02}:00 +0000"
+        texts.append("\t".join(fields))
     releases = merged(index(texts, cuts={cut} if cut else ()))
     by_poster = {r.poster: sorted(f.name for f in r.files) for r in releases}
     assert len(releases) == 2
@@ -655,6 +663,33 @@ def test_another_uploaders_album_with_a_track_of_one_name_is_its_own_release(
         "root <root@x.localdomain>": sorted(name for name, _ in nyuu),
         "Yenc@power-post.org": sorted(name for name, _ in powerpost),
     }
+
+
+@pytest.mark.parametrize("cut", [None, 3])
+def test_an_nfo_posted_on_its_own_weeks_later_under_another_from_joins_its_rar_set(
+    cut: int | None,
+) -> None:
+    """The real NZB zephleggett__dl-nzb__test.nzb: a magazine's rar set `[01/36]
+    "The_Economist_USA_-_April_19_2025.part01.rar" yEnc (1/2)`, and its .nfo posted
+    27 days later on its own (`[01/01] - "....nfo" yEnc (1/1)`) under a random From.
+    A file posted on its own ([1/1]) joins the upload of its name whoever posts it and
+    whenever (the NZB lists it with the rar set)."""
+    name = "The_Economist_USA_-_April_19_2025"
+    texts = []
+    for i in range(1, 4):
+        for k in (1, 2):
+            subject = f'[{i:02}/03] "{name}.part{i:02}.rar" yEnc ({k}/2)'
+            texts.append((subject, f"rar{i}.{k}@ex", "Myfranco@mile.com", 1745868842))
+    texts.append((f'[01/01] - "{name}.nfo" yEnc (1/1)', "nfo@ex", "8Bs3Yn0D@5Sc.ChS", 1748242398))
+    lines = []
+    for at, (subject, mid, who, posted) in enumerate(texts):
+        fields = line(BASE + at, subject, mid, poster=who).split("\t")
+        fields[3] = formatdate(posted)
+        lines.append("\t".join(fields))
+    [release] = merged(index(lines, cuts={cut} if cut else ()))
+    assert sorted(f.name for f in release.files) == sorted(
+        [f"{name}.nfo", *(f"{name}.part{i:02}.rar" for i in range(1, 4))]
+    )
 
 
 def test_a_files_subject_pads_its_counter_as_the_poster_does_wherever_batches_cut_it() -> None:

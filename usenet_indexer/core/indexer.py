@@ -78,6 +78,7 @@ from usenet_indexer.core.batch import (
     other_m,
     representative_order,
 )
+from usenet_indexer.core.merge import APART_SECONDS
 from usenet_indexer.core.naming import probe_file_rank, release_name
 from usenet_indexer.core.reposts import (
     RUN,
@@ -793,7 +794,11 @@ class RangeIndexer:
         if len(by_poster) > 1:
             names = [{m.info.file_name for m in group} for group in by_poster.values()]
             counted = [{m.info.files_announced for m in group} for group in by_poster.values()]
-            if sum(map(len, names)) > len(set().union(*names)) or other_m(counted):
+            if (
+                sum(map(len, names)) > len(set().union(*names))
+                or other_m(counted)
+                or self._posters_apart(by_poster.values())
+            ):
                 chunks: list[ReleaseChunk] = []
                 key = release_key
                 # In order of each poster's earliest article: the same wherever batches are cut.
@@ -805,6 +810,22 @@ class RangeIndexer:
                     key = repost_key(made[-1].key) if made else key
                 return chunks
         return self._release_chunks(release_key, members, upload_starts)
+
+    def _posters_apart(self, groups: Iterable[list[_OpenFile]]) -> bool:
+        """Whether two posters' files under one release key are posted more than
+        `merge.APART_SECONDS` apart (by each file's first date here, a file with an M of 2
+        or more in its [i/M]): two uploads, which the merge keeps apart (its `_split`)."""
+        spans = []
+        for group in groups:
+            dated = [
+                posted
+                for m in group
+                if (m.info.files_announced or 0) > 1 and (posted := _parsed(self._dates, m.date))
+            ]
+            if dated:
+                spans.append((min(dated), max(dated)))
+        spans.sort()
+        return any(b[0] - a[1] > APART_SECONDS for a, b in pairwise(spans))
 
     def _release_chunks(
         self, release_key: bytes, members: list[_OpenFile], upload_starts: Sequence[int] = ()

@@ -914,17 +914,23 @@ def _split(chain: list[_Entry], pins: Pins = ()) -> list[_Release]:
                     or not latest[g]
                     or abs(posted - latest[g]) <= APART_SECONDS
                 )
-                # Another poster's file of another upload's [i/M] (M of 2 or more:
-                # not a file posted on its own, as an .nfo [1/1] under a random From
-                # beside its rar set's [01/36]): another upload's, as a track of
-                # another uploader's album keyed by its name; the indexer gives it a
-                # chunk of its own (`_poster_chunks`).
+                # Another poster's file of another upload's [i/M], or hours away:
+                # another upload's (a track of another uploader's album keyed by its
+                # name; the indexer gives it a chunk of its own, `_poster_chunks`),
+                # but for a file posted on its own (M under 2 or none: an .nfo [1/1]
+                # under a random From, weeks after its rar set's [01/36]).
                 and (
                     poster in posters[g]
                     or m is None
                     or m < 2
-                    or not counted[g]
-                    or m in counted[g]
+                    or (
+                        (not counted[g] or m in counted[g])
+                        and (
+                            not file.posted
+                            or not latest[g]
+                            or abs(posted - latest[g]) <= APART_SECONDS
+                        )
+                    )
                 )
             ]
             if choices:
@@ -1333,8 +1339,9 @@ def _only_generation(entry: _Entry) -> _Release | None:
     stems (another upload's i-th file: random names under one poster and M share a
     key; an .nfo posted as [1/1] beside a rar set's [1/36] is of its stem), or,
     under a tool's From, a file posted more than APART_SECONDS from those before it
-    (`_together`), or chunks of several posters and several M of 2 or more (another
-    uploader's upload with a file of one name): then `_split` places its pieces.
+    (`_together`), or chunks of several posters with several M of 2 or more or so far
+    apart (another uploader's upload with a file of one name): then `_split` places
+    its pieces.
 
     Most entries are one generation: their files are made in one pass, without
     the checks of `_merge_file`.
@@ -1354,10 +1361,10 @@ def _only_generation(entry: _Entry) -> _Release | None:
             return None
     if entry.poster.strip().lower() in TOOL_FROMS and not _together(entry):
         return None  # `_split` starts another generation there
-    if len({fields[2] for fields in entry.fields.values()}) > 1 and _other_m(
-        [{fields[3]} for fields in entry.fields.values()]
+    if len({fields[2] for fields in entry.fields.values()}) > 1 and (
+        _other_m([{fields[3]} for fields in entry.fields.values()]) or not _together(entry)
     ):
-        return None  # several posters and M: `_split` tells their uploads apart
+        return None  # several posters' uploads: `_split` tells them apart
     only = _generation(entry, entry.key)
     only.files = files
     only.chunks = entry.chunks
