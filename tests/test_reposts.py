@@ -190,26 +190,6 @@ def test_a_pass_starts_where_files_start_over_after_new_numbers() -> None:
     assert pass_starts(numbers, articles, resets={25}) == [0, 24]
 
 
-def test_a_pass_begins_at_the_new_files_posted_just_before_its_repeats() -> None:
-    """gopoststuff's ebook ([1/3] .mobi of 2 segments, [2/3] .par2, [3/3] .vol00+01): a
-    takedown took the first post's .mobi; each repost, minutes later, posts the .mobi
-    first, new to the pass, then the .par2 and .vol whose repeats start the pass. The
-    pass begins at the .mobi (it went with the post before: the generator's 4M
-    posting-tools lines, four releases each holding the next post's book)."""
-    # Numbers apart per file as release_pass_starts makes them: .mobi 1-2, .par2 4, .vol 6.
-    numbers = [4, 6, 1, 2, 4, 6, 1, 2, 4, 6]
-    articles = [0, 6, 16_270, 16_271, 16_297, 16_303, 52_183, 52_221, 52_228, 52_246]
-    assert pass_starts(numbers, articles, cut=False) == [0, 2]  # (the third's: no more repeats)
-    # The last files of a post (a sample set, new numbers) its repost follows at once
-    # stay with the post: no long gap before them.
-    numbers = [1, 2, 3, 8, 9, 1, 2, 3, 8, 9]
-    articles = [0, 10, 20, 30, 40, 50, 60, 70, 80, 90]
-    assert pass_starts(numbers, articles, cut=False) == [0, 5]
-    # After a long pause they are the repost's first files.
-    articles = [0, 10, 20, 5_000, 5_010, 5_020, 5_030, 5_040, 5_050, 5_060]
-    assert pass_starts(numbers, articles, cut=False) == [0, 3]
-
-
 def test_pauses_and_restarts_in_a_file() -> None:
     articles = [*range(1000, 1030), *range(9000, 9030)]
     assert pauses(articles) == [(1029, 9000)]

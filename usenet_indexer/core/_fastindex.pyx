@@ -1075,28 +1075,6 @@ cdef long long _wide_of(const long long *gaps, Py_ssize_t count) except -1:
     return max(_MIN_GAP, _WIDE * median)
 
 
-
-cdef Py_ssize_t _lead(
-    Posted *posted, Py_ssize_t *ranks, Py_ssize_t begun, Py_ssize_t counted, Py_ssize_t start
-):
-    """reposts._lead over the segments in article order (their numbers as ranks)."""
-    cdef Py_ssize_t block = start, at
-    cdef long long span
-    while block - 1 > begun and posted[block].article - posted[block - 1].article <= _MIN_GAP:
-        block -= 1
-    if block == start or block <= begun:
-        return start
-    span = posted[start].article - posted[block].article + 1
-    if posted[block].article - posted[block - 1].article <= max(<long long>_MIN_GAP, _WIDE * span):
-        return start
-    held = set()
-    for at in range(counted, block):
-        held.add(ranks[at])
-    for at in range(block, start):
-        if ranks[at] in held:
-            return start
-    return block
-
 def pass_starts(list files, bint cut=True, resets=()):
     """The first article of each later pass of a release, from its files' arrays: the
     compiled twin of `indexer.release_pass_starts`.
@@ -1108,7 +1086,7 @@ def pass_starts(list files, bint cut=True, resets=()):
             pass holds nothing there.
     """
     cdef Py_ssize_t n = 0, at, i, j, distinct, last_start = 0, run = 0, seen_count = 0
-    cdef Py_ssize_t next_reset = 0, reset_count = len(resets), begun = 0, counted = 0
+    cdef Py_ssize_t next_reset = 0, reset_count = len(resets)
     cdef long long reset_at
     cdef Py_ssize_t lo, hi, mid
     cdef long long base = 0, wide, least
@@ -1203,8 +1181,6 @@ def pass_starts(list files, bint cut=True, resets=()):
                     # The files start over after a new number: a pass holding nothing yet.
                     generation += 1
                     seen_count = 0
-                    begun = at
-                    counted = at
                     if last_start != at:
                         found.append(posted[at].article)
                         last_start = at
@@ -1212,9 +1188,7 @@ def pass_starts(list files, bint cut=True, resets=()):
                 run += 1
                 if run == min(_RUN, seen_count) and seen_count >= _SMALL_PASS:
                     last_start = at - run + 1
-                    begun = _lead(posted, ranks, begun, counted, last_start)
-                    counted = last_start
-                    found.append(posted[begun].article)
+                    found.append(posted[last_start].article)
                     generation += 1
                     seen_count = 0
                     for j in range(last_start, at + 1):

@@ -132,56 +132,24 @@ def pass_starts(
     starts = [0]
     seen: set[int] = set()
     run = 0
-    begun = counted = 0  # where the current pass began, and where its repeats count from
     for at, number in enumerate(numbers):
         if wide is not None and at and articles[at] - articles[at - 1] > wide and starts[-1] != at:
             # A cut, not a pass: what the pass holds still counts for repeats.
             starts.append(at)
         if not run and resets and articles[at] in resets:
             seen = set()
-            begun = counted = at
             if starts[-1] != at:
                 starts.append(at)
         if number in seen:
             run += 1
             if run == min(RUN, len(seen)) and len(seen) >= SMALL_PASS:
-                start = at - run + 1
-                begun = _lead(numbers, articles, begun, counted, start)
-                starts.append(begun)
-                counted = start
-                seen = set(numbers[start : at + 1])
+                starts.append(at - run + 1)
+                seen = set(numbers[at - run + 1 : at + 1])
                 run = 0
         else:
             run = 0
             seen.add(number)
     return starts
-
-
-def _lead(
-    numbers: Sequence[int], articles: Sequence[int], begun: int, counted: int, start: int
-) -> int:
-    """Where a pass whose numbers repeat from `start` begins (`begun`: where the pass
-    before it began, its numbers counted for repeats from `counted`): at the first of
-    the segments posted together just before
-    `start` (no gap of `MIN_GAP` articles between them) when those are numbers new to
-    that pass and came long after its others (more than `MIN_GAP` articles, and
-    `WIDE` times their own span). A repost of an upload whose first post lost its
-    first file (a takedown) posts that file first: new to the pass, it comes before
-    the repeats that start it, and went with the first post. The last files of a post
-    that its repost follows at once (a sample set) come right after the post's others,
-    and stay. Which pass the segments of `start` on count against is not changed."""
-    block = start
-    while block - 1 > begun and articles[block] - articles[block - 1] <= MIN_GAP:
-        block -= 1
-    if block == start or block <= begun:
-        return start
-    span = articles[start] - articles[block] + 1
-    if articles[block] - articles[block - 1] <= max(MIN_GAP, WIDE * span):
-        return start
-    held = set(numbers[counted:block])
-    if any(numbers[at] in held for at in range(block, start)):
-        return start
-    return block
 
 
 def gap_cuts(articles: Sequence[int]) -> list[int]:
