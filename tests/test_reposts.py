@@ -425,16 +425,24 @@ ALBUM = [
 NGPOST_FROM = "8o3Ngh5S6Yh6r@ngPost.com"  # src/NgPost.h randomStdFrom: 13 letters/digits
 
 
-def ngpost_album(first: int, tag: str, lost: frozenset[tuple[int, int]] = frozenset()) -> list[str]:
+def ngpost_album(
+    first: int,
+    tag: str,
+    lost: frozenset[tuple[int, int]] = frozenset(),
+    *,
+    files: list[tuple[str, int]] = ALBUM,
+    every: int = 60,
+) -> list[str]:
     """An album posted by ngPost: subject `[0i/M] "name" (k/N)` (src/nntp/NntpArticle.cpp),
-    its random From, the files one after another; `lost`: (i, k) a takedown took."""
+    its random From, the files one after another (`every` article numbers apart); `lost`:
+    (i, k) a takedown took."""
     texts: list[str] = []
-    for i, (name, total) in enumerate(ALBUM, start=1):
+    for i, (name, total) in enumerate(files, start=1):
         for k in range(1, total + 1):
             if (i, k) not in lost:
-                subject = f'[{i:02}/{len(ALBUM)}] "{name}" ({k}/{total})'
+                subject = f'[{i:02}/{len(files)}] "{name}" ({k}/{total})'
                 texts.append(line(first, subject, f"{tag}{i}.{k}@ngPost", poster=NGPOST_FROM))
-    return in_flight(texts, every=60)
+    return in_flight(texts, every=every)
 
 
 def test_an_album_reposted_after_a_takedown_is_two_whole_releases() -> None:
@@ -474,18 +482,10 @@ def test_an_album_posted_again_and_again_is_one_release_a_post_where_a_batch_cut
     ]
     lost = frozenset((4, k) for k in range(1, 24) if k not in (1, 6, 13, 18, 23))
 
-    def post(first: int, tag: str, lost: frozenset[tuple[int, int]] = frozenset()) -> list[str]:
-        texts = []
-        for i, (name, total) in enumerate(album, start=1):
-            for k in range(1, total + 1):
-                if (i, k) not in lost:
-                    subject = f'[{i:02}/{len(album)}] "{name}" ({k}/{total})'
-                    texts.append(line(first, subject, f"{tag}{i}.{k}@ngPost", poster=NGPOST_FROM))
-        return in_flight(texts, every=20)
-
     lines: list[str] = []
     for n in range(5):
-        lines += post(BASE + 40_000 * n, f"p{n}.", lost if n == 0 else frozenset())
+        taken = lost if n == 0 else frozenset()
+        lines += ngpost_album(BASE + 40_000 * n, f"p{n}.", taken, files=album, every=20)
     # Inside track 3 (album file 4) of the third post: its segment 8 is the last before.
     cut = next(at for at, text in enumerate(lines, start=1) if "p2.4.8@" in text.split("\t")[4])
     whole = merged(index(lines))
