@@ -590,7 +590,9 @@ def test_a_release_takes_poster_and_counter_of_its_earliest_file_whatever_the_ba
         fields[3] = date
         return "\t".join(fields)
 
-    late, early = "Mon, 30 Nov 2026 10:05:00 +0000", "Mon, 30 Nov 2026 10:00:00 +0000"
+    # A minute apart (a file numbered first and posted minutes after the others is
+    # another post's: test_reposts).
+    late, early = "Mon, 30 Nov 2026 10:01:00 +0000", "Mon, 30 Nov 2026 10:00:00 +0000"
     lines = [
         part(BASE, "Some.Release.part01.rar", 1, poster, late, counter),
         part(BASE + 1, "Some.Release.part01.rar", 2, poster, late, counter),

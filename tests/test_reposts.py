@@ -415,6 +415,37 @@ def test_a_post_checks_resend_of_an_nfo_is_a_repeat() -> None:
     assert skipped(batches)["repeated_segment"] == 1
 
 
+@pytest.mark.parametrize("cuts", [(), {2}, {4}, {8}])
+def test_reposts_of_an_upload_whose_first_post_lost_its_first_file_are_each_whole(
+    cuts: set[int],
+) -> None:
+    """gopoststuff's subject (`{name} [{i}/{M}] - "{file}" yEnc ({k}/{N})`, sample.conf's
+    `{{.Dir}} [{{.FileNum}}/{{.FileCount}}] - "{{.Name}}" yEnc ({{.Part}}/{{.Parts}})`):
+    a takedown took the first post's .mobi, the first file; the poster posts the ebook
+    again four times, minutes apart. Each repost's .mobi, numbered before the .par2 and
+    .vol the first post holds and posted minutes after them, is its own post's (each
+    release held the next post's book: the generator's 4M posting-tools lines)."""
+    name = "Jay Lake - City House Sky (1977)"
+    files = [(f"{name}.mobi", 2), (f"{name}.par2", 1), (f"{name}.vol00+01.par2", 1)]
+    lines = []
+    for n in range(5):
+        at = BASE + 16_000 * n
+        for i, (file, total) in enumerate(files, start=1):
+            if n == 0 and i == 1:
+                continue  # taken down
+            for k in range(1, total + 1):
+                subject = f'{name} [{i}/3] - "{file}" yEnc ({k}/{total})'
+                lines.append(dated(line(at, subject, f"p{n}.{i}.{k}@gps", poster="yuki@mail.ru")))
+                at += 7
+    for releases in (merged(index(lines, cuts=cuts)),):
+        posts = sorted(
+            sorted({m.split(".", 1)[0] for mids in segments_of(r).values() for m in mids})
+            for r in releases
+        )
+        assert posts == [["p0"], ["p1"], ["p2"], ["p3"], ["p4"]]
+        assert sorted(len(r.files) for r in releases) == [2, 3, 3, 3, 3]
+
+
 ALBUM = [
     ("Artist-Album-(CAT168)-WEB-2021-GRP.nfo", 1),
     *((f"{n:02}-artist-track_{n}.flac", 3) for n in range(1, 9)),

@@ -83,6 +83,11 @@ Pins = tuple[tuple[str, bytes], ...]
 # a file posted for most of one.
 APART_SECONDS = 60 * 60
 
+# A file numbered before a generation's files and posted this long after them is
+# another post's first file (`_split`): a tool posts in the order of its file counter,
+# a few seconds out of order over many connections at most.
+COUNTER_PAUSE_SECONDS = 120
+
 _NUMBERS = attrgetter("numbers")
 
 
@@ -891,6 +896,7 @@ def _split(chain: list[_Entry], pins: Pins = ()) -> list[_Release]:
         floor = 0
         poster, m = poster_of[source], m_of[source]
         decided: list[_Placed] = []
+        placed_latest: dict[int, int] = {}  # the latest file of the piece each holds
         for file in sorted(files, key=_file_chunk_order):
             posted = file.posted or UNDATED
             levels = {
@@ -906,6 +912,17 @@ def _split(chain: list[_Entry], pins: Pins = ()) -> list[_Release]:
                 and (
                     file.index is None
                     or _one_upload(indexes[g].get(file.index, file.name), file.name)
+                )
+                # A file numbered before every file the generation holds, posted
+                # minutes after them: a tool posts an upload's files in the order of
+                # their counter, so another post's first (a repost of an upload
+                # whose first post lost its first file).
+                and not (
+                    file.index is not None
+                    and indexes[g]
+                    and file.index < min(indexes[g])
+                    and file.posted
+                    and posted - max(latest[g], placed_latest.get(g, 0)) > COUNTER_PAUSE_SECONDS
                 )
                 and (
                     not shared
@@ -949,6 +966,7 @@ def _split(chain: list[_Entry], pins: Pins = ()) -> list[_Release]:
                 counted.append(set())
                 levels[place] = _NOTHING_AGAIN
             decided.append(_Placed(file, source, place, levels[place]))
+            placed_latest[place] = max(placed_latest.get(place, 0), file.posted)
             names[place].setdefault(file.name, file.key)
             if file.index is not None:
                 indexes[place].setdefault(file.index, file.name)
@@ -1326,11 +1344,18 @@ def _file_chunk_order(file: FileChunk) -> tuple[int, bytes, str]:
     return (file.posted or UNDATED, file.key, file.first_message_id)
 
 
-def _piece_order(files: list[FileChunk]) -> tuple[int, bytes, str]:
-    """A piece's place: its earliest file's date, then its smallest file key and message-id."""
+def _piece_order(files: list[FileChunk]) -> tuple[int, int, bytes, str]:
+    """A piece's place: its earliest file's date, then the lowest [i/M] number of its files
+    of that date (a tool posts in the order of its counter: of two pieces cut in one
+    second, the one holding the upload's first files), then its smallest file key and
+    message-id."""
     posted = min((f.posted for f in files if f.posted), default=UNDATED)
+    first = min(
+        (f.index for f in files if (f.posted or UNDATED) == posted and f.index is not None),
+        default=-1,
+    )
     low = min(f.key for f in files)
-    return (posted, low, min(f.first_message_id for f in files if f.key == low))
+    return (posted, first, low, min(f.first_message_id for f in files if f.key == low))
 
 
 def _only_generation(entry: _Entry) -> _Release | None:
@@ -1361,6 +1386,8 @@ def _only_generation(entry: _Entry) -> _Release | None:
             return None
     if entry.poster.strip().lower() in TOOL_FROMS and not _together(entry):
         return None  # `_split` starts another generation there
+    if _counter_restarts(files.values()):
+        return None  # another post's first file: `_split` starts its generation
     if len({fields[2] for fields in entry.fields.values()}) > 1 and (
         _other_m([{fields[3]} for fields in entry.fields.values()]) or not _together(entry)
     ):
@@ -1375,6 +1402,20 @@ def _only_generation(entry: _Entry) -> _Release | None:
         # by name), made once for both.
         only.name = entry.first.name
     return only
+
+
+def _counter_restarts(files: Iterable[_File]) -> bool:
+    """Whether, in order of date, a file is numbered before every file posted before it
+    and came more than `COUNTER_PAUSE_SECONDS` after them (`_split` starts another
+    generation for it: another post's first file)."""
+    dated = sorted((f.posted, f.index) for f in files if f.posted and f.index is not None)
+    lowest, latest = None, 0
+    for posted, index in dated:
+        if lowest is not None and index < lowest and posted - latest > COUNTER_PAUSE_SECONDS:
+            return True
+        lowest = index if lowest is None else min(lowest, index)
+        latest = max(latest, posted)
+    return False
 
 
 def _one_upload(held: str, name: str) -> bool:
