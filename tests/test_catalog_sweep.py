@@ -395,16 +395,19 @@ def spread(
 
 
 def a_repost_a_day_later() -> tuple[list[list[str]], list[int]]:
-    # helper-102's case: under NewsUP's From, key O: file 7 at t, then files 2 and 7
-    # at t+20m: 7 again starts a second generation G2 = {2, 7}. F (1, 2, 9) at t+40m
-    # stays apart (index 2 is G2's). A day later O's file 2 is posted again: t+20m's
-    # 2 is now a file posted again later, so it stays in the first generation, G2 =
-    # {7} alone, and F joins it. The repost's build looks around O's fresh run only
+    # helper-102's case: under NewsUP's From, key O: files 1 and 7 at t, then files 2
+    # and 7 at t+20m: 7 again starts a second generation G2 = {2, 7}. F (1, 2, 9) at
+    # t+40m stays apart (index 2 is G2's). A day later O's file 2 is posted again:
+    # t+20m's 2 is now a file posted again later, so it stays in the first generation,
+    # G2 = {7} alone, and F joins it. (With no file 1 at t, the 2 minutes after a
+    # generation of 7 alone, a 7 next, is a repost's first file: merge.COUNTER_PAUSE_SECONDS.) The repost's build looks around O's fresh run only
     # (a tool's From), not around t: no window or row finds F.
     poster = "NewsUP <NewsUP@somewhere.cbr>"
     t = START + 3 * DAY
     head = "Other.Beta.2019.1080p-GRP"
-    o1 = posted(head, poster, [(7, "other.part07.rar")], 10, at=t, tag="o1")
+    o1 = posted(
+        head, poster, [(1, "other.part01.rar"), (7, "other.part07.rar")], 10, at=t, tag="o1"
+    )
     o2 = posted(
         head, poster, [(2, "other.part02.rar"), (7, "other.part07.rar")], 10, at=t + 1200, tag="o2"
     )
@@ -417,7 +420,7 @@ def a_repost_a_day_later() -> tuple[list[list[str]], list[int]]:
         tag="f",
     )
     again = posted(head, poster, [(2, "other.part02.rar")], 10, at=t + DAY, tag="o3")
-    return [o1, o2, f, again], [1, 2, 4]
+    return [o1, o2, f, again], [1, 3, 4]
 
 
 def a_fill_beyond_every_window() -> tuple[list[list[str]], list[int]]:

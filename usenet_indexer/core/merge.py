@@ -40,6 +40,7 @@ which one pass gives every post of the file).
 from __future__ import annotations
 
 import builtins
+from bisect import bisect_right
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from itertools import chain, repeat
 from operator import attrgetter, itemgetter
@@ -83,9 +84,10 @@ Pins = tuple[tuple[str, bytes], ...]
 # a file posted for most of one.
 APART_SECONDS = 60 * 60
 
-# A file numbered before a generation's files and posted this long after them is
-# another post's first file (`_split`): a tool posts in the order of its file counter,
-# a few seconds out of order over many connections at most.
+# A file numbered before a generation's files and posted this long after them, when
+# the next file posted repeats one of theirs, is another post's first file (`_split`):
+# a tool posts in the order of its file counter, a few seconds out of order over many
+# connections at most. Without such a repeat it fills the generation in.
 COUNTER_PAUSE_SECONDS = 120
 
 _NUMBERS = attrgetter("numbers")
@@ -888,6 +890,13 @@ def _split(chain: list[_Entry], pins: Pins = ()) -> list[_Release]:
     m_of = {number: got[3] for entry in chain for number, got in entry.fields.items()}
     shared = base.poster.strip().lower() in TOOL_FROMS
     reposted = _Reposted(chain)
+    # Every numbered file's date and [i/M] number, in order of date (`_repeats_next`).
+    numbered = sorted(
+        (f.posted, f.index)
+        for fs in pieces.values()
+        for f in fs
+        if f.posted and f.index is not None
+    )
     for (_, source), files in sorted(pieces.items(), key=lambda item: _piece_order(item[1])):
         # In order of date, each file to the generation nearest in date of
         # those that hold none of it under other message-ids (a new one if
@@ -914,15 +923,17 @@ def _split(chain: list[_Entry], pins: Pins = ()) -> list[_Release]:
                     or _one_upload(indexes[g].get(file.index, file.name), file.name)
                 )
                 # A file numbered before every file the generation holds, posted
-                # minutes after them: a tool posts an upload's files in the order of
-                # their counter, so another post's first (a repost of an upload
-                # whose first post lost its first file).
+                # minutes after them, and followed by one of their numbers again: a
+                # tool posts an upload's files in the order of their counter, so
+                # another post's first (a repost of an upload whose first post lost
+                # its first file). Not followed so: a part filled in.
                 and not (
                     file.index is not None
                     and indexes[g]
                     and file.index < min(indexes[g])
                     and file.posted
                     and posted - max(latest[g], placed_latest.get(g, 0)) > COUNTER_PAUSE_SECONDS
+                    and _repeats_next(numbered, posted, file.index, indexes[g])
                 )
                 and (
                     not shared
@@ -1405,17 +1416,38 @@ def _only_generation(entry: _Entry) -> _Release | None:
 
 
 def _counter_restarts(files: Iterable[_File]) -> bool:
-    """Whether, in order of date, a file is numbered before every file posted before it
-    and came more than `COUNTER_PAUSE_SECONDS` after them (`_split` starts another
-    generation for it: another post's first file)."""
+    """Whether, in order of date, a file is numbered before every file posted before it,
+    came more than `COUNTER_PAUSE_SECONDS` after them and the next file posted repeats
+    one of their numbers (`_split` starts another generation for it: another post's
+    first file)."""
     dated = sorted((f.posted, f.index) for f in files if f.posted and f.index is not None)
     lowest, latest = None, 0
+    seen: set[int] = set()
     for posted, index in dated:
-        if lowest is not None and index < lowest and posted - latest > COUNTER_PAUSE_SECONDS:
+        if (
+            lowest is not None
+            and index < lowest
+            and posted - latest > COUNTER_PAUSE_SECONDS
+            and _repeats_next(dated, posted, index, seen)
+        ):
             return True
         lowest = index if lowest is None else min(lowest, index)
         latest = max(latest, posted)
+        seen.add(index)
     return False
+
+
+def _repeats_next(
+    numbered: Sequence[tuple[int, int]], posted: int, index: int, held: Container[int]
+) -> bool:
+    """Whether the numbered file posted next after file `index` posted at `posted`
+    (`numbered`: dates and [i/M] numbers in order; of one second, in the order of the
+    counter, as a tool posts them), within APART_SECONDS, has a number in `held`: a
+    repost going on after its first file, not a part filled in."""
+    at = bisect_right(numbered, (posted, index))
+    return (
+        at < len(numbered) and numbered[at][0] - posted <= APART_SECONDS and numbered[at][1] in held
+    )
 
 
 def _one_upload(held: str, name: str) -> bool:
