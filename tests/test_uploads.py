@@ -459,6 +459,26 @@ def test_albums_of_two_artists_posted_at_once_under_the_default_from_stay_apart(
     assert sorted(sorted(f.name for f in r.files) for r in releases) == sorted([one, two])
 
 
+@pytest.mark.parametrize("batch_lines", [10**9, 13])
+@pytest.mark.parametrize("apart", [7, 20, 33])
+def test_albums_of_two_artists_an_uploader_posts_at_once_stay_apart(
+    apart: int, batch_lines: int
+) -> None:
+    # One uploader (his own From, where uploads are joined by M and time alone), two
+    # albums of one M posted at once over several connections: their tracks
+    # interleave, each [i/M] free in both; the artist in the names tells them apart
+    # (bench-grouping at 4M: yuki318's Secret_Black and Tiger_Red, 28 s apart).
+    poster = "yuki318@hotmail.com"
+    one = scene_album("secret_black", "ghost_star_empire-web-2000-sparks", TITLES[:10], "mp3")
+    two = scene_album("tiger_red", "king_edge-web-1996-edith", TITLES[4:14], "mp3")
+    releases = index(
+        album_lines(one, at=START, poster=poster),
+        album_lines(two, at=START + apart, poster=poster),
+        batch_lines=batch_lines,
+    )
+    assert sorted(sorted(f.name for f in r.files) for r in releases) == sorted([one, two])
+
+
 @pytest.mark.parametrize("batch_lines", [1, 7, 20, 41])
 def test_an_album_cut_across_batches_is_one_release(batch_lines: int) -> None:
     names = scene_album("motorhead", "ace_of_spades-web-1980-grp", TITLES[:12])

@@ -27,6 +27,11 @@ the answer depends on the set of releases, never on batch cuts or order):
 - kept: a part a rule dropped (an executable flood) is never joined, so a
   flood cannot hide among a real upload's files, nor one escape its rule.
 
+Of the uploads a part fits, it goes on the one posted last, but an album's
+track (its names as `_Album` reads them, below) first to an upload of its
+artist: an uploader posting two albums of one M at once interleaves their
+tracks.
+
 Nyuu's `--group-files` numbers each collection of an upload on its own
 (`[1/7]` nfo, sfv and par2, `[1/22]` the volumes, `[1/2]` the sample), so
 its parts mostly differ in M. Such parts are joined when, beside the poster and the
@@ -147,6 +152,8 @@ class _Upload:
     words: tuple[str, ...]
     joined: bool  # _collection_joinable: kept, dated, not under a shared From
     files: frozenset[str]  # its files' names
+    # The artists its album parts' names give (`_Album.artists`; none: no album's).
+    artists: frozenset[str] = frozenset()
 
 
 # An album's files: audio tracks, and the extras posted beside them.
@@ -310,10 +317,13 @@ def link(parts: Iterable[Part]) -> list[list[bytes]]:
     for part in ordered:
         collection = _collection_joinable(part)
         by_m = collection and _has_counter(part)
-        upload = _joined(part, open_uploads) if by_m else None
-        album = None if by_m else _album(part)
-        if album is not None:
+        album = _album(part)
+        if by_m:
+            upload = _joined(part, album, open_uploads)
+        elif album is not None:
             upload = _joined_album(part, album, open_albums)
+        else:
+            upload = None
         if upload is None:
             upload = _Upload(
                 [part.key],
@@ -326,6 +336,7 @@ def link(parts: Iterable[Part]) -> list[list[bytes]]:
                 _words(part.name) if collection else (),
                 collection,
                 frozenset(part.files),
+                album.artists if album is not None else frozenset(),
             )
             uploads.append(upload)
             if by_m:
@@ -384,7 +395,9 @@ def _join_collections(uploads: list[_Upload]) -> list[_Upload]:
     return [upload for upload in uploads if id(upload) not in absorbed]
 
 
-def _joined(part: Part, open_uploads: dict[tuple[str, int], list[_Upload]]) -> _Upload | None:
+def _joined(
+    part: Part, album: _Album | None, open_uploads: dict[tuple[str, int], list[_Upload]]
+) -> _Upload | None:
     """The upload `part` joins (and now belongs to), or None.
 
     Of the uploads it fits (its indexes free, posted within TOGETHER_SECONDS of
@@ -393,18 +406,30 @@ def _joined(part: Part, open_uploads: dict[tuple[str, int], list[_Upload]]) -> _
     it. A poster's repost after a takedown posts every file again, the ones the
     takedown took too: such a file fits the first post's hole as well, but
     comes among the repost's files (then the earliest opened, for a tie).
+    An album's track (`album`: what its names say) goes first to an upload of
+    its artist: an uploader posting two albums of one M at once interleaves
+    their tracks (PowerPost over several connections), and the album posted
+    last is then as often the other one. Only first: a various-artists
+    album's tracks each name another artist.
     """
     best: _Upload | None = None
+    best_rank = (False, 0)
+    artists = album.artists if album is not None else frozenset()
     for upload in open_uploads.get((part.poster, part.files_announced or 0), ()):
-        fits = upload.indexes.isdisjoint(part.indexes)
-        later = best is None or upload.last > best.last
-        if fits and later and part.first <= upload.last + TOGETHER_SECONDS:
-            best = upload
+        if (
+            not upload.indexes.isdisjoint(part.indexes)
+            or part.first > upload.last + TOGETHER_SECONDS
+        ):
+            continue
+        rank = (not artists.isdisjoint(upload.artists), upload.last)
+        if best is None or rank > best_rank:
+            best, best_rank = upload, rank
     if best is not None:
         best.keys.append(part.key)
         best.indexes |= part.indexes
         best.files |= part.files
         best.last = max(best.last, part.last)
+        best.artists |= artists
     return best
 
 
