@@ -903,9 +903,10 @@ class Closure:
         it joined); from `_since` on, where the key's fresh chunks say."""
         if not span.posted:
             return
+        fresh = self._fresh.get(key)
         if span.others:
             # Looked around for each poster of its chunks, whatever the row's is.
-            found.update(self._others_windows([span], self._fresh.get(key)))
+            found.update(self._others_windows([span], fresh))
         tool, shared = self._kind(span.poster)
         album = None
         if shared:
@@ -914,7 +915,6 @@ class Closure:
             album = span.files_announced
         times = span.times or ((span.posted, span.latest),)
         runs = times if len(times) == 1 else _runs(times)
-        fresh = self._fresh.get(key)
         since = None if fresh is None else _since(fresh, times, tool)
         poster = span.poster
         for start, end in _looked(runs, since, tool):
