@@ -239,8 +239,7 @@ def shared_from(poster: str) -> bool:
 
 @attrs.define(eq=False)
 class _OpenAlbum:
-    upload: _Upload
-    artists: set[str]
+    upload: _Upload  # its artists are the upload's (`_Upload.artists`)
     offsets: set[int]
 
 
@@ -283,7 +282,7 @@ def _joined_album(
     upload.indexes |= part.indexes
     upload.files |= part.files
     upload.last = max(upload.last, part.last)
-    chosen.artists |= album.artists
+    upload.artists |= album.artists
     chosen.offsets |= album.offsets
     return upload
 
@@ -300,7 +299,7 @@ def _in_order(part: Part, upload: _Upload) -> bool:
 def _agrees(album: _Album, candidate: _OpenAlbum) -> bool:
     """A part's names agree with an album's: one artist, else tracks numbered alike."""
     if album.artists:
-        return not album.artists.isdisjoint(candidate.artists)
+        return not album.artists.isdisjoint(candidate.upload.artists)
     return album.tracks and len(candidate.offsets) == 1 and album.offsets == candidate.offsets
 
 
@@ -342,7 +341,7 @@ def link(parts: Iterable[Part]) -> list[list[bytes]]:
             if by_m:
                 open_uploads.setdefault((part.poster, part.files_announced or 0), []).append(upload)
             elif album is not None:
-                opened = _OpenAlbum(upload, set(album.artists), set(album.offsets))
+                opened = _OpenAlbum(upload, set(album.offsets))
                 open_albums.setdefault((part.poster, part.files_announced or 0), []).append(opened)
     return [upload.keys for upload in _join_collections(uploads)]
 
