@@ -195,7 +195,15 @@ def _assert_every_article_once(run: Run, expected: list[CatalogRelease]) -> None
     expected_segments = sum(len(f.segments) for r in expected for f in r.files)
     assert stored_segments == expected_segments
     assert run.rows("SELECT count(*) FROM ranges WHERE state <> 'done'") == [(0,)]
-    assert_same_catalog(CatalogBuild(run.pool).export(), expected)
+    # Merged as `uidx index` merges them: the catalog's own keys are those its rows
+    # were first built under (a grab's guid stays, migration 0044), which depend on
+    # which batches came first, and a killed edge's range comes back in another order
+    # (a release two posters posted in one second kept the key of the poster whose
+    # chunk was built first). The catalog itself holds the same releases.
+    build = CatalogBuild(run.pool)
+    assert_same_catalog(build.export(pinned=False), expected)
+    shown = sorted(sorted((f.name, len(f.segments)) for f in r.files) for r in build.export())
+    assert shown == sorted(sorted((f.name, len(f.segments)) for f in r.files) for r in expected)
 
 
 def test_standalone_indexes_a_group_into_the_catalog_uidx_index_makes(
