@@ -217,18 +217,26 @@ def test_release_by_release_the_catalog_is_what_a_whole_rebuild_makes(
     seed=st.integers(1, 1 << 20),
     profile=st.sampled_from(["default", "posting-tools"]),
     cuts=st.lists(st.integers(40, 700), min_size=1, max_size=8),
+    pace=st.sampled_from([0.02, 1.0, 3.0, 10.0]),
 )
 # A case the closure's windows decide: without them (WINDOW_ROUNDS = 0) its catalog
 # followed batch by batch is not the rebuilt one.
-@example(seed=1, profile="posting-tools", cuts=[40])
+@example(seed=1, profile="posting-tools", cuts=[40], pace=0.02)
+# Uploads posted over hours under a posting tool's From, cut into batches of an hour
+# or more (the closure's windows and `_since` around fresh chunks hours after the
+# stored ones).
+@example(seed=5, profile="posting-tools", cuts=[40, 300, 700], pace=3.0)
+@example(seed=5, profile="posting-tools", cuts=[431, 222], pace=10.0)
 def test_any_group_cut_into_any_batches_builds_what_a_whole_rebuild_makes(
-    pg_server: PgServer, tmp_path: Path, seed: int, profile: str, cuts: list[int]
+    pg_server: PgServer, tmp_path: Path, seed: int, profile: str, cuts: list[int], pace: float
 ) -> None:
     # Whatever the uploads (the generator's interleavings, reposts, albums and
-    # floods, seeded) and wherever the batches cut them, the catalog followed
-    # build by build is the one a whole rebuild makes: the closure's bounds
-    # (windows WINDOW_ROUNDS deep) lose nothing.
-    generated = generate(GeneratorConfig(articles=3_000, seed=seed, profile=profile))
+    # floods, seeded), however fast they are posted (0.02 s an article is a day's
+    # 4.3M; 10 s spreads 3,000 articles over eight hours) and wherever the batches
+    # cut them, the catalog followed build by build is the one a whole rebuild
+    # makes: the closure's bounds (windows WINDOW_ROUNDS deep) lose nothing.
+    config = GeneratorConfig(articles=3_000, seed=seed, profile=profile, seconds_per_article=pace)
+    generated = generate(config)
     lines = [line for line in generated.lines if line.split(b"\t", 1)[0].isdigit()]
     sizes: list[int] = []
     for size in cycle(cuts):  # the cuts over and over, to the last line
