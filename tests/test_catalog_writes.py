@@ -407,3 +407,61 @@ def test_a_build_taking_pending_keys_never_deadlocks_with_a_batch_marking_them(
     with psycopg.connect(pg_url) as conn:
         left = {bytes(k) for (k,) in conn.execute("SELECT key FROM catalog_pending")}
     assert left == {low, high}
+
+
+def test_a_build_holding_a_row_never_deadlocks_with_a_batch_marking_its_keys(
+    stores: Stores, pg_url: str
+) -> None:
+    # A build whose row the catalog has from keys beside its own (held: not written
+    # over) marks the keys of both pending again. The build took `high` (pending,
+    # deleted as built); a batch has marked `low` and goes on to mark `high` (key
+    # order, as every batch). Marked in the build's own transaction, after it
+    # deleted `high`, the build waited for `low` while the batch waited for `high`:
+    # a deadlock, one of them refused (a 503 for a batch). Marked after the rows
+    # are committed, the batch marks `high` and commits, then the build marks both.
+    low, high = sorted([key(1), key(2)])
+    stores.catalog.write([attrs.evolve(entry(1, (high, low)), guid="ab" * 16)], 0, {}, None)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("INSERT INTO catalog_pending (key) VALUES (%s)", (high,))
+        row = conn.execute("SELECT seq FROM catalog_pending WHERE key = %s", (high,)).fetchone()
+    assert row is not None
+    upsert = (
+        "INSERT INTO catalog_pending (key) VALUES (%s)"
+        " ON CONFLICT (key) DO UPDATE SET seq = nextval('catalog_pending_seq')"
+    )
+    failed: list[BaseException] = []
+    held: list[tuple[str, ...]] = []
+    build_pids: list[int] = []
+    with psycopg.connect(pg_url) as batch:
+        batch.execute(upsert, (low,))
+
+        def build() -> None:
+            # The row made again of `high` alone, under the stored row's guid.
+            made = attrs.evolve(entry(1, (high,)), guid="ab" * 16)
+            try:
+                held.append(stores.catalog.write([made], 0, {high: int(row[0])}, [high]).held)
+            except psycopg.Error as error:
+                failed.append(error)
+
+        with psycopg.connect(pg_url, autocommit=True) as watch:
+            builder = threading.Thread(target=build)
+            builder.start()
+            # Until the server says a connection waits for a lock: the build's, for
+            # what the batch holds (`low`).
+            while not build_pids:
+                rows = watch.execute(
+                    "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                ).fetchall()
+                build_pids.extend(int(pid) for (pid,) in rows)
+                if not build_pids:
+                    assert builder.is_alive(), failed
+                    watch.execute("SELECT pg_sleep(0.01)")
+        batch.execute(upsert, (high,))
+        batch.commit()
+        builder.join(timeout=30)
+    assert not builder.is_alive()
+    assert failed == []
+    assert held == [("ab" * 16,)]
+    with psycopg.connect(pg_url) as conn:
+        left = {bytes(k) for (k,) in conn.execute("SELECT key FROM catalog_pending")}
+    assert left == {low, high}

@@ -1468,7 +1468,8 @@ class CatalogTable:
         Rows are matched by guid (a release's grabs stay); a row as it was is
         left alone; a row made before from `keys` that is not among `entries`
         is deleted. A row the catalog has from keys beside `keys` is not
-        written over (`_HELD_ROWS`): its keys and the entry's are pending again.
+        written over (`_HELD_ROWS`): its keys and the entry's are pending again
+        (marked once the rows are committed, in a transaction of their own).
         """
         with self.pool.connection() as conn, conn.transaction():
             conn.execute(_CATALOG_TEMP)
@@ -1485,12 +1486,18 @@ class CatalogTable:
                 pruned = conn.execute(_CATALOG_PRUNE_OF, (arrays.keys(keys),)).rowcount
             quiet = int(conn.execute(_SHOW_QUIET, (quiet_seconds,)).rowcount)
             conn.execute(_PENDING_DONE, (arrays.keys(pending), arrays.int8s(pending.values())))
-            if held:
-                again = sorted(set().union(*held.values()))
-                conn.execute(MARK_PENDING, (False, arrays.keys(again)))
             fold = conn.execute(_FOLD_WANTED, (_FOLD_ROWS, *_FOLD_LOCK)).fetchone()
             if fold is not None and fold[0]:
                 conn.execute(_FOLD_COUNTS)
+        if held:
+            # In a transaction of its own, after the rows: marked in the write's, after
+            # _PENDING_DONE locked the keys taken, these were a second pass of locks in
+            # key order, and a batch marking keys of both between the two passes
+            # deadlocked with it (a 503). A stop between the two leaves the held rows as
+            # they were until the catalog sweep marks their keys.
+            again = sorted(set().union(*held.values()))
+            with self.pool.connection() as conn, conn.transaction():
+                conn.execute(MARK_PENDING, (False, arrays.keys(again)))
         return Written(made, written, int(pruned), quiet, tuple(sorted(held)))
 
     def search(self, search: Search) -> tuple[int, list[CatalogRow]]:
