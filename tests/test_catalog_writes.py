@@ -355,6 +355,37 @@ def test_the_build_reads_stored_fragments_as_bytes_not_hex(
         assert re.fullmatch(r'\d "release_key" .* "packed" .* 1', description), description
 
 
+# How a batch marks a key pending (store/batches.py's _PENDING, less its columns).
+_UPSERT_PENDING = (
+    "INSERT INTO catalog_pending (key) VALUES (%s)"
+    " ON CONFLICT (key) DO UPDATE SET seq = nextval('catalog_pending_seq')"
+)
+
+
+def until_waiting_for_a_lock(
+    pg_url: str, builder: threading.Thread, failed: list[BaseException], pids: list[int] | None
+) -> None:
+    """Return once the server says a connection waits for a lock: one of `pids` (filled
+    by the `builder` thread), or any when None; the builder must not have ended."""
+    with psycopg.connect(pg_url, autocommit=True) as watch:
+        while True:
+            if pids is None or pids:
+                rows = watch.execute(
+                    "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                    " AND (%s::int[] IS NULL OR pid = ANY(%s::int[]))",
+                    (pids, pids),
+                ).fetchall()
+                if rows:
+                    return
+            assert builder.is_alive(), failed
+            watch.execute("SELECT pg_sleep(0.01)")
+
+
+def pending_keys(pg_url: str) -> set[bytes]:
+    with psycopg.connect(pg_url) as conn:
+        return {bytes(k) for (k,) in conn.execute("SELECT key FROM catalog_pending")}
+
+
 def test_a_build_taking_pending_keys_never_deadlocks_with_a_batch_marking_them(
     stores: Stores, pg_url: str
 ) -> None:
@@ -367,13 +398,9 @@ def test_a_build_taking_pending_keys_never_deadlocks_with_a_batch_marking_them(
         conn.execute("INSERT INTO catalog_pending (key) VALUES (%s), (%s)", (low, high))
         rows = conn.execute("SELECT key, seq FROM catalog_pending").fetchall()
     seqs: dict[bytes, int] = {bytes(k): int(seq) for k, seq in rows}
-    upsert = (
-        "INSERT INTO catalog_pending (key) VALUES (%s)"
-        " ON CONFLICT (key) DO UPDATE SET seq = nextval('catalog_pending_seq')"
-    )
     failed: list[BaseException] = []
     with psycopg.connect(pg_url) as batch:
-        batch.execute(upsert, (low,))
+        batch.execute(_UPSERT_PENDING, (low,))
         build_pid: list[int] = []
 
         def build() -> None:
@@ -388,25 +415,14 @@ def test_a_build_taking_pending_keys_never_deadlocks_with_a_batch_marking_them(
         builder = threading.Thread(target=build)
         builder.start()
         # Until the server says the build waits for a lock (what the batch holds).
-        with psycopg.connect(pg_url, autocommit=True) as watch:
-            while not (
-                build_pid
-                and watch.execute(
-                    "SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = %s",
-                    (build_pid[0],),
-                ).fetchone()
-                == (True,)
-            ):
-                watch.execute("SELECT pg_sleep(0.01)")
-        batch.execute(upsert, (high,))
+        until_waiting_for_a_lock(pg_url, builder, failed, build_pid)
+        batch.execute(_UPSERT_PENDING, (high,))
         batch.commit()
         builder.join(timeout=30)
     assert not builder.is_alive()
     assert failed == []
     # Both were marked again by the batch meanwhile: both stay pending.
-    with psycopg.connect(pg_url) as conn:
-        left = {bytes(k) for (k,) in conn.execute("SELECT key FROM catalog_pending")}
-    assert left == {low, high}
+    assert pending_keys(pg_url) == {low, high}
 
 
 def test_a_build_holding_a_row_never_deadlocks_with_a_batch_marking_its_keys(
@@ -425,15 +441,10 @@ def test_a_build_holding_a_row_never_deadlocks_with_a_batch_marking_its_keys(
         conn.execute("INSERT INTO catalog_pending (key) VALUES (%s)", (high,))
         row = conn.execute("SELECT seq FROM catalog_pending WHERE key = %s", (high,)).fetchone()
     assert row is not None
-    upsert = (
-        "INSERT INTO catalog_pending (key) VALUES (%s)"
-        " ON CONFLICT (key) DO UPDATE SET seq = nextval('catalog_pending_seq')"
-    )
     failed: list[BaseException] = []
     held: list[tuple[str, ...]] = []
-    build_pids: list[int] = []
     with psycopg.connect(pg_url) as batch:
-        batch.execute(upsert, (low,))
+        batch.execute(_UPSERT_PENDING, (low,))
 
         def build() -> None:
             # The row made again of `high` alone, under the stored row's guid.
@@ -443,25 +454,15 @@ def test_a_build_holding_a_row_never_deadlocks_with_a_batch_marking_its_keys(
             except psycopg.Error as error:
                 failed.append(error)
 
-        with psycopg.connect(pg_url, autocommit=True) as watch:
-            builder = threading.Thread(target=build)
-            builder.start()
-            # Until the server says a connection waits for a lock: the build's, for
-            # what the batch holds (`low`).
-            while not build_pids:
-                rows = watch.execute(
-                    "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-                ).fetchall()
-                build_pids.extend(int(pid) for (pid,) in rows)
-                if not build_pids:
-                    assert builder.is_alive(), failed
-                    watch.execute("SELECT pg_sleep(0.01)")
-        batch.execute(upsert, (high,))
+        builder = threading.Thread(target=build)
+        builder.start()
+        # Until the server says a connection waits for a lock: the build's (one of
+        # its pool's), for what the batch holds (`low`).
+        until_waiting_for_a_lock(pg_url, builder, failed, None)
+        batch.execute(_UPSERT_PENDING, (high,))
         batch.commit()
         builder.join(timeout=30)
     assert not builder.is_alive()
     assert failed == []
     assert held == [("ab" * 16,)]
-    with psycopg.connect(pg_url) as conn:
-        left = {bytes(k) for (k,) in conn.execute("SELECT key FROM catalog_pending")}
-    assert left == {low, high}
+    assert pending_keys(pg_url) == {low, high}
