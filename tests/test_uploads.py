@@ -260,6 +260,58 @@ def test_one_release_name_posted_at_once_by_two_posters_is_two_releases(batch_li
     assert sorted((r.poster, len(r.files)) for r in releases) == [("a <a@x>", 9), ("b <b@x>", 9)]
 
 
+def _files_posted(
+    files: Sequence[tuple[str, int]], poster: str, tag: str
+) -> Iterator[tuple[int, str]]:
+    """(date, overview line without its number) of each file (name, date) in [i/M] order,
+    every segment of a file dated as the file."""
+    for i, (name, date) in enumerate(files, 1):
+        for k in range(1, SEGMENTS + 1):
+            subject = f'[{i:02}/{len(files)}] - "{name}" yEnc ({k}/{SEGMENTS})'
+            message_id = f"<{tag}.{i}.{k}@x>"
+            yield (date, f"{subject}\t{poster}\t{formatdate(date)}\t{message_id}\t\t700000\t5000")
+
+
+@pytest.mark.parametrize("batch_lines", [10**9, 7, 40])
+def test_two_posters_of_one_release_at_once_each_keep_their_own_par2_set(
+    batch_lines: int,
+) -> None:
+    """Two posters upload one scene release two seconds apart, as the generator's
+    same_name pattern has JBinUp and Nyuu do it: one posts its .nfo, its volumes a
+    minute apart, then its par2 set; the other its .nfo and its par2 set in one second,
+    then its volumes. The second one's files of that second come in no order of their
+    own (their file keys decide), and the first upload held only its .nfo then: a
+    par2 file of the second sorted before its .nfo went to the first upload, and the
+    first upload's file of that name to the second (4M articles, seed 1:
+    Queen.North.2015.2160p.WEB-DL.x265-AMIABLE). Each upload is one release of its own
+    files, in one pass and cut anywhere."""
+    head = "Queen.North.2015.2160p.WEB-DL.x265-AMIABLE"
+    par2 = [f"{head}.par2", *(f"{head}.vol{n:02}+{n + 1:02}.par2" for n in (0, 1, 3, 7, 15))]
+    volumes = [f"amiable-queen.north.2015.2160p.r{n:02}" for n in range(4)]
+    first = [(f"{head}.nfo", START)]
+    first += [(name, START + 60 * (n + 1)) for n, name in enumerate(volumes)]
+    first += [(name, START + 300 + n) for n, name in enumerate(par2)]
+    second = [(name, START + 2) for name in (f"{head}.nfo", *par2)]
+    second += [(name, START + 10 + 60 * n) for n, name in enumerate(volumes)]
+    releases = index(
+        _files_posted(first, "Anna <JBinUp@JBinUp.local>", "anna"),
+        _files_posted(second, "jan2504@hotmail.com (Jan)", "jan"),
+        batch_lines=batch_lines,
+    )
+    made = sorted(
+        (
+            r.poster,
+            sorted({mid.split(".", 1)[0] for f in r.files for _, mid, _ in f.segments}),
+            len(r.files),
+        )
+        for r in releases
+    )
+    assert made == [
+        ("Anna <JBinUp@JBinUp.local>", ["anna"], 11),
+        ("jan2504@hotmail.com (Jan)", ["jan"], 11),
+    ]
+
+
 def test_the_next_episode_posted_at_once_by_the_same_poster_stays_apart() -> None:
     poster = "p <p@x>"
     one = lines_of([f"Show.S01E01.1080p.WEB-GRP.r{n:02}" for n in range(3)], poster, at=START)

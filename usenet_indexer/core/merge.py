@@ -904,6 +904,18 @@ def _split(chain: list[_Entry], pins: Pins = ()) -> list[_Release]:
         # one that holds a chunk of the piece's poster where one does.
         floor = 0
         poster, m = poster_of[source], m_of[source]
+        # Another poster's generation that holds a file of a name the piece has
+        # under another key: the piece is another upload of that release name (two
+        # posters posting one release at once), all of it, not only that file; a
+        # file of it posted in the same second as the clashing one but sorted before
+        # it went to that generation, and each upload lost a file to the other.
+        clashing = {
+            g
+            for g in range(len(generations))
+            if posters[g]
+            and poster not in posters[g]
+            and any(names[g].get(file.name, file.key) != file.key for file in files)
+        }
         decided: list[_Placed] = []
         placed_latest: dict[int, int] = {}  # the latest file of the piece each holds
         for file in sorted(files, key=_file_chunk_order):
@@ -915,6 +927,7 @@ def _split(chain: list[_Entry], pins: Pins = ()) -> list[_Release]:
                 g
                 for g, level in levels.items()
                 if level != _AGAIN
+                and g not in clashing
                 # A file of that name from another poster: another upload's.
                 and names[g].get(file.name, file.key) == file.key
                 # Another name as the generation's i-th file: another upload's.
