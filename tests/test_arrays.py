@@ -81,6 +81,37 @@ def test_copy_still_writes_psycopgs_own_arrays(conn: psycopg.Connection[TupleRow
     assert conn.execute("SELECT a, b FROM t").fetchone() == ([b"ab", b""], [1, None])
 
 
+@FUZZ
+@given(
+    st.lists(
+        st.tuples(
+            st.binary(max_size=3000) | st.none(),
+            st.lists(st.binary(max_size=40), max_size=5),
+            st.sampled_from([bytes, bytearray, memoryview]),
+        ),
+        max_size=40,
+    )
+)
+def test_copy_writes_any_bytea_as_sent(
+    conn: psycopg.Connection[TupleRow],
+    rows: list[tuple[bytes | None, list[bytes], type[bytes] | type[bytearray] | type[memoryview]]],
+) -> None:
+    """A bytea and a bytea[] that COPY writes by their types (as the batch store writes
+    keys and fragments, and the catalog its rows' sources) are read back as sent, in
+    any of Python's byte buffers, empty, with NULs, or NULL."""
+    conn.execute("CREATE TEMPORARY TABLE t (n int4, a bytea, b bytea[])")
+    with conn.cursor().copy("COPY t FROM STDIN (FORMAT BINARY)") as copy:
+        copy.set_types(["int4", "bytea", "bytea[]"])
+        for n, (value, values, kind) in enumerate(rows):
+            copy.write_row((n, None if value is None else kind(value), [kind(v) for v in values]))
+    stored = [
+        (None if a is None else bytes(a), [bytes(v) for v in b])
+        for a, b in conn.execute("SELECT a, b FROM t ORDER BY n").fetchall()
+    ]
+    conn.execute("DROP TABLE t")
+    assert stored == [(value, values) for value, values, _ in rows]
+
+
 def test_a_connection_without_the_adapters_refuses_an_array(pg_empty_url: str) -> None:
     with psycopg.connect(pg_empty_url) as plain, pytest.raises(psycopg.ProgrammingError):
         plain.execute("SELECT %s::bytea[]", (arrays.keys([b"k"]),))
