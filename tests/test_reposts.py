@@ -710,6 +710,33 @@ def test_any_post_posted_again_is_what_one_pass_makes_wherever_a_batch_cuts_its_
         }
 
 
+@pytest.mark.parametrize("batch_every", [None, 45, 61, 100])
+def test_a_post_checks_resends_in_a_row_do_not_cut_the_upload_in_two(
+    batch_every: int | None,
+) -> None:
+    """A tool re-posts what its post check found missing as it goes on posting the file,
+    and re-sends that fall due together come in a row: here three old segments of the
+    second volume (3, 11 and 19) just after its 30th, then the rest of the upload.
+    The generator's PowerPost uploads under the tool's default From met it (4M articles,
+    seed 1: House.S10E18.720p.HDTV.H.264-OMA came out as two releases of 1,968 and 1,194
+    articles, neither whole). It is one upload, every volume whole, each number once, in
+    one pass and cut anywhere."""
+    files = [(f"{SCENE}.part{n:02}.rar", 40) for n in range(1, 5)]
+    files += [(f"{SCENE}.par2", 1), (f"{SCENE}.vol00+01.par2", 1)]
+    texts = bare_upload(BASE, files, "", counter=True)
+    at = 40 + 30  # after the second volume's 30th segment
+    resent = [
+        text.replace(f".{k}@ex>", f".{k}.again@ex>")
+        for k in (3, 11, 19)
+        for text in texts[40 + k - 1 : 40 + k]
+    ]
+    lines = in_flight(texts[:at] + resent + texts[at:])
+    releases = merged(index(lines, batch_every=batch_every))
+    assert [(len(r.files), sorted(len(f.segments) for f in r.files)) for r in releases] == [
+        (6, [1, 1, 40, 40, 40, 40])
+    ]
+
+
 def test_two_posters_uploads_of_one_name_at_once_stay_apart_wherever_a_batch_cuts() -> None:
     """Two posters upload the same scene volumes at once, their articles interleaved
     (no head and no [i/M]: the names make one release key). A batch holding both gives

@@ -1515,12 +1515,13 @@ def _posted_again(generation: _Release, chunk: FileChunk) -> int:
     if file is None or _apart(file, chunk):
         return _NOTHING_AGAIN
     held = _held(file)
-    other = sum(
-        1
+    again = [
+        number
         for number, message_id in chunk.numbered_ids()
         if held.get(number, message_id) != message_id
-    )
-    if other >= min(RUN, chunk.total_segments):
+    ]
+    other = len(again)
+    if other >= min(RUN, chunk.total_segments) and not _resends_then_more(again, chunk, held):
         return _AGAIN
     if other == len(held) and (
         len(chunk.numbers) - other >= RUN or len(chunk.numbers) == chunk.total_segments
@@ -1531,6 +1532,20 @@ def _posted_again(generation: _Release, chunk: FileChunk) -> int:
         # segment that failed and never the file's others.
         return _AGAIN
     return _SOME_AGAIN if other else _NOTHING_AGAIN
+
+
+def _resends_then_more(again: list[int], chunk: FileChunk, held: Mapping[int, str]) -> bool:
+    """Whether a chunk's numbers posted again are a post check's re-sends before the rest
+    of the file: no more than RUN of them, each below every number of the chunk new to
+    the file, and those new ones going on from the file's highest. A tool re-posts what
+    its check found missing as it goes on posting the file (several falling due at once
+    come in a row); a repost starts the file over, and a batch cut inside one leaves
+    its numbers posted again among its new ones (what a takedown left of the first post).
+    """
+    if len(again) > RUN:
+        return False
+    fresh = [number for number in chunk.numbers if number not in held]
+    return bool(fresh) and max(again) < fresh[0] and fresh[0] > max(held)
 
 
 def _apart(file: _File, chunk: FileChunk) -> bool:
