@@ -711,20 +711,22 @@ def test_any_post_posted_again_is_what_one_pass_makes_wherever_a_batch_cuts_its_
 
 
 @pytest.mark.parametrize("batch_every", [None, 45, 61, 100])
+@pytest.mark.parametrize("after", [30, 43])
 def test_a_post_checks_resends_in_a_row_do_not_cut_the_upload_in_two(
-    batch_every: int | None,
+    batch_every: int | None, after: int
 ) -> None:
-    """A tool re-posts what its post check found missing as it goes on posting the file,
-    and re-sends that fall due together come in a row: here three old segments of the
-    second volume (3, 11 and 19) just after its 30th, then the rest of the upload.
-    The generator's PowerPost uploads under the tool's default From met it (4M articles,
-    seed 1: House.S10E18.720p.HDTV.H.264-OMA came out as two releases of 1,968 and 1,194
-    articles, neither whole). It is one upload, every volume whole, each number once, in
+    """A tool re-posts what its post check found missing as it goes on posting, and
+    re-sends that fall due together come in a row: here three old segments of the
+    second volume (3, 11 and 19) just after its 30th, or after its last while the third
+    volume posts, then the rest of the upload. The generator's PowerPost uploads met
+    both (4M articles, seed 1: House.S10E18.720p.HDTV.H.264-OMA came out as two releases
+    of 1,968 and 1,194 articles, neither whole; three albums each lost three articles to
+    a release of their own). It is one upload, every volume whole, each number once, in
     one pass and cut anywhere."""
     files = [(f"{SCENE}.part{n:02}.rar", 40) for n in range(1, 5)]
     files += [(f"{SCENE}.par2", 1), (f"{SCENE}.vol00+01.par2", 1)]
     texts = bare_upload(BASE, files, "", counter=True)
-    at = 40 + 30  # after the second volume's 30th segment
+    at = 40 + after  # after the second volume's 30th segment, or the third's 3rd
     resent = [
         text.replace(f".{k}@ex>", f".{k}.again@ex>")
         for k in (3, 11, 19)

@@ -90,6 +90,10 @@ APART_SECONDS = 60 * 60
 # connections at most. Without such a repeat it fills the generation in.
 COUNTER_PAUSE_SECONDS = 120
 
+# A post check re-sends what it found missing within minutes of the post
+# (`_resends_then_more`: Nyuu checks after seconds and retries; PowerPost's AutoRetry).
+RESEND_SECONDS = 10 * 60
+
 _NUMBERS = attrgetter("numbers")
 
 
@@ -1521,7 +1525,7 @@ def _posted_again(generation: _Release, chunk: FileChunk) -> int:
         if held.get(number, message_id) != message_id
     ]
     other = len(again)
-    if other >= min(RUN, chunk.total_segments) and not _resends_then_more(again, chunk, held):
+    if other >= min(RUN, chunk.total_segments) and not _resends_then_more(again, chunk, held, file):
         return _AGAIN
     if other == len(held) and (
         len(chunk.numbers) - other >= RUN or len(chunk.numbers) == chunk.total_segments
@@ -1534,18 +1538,37 @@ def _posted_again(generation: _Release, chunk: FileChunk) -> int:
     return _SOME_AGAIN if other else _NOTHING_AGAIN
 
 
-def _resends_then_more(again: list[int], chunk: FileChunk, held: Mapping[int, str]) -> bool:
-    """Whether a chunk's numbers posted again are a post check's re-sends before the rest
-    of the file: no more than RUN of them, each below every number of the chunk new to
-    the file, and those new ones going on from the file's highest. A tool re-posts what
-    its check found missing as it goes on posting the file (several falling due at once
-    come in a row); a repost starts the file over, and a batch cut inside one leaves
-    its numbers posted again among its new ones (what a takedown left of the first post).
+def _resends_then_more(
+    again: list[int], chunk: FileChunk, held: Mapping[int, str], file: _File
+) -> bool:
+    """Whether a chunk's numbers posted again are a post check's re-sends: no more than
+    RUN of them, each posted within RESEND_SECONDS after the chunk that first posted it,
+    and below every number of the chunk new to the file, which go on from the file's
+    highest (or, after the file's last segment, no new number: a few of a larger file).
+    A tool re-posts what its check found missing as it goes on posting (several falling
+    due at once come in a row); a repost starts the file over: a batch cut inside one
+    leaves its numbers posted again among its new ones (what a takedown left of the
+    first post), and a later one posts them again hours or days after.
     """
-    if len(again) > RUN:
+    if len(again) > RUN or not chunk.posted:
+        return False
+    # Each within RESEND_SECONDS after the chunk that first posted its number.
+    first_posted: dict[int, int] = {}
+    for earlier in reversed(file.chunks):  # as `_held`: the first chunk's wins
+        first_posted.update(dict.fromkeys(earlier.numbers, earlier.posted))
+    if not all(
+        0 < first_posted[number] <= chunk.posted <= first_posted[number] + RESEND_SECONDS
+        for number in again
+    ):
         return False
     fresh = [number for number in chunk.numbers if number not in held]
-    return bool(fresh) and max(again) < fresh[0] and fresh[0] > max(held)
+    if not fresh:
+        # Re-sent after the file's last segment (the tool posts the next file): a
+        # few of a larger file, not all of them; a batch cut just after a repost's
+        # first segments looks the same, and `_go_on` then moves the chunk on to
+        # the repost's rest when it is nearer in date to that (`_resent`).
+        return len(again) < chunk.total_segments and len(again) < len(held)
+    return max(again) < fresh[0] and fresh[0] > max(held)
 
 
 def _apart(file: _File, chunk: FileChunk) -> bool:
