@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import re
 import threading
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -381,6 +382,33 @@ def until_waiting_for_a_lock(
             watch.execute("SELECT pg_sleep(0.01)")
 
 
+def race_with_a_batch(
+    pg_url: str, low: bytes, high: bytes, build: Callable[[], None], pids: list[int] | None
+) -> None:
+    """A batch marks `low` pending and holds it; `build` runs in a thread until the server
+    says it waits for a lock (`until_waiting_for_a_lock`: one of `pids`, filled by the
+    build, or any connection when None); then the batch marks `high` and commits (key
+    order, as every batch). The build must end by itself, without a database error."""
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            build()
+        except psycopg.Error as error:
+            failed.append(error)
+
+    with psycopg.connect(pg_url) as batch:
+        batch.execute(_UPSERT_PENDING, (low,))
+        builder = threading.Thread(target=run)
+        builder.start()
+        until_waiting_for_a_lock(pg_url, builder, failed, pids)
+        batch.execute(_UPSERT_PENDING, (high,))
+        batch.commit()
+        builder.join(timeout=30)
+    assert not builder.is_alive()
+    assert failed == []
+
+
 def pending_keys(pg_url: str) -> set[bytes]:
     with psycopg.connect(pg_url) as conn:
         return {bytes(k) for (k,) in conn.execute("SELECT key FROM catalog_pending")}
@@ -398,29 +426,15 @@ def test_a_build_taking_pending_keys_never_deadlocks_with_a_batch_marking_them(
         conn.execute("INSERT INTO catalog_pending (key) VALUES (%s), (%s)", (low, high))
         rows = conn.execute("SELECT key, seq FROM catalog_pending").fetchall()
     seqs: dict[bytes, int] = {bytes(k): int(seq) for k, seq in rows}
-    failed: list[BaseException] = []
-    with psycopg.connect(pg_url) as batch:
-        batch.execute(_UPSERT_PENDING, (low,))
-        build_pid: list[int] = []
+    build_pid: list[int] = []
 
-        def build() -> None:
-            with psycopg.connect(pg_url) as conn:
-                build_pid.append(conn.info.backend_pid)
-                try:
-                    with conn.transaction():
-                        conn.execute(sql._PENDING_DONE, ([high, low], [seqs[high], seqs[low]]))
-                except psycopg.Error as error:
-                    failed.append(error)
+    def build() -> None:
+        with psycopg.connect(pg_url) as conn, conn.transaction():
+            build_pid.append(conn.info.backend_pid)
+            conn.execute(sql._PENDING_DONE, ([high, low], [seqs[high], seqs[low]]))
 
-        builder = threading.Thread(target=build)
-        builder.start()
-        # Until the server says the build waits for a lock (what the batch holds).
-        until_waiting_for_a_lock(pg_url, builder, failed, build_pid)
-        batch.execute(_UPSERT_PENDING, (high,))
-        batch.commit()
-        builder.join(timeout=30)
-    assert not builder.is_alive()
-    assert failed == []
+    # The build waits for what the batch holds.
+    race_with_a_batch(pg_url, low, high, build, build_pid)
     # Both were marked again by the batch meanwhile: both stay pending.
     assert pending_keys(pg_url) == {low, high}
 
@@ -441,28 +455,14 @@ def test_a_build_holding_a_row_never_deadlocks_with_a_batch_marking_its_keys(
         conn.execute("INSERT INTO catalog_pending (key) VALUES (%s)", (high,))
         row = conn.execute("SELECT seq FROM catalog_pending WHERE key = %s", (high,)).fetchone()
     assert row is not None
-    failed: list[BaseException] = []
     held: list[tuple[str, ...]] = []
-    with psycopg.connect(pg_url) as batch:
-        batch.execute(_UPSERT_PENDING, (low,))
 
-        def build() -> None:
-            # The row made again of `high` alone, under the stored row's guid.
-            made = attrs.evolve(entry(1, (high,)), guid="ab" * 16)
-            try:
-                held.append(stores.catalog.write([made], 0, {high: int(row[0])}, [high]).held)
-            except psycopg.Error as error:
-                failed.append(error)
+    def build() -> None:
+        # The row made again of `high` alone, under the stored row's guid.
+        made = attrs.evolve(entry(1, (high,)), guid="ab" * 16)
+        held.append(stores.catalog.write([made], 0, {high: int(row[0])}, [high]).held)
 
-        builder = threading.Thread(target=build)
-        builder.start()
-        # Until the server says a connection waits for a lock: the build's (one of
-        # its pool's), for what the batch holds (`low`).
-        until_waiting_for_a_lock(pg_url, builder, failed, None)
-        batch.execute(_UPSERT_PENDING, (high,))
-        batch.commit()
-        builder.join(timeout=30)
-    assert not builder.is_alive()
-    assert failed == []
+    # The build (a connection of its pool's, so any) waits for what the batch holds (`low`).
+    race_with_a_batch(pg_url, low, high, build, None)
     assert held == [("ab" * 16,)]
     assert pending_keys(pg_url) == {low, high}
