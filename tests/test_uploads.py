@@ -260,18 +260,6 @@ def test_one_release_name_posted_at_once_by_two_posters_is_two_releases(batch_li
     assert sorted((r.poster, len(r.files)) for r in releases) == [("a <a@x>", 9), ("b <b@x>", 9)]
 
 
-def _files_posted(
-    files: Sequence[tuple[str, int]], poster: str, tag: str
-) -> Iterator[tuple[int, str]]:
-    """(date, overview line without its number) of each file (name, date) in [i/M] order,
-    every segment of a file dated as the file."""
-    for i, (name, date) in enumerate(files, 1):
-        for k in range(1, SEGMENTS + 1):
-            subject = f'[{i:02}/{len(files)}] - "{name}" yEnc ({k}/{SEGMENTS})'
-            message_id = f"<{tag}.{i}.{k}@x>"
-            yield (date, f"{subject}\t{poster}\t{formatdate(date)}\t{message_id}\t\t700000\t5000")
-
-
 @pytest.mark.parametrize("batch_lines", [10**9, 7, 40])
 def test_two_posters_of_one_release_at_once_each_keep_their_own_par2_set(
     batch_lines: int,
@@ -293,22 +281,28 @@ def test_two_posters_of_one_release_at_once_each_keep_their_own_par2_set(
     first += [(name, START + 300 + n) for n, name in enumerate(par2)]
     second = [(name, START + 2) for name in (f"{head}.nfo", *par2)]
     second += [(name, START + 10 + 60 * n) for n, name in enumerate(volumes)]
-    releases = index(
-        _files_posted(first, "Anna <JBinUp@JBinUp.local>", "anna"),
-        _files_posted(second, "jan2504@hotmail.com (Jan)", "jan"),
-        batch_lines=batch_lines,
-    )
-    made = sorted(
-        (
-            r.poster,
-            sorted({mid.split(".", 1)[0] for f in r.files for _, mid, _ in f.segments}),
-            len(r.files),
+    posted = {
+        poster: [
+            posting
+            for i, (name, at) in enumerate(files, 1)
+            for posting in lines_of([name], poster, at=at, total=len(files), first_index=i)
+        ]
+        for poster, files in (
+            ("Anna <JBinUp@JBinUp.local>", first),
+            ("jan2504@hotmail.com (Jan)", second),
         )
+    }
+    releases = index(*map(iter, posted.values()), batch_lines=batch_lines)
+    # Each release's poster, the posters whose articles it holds, and its files.
+    poster_of = {text.split("\t")[3]: poster for poster, p in posted.items() for _, text in p}
+    made = sorted(
+        (r.poster, sorted({poster_of[f"<{mid}>"] for f in r.files for _, mid, _ in f.segments}),
+         len(r.files))
         for r in releases
-    )
+    )  # fmt: skip
     assert made == [
-        ("Anna <JBinUp@JBinUp.local>", ["anna"], 11),
-        ("jan2504@hotmail.com (Jan)", ["jan"], 11),
+        ("Anna <JBinUp@JBinUp.local>", ["Anna <JBinUp@JBinUp.local>"], 11),
+        ("jan2504@hotmail.com (Jan)", ["jan2504@hotmail.com (Jan)"], 11),
     ]
 
 
