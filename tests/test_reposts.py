@@ -104,6 +104,46 @@ def test_a_repost_after_a_takedown_is_whole_and_apart() -> None:
     assert sum(len(f.segments) for f in first.files) == 61 - len(lost)
 
 
+@pytest.mark.parametrize("gap", [0, 40])
+@pytest.mark.parametrize(
+    "lost",
+    [
+        pytest.param(range(1, 6), id="its-first-segments"),
+        pytest.param(range(1, 30, 3), id="every-third"),
+        pytest.param(range(2, 31), id="all-but-its-first"),
+    ],
+)
+def test_a_repost_soon_after_a_takedown_starts_where_it_posts_the_lost_segments(
+    gap: int, lost: range
+) -> None:
+    """The first post lost segments of its first file (taken down), and the repost follows
+    within seconds: the repost posts those first, new to the first post, before it posts
+    anything again; they are the repost's, and each post is whole as posted."""
+    missing = frozenset((FILES[0][0], k) for k in lost)
+    kept = [text for text in upload(BASE, HEAD, FILES) if _name_and_k(text) not in missing]
+    again = upload(BASE + 61 + gap, HEAD, FILES, tag="again.")
+    lines = [dated(text) for text in kept + again]
+    # In one batch, and in two cut where the repost begins.
+    for cuts in ((), (len(kept),)):
+        releases = merged(index(lines, cuts=cuts))
+        assert_two_whole_posts(releases)
+        original = next(r for r in releases if r.repost_of is None)
+        assert sum(len(f.segments) for f in original.files) == len(kept)
+
+
+def test_a_post_checks_resend_of_its_first_file_at_its_end_stays_with_it() -> None:
+    """A post check re-sends a segment of the first file after the last file, and the
+    repost of the upload follows minutes later (a pause): the re-send is the first
+    post's repeat, not the start of the repost, whose first file it is in."""
+    first = upload(BASE, HEAD, FILES)
+    resent = line(BASE + len(first), first[0].split("\t")[1], "resend.1@ex")
+    again = upload(BASE + len(first) + 2_000, HEAD, FILES, tag="again.")
+    releases = merged(index([dated(text) for text in [*first, resent, *again]]))
+    assert_two_whole_posts(releases)
+    repost = next(r for r in releases if r.repost_of is not None)
+    assert "resend.1@ex" not in segments_of(repost)[FILES[0][0]]
+
+
 def test_a_post_checks_repeat_is_no_repost() -> None:
     """Segment 12 sent again 20 articles later under a new message-id: one release, one repeat."""
     lines = upload(BASE, HEAD, FILES)

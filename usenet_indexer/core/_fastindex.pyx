@@ -1099,7 +1099,11 @@ def pass_starts(list files, bint cut=True, resets=()):
     cdef unsigned int *stamp = NULL  # a key is in the current pass: its stamp is `generation`
     cdef Posted *posted = NULL
     cdef Py_ssize_t *rank_of = NULL  # by key below `base`: its rank among the distinct keys
+    cdef Py_ssize_t *owner = NULL  # each segment's file (by its place before the sort)
+    cdef Py_ssize_t *order = NULL  # by file: its place in the pass's order (`_went_back`)
+    cdef Py_ssize_t file_count = len(files), passed = 0, start
     cdef list found = []
+    cdef list places = []  # where passes start and cuts fall (as reposts.pass_starts, but 0)
     for f in files:
         n += f.count
     if n == 0:
@@ -1111,16 +1115,24 @@ def pass_starts(list files, bint cut=True, resets=()):
         ranks = <Py_ssize_t *>PyMem_Malloc(n * sizeof(Py_ssize_t))
         stamp = <unsigned int *>calloc(n, sizeof(unsigned int))
         posted = <Posted *>PyMem_Malloc(n * sizeof(Posted))
-        if keys == NULL or unique == NULL or gaps == NULL or ranks == NULL or stamp == NULL or posted == NULL:
+        owner = <Py_ssize_t *>PyMem_Malloc(n * sizeof(Py_ssize_t))
+        order = <Py_ssize_t *>PyMem_Malloc(file_count * sizeof(Py_ssize_t))
+        if (
+            keys == NULL or unique == NULL or gaps == NULL or ranks == NULL or stamp == NULL
+            or posted == NULL or owner == NULL or order == NULL
+        ):
             raise MemoryError()
         at = 0
+        j = 0
         for f in files:
             for i in range(f.count):
                 keys[at] = base + f.ks[i]
                 posted[at].article = f.articles[i]
                 posted[at].at = at
+                owner[at] = j
                 at += 1
             base += f.total + 1
+            j += 1
         if base <= 8 * n + 4096:
             # The keys lie below `base`: each key's rank among the distinct ones
             # counted out over that range, not sorted.
@@ -1170,7 +1182,7 @@ def pass_starts(list files, bint cut=True, resets=()):
         for at in range(n):
             if at and gaps[at - 1] > wide and last_start != at:
                 # A cut, not a pass: what the pass holds still counts for repeats.
-                found.append(posted[at].article)
+                places.append(at)
                 last_start = at
             while next_reset < reset_count:
                 reset_at = resets[next_reset]
@@ -1178,20 +1190,25 @@ def pass_starts(list files, bint cut=True, resets=()):
                     break
                 next_reset += 1
                 if reset_at == posted[at].article and run == 0:
-                    # The files start over after a new number: a pass holding nothing yet.
+                    # The files start over after a new number: a pass holding what
+                    # it went back to (reposts._started), else nothing yet.
+                    passed = _started(places, posted, owner, order, file_count, passed, at)
+                    last_start = places[len(places) - 1] if places else 0
                     generation += 1
                     seen_count = 0
-                    if last_start != at:
-                        found.append(posted[at].article)
-                        last_start = at
+                    for j in range(passed, at):
+                        if stamp[ranks[j]] != generation:
+                            stamp[ranks[j]] = generation
+                            seen_count += 1
             if stamp[ranks[at]] == generation:
                 run += 1
                 if run == min(_RUN, seen_count) and seen_count >= _SMALL_PASS:
-                    last_start = at - run + 1
-                    found.append(posted[last_start].article)
+                    start = at - run + 1
+                    passed = _started(places, posted, owner, order, file_count, passed, start)
+                    last_start = places[len(places) - 1] if places else 0
                     generation += 1
                     seen_count = 0
-                    for j in range(last_start, at + 1):
+                    for j in range(passed, at + 1):
                         if stamp[ranks[j]] != generation:
                             stamp[ranks[j]] = generation
                             seen_count += 1
@@ -1200,6 +1217,8 @@ def pass_starts(list files, bint cut=True, resets=()):
                 run = 0
                 stamp[ranks[at]] = generation
                 seen_count += 1
+        for start in places:
+            found.append(posted[start].article)
         return found
     finally:
         PyMem_Free(keys)
@@ -1209,6 +1228,38 @@ def pass_starts(list files, bint cut=True, resets=()):
         free(stamp)
         free(rank_of)
         PyMem_Free(posted)
+        PyMem_Free(owner)
+        PyMem_Free(order)
+
+
+cdef Py_ssize_t _started(
+    list places, Posted *posted, Py_ssize_t *owner, Py_ssize_t *order, Py_ssize_t file_count,
+    Py_ssize_t passed, Py_ssize_t start,
+) except -1:
+    """reposts._started with its `_went_back`: a pass started at `start` or where it went
+    back to, in `places` (positions; 0 is not in them); where it starts."""
+    cdef Py_ssize_t i, back, own, count = 0
+    cdef Py_ssize_t last
+    for i in range(file_count):
+        order[i] = -1
+    for i in range(passed, start):
+        if order[owner[posted[i].at]] < 0:
+            order[owner[posted[i].at]] = count
+            count += 1
+    own = order[owner[posted[start].at]]
+    if own < 0:
+        own = count
+    back = start
+    while back > passed and order[owner[posted[back - 1].at]] <= own:
+        back -= 1
+    if back != passed and back < start:
+        # (Not cut where its first files paused.)
+        places[:] = [at for at in places if not back < <Py_ssize_t>at < start]
+        start = back
+    last = places[len(places) - 1] if places else 0
+    if last != start:
+        places.append(start)
+    return start
 
 
 def sorted_articles(list files):

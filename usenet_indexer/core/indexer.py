@@ -1248,8 +1248,9 @@ def release_pass_starts(
     """
     articles: list[int] = []
     numbers: list[int] = []
+    owners: list[int] = []  # each segment's file
     base = 0  # each file's numbers apart from the others'
-    for texts, total in files:
+    for owner, (texts, total) in enumerate(files):
         file_numbers = texts.numbers()
         file_articles = texts.article_numbers()
         if file_numbers is None and texts.ks_are_digits():
@@ -1267,6 +1268,7 @@ def release_pass_starts(
             file_articles = [int(article) for _, article in kept]
         articles += file_articles
         numbers += map(base.__add__, file_numbers)
+        owners += [owner] * len(file_numbers)
         base += total + 1
     distinct = len(set(numbers))
     least = min(RUN, distinct)
@@ -1281,7 +1283,8 @@ def release_pass_starts(
     if len(order) > 1:
         pick = itemgetter(*order)
         articles, numbers = list(pick(articles)), list(pick(numbers))
-    starts = pass_starts(numbers, articles, cut=cut, resets=frozenset(resets))
+        owners = list(pick(owners))
+    starts = pass_starts(numbers, articles, cut=cut, resets=frozenset(resets), files=owners)
     return [articles[at] for at in starts[1:]]
 
 

@@ -28,7 +28,9 @@ release's segments into pieces where its posting pauses long (`pauses`: a
 batch that holds the end of an upload and the start of its repost), where a
 file's numbers start over (`restarts`: a repost that follows at once), and,
 in a release whose files repeat numbers, where `RUN` segments in a row
-repeat (`pass_starts`). Piece n of a release goes in a release chunk of its own, under
+repeat, or back where the files are posted again from the first
+(`pass_starts`, `_went_back`: a repost soon after a takedown first posts
+what the takedown took, new to the first post). Piece n of a release goes in a release chunk of its own, under
 `repost_key` applied n times to the release key (the same file keys; a
 batch holds one chunk per key). A cut too many costs a chunk: the merge
 joins pieces that post nothing again.
@@ -101,6 +103,7 @@ def pass_starts(
     *,
     cut: bool = True,
     resets: Collection[int] = (),
+    files: Sequence[int] = (),
 ) -> list[int]:
     """Where a release's segments are cut into pieces that may be passes (0 first).
 
@@ -127,9 +130,12 @@ def pass_starts(
         articles: their article numbers.
         cut: cut after the wide gaps too (else only the passes start).
         resets: articles where a pass starts over (the release's restart cuts).
+        files: each segment's file (any id, one per file), where known: a pass
+            then starts where its first files were posted again (`_went_back`).
     """
     wide = _median_wide(articles) if cut else None
     starts = [0]
+    passed = 0  # where the current pass starts (cuts inside it are no passes)
     seen: set[int] = set()
     run = 0
     for at, number in enumerate(numbers):
@@ -137,19 +143,57 @@ def pass_starts(
             # A cut, not a pass: what the pass holds still counts for repeats.
             starts.append(at)
         if not run and resets and articles[at] in resets:
-            seen = set()
-            if starts[-1] != at:
-                starts.append(at)
+            passed = _started(starts, files, passed, at)
+            seen = set(numbers[passed:at])
         if number in seen:
             run += 1
             if run == min(RUN, len(seen)) and len(seen) >= SMALL_PASS:
-                starts.append(at - run + 1)
-                seen = set(numbers[at - run + 1 : at + 1])
+                passed = _started(starts, files, passed, at - run + 1)
+                seen = set(numbers[passed : at + 1])
                 run = 0
         else:
             run = 0
             seen.add(number)
     return starts
+
+
+def _started(starts: list[int], files: Sequence[int], passed: int, start: int) -> int:
+    """Start a pass at `start` in `starts`, or where it went back to (`_went_back`, where
+    `files` are given; `passed`: where the pass before started); where it starts."""
+    if files:
+        back = _went_back(files, passed, start)
+        if back < start:
+            # (Not cut where its first files paused.)
+            starts[:] = [at for at in starts if not back < at < start]
+            start = back
+    if starts[-1] != start:
+        starts.append(start)
+    return start
+
+
+def _went_back(files: Sequence[int], passed: int, start: int) -> int:
+    """Where a pass that repeats from `start` on began (`passed`: where the one before
+    it did): at the segments just before `start` of its file and of files posted
+    before it in the pass before, when a file posted after them comes before those.
+
+    A repost goes through the upload's files in their order again: where a
+    takedown left the first post without a file's first segments, or without
+    whole files, the repost's first segments are new to the pass before,
+    and its repeats start `RUN` segments later (a volume's first segments,
+    the next volume's). The pass before ended with its later files; what
+    comes between them and the repeats is the repost's. A post check's
+    re-sends after the last file has nothing of earlier files just before
+    them, and an upload's own first post reaches back to `passed`: neither moves.
+    """
+    order: dict[int, int] = {}
+    for file in files[passed:start]:
+        if file not in order:
+            order[file] = len(order)
+    own = order[files[start]] if files[start] in order else len(order)
+    back = start
+    while back > passed and order[files[back - 1]] <= own:
+        back -= 1
+    return start if back == passed else back
 
 
 def gap_cuts(articles: Sequence[int]) -> list[int]:
