@@ -131,6 +131,37 @@ def test_a_repost_soon_after_a_takedown_starts_where_it_posts_the_lost_segments(
         assert sum(len(f.segments) for f in original.files) == len(kept)
 
 
+@pytest.mark.parametrize("version", range(8))
+def test_an_upload_reposted_twice_after_a_takedown_of_its_volumes_is_three_releases(
+    version: int,
+) -> None:
+    """A small upload (an .nfo, a rar set of two segments, a par2 set) lost its rar set
+    to a takedown and was posted again whole twice, minutes apart: three releases, each
+    post's files in its own, whatever the order of a second's file keys (the repost's
+    .nfo and first volume are posted in one second; its counter says which came first;
+    names of eight versions give keys in either order)."""
+    name = f"tool.v5.{version}"
+    files = [(f"{name}.nfo", 1), (f"{name}.rar", 2), (f"{name}.par2", 1),
+             (f"{name}.vol00+01.par2", 1)]  # fmt: skip
+    head = f"Tool.v5.{version}.Multilingual-GRP"
+    first = [text for text in upload(BASE, head, files) if ".rar" not in text.split("\t")[1]]
+    again = upload(BASE + 20_000, head, files, tag="again.")
+    third = upload(BASE + 30_000, head, files, tag="third.")
+    for cuts in ((), (len(first),), (len(first) + len(again),)):
+        releases = merged(index([dated(text) for text in first + again + third], cuts=cuts))
+        by_date = sorted(releases, key=lambda r: r.posted)
+        assert [sorted(segments_of(r)) for r in by_date] == [
+            sorted(name for name, _ in files if name != files[1][0]),
+            sorted(name for name, _ in files),
+            sorted(name for name, _ in files),
+        ]
+        for release, tag in zip(by_date, ("", "again.", "third."), strict=True):
+            ids = [m for mids in segments_of(release).values() for m in mids]
+            assert all(
+                m.startswith(tag) if tag else not m.startswith(("again.", "third.")) for m in ids
+            )
+
+
 def test_a_post_checks_resend_of_its_first_file_at_its_end_stays_with_it() -> None:
     """A post check re-sends a segment of the first file after the last file, and the
     repost of the upload follows minutes later (a pause): the re-send is the first

@@ -922,7 +922,7 @@ def _split(chain: list[_Entry], pins: Pins = ()) -> list[_Release]:
         }
         decided: list[_Placed] = []
         placed_latest: dict[int, int] = {}  # the latest file of the piece each holds
-        for file in sorted(files, key=_file_chunk_order):
+        for file in sorted(files, key=_file_chunk_order if shared else _counter_order):
             posted = file.posted or UNDATED
             levels = {
                 g: _posted_again(generations[g], file) for g in range(floor, len(generations))
@@ -1370,6 +1370,15 @@ def _holds(generation: _Release, order: tuple[int, bytes]) -> bool:
 
 def _file_chunk_order(file: FileChunk) -> tuple[int, bytes, str]:
     return (file.posted or UNDATED, file.key, file.first_message_id)
+
+
+def _counter_order(file: FileChunk) -> tuple[int, int, bytes, str]:
+    """A file's place in its piece: its date, then its [i/M] number (a tool posts an
+    upload's files in the order of its counter: of a repost's .nfo and the first
+    volume its first post lost, posted in one second, the .nfo first), then as
+    `_file_chunk_order`."""
+    index = -1 if file.index is None else file.index
+    return (file.posted or UNDATED, index, file.key, file.first_message_id)
 
 
 def _piece_order(files: list[FileChunk]) -> tuple[int, int, bytes, str]:
