@@ -386,6 +386,42 @@ def test_a_releases_passes_start_where_release_pass_starts_finds_them(
     assert list(COMPILED_FILES.sorted_articles(arrays)) == articles
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    # Small releases: a one-segment .nfo or .sfv and a file or two of a few segments,
+    # posted once or again after a pause (too few numbers come again for a pass).
+    files=st.lists(st.lists(st.integers(1, 3), min_size=1, max_size=4), min_size=1, max_size=3),
+    gaps=st.lists(st.sampled_from([1, 5, 40, 1000, 1001, 6000]), min_size=12, max_size=12),
+    seed=st.randoms(use_true_random=False),
+    cut=st.booleans(),
+)
+def test_a_small_releases_cuts_are_where_release_pass_starts_finds_them(
+    files: list[list[int]], gaps: list[int], seed: random.Random, cut: bool
+) -> None:
+    # The compiled twin of the cuts of a release too few of whose numbers come again
+    # for a pass (reposts.gap_cuts and reposts.resumed), against the pure one.
+    count = sum(len(numbers) for numbers in files)
+    articles = list(accumulate(gaps[:count], initial=10**6))[1:]
+    owners = [at for at, numbers in enumerate(files) for _ in numbers]
+    seed.shuffle(owners)
+    given_to: list[list[int]] = [[] for _ in files]
+    for owner, article in zip(owners, articles, strict=True):
+        given_to[owner].append(article)
+    buffers = [
+        _segments(
+            *(
+                (b"%d" % k, a, b"<m%d@x>" % a, b"1")
+                for k, a in zip(numbers, given_to[at], strict=True)
+            )
+        )
+        for at, numbers in enumerate(files)
+    ]
+    assert COMPILED_FILES is not None
+    arrays = [_arrays(b, 3) for b in buffers]
+    expected = release_pass_starts([(_texts(b), 3) for b in buffers], cut=cut)
+    assert COMPILED_FILES.pass_starts(arrays, cut, []) == expected
+
+
 @pytest.mark.parametrize(
     ("segments", "total"),
     [

@@ -162,6 +162,28 @@ def test_an_upload_reposted_twice_after_a_takedown_of_its_volumes_is_three_relea
             )
 
 
+@pytest.mark.parametrize("kept", [".nfo", ".sfv"])
+def test_a_small_upload_whose_first_post_kept_only_its_first_file_is_reposted_apart(
+    kept: str,
+) -> None:
+    """An ebook's upload (a one-segment .nfo or .sfv, then the book) lost the book to a
+    takedown; minutes later its poster posts both again. Only the first file comes
+    again, too few numbers for a pass: the repost is a release of its own all the
+    same, the book in it, not in the first post's."""
+    name = "Author - Title (1999)"
+    files = [(f"{name}{kept}", 1), (f"{name}.epub", 1)]
+    first = upload(BASE, name, files)[:1]
+    again = upload(BASE + 6_000, name, files, tag="again.")
+    releases = merged(index([dated(text) for text in first + again]))
+    by_date = sorted(releases, key=lambda r: r.posted)
+    assert [sorted(segments_of(r)) for r in by_date] == [
+        [files[0][0]],
+        sorted(name for name, _ in files),
+    ]
+    assert all(m.startswith("again.") for mids in segments_of(by_date[1]).values() for m in mids)
+    assert by_date[1].repost_of == by_date[0].key
+
+
 def test_a_post_checks_resend_of_its_first_file_at_its_end_stays_with_it() -> None:
     """A post check re-sends a segment of the first file after the last file, and the
     repost of the upload follows minutes later (a pause): the re-send is the first

@@ -1101,7 +1101,8 @@ def pass_starts(list files, bint cut=True, resets=()):
     cdef Py_ssize_t *rank_of = NULL  # by key below `base`: its rank among the distinct keys
     cdef Py_ssize_t *owner = NULL  # each segment's file (by its place before the sort)
     cdef Py_ssize_t *order = NULL  # by file: its place in the pass's order (`_went_back`)
-    cdef Py_ssize_t file_count = len(files), passed = 0, start
+    cdef Py_ssize_t file_count = len(files), passed = 0, start, latest_new
+    cdef Py_ssize_t *first_at = NULL  # by rank: each number's first place (reposts.resumed)
     cdef list found = []
     cdef list places = []  # where passes start and cuts fall (as reposts.pass_starts, but 0)
     for f in files:
@@ -1158,14 +1159,6 @@ def pass_starts(list files, bint cut=True, resets=()):
         for i in range(1, n):
             gaps[i - 1] = posted[i].article - posted[i - 1].article
         wide = _wide_of(gaps, n - 1) if cut else UNREACHABLE
-        least = min(_RUN, distinct)
-        if least < _SMALL_PASS or n - distinct < least:
-            # Too few numbers come again for a pass to start: only pauses cut
-            # (reposts.gap_cuts).
-            for i in range(1, n):
-                if gaps[i - 1] > wide:
-                    found.append(posted[i].article)
-            return found
         for i in range(n):
             if rank_of != NULL:
                 ranks[i] = rank_of[keys[posted[i].at]]
@@ -1178,6 +1171,31 @@ def pass_starts(list files, bint cut=True, resets=()):
                 else:
                     hi = mid
             ranks[i] = lo
+        least = min(_RUN, distinct)
+        if least < _SMALL_PASS or n - distinct < least:
+            # Too few numbers come again for a pass to start: only pauses cut
+            # (reposts.gap_cuts), and where a repost's first file comes again before
+            # numbers new to the release (reposts.resumed).
+            if not cut:
+                return found
+            first_at = <Py_ssize_t *>PyMem_Malloc(distinct * sizeof(Py_ssize_t))
+            if first_at == NULL:
+                raise MemoryError()
+            for i in range(distinct):
+                first_at[i] = n
+            latest_new = 0
+            for i in range(n):
+                if first_at[ranks[i]] == n:
+                    first_at[ranks[i]] = i
+                    latest_new = i
+            for i in range(1, n):
+                if posted[i].article - posted[i - 1].article > wide or (
+                    i < latest_new
+                    and posted[i].article - posted[i - 1].article > _MIN_GAP
+                    and first_at[ranks[i]] < i
+                ):
+                    found.append(posted[i].article)
+            return found
         # reposts.pass_starts, in article order.
         for at in range(n):
             if at and gaps[at - 1] > wide and last_start != at:
@@ -1230,6 +1248,7 @@ def pass_starts(list files, bint cut=True, resets=()):
         PyMem_Free(posted)
         PyMem_Free(owner)
         PyMem_Free(order)
+        PyMem_Free(first_at)
 
 
 cdef Py_ssize_t _started(

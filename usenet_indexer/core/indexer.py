@@ -90,6 +90,7 @@ from usenet_indexer.core.reposts import (
     repost_key,
     restart_cuts,
     restarts,
+    resumed,
     starts_over,
     wide_gap,
 )
@@ -1272,18 +1273,20 @@ def release_pass_starts(
         base += total + 1
     distinct = len(set(numbers))
     least = min(RUN, distinct)
-    if least < SMALL_PASS or len(numbers) - distinct < least:
-        # Too few numbers come again for a pass to start (pass_starts): only pauses cut.
-        if not cut:
-            return []
-        articles.sort()
-        return [articles[at] for at in gap_cuts(articles)]
+    # Too few numbers come again for a pass to start (pass_starts): only pauses cut,
+    # and a repost's first file posted again before files new to the release.
+    too_few = least < SMALL_PASS or len(numbers) - distinct < least
+    if too_few and not cut:
+        return []
     # In article order (one sort of positions, not of pairs).
     order = sorted(range(len(articles)), key=articles.__getitem__)
     if len(order) > 1:
         pick = itemgetter(*order)
         articles, numbers = list(pick(articles)), list(pick(numbers))
         owners = list(pick(owners))
+    if too_few:
+        cuts = sorted({*gap_cuts(articles), *resumed(numbers, articles)})
+        return [articles[at] for at in cuts]
     starts = pass_starts(numbers, articles, cut=cut, resets=frozenset(resets), files=owners)
     return [articles[at] for at in starts[1:]]
 

@@ -30,7 +30,10 @@ file's numbers start over (`restarts`: a repost that follows at once), and,
 in a release whose files repeat numbers, where `RUN` segments in a row
 repeat, or back where the files are posted again from the first
 (`pass_starts`, `_went_back`: a repost soon after a takedown first posts
-what the takedown took, new to the first post). Piece n of a release goes in a release chunk of its own, under
+what the takedown took, new to the first post), and, where too few numbers come again
+for a pass, after a pause at a number that comes again before numbers new
+to the release (`resumed`: a small upload's .nfo, all a takedown left of
+its first post, posted again first in its repost). Piece n of a release goes in a release chunk of its own, under
 `repost_key` applied n times to the release key (the same file keys; a
 batch holds one chunk per key). A cut too many costs a chunk: the merge
 joins pieces that post nothing again.
@@ -208,6 +211,31 @@ def gap_cuts(articles: Sequence[int]) -> list[int]:
     if not gaps or max(gaps) <= wide:
         return []  # (most releases: no gap to look for one by one)
     return [at for at, gap in enumerate(gaps, 1) if gap > wide]
+
+
+def resumed(numbers: Sequence[int], articles: Sequence[int]) -> list[int]:
+    """Where a release too few of whose numbers come again for a pass to start is cut
+    besides its pauses (`gap_cuts`): after each gap wider than `MIN_GAP` articles at a
+    number that comes again, when numbers new to the release come after it (positions).
+
+    A takedown can leave of a small upload its .nfo (or .sfv) alone, and its repost
+    posts that again first, then the files the first post lost: one number again,
+    too few for a pass; a post check's re-send of the .nfo comes alone, with no new
+    number after it.
+
+    Args:
+        numbers: the release's segment numbers (its files' apart) in article order.
+        articles: their article numbers, ascending.
+    """
+    first: dict[int, int] = {}
+    for at, number in enumerate(numbers):
+        first.setdefault(number, at)
+    latest_new = max(first.values(), default=0)  # the last number new to the release
+    return [
+        at
+        for at in range(1, latest_new)
+        if articles[at] - articles[at - 1] > MIN_GAP and first[numbers[at]] < at
+    ]
 
 
 def _median_wide(articles: Sequence[int]) -> int:
