@@ -30,11 +30,12 @@ file's numbers start over (`restarts`: a repost that follows at once), and,
 in a release whose files repeat numbers, where `RUN` segments in a row
 repeat, or back where the files are posted again from the first
 (`pass_starts`, `_went_back`: a repost soon after a takedown first posts
-what the takedown took, new to the first post), and, where too few numbers come again
-for a pass, after a pause at a number that comes again before numbers new
-to the release (`resumed`: a small upload's .nfo, all a takedown left of
-its first post, posted again first in its repost). Piece n of a release goes in a release chunk of its own, under
-`repost_key` applied n times to the release key (the same file keys; a
+what the takedown took, new to the first post), and, where too few
+numbers come again for a pass, after a pause at a number that comes again
+before numbers new to the release (`resumed`: a small upload's .nfo, all a
+takedown left of its first post, posted again first in its repost). Piece
+n of a release goes in a release chunk of its own, under `repost_key`
+applied n times to the release key (the same file keys; a
 batch holds one chunk per key). A cut too many costs a chunk: the merge
 joins pieces that post nothing again.
 
@@ -185,7 +186,7 @@ def _went_back(files: Sequence[int], passed: int, start: int) -> int:
     and its repeats start `RUN` segments later (a volume's first segments,
     the next volume's). The pass before ended with its later files; what
     comes between them and the repeats is the repost's. A post check's
-    re-sends after the last file has nothing of earlier files just before
+    re-sends after the last file have nothing of earlier files just before
     them, and an upload's own first post reaches back to `passed`: neither moves.
     """
     order: dict[int, int] = {}
