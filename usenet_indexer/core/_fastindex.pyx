@@ -7,7 +7,7 @@ This is the compiled twin of `RangeIndexer._scan` with `_add_segment`'s
 opening of a file, and of take()'s conversion of a release's files
 (core/indexer.py: `_OpenFile.lists` and `_file_chunks`' checks,
 `reposts.pauses`, `reposts.restarts`, `release_pass_starts` with
-`reposts.pass_starts` and `reposts.gap_cuts`, `_pieces`), the deliberate
+`reposts.pass_starts`, `reposts.gap_cuts` and `reposts.resumed`, `_pieces`), the deliberate
 oracle pairs: the pure-Python code stays as the reference and the
 fallback, and tests/test_fastindex.py checks that both give the same
 batches, byte for byte, on every generator profile, the real corpus and
