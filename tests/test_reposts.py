@@ -588,6 +588,42 @@ def test_an_album_reposted_after_a_takedown_is_two_whole_releases() -> None:
         assert releases[1].complete == 1.0
 
 
+def test_an_album_reposted_soon_after_a_takedown_of_tracks_first_segments_is_two_releases() -> None:
+    """Tracks of eight segments, each a release key of its own, posted over several
+    connections (a little out of order, as Nyuu posts them); a takedown took segments of
+    two tracks, and the poster posts the album again minutes later. In the repost, a
+    track's lost segments come among its first, before three of its repeats in a row:
+    each track's repost is the repost's all the same, not the first post's lost
+    segments (its key's repeats start its pass after the upload's repost began)."""
+    tracks = [(f"{n:02}-artist-track_{n}.flac", 8) for n in range(1, 5)]
+    files = [("Artist-Album-(CAT7)-WEB-2021-GRP.nfo", 1), *tracks,
+             ("Artist-Album-(CAT7)-WEB-2021-GRP.par2", 1)]  # fmt: skip
+    # The order each post sends a file's segments in, by [i/M] (the rest in order).
+    first_order = {2: [4, 1, 3, 6, 7], 4: [4, 8, 5, 6]}  # the others taken down
+    again_order = {2: [2, 4, 3, 1, 7, 5, 8, 6], 4: [4, 1, 2, 3, 7, 6, 5, 8]}
+
+    def post(tag: str, order: dict[int, list[int]]) -> list[str]:
+        texts = []
+        for i, (name, total) in enumerate(files, start=1):
+            for k in order.get(i, range(1, total + 1)):
+                subject = f'[{i:02}/{len(files)}] "{name}" ({k}/{total})'
+                texts.append(line(BASE, subject, f"{tag}{i}.{k}@ngPost", poster=NGPOST_FROM))
+        return texts
+
+    first = in_flight(post("", first_order), every=20)
+    again = in_flight(post("again.", again_order), every=20)
+    again = [f"{int(t.split(chr(9), 1)[0]) + 20 * len(first) + 4_000}\t{t.split(chr(9), 1)[1]}"
+             for t in again]  # fmt: skip
+    for every in (None, 100):
+        lines = [dated(text) for text in first + again]
+        releases = sorted(merged(index(lines, batch_every=every)), key=lambda r: r.posted)
+        assert len(releases) == 2
+        for release, tag in zip(releases, ("", "again."), strict=True):
+            ids = [m for mids in segments_of(release).values() for m in mids]
+            assert all(m.startswith("again.") == bool(tag) for m in ids)
+        assert releases[1].complete == 1.0
+
+
 def test_an_album_posted_again_and_again_is_one_release_a_post_where_a_batch_cuts_a_track() -> None:
     """ngPost posts an album (tracks of 23 segments, each file a release key of its own)
     and then the same album again and again at once, new message-ids each time; a

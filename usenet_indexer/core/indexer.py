@@ -864,19 +864,20 @@ class RangeIndexer:
         if passes.deferred:
             # Files with repeated numbers: the release's passes, from all its
             # files' segments in article order, then every file split by them.
+            own = _own_starts(
+                sorted(int(article) for text in texts for article in text.articles)
+                if upload_starts
+                else [],
+                upload_starts,
+                lone=_lone(members),
+            )
+            # Where its upload starts a pass, its pass holds nothing yet (`resets`).
+            resets = sorted({*restart_cuts(restarted), *own})
             passes.starts = sorted(
                 {
                     *passes.cuts,
-                    *release_pass_starts(
-                        [(t, m.total) for m, t in pairs], resets=restart_cuts(restarted)
-                    ),
-                    *_own_starts(
-                        sorted(int(article) for text in texts for article in text.articles)
-                        if upload_starts
-                        else [],
-                        upload_starts,
-                        lone=_lone(members),
-                    ),
+                    *release_pass_starts([(t, m.total) for m, t in pairs], resets=resets),
+                    *own,
                 }
             )
             # Looked at (again): the deferred files (all, or those whose numbers
@@ -916,17 +917,13 @@ class RangeIndexer:
         repeats = any(f.repeats for f in files)
         starts = cuts
         if repeats:
-            starts = sorted(
-                {
-                    *cuts,
-                    *compiled.pass_starts(files, True, restart_cuts(restarted)),
-                    *_own_starts(
-                        compiled.sorted_articles(files) if upload_starts else [],
-                        upload_starts,
-                        lone=_lone(members),
-                    ),
-                }
+            own = _own_starts(
+                compiled.sorted_articles(files) if upload_starts else [],
+                upload_starts,
+                lone=_lone(members),
             )
+            resets = sorted({*restart_cuts(restarted), *own})
+            starts = sorted({*cuts, *compiled.pass_starts(files, True, resets), *own})
         if starts and not all(f.ordered for f in files):
             return None  # (lines out of article order: the pure path cuts them as it does)
         dates = self._dates
@@ -1301,7 +1298,9 @@ def _upload_passes(
     keyed apart from its tracks or volumes, come again RUN (or all of a small
     pass) in a row and start a pass there (`release_pass_starts`), while a file
     of a few segments, keyed alone, shows too few repeats for one. Its key is
-    cut where the upload's pass starts (`_release_chunks`): a post check
+    cut where the upload's pass starts (`_release_chunks`), its pass holding
+    nothing there (a pass's `resets`), but at a start inside a pass an earlier
+    one began (`_one_start_a_pass`): a post check
     re-sends a segment within seconds of its post, never across the start of
     its poster's next pass of the same upload. Only keys of one poster whose
     upload has another key in the batch, and whose files hold more segments
@@ -1322,8 +1321,54 @@ def _upload_passes(
             if any(m.count > m.total for m in members):
                 starts.update(_key_pass_starts(members, compiled))
         if starts:
-            found[upload] = sorted(starts)
+            found[upload] = _one_start_a_pass(keys, sorted(starts))
     return found
+
+
+def _one_start_a_pass(keys: list[list[_OpenFile]], starts: list[int]) -> list[int]:
+    """An upload's pass starts (ascending) but those inside a pass that one before them
+    started: going back from one over the segments before it of its file and of files
+    numbered before it ([i/M]: a tool posts in that order) reaches the one before.
+
+    Each of an album's tracks is a key of its own, and each key's repeats start its
+    pass a little after the upload's (a repost after a takedown posts a track's lost
+    segments first, new to it); cut there too, a track's repost lost its first piece
+    to the first post as re-sends.
+    """
+    members = [member for key in keys for member in key]
+    posted = sorted(
+        (article, member.info.file_index)
+        for member in members
+        for article in _article_list(member.lists())
+    )
+    articles = [article for article, _ in posted]
+    numbers = [number for _, number in posted]
+    kept: list[int] = []
+    for start in starts:
+        at = bisect_left(articles, start)
+        if kept and at < len(articles) and articles[at] == start:
+            own = numbers[at]
+            back = at
+            while (
+                own is not None
+                and back
+                and articles[back - 1] >= kept[-1]
+                and (number := numbers[back - 1]) is not None
+                and number <= own
+            ):
+                back -= 1
+            if articles[back] <= kept[-1]:
+                continue  # the pass the start before began goes on
+        kept.append(start)
+    return kept
+
+
+def _article_list(texts: _Texts) -> list[int]:
+    """A file's article numbers as ints, those not plain digits left out."""
+    articles = texts.article_numbers()
+    if articles is None:
+        articles = [int(article) for article in texts.articles if article.isdigit()]
+    return articles
 
 
 def _key_pass_starts(members: list[_OpenFile], compiled: CompiledFiles | None) -> list[int]:
