@@ -334,6 +334,21 @@ def test_a_files_restarts_are_found_as_reposts_restarts_finds_them(
     assert arrays.repeats == (len(set(numbers)) < len(numbers))
 
 
+def _interleaved(
+    files: list[list[int]], gaps: list[int], seed: random.Random
+) -> tuple[list[int], list[list[int]]]:
+    """A release's files' segments interleaved in article order, as they were posted: the
+    article numbers (the gaps between them from `gaps`, again and again), and each file's."""
+    count = sum(map(len, files))
+    articles = list(accumulate((gaps * (count // len(gaps) + 1))[:count], initial=10**6))[1:]
+    owners = [at for at, numbers in enumerate(files) for _ in numbers]
+    seed.shuffle(owners)
+    given_to: list[list[int]] = [[] for _ in files]
+    for owner, article in zip(owners, articles, strict=True):
+        given_to[owner].append(article)
+    return articles, given_to
+
+
 @settings(max_examples=300, deadline=None)
 @given(
     # N of 40 to 60, or far above the segments seen (then the distinct numbers are
@@ -357,14 +372,8 @@ def test_a_releases_passes_start_where_release_pass_starts_finds_them(
     cut: bool,
     resets: list[int],
 ) -> None:
-    # The release's files interleaved in article order, as its segments were posted.
-    count = sum(len(numbers) for numbers, _, _ in files)
-    articles = list(accumulate((gaps * (count // len(gaps) + 1))[:count], initial=10**6))[1:]
-    owners = [at for at, (numbers, _, _) in enumerate(files) for _ in numbers]
-    seed.shuffle(owners)
-    given_to: list[list[int]] = [[] for _ in files]
-    for owner, article in zip(owners, articles, strict=True):
-        given_to[owner].append(article)
+    articles, given_to = _interleaved([numbers for numbers, _, _ in files], gaps, seed)
+    count = len(articles)
     buffers = [
         _segments(
             *(
@@ -400,13 +409,7 @@ def test_a_small_releases_cuts_are_where_release_pass_starts_finds_them(
 ) -> None:
     # The compiled twin of the cuts of a release too few of whose numbers come again
     # for a pass (reposts.gap_cuts and reposts.resumed), against the pure one.
-    count = sum(len(numbers) for numbers in files)
-    articles = list(accumulate(gaps[:count], initial=10**6))[1:]
-    owners = [at for at, numbers in enumerate(files) for _ in numbers]
-    seed.shuffle(owners)
-    given_to: list[list[int]] = [[] for _ in files]
-    for owner, article in zip(owners, articles, strict=True):
-        given_to[owner].append(article)
+    _, given_to = _interleaved(files, gaps, seed)
     buffers = [
         _segments(
             *(
