@@ -1346,12 +1346,11 @@ def _one_start_a_pass(keys: list[list[_OpenFile]], starts: list[int]) -> list[in
     kept: list[int] = []
     for start in starts:
         at = bisect_left(articles, start)
-        if kept and at < len(articles) and articles[at] == start:
-            own = numbers[at]
+        own = numbers[at] if kept and at < len(articles) and articles[at] == start else None
+        if own is not None:
             back = at
             while (
-                own is not None
-                and back
+                back
                 and articles[back - 1] >= kept[-1]
                 and (number := numbers[back - 1]) is not None
                 and number <= own
