@@ -232,6 +232,8 @@ def test_the_timeout_bounds_are_postgresqls(tmp_path: Path, pg_url: str) -> None
         "UIDX_IDLE_IN_TRANSACTION_TIMEOUT_SECONDS": "0.001",
     }
     with open_pool(pg_url, load(env), max_size=1) as pool, pool.connection() as conn:
+        # Read outside a transaction: idle in one for a millisecond ends the session.
+        conn.autocommit = True
         shown = conn.execute(
             "SELECT current_setting('statement_timeout'),"
             " current_setting('idle_in_transaction_session_timeout')"

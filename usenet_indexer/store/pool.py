@@ -31,6 +31,9 @@ def open_pool(url: str, settings: Settings, *, max_size: int = POOL_MAX) -> Conn
     idle_ms = int(settings.idle_in_transaction_timeout_seconds * 1000)
 
     def configure(conn: psycopg.Connection[tuple[object, ...]]) -> None:
+        # Outside a transaction: between two SETs of one transaction the session
+        # is idle in it, and a short idle timeout ended it there under load.
+        conn.autocommit = True
         conn.execute(f"SET statement_timeout = {statement_ms}")
         conn.execute(f"SET idle_in_transaction_session_timeout = {idle_ms}")
         # Plan each statement for its own parameters. psycopg prepares a statement
@@ -46,7 +49,7 @@ def open_pool(url: str, settings: Settings, *, max_size: int = POOL_MAX) -> Conn
         # datetimes of one zone by their wall clocks, an hour off across its
         # autumn change (the catalog's lag, the sweep's pace: helper-104).
         conn.execute("SET TimeZone = 'UTC'")
-        conn.commit()
+        conn.autocommit = False
 
     return ConnectionPool(
         url,
