@@ -457,6 +457,75 @@ def test_newsup_uploads_minutes_apart_keep_their_par2_sets() -> None:
         assert sorted(len(r.files) for r in releases) == [5, 5]
 
 
+def started_while(one: list[str], two: list[str], after: int) -> list[str]:
+    """`two` begun `after` lines into `one` (two uploads at once over one server's
+    connections), their lines alternating from there; a line a second, ten article
+    numbers apart."""
+    order = one[:after] + [
+        text for pair in itertools.zip_longest(one[after:], two) for text in pair if text
+    ]
+    return [dated(f"{BASE + 10 * at}\t{text.split(chr(9), 1)[1]}") for at, text in enumerate(order)]
+
+
+def test_newsup_uploads_of_one_m_posted_at_once_are_two_releases() -> None:
+    """Two NewsUP renamed uploads of ten files each under its default From, the second
+    begun while the first posts its first renamed volume (lib/NewsUP/Utils.pm
+    `_obfuscate_files`; each posts its par2 set, then `rename.with.this.par2`, then the
+    volumes, in the order of its counter). The first's par2 set is named with letters
+    only (a key of its own), the second's with digits too: it comes under the key of
+    the first's renamed volumes (poster and M), numbered [1/10] to [6/10] sixteen
+    seconds after the first's [7/10] began. A tool posts in the order of its counter:
+    numbers that start over below a generation's and go on to one of its numbers again
+    are another upload's, not files it lost, even seconds after it."""
+    # (A batch cut inside the first's [7/10], the second's files between its chunks,
+    # still splits it: cut every 40 lines, into three releases.)
+    for every in (None, 150, 300):
+        releases = merged(index(newsup_uploads_at_once(), batch_every=every))
+        ids = sorted(
+            sorted({m[:1] for mids in segments_of(r).values() for m in mids}) for r in releases
+        )
+        assert ids == [["a"], ["b"]], every
+        assert sorted(len(r.files) for r in releases) == [10, 10]
+
+
+def newsup_uploads_at_once() -> list[str]:
+    """The lines of `test_newsup_uploads_of_one_m_posted_at_once_are_two_releases`."""
+    one = newsup_upload(
+        BASE,
+        [
+            ("NzvUcpgSGKGD.par2", 1),
+            ("NzvUcpgSGKGD.vol00+01.par2", 1),
+            ("NzvUcpgSGKGD.vol01+02.par2", 2),
+            ("NzvUcpgSGKGD.vol03+04.par2", 4),
+            ("NzvUcpgSGKGD.vol07+02.par2", 2),
+            ("rename.with.this.par2", 1),
+            ("rc5P2mso2C75", 50),
+            ("x66GDPINAfml", 50),
+            ("iR654QuH31La", 50),
+            ("adCtbdqwHh0J", 14),
+        ],
+        "a",
+    )
+    two = newsup_upload(
+        BASE,
+        [
+            ("lr9S8XY5VmkA.par2", 1),
+            ("lr9S8XY5VmkA.vol00+01.par2", 1),
+            ("lr9S8XY5VmkA.vol01+02.par2", 2),
+            ("lr9S8XY5VmkA.vol03+04.par2", 4),
+            ("lr9S8XY5VmkA.vol07+08.par2", 8),
+            ("lr9S8XY5VmkA.vol15+09.par2", 9),
+            ("rename.with.this.par2", 1),
+            ("VshbUEMk9uku", 100),
+            ("nHxbRsHAhnmC", 100),
+            ("1VDhYp9wq0Ok", 70),
+        ],
+        "b",
+    )
+    # The second's [1/10] sixteen seconds after the first's [7/10] began.
+    return started_while(one, two, after=10 + 1 + 16)
+
+
 POSTER = "Lisa <lisa@JBinUp.local>"
 
 

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import builtins
 from bisect import bisect_right
-from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Container, Iterable, Iterator, Mapping, Sequence
 from itertools import chain, repeat
 from operator import attrgetter, itemgetter
 from typing import Any, overload
@@ -89,6 +89,14 @@ APART_SECONDS = 60 * 60
 # a tool posts in the order of its file counter, a few seconds out of order over many
 # connections at most. Without such a repeat it fills the generation in.
 COUNTER_PAUSE_SECONDS = 120
+
+# Or posted more than this after them and beginning a run of numbers below theirs, in
+# the order of the counter, that goes on to one of their numbers (`_starts_over`):
+# an upload's files started over (two uploads of one M at once under a tool's From,
+# whose random names are one key: the second's [1/M] came seconds after the first's
+# last volume began). Out of order over many connections, a file starts seconds late
+# but begins no such run.
+RESTART_SECONDS = 10
 
 # A post check re-sends what it found missing within minutes of the post
 # (`_resends_then_more`: Nyuu checks after seconds and retries; PowerPost's AutoRetry).
@@ -949,8 +957,13 @@ def _split(chain: list[_Entry], pins: Pins = ()) -> list[_Release]:
                     and indexes[g]
                     and file.index < min(indexes[g])
                     and file.posted
-                    and posted - max(latest[g], placed_latest.get(g, 0)) > COUNTER_PAUSE_SECONDS
-                    and _repeats_next(numbered, posted, file.index, indexes[g])
+                    and _another_post(
+                        numbered,
+                        posted,
+                        file.index,
+                        indexes[g],
+                        posted - max(latest[g], placed_latest.get(g, 0)),
+                    )
                 )
                 and (
                     not shared
@@ -1442,10 +1455,9 @@ def _only_generation(entry: _Entry) -> _Release | None:
 
 
 def _counter_restarts(files: Iterable[_File]) -> bool:
-    """Whether, in order of date, a file is numbered before every file posted before it,
-    came more than `COUNTER_PAUSE_SECONDS` after them and the next file posted repeats
-    one of their numbers (`_split` starts another generation for it: another post's
-    first file)."""
+    """Whether, in order of date, a file is numbered before every file posted before it
+    and is another post's first (`_another_post`: `_split` starts another generation
+    for it)."""
     dated = sorted((f.posted, f.index) for f in files if f.posted and f.index is not None)
     lowest, latest = None, 0
     seen: set[int] = set()
@@ -1453,8 +1465,7 @@ def _counter_restarts(files: Iterable[_File]) -> bool:
         if (
             lowest is not None
             and index < lowest
-            and posted - latest > COUNTER_PAUSE_SECONDS
-            and _repeats_next(dated, posted, index, seen)
+            and _another_post(dated, posted, index, seen, posted - latest)
         ):
             return True
         lowest = index if lowest is None else min(lowest, index)
@@ -1474,6 +1485,44 @@ def _repeats_next(
     return (
         at < len(numbered) and numbered[at][0] - posted <= APART_SECONDS and numbered[at][1] in held
     )
+
+
+def _another_post(
+    numbered: Sequence[tuple[int, int]],
+    posted: int,
+    index: int,
+    held: Collection[int],
+    pause: int,
+) -> bool:
+    """Whether file `index`, numbered before every number `held` (a generation's) and
+    posted at `posted`, `pause` seconds after the latest of those files, is another
+    post's first file: after COUNTER_PAUSE_SECONDS followed next by one of their
+    numbers (`_repeats_next`), after RESTART_SECONDS beginning a run of lower numbers
+    that goes on to one of theirs (`_starts_over`). `numbered`: every numbered file's
+    date and [i/M] number, in order."""
+    return (pause > COUNTER_PAUSE_SECONDS and _repeats_next(numbered, posted, index, held)) or (
+        pause > RESTART_SECONDS and _starts_over(numbered, posted, index, held)
+    )
+
+
+def _starts_over(
+    numbered: Sequence[tuple[int, int]], posted: int, index: int, held: Collection[int]
+) -> bool:
+    """Whether file `index` posted at `posted` (`numbered`: as `_repeats_next` has them)
+    begins a run of numbers below those `held`, in counter order, that goes on to one of
+    them: an upload's files starting over, not files a generation lost."""
+    at = bisect_right(numbered, (posted, index))
+    low = min(held)
+    last = index
+    while at < len(numbered) and numbered[at][0] - posted <= APART_SECONDS:
+        number = numbered[at][1]
+        if number in held:
+            return True
+        if number <= last or number >= low:
+            return False  # out of counter order, or a number new to the generation
+        last = number
+        at += 1
+    return False
 
 
 def _one_upload(held: str, name: str) -> bool:
