@@ -363,15 +363,18 @@ class Machines:
 
     async def kill_prefetcher(self) -> None:
         victim, beside = self.prefetchers[0], self.prefetchers[1:]
-        # Once both landed a chunk (they are past their start), while it holds claims.
+        # Once both landed a chunk (they are past their start), while it holds claims:
+        # killed as soon as a look saw them (looked at again, they were gone once, a
+        # chunk landed between the two looks, and the run stopped).
+        claims = 0
 
         async def ready() -> bool:
+            nonlocal claims
             landed = all(_landed(child.log) for child in self.prefetchers)
-            return landed and bool(await self.claims_of(victim))
+            claims = await self.claims_of(victim) if landed else 0
+            return bool(claims)
 
-        await _poll(ready, FAULT_WAIT_SECONDS)
-        claims = await self.claims_of(victim)
-        if not (victim.running and claims):
+        if not (await _poll(ready, FAULT_WAIT_SECONDS) and victim.running):
             raise SystemExit("chaos: the prefetcher to kill held no claim (or had exited)")
         await victim.kill()
         self.killed.append(victim)
