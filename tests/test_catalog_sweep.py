@@ -400,7 +400,7 @@ def a_repost_a_day_later() -> tuple[list[list[str]], list[int]]:
     # t+40m stays apart (index 2 is G2's). A day later O's file 2 is posted again:
     # t+20m's 2 is now a file posted again later, so it stays in the first generation,
     # G2 = {7} alone, and F joins it. (With no file 1 at t, the 2 minutes after a
-    # generation of 7 alone, a 7 next, is a repost's first file: merge.COUNTER_PAUSE_SECONDS.) The repost's build looks around O's fresh run only
+    # generation of 7 alone, a 7 next, is a repost's first file: merge.RESTART_SECONDS.) The repost's build looks around O's fresh run only
     # (a tool's From), not around t: no window or row finds F.
     poster = "NewsUP <NewsUP@somewhere.cbr>"
     t = START + 3 * DAY

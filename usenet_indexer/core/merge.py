@@ -84,18 +84,15 @@ Pins = tuple[tuple[str, bytes], ...]
 # a file posted for most of one.
 APART_SECONDS = 60 * 60
 
-# A file numbered before a generation's files and posted this long after them, when
-# the next file posted repeats one of theirs, is another post's first file (`_split`):
-# a tool posts in the order of its file counter, a few seconds out of order over many
-# connections at most. Without such a repeat it fills the generation in.
-COUNTER_PAUSE_SECONDS = 120
-
-# Or posted more than this after them and beginning a run of numbers below theirs, in
-# the order of the counter, that goes on to one of their numbers (`_starts_over`):
-# an upload's files started over (two uploads of one M at once under a tool's From,
-# whose random names are one key: the second's [1/M] came seconds after the first's
-# last volume began). Out of order over many connections, a file starts seconds late
-# but begins no such run.
+# A file numbered before a generation's files, posted more than this after them, that
+# begins a run of numbers below theirs in the order of the counter going on to one of
+# theirs (or is followed by one of theirs at once) is another post's first file
+# (`_another_post`, `_split`): a tool posts in the order of its file counter, a few
+# seconds out of order over many connections at most, and starts over only in another
+# post (a repost of an upload whose first post lost its first file; two uploads of one
+# M at once under a tool's From, whose random names are one key: the second's [1/M]
+# came seconds after the first's last volume began). Without such a run it fills the
+# generation in.
 RESTART_SECONDS = 10
 
 # A post check re-sends what it found missing within minutes of the post
@@ -902,7 +899,7 @@ def _split(chain: list[_Entry], pins: Pins = ()) -> list[_Release]:
     m_of = {number: got[3] for entry in chain for number, got in entry.fields.items()}
     shared = base.poster.strip().lower() in TOOL_FROMS
     reposted = _Reposted(chain)
-    # Every numbered file's date and [i/M] number, in order of date (`_repeats_next`).
+    # Every numbered file's date and [i/M] number, in order of date (`_another_post`).
     numbered = sorted(
         (f.posted, f.index)
         for fs in pieces.values()
@@ -1474,19 +1471,6 @@ def _counter_restarts(files: Iterable[_File]) -> bool:
     return False
 
 
-def _repeats_next(
-    numbered: Sequence[tuple[int, int]], posted: int, index: int, held: Container[int]
-) -> bool:
-    """Whether the numbered file posted next after file `index` posted at `posted`
-    (`numbered`: dates and [i/M] numbers in order; of one second, in the order of the
-    counter, as a tool posts them), within APART_SECONDS, has a number in `held`: a
-    repost going on after its first file, not a part filled in."""
-    at = bisect_right(numbered, (posted, index))
-    return (
-        at < len(numbered) and numbered[at][0] - posted <= APART_SECONDS and numbered[at][1] in held
-    )
-
-
 def _another_post(
     numbered: Sequence[tuple[int, int]],
     posted: int,
@@ -1496,21 +1480,12 @@ def _another_post(
 ) -> bool:
     """Whether file `index`, numbered before every number `held` (a generation's) and
     posted at `posted`, `pause` seconds after the latest of those files, is another
-    post's first file: after COUNTER_PAUSE_SECONDS followed next by one of their
-    numbers (`_repeats_next`), after RESTART_SECONDS beginning a run of lower numbers
-    that goes on to one of theirs (`_starts_over`). `numbered`: every numbered file's
-    date and [i/M] number, in order."""
-    return (pause > COUNTER_PAUSE_SECONDS and _repeats_next(numbered, posted, index, held)) or (
-        pause > RESTART_SECONDS and _starts_over(numbered, posted, index, held)
-    )
-
-
-def _starts_over(
-    numbered: Sequence[tuple[int, int]], posted: int, index: int, held: Collection[int]
-) -> bool:
-    """Whether file `index` posted at `posted` (`numbered`: as `_repeats_next` has them)
-    begins a run of numbers below those `held`, in counter order, that goes on to one of
-    them: an upload's files starting over, not files a generation lost."""
+    post's first file: more than RESTART_SECONDS after them, it begins a run of numbers
+    below theirs, in counter order, that goes on to one of theirs within APART_SECONDS.
+    `numbered`: every numbered file's date and [i/M] number, in order of date (of one
+    second, in the order of the counter, as a tool posts them)."""
+    if pause <= RESTART_SECONDS:
+        return False
     at = bisect_right(numbered, (posted, index))
     low = min(held)
     last = index
