@@ -429,7 +429,7 @@ def _fill_realistic(conn: psycopg.Connection[Any], releases: int) -> None:
             conn.execute(statement, {"releases": releases})
 
 
-def _plan(stores: Stores, statement: str, params: tuple[object, ...]) -> str:
+def _plan(stores: Stores, statement: str, params: tuple[object, ...] | dict[str, object]) -> str:
     with stores.catalog.pool.connection() as conn:
         cursor = psycopg.ClientCursor(conn)
         rows = cursor.execute("EXPLAIN " + statement, params).fetchall()
@@ -450,6 +450,7 @@ def test_the_build_reads_what_a_batch_touched_through_indexes_on_a_realistic_cat
     posters = [f"poster{n % 3000}" for n in range(1000, releases, 500)]
     lows = [1_700_000_000 + n * 300 - 1800 for n in range(1000, releases, 500)]
     highs = [low + 3600 + 900 for low in lows]
+    scope = {"keys": keys, "lows": lows[:20], "highs": highs[:20]}
     plans = {
         "spans": _plan(stores, sql._SPANS, (keys,)),
         "rows": _plan(stores, sql._ROW_KEYS, (keys,)),
@@ -470,6 +471,9 @@ def test_the_build_reads_what_a_batch_touched_through_indexes_on_a_realistic_cat
             sql._OTHERS_ALBUM_WINDOW_KEYS,
             (["yenc@power-post.org"] * len(lows), [10] * len(lows), lows, highs),
         ),
+        # A pending build's: the rows of a tool's From near its batch only (Scope).
+        "scoped rows": _plan(stores, sql._SCOPED_ROW_KEYS, scope),
+        "row spans": _plan(stores, sql._ROW_SPANS, scope),
         "changed": _plan(stores, sql._CHANGED_OF, (keys,)),
         "fragments": _plan(stores, sql._FRAGMENTS_OF, (keys,)),
         "fragment ids": _plan(stores, sql._FRAGMENT_IDS_OF, (keys,)),
@@ -481,6 +485,14 @@ def test_the_build_reads_what_a_batch_touched_through_indexes_on_a_realistic_cat
         conn.execute("INSERT INTO catalog_new SELECT * FROM catalog ORDER BY id LIMIT 300")
         conn.execute("ANALYZE catalog_new")
         plans["held rows"] = _plan_in(conn, sql._HELD_ROWS, (keys,))
+        # What a pending build made across its scope's edge, and beyond it.
+        conn.execute(sql._CATALOG_OUT_TEMP)
+        conn.execute("INSERT INTO catalog_out SELECT * FROM catalog ORDER BY id DESC LIMIT 30")
+        conn.execute("ANALYZE catalog_out")
+        skipped = {"skipped": [hashlib.md5(str(n).encode()).hexdigest() for n in range(1, 600, 3)]}
+        plans["scoped prune"] = _plan_in(conn, sql._CATALOG_PRUNE_SCOPED, {**scope, **skipped})
+        plans["crossing changed"] = _plan_in(conn, sql._OUT_CHANGED, ())
+        plans["skipped changed"] = _plan_in(conn, sql._SKIPPED_CHANGED, {**scope, **skipped})
     # The batch's keys pending, as a stored batch marks them: which shards they
     # are in, which of them a builder's shards hold, and which have no release.
     with stores.catalog.pool.connection() as conn:
@@ -506,6 +518,11 @@ def test_the_build_reads_what_a_batch_touched_through_indexes_on_a_realistic_cat
     assert "release_times_span" in plans["others album windows"], plans["others album windows"]
     assert "catalog_keys_pkey" in plans["rows"], plans["rows"]
     assert "catalog_pkey" in plans["rows"], plans["rows"]
+    for name in ("scoped rows", "row spans", "scoped prune"):
+        assert "catalog_keys_pkey" in plans[name], (name, plans[name])
+        assert "catalog_pkey" in plans[name], (name, plans[name])
+    assert "catalog_guid_key" in plans["crossing changed"], plans["crossing changed"]
+    assert "catalog_guid_key" in plans["skipped changed"], plans["skipped changed"]
     assert "catalog_guid_key" in plans["held rows"], plans["held rows"]
     assert "hashed SubPlan" in plans["held rows"], plans["held rows"]
 
@@ -553,7 +570,9 @@ def test_the_builds_look_ups_stay_on_their_indexes_when_run_again_and_again(
             assert (generic, custom) == (0, 10), statement
 
 
-def _plan_in(conn: psycopg.Connection[Any], statement: str, params: tuple[object, ...]) -> str:
+def _plan_in(
+    conn: psycopg.Connection[Any], statement: str, params: tuple[object, ...] | dict[str, object]
+) -> str:
     rows = psycopg.ClientCursor(conn).execute("EXPLAIN " + statement, params).fetchall()
     return "\n".join(str(r[0]) for r in rows)
 

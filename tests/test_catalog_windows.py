@@ -702,7 +702,9 @@ NEWSUP = "NewsUP <NewsUP@somewhere.cbr>"
     strict=True,
     reason="known (issue 25): a key that only a tool's From and M make (random names,"
     " NewsUP's fixed rename.with.this.par2) holds every such upload ever stored; a build"
-    " that touches it merges all of them, and every key their rows were made with, again",
+    " reads its rows only near its batch (Scope), but its windows still reach over the"
+    " key's whole run of chunks (uploads less than APART_SECONDS apart: one run), and"
+    " every release of the From in it",
 )
 def test_a_build_of_a_tool_froms_obfuscated_upload_merges_only_the_uploads_near_it(
     stores: Stores,
@@ -717,3 +719,47 @@ def test_a_build_of_a_tool_froms_obfuscated_upload_merges_only_the_uploads_near_
     assert followed == whole
     assert sorted(int(str(row[3])) for row in whole.values()) == [5] * 12
     assert built[-1].keys <= 6, [b.keys for b in built]
+
+
+def test_a_build_of_a_tool_froms_obfuscated_upload_reads_no_row_of_its_other_hours(
+    stores: Stores,
+) -> None:
+    # Twelve NewsUP uploads of one M under its default From, three hours apart, each
+    # stored and built in turn. Their shared key (From and M, random names) has a row
+    # per upload, each naming that upload's par2 key too; a build reads only the rows
+    # near what its batch stored (core/catalog.Scope), so each build merges the two
+    # keys its batch touched, the twelfth as the first, where every earlier upload's
+    # row brought back its par2 key (2, 3, ... 13 keys). Nothing is built twice.
+    parts = [newsup_renamed(n, at=START + 3 * 3600 * n) for n in range(12)]
+    built, followed, whole = builds_and_rows(stores, parts)
+    assert followed == whole
+    assert sorted(int(str(row[3])) for row in whole.values()) == [5] * 12
+    assert [b.keys for b in built] == [2] * 12
+    assert [b.beyond for b in built] == [0] * 12
+
+
+def test_a_fill_of_a_tool_froms_upload_hours_later_is_built_again_with_every_row(
+    stores: Stores,
+) -> None:
+    # The first of twelve NewsUP uploads three hours apart lost a segment of a renamed
+    # file, posted again a day later: that generation gains a chunk 33 hours after its
+    # others, beyond what the fill's build reads (its batch's hours). Made otherwise
+    # than stored, its row is not written from what that build read; its keys are
+    # built again with every row of theirs read, and the catalog is a whole rebuild's.
+    parts = [newsup_renamed(n, at=START + 3 * 3600 * n) for n in range(12)]
+    lost = next(i for i, line in enumerate(parts[0]) if '"Rnd0000xQzPk"' in line)
+    fill = parts[0][lost]
+    parts[0][lost] = fill.replace("(1/1)", "(1/2)")
+    date = START + 33 * 3600
+    parts.append(
+        [
+            fill.replace("(1/1)", "(2/2)")
+            .replace(fill.split("\t")[3], f"<{date}.fill@x.newsup>")
+            .replace(fill.split("\t")[2], formatdate(date))
+        ]
+    )
+    built, followed, whole = builds_and_rows(stores, parts)
+    assert followed == whole
+    assert built[-1].beyond > 0, built[-1]
+    first = min(whole.values(), key=lambda row: int(str(row[6])))
+    assert (first[3], first[7]) == (5, 1.0)  # its five files, the filled one whole again

@@ -289,6 +289,7 @@ def test_each_field_of_an_edges_row_is_checked_and_a_wrong_one_named() -> None:
         posted=1_700_000_000, completion=99.5, season=1, episode=2, probe_candidate=False,
         sources=(b"k" * KEY_BYTES,), changed_at=moment(1_700_000_000_000_000), state="whole",
         ids=MediaIds(tvdb=7), anchor="part1of12.AbC@powerpost2000AA.local",
+        span=(1_700_000_000, 1_700_000_600),
     )  # fmt: skip
     made = Made((row,), (), ())
     assert decode_result(encode_result(BuildResult(made, 0.5, 1.0))).made == made
@@ -304,6 +305,9 @@ def test_each_field_of_an_edges_row_is_checked_and_a_wrong_one_named() -> None:
         (16, [None, 7, None, None], "ids are 5"),
         (17, "a\x00b@c", "anchor message-id is not one"),
         (17, 7, "expected a string, got int"),
+        (18, None, "span has both ends or none"),
+        (19, 1_600_000_000, "span ends before it begins"),
+        (19, "1700000600", "expected an integer, got str"),
     ]
     for at, value, problem in wrong:
         fields = list(document["entries"][0])
@@ -311,7 +315,7 @@ def test_each_field_of_an_edges_row_is_checked_and_a_wrong_one_named() -> None:
         bad = msgpack.packb({**document, "entries": [fields]})
         with pytest.raises(BuildWireError, match=problem):
             decode_result(bad)
-    with pytest.raises(BuildWireError, match="18 fields, not 17"):
+    with pytest.raises(BuildWireError, match="20 fields, not 19"):
         decode_result(msgpack.packb({**document, "entries": [document["entries"][0][:-1]]}))
     for name, value, problem in [
         ("no_album", [b"k"], "a release key is 16 bytes, not 1"),
@@ -364,8 +368,10 @@ _ANY_VALUE = st.one_of(
 @example(replaced={14: 2**63}, ints=[None] * 5)  # a time past the year 9999
 @example(replaced={14: -(2**62)}, ints=[None] * 5)
 @example(replaced={9: 2**64 - 1, 3: 2**40}, ints=[None] * 5)
+@example(replaced={}, ints=[1, 2, 7, 3, None])  # a span that ends before it begins
+@example(replaced={19: True}, ints=[1, 2, 7, 8, None])  # a bool is no date
 @given(
-    replaced=st.dictionaries(st.integers(min_value=0, max_value=17), _ANY_VALUE, max_size=3),
+    replaced=st.dictionaries(st.integers(min_value=0, max_value=19), _ANY_VALUE, max_size=3),
     ints=st.lists(st.one_of(st.none(), st.integers(-(2**40), 2**40)), min_size=5, max_size=5),
 )
 def test_an_edges_rows_are_read_as_the_field_by_field_checks_read_them(
@@ -378,7 +384,7 @@ def test_an_edges_rows_are_read_as_the_field_by_field_checks_read_them(
     fields: list[object] = [
         "g", "Name", "name", 5040, 1 << 33, 12, "a@b", ["alt.binaries.test"], 1_700_000_000,
         99.5, ints[0], ints[1], False, [b"k" * KEY_BYTES], 1_700_000_000_000_000, "whole", ints,
-        "part1of12.AbC@powerpost2000AA.local",
+        "part1of12.AbC@powerpost2000AA.local", ints[2], ints[3],
     ]  # fmt: skip
     for at, value in replaced.items():
         fields[at] = value

@@ -127,6 +127,7 @@ class Taken:
     rounds: int
     more: bool
     again: core.Again = attrs.field(factory=core.Again)
+    scope: core.Scope | None = None
 
 
 @attrs.frozen
@@ -158,6 +159,8 @@ class Built:
         segments: the segments of the chunks merged.
         again: of the keys merged, those beyond the pending ones, by what found them
             (repost chains, catalog rows, posters' windows).
+        beyond: keys pending again for rows of a tool's From made otherwise beyond
+            the build's scope (core/catalog.Scope; `more` then too).
     """
 
     pending: int
@@ -172,6 +175,7 @@ class Built:
     busy: bool = False
     segments: int = 0
     again: core.Again = attrs.field(factory=core.Again)
+    beyond: int = 0
 
 
 @attrs.define(eq=False)
@@ -220,7 +224,7 @@ class CatalogBuild:
                 return Built(0, 0, 0, shown=self.table.show_quiet(quiet_seconds))
             if isinstance(taken, Built):
                 return taken
-            written, segments = self._merged(taken.keys, taken.pending, quiet_seconds)
+            written, segments = self._merged(taken.keys, taken.pending, quiet_seconds, taken.scope)
         built = _built(
             len(taken.pending), len(taken.keys), written, taken.rounds, started, taken.more
         )
@@ -249,10 +253,15 @@ class CatalogBuild:
         return attrs.evolve(built, segments=segments, again=closure.again())
 
     def _merged(
-        self, keys: list[bytes], pending: dict[bytes, int], quiet_seconds: float
+        self,
+        keys: list[bytes],
+        pending: dict[bytes, int],
+        quiet_seconds: float,
+        scope: core.Scope | None = None,
     ) -> tuple[Written, int]:
-        """Merge `keys` again and write what they make (and `pending` as built); what was
-        written, and the segments merged."""
+        """Merge `keys` again and write what they make (and `pending` as built; in
+        `scope`, a pending build's: core/catalog.Scope); what was written, and the
+        segments merged."""
         made = core.Made((), (), ())
         segments = 0
         if keys:
@@ -260,7 +269,7 @@ class CatalogBuild:
             segments = core.segments_of(chunks)
             made = self._made(chunks, keys, pending, self._inputs(keys))
             del chunks
-        return self._write(made, keys, quiet_seconds, pending), segments
+        return self._write(made, keys, quiet_seconds, pending, scope), segments
 
     def _made(
         self,
@@ -310,7 +319,9 @@ class CatalogBuild:
             if not taken.keys:
                 return None
             keys = taken.keys
-            job_id = jobs.reserve(node_id, locks.held, taken.pending, keys, lease_seconds)
+            job_id = jobs.reserve(
+                node_id, locks.held, taken.pending, keys, lease_seconds, taken.scope
+            )
             releases, stored = self.store.packed(keys)
             read = self._inputs(keys)
             logger.info(
@@ -354,11 +365,11 @@ class CatalogBuild:
                 return None  # expired meanwhile
             # Dated as this coordinator's own rows are: an older edge does not.
             made = core.dated_as_seen(made)
-            written = self._write(made, keys, quiet_seconds, dict(job.pending))
+            written = self._write(made, keys, quiet_seconds, dict(job.pending), job.scope)
             if self._found_beyond(made, keys):
                 # The job held what probes found of its keys only: a row under a repost
                 # generation's key they found something for is made again here.
-                written, _ = self._merged(keys, {}, quiet_seconds)
+                written, _ = self._merged(keys, {}, quiet_seconds, job.scope)
         return _built(len(job.pending), len(keys), written, 0, started, False)
 
     def _found_beyond(self, made: core.Made, keys: Sequence[bytes]) -> bool:
@@ -417,7 +428,7 @@ class CatalogBuild:
         pending.update(orphans)
         # What batches stored under them, by date: looked around, not their whole spans.
         fresh = locks.fresh(mine) if mine else {}
-        closure = self.closure(touched, locks, fresh)
+        closure = self.closure(touched, locks, fresh, scoped=True)
         keys = sorted(closure.keys)
         if not self._reach(locks, keys):
             return Built(0, 0, 0, more=True, busy=True)
@@ -429,7 +440,9 @@ class CatalogBuild:
         # Those taken above keep the seq read then: a batch that marked one again
         # since stored chunks the closure may not have looked around (it stays pending).
         unlooked = _take_reached(locks, pending, keys)
-        return Taken(pending, keys, closure.rounds, more or unlooked, closure.again())
+        return Taken(
+            pending, keys, closure.rounds, more or unlooked, closure.again(), closure.scope
+        )
 
     def drain(self, quiet_seconds: float) -> Built:
         """Build pending keys until none are left that another builder does not hold
@@ -485,20 +498,26 @@ class CatalogBuild:
         touched: Sequence[bytes],
         locks: ShardLocks | None = None,
         fresh: Mapping[bytes, tuple[int, int]] | None = None,
+        *,
+        scoped: bool = False,
     ) -> core.Closure:
         """The keys to merge again for `touched` (core/catalog.py), read to its fixpoint
         (on the connection of the build's `locks` when given: a closure asks a look-up
         per step of its keys' repost chains, a dozen or more). `fresh`: of the touched
         keys, the dates of the chunks batches added since their last build (the
-        closure looks around those, `core.Closure`), where known."""
+        closure looks around those, `core.Closure`), where known; `scoped`: a pending
+        build's, which reads the rows of a tool's From in its scope only (`core.Scope`)."""
         table = self.table
-        closure = core.Closure.of(touched, fresh)
+        closure = core.Closure.of(touched, fresh, scoped=scoped)
         while wanted := closure.wanted():
             if wanted.spans:
                 closure.answer(spans=table.spans(wanted.spans, locks))
                 continue
+            if wanted.reach:
+                closure.answer(reach=table.row_spans(wanted.reach, closure.scope, locks))
+                continue
             closure.answer(
-                rows=table.row_keys(wanted.rows, locks) if wanted.rows else set(),
+                rows=table.row_keys(wanted.rows, locks, closure.scope) if wanted.rows else set(),
                 windows=table.window_keys(wanted.windows, locks) if wanted.windows else set(),
             )
         return closure
@@ -542,12 +561,20 @@ class CatalogBuild:
         keys: list[bytes] | None,
         quiet_seconds: float,
         pending: dict[bytes, int],
+        scope: core.Scope | None = None,
     ) -> Written:
         """Write what a build made: no_album marks, more probe candidates, then the rows
-        (and the pending keys taken as built) in one transaction."""
+        (and the pending keys taken as built) in one transaction; in `scope`, a pending
+        build's (core/catalog.Scope)."""
         self.table.mark_no_album(made.no_album)
         self.probes.add_more(made.probes)
-        written = self.table.write(made.entries, quiet_seconds, pending, keys)
+        written = self.table.write(made.entries, quiet_seconds, pending, keys, scope)
+        if written.beyond:
+            logger.info(
+                "catalog build: rows of a tool's From made otherwise beyond the build's"
+                " dates; their %d keys are built again, every row of theirs read",
+                written.beyond,
+            )
         if written.held:
             # An edge's row under another release's guid, or a closure that did not
             # reach every key of a row it made again: that row is not written over.
@@ -601,6 +628,7 @@ def _check(job: Job, made: core.Made) -> None:
             _int4(e.category) and _int4(e.files) and _int4(e.season) and _int4(e.episode)
             and (e.ids is NO_IDS or all(map(_int4, _IDS(e.ids))))
             and _INT8[0] <= e.size <= _INT8[1] and _INT8[0] <= e.posted <= _INT8[1]
+            and (e.span is None or _INT8[0] <= e.span[0] <= e.span[1] <= _INT8[1])
         ):  # fmt: skip
             raise NotTheJobs(f"row {e.guid[:40]!r}: a number out of its column's range")
         if not 0.0 <= e.completion <= 1.0:  # a fraction (merge.CatalogRelease.complete); NaN too
@@ -626,6 +654,7 @@ def summed(builds: Sequence[Built]) -> Built:
         more=bool(builds) and builds[-1].more,
         busy=bool(builds) and builds[-1].busy,
         segments=sum(b.segments for b in builds),
+        beyond=sum(b.beyond for b in builds),
         again=core.Again(
             chains=sum(b.again.chains for b in builds),
             rows=sum(b.again.rows for b in builds),
@@ -646,5 +675,6 @@ def _built(
         shown=written.shown,
         rounds=rounds,
         cpu_s=time.thread_time() - started,
-        more=more,
+        more=more or bool(written.beyond),
+        beyond=written.beyond,
     )

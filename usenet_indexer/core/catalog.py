@@ -82,6 +82,7 @@ from __future__ import annotations
 
 import operator
 import re
+from bisect import bisect_right
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence, Set
 from datetime import datetime
 from typing import Any
@@ -293,6 +294,20 @@ class CatalogEntry:
     state: str  # completion.State's value: whole, repairable or broken
     ids: MediaIds = NO_IDS  # what its NFO named (a show's TMDB id is not kept)
     anchor: str = ""  # the message-id its guid was made of (merge.Pins)
+    # Its file chunks' earliest and latest date where its poster is a posting tool's
+    # From and every chunk is dated, else None: what a pending build's `Scope` holds it by
+    # (None: read and written by every build of its keys).
+    span: tuple[int, int] | None = None
+
+
+def row_span(release: CatalogRelease) -> tuple[int, int] | None:
+    """A release's row's `CatalogEntry.span`: its file chunks' earliest and latest date
+    (`CatalogRelease.dates`: a file posted over hours spans them all) under a posting
+    tool's From, every chunk dated; else None."""
+    if release.poster.strip().lower() not in TOOL_FROMS:
+        return None
+    low, high = release.dates
+    return None if low <= 0 else (low, high)
 
 
 @attrs.define(eq=False)
@@ -439,6 +454,7 @@ def _entry(
         ).state.value,
         ids=_ids(release, found),
         anchor=release.anchor,
+        span=row_span(release),
     )
 
 
@@ -597,6 +613,84 @@ class Span:
         return _runs(times)
 
 
+# How far around what batches stored under its touched keys a pending build reads the
+# rows of a posting tool's From (`Scope`): the generation a fresh file joins there
+# ends within APART_SECONDS of it, and link joins a part within TOGETHER_SECONDS of
+# its first run.
+SCOPE_MARGIN_SECONDS = APART_SECONDS + TOGETHER_SECONDS
+
+
+@attrs.frozen
+class Scope:
+    """The dates a pending build reads, writes and deletes the rows of a posting tool's
+    From in (rows with a `CatalogEntry.span`; any other row is read and written
+    whatever the scope): disjoint closed spans, in order.
+
+    A key such a From's uploads share (random names keyed by poster and M) has a
+    row per upload of that From and M ever stored, each naming the keys its upload
+    was made with: read whole, the rows made a build of a busy From's newest upload
+    cost as much as that From's history (issue 25). A pending build reads them only
+    within SCOPE_MARGIN_SECONDS of what batches stored under its touched keys (their
+    whole span where `_since` looks around them whole), and writes what its merge
+    makes so (store/catalog.py's `CatalogTable.write`):
+
+    - a row whose span the scope holds, as always: every stored row sharing a
+      file with it lies in the scope at that file's date, so was read, and the
+      keys it was made with were merged;
+    - any other row of a tool's From is compared with the row stored under its
+      guid: the same, nothing to do; else (it gained files from far away, a fill
+      of an old upload) its keys are marked pending again without fresh dates,
+      so that their next build reads all their rows, as for a row held for keys
+      beside the build's;
+    - a stored row no longer made is deleted only where the scope meets its span.
+    """
+
+    spans: tuple[tuple[int, int], ...] = ()
+
+    @classmethod
+    def of(cls, spans: Iterable[tuple[int, int]]) -> Scope:
+        """The scope of `spans` (closed, in any order): those that overlap or touch joined."""
+        joined: list[tuple[int, int]] = []
+        for low, high in sorted(spans):
+            if joined and low <= joined[-1][1] + 1:
+                if high > joined[-1][1]:
+                    joined[-1] = (joined[-1][0], high)
+                continue
+            joined.append((low, high))
+        return cls(tuple(joined))
+
+    def holds(self, span: tuple[int, int] | None) -> bool:
+        """Whether `span` lies within the scope (None: a row every build writes)."""
+        if span is None:
+            return True
+        low, high = span
+        at = bisect_right(self.spans, (low, _BIGINT_MAX)) - 1
+        return at >= 0 and self.spans[at][1] >= high
+
+    def meets(self, span: tuple[int, int]) -> bool:
+        """Whether `span` shares a date with the scope."""
+        low, high = span
+        at = bisect_right(self.spans, (high, _BIGINT_MAX)) - 1
+        return at >= 0 and self.spans[at][1] >= low
+
+    @property
+    def lows(self) -> list[int]:
+        return [low for low, _ in self.spans]
+
+    @property
+    def highs(self) -> list[int]:
+        return [high for _, high in self.spans]
+
+
+def _margined(low: int, high: int | None) -> tuple[int, int]:
+    """A key's dates widened by SCOPE_MARGIN_SECONDS, within PostgreSQL's bigint (None:
+    open-ended)."""
+    return (
+        max(low - SCOPE_MARGIN_SECONDS, _BIGINT_MIN),
+        _BIGINT_MAX if high is None else min(high + SCOPE_MARGIN_SECONDS, _BIGINT_MAX),
+    )
+
+
 @attrs.frozen
 class Window:
     """A poster's releases whose span meets [low, high] (None: open-ended); with
@@ -680,14 +774,17 @@ class Wanted:
         spans: keys whose rows to read (those not stored are left out of the answer).
         rows: keys whose catalog rows' source keys to read.
         windows: posters' time windows whose release keys to read.
+        reach: keys whose rows of a tool's From in the closure's `scope` (as drawn so
+            far) to read the spans of (a pending build's, once: `Closure._scope`).
     """
 
     spans: tuple[bytes, ...] = ()
     rows: tuple[bytes, ...] = ()
     windows: tuple[Window, ...] = ()
+    reach: tuple[bytes, ...] = ()
 
     def __bool__(self) -> bool:
-        return bool(self.spans or self.rows or self.windows)
+        return bool(self.spans or self.rows or self.windows or self.reach)
 
 
 @attrs.frozen
@@ -753,16 +850,25 @@ class Closure:
     _via_rows: set[bytes] = attrs.field(factory=set)
     _via_windows: set[bytes] = attrs.field(factory=set)
     rounds: int = 0
+    # A pending build's: the rows of a tool's From are read within it (`Scope`), drawn
+    # once the touched keys' spans are read. None: every row of the keys found.
+    scope: Scope | None = None
+    _scoped: bool = False
 
     @classmethod
     def of(
-        cls, touched: Iterable[bytes], fresh: Mapping[bytes, tuple[int, int]] | None = None
+        cls,
+        touched: Iterable[bytes],
+        fresh: Mapping[bytes, tuple[int, int]] | None = None,
+        *,
+        scoped: bool = False,
     ) -> Closure:
         """The closure of `touched`; `fresh`: of those keys, the earliest and latest
         date of the chunks stored under each since its last build, where known (the
-        windows are looked in around those, `_since`)."""
+        windows are looked in around those, `_since`); `scoped`: a pending build's,
+        whose rows of a tool's From are read within its `scope` only."""
         touched = frozenset(touched)
-        closure = cls(fresh=fresh or {}, touched=touched)
+        closure = cls(fresh=fresh or {}, touched=touched, scoped=scoped)
         closure._found(touched)
         return closure
 
@@ -797,6 +903,12 @@ class Closure:
         if self._unread:
             self._asked = Wanted(spans=tuple(sorted(self._unread)))
         else:
+            if self._scoped and self.scope is None:
+                self.scope = self._scope()
+                reach = tuple(sorted(self._touched & self.keys))
+                if reach:
+                    self._asked = Wanted(reach=reach)
+                    return self._asked
             rows = tuple(sorted(self._rows_unread))
             windows: tuple[Window, ...] = ()
             if self._window_rounds < WINDOW_ROUNDS:
@@ -815,11 +927,17 @@ class Closure:
         spans: Mapping[bytes, Span] | None = None,
         rows: Iterable[bytes] | None = None,
         windows: Iterable[bytes] | None = None,
+        reach: Iterable[tuple[int, int]] | None = None,
     ) -> None:
         """The answers to the last `wanted()`: the stored spans of the keys asked, the
-        source keys of their catalog rows, the keys of the releases in the windows."""
+        source keys of their catalog rows, the keys of the releases in the windows, the
+        spans of the rows of a tool's From the keys asked have in the scope."""
         wanted = self._asked
         self.rounds += 1
+        if reach is not None and self.scope is not None:
+            # The scope reaches over the generations the fresh chunks may join: a
+            # file posted over hours, a long upload, is written, not built again.
+            self.scope = Scope.of((*self.scope.spans, *reach))
         if spans is not None:
             asked = wanted.spans
             stored = [key for key in asked if key in spans]
@@ -851,6 +969,30 @@ class Closure:
         window found them, past WINDOW_ROUNDS): a part link would join to theirs may be
         beyond the closure."""
         return {key for key in keys if key in self.keys and key not in self._windowed}
+
+    def _scope(self) -> Scope:
+        """The dates the build reads the rows of a tool's From in: SCOPE_MARGIN_SECONDS
+        around what batches stored under each touched key since its last build, or
+        around its whole span where that is not known (a key marked pending again:
+        its next build reads all its rows).
+
+        Not its whole span where `_since` looks around it whole: edges index ranges
+        in any order, and a busy From's key gets chunks before its stored ones at
+        nearly every build. Its generations hours away stay as they were (under a
+        tool's From none reaches past APART_SECONDS from its files); one made
+        otherwise is built again whole (`Scope`)."""
+        spans = []
+        for key in self._touched:
+            fresh = self._fresh.get(key)
+            if fresh is not None:
+                spans.append(_margined(*fresh))
+                continue
+            span = self.spans.get(key)
+            if span is not None and span.posted:
+                spans.append(_margined(span.posted, span.latest))
+            # Else not stored (a probe's generation key) or undated: no row of it has a
+            # span (every build reads those).
+        return Scope.of(spans)
 
     def _repost(self, key: bytes) -> bytes:
         nxt = self._next.get(key)

@@ -66,10 +66,11 @@ from usenet_indexer.core.uploads import representative as upload_key
 # their place among a release's generations (before migration 0043), 2 by their own
 # upload, 3 by their own upload and kept by the rows' anchors (`Pins`, migration
 # 0044), 4 as 3 with each stored chunk's own poster, head and M (migration 0047:
-# a job's fragments carry them). An edge that builds catalog jobs says its own
-# (`POST builds?keys=4`), and
+# a job's fragments carry them), 5 as 4 with each row's span (catalog.CatalogEntry.span,
+# migration 0048: a pending build writes a tool's From's rows by it). An edge that
+# builds catalog jobs says its own (`POST builds?keys=5`), and
 # a coordinator offers jobs only to an edge that keys as it does.
-KEYS = 4
+KEYS = 5
 
 # The stored rows' keys a merge keeps (`_keyed`), by a release key of their sources:
 # (anchor, guid) pairs, the anchor the first message-id of the file chunk the row's
@@ -464,6 +465,10 @@ class CatalogRelease:
     sources: tuple[builtins.bytes, ...] = attrs.field(default=(), eq=False)
     # The first message-id of the file chunk its key was made of (kept by `Pins`).
     anchor: str = attrs.field(default="", eq=False)
+    # Its file chunks' earliest and latest date (each a batch's first line of its
+    # file: a file posted over hours has its later chunks' dates here, not in its
+    # `posted`); (0, 0) where one is not dated (catalog.row_span).
+    dates: tuple[int, int] = attrs.field(default=(0, 0), eq=False)
 
     def to_json(self, *, fragments: bool = False) -> dict[str, Any]:
         """The release in the JSONL schema of `uidx index` and `uidx catalog export`.
@@ -757,7 +762,15 @@ class ReleaseMerger:
             repost_of=release.repost_of,
             sources=tuple(sorted({key for m in members for key in m.sources})),
             anchor=keyed.anchor,
+            dates=_chunk_dates(files),
         )
+
+
+def _chunk_dates(files: list[_File]) -> tuple[int, int]:
+    """The earliest and latest date of the files' chunks; (0, 0) where one is not dated."""
+    dates = [chunk.posted for file in files for chunk in file.chunks]
+    low = min(dates, default=0)
+    return (0, 0) if low <= 0 else (low, max(dates))
 
 
 # An upload's merged files made catalog files, with their figures summed: (the files,

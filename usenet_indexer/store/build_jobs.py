@@ -26,11 +26,13 @@ from typing import Any
 import attrs
 import psycopg
 
+from usenet_indexer.core.catalog import Scope
 from usenet_indexer.store import arrays
 
 _RESERVE = """
-    INSERT INTO build_jobs (node_id, shards, pending, seqs, keys, expires_at)
-    VALUES (%s, %s, %b, %s, %b, now() + make_interval(secs => %s))
+    INSERT INTO build_jobs (node_id, shards, pending, seqs, keys, scope_lows, scope_highs,
+                            expires_at)
+    VALUES (%s, %s, %b, %s, %b, %s, %s, now() + make_interval(secs => %s))
     RETURNING id
 """
 _RESERVED = """
@@ -39,7 +41,7 @@ _RESERVED = """
 """
 _EXPIRED = "DELETE FROM build_jobs WHERE expires_at <= now()"
 _JOB = """
-    SELECT shards, pending, seqs, keys FROM build_jobs
+    SELECT shards, pending, seqs, keys, scope_lows, scope_highs FROM build_jobs
     WHERE id = %s AND node_id = %s AND expires_at > now()
 """
 _CLAIM = "DELETE FROM build_jobs WHERE id = %s AND node_id = %s AND expires_at > now()"
@@ -57,12 +59,13 @@ _ASKING = (
 
 @attrs.frozen
 class Job:
-    """A job as reserved: its shards, the pending keys it took (with their seq) and the
-    keys it merges again."""
+    """A job as reserved: its shards, the pending keys it took (with their seq), the
+    keys it merges again, and the scope its rows are written in (None: none)."""
 
     shards: frozenset[int]
     pending: Mapping[bytes, int]
     keys: frozenset[bytes]
+    scope: Scope | None = None
 
 
 @attrs.define(eq=False)
@@ -78,12 +81,15 @@ class BuildJobs:
         pending: Mapping[bytes, int],
         keys: Sequence[bytes],
         lease_seconds: float,
+        scope: Scope | None = None,
     ) -> int:
         """Reserve `shards` for a job of `node_id` until `lease_seconds` from now; its id."""
+        lows = None if scope is None else arrays.int8s(scope.lows)
+        highs = None if scope is None else arrays.int8s(scope.highs)
         row = self._conn.execute(
             _RESERVE,
             (node_id, sorted(shards), arrays.keys(pending), arrays.int8s(pending.values()), arrays.keys(keys),
-             float(lease_seconds)),
+             lows, highs, float(lease_seconds)),
         ).fetchone()  # fmt: skip
         assert row is not None  # INSERT ... RETURNING gives its row
         return int(row[0])
@@ -102,11 +108,12 @@ class BuildJobs:
         row = self._conn.execute(_JOB, (job_id, node_id), binary=True).fetchone()
         if row is None:
             return None
-        shards, pending, seqs, keys = row
+        shards, pending, seqs, keys, lows, highs = row
         return Job(
             shards=frozenset(int(s) for s in shards),
             pending={bytes(k): int(s) for k, s in zip(pending, seqs, strict=True)},
             keys=frozenset(bytes(k) for k in keys),
+            scope=None if lows is None else Scope(tuple(zip(lows, highs, strict=True))),
         )
 
     def claim(self, job_id: int, node_id: int) -> bool:

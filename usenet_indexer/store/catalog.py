@@ -56,7 +56,14 @@ from psycopg import sql
 from psycopg_pool import ConnectionPool
 
 from usenet_indexer.core.batch import FileChunk, ReleaseChunk, Said, stored_chunk
-from usenet_indexer.core.catalog import CatalogEntry, Span, Window, query_words, search_name
+from usenet_indexer.core.catalog import (
+    CatalogEntry,
+    Scope,
+    Span,
+    Window,
+    query_words,
+    search_name,
+)
 from usenet_indexer.core.categories import subcategories
 from usenet_indexer.core.merge import APART_SECONDS, Pins
 from usenet_indexer.core.newznab import Item
@@ -142,17 +149,22 @@ _PROBED_OF = (
 _CATALOG_TEMP = """
     CREATE TEMPORARY TABLE catalog_new (LIKE catalog INCLUDING DEFAULTS) ON COMMIT DROP
 """
+# The rows a pending build made across its scope's edge (core/catalog.Scope), to be
+# compared with the stored ones, not written.
+_CATALOG_OUT_TEMP = """
+    CREATE TEMPORARY TABLE catalog_out (LIKE catalog INCLUDING DEFAULTS) ON COMMIT DROP
+"""
 # Binary: the rows' arrays (groups, sources) dumped in text cost a tenth of a build.
 _CATALOG_COPY = """
     COPY {} (guid, name, search_name, category, size, files, poster, groups, posted,
              completion, season, episode, probe_candidate, sources, changed_at, state,
-             imdb, tvdb, tvmaze, tmdb, anchor)
+             imdb, tvdb, tvmaze, tmdb, anchor, span_low, span_high)
     FROM STDIN (FORMAT BINARY)
 """
 _CATALOG_TYPES = (
     "text", "text", "text", "int4", "int8", "int4", "text", "text[]", "int8",
     "float4", "int4", "int4", "bool", "bytea[]", "timestamptz", "text",
-    "int4", "int4", "int4", "int4", "text",
+    "int4", "int4", "int4", "int4", "text", "int8", "int8",
 )  # fmt: skip
 # Shown: complete, or quiet for long enough; a row once shown stays shown. A row
 # the build made again as it was is not written (no dead tuple, no index entry,
@@ -162,13 +174,24 @@ _CATALOG_TYPES = (
 # them for its newest upload while its earlier ones' rows stay as they were; such
 # a row keeps the date it last changed (and is shown once quiet since then, by
 # _SHOW_QUIET), where every upload of the key was written again and kept waiting.
-_CATALOG_MERGE = """
+# A row made again otherwise than it is stored, its changed_at aside (`new`: the made
+# row's alias).
+_CHANGED_ROW = """(c.name, c.search_name, c.category, c.size, c.files, c.poster, c.groups,
+           c.posted, c.completion, c.season, c.episode, c.probe_candidate, c.sources,
+           c.state, c.imdb, c.tvdb, c.tvmaze, c.tmdb, c.anchor, c.span_low, c.span_high)
+          IS DISTINCT FROM
+          ({new}.name, {new}.search_name, {new}.category, {new}.size, {new}.files,
+           {new}.poster, {new}.groups, {new}.posted, {new}.completion, {new}.season,
+           {new}.episode, {new}.probe_candidate, {new}.sources, {new}.state, {new}.imdb,
+           {new}.tvdb, {new}.tvmaze, {new}.tmdb, {new}.anchor, {new}.span_low, {new}.span_high)"""
+_CATALOG_MERGE = f"""
     INSERT INTO catalog AS c (guid, name, search_name, category, size, files, poster, groups,
                               posted, completion, season, episode, probe_candidate, sources,
-                              changed_at, state, imdb, tvdb, tvmaze, tmdb, anchor, shown)
+                              changed_at, state, imdb, tvdb, tvmaze, tmdb, anchor,
+                              span_low, span_high, shown)
     SELECT guid, name, search_name, category, size, files, poster, groups, posted,
            completion, season, episode, probe_candidate, sources, changed_at, state,
-           imdb, tvdb, tvmaze, tmdb, anchor,
+           imdb, tvdb, tvmaze, tmdb, anchor, span_low, span_high,
            completion >= 1 OR changed_at <= now() - make_interval(secs => %(quiet)s)
     FROM catalog_new
     ON CONFLICT (guid) DO UPDATE SET
@@ -179,19 +202,10 @@ _CATALOG_MERGE = """
         episode = excluded.episode, probe_candidate = excluded.probe_candidate,
         sources = excluded.sources, changed_at = excluded.changed_at, state = excluded.state,
         imdb = excluded.imdb, tvdb = excluded.tvdb, tvmaze = excluded.tvmaze,
-        tmdb = excluded.tmdb, anchor = excluded.anchor, shown = c.shown OR excluded.shown,
-        built_at = now()
+        tmdb = excluded.tmdb, anchor = excluded.anchor, span_low = excluded.span_low,
+        span_high = excluded.span_high, shown = c.shown OR excluded.shown, built_at = now()
     WHERE NOT c.guid = ANY(%(held)s::text[])
-      AND ((c.name, c.search_name, c.category, c.size, c.files, c.poster, c.groups, c.posted,
-           c.completion, c.season, c.episode, c.probe_candidate, c.sources,
-           c.state, c.imdb, c.tvdb, c.tvmaze, c.tmdb, c.anchor)
-          IS DISTINCT FROM
-          (excluded.name, excluded.search_name, excluded.category, excluded.size,
-           excluded.files, excluded.poster, excluded.groups, excluded.posted,
-           excluded.completion, excluded.season, excluded.episode, excluded.probe_candidate,
-           excluded.sources, excluded.state, excluded.imdb,
-           excluded.tvdb, excluded.tvmaze, excluded.tmdb, excluded.anchor)
-       OR (excluded.shown AND NOT c.shown))
+      AND ({_CHANGED_ROW.format(new="excluded")} OR (excluded.shown AND NOT c.shown))
 """
 # Of the rows a build of some keys made, those the catalog has under the same guid
 # made of keys beside them: another release's row, or the same release's made of
@@ -240,12 +254,47 @@ _CATALOG_PRUNE_UNSTORED = """
     )
     SELECT (SELECT max(id) FROM page), (SELECT count(*) FROM page), (SELECT count(*) FROM gone)
 """
+# A row of a posting tool's From whose span meets a pending build's scope
+# (core/catalog.Scope: its lows and highs), or any other row (no span).
+_IN_SCOPE = """(c.span_low IS NULL OR EXISTS (
+        SELECT FROM unnest(%(lows)s::int8[], %(highs)s::int8[]) AS w(low, high)
+        WHERE c.span_low <= w.high AND c.span_high >= w.low))"""
+# The spans of the rows of a tool's From that keys went into, in a pending build's
+# scope (the generations its fresh chunks may join: core/catalog.Closure `reach`).
+_ROW_SPANS = f"""
+    SELECT DISTINCT c.span_low, c.span_high FROM catalog AS c
+    WHERE c.id = ANY(ARRAY(SELECT catalog_id FROM catalog_keys WHERE key = ANY(%(keys)b)))
+      AND c.span_low IS NOT NULL AND {_IN_SCOPE}
+"""
 # The rows made before from keys merged anew that the merge no longer makes
 # (catalog_keys: the rows of a key, by a btree).
 _CATALOG_PRUNE_OF = """
     DELETE FROM catalog
     WHERE id = ANY(ARRAY(SELECT catalog_id FROM catalog_keys WHERE key = ANY(%b)))
       AND guid NOT IN (SELECT guid FROM catalog_new)
+"""
+# As _CATALOG_PRUNE_OF in a pending build's scope: rows of a tool's From the scope
+# does not meet stay, and so do the rows the build made beyond its scope (those
+# crossing it, in catalog_out, and those beyond it, `skipped`).
+_CATALOG_PRUNE_SCOPED = f"""
+    DELETE FROM catalog AS c
+    WHERE c.id = ANY(ARRAY(SELECT catalog_id FROM catalog_keys WHERE key = ANY(%(keys)b)))
+      AND c.guid NOT IN (SELECT guid FROM catalog_new)
+      AND c.guid NOT IN (SELECT guid FROM catalog_out)
+      AND NOT c.guid = ANY(%(skipped)s::text[])
+      AND {_IN_SCOPE}
+"""
+# Of the rows a pending build made across its scope's edge, those it did not make as
+# stored (or anew): their keys are built again, all their rows read.
+_OUT_CHANGED = f"""
+    SELECT o.sources FROM catalog_out AS o LEFT JOIN catalog AS c ON c.guid = o.guid
+    WHERE c.guid IS NULL OR {_CHANGED_ROW.format(new="o")}
+"""
+# Of the rows a pending build made beyond its scope, those stored in it (or with no
+# span): made otherwise now, their keys are built again, all their rows read.
+_SKIPPED_CHANGED = f"""
+    SELECT c.sources FROM catalog AS c
+    WHERE c.guid = ANY(%(skipped)s::text[]) AND {_IN_SCOPE}
 """
 _SHOW_QUIET = """
     UPDATE catalog SET shown = true
@@ -305,6 +354,14 @@ _SPANS = """
 _ROW_KEYS = """
     SELECT DISTINCT k FROM catalog AS c, unnest(c.sources) AS k
     WHERE c.id = ANY(ARRAY(SELECT catalog_id FROM catalog_keys WHERE key = ANY(%b)))
+"""
+# As _ROW_KEYS, of the rows in a pending build's scope: a tool's From's rows of
+# other hours and days are not read (each row is still fetched, by its primary
+# key, for its span).
+_SCOPED_ROW_KEYS = f"""
+    SELECT DISTINCT k FROM catalog AS c, unnest(c.sources) AS k
+    WHERE c.id = ANY(ARRAY(SELECT catalog_id FROM catalog_keys WHERE key = ANY(%(keys)b)))
+      AND {_IN_SCOPE}
 """
 # A window finds a release by its whole span (earliest file to latest) and the
 # poster and M the release row has (its earliest file's): a release's generation
@@ -1142,7 +1199,11 @@ def _catalog_record(entry: CatalogEntry) -> tuple[object, ...]:
         entry.ids.tvmaze,
         entry.ids.tmdb,
         entry.anchor or None,
+        *(entry.span or _NO_SPAN),
     )
+
+
+_NO_SPAN = (None, None)
 
 
 @attrs.frozen
@@ -1156,6 +1217,8 @@ class Written:
         shown: rows shown for having been quiet long enough (and not complete).
         held: guids of rows made of keys beside the build's, kept as they were
             (their keys pending again; see `_HELD_ROWS`).
+        beyond: keys pending again for rows of a tool's From made otherwise beyond
+            a pending build's scope (core/catalog.Scope).
     """
 
     rows: int
@@ -1163,6 +1226,7 @@ class Written:
     pruned: int
     shown: int
     held: tuple[str, ...] = ()
+    beyond: int = 0
 
 
 @attrs.frozen
@@ -1374,12 +1438,32 @@ class CatalogTable:
             ) in rows
         }  # fmt: skip
 
-    def row_keys(self, keys: Sequence[bytes], locks: ShardLocks | None = None) -> set[bytes]:
-        """Every source key of the catalog rows any of `keys` went into (read on the
-        connection of `locks` when given)."""
+    def row_keys(
+        self, keys: Sequence[bytes], locks: ShardLocks | None = None, scope: Scope | None = None
+    ) -> set[bytes]:
+        """Every source key of the catalog rows any of `keys` went into (of those in
+        `scope` only, when given: core/catalog.Scope), read on the connection of `locks`
+        when given."""
         with self._reading(locks) as conn:
-            rows = conn.execute(_ROW_KEYS, (arrays.keys(keys),), binary=True).fetchall()
+            if scope is None:
+                rows = conn.execute(_ROW_KEYS, (arrays.keys(keys),), binary=True).fetchall()
+            else:
+                asked = {"keys": arrays.keys(keys), **_scope_params(scope)}
+                rows = conn.execute(_SCOPED_ROW_KEYS, asked, binary=True).fetchall()
         return {bytes(key) for (key,) in rows}
+
+    def row_spans(
+        self, keys: Sequence[bytes], scope: Scope | None, locks: ShardLocks | None = None
+    ) -> list[tuple[int, int]]:
+        """The spans of the catalog rows of a tool's From that `keys` went into and that
+        meet `scope` (core/catalog.Scope; none: none), read on the connection of `locks`
+        when given."""
+        if scope is None or not keys:
+            return []
+        with self._reading(locks) as conn:
+            asked = {"keys": arrays.keys(keys), **_scope_params(scope)}
+            rows = conn.execute(_ROW_SPANS, asked, binary=True).fetchall()
+        return [(int(low), int(high)) for low, high in rows]
 
     def window_keys(self, windows: Sequence[Window], locks: ShardLocks | None = None) -> set[bytes]:
         """The keys of the releases of each window's poster whose span meets it (of
@@ -1461,6 +1545,7 @@ class CatalogTable:
         quiet_seconds: float,
         pending: Mapping[bytes, int],
         keys: Sequence[bytes] | None,
+        scope: Scope | None = None,
     ) -> Written:
         """Replace the rows made from `keys` (every row: None) by `entries`, in one
         transaction, and take `pending` (at the seq read) as built.
@@ -1470,10 +1555,28 @@ class CatalogTable:
         is deleted. A row the catalog has from keys beside `keys` is not
         written over (`_HELD_ROWS`): its keys and the entry's are pending again
         (marked once the rows are committed, in a transaction of their own).
+        With a pending build's `scope`, rows of a tool's From are written and
+        deleted as core/catalog.Scope says: only those it holds are written,
+        the keys of those made otherwise beyond it are pending again, and only
+        rows it meets are deleted.
         """
+        inside: Iterable[CatalogEntry] = entries
+        crossing: list[CatalogEntry] = []
+        skipped: list[str] = []
+        if scope is not None:
+            inside = []
+            for entry in entries:
+                span = entry.span
+                if span is None or scope.holds(span):
+                    inside.append(entry)
+                elif scope.meets(span):
+                    crossing.append(entry)
+                else:
+                    skipped.append(entry.guid)
+        again: set[bytes] = set()
         with self.pool.connection() as conn, conn.transaction():
             conn.execute(_CATALOG_TEMP)
-            made = copy_entries(conn, entries, "catalog_new")
+            made = copy_entries(conn, inside, "catalog_new")
             held: dict[str, set[bytes]] = {}
             if keys is not None:
                 for guid, theirs, ours in conn.execute(_HELD_ROWS, (arrays.keys(keys),)):
@@ -1482,23 +1585,36 @@ class CatalogTable:
             written = int(conn.execute(_CATALOG_MERGE, merge).rowcount)
             if keys is None:
                 pruned = conn.execute(_CATALOG_PRUNE_ALL).rowcount
-            else:
+            elif scope is None:
                 pruned = conn.execute(_CATALOG_PRUNE_OF, (arrays.keys(keys),)).rowcount
+            else:
+                conn.execute(_CATALOG_OUT_TEMP)
+                copy_entries(conn, crossing, "catalog_out")
+                asked = {"keys": arrays.keys(keys), "skipped": skipped, **_scope_params(scope)}
+                for (sources,) in conn.execute(_OUT_CHANGED).fetchall():
+                    again.update(bytes(k) for k in sources)
+                if skipped:
+                    for (sources,) in conn.execute(_SKIPPED_CHANGED, asked).fetchall():
+                        again.update(bytes(k) for k in sources)
+                pruned = conn.execute(_CATALOG_PRUNE_SCOPED, asked).rowcount
             quiet = int(conn.execute(_SHOW_QUIET, (quiet_seconds,)).rowcount)
             conn.execute(_PENDING_DONE, (arrays.keys(pending), arrays.int8s(pending.values())))
             fold = conn.execute(_FOLD_WANTED, (_FOLD_ROWS, *_FOLD_LOCK)).fetchone()
             if fold is not None and fold[0]:
                 conn.execute(_FOLD_COUNTS)
-        if held:
+        beyond = len(again)
+        if held or again:
             # In a transaction of its own, after the rows: marked in the write's, after
             # _PENDING_DONE locked the keys taken, these were a second pass of locks in
             # key order, and a batch marking keys of both between the two passes
             # deadlocked with it (a 503). A stop between the two leaves the held rows as
-            # they were until the catalog sweep marks their keys.
-            again = sorted(set().union(*held.values()))
+            # they were until the catalog sweep marks their keys. Marked without fresh
+            # dates: their next build reads all their rows.
+            again.update(*held.values())
             with self.pool.connection() as conn, conn.transaction():
-                conn.execute(MARK_PENDING, (False, arrays.keys(again)))
-        return Written(made, written, int(pruned), quiet, tuple(sorted(held)))
+                conn.execute(MARK_PENDING, (False, arrays.keys(sorted(again))))
+        made += len(crossing) + len(skipped)
+        return Written(made, written, int(pruned), quiet, tuple(sorted(held)), beyond)
 
     def search(self, search: Search) -> tuple[int, list[CatalogRow]]:
         """Releases that match a search, newest first (see "How q matches" above).
@@ -1584,6 +1700,11 @@ class CatalogTable:
         with self.pool.connection() as conn, conn.transaction():
             conn.execute("SET LOCAL synchronous_commit TO off")  # a grab is no fsync's worth
             conn.execute(_GRAB, (guid,))
+
+
+def _scope_params(scope: Scope) -> dict[str, arrays.Array]:
+    """A scope's spans as the statements' lows and highs (_IN_SCOPE)."""
+    return {"lows": arrays.int8s(scope.lows), "highs": arrays.int8s(scope.highs)}
 
 
 def _window_columns(windows: Sequence[Window]) -> list[arrays.Array]:

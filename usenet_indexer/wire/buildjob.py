@@ -319,17 +319,24 @@ def _entry(entry: CatalogEntry) -> list[object]:
         entry.poster, list(entry.groups), entry.posted, entry.completion, entry.season,
         entry.episode, entry.probe_candidate, list(entry.sources), micros(entry.changed_at),
         entry.state, list(attrs.astuple(entry.ids)), entry.anchor,
+        *(entry.span or _NO_SPAN),
     ]  # fmt: skip
+
+
+# A row's span (CatalogEntry.span) goes as two fields, both nil when it has none.
+_NO_SPAN = (None, None)
+_ROW_FIELDS = 20
 
 
 # The types of a well-formed row's fields, as msgpack decodes them (`type`, so a
 # bool is no int): completion an int or a float, season and episode nil or ints.
 _ROW_SHAPES = frozenset(
     (str, str, str, int, int, int, str, list, int, completion, season, episode, bool, list,
-     int, str, list, str)
+     int, str, list, str, span, span)
     for completion in (float, int)
     for season in (int, type(None))
     for episode in (int, type(None))
+    for span in (int, type(None))
 )  # fmt: skip
 
 
@@ -340,10 +347,11 @@ _NO_ID_VALUES = [None] * len(attrs.fields(MediaIds))
 def _unentry(value: object, moments: dict[int, datetime]) -> CatalogEntry:
     """A row (`moments`: the times made of the rows before, by microseconds)."""
     fields = _list(value)
-    if len(fields) != 18:
-        raise BuildWireError(f"a catalog row has 18 fields, not {len(fields)}")
+    if len(fields) != _ROW_FIELDS:
+        raise BuildWireError(f"a catalog row has {_ROW_FIELDS} fields, not {len(fields)}")
     (guid, name, search, category, size, files, poster, groups, posted, completion,
-     season, episode, candidate, sources, changed_at, state, ids, anchor) = fields  # fmt: skip
+     season, episode, candidate, sources, changed_at, state, ids, anchor,
+     span_low, span_high) = fields  # fmt: skip
     # A row of the right types in one look (the coordinator reads every row of
     # every job); any other goes the field-by-field way below, which names what
     # is wrong (and makes the same row of what it accepts).
@@ -352,6 +360,8 @@ def _unentry(value: object, moments: dict[int, datetime]) -> CatalogEntry:
         and all(type(g) is str for g in groups)
         and all(type(k) is bytes for k in sources)
         and _plain_anchor(anchor)
+        and (span_low is None) == (span_high is None)
+        and (span_low is None or span_low <= span_high)
         and (
             ids == _NO_ID_VALUES
             or (len(ids) == 5 and all(v is None or type(v) is int for v in ids))
@@ -364,17 +374,24 @@ def _unentry(value: object, moments: dict[int, datetime]) -> CatalogEntry:
             guid, name, search, category, size, files, poster, tuple(groups), posted,
             float(completion), season, episode, candidate, tuple(sources), when,
             state, NO_IDS if ids == _NO_ID_VALUES else MediaIds(*ids), anchor,
+            None if span_low is None else (span_low, span_high),
         )  # fmt: skip
     return _checked_entry(fields)
 
 
 def _checked_entry(fields: list[Any]) -> CatalogEntry:
-    """A row of 18 fields, checked field by field (BuildWireError naming what is wrong)."""
+    """A row of its fields, checked field by field (BuildWireError naming what is wrong)."""
     (guid, name, search, category, size, files, poster, groups, posted, completion,
-     season, episode, candidate, sources, changed_at, state, ids, anchor) = fields  # fmt: skip
+     season, episode, candidate, sources, changed_at, state, ids, anchor,
+     span_low, span_high) = fields  # fmt: skip
     id_values = _list(ids)
     if len(id_values) != 5:
         raise BuildWireError("a catalog row's ids are 5")
+    span = (_optional(span_low, _int), _optional(span_high, _int))
+    if (span[0] is None) != (span[1] is None):
+        raise BuildWireError("a catalog row's span has both ends or none")
+    if span[0] is not None and span[1] is not None and span[0] > span[1]:
+        raise BuildWireError("a catalog row's span ends before it begins")
     return CatalogEntry(
         guid=_str(guid),
         name=_str(name),
@@ -394,6 +411,7 @@ def _checked_entry(fields: list[Any]) -> CatalogEntry:
         state=_str(state),
         ids=MediaIds(*(_optional(v, _int) for v in id_values)),
         anchor=_anchor(anchor),
+        span=None if span[0] is None or span[1] is None else (span[0], span[1]),
     )
 
 
