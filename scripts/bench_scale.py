@@ -34,7 +34,9 @@ order (a run has a handful of builds: its first tenth is one build).
 `build_again` and `build_again_series`: of the keys each build merged
 beyond its pending ones, how many the repost chains, the catalog rows and
 the posters' windows found (core/catalog.Again, from the build's log line
-or its build job's `offered` line).
+or its build job's `offered` line); `build_beyond_keys`: the keys builds marked
+pending again for rows of a tool's From made otherwise beyond their dates
+(core/catalog.Scope: each is built again with every row of its read).
 The catalog lag is from the last batch's `stored_at` to the first poll that
 saw `catalog_pending` empty after it (both on the database's clock; polls
 1 s apart while the edges work, 0.2 s once every range is done).
@@ -124,6 +126,9 @@ _BUILT = re.compile(
 # What a build merged again beyond its pending keys, by what found them: the
 # coordinator's own build's line, or an edge's build job's as it is offered.
 _AGAIN = re.compile(r"merged again(?: \(|: )chains (\d+), rows (\d+), windows (\d+)")
+# The keys a build marked pending again for rows made otherwise beyond its dates
+# (core/catalog.Scope): each is built again with every row of its read.
+_BEYOND = re.compile(r"(\d+) keys built again beyond its dates")
 
 _POLL = """
     SELECT (SELECT count(*) FILTER (WHERE state = 'done') FROM ranges),
@@ -473,6 +478,9 @@ def merged_again(coordinator_log: Path) -> dict[str, Any]:
             for i, way in enumerate(("chains", "rows", "windows"))
         },
         "build_again_series": found,
+        "build_beyond_keys": sum(
+            int(m[1]) for m in _BEYOND.finditer(coordinator_log.read_text(errors="replace"))
+        ),
     }
 
 

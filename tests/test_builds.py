@@ -76,7 +76,7 @@ def test_a_build_is_recorded_with_what_it_took(
     assert lag.last_build_seconds is not None
     assert "catalog built: pending=" in caplog.text
     # And why it merged more keys than were pending: what found those.
-    assert f"look-ups; merged again: {built.again})" in caplog.text
+    assert f"beyond its dates; merged again: {built.again})" in caplog.text
     assert built.again.total == built.keys - built.pending
     assert lag.pending_keys == 0
     # A build with nothing to do is not a row.

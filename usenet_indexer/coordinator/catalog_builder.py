@@ -220,9 +220,10 @@ def build_once(catalog: CatalogBuild, builds: BuildStore, quiet_seconds: float) 
         # One line per build, key=value: scripts/bench-scale reads it.
         logger.info(
             "catalog built: pending=%d merged=%d written=%d shown=%d cpu_s=%.3f"
-            " wall_s=%.3f (%d releases, %d pruned, %d look-ups; merged again: %s)",
+            " wall_s=%.3f (%d releases, %d pruned, %d look-ups, %d keys built again beyond"
+            " its dates; merged again: %s)",
             *(built.pending, built.keys, built.written, built.shown, built.cpu_s, wall_s),
-            *(built.releases, built.pruned, built.rounds, built.again),
+            *(built.releases, built.pruned, built.rounds, built.beyond, built.again),
         )
         builds.record(
             BuildRecord(

@@ -838,9 +838,11 @@ class NodeApi:
             return None
         logger.info(
             "catalog built: pending=%d merged=%d written=%d shown=%d cpu_s=%.3f"
-            " wall_s=%.3f (%d releases, %d pruned, %d look-ups; node %d job %d, %.3f s to write)",
+            " wall_s=%.3f (%d releases, %d pruned, %d look-ups, %d keys built again beyond"
+            " its dates; node %d job %d, %.3f s to write)",
             *(built.pending, built.keys, built.written, built.shown, result.cpu_s),
-            *(result.wall_s, built.releases, built.pruned, built.rounds, node_id, job_id),
+            *(result.wall_s, built.releases, built.pruned, built.rounds, built.beyond),
+            *(node_id, job_id),
             time.monotonic() - started,
         )
         self.stores.builds.record(
