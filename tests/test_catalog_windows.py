@@ -738,6 +738,29 @@ def test_a_build_of_a_tool_froms_obfuscated_upload_reads_no_row_of_its_other_hou
     assert [b.beyond for b in built] == [0] * 12
 
 
+def test_rows_written_before_their_dates_were_kept_are_read_whole_once(
+    stores: Stores,
+) -> None:
+    # A catalog upgraded from a version that kept no row's dates (migration 0048): the
+    # first build of a tool's From's key after it reads its rows whole, as before,
+    # and writes their dates; the catalog is still a whole rebuild's.
+    parts = [newsup_renamed(n, at=START + 3 * 3600 * n) for n in range(12)]
+    numbered = [f"{n}\t{line}".encode() for n, line in enumerate(chain.from_iterable(parts), 1000)]
+    built = []
+    for stored in batches_of_lines(stores, "alt.binaries.test", numbered, [5] * 12):
+        if stored == 12:
+            with stores.catalog.pool.connection() as conn:
+                conn.execute("UPDATE catalog SET span_low = NULL, span_high = NULL")
+        built.append(stores.build.drain(quiet_seconds=0))
+    followed = catalog_rows(stores)
+    assert built[-1].beyond > 0
+    with stores.catalog.pool.connection() as conn:
+        undated = conn.execute("SELECT count(*) FROM catalog WHERE span_low IS NULL").fetchone()
+    assert undated == (0,)
+    stores.build.everything(quiet_seconds=0)
+    assert followed == catalog_rows(stores)
+
+
 def test_a_fill_of_a_tool_froms_upload_hours_later_is_built_again_with_every_row(
     stores: Stores,
 ) -> None:
