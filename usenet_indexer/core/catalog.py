@@ -18,7 +18,9 @@ is bounded by the batch, never by what the catalog already holds):
   chunk of its first key too (the indexer's piece 0), so walking forward
   from every touched key finds every chain whole;
 - the keys the catalog made one row with before (`catalog_keys`): what
-  was joined may fall apart, and then both halves need rows again;
+  was joined may fall apart, and then both halves need rows again (a
+  pending build reads a posting tool's From's rows only near its batch,
+  and writes what it made as `Scope` says);
 - the releases of the same poster whose span (earliest file to latest)
   meets the chain's, widened by `uploads.TOGETHER_SECONDS`: `uploads.link`
   joins parts of one upload only within that. Parts further apart than
