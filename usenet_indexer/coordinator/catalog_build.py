@@ -569,12 +569,6 @@ class CatalogBuild:
         self.table.mark_no_album(made.no_album)
         self.probes.add_more(made.probes)
         written = self.table.write(made.entries, quiet_seconds, pending, keys, scope)
-        if written.beyond:
-            logger.info(
-                "catalog build: rows of a tool's From made otherwise beyond the build's"
-                " dates; their %d keys are built again, every row of theirs read",
-                written.beyond,
-            )
         if written.held:
             # An edge's row under another release's guid, or a closure that did not
             # reach every key of a row it made again: that row is not written over.

@@ -302,6 +302,10 @@ class CatalogEntry:
     span: tuple[int, int] | None = None
 
 
+# A row's span's two columns (and wire fields) where it has none.
+NO_SPAN = (None, None)
+
+
 def row_span(release: CatalogRelease) -> tuple[int, int] | None:
     """A release's row's `CatalogEntry.span`: its file chunks' earliest and latest date
     (`CatalogRelease.dates`: a file posted over hours spans them all) under a posting
@@ -661,10 +665,8 @@ class Scope:
             joined.append((low, high))
         return cls(tuple(joined))
 
-    def holds(self, span: tuple[int, int] | None) -> bool:
-        """Whether `span` lies within the scope (None: a row every build writes)."""
-        if span is None:
-            return True
+    def holds(self, span: tuple[int, int]) -> bool:
+        """Whether `span` lies within the scope."""
         low, high = span
         at = bisect_right(self.spans, (low, _BIGINT_MAX)) - 1
         return at >= 0 and self.spans[at][1] >= high
@@ -685,12 +687,10 @@ class Scope:
 
 
 def _margined(low: int, high: int | None) -> tuple[int, int]:
-    """A key's dates widened by SCOPE_MARGIN_SECONDS, within PostgreSQL's bigint (None:
-    open-ended)."""
-    return (
-        max(low - SCOPE_MARGIN_SECONDS, _BIGINT_MIN),
-        _BIGINT_MAX if high is None else min(high + SCOPE_MARGIN_SECONDS, _BIGINT_MAX),
-    )
+    """A key's dates widened by SCOPE_MARGIN_SECONDS (`_widened`; open-ended: to the end
+    of PostgreSQL's bigint)."""
+    low, wide = _widened(low, high, SCOPE_MARGIN_SECONDS)
+    return low, _BIGINT_MAX if wide is None else wide
 
 
 @attrs.frozen
@@ -1219,12 +1219,14 @@ def _looked(
     ]
 
 
-def _widened(start: int, end: int | None) -> tuple[int, int | None]:
-    """A run's window: TOGETHER_SECONDS either side, within PostgreSQL's bigint whatever
-    dates a node sent (a window past its end is open, one before its start begins
-    there; int8range adds one to an inclusive upper bound)."""
-    low = max(start - TOGETHER_SECONDS, _BIGINT_MIN)
-    high = None if end is None or end >= _BIGINT_MAX - TOGETHER_SECONDS else end + TOGETHER_SECONDS
+def _widened(
+    start: int, end: int | None, seconds: int = TOGETHER_SECONDS
+) -> tuple[int, int | None]:
+    """A run's window: `seconds` (TOGETHER_SECONDS) either side, within PostgreSQL's
+    bigint whatever dates a node sent (a window past its end is open, one before its
+    start begins there; int8range adds one to an inclusive upper bound)."""
+    low = max(start - seconds, _BIGINT_MIN)
+    high = None if end is None or end >= _BIGINT_MAX - seconds else end + seconds
     return low, high
 
 

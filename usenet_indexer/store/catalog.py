@@ -57,6 +57,7 @@ from psycopg_pool import ConnectionPool
 
 from usenet_indexer.core.batch import FileChunk, ReleaseChunk, Said, stored_chunk
 from usenet_indexer.core.catalog import (
+    NO_SPAN,
     CatalogEntry,
     Scope,
     Span,
@@ -1199,11 +1200,8 @@ def _catalog_record(entry: CatalogEntry) -> tuple[object, ...]:
         entry.ids.tvmaze,
         entry.ids.tmdb,
         entry.anchor or None,
-        *(entry.span or _NO_SPAN),
+        *(entry.span or NO_SPAN),
     )
-
-
-_NO_SPAN = (None, None)
 
 
 @attrs.frozen

@@ -28,7 +28,7 @@ import attrs
 import msgpack
 
 from usenet_indexer.core.batch import Said
-from usenet_indexer.core.catalog import CatalogEntry, Made
+from usenet_indexer.core.catalog import NO_SPAN, CatalogEntry, Made
 from usenet_indexer.core.merge import KEYS, Pins
 from usenet_indexer.core.renames import Finding
 from usenet_indexer.decode.ids import NO_IDS, MediaIds
@@ -319,12 +319,11 @@ def _entry(entry: CatalogEntry) -> list[object]:
         entry.poster, list(entry.groups), entry.posted, entry.completion, entry.season,
         entry.episode, entry.probe_candidate, list(entry.sources), micros(entry.changed_at),
         entry.state, list(attrs.astuple(entry.ids)), entry.anchor,
-        *(entry.span or _NO_SPAN),
+        *(entry.span or NO_SPAN),
     ]  # fmt: skip
 
 
 # A row's span (CatalogEntry.span) goes as two fields, both nil when it has none.
-_NO_SPAN = (None, None)
 _ROW_FIELDS = 20
 
 
